@@ -1,0 +1,77 @@
+"""Reading any supported audio file into the canonical format, and writing WAV files."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import AudioFileError
+from ._format import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
+
+SUPPORTED_SUFFIXES = (".wav", ".flac", ".ogg", ".oga")
+
+
+def _to_int16(floats: np.ndarray) -> np.ndarray:
+    scaled = np.clip(np.round(floats * 32768.0), PCM16_MIN, PCM16_MAX)
+    return scaled.astype(np.int16)
+
+
+def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> PcmAudio:
+    """Decode WAV (PCM or float, any rate), FLAC or OGG into mono pcm_s16le at ``sample_rate_hz``.
+
+    Stereo is averaged to mono; other rates are resampled with soxr at very high quality.
+    Raises :class:`AudioFileError` for a missing, empty, corrupt or unsupported file.
+    """
+    import soundfile  # deferred: keeps the CLI start-up path light
+
+    path = Path(path)
+    if not path.is_file():
+        raise AudioFileError(f"audio file not found: {path}", source=path)
+    if path.stat().st_size == 0:
+        raise AudioFileError("audio file is empty", source=path)
+    try:
+        with soundfile.SoundFile(str(path)) as handle:
+            native_rate = handle.samplerate
+            if handle.frames == 0:
+                raise AudioFileError("audio file holds no samples", source=path)
+            if handle.subtype in ("PCM_16", "PCM_S8", "PCM_U8") and handle.channels == 1 \
+                    and native_rate == sample_rate_hz:
+                samples = handle.read(dtype="int16")
+                return PcmAudio(np.ascontiguousarray(samples), sample_rate_hz)
+            data = handle.read(dtype="float32", always_2d=True)
+    except AudioFileError:
+        raise
+    except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as error:
+        detail = str(error).strip() or type(error).__name__
+        raise AudioFileError(f"cannot decode audio ({detail}); supported: WAV (PCM or float), "
+                             f"FLAC, OGG", source=path) from None
+    mono = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    if not np.all(np.isfinite(mono)):
+        raise AudioFileError("audio holds non-finite samples", source=path)
+    if native_rate != sample_rate_hz:
+        import soxr
+
+        mono = soxr.resample(mono, native_rate, sample_rate_hz, quality="VHQ")
+    return PcmAudio(_to_int16(np.asarray(mono, dtype=np.float64)), sample_rate_hz)
+
+
+def wav_bytes(audio: PcmAudio) -> bytes:
+    """A complete 16-bit mono WAV file in memory."""
+    import wave
+
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as handle:
+        handle.setnchannels(1)
+        handle.setsampwidth(2)
+        handle.setframerate(audio.sample_rate_hz)
+        handle.writeframes(audio.to_bytes())
+    return buffer.getvalue()
+
+
+def write_wav(path: str | Path, audio: PcmAudio) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(wav_bytes(audio))
+    return path

@@ -1,0 +1,172 @@
+"""The seeded environment mixer: noise, background voices and transient events over user speech.
+
+Mixing works on the user's *microphone timeline*: the concatenation of every user turn's audio in
+a trial. Continuous layers (base noise, background voices) loop and continue from one turn to the
+next, a ``scheduled`` event lands at ``at_seconds`` of that timeline (its tail carries into the
+next turn), an ``on_turn`` event lands in its turn and a ``random`` event fires per turn with its
+probability. Every random choice comes from ``(seed, turn_number)``, so the output is
+byte-identical for the same inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import EnvironmentConfig
+from ..errors import AudioFileError
+from ._format import PCM16_MAX, PCM16_MIN, PcmAudio
+from ._io import read_audio
+from ._signal import SILENCE_THRESHOLD
+
+_LAYER_BASE, _LAYER_VOICES, _EVENT_TAG = 1, 2, 3
+
+
+@dataclass(frozen=True)
+class PreparedEnvironment:
+    """An environment with its audio decoded into the canonical format (as float32 arrays)."""
+
+    config: EnvironmentConfig
+    base_noise: np.ndarray | None = None
+    background_voices: np.ndarray | None = None
+    transients: tuple[np.ndarray, ...] = ()
+    sample_rate_hz: int = 24_000
+
+    @property
+    def is_silent(self) -> bool:
+        return self.config.impact == 0 or (
+            self.base_noise is None and self.background_voices is None and not self.transients)
+
+
+def prepare_environment(config: EnvironmentConfig, *, source: str | Path | None = None,
+                        sample_rate_hz: int = 24_000) -> PreparedEnvironment:
+    """Decode and normalize every asset of ``config``; errors name ``source`` and the key."""
+
+    def load(key: str, path: Path) -> np.ndarray:
+        try:
+            audio = read_audio(path, sample_rate_hz=sample_rate_hz)
+        except AudioFileError as error:
+            raise AudioFileError(f"{error.message} ({path})", source=source or error.source,
+                                 key=key) from None
+        return audio.samples.astype(np.float32)
+
+    base = load("base_noise", config.base_noise) if config.base_noise else None
+    voices = (load("background_voices", config.background_voices)
+              if config.background_voices else None)
+    transients = tuple(load(f"transient_events[{index}].type", event.type)
+                       for index, event in enumerate(config.transient_events))
+    return PreparedEnvironment(config, base, voices, transients, sample_rate_hz)
+
+
+@dataclass(frozen=True)
+class MixResult:
+    audio: PcmAudio
+    speech_to_noise_db: float | None
+    speech_rms: float
+    noise_rms: float
+    clipped_samples: int
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {"speech_to_noise_db": self.speech_to_noise_db,
+                "speech_rms": round(self.speech_rms, 3), "noise_rms": round(self.noise_rms, 3),
+                "clipped_samples": self.clipped_samples, "events": self.events}
+
+
+def _rng(seed: int, *tags: int) -> np.random.Generator:
+    return np.random.default_rng([seed % (1 << 63), *tags])
+
+
+def _loop_segment(layer: np.ndarray, start: int, count: int) -> np.ndarray:
+    """``count`` samples of ``layer`` looped, starting at ``start`` (any non-negative offset)."""
+    length = layer.shape[0]
+    begin = start % length
+    indices = (np.arange(count, dtype=np.int64) + begin) % length
+    return layer[indices]
+
+
+def _add_at(noise: np.ndarray, sound: np.ndarray, position: int, gain: float) -> tuple[int, int]:
+    """Add ``sound * gain`` starting at ``position`` (may be negative), clipped to the buffer."""
+    start = max(0, position)
+    end = min(noise.shape[0], position + sound.shape[0])
+    if end > start:
+        noise[start:end] += sound[start - position:end - position] * gain
+    return start, end
+
+
+def mix(speech: PcmAudio, *, environment: PreparedEnvironment, seed: int, turn_number: int,
+        stream_offset_seconds: float = 0.0) -> MixResult:
+    """Mix the environment into one user turn's ``speech``.
+
+    ``turn_number`` counts user turns from 1; ``stream_offset_seconds`` is where this turn starts
+    on the trial's microphone timeline (the summed duration of earlier user turns).
+    """
+    if speech.sample_rate_hz != environment.sample_rate_hz:
+        raise ValueError(f"speech at {speech.sample_rate_hz} Hz but environment prepared at "
+                         f"{environment.sample_rate_hz} Hz")
+    count = speech.num_samples
+    config = environment.config
+    if environment.is_silent or count == 0:
+        rms = float(np.sqrt(np.mean(speech.samples.astype(np.float64) ** 2))) if count else 0.0
+        return MixResult(speech, None, rms, 0.0, 0, [])
+
+    rate = environment.sample_rate_hz
+    offset = int(round(stream_offset_seconds * rate))
+    noise = np.zeros(count, dtype=np.float32)
+    impact = config.impact
+    placed: list[dict[str, Any]] = []
+
+    for tag, layer, volume in ((_LAYER_BASE, environment.base_noise, config.base_noise_volume),
+                               (_LAYER_VOICES, environment.background_voices,
+                                config.background_voices_volume)):
+        if layer is None or layer.shape[0] == 0 or volume == 0:
+            continue
+        phase = int(_rng(seed, tag).integers(0, layer.shape[0]))
+        noise += _loop_segment(layer, phase + offset, count) * np.float32(volume * impact)
+
+    for index, (event, sound) in enumerate(zip(config.transient_events, environment.transients,
+                                               strict=True)):
+        length = sound.shape[0]
+        gain = float(event.volume * impact)
+        if length == 0 or gain == 0:
+            continue
+        if event.trigger_mode == "scheduled":
+            position = int(round((event.at_seconds or 0.0) * rate)) - offset
+            if position >= count or position + length <= 0:
+                continue
+        elif event.trigger_mode == "on_turn":
+            if turn_number != event.on_turn_number:
+                continue
+            room = max(0, count - length)
+            position = int(_rng(seed, _EVENT_TAG, index, turn_number).integers(0, room // 2 + 1))
+        else:
+            rng = _rng(seed, _EVENT_TAG, index, turn_number)
+            if rng.random() >= event.probability:
+                continue
+            position = int(rng.integers(0, max(1, count)))
+        start, end = _add_at(noise, sound, position, gain)
+        placed.append({"index": index, "file": Path(event.type).name,
+                       "trigger_mode": event.trigger_mode,
+                       "offset_seconds": round(position / rate, 4),
+                       "audible_seconds": round((end - start) / rate, 4),
+                       "volume": event.volume, "gain": round(gain, 4)})
+
+    speech_float = speech.samples.astype(np.float32)
+    mixed = np.clip(np.rint(speech_float + noise), PCM16_MIN, PCM16_MAX)
+    clipped = int(np.count_nonzero((mixed == PCM16_MIN) | (mixed == PCM16_MAX)))
+    delivered_noise = mixed - speech_float
+    active = np.abs(speech.samples) > SILENCE_THRESHOLD
+    if not np.any(active):
+        active = np.ones(count, dtype=bool)
+    speech_power = float(np.mean(np.square(speech_float[active], dtype=np.float64)))
+    noise_power = float(np.mean(np.square(delivered_noise[active], dtype=np.float64)))
+    snr_db = None
+    if noise_power > 0 and speech_power > 0:
+        snr_db = round(10.0 * math.log10(speech_power / noise_power), 3)
+    noise_rms = float(np.sqrt(np.mean(np.square(delivered_noise, dtype=np.float64))))
+    return MixResult(PcmAudio(mixed.astype(np.int16), rate), snr_db, math.sqrt(speech_power),
+                     noise_rms, clipped, placed)

@@ -1,0 +1,419 @@
+"""Loading a run: YAML files, ``${VAR}`` interpolation, ``--set`` overrides, path resolution.
+
+Every failure raises :class:`~voicelab.errors.ConfigError` naming the file (or the ``--set``
+argument) and the key path, never a raw pydantic or YAML dump.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ..errors import ConfigError
+from ._models import (
+    QUIET_ENVIRONMENT,
+    EnvironmentConfig,
+    PersonaConfig,
+    RunConfig,
+    ScenarioConfig,
+    ScriptConfig,
+)
+from ._secrets import SecretScrubber, collect_named_secrets, is_secret_env_var
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+DOCUMENT_KINDS = ("scenario", "persona", "data", "script", "environment")
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+
+
+# --- key paths and error rendering ----------------------------------------------------------
+
+def format_key_path(location: Sequence[Any]) -> str:
+    text = ""
+    for part in location:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+def _describe_error(error: Mapping[str, Any]) -> str:
+    kind = error.get("type", "")
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    message = str(error.get("msg", "invalid value"))
+    message = message.removeprefix("Value error, ")
+    if kind not in ("value_error", "assertion_error") and "input" in error:
+        shown = repr(error["input"])
+        if len(shown) <= 60:
+            message += f" (got {shown})"
+    return message
+
+
+def validation_error_to_config_error(error: ValidationError, *, source: str | Path,
+                                     overrides: Sequence[Override] = ()) -> ConfigError:
+    """The first problem of a pydantic error as one line, blamed on ``--set`` when it came from one."""
+    problems = error.errors()
+    first = problems[0]
+    location = [part for part in first.get("loc", ()) if part != "__root__"]
+    # pydantic adds the tag of a discriminated/union branch to the location; drop non-keys
+    key = format_key_path(location)
+    message = _describe_error(first)
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+    blamed: str | Path = source
+    for override in overrides:
+        if tuple(location[:len(override.path)]) == tuple(override.path) or (
+                tuple(override.path[:len(location)]) == tuple(location) and location):
+            blamed = override.label
+            break
+    return ConfigError(message, source=blamed, key=key)
+
+
+def validate_model(model: type[ModelT], data: Any, *, source: str | Path,
+                   overrides: Sequence[Override] = ()) -> ModelT:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"expected a mapping of keys, got {type(data).__name__}", source=source)
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise validation_error_to_config_error(error, source=source, overrides=overrides) from None
+
+
+# --- YAML and interpolation -----------------------------------------------------------------
+
+def read_yaml(path: Path, *, key: str | None = None, referrer: str | Path | None = None) -> Any:
+    """Parse one YAML file; a missing file is blamed on the file and key that named it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}", source=referrer or path, key=key) from None
+    except IsADirectoryError:
+        raise ConfigError(f"expected a file, found a directory: {path}", source=referrer or path,
+                          key=key) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {error}", source=referrer or path, key=key) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = error.problem or error.context or "invalid YAML"
+        raise ConfigError(f"YAML syntax error at {where}{problem}", source=path) from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"YAML syntax error: {error}", source=path) from None
+    except (ValueError, TypeError, RecursionError) as error:  # e.g. absurd timestamps
+        raise ConfigError(f"YAML value error: {error}", source=path) from None
+
+
+@dataclass
+class Interpolation:
+    secret_values: set[str] = field(default_factory=set)
+    secret_keys: set[str] = field(default_factory=set)
+
+
+def interpolate(value: Any, *, source: str | Path, environ: Mapping[str, str],
+                record: Interpolation, location: tuple[Any, ...] = ()) -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string; ``$$`` is a literal ``$``."""
+    if isinstance(value, str):
+        if "$" not in value:
+            return value
+
+        def substitute(match: re.Match[str]) -> str:
+            if match.group(0) == "$$":
+                return "$"
+            name, default = match.group(1), match.group(2)
+            if name in environ:
+                resolved = environ[name]
+            elif default is not None:
+                resolved = default
+            else:
+                raise ConfigError(f"environment variable {name} is not set", source=source,
+                                  key=format_key_path(location) or None)
+            if is_secret_env_var(name) and resolved:
+                record.secret_values.add(resolved)
+                record.secret_keys.add(format_key_path(location))
+            return resolved
+
+        return _VARIABLE.sub(substitute, value)
+    if isinstance(value, Mapping):
+        return {key: interpolate(item, source=source, environ=environ, record=record,
+                                 location=(*location, key))
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolate(item, source=source, environ=environ, record=record,
+                            location=(*location, index))
+                for index, item in enumerate(value)]
+    return value
+
+
+# --- overrides ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Override:
+    """One ``--set dotted.key=value``; ``document`` is ``run`` or one of DOCUMENT_KINDS."""
+
+    label: str
+    document: str
+    path: tuple[str | int, ...]
+    value: Any
+
+    @classmethod
+    def parse(cls, text: str) -> Override:
+        label = f"--set {text}"
+        key, sep, raw_value = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError("expected KEY=VALUE", source=label)
+        parts: list[str | int] = []
+        for segment in key.split("."):
+            if not segment:
+                raise ConfigError(f"empty segment in key {key!r}", source=label)
+            parts.append(int(segment) if segment.isdigit() else segment)
+        try:
+            value = yaml.safe_load(raw_value) if raw_value.strip() else ""
+        except yaml.YAMLError:
+            raise ConfigError("value is not valid YAML", source=label, key=key) from None
+        document = "run"
+        if len(parts) > 1 and parts[0] in DOCUMENT_KINDS:
+            document = str(parts[0])
+            parts = parts[1:]
+        return cls(label=label, document=document, path=tuple(parts), value=value)
+
+
+def apply_overrides(data: Any, overrides: Sequence[Override]) -> Any:
+    for override in overrides:
+        if not isinstance(data, dict):
+            raise ConfigError("the document is not a mapping", source=override.label)
+        node: Any = data
+        for index, part in enumerate(override.path[:-1]):
+            nxt = override.path[index + 1]
+            if isinstance(node, list):
+                if not isinstance(part, int) or part >= len(node):
+                    raise ConfigError("list index out of range", source=override.label,
+                                      key=format_key_path(override.path[:index + 1]))
+                node = node[part]
+                continue
+            if not isinstance(node, dict):
+                raise ConfigError("cannot set a key inside a non-mapping value",
+                                  source=override.label, key=format_key_path(override.path[:index]))
+            if part not in node or node[part] is None:
+                node[part] = [] if isinstance(nxt, int) else {}
+            node = node[part]
+        last = override.path[-1]
+        if isinstance(node, list):
+            if not isinstance(last, int) or last >= len(node):
+                raise ConfigError("list index out of range", source=override.label,
+                                  key=format_key_path(override.path))
+            node[last] = override.value
+        elif isinstance(node, dict):
+            node[last] = override.value
+        else:
+            raise ConfigError("cannot set a key inside a non-mapping value", source=override.label,
+                              key=format_key_path(override.path[:-1]))
+    return data
+
+
+# --- documents ------------------------------------------------------------------------------
+
+@dataclass
+class RawDocument:
+    """One YAML file after interpolation and overrides, before validation."""
+
+    path: Path
+    data: Any
+    overrides: list[Override]
+    interpolation: Interpolation
+
+
+def read_document(path: Path, *, environ: Mapping[str, str], overrides: Sequence[Override] = (),
+                  key: str | None = None, referrer: str | Path | None = None,
+                  allow_empty: bool = False) -> RawDocument:
+    data = read_yaml(path, key=key, referrer=referrer)
+    if data is None:
+        if not allow_empty:
+            raise ConfigError("the file is empty", source=path)
+        data = {}
+    record = Interpolation()
+    data = interpolate(data, source=path, environ=environ, record=record)
+    data = apply_overrides(data, overrides)
+    return RawDocument(path=path, data=data, overrides=list(overrides), interpolation=record)
+
+
+def resolve_relative(base_file: Path, value: Path | None) -> Path | None:
+    if value is None:
+        return None
+    expanded = Path(os.path.expanduser(str(value)))
+    return expanded if expanded.is_absolute() else (base_file.parent / expanded).resolve()
+
+
+def require_file(path: Path, *, source: str | Path, key: str) -> None:
+    if not path.exists():
+        raise ConfigError(f"file not found: {path}", source=source, key=key)
+    if not path.is_file():
+        raise ConfigError(f"expected a file, found a directory: {path}", source=source, key=key)
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A validated run with every path resolved, plus what is needed to sanitize and hash it."""
+
+    run_path: Path
+    run: RunConfig
+    scenario: ScenarioConfig
+    persona: PersonaConfig
+    data: dict[str, Any]
+    script: ScriptConfig | None
+    environment: EnvironmentConfig
+    sources: dict[str, Path]
+    scrubber: SecretScrubber
+    secret_keys: dict[str, frozenset[str]]
+
+    @property
+    def base_dir(self) -> Path:
+        return self.run_path.parent
+
+    def resolved_documents(self) -> dict[str, Any]:
+        """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing)."""
+        from ._resolved import resolved_documents
+
+        return resolved_documents(self)
+
+    def suite_hash(self) -> str:
+        from ._resolved import suite_hash
+
+        return suite_hash(self)
+
+    def asset_paths(self) -> list[tuple[str, str, Path]]:
+        """(document file, key path, file) for every audio asset the run references."""
+        assets: list[tuple[str, str, Path]] = []
+        if self.run.environment_path is not None:
+            for key, path in self.environment.asset_paths():
+                assets.append((str(self.sources["environment"]), key, path))
+        if self.script is not None:
+            for index, turn in enumerate(self.script.turns):
+                if turn.audio_path is not None:
+                    assets.append((str(self.sources["script"]), f"turns[{index}].audio_path",
+                                   turn.audio_path))
+        return assets
+
+
+def _resolve_environment_paths(environment: EnvironmentConfig, path: Path) -> EnvironmentConfig:
+    events = [event.model_copy(update={"type": resolve_relative(path, event.type)})
+              for event in environment.transient_events]
+    return environment.model_copy(update={
+        "base_noise": resolve_relative(path, environment.base_noise),
+        "background_voices": resolve_relative(path, environment.background_voices),
+        "transient_events": events,
+    })
+
+
+def load_environment(path: str | Path, *, overrides: Sequence[str | Override] = (),
+                     environ: Mapping[str, str] | None = None) -> EnvironmentConfig:
+    """Load one environment file on its own (paths resolved, assets checked to exist)."""
+    path = Path(path).resolve()
+    parsed = [o if isinstance(o, Override) else Override.parse(o) for o in overrides]
+    raw = read_document(path, environ=os.environ if environ is None else environ, overrides=parsed)
+    environment = validate_model(EnvironmentConfig, raw.data, source=path, overrides=parsed)
+    environment = _resolve_environment_paths(environment, path)
+    for key, asset in environment.asset_paths():
+        require_file(asset, source=path, key=key)
+    return environment
+
+
+def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
+             environ: Mapping[str, str] | None = None) -> LoadedRun:
+    """Load and validate a run file and every file it references.
+
+    ``overrides`` are ``dotted.key=value`` strings (``--set``); a first segment naming a document
+    (``scenario.``, ``persona.``, ``data.``, ``script.``, ``environment.``) targets that file.
+    Nothing here opens a network connection or decodes audio.
+    """
+    environ = os.environ if environ is None else environ
+    run_path = Path(path).expanduser().resolve()
+    parsed = [o if isinstance(o, Override) else Override.parse(o) for o in overrides]
+    by_document: dict[str, list[Override]] = {}
+    for override in parsed:
+        by_document.setdefault(override.document, []).append(override)
+
+    raw_run = read_document(run_path, environ=environ, overrides=by_document.get("run", []))
+    run = validate_model(RunConfig, raw_run.data, source=run_path,
+                         overrides=by_document.get("run", []))
+    run = run.model_copy(update={
+        name: resolve_relative(run_path, getattr(run, name))
+        for name in ("scenario_path", "persona_path", "data_path", "script_path",
+                     "environment_path", "artifacts_dir")
+    })
+
+    secret_values = set(raw_run.interpolation.secret_values)
+    secret_values |= collect_named_secrets(raw_run.data)
+    secret_keys = {"run": frozenset(raw_run.interpolation.secret_keys)}
+    sources: dict[str, Path] = {"run": run_path}
+
+    def load(kind: str, file: Path | None, required: bool) -> RawDocument | None:
+        if file is None:
+            if kind in by_document:
+                first = by_document[kind][0]
+                raise ConfigError(f"the run has no {kind}_path to override", source=first.label)
+            if required:
+                raise ConfigError("required key is missing", source=run_path, key=f"{kind}_path")
+            return None
+        raw = read_document(file, environ=environ, overrides=by_document.get(kind, []),
+                            key=f"{kind}_path", referrer=run_path, allow_empty=(kind == "data"))
+        sources[kind] = file
+        secret_values.update(raw.interpolation.secret_values)
+        secret_keys[kind] = frozenset(raw.interpolation.secret_keys)
+        return raw
+
+    raw_scenario = load("scenario", run.scenario_path, required=True)
+    raw_persona = load("persona", run.persona_path, required=True)
+    raw_data = load("data", run.data_path, required=False)
+    raw_script = load("script", run.script_path, required=False)
+    raw_environment = load("environment", run.environment_path, required=False)
+    assert raw_scenario is not None and raw_persona is not None
+
+    scenario = validate_model(ScenarioConfig, raw_scenario.data, source=raw_scenario.path,
+                              overrides=raw_scenario.overrides)
+    persona = validate_model(PersonaConfig, raw_persona.data, source=raw_persona.path,
+                             overrides=raw_persona.overrides)
+    data: dict[str, Any] = {}
+    if raw_data is not None:
+        if not isinstance(raw_data.data, Mapping):
+            raise ConfigError(f"expected a mapping of keys, got {type(raw_data.data).__name__}",
+                              source=raw_data.path)
+        data = dict(raw_data.data)
+        secret_values |= collect_named_secrets(data)
+
+    script: ScriptConfig | None = None
+    if raw_script is not None:
+        script = validate_model(ScriptConfig, raw_script.data, source=raw_script.path,
+                                overrides=raw_script.overrides)
+        turns = [turn.model_copy(update={"audio_path": resolve_relative(raw_script.path,
+                                                                        turn.audio_path)})
+                 for turn in script.turns]
+        script = script.model_copy(update={"turns": turns})
+
+    environment = QUIET_ENVIRONMENT
+    if raw_environment is not None:
+        environment = validate_model(EnvironmentConfig, raw_environment.data,
+                                     source=raw_environment.path,
+                                     overrides=raw_environment.overrides)
+        environment = _resolve_environment_paths(environment, raw_environment.path)
+
+    loaded = LoadedRun(
+        run_path=run_path, run=run, scenario=scenario, persona=persona, data=data, script=script,
+        environment=environment, sources=sources, scrubber=SecretScrubber(secret_values),
+        secret_keys=secret_keys)
+    for document, key, asset in loaded.asset_paths():
+        require_file(asset, source=document, key=key)
+    return loaded

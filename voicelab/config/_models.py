@@ -1,0 +1,276 @@
+"""Pydantic models of every configuration file a run reads.
+
+All models forbid unknown keys so a typo is an error, not a silently ignored setting.
+Paths are kept as written here; the loader resolves them relative to the file that names them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+CAPABILITY_NAMES = ("streaming_input", "streaming_output", "interruption", "tool_events",
+                    "input_transcripts")
+
+Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
+                     "input_transcripts"]
+
+ExitReason = Literal["endpoint_completion", "script_exhaustion", "max_turns", "max_time",
+                     "connection_closed", "error", "persona_ended", "repeat_limit",
+                     "no_response", "cancelled"]
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+Volume = Annotated[float, Field(ge=0, le=4)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# --- scenario -------------------------------------------------------------------------------
+
+class Limits(StrictModel):
+    max_turns: Annotated[int, Field(gt=0)] | None = None
+    max_time_seconds: PositiveFloat | None = None
+
+
+class ConversationSpec(StrictModel):
+    max_turns: Annotated[int, Field(gt=0)] = 8
+    required_capabilities: list[Capability] = Field(default_factory=list)
+    first_speaker: Literal["product", "user"] = "product"
+
+
+class EvalSpec(StrictModel):
+    expected_exit: ExitReason | None = None
+    limits: Limits = Field(default_factory=Limits)
+    outcome_spec: dict[str, Any] = Field(default_factory=dict)
+    concise_max_words: Annotated[int, Field(gt=0)] = 60
+    max_interruption_stop_ms: PositiveFloat | None = None
+    max_first_audio_latency_ms: PositiveFloat | None = None
+
+
+class ScenarioConfig(StrictModel):
+    id: Annotated[str, Field(min_length=1)]
+    description: str = ""
+    expected_topics: list[str] = Field(default_factory=list)
+    conversation: ConversationSpec = Field(default_factory=ConversationSpec)
+    eval_spec: EvalSpec = Field(default_factory=EvalSpec)
+
+
+# --- persona, data, script ------------------------------------------------------------------
+
+class SessionBehavior(StrictModel):
+    conclude_quickly: bool = False
+    decline_extras: bool = False
+    interrupts: bool = False
+    patience: Literal["low", "normal", "high"] = "normal"
+
+
+class PersonaConfig(StrictModel):
+    name: Annotated[str, Field(min_length=1)]
+    experience_level: str | None = None
+    communication_style: str | None = None
+    specialization: str | None = None
+    language: str = "en-US"
+    description: str = ""
+    goals: list[str] = Field(default_factory=list)
+    session_behavior: SessionBehavior = Field(default_factory=SessionBehavior)
+
+    @property
+    def is_concise(self) -> bool:
+        return (self.communication_style or "").strip().lower() == "concise"
+
+
+class ScriptTurn(StrictModel):
+    trigger: str = ""
+    response: str = ""
+    keywords: list[str] = Field(default_factory=list)
+    audio_path: Path | None = None
+    interrupt_after_seconds: NonNegativeFloat | None = None
+
+    @model_validator(mode="after")
+    def _has_something_to_say(self) -> ScriptTurn:
+        if not self.response.strip() and self.audio_path is None:
+            raise ValueError("a script turn needs a 'response' text or an 'audio_path'")
+        return self
+
+
+class ScriptConfig(StrictModel):
+    persona_voice: str | None = None
+    post_script_completion_wait_seconds: NonNegativeFloat = 0.0
+    repeat_request: str = "Sorry, could you repeat that?"
+    max_repeat_requests: Annotated[int, Field(ge=0)] = 2
+    turns: list[ScriptTurn] = Field(default_factory=list)
+
+
+# --- environment ----------------------------------------------------------------------------
+
+class TransientEvent(StrictModel):
+    type: Path = Field(description="the audio file of the event (the seed calls it 'type')")
+    volume: Volume = 0.5
+    trigger_mode: Literal["on_turn", "scheduled", "random"] = "on_turn"
+    on_turn_number: Annotated[int, Field(gt=0)] | None = None
+    at_seconds: NonNegativeFloat | None = None
+    probability: Annotated[float, Field(ge=0, le=1)] = 0.5
+
+    @model_validator(mode="after")
+    def _trigger_is_complete(self) -> TransientEvent:
+        if self.trigger_mode == "on_turn" and self.on_turn_number is None:
+            raise ValueError("trigger_mode 'on_turn' needs 'on_turn_number'")
+        if self.trigger_mode == "scheduled" and self.at_seconds is None:
+            raise ValueError("trigger_mode 'scheduled' needs 'at_seconds'")
+        return self
+
+
+class EnvironmentConfig(StrictModel):
+    name: str = ""
+    impact: Annotated[float, Field(ge=0, le=1)] = 1.0
+    base_noise: Path | None = None
+    base_noise_volume: Volume = 0.2
+    background_voices: Path | None = None
+    background_voices_volume: Volume = 0.15
+    transient_events: list[TransientEvent] = Field(default_factory=list)
+
+    def asset_paths(self) -> list[tuple[str, Path]]:
+        """(key path, file) for every audio asset the environment names."""
+        assets: list[tuple[str, Path]] = []
+        if self.base_noise is not None:
+            assets.append(("base_noise", self.base_noise))
+        if self.background_voices is not None:
+            assets.append(("background_voices", self.background_voices))
+        for index, event in enumerate(self.transient_events):
+            assets.append((f"transient_events[{index}].type", event.type))
+        return assets
+
+
+QUIET_ENVIRONMENT = EnvironmentConfig(name="quiet", impact=0.0)
+
+
+# --- endpoint, probe, providers, quality evaluation -----------------------------------------
+
+class EndpointConfig(StrictModel):
+    adapter: Annotated[str, Field(min_length=1)] = "fake"
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class OutcomeProbeConfig(StrictModel):
+    probe: Annotated[str, Field(min_length=1)]
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class AzureOpenAIProvider(StrictModel):
+    endpoint: Annotated[str, Field(min_length=1)]
+    model: Annotated[str, Field(min_length=1)]
+    api_version: str = "2025-04-01-preview"
+    auth: Literal["default_credential", "api_key"] = "default_credential"
+    api_key: str | None = None
+    temperature: float | None = None
+    seed: int | None = None
+
+
+class OpenAIProvider(StrictModel):
+    base_url: str | None = None
+    api_key: str | None = None
+    model: Annotated[str, Field(min_length=1)]
+    temperature: float | None = None
+    seed: int | None = None
+
+
+class AzureSpeechProvider(StrictModel):
+    region: str | None = None
+    endpoint: str | None = None
+    auth: Literal["api_key", "default_credential"] = "api_key"
+    api_key: str | None = None
+    resource_id: str | None = None
+    output_format: str = "raw-24khz-16bit-mono-pcm"
+
+    @model_validator(mode="after")
+    def _has_location(self) -> AzureSpeechProvider:
+        if not self.region and not self.endpoint:
+            raise ValueError("azure_speech needs 'region' or 'endpoint'")
+        return self
+
+
+class VoiceLiveProvider(StrictModel):
+    endpoint: Annotated[str, Field(min_length=1)]
+    model: str = "gpt-realtime"
+    api_version: str = "2025-10-01"
+    auth: Literal["api_key", "default_credential"] = "api_key"
+    api_key: str | None = None
+    voice: str | None = None
+    instructions: str | None = None
+
+
+class Providers(StrictModel):
+    azure_openai: AzureOpenAIProvider | None = None
+    openai: OpenAIProvider | None = None
+    azure_speech: AzureSpeechProvider | None = None
+    voice_live: VoiceLiveProvider | None = None
+
+
+class CustomJudge(StrictModel):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$")]
+    criteria: Annotated[str, Field(min_length=1)]
+    is_critical: bool = False
+    labels: list[str] = Field(default_factory=lambda: ["pass", "fail"])
+    passing_labels: list[str] = Field(default_factory=lambda: ["pass"])
+
+
+class AzureEvaluator(StrictModel):
+    type: Literal["task_adherence", "groundedness", "coherence"]
+    threshold: float | None = None
+    is_critical: bool = False
+
+
+class Redaction(StrictModel):
+    patterns: list[str] = Field(default_factory=list)
+    sensitive_fields: list[str] = Field(default_factory=list)
+    replacement: str = "[REDACTED]"
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        import re
+
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"pattern {pattern!r} is not a valid regular expression: {error}") from None
+        return patterns
+
+
+class QualityEvaluation(StrictModel):
+    provider: Literal["azure_openai", "openai"] | None = None
+    timeout_seconds: PositiveFloat = 60.0
+    azure_api_version: str = "2025-04-01-preview"
+    custom_judges: list[CustomJudge] = Field(default_factory=list)
+    azure_evaluators: list[AzureEvaluator] = Field(default_factory=list)
+    redaction: Redaction = Field(default_factory=Redaction)
+
+
+# --- run ------------------------------------------------------------------------------------
+
+class RunConfig(StrictModel):
+    scenario_path: Path
+    persona_path: Path
+    data_path: Path | None = None
+    script_path: Path | None = None
+    environment_path: Path | None = None
+    persona_mode: Annotated[str, Field(min_length=1)] = "scripted"
+    speech_provider: Annotated[str, Field(min_length=1)] = "tone"
+    speech_settings: dict[str, Any] = Field(default_factory=dict)
+    persona_settings: dict[str, Any] = Field(default_factory=dict)
+    endpoint: EndpointConfig = Field(default_factory=EndpointConfig)
+    outcome_probe: OutcomeProbeConfig | None = None
+    providers: Providers = Field(default_factory=Providers)
+    quality_evaluation: QualityEvaluation | None = None
+    artifacts_dir: Path = Path("artifacts")
+    trial_seed: int = 0
+    trials: Annotated[int, Field(gt=0)] = 1
+    concurrency: Annotated[int, Field(gt=0)] = 1
+    pace_audio: bool = True
+    speech_metrics: bool = False

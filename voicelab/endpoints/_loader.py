@@ -1,0 +1,50 @@
+"""Resolving ``endpoint.adapter`` to a class and checking it against the protocol."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._registry import Registry
+from ..errors import ConfigError
+from ._protocol import REQUIRED_METHODS, declared_capabilities
+
+ENDPOINTS = Registry("endpoint adapter", {
+    "fake": "voicelab.endpoints._fake:FakeProductEndpoint",
+    "websocket": "voicelab.endpoints._websocket:WebSocketEndpoint",
+    "http": "voicelab.endpoints._http:HttpEndpoint",
+    "realtime": "voicelab.endpoints._realtime:RealtimeEndpoint",
+    "local_agent": "voicelab.demo_agent:LocalAgentEndpoint",
+})
+
+
+def missing_methods(candidate: Any, methods: Sequence[str]) -> list[str]:
+    return [name for name in methods if not callable(getattr(candidate, name, None))]
+
+
+def load_endpoint_class(name: str, *, search_dirs: Iterable[Path] = (), source: str | Path | None = None,
+                        key: str = "endpoint.adapter") -> type:
+    """The adapter class for ``name``, checked to have the protocol's methods and capabilities."""
+    adapter = ENDPOINTS.resolve(name, search_dirs=search_dirs, source=source, key=key)
+    if not inspect.isclass(adapter):
+        raise ConfigError(f"{name!r} is not a class", source=source, key=key)
+    missing = missing_methods(adapter, REQUIRED_METHODS)
+    if missing:
+        raise ConfigError(f"{name!r} does not implement the ConversationEndpoint protocol: "
+                          f"missing {', '.join(missing)}", source=source, key=key)
+    try:
+        declared_capabilities(adapter)
+    except TypeError as error:
+        raise ConfigError(f"{name!r}: {error}", source=source, key=key) from None
+    return adapter
+
+
+def check_capabilities(adapter: type, required: Sequence[str], *, adapter_name: str,
+                       source: str | Path | None, key: str = "conversation.required_capabilities") -> None:
+    capabilities = declared_capabilities(adapter)
+    lacking = [name for name in required if not capabilities.get(name, False)]
+    if lacking:
+        raise ConfigError(f"adapter {adapter_name!r} does not provide {', '.join(lacking)}",
+                          source=source, key=key)

@@ -1,0 +1,27 @@
+"""Simulated users: scripted, synthesizer (LLM) and realtime (speech-to-speech) personas."""
+
+from .._registry import Registry
+from ._protocol import (
+    Persona,
+    PersonaContext,
+    PersonaDecision,
+    PersonaEnd,
+    ProductResponse,
+    UserTurn,
+)
+
+PERSONAS = Registry("persona mode", {
+    "scripted": "voicelab.personas._scripted:ScriptedPersona",
+    "synthesizer": "voicelab.personas._synthesizer:SynthesizerPersona",
+    "realtime": "voicelab.personas._realtime:RealtimePersona",
+})
+
+__all__ = [
+    "PERSONAS",
+    "Persona",
+    "PersonaContext",
+    "PersonaDecision",
+    "PersonaEnd",
+    "ProductResponse",
+    "UserTurn",
+]

@@ -1,0 +1,103 @@
+"""The `Persona` protocol: the simulated user, who knows text/audio turns and no transport.
+
+Constructor contract: ``Persona(settings, context)`` with the run's ``persona_settings`` and a
+:class:`PersonaContext`. An optional classmethod ``check(settings, context)`` is called by
+``validate`` (missing package, missing credential, missing script) without network calls.
+
+The runner asks:
+
+* ``opening()`` when the scenario's ``first_speaker`` is ``user``;
+* ``barge_in(response)`` while a product response is playing (possibly several times, as
+  evidence arrives): a returned turn with ``interrupt_after_seconds`` is spoken over the product
+  once that much of the response's audio has played;
+* ``reply(response)`` after each product response completes.
+
+A :class:`PersonaEnd` stops the conversation with its ``exit_reason``, after waiting up to
+``wait_seconds`` for the product to complete on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..audio import PcmAudio
+from ..config import (
+    PersonaConfig,
+    Providers,
+    ScenarioConfig,
+    ScriptConfig,
+    SecretScrubber,
+)
+
+
+@dataclass(frozen=True)
+class PersonaContext:
+    scenario: ScenarioConfig
+    persona: PersonaConfig
+    data: Mapping[str, Any]
+    script: ScriptConfig | None = None
+    providers: Providers = field(default_factory=Providers)
+    seed: int = 0
+    trial_index: int = 1
+    scrubber: SecretScrubber = field(default_factory=SecretScrubber)
+    base_dir: Path = field(default_factory=Path.cwd)
+    environ: Mapping[str, str] | None = None
+    speech_provider: str = "tone"
+    voice: str | None = None
+
+
+@dataclass
+class ProductResponse:
+    """One product response as the persona sees it."""
+
+    index: int
+    transcript: str = ""
+    audio: PcmAudio | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    input_transcript: str | None = None
+    status: str = "completed"
+    conversation_complete: bool = False
+    audio_seconds_played: float = 0.0
+
+
+@dataclass
+class UserTurn:
+    """What the simulated user says next. Without ``audio`` the runner synthesizes ``text``."""
+
+    text: str
+    audio: PcmAudio | None = None
+    interrupt_after_seconds: float | None = None
+    source: str = "script"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PersonaEnd:
+    """The simulated user has nothing more to say."""
+
+    exit_reason: str
+    wait_seconds: float = 0.0
+    message: str = ""
+
+
+PersonaDecision = UserTurn | PersonaEnd
+
+
+@runtime_checkable
+class Persona(Protocol):
+    async def start(self) -> None: ...
+
+    async def opening(self) -> PersonaDecision: ...
+
+    def barge_in(self, response: ProductResponse) -> UserTurn | None: ...
+
+    async def reply(self, response: ProductResponse) -> PersonaDecision: ...
+
+    def evidence(self) -> dict[str, Any]:
+        """Prompts, replies and session events to keep in the bundle (empty when none)."""
+
+    async def close(self) -> None: ...

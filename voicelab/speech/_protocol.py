@@ -1,0 +1,51 @@
+"""The `SpeechProvider` protocol: text in, canonical PCM out.
+
+Constructor contract: ``Provider(settings, context)`` where ``settings`` is the run's
+``speech_settings`` mapping and ``context`` a :class:`SpeechContext`. The constructor must not
+open connections or import a cloud SDK at module import time. An optional classmethod
+``check(settings, context)`` is called by ``validate``: it raises
+:class:`~voicelab.errors.ConfigError` (or ``MissingDependencyError``) for a missing package or
+credential without any network call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..audio import PcmAudio
+from ..config import Providers, SecretScrubber
+
+
+@dataclass(frozen=True)
+class SpeechContext:
+    providers: Providers = field(default_factory=Providers)
+    scrubber: SecretScrubber = field(default_factory=SecretScrubber)
+    base_dir: Path = field(default_factory=Path.cwd)
+    cache_dir: Path | None = None
+    environ: Mapping[str, str] | None = None
+
+
+@runtime_checkable
+class SpeechProvider(Protocol):
+    name: str
+
+    async def synthesize(self, text: str, *, voice: str | None, seed: int) -> PcmAudio:
+        """Speak ``text`` exactly, returning canonical PCM (24 kHz mono pcm_s16le)."""
+
+    async def aclose(self) -> None:
+        """Release clients and sessions; safe to call twice."""
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """What the runner records about one synthesized utterance."""
+
+    audio: PcmAudio
+    provider: str
+    voice: str | None
+    text: str
+    cached: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)

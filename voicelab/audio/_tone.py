@@ -14,7 +14,8 @@ import numpy as np
 from ._format import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 
 _WORD = re.compile(r"[\w']+|[.,;:!?]")
-_PAUSE_AFTER = {",": 0.18, ";": 0.22, ":": 0.22, ".": 0.32, "!": 0.32, "?": 0.32}
+# Sentence pauses stay below the 300 ms dead-air threshold (with the word gap), as fluent speech does.
+_PAUSE_AFTER = {",": 0.1, ";": 0.14, ":": 0.14, ".": 0.18, "!": 0.18, "?": 0.18}
 
 PEAK_FRACTION = 0.42  # of full scale: well below clipping even with environment noise on top
 WORD_GAP_SECONDS = 0.07

@@ -50,6 +50,8 @@ class EvalSpec(StrictModel):
     concise_max_words: Annotated[int, Field(gt=0)] = 60
     max_interruption_stop_ms: PositiveFloat | None = None
     max_first_audio_latency_ms: PositiveFloat | None = None
+    response_timeout_seconds: PositiveFloat = 15.0
+    advisory_verdicts: list[str] = Field(default_factory=list)
 
 
 class ScenarioConfig(StrictModel):

@@ -9,7 +9,8 @@ The runner asks:
 * ``opening()`` when the scenario's ``first_speaker`` is ``user``;
 * ``barge_in(response)`` while a product response is playing (possibly several times, as
   evidence arrives): a returned turn with ``interrupt_after_seconds`` is spoken over the product
-  once that much of the response's audio has played;
+  once that much of the response's audio has played, and the runner then calls
+  ``confirm_barge_in(turn)`` (the interrupted response gets no ``reply``);
 * ``reply(response)`` after each product response completes.
 
 A :class:`PersonaEnd` stops the conversation with its ``exit_reason``, after waiting up to
@@ -94,6 +95,8 @@ class Persona(Protocol):
     async def opening(self) -> PersonaDecision: ...
 
     def barge_in(self, response: ProductResponse) -> UserTurn | None: ...
+
+    def confirm_barge_in(self, turn: UserTurn) -> None: ...
 
     async def reply(self, response: ProductResponse) -> PersonaDecision: ...
 

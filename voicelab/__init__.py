@@ -1,0 +1,38 @@
+"""voicelab: test deployed voice agents by simulation.
+
+Public API (the CLI and notebooks use the same calls)::
+
+    loaded = voicelab.load_run("examples/run-workload-neutral-voice.yaml")
+    report = await voicelab.arun(loaded, trials=3)     # in a notebook (an event loop is running)
+    report = voicelab.run(loaded, trials=3)            # in a script
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "arun", "arun_matrix", "load_run", "run", "run_matrix"]
+
+if TYPE_CHECKING:
+    from .config import load_run
+    from .runner import arun, arun_matrix, run, run_matrix
+
+_LAZY = {
+    "load_run": ("voicelab.config", "load_run"),
+    "arun": ("voicelab.runner", "arun"),
+    "run": ("voicelab.runner", "run"),
+    "arun_matrix": ("voicelab.runner", "arun_matrix"),
+    "run_matrix": ("voicelab.runner", "run_matrix"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so `voice-evaluator validate` does not pay for the runner's imports.
+    if name in _LAZY:
+        import importlib
+
+        module_name, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module_name), attribute)
+    raise AttributeError(f"module 'voicelab' has no attribute {name!r}")

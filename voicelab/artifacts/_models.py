@@ -1,0 +1,171 @@
+"""Versioned artifact models. Every JSON file in a bundle carries ``schema_version``.
+
+Adding an optional field keeps the version; renaming or changing a meaning bumps it. Readers
+refuse a newer major version with a clear message (see ``_reader.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+
+
+class ArtifactModel(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Versioned(ArtifactModel):
+    schema_version: str = SCHEMA_VERSION
+
+
+# --- conversation evidence --------------------------------------------------------------------
+
+class TranscriptTurn(ArtifactModel):
+    turn_id: str
+    index: int
+    role: Literal["user", "assistant"]
+    text: str = ""
+    source: str | None = None
+    status: str | None = None
+    interrupted: bool = False
+    started_offset_ms: float | None = None
+    ended_offset_ms: float | None = None
+    heard_as: str | None = Field(None, description="user turns: what the product recognized")
+
+
+class Transcript(Versioned):
+    session_id: str
+    turns: list[TranscriptTurn] = Field(default_factory=list)
+
+
+class ToolCallRecord(ArtifactModel):
+    call_id: str | None = None
+    name: str
+    arguments: Any = None
+    arguments_json: str | None = None
+    result: Any = None
+    has_result: bool = False
+    turn_id: str | None = None
+    offset_ms: float | None = None
+    result_offset_ms: float | None = None
+
+
+class ToolCalls(Versioned):
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+
+
+class RawEndpointEvent(ArtifactModel):
+    sequence: int
+    received_offset_ns: int
+    type: str
+    raw: Any = None
+
+
+class RawEndpointEvents(Versioned):
+    adapter: str
+    events: list[RawEndpointEvent] = Field(default_factory=list)
+
+
+# --- scoring ----------------------------------------------------------------------------------
+
+class Verdict(ArtifactModel):
+    name: str
+    passed: bool
+    critical: bool = True
+    why: str = ""
+    expected: Any = None
+    observed: Any = None
+
+
+class JudgeResult(ArtifactModel):
+    name: str
+    kind: Literal["custom_judge", "azure_evaluator"]
+    critical: bool = False
+    status: Literal["passed", "failed", "error"]
+    passed: bool = False
+    label: str | None = None
+    score: float | None = None
+    threshold: float | None = None
+    rationale: str | None = None
+    model: str | None = None
+    model_version: str | None = None
+    error: str | None = None
+    sent: Any = Field(None, description="the redacted payload the judge received")
+
+
+class ExecutionFailure(ArtifactModel):
+    kind: Literal["endpoint", "persona", "speech", "probe", "judge", "cleanup", "runner",
+                  "timeout", "cancelled"]
+    message: str
+    code: str | None = None
+
+
+# --- reports ----------------------------------------------------------------------------------
+
+class TrialReport(Versioned):
+    trial: int
+    trial_id: str
+    seed: int
+    session_id: str
+    scenario_id: str
+    persona: str
+    environment: str
+    adapter: str
+    trace_id: str
+    execution_status: Literal["succeeded", "failed"]
+    exit_reason: str
+    passed: bool
+    started_at: str
+    ended_at: str
+    duration_seconds: float
+    user_turns: int = 0
+    product_responses: int = 0
+    failures: list[ExecutionFailure] = Field(default_factory=list)
+    verdicts: list[Verdict] = Field(default_factory=list)
+    judges: list[JudgeResult] = Field(default_factory=list)
+    outcome_status: Literal["available", "unavailable", "error"] = "unavailable"
+    outcome: dict[str, Any] | None = None
+    outcome_error: str | None = None
+    metrics_summary: dict[str, Any] = Field(default_factory=dict)
+    voice_event_schema_versions: list[str] = Field(default_factory=lambda: [SCHEMA_VERSION])
+    interoperability_schema_version: str = SCHEMA_VERSION
+    audio_format: dict[str, Any] = Field(default_factory=dict)
+    files: list[str] = Field(default_factory=list)
+
+
+class TrialSummary(ArtifactModel):
+    trial: int
+    trial_id: str
+    seed: int
+    passed: bool
+    execution_status: str
+    exit_reason: str
+    failed_verdicts: list[str] = Field(default_factory=list)
+    first_audio_latency_ms_p50: float | None = None
+    first_audio_latency_ms_p95: float | None = None
+    path: str
+
+
+class RunReport(Versioned):
+    run_id: str
+    status: Literal["running", "complete", "interrupted", "failed"]
+    scenario_id: str
+    persona: str
+    environment: str
+    adapter: str
+    suite_hash: str
+    bundle_path: str
+    started_at: str
+    ended_at: str
+    trial_count: int
+    planned_trials: int
+    executed_trials: int
+    passed_trials: int
+    pass_at_k: bool
+    pass_power_k: bool
+    exit_code: int
+    trials: list[TrialSummary] = Field(default_factory=list)
+    message: str = ""

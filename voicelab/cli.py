@@ -1,0 +1,150 @@
+"""`voice-evaluator`: the command line. It turns library errors into exit codes and one-line messages.
+
+Exit codes: 0 all trials executed and passed pass^k; 2 configuration, asset or override error;
+3 execution finished but a critical verdict failed; 4 a trial or provider failed to execute;
+130 interrupted (Ctrl-C) after writing what was gathered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .errors import ConfigError, ExecutionError, VoicelabError
+
+EXIT_OK = 0
+EXIT_CONFIG = 2
+EXIT_QUALITY = 3
+EXIT_EXECUTION = 4
+EXIT_INTERRUPTED = 130
+
+PROG = "voice-evaluator"
+
+
+def _relative(text: str) -> str:
+    cwd = os.getcwd().rstrip("/") + "/"
+    return text.replace(cwd, "")
+
+
+def _error_line(error: BaseException) -> str:
+    if isinstance(error, ConfigError):
+        return _relative(error.one_line())
+    return _relative(" ".join(str(error).split()) or type(error).__name__)
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports usage errors in one line with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_CONFIG, f"{PROG}: error: CLI: {message}\n")
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config value (YAML-typed); prefix scenario./persona./"
+                             "data./script./environment. to target those files")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog=PROG, description="Test deployed voice agents by simulation.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    commands = parser.add_subparsers(dest="command", parser_class=_ArgumentParser)
+
+    validate = commands.add_parser("validate", help="check a run without opening connections")
+    validate.add_argument("run_file", type=Path)
+    _add_run_options(validate)
+
+    run = commands.add_parser("run", help="run seeded trials of a scenario and write a bundle")
+    run.add_argument("run_file", type=Path)
+    run.add_argument("--trials", type=int, default=None, help="number of trials (default: config)")
+    run.add_argument("--artifacts-dir", type=Path, default=None,
+                     help="where the bundle goes (default: the config's artifacts_dir)")
+    run.add_argument("--concurrency", type=int, default=None, help="trials running at once")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_run_options(run)
+
+    for extra in _EXTRA_COMMANDS:
+        extra(commands)
+    return parser
+
+
+#: Later subcommands (sweep, plan, report, init) register themselves here.
+_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+_HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from ._validate import validate_run
+    from .config import load_run
+
+    loaded = load_run(args.run_file, overrides=args.overrides)
+    summary = validate_run(loaded)
+    print(f"{_relative(str(args.run_file))}: valid")
+    for line in summary.lines():
+        print("  " + _relative(line))
+    return EXIT_OK
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .runner._cli_run import run_command
+
+    return run_command(args)
+
+
+def _configure_logging(debug: bool) -> None:
+    logger = logging.getLogger("voicelab")
+    if not any(getattr(h, "_voicelab_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler._voicelab_cli = True  # type: ignore[attr-defined]
+        handler.setLevel(logging.DEBUG if debug else logging.WARNING)
+        logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from . import __version__
+
+        print(f"{PROG} {__version__}")
+        return EXIT_OK
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return EXIT_CONFIG
+    _configure_logging(args.debug)
+    handler = {"validate": _cmd_validate, "run": _cmd_run, **_HANDLERS}[args.command]
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ConfigError as error:
+        if args.debug:
+            raise
+        print(f"{PROG}: error: {_error_line(error)}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ExecutionError as error:
+        if args.debug:
+            raise
+        print(f"{PROG}: execution failed: {_error_line(error)}", file=sys.stderr)
+        return EXIT_EXECUTION
+    except VoicelabError as error:
+        if args.debug:
+            raise
+        print(f"{PROG}: error: {_error_line(error)}", file=sys.stderr)
+        return EXIT_EXECUTION
+
+
+def _entry() -> None:  # pragma: no cover - console script shim
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Placing both channels on one listener timeline, from the recorded voice events.
+
+The *listener timeline* is where a person on the call would hear each sound:
+
+* Real monotonic offsets, plus every ``timeline.virtual_advance`` recorded before the event. With
+  ``pace_audio: false`` the runner does not sleep; it records the time it would have waited
+  (a user turn's speaking time, the product's remaining playback, the wait before a barge-in) as
+  a virtual advance instead. With pacing on, advances are (nearly) zero and the timeline is real.
+* A user turn plays contiguously from the moment its first chunk was sent.
+* Product audio plays in arrival order and never faster than real time: a chunk starts at
+  ``max(arrival, end of the previous chunk)``; a later arrival than needed is a playback stall.
+* A barge-in flushes the listener's buffer: the interrupted response's audio that arrived before
+  the cancel stops at the barge-in point; audio arriving after the cancel still plays, over the
+  user, so a product that ignores a cancel is audible in mixed.wav.
+
+Everything here is a pure function of the event records and the audio chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..audio import PCM16_MAX, PCM16_MIN, PcmAudio
+
+USER_CHUNK = "user.audio_chunk"
+PRODUCT_CHUNK = "product.audio_chunk"
+BARGE_IN = "user.barge_in"
+VIRTUAL_ADVANCE = "timeline.virtual_advance"
+
+
+def virtual_offsets(records: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """Listener-timeline offset (ns) of every event, keyed by sequence."""
+    advance = 0
+    result: dict[int, int] = {}
+    for record in records:
+        result[record["sequence"]] = record["monotonic_offset_ns"] + advance
+        if record["event_type"] == VIRTUAL_ADVANCE:
+            advance += int(record["attributes"].get("advance_ns", 0))
+    return result
+
+
+@dataclass
+class PlacedChunk:
+    sequence: int
+    turn_id: str | None
+    arrival_ns: int
+    start_ns: int
+    samples: np.ndarray
+    after_cancel: bool = False
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + _samples_to_ns(self.samples.shape[0])
+
+
+@dataclass
+class ResponsePlayback:
+    """How one product response sounded to the listener."""
+
+    turn_id: str
+    chunks: list[PlacedChunk] = field(default_factory=list)
+    barge_in_ns: int | None = None
+    stall_ns: int = 0
+
+    @property
+    def start_ns(self) -> int | None:
+        return self.chunks[0].start_ns if self.chunks else None
+
+    @property
+    def end_ns(self) -> int | None:
+        heard = [c for c in self.chunks if not c.after_cancel and c.samples.size]
+        if not heard:
+            return None
+        return max(c.end_ns for c in heard)
+
+
+@dataclass
+class Placement:
+    technician: PcmAudio
+    product: PcmAudio
+    mixed: PcmAudio
+    responses: dict[str, ResponsePlayback]
+    user_turn_start_ns: dict[str, int]
+    virtual: dict[int, int]
+    sample_rate_hz: int = 24_000
+
+
+_RATE = 24_000
+
+
+def _samples_to_ns(count: int) -> int:
+    return count * 1_000_000_000 // _RATE
+
+
+def _ns_to_samples(ns: int) -> int:
+    return int(ns * _RATE // 1_000_000_000)
+
+
+def _as_samples(chunk: bytes | np.ndarray) -> np.ndarray:
+    if isinstance(chunk, np.ndarray):
+        return chunk.astype(np.int16, copy=False)
+    usable = len(chunk) - (len(chunk) % 2)
+    return np.frombuffer(chunk[:usable], dtype="<i2").astype(np.int16, copy=False)
+
+
+def _render(pieces: list[tuple[int, np.ndarray]], total: int) -> np.ndarray:
+    out = np.zeros(total, dtype=np.int32)
+    for start_ns, samples in pieces:
+        start = _ns_to_samples(start_ns)
+        end = min(total, start + samples.shape[0])
+        if end > start:
+            out[start:end] += samples[: end - start]
+    return np.clip(out, PCM16_MIN, PCM16_MAX).astype(np.int16)
+
+
+def place_channels(records: Sequence[Mapping[str, Any]], *,
+                   user_chunks: Mapping[int, bytes | np.ndarray],
+                   product_chunks: Mapping[int, bytes | np.ndarray]) -> Placement:
+    """Build technician/product/mixed channels on the listener timeline.
+
+    ``user_chunks`` and ``product_chunks`` map the sequence number of each ``user.audio_chunk``
+    / ``product.audio_chunk`` event to its PCM (bytes or int16 samples).
+    """
+    virtual = virtual_offsets(records)
+    user_pieces: list[tuple[int, np.ndarray]] = []
+    user_turn_start: dict[str, int] = {}
+    user_cursor: dict[str, int] = {}
+    responses: dict[str, ResponsePlayback] = {}
+    product_cursor = 0
+    cancelled: set[str] = set()
+
+    for record in records:
+        kind = record["event_type"]
+        sequence = record["sequence"]
+        if kind == USER_CHUNK:
+            samples = _as_samples(user_chunks.get(sequence, b""))
+            turn = record.get("turn_id") or "turn-?"
+            if turn not in user_cursor:
+                user_turn_start[turn] = virtual[sequence]
+                user_cursor[turn] = virtual[sequence]
+            user_pieces.append((user_cursor[turn], samples))
+            user_cursor[turn] += _samples_to_ns(samples.shape[0])
+        elif kind == BARGE_IN:
+            at = virtual[sequence]
+            target = record["attributes"].get("response_turn_id")
+            playback = responses.get(target) if target else None
+            if playback is not None:
+                playback.barge_in_ns = at
+                for chunk in playback.chunks:
+                    if chunk.start_ns >= at:
+                        chunk.samples = chunk.samples[:0]
+                    elif chunk.end_ns > at:
+                        chunk.samples = chunk.samples[: _ns_to_samples(at - chunk.start_ns)]
+                cancelled.add(target)
+            product_cursor = min(product_cursor, at)
+        elif kind == PRODUCT_CHUNK:
+            samples = _as_samples(product_chunks.get(sequence, b""))
+            turn = record.get("turn_id") or "turn-?"
+            playback = responses.setdefault(turn, ResponsePlayback(turn))
+            arrival = virtual[sequence]
+            start = max(arrival, product_cursor)
+            after_cancel = turn in cancelled
+            if playback.chunks and not after_cancel:
+                previous_end = playback.chunks[-1].end_ns
+                if start > previous_end and playback.barge_in_ns is None:
+                    playback.stall_ns += start - previous_end
+            chunk = PlacedChunk(sequence, turn, arrival, start, samples, after_cancel)
+            playback.chunks.append(chunk)
+            product_cursor = chunk.end_ns
+
+    product_pieces = [(c.start_ns, c.samples) for p in responses.values() for c in p.chunks]
+    ends = [start + _samples_to_ns(s.shape[0]) for start, s in user_pieces + product_pieces]
+    total = _ns_to_samples(max(ends)) + 1 if ends else 0
+    technician = _render(user_pieces, total)
+    product = _render(product_pieces, total)
+    mixed = np.clip(technician.astype(np.int32) + product.astype(np.int32), PCM16_MIN,
+                    PCM16_MAX).astype(np.int16)
+    return Placement(PcmAudio(technician), PcmAudio(product), PcmAudio(mixed), responses,
+                     user_turn_start, virtual)
+
+
+def silent_runs_ns(samples: np.ndarray, *, start_ns: int, end_ns: int, min_run_ms: float = 300.0,
+                   frame_ms: float = 10.0, threshold: int = 256) -> int:
+    """Total length of silent stretches of at least ``min_run_ms`` inside [start_ns, end_ns).
+
+    A 10 ms frame is silent when its peak magnitude is at or below ``threshold`` (the seed's
+    silence threshold); stalls are zeros on the listener timeline, so they count too.
+    """
+    start = max(0, _ns_to_samples(start_ns))
+    end = min(samples.shape[0], _ns_to_samples(end_ns))
+    if end <= start:
+        return 0
+    frame = max(1, int(_RATE * frame_ms / 1000))
+    window = np.abs(samples[start:end].astype(np.int32))
+    count = window.shape[0] // frame
+    if count == 0:
+        return 0
+    peaks = window[: count * frame].reshape(count, frame).max(axis=1)
+    silent = np.concatenate([[0], (peaks <= threshold).astype(np.int8), [0]])
+    edges = np.diff(silent)
+    run_starts = np.flatnonzero(edges == 1)
+    run_ends = np.flatnonzero(edges == -1)
+    lengths = run_ends - run_starts
+    min_frames = int(np.ceil(min_run_ms / frame_ms))
+    total_frames = int(lengths[lengths >= min_frames].sum())
+    return total_frames * frame * 1_000_000_000 // _RATE

@@ -1,0 +1,122 @@
+"""The scripted persona: predefined replies chosen by keyword, with the seed's semantics.
+
+For each product response it searches the unused script turns, in order, for one whose keywords
+occur (case-insensitively) in the product's transcript; a turn without keywords matches any
+response. When none match it asks the assistant to repeat itself, at most
+``max_repeat_requests`` times in a row (then the trial ends with ``repeat_limit``). When every
+turn is used it waits ``post_script_completion_wait_seconds`` for the product to complete, else
+the trial ends with ``script_exhaustion``.
+
+Barge-in: the first unused turn (in script order) that has ``interrupt_after_seconds`` is armed
+for every product response, unless the response's transcript is already known and does not match
+its keywords.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..audio import PcmAudio, read_audio
+from ..config import ScriptConfig, ScriptTurn
+from ..errors import ConfigError
+from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
+
+
+def keywords_match(turn: ScriptTurn, transcript: str) -> bool:
+    if not turn.keywords:
+        return True
+    lowered = transcript.casefold()
+    return any(keyword.casefold() in lowered for keyword in turn.keywords)
+
+
+class ScriptedPersona:
+    def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
+        self.check(settings, context)
+        assert context.script is not None
+        self.script: ScriptConfig = context.script
+        self.context = context
+        self._used: set[int] = set()
+        self._repeats = 0
+        self._audio: dict[int, PcmAudio] = {}
+        self._log: list[dict[str, Any]] = []
+
+    @classmethod
+    def check(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+        if settings:
+            raise ConfigError(f"the scripted persona takes no persona_settings "
+                              f"(got {', '.join(sorted(settings))})", key="persona_settings")
+        if context.script is None:
+            raise ConfigError("persona_mode 'scripted' needs a script_path", key="script_path")
+        if not context.script.turns:
+            raise ConfigError("persona_mode 'scripted' needs a script with at least one turn",
+                              key="script_path")
+
+    async def start(self) -> None:
+        for index, turn in enumerate(self.script.turns):
+            if turn.audio_path is not None:
+                self._audio[index] = read_audio(turn.audio_path)
+
+    def _turn(self, index: int, source: str = "script") -> UserTurn:
+        script_turn = self.script.turns[index]
+        return UserTurn(text=script_turn.response, audio=self._audio.get(index),
+                        interrupt_after_seconds=script_turn.interrupt_after_seconds,
+                        source=source,
+                        metadata={"script_index": index, "trigger": script_turn.trigger})
+
+    def _unused(self) -> list[int]:
+        return [i for i in range(len(self.script.turns)) if i not in self._used]
+
+    def _use(self, index: int, reason: str, response_index: int | None) -> UserTurn:
+        self._used.add(index)
+        self._repeats = 0
+        self._log.append({"script_index": index, "reason": reason,
+                          "product_response": response_index})
+        return self._turn(index)
+
+    async def opening(self) -> PersonaDecision:
+        unused = self._unused()
+        if not unused:
+            return PersonaEnd("script_exhaustion", self.script.post_script_completion_wait_seconds)
+        return self._use(unused[0], "opening", None)
+
+    def barge_in(self, response: ProductResponse) -> UserTurn | None:
+        for index in self._unused():
+            turn = self.script.turns[index]
+            if turn.interrupt_after_seconds is None:
+                continue
+            if response.transcript and not keywords_match(turn, response.transcript):
+                return None
+            return self._turn(index)
+        return None
+
+    def confirm_barge_in(self, turn: UserTurn) -> None:
+        index = int(turn.metadata["script_index"])
+        self._used.add(index)
+        self._repeats = 0
+        self._log.append({"script_index": index, "reason": "barge_in"})
+
+    async def reply(self, response: ProductResponse) -> PersonaDecision:
+        unused = self._unused()
+        if not unused:
+            return PersonaEnd("script_exhaustion", self.script.post_script_completion_wait_seconds,
+                              "every script turn has been used")
+        for index in unused:
+            if keywords_match(self.script.turns[index], response.transcript):
+                return self._use(index, "keyword", response.index)
+        self._repeats += 1
+        if self._repeats > self.script.max_repeat_requests:
+            return PersonaEnd("repeat_limit", 0.0,
+                              f"no script turn matched {self._repeats} product responses in a row")
+        self._log.append({"repeat_request": self._repeats, "product_response": response.index})
+        return UserTurn(text=self.script.repeat_request, source="repeat",
+                        metadata={"repeat_request": self._repeats})
+
+    def evidence(self) -> dict[str, Any]:
+        return {}
+
+    def choices(self) -> list[dict[str, Any]]:
+        return list(self._log)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,382 @@
+"""One trial's conversation loop: the only place that knows the order of a conversation.
+
+Exit reasons (``trial-report.json: exit_reason``):
+
+* ``endpoint_completion``: the product ended the conversation (``conversation_complete``);
+* ``script_exhaustion``: the scripted persona had nothing left to say and the product did not
+  complete within ``post_script_completion_wait_seconds``;
+* ``persona_ended``: an LLM or realtime persona decided the conversation was over;
+* ``repeat_limit``: the scripted persona asked the product to repeat itself too often in a row;
+* ``max_turns``: the user would speak more than ``max_turns`` times;
+* ``max_time``: ``max_time_seconds`` elapsed;
+* ``no_response``: the product sent nothing for ``response_timeout_seconds`` when a response was due;
+* ``connection_closed``: the connection closed before the product completed the conversation;
+* ``error``: the product sent an error, or the adapter, persona or speech provider failed;
+* ``cancelled``: the run was interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..audio import PcmAudio, PreparedEnvironment, mix
+from ..endpoints import EndpointError
+from ..errors import ExecutionError
+from ..personas import PersonaEnd, ProductResponse, UserTurn
+from ._intake import Intake, ProductResponseState
+from ._timeline import Timeline, pcm_metadata
+
+logger = logging.getLogger(__name__)
+
+#: After the persona has nothing more to say, wait at least this long for the product's own
+#: completion message that may already be on its way.
+COMPLETION_GRACE_SECONDS = 0.25
+DEFAULT_CHUNK_MS = 100.0
+
+
+@dataclass
+class UserTurnRecord:
+    turn_id: str
+    number: int
+    text: str
+    source: str
+    clean: PcmAudio
+    delivered: PcmAudio
+    started_offset_ns: int
+    committed_offset_ns: int | None = None
+    barge_in_of: str | None = None
+    synthesis: dict[str, Any] = field(default_factory=dict)
+    mix: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Failure:
+    kind: str
+    message: str
+    code: str | None = None
+
+
+class ConversationEnded(Exception):
+    def __init__(self, exit_reason: str, failure: Failure | None = None):
+        self.exit_reason = exit_reason
+        self.failure = failure
+        super().__init__(exit_reason)
+
+
+class Conversation:
+    """Drives persona, speech, environment and endpoint for one trial."""
+
+    def __init__(self, *, endpoint: Any, persona: Any, speech: Any, environment: PreparedEnvironment,
+                 timeline: Timeline, seed: int, voice: str | None, pace_audio: bool,
+                 first_speaker: str, max_turns: int, response_timeout_seconds: float,
+                 chunk_ms: float = DEFAULT_CHUNK_MS, scrubber: Any = None):
+        self.endpoint = endpoint
+        self.persona = persona
+        self.speech = speech
+        self.environment = environment
+        self.timeline = timeline
+        self.seed = seed
+        self.voice = voice
+        self.pace_audio = pace_audio
+        self.first_speaker = first_speaker
+        self.max_turns = max_turns
+        self.response_timeout_seconds = response_timeout_seconds
+        self.chunk_ms = chunk_ms
+        self.scrubber = scrubber
+        self.shift_ns = 0
+        self.intake = Intake(timeline, virtual_shift=lambda: self.shift_ns)
+        self.user_turns: list[UserTurnRecord] = []
+        self.user_chunks: dict[int, bytes] = {}
+        self.mic_offset_seconds = 0.0
+        self.failures: list[Failure] = []
+        self._pump: asyncio.Task[None] | None = None
+
+    # --- listener timeline ----------------------------------------------------------------------
+
+    def _virtual_now(self) -> int:
+        return self.timeline.now_offset_ns() + self.shift_ns
+
+    def _advance(self, advance_ns: int, reason: str) -> None:
+        if advance_ns <= 0:
+            return
+        self.timeline.record("timeline.virtual_advance", source="runner", direction="internal",
+                             advance_ns=int(advance_ns), reason=reason)
+        self.shift_ns += int(advance_ns)
+
+    async def _reach(self, target_virtual_ns: int, reason: str) -> None:
+        """Let the listener timeline reach ``target``: sleep with pacing, advance without."""
+        remaining = target_virtual_ns - self._virtual_now()
+        if remaining <= 0:
+            return
+        if self.pace_audio:
+            await asyncio.sleep(remaining / 1e9)
+        else:
+            self._advance(remaining, reason)
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    async def run(self) -> str:
+        """Run until an exit condition; returns the exit reason (failures in ``self.failures``)."""
+        try:
+            return await self._run()
+        except ConversationEnded as ended:
+            if ended.failure is not None:
+                self.failures.append(ended.failure)
+            return ended.exit_reason
+
+    async def _run(self) -> str:
+        self.timeline.record("session.connect_started", source="evaluator", direction="outbound",
+                             span_id=self.timeline.root_span_id)
+        try:
+            await self.endpoint.connect()
+        except EndpointError as error:
+            raise ConversationEnded("error", Failure("endpoint", self._scrub(str(error)),
+                                                     error.code)) from None
+        expects = "turn-000" if self.first_speaker == "product" else None
+        if expects:
+            self.intake.expect_response(expects)
+        self.timeline.record("session.connected", source="evaluator", direction="outbound",
+                             expects_response=expects, span_id=self.timeline.root_span_id)
+        self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
+        await self.persona.start()
+
+        decision: UserTurn | PersonaEnd | None = None
+        if self.first_speaker == "product":
+            await self._await_response("turn-000")
+        else:
+            decision = await self._ask_persona(self.persona.opening())
+        while True:
+            await self._settle()
+            if self.intake.conversation_complete:
+                return "endpoint_completion"
+            if decision is None:
+                decision = await self._ask_persona(self.persona.reply(self._response_view()))
+            if isinstance(decision, PersonaEnd):
+                self.timeline.record("persona.ended", source="persona", direction="internal",
+                                     exit_reason=decision.exit_reason, message=decision.message)
+                wait = max(decision.wait_seconds, COMPLETION_GRACE_SECONDS)
+                if await self.intake.wait_for(lambda: self.intake.conversation_complete, wait):
+                    return "endpoint_completion"
+                return decision.exit_reason
+            if len(self.user_turns) >= self.max_turns:
+                return "max_turns"
+            await self._wait_for_playback_end()
+            turn_id = await self._speak(decision)
+            decision = None
+            await self._await_response(turn_id)
+
+    async def _ask_persona(self, call: Any) -> UserTurn | PersonaEnd:
+        try:
+            return await call
+        except ExecutionError as error:
+            raise ConversationEnded("error", Failure("persona", self._scrub(str(error)))) from None
+
+    async def _settle(self) -> None:
+        """Let already-received events reach the timeline before deciding what comes next."""
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    async def _wait_for_playback_end(self) -> None:
+        await self._reach(self.intake.listener_cursor_ns, "product playback")
+
+    def _response_view(self) -> ProductResponse:
+        response = self.intake.current
+        heard = None
+        if self.user_turns:
+            parts = self.intake.input_transcripts.get(self.user_turns[-1].turn_id)
+            heard = " ".join(parts) if parts else None
+        if response is None:
+            return ProductResponse(index=-1, input_transcript=heard,
+                                   conversation_complete=self.intake.conversation_complete)
+        return ProductResponse(
+            index=response.index, transcript=response.transcript,
+            audio=PcmAudio.from_bytes(b"".join(c[2] for c in response.chunks)),
+            tool_calls=list(response.tool_calls), tool_results=list(response.tool_results),
+            input_transcript=heard, status=response.status or "incomplete",
+            conversation_complete=self.intake.conversation_complete,
+            audio_seconds_played=response.audio_seconds)
+
+    # --- speaking -------------------------------------------------------------------------------
+
+    async def _speak(self, turn: UserTurn, *, barge_in_of: str | None = None) -> str:
+        number = len(self.user_turns) + 1
+        turn_id = f"turn-{number:03d}"
+        self.intake.user_turn_id = turn_id
+        synthesis_info: dict[str, Any] = {}
+        if turn.audio is not None:
+            clean = turn.audio
+            synthesis_info = {"provider": turn.source, "cached": False, "prerecorded": True}
+        else:
+            try:
+                synthesis = await self.speech.synthesize(turn.text, voice=self.voice, seed=self.seed)
+            except ExecutionError as error:
+                raise ConversationEnded("error", Failure("speech", self._scrub(str(error)))) from None
+            clean = synthesis.audio
+            synthesis_info = {"provider": synthesis.provider, "voice": synthesis.voice,
+                              "cached": synthesis.cached}
+        self.timeline.record("speech.synthesized", source="speech", direction="internal",
+                             turn_id=turn_id, speaker_role="user", text=turn.text,
+                             duration_ms=round(clean.duration_seconds * 1000, 3), **synthesis_info)
+        mixed = mix(clean, environment=self.environment, seed=self.seed, turn_number=number,
+                    stream_offset_seconds=self.mic_offset_seconds)
+        self.mic_offset_seconds += clean.duration_seconds
+        self.timeline.record("environment.mixed", source="environment", direction="internal",
+                             turn_id=turn_id, **mixed.summary())
+        delivered = mixed.audio
+        record = UserTurnRecord(turn_id, number, turn.text, turn.source, clean, delivered,
+                                self.timeline.now_offset_ns(), barge_in_of=barge_in_of,
+                                synthesis=synthesis_info, mix=mixed.summary())
+        self.user_turns.append(record)
+        self.timeline.record("user.turn_started", source="persona", direction="outbound",
+                             turn_id=turn_id, speaker_role="user", text=turn.text,
+                             source_kind=turn.source, barge_in_of=barge_in_of,
+                             **{k: v for k, v in turn.metadata.items() if isinstance(k, str)})
+        frames = delivered.chunks(self.chunk_ms)
+        start_ns = self.timeline.clock_ns()
+        frame_ns = int(self.chunk_ms * 1e6)
+        try:
+            for index, frame in enumerate(frames):
+                if self.pace_audio and index:
+                    delay = start_ns + index * frame_ns - self.timeline.clock_ns()
+                    if delay > 0:
+                        await asyncio.sleep(delay / 1e9)
+                await self.endpoint.send_audio(frame)
+                event = self.timeline.record("user.audio_chunk", source="evaluator",
+                                             direction="outbound", turn_id=turn_id,
+                                             speaker_role="user",
+                                             pcm=pcm_metadata(frame.byte_count),
+                                             chunk_index=index)
+                self.user_chunks[event.sequence] = frame.to_bytes()
+            duration_ns = int(delivered.duration_seconds * 1e9)
+            if self.pace_audio:
+                delay = start_ns + duration_ns - self.timeline.clock_ns()
+                if delay > 0:
+                    await asyncio.sleep(delay / 1e9)
+            else:
+                self._advance(duration_ns - (self.timeline.clock_ns() - start_ns), "user speech")
+            self.intake.expect_response(turn_id)
+            await self.endpoint.commit_turn()
+        except EndpointError as error:
+            raise ConversationEnded(self._closed_or_error(), Failure(
+                "endpoint", self._scrub(str(error)), error.code)) from None
+        committed = self.timeline.record("user.turn_committed", source="evaluator",
+                                         direction="outbound", turn_id=turn_id,
+                                         speaker_role="user", expects_response=turn_id,
+                                         span_id=self.timeline.root_span_id)
+        record.committed_offset_ns = committed.offset_ns
+        return turn_id
+
+    # --- waiting for the product ----------------------------------------------------------------
+
+    def _closed_or_error(self) -> str:
+        return "error" if self.intake.errors else "connection_closed"
+
+    def _check_product_failures(self) -> None:
+        if self.intake.errors:
+            error = self.intake.errors[0]
+            raise ConversationEnded("error", Failure(
+                "endpoint", self._scrub(f"product error {error.get('code')}: "
+                                        f"{error.get('message')}"), str(error.get("code"))))
+        if self.intake.closed is not None and not self.intake.conversation_complete:
+            closed = self.intake.closed
+            raise ConversationEnded("connection_closed", Failure(
+                "endpoint", self._scrub(f"connection closed before the conversation completed "
+                                        f"({closed.get('reason')})"),
+                str(closed.get("code")) if closed.get("code") is not None else None))
+
+    async def _await_response(self, target_turn: str) -> ProductResponseState | None:
+        """Wait for the response to ``target_turn`` to complete, barging in if the persona wants."""
+        intake = self.intake
+        barge: tuple[UserTurn, ProductResponseState] | None = None
+
+        def response_for_target() -> ProductResponseState | None:
+            for response in reversed(intake.responses):
+                if response.turn_id == target_turn:
+                    return response
+            return None
+
+        while True:
+            if intake.conversation_complete:
+                return response_for_target()
+            self._check_product_failures()
+            response = response_for_target()
+            if response is not None and barge is None and not response.barged_in:
+                candidate = self.persona.barge_in(self._view_of(response))
+                if candidate is not None and candidate.interrupt_after_seconds is not None:
+                    barge = (candidate, response)
+            if barge is not None:
+                candidate, barged = barge
+                threshold_ns = int(float(candidate.interrupt_after_seconds or 0) * 1e9)
+                moment = barged.played_until_ns(threshold_ns)
+                if moment is not None:
+                    await self._reach(moment, "playback before barge-in")
+                    turn_id = await self._barge_in(candidate, barged)
+                    return await self._await_response(turn_id)
+                if barged.completed:
+                    barge = None  # the response was shorter than the barge-in point
+            if response is not None and response.completed and barge is None:
+                return response
+            last_seen = intake.last_event_ns
+            progressed = await intake.wait_for(
+                lambda seen=last_seen: intake.last_event_ns != seen or intake.closed is not None,
+                self.response_timeout_seconds)
+            if not progressed:
+                raise ConversationEnded("no_response", Failure(
+                    "timeout", f"the product sent nothing for {self.response_timeout_seconds:g} s "
+                               f"while a response was due", "response_timeout"))
+
+    def _view_of(self, response: ProductResponseState) -> ProductResponse:
+        return ProductResponse(index=response.index, transcript=response.transcript,
+                               tool_calls=list(response.tool_calls),
+                               status=response.status or "in_progress",
+                               audio_seconds_played=response.audio_seconds)
+
+    async def _barge_in(self, turn: UserTurn, response: ProductResponseState) -> str:
+        cancel = not response.completed
+        response.barged_in = True
+        if cancel:
+            try:
+                await self.endpoint.interrupt()
+            except EndpointError as error:
+                raise ConversationEnded(self._closed_or_error(), Failure(
+                    "endpoint", self._scrub(str(error)), error.code)) from None
+        event = self.timeline.record("user.barge_in", source="evaluator", direction="outbound",
+                                     turn_id=f"turn-{len(self.user_turns) + 1:03d}",
+                                     speaker_role="user", response_turn_id=response.turn_id,
+                                     cancel_sent=cancel,
+                                     after_product_audio_ms=round(
+                                         float(turn.interrupt_after_seconds or 0) * 1000, 3))
+        self.intake.flush_listener(event.offset_ns + self.shift_ns)
+        self.persona.confirm_barge_in(turn)
+        return await self._speak(turn, barge_in_of=response.turn_id)
+
+    # --- shutdown -------------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Close the endpoint and the persona; failures here are cleanup failures."""
+        try:
+            await asyncio.wait_for(self.endpoint.close(), 10)
+        except Exception as error:  # noqa: BLE001 - any close failure is recorded, not raised
+            self.failures.append(Failure("cleanup", self._scrub(f"closing the endpoint failed: "
+                                                                f"{type(error).__name__}: {error}")))
+        self.timeline.record("session.closed_by_evaluator", source="evaluator",
+                             direction="outbound")
+        if self._pump is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._pump), 1.0)
+            except (TimeoutError, asyncio.CancelledError):
+                self._pump.cancel()
+            except Exception as error:  # noqa: BLE001
+                self.failures.append(Failure("endpoint", self._scrub(
+                    f"the endpoint's event stream failed: {type(error).__name__}: {error}")))
+        try:
+            await self.persona.close()
+        except Exception as error:  # noqa: BLE001
+            self.failures.append(Failure("cleanup", self._scrub(
+                f"closing the persona failed: {type(error).__name__}: {error}")))
+
+    def _scrub(self, text: str) -> str:
+        return self.scrubber.scrub_text(text) if self.scrubber is not None else text

@@ -1,0 +1,231 @@
+"""Running K seeded trials of one run config: concurrency, the run report, evaluator.log, gates."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import RunReport, TrialSummary
+from ..artifacts._bundle import write_json
+from ..audio import prepare_environment
+from ..config import LoadedRun, load_run
+from ..endpoints import load_endpoint_class
+from ..errors import ConfigError
+from ..scoring import load_probe_class, pass_at_k, pass_power_k
+from ._speech import open_speech
+from ._trial import TrialPlan, TrialResult, _TrialCancelled, new_run_id, run_trial
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_QUALITY, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 3, 4, 130
+
+_current_run: contextvars.ContextVar[str | None] = contextvars.ContextVar("voicelab_run",
+                                                                          default=None)
+
+
+class _RunLogFilter(logging.Filter):
+    def __init__(self, run_id: str, scrubber: Any):
+        super().__init__()
+        self.run_id = run_id
+        self.scrubber = scrubber
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _current_run.get() != self.run_id:
+            return False
+        record.msg = self.scrubber.scrub_text(record.getMessage())
+        record.args = None
+        return True
+
+
+@dataclass
+class RunOutcome:
+    """What a run produced: the report (also on disk) and where the bundle is."""
+
+    report: RunReport
+    bundle_path: Path
+    trials: list[TrialResult] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return self.report.exit_code
+
+
+def trial_seed(base_seed: int, index: int) -> int:
+    """Trial ``index`` (from 1) uses ``trial_seed + index - 1``: trial 1 reproduces the config's seed."""
+    return base_seed + index - 1
+
+
+def exit_code_for(results: Sequence[TrialResult], *, interrupted: bool, planned: int) -> int:
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if any(r.report.execution_status != "succeeded" for r in results) or len(results) < planned:
+        return EXIT_EXECUTION
+    return EXIT_OK if pass_power_k([r.report.passed for r in results]) else EXIT_QUALITY
+
+
+def _utc_now() -> str:
+    return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _probe_factory(loaded: LoadedRun) -> Callable[[], Any] | None:
+    if loaded.run.outcome_probe is None:
+        return None
+    probe_cls = load_probe_class(loaded.run.outcome_probe.probe, search_dirs=[loaded.base_dir],
+                                 source=loaded.run_path)
+    settings = loaded.run.outcome_probe.settings
+    return lambda: probe_cls(settings)
+
+
+async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
+               concurrency: int | None = None, artifacts_dir: str | Path | None = None,
+               overrides: Sequence[str] = (), run_id: str | None = None,
+               on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
+               validate: bool = True) -> RunOutcome:
+    """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
+
+    Raises ConfigError before any trial when the configuration is invalid. Trial execution
+    failures do not raise: they are in the report (``exit_code`` 4).
+    """
+    loaded = run if isinstance(run, LoadedRun) else load_run(run, overrides=overrides)
+    if validate:
+        from .._validate import validate_run
+
+        validate_run(loaded)
+    trial_count = trials if trials is not None else loaded.run.trials
+    parallel = concurrency if concurrency is not None else loaded.run.concurrency
+    if trial_count < 1:
+        raise ConfigError("must be at least 1", source="CLI", key="--trials")
+    if parallel < 1:
+        raise ConfigError("must be at least 1", source="CLI", key="--concurrency")
+    root = Path(artifacts_dir) if artifacts_dir is not None else loaded.run.artifacts_dir
+    run_id = run_id or new_run_id()
+    bundle = (root / run_id).resolve()
+    bundle.mkdir(parents=True, exist_ok=True)
+    _point_latest(root, bundle)
+
+    handler = logging.FileHandler(bundle / "evaluator.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_RunLogFilter(run_id, loaded.scrubber))
+    package_logger = logging.getLogger("voicelab")
+    package_logger.addHandler(handler)
+    if package_logger.level == logging.NOTSET or package_logger.level > logging.INFO:
+        package_logger.setLevel(logging.INFO)
+    token = _current_run.set(run_id)
+    started = _utc_now()
+    logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s", run_id, trial_count,
+                loaded.scenario.id, parallel, bundle)
+    results: list[TrialResult] = []
+    interrupted = False
+    speech = None
+    try:
+        environment = prepare_environment(loaded.environment,
+                                          source=loaded.sources.get("environment"))
+        adapter_cls = load_endpoint_class(loaded.run.endpoint.adapter,
+                                          search_dirs=[loaded.base_dir], source=loaded.run_path)
+        probe_factory = _probe_factory(loaded)
+        speech = open_speech(loaded, cache_dir=root / ".speech-cache")
+        semaphore = asyncio.Semaphore(parallel)
+        report_lock = asyncio.Lock()
+
+        def report(status: str) -> RunReport:
+            return _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
+                               planned=trial_count, started=started, status=status)
+
+        write_json(bundle / "run-report.json", report("running"))
+
+        async def one(index: int) -> TrialResult:
+            async with semaphore:
+                plan = TrialPlan(loaded=loaded, index=index,
+                                 seed=trial_seed(loaded.run.trial_seed, index),
+                                 trial_dir=bundle / f"trial-{index:03d}", environment=environment,
+                                 adapter_cls=adapter_cls, speech=speech,
+                                 probe_factory=probe_factory,
+                                 speech_metrics=loaded.run.speech_metrics)
+                try:
+                    result = await run_trial(plan)
+                except _TrialCancelled as cancelled:
+                    results.append(cancelled.result)
+                    raise
+                results.append(result)
+                logger.info("%s: %s (%s)", result.summary.trial_id,
+                            "passed" if result.report.passed else "failed",
+                            result.report.exit_reason)
+                async with report_lock:
+                    await asyncio.to_thread(write_json, bundle / "run-report.json",
+                                            report("running"))
+                if on_trial_done is not None:
+                    on_trial_done(result, len(results), trial_count)
+                return result
+
+        tasks = [asyncio.create_task(one(i)) for i in range(1, trial_count + 1)]
+        try:
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            interrupted = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        if speech is not None:
+            await speech.aclose()
+        final = _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
+                            planned=trial_count, started=started,
+                            status="interrupted" if interrupted else "complete")
+        write_json(bundle / "run-report.json", final)
+        logger.info("run %s %s: %d/%d trial(s) passed, exit code %d", run_id, final.status,
+                    final.passed_trials, final.executed_trials, final.exit_code)
+        _current_run.reset(token)
+        package_logger.removeHandler(handler)
+        handler.close()
+    if interrupted:
+        raise KeyboardInterrupt(f"run interrupted; partial bundle at {bundle}")
+    return RunOutcome(final, bundle, sorted(results, key=lambda r: r.report.trial))
+
+
+def _point_latest(root: Path, bundle: Path) -> None:
+    latest = root / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(bundle.name)
+    except OSError:
+        pass  # a convenience only (some filesystems have no symlinks)
+
+
+def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequence[TrialResult],
+                planned: int, started: str, status: str) -> RunReport:
+    ordered = sorted(results, key=lambda r: r.report.trial)
+    passed_flags = [r.report.passed for r in ordered]
+    interrupted = status == "interrupted"
+    code = exit_code_for(ordered, interrupted=interrupted, planned=planned)
+    summaries: list[TrialSummary] = [r.summary for r in ordered]
+    missing = planned - len(ordered)
+    message = ""
+    if missing and status != "running":
+        message = f"{missing} planned trial(s) did not run because the run was interrupted"
+    return RunReport(
+        run_id=run_id, status=status,  # type: ignore[arg-type]
+        scenario_id=loaded.scenario.id, persona=loaded.persona.name,
+        environment=loaded.environment.name or "quiet", adapter=loaded.run.endpoint.adapter,
+        suite_hash=loaded.suite_hash(), bundle_path=str(bundle), started_at=started,
+        ended_at=_utc_now(), trial_count=planned, planned_trials=planned,
+        executed_trials=len(ordered), passed_trials=sum(passed_flags),
+        pass_at_k=pass_at_k(passed_flags), pass_power_k=pass_power_k(passed_flags)
+        and len(ordered) == planned,
+        exit_code=code, trials=summaries, message=message)
+
+
+def run(run_config: LoadedRun | str | Path, **kwargs: Any) -> RunOutcome:
+    """Synchronous wrapper of :func:`arun` for scripts (not inside a running event loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun(run_config, **kwargs))
+    raise RuntimeError("voicelab.run() cannot be called from a running event loop (a notebook): "
+                       "use `await voicelab.arun(...)`")

@@ -1,0 +1,40 @@
+"""Opening the run's speech provider (shared by all trials) behind the caching service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..config import LoadedRun
+from ..speech import SPEECH_PROVIDERS, SpeechContext, Synthesis
+
+
+class _UncachedSpeech:
+    """A provider seen through the service interface, for providers that are cheap to call."""
+
+    def __init__(self, provider: Any, name: str):
+        self.provider = provider
+        self.name = name
+
+    async def synthesize(self, text: str, *, voice: str | None, seed: int) -> Synthesis:
+        audio = await self.provider.synthesize(text, voice=voice, seed=seed)
+        return Synthesis(audio=audio, provider=self.name, voice=voice, text=text, cached=False)
+
+    async def aclose(self) -> None:
+        close = getattr(self.provider, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def open_speech(loaded: LoadedRun, *, cache_dir: Path | None) -> Any:
+    name = loaded.run.speech_provider
+    provider_cls = SPEECH_PROVIDERS.resolve(name, search_dirs=[loaded.base_dir],
+                                            source=loaded.run_path, key="speech_provider")
+    context = SpeechContext(providers=loaded.run.providers, scrubber=loaded.scrubber,
+                            base_dir=loaded.base_dir, cache_dir=cache_dir)
+    provider = provider_cls(loaded.run.speech_settings, context)
+    if not getattr(provider_cls, "cacheable", False):
+        return _UncachedSpeech(provider, name)
+    from ..speech._cache import SpeechService
+
+    return SpeechService(provider, cache_dir=cache_dir)

@@ -1,0 +1,98 @@
+"""The trial timeline: one monotonic clock, every voice event in order, serialized as voice-events.jsonl.
+
+Recording is cheap on purpose (a dataclass appended to a list): the receive path of an endpoint
+only timestamps, the runner records, and analysis happens after the conversation.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..artifacts import SCHEMA_VERSION
+
+
+@dataclass(slots=True)
+class TimelineEvent:
+    sequence: int
+    offset_ns: int
+    event_type: str
+    source: str
+    direction: str
+    speaker_role: str | None = None
+    turn_id: str | None = None
+    pcm: dict[str, Any] | None = None
+    span_id: str | None = None
+    parent_span_id: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+def pcm_metadata(byte_count: int, *, sample_rate_hz: int = 24_000) -> dict[str, Any]:
+    return {"encoding": "pcm_s16le", "sample_rate_hz": sample_rate_hz, "channels": 1,
+            "byte_count": byte_count,
+            "duration_ms": round(byte_count / 2 / sample_rate_hz * 1000.0, 3)}
+
+
+class Timeline:
+    """Events of one trial, offsets from the trial's start on ``time.perf_counter_ns``."""
+
+    def __init__(self, *, session_id: str, trace_id: str, root_span_id: str,
+                 clock_ns: Any = time.perf_counter_ns):
+        self.session_id = session_id
+        self.trace_id = trace_id
+        self.root_span_id = root_span_id
+        self.clock_ns = clock_ns
+        self.start_ns = clock_ns()
+        self.start_utc_ns = time.time_ns()
+        self.events: list[TimelineEvent] = []
+
+    def now_offset_ns(self) -> int:
+        return self.clock_ns() - self.start_ns
+
+    def offset_of(self, monotonic_ns: int) -> int:
+        return monotonic_ns - self.start_ns
+
+    def record(self, event_type: str, *, source: str, direction: str,
+               at_ns: int | None = None, speaker_role: str | None = None,
+               turn_id: str | None = None, pcm: dict[str, Any] | None = None,
+               span_id: str | None = None, **attributes: Any) -> TimelineEvent:
+        """Append an event; ``at_ns`` is a monotonic timestamp (default: now)."""
+        offset = (self.clock_ns() if at_ns is None else at_ns) - self.start_ns
+        event = TimelineEvent(len(self.events), offset, event_type, source, direction,
+                              speaker_role, turn_id, pcm, span_id,
+                              self.root_span_id if span_id else None, attributes)
+        self.events.append(event)
+        return event
+
+    def utc_iso(self, offset_ns: int) -> str:
+        moment = datetime.fromtimestamp((self.start_utc_ns + offset_ns) / 1e9, tz=UTC)
+        return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """JSON-ready voice events (schema 1.0), ordered by sequence."""
+        namespace = uuid.UUID(self.trace_id)
+        records = []
+        for event in self.events:
+            record: dict[str, Any] = {
+                "contract_version": SCHEMA_VERSION,
+                "event_id": str(uuid.uuid5(namespace, str(event.sequence))),
+                "sequence": event.sequence,
+                "session_id": self.session_id,
+                "turn_id": event.turn_id,
+                "timestamp_utc": self.utc_iso(event.offset_ns),
+                "monotonic_offset_ns": event.offset_ns,
+                "offset_ms": round(event.offset_ns / 1e6, 3),
+                "source": event.source,
+                "direction": event.direction,
+                "event_type": event.event_type,
+                "speaker_role": event.speaker_role,
+                "pcm": event.pcm,
+                "trace": {"trace_id": self.trace_id, "span_id": event.span_id,
+                          "parent_span_id": event.parent_span_id} if event.span_id else None,
+                "attributes": event.attributes,
+            }
+            records.append(record)
+        return records

@@ -1,0 +1,303 @@
+"""One trial end to end: conversation, cleanup, outcome probe, evidence, verdicts, judges, bundle."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import (
+    SCHEMA_VERSION,
+    ExecutionFailure,
+    JudgeResult,
+    TrialReport,
+    TrialSummary,
+)
+from ..artifacts._bundle import write_json, write_trial_bundle
+from ..audio import CANONICAL_FORMAT, PreparedEnvironment
+from ..config import LoadedRun
+from ..endpoints import EndpointContext, new_span_id, new_trace_id
+from ..errors import ConfigError
+from ..metrics import compute_voice_metrics, place_channels
+from ..personas import PERSONAS
+from ..scoring._verdicts import deterministic_verdicts
+from ._context import persona_context
+from ._conversation import Conversation, Failure
+from ._evidence import (
+    build_raw_events,
+    build_tool_calls,
+    build_transcript,
+    response_audio,
+    transcript_markdown,
+)
+from ._timeline import Timeline
+
+logger = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass
+class TrialPlan:
+    loaded: LoadedRun
+    index: int
+    seed: int
+    trial_dir: Path
+    environment: PreparedEnvironment
+    adapter_cls: type
+    speech: Any
+    probe_factory: Any = None
+    speech_metrics: bool = False
+
+
+@dataclass
+class TrialResult:
+    report: TrialReport
+    summary: TrialSummary
+    cancelled: bool = False
+    turn_metrics: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _utc(moment: float) -> str:
+    return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
+
+
+def trial_session_id(loaded: LoadedRun, index: int) -> str:
+    base = loaded.data.get("session_id")
+    base = str(base) if isinstance(base, str | int) and str(base) else loaded.scenario.id
+    return f"{base}-t{index:03d}"
+
+
+def effective_max_turns(loaded: LoadedRun) -> int:
+    limits = loaded.scenario.eval_spec.limits.max_turns
+    conversation = loaded.scenario.conversation.max_turns
+    return min(conversation, limits) if limits is not None else conversation
+
+
+async def _run_probe(plan: TrialPlan, endpoint: Any, session_id: str, scrubber: Any
+                     ) -> tuple[str, dict[str, Any] | None, str | None, str]:
+    probe = None
+    name = "none"
+    try:
+        if plan.probe_factory is not None:
+            probe = plan.probe_factory()
+            name = type(probe).__name__
+        elif callable(getattr(endpoint, "outcome_probe", None)):
+            probe = endpoint.outcome_probe()
+            name = type(probe).__name__ if probe is not None else "none"
+    except Exception as error:  # noqa: BLE001 - a broken probe is an outcome error, not a crash
+        return "error", None, scrubber.scrub_text(f"{type(error).__name__}: {error}"), name
+    if probe is None:
+        return "unavailable", None, "no outcome probe is configured", name
+    loaded = plan.loaded
+    context = {"session_id": str(loaded.data.get("session_id", session_id)),
+               "evaluator_session_id": session_id, "data": loaded.data,
+               "scenario_id": loaded.scenario.id, "trial_index": plan.index, "seed": plan.seed}
+    try:
+        outcome = await asyncio.wait_for(probe.probe(context), PROBE_TIMEOUT_SECONDS)
+    except TimeoutError:
+        return "error", None, f"the outcome probe timed out after {PROBE_TIMEOUT_SECONDS:g} s", name
+    except Exception as error:  # noqa: BLE001
+        return "error", None, scrubber.scrub_text(f"{type(error).__name__}: {error}"), name
+    if outcome is None:
+        return "unavailable", None, "the product has no record for this session", name
+    if not isinstance(outcome, Mapping):
+        return "error", None, f"the probe returned {type(outcome).__name__}, not a mapping", name
+    return "available", scrubber.scrub(dict(outcome)), None, name
+
+
+async def run_trial(plan: TrialPlan) -> TrialResult:
+    loaded = plan.loaded
+    scrubber = loaded.scrubber
+    session_id = trial_session_id(loaded, plan.index)
+    trace_id, root_span = new_trace_id(), new_span_id()
+    timeline = Timeline(session_id=session_id, trace_id=trace_id, root_span_id=root_span)
+    started_wall = time.time()
+    trial_id = f"trial-{plan.index:03d}"
+    timeline.record("trial.started", source="runner", direction="internal", trial=plan.index,
+                    seed=plan.seed, span_id=root_span)
+
+    context = EndpointContext(session_id=session_id, data=loaded.data, trace_id=trace_id,
+                              span_id=root_span, audio_format=CANONICAL_FORMAT, scrubber=scrubber,
+                              clock_ns=timeline.clock_ns, base_dir=loaded.base_dir,
+                              trial_index=plan.index, seed=plan.seed,
+                              scenario_id=loaded.scenario.id)
+    try:
+        endpoint = plan.adapter_cls(loaded.run.endpoint.settings, context)
+    except (ConfigError, ValueError, TypeError) as error:
+        raise ConfigError(str(getattr(error, "message", error)), source=loaded.run_path,
+                          key=getattr(error, "key", None) or "endpoint.settings") from None
+    persona_cls = PERSONAS.resolve(loaded.run.persona_mode, search_dirs=[loaded.base_dir],
+                                   source=loaded.run_path, key="persona_mode")
+    persona = persona_cls(loaded.run.persona_settings,
+                          persona_context(loaded, trial_index=plan.index, seed=plan.seed))
+    settings = loaded.run.endpoint.settings
+    chunk_ms = float(settings.get("chunk_ms", 100)) if isinstance(settings, Mapping) else 100.0
+    conversation = Conversation(
+        endpoint=endpoint, persona=persona, speech=plan.speech, environment=plan.environment,
+        timeline=timeline, seed=plan.seed,
+        voice=loaded.script.persona_voice if loaded.script else None,
+        pace_audio=loaded.run.pace_audio,
+        first_speaker=loaded.scenario.conversation.first_speaker,
+        max_turns=effective_max_turns(loaded),
+        response_timeout_seconds=loaded.scenario.eval_spec.response_timeout_seconds,
+        chunk_ms=chunk_ms, scrubber=scrubber)
+
+    cancelled = False
+    max_time = loaded.scenario.eval_spec.limits.max_time_seconds
+    try:
+        async with asyncio.timeout(max_time):
+            exit_reason = await conversation.run()
+    except TimeoutError:
+        exit_reason = "max_time"
+    except asyncio.CancelledError:
+        cancelled = True
+        exit_reason = "cancelled"
+        conversation.failures.append(Failure("cancelled", "the run was interrupted"))
+    except Exception as error:  # noqa: BLE001 - an adapter/persona bug must not lose the trial
+        logger.exception("trial %s failed", trial_id)
+        exit_reason = "error"
+        conversation.failures.append(Failure("runner", scrubber.scrub_text(
+            f"{type(error).__name__}: {error}")))
+    await conversation.shutdown()
+    timeline.record("trial.ended", source="runner", direction="internal", exit_reason=exit_reason)
+
+    outcome_status, outcome, outcome_error, probe_name = await _run_probe(
+        plan, endpoint, session_id, scrubber)
+    timeline.record("outcome.probed", source="probe", direction="internal", probe=probe_name,
+                    status=outcome_status, error=outcome_error)
+
+    evidence = await asyncio.to_thread(_assemble, plan, conversation, session_id)
+    failures = [ExecutionFailure(kind=f.kind, message=f.message, code=f.code)  # type: ignore[arg-type]
+                for f in conversation.failures]
+    verdicts = deterministic_verdicts(
+        scenario=loaded.scenario, persona=loaded.persona, transcript=evidence["transcript"].turns,
+        exit_reason=exit_reason, outcome_status=outcome_status, outcome=outcome,
+        outcome_error=outcome_error, turn_metrics=evidence["metrics"]["turns"])
+
+    judges: list[JudgeResult] = []
+    executed = not failures
+    if executed and loaded.run.quality_evaluation is not None:
+        from ..scoring import run_judges
+
+        judges = await run_judges(loaded, evidence["transcript"].turns,
+                                  evidence["tool_calls"].tool_calls)
+    passed = executed and all(v.passed for v in verdicts if v.critical) and all(
+        j.passed for j in judges if j.critical)
+    ended_wall = time.time()
+    report = TrialReport(
+        trial=plan.index, trial_id=trial_id, seed=plan.seed, session_id=session_id,
+        scenario_id=loaded.scenario.id, persona=loaded.persona.name,
+        environment=loaded.environment.name or "quiet", adapter=loaded.run.endpoint.adapter,
+        trace_id=trace_id, execution_status="succeeded" if executed else "failed",
+        exit_reason=exit_reason, passed=passed, started_at=_utc(started_wall),
+        ended_at=_utc(ended_wall), duration_seconds=round(ended_wall - started_wall, 4),
+        user_turns=len(conversation.user_turns),
+        product_responses=len(conversation.intake.responses), failures=failures,
+        verdicts=verdicts, judges=judges, outcome_status=outcome_status,  # type: ignore[arg-type]
+        outcome=outcome, outcome_error=outcome_error,
+        metrics_summary=evidence["metrics"]["summary"],
+        audio_format=CANONICAL_FORMAT.to_dict())
+    await asyncio.to_thread(_write, plan, conversation, evidence, report, timeline, persona)
+    summary = TrialSummary(
+        trial=plan.index, trial_id=trial_id, seed=plan.seed, passed=passed,
+        execution_status=report.execution_status, exit_reason=exit_reason,
+        failed_verdicts=[v.name for v in verdicts if not v.passed]
+        + [j.name for j in judges if not j.passed],
+        first_audio_latency_ms_p50=report.metrics_summary["first_audio_latency_ms"]["p50"],
+        first_audio_latency_ms_p95=report.metrics_summary["first_audio_latency_ms"]["p95"],
+        path=trial_id)
+    turns = evidence["metrics"]["turns"]
+    if cancelled:
+        raise _TrialCancelled(TrialResult(report, summary, cancelled=True, turn_metrics=turns))
+    return TrialResult(report, summary, turn_metrics=turns)
+
+
+class _TrialCancelled(asyncio.CancelledError):
+    def __init__(self, result: TrialResult):
+        super().__init__("trial cancelled")
+        self.result = result
+
+
+def _assemble(plan: TrialPlan, conversation: Conversation, session_id: str) -> dict[str, Any]:
+    """CPU work after the call (in a worker thread): placement, metrics and evidence documents."""
+    records = conversation.timeline.to_records()
+    placement = place_channels(records, user_chunks=conversation.user_chunks,
+                               product_chunks=conversation.intake.product_chunks)
+    user_audio = {turn.turn_id: turn.delivered for turn in conversation.user_turns}
+    responses = response_audio(conversation)
+    metrics = compute_voice_metrics(records, placement=placement, user_turn_audio=user_audio,
+                                    response_audio=responses)
+    transcript = build_transcript(conversation, session_id)
+    return {"records": records, "placement": placement, "metrics": metrics,
+            "transcript": transcript, "tool_calls": build_tool_calls(conversation),
+            "raw_events": build_raw_events(conversation, plan.loaded.run.endpoint.adapter),
+            "responses": responses}
+
+
+def _interoperability(plan: TrialPlan, report: TrialReport, evidence: dict[str, Any],
+                      timeline: Timeline) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "session_id": report.session_id,
+        "scenario_id": report.scenario_id,
+        "trial": {"index": report.trial, "id": report.trial_id, "seed": report.seed,
+                  "passed": report.passed, "exit_reason": report.exit_reason,
+                  "execution_status": report.execution_status},
+        "trace": {"trace_id": timeline.trace_id, "root_span_id": timeline.root_span_id},
+        "metrics": {"summary": evidence["metrics"]["summary"],
+                    "turns": [{k: v for k, v in turn.items() if k not in ("input", "output")}
+                              for turn in evidence["metrics"]["turns"]]},
+        "transcript": evidence["transcript"].model_dump(mode="json")["turns"],
+        "tool_calls": evidence["tool_calls"].model_dump(mode="json")["tool_calls"],
+        "verdicts": [v.model_dump(mode="json") for v in report.verdicts],
+        "judges": [j.model_dump(mode="json") for j in report.judges],
+        "outcome": {"status": report.outcome_status, "values": report.outcome},
+        "imported_scores": {},
+    }
+
+
+def _write(plan: TrialPlan, conversation: Conversation, evidence: dict[str, Any],
+           report: TrialReport, timeline: Timeline, persona: Any) -> None:
+    loaded = plan.loaded
+    placement = evidence["placement"]
+    resolved = loaded.resolved_documents()
+    documents: dict[str, Any] = {
+        "transcript.json": evidence["transcript"],
+        "tool-calls.json": evidence["tool_calls"],
+        "raw-endpoint-events.json": evidence["raw_events"],
+        "voice-metrics.json": evidence["metrics"],
+        "interoperability.json": _interoperability(plan, report, evidence, timeline),
+    }
+    for kind in ("scenario", "persona", "data", "environment", "script", "settings"):
+        documents[f"resolved-{kind}.json"] = {"schema_version": SCHEMA_VERSION, "kind": kind,
+                                              "source": str(loaded.sources.get(
+                                                  "run" if kind == "settings" else kind, "")) or None,
+                                              "resolved": resolved[kind]}
+    session_evidence = persona.evidence() if callable(getattr(persona, "evidence", None)) else {}
+    if session_evidence:
+        documents["persona-session.json"] = {"schema_version": SCHEMA_VERSION,
+                                             **loaded.scrubber.scrub(session_evidence)}
+    title = f"{loaded.scenario.id} — {report.trial_id} (seed {report.seed})"
+    write_trial_bundle(
+        plan.trial_dir, documents=documents,
+        jsonl={"voice-events.jsonl": evidence["records"]},
+        texts={"transcript.md": transcript_markdown(evidence["transcript"], title=title)},
+        audio={"technician.wav": placement.technician, "product.wav": placement.product,
+               "mixed.wav": placement.mixed},
+        report=report)
+
+
+def write_failed_trial(trial_dir: Path, report: TrialReport) -> None:
+    write_json(trial_dir / "trial-report.json", report)
+
+
+def new_run_id() -> str:
+    return datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]

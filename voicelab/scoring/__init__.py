@@ -1,0 +1,19 @@
+"""Scoring: outcome probes, deterministic verdicts, LLM judges, pass@k and pass^k."""
+
+from ._probe import OutcomeProbe
+from ._probe_loader import PROBES, load_probe_class
+from ._quality_check import check_quality_evaluation, judge_provider_name
+from ._run_judges import run_judges
+from ._verdicts import deterministic_verdicts, pass_at_k, pass_power_k
+
+__all__ = [
+    "PROBES",
+    "OutcomeProbe",
+    "check_quality_evaluation",
+    "deterministic_verdicts",
+    "judge_provider_name",
+    "load_probe_class",
+    "pass_at_k",
+    "pass_power_k",
+    "run_judges",
+]

@@ -1,0 +1,126 @@
+"""Deterministic verdicts: explainable, cheap, suitable for critical CI gates."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..artifacts import TranscriptTurn, Verdict
+from ..config import PersonaConfig, ScenarioConfig
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
+
+
+def normalize_tokens(text: str) -> list[str]:
+    """Lowercased word tokens; punctuation and spacing never decide a verdict."""
+    return _TOKEN.findall(text.casefold())
+
+
+def topic_covered(topic: str, assistant_tokens: set[str]) -> bool:
+    """A topic is covered when every one of its tokens occurs in the assistant's transcript."""
+    tokens = normalize_tokens(topic)
+    return bool(tokens) and all(token in assistant_tokens for token in tokens)
+
+
+def _values_equal(expected: Any, observed: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(observed, bool):
+        return expected is observed or (isinstance(observed, bool) and expected == observed
+                                        and isinstance(expected, bool))
+    if isinstance(expected, int | float) and isinstance(observed, int | float):
+        return float(expected) == float(observed)
+    return expected == observed
+
+
+def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
+                           transcript: Sequence[TranscriptTurn], exit_reason: str,
+                           outcome_status: str, outcome: Mapping[str, Any] | None,
+                           outcome_error: str | None, turn_metrics: Sequence[Mapping[str, Any]]
+                           ) -> list[Verdict]:
+    spec = scenario.eval_spec
+    verdicts: list[Verdict] = []
+    assistant_turns = [t for t in transcript if t.role == "assistant"]
+    assistant_tokens = {tok for t in assistant_turns for tok in normalize_tokens(t.text)}
+
+    missing = [topic for topic in scenario.expected_topics
+               if not topic_covered(topic, assistant_tokens)]
+    verdicts.append(Verdict(
+        name="expected_topics", passed=not missing, expected=scenario.expected_topics,
+        observed=[t for t in scenario.expected_topics if t not in missing],
+        why="every expected topic occurs in the assistant transcript" if not missing
+        else f"missing from the assistant transcript: {', '.join(missing)}"))
+
+    if spec.expected_exit is not None:
+        verdicts.append(Verdict(
+            name="expected_exit", passed=exit_reason == spec.expected_exit,
+            expected=spec.expected_exit, observed=exit_reason,
+            why=f"the conversation ended with {exit_reason}"
+            + ("" if exit_reason == spec.expected_exit else f", not {spec.expected_exit}")))
+
+    if persona.is_concise:
+        budget = spec.concise_max_words
+        longest = max(assistant_turns, key=lambda t: len(normalize_tokens(t.text)), default=None)
+        words = len(normalize_tokens(longest.text)) if longest else 0
+        verdicts.append(Verdict(
+            name="concise", passed=words <= budget, expected=f"<= {budget} words per response",
+            observed=words,
+            why=f"the longest assistant response has {words} words (budget {budget})"))
+
+    for key, expected in spec.outcome_spec.items():
+        name = f"outcome_{key}"
+        if outcome_status != "available" or outcome is None:
+            reason = outcome_error or "the outcome probe returned no record"
+            verdicts.append(Verdict(name=name, passed=False, expected=expected, observed=None,
+                                    why=f"outcome {outcome_status}: {reason}"))
+            continue
+        if key not in outcome:
+            verdicts.append(Verdict(name=name, passed=False, expected=expected, observed=None,
+                                    why=f"the probe did not report {key!r}"))
+            continue
+        observed = outcome[key]
+        ok = _values_equal(expected, observed)
+        verdicts.append(Verdict(name=name, passed=ok, expected=expected, observed=observed,
+                                why=f"persisted {key} = {observed!r}"
+                                + ("" if ok else f", expected {expected!r}")))
+
+    if spec.max_interruption_stop_ms is not None:
+        interrupted = [t for t in turn_metrics if t.get("interrupted")]
+        if interrupted:
+            worst = max(float(t.get("interruption_stop_latency_ms") or 0.0) for t in interrupted)
+            ok = worst <= spec.max_interruption_stop_ms
+            verdicts.append(Verdict(
+                name="interruption_honoured", passed=ok,
+                expected=f"<= {spec.max_interruption_stop_ms} ms", observed=worst,
+                why=f"the product stopped {worst:.0f} ms after the cancel at worst"))
+        else:
+            verdicts.append(Verdict(
+                name="interruption_honoured", passed=False,
+                expected=f"<= {spec.max_interruption_stop_ms} ms", observed=None,
+                why="the scenario bounds interruption but no barge-in happened"))
+
+    if spec.max_first_audio_latency_ms is not None:
+        latencies = [t["first_audio_latency_ms"] for t in turn_metrics
+                     if t.get("first_audio_latency_ms") is not None]
+        worst_latency = max(latencies) if latencies else None
+        ok = worst_latency is not None and worst_latency <= spec.max_first_audio_latency_ms
+        verdicts.append(Verdict(
+            name="first_audio_latency", passed=ok,
+            expected=f"<= {spec.max_first_audio_latency_ms} ms", observed=worst_latency,
+            why="no product audio was received" if worst_latency is None
+            else f"the slowest first audio took {worst_latency:.0f} ms"))
+
+    advisory = set(spec.advisory_verdicts)
+    for verdict in verdicts:
+        if verdict.name in advisory:
+            verdict.critical = False
+    return verdicts
+
+
+def pass_at_k(results: Sequence[bool]) -> bool:
+    """True when at least one trial passed (discovery / capability questions)."""
+    return any(results)
+
+
+def pass_power_k(results: Sequence[bool]) -> bool:
+    """True only when every trial passed (the CLI's quality gate); False for no trials."""
+    return bool(results) and all(results)

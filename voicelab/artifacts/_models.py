@@ -169,3 +169,112 @@ class RunReport(Versioned):
     exit_code: int
     trials: list[TrialSummary] = Field(default_factory=list)
     message: str = ""
+
+
+# --- timeline and metrics (written as plain dicts for speed; these models give their schemas) --
+
+class PcmInfo(ArtifactModel):
+    encoding: Literal["pcm_s16le"]
+    sample_rate_hz: int
+    channels: int
+    byte_count: int
+    duration_ms: float
+
+
+class TraceInfo(ArtifactModel):
+    trace_id: str
+    span_id: str | None = None
+    parent_span_id: str | None = None
+
+
+class VoiceEvent(ArtifactModel):
+    """One line of voice-events.jsonl."""
+
+    contract_version: str
+    event_id: str
+    sequence: int
+    session_id: str
+    turn_id: str | None = None
+    timestamp_utc: str
+    monotonic_offset_ns: int
+    offset_ms: float
+    source: str
+    direction: Literal["outbound", "inbound", "internal"]
+    event_type: str
+    speaker_role: Literal["user", "assistant"] | None = None
+    pcm: PcmInfo | None = None
+    trace: TraceInfo | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class SignalStats(ArtifactModel):
+    encoding: str
+    sample_rate_hz: int
+    channels: int
+    byte_count: int
+    duration_seconds: float
+    silence_ratio: float
+    peak_amplitude: int
+    rms_amplitude: float
+    clipped_sample_ratio: float
+    possible_truncation: bool
+
+
+class TurnMetrics(ArtifactModel):
+    turn_id: str
+    index: int
+    status: str
+    reference: Literal["commit", "init"] | None = None
+    first_audio_latency_ms: float | None = None
+    response_duration_ms: float | None = None
+    output_audio_seconds: float
+    playback_start_ms: float | None = None
+    playback_end_ms: float | None = None
+    playback_stall_ms: float | None = None
+    dead_air_ms: float | None = None
+    interrupted: bool
+    interruption_stop_latency_ms: float | None = None
+    audio_after_interrupt_ms: float | None = None
+    transcript: str = ""
+    tool_calls: int = 0
+    input_speech_to_noise_db: float | None = None
+    input: SignalStats | None = None
+    output: SignalStats | None = None
+
+
+class MetricSummary(ArtifactModel):
+    count: int
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+class VoiceMetrics(Versioned):
+    audio_format: dict[str, Any]
+    input: SignalStats
+    output: SignalStats
+    turns: list[TurnMetrics] = Field(default_factory=list)
+    summary: dict[str, MetricSummary] = Field(default_factory=dict)
+
+
+class Interoperability(Versioned):
+    session_id: str
+    scenario_id: str
+    trial: dict[str, Any]
+    trace: dict[str, Any]
+    metrics: dict[str, Any]
+    transcript: list[dict[str, Any]] = Field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    verdicts: list[dict[str, Any]] = Field(default_factory=list)
+    judges: list[dict[str, Any]] = Field(default_factory=list)
+    outcome: dict[str, Any] = Field(default_factory=dict)
+    imported_scores: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResolvedDocument(Versioned):
+    kind: Literal["scenario", "persona", "data", "environment", "script", "settings"]
+    source: str | None = None
+    resolved: Any = None

@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 #: completion message that may already be on its way.
 COMPLETION_GRACE_SECONDS = 0.25
 DEFAULT_CHUNK_MS = 100.0
+#: Adapter error codes that only describe how the connection ended (exit ``connection_closed``).
+CLOSURE_CODES = frozenset({"connection_closed", "closed_mid_turn", "connection_lost"})
 
 
 @dataclass
@@ -271,20 +273,28 @@ class Conversation:
 
     # --- waiting for the product ----------------------------------------------------------------
 
+    def _product_errors(self) -> list[dict[str, Any]]:
+        """Errors other than the adapter's own report of a closed connection."""
+        return [e for e in self.intake.errors
+                if not (e.get("origin") == "adapter" and e.get("code") in CLOSURE_CODES)]
+
     def _closed_or_error(self) -> str:
-        return "error" if self.intake.errors else "connection_closed"
+        return "error" if self._product_errors() else "connection_closed"
 
     def _check_product_failures(self) -> None:
-        if self.intake.errors:
-            error = self.intake.errors[0]
+        errors = self._product_errors()
+        if errors:
+            error = errors[0]
             raise ConversationEnded("error", Failure(
                 "endpoint", self._scrub(f"product error {error.get('code')}: "
                                         f"{error.get('message')}"), str(error.get("code"))))
         if self.intake.closed is not None and not self.intake.conversation_complete:
             closed = self.intake.closed
+            detail = next((e.get("message") for e in self.intake.errors if e.get("message")),
+                          closed.get("reason"))
             raise ConversationEnded("connection_closed", Failure(
                 "endpoint", self._scrub(f"connection closed before the conversation completed "
-                                        f"({closed.get('reason')})"),
+                                        f"({detail})"),
                 str(closed.get("code")) if closed.get("code") is not None else None))
 
     async def _await_response(self, target_turn: str) -> ProductResponseState | None:

@@ -183,6 +183,7 @@ class Intake:
         elif kind == "error":
             self.errors.append({"code": event.data.get("code"),
                                 "message": event.data.get("message") or event.text,
+                                "origin": event.data.get("origin", "product"),
                                 "offset_ns": offset})
         elif kind == "closed":
             self.closed = {"reason": event.data.get("reason"), "code": event.data.get("code"),

@@ -1,0 +1,80 @@
+"""Reading bundles back (for re-scoring, notebooks and frames), refusing newer schema versions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ._models import SCHEMA_VERSION
+
+SUPPORTED_MAJOR = int(SCHEMA_VERSION.split(".")[0])
+
+
+class ArtifactVersionError(ConfigError):
+    """An artifact written by a newer voicelab than this one can read."""
+
+
+def check_version(document: Any, *, source: Path, field: str = "schema_version") -> None:
+    version = document.get(field) if isinstance(document, dict) else None
+    if version is None:
+        raise ArtifactVersionError("no schema version: not a voicelab artifact", source=source,
+                                   key=field)
+    try:
+        major = int(str(version).split(".")[0])
+    except ValueError:
+        raise ArtifactVersionError(f"unreadable schema version {version!r}", source=source,
+                                   key=field) from None
+    if major > SUPPORTED_MAJOR:
+        raise ArtifactVersionError(
+            f"schema version {version} is newer than this voicelab reads ({SCHEMA_VERSION}); "
+            f"upgrade voicelab", source=source, key=field)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}", source=path) from None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"invalid JSON at line {error.lineno}: {error.msg}", source=path) from None
+    check_version(document, source=Path(path))
+    return document
+
+
+def read_voice_events(path: Path) -> list[dict[str, Any]]:
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ConfigError(f"invalid JSON on line {number}: {error.msg}",
+                                  source=path) from None
+            check_version(record, source=Path(path), field="contract_version")
+            records.append(record)
+    return records
+
+
+def find_trial_dirs(path: Path) -> list[Path]:
+    """Trial folders under ``path`` (a trial folder, a run folder or a folder of runs)."""
+    path = Path(path)
+    if (path / "trial-report.json").is_file():
+        return [path]
+    return sorted(p.parent for p in path.rglob("trial-report.json") if "latest" not in p.parts)
+
+
+def read_trial(trial_dir: Path) -> dict[str, Any]:
+    """Every JSON document of a trial bundle, keyed by file name (voice events as a list)."""
+    trial_dir = Path(trial_dir)
+    documents: dict[str, Any] = {"trial-report.json": read_json(trial_dir / "trial-report.json")}
+    for path in sorted(trial_dir.glob("*.json")):
+        if path.name not in documents:
+            documents[path.name] = read_json(path)
+    events = trial_dir / "voice-events.jsonl"
+    if events.is_file():
+        documents["voice-events.jsonl"] = read_voice_events(events)
+    return documents

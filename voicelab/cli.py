@@ -11,7 +11,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import ConfigError, ExecutionError, VoicelabError
@@ -68,14 +68,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_run_options(run)
 
-    for extra in _EXTRA_COMMANDS:
-        extra(commands)
+    sweep = commands.add_parser("sweep", help="run a scenario x persona x environment x trial "
+                                              "matrix from a suite file")
+    sweep.add_argument("suite_file", type=Path)
+    sweep.add_argument("--trials", type=int, default=None, help="trials per cell")
+    sweep.add_argument("--artifacts-dir", type=Path, default=None)
+    sweep.add_argument("--concurrency", type=int, default=None,
+                       help="conversations in flight across the matrix")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_run_options(sweep)
+
+    plan = commands.add_parser("plan", help="print a suite's matrix size, conversations and "
+                                            "estimated audio minutes; runs nothing")
+    plan.add_argument("suite_file", type=Path)
+    plan.add_argument("--trials", type=int, default=None)
+    _add_run_options(plan)
+
+    report = commands.add_parser("report", help="render a run directory as a self-contained "
+                                                "HTML report (executes notebooks/report.ipynb)")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--output", type=Path, default=Path("report.html"))
+
+    init = commands.add_parser("init", help="copy starter suite files into DIR")
+    init.add_argument("directory", type=Path)
+    init.add_argument("--force", action="store_true", help="overwrite existing files")
     return parser
-
-
-#: Later subcommands (sweep, plan, report, init) register themselves here.
-_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
-_HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -94,6 +111,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .runner._cli_run import run_command
 
     return run_command(args)
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .runner._cli_run import sweep_command
+
+    return sweep_command(args)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from .runner import plan_matrix
+
+    plan = plan_matrix(args.suite_file, trials=args.trials, overrides=args.overrides)
+    for line in plan.lines():
+        print(_relative(line))
+    for cell in plan.cells:
+        print(f"  cell {cell.cell_id}")
+    return EXIT_OK
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ._report_cli import report_command
+
+    return report_command(args)
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from ._init import init_suite
+
+    written = init_suite(args.directory, force=args.force)
+    for path in written:
+        print(f"created {_relative(str(path))}")
+    print(f"next: voice-evaluator validate {_relative(str(args.directory / 'run.yaml'))}")
+    return EXIT_OK
 
 
 def _configure_logging(debug: bool) -> None:
@@ -119,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
     _configure_logging(args.debug)
-    handler = {"validate": _cmd_validate, "run": _cmd_run, **_HANDLERS}[args.command]
+    handler = {"validate": _cmd_validate, "run": _cmd_run, "sweep": _cmd_sweep,
+               "plan": _cmd_plan, "report": _cmd_report, "init": _cmd_init}[args.command]
     try:
         return handler(args)
     except KeyboardInterrupt:

@@ -278,3 +278,40 @@ class ResolvedDocument(Versioned):
     kind: Literal["scenario", "persona", "data", "environment", "script", "settings"]
     source: str | None = None
     resolved: Any = None
+
+
+class MatrixCell(ArtifactModel):
+    cell_id: str
+    scenario: str
+    persona: str
+    environment: str
+    bundle_path: str
+    trial_count: int
+    executed_trials: int
+    passed_trials: int
+    pass_at_k: bool
+    pass_power_k: bool
+    exit_code: int
+    suite_hash: str
+
+
+class MatrixReport(Versioned):
+    name: str
+    run_id: str
+    status: Literal["running", "complete", "interrupted"]
+    suite_path: str
+    run_dir: str
+    started_at: str
+    ended_at: str
+    scenarios: list[str]
+    personas: list[str]
+    environments: list[str]
+    trials_per_cell: int
+    cell_count: int
+    conversations: int
+    passed_trials: int
+    executed_trials: int
+    pass_at_k: bool = Field(description="every cell passed at least one trial")
+    pass_power_k: bool = Field(description="every trial of every cell passed")
+    exit_code: int
+    cells: list[MatrixCell] = Field(default_factory=list)

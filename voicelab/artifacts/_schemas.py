@@ -17,6 +17,7 @@ SCHEMA_DIR = Path(__file__).with_name("schemas")
 SCHEMAS: dict[str, type[BaseModel]] = {
     "trial-report": m.TrialReport,
     "run-report": m.RunReport,
+    "matrix-report": m.MatrixReport,
     "transcript": m.Transcript,
     "tool-calls": m.ToolCalls,
     "raw-endpoint-events": m.RawEndpointEvents,

@@ -10,6 +10,7 @@ from ._loader import (
     read_yaml,
     validate_model,
 )
+from ._suite import LoadedSuite, load_suite
 from ._models import (
     CAPABILITY_NAMES,
     QUIET_ENVIRONMENT,
@@ -33,6 +34,8 @@ from ._models import (
     ScriptConfig,
     ScriptTurn,
     SessionBehavior,
+    SuiteConfig,
+    SuitePersona,
     TransientEvent,
     VoiceLiveProvider,
 )
@@ -67,6 +70,8 @@ __all__ = [
     "ScriptTurn",
     "SecretScrubber",
     "SessionBehavior",
+    "SuiteConfig",
+    "SuitePersona",
     "TransientEvent",
     "VoiceLiveProvider",
     "file_sha256",
@@ -75,6 +80,8 @@ __all__ = [
     "is_secret_name",
     "load_environment",
     "load_run",
+    "load_suite",
+    "LoadedSuite",
     "read_yaml",
     "validate_model",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,7 +25,7 @@ from ._models import (
     ScenarioConfig,
     ScriptConfig,
 )
-from ._secrets import SecretScrubber, collect_named_secrets, is_secret_env_var
+from ._secrets import SecretScrubber, collect_named_secrets, is_secret_env_var, is_secret_name
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -47,13 +47,16 @@ def format_key_path(location: Sequence[Any]) -> str:
 
 def _describe_error(error: Mapping[str, Any]) -> str:
     kind = error.get("type", "")
+    location = error.get("loc", ())
     if kind == "extra_forbidden":
         return "unknown key"
     if kind == "missing":
         return "required key is missing"
     message = str(error.get("msg", "invalid value"))
     message = message.removeprefix("Value error, ")
-    if kind not in ("value_error", "assertion_error") and "input" in error:
+    # never echo a value held under a secret-named key (the message may reach a CI log)
+    secret = any(isinstance(part, str) and is_secret_name(part) for part in location)
+    if kind not in ("value_error", "assertion_error") and "input" in error and not secret:
         shown = repr(error["input"])
         if len(shown) <= 60:
             message += f" (got {shown})"
@@ -61,33 +64,36 @@ def _describe_error(error: Mapping[str, Any]) -> str:
 
 
 def validation_error_to_config_error(error: ValidationError, *, source: str | Path,
-                                     overrides: Sequence[Override] = ()) -> ConfigError:
+                                     overrides: Sequence[Override] = (),
+                                     secret_values: Iterable[str] = ()) -> ConfigError:
     """The first problem of a pydantic error as one line, blamed on ``--set`` when it came from one."""
     problems = error.errors()
     first = problems[0]
     location = [part for part in first.get("loc", ()) if part != "__root__"]
     # pydantic adds the tag of a discriminated/union branch to the location; drop non-keys
     key = format_key_path(location)
-    message = _describe_error(first)
+    message = SecretScrubber(secret_values).scrub_text(_describe_error(first))
     if len(problems) > 1:
         message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
     blamed: str | Path = source
     for override in overrides:
         if tuple(location[:len(override.path)]) == tuple(override.path) or (
                 tuple(override.path[:len(location)]) == tuple(location) and location):
-            blamed = override.label
+            blamed = override.source_for(source)
             break
     return ConfigError(message, source=blamed, key=key)
 
 
 def validate_model(model: type[ModelT], data: Any, *, source: str | Path,
-                   overrides: Sequence[Override] = ()) -> ModelT:
+                   overrides: Sequence[Override] = (),
+                   secret_values: Iterable[str] = ()) -> ModelT:
     if not isinstance(data, Mapping):
         raise ConfigError(f"expected a mapping of keys, got {type(data).__name__}", source=source)
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        raise validation_error_to_config_error(error, source=source, overrides=overrides) from None
+        raise validation_error_to_config_error(error, source=source, overrides=overrides,
+                                               secret_values=secret_values) from None
 
 
 # --- YAML and interpolation -----------------------------------------------------------------
@@ -101,7 +107,7 @@ def read_yaml(path: Path, *, key: str | None = None, referrer: str | Path | None
     except IsADirectoryError:
         raise ConfigError(f"expected a file, found a directory: {path}", source=referrer or path,
                           key=key) from None
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError, ValueError) as error:  # ValueError: NUL in the path
         raise ConfigError(f"cannot read {path}: {error}", source=referrer or path, key=key) from None
     try:
         return yaml.safe_load(text)
@@ -184,42 +190,50 @@ class Override:
             value = yaml.safe_load(raw_value) if raw_value.strip() else ""
         except yaml.YAMLError:
             raise ConfigError("value is not valid YAML", source=label, key=key) from None
+        except (ValueError, TypeError, RecursionError) as error:  # e.g. 2001-02-30, huge ints
+            raise ConfigError(f"value is not valid YAML: {error}", source=label, key=key) from None
         document = "run"
         if len(parts) > 1 and parts[0] in DOCUMENT_KINDS:
             document = str(parts[0])
             parts = parts[1:]
         return cls(label=label, document=document, path=tuple(parts), value=value)
 
+    def source_for(self, file: str | Path) -> str:
+        """The error source of this override applied to ``file``: both the argument and the file."""
+        return f"{self.label} ({Path(file).name})"
 
-def apply_overrides(data: Any, overrides: Sequence[Override]) -> Any:
+
+def apply_overrides(data: Any, overrides: Sequence[Override], *,
+                    file: str | Path | None = None) -> Any:
     for override in overrides:
+        where = override.label if file is None else override.source_for(file)
         if not isinstance(data, dict):
-            raise ConfigError("the document is not a mapping", source=override.label)
+            raise ConfigError("the document is not a mapping", source=where)
         node: Any = data
         for index, part in enumerate(override.path[:-1]):
             nxt = override.path[index + 1]
             if isinstance(node, list):
                 if not isinstance(part, int) or part >= len(node):
-                    raise ConfigError("list index out of range", source=override.label,
+                    raise ConfigError("list index out of range", source=where,
                                       key=format_key_path(override.path[:index + 1]))
                 node = node[part]
                 continue
             if not isinstance(node, dict):
                 raise ConfigError("cannot set a key inside a non-mapping value",
-                                  source=override.label, key=format_key_path(override.path[:index]))
+                                  source=where, key=format_key_path(override.path[:index]))
             if part not in node or node[part] is None:
                 node[part] = [] if isinstance(nxt, int) else {}
             node = node[part]
         last = override.path[-1]
         if isinstance(node, list):
             if not isinstance(last, int) or last >= len(node):
-                raise ConfigError("list index out of range", source=override.label,
+                raise ConfigError("list index out of range", source=where,
                                   key=format_key_path(override.path))
             node[last] = override.value
         elif isinstance(node, dict):
             node[last] = override.value
         else:
-            raise ConfigError("cannot set a key inside a non-mapping value", source=override.label,
+            raise ConfigError("cannot set a key inside a non-mapping value", source=where,
                               key=format_key_path(override.path[:-1]))
     return data
 
@@ -246,7 +260,7 @@ def read_document(path: Path, *, environ: Mapping[str, str], overrides: Sequence
         data = {}
     record = Interpolation()
     data = interpolate(data, source=path, environ=environ, record=record)
-    data = apply_overrides(data, overrides)
+    data = apply_overrides(data, overrides, file=path)
     return RawDocument(path=path, data=data, overrides=list(overrides), interpolation=record)
 
 
@@ -254,11 +268,21 @@ def resolve_relative(base_file: Path, value: Path | None) -> Path | None:
     if value is None:
         return None
     expanded = Path(os.path.expanduser(str(value)))
-    return expanded if expanded.is_absolute() else (base_file.parent / expanded).resolve()
+    if expanded.is_absolute():
+        return expanded
+    joined = base_file.parent / expanded
+    try:
+        return joined.resolve()
+    except (OSError, ValueError):  # e.g. a NUL in the path: reading it reports the problem
+        return Path(os.path.abspath(joined))
 
 
 def require_file(path: Path, *, source: str | Path, key: str) -> None:
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError) as error:  # e.g. a name too long for the file system
+        raise ConfigError(f"cannot access {path}: {error}", source=source, key=key) from None
+    if not exists:
         raise ConfigError(f"file not found: {path}", source=source, key=key)
     if not path.is_file():
         raise ConfigError(f"expected a file, found a directory: {path}", source=source, key=key)
@@ -324,7 +348,8 @@ def load_environment(path: str | Path, *, overrides: Sequence[str | Override] = 
     path = Path(path).resolve()
     parsed = [o if isinstance(o, Override) else Override.parse(o) for o in overrides]
     raw = read_document(path, environ=os.environ if environ is None else environ, overrides=parsed)
-    environment = validate_model(EnvironmentConfig, raw.data, source=path, overrides=parsed)
+    environment = validate_model(EnvironmentConfig, raw.data, source=path, overrides=parsed,
+                                 secret_values=raw.interpolation.secret_values)
     environment = _resolve_environment_paths(environment, path)
     for key, asset in environment.asset_paths():
         require_file(asset, source=path, key=key)
@@ -347,16 +372,16 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
         by_document.setdefault(override.document, []).append(override)
 
     raw_run = read_document(run_path, environ=environ, overrides=by_document.get("run", []))
+    secret_values = set(raw_run.interpolation.secret_values)
+    secret_values |= collect_named_secrets(raw_run.data)
     run = validate_model(RunConfig, raw_run.data, source=run_path,
-                         overrides=by_document.get("run", []))
+                         overrides=by_document.get("run", []), secret_values=secret_values)
     run = run.model_copy(update={
         name: resolve_relative(run_path, getattr(run, name))
         for name in ("scenario_path", "persona_path", "data_path", "script_path",
                      "environment_path", "artifacts_dir")
     })
 
-    secret_values = set(raw_run.interpolation.secret_values)
-    secret_values |= collect_named_secrets(raw_run.data)
     secret_keys = {"run": frozenset(raw_run.interpolation.secret_keys)}
     sources: dict[str, Path] = {"run": run_path}
 
@@ -364,7 +389,8 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
         if file is None:
             if kind in by_document:
                 first = by_document[kind][0]
-                raise ConfigError(f"the run has no {kind}_path to override", source=first.label)
+                raise ConfigError(f"the run has no {kind}_path to override",
+                                  source=first.source_for(run_path))
             if required:
                 raise ConfigError("required key is missing", source=run_path, key=f"{kind}_path")
             return None
@@ -383,9 +409,9 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
     assert raw_scenario is not None and raw_persona is not None
 
     scenario = validate_model(ScenarioConfig, raw_scenario.data, source=raw_scenario.path,
-                              overrides=raw_scenario.overrides)
+                              overrides=raw_scenario.overrides, secret_values=secret_values)
     persona = validate_model(PersonaConfig, raw_persona.data, source=raw_persona.path,
-                             overrides=raw_persona.overrides)
+                             overrides=raw_persona.overrides, secret_values=secret_values)
     data: dict[str, Any] = {}
     if raw_data is not None:
         if not isinstance(raw_data.data, Mapping):
@@ -397,7 +423,7 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
     script: ScriptConfig | None = None
     if raw_script is not None:
         script = validate_model(ScriptConfig, raw_script.data, source=raw_script.path,
-                                overrides=raw_script.overrides)
+                                overrides=raw_script.overrides, secret_values=secret_values)
         turns = [turn.model_copy(update={"audio_path": resolve_relative(raw_script.path,
                                                                         turn.audio_path)})
                  for turn in script.turns]
@@ -407,7 +433,8 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
     if raw_environment is not None:
         environment = validate_model(EnvironmentConfig, raw_environment.data,
                                      source=raw_environment.path,
-                                     overrides=raw_environment.overrides)
+                                     overrides=raw_environment.overrides,
+                                     secret_values=secret_values)
         environment = _resolve_environment_paths(environment, raw_environment.path)
 
     loaded = LoadedRun(

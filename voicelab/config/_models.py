@@ -27,7 +27,9 @@ Volume = Annotated[float, Field(ge=0, le=4)]
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # open-ended fields (endpoint settings, outcome_spec) may hold YAML ``!!binary`` values:
+    # base64 writes any bytes to JSON, where the default (UTF-8) fails on most of them
+    model_config = ConfigDict(extra="forbid", validate_default=True, ser_json_bytes="base64")
 
 
 # --- scenario -------------------------------------------------------------------------------
@@ -276,3 +278,27 @@ class RunConfig(StrictModel):
     concurrency: Annotated[int, Field(gt=0)] = 1
     pace_audio: bool = True
     speech_metrics: bool = False
+
+
+# --- suite (scenario x persona x environment x trial matrix) --------------------------------
+
+class SuitePersona(StrictModel):
+    """One persona of a matrix, with the script and data it speaks from."""
+
+    persona: Path
+    script: Path | None = None
+    data: Path | None = None
+    persona_mode: str | None = None
+
+
+class SuiteConfig(StrictModel):
+    name: str = ""
+    base: Path = Field(description="a run config every cell inherits (endpoint, speech, seeds...)")
+    scenarios: list[Path] = Field(default_factory=list)
+    personas: list[SuitePersona] = Field(default_factory=list)
+    environments: list[Path | Literal["quiet"]] = Field(default_factory=list)
+    trials: Annotated[int, Field(gt=0)] = 1
+    concurrency: Annotated[int, Field(gt=0)] = 2
+    artifacts_dir: Path | None = None
+    assumed_response_seconds: PositiveFloat = 5.0
+    assumed_user_turn_seconds: PositiveFloat = 3.0

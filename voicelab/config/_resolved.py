@@ -35,13 +35,23 @@ def _mask_key_paths(document: Any, key_paths: frozenset[str]) -> Any:
     return walk(document, "")
 
 
+def _json_keys(node: Any) -> Any:
+    """Mapping keys ``json.dumps`` cannot write (YAML allows dates as keys) as their text."""
+    if isinstance(node, dict):
+        return {k if k is None or isinstance(k, str | int | float) else str(k): _json_keys(v)
+                for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [_json_keys(v) for v in node]
+    return node
+
+
 def resolved_documents(loaded: LoadedRun) -> dict[str, Any]:
     """``settings`` (the run file) and each referenced document, JSON-ready and sanitized."""
     documents: dict[str, Any] = {
         "settings": loaded.run.model_dump(mode="json"),
         "scenario": loaded.scenario.model_dump(mode="json"),
         "persona": loaded.persona.model_dump(mode="json"),
-        "data": json.loads(json.dumps(loaded.data, default=str)),
+        "data": json.loads(json.dumps(_json_keys(loaded.data), default=str)),
         "script": loaded.script.model_dump(mode="json") if loaded.script else None,
         "environment": loaded.environment.model_dump(mode="json"),
     }

@@ -61,3 +61,28 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"bundle: {report.bundle_path}")
     return report.exit_code
 
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from ._matrix import arun_matrix, plan_matrix
+
+    plan = plan_matrix(args.suite_file, trials=args.trials, concurrency=args.concurrency,
+                       overrides=args.overrides)
+    for line in plan.lines():
+        print(line)
+    progress = _Progress(enabled=sys.stderr.isatty() and not args.quiet)
+    outcome = asyncio.run(arun_matrix(plan, artifacts_dir=args.artifacts_dir,
+                                      on_trial_done=progress))
+    report = outcome.report
+    width = max((len(c.cell_id) for c in report.cells), default=10)
+    for cell in report.cells:
+        status = "pass" if cell.pass_power_k else "FAIL"
+        print(f"{cell.cell_id:<{width}}  {cell.passed_trials}/{cell.trial_count} passed  "
+              f"pass@k {str(cell.pass_at_k).lower():<5} pass^k {str(cell.pass_power_k).lower():<5}"
+              f"  {status}")
+    print(f"{report.passed_trials}/{report.conversations} conversation(s) passed; pass@k "
+          f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
+    print(f"matrix: {outcome.run_dir}")
+    return report.exit_code

@@ -143,7 +143,10 @@ class Conversation:
         self.timeline.record("session.connected", source="evaluator", direction="outbound",
                              expects_response=expects, span_id=self.timeline.root_span_id)
         self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
-        await self.persona.start()
+        try:
+            await self.persona.start()
+        except ExecutionError as error:
+            raise ConversationEnded("error", Failure("persona", self._scrub(str(error)))) from None
 
         decision: UserTurn | PersonaEnd | None = None
         if self.first_speaker == "product":

@@ -86,7 +86,8 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                concurrency: int | None = None, artifacts_dir: str | Path | None = None,
                overrides: Sequence[str] = (), run_id: str | None = None,
                on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
-               validate: bool = True) -> RunOutcome:
+               validate: bool = True, semaphore: asyncio.Semaphore | None = None,
+               link_latest: bool = True) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid. Trial execution
@@ -107,7 +108,8 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
     run_id = run_id or new_run_id()
     bundle = (root / run_id).resolve()
     bundle.mkdir(parents=True, exist_ok=True)
-    _point_latest(root, bundle)
+    if link_latest:
+        _point_latest(root, bundle)
 
     handler = logging.FileHandler(bundle / "evaluator.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -130,7 +132,7 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                                           search_dirs=[loaded.base_dir], source=loaded.run_path)
         probe_factory = _probe_factory(loaded)
         speech = open_speech(loaded, cache_dir=root / ".speech-cache")
-        semaphore = asyncio.Semaphore(parallel)
+        semaphore = semaphore or asyncio.Semaphore(parallel)
         report_lock = asyncio.Lock()
 
         def report(status: str) -> RunReport:
@@ -184,7 +186,8 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
         package_logger.removeHandler(handler)
         handler.close()
     if interrupted:
-        raise KeyboardInterrupt(f"run interrupted; partial bundle at {bundle}")
+        # re-raise the cancellation: asyncio.run turns it into KeyboardInterrupt (exit 130)
+        raise asyncio.CancelledError(f"run interrupted; partial bundle at {bundle}")
     return RunOutcome(final, bundle, sorted(results, key=lambda r: r.report.trial))
 
 

@@ -1,0 +1,146 @@
+"""Placement and per-turn metrics on hand-built timelines, where every number is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voicelab.audio import PcmAudio
+from voicelab.metrics import compute_voice_metrics, place_channels, silent_runs_ns, summarize
+
+RATE = 24_000
+MS = 1_000_000  # ns
+
+
+class Timeline:
+    """A tiny builder of voice-event records (only the fields placement and metrics read)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+        self.user: dict[int, np.ndarray] = {}
+        self.product: dict[int, np.ndarray] = {}
+
+    def add(self, at_ms: float, kind: str, turn: str | None = None, source: str = "evaluator",
+            samples: np.ndarray | None = None, **attributes) -> int:
+        sequence = len(self.records)
+        pcm = None
+        if samples is not None:
+            pcm = {"byte_count": int(samples.size * 2)}
+            (self.user if kind.startswith("user") else self.product)[sequence] = samples
+        self.records.append({"sequence": sequence, "monotonic_offset_ns": int(at_ms * MS),
+                             "event_type": kind, "turn_id": turn, "source": source,
+                             "attributes": attributes, "pcm": pcm})
+        return sequence
+
+
+def tone(ms: float, amplitude: int = 8000) -> np.ndarray:
+    count = int(RATE * ms / 1000)
+    return (amplitude * np.sin(np.arange(count) * 2 * np.pi * 220 / RATE)).astype(np.int16)
+
+
+def silence(ms: float) -> np.ndarray:
+    return np.zeros(int(RATE * ms / 1000), dtype=np.int16)
+
+
+def metrics_of(t: Timeline) -> dict:
+    placement = place_channels(t.records, user_chunks=t.user, product_chunks=t.product)
+    user_audio = {}
+    for seq, samples in t.user.items():
+        turn = t.records[seq]["turn_id"]
+        user_audio[turn] = PcmAudio(np.concatenate([user_audio[turn].samples, samples])) \
+            if turn in user_audio else PcmAudio(samples)
+    responses = {}
+    for seq, samples in t.product.items():
+        turn = t.records[seq]["turn_id"]
+        responses[turn] = PcmAudio(np.concatenate([responses[turn].samples, samples])) \
+            if turn in responses else PcmAudio(samples)
+    return compute_voice_metrics(t.records, placement=placement, user_turn_audio=user_audio,
+                                 response_audio=responses)
+
+
+def test_latency_stall_and_dead_air_of_a_paced_response():
+    t = Timeline()
+    t.add(0, "session.connected", expects_response=None)
+    t.add(10, "user.audio_chunk", "turn-001", samples=tone(500))
+    t.add(500, "user.turn_committed", "turn-001", expects_response="turn-001")
+    # first audio 120 ms after the commit: 200 ms of speech, then the next chunk arrives 450 ms
+    # later (a 250 ms stall once the first chunk has played), then 200 ms more
+    t.add(620, "product.audio_chunk", "turn-001", "product", samples=tone(200))
+    t.add(1070, "product.audio_chunk", "turn-001", "product", samples=tone(200))
+    t.add(1300, "product.response_done", "turn-001", "product", status="completed")
+    turn = metrics_of(t)["turns"][0]
+    assert turn["first_audio_latency_ms"] == pytest.approx(120.0)
+    assert turn["response_duration_ms"] == pytest.approx(800.0)
+    assert turn["playback_stall_ms"] == pytest.approx(250.0)
+    assert turn["output_audio_seconds"] == pytest.approx(0.4)
+    # 250 ms of stall alone stays under the 300 ms dead-air floor
+    assert turn["dead_air_ms"] == 0.0
+
+
+def test_silent_audio_and_stall_add_up_to_dead_air():
+    t = Timeline()
+    t.add(0, "session.connected", expects_response="turn-000")
+    t.add(100, "product.audio_chunk", "turn-000", "product",
+          samples=np.concatenate([tone(200), silence(200)]))
+    t.add(700, "product.audio_chunk", "turn-000", "product", samples=tone(300))  # 200 ms stall
+    t.add(900, "product.response_done", "turn-000", "product", status="completed")
+    turn = metrics_of(t)["turns"][0]
+    assert turn["reference"] == "init"
+    assert turn["first_audio_latency_ms"] == pytest.approx(100.0)
+    assert turn["playback_stall_ms"] == pytest.approx(200.0)
+    # 200 ms of silent audio + 200 ms of stall = one 400 ms silent stretch (10 ms frames)
+    assert turn["dead_air_ms"] == pytest.approx(400.0, abs=10.0)
+
+
+def test_virtual_advance_places_burst_audio_on_a_real_time_timeline():
+    t = Timeline()
+    t.add(0, "session.connected")
+    t.add(1, "user.audio_chunk", "turn-001", samples=tone(1000))
+    t.add(2, "timeline.virtual_advance", source="runner", advance_ns=999 * MS)
+    t.add(3, "user.turn_committed", "turn-001", expects_response="turn-001")
+    t.add(8, "product.audio_chunk", "turn-001", "product", samples=tone(500))
+    placement = place_channels(t.records, user_chunks=t.user, product_chunks=t.product)
+    playback = placement.responses["turn-001"]
+    assert playback.start_ns == pytest.approx(1007 * MS)
+    # the user's second of speech and the reply do not overlap on the listener timeline
+    user_end = placement.user_turn_start_ns["turn-001"] + 1000 * MS
+    assert playback.start_ns >= user_end
+    assert placement.mixed.duration_seconds == pytest.approx(1.507, abs=0.002)
+
+
+def test_barge_in_flushes_buffered_audio_and_keeps_audio_after_the_cancel():
+    t = Timeline()
+    t.add(0, "session.connected", expects_response="turn-000")
+    t.add(100, "product.audio_chunk", "turn-000", "product", samples=tone(2000))
+    t.add(1100, "user.barge_in", "turn-001", response_turn_id="turn-000", cancel_sent=True)
+    t.add(1101, "user.audio_chunk", "turn-001", samples=tone(300, amplitude=3000))
+    t.add(1250, "product.audio_chunk", "turn-000", "product", samples=tone(100))
+    t.add(1300, "product.response_done", "turn-000", "product", status="cancelled")
+    metrics = metrics_of(t)
+    turn = metrics["turns"][0]
+    assert turn["interrupted"] is True
+    assert turn["interruption_stop_latency_ms"] == pytest.approx(150.0)
+    assert turn["audio_after_interrupt_ms"] == pytest.approx(100.0)
+    placement = place_channels(t.records, user_chunks=t.user, product_chunks=t.product)
+    product = placement.product.samples
+    start = int(1.1 * RATE)
+    # buffered audio past the barge-in point is gone, the late chunk plays over the user
+    assert np.abs(product[start + 10: int(1.25 * RATE) - 10]).max() == 0
+    assert np.abs(product[int(1.25 * RATE) + 10: int(1.35 * RATE) - 10]).max() > 1000
+    overlap = placement.mixed.samples[int(1.26 * RATE): int(1.34 * RATE)].astype(np.int32)
+    assert np.abs(overlap).max() > 8000  # both voices at once
+
+
+def test_silent_runs_threshold_and_frames():
+    samples = np.concatenate([tone(100), silence(290), tone(100), silence(310), tone(100)])
+    total = silent_runs_ns(samples, start_ns=0, end_ns=int(0.9 * 1e9))
+    assert total == pytest.approx(310 * MS, abs=10 * MS)
+
+
+def test_summary_percentiles_ignore_missing_values():
+    stats = summarize([10.0, None, 20.0, 30.0, 40.0])
+    assert stats["count"] == 4
+    assert stats["mean"] == 25.0
+    assert stats["p50"] == 25.0
+    assert stats["max"] == 40.0
+    assert summarize([None])["count"] == 0 and summarize([])["p95"] is None

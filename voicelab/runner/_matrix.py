@@ -1,0 +1,248 @@
+"""Scenario x persona x environment x trial matrices (`voice-evaluator sweep` / `plan`).
+
+Every cell is an ordinary run bundle under the matrix run directory (``<cell id>/trial-NNN``);
+``matrix-report.json`` aggregates them. All cells are loaded and validated before anything runs,
+and one semaphore bounds the conversations in flight across the whole matrix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import MatrixCell, MatrixReport
+from ..artifacts._bundle import write_json
+from ..config import LoadedRun, LoadedSuite, load_run, load_suite
+from ..config._suite import cell_overrides, check_names_unique
+from ._run import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY, RunOutcome, arun
+from ._trial import TrialResult, new_run_id
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass
+class MatrixCellPlan:
+    cell_id: str
+    loaded: LoadedRun
+    scenario: str
+    persona: str
+    environment: str
+
+
+@dataclass
+class MatrixPlan:
+    suite: LoadedSuite
+    cells: list[MatrixCellPlan]
+    trials: int
+    concurrency: int
+    estimated_user_audio_seconds: float
+    estimated_product_audio_seconds: float
+
+    @property
+    def conversations(self) -> int:
+        return len(self.cells) * self.trials
+
+    @property
+    def dimensions(self) -> tuple[int, int, int, int]:
+        scenarios = len({c.scenario for c in self.cells})
+        personas = len({c.persona for c in self.cells})
+        environments = len({c.environment for c in self.cells})
+        return scenarios, personas, environments, self.trials
+
+    def lines(self) -> list[str]:
+        s, p, e, k = self.dimensions
+        total_minutes = (self.estimated_user_audio_seconds
+                         + self.estimated_product_audio_seconds) / 60.0
+        return [
+            f"suite        {self.suite.suite.name or self.suite.path.stem}",
+            f"matrix       {s} scenario(s) x {p} persona(s) x {e} environment(s) x {k} trial(s)",
+            f"cells        {len(self.cells)}",
+            f"conversations {self.conversations}",
+            f"audio        ~{self.estimated_user_audio_seconds / 60.0:.1f} min user speech + "
+            f"~{self.estimated_product_audio_seconds / 60.0:.1f} min product speech = "
+            f"~{total_minutes:.1f} min",
+            f"concurrency  {self.concurrency}",
+        ]
+
+
+@dataclass
+class MatrixOutcome:
+    report: MatrixReport
+    run_dir: Path
+    cells: list[RunOutcome] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return self.report.exit_code
+
+
+def _safe(text: str) -> str:
+    return _UNSAFE.sub("-", text).strip("-") or "x"
+
+
+def _words_seconds(text: str) -> float:
+    """Speaking time at a typical conversational rate (150 words a minute)."""
+    return len(text.split()) * 0.4
+
+
+def _estimate(loaded: LoadedRun, *, user_turn_seconds: float, response_seconds: float
+              ) -> tuple[float, float]:
+    turns = min(loaded.scenario.conversation.max_turns,
+                loaded.scenario.eval_spec.limits.max_turns or 10**6)
+    if loaded.script is not None and loaded.run.persona_mode == "scripted":
+        spoken = [_words_seconds(t.response) for t in loaded.script.turns][:turns]
+        user = sum(spoken)
+        responses = len(spoken) + (1 if loaded.scenario.conversation.first_speaker == "product"
+                                   else 0)
+    else:
+        user = turns * user_turn_seconds
+        responses = turns + 1
+    return user, responses * response_seconds
+
+
+def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
+                concurrency: int | None = None, overrides: Sequence[str] = ()) -> MatrixPlan:
+    """Load and validate every cell; nothing runs and nothing connects."""
+    from .._validate import validate_run
+
+    loaded_suite = suite if isinstance(suite, LoadedSuite) else load_suite(suite)
+    spec = loaded_suite.suite
+    cells: list[MatrixCellPlan] = []
+    user_seconds = product_seconds = 0.0
+    for scenario in loaded_suite.scenarios:
+        for persona in loaded_suite.personas:
+            for environment in loaded_suite.environments:
+                loaded = load_run(spec.base, overrides=[
+                    *cell_overrides(scenario, persona, environment), *overrides])
+                validate_run(loaded)
+                env_name = loaded.environment.name or (
+                    loaded.run.environment_path.stem if loaded.run.environment_path else "quiet")
+                cell_id = "__".join(_safe(x) for x in (loaded.scenario.id, loaded.persona.name,
+                                                        env_name))
+                cells.append(MatrixCellPlan(cell_id, loaded, loaded.scenario.id,
+                                            loaded.persona.name, env_name))
+                user, product = _estimate(loaded, user_turn_seconds=spec.assumed_user_turn_seconds,
+                                          response_seconds=spec.assumed_response_seconds)
+                user_seconds += user
+                product_seconds += product
+    check_names_unique([c.cell_id for c in cells], source=loaded_suite.path,
+                       key="scenarios/personas/environments")
+    k = trials if trials is not None else spec.trials
+    return MatrixPlan(loaded_suite, cells, k, concurrency or spec.concurrency,
+                      user_seconds * k, product_seconds * k)
+
+
+def _now() -> str:
+    return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: list[RunOutcome],
+                   started: str, status: str) -> MatrixReport:
+    cells = [MatrixCell(
+        cell_id=Path(o.bundle_path).name, scenario=o.report.scenario_id, persona=o.report.persona,
+        environment=o.report.environment, bundle_path=str(o.bundle_path),
+        trial_count=o.report.trial_count, executed_trials=o.report.executed_trials,
+        passed_trials=o.report.passed_trials, pass_at_k=o.report.pass_at_k,
+        pass_power_k=o.report.pass_power_k, exit_code=o.report.exit_code,
+        suite_hash=o.report.suite_hash) for o in outcomes]
+    cells.sort(key=lambda c: c.cell_id)
+    complete = len(cells) == len(plan.cells)
+    codes = [c.exit_code for c in cells]
+    if status == "interrupted":
+        code = EXIT_INTERRUPTED
+    elif EXIT_EXECUTION in codes or not complete:
+        code = EXIT_EXECUTION
+    elif EXIT_QUALITY in codes:
+        code = EXIT_QUALITY
+    else:
+        code = EXIT_OK
+    s, p, e, k = plan.dimensions
+    return MatrixReport(
+        name=plan.suite.suite.name or plan.suite.path.stem, run_id=run_id,
+        status=status,  # type: ignore[arg-type]
+        suite_path=str(plan.suite.path), run_dir=str(run_dir), started_at=started,
+        ended_at=_now(), scenarios=sorted({c.scenario for c in plan.cells}),
+        personas=sorted({c.persona for c in plan.cells}),
+        environments=sorted({c.environment for c in plan.cells}), trials_per_cell=k,
+        cell_count=len(plan.cells), conversations=plan.conversations,
+        passed_trials=sum(c.passed_trials for c in cells),
+        executed_trials=sum(c.executed_trials for c in cells),
+        pass_at_k=complete and all(c.pass_at_k for c in cells),
+        pass_power_k=complete and all(c.pass_power_k for c in cells), exit_code=code,
+        cells=cells)
+
+
+async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: int | None = None,
+                      concurrency: int | None = None, artifacts_dir: str | Path | None = None,
+                      overrides: Sequence[str] = (), run_id: str | None = None,
+                      on_trial_done: Callable[[TrialResult, int, int], None] | None = None
+                      ) -> MatrixOutcome:
+    """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json."""
+    plan = suite if isinstance(suite, MatrixPlan) else plan_matrix(
+        suite, trials=trials, concurrency=concurrency, overrides=overrides)
+    spec = plan.suite.suite
+    root = Path(artifacts_dir) if artifacts_dir is not None else (
+        spec.artifacts_dir or plan.suite.path.parent / "artifacts")
+    run_id = run_id or new_run_id()
+    run_dir = (root / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    from ._run import _point_latest
+
+    _point_latest(root, run_dir)
+    started = _now()
+    semaphore = asyncio.Semaphore(plan.concurrency)
+    outcomes: list[RunOutcome] = []
+    total = plan.conversations
+    done = 0
+
+    def progress(result: TrialResult, _done: int, _total: int) -> None:
+        nonlocal done
+        done += 1
+        if on_trial_done is not None:
+            on_trial_done(result, done, total)
+
+    write_json(run_dir / "matrix-report.json",
+               _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
+                              started=started, status="running"))
+
+    async def cell(one: MatrixCellPlan) -> None:
+        outcome = await arun(one.loaded, trials=plan.trials, artifacts_dir=run_dir,
+                             run_id=one.cell_id, on_trial_done=progress, validate=False,
+                             semaphore=semaphore, link_latest=False)
+        outcomes.append(outcome)
+
+    tasks = [asyncio.create_task(cell(one)) for one in plan.cells]
+    interrupted = False
+    try:
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, asyncio.CancelledError):
+                interrupted = True
+            elif isinstance(result, BaseException):
+                raise result
+    except asyncio.CancelledError:
+        interrupted = True
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    report = _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
+                            started=started, status="interrupted" if interrupted else "complete")
+    write_json(run_dir / "matrix-report.json", report)
+    if interrupted:
+        raise asyncio.CancelledError(f"matrix interrupted; partial results at {run_dir}")
+    return MatrixOutcome(report, run_dir, sorted(outcomes, key=lambda o: str(o.bundle_path)))
+
+
+def run_matrix(suite: Any, **kwargs: Any) -> MatrixOutcome:
+    """Synchronous wrapper of :func:`arun_matrix` for scripts."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun_matrix(suite, **kwargs))
+    raise RuntimeError("voicelab.run_matrix() cannot be called from a running event loop (a "
+                       "notebook): use `await voicelab.arun_matrix(...)`")

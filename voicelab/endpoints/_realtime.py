@@ -1,0 +1,438 @@
+"""The realtime adapter (``adapter: realtime``): a product built directly on the OpenAI Realtime
+API, Azure OpenAI realtime or Azure Voice Live, driven over its own WebSocket event protocol.
+
+The evaluator owns turn boundaries: the session is configured with ``turn_detection: null``
+(unless ``session.turn_detection`` says otherwise), user audio is appended as base64 pcm16 at
+24 kHz, and each turn is ``input_audio_buffer.commit`` + ``response.create``. Both the GA and the
+beta / Voice Live event spellings are normalized (see :mod:`._realtime_wire`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from ..audio import PcmAudio
+from . import _realtime_wire as wire
+from ._protocol import EndpointContext, EndpointError, EndpointEvent
+from ._settings import AdapterSettings, parse_settings
+from ._wire import parse_arguments
+
+logger = logging.getLogger(__name__)
+
+CANCEL_NOT_ACTIVE = "response_cancel_not_active"
+
+
+class RealtimeSettings(AdapterSettings):
+    dialect: Literal["openai", "azure_openai", "voice_live"] = "openai"
+    uri: str | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    deployment: str | None = None
+    api_version: str | None = None
+    api_key: str | None = None
+    auth: Literal["api_key", "default_credential"] = "api_key"
+    session_format: Literal["ga", "beta"] | None = None
+    session: dict[str, Any] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    connect_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    receive_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
+    max_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
+    chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
+    tool_outputs: dict[str, Any] = Field(default_factory=dict)
+    opening_response: bool = False
+
+    @model_validator(mode="after")
+    def _target_is_complete(self) -> RealtimeSettings:
+        if self.uri is not None:
+            if not self.uri.startswith(("ws://", "wss://")):
+                raise ValueError("uri must be a ws:// or wss:// URI")
+            return self
+        try:
+            wire.realtime_url(self.dialect, endpoint=self.endpoint,
+                              model=self.deployment or self.model, api_version=self.api_version)
+        except ValueError as error:
+            raise ValueError(f"{error} (or give a full 'uri')") from None
+        return self
+
+    def target(self) -> wire.RealtimeTarget:
+        session_format = self.session_format or wire.default_session_format(
+            self.dialect, api_version=self.api_version, uri=self.uri)
+        url = self.uri or wire.realtime_url(self.dialect, endpoint=self.endpoint,
+                                            model=self.deployment or self.model,
+                                            api_version=self.api_version)
+        return wire.RealtimeTarget(url=url, dialect=self.dialect, session_format=session_format,
+                                   api_key=self.api_key, auth=self.auth,
+                                   extra_headers=dict(self.headers))
+
+
+class RealtimeEndpoint:
+    """The evaluator as a Realtime API client of the product's session."""
+
+    capabilities = {
+        "streaming_input": True,
+        "streaming_output": True,
+        "interruption": True,
+        "tool_events": True,
+        "input_transcripts": True,
+    }
+
+    def __init__(self, settings: Mapping[str, Any] | RealtimeSettings, context: EndpointContext):
+        self._settings = parse_settings(RealtimeSettings, settings)
+        self._context = context
+        self._target = self._settings.target()
+        self._scrubber = context.scrubber.with_values(self._target.secrets())
+        self._conn: wire.RealtimeConnection | None = None
+        self._backlog: list[tuple[int, dict[str, Any]]] = []  # received while connecting
+        self._state = "new"  # new -> open -> closed
+        self._events_finished = False
+        self._appended_bytes = 0      # audio appended since the last commit
+        self._pending_requests = 0    # response.create sent, not yet created or rejected
+        self._active_response: str | None = None
+        self._interrupted: set[str] = set()       # responses an interruption was emitted for
+        self._continue_after: set[str] = set()    # responses whose tool calls we answered
+        self._tool_names: dict[str, str] = {}     # call_id -> function name (beta events)
+        self._cancel_sent = False
+        self._close_reason: str | None = None
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        parsed = parse_settings(RealtimeSettings, settings)
+        if parsed.auth == "default_credential" and parsed.dialect != "openai":
+            wire.require_azure_identity(purpose="endpoint auth 'default_credential'",
+                                        key="endpoint.settings.auth")
+
+    @property
+    def session_config(self) -> dict[str, Any]:
+        """The session sent with ``session.update``."""
+        return wire.build_session(self._target.session_format, self._settings.session)
+
+    # --- connection ----------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open the socket, send ``session.update`` and wait for ``session.updated``.
+
+        Raises :class:`EndpointError` with code ``connection_refused``, ``unauthorized`` (401),
+        ``forbidden`` (403), ``handshake_rejected``, ``connect_timeout``, ``auth_failed``,
+        ``session_rejected`` (an ``error`` answered the update), ``session_timeout`` or
+        ``connection_closed``.
+        """
+        if self._state != "new":
+            raise EndpointError("connect() may be called once", code="already_connected")
+        settings = self._settings
+        headers = await self._target.headers(traceparent=self._context.traceparent)
+        self._scrubber = self._scrubber.with_values(self._target.credential_values(headers))
+        self._conn = await wire.RealtimeConnection.open(
+            self._target.url, headers=headers,
+            connect_timeout_seconds=settings.connect_timeout_seconds,
+            max_message_bytes=settings.max_message_bytes, scrubber=self._scrubber,
+            clock_ns=self._context.clock_ns)
+        self._state = "open"
+        try:
+            await self._conn.send(wire.session_update(self.session_config))
+            await self._await_session()
+            if settings.opening_response:
+                await self._request_response()
+        except BaseException:
+            await self.close()
+            raise
+        logger.info("realtime session open with %s (session %s)", self._conn.where,
+                    self._context.session_id)
+
+    async def _await_session(self) -> None:
+        assert self._conn is not None
+        deadline = asyncio.get_running_loop().time() + self._settings.connect_timeout_seconds
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            try:
+                received_ns, message = await self._conn.next(max(0.0, remaining))
+            except TimeoutError:
+                raise EndpointError(f"{self._conn.where} did not answer session.update within "
+                                    f"{self._settings.connect_timeout_seconds:g} s",
+                                    code="session_timeout") from None
+            if isinstance(message, wire.Closure):
+                raise EndpointError(self._scrubber.scrub_text(
+                    f"{self._conn.where} closed the connection during session setup "
+                    f"(code {message.code}: {message.reason})"), code="connection_closed")
+            kind = wire.kind_of(message)
+            if kind == "error":
+                code, text = wire.error_detail(message)
+                raise EndpointError(self._scrubber.scrub_text(
+                    f"{self._conn.where} rejected session.update: {code}: {text}"),
+                    code="session_rejected")
+            self._backlog.append((received_ns, message))
+            if kind == "session_updated":
+                return
+
+    # --- sending -------------------------------------------------------------------------
+
+    async def _send(self, event: Mapping[str, Any]) -> None:
+        if self._conn is None or self._state != "open":
+            raise EndpointError("the connection to the product is closed", code="connection_closed")
+        await self._conn.send(event)
+
+    async def _send_quietly(self, event: Mapping[str, Any]) -> bool:
+        """Send from inside ``events()``: a lost connection shows up as the closing events."""
+        try:
+            await self._send(event)
+        except EndpointError:
+            logger.debug("could not send %s: the connection is closed", event.get("type"))
+            return False
+        return True
+
+    async def _request_response(self) -> None:
+        await self._send(wire.response_create())
+        self._pending_requests += 1
+
+    async def send_audio(self, audio: PcmAudio) -> None:
+        """Append ``audio`` as base64 pcm16 in ``chunk_ms`` pieces; never sleeps (the runner
+        paces)."""
+        expected = self._context.audio_format.sample_rate_hz
+        if audio.sample_rate_hz != expected:
+            raise ValueError(f"send_audio needs {expected} Hz PCM, got {audio.sample_rate_hz} Hz")
+        for frame in audio.chunks(self._settings.chunk_ms):
+            await self._send(wire.append_audio(frame.to_bytes()))
+            self._appended_bytes += frame.byte_count
+
+    async def commit_turn(self) -> None:
+        """``input_audio_buffer.commit`` (skipped when nothing was appended: the service rejects
+        an empty commit) and ``response.create``."""
+        if self._appended_bytes:
+            await self._send(wire.commit())
+            self._appended_bytes = 0
+        else:
+            logger.debug("commit_turn with an empty input buffer: response.create only")
+        await self._request_response()
+
+    async def interrupt(self) -> None:
+        """``response.cancel`` for the response in progress (``output_audio_buffer.clear`` is
+        WebRTC/SIP only, so it is not sent over a WebSocket)."""
+        if self._active_response is None and not self._pending_requests:
+            logger.debug("interrupt() with no response in progress: nothing to cancel")
+            return
+        await self._send(wire.response_cancel())
+        self._cancel_sent = True
+
+    # --- receiving -----------------------------------------------------------------------
+
+    def _awaiting_response(self) -> bool:
+        return self._state == "open" and (self._pending_requests > 0
+                                          or self._active_response is not None)
+
+    async def events(self) -> AsyncIterator[EndpointEvent]:
+        """Normalized events in arrival order; the last one is ``closed``. One consumer only."""
+        if self._events_finished or self._conn is None:
+            return
+        backlog, self._backlog = self._backlog, []
+        for received_ns, message in backlog:
+            for event in await self._decode(received_ns, message):
+                yield event
+        timeout = self._settings.receive_timeout_seconds
+        while True:
+            try:
+                received_ns, item = await self._conn.next(
+                    timeout if self._awaiting_response() else None)
+            except TimeoutError:
+                text = f"no product event within {timeout:g} s while a response was pending"
+                yield self._error(self._context.clock_ns(), "receive_timeout", text)
+                self._close_reason = f"receive timeout ({timeout:g} s)"
+                self._state = "closing"
+                await self._shutdown()
+                continue
+            if isinstance(item, wire.Closure):
+                for event in self._closure_events(received_ns, item):
+                    yield event
+                self._events_finished = True
+                return
+            for event in await self._decode(received_ns, item):
+                yield event
+
+    def _raw(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        return self._scrubber.scrub(wire.elide_audio(message))
+
+    def _error(self, received_ns: int, code: str, text: str, raw: Any = None, *,
+               origin: str = "adapter", **data: Any) -> EndpointEvent:
+        text = self._scrubber.scrub_text(text)
+        return EndpointEvent("error", received_ns, text=text, raw=raw, data={
+            "code": code, "message": text, "origin": origin, **data})
+
+    async def _decode(self, received_ns: int, message: dict[str, Any]) -> list[EndpointEvent]:
+        kind = wire.kind_of(message)
+        raw = self._raw(message)
+        response_id = message.get("response_id")
+        if kind == "audio_delta":
+            try:
+                audio = wire.decode_audio(message)
+            except ValueError as error:
+                return [self._error(received_ns, "invalid_audio",
+                                    f"product sent an unusable audio delta: {error}", raw)]
+            return [EndpointEvent("audio_delta", received_ns, audio=audio, raw=raw,
+                                  data={"response_id": response_id})]
+        if kind in ("transcript_done", "text_done"):
+            text = raw.get("transcript") if kind == "transcript_done" else raw.get("text")
+            return [EndpointEvent("transcript_final", received_ns, text=_text(text), raw=raw,
+                                  data={"response_id": response_id, "item_id": raw.get("item_id"),
+                                        "modality": "audio" if kind == "transcript_done"
+                                        else "text"})]
+        if kind == "input_transcript":
+            return [EndpointEvent("input_transcript", received_ns, text=_text(raw.get("transcript")),
+                                  raw=raw, data={"item_id": raw.get("item_id")})]
+        if kind == "function_call_done":
+            return await self._tool_call(received_ns, raw)
+        if kind == "output_item_added":
+            item = raw.get("item") if isinstance(raw.get("item"), dict) else {}
+            if item.get("type") == "function_call" and item.get("call_id"):
+                self._tool_names[str(item["call_id"])] = str(item.get("name") or "")
+        elif kind == "response_created":
+            response = raw.get("response") if isinstance(raw.get("response"), dict) else {}
+            self._active_response = str(response.get("id") or "response")
+            self._pending_requests = max(0, self._pending_requests - 1)
+        elif kind == "response_done":
+            return await self._response_done(received_ns, raw)
+        elif kind == "audio_buffer_cleared":
+            return self._interruption(received_ns, response_id or self._active_response, raw)
+        elif kind == "error":
+            return self._product_error(received_ns, raw)
+        elif kind == "malformed":
+            return [self._error(received_ns, "malformed_message",
+                                f"product sent {raw.get('detail')}", raw)]
+        else:
+            logger.debug("realtime event %r kept as a raw event", message.get("type"))
+        return [EndpointEvent("raw", received_ns, raw=raw)]
+
+    async def _tool_call(self, received_ns: int, raw: dict[str, Any]) -> list[EndpointEvent]:
+        call_id = str(raw.get("call_id") or "")
+        name = str(raw.get("name") or self._tool_names.get(call_id, ""))
+        arguments, arguments_json = parse_arguments(raw.get("arguments"))
+        data: dict[str, Any] = {"call_id": call_id, "name": name, "arguments": arguments,
+                                "response_id": raw.get("response_id")}
+        if arguments_json is not None:
+            data["arguments_json"] = arguments_json
+        events = [EndpointEvent("tool_call", received_ns, data=data, raw=raw)]
+        outputs = self._settings.tool_outputs
+        if name in outputs and self._state == "open":
+            output = outputs[name]
+            if not await self._send_quietly(wire.function_call_output(call_id, output)):
+                return events
+            self._continue_after.add(str(raw.get("response_id") or self._active_response))
+            # Stamped like its tool_call so the stream stays in arrival order; sent_ns is when
+            # the output actually left.
+            events.append(EndpointEvent("tool_result", received_ns, data={
+                "call_id": call_id, "name": name, "output": self._scrubber.scrub(output),
+                "origin": "evaluator", "sent_ns": self._context.clock_ns()}))
+        return events
+
+    def _interruption(self, received_ns: int, response_id: str | None,
+                      raw: dict[str, Any]) -> list[EndpointEvent]:
+        key = str(response_id)
+        if key in self._interrupted:
+            return [EndpointEvent("raw", received_ns, raw=raw)]
+        self._interrupted.add(key)
+        return [EndpointEvent("interruption", received_ns, raw=raw,
+                              data={"response_id": response_id})]
+
+    async def _response_done(self, received_ns: int, raw: dict[str, Any]) -> list[EndpointEvent]:
+        response = raw.get("response") if isinstance(raw.get("response"), dict) else {}
+        response_id = response.get("id")
+        status = str(response.get("status") or "completed")
+        key = str(response_id or self._active_response)
+        self._active_response = None
+        if key in self._continue_after and self._state == "open":
+            # The evaluator answered this response's tool calls: the product's turn goes on.
+            self._continue_after.discard(key)
+            if status == "completed" and await self._send_quietly(wire.response_create()):
+                self._pending_requests += 1
+                return [EndpointEvent("raw", received_ns, raw=raw,
+                                      data={"status": status, "continued_after_tools": True})]
+        events: list[EndpointEvent] = []
+        if status == "cancelled":
+            events += [e for e in self._interruption(received_ns, response_id, raw)
+                       if e.type == "interruption"]
+        details = response.get("status_details")
+        if status == "failed":
+            error = details.get("error") if isinstance(details, dict) else None
+            code, text = wire.error_detail({"error": error or {}})
+            events.append(self._error(received_ns, code if error else "response_failed",
+                                      f"product response failed: {text}", raw, origin="product"))
+        data: dict[str, Any] = {"status": status, "response_id": response_id}
+        if details:
+            data["status_details"] = details
+        events.append(EndpointEvent("turn_complete", received_ns, data=data, raw=raw))
+        return events
+
+    def _product_error(self, received_ns: int, raw: dict[str, Any]) -> list[EndpointEvent]:
+        code, text = wire.error_detail(raw)
+        if code == CANCEL_NOT_ACTIVE and self._cancel_sent:
+            logger.debug("response.cancel arrived after the response ended; ignored")
+            return [EndpointEvent("raw", received_ns, raw=raw)]
+        if self._pending_requests and self._active_response is None:
+            self._pending_requests -= 1  # the request this error answers will get no response
+        detail = raw.get("error") if isinstance(raw.get("error"), dict) else {}
+        return [self._error(received_ns, code, text, raw, origin="product",
+                            error_type=detail.get("type"), param=detail.get("param"))]
+
+    def _closure_events(self, received_ns: int, closure: wire.Closure) -> list[EndpointEvent]:
+        mid_turn = self._awaiting_response()
+        self._state = "closed"
+        assert self._conn is not None
+        by_us = self._conn.closed_by_us
+        reason = self._close_reason or self._scrubber.scrub_text(closure.reason)
+        events: list[EndpointEvent] = []
+        initiator = "evaluator" if by_us and not self._close_reason else "adapter"
+        if not by_us:
+            initiator = "adapter" if closure.local_failure else "product"
+            described = f"code {closure.code}" + (f": {reason}" if reason else "")
+            if closure.local_failure and closure.code == 1009:
+                events.append(self._error(received_ns, "message_too_large",
+                                          f"a product message exceeded max_message_bytes "
+                                          f"({self._settings.max_message_bytes} bytes)"))
+            elif closure.local_failure:
+                events.append(self._error(received_ns, "protocol_error",
+                                          f"connection failed: {described}"))
+            elif closure.code == 1006:
+                events.append(self._error(received_ns, "connection_lost",
+                                          "connection to the product was lost (no close frame)"))
+            elif closure.code not in (1000, 1001):
+                events.append(self._error(received_ns, "connection_closed",
+                                          f"product closed the connection ({described})"))
+            elif mid_turn:
+                events.append(self._error(received_ns, "closed_mid_turn",
+                                          f"product closed the connection mid-turn ({described})"))
+        events.append(EndpointEvent("closed", received_ns, data={
+            "reason": reason or "connection closed", "code": closure.code,
+            "initiated_by": initiator}))
+        logger.info("realtime connection to %s closed by %s (code %s)", self._conn.where,
+                    initiator, closure.code)
+        return events
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def _shutdown(self) -> None:
+        if self._conn is not None:
+            await self._conn.close(self._close_reason or "closed by the evaluator")
+
+    async def close(self) -> None:
+        """Close the connection (code 1000); idempotent, never raises."""
+        if self._state == "closed" or self._conn is None:
+            self._state = "closed"
+            return
+        self._state = "closed"
+        try:
+            await self._shutdown()
+        except Exception as error:  # noqa: BLE001
+            logger.debug("close() swallowed %s", type(error).__name__)
+
+    async def __aenter__(self) -> RealtimeEndpoint:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ("" if value is None else str(value))

@@ -1,0 +1,472 @@
+"""The OpenAI Realtime / Azure Voice Live event protocol, shared by the realtime endpoint adapter,
+the realtime persona and the ``voice_live`` speech provider.
+
+It holds the event names (GA and beta / Voice Live spellings are both accepted), client-event
+builders, the session shapes of both API generations, URL and auth building for each dialect,
+and :class:`RealtimeConnection`: one WebSocket whose receive task only timestamps and enqueues.
+See ``docs/realtime.md`` for the mapping table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import (
+    ConnectionClosed,
+    InvalidHandshake,
+    InvalidStatus,
+    InvalidURI,
+    WebSocketException,
+)
+
+from ..audio import CANONICAL_SAMPLE_RATE_HZ
+from ..config import SecretScrubber
+from ..errors import MissingDependencyError
+from ._protocol import EndpointError
+from ._settings import redacted_url
+
+logger = logging.getLogger(__name__)
+
+Dialect = Literal["openai", "azure_openai", "voice_live"]
+SessionFormat = Literal["ga", "beta"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+VOICE_LIVE_API_VERSION = "2025-10-01"
+#: Entra ID scopes: Voice Live documents ai.azure.com; Azure OpenAI uses Cognitive Services.
+TOKEN_SCOPES = {"voice_live": "https://ai.azure.com/.default",
+                "azure_openai": "https://cognitiveservices.azure.com/.default"}
+CLOSE_TIMEOUT_SECONDS = 2.0
+USER_AGENT = "voicelab-evaluator (realtime)"
+
+# Server event type -> the canonical kind every consumer switches on (both spellings).
+_KINDS = {
+    "response.output_audio.delta": "audio_delta", "response.audio.delta": "audio_delta",
+    "response.output_audio_transcript.done": "transcript_done",
+    "response.audio_transcript.done": "transcript_done",
+    "response.output_text.done": "text_done", "response.text.done": "text_done",
+    "conversation.item.input_audio_transcription.completed": "input_transcript",
+    "response.function_call_arguments.done": "function_call_done",
+    "response.output_item.added": "output_item_added",
+    "response.created": "response_created", "response.done": "response_done",
+    "session.created": "session_created", "session.updated": "session_updated",
+    "output_audio_buffer.cleared": "audio_buffer_cleared",
+    "error": "error",
+}
+MALFORMED = "voicelab.malformed"  # the type given to a frame that was not a JSON object
+
+
+def kind_of(message: Mapping[str, Any]) -> str:
+    """The canonical kind of one server event (``other`` when voicelab does not interpret it)."""
+    kind = message.get("type")
+    if kind == MALFORMED:
+        return "malformed"
+    return _KINDS.get(kind, "other") if isinstance(kind, str) else "other"
+
+
+# --- client events --------------------------------------------------------------------------
+
+def session_update(session: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "session.update", "session": dict(session)}
+
+
+def append_audio(pcm: bytes) -> dict[str, Any]:
+    return {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")}
+
+
+def commit() -> dict[str, Any]:
+    return {"type": "input_audio_buffer.commit"}
+
+
+def response_create(response: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": "response.create"}
+    if response:
+        event["response"] = dict(response)
+    return event
+
+
+def response_cancel() -> dict[str, Any]:
+    return {"type": "response.cancel"}
+
+
+def function_call_output(call_id: str, output: Any) -> dict[str, Any]:
+    text = output if isinstance(output, str) else json.dumps(output, default=str)
+    return {"type": "conversation.item.create",
+            "item": {"type": "function_call_output", "call_id": call_id, "output": text}}
+
+
+def user_text_item(text: str) -> dict[str, Any]:
+    return {"type": "conversation.item.create",
+            "item": {"type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": text}]}}
+
+
+def voice_param(dialect: Dialect, voice: str | None) -> str | dict[str, str] | None:
+    """The session/response ``voice`` value: Voice Live takes an object naming the voice family
+    (an Azure neural voice like ``en-US-AvaNeural`` is ``azure-standard``); OpenAI a plain name."""
+    if not voice or dialect != "voice_live":
+        return voice or None
+    return {"name": voice, "type": "azure-standard" if "-" in voice else "openai"}
+
+
+def audio_response_params(session_format: SessionFormat, *, voice: Any = None,
+                          **extra: Any) -> dict[str, Any]:
+    """``response.create`` parameters asking for spoken output (and an optional voice)."""
+    params: dict[str, Any] = dict(extra)
+    if session_format == "ga":
+        params["output_modalities"] = ["audio"]
+        if voice:
+            params["audio"] = {"output": {"voice": voice}}
+    else:
+        params["modalities"] = ["audio", "text"]
+        if voice:
+            params["voice"] = voice
+    return params
+
+
+# --- session shapes -------------------------------------------------------------------------
+
+_PCM_GA = {"type": "audio/pcm", "rate": CANONICAL_SAMPLE_RATE_HZ}
+# Flat (beta-style) keys and where the GA session keeps them.
+_GA_PATHS = {
+    "voice": ("audio", "output", "voice"),
+    "input_audio_transcription": ("audio", "input", "transcription"),
+    "turn_detection": ("audio", "input", "turn_detection"),
+    "input_audio_noise_reduction": ("audio", "input", "noise_reduction"),
+    "max_response_output_tokens": ("max_output_tokens",),
+}
+_GA_DROPPED = frozenset({"modalities", "input_audio_format", "output_audio_format",
+                         "temperature"})
+
+
+def _deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def build_session(session_format: SessionFormat, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``session.update`` session: pcm16 24 kHz both ways, ``turn_detection`` null (the
+    evaluator controls turn boundaries) unless ``settings`` says otherwise.
+
+    ``settings`` may use the flat keys of the beta / Voice Live session (``voice``,
+    ``input_audio_transcription``, ``turn_detection``...); for a GA session they move to their
+    nested GA place, and any GA-shaped key passes through unchanged.
+    """
+    if session_format == "beta":
+        base: dict[str, Any] = {"modalities": ["text", "audio"], "input_audio_format": "pcm16",
+                                "output_audio_format": "pcm16", "turn_detection": None}
+        return _deep_merge(base, settings)
+    base = {"type": "realtime", "output_modalities": ["audio"],
+            "audio": {"input": {"format": dict(_PCM_GA), "turn_detection": None},
+                      "output": {"format": dict(_PCM_GA)}}}
+    for key, value in settings.items():
+        if key in _GA_PATHS:
+            *parents, leaf = _GA_PATHS[key]
+            node = base
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[leaf] = value
+        elif key in _GA_DROPPED:
+            logger.debug("session key %r has no GA equivalent; not sent", key)
+        elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+# --- audio in events ------------------------------------------------------------------------
+
+def decode_audio(message: Mapping[str, Any]) -> bytes:
+    """The PCM of an audio delta; ``ValueError`` for missing/invalid base64 or half samples."""
+    encoded = message.get("delta")
+    if not isinstance(encoded, str):
+        raise ValueError("audio delta without a base64 'delta' string")
+    audio = base64.b64decode(encoded, validate=True)
+    if len(audio) % 2:
+        raise ValueError(f"odd-length audio delta ({len(audio)} bytes); pcm16 needs whole samples")
+    return audio
+
+
+def _base64_byte_count(encoded: str) -> int:
+    return max(0, len(encoded) * 3 // 4 - encoded[-2:].count("="))
+
+
+def elide_audio(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy with base64 audio replaced by its byte count (kept records never hold PCM)."""
+    copy = dict(message)
+    for key in ("delta", "audio"):
+        value = copy.get(key)
+        if key == "delta" and kind_of(message) != "audio_delta":
+            continue
+        if isinstance(value, str):
+            copy[key] = {"omitted": "base64 pcm", "byte_count": _base64_byte_count(value)}
+    return copy
+
+
+def error_detail(message: Mapping[str, Any]) -> tuple[str, str]:
+    """``(code, message)`` of an ``error`` event."""
+    detail = message.get("error") if isinstance(message.get("error"), Mapping) else {}
+    code = str(detail.get("code") or detail.get("type") or "realtime_error")
+    return code, str(detail.get("message") or code)
+
+
+# --- where to connect and how to authenticate -----------------------------------------------
+
+def websocket_base(endpoint: str) -> str:
+    """``endpoint`` with an http(s) scheme turned into ws(s) (ws/wss kept), no trailing slash."""
+    parts = urlsplit(endpoint.strip())
+    scheme = {"https": "wss", "http": "ws", "wss": "wss", "ws": "ws"}.get(parts.scheme.lower())
+    if scheme is None or not parts.netloc:
+        raise ValueError(f"endpoint must be an http(s) or ws(s) URL, got scheme "
+                         f"{parts.scheme or 'none'!r}")
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+def realtime_url(dialect: Dialect, *, endpoint: str | None, model: str | None,
+                 api_version: str | None = None) -> str:
+    """The documented WebSocket URL of each dialect (``model`` is the deployment on Azure)."""
+    if not model:
+        raise ValueError(f"dialect {dialect!r} needs a model (or deployment) name")
+    if dialect == "openai":
+        base = websocket_base(endpoint or OPENAI_BASE_URL)
+        return f"{base}/realtime?{urlencode({'model': model})}"
+    if not endpoint:
+        raise ValueError(f"dialect {dialect!r} needs an endpoint")
+    base = websocket_base(endpoint)
+    if dialect == "voice_live":
+        query = {"api-version": api_version or VOICE_LIVE_API_VERSION, "model": model}
+        return f"{base}/voice-live/realtime?{urlencode(query)}"
+    if api_version:  # the preview endpoint speaks the beta protocol
+        return f"{base}/openai/realtime?{urlencode({'api-version': api_version, 'deployment': model})}"
+    return f"{base}/openai/v1/realtime?{urlencode({'model': model})}"
+
+
+def default_session_format(dialect: Dialect, *, api_version: str | None = None,
+                           uri: str | None = None) -> SessionFormat:
+    if dialect == "voice_live":
+        return "beta"
+    if dialect == "azure_openai" and (api_version or (uri and "api-version=" in uri)):
+        return "beta"
+    return "ga"
+
+
+def require_azure_identity(*, purpose: str, key: str | None = None) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("azure.identity") is None:
+        raise MissingDependencyError("azure-identity", extra="azure", purpose=purpose, key=key)
+
+
+async def entra_token(scope: str) -> str:
+    """An Entra ID access token from ``DefaultAzureCredential`` (run in a worker thread)."""
+    require_azure_identity(purpose="Entra ID auth (auth: default_credential)")
+    from azure.identity import DefaultAzureCredential
+
+    def fetch() -> str:
+        credential = DefaultAzureCredential()
+        try:
+            return credential.get_token(scope).token
+        finally:
+            credential.close()
+
+    return await asyncio.to_thread(fetch)
+
+
+@dataclass(frozen=True)
+class RealtimeTarget:
+    """Where a realtime session connects, in which protocol generation, with which credential."""
+
+    url: str
+    dialect: Dialect
+    session_format: SessionFormat
+    api_key: str | None = None
+    auth: Literal["api_key", "default_credential"] = "api_key"
+    extra_headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return redacted_url(self.url)
+
+    @staticmethod
+    def credential_values(headers: Mapping[str, str]) -> list[str]:
+        """Credentials inside built handshake headers (an Entra token is only known here)."""
+        return [value for name, value in headers.items()
+                if name.lower() in ("authorization", "api-key") and value]
+
+    def secrets(self) -> list[str]:
+        values = [v for v in self.extra_headers.values() if v]
+        if self.api_key:
+            values += [self.api_key, f"Bearer {self.api_key}"]
+        return values
+
+    async def headers(self, *, traceparent: str | None = None) -> dict[str, str]:
+        """Handshake headers; fetches an Entra ID token for ``auth: default_credential``.
+
+        OpenAI takes ``Authorization: Bearer <key>``; Azure OpenAI and Voice Live take an
+        ``api-key`` header, or a Bearer Entra ID token.
+        """
+        headers = dict(self.extra_headers)
+        if traceparent:
+            headers["traceparent"] = traceparent
+        if self.dialect == "openai" and self.session_format == "beta":
+            headers["OpenAI-Beta"] = "realtime=v1"
+        if self.auth == "default_credential" and self.dialect != "openai":
+            try:
+                token = await entra_token(TOKEN_SCOPES[self.dialect])
+            except MissingDependencyError:
+                raise
+            except Exception as error:  # noqa: BLE001 - any credential failure is an auth failure
+                raise EndpointError(f"DefaultAzureCredential could not get a token for "
+                                    f"{self.where}: {type(error).__name__}",
+                                    code="auth_failed") from None
+            headers["Authorization"] = f"Bearer {token}"
+        elif self.api_key:
+            if self.dialect == "openai":
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            else:
+                headers["api-key"] = self.api_key
+        return headers
+
+
+# --- the connection -------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Closure:
+    """The end of the receive loop: close code and reason, and whether this side failed first."""
+
+    code: int | None
+    reason: str
+    local_failure: bool = False
+
+
+def _closure_from(error: ConnectionClosed) -> Closure:
+    if error.rcvd is not None:
+        return Closure(error.rcvd.code, error.rcvd.reason)
+    if error.sent is not None:
+        return Closure(error.sent.code, error.sent.reason, local_failure=True)
+    return Closure(1006, "connection lost without a close frame")
+
+
+class RealtimeConnection:
+    """One realtime WebSocket. Its receive task only timestamps and enqueues; parsing happens in
+    :meth:`next`, on the consumer's side."""
+
+    def __init__(self, ws: ClientConnection, *, clock_ns: Callable[[], int], where: str):
+        self._ws = ws
+        self._clock_ns = clock_ns
+        self.where = where
+        self._queue: asyncio.Queue[tuple[int, str | bytes | Closure]] = asyncio.Queue()
+        self._receiver = asyncio.create_task(self._receive(), name="voicelab-realtime-receive")
+        self.closed_by_us = False
+        self.closure: Closure | None = None
+
+    @classmethod
+    async def open(cls, url: str, *, headers: Mapping[str, str], connect_timeout_seconds: float,
+                   max_message_bytes: int, scrubber: SecretScrubber,
+                   clock_ns: Callable[[], int]) -> RealtimeConnection:
+        """Connect, mapping every failure to :class:`EndpointError` with a stable ``code``."""
+        where = scrubber.scrub_text(redacted_url(url))
+
+        def failure(code: str, message: str) -> EndpointError:
+            return EndpointError(scrubber.scrub_text(message), code=code)
+
+        try:
+            ws = await asyncio.wait_for(connect(
+                url, additional_headers=dict(headers), compression=None,
+                max_size=max_message_bytes, open_timeout=None,
+                close_timeout=CLOSE_TIMEOUT_SECONDS, user_agent_header=USER_AGENT),
+                connect_timeout_seconds)
+        except TimeoutError:
+            raise failure("connect_timeout", f"no WebSocket handshake with {where} within "
+                          f"{connect_timeout_seconds:g} s") from None
+        except InvalidStatus as error:
+            status = error.response.status_code
+            code = {401: "unauthorized", 403: "forbidden"}.get(status, "handshake_rejected")
+            raise failure(code, f"{where} rejected the WebSocket handshake: HTTP {status}"
+                          ) from None
+        except ConnectionRefusedError:
+            raise failure("connection_refused", f"connection refused by {where}") from None
+        except (InvalidURI, InvalidHandshake, WebSocketException) as error:
+            raise failure("handshake_failed", f"WebSocket handshake with {where} failed: "
+                          f"{type(error).__name__}") from None
+        except OSError as error:
+            raise failure("connection_failed", f"cannot connect to {where}: "
+                          f"{error.strerror or type(error).__name__}") from None
+        return cls(ws, clock_ns=clock_ns, where=where)
+
+    async def _receive(self) -> None:
+        clock, put = self._clock_ns, self._queue.put_nowait
+        try:
+            while True:
+                put((clock(), await self._ws.recv()))
+        except ConnectionClosed as error:
+            put((clock(), _closure_from(error)))
+        except Exception as error:  # noqa: BLE001 - any receive failure ends the stream
+            put((clock(), Closure(None, f"receive failed: {type(error).__name__}", True)))
+
+    @property
+    def is_open(self) -> bool:
+        return self.closure is None and not self.closed_by_us
+
+    async def send(self, event: Mapping[str, Any]) -> None:
+        if not self.is_open:
+            raise EndpointError(f"the realtime connection to {self.where} is closed",
+                                code="connection_closed")
+        try:
+            await self._ws.send(json.dumps(event))
+        except ConnectionClosed:
+            raise EndpointError(f"the realtime connection to {self.where} is closed",
+                                code="connection_closed") from None
+
+    async def next(self, timeout_seconds: float | None) -> tuple[int, dict[str, Any] | Closure]:
+        """The next server event (parsed) or the :class:`Closure`; ``TimeoutError`` on timeout.
+
+        After the closure has been returned once, every later call returns it again at once.
+        """
+        if self.closure is not None and self._queue.empty():
+            return self._clock_ns(), self.closure
+        received_ns, item = await asyncio.wait_for(self._queue.get(), timeout_seconds)
+        if isinstance(item, Closure):
+            self.closure = item
+            return received_ns, item
+        return received_ns, _parse(item)
+
+    async def close(self, reason: str = "closed by the evaluator") -> None:
+        """Close with code 1000 and stop receiving; idempotent, never raises."""
+        self.closed_by_us = True
+        try:
+            await asyncio.wait_for(self._ws.close(1000, reason[:100]), CLOSE_TIMEOUT_SECONDS + 1)
+        except Exception as error:  # noqa: BLE001 - closing must not raise
+            logger.debug("closing the realtime WebSocket failed: %s", type(error).__name__)
+            transport = getattr(self._ws, "transport", None)
+            if transport is not None:
+                transport.abort()
+        if not self._receiver.done():
+            await asyncio.wait({self._receiver}, timeout=1.0)
+            if not self._receiver.done():
+                self._receiver.cancel()
+                self._queue.put_nowait((self._clock_ns(), Closure(1000, reason)))
+
+
+def _parse(frame: str | bytes) -> dict[str, Any]:
+    if isinstance(frame, bytes | bytearray):
+        return {"type": MALFORMED, "detail": f"binary frame of {len(frame)} bytes"}
+    try:
+        parsed = json.loads(frame)
+    except ValueError as error:
+        return {"type": MALFORMED, "detail": f"malformed JSON: {error}", "text": frame[:2000]}
+    if not isinstance(parsed, dict):
+        return {"type": MALFORMED, "detail": f"a JSON {type(parsed).__name__}, not an object"}
+    return parsed

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -11,6 +13,34 @@ from ..errors import AudioFileError
 from ._format import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
 
 SUPPORTED_SUFFIXES = (".wav", ".flac", ".ogg", ".oga")
+#: libsndfile containers the core accepts; MP3, AIFF and the rest are refused (seed: WAV only,
+#: plus FLAC and OGG by this project's choice).
+_SUPPORTED_FORMATS = frozenset({"WAV", "WAVEX", "RF64", "FLAC", "OGG"})
+#: Uncompressed WAV sample types; ADPCM, u-law, GSM and other compressed WAV are refused.
+_PCM_OR_FLOAT_SUBTYPES = frozenset({"PCM_U8", "PCM_S8", "PCM_16", "PCM_24", "PCM_32", "FLOAT",
+                                    "DOUBLE"})
+#: libsndfile's header log line for a WAV whose data chunk is longer than the file.
+_SHORT_DATA_CHUNK = re.compile(r"^data\s*:\s*(\d+)\s*\(should be (\d+)\)", re.MULTILINE)
+_SUPPORTED_TEXT = "supported: WAV (PCM or float), FLAC, OGG"
+
+
+def _check_container(handle: Any, path: Path) -> None:
+    """Refuse formats the core does not support and WAV files cut short."""
+    if handle.format not in _SUPPORTED_FORMATS:
+        raise AudioFileError(f"unsupported audio format {handle.format} ({handle.subtype}); "
+                             f"{_SUPPORTED_TEXT}", source=path)
+    if handle.format == "FLAC" or handle.format == "OGG":
+        return
+    if handle.subtype not in _PCM_OR_FLOAT_SUBTYPES:
+        raise AudioFileError(f"unsupported WAV encoding {handle.subtype} (compressed WAV); "
+                             f"{_SUPPORTED_TEXT}", source=path)
+    short = _SHORT_DATA_CHUNK.search(handle.extra_info or "")
+    # 0 and 0xFFFFFFFF are the 'unknown length' markers streaming writers leave in the header
+    if short and int(short.group(1)) not in (0, 0xFFFFFFFF):
+        declared, present = int(short.group(1)), int(short.group(2))
+        if present < declared:
+            raise AudioFileError(f"audio file is truncated: the header declares {declared} bytes "
+                                 f"of samples, the file holds {present}", source=path)
 
 
 def _to_int16(floats: np.ndarray) -> np.ndarray:
@@ -33,6 +63,7 @@ def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_
         raise AudioFileError("audio file is empty", source=path)
     try:
         with soundfile.SoundFile(str(path)) as handle:
+            _check_container(handle, path)
             native_rate = handle.samplerate
             if handle.frames == 0:
                 raise AudioFileError("audio file holds no samples", source=path)
@@ -45,8 +76,8 @@ def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_
         raise
     except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as error:
         detail = str(error).strip() or type(error).__name__
-        raise AudioFileError(f"cannot decode audio ({detail}); supported: WAV (PCM or float), "
-                             f"FLAC, OGG", source=path) from None
+        raise AudioFileError(f"cannot decode audio ({detail}); {_SUPPORTED_TEXT}",
+                             source=path) from None
     mono = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
     if not np.all(np.isfinite(mono)):
         raise AudioFileError("audio holds non-finite samples", source=path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -10,6 +11,7 @@ from ._format import BYTES_PER_SAMPLE, CANONICAL_ENCODING, PCM16_MAX, PCM16_MIN,
 
 SILENCE_THRESHOLD = 256
 TRUNCATION_WINDOW_SECONDS = 0.010
+_BLOCK_SAMPLES = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +42,22 @@ def analyze_signal(audio: PcmAudio) -> SignalAnalysis:
     if count == 0:
         return SignalAnalysis(CANONICAL_ENCODING, audio.sample_rate_hz, 1, 0, 0.0, 1.0, 0, 0.0, 0.0,
                               False)
-    wide = samples.astype(np.int32)
-    magnitude = np.abs(wide)
-    silent = int(np.count_nonzero(magnitude <= SILENCE_THRESHOLD))
-    clipped = int(np.count_nonzero((samples == PCM16_MIN) | (samples == PCM16_MAX)))
-    floats = samples.astype(np.float64)
-    rms = float(np.sqrt(np.dot(floats, floats) / count))
+    silent = clipped = peak = energy = 0
+    # Block by block: the temporaries stay in the CPU cache and no buffer the size of the input
+    # is allocated, which keeps long recordings fast even on a cold process.
+    for start in range(0, count, _BLOCK_SAMPLES):
+        block = samples[start:start + _BLOCK_SAMPLES]
+        peak = max(peak, -int(block.min()), int(block.max()))
+        quiet = (block >= -SILENCE_THRESHOLD) & (block <= SILENCE_THRESHOLD)
+        silent += int(np.count_nonzero(quiet))
+        clipped += int(np.count_nonzero(block == PCM16_MIN))
+        clipped += int(np.count_nonzero(block == PCM16_MAX))
+        wide = block.astype(np.int64)
+        energy += int(np.dot(wide, wide))  # exact: no rounding whatever the length
+    rms = math.sqrt(energy / count)
     tail = max(1, int(round(TRUNCATION_WINDOW_SECONDS * audio.sample_rate_hz)))
-    truncated = bool(np.any(magnitude[-tail:] > SILENCE_THRESHOLD))
+    end = samples[-tail:]
+    truncated = bool(np.any((end > SILENCE_THRESHOLD) | (end < -SILENCE_THRESHOLD)))
     return SignalAnalysis(
         encoding=CANONICAL_ENCODING,
         sample_rate_hz=audio.sample_rate_hz,
@@ -55,7 +65,7 @@ def analyze_signal(audio: PcmAudio) -> SignalAnalysis:
         byte_count=count * BYTES_PER_SAMPLE,
         duration_seconds=round(count / audio.sample_rate_hz, 6),
         silence_ratio=round(silent / count, 6),
-        peak_amplitude=int(magnitude.max()),
+        peak_amplitude=peak,
         rms_amplitude=round(rms, 3),
         clipped_sample_ratio=round(clipped / count, 6),
         possible_truncation=truncated,

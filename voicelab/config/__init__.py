@@ -10,7 +10,6 @@ from ._loader import (
     read_yaml,
     validate_model,
 )
-from ._suite import LoadedSuite, load_suite
 from ._models import (
     CAPABILITY_NAMES,
     QUIET_ENVIRONMENT,
@@ -41,6 +40,7 @@ from ._models import (
 )
 from ._resolved import file_sha256
 from ._secrets import MASK, SecretScrubber, is_secret_env_var, is_secret_name
+from ._suite import LoadedSuite, load_suite
 
 __all__ = [
     "CAPABILITY_NAMES",

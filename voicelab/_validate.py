@@ -130,6 +130,18 @@ def validate_run(loaded: LoadedRun) -> ValidationSummary:
     elif callable(getattr(adapter, "outcome_probe", None)):
         probe_name = f"{adapter_name} (built-in)"
 
+    if loaded.run.speech_metrics:
+        import importlib.util
+
+        from .errors import MissingDependencyError
+
+        for module, package in (("jiwer", "jiwer"), ("pocketsphinx", "pocketsphinx"),
+                                ("speechmos", "speechmos"), ("pystoi", "pystoi"),
+                                ("pesq", "pesq"), ("onnxruntime", "onnxruntime")):
+            if importlib.util.find_spec(module) is None:
+                raise MissingDependencyError(package, extra="speech", purpose="speech_metrics",
+                                             source=run_file, key="speech_metrics")
+
     judges: list[str] = []
     if loaded.run.quality_evaluation is not None:
         from .scoring import check_quality_evaluation

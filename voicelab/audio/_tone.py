@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -30,6 +31,12 @@ def _stable_seed(text: str, seed: int) -> int:
 
 def tone_speech(text: str, *, seed: int,
                 sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> PcmAudio:
+    """Render ``text`` as tone bursts (memoized: the result is a pure function of its inputs)."""
+    return _tone_speech(text, seed, sample_rate_hz)
+
+
+@lru_cache(maxsize=256)
+def _tone_speech(text: str, seed: int, sample_rate_hz: int) -> PcmAudio:
     """Render ``text`` as tone bursts, one per word, with gaps and soft edges.
 
     Duration grows with the text (about 0.08 s plus 55 ms a letter per word); punctuation adds
@@ -68,5 +75,6 @@ def tone_speech(text: str, *, seed: int,
         pieces.append(np.zeros(int(WORD_GAP_SECONDS * sample_rate_hz), dtype=np.float32))
     if len(pieces) == 1:
         pieces.append(np.zeros(int(0.2 * sample_rate_hz), dtype=np.float32))
-    signal = np.concatenate(pieces)
-    return PcmAudio(np.round(signal).astype(np.int16), sample_rate_hz)
+    samples = np.round(np.concatenate(pieces)).astype(np.int16)
+    samples.flags.writeable = False  # shared by the cache: nobody may change it in place
+    return PcmAudio(samples, sample_rate_hz)

@@ -1,6 +1,14 @@
 """Metrics: per-turn timing and signal metrics from the recorded timeline (pure functions)."""
 
 from ._placement import Placement, ResponsePlayback, place_channels, silent_runs_ns, virtual_offsets
+from ._speech import (
+    dnsmos,
+    input_wer,
+    intelligibility,
+    normalize_text,
+    speech_metrics_for_turn,
+    transcript_completeness,
+)
 from ._voice import PERCENTILES, TIMING_METRICS, compute_voice_metrics, summarize
 
 __all__ = [
@@ -9,8 +17,14 @@ __all__ = [
     "Placement",
     "ResponsePlayback",
     "compute_voice_metrics",
+    "dnsmos",
+    "input_wer",
+    "intelligibility",
+    "normalize_text",
     "place_channels",
     "silent_runs_ns",
+    "speech_metrics_for_turn",
     "summarize",
+    "transcript_completeness",
     "virtual_offsets",
 ]

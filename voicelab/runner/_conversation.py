@@ -219,9 +219,13 @@ class Conversation:
                 synthesis = await self.speech.synthesize(turn.text, voice=self.voice, seed=self.seed)
             except ExecutionError as error:
                 raise ConversationEnded("error", Failure("speech", self._scrub(str(error)))) from None
+            except Exception as error:  # noqa: BLE001 - a provider bug is a speech failure
+                raise ConversationEnded("error", Failure("speech", self._scrub(
+                    f"{type(error).__name__}: {error}"))) from None
             clean = synthesis.audio
             synthesis_info = {"provider": synthesis.provider, "voice": synthesis.voice,
-                              "cached": synthesis.cached}
+                              "cached": synthesis.cached,
+                              "cache": synthesis.metadata.get("cache", "none")}
         self.timeline.record("speech.synthesized", source="speech", direction="internal",
                              turn_id=turn_id, speaker_role="user", text=turn.text,
                              duration_ms=round(clean.duration_seconds * 1000, 3), **synthesis_info)
@@ -311,12 +315,16 @@ class Conversation:
                     return response
             return None
 
+        waiting_since = self.timeline.clock_ns()
+        checked: tuple[str, str] | None = None
         while True:
             if intake.conversation_complete:
                 return response_for_target()
             self._check_product_failures()
             response = response_for_target()
-            if response is not None and barge is None and not response.barged_in:
+            if response is not None and barge is None and not response.barged_in \
+                    and checked != (response.turn_id, response.transcript):
+                checked = (response.turn_id, response.transcript)
                 candidate = self.persona.barge_in(self._view_of(response))
                 if candidate is not None and candidate.interrupt_after_seconds is not None:
                     barge = (candidate, response)
@@ -325,21 +333,23 @@ class Conversation:
                 threshold_ns = int(float(candidate.interrupt_after_seconds or 0) * 1e9)
                 moment = barged.played_until_ns(threshold_ns)
                 if moment is not None:
+                    intake.watch_audio = False
                     await self._reach(moment, "playback before barge-in")
                     turn_id = await self._barge_in(candidate, barged)
                     return await self._await_response(turn_id)
                 if barged.completed:
                     barge = None  # the response was shorter than the barge-in point
             if response is not None and response.completed and barge is None:
+                intake.watch_audio = False
                 return response
-            last_seen = intake.last_event_ns
-            progressed = await intake.wait_for(
-                lambda seen=last_seen: intake.last_event_ns != seen or intake.closed is not None,
-                self.response_timeout_seconds)
-            if not progressed:
-                raise ConversationEnded("no_response", Failure(
-                    "timeout", f"the product sent nothing for {self.response_timeout_seconds:g} s "
-                               f"while a response was due", "response_timeout"))
+            intake.watch_audio = barge is not None
+            if not await intake.wait_signal(self.response_timeout_seconds):
+                last = max(waiting_since, intake.last_event_ns or 0)
+                if self.timeline.clock_ns() - last >= self.response_timeout_seconds * 1e9:
+                    raise ConversationEnded("no_response", Failure(
+                        "timeout", f"the product sent nothing for "
+                                   f"{self.response_timeout_seconds:g} s while a response was due",
+                        "response_timeout"))
 
     def _view_of(self, response: ProductResponseState) -> ProductResponse:
         return ProductResponse(index=response.index, transcript=response.transcript,

@@ -59,9 +59,11 @@ class ProductResponseState:
     def transcript(self) -> str:
         return " ".join(p for p in self.transcript_parts if p).strip()
 
+    audio_bytes: int = 0
+
     @property
     def audio_seconds(self) -> float:
-        return sum(len(c[2]) for c in self.chunks) / 2 / 24_000
+        return self.audio_bytes / 2 / 24_000
 
     def played_until_ns(self, threshold_ns: int) -> int | None:
         """Listener-timeline moment when ``threshold_ns`` of this response has played."""
@@ -79,7 +81,9 @@ class Intake:
     def __init__(self, timeline: Timeline, *, virtual_shift: Any):
         self.timeline = timeline
         self._shift = virtual_shift  # callable -> current listener-timeline shift (ns)
-        self.changed = asyncio.Condition()
+        self._wake = asyncio.Event()
+        #: wake the conversation loop for every audio chunk (only while a barge-in is armed)
+        self.watch_audio = False
         self.responses: list[ProductResponseState] = []
         self.current: ProductResponseState | None = None
         self.pending: list[str] = []  # turn ids whose responses are expected, oldest first
@@ -155,6 +159,7 @@ class Intake:
             audio = event.audio or b""
             self.product_chunks[recorded.sequence] = audio
             response.chunks.append((event.received_ns, recorded.sequence, audio))
+            response.audio_bytes += len(audio)
             arrival_virtual = offset + self._shift()
             start = max(arrival_virtual, self.listener_cursor_ns)
             duration = len(audio) * 1_000_000_000 // (2 * 24_000)
@@ -191,27 +196,46 @@ class Intake:
         elif kind == "raw":
             logger.debug("unnormalized product message: %s", attributes.get("message_type"))
 
+    def _significant(self, event: EndpointEvent) -> bool:
+        if event.type != "audio_delta":
+            return True
+        response = self.current
+        return self.watch_audio or (response is not None and len(response.chunks) == 1)
+
     async def pump(self, events: Any) -> None:
         """Record every event from the endpoint until it closes (or the task is cancelled)."""
         try:
             async for event in events:
                 self.handle(event)
-                async with self.changed:
-                    self.changed.notify_all()
+                if self._significant(event):
+                    self._wake.set()
                 if event.type == "closed":
                     break
         finally:
             if self.closed is None:
                 self.closed = {"reason": "event stream ended", "code": None,
                                "offset_ns": self.timeline.now_offset_ns()}
-            async with self.changed:
-                self.changed.notify_all()
+            self._wake.set()
+
+    async def wait_signal(self, timeout_seconds: float | None) -> bool:
+        """Wait for the next significant event; False when ``timeout_seconds`` passed first."""
+        self._wake.clear()
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                await self._wake.wait()
+            return True
+        except TimeoutError:
+            return False
 
     async def wait_for(self, predicate: Any, timeout_seconds: float | None) -> bool:
         """Wait until ``predicate()`` holds; False on timeout."""
-        try:
-            async with self.changed:
-                await asyncio.wait_for(self.changed.wait_for(predicate), timeout_seconds)
-            return True
-        except TimeoutError:
-            return bool(predicate())
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_seconds is None else loop.time() + timeout_seconds
+        while not predicate():
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return False
+            if not await self.wait_signal(remaining) and deadline is not None \
+                    and loop.time() >= deadline:
+                return bool(predicate())
+        return True

@@ -37,4 +37,4 @@ def open_speech(loaded: LoadedRun, *, cache_dir: Path | None) -> Any:
         return _UncachedSpeech(provider, name)
     from ..speech._cache import SpeechService
 
-    return SpeechService(provider, cache_dir=cache_dir)
+    return SpeechService(provider, settings=loaded.run.speech_settings, cache_dir=cache_dir)

@@ -122,7 +122,8 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
     started_wall = time.time()
     trial_id = f"trial-{plan.index:03d}"
     timeline.record("trial.started", source="runner", direction="internal", trial=plan.index,
-                    seed=plan.seed, span_id=root_span)
+                    seed=plan.seed, clock_start_ns=timeline.start_ns,
+                    clock="time.perf_counter_ns", span_id=root_span)
 
     context = EndpointContext(session_id=session_id, data=loaded.data, trace_id=trace_id,
                               span_id=root_span, audio_format=CANONICAL_FORMAT, scrubber=scrubber,
@@ -236,10 +237,42 @@ def _assemble(plan: TrialPlan, conversation: Conversation, session_id: str) -> d
     metrics = compute_voice_metrics(records, placement=placement, user_turn_audio=user_audio,
                                     response_audio=responses)
     transcript = build_transcript(conversation, session_id)
+    if plan.speech_metrics:
+        add_speech_metrics(metrics, conversation, responses)
     return {"records": records, "placement": placement, "metrics": metrics,
             "transcript": transcript, "tool_calls": build_tool_calls(conversation),
             "raw_events": build_raw_events(conversation, plan.loaded.run.endpoint.adapter),
             "responses": responses}
+
+
+def add_speech_metrics(metrics: dict[str, Any], conversation: Conversation,
+                       responses: dict[str, Any]) -> None:
+    """Advisory speech metrics per response (WER of what the product heard, intelligibility of
+    the delivered user audio, completeness and DNSMOS of the product's audio), flattened too."""
+    from ..metrics import speech_metrics_for_turn
+
+    users = {turn.turn_id: turn for turn in conversation.user_turns}
+    heard = conversation.intake.input_transcripts
+    for entry in metrics["turns"]:
+        turn_id = entry["turn_id"]
+        speech: dict[str, Any] = {}
+        user = users.get(turn_id)
+        if user is not None:
+            parts = heard.get(turn_id)
+            speech["user"] = speech_metrics_for_turn(
+                role="user", text=user.text, audio=user.delivered, clean_audio=user.clean,
+                heard_as=" ".join(parts) if parts else None)
+            entry["input_wer"] = speech["user"]["input_wer"]["wer"]
+            entry["input_stoi"] = speech["user"]["intelligibility"]["stoi"]
+            entry["input_pesq_wb"] = speech["user"]["intelligibility"]["pesq_wb"]
+        audio = responses.get(turn_id)
+        if audio is not None and audio.num_samples:
+            speech["assistant"] = speech_metrics_for_turn(role="assistant",
+                                                          text=entry["transcript"], audio=audio)
+            entry["output_completeness"] = speech["assistant"]["completeness"]["completeness"]
+            entry["output_completeness_flagged"] = speech["assistant"]["completeness"]["flagged"]
+            entry["output_dnsmos_ovrl"] = speech["assistant"]["dnsmos"]["ovrl_mos"]
+        entry["speech"] = speech
 
 
 def _interoperability(plan: TrialPlan, report: TrialReport, evidence: dict[str, Any],

@@ -1,6 +1,9 @@
 """Speech providers: text to canonical PCM."""
 
 from .._registry import Registry
+from ._asr import arecognize, recognize
+from ._azure import AzureSpeechError
+from ._cache import SpeechCacheStats, SpeechService
 from ._protocol import SpeechContext, SpeechProvider, Synthesis
 from ._tone import ToneSpeechProvider
 
@@ -11,4 +14,6 @@ SPEECH_PROVIDERS = Registry("speech provider", {
     "voice_live": "voicelab.speech._voice_live:VoiceLiveSpeechProvider",
 })
 
-__all__ = ["SPEECH_PROVIDERS", "SpeechContext", "SpeechProvider", "Synthesis", "ToneSpeechProvider"]
+__all__ = ["SPEECH_PROVIDERS", "AzureSpeechError", "SpeechCacheStats", "SpeechContext",
+           "SpeechProvider", "SpeechService", "Synthesis", "ToneSpeechProvider", "arecognize",
+           "recognize"]

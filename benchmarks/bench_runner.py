@@ -1,0 +1,176 @@
+"""Runner benchmarks: first-audio latency accuracy under load, and trial throughput.
+
+    python benchmarks/bench_runner.py [--accuracy-trials 50] [--throughput-trials 60]
+
+Accuracy: the fake product runs in its own process with real-time paced audio and known
+reply latencies; 50 trials run concurrently with ``pace_audio: true``. For every response the
+fake reports, on the shared system monotonic clock, when it sent the first audio frame; the
+truth is that moment minus the evaluator's commit (or init) timestamp. The error is the
+evaluator's measured ``first_audio_latency_ms`` minus the truth (what the receive path adds).
+
+Throughput: the seed example with pacing off (voicelab: full evaluation, bundle written) next to
+a bare websockets client doing the same exchange against the same in-process fake product with
+no evaluation at all; same concurrency; trials per second and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import voicelab  # noqa: E402
+from voicelab.audio import tone_speech  # noqa: E402
+
+EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
+
+
+# --- accuracy -------------------------------------------------------------------------------
+
+def _start_fake_server(settings: dict) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "voicelab.endpoints.fake_server", "--settings",
+         json.dumps(settings)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    line = process.stdout.readline()
+    return process, json.loads(line)["uri"]
+
+
+def _truth_errors(bundle: Path) -> list[float]:
+    errors = []
+    for trial in sorted(bundle.glob("trial-*")):
+        events = [json.loads(x) for x in (trial / "voice-events.jsonl").read_text().splitlines()]
+        start_ns = next(e for e in events if e["event_type"] == "trial.started")[
+            "attributes"]["clock_start_ns"]
+        references = {e["attributes"]["expects_response"]: e["monotonic_offset_ns"]
+                      for e in events if e["attributes"].get("expects_response")}
+        raw = json.loads((trial / "raw-endpoint-events.json").read_text())["events"]
+        done = [e for e in raw if e["type"] == "turn_complete"]
+        metrics = json.loads((trial / "voice-metrics.json").read_text())["turns"]
+        for turn, response_done in zip(metrics, done, strict=False):
+            timing = response_done["raw"].get("server_timing") or {}
+            sent = timing.get("first_audio_ns")
+            reference = references.get(turn["turn_id"])
+            if sent is None or reference is None or turn["first_audio_latency_ms"] is None:
+                continue
+            truth_ms = (sent - (start_ns + reference)) / 1e6
+            errors.append(turn["first_audio_latency_ms"] - truth_ms)
+    return errors
+
+
+async def accuracy(trials: int, workdir: Path) -> dict:
+    latencies = [120.0, 180.0, 240.0, 300.0, 360.0, 420.0]
+    process, uri = _start_fake_server({"audio_pacing": "realtime",
+                                       "reply_latency_ms": latencies,
+                                       "complete_after_turns": 1})
+    try:
+        loaded = voicelab.load_run(EXAMPLE, overrides=[
+            "endpoint.adapter=websocket", f"endpoint.settings={{uri: '{uri}'}}",
+            "pace_audio=true", "outcome_probe=null"])
+        started = time.perf_counter()
+        outcome = await voicelab.arun(loaded, trials=trials, concurrency=trials,
+                                      artifacts_dir=workdir / "accuracy")
+        wall = time.perf_counter() - started
+    finally:
+        process.terminate()
+        process.wait(10)
+    errors = np.abs(np.asarray(_truth_errors(outcome.bundle_path)))
+    return {"trials": trials, "passed": outcome.report.passed_trials, "responses": errors.size,
+            "wall_seconds": wall, "p50": float(np.percentile(errors, 50)),
+            "p99": float(np.percentile(errors, 99)), "max": float(errors.max())}
+
+
+# --- throughput -----------------------------------------------------------------------------
+
+async def bare_exchange(user_audio: bytes, chunk_bytes: int, data: dict) -> None:
+    from websockets.asyncio.client import connect
+
+    from voicelab.endpoints._fake_product import FakeProduct
+
+    async with FakeProduct({}) as product, connect(product.uri, compression=None,
+                                                  max_size=16 * 1024 * 1024) as ws:
+        await ws.send(json.dumps({"type": "evaluator.init", "request": data}))
+        async for message in ws:
+            if isinstance(message, str) and json.loads(message)["type"] == "response.done":
+                break
+        for start in range(0, len(user_audio), chunk_bytes):
+            await ws.send(user_audio[start:start + chunk_bytes])
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        await ws.send(json.dumps({"type": "response.create"}))
+        async for message in ws:
+            if isinstance(message, str) and json.loads(message)["type"] == \
+                    "conversation.completed":
+                break
+
+
+async def bare_rate(trials: int, concurrency: int) -> float:
+    loaded = voicelab.load_run(EXAMPLE)
+    audio = tone_speech(loaded.script.turns[0].response, seed=42).to_bytes()
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one() -> None:
+        async with semaphore:
+            await bare_exchange(audio, 4800, dict(loaded.data))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(trials)))
+    return trials / (time.perf_counter() - started)
+
+
+async def voicelab_rate(trials: int, concurrency: int, workdir: Path) -> tuple[float, int]:
+    loaded = voicelab.load_run(EXAMPLE)
+    started = time.perf_counter()
+    outcome = await voicelab.arun(loaded, trials=trials, concurrency=concurrency,
+                                  artifacts_dir=workdir / f"throughput-{concurrency}")
+    return trials / (time.perf_counter() - started), outcome.report.passed_trials
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--accuracy-trials", type=int, default=50)
+    parser.add_argument("--throughput-trials", type=int, default=60)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--skip-accuracy", action="store_true")
+    args = parser.parse_args()
+    logging_quiet()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
+        print("\nthroughput: seed example, pace_audio false "
+              f"({args.throughput_trials} trials per row)")
+        print(f"{'concurrency':>11} {'voicelab/s':>11} {'bare/s':>9} {'ratio':>7}")
+        for concurrency in args.concurrency:
+            await voicelab_rate(4, concurrency, workdir)  # warm up imports and caches
+            rate, passed = await voicelab_rate(args.throughput_trials, concurrency, workdir)
+            bare = await bare_rate(args.throughput_trials, concurrency)
+            print(f"{concurrency:>11} {rate:>11.1f} {bare:>9.1f} {rate / bare:>7.2f}"
+                  f"   ({passed}/{args.throughput_trials} passed)")
+        print("targets: voicelab >= 10 trials/s and >= 1/3 of the bare rate")
+        if not args.skip_accuracy:
+            result = await accuracy(args.accuracy_trials, workdir)
+            print(f"\naccuracy: {result['trials']} concurrent paced trials, fake product in its "
+                  f"own process, {result['responses']} responses, {result['wall_seconds']:.1f} s")
+            print(f"|measured - true| first_audio_latency_ms: p50 {result['p50']:.3f} ms, "
+                  f"p99 {result['p99']:.3f} ms, max {result['max']:.3f} ms "
+                  f"({result['passed']}/{result['trials']} trials passed)")
+            print("target: p99 within 3 ms")
+
+
+def logging_quiet() -> None:
+    import logging
+
+    logging.getLogger("voicelab").setLevel(logging.WARNING)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,280 @@
+"""Speech metrics: advisory numbers computed after a conversation from recorded evidence.
+
+* ``input_wer``: word error rate of what the product heard (its input transcript) against the
+  words the persona said.
+* ``transcript_completeness``: the product's own audio recognized locally (pocketsphinx) and
+  compared with the product's transcript: did the audio actually say what the transcript claims?
+* ``dnsmos``: DNSMOS P.835 / P.808 quality estimates of the product's audio.
+* ``intelligibility``: STOI / ESTOI and wideband PESQ of the delivered user audio (speech mixed
+  with the environment) against the clean synthesized speech.
+
+Every function is pure (same evidence, same numbers) and returns JSON-ready values; a metric that
+cannot be computed for an input returns ``None`` with a ``reason`` instead of raising. A missing
+optional package raises :class:`~voicelab.errors.MissingDependencyError`. Heavy imports (librosa,
+numba, onnxruntime) happen inside the functions so the CLI start-up path stays light.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Collection
+from typing import Any
+
+import numpy as np
+
+from ..audio import SILENCE_THRESHOLD, PcmAudio
+from ..errors import MissingDependencyError
+
+METRIC_SAMPLE_RATE_HZ = 16_000
+COMPLETENESS_THRESHOLD = 0.5
+#: DNSMOS scores 9.01 s windows (hop 1 s); shorter clips are tiled to one window. Below this
+#: the repetition dominates the score.
+DNSMOS_MIN_SECONDS = 1.0
+DNSMOS_WINDOW_SECONDS = 9.01
+#: STOI needs 30 frames (384 ms at its 10 kHz) of speech after dropping silent frames.
+INTELLIGIBILITY_MIN_SECONDS = 0.5
+USER_METRICS = ("input_wer", "intelligibility")
+ASSISTANT_METRICS = ("completeness", "dnsmos")
+
+_NON_WORD = re.compile(r"[^\w']+|_+")
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_DNSMOS_LOCK = threading.Lock()
+_STOI_FLOOR = 1e-5  # what pystoi returns (with a warning) when too few frames hold speech
+
+
+def _require(module: str, package: str, purpose: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependencyError(package, extra="speech", purpose=purpose) from None
+
+
+# --- words ------------------------------------------------------------------------------------
+
+def normalize_words(text: str | None) -> list[str]:
+    """Lowercase words without punctuation: ``"Hello, World!  It's"`` -> hello world it's."""
+    if not text:
+        return []
+    lowered = text.translate(_APOSTROPHES).casefold()
+    words = (word.strip("'") for word in _NON_WORD.split(lowered))
+    return [word for word in words if word]
+
+
+def normalize_text(text: str | None) -> str:
+    return " ".join(normalize_words(text))
+
+
+def word_alignment(reference_text: str | None, hypothesis_text: str | None) -> dict[str, Any]:
+    """Normalized word counts of ``hypothesis`` aligned to ``reference`` (jiwer): wer, hits,
+    substitutions, deletions, insertions, reference_words. ``wer`` is None for an empty
+    reference."""
+    reference = normalize_words(reference_text)
+    hypothesis = normalize_words(hypothesis_text)
+    counts: dict[str, Any] = {"reference_words": len(reference), "hypothesis_words": len(hypothesis)}
+    if not reference:
+        return {**counts, "wer": None, "hits": 0, "substitutions": 0, "deletions": 0,
+                "insertions": len(hypothesis)}
+    if not hypothesis:
+        return {**counts, "wer": 1.0, "hits": 0, "substitutions": 0,
+                "deletions": len(reference), "insertions": 0}
+    jiwer = _require("jiwer", "jiwer", "word error rate metrics")
+    output = jiwer.process_words(" ".join(reference), " ".join(hypothesis))
+    return {**counts, "wer": float(output.wer), "hits": int(output.hits),
+            "substitutions": int(output.substitutions), "deletions": int(output.deletions),
+            "insertions": int(output.insertions)}
+
+
+def input_wer(reference_text: str | None, recognized_text: str | None) -> float | None:
+    """WER of what the product recognized against what the persona said (normalized words);
+    None when the reference has no words."""
+    return word_alignment(reference_text, recognized_text)["wer"]
+
+
+# --- audio helpers ----------------------------------------------------------------------------
+
+def _float_16k(audio: PcmAudio) -> np.ndarray:
+    """``audio`` as float32 in [-1, 1) at 16 kHz."""
+    floats = audio.samples.astype(np.float32) / 32768.0
+    if audio.sample_rate_hz == METRIC_SAMPLE_RATE_HZ or floats.size == 0:
+        return floats
+    import soxr
+
+    resampled = soxr.resample(floats, audio.sample_rate_hz, METRIC_SAMPLE_RATE_HZ, quality="HQ")
+    return np.clip(resampled, -1.0, 32767.0 / 32768.0).astype(np.float32)
+
+
+def _is_silent(audio: PcmAudio) -> bool:
+    return audio.num_samples == 0 or int(np.max(np.abs(audio.samples.astype(np.int32)))) \
+        <= SILENCE_THRESHOLD
+
+
+def _rounded(value: float, digits: int = 4) -> float:
+    return round(float(value), digits)
+
+
+# --- transcript vs audio ----------------------------------------------------------------------
+
+def transcript_completeness(audio: PcmAudio | None, transcript: str | None, *,
+                            threshold: float = COMPLETENESS_THRESHOLD,
+                            recognized_text: str | None = None) -> dict[str, Any]:
+    """How much of the product's ``transcript`` its own ``audio`` actually says.
+
+    ``completeness`` is the fraction of transcript words matched (as hits of an order-aware
+    alignment) by the local recognition; ``flagged`` is true when it is below ``threshold``.
+    Pass ``recognized_text`` to reuse a recognition already made.
+    """
+    result: dict[str, Any] = {"recognized_text": None, "wer_vs_transcript": None,
+                              "completeness": None, "flagged": False, "threshold": threshold,
+                              "transcript_words": len(normalize_words(transcript)),
+                              "reason": None}
+    if recognized_text is None:
+        if audio is None or audio.num_samples == 0:
+            result["reason"] = "no product audio"
+            return result
+        from ..speech._asr import recognize
+
+        recognized_text = recognize(audio)
+    result["recognized_text"] = normalize_text(recognized_text)
+    alignment = word_alignment(transcript, recognized_text)
+    if not alignment["reference_words"]:
+        result["reason"] = "empty transcript"
+        return result
+    completeness = alignment["hits"] / alignment["reference_words"]
+    result.update(wer_vs_transcript=_rounded(alignment["wer"]),
+                  completeness=_rounded(completeness), flagged=completeness < threshold)
+    return result
+
+
+# --- DNSMOS -----------------------------------------------------------------------------------
+
+def dnsmos(audio: PcmAudio | None) -> dict[str, Any]:
+    """DNSMOS of ``audio``: ovrl_mos, sig_mos, bak_mos (P.835) and p808_mos, on a 1-5 scale.
+
+    Clips shorter than the model's 9.01 s window are repeated to exactly one window (``tiled``
+    is true; speechmos itself would tile to a power of two and score every 1 s hop of the
+    repetition, several times the work for near-identical windows); clips under
+    ``DNSMOS_MIN_SECONDS`` or silent ones get None with a reason.
+    """
+    result: dict[str, Any] = {"ovrl_mos": None, "sig_mos": None, "bak_mos": None,
+                              "p808_mos": None, "duration_seconds": None, "tiled": False,
+                              "reason": None}
+    if audio is None or audio.num_samples == 0:
+        result["reason"] = "no audio"
+        return result
+    result["duration_seconds"] = _rounded(audio.duration_seconds, 3)
+    if audio.duration_seconds < DNSMOS_MIN_SECONDS:
+        result["reason"] = f"shorter than {DNSMOS_MIN_SECONDS:g} s"
+        return result
+    if _is_silent(audio):
+        result["reason"] = "silent"
+        return result
+    _require("onnxruntime", "onnxruntime", "DNSMOS")
+    _require("librosa", "librosa", "DNSMOS")
+    _require("requests", "requests", "DNSMOS (speechmos imports it)")
+    module = _require("speechmos.dnsmos", "speechmos", "DNSMOS")
+    samples = _float_16k(audio).astype(np.float64)
+    window = int(DNSMOS_WINDOW_SECONDS * METRIC_SAMPLE_RATE_HZ)
+    tiled = samples.size < window
+    if tiled:
+        samples = np.resize(samples, window)
+    with _DNSMOS_LOCK:  # speechmos keeps one global model; its sessions are shared
+        scores = module.run(samples, sr=METRIC_SAMPLE_RATE_HZ)
+    for name in ("ovrl_mos", "sig_mos", "bak_mos", "p808_mos"):
+        result[name] = _rounded(scores[name], 3)
+    result["tiled"] = tiled
+    return result
+
+
+# --- intelligibility --------------------------------------------------------------------------
+
+def intelligibility(clean: PcmAudio | None, delivered: PcmAudio | None) -> dict[str, Any]:
+    """STOI, ESTOI (0-1) and wideband PESQ (MOS-LQO, about 1-4.6) of ``delivered`` against
+    ``clean``, both at 16 kHz over their common length."""
+    result: dict[str, Any] = {"stoi": None, "estoi": None, "pesq_wb": None, "reason": None,
+                              "pesq_reason": None}
+    if clean is None or delivered is None or not clean.num_samples or not delivered.num_samples:
+        result["reason"] = "needs both the clean and the delivered audio"
+        return result
+    reference = _float_16k(clean).astype(np.float64)
+    degraded = _float_16k(delivered).astype(np.float64)
+    length = min(reference.size, degraded.size)
+    reference, degraded = reference[:length], degraded[:length]
+    if length < INTELLIGIBILITY_MIN_SECONDS * METRIC_SAMPLE_RATE_HZ:
+        result["reason"] = f"shorter than {INTELLIGIBILITY_MIN_SECONDS:g} s"
+        return result
+    if _is_silent(clean):
+        result["reason"] = "the clean speech is silent"
+        return result
+    pystoi = _require("pystoi", "pystoi", "STOI")
+    stoi = float(pystoi.stoi(reference, degraded, METRIC_SAMPLE_RATE_HZ, extended=False))
+    estoi = float(pystoi.stoi(reference, degraded, METRIC_SAMPLE_RATE_HZ, extended=True))
+    if stoi == _STOI_FLOOR:
+        result["reason"] = "too little speech for STOI (under 30 frames)"
+    elif not (np.isfinite(stoi) and np.isfinite(estoi)):
+        result["reason"] = "STOI is undefined for this input (a silent channel)"
+    else:
+        result.update(stoi=_rounded(stoi), estoi=_rounded(estoi))
+    pesq = _require("pesq", "pesq", "PESQ")
+    try:
+        score = float(pesq.pesq(METRIC_SAMPLE_RATE_HZ, reference, degraded, "wb"))
+    except pesq.PesqError as error:
+        result["pesq_reason"] = f"{type(error).__name__}: {error}".rstrip(": ")
+    except ValueError:  # pesq 0.0.4 turns an internal NaN into "cannot convert float NaN"
+        result["pesq_reason"] = "PESQ is undefined for this input (a silent channel)"
+    else:
+        if np.isfinite(score):
+            result["pesq_wb"] = _rounded(score, 3)
+        else:
+            result["pesq_reason"] = "PESQ is undefined for this input"
+    return result
+
+
+# --- one turn ---------------------------------------------------------------------------------
+
+def speech_metrics_for_turn(*, role: str, text: str | None = None,
+                            audio: PcmAudio | None = None, heard_as: str | None = None,
+                            clean_audio: PcmAudio | None = None,
+                            completeness_threshold: float = COMPLETENESS_THRESHOLD,
+                            include: Collection[str] | None = None) -> dict[str, Any]:
+    """The speech metrics of one recorded turn, as a JSON-ready dict (advisory; no verdicts).
+
+    * ``role="user"``: ``text`` is what the persona said, ``audio`` the delivered (mixed) audio,
+      ``clean_audio`` the synthesized speech before mixing and ``heard_as`` the product's input
+      transcript. Metrics: ``input_wer``, ``intelligibility``.
+    * ``role="assistant"``: ``text`` is the product's transcript and ``audio`` its audio.
+      Metrics: ``completeness``, ``dnsmos``.
+
+    ``include`` limits which metrics run (default: all of the role). Blocking CPU work (about
+    0.1-0.5 s a turn): call it from a worker thread in async code.
+    """
+    if role == "user":
+        names = USER_METRICS
+    elif role == "assistant":
+        names = ASSISTANT_METRICS
+    else:
+        raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
+    selected = [name for name in names if include is None or name in include]
+    metrics: dict[str, Any] = {"role": role}
+    if "input_wer" in selected:
+        if heard_as is None:
+            metrics["input_wer"] = {"wer": None, "heard_as": None,
+                                    "reason": "the endpoint reported no input transcript"}
+        else:
+            alignment = word_alignment(text, heard_as)
+            wer = alignment["wer"]
+            metrics["input_wer"] = {
+                "wer": None if wer is None else _rounded(wer),
+                "heard_as": normalize_text(heard_as),
+                "reference_words": alignment["reference_words"],
+                "reason": "empty reference" if wer is None else None}
+    if "intelligibility" in selected:
+        metrics["intelligibility"] = intelligibility(clean_audio, audio)
+    if "completeness" in selected:
+        metrics["completeness"] = transcript_completeness(audio, text,
+                                                          threshold=completeness_threshold)
+    if "dnsmos" in selected:
+        metrics["dnsmos"] = dnsmos(audio)
+    return metrics

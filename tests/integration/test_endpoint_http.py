@@ -1,0 +1,179 @@
+"""The HTTP adapter against a real local HTTP server: exchange, faults, secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+
+import pytest
+
+from voicelab.audio import PcmAudio, tone_speech
+from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
+from voicelab.endpoints._fake_http import FakeHttpProduct
+from voicelab.endpoints._http import HttpEndpoint
+
+TOKEN = "tok-HTTP-SECRET-51a9"
+DATA = {"session_id": "planning-session-001",
+        "context": {"requested_reminder": "Submit the weekly summary at 16:00"}}
+
+
+def context() -> EndpointContext:
+    return EndpointContext(session_id="planning-session-001", data=DATA)
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, 15))
+
+
+async def until(events, *kinds: str, timeout: float = 5.0) -> list[EndpointEvent]:
+    seen = []
+    while True:
+        event = await asyncio.wait_for(anext(events), timeout)
+        seen.append(event)
+        if event.type in kinds or event.type == "closed":
+            return seen
+
+
+def user_audio() -> PcmAudio:
+    return tone_speech("Please record the plan and save the reminder.", seed=42)
+
+
+def test_opening_and_one_turn_with_tool_events():
+    async def scenario():
+        async with FakeHttpProduct({"access_token": TOKEN, "input_transcript": "record it"}) \
+                as product:
+            ctx = context()
+            endpoint = HttpEndpoint({"url": product.url, "access_token": TOKEN,
+                                     "opening_request": True}, ctx)
+            await endpoint.connect()
+            events = endpoint.events()
+            opening = await until(events, "turn_complete")
+            audio = user_audio()
+            for frame in audio.chunks(100):
+                await endpoint.send_audio(frame)
+            await endpoint.commit_turn()
+            reply = await until(events, "conversation_complete")
+            await endpoint.interrupt()  # a no-op for a non-streaming product
+            await endpoint.close()
+            closing = await until(events, "closed")
+            return ctx, audio, product.requests, opening, reply, closing
+
+    ctx, audio, requests, opening, reply, closing = run(scenario())
+    assert [e.type for e in opening] == ["audio_delta", "transcript_final", "turn_complete"]
+    assert "daily plan" in opening[1].text
+    assert [e.type for e in reply] == ["input_transcript", "tool_call", "tool_result",
+                                       "audio_delta", "transcript_final", "turn_complete",
+                                       "conversation_complete"]
+    assert len({e.received_ns for e in reply}) == 1  # all stamped with the reply's arrival
+    assert reply[1].data["arguments"] == {"text": "Submit the weekly summary", "time": "16:00"}
+    assert reply[3].raw["audio"] == {"omitted": "base64 pcm", "byte_count": len(reply[3].audio)}
+    assert [r["turn_index"] for r in requests] == [0, 1]
+    assert requests[1]["audio_bytes"] == audio.byte_count
+    assert requests[1]["data"] == DATA
+    assert requests[1]["session_id"] == "planning-session-001"
+    assert requests[1]["audio_format"] == {"encoding": "pcm_s16le", "sample_rate_hz": 24000,
+                                           "channels": 1}
+    assert requests[1]["traceparent"] == ctx.traceparent
+    assert closing[-1].data["initiated_by"] == "evaluator"
+
+
+@pytest.mark.parametrize(("fault", "code"), [("status", "http_status"),
+                                             ("bad_json", "malformed_json"),
+                                             ("non_object", "malformed_message"),
+                                             ("slow", "receive_timeout")])
+def test_a_failed_turn_becomes_error_then_closed(fault, code):
+    async def scenario():
+        async with FakeHttpProduct({"fault": fault, "fault_on_turn": 1,
+                                    "slow_seconds": 3.0}) as product:
+            endpoint = HttpEndpoint({"url": product.url, "timeout_seconds": 0.4}, context())
+            await endpoint.connect()
+            await endpoint.send_audio(user_audio())
+            await endpoint.commit_turn()
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            events = await until(endpoint.events(), "closed")
+            elapsed = loop.time() - started
+            with pytest.raises(EndpointError) as caught:
+                await endpoint.commit_turn()
+            await endpoint.close()
+            return events, elapsed, caught.value
+
+    events, elapsed, send_error = run(scenario())
+    assert [e.type for e in events] == ["error", "closed"]
+    assert events[0].data["code"] == code
+    assert events[1].data["initiated_by"] == "adapter"
+    assert elapsed < 1.5
+    assert send_error.code == "connection_closed"
+
+
+def test_odd_audio_and_product_errors_keep_the_conversation_going():
+    async def turn(fault: str) -> list[EndpointEvent]:
+        async with FakeHttpProduct({"fault": fault}) as product:
+            endpoint = HttpEndpoint({"url": product.url}, context())
+            await endpoint.connect()
+            await endpoint.send_audio(user_audio())
+            await endpoint.commit_turn()
+            events = await until(endpoint.events(), "turn_complete")
+            await endpoint.close()
+            return events
+
+    odd = run(turn("odd_audio"))
+    assert "audio_delta" not in [e.type for e in odd]
+    assert [e.data["code"] for e in odd if e.type == "error"] == ["invalid_audio"]
+    assert odd[-1].data["status"] == "completed"
+    failed = run(turn("product_error"))
+    errors = [e for e in failed if e.type == "error"]
+    assert [(e.data["code"], e.data["origin"]) for e in errors] == [("fault", "product")]
+    assert failed[-1].data["status"] == "failed"
+
+
+def test_unreachable_product():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/turn"
+
+    async def scenario():
+        eager = HttpEndpoint({"url": url, "opening_request": True}, context())
+        with pytest.raises(EndpointError) as caught:
+            await eager.connect()
+        lazy = HttpEndpoint({"url": url}, context())
+        await lazy.connect()
+        await lazy.send_audio(user_audio())
+        await lazy.commit_turn()
+        events = await until(lazy.events(), "closed")
+        await lazy.close()
+        return caught.value, events
+
+    error, events = run(scenario())
+    assert error.code == "connection_refused"
+    assert [(e.type, e.data.get("code")) for e in events][0] == ("error", "connection_refused")
+    assert events[-1].type == "closed"
+
+
+def test_rejected_opening_and_secrets_stay_out_of_errors_and_logs(caplog):
+    async def scenario():
+        async with FakeHttpProduct({"access_token": TOKEN, "fault": "status",
+                                    "fault_on_turn": 1}) as product:
+            rejected = HttpEndpoint({"url": product.url + f"?token={TOKEN}",
+                                     "access_token": "tok-WRONG-0000", "opening_request": True},
+                                    context())
+            with pytest.raises(EndpointError) as caught:
+                await rejected.connect()
+            accepted = HttpEndpoint({"url": product.url, "access_token": TOKEN,
+                                     "headers": {"X-Tenant-Key": "tenant-SECRET-88"}}, context())
+            await accepted.connect()
+            await accepted.send_audio(user_audio())
+            await accepted.commit_turn()
+            events = await until(accepted.events(), "closed")
+            return caught.value, events
+
+    with caplog.at_level(logging.DEBUG, logger="voicelab"):
+        error, events = run(scenario())
+    assert error.code == "handshake_rejected"
+    assert "HTTP 403" in str(error)
+    dumped = str(error) + json.dumps([[e.text, e.data, e.raw] for e in events]) + caplog.text
+    for secret in (TOKEN, "tok-WRONG-0000", "tenant-SECRET-88"):
+        assert secret not in dumped
+    assert events[0].data["status_code"] == 500

@@ -1,0 +1,84 @@
+"""Adapter settings: small strict pydantic models, errors as one-line ``ConfigError``s."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import ConfigError
+
+KEY_PREFIX = "endpoint.settings"
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class AdapterSettings(BaseModel):
+    """Base of every built-in adapter's settings: a typo is an error, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def parse_settings(model: type[Model], settings: Mapping[str, Any] | Model | None) -> Model:
+    """``settings`` validated against ``model``.
+
+    A failure raises :class:`ConfigError` keyed ``endpoint.settings.<field>``. The message never
+    repeats the offending value, since it may be a secret.
+    """
+    if isinstance(settings, model):
+        return settings
+    if settings is not None and not isinstance(settings, Mapping):
+        raise ConfigError(f"must be a mapping, got {type(settings).__name__}", key=KEY_PREFIX)
+    try:
+        return model.model_validate(dict(settings or {}))
+    except ValidationError as error:
+        first = error.errors(include_input=False, include_url=False)[0]
+        location = _location(first.get("loc", ()))
+        message = first.get("msg", "invalid value")
+        if first.get("type") == "extra_forbidden":
+            allowed = ", ".join(sorted(model.model_fields))
+            message = f"unknown setting (allowed: {allowed})"
+        key = f"{KEY_PREFIX}.{location}" if location else KEY_PREFIX
+        raise ConfigError(message, key=key) from None
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    """``field.sub[0]`` from a pydantic location, without union-member tags."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif isinstance(part, str) and part.isidentifier():
+            text += f".{part}" if text else part
+    return text
+
+
+def redacted_url(url: str) -> str:
+    """``scheme://host:port/path`` without user info, query or fragment (they may hold tokens)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<invalid url>"
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def auth_headers(headers: Mapping[str, str], access_token: str | None,
+                 traceparent: str) -> dict[str, str]:
+    """The configured headers plus ``traceparent`` and, with a token, ``Authorization: Bearer``."""
+    merged = dict(headers)
+    merged["traceparent"] = traceparent
+    if access_token:
+        merged["Authorization"] = f"Bearer {access_token}"
+    return merged
+
+
+def secret_values(headers: Mapping[str, str], access_token: str | None) -> list[str]:
+    """Values to scrub from raw events, logs and errors: the token and every header value."""
+    values = [value for value in headers.values() if value]
+    if access_token:
+        values += [access_token, f"Bearer {access_token}"]
+    return values

@@ -1,0 +1,383 @@
+"""The built-in WebSocket adapter (``adapter: websocket``): protocol v1 over a real socket.
+
+One background task receives: it stamps each message with the trial clock and enqueues it,
+nothing else. ``events()`` decodes on the consumer side (see :mod:`._wire`) and enforces the
+receive timeout while a response is pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import (
+    ConnectionClosed,
+    InvalidHandshake,
+    InvalidStatus,
+    InvalidURI,
+    WebSocketException,
+)
+from websockets.frames import DATA_OPCODES, Frame, Opcode
+
+from ..audio import PcmAudio
+from ._protocol import EndpointContext, EndpointError, EndpointEvent
+from ._settings import (
+    AdapterSettings,
+    auth_headers,
+    parse_settings,
+    redacted_url,
+    secret_values,
+)
+from ._wire import (
+    COMMIT,
+    RESPONSE_CANCEL,
+    RESPONSE_CREATE,
+    WireV1Decoder,
+    control_message,
+    init_message,
+)
+
+logger = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_SECONDS = 2.0
+USER_AGENT = "voicelab-evaluator (protocol v1)"
+
+
+class WebSocketSettings(AdapterSettings):
+    uri: Annotated[str, Field(min_length=1)]
+    headers: dict[str, str] = Field(default_factory=dict)
+    access_token: str | None = None
+    connect_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    receive_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
+    max_message_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
+    chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
+
+    @field_validator("uri")
+    @classmethod
+    def _websocket_scheme(cls, value: str) -> str:
+        if not value.startswith(("ws://", "wss://")):
+            raise ValueError("must be a ws:// or wss:// URI")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Closure:
+    """The end of the receive loop, as observed by it."""
+
+    code: int | None
+    reason: str
+    adapter_failed_first: bool = False  # the library closed it (e.g. 1009 message too big)
+
+
+def _closure_from(error: ConnectionClosed) -> _Closure:
+    if error.rcvd is not None:
+        return _Closure(error.rcvd.code, error.rcvd.reason)
+    if error.sent is not None:
+        return _Closure(error.sent.code, error.sent.reason, adapter_failed_first=True)
+    return _Closure(1006, "connection lost without a close frame")
+
+
+class WebSocketEndpoint:
+    """Protocol v1 client: ``evaluator.init``, binary PCM, commit/create, cancel on barge-in."""
+
+    capabilities = {
+        "streaming_input": True,
+        "streaming_output": True,
+        "interruption": True,
+        "tool_events": True,
+        "input_transcripts": True,
+    }
+
+    def __init__(self, settings: Mapping[str, Any] | WebSocketSettings,
+                 context: EndpointContext):
+        self._settings = parse_settings(WebSocketSettings, settings)
+        self._context = context
+        self._uri = self._settings.uri
+        self._scrubber = context.scrubber.with_values(
+            secret_values(self._settings.headers, self._settings.access_token))
+        self._decoder = WireV1Decoder(self._scrubber)
+        self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        self._ws: ClientConnection | None = None
+        self._receiver: asyncio.Task[None] | None = None
+        self._state = "new"  # new -> open -> closing -> closed
+        self._closure_enqueued = False
+        self._events_finished = False
+        self._close_initiator: str | None = None
+        self._close_reason: str | None = None
+        self._commits = 0          # response.create messages sent
+        self._answered = 0         # commits a non-cancelled response.done has answered
+        self._in_response = False  # product output seen since the last turn_complete
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        parse_settings(WebSocketSettings, settings)
+
+    @property
+    def settings(self) -> WebSocketSettings:
+        return self._settings
+
+    # --- connection ----------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return self._scrubber.scrub_text(redacted_url(self._uri))
+
+    def _connect_error(self, code: str, message: str) -> EndpointError:
+        return EndpointError(self._scrubber.scrub_text(message), code=code)
+
+    async def connect(self) -> None:
+        """Open the socket (auth, ``traceparent``), send ``evaluator.init``, start receiving.
+
+        Raises :class:`EndpointError` (``connection_refused``, ``handshake_rejected``,
+        ``connect_timeout``, ``connection_failed``, ``handshake_failed``) before the connection is
+        open; later problems arrive as ``error``/``closed`` events.
+        """
+        if self._state != "new":
+            raise EndpointError("connect() may be called once", code="already_connected")
+        settings = self._settings
+        headers = auth_headers(settings.headers, settings.access_token, self._context.traceparent)
+        where = self._where()
+        timeout = settings.connect_timeout_seconds
+        try:
+            ws = await asyncio.wait_for(connect(
+                self._uri, additional_headers=headers, compression=None,
+                max_size=settings.max_message_bytes, open_timeout=None,
+                close_timeout=CLOSE_TIMEOUT_SECONDS, user_agent_header=USER_AGENT,
+                create_connection=timestamping_connection(self._context.clock_ns)), timeout)
+        except TimeoutError:
+            raise self._connect_error("connect_timeout", f"no WebSocket handshake with {where} "
+                                      f"within {timeout:g} s") from None
+        except InvalidStatus as error:
+            status = error.response.status_code
+            raise self._connect_error("handshake_rejected", f"{where} rejected the WebSocket "
+                                      f"handshake: HTTP {status}") from None
+        except ConnectionRefusedError:
+            raise self._connect_error("connection_refused",
+                                      f"connection refused by {where}") from None
+        except (InvalidURI, InvalidHandshake, WebSocketException) as error:
+            raise self._connect_error("handshake_failed", f"WebSocket handshake with {where} "
+                                      f"failed: {type(error).__name__}") from None
+        except OSError as error:
+            raise self._connect_error("connection_failed", f"cannot connect to {where}: "
+                                      f"{error.strerror or type(error).__name__}") from None
+        self._ws = ws
+        self._state = "open"
+        try:
+            await ws.send(init_message(self._context.data))
+        except ConnectionClosed:
+            await self.close()
+            raise self._connect_error("connection_closed", f"{where} closed the connection "
+                                      f"before evaluator.init was sent") from None
+        self._receiver = asyncio.create_task(self._receive(ws), name="voicelab-ws-receive")
+        logger.info("connected to %s (session %s)", where, self._context.session_id)
+
+    async def _receive(self, ws: ClientConnection) -> None:
+        # The receive path only timestamps and enqueues; decoding happens in events(). The
+        # timestamp is the moment the transport delivered the message's first bytes (taken in
+        # the protocol callback), so a busy event loop delays processing, not the measurement.
+        clock = self._context.clock_ns
+        put = self._queue.put_nowait
+        arrivals = getattr(ws, "arrivals", None)
+        try:
+            while True:
+                message = await ws.recv()
+                put((arrivals.popleft() if arrivals else clock(), message))
+        except ConnectionClosed as error:
+            put((clock(), _closure_from(error)))
+        except Exception as error:  # noqa: BLE001 - any receive failure ends the stream cleanly
+            put((clock(), _Closure(None, f"receive failed: {type(error).__name__}", True)))
+        self._closure_enqueued = True
+
+    # --- sending -------------------------------------------------------------------------
+
+    async def _send(self, message: str | bytes) -> None:
+        ws = self._ws
+        if ws is None or self._state != "open":
+            raise EndpointError("the connection to the product is closed", code="connection_closed")
+        try:
+            await ws.send(message)
+        except ConnectionClosed:
+            raise EndpointError("the connection to the product is closed",
+                                code="connection_closed") from None
+
+    async def send_audio(self, audio: PcmAudio) -> None:
+        """Send ``audio`` as binary frames of ``chunk_ms`` each; never sleeps (the runner paces)."""
+        expected = self._context.audio_format.sample_rate_hz
+        if audio.sample_rate_hz != expected:
+            raise ValueError(f"send_audio needs {expected} Hz PCM, got {audio.sample_rate_hz} Hz")
+        if self._ws is None or self._state != "open":
+            raise EndpointError("the connection to the product is closed", code="connection_closed")
+        for frame in audio.chunks(self._settings.chunk_ms):
+            await self._send(frame.to_bytes())
+
+    async def commit_turn(self) -> None:
+        """``input_audio_buffer.commit`` then ``response.create``; a response is now pending."""
+        await self._send(control_message(COMMIT))
+        # counted before sending: a fast reply may be decoded while the send is still awaited
+        self._commits += 1
+        await self._send(control_message(RESPONSE_CREATE))
+
+    async def interrupt(self) -> None:
+        """``response.cancel`` (barge-in); the runner then sends the user's turn as usual."""
+        await self._send(control_message(RESPONSE_CANCEL))
+
+    # --- receiving -----------------------------------------------------------------------
+
+    def _awaiting_response(self) -> bool:
+        return self._state == "open" and (self._answered < self._commits or self._in_response)
+
+    def _track(self, event: EndpointEvent) -> None:
+        if event.type in ("audio_delta", "transcript_final", "tool_call", "tool_result"):
+            self._in_response = True
+        elif event.type == "turn_complete":
+            self._in_response = False
+            if event.data.get("status") != "cancelled":
+                self._answered = self._commits
+        elif event.type == "conversation_complete":
+            self._in_response = False
+            self._answered = self._commits
+
+    async def events(self) -> AsyncIterator[EndpointEvent]:
+        """Normalized events in arrival order; the last one is ``closed``. One consumer only."""
+        if self._events_finished:
+            return
+        timeout = self._settings.receive_timeout_seconds
+        while True:
+            try:
+                if self._awaiting_response():
+                    received_ns, item = await asyncio.wait_for(self._queue.get(), timeout)
+                else:
+                    received_ns, item = await self._queue.get()
+            except TimeoutError:
+                message = f"no product message within {timeout:g} s while a response was pending"
+                yield self._event("error", text=message, data={
+                    "code": "receive_timeout", "message": message, "origin": "adapter"})
+                await self._shutdown("adapter", f"receive timeout ({timeout:g} s)")
+                continue
+            if isinstance(item, _Closure):
+                for event in self._closure_events(received_ns, item):
+                    yield event
+                self._events_finished = True
+                return
+            for event in self._decoder.decode(received_ns, item):
+                self._track(event)
+                yield event
+
+    def _event(self, kind: str, **fields: Any) -> EndpointEvent:
+        return EndpointEvent(kind, self._context.clock_ns(), **fields)
+
+    def _closure_events(self, received_ns: int, closure: _Closure) -> list[EndpointEvent]:
+        mid_turn = self._awaiting_response()
+        self._state = "closed"
+        initiator = self._close_initiator
+        reason = self._close_reason or self._scrubber.scrub_text(closure.reason)
+        code = closure.code
+        events: list[EndpointEvent] = []
+
+        def error(error_code: str, message: str) -> None:
+            message = self._scrubber.scrub_text(message)
+            events.append(EndpointEvent("error", received_ns, text=message, data={
+                "code": error_code, "message": message, "origin": "adapter"}))
+
+        if initiator is None and closure.adapter_failed_first:
+            initiator = "adapter"
+            if code == 1009:
+                error("message_too_large", f"a product message exceeded max_message_bytes "
+                      f"({self._settings.max_message_bytes} bytes); connection closed")
+            else:
+                error("protocol_error", f"connection failed: {reason or code}")
+        elif initiator is None:
+            initiator = "product"
+            described = f"code {code}" + (f": {reason}" if reason else "")
+            if code == 1006:
+                error("connection_lost", "connection to the product was lost (no close frame)")
+            elif code not in (1000, 1001):
+                error("connection_closed", f"product closed the connection ({described})")
+            elif mid_turn:
+                error("closed_mid_turn", f"product closed the connection mid-turn ({described})")
+        reason = reason or ("closed by the evaluator" if initiator == "evaluator"
+                            else "connection closed")
+        events.append(EndpointEvent("closed", received_ns, data={
+            "reason": reason, "code": code, "initiated_by": initiator}))
+        logger.info("connection to %s closed by %s (code %s: %s)", self._where(), initiator,
+                    code, reason)
+        return events
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def _shutdown(self, initiator: str, reason: str) -> None:
+        if self._close_initiator is None and not self._closure_enqueued:
+            self._close_initiator, self._close_reason = initiator, reason
+        if self._state == "open":
+            self._state = "closing"
+        ws = self._ws
+        if ws is not None:
+            try:
+                await asyncio.wait_for(ws.close(1000, reason[:100]), CLOSE_TIMEOUT_SECONDS + 1)
+            except Exception as error:  # noqa: BLE001 - closing must not raise
+                logger.debug("closing the WebSocket failed: %s", type(error).__name__)
+                transport = getattr(ws, "transport", None)
+                if transport is not None:
+                    transport.abort()
+        receiver = self._receiver
+        if receiver is not None and not receiver.done():
+            await asyncio.wait({receiver}, timeout=1.0)
+            if not receiver.done():
+                receiver.cancel()
+        if not self._closure_enqueued:
+            self._closure_enqueued = True
+            self._queue.put_nowait((self._context.clock_ns(), _Closure(1000, reason)))
+
+    async def close(self) -> None:
+        """Close the connection (code 1000) and stop receiving; idempotent, never raises."""
+        if self._state == "closed" and self._closure_enqueued:
+            return
+        try:
+            await self._shutdown("evaluator", "closed by the evaluator")
+        except Exception as error:  # noqa: BLE001
+            logger.debug("close() swallowed %s", type(error).__name__)
+        finally:
+            self._state = "closed"
+
+    async def __aenter__(self) -> WebSocketEndpoint:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+class _TimestampingConnection(ClientConnection):
+    """A client connection that notes when each message's first bytes reached the process."""
+
+    clock_ns: Callable[[], int]
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.arrivals: deque[int] = deque()
+        self._received_ns = 0
+        self._message_ns: int | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self._received_ns = self.clock_ns()
+        super().data_received(data)
+
+    def process_event(self, event: Any) -> None:
+        if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
+            if event.opcode is not Opcode.CONT or self._message_ns is None:
+                self._message_ns = self._received_ns
+            if event.fin:
+                self.arrivals.append(self._message_ns)
+                self._message_ns = None
+        super().process_event(event)
+
+
+def timestamping_connection(clock_ns: Callable[[], int]) -> type[ClientConnection]:
+    """A :class:`ClientConnection` class stamping arrivals with ``clock_ns``."""
+    return type("TimestampingConnection", (_TimestampingConnection,),
+                {"clock_ns": staticmethod(clock_ns)})

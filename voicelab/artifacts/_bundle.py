@@ -14,7 +14,8 @@ Layout (the seed's tree)::
         trial-report.json
         persona-session.json      (only when the persona kept session evidence)
 
-Files are written atomically (temporary name, then rename) so a reader never sees half a file.
+``trial-report.json`` and ``run-report.json`` are written atomically (temporary name, then
+rename) and the trial report last, so a folder with a trial report is complete.
 """
 
 from __future__ import annotations
@@ -62,31 +63,46 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def _json_bytes(document: Any) -> bytes:
+#: Large machine-oriented documents are written compactly (the C JSON encoder is ~10x faster).
+COMPACT_DOCUMENTS = frozenset({"raw-endpoint-events.json", "interoperability.json"})
+
+
+def _json_bytes(document: Any, *, pretty: bool = True) -> bytes:
     if isinstance(document, BaseModel):
         document = document.model_dump(mode="json")
-    return (json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n").encode()
+    if pretty:
+        text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    else:
+        text = json.dumps(document, ensure_ascii=False, default=str, separators=(",", ":"))
+    return (text + "\n").encode()
 
 
-def write_json(path: Path, document: Any) -> Path:
-    _atomic_write(path, _json_bytes(document))
+def _plain_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as stream:
+        stream.write(data)
+
+
+def write_json(path: Path, document: Any, *, pretty: bool = True, atomic: bool = True) -> Path:
+    data = _json_bytes(document, pretty=pretty)
+    (_atomic_write if atomic else _plain_write)(path, data)
     return path
 
 
 def write_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> Path:
-    lines = [json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))
-             for record in records]
-    _atomic_write(path, ("\n".join(lines) + ("\n" if lines else "")).encode())
+    encode = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":")).encode
+    lines = [encode(record) for record in records]
+    _plain_write(path, ("\n".join(lines) + ("\n" if lines else "")).encode())
     return path
 
 
 def write_text(path: Path, text: str) -> Path:
-    _atomic_write(path, text.encode())
+    _plain_write(path, text.encode())
     return path
 
 
 def write_audio(path: Path, audio: PcmAudio) -> Path:
-    _atomic_write(path, wav_bytes(audio))
+    _plain_write(path, wav_bytes(audio))
     return path
 
 
@@ -106,7 +122,7 @@ def write_trial_bundle(trial_dir: Path, *, documents: Mapping[str, Any], jsonl: 
         write_audio(trial_dir / name, pcm)
         written.append(name)
     for name, document in documents.items():
-        write_json(trial_dir / name, document)
+        write_json(trial_dir / name, document, pretty=name not in COMPACT_DOCUMENTS, atomic=False)
         written.append(name)
     written.append("trial-report.json")
     if hasattr(report, "files"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 MASK = "***"
@@ -25,6 +26,7 @@ _SECRET_ENV_VAR = re.compile(
 MIN_SCRUB_LENGTH = 4
 
 
+@lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """True for a field name like ``access_token``, ``apiKey``, ``Authorization`` or ``password``."""
     spaced = _CAMEL.sub("_", name).lower()

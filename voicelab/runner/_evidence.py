@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..artifacts import (
@@ -113,14 +112,15 @@ def _elide_audio(raw: Any) -> Any:
 def build_raw_events(conversation: Conversation, adapter: str) -> RawEndpointEvents:
     scrub = conversation.scrubber.scrub if conversation.scrubber is not None else (lambda x: x)
     events = []
+    seen: set[int] = set()
     for sequence, offset, kind, raw in conversation.intake.raw_events:
-        try:
-            json.dumps(raw)
-            payload = raw
-        except (TypeError, ValueError):
-            payload = repr(raw)
+        # one product message may yield several normalized events sharing its raw object
+        if raw is not None and not isinstance(raw, str | bytes | int | float | bool):
+            if id(raw) in seen:
+                continue
+            seen.add(id(raw))
         events.append(RawEndpointEvent(sequence=sequence, received_offset_ns=offset, type=kind,
-                                       raw=scrub(_elide_audio(payload))))
+                                       raw=scrub(_elide_audio(raw))))
     return RawEndpointEvents(adapter=adapter, events=events)
 
 

@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from ..audio import PcmAudio
 from . import _realtime_wire as wire
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
+from ._realtime_connection import Closure, RealtimeConnection
 from ._settings import AdapterSettings, parse_settings
 from ._wire import parse_arguments
 
@@ -86,7 +87,7 @@ class RealtimeEndpoint:
         self._context = context
         self._target = self._settings.target()
         self._scrubber = context.scrubber.with_values(self._target.secrets())
-        self._conn: wire.RealtimeConnection | None = None
+        self._conn: RealtimeConnection | None = None
         self._backlog: list[tuple[int, dict[str, Any]]] = []  # received while connecting
         self._state = "new"  # new -> open -> closed
         self._events_finished = False
@@ -126,7 +127,7 @@ class RealtimeEndpoint:
         settings = self._settings
         headers = await self._target.headers(traceparent=self._context.traceparent)
         self._scrubber = self._scrubber.with_values(self._target.credential_values(headers))
-        self._conn = await wire.RealtimeConnection.open(
+        self._conn = await RealtimeConnection.open(
             self._target.url, headers=headers,
             connect_timeout_seconds=settings.connect_timeout_seconds,
             max_message_bytes=settings.max_message_bytes, scrubber=self._scrubber,
@@ -154,7 +155,7 @@ class RealtimeEndpoint:
                 raise EndpointError(f"{self._conn.where} did not answer session.update within "
                                     f"{self._settings.connect_timeout_seconds:g} s",
                                     code="session_timeout") from None
-            if isinstance(message, wire.Closure):
+            if isinstance(message, Closure):
                 raise EndpointError(self._scrubber.scrub_text(
                     f"{self._conn.where} closed the connection during session setup "
                     f"(code {message.code}: {message.reason})"), code="connection_closed")
@@ -243,7 +244,7 @@ class RealtimeEndpoint:
                 self._state = "closing"
                 await self._shutdown()
                 continue
-            if isinstance(item, wire.Closure):
+            if isinstance(item, Closure):
                 for event in self._closure_events(received_ns, item):
                     yield event
                 self._events_finished = True
@@ -375,7 +376,7 @@ class RealtimeEndpoint:
         return [self._error(received_ns, code, text, raw, origin="product",
                             error_type=detail.get("type"), param=detail.get("param"))]
 
-    def _closure_events(self, received_ns: int, closure: wire.Closure) -> list[EndpointEvent]:
+    def _closure_events(self, received_ns: int, closure: Closure) -> list[EndpointEvent]:
         mid_turn = self._awaiting_response()
         self._state = "closed"
         assert self._conn is not None

@@ -2,9 +2,9 @@
 the realtime persona and the ``voice_live`` speech provider.
 
 It holds the event names (GA and beta / Voice Live spellings are both accepted), client-event
-builders, the session shapes of both API generations, URL and auth building for each dialect,
-and :class:`RealtimeConnection`: one WebSocket whose receive task only timestamps and enqueues.
-See ``docs/realtime.md`` for the mapping table.
+builders, the session shapes of both API generations, and URL and auth building for each
+dialect. The connection itself is :class:`._realtime_connection.RealtimeConnection`. See
+``docs/realtime.md`` for the mapping table.
 """
 
 from __future__ import annotations
@@ -13,22 +13,12 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import (
-    ConnectionClosed,
-    InvalidHandshake,
-    InvalidStatus,
-    InvalidURI,
-    WebSocketException,
-)
-
 from ..audio import CANONICAL_SAMPLE_RATE_HZ
-from ..config import SecretScrubber
 from ..errors import MissingDependencyError
 from ._protocol import EndpointError
 from ._settings import redacted_url
@@ -338,135 +328,3 @@ class RealtimeTarget:
             else:
                 headers["api-key"] = self.api_key
         return headers
-
-
-# --- the connection -------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Closure:
-    """The end of the receive loop: close code and reason, and whether this side failed first."""
-
-    code: int | None
-    reason: str
-    local_failure: bool = False
-
-
-def _closure_from(error: ConnectionClosed) -> Closure:
-    if error.rcvd is not None:
-        return Closure(error.rcvd.code, error.rcvd.reason)
-    if error.sent is not None:
-        return Closure(error.sent.code, error.sent.reason, local_failure=True)
-    return Closure(1006, "connection lost without a close frame")
-
-
-class RealtimeConnection:
-    """One realtime WebSocket. Its receive task only timestamps and enqueues; parsing happens in
-    :meth:`next`, on the consumer's side."""
-
-    def __init__(self, ws: ClientConnection, *, clock_ns: Callable[[], int], where: str):
-        self._ws = ws
-        self._clock_ns = clock_ns
-        self.where = where
-        self._queue: asyncio.Queue[tuple[int, str | bytes | Closure]] = asyncio.Queue()
-        self._receiver = asyncio.create_task(self._receive(), name="voicelab-realtime-receive")
-        self.closed_by_us = False
-        self.closure: Closure | None = None
-
-    @classmethod
-    async def open(cls, url: str, *, headers: Mapping[str, str], connect_timeout_seconds: float,
-                   max_message_bytes: int, scrubber: SecretScrubber,
-                   clock_ns: Callable[[], int]) -> RealtimeConnection:
-        """Connect, mapping every failure to :class:`EndpointError` with a stable ``code``."""
-        where = scrubber.scrub_text(redacted_url(url))
-
-        def failure(code: str, message: str) -> EndpointError:
-            return EndpointError(scrubber.scrub_text(message), code=code)
-
-        try:
-            ws = await asyncio.wait_for(connect(
-                url, additional_headers=dict(headers), compression=None,
-                max_size=max_message_bytes, open_timeout=None,
-                close_timeout=CLOSE_TIMEOUT_SECONDS, user_agent_header=USER_AGENT),
-                connect_timeout_seconds)
-        except TimeoutError:
-            raise failure("connect_timeout", f"no WebSocket handshake with {where} within "
-                          f"{connect_timeout_seconds:g} s") from None
-        except InvalidStatus as error:
-            status = error.response.status_code
-            code = {401: "unauthorized", 403: "forbidden"}.get(status, "handshake_rejected")
-            raise failure(code, f"{where} rejected the WebSocket handshake: HTTP {status}"
-                          ) from None
-        except ConnectionRefusedError:
-            raise failure("connection_refused", f"connection refused by {where}") from None
-        except (InvalidURI, InvalidHandshake, WebSocketException) as error:
-            raise failure("handshake_failed", f"WebSocket handshake with {where} failed: "
-                          f"{type(error).__name__}") from None
-        except OSError as error:
-            raise failure("connection_failed", f"cannot connect to {where}: "
-                          f"{error.strerror or type(error).__name__}") from None
-        return cls(ws, clock_ns=clock_ns, where=where)
-
-    async def _receive(self) -> None:
-        clock, put = self._clock_ns, self._queue.put_nowait
-        try:
-            while True:
-                put((clock(), await self._ws.recv()))
-        except ConnectionClosed as error:
-            put((clock(), _closure_from(error)))
-        except Exception as error:  # noqa: BLE001 - any receive failure ends the stream
-            put((clock(), Closure(None, f"receive failed: {type(error).__name__}", True)))
-
-    @property
-    def is_open(self) -> bool:
-        return self.closure is None and not self.closed_by_us
-
-    async def send(self, event: Mapping[str, Any]) -> None:
-        if not self.is_open:
-            raise EndpointError(f"the realtime connection to {self.where} is closed",
-                                code="connection_closed")
-        try:
-            await self._ws.send(json.dumps(event))
-        except ConnectionClosed:
-            raise EndpointError(f"the realtime connection to {self.where} is closed",
-                                code="connection_closed") from None
-
-    async def next(self, timeout_seconds: float | None) -> tuple[int, dict[str, Any] | Closure]:
-        """The next server event (parsed) or the :class:`Closure`; ``TimeoutError`` on timeout.
-
-        After the closure has been returned once, every later call returns it again at once.
-        """
-        if self.closure is not None and self._queue.empty():
-            return self._clock_ns(), self.closure
-        received_ns, item = await asyncio.wait_for(self._queue.get(), timeout_seconds)
-        if isinstance(item, Closure):
-            self.closure = item
-            return received_ns, item
-        return received_ns, _parse(item)
-
-    async def close(self, reason: str = "closed by the evaluator") -> None:
-        """Close with code 1000 and stop receiving; idempotent, never raises."""
-        self.closed_by_us = True
-        try:
-            await asyncio.wait_for(self._ws.close(1000, reason[:100]), CLOSE_TIMEOUT_SECONDS + 1)
-        except Exception as error:  # noqa: BLE001 - closing must not raise
-            logger.debug("closing the realtime WebSocket failed: %s", type(error).__name__)
-            transport = getattr(self._ws, "transport", None)
-            if transport is not None:
-                transport.abort()
-        if not self._receiver.done():
-            await asyncio.wait({self._receiver}, timeout=1.0)
-            if not self._receiver.done():
-                self._receiver.cancel()
-                self._queue.put_nowait((self._clock_ns(), Closure(1000, reason)))
-
-
-def _parse(frame: str | bytes) -> dict[str, Any]:
-    if isinstance(frame, bytes | bytearray):
-        return {"type": MALFORMED, "detail": f"binary frame of {len(frame)} bytes"}
-    try:
-        parsed = json.loads(frame)
-    except ValueError as error:
-        return {"type": MALFORMED, "detail": f"malformed JSON: {error}", "text": frame[:2000]}
-    if not isinstance(parsed, dict):
-        return {"type": MALFORMED, "detail": f"a JSON {type(parsed).__name__}, not an object"}
-    return parsed

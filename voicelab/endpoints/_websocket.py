@@ -9,21 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import (
-    ConnectionClosed,
-    InvalidHandshake,
-    InvalidStatus,
-    InvalidURI,
-    WebSocketException,
-)
-from websockets.frames import DATA_OPCODES, Frame, Opcode
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
 
 from ..audio import PcmAudio
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
@@ -34,6 +25,7 @@ from ._settings import (
     redacted_url,
     secret_values,
 )
+from ._socket import CLOSE_TIMEOUT_SECONDS, Closure, open_websocket, receive_into
 from ._wire import (
     COMMIT,
     RESPONSE_CANCEL,
@@ -45,7 +37,6 @@ from ._wire import (
 
 logger = logging.getLogger(__name__)
 
-CLOSE_TIMEOUT_SECONDS = 2.0
 USER_AGENT = "voicelab-evaluator (protocol v1)"
 
 
@@ -64,23 +55,6 @@ class WebSocketSettings(AdapterSettings):
         if not value.startswith(("ws://", "wss://")):
             raise ValueError("must be a ws:// or wss:// URI")
         return value
-
-
-@dataclass(frozen=True, slots=True)
-class _Closure:
-    """The end of the receive loop, as observed by it."""
-
-    code: int | None
-    reason: str
-    adapter_failed_first: bool = False  # the library closed it (e.g. 1009 message too big)
-
-
-def _closure_from(error: ConnectionClosed) -> _Closure:
-    if error.rcvd is not None:
-        return _Closure(error.rcvd.code, error.rcvd.reason)
-    if error.sent is not None:
-        return _Closure(error.sent.code, error.sent.reason, adapter_failed_first=True)
-    return _Closure(1006, "connection lost without a close frame")
 
 
 class WebSocketEndpoint:
@@ -143,28 +117,10 @@ class WebSocketEndpoint:
         headers = auth_headers(settings.headers, settings.access_token, self._context.traceparent)
         where = self._where()
         timeout = settings.connect_timeout_seconds
-        try:
-            ws = await asyncio.wait_for(connect(
-                self._uri, additional_headers=headers, compression=None,
-                max_size=settings.max_message_bytes, open_timeout=None,
-                close_timeout=CLOSE_TIMEOUT_SECONDS, user_agent_header=USER_AGENT,
-                create_connection=timestamping_connection(self._context.clock_ns)), timeout)
-        except TimeoutError:
-            raise self._connect_error("connect_timeout", f"no WebSocket handshake with {where} "
-                                      f"within {timeout:g} s") from None
-        except InvalidStatus as error:
-            status = error.response.status_code
-            raise self._connect_error("handshake_rejected", f"{where} rejected the WebSocket "
-                                      f"handshake: HTTP {status}") from None
-        except ConnectionRefusedError:
-            raise self._connect_error("connection_refused",
-                                      f"connection refused by {where}") from None
-        except (InvalidURI, InvalidHandshake, WebSocketException) as error:
-            raise self._connect_error("handshake_failed", f"WebSocket handshake with {where} "
-                                      f"failed: {type(error).__name__}") from None
-        except OSError as error:
-            raise self._connect_error("connection_failed", f"cannot connect to {where}: "
-                                      f"{error.strerror or type(error).__name__}") from None
+        ws = await open_websocket(self._uri, headers=headers, connect_timeout_seconds=timeout,
+                                  max_message_bytes=settings.max_message_bytes,
+                                  clock_ns=self._context.clock_ns, where=where,
+                                  scrubber=self._scrubber, user_agent=USER_AGENT)
         self._ws = ws
         self._state = "open"
         try:
@@ -177,20 +133,9 @@ class WebSocketEndpoint:
         logger.info("connected to %s (session %s)", where, self._context.session_id)
 
     async def _receive(self, ws: ClientConnection) -> None:
-        # The receive path only timestamps and enqueues; decoding happens in events(). The
-        # timestamp is the moment the transport delivered the message's first bytes (taken in
-        # the protocol callback), so a busy event loop delays processing, not the measurement.
-        clock = self._context.clock_ns
-        put = self._queue.put_nowait
-        arrivals = getattr(ws, "arrivals", None)
-        try:
-            while True:
-                message = await ws.recv()
-                put((arrivals.popleft() if arrivals else clock(), message))
-        except ConnectionClosed as error:
-            put((clock(), _closure_from(error)))
-        except Exception as error:  # noqa: BLE001 - any receive failure ends the stream cleanly
-            put((clock(), _Closure(None, f"receive failed: {type(error).__name__}", True)))
+        # The receive path only timestamps (at arrival, see ._socket) and enqueues; decoding
+        # happens in events().
+        await receive_into(ws, self._queue.put_nowait, clock_ns=self._context.clock_ns)
         self._closure_enqueued = True
 
     # --- sending -------------------------------------------------------------------------
@@ -259,7 +204,7 @@ class WebSocketEndpoint:
                     "code": "receive_timeout", "message": message, "origin": "adapter"})
                 await self._shutdown("adapter", f"receive timeout ({timeout:g} s)")
                 continue
-            if isinstance(item, _Closure):
+            if isinstance(item, Closure):
                 for event in self._closure_events(received_ns, item):
                     yield event
                 self._events_finished = True
@@ -271,7 +216,7 @@ class WebSocketEndpoint:
     def _event(self, kind: str, **fields: Any) -> EndpointEvent:
         return EndpointEvent(kind, self._context.clock_ns(), **fields)
 
-    def _closure_events(self, received_ns: int, closure: _Closure) -> list[EndpointEvent]:
+    def _closure_events(self, received_ns: int, closure: Closure) -> list[EndpointEvent]:
         mid_turn = self._awaiting_response()
         self._state = "closed"
         initiator = self._close_initiator
@@ -284,7 +229,7 @@ class WebSocketEndpoint:
             events.append(EndpointEvent("error", received_ns, text=message, data={
                 "code": error_code, "message": message, "origin": "adapter"}))
 
-        if initiator is None and closure.adapter_failed_first:
+        if initiator is None and closure.local_failure:
             initiator = "adapter"
             if code == 1009:
                 error("message_too_large", f"a product message exceeded max_message_bytes "
@@ -331,7 +276,7 @@ class WebSocketEndpoint:
                 receiver.cancel()
         if not self._closure_enqueued:
             self._closure_enqueued = True
-            self._queue.put_nowait((self._context.clock_ns(), _Closure(1000, reason)))
+            self._queue.put_nowait((self._context.clock_ns(), Closure(1000, reason)))
 
     async def close(self) -> None:
         """Close the connection (code 1000) and stop receiving; idempotent, never raises."""
@@ -351,33 +296,3 @@ class WebSocketEndpoint:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-
-class _TimestampingConnection(ClientConnection):
-    """A client connection that notes when each message's first bytes reached the process."""
-
-    clock_ns: Callable[[], int]
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.arrivals: deque[int] = deque()
-        self._received_ns = 0
-        self._message_ns: int | None = None
-
-    def data_received(self, data: bytes) -> None:
-        self._received_ns = self.clock_ns()
-        super().data_received(data)
-
-    def process_event(self, event: Any) -> None:
-        if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
-            if event.opcode is not Opcode.CONT or self._message_ns is None:
-                self._message_ns = self._received_ns
-            if event.fin:
-                self.arrivals.append(self._message_ns)
-                self._message_ns = None
-        super().process_event(event)
-
-
-def timestamping_connection(clock_ns: Callable[[], int]) -> type[ClientConnection]:
-    """A :class:`ClientConnection` class stamping arrivals with ``clock_ns``."""
-    return type("TimestampingConnection", (_TimestampingConnection,),
-                {"clock_ns": staticmethod(clock_ns)})

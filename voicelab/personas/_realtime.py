@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..endpoints import EndpointError
 from ..endpoints import _realtime_wire as wire
+from ..endpoints._realtime_connection import Closure, RealtimeConnection
 from ..errors import ConfigError, ExecutionError
 from ..speech._voice_live import normalized_words, realtime_target
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
@@ -138,7 +139,7 @@ class RealtimePersona:
         self._scrubber = context.scrubber.with_values(self._target.secrets())
         self._instructions = persona_instructions(context, end_phrase=self._settings.end_phrase,
                                                   extra=self._settings.instructions)
-        self._conn: wire.RealtimeConnection | None = None
+        self._conn: RealtimeConnection | None = None
         self._start_ns = time.perf_counter_ns()
         self._events: list[dict[str, Any]] = []
         self._turns: list[dict[str, Any]] = []
@@ -200,7 +201,7 @@ class RealtimePersona:
         except TimeoutError:
             raise RealtimePersonaError(f"the realtime persona ({self._conn.where}) sent nothing "
                                        f"for {timeout_seconds:g} s while {waiting_for}") from None
-        if isinstance(message, wire.Closure):
+        if isinstance(message, Closure):
             self._record("received", {"type": "voicelab.closed", "code": message.code,
                                       "reason": message.reason})
             raise RealtimePersonaError(self._scrubber.scrub_text(
@@ -221,7 +222,7 @@ class RealtimePersona:
         try:
             headers = await self._target.headers()
             self._scrubber = self._scrubber.with_values(self._target.credential_values(headers))
-            self._conn = await wire.RealtimeConnection.open(
+            self._conn = await RealtimeConnection.open(
                 self._target.url, headers=headers,
                 connect_timeout_seconds=settings.connect_timeout_seconds,
                 max_message_bytes=settings.max_message_bytes, scrubber=self._scrubber,

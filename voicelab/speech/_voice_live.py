@@ -35,6 +35,7 @@ from ..audio import PcmAudio
 from ..config import Providers, SecretScrubber
 from ..endpoints import EndpointError
 from ..endpoints import _realtime_wire as wire
+from ..endpoints._realtime_connection import Closure, RealtimeConnection
 from ..errors import ConfigError, ExecutionError
 from ._protocol import SpeechContext
 
@@ -181,7 +182,7 @@ class VoiceLiveSpeechProvider:
                                              else "instructed")
         self._scrubber: SecretScrubber = context.scrubber.with_values(self._target.secrets())
         self._session_voice = self._settings.voice or self._provider_voice()
-        self._conn: wire.RealtimeConnection | None = None
+        self._conn: RealtimeConnection | None = None
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -199,13 +200,13 @@ class VoiceLiveSpeechProvider:
     def mode(self) -> str:
         return self._mode
 
-    async def _session(self) -> wire.RealtimeConnection:
+    async def _session(self) -> RealtimeConnection:
         if self._conn is not None and self._conn.is_open:
             return self._conn
         settings = self._settings
         headers = await self._target.headers()
         self._scrubber = self._scrubber.with_values(self._target.credential_values(headers))
-        conn = await wire.RealtimeConnection.open(
+        conn = await RealtimeConnection.open(
             self._target.url, headers=headers,
             connect_timeout_seconds=settings.connect_timeout_seconds,
             max_message_bytes=settings.max_message_bytes, scrubber=self._scrubber,
@@ -270,7 +271,7 @@ class VoiceLiveSpeechProvider:
             await self._drop_session()
             raise
 
-    async def _collect(self, conn: wire.RealtimeConnection) -> tuple[PcmAudio, str]:
+    async def _collect(self, conn: RealtimeConnection) -> tuple[PcmAudio, str]:
         timeout = self._settings.response_timeout_seconds
         deadline = time.monotonic() + timeout
         response_id: str | None = None
@@ -282,7 +283,7 @@ class VoiceLiveSpeechProvider:
             except TimeoutError:
                 raise ExecutionError(f"voice_live: no complete response from {conn.where} "
                                      f"within {timeout:g} s") from None
-            if isinstance(message, wire.Closure):
+            if isinstance(message, Closure):
                 raise ExecutionError(self._scrubber.scrub_text(
                     f"voice_live: {conn.where} closed the session mid-synthesis "
                     f"(code {message.code}: {message.reason or 'no reason'})"))

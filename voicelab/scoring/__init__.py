@@ -2,11 +2,24 @@
 
 from ._probe import OutcomeProbe
 from ._probe_loader import PROBES, load_probe_class
+from ._quality import (
+    ConversationEvidence,
+    critical_judge_failures,
+    evaluate_quality,
+    judges_pass,
+)
 from ._quality_check import check_quality_evaluation, judge_provider_name
+from ._redaction import RedactedEvidence, Redactor
 from ._run_judges import run_judges
 from ._verdicts import deterministic_verdicts, pass_at_k, pass_power_k
 
 __all__ = [
+    "ConversationEvidence",
+    "RedactedEvidence",
+    "Redactor",
+    "critical_judge_failures",
+    "evaluate_quality",
+    "judges_pass",
     "PROBES",
     "OutcomeProbe",
     "check_quality_evaluation",

@@ -1,0 +1,166 @@
+"""Azure AI Evaluation built-in evaluators: task adherence, groundedness and coherence.
+
+How the redacted conversation is handed to each (azure-ai-evaluation 1.18):
+
+* ``coherence``: ``conversation={"messages": [...]}``; the SDK scores each user->assistant
+  exchange and reports the mean.
+* ``groundedness``: the same conversation plus ``"context"``: the recorded tool calls and
+  results, so every assistant claim is checked against the tool evidence.
+* ``task_adherence``: agent-message form. ``query`` is a system message (the scenario) and every
+  user turn; ``response`` is every assistant turn in order, each preceded by the tool calls and
+  tool results recorded for it, so the judge sees which actions really happened.
+
+Exchanges are normalized first: consecutive turns of one speaker are merged, and a
+conversation the assistant opens gets a bracketed placeholder user turn, because the SDK pairs
+the n-th user turn with the n-th assistant turn. The SDK is synchronous, so construction and
+the call run in a daemon thread. Scores are higher-is-better; ``passed`` is
+``score >= threshold``. Not-applicable, missing or non-finite scores are errors.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..artifacts._models import JudgeResult
+from ..config import AzureEvaluator
+from ..providers import LLMProvider
+from ._judges import PreparedJudge, render_tool_evidence, run_in_daemon_thread
+from ._redaction import RedactedEvidence
+
+EVALUATOR_CLASSES = {"task_adherence": "TaskAdherenceEvaluator",
+                     "groundedness": "GroundednessEvaluator",
+                     "coherence": "CoherenceEvaluator"}
+#: task_adherence scores 0 (material failure) or 1; the others score 1..5.
+DEFAULT_THRESHOLDS = {"task_adherence": 1.0, "groundedness": 3.0, "coherence": 3.0}
+OPENING_PLACEHOLDER = "[the call connects; the assistant speaks first]"
+
+
+def exchanges(evidence: RedactedEvidence) -> list[dict[str, str]]:
+    """Alternating user/assistant messages, starting with the user."""
+    merged: list[dict[str, str]] = []
+    for turn in evidence.transcript:
+        text = turn["text"].strip()
+        if not text:
+            continue
+        if merged and merged[-1]["role"] == turn["role"]:
+            merged[-1]["content"] += " " + text
+        else:
+            merged.append({"role": turn["role"], "content": text})
+    if merged and merged[0]["role"] == "assistant":
+        merged.insert(0, {"role": "user", "content": OPENING_PLACEHOLDER})
+    return merged
+
+
+def _agent_messages(evidence: RedactedEvidence) -> tuple[list[dict[str, Any]],
+                                                          list[dict[str, Any]]]:
+    scenario = evidence.scenario
+    query: list[dict[str, Any]] = [{
+        "role": "system",
+        "content": f"The assistant is a voice agent under test. Scenario {scenario['id']}: "
+                   f"{scenario['description']}".strip()}]
+    response: list[dict[str, Any]] = []
+    calls_by_turn: dict[str, list[dict[str, Any]]] = {}
+    for call in evidence.tool_calls:
+        calls_by_turn.setdefault(str(call.get("turn_id")), []).append(call)
+    placed: set[int] = set()
+    for turn in evidence.transcript:
+        if turn["role"] == "user":
+            if turn["text"].strip():
+                query.append({"role": "user", "content": [{"type": "text", "text": turn["text"]}]})
+            continue
+        for call in calls_by_turn.get(str(turn.get("turn_id")), []):
+            placed.add(id(call))
+            response += _tool_messages(call, len(placed))
+        if turn["text"].strip():
+            response.append({"role": "assistant",
+                             "content": [{"type": "text", "text": turn["text"]}]})
+    for call in evidence.tool_calls:
+        if id(call) not in placed:
+            placed.add(id(call))
+            response += _tool_messages(call, len(placed))
+    return query, response
+
+
+def _tool_messages(call: dict[str, Any], number: int) -> list[dict[str, Any]]:
+    call_id = str(call.get("call_id") or f"call_{number}")
+    arguments = call.get("arguments")
+    if not isinstance(arguments, dict):
+        arguments = {} if arguments is None else {"value": arguments}
+    messages: list[dict[str, Any]] = [{"role": "assistant", "content": [{
+        "type": "tool_call", "tool_call_id": call_id, "name": str(call.get("name")),
+        "arguments": arguments}]}]
+    if call.get("has_result"):
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": [{
+            "type": "tool_result", "tool_result": call.get("result")}]})
+    return messages
+
+
+def evaluator_inputs(kind: str, evidence: RedactedEvidence) -> dict[str, Any]:
+    """The keyword arguments the evaluator is called with (also what ``sent`` records)."""
+    if kind == "coherence":
+        return {"conversation": {"messages": exchanges(evidence)}}
+    if kind == "groundedness":
+        return {"conversation": {"messages": exchanges(evidence),
+                                 "context": render_tool_evidence(evidence)}}
+    query, response = _agent_messages(evidence)
+    return {"query": query, "response": response}
+
+
+def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, Any]:
+    """score/passed/rationale/model_version from the SDK's result dict; ValueError if unusable."""
+    status = str(raw.get(f"{kind}_status", "completed"))
+    if status not in ("completed", ""):
+        raise ValueError(f"{kind} was not applied (status {status!r}): "
+                         f"{raw.get(f'{kind}_reason', '')}")
+    score = raw.get(kind, raw.get(f"{kind}_score"))
+    try:
+        score = float(score)
+    except (TypeError, ValueError):
+        raise ValueError(f"{kind} returned no numeric score ({score!r})") from None
+    if not math.isfinite(score):
+        raise ValueError(f"{kind} returned no usable score ({score!r}): the model's answer "
+                         "could not be parsed")
+    properties = raw.get(f"{kind}_properties")
+    version = properties.get("model") if isinstance(properties, dict) else None
+    reason = raw.get(f"{kind}_reason")
+    return {"score": score, "passed": score >= threshold,
+            "rationale": reason if isinstance(reason, str) else None,
+            "model_version": version or None}
+
+
+def _call_sdk(kind: str, model_config: dict[str, Any], credential: Any, threshold: float,
+              inputs: dict[str, Any]) -> dict[str, Any]:
+    import azure.ai.evaluation as sdk
+
+    evaluator_class = getattr(sdk, EVALUATOR_CLASSES[kind])
+    evaluator = evaluator_class(dict(model_config), threshold=threshold, credential=credential)
+    result = evaluator(**inputs)
+    if not isinstance(result, dict):
+        raise ValueError(f"{kind} returned {type(result).__name__}, not a result mapping")
+    return result
+
+
+def prepare_azure_evaluator(evaluator: AzureEvaluator, *, provider: LLMProvider,
+                            model_config: dict[str, Any], credential: Any,
+                            evidence: RedactedEvidence) -> PreparedJudge:
+    kind = evaluator.type
+    threshold = (evaluator.threshold if evaluator.threshold is not None
+                 else DEFAULT_THRESHOLDS[kind])
+    inputs = evaluator_inputs(kind, evidence)
+    sent = {"api": f"azure.ai.evaluation.{EVALUATOR_CLASSES[kind]}", **provider.describe(),
+            "inputs": inputs}
+
+    async def run() -> JudgeResult:
+        raw = await run_in_daemon_thread(
+            lambda: _call_sdk(kind, model_config, credential, threshold, inputs),
+            name=f"voicelab-judge-{kind}")
+        found = interpret(kind, raw, threshold=threshold)
+        return JudgeResult(name=kind, kind="azure_evaluator", critical=evaluator.is_critical,
+                           status="passed" if found["passed"] else "failed",
+                           passed=found["passed"], score=found["score"], threshold=threshold,
+                           rationale=found["rationale"], model=provider.model,
+                           model_version=found["model_version"], sent=sent)
+
+    return PreparedJudge(kind, "azure_evaluator", evaluator.is_critical, provider.model, sent, run,
+                         threshold=threshold)

@@ -1,0 +1,158 @@
+"""Quality evaluation after a successful conversation: custom binary judges and Azure AI
+evaluators on the redacted transcript and tool evidence.
+
+Semantics: advisory judges are recorded but never gate; a critical judge that fails *or errors*
+fails the trial; a judge that is unavailable (provider, package or credential missing), times
+out (``timeout_seconds``, per judge) or answers something unparseable is ``status="error"``,
+``passed=False`` and never a pass. :func:`evaluate_quality` never raises for a judge problem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..artifacts._models import JudgeResult, ToolCallRecord, TranscriptTurn
+from ..config import PersonaConfig, Providers, QualityEvaluation, ScenarioConfig, SecretScrubber
+from ..errors import VoicelabError
+from ..providers import (
+    JSONChat,
+    LLMProvider,
+    async_chat_client,
+    check_llm_provider,
+    evaluation_model_config,
+    resolve_llm_provider,
+)
+from ._azure_evaluators import DEFAULT_THRESHOLDS, prepare_azure_evaluator
+from ._judges import PreparedJudge, error_result, prepare_chat_label_judge
+from ._label_grader import prepare_label_grader
+from ._redaction import RedactedEvidence, Redactor
+
+logger = logging.getLogger(__name__)
+
+PURPOSE = "LLM judges (quality_evaluation)"
+#: How many judges call out at once.
+MAX_CONCURRENT_JUDGES = 4
+
+
+@dataclass(frozen=True)
+class ConversationEvidence:
+    """What judges see of one trial (before redaction)."""
+
+    transcript: list[TranscriptTurn]
+    tool_calls: list[ToolCallRecord]
+    scenario: ScenarioConfig
+    persona: PersonaConfig
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+def critical_judge_failures(results: Iterable[JudgeResult]) -> list[JudgeResult]:
+    """Critical judges that did not pass (failed or errored): any one fails the trial."""
+    return [result for result in results if result.critical and result.status != "passed"]
+
+
+def judges_pass(results: Iterable[JudgeResult]) -> bool:
+    """The judge gate: advisory results never count; every critical judge must have passed."""
+    return not critical_judge_failures(results)
+
+
+def _planned(quality: QualityEvaluation) -> list[tuple[str, str, bool, float | None]]:
+    planned = [(judge.name, "custom_judge", judge.is_critical, None)
+               for judge in quality.custom_judges]
+    planned += [(e.type, "azure_evaluator", e.is_critical,
+                 e.threshold if e.threshold is not None else DEFAULT_THRESHOLDS[e.type])
+                for e in quality.azure_evaluators]
+    return planned
+
+
+def _modules(quality: QualityEvaluation, provider: LLMProvider) -> tuple[tuple[str, str], ...]:
+    if quality.azure_evaluators or (quality.custom_judges and provider.kind == "azure_openai"):
+        return (("azure.ai.evaluation", "azure-ai-evaluation"),)
+    return ()
+
+
+async def evaluate_quality(quality: QualityEvaluation, providers: Providers,
+                           evidence: ConversationEvidence, *, scrubber: SecretScrubber,
+                           environ: Mapping[str, str] | None = None,
+                           credential: Any = None) -> list[JudgeResult]:
+    """Run every configured judge; one :class:`JudgeResult` per judge, in configuration order.
+
+    ``credential`` (an azure-core ``TokenCredential``) replaces ``DefaultAzureCredential`` for
+    ``auth: default_credential``.
+    """
+    planned = _planned(quality)
+    if not planned:
+        return []
+    def unavailable(message: str) -> list[JudgeResult]:
+        return [error_result(name, kind, critical, message, model=None, sent=None,
+                             threshold=threshold) for name, kind, critical, threshold in planned]
+
+    redactor = Redactor(quality.redaction, scrubber=scrubber)
+    try:
+        redacted = redactor.evidence(evidence)
+    except Exception as error:  # noqa: BLE001 - nothing unredacted may be sent: every judge errs
+        logger.warning("redaction failed (%s); no judge was called", type(error).__name__)
+        return unavailable(f"redaction failed, nothing was sent: {type(error).__name__}")
+    try:
+        provider = resolve_llm_provider(providers, preferred=quality.provider, environ=environ,
+                                        key="quality_evaluation.provider")
+        check_llm_provider(provider, purpose=PURPOSE, modules=_modules(quality, provider))
+        model_config, token_credential = (
+            evaluation_model_config(provider, purpose=PURPOSE, credential=credential)
+            if _modules(quality, provider) else ({}, None))
+    except VoicelabError as error:
+        logger.warning("judges unavailable: %s", scrubber.scrub_text(str(error)))
+        return unavailable(f"judge unavailable: {scrubber.scrub_text(str(error))}")
+
+    chat_client = None
+    prepared: list[PreparedJudge] = []
+    try:
+        for judge in quality.custom_judges:
+            if provider.kind == "azure_openai":
+                prepared.append(prepare_label_grader(judge, provider=provider,
+                                                     model_config=model_config,
+                                                     credential=token_credential,
+                                                     evidence=redacted))
+                continue
+            if chat_client is None:
+                chat_client = async_chat_client(provider, purpose=PURPOSE,
+                                                timeout_seconds=quality.timeout_seconds,
+                                                credential=credential)
+            prepared.append(prepare_chat_label_judge(judge, chat=JSONChat(chat_client, provider),
+                                                     provider=provider, evidence=redacted))
+        for evaluator in quality.azure_evaluators:
+            prepared.append(prepare_azure_evaluator(evaluator, provider=provider,
+                                                    model_config=model_config,
+                                                    credential=token_credential,
+                                                    evidence=redacted))
+        gate = asyncio.Semaphore(MAX_CONCURRENT_JUDGES)
+        return list(await asyncio.gather(*(
+            _run_one(judge, gate=gate, timeout_seconds=quality.timeout_seconds,
+                     redactor=redactor) for judge in prepared)))
+    except VoicelabError as error:
+        return unavailable(f"judge unavailable: {scrubber.scrub_text(str(error))}")
+    finally:
+        if chat_client is not None:
+            await chat_client.close()
+
+
+async def _run_one(judge: PreparedJudge, *, gate: asyncio.Semaphore, timeout_seconds: float,
+                   redactor: Redactor) -> JudgeResult:
+    async with gate:
+        try:
+            return await asyncio.wait_for(judge.run(), timeout_seconds)
+        except TimeoutError:
+            message = f"timed out after {timeout_seconds:g} s"
+        except Exception as error:  # noqa: BLE001 - any judge failure is an error result
+            message = f"{type(error).__name__}: {error}"
+    message = redactor.text(message)
+    logger.warning("judge %s errored: %s", judge.name, message)
+    return error_result(judge.name, judge.kind, judge.critical, message, model=judge.model,
+                        sent=judge.sent, threshold=judge.threshold)
+
+
+__all__ = ["ConversationEvidence", "RedactedEvidence", "critical_judge_failures",
+           "evaluate_quality", "judges_pass"]

@@ -226,9 +226,7 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
             elif isinstance(result, BaseException):
                 raise result
     except asyncio.CancelledError:
-        interrupted = True
-        for task in tasks:
-            task.cancel()
+        interrupted = True  # gather already cancelled the cells once: let them write
         await asyncio.gather(*tasks, return_exceptions=True)
     report = _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
                             started=started, status="interrupted" if interrupted else "complete")

@@ -169,9 +169,9 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
         try:
             await asyncio.gather(*tasks)
         except asyncio.CancelledError:
+            # gather has already cancelled every trial once; a second cancel would cut short
+            # the cleanup in which an interrupted trial writes its evidence
             interrupted = True
-            for task in tasks:
-                task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         if speech is not None:

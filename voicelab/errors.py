@@ -34,7 +34,8 @@ class ConfigError(VoicelabError):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
-        parts = [p for p in (self.source, self.key) if p]
+        # a source or key can hold a line break too (a --set argument, a YAML key)
+        parts = [" ".join(p.splitlines()) for p in (self.source, self.key) if p]
         text = " ".join(self.message.split())
         return ": ".join([*parts, text])
 

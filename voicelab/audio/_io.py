@@ -29,7 +29,7 @@ def _check_container(handle: Any, path: Path) -> None:
     if handle.format not in _SUPPORTED_FORMATS:
         raise AudioFileError(f"unsupported audio format {handle.format} ({handle.subtype}); "
                              f"{_SUPPORTED_TEXT}", source=path)
-    if handle.format == "FLAC" or handle.format == "OGG":
+    if handle.format in ("FLAC", "OGG"):
         return
     if handle.subtype not in _PCM_OR_FLOAT_SUBTYPES:
         raise AudioFileError(f"unsupported WAV encoding {handle.subtype} (compressed WAV); "

@@ -185,7 +185,10 @@ class Override:
         for segment in key.split("."):
             if not segment:
                 raise ConfigError(f"empty segment in key {key!r}", source=label)
-            parts.append(int(segment) if segment.isdigit() else segment)
+            # a list index is a few ASCII digits: str.isdigit() also accepts '²', and int()
+            # refuses both that and numbers of thousands of digits
+            is_index = segment.isascii() and segment.isdigit() and len(segment) < 19
+            parts.append(int(segment) if is_index else segment)
         try:
             value = yaml.safe_load(raw_value) if raw_value.strip() else ""
         except yaml.YAMLError:

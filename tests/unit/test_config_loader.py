@@ -1,0 +1,407 @@
+"""The loader: relative paths, ${VAR} interpolation, --set overrides and one-line errors."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from voicelab.audio import PcmAudio, write_wav
+from voicelab.config import QUIET_ENVIRONMENT, load_environment, load_run
+from voicelab.errors import ConfigError
+
+SEED = Path(__file__).parents[1] / "fixtures" / "seed"
+SEED_SUITE = ["run-workload-neutral-voice.yaml", "scenario-workload-neutral-voice.yaml",
+              "persona-workload-neutral-voice.yaml", "data-workload-neutral-voice.yaml",
+              "script-workload-neutral-voice.yaml"]
+RUN = "run-workload-neutral-voice.yaml"
+
+
+def copy_seed(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in SEED_SUITE:
+        shutil.copy(SEED / name, folder / name)
+    return folder / RUN
+
+
+def edit_yaml(path: Path, **changes: Any) -> None:
+    document = yaml.safe_load(path.read_text()) or {}
+    document.update(changes)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def tone_file(path: Path, *, seconds: float = 0.2, amplitude: int = 1000) -> Path:
+    count = int(seconds * 24_000)
+    samples = (amplitude * np.sin(2 * np.pi * 300 * np.arange(count) / 24_000)).astype(np.int16)
+    return write_wav(path, PcmAudio(samples))
+
+
+def config_error(call: Any) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        call()
+    assert "\n" not in str(caught.value)
+    return caught.value
+
+
+@pytest.fixture()
+def run_file(tmp_path: Path) -> Path:
+    return copy_seed(tmp_path / "suite")
+
+
+# --- loading and paths ------------------------------------------------------------------------
+
+def test_seed_run_loads_with_every_path_resolved_beside_the_run_file(run_file: Path) -> None:
+    loaded = load_run(run_file, environ={})
+    folder = run_file.parent.resolve()
+    assert loaded.run_path == run_file.resolve()
+    assert loaded.run.scenario_path == folder / "scenario-workload-neutral-voice.yaml"
+    assert loaded.run.script_path == folder / "script-workload-neutral-voice.yaml"
+    assert loaded.run.artifacts_dir == folder.parent / "artifacts" / "workload-neutral-voice"
+    assert loaded.scenario.id == "workload-neutral-voice-exchange"
+    assert loaded.persona.name == "Jordan"
+    assert loaded.script is not None and loaded.script.turns[0].keywords == ["daily plan",
+                                                                             "reminder"]
+    assert loaded.environment == QUIET_ENVIRONMENT  # no environment_path: the quiet default
+    assert set(loaded.sources) == {"run", "scenario", "persona", "data", "script"}
+
+
+def test_opaque_data_is_preserved_exactly(run_file: Path) -> None:
+    data_file = run_file.parent / "data-workload-neutral-voice.yaml"
+    data_file.write_text(data_file.read_text() + (
+        "nested:\n  - {a: 1, b: [true, null, 2.5]}\n  - plain text\n"
+        "odd keys:\n  1: one\n  null: nothing\n"))
+    loaded = load_run(run_file, environ={})
+    assert loaded.data == yaml.safe_load(data_file.read_text())
+    assert loaded.data["context"]["requested_reminder"] == "Submit the weekly summary at 16:00"
+
+
+def test_an_empty_data_file_is_an_empty_mapping(run_file: Path) -> None:
+    (run_file.parent / "data-workload-neutral-voice.yaml").write_text("")
+    assert load_run(run_file, environ={}).data == {}
+
+
+def test_paths_resolve_relative_to_the_file_that_names_them(tmp_path: Path) -> None:
+    run_file = copy_seed(tmp_path / "suite")
+    (tmp_path / "audio").mkdir()
+    (tmp_path / "suite" / "env").mkdir()
+    for name in ("hum.wav", "door.wav", "hello.wav"):
+        tone_file(tmp_path / "audio" / name)
+    (tmp_path / "suite" / "env" / "environment.yaml").write_text(
+        "base_noise: ../../audio/hum.wav\n"
+        "transient_events:\n  - {type: ../../audio/door.wav, on_turn_number: 1}\n")
+    edit_yaml(run_file, environment_path="env/environment.yaml")
+    (tmp_path / "suite" / "scripts").mkdir()
+    (tmp_path / "suite" / "scripts" / "script.yaml").write_text(
+        "turns:\n  - audio_path: ../../audio/hello.wav\n")
+    edit_yaml(run_file, script_path="scripts/script.yaml")
+
+    loaded = load_run(run_file, environ={})
+    audio = (tmp_path / "audio").resolve()
+    assert loaded.environment.base_noise == audio / "hum.wav"
+    assert loaded.environment.transient_events[0].type == audio / "door.wav"
+    assert loaded.script is not None and loaded.script.turns[0].audio_path == audio / "hello.wav"
+    assert [(Path(doc).name, key) for doc, key, _ in loaded.asset_paths()] == [
+        ("environment.yaml", "base_noise"), ("environment.yaml", "transient_events[0].type"),
+        ("script.yaml", "turns[0].audio_path")]
+
+
+def test_load_environment_on_its_own_resolves_and_checks_assets(tmp_path: Path) -> None:
+    environment_file = tmp_path / "environment-seed.yaml"
+    shutil.copy(SEED / "environment-seed.yaml", environment_file)
+    error = config_error(lambda: load_environment(environment_file, environ={}))
+    assert error.source == str(environment_file.resolve()) and error.key == "base_noise"
+    for name in ("office-hum.wav", "distant-conversation.wav", "door-close.wav"):
+        tone_file(tmp_path / "audio" / name)
+    environment = load_environment(environment_file, environ={})
+    assert environment.background_voices == (tmp_path / "audio" / "distant-conversation.wav")
+    assert environment.impact == 0.7
+
+
+# --- interpolation ----------------------------------------------------------------------------
+
+def test_variables_defaults_and_dollar_escapes(run_file: Path) -> None:
+    edit_yaml(run_file, trial_seed="${SEED}", endpoint={"adapter": "fake", "settings": {
+        "uri": "ws://${HOST:-127.0.0.1}:${PORT:-8765}/",
+        "empty_default": "${UNSET_VARIABLE:-}",
+        "price": "$$5 and $${NOT_A_VARIABLE}",
+        "lone": "cost: $ 3",
+        "listed": ["${HOST:-x}", {"deep": "${SEED}"}],
+    }})
+    loaded = load_run(run_file, environ={"SEED": "7", "PORT": "9000"})
+    assert loaded.run.trial_seed == 7  # "7" from the environment, typed by the model
+    assert loaded.run.endpoint.settings == {
+        "uri": "ws://127.0.0.1:9000/", "empty_default": "", "price": "$5 and ${NOT_A_VARIABLE}",
+        "lone": "cost: $ 3", "listed": ["x", {"deep": "7"}]}
+
+
+def test_a_set_variable_wins_over_its_default(run_file: Path) -> None:
+    edit_yaml(run_file, endpoint={"adapter": "${ADAPTER:-websocket}"})
+    assert load_run(run_file, environ={"ADAPTER": "fake"}).run.endpoint.adapter == "fake"
+    assert load_run(run_file, environ={}).run.endpoint.adapter == "websocket"
+
+
+def test_interpolation_applies_to_referenced_documents(run_file: Path) -> None:
+    edit_yaml(run_file.parent / "scenario-workload-neutral-voice.yaml",
+              description="plan for ${WHO:-nobody}")
+    assert load_run(run_file, environ={"WHO": "Jordan"}).scenario.description == "plan for Jordan"
+
+
+def test_a_missing_variable_names_the_file_the_key_and_the_variable(run_file: Path) -> None:
+    edit_yaml(run_file, endpoint={"adapter": "fake", "settings": {"uri": "${VOICE_AGENT_URL}"}})
+    error = config_error(lambda: load_run(run_file, environ={}))
+    assert error.source == str(run_file.resolve())
+    assert error.key == "endpoint.settings.uri"
+    assert "VOICE_AGENT_URL" in error.message
+    assert error.one_line() == (f"{run_file.resolve()}: endpoint.settings.uri: "
+                                "environment variable VOICE_AGENT_URL is not set")
+
+
+def test_a_missing_variable_inside_a_list_names_the_index(run_file: Path) -> None:
+    script = run_file.parent / "script-workload-neutral-voice.yaml"
+    script.write_text(script.read_text().replace("- reminder", "- ${KEYWORD}"))
+    error = config_error(lambda: load_run(run_file, environ={}))
+    assert (Path(error.source or "").name, error.key) == ("script-workload-neutral-voice.yaml",
+                                                          "turns[0].keywords[1]")
+
+
+# --- overrides --------------------------------------------------------------------------------
+
+def test_overrides_are_yaml_typed_and_target_each_document(run_file: Path) -> None:
+    loaded = load_run(run_file, environ={}, overrides=[
+        "trials=3", "pace_audio=true", "endpoint.settings={uri: 'ws://x/', retries: 2}",
+        "scenario.conversation.max_turns=6", "scenario.conversation.first_speaker=user",
+        "persona.communication_style=verbose", "data.context.topic=groceries",
+        "data.new_key=[1, two]", "script.turns.0.response=Hello there.",
+        "script.turns.0.interrupt_after_seconds=0.5",
+    ])
+    assert (loaded.run.trials, loaded.run.pace_audio) == (3, True)
+    assert loaded.run.endpoint.settings == {"uri": "ws://x/", "retries": 2}
+    assert loaded.scenario.conversation.max_turns == 6
+    assert loaded.scenario.conversation.first_speaker == "user"
+    assert loaded.persona.communication_style == "verbose"
+    assert loaded.data["context"]["topic"] == "groceries"
+    assert loaded.data["new_key"] == [1, "two"]
+    assert loaded.script is not None
+    assert loaded.script.turns[0].response == "Hello there."
+    assert loaded.script.turns[0].interrupt_after_seconds == 0.5
+
+
+def test_an_environment_override_reaches_the_environment_file(tmp_path: Path) -> None:
+    run_file = copy_seed(tmp_path / "suite")
+    shutil.copy(SEED / "environment-seed.yaml", run_file.parent / "environment.yaml")
+    for name in ("office-hum.wav", "distant-conversation.wav", "door-close.wav"):
+        tone_file(run_file.parent / "audio" / name)
+    edit_yaml(run_file, environment_path="environment.yaml")
+    loaded = load_run(run_file, environ={}, overrides=["environment.impact=0.25",
+                                                       "environment.transient_events.0.volume=1"])
+    assert loaded.environment.impact == 0.25
+    assert loaded.environment.transient_events[0].volume == 1.0
+
+
+@pytest.mark.parametrize(("override", "document", "key", "words"), [
+    ("scenario.conversation.max_turnz=3", "scenario-workload-neutral-voice.yaml",
+     "conversation.max_turnz", "unknown key"),
+    ("trials=many", RUN, "trials", "integer"),
+    ("scenario.conversation.max_turns=0", "scenario-workload-neutral-voice.yaml",
+     "conversation.max_turns", "greater than 0"),
+    ("script.turns.0.keywords=reminder", "script-workload-neutral-voice.yaml",
+     "turns[0].keywords", "list"),
+    ("script.turns.3.response=hi", "script-workload-neutral-voice.yaml", "turns[3]",
+     "out of range"),
+    ("persona.name.first=Jo", "persona-workload-neutral-voice.yaml", "name",
+     "non-mapping"),
+    ("environment.impact=0.5", RUN, None, "no environment_path"),
+])
+def test_a_bad_override_names_the_argument_the_file_and_the_key(
+        run_file: Path, override: str, document: str, key: str | None, words: str) -> None:
+    error = config_error(lambda: load_run(run_file, environ={}, overrides=[override]))
+    assert error.source == f"--set {override} ({document})"
+    assert error.key == key
+    assert words in error.message
+
+
+@pytest.mark.parametrize(("override", "words"), [
+    ("trials", "expected KEY=VALUE"),
+    ("=3", "expected KEY=VALUE"),
+    ("scenario..id=x", "empty segment"),
+    ("trials=[1, 2", "not valid YAML"),
+    ("trial_seed=2001-02-30", "not valid YAML"),  # a date YAML cannot build
+])
+def test_a_malformed_override_is_a_config_error(run_file: Path, override: str,
+                                                words: str) -> None:
+    error = config_error(lambda: load_run(run_file, environ={}, overrides=[override]))
+    assert error.source == f"--set {override}"
+    assert words in error.message
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+def test_a_missing_run_file_names_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    error = config_error(lambda: load_run(missing, environ={}))
+    assert error.source == str(missing) and "file not found" in error.message
+
+
+def test_a_missing_referenced_file_names_the_referrer_and_the_key(run_file: Path) -> None:
+    edit_yaml(run_file, persona_path="personas/missing.yaml")
+    error = config_error(lambda: load_run(run_file, environ={}))
+    assert (error.source, error.key) == (str(run_file.resolve()), "persona_path")
+    assert "personas/missing.yaml" in error.message
+
+
+def test_a_yaml_syntax_error_names_the_file_and_the_line(run_file: Path) -> None:
+    scenario = run_file.parent / "scenario-workload-neutral-voice.yaml"
+    scenario.write_text("id: x\ndescription: fine\nconversation: [unclosed\n")
+    error = config_error(lambda: load_run(run_file, environ={}))
+    assert error.source == str(scenario.resolve())
+    assert "YAML syntax error" in error.message and "line 4" in error.message
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("", "empty"),
+    ("- just\n- a list\n", "expected a mapping"),
+    ("plain text\n", "expected a mapping"),
+])
+def test_a_document_that_is_not_a_mapping_is_rejected(run_file: Path, text: str,
+                                                      words: str) -> None:
+    persona = run_file.parent / "persona-workload-neutral-voice.yaml"
+    persona.write_text(text)
+    error = config_error(lambda: load_run(run_file, environ={}))
+    assert error.source == str(persona.resolve()) and words in error.message
+
+
+def test_a_validation_error_is_one_line_file_key_message(run_file: Path) -> None:
+    scenario = run_file.parent / "scenario-workload-neutral-voice.yaml"
+    edit_yaml(scenario, eval_spec={"limits": {"max_turns": -2}})
+    error = config_error(lambda: load_run(run_file, environ={}))
+    assert str(error) == (f"{scenario.resolve()}: eval_spec.limits.max_turns: "
+                          "Input should be greater than 0 (got -2)")
+
+
+def test_several_problems_are_counted_not_dumped(run_file: Path) -> None:
+    edit_yaml(run_file.parent / "persona-workload-neutral-voice.yaml", name=None, colour="blue",
+              session_behavior={"patience": "infinite"})
+    error = config_error(lambda: load_run(run_file, environ={}))
+    assert "(and 2 more problems)" in error.message
+
+
+def test_paths_with_impossible_names_are_config_errors(run_file: Path) -> None:
+    for value in ("bad\x00name.yaml", "x" * 5000 + ".yaml"):
+        edit_yaml(run_file, scenario_path=value)
+        error = config_error(lambda: load_run(run_file, environ={}))
+        assert error.key == "scenario_path"
+
+
+def test_opaque_data_with_date_keys_and_binary_values_still_hashes(run_file: Path) -> None:
+    data = run_file.parent / "data-workload-neutral-voice.yaml"
+    data.write_text("2026-01-02: holiday\nblob: !!binary /w==\n")
+    edit_yaml(run_file, endpoint={"adapter": "fake", "settings": {"raw": b"\xff\x00"}})
+    loaded = load_run(run_file, environ={})
+    assert list(loaded.data) == [datetime.date(2026, 1, 2), "blob"]  # kept as written
+    documents = loaded.resolved_documents()
+    assert documents["data"]["2026-01-02"] == "holiday"
+    assert loaded.suite_hash().startswith("sha256:")
+
+
+# --- property: anything either loads or is a ConfigError --------------------------------------
+
+FIELD_NAMES = sorted({
+    "scenario_path", "persona_path", "data_path", "script_path", "environment_path",
+    "persona_mode", "speech_provider", "endpoint", "adapter", "settings", "outcome_probe",
+    "probe", "providers", "azure_openai", "quality_evaluation", "custom_judges", "artifacts_dir",
+    "trial_seed", "trials", "concurrency", "pace_audio", "id", "description", "expected_topics",
+    "conversation", "max_turns", "required_capabilities", "first_speaker", "eval_spec",
+    "expected_exit", "limits", "max_time_seconds", "outcome_spec", "name", "session_behavior",
+    "communication_style", "persona_voice", "turns", "trigger", "response", "keywords",
+    "audio_path", "interrupt_after_seconds", "impact", "base_noise", "transient_events", "type",
+    "volume", "trigger_mode", "on_turn_number", "at_seconds", "probability", "access_token",
+})
+SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True)
+           | st.text(max_size=20) | st.sampled_from(["${HOME}", "${UNSET_X}", "${A:-b}", "$$",
+                                                    "../x.wav", "scripted", "fake", "on_turn"])
+           | st.dates() | st.binary(max_size=8))
+KEYS = st.sampled_from(FIELD_NAMES) | st.text(max_size=8) | st.integers(-3, 3) | st.dates()
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(KEYS, inner, max_size=5), max_leaves=20)
+DOCUMENTS = st.dictionaries(KEYS, VALUES, max_size=8) | VALUES
+YAMLISH_TEXT = st.text(alphabet=st.sampled_from(list("ab:-[]{}&*!|>'\"%@`#,? \n\t$0.~")),
+                       max_size=60)
+TARGETS = ["run", "scenario", "persona", "data", "script", "environment"]
+
+
+@pytest.fixture(scope="module")
+def fuzz_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("fuzz")
+    run_file = copy_seed(folder)
+    shutil.copy(SEED / "environment-seed.yaml", folder / "environment.yaml")
+    for name in ("office-hum.wav", "distant-conversation.wav", "door-close.wav"):
+        tone_file(folder / "audio" / name, seconds=0.05)
+    edit_yaml(run_file, environment_path="environment.yaml")
+    originals = {path: path.read_bytes() for path in folder.glob("*.yaml")}
+    yield run_file
+    for path, content in originals.items():
+        path.write_bytes(content)
+
+
+def fuzz_file(run_file: Path, target: str) -> Path:
+    if target == "run":
+        return run_file
+    if target == "environment":
+        return run_file.parent / "environment.yaml"
+    return run_file.parent / f"{target}-workload-neutral-voice.yaml"
+
+
+def loads_or_config_error(run_file: Path, overrides: Sequence[str] = ()) -> None:
+    try:
+        loaded = load_run(run_file, overrides=overrides, environ={"HOME": "/home/x", "A": "1"})
+    except ConfigError as error:
+        assert len(error.one_line().splitlines()) == 1
+        return
+    # what loads can also be sanitized, written as JSON and hashed
+    json.dumps(loaded.resolved_documents())
+    assert loaded.suite_hash().startswith("sha256:")
+
+
+@settings(max_examples=150, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(target=st.sampled_from(TARGETS),
+       content=DOCUMENTS.map(lambda d: yaml.safe_dump(d, allow_unicode=True)) | YAMLISH_TEXT)
+def test_random_yaml_documents_load_or_raise_config_error(fuzz_suite: Path, target: str,
+                                                          content: str) -> None:
+    path = fuzz_file(fuzz_suite, target)
+    original = path.read_bytes()
+    path.write_text(content, encoding="utf-8")
+    try:
+        loads_or_config_error(fuzz_suite)
+    finally:
+        path.write_bytes(original)
+
+
+OVERRIDE_KEYS = st.lists(st.sampled_from([*FIELD_NAMES, *TARGETS, "0", "1", "-1", ""])
+                         | st.text(max_size=5), min_size=1, max_size=4).map(".".join)
+OVERRIDE_VALUES = VALUES.map(lambda v: yaml.safe_dump(v, default_flow_style=True).strip()) \
+    | YAMLISH_TEXT | st.text(max_size=30)
+
+
+@settings(max_examples=200, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(overrides=st.lists(st.tuples(OVERRIDE_KEYS, st.sampled_from(["=", ""]), OVERRIDE_VALUES)
+                          .map("".join) | st.text(max_size=40), min_size=1, max_size=3))
+def test_random_overrides_load_or_raise_config_error(fuzz_suite: Path,
+                                                     overrides: list[str]) -> None:
+    loads_or_config_error(fuzz_suite, overrides)
+
+
+@pytest.mark.parametrize("key", ["script.turns.²", "script.turns." + "9" * 5000, "²"])
+def test_odd_numeric_key_segments_are_config_errors(run_file: Path, key: str) -> None:
+    error = config_error(lambda: load_run(run_file, environ={}, overrides=[f"{key}=x"]))
+    assert error.source is not None and error.source.startswith(f"--set {key}=x")

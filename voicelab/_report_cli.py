@@ -16,8 +16,8 @@ def report_command(args: argparse.Namespace) -> int:
             and not any(run_dir.rglob("trial-report.json")):
         raise ConfigError("not a voicelab run directory (no run-report.json or trial bundles)",
                           source=str(run_dir))
-    from .analysis import render_report
+    from .analysis import write_report
 
-    output = render_report(run_dir, output=Path(args.output))
+    output = write_report(run_dir, output_path=Path(args.output))
     print(f"report: {output}")
     return 0

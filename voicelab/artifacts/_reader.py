@@ -64,7 +64,9 @@ def find_trial_dirs(path: Path) -> list[Path]:
     path = Path(path)
     if (path / "trial-report.json").is_file():
         return [path]
-    return sorted(p.parent for p in path.rglob("trial-report.json") if "latest" not in p.parts)
+    # skip the `latest` convenience link below ``path`` (not ``path`` itself: it may be one)
+    return sorted(p.parent for p in path.rglob("trial-report.json")
+                  if "latest" not in p.relative_to(path).parts)
 
 
 def read_trial(trial_dir: Path) -> dict[str, Any]:

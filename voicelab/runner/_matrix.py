@@ -211,9 +211,11 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                               started=started, status="running"))
 
     async def cell(one: MatrixCellPlan) -> None:
+        # run ids stay unique across sweeps (labels join on them); folders are named by cell
         outcome = await arun(one.loaded, trials=plan.trials, artifacts_dir=run_dir,
-                             run_id=one.cell_id, on_trial_done=progress, validate=False,
-                             semaphore=semaphore, link_latest=False)
+                             run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
+                             on_trial_done=progress, validate=False, semaphore=semaphore,
+                             link_latest=False)
         outcomes.append(outcome)
 
     tasks = [asyncio.create_task(cell(one)) for one in plan.cells]

@@ -87,7 +87,7 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                overrides: Sequence[str] = (), run_id: str | None = None,
                on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
                validate: bool = True, semaphore: asyncio.Semaphore | None = None,
-               link_latest: bool = True) -> RunOutcome:
+               link_latest: bool = True, bundle_name: str | None = None) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid. Trial execution
@@ -106,7 +106,7 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
         raise ConfigError("must be at least 1", source="CLI", key="--concurrency")
     root = Path(artifacts_dir) if artifacts_dir is not None else loaded.run.artifacts_dir
     run_id = run_id or new_run_id()
-    bundle = (root / run_id).resolve()
+    bundle = (root / (bundle_name or run_id)).resolve()
     bundle.mkdir(parents=True, exist_ok=True)
     if link_latest:
         _point_latest(root, bundle)

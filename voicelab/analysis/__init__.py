@@ -1,0 +1,74 @@
+"""Analysis: bundles -> pandas frames, plots, inline audio and widgets, HTML reports, labels.
+
+    frames = voicelab.analysis.load_frames(run_dir)       # .runs .trials .turns .events ...
+    voicelab.analysis.plot_latency(frames.turns, by="persona")
+    voicelab.analysis.TrialPlayer(frames, trial_id="trial-001")
+
+Importing this package loads numpy and pandas only: matplotlib, ipywidgets, IPython, papermill
+and nbconvert are imported inside the functions that use them. The CLI start-up path never
+imports it. Judge calibration against human labels is :mod:`voicelab.analysis.calibration`.
+"""
+
+from ._frames import GROUP_COLUMNS, KEY_COLUMNS, Frames, load_frames, worst_turns
+from ._labels import label_rows, load_labels, save_labels
+from ._plots import figure_png, plot_latency, plot_pass_rate_heatmap, plot_silence, plot_timeline
+from ._report import write_report
+from ._widgets import (
+    LabelingWidget,
+    MatrixBrowser,
+    TrialPlayer,
+    audio_data_uri,
+    audio_html,
+    default_criteria,
+    read_trial_audio,
+    turn_audio_html,
+    turn_windows,
+)
+from .calibration import (
+    HUMAN_LABEL_COLUMNS,
+    CalibrationReport,
+    CorrectedPassRate,
+    best_threshold,
+    calibrate,
+    corrected_pass_rate,
+    join_labels,
+    read_human_labels,
+    threshold_sweep,
+    validate_human_labels,
+)
+
+__all__ = [
+    "GROUP_COLUMNS",
+    "HUMAN_LABEL_COLUMNS",
+    "CalibrationReport",
+    "CorrectedPassRate",
+    "best_threshold",
+    "calibrate",
+    "corrected_pass_rate",
+    "join_labels",
+    "read_human_labels",
+    "threshold_sweep",
+    "validate_human_labels",
+    "KEY_COLUMNS",
+    "Frames",
+    "LabelingWidget",
+    "MatrixBrowser",
+    "TrialPlayer",
+    "audio_data_uri",
+    "audio_html",
+    "default_criteria",
+    "figure_png",
+    "label_rows",
+    "load_frames",
+    "load_labels",
+    "plot_latency",
+    "plot_pass_rate_heatmap",
+    "plot_silence",
+    "plot_timeline",
+    "read_trial_audio",
+    "save_labels",
+    "turn_audio_html",
+    "turn_windows",
+    "worst_turns",
+    "write_report",
+]

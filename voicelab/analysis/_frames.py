@@ -1,0 +1,416 @@
+"""Bundles -> tidy pandas frames: runs, trials, turns, events, verdicts and judges.
+
+Every frame carries the keys ``run_id`` (from run-report.json), ``cell`` (the matrix cell, NA
+outside a matrix) and ``trial_id``; the child frames repeat ``scenario_id``, ``persona`` and
+``environment`` (categoricals: cheap) so they group without a merge. ``trials.path`` is the
+trial folder (the widgets find the WAV files there).
+
+Parsing is the cost floor: each JSON document is decoded once with :mod:`json` (voice events:
+see ``_events.py``), the frames are built column-wise from the decoded records, and the key
+columns of the child frames are categorical codes repeated with numpy, never per-row DataFrame
+operations. The turns frame flattens every field of voice-metrics.json's turns (nested
+``input``/``output`` signal stats become ``input_*``/``output_*``), so fields added later appear
+as columns by themselves; with the events it also gets ``user_start_ms`` and ``user_commit_ms``
+(when the user began speaking and committed the turn, on the listener timeline).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..artifacts._reader import read_json
+from ..errors import ConfigError
+from ._events import EventColumns, read_events
+
+logger = logging.getLogger(__name__)
+
+KEY_COLUMNS = ("run_id", "cell", "trial_id")
+GROUP_COLUMNS = ("scenario_id", "persona", "environment")
+JUDGE_COLUMNS = ("name", "kind", "critical", "status", "passed", "label", "score", "threshold",
+                 "rationale", "model", "model_version", "error")
+VERDICT_COLUMNS = ("name", "passed", "critical", "why", "expected", "observed")
+_TRIAL_CATEGORIES = ("session_id", "adapter", "execution_status", "exit_reason",
+                     "outcome_status")
+_TEXT_COLUMNS = ("trace_id", "failure_message", "outcome_error", "message", "rationale", "error",
+                 "why", "expected", "observed", "transcript", "path", "bundle_path", "suite_hash",
+                 "failed_verdicts", "failure_kinds", "failed_judges")
+_TURN_CATEGORIES = ("turn_id", "status", "reference", "input_encoding", "output_encoding")
+# Counts that stay integers when a turn lacks them (the opening has no input signal).
+_INTEGER_SUFFIXES = ("sample_rate_hz", "channels", "byte_count", "peak_amplitude")
+_SKIPPED_FIELDS = ("schema_version", "voice_event_schema_versions",
+                   "interoperability_schema_version")
+_USER_CHUNK = "user.audio_chunk"
+_USER_COMMIT = "user.turn_committed"
+
+
+@dataclass(frozen=True, eq=False)
+class Frames:
+    """Tidy frames of one or more runs (see the module docstring for the keys)."""
+
+    runs: pd.DataFrame
+    trials: pd.DataFrame
+    turns: pd.DataFrame
+    events: pd.DataFrame
+    verdicts: pd.DataFrame
+    judges: pd.DataFrame
+
+    def trial(self, *, run_id: str | None = None, trial_id: str | None = None) -> pd.Series:
+        """The trials row of one trial: the first that matches the given ids."""
+        mask = np.ones(len(self.trials), dtype=bool)
+        if run_id is not None:
+            mask &= (self.trials["run_id"] == run_id).to_numpy()
+        if trial_id is not None:
+            mask &= (self.trials["trial_id"] == trial_id).to_numpy()
+        if not mask.any():
+            raise KeyError(f"no trial {trial_id!r} (run {run_id!r}) in these frames")
+        return self.trials[mask].iloc[0]
+
+    def trial_dir(self, *, run_id: str | None = None, trial_id: str | None = None) -> Path:
+        return Path(self.trial(run_id=run_id, trial_id=trial_id)["path"])
+
+    def select(self, *, run_id: str | None = None, trial_id: str | None = None) -> Frames:
+        """The frames of one trial (see :meth:`trial`)."""
+        row = self.trial(run_id=run_id, trial_id=trial_id)
+
+        def rows_of(frame: pd.DataFrame) -> pd.DataFrame:
+            keep = (frame["run_id"] == row["run_id"]).to_numpy()
+            if "trial_id" in frame.columns:
+                keep &= (frame["trial_id"] == row["trial_id"]).to_numpy()
+            return frame[keep]
+
+        return Frames(runs=rows_of(self.runs), trials=rows_of(self.trials),
+                      turns=rows_of(self.turns), events=rows_of(self.events),
+                      verdicts=rows_of(self.verdicts), judges=rows_of(self.judges))
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{name}={len(getattr(self, name))}" for name in
+                          ("runs", "trials", "turns", "events", "verdicts", "judges"))
+        return f"Frames({sizes})"
+
+
+@dataclass
+class _Run:
+    run_id: str
+    cell: str | None
+    matrix_id: str | None
+    run_dir: Path | None
+    report: dict[str, Any] | None
+    trial_dirs: list[Path]
+
+
+# --- discovery --------------------------------------------------------------------------------
+
+def _natural(path: Path) -> tuple[int, str]:
+    return (len(path.name), path.name)
+
+
+def _trial_dirs_of(run_dir: Path) -> list[Path]:
+    with os.scandir(run_dir) as entries:
+        found = [Path(e.path) for e in entries
+                 if e.is_dir(follow_symlinks=False) and os.path.isfile(
+                     os.path.join(e.path, "trial-report.json"))]
+    return sorted(found, key=_natural)
+
+
+def _matrix_of(matrix_dir: Path, cache: dict[Path, tuple[str, dict[str, str]]]
+               ) -> tuple[str, dict[str, str]]:
+    """The matrix run id and folder name -> cell id, from matrix-report.json."""
+    if matrix_dir not in cache:
+        document = read_json(matrix_dir / "matrix-report.json")
+        mapping = {Path(str(cell["bundle_path"])).name: str(cell["cell_id"])
+                   for cell in document.get("cells", [])
+                   if isinstance(cell, dict) and cell.get("cell_id") and cell.get("bundle_path")}
+        cache[matrix_dir] = (str(document.get("run_id") or matrix_dir.name), mapping)
+    return cache[matrix_dir]
+
+
+def _run_of(run_dir: Path, trial_dirs: list[Path],
+            cache: dict[Path, tuple[str, dict[str, str]]]) -> _Run:
+    report = None
+    if (run_dir / "run-report.json").is_file():
+        report = read_json(run_dir / "run-report.json")
+    cell = matrix_id = None
+    if (run_dir.parent / "matrix-report.json").is_file():
+        matrix_id, cells = _matrix_of(run_dir.parent, cache)
+        cell = cells.get(run_dir.name, run_dir.name)
+    run_id = str(report["run_id"]) if report and report.get("run_id") else run_dir.name
+    return _Run(run_id, cell, matrix_id, run_dir if report else None, report, trial_dirs)
+
+
+def _discover(paths: Iterable[str | os.PathLike[str]]) -> list[_Run]:
+    runs: dict[Path, _Run] = {}
+    cache: dict[Path, tuple[str, dict[str, str]]] = {}
+    for given in paths:
+        path = Path(given).expanduser().resolve()
+        if not path.exists():
+            raise ConfigError("no such run directory or trial folder", source=path)
+        if (path / "trial-report.json").is_file():
+            run = runs.setdefault(path.parent, _run_of(path.parent, [], cache))
+            if path not in run.trial_dirs:
+                run.trial_dirs.append(path)
+            continue
+        for root, dirs, files in os.walk(path):  # symlinks (e.g. ``latest``) are not followed
+            here = Path(root)
+            if "run-report.json" in files:
+                dirs.clear()
+                if here not in runs:
+                    runs[here] = _run_of(here, _trial_dirs_of(here), cache)
+            elif "trial-report.json" in files:  # a trial folder outside any run
+                dirs.clear()
+                run = runs.setdefault(here.parent, _run_of(here.parent, [], cache))
+                run.trial_dirs.append(here)
+            else:
+                dirs.sort()
+    for run in runs.values():
+        run.trial_dirs.sort(key=_natural)
+    return [run for run in runs.values() if run.trial_dirs or run.report]
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+def _flatten(record: dict[str, Any]) -> dict[str, Any]:
+    """Nested dicts become ``parent_child`` columns (a ``None`` in place of a dict stays; the
+    turns frame drops such all-NA columns when their ``parent_*`` columns exist)."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            for child, inner in _flatten(value).items():
+                flat[f"{key}_{child}"] = inner
+        else:
+            flat[key] = value
+    return flat
+
+
+def _trial_row(report: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
+    row = {k: v for k, v in report.items()
+           if not isinstance(v, (dict, list)) and k not in _SKIPPED_FIELDS}
+    verdicts = report.get("verdicts") or []
+    failures = report.get("failures") or []
+    judges = report.get("judges") or []
+    row["failed_verdicts"] = ", ".join(v.get("name", "") for v in verdicts if not v.get("passed"))
+    row["failed_critical_verdicts"] = sum(1 for v in verdicts
+                                          if not v.get("passed") and v.get("critical", True))
+    row["failure_count"] = len(failures)
+    row["failure_kinds"] = ", ".join(str(f.get("kind", "")) for f in failures)
+    row["failure_message"] = failures[0].get("message") if failures else None
+    row["judge_count"] = len(judges)
+    row["failed_judges"] = ", ".join(j.get("name", "") for j in judges
+                                     if j.get("status") != "passed")
+    for metric, stats in (report.get("metrics_summary") or {}).items():
+        if isinstance(stats, dict):
+            for stat, value in stats.items():
+                row[f"{metric}_{stat}"] = value
+    for key, value in (report.get("outcome") or {}).items():
+        if not isinstance(value, (dict, list)):
+            row.setdefault(f"outcome_{key}", value)
+    row["path"] = str(trial_dir)
+    return row
+
+
+# --- typing -----------------------------------------------------------------------------------
+
+def _typed(frame: pd.DataFrame, *, categories: Iterable[str] = (),
+           text: Iterable[str] = ()) -> pd.DataFrame:
+    """Categoricals for ids, nullable booleans/integers where None mixes in, floats for numbers
+    (a column of nothing but None is a float column of NaN unless it is named in ``text``)."""
+    for column in frame.columns:
+        series = frame[column]
+        if column in text:
+            continue
+        if column in categories:
+            frame[column] = series.astype("category")
+            continue
+        if series.dtype == object:
+            kind = pd.api.types.infer_dtype(series, skipna=True)
+            if kind == "boolean":
+                frame[column] = series.astype("boolean")
+            elif kind == "integer" and series.isna().any():
+                frame[column] = series.astype("Int64")
+            elif kind in ("floating", "mixed-integer-float", "integer"):
+                frame[column] = pd.to_numeric(series)
+            elif kind == "empty":
+                frame[column] = series.astype(float)
+        elif series.dtype == float and str(column).endswith(_INTEGER_SUFFIXES):
+            values = series.to_numpy()
+            finite = values[np.isfinite(values)]
+            if np.array_equal(finite, np.round(finite)):
+                frame[column] = series.astype("Int64")
+    return frame
+
+
+def _with_datetimes(frame: pd.DataFrame) -> pd.DataFrame:
+    for column in ("started_at", "ended_at"):
+        if column in frame.columns:
+            frame[column] = pd.to_datetime(frame[column], format="ISO8601", utc=True,
+                                           errors="coerce")
+    return frame
+
+
+def _attach_keys(frame: pd.DataFrame, trials: pd.DataFrame, index: np.ndarray,
+                 columns: Sequence[str]) -> pd.DataFrame:
+    """Prepend the trials' key columns to a child frame, rows mapped by ``index`` (trial rows)."""
+    keys = {}
+    for column in columns:
+        source = trials[column]
+        keys[column] = pd.Categorical.from_codes(source.cat.codes.to_numpy()[index],
+                                                 dtype=source.dtype)
+    keyed = pd.DataFrame(keys, index=frame.index)
+    return pd.concat([keyed, frame.drop(columns=[c for c in columns if c in frame.columns])],
+                     axis=1)
+
+
+def _records_frame(records: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(records) if records else pd.DataFrame()
+    for column in columns:
+        if column not in frame.columns:
+            frame[column] = pd.Series(dtype=object)
+    ordered = [*columns, *(c for c in frame.columns if c not in columns)]
+    return frame[ordered]
+
+
+def _timeline_columns(turns: pd.DataFrame, events: pd.DataFrame, index: np.ndarray,
+                      turn_index: np.ndarray) -> pd.DataFrame:
+    """Per turn: when the user started speaking and committed, on the listener timeline."""
+    keyed = pd.DataFrame({"_trial": index, "turn_id": events["turn_id"].astype(object),
+                          "event_type": events["event_type"], "at": events["listener_ms"]})
+    result = turns.assign(_trial=turn_index, _turn=turns["turn_id"].astype(object))
+    for event_type, name in ((_USER_CHUNK, "user_start_ms"), (_USER_COMMIT, "user_commit_ms")):
+        first = (keyed[keyed["event_type"] == event_type].groupby(["_trial", "turn_id"])["at"]
+                 .min().rename(name).reset_index().rename(columns={"turn_id": "_turn"}))
+        result = result.merge(first, on=["_trial", "_turn"], how="left")
+    result.index = turns.index
+    return result.drop(columns=["_trial", "_turn"])
+
+
+# --- entry point ------------------------------------------------------------------------------
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Decoding builds ~300 containers per trial and keeps them all alive: without a pause, the
+    cyclic collector rescans that growing heap over and over (measured: ~40% of the load time on
+    1,000 trials). Nothing here makes reference cycles; the previous state is restored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def load_frames(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
+                events: bool = True) -> Frames:
+    """Read run directories, matrix runs, folders of runs or trial folders into :class:`Frames`.
+
+    ``events=False`` skips voice-events.jsonl (the largest files): ``frames.events`` is then
+    empty and the turns lack ``user_start_ms`` / ``user_commit_ms``.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    with _collector_paused():
+        return _load(_discover(paths), events=events)
+
+
+def _load(runs: list[_Run], *, events: bool) -> Frames:
+    run_rows, trial_rows, trial_run = [], [], []
+    turn_records: list[dict[str, Any]] = []
+    verdict_records: list[dict[str, Any]] = []
+    judge_records: list[dict[str, Any]] = []
+    event_columns = EventColumns()
+    turn_counts, verdict_counts, judge_counts = [], [], []
+    for number, run in enumerate(runs):
+        report = run.report or {}
+        run_rows.append({"run_id": run.run_id, "cell": run.cell, "matrix_id": run.matrix_id,
+                         **{k: v for k, v in report.items()
+                            if not isinstance(v, (dict, list))
+                            and k not in ("run_id", *_SKIPPED_FIELDS)},
+                         "path": str(run.run_dir) if run.run_dir else None})
+        for trial_dir in run.trial_dirs:
+            trial_report = read_json(trial_dir / "trial-report.json")
+            trial_rows.append(_trial_row(trial_report, trial_dir))
+            trial_run.append(number)
+            metrics_path = trial_dir / "voice-metrics.json"
+            turns = read_json(metrics_path).get("turns", []) if metrics_path.is_file() else []
+            turn_records.extend(_flatten(t) for t in turns)
+            turn_counts.append(len(turns))
+            verdicts = trial_report.get("verdicts") or []
+            verdict_records.extend(verdicts)
+            verdict_counts.append(len(verdicts))
+            judges = trial_report.get("judges") or []
+            judge_records.extend({k: v for k, v in j.items() if k != "sent"} for j in judges)
+            judge_counts.append(len(judges))
+            if events:
+                path = trial_dir / "voice-events.jsonl"
+                event_columns.add(read_events(path), source=path)
+            else:
+                event_columns.add([], source=trial_dir)
+    logger.debug("read %d run(s), %d trial(s), %d event(s)", len(runs), len(trial_rows),
+                 sum(event_columns.counts))
+
+    runs_frame = _typed(_with_datetimes(_records_frame(run_rows, ["run_id", "cell"])),
+                        categories=("run_id", "cell", "matrix_id", "status", *GROUP_COLUMNS,
+                                    "adapter"),
+                        text=_TEXT_COLUMNS)
+    trials = _with_datetimes(_records_frame(trial_rows, ["trial_id", *GROUP_COLUMNS]))
+    run_index = np.asarray(trial_run, dtype=np.int64)
+    for position, column in enumerate(("run_id", "cell")):
+        trials.insert(position, column, runs_frame[column].to_numpy()[run_index] if len(trials)
+                      else pd.Series(dtype=object))
+    trials["matrix_id"] = runs_frame["matrix_id"].to_numpy()[run_index] if len(trials) else \
+        pd.Series(dtype=object)
+    trials = _typed(trials, categories=(*KEY_COLUMNS, *GROUP_COLUMNS, *_TRIAL_CATEGORIES,
+                                        "matrix_id"),
+                    text=_TEXT_COLUMNS)
+    child_keys = (*KEY_COLUMNS, *GROUP_COLUMNS)
+
+    def child(records: list[dict[str, Any]], counts: list[int], columns: Sequence[str],
+              categories: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
+        index = np.repeat(np.arange(len(trials)), np.asarray(counts, dtype=np.int64))
+        frame = _typed(_records_frame(records, columns), categories=categories,
+                       text=_TEXT_COLUMNS)
+        return _attach_keys(frame, trials, index, child_keys), index
+
+    turns_frame, turn_index = child(turn_records, turn_counts, ["turn_id", "index"],
+                                    _TURN_CATEGORIES)
+    turns_frame = turns_frame.drop(columns=[c for c in turns_frame.columns
+                                            if turns_frame[c].isna().all() and any(
+                                                str(o).startswith(f"{c}_")
+                                                for o in turns_frame.columns)])
+    verdicts_frame, _ = child(verdict_records, verdict_counts, VERDICT_COLUMNS, ("name",))
+    judges_frame, _ = child(judge_records, judge_counts, JUDGE_COLUMNS,
+                            ("name", "kind", "status", "label", "model", "model_version"))
+    for frame, flags in ((verdicts_frame, ("passed", "critical")),
+                         (judges_frame, ("passed", "critical"))):
+        for flag in flags:
+            frame[flag] = frame[flag].fillna(False).astype(bool)
+    judges_frame["score"] = pd.to_numeric(judges_frame["score"], errors="coerce")
+    judges_frame["threshold"] = pd.to_numeric(judges_frame["threshold"], errors="coerce")
+
+    event_index = np.repeat(np.arange(len(trials)),
+                            np.asarray(event_columns.counts, dtype=np.int64))
+    events_frame = _attach_keys(event_columns.frame(), trials, event_index, child_keys)
+    if events:
+        turns_frame = _timeline_columns(turns_frame, events_frame, event_index, turn_index)
+    return Frames(runs=runs_frame, trials=trials, turns=turns_frame, events=events_frame,
+                  verdicts=verdicts_frame, judges=judges_frame)
+
+
+# --- helpers over frames ----------------------------------------------------------------------
+
+def worst_turns(turns: pd.DataFrame, *, metric: str = "first_audio_latency_ms",
+                n: int = 3, largest: bool = True) -> pd.DataFrame:
+    """The ``n`` responses with the largest (or smallest) ``metric``; rows without it skipped."""
+    values = pd.to_numeric(turns[metric], errors="coerce")
+    ranked = turns.assign(_rank=values)[values.notna()]
+    picked = (ranked.nlargest(n, "_rank") if largest else ranked.nsmallest(n, "_rank"))
+    return picked.drop(columns="_rank")

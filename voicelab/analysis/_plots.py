@@ -1,0 +1,237 @@
+"""Matplotlib figures from frames: latency and silence distributions, pass rates, one timeline.
+
+Every function returns a :class:`matplotlib.figure.Figure` built without pyplot (no global figure
+state, nothing to close); a notebook displays it as the cell's value (``%matplotlib inline``
+registers the PNG formatter). matplotlib is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from ._frames import Frames, load_frames
+from ._widgets import read_trial_audio
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+_ENVELOPE_POINTS = 4000
+
+
+def _figure(width_in: float, height_in: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width_in, height_in), layout="constrained")
+
+
+def _groups(frame: pd.DataFrame, metric: str, by: str | None) -> list[tuple[str, np.ndarray]]:
+    """(label, finite values) per group, in category order; one unlabeled group when ``by`` is
+    None or absent."""
+    if metric not in frame.columns:
+        return []
+    values = pd.to_numeric(frame[metric], errors="coerce")
+    if by is None or by not in frame.columns:
+        finite = values.dropna().to_numpy(dtype=float)
+        return [("all", finite)] if finite.size else []
+    result = []
+    for label, part in values.groupby(frame[by], observed=True, sort=True):
+        finite = part.dropna().to_numpy(dtype=float)
+        if finite.size:
+            result.append((str(label), finite))
+    return result
+
+
+def _no_data(axes: Axes, what: str) -> None:
+    axes.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=axes.transAxes,
+              color="grey")
+    axes.set_xticks([])
+    axes.set_yticks([])
+
+
+def _ecdf(axes: Axes, groups: list[tuple[str, np.ndarray]], *, xlabel: str) -> None:
+    for label, values in groups:
+        ordered = np.sort(values)
+        share = np.arange(0, ordered.size + 1) / ordered.size
+        axes.step(np.concatenate([ordered[:1], ordered]), share, where="post",
+                  label=f"{label} (n={ordered.size})")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel("share of responses")
+    axes.set_ylim(0, 1.02)
+    axes.grid(alpha=0.3)
+
+
+def _histogram(axes: Axes, groups: list[tuple[str, np.ndarray]], *, xlabel: str,
+               bins: int) -> None:
+    everything = np.concatenate([values for _, values in groups])
+    edges = np.histogram_bin_edges(everything, bins=bins)
+    for label, values in groups:
+        axes.hist(values, bins=edges, alpha=0.55, label=label)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel("responses")
+    axes.grid(alpha=0.3)
+
+
+def plot_latency(turns: pd.DataFrame, *, metric: str = "first_audio_latency_ms",
+                 by: str | None = "persona", bins: int = 30) -> Figure:
+    """ECDF and histogram of a per-response latency, one line/colour per value of ``by``."""
+    figure = _figure(11, 4)
+    ecdf_axes, hist_axes = figure.subplots(1, 2)
+    groups = _groups(turns, metric, by)
+    if not groups:
+        _no_data(ecdf_axes, metric)
+        _no_data(hist_axes, metric)
+        return figure
+    _ecdf(ecdf_axes, groups, xlabel=metric)
+    _histogram(hist_axes, groups, xlabel=metric, bins=bins)
+    ecdf_axes.legend(title=by, fontsize="small")
+    figure.suptitle(f"{metric} by {by}" if by else metric)
+    return figure
+
+
+def plot_silence(turns: pd.DataFrame, *, by: str | None = "environment",
+                 metrics: Sequence[str] = ("dead_air_ms", "playback_stall_ms",
+                                           "output_silence_ratio")) -> Figure:
+    """ECDFs of dead air, playback stalls and the silent share of each response."""
+    figure = _figure(4.2 * len(metrics), 3.8)
+    axes_row = np.atleast_1d(figure.subplots(1, len(metrics)))
+    for axes, metric in zip(axes_row, metrics, strict=True):
+        groups = _groups(turns, metric, by)
+        if groups:
+            _ecdf(axes, groups, xlabel=metric)
+            axes.legend(title=by, fontsize="x-small")
+        else:
+            _no_data(axes, metric)
+    figure.suptitle("dead air and silence per response")
+    return figure
+
+
+def _label_columns(frame: pd.DataFrame, columns: str | Sequence[str]) -> pd.Series:
+    names = [columns] if isinstance(columns, str) else list(columns)
+    text = frame[names[0]].astype(str)
+    for name in names[1:]:
+        text = text + " / " + frame[name].astype(str)
+    return text
+
+
+def plot_pass_rate_heatmap(trials: pd.DataFrame, *, rows: str | Sequence[str] | None = None,
+                           columns: str | Sequence[str] = "environment") -> Figure:
+    """Share of passed trials per matrix cell, annotated ``rate (passed/trials)``. ``rows``
+    defaults to the persona, prefixed by the scenario when there are several."""
+    from matplotlib import colormaps
+
+    if rows is None:
+        several = "scenario_id" in trials.columns and trials["scenario_id"].nunique() > 1
+        rows = ("scenario_id", "persona") if several else "persona"
+    if trials.empty:
+        figure = _figure(5, 3)
+        _no_data(figure.subplots(), "trials")
+        return figure
+    table = pd.DataFrame({"row": _label_columns(trials, rows),
+                          "column": _label_columns(trials, columns),
+                          "passed": trials["passed"].astype(bool)})
+    counts = table.pivot_table(index="row", columns="column", values="passed",
+                               aggfunc=["sum", "count"], observed=True)
+    passed, total = counts["sum"], counts["count"]
+    rate = (passed / total).to_numpy(dtype=float)
+    longest = max((len(str(label)) for label in passed.index), default=0)
+    figure = _figure(max(4.5, 1.6 * rate.shape[1] + 0.08 * longest + 2.5),
+                     max(2.5, 0.6 * rate.shape[0] + 1.5))
+    axes = figure.subplots()
+    image = axes.imshow(np.ma.masked_invalid(rate), cmap=colormaps["RdYlGn"], vmin=0, vmax=1,
+                        aspect="auto")
+    axes.set_xticks(range(rate.shape[1]), labels=list(passed.columns), rotation=20, ha="right")
+    axes.set_yticks(range(rate.shape[0]), labels=list(passed.index))
+    for (i, j), value in np.ndenumerate(rate):
+        if np.isfinite(value):
+            axes.text(j, i, f"{value:.0%}\n({int(passed.iat[i, j])}/{int(total.iat[i, j])})",
+                      ha="center", va="center", fontsize="small")
+    figure.colorbar(image, ax=axes, label="pass rate")
+    row_name = rows if isinstance(rows, str) else " / ".join(rows)
+    column_name = columns if isinstance(columns, str) else " / ".join(columns)
+    axes.set_ylabel(row_name)
+    axes.set_xlabel(column_name)
+    axes.set_title("pass rate per cell")
+    return figure
+
+
+def _envelope(samples: np.ndarray, sample_rate_hz: int) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds, peak magnitude) at about ``_ENVELOPE_POINTS`` points: max |x| per block."""
+    block = max(1, samples.size // _ENVELOPE_POINTS)
+    usable = samples[: samples.size - samples.size % block].astype(np.int32)
+    peaks = np.abs(usable.reshape(-1, block)).max(axis=1) if usable.size else usable
+    seconds = (np.arange(peaks.size) * block + block / 2) / sample_rate_hz
+    return seconds, peaks / 32768.0
+
+
+def plot_timeline(source: Frames | str | os.PathLike[str], *, run_id: str | None = None,
+                  trial_id: str | None = None) -> Figure:
+    """One trial on the listener timeline: both channels' waveforms, each response's playback,
+    commits, first audio, interruptions and tool calls. ``source``: frames or a trial folder."""
+    frames = source if isinstance(source, Frames) else load_frames(source)
+    one = frames.select(run_id=run_id, trial_id=trial_id)
+    trial = one.trials.iloc[0]
+    trial_dir = Path(trial["path"])
+    events, turns = one.events, one.turns
+    figure = _figure(12, 4.5)
+    user_axes, product_axes = figure.subplots(2, 1, sharex=True)
+    for axes, channel, colour in ((user_axes, "technician", "tab:blue"),
+                                  (product_axes, "product", "tab:orange")):
+        if (trial_dir / f"{channel}.wav").is_file():
+            samples, rate = read_trial_audio(trial_dir, channel=channel)
+            seconds, peaks = _envelope(samples, rate)
+            axes.fill_between(seconds, -peaks, peaks, color=colour, linewidth=0)
+        axes.set_ylim(-1.05, 1.05)
+        axes.set_ylabel(channel)
+        axes.grid(alpha=0.25)
+    for turn in turns.itertuples(index=False):  # a handful of responses per trial
+        start, end = turn.playback_start_ms, turn.playback_end_ms
+        if pd.notna(start) and pd.notna(end):
+            product_axes.axvspan(start / 1e3, end / 1e3, color="tab:orange", alpha=0.08)
+            product_axes.text(start / 1e3, 0.92, str(turn.turn_id), fontsize="x-small")
+    marks = [
+        (user_axes, events[events["event_type"] == "user.turn_committed"]["listener_ms"],
+         "tab:green", "--", "commit"),
+        (product_axes, turns["playback_start_ms"], "tab:red", "-", "first audio heard"),
+        (user_axes, events[events["event_type"] == "user.barge_in"]["listener_ms"],
+         "tab:purple", "-", "barge-in"),
+        (product_axes, events[events["event_type"] == "product.interruption"]["listener_ms"],
+         "tab:purple", ":", "product interruption"),
+    ]
+    for axes, at_ms, colour, style, label in marks:
+        for index, value in enumerate(pd.to_numeric(at_ms, errors="coerce").dropna()):
+            axes.axvline(value / 1e3, color=colour, linestyle=style, linewidth=1.2,
+                         label=label if index == 0 else None)
+    calls = events[events["event_type"] == "product.tool_call"]
+    for index, (at_ms, attributes) in enumerate(zip(calls["listener_ms"], calls["attributes"],
+                                                    strict=True)):
+        name = str((attributes or {}).get("name", "tool"))
+        product_axes.axvline(at_ms / 1e3, color="black", linestyle="-.", linewidth=1,
+                             label="tool call" if index == 0 else None)
+        product_axes.text(at_ms / 1e3, -0.95, f" {name}", fontsize="x-small")
+    for axes in (user_axes, product_axes):
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(loc="upper right", fontsize="x-small")
+    product_axes.set_xlabel("listener timeline (s)")
+    user_axes.set_title(f"{trial['run_id']} / {trial['trial_id']}: "
+                        f"{'passed' if trial['passed'] else 'failed'} ({trial['exit_reason']})")
+    return figure
+
+
+def figure_png(figure: Figure, *, dpi: int = 100) -> bytes:
+    """The figure as PNG bytes (for reports and tests)."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
+__all__ = ["figure_png", "plot_latency", "plot_pass_rate_heatmap", "plot_silence",
+           "plot_timeline"]

@@ -96,7 +96,8 @@ def test_matrix_browser_follows_cell_and_trial(matrix):
     first_player = browser.player
     browser.select(cell=cells[2])
     run_id, trial_id = browser.trial.value
-    assert run_id == cells[2] and trial_id == "trial-001"  # the matrix names runs by cell
+    # a cell's run id is "<matrix run id>__<cell>": unique across sweeps, named by its cell
+    assert run_id.endswith(f"__{cells[2]}") and trial_id == "trial-001"
     assert browser.player is not first_player
     assert browser.player.row["cell"] == cells[2]
     assert browser.player_box.children == (browser.player.widget,)

@@ -78,7 +78,6 @@ def _json_bytes(document: Any, *, pretty: bool = True) -> bytes:
 
 
 def _plain_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as stream:
         stream.write(data)
 
@@ -106,24 +105,39 @@ def write_audio(path: Path, audio: PcmAudio) -> Path:
     return path
 
 
+_WRITERS = None
+
+
+def _writer_pool() -> Any:
+    """A small shared pool: creating a file costs ~0.3 ms of disk latency here, and the
+    syscalls release the GIL, so a trial's 17 files are written side by side."""
+    global _WRITERS
+    if _WRITERS is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _WRITERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="voicelab-bundle")
+    return _WRITERS
+
+
 def write_trial_bundle(trial_dir: Path, *, documents: Mapping[str, Any], jsonl: Mapping[str, Any],
                        texts: Mapping[str, str], audio: Mapping[str, PcmAudio],
                        report: BaseModel) -> list[str]:
     """Write every file of a trial; ``trial-report.json`` last, so its presence means complete."""
     trial_dir.mkdir(parents=True, exist_ok=True)
-    written: list[str] = []
+    jobs: list[tuple[Path, bytes]] = []
     for name, records in jsonl.items():
-        write_jsonl(trial_dir / name, records)
-        written.append(name)
+        encode = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":")).encode
+        lines = [encode(record) for record in records]
+        jobs.append((trial_dir / name, ("\n".join(lines) + ("\n" if lines else "")).encode()))
     for name, text in texts.items():
-        write_text(trial_dir / name, text)
-        written.append(name)
+        jobs.append((trial_dir / name, text.encode()))
     for name, pcm in audio.items():
-        write_audio(trial_dir / name, pcm)
-        written.append(name)
+        jobs.append((trial_dir / name, wav_bytes(pcm)))
     for name, document in documents.items():
-        write_json(trial_dir / name, document, pretty=name not in COMPACT_DOCUMENTS, atomic=False)
-        written.append(name)
+        jobs.append((trial_dir / name, _json_bytes(document, pretty=name not in COMPACT_DOCUMENTS)))
+    written = [path.name for path, _ in jobs]
+    for future in [_writer_pool().submit(_plain_write, path, data) for path, data in jobs]:
+        future.result()
     written.append("trial-report.json")
     if hasattr(report, "files"):
         report.files = sorted(written)

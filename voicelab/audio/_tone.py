@@ -18,6 +18,13 @@ _WORD = re.compile(r"[\w']+|[.,;:!?]")
 # Sentence pauses stay below the 300 ms dead-air threshold (with the word gap), as fluent speech does.
 _PAUSE_AFTER = {",": 0.1, ";": 0.14, ":": 0.14, ".": 0.18, "!": 0.18, "?": 0.18}
 
+#: One period of the voice's waveform (fundamental and three harmonics), read by phase: ten
+#: times cheaper than four sines per sample, within 0.3 % of them.
+_TABLE_SIZE = 8192
+_GRID = np.arange(_TABLE_SIZE) * (2.0 * np.pi / _TABLE_SIZE)
+_WAVE_TABLE = (np.sin(_GRID) + 0.45 * np.sin(2 * _GRID) + 0.22 * np.sin(3 * _GRID)
+               + 0.1 * np.sin(4 * _GRID))
+
 PEAK_FRACTION = 0.42  # of full scale: well below clipping even with environment noise on top
 WORD_GAP_SECONDS = 0.07
 EDGE_SECONDS = 0.012
@@ -59,9 +66,8 @@ def _tone_speech(text: str, seed: int, sample_rate_hz: int) -> PcmAudio:
         pitch = base_pitch_hz * float(rng.uniform(0.85, 1.2))
         glide = float(rng.uniform(-0.12, 0.12))
         frequency = pitch * (1.0 + glide * t / duration)
-        phase = 2.0 * np.pi * np.cumsum(frequency) / sample_rate_hz
-        wave = (np.sin(phase) + 0.45 * np.sin(2 * phase) + 0.22 * np.sin(3 * phase)
-                + 0.1 * np.sin(4 * phase))
+        cycles = np.cumsum(frequency) / sample_rate_hz  # phase in whole cycles
+        wave = _WAVE_TABLE[(cycles * _TABLE_SIZE).astype(np.int64) & (_TABLE_SIZE - 1)]
         syllable_rate_hz = float(rng.uniform(3.5, 5.5))
         envelope = 0.65 + 0.35 * np.abs(np.sin(np.pi * syllable_rate_hz * t))
         edge = min(int(EDGE_SECONDS * sample_rate_hz), count // 2)

@@ -311,15 +311,25 @@ class LoadedRun:
         return self.run_path.parent
 
     def resolved_documents(self) -> dict[str, Any]:
-        """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing)."""
-        from ._resolved import resolved_documents
+        """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing).
 
-        return resolved_documents(self)
+        Computed once: a loaded run is immutable (callers must not mutate the result)."""
+        cached = self.__dict__.get("_resolved_documents")
+        if cached is None:
+            from ._resolved import resolved_documents
+
+            cached = resolved_documents(self)
+            object.__setattr__(self, "_resolved_documents", cached)
+        return cached
 
     def suite_hash(self) -> str:
-        from ._resolved import suite_hash
+        cached = self.__dict__.get("_suite_hash")
+        if cached is None:
+            from ._resolved import suite_hash
 
-        return suite_hash(self)
+            cached = suite_hash(self)
+            object.__setattr__(self, "_suite_hash", cached)
+        return cached
 
     def asset_paths(self) -> list[tuple[str, str, Path]]:
         """(document file, key path, file) for every audio asset the run references."""

@@ -94,7 +94,7 @@ def suite_hash(loaded: LoadedRun) -> str:
     Moving a checkout or changing the artifacts directory or trial count keeps the hash; changing
     a scenario, a persona, the data, a script line or one byte of an audio asset changes it.
     """
-    documents = resolved_documents(loaded)
+    documents = loaded.resolved_documents()
     settings = {k: v for k, v in documents["settings"].items() if k not in _EXECUTION_ONLY}
     payload = {**documents, "settings": settings}
     payload = _replace_paths_by_hashes(payload)

@@ -194,8 +194,11 @@ class WebSocketEndpoint:
         timeout = self._settings.receive_timeout_seconds
         while True:
             try:
-                if self._awaiting_response():
-                    received_ns, item = await asyncio.wait_for(self._queue.get(), timeout)
+                if not self._queue.empty():  # the common case under load: no waiting at all
+                    received_ns, item = self._queue.get_nowait()
+                elif self._awaiting_response():
+                    async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
+                        received_ns, item = await self._queue.get()
                 else:
                     received_ns, item = await self._queue.get()
             except TimeoutError:

@@ -43,18 +43,28 @@ def virtual_offsets(records: Sequence[Mapping[str, Any]]) -> dict[int, int]:
     return result
 
 
-@dataclass
+@dataclass(slots=True)
 class PlacedChunk:
+    """A product chunk on the listener timeline; positions are whole samples at 24 kHz."""
+
     sequence: int
     turn_id: str | None
     arrival_ns: int
-    start_ns: int
+    start_sample: int
     samples: np.ndarray
     after_cancel: bool = False
 
     @property
+    def end_sample(self) -> int:
+        return self.start_sample + self.samples.shape[0]
+
+    @property
+    def start_ns(self) -> int:
+        return _samples_to_ns(self.start_sample)
+
+    @property
     def end_ns(self) -> int:
-        return self.start_ns + _samples_to_ns(self.samples.shape[0])
+        return _samples_to_ns(self.end_sample)
 
 
 @dataclass
@@ -64,7 +74,11 @@ class ResponsePlayback:
     turn_id: str
     chunks: list[PlacedChunk] = field(default_factory=list)
     barge_in_ns: int | None = None
-    stall_ns: int = 0
+    stall_samples: int = 0
+
+    @property
+    def stall_ns(self) -> int:
+        return _samples_to_ns(self.stall_samples)
 
     @property
     def start_ns(self) -> int | None:
@@ -72,10 +86,8 @@ class ResponsePlayback:
 
     @property
     def end_ns(self) -> int | None:
-        heard = [c for c in self.chunks if not c.after_cancel and c.samples.size]
-        if not heard:
-            return None
-        return max(c.end_ns for c in heard)
+        heard = [c.end_sample for c in self.chunks if not c.after_cancel and c.samples.size]
+        return _samples_to_ns(max(heard)) if heard else None
 
 
 @dataclass
@@ -108,12 +120,24 @@ def _as_samples(chunk: bytes | np.ndarray) -> np.ndarray:
 
 
 def _render(pieces: list[tuple[int, np.ndarray]], total: int) -> np.ndarray:
+    """Sum ``(start sample, samples)`` pieces into one channel; contiguous runs are joined first
+    (a burst of chunks becomes one copy instead of hundreds)."""
     out = np.zeros(total, dtype=np.int32)
-    for start_ns, samples in pieces:
-        start = _ns_to_samples(start_ns)
-        end = min(total, start + samples.shape[0])
-        if end > start:
-            out[start:end] += samples[: end - start]
+    run_start, run, run_end = 0, [], None
+    for start, samples in sorted(pieces, key=lambda piece: piece[0]):
+        if samples.shape[0] == 0:
+            continue
+        if run and start == run_end:
+            run.append(samples)
+            run_end = start + samples.shape[0]
+            continue
+        if run:
+            block = np.concatenate(run) if len(run) > 1 else run[0]
+            out[run_start:run_start + block.shape[0]] += block
+        run_start, run, run_end = start, [samples], start + samples.shape[0]
+    if run:
+        block = np.concatenate(run) if len(run) > 1 else run[0]
+        out[run_start:run_start + block.shape[0]] += block
     return np.clip(out, PCM16_MIN, PCM16_MAX).astype(np.int16)
 
 
@@ -123,7 +147,8 @@ def place_channels(records: Sequence[Mapping[str, Any]], *,
     """Build technician/product/mixed channels on the listener timeline.
 
     ``user_chunks`` and ``product_chunks`` map the sequence number of each ``user.audio_chunk``
-    / ``product.audio_chunk`` event to its PCM (bytes or int16 samples).
+    / ``product.audio_chunk`` event to its PCM (bytes or int16 samples). Positions are whole
+    samples, so contiguous chunks stay exactly contiguous.
     """
     virtual = virtual_offsets(records)
     user_pieces: list[tuple[int, np.ndarray]] = []
@@ -135,46 +160,50 @@ def place_channels(records: Sequence[Mapping[str, Any]], *,
 
     for record in records:
         kind = record["event_type"]
-        sequence = record["sequence"]
-        if kind == USER_CHUNK:
+        if kind == PRODUCT_CHUNK:
+            sequence = record["sequence"]
+            samples = _as_samples(product_chunks.get(sequence, b""))
+            turn = record.get("turn_id") or "turn-?"
+            playback = responses.get(turn)
+            if playback is None:
+                playback = responses[turn] = ResponsePlayback(turn)
+            arrival = virtual[sequence]
+            start = max(_ns_to_samples(arrival), product_cursor)
+            after_cancel = turn in cancelled
+            if playback.chunks and not after_cancel and playback.barge_in_ns is None:
+                previous_end = playback.chunks[-1].end_sample
+                if start > previous_end:
+                    playback.stall_samples += start - previous_end
+            chunk = PlacedChunk(sequence, turn, arrival, start, samples, after_cancel)
+            playback.chunks.append(chunk)
+            product_cursor = start + samples.shape[0]
+        elif kind == USER_CHUNK:
+            sequence = record["sequence"]
             samples = _as_samples(user_chunks.get(sequence, b""))
             turn = record.get("turn_id") or "turn-?"
             if turn not in user_cursor:
                 user_turn_start[turn] = virtual[sequence]
-                user_cursor[turn] = virtual[sequence]
+                user_cursor[turn] = _ns_to_samples(virtual[sequence])
             user_pieces.append((user_cursor[turn], samples))
-            user_cursor[turn] += _samples_to_ns(samples.shape[0])
+            user_cursor[turn] += samples.shape[0]
         elif kind == BARGE_IN:
-            at = virtual[sequence]
+            at_ns = virtual[record["sequence"]]
+            at = _ns_to_samples(at_ns)
             target = record["attributes"].get("response_turn_id")
             playback = responses.get(target) if target else None
             if playback is not None:
-                playback.barge_in_ns = at
+                playback.barge_in_ns = at_ns
                 for chunk in playback.chunks:
-                    if chunk.start_ns >= at:
+                    if chunk.start_sample >= at:
                         chunk.samples = chunk.samples[:0]
-                    elif chunk.end_ns > at:
-                        chunk.samples = chunk.samples[: _ns_to_samples(at - chunk.start_ns)]
+                    elif chunk.end_sample > at:
+                        chunk.samples = chunk.samples[: at - chunk.start_sample]
                 cancelled.add(target)
             product_cursor = min(product_cursor, at)
-        elif kind == PRODUCT_CHUNK:
-            samples = _as_samples(product_chunks.get(sequence, b""))
-            turn = record.get("turn_id") or "turn-?"
-            playback = responses.setdefault(turn, ResponsePlayback(turn))
-            arrival = virtual[sequence]
-            start = max(arrival, product_cursor)
-            after_cancel = turn in cancelled
-            if playback.chunks and not after_cancel:
-                previous_end = playback.chunks[-1].end_ns
-                if start > previous_end and playback.barge_in_ns is None:
-                    playback.stall_ns += start - previous_end
-            chunk = PlacedChunk(sequence, turn, arrival, start, samples, after_cancel)
-            playback.chunks.append(chunk)
-            product_cursor = chunk.end_ns
 
-    product_pieces = [(c.start_ns, c.samples) for p in responses.values() for c in p.chunks]
-    ends = [start + _samples_to_ns(s.shape[0]) for start, s in user_pieces + product_pieces]
-    total = _ns_to_samples(max(ends)) + 1 if ends else 0
+    product_pieces = [(c.start_sample, c.samples) for p in responses.values() for c in p.chunks]
+    ends = [start + s.shape[0] for start, s in user_pieces + product_pieces]
+    total = max(ends) + 1 if ends else 0
     technician = _render(user_pieces, total)
     product = _render(product_pieces, total)
     mixed = np.clip(technician.astype(np.int32) + product.astype(np.int32), PCM16_MIN,

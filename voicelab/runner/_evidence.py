@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..artifacts import (
-    RawEndpointEvent,
-    RawEndpointEvents,
+    SCHEMA_VERSION,
     ToolCallRecord,
     ToolCalls,
     Transcript,
@@ -109,7 +108,19 @@ def _elide_audio(raw: Any) -> Any:
     return raw
 
 
-def build_raw_events(conversation: Conversation, adapter: str) -> RawEndpointEvents:
+def _has_text(value: Any) -> bool:
+    if isinstance(value, str):
+        return True
+    if isinstance(value, dict):
+        return any(_has_text(v) or isinstance(k, str) and k in _AUDIO_FIELDS
+                   for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_text(v) for v in value)
+    return isinstance(value, bytes | bytearray)
+
+
+def build_raw_events(conversation: Conversation, adapter: str) -> dict[str, Any]:
+    """raw-endpoint-events.json (schema: :class:`RawEndpointEvents`), as plain data."""
     scrub = conversation.scrubber.scrub if conversation.scrubber is not None else (lambda x: x)
     events = []
     seen: set[int] = set()
@@ -119,9 +130,11 @@ def build_raw_events(conversation: Conversation, adapter: str) -> RawEndpointEve
             if id(raw) in seen:
                 continue
             seen.add(id(raw))
-        events.append(RawEndpointEvent(sequence=sequence, received_offset_ns=offset, type=kind,
-                                       raw=scrub(_elide_audio(raw))))
-    return RawEndpointEvents(adapter=adapter, events=events)
+        if _has_text(raw):  # a binary-frame summary holds no text to elide or scrub
+            raw = scrub(_elide_audio(raw))
+        events.append({"sequence": sequence, "received_offset_ns": offset, "type": kind,
+                       "raw": raw})
+    return {"schema_version": SCHEMA_VERSION, "adapter": adapter, "events": events}
 
 
 def response_audio(conversation: Conversation) -> dict[str, PcmAudio]:

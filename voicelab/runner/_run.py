@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,12 @@ from ._trial import TrialPlan, TrialResult, _TrialCancelled, new_run_id, run_tri
 logger = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_QUALITY, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 3, 4, 130
+#: While running, run-report.json is refreshed at most this often (and always at the end, Ctrl-C
+#: included); every trial folder is complete on disk as soon as its trial ends.
+RUNNING_REPORT_INTERVAL_SECONDS = 1.0
+#: Worker threads (evidence assembly, bundle writing) yield the GIL this often, so they delay
+#: the event loop's arrival timestamps of other trials by at most about this much.
+GIL_SWITCH_INTERVAL_SECONDS = 0.0005
 
 _current_run: contextvars.ContextVar[str | None] = contextvars.ContextVar("voicelab_run",
                                                                           default=None)
@@ -119,6 +126,8 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
     if package_logger.level == logging.NOTSET or package_logger.level > logging.INFO:
         package_logger.setLevel(logging.INFO)
     token = _current_run.set(run_id)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch_interval, GIL_SWITCH_INTERVAL_SECONDS))
     started = _utc_now()
     logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s", run_id, trial_count,
                 loaded.scenario.id, parallel, bundle)
@@ -140,6 +149,8 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                                planned=trial_count, started=started, status=status)
 
         write_json(bundle / "run-report.json", report("running"))
+        loop = asyncio.get_running_loop()
+        last_report = loop.time()
 
         async def one(index: int) -> TrialResult:
             async with semaphore:
@@ -158,9 +169,13 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                 logger.info("%s: %s (%s)", result.summary.trial_id,
                             "passed" if result.report.passed else "failed",
                             result.report.exit_reason)
-                async with report_lock:
-                    await asyncio.to_thread(write_json, bundle / "run-report.json",
-                                            report("running"))
+                nonlocal last_report
+                now = loop.time()
+                if now - last_report >= RUNNING_REPORT_INTERVAL_SECONDS and not report_lock.locked():
+                    last_report = now
+                    async with report_lock:
+                        await asyncio.to_thread(write_json, bundle / "run-report.json",
+                                                report("running"))
                 if on_trial_done is not None:
                     on_trial_done(result, len(results), trial_count)
                 return result
@@ -183,6 +198,7 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
         logger.info("run %s %s: %d/%d trial(s) passed, exit code %d", run_id, final.status,
                     final.passed_trials, final.executed_trials, final.exit_code)
         _current_run.reset(token)
+        sys.setswitchinterval(switch_interval)
         package_logger.removeHandler(handler)
         handler.close()
     if interrupted:

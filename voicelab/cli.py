@@ -176,25 +176,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except ConfigError as error:
+    except Exception as error:  # noqa: BLE001 - every failure ends as one line and an exit code
         if args.debug:
             raise
-        print(f"{PROG}: error: {_error_line(error)}", file=sys.stderr)
-        return EXIT_CONFIG
-    except ExecutionError as error:
-        if args.debug:
-            raise
-        print(f"{PROG}: execution failed: {_error_line(error)}", file=sys.stderr)
+        if isinstance(error, ConfigError):
+            print(f"{PROG}: error: {_error_line(error)}", file=sys.stderr)
+            return EXIT_CONFIG
+        if isinstance(error, VoicelabError):
+            label = "execution failed" if isinstance(error, ExecutionError) else "error"
+            print(f"{PROG}: {label}: {_error_line(error)}", file=sys.stderr)
+        else:  # a bug, not bad input: still one line, the traceback is one --debug away
+            print(f"{PROG}: internal error: {type(error).__name__}: {_error_line(error)} "
+                  f"(run with --debug for the traceback)", file=sys.stderr)
         return EXIT_EXECUTION
-    except VoicelabError as error:
-        if args.debug:
-            raise
-        print(f"{PROG}: error: {_error_line(error)}", file=sys.stderr)
-        return EXIT_EXECUTION
-
-
-def _entry() -> None:  # pragma: no cover - console script shim
-    sys.exit(main())
 
 
 if __name__ == "__main__":  # pragma: no cover

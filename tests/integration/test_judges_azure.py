@@ -89,9 +89,10 @@ def test_each_azure_evaluator_type_against_the_local_server(kind):
     assert [r.kind for r in unsupported] == ["azure_evaluator"] * 3
     assert (task.name, task.score, task.threshold, task.status) == (
         "task_adherence", 0.0, 1.0, "failed")
-    # Groundedness is the mean over the three user->assistant exchanges: 5, 1 (the claim
-    # without tool evidence), 5.
-    assert grounded.score == pytest.approx(11 / 3) and grounded.status == "failed"
+    # Groundedness scores the three user->assistant exchanges 5, 1 (the claim without tool
+    # evidence), 5; the SDK's mean (11/3) would hide the unsupported claim: the worst decides.
+    assert grounded.score == 1.0 and grounded.status == "failed"
+    assert "worst of 3 exchanges (#2)" in grounded.rationale
     assert (coherent.score, coherent.status, coherent.passed) == (4.0, "passed", True)
     assert all(r.model_version == "judge-model-2025" for r in unsupported)
     assert not judges_pass(unsupported), "a critical task_adherence failure gates the trial"

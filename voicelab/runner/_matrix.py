@@ -19,7 +19,15 @@ from ..artifacts import MatrixCell, MatrixReport
 from ..artifacts._bundle import write_json
 from ..config import LoadedRun, LoadedSuite, load_run, load_suite
 from ..config._suite import cell_overrides, check_names_unique
-from ._run import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY, RunOutcome, arun
+from ._run import (
+    EXIT_EXECUTION,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_QUALITY,
+    RunOutcome,
+    arun,
+    run_sync,
+)
 from ._trial import TrialResult, new_run_id
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -240,9 +248,4 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
 
 def run_matrix(suite: Any, **kwargs: Any) -> MatrixOutcome:
     """Synchronous wrapper of :func:`arun_matrix` for scripts."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(arun_matrix(suite, **kwargs))
-    raise RuntimeError("voicelab.run_matrix() cannot be called from a running event loop (a "
-                       "notebook): use `await voicelab.arun_matrix(...)`")
+    return run_sync(arun_matrix, suite, **kwargs)

@@ -240,11 +240,17 @@ def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequen
         exit_code=code, trials=summaries, message=message)
 
 
-def run(run_config: LoadedRun | str | Path, **kwargs: Any) -> RunOutcome:
-    """Synchronous wrapper of :func:`arun` for scripts (not inside a running event loop)."""
+def run_sync(coroutine_function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run ``coroutine_function(*args, **kwargs)`` from synchronous code (scripts, not notebooks)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(arun(run_config, **kwargs))
-    raise RuntimeError("voicelab.run() cannot be called from a running event loop (a notebook): "
-                       "use `await voicelab.arun(...)`")
+        return asyncio.run(coroutine_function(*args, **kwargs))
+    name = coroutine_function.__name__
+    raise RuntimeError(f"voicelab.{name[1:]}() cannot be called from a running event loop (a "
+                       f"notebook): use `await voicelab.{name}(...)`")
+
+
+def run(run_config: LoadedRun | str | Path, **kwargs: Any) -> RunOutcome:
+    """Synchronous wrapper of :func:`arun` for scripts (not inside a running event loop)."""
+    return run_sync(arun, run_config, **kwargs)

@@ -3,7 +3,8 @@
 How the redacted conversation is handed to each (azure-ai-evaluation 1.18):
 
 * ``coherence``: ``conversation={"messages": [...]}``; the SDK scores each user->assistant
-  exchange and reports the mean.
+  exchange. We aggregate the exchanges by their *minimum*, not the SDK's default mean: one
+  ungrounded or incoherent answer must not be averaged away by a fine greeting.
 * ``groundedness``: the same conversation plus ``"context"``: the recorded tool calls and
   results, so every assistant claim is checked against the tool evidence.
 * ``task_adherence``: agent-message form. ``query`` is a system message (the scenario) and every
@@ -34,6 +35,7 @@ EVALUATOR_CLASSES = {"task_adherence": "TaskAdherenceEvaluator",
 #: task_adherence scores 0 (material failure) or 1; the others score 1..5.
 DEFAULT_THRESHOLDS = {"task_adherence": 1.0, "groundedness": 3.0, "coherence": 3.0}
 OPENING_PLACEHOLDER = "[the call connects; the assistant speaks first]"
+CONVERSATION_KINDS = frozenset({"coherence", "groundedness"})
 
 
 def exchanges(evidence: RedactedEvidence) -> list[dict[str, str]]:
@@ -114,6 +116,20 @@ def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, 
         raise ValueError(f"{kind} was not applied (status {status!r}): "
                          f"{raw.get(f'{kind}_reason', '')}")
     score = raw.get(kind, raw.get(f"{kind}_score"))
+    reason = raw.get(f"{kind}_reason")
+    per_turn = raw.get("evaluation_per_turn")
+    turn_scores = per_turn.get(kind) if isinstance(per_turn, dict) else None
+    if kind in CONVERSATION_KINDS and isinstance(turn_scores, list) and turn_scores:
+        # the worst exchange decides (the SDK reports the mean over exchanges)
+        try:
+            values = [float(v) for v in turn_scores]
+        except (TypeError, ValueError):
+            raise ValueError(f"{kind} returned a non-numeric exchange score") from None
+        worst = min(range(len(values)), key=values.__getitem__)
+        score = values[worst]
+        reasons = per_turn.get(f"{kind}_reason")
+        if isinstance(reasons, list) and worst < len(reasons):
+            reason = f"worst of {len(values)} exchanges (#{worst + 1}): {reasons[worst]}"
     try:
         score = float(score)
     except (TypeError, ValueError):
@@ -123,7 +139,6 @@ def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, 
                          "could not be parsed")
     properties = raw.get(f"{kind}_properties")
     version = properties.get("model") if isinstance(properties, dict) else None
-    reason = raw.get(f"{kind}_reason")
     return {"score": score, "passed": score >= threshold,
             "rationale": reason if isinstance(reason, str) else None,
             "model_version": version or None}

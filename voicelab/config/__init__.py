@@ -1,15 +1,6 @@
 """Configuration: models of every file a run reads, loading, overrides, secrets and hashing."""
 
-from ._loader import (
-    DOCUMENT_KINDS,
-    LoadedRun,
-    Override,
-    format_key_path,
-    load_environment,
-    load_run,
-    read_yaml,
-    validate_model,
-)
+from ._loader import LoadedRun, load_environment, load_run, read_yaml
 from ._models import (
     CAPABILITY_NAMES,
     QUIET_ENVIRONMENT,
@@ -38,6 +29,7 @@ from ._models import (
     TransientEvent,
     VoiceLiveProvider,
 )
+from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_model
 from ._resolved import file_sha256
 from ._secrets import MASK, SecretScrubber, is_secret_env_var, is_secret_name
 from ._suite import LoadedSuite, load_suite

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ._loader import read_document, require_file, resolve_relative, validate_model
+from ._loader import read_document, require_file, resolve_relative
 from ._models import SuiteConfig, SuitePersona
+from ._overrides import validate_model
 
 
 @dataclass(frozen=True)

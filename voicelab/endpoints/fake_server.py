@@ -12,62 +12,15 @@ database is removed at exit, so probe before stopping it or pass ``database_path
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import signal
-import sys
-from pathlib import Path
-from typing import Any
-
-from ..errors import ConfigError
 from ._fake_product import FakeProduct
-
-
-def _settings(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    if text.startswith("@"):
-        text = Path(text[1:]).read_text(encoding="utf-8")
-    value = json.loads(text)
-    if not isinstance(value, dict):
-        raise ValueError("--settings must be a JSON object")
-    return value
-
-
-async def serve_until_stopped(product: FakeProduct) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    await product.start()
-    print(json.dumps({"uri": product.uri, "port": product.port,
-                      "database_path": str(product.database_path)}), flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await product.stop()
+from ._product_main import serve_product_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m voicelab.endpoints.fake_server",
-                                     description="The voicelab fake product (protocol v1).")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--settings", help="behaviour settings as JSON, or @file.json")
-    args = parser.parse_args(argv)
-    try:
-        product = FakeProduct(_settings(args.settings), host=args.host, port=args.port)
-    except (ValueError, OSError, ConfigError) as error:
-        print(f"fake_server: {error}", file=sys.stderr)
-        return 2
-    try:
-        asyncio.run(serve_until_stopped(product))
-    except OSError as error:
-        print(f"fake_server: cannot listen on {args.host}:{args.port}: {error.strerror or error}",
-              file=sys.stderr)
-        return 1
-    return 0
+    return serve_product_main(argv, product=FakeProduct, name="fake_server",
+                              prog="python -m voicelab.endpoints.fake_server",
+                              description="The voicelab fake product (protocol v1).",
+                              settings_help="behaviour settings as JSON, or @file.json")
 
 
 if __name__ == "__main__":

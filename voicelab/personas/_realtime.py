@@ -18,14 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..endpoints import EndpointError
 from ..endpoints import _realtime_wire as wire
 from ..endpoints._realtime_connection import Closure, RealtimeConnection
-from ..errors import ConfigError, ExecutionError
-from ..speech._voice_live import normalized_words, realtime_target
+from ..errors import ExecutionError
+from ..speech._voice_live import normalized_words, parse_realtime_settings, provider_voice
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
 
 logger = logging.getLogger(__name__)
@@ -62,19 +62,6 @@ class RealtimePersonaSettings(BaseModel):
     connect_timeout_seconds: Annotated[float, Field(gt=0)] = 15.0
     response_timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
     max_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
-
-
-def _parse(settings: Mapping[str, Any] | None) -> RealtimePersonaSettings:
-    try:
-        return RealtimePersonaSettings.model_validate(dict(settings or {}))
-    except ValidationError as error:
-        first = error.errors(include_input=False, include_url=False)[0]
-        location = ".".join(str(part) for part in first.get("loc", ()))
-        message = first.get("msg", "invalid value")
-        if first.get("type") == "extra_forbidden":
-            message = (f"unknown setting (allowed: "
-                       f"{', '.join(sorted(RealtimePersonaSettings.model_fields))})")
-        raise ConfigError(message, key=f"persona_settings.{location}".rstrip(".")) from None
 
 
 def persona_instructions(context: PersonaContext, *, end_phrase: str | None = None,
@@ -133,9 +120,9 @@ class RealtimePersona:
     """One realtime session per trial plays the user; see the module docstring."""
 
     def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
-        self._settings = _parse(settings)
+        self._settings, self._target = parse_realtime_settings(
+            RealtimePersonaSettings, settings, context, key="persona_settings")
         self._context = context
-        self._target = self._resolve(self._settings, context)
         self._scrubber = context.scrubber.with_values(self._target.secrets())
         self._instructions = persona_instructions(context, end_phrase=self._settings.end_phrase,
                                                   extra=self._settings.instructions)
@@ -145,15 +132,9 @@ class RealtimePersona:
         self._turns: list[dict[str, Any]] = []
         self._ending: str | None = None  # set once the persona decided to end
 
-    @staticmethod
-    def _resolve(settings: RealtimePersonaSettings, context: PersonaContext) -> wire.RealtimeTarget:
-        return realtime_target(context.providers, provider=settings.provider, model=settings.model,
-                               uri=settings.uri, api_version=settings.api_version,
-                               environ=context.environ, key="persona_settings")
-
     @classmethod
     def check(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
-        cls._resolve(_parse(settings), context)
+        parse_realtime_settings(RealtimePersonaSettings, settings, context, key="persona_settings")
 
     @property
     def instructions(self) -> str:
@@ -163,19 +144,13 @@ class RealtimePersona:
         settings = self._settings
         session: dict[str, Any] = {"instructions": self._instructions, "tools": [END_TOOL_SPEC],
                                    "tool_choice": "auto"}
-        voice = settings.voice or self._provider_voice()
+        voice = settings.voice or provider_voice(self._context.providers, self._target)
         if voice:
             session["voice"] = wire.voice_param(self._target.dialect, voice)
         if settings.temperature is not None:
             session["temperature"] = settings.temperature
         session.update(settings.session)
         return wire.build_session(self._target.session_format, session)
-
-    def _provider_voice(self) -> str | None:
-        voice_live = self._context.providers.voice_live
-        if self._target.dialect == "voice_live" and voice_live is not None:
-            return voice_live.voice
-        return None
 
     # --- session plumbing ----------------------------------------------------------------
 

@@ -14,7 +14,8 @@ punctuation and whitespace normalization; a mismatch raises :class:`SpeechMismat
 the difference instead of returning the wrong audio. One session is reused per provider instance.
 
 This module also resolves the run's ``providers:`` block into a realtime target
-(:func:`realtime_target`), which the realtime persona shares.
+(:func:`realtime_target`, :func:`parse_realtime_settings`, :func:`provider_voice`), which the
+realtime persona shares.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -42,6 +43,7 @@ from ._protocol import SpeechContext
 logger = logging.getLogger(__name__)
 
 ProviderName = Literal["voice_live", "openai", "azure_openai"]
+SettingsModel = TypeVar("SettingsModel", bound=BaseModel)
 
 READ_ALOUD_INSTRUCTIONS = (
     "You are a text-to-speech voice. Read the user's message aloud exactly as written, word for "
@@ -103,6 +105,35 @@ def realtime_target(providers: Providers, *, provider: ProviderName | None, mode
                                api_key=config.api_key, auth=config.auth)
 
 
+def parse_realtime_settings(model: type[SettingsModel], settings: Mapping[str, Any] | None,
+                            context: Any, *, key: str) -> tuple[SettingsModel, wire.RealtimeTarget]:
+    """``settings`` validated against ``model`` and the realtime target they name in
+    ``context.providers`` (the model has ``provider``, ``model``, ``uri`` and ``api_version``).
+
+    Either failure is one :class:`ConfigError`; a settings error is keyed ``<key>.<field>``.
+    """
+    try:
+        parsed = model.model_validate(dict(settings or {}))
+    except ValidationError as error:
+        first = error.errors(include_input=False, include_url=False)[0]
+        location = ".".join(str(part) for part in first.get("loc", ()))
+        message = first.get("msg", "invalid value")
+        if first.get("type") == "extra_forbidden":
+            message = f"unknown setting (allowed: {', '.join(sorted(model.model_fields))})"
+        raise ConfigError(message, key=f"{key}.{location}".rstrip(".")) from None
+    options: Any = parsed
+    target = realtime_target(context.providers, provider=options.provider, model=options.model,
+                             uri=options.uri, api_version=options.api_version,
+                             environ=context.environ, key=key)
+    return parsed, target
+
+
+def provider_voice(providers: Providers, target: wire.RealtimeTarget) -> str | None:
+    """``providers.voice_live.voice`` when ``target`` is a Voice Live session."""
+    voice_live = providers.voice_live
+    return voice_live.voice if target.dialect == "voice_live" and voice_live is not None else None
+
+
 # --- transcript verification ----------------------------------------------------------------
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
@@ -154,19 +185,6 @@ class VoiceLiveSpeechSettings(BaseModel):
     max_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
 
 
-def _parse(settings: Mapping[str, Any] | None) -> VoiceLiveSpeechSettings:
-    try:
-        return VoiceLiveSpeechSettings.model_validate(dict(settings or {}))
-    except ValidationError as error:
-        first = error.errors(include_input=False, include_url=False)[0]
-        location = ".".join(str(part) for part in first.get("loc", ()))
-        message = first.get("msg", "invalid value")
-        if first.get("type") == "extra_forbidden":
-            message = (f"unknown setting (allowed: "
-                       f"{', '.join(sorted(VoiceLiveSpeechSettings.model_fields))})")
-        raise ConfigError(message, key=f"speech_settings.{location}".rstrip(".")) from None
-
-
 class VoiceLiveSpeechProvider:
     """Text -> canonical PCM spoken by a realtime session, verified against its transcript."""
 
@@ -175,26 +193,21 @@ class VoiceLiveSpeechProvider:
     seed_dependent = False
 
     def __init__(self, settings: Mapping[str, Any] | None, context: SpeechContext):
-        self._settings = _parse(settings)
+        self._settings, self._target = parse_realtime_settings(
+            VoiceLiveSpeechSettings, settings, context, key="speech_settings")
         self._context = context
-        self._target = self._resolve(self._settings, context)
         self._mode = self._settings.mode or ("pre_generated" if self._target.dialect == "voice_live"
                                              else "instructed")
         self._scrubber: SecretScrubber = context.scrubber.with_values(self._target.secrets())
-        self._session_voice = self._settings.voice or self._provider_voice()
+        self._session_voice = (self._settings.voice
+                               or provider_voice(context.providers, self._target))
         self._conn: RealtimeConnection | None = None
         self._lock = asyncio.Lock()
         self._closed = False
 
-    @staticmethod
-    def _resolve(settings: VoiceLiveSpeechSettings, context: SpeechContext) -> wire.RealtimeTarget:
-        return realtime_target(context.providers, provider=settings.provider, model=settings.model,
-                               uri=settings.uri, api_version=settings.api_version,
-                               environ=context.environ, key="speech_settings")
-
     @classmethod
     def check(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
-        cls._resolve(_parse(settings), context)
+        parse_realtime_settings(VoiceLiveSpeechSettings, settings, context, key="speech_settings")
 
     @property
     def mode(self) -> str:
@@ -218,10 +231,6 @@ class VoiceLiveSpeechProvider:
                                                                session)))
         self._conn = conn
         return conn
-
-    def _provider_voice(self) -> str | None:
-        voice_live = self._context.providers.voice_live
-        return voice_live.voice if self._target.dialect == "voice_live" and voice_live else None
 
     def _request(self, text: str, voice: str | None) -> dict[str, Any]:
         fmt = self._target.session_format

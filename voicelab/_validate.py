@@ -100,6 +100,13 @@ def validate_run(loaded: LoadedRun) -> ValidationSummary:
             raise ConfigError(str(error), source=run_file, key="endpoint.settings") from None
     check_capabilities(adapter, loaded.scenario.conversation.required_capabilities,
                        adapter_name=adapter_name, source=str(loaded.sources["scenario"]))
+    speaks_first = getattr(adapter, "product_can_speak_first", None)
+    if loaded.scenario.conversation.first_speaker == "product" and callable(speaks_first) \
+            and not speaks_first(loaded.run.endpoint.settings):
+        raise ConfigError(f"the product speaks first, but adapter {adapter_name!r} cannot give "
+                          f"it the first turn with these settings (see its opening option, "
+                          f"e.g. endpoint.settings.opening_request: true for http)",
+                          source=str(loaded.sources["scenario"]), key="conversation.first_speaker")
 
     persona_cls = PERSONAS.resolve(loaded.run.persona_mode, search_dirs=search_dirs,
                                    source=run_file, key="persona_mode")

@@ -405,3 +405,22 @@ def test_random_overrides_load_or_raise_config_error(fuzz_suite: Path,
 def test_odd_numeric_key_segments_are_config_errors(run_file: Path, key: str) -> None:
     error = config_error(lambda: load_run(run_file, environ={}, overrides=[f"{key}=x"]))
     assert error.source is not None and error.source.startswith(f"--set {key}=x")
+
+
+def test_set_values_are_interpolated_and_their_secrets_masked(tmp_path):
+
+    from voicelab.config import load_run
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    for name in examples.glob("*workload-neutral-voice.yaml"):
+        shutil.copy(name, tmp_path / name.name)
+    secret = "tok-from-env-7f3a9c"
+    loaded = load_run(tmp_path / "run-workload-neutral-voice.yaml",
+                      overrides=["endpoint.settings.access_token=${AGENT_TOKEN}",
+                                 "endpoint.settings.note=${MISSING:-plain}"],
+                      environ={"AGENT_TOKEN": secret})
+    assert loaded.run.endpoint.settings["access_token"] == secret
+    assert loaded.run.endpoint.settings["note"] == "plain"
+    resolved = loaded.resolved_documents()["settings"]["endpoint"]["settings"]
+    assert resolved["access_token"] == "***" and secret not in str(loaded.resolved_documents())
+    assert loaded.scrubber.scrub_text(f"Bearer {secret}") == "Bearer ***"

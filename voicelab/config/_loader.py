@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,10 @@ def read_document(path: Path, *, environ: Mapping[str, str], overrides: Sequence
         data = {}
     record = Interpolation()
     data = interpolate(data, source=path, environ=environ, record=record)
+    # --set values take ${VAR} too, so a secret never has to be typed on a command line
+    overrides = [replace(o, value=interpolate(o.value, source=o.label, environ=environ,
+                                              record=record, location=o.path))
+                 for o in overrides]
     data = apply_overrides(data, overrides, file=path)
     return RawDocument(path=path, data=data, overrides=list(overrides), interpolation=record)
 

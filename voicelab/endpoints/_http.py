@@ -103,6 +103,11 @@ class HttpEndpoint:
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         parse_settings(HttpSettings, settings)
 
+    @classmethod
+    def product_can_speak_first(cls, settings: Mapping[str, Any]) -> bool:
+        """Only with ``opening_request``: otherwise nothing is asked before the user's turn."""
+        return parse_settings(HttpSettings, settings).opening_request
+
     def _where(self) -> str:
         return self._scrubber.scrub_text(redacted_url(self._settings.url))
 

@@ -17,7 +17,9 @@ readable on the class so ``validate`` can compare it with a scenario's
 ``required_capabilities`` before any connection.
 
 An adapter may also offer ``outcome_probe() -> OutcomeProbe | None``: the product's own probe,
-used when the run config names none (the embedded fake product does this).
+used when the run config names none (the embedded fake product does this), and a classmethod
+``product_can_speak_first(settings) -> bool`` when, with some settings, the product cannot open
+the conversation (``validate`` then refuses a scenario whose ``first_speaker`` is ``product``).
 """
 
 from __future__ import annotations

@@ -107,6 +107,11 @@ class RealtimeEndpoint:
             wire.require_azure_identity(purpose="endpoint auth 'default_credential'",
                                         key="endpoint.settings.auth")
 
+    @classmethod
+    def product_can_speak_first(cls, settings: Mapping[str, Any]) -> bool:
+        """Only with ``opening_response`` (a response.create right after the session setup)."""
+        return parse_settings(RealtimeSettings, settings).opening_response
+
     @property
     def session_config(self) -> dict[str, Any]:
         """The session sent with ``session.update``."""

@@ -78,3 +78,39 @@ def test_capability_check_applies_to_custom_adapters():
     with pytest.raises(ConfigError):
         check_capabilities(adapter_class, ["interruption"], adapter_name=ADAPTER,
                            source="s.yaml")
+
+
+def test_the_runner_drives_the_custom_adapter_by_dotted_path(tmp_path):
+    """validate and run load ``custom_adapter.EchoDialectAdapter`` from beside the run file."""
+    import json
+    import shutil
+
+    import voicelab
+
+    for name in [*EXAMPLES.glob("*workload-neutral-voice.yaml"), EXAMPLES / "custom_adapter.py"]:
+        shutil.copy(name, tmp_path / name.name)
+
+    module = sys.modules[load_endpoint_class(ADAPTER, search_dirs=[EXAMPLES]).__module__]
+
+    async def scenario():
+        server = await module.serve_echo_product(turns_before_goodbye=1)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            loaded = voicelab.load_run(tmp_path / "run-workload-neutral-voice.yaml", overrides=[
+                "endpoint.adapter=custom_adapter.EchoDialectAdapter",
+                f"endpoint.settings={{uri: 'ws://127.0.0.1:{port}/'}}",
+                "scenario.conversation.first_speaker=user", "scenario.expected_topics=[heard]",
+                "scenario.eval_spec.outcome_spec={}", "script.turns.0.keywords=[]"])
+            return await voicelab.arun(loaded, trials=1, artifacts_dir=tmp_path / "artifacts")
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    outcome = asyncio.run(asyncio.wait_for(scenario(), 30))
+    report = outcome.trials[0].report
+    assert report.execution_status == "succeeded", report.failures
+    assert report.exit_reason == "endpoint_completion" and report.passed
+    metrics = json.loads((outcome.bundle_path / "trial-001" / "voice-metrics.json").read_text())
+    # the product echoed the user's speech at half volume
+    assert metrics["turns"][0]["output_audio_seconds"] == pytest.approx(
+        metrics["turns"][0]["input"]["duration_seconds"], abs=0.01)

@@ -424,3 +424,13 @@ def test_set_values_are_interpolated_and_their_secrets_masked(tmp_path):
     resolved = loaded.resolved_documents()["settings"]["endpoint"]["settings"]
     assert resolved["access_token"] == "***" and secret not in str(loaded.resolved_documents())
     assert loaded.scrubber.scrub_text(f"Bearer {secret}") == "Bearer ***"
+
+
+def test_set_accepts_list_indices_as_error_messages_print_them():
+    from voicelab.config import Override
+
+    bracketed = Override.parse("script.turns[0].keywords=[plan]")
+    dotted = Override.parse("script.turns.0.keywords=[plan]")
+    assert bracketed.document == dotted.document == "script"
+    assert bracketed.path == dotted.path == ("turns", 0, "keywords")
+    assert bracketed.value == ["plan"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,8 @@ class Override:
     def parse(cls, text: str) -> Override:
         label = f"--set {text}"
         key, sep, raw_value = text.partition("=")
-        key = key.strip()
+        # list indices as error messages print them (turns[0].keywords) or dotted (turns.0)
+        key = re.sub(r"\[(\d+)\]", r".\1", key.strip())
         if not sep or not key:
             raise ConfigError("expected KEY=VALUE", source=label)
         parts: list[str | int] = []

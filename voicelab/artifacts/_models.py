@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..audio._signal import SignalAnalysis
+
 SCHEMA_VERSION = "1.0"
 
 
@@ -207,17 +209,8 @@ class VoiceEvent(ArtifactModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
 
 
-class SignalStats(ArtifactModel):
-    encoding: str
-    sample_rate_hz: int
-    channels: int
-    byte_count: int
-    duration_seconds: float
-    silence_ratio: float
-    peak_amplitude: int
-    rms_amplitude: float
-    clipped_sample_ratio: float
-    possible_truncation: bool
+#: The seed's signal-analysis fields: one definition, shared with :mod:`voicelab.audio`.
+SignalStats = SignalAnalysis
 
 
 class TurnMetrics(ArtifactModel):

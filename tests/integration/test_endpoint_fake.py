@@ -399,3 +399,25 @@ def test_standalone_fake_server_process():
     assert types(seen)[-1] == "conversation_complete"
     assert outcome["reminder_time"] == "16:00"
     assert process.returncode == 0
+
+
+def test_receive_timeout_also_applies_to_a_consumer_already_waiting_before_the_commit():
+    # the intake waits on events() between turns (nothing pending); the commit must start the
+    # receive timeout for that same wait
+    async def scenario():
+        endpoint = FakeProductEndpoint({"never_answer": True, "opening_text": "",
+                                        "receive_timeout_seconds": 0.3}, context())
+        await endpoint.connect()
+        consumer = asyncio.create_task(until(endpoint.events(), "closed"))
+        await asyncio.sleep(0.1)
+        await endpoint.send_audio(user_audio("Hi."))
+        await endpoint.commit_turn()
+        started = asyncio.get_running_loop().time()
+        seen = await asyncio.wait_for(consumer, 5)
+        elapsed = asyncio.get_running_loop().time() - started
+        await endpoint.close()
+        return seen, elapsed
+
+    seen, elapsed = run(scenario())
+    assert [e.data["code"] for e in seen if e.type == "error"] == ["receive_timeout"]
+    assert 0.25 <= elapsed < 2.0

@@ -2,14 +2,14 @@
 
 * :func:`open_websocket` connects and maps every failure to an :class:`EndpointError` code;
 * the connection class stamps each message with the moment its first bytes reached the process
-  (in the protocol callback), so a busy event loop delays processing, not the measurement;
+  (in the protocol callback), so a busy event loop delays processing, not the measurement, and
+  delivers it from there to the adapter's queue;
 * :class:`Closure` is how a receive loop reports the end of the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +22,7 @@ from websockets.exceptions import (
     InvalidURI,
     WebSocketException,
 )
-from websockets.frames import DATA_OPCODES, Frame, Opcode
+from websockets.frames import DATA_OPCODES, CloseCode, Frame, Opcode
 
 from ..config import SecretScrubber
 from ._protocol import EndpointError
@@ -49,28 +49,77 @@ def closure_from(error: ConnectionClosed) -> Closure:
 
 
 class _TimestampingConnection(ClientConnection):
-    """A client connection that notes when each message's first bytes reached the process."""
+    """A client connection that stamps each message with the moment its first bytes reached the
+    process, and hands complete messages straight to a sink.
+
+    Data frames bypass the library's message assembler and ``recv()``: a message is delivered,
+    with its arrival time, from the protocol callback that parsed it (no task wake-up, no extra
+    queue per message). Until a sink is attached, messages wait in arrival order. When the
+    connection is lost, the sink receives a :class:`Closure`.
+    """
 
     clock_ns: Callable[[], int]
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.arrivals: deque[int] = deque()
         self._received_ns = 0
-        self._message_ns: int | None = None
+        self._fragments: list[bytes] = []
+        self._fragments_text = False
+        self._fragments_ns = 0
+        self._sink: Callable[[tuple[int, Any]], None] | None = None
+        self._pending: list[tuple[int, Any]] = []
+
+    def attach(self, sink: Callable[[tuple[int, Any]], None]) -> None:
+        """Deliver ``(arrival ns, message or Closure)`` to ``sink``, starting with any waiting."""
+        pending, self._pending = self._pending, []
+        self._sink = sink
+        for item in pending:
+            sink(item)
+
+    def _deliver(self, item: tuple[int, Any]) -> None:
+        if self._sink is None:
+            self._pending.append(item)
+        else:
+            self._sink(item)
 
     def data_received(self, data: bytes) -> None:
         self._received_ns = self.clock_ns()
         super().data_received(data)
 
     def process_event(self, event: Any) -> None:
-        if isinstance(event, Frame) and event.opcode in DATA_OPCODES:
-            if event.opcode is not Opcode.CONT or self._message_ns is None:
-                self._message_ns = self._received_ns
-            if event.fin:
-                self.arrivals.append(self._message_ns)
-                self._message_ns = None
-        super().process_event(event)
+        if not isinstance(event, Frame) or event.opcode not in DATA_OPCODES:
+            super().process_event(event)
+            return
+        if event.opcode is Opcode.CONT:
+            self._fragments.append(event.data)
+            if not event.fin:
+                return
+            arrival, text, payload = self._fragments_ns, self._fragments_text, \
+                b"".join(self._fragments)
+            self._fragments = []
+        elif not event.fin:
+            self._fragments = [event.data]
+            self._fragments_text = event.opcode is Opcode.TEXT
+            self._fragments_ns = self._received_ns
+            return
+        else:
+            arrival, text, payload = self._received_ns, event.opcode is Opcode.TEXT, event.data
+        if not text:
+            self._deliver((arrival, bytes(payload)))
+            return
+        try:
+            self._deliver((arrival, bytes(payload).decode()))
+        except UnicodeDecodeError as error:
+            self.loop.create_task(self._fail_invalid_text(error))
+
+    async def _fail_invalid_text(self, error: UnicodeDecodeError) -> None:
+        self.set_connection_exc(error)
+        async with self.send_context():
+            self.protocol.fail(CloseCode.INVALID_DATA, f"{error.reason} at position {error.start}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._deliver((self.clock_ns(), closure_from(self.protocol.close_exc)))
 
 
 def timestamping_connection(clock_ns: Callable[[], int]) -> type[ClientConnection]:
@@ -81,12 +130,16 @@ def timestamping_connection(clock_ns: Callable[[], int]) -> type[ClientConnectio
 
 async def receive_into(ws: ClientConnection, put: Callable[[tuple[int, Any]], None], *,
                        clock_ns: Callable[[], int]) -> None:
-    """Enqueue ``(arrival ns, message)`` until the connection ends, then ``(ns, Closure)``."""
-    arrivals = getattr(ws, "arrivals", None)
+    """Deliver ``(arrival ns, message)`` to ``put`` until the connection ends, then
+    ``(ns, Closure)``; returns once the closure was delivered."""
+    if isinstance(ws, _TimestampingConnection):
+        ws.attach(put)
+        await ws.wait_closed()
+        return
     try:
         while True:
             message = await ws.recv()
-            put((arrivals.popleft() if arrivals else clock_ns(), message))
+            put((clock_ns(), message))
     except ConnectionClosed as error:
         put((clock_ns(), closure_from(error)))
     except Exception as error:  # noqa: BLE001 - any receive failure ends the stream cleanly

@@ -37,6 +37,8 @@ from ._wire import (
 
 logger = logging.getLogger(__name__)
 
+_WATCHDOG = object()  # queued when the receive timeout fires
+
 USER_AGENT = "voicelab-evaluator (protocol v1)"
 
 
@@ -87,6 +89,8 @@ class WebSocketEndpoint:
         self._commits = 0          # response.create messages sent
         self._answered = 0         # commits a non-cancelled response.done has answered
         self._in_response = False  # product output seen since the last turn_complete
+        self._progress_ns = 0      # when the last message arrived, or the last commit was sent
+        self._watchdog: asyncio.TimerHandle | None = None
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
@@ -165,6 +169,8 @@ class WebSocketEndpoint:
         await self._send(control_message(COMMIT))
         # counted before sending: a fast reply may be decoded while the send is still awaited
         self._commits += 1
+        self._progress_ns = self._context.clock_ns()
+        self._arm_watchdog()
         await self._send(control_message(RESPONSE_CREATE))
 
     async def interrupt(self) -> None:
@@ -192,21 +198,22 @@ class WebSocketEndpoint:
         if self._events_finished:
             return
         timeout = self._settings.receive_timeout_seconds
+        queue = self._queue
         while True:
-            try:
-                if not self._queue.empty():  # the common case under load: no waiting at all
-                    received_ns, item = self._queue.get_nowait()
-                elif self._awaiting_response():
-                    async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
-                        received_ns, item = await self._queue.get()
-                else:
-                    received_ns, item = await self._queue.get()
-            except TimeoutError:
+            if queue.empty():
+                self._arm_watchdog()
+                received_ns, item = await queue.get()
+            else:  # the common case under load: no waiting at all
+                received_ns, item = queue.get_nowait()
+            if item is _WATCHDOG:
+                if not self._timed_out():
+                    continue  # progress since the watchdog fired, or no response is pending
                 message = f"no product message within {timeout:g} s while a response was pending"
                 yield self._event("error", text=message, data={
                     "code": "receive_timeout", "message": message, "origin": "adapter"})
                 await self._shutdown("adapter", f"receive timeout ({timeout:g} s)")
                 continue
+            self._progress_ns = received_ns
             if isinstance(item, Closure):
                 for event in self._closure_events(received_ns, item):
                     yield event
@@ -215,6 +222,28 @@ class WebSocketEndpoint:
             for event in self._decoder.decode(received_ns, item):
                 self._track(event)
                 yield event
+
+    # The receive timeout: one timer per quiet period instead of one per message. It runs while
+    # a response is pending and fires when no message arrived for receive_timeout_seconds.
+
+    def _timed_out(self) -> bool:
+        quiet_ns = self._context.clock_ns() - self._progress_ns
+        return self._awaiting_response() and \
+            quiet_ns >= self._settings.receive_timeout_seconds * 1e9
+
+    def _arm_watchdog(self) -> None:
+        if self._watchdog is not None or not self._awaiting_response():
+            return
+        quiet_s = (self._context.clock_ns() - self._progress_ns) / 1e9
+        delay = max(0.0, self._settings.receive_timeout_seconds - quiet_s)
+        self._watchdog = asyncio.get_running_loop().call_later(delay, self._watchdog_fired)
+
+    def _watchdog_fired(self) -> None:
+        self._watchdog = None
+        if self._timed_out():
+            self._queue.put_nowait((self._context.clock_ns(), _WATCHDOG))
+        else:
+            self._arm_watchdog()
 
     def _event(self, kind: str, **fields: Any) -> EndpointEvent:
         return EndpointEvent(kind, self._context.clock_ns(), **fields)
@@ -291,6 +320,9 @@ class WebSocketEndpoint:
             logger.debug("close() swallowed %s", type(error).__name__)
         finally:
             self._state = "closed"
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+                self._watchdog = None
 
     async def __aenter__(self) -> WebSocketEndpoint:
         await self.connect()

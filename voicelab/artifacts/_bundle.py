@@ -119,12 +119,17 @@ def _writer_pool() -> Any:
     return _WRITERS
 
 
-def write_trial_bundle(trial_dir: Path, *, documents: Mapping[str, Any], jsonl: Mapping[str, Any],
-                       texts: Mapping[str, str], audio: Mapping[str, PcmAudio],
-                       report: BaseModel) -> list[str]:
-    """Write every file of a trial; ``trial-report.json`` last, so its presence means complete."""
+def write_trial_bundle(trial_dir: Path, *, documents: Mapping[str, Any],
+                       jsonl: Mapping[str, Any] | None = None, texts: Mapping[str, str],
+                       audio: Mapping[str, PcmAudio], report: BaseModel,
+                       encoded: Mapping[str, bytes] | None = None) -> list[str]:
+    """Write every file of a trial; ``trial-report.json`` last, so its presence means complete.
+
+    ``encoded`` holds files already serialized by their owner (e.g. voice-events.jsonl)."""
     trial_dir.mkdir(parents=True, exist_ok=True)
-    jobs: list[tuple[Path, bytes]] = []
+    jobs: list[tuple[Path, bytes]] = [(trial_dir / name, data)
+                                      for name, data in (encoded or {}).items()]
+    jsonl = jsonl or {}
     for name, records in jsonl.items():
         encode = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":")).encode
         lines = [encode(record) for record in records]

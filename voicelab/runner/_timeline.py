@@ -6,14 +6,22 @@ only timestamps, the runner records, and analysis happens after the conversation
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from json.encoder import encode_basestring  # what json.dumps uses with ensure_ascii=False
 from typing import Any
 
 from ..artifacts import SCHEMA_VERSION
+
+
+#: The keys of a voice-events.jsonl record, in file order.
+RECORD_FIELDS = ["contract_version", "event_id", "sequence", "session_id", "turn_id",
+                 "timestamp_utc", "monotonic_offset_ns", "offset_ms", "source", "direction",
+                 "event_type", "speaker_role", "pcm", "trace", "attributes"]
 
 
 @dataclass(slots=True)
@@ -29,6 +37,11 @@ class TimelineEvent:
     span_id: str | None = None
     parent_span_id: str | None = None
     attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=64)
+def _utc_second(epoch_second: int) -> str:
+    return datetime.fromtimestamp(epoch_second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 @lru_cache(maxsize=1024)
@@ -71,8 +84,10 @@ class Timeline:
         return event
 
     def utc_iso(self, offset_ns: int) -> str:
-        moment = datetime.fromtimestamp((self.start_utc_ns + offset_ns) / 1e9, tz=UTC)
-        return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        """UTC time of ``offset_ns`` as ISO 8601 with microseconds and a ``Z``."""
+        micros = (self.start_utc_ns + offset_ns) // 1000
+        second, fraction = divmod(micros, 1_000_000)
+        return f"{_utc_second(second)}.{fraction:06d}Z"
 
     def to_records(self) -> list[dict[str, Any]]:
         """JSON-ready voice events (schema 1.0), ordered by sequence."""
@@ -101,3 +116,44 @@ class Timeline:
             }
             records.append(record)
         return records
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def voice_events_jsonl(records: list[dict[str, Any]]) -> bytes:
+    """voice-events.jsonl for ``records``: the same bytes as compact ``json.dumps`` of each
+    record, built from cached pieces (audio chunks are most of a trial's events and differ only
+    in numbers, ids and times)."""
+    def text(value: str | None) -> str:
+        return encode_basestring(value) if type(value) is str else _compact_json(value)
+
+    by_identity: dict[int, str] = {}
+
+    def shared(value: Any) -> str:  # memoized metadata dicts (pcm) are shared between events
+        key = id(value)
+        encoded = by_identity.get(key)
+        if encoded is None:
+            encoded = by_identity[key] = _compact_json(value)
+        return encoded
+
+    lines = []
+    for record in records:
+        if list(record) != RECORD_FIELDS:
+            lines.append(_compact_json(record))
+            continue
+        attributes = record["attributes"]
+        trace = record["trace"]
+        lines.append(
+            f'{{"contract_version":{text(record["contract_version"])},'
+            f'"event_id":{text(record["event_id"])},"sequence":{int(record["sequence"])},'
+            f'"session_id":{text(record["session_id"])},"turn_id":{text(record["turn_id"])},'
+            f'"timestamp_utc":{text(record["timestamp_utc"])},'
+            f'"monotonic_offset_ns":{int(record["monotonic_offset_ns"])},'
+            f'"offset_ms":{float(record["offset_ms"])!r},"source":{text(record["source"])},'
+            f'"direction":{text(record["direction"])},"event_type":{text(record["event_type"])},'
+            f'"speaker_role":{text(record["speaker_role"])},"pcm":{shared(record["pcm"])},'
+            f'"trace":{_compact_json(trace) if trace else "null"},'
+            f'"attributes":{_compact_json(attributes) if attributes else "{}"}}}')
+    return ("\n".join(lines) + ("\n" if lines else "")).encode()

@@ -36,7 +36,7 @@ from ._evidence import (
     response_audio,
     transcript_markdown,
 )
-from ._timeline import Timeline
+from ._timeline import Timeline, voice_events_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -239,7 +239,8 @@ def _assemble(plan: TrialPlan, conversation: Conversation, session_id: str) -> d
     transcript = build_transcript(conversation, session_id)
     if plan.speech_metrics:
         add_speech_metrics(metrics, conversation, responses)
-    return {"records": records, "placement": placement, "metrics": metrics,
+    return {"records": records, "voice_events": voice_events_jsonl(records),
+            "placement": placement, "metrics": metrics,
             "transcript": transcript, "tool_calls": build_tool_calls(conversation),
             "raw_events": build_raw_events(conversation, plan.loaded.run.endpoint.adapter),
             "responses": responses}
@@ -321,7 +322,7 @@ def _write(plan: TrialPlan, conversation: Conversation, evidence: dict[str, Any]
     title = f"{loaded.scenario.id} — {report.trial_id} (seed {report.seed})"
     write_trial_bundle(
         plan.trial_dir, documents=documents,
-        jsonl={"voice-events.jsonl": evidence["records"]},
+        encoded={"voice-events.jsonl": evidence["voice_events"]},
         texts={"transcript.md": transcript_markdown(evidence["transcript"], title=title)},
         audio={"technician.wav": placement.technician, "product.wav": placement.product,
                "mixed.wav": placement.mixed},

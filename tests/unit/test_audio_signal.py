@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 
 from voicelab.audio import PcmAudio, analyze_signal
@@ -110,3 +112,27 @@ def test_a_sine_sampled_at_its_peaks_and_zero_crossings() -> None:
     assert result.silence_ratio == 0.5
     assert result.duration_seconds == 1.0 and result.byte_count == 48_000
     assert result.possible_truncation
+
+
+@pytest.mark.parametrize("value, silent", [(-32768, False), (-257, False), (-256, True), (0, True),
+                                           (256, True), (257, False), (32511, False),
+                                           (32512, False), (32767, False)])
+def test_the_silence_threshold_at_its_edges_and_near_wrap_around(value: int, silent: bool) -> None:
+    result = analyze_signal(pcm([value] * 10))
+    assert result.silence_ratio == (1.0 if silent else 0.0)
+    assert result.clipped_sample_ratio == (1.0 if value in (-32768, 32767) else 0.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 700), st.sampled_from([0, 200, 300, 32767]),
+                          st.integers(0, 2**32 - 1)), max_size=6))
+def test_analyze_signals_equals_the_analysis_of_the_concatenation(shapes):
+    from voicelab.audio import analyze_signals
+
+    parts = []
+    for size, amplitude, seed in shapes:
+        noise = np.random.default_rng(seed).uniform(-1.2, 1.2, size) * amplitude
+        parts.append(PcmAudio(np.clip(noise, -32768, 32767).astype(np.int16)))
+    each, whole = analyze_signals(parts)
+    assert each == [analyze_signal(part) for part in parts]
+    assert whole == analyze_signal(PcmAudio.concat(parts))

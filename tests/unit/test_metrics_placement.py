@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from voicelab.audio import PcmAudio
 from voicelab.metrics import compute_voice_metrics, place_channels, silent_runs_ns, summarize
@@ -144,3 +146,52 @@ def test_summary_percentiles_ignore_missing_values():
     assert stats["p50"] == 25.0
     assert stats["max"] == 40.0
     assert summarize([None])["count"] == 0 and summarize([])["p95"] is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user.audio_chunk", "product.audio_chunk",
+                                           "user.barge_in", "timeline.virtual_advance"]),
+                          st.integers(0, 400), st.integers(0, 3000),
+                          st.sampled_from([300, 20000, 32767])), min_size=1, max_size=40))
+def test_channels_are_the_clipped_sum_of_every_heard_piece(steps):
+    t = Timeline()
+    at = 0.0
+    for kind, gap_ms, samples, amplitude in steps:
+        at += gap_ms / 4
+        if kind.endswith("audio_chunk"):
+            noise = np.random.default_rng(len(t.records)).uniform(-1, 1, samples)
+            source = "product" if kind.startswith("product") else "evaluator"
+            t.add(at, kind, "turn-001", source, samples=(noise * amplitude).astype(np.int16))
+        elif kind == "user.barge_in":
+            t.add(at, kind, "turn-002", response_turn_id="turn-001", cancel_sent=True)
+        else:
+            t.add(at, kind, source="runner", advance_ns=gap_ms * MS)
+    placement = place_channels(t.records, user_chunks=t.user, product_chunks=t.product)
+    total = placement.mixed.num_samples
+    product = np.zeros(total, dtype=np.int64)
+    for playback in placement.responses.values():
+        for chunk in playback.chunks:
+            product[chunk.start_sample:chunk.end_sample] += chunk.samples
+    assert np.array_equal(placement.product.samples, np.clip(product, -32768, 32767))
+    user = np.zeros(total, dtype=np.int64)
+    starts = {}
+    for record in t.records:  # each user turn plays contiguously from its first chunk
+        if record["event_type"] == "user.audio_chunk":
+            samples = t.user[record["sequence"]]
+            begin = starts.get(record["turn_id"])
+            if begin is None:
+                begin = placement.virtual[record["sequence"]] * RATE // 1_000_000_000
+            user[begin:begin + samples.size] += samples
+            starts[record["turn_id"]] = begin + samples.size
+    assert np.array_equal(placement.technician.samples, np.clip(user, -32768, 32767))
+    both = placement.technician.samples.astype(np.int64) + placement.product.samples
+    assert np.array_equal(placement.mixed.samples, np.clip(both, -32768, 32767))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=40),
+       st.sampled_from([0, 1, 25, 50, 90, 95, 99, 99.9, 100]))
+def test_percentile_is_exactly_numpys_linear_percentile(values, q):
+    from voicelab.metrics._voice import percentile
+
+    assert percentile(sorted(values), q) == float(np.percentile(np.asarray(values), q))

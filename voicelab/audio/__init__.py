@@ -16,7 +16,7 @@ from ._format import (
 )
 from ._io import read_audio, wav_bytes, write_wav
 from ._mixer import MixResult, PreparedEnvironment, mix, prepare_environment
-from ._signal import SILENCE_THRESHOLD, SignalAnalysis, analyze_signal
+from ._signal import SILENCE_THRESHOLD, SignalAnalysis, analyze_signal, analyze_signals
 from ._tone import tone_speech
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "PreparedEnvironment",
     "SignalAnalysis",
     "analyze_signal",
+    "analyze_signals",
     "mix",
     "prepare_environment",
     "read_audio",

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ._format import BYTES_PER_SAMPLE, CANONICAL_ENCODING, PCM16_MAX, PCM16_MIN, PcmAudio
+from ._format import (
+    BYTES_PER_SAMPLE,
+    CANONICAL_ENCODING,
+    CANONICAL_SAMPLE_RATE_HZ,
+    PCM16_MAX,
+    PCM16_MIN,
+    PcmAudio,
+)
 
 SILENCE_THRESHOLD = 256
 TRUNCATION_WINDOW_SECONDS = 0.010
@@ -28,7 +36,76 @@ class SignalAnalysis:
     possible_truncation: bool
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+_FIELDS = tuple(f.name for f in fields(SignalAnalysis))
+
+
+@dataclass(frozen=True, slots=True)
+class _Sums:
+    """Additive totals of a stretch of samples (what the analysis is computed from)."""
+
+    count: int = 0
+    silent: int = 0
+    clipped: int = 0
+    peak: int = 0
+    energy: int = 0
+
+    def __add__(self, other: _Sums) -> _Sums:
+        return _Sums(self.count + other.count, self.silent + other.silent,
+                     self.clipped + other.clipped, max(self.peak, other.peak),
+                     self.energy + other.energy)
+
+
+def _sums(samples: np.ndarray) -> _Sums:
+    count = samples.shape[0]
+    silent = clipped = peak = energy = 0
+    # Block by block: the temporaries stay in the CPU cache and no buffer the size of the input
+    # is allocated, which keeps long recordings fast even on a cold process.
+    for start in range(0, count, _BLOCK_SAMPLES):
+        block = samples[start:start + _BLOCK_SAMPLES]
+        low, high = int(block.min()), int(block.max())
+        peak = max(peak, -low, high)
+        # |x| <= 256 in one comparison: x + 256 wraps into 0..512 exactly for those samples
+        shifted = (block + np.int16(SILENCE_THRESHOLD)).view(np.uint16)
+        silent += int(np.count_nonzero(shifted <= 2 * SILENCE_THRESHOLD))
+        if low == PCM16_MIN:
+            clipped += int(np.count_nonzero(block == PCM16_MIN))
+        if high == PCM16_MAX:
+            clipped += int(np.count_nonzero(block == PCM16_MAX))
+        # squares are below 2**31 and a block's sum below 2**47: exact in float64 whatever the
+        # summation order, so the energy is an exact integer
+        wide = block.astype(np.float64)
+        energy += int(np.dot(wide, wide))
+    return _Sums(count, silent, clipped, peak, energy)
+
+
+def _tail_sounds(samples: np.ndarray) -> bool:
+    return bool(np.any((samples > SILENCE_THRESHOLD) | (samples < -SILENCE_THRESHOLD)))
+
+
+def _analysis(sums: _Sums, sample_rate_hz: int, truncated: bool) -> SignalAnalysis:
+    count = sums.count
+    if count == 0:
+        return SignalAnalysis(CANONICAL_ENCODING, sample_rate_hz, 1, 0, 0.0, 1.0, 0, 0.0, 0.0,
+                              False)
+    return SignalAnalysis(
+        encoding=CANONICAL_ENCODING,
+        sample_rate_hz=sample_rate_hz,
+        channels=1,
+        byte_count=count * BYTES_PER_SAMPLE,
+        duration_seconds=round(count / sample_rate_hz, 6),
+        silence_ratio=round(sums.silent / count, 6),
+        peak_amplitude=sums.peak,
+        rms_amplitude=round(math.sqrt(sums.energy / count), 3),
+        clipped_sample_ratio=round(sums.clipped / count, 6),
+        possible_truncation=truncated,
+    )
+
+
+def _tail_samples(sample_rate_hz: int) -> int:
+    return max(1, int(round(TRUNCATION_WINDOW_SECONDS * sample_rate_hz)))
 
 
 def analyze_signal(audio: PcmAudio) -> SignalAnalysis:
@@ -38,35 +115,29 @@ def analyze_signal(audio: PcmAudio) -> SignalAnalysis:
     threshold: speech that ends mid-sound rather than fading to silence.
     """
     samples = audio.samples
-    count = samples.shape[0]
-    if count == 0:
-        return SignalAnalysis(CANONICAL_ENCODING, audio.sample_rate_hz, 1, 0, 0.0, 1.0, 0, 0.0, 0.0,
-                              False)
-    silent = clipped = peak = energy = 0
-    # Block by block: the temporaries stay in the CPU cache and no buffer the size of the input
-    # is allocated, which keeps long recordings fast even on a cold process.
-    for start in range(0, count, _BLOCK_SAMPLES):
-        block = samples[start:start + _BLOCK_SAMPLES]
-        peak = max(peak, -int(block.min()), int(block.max()))
-        quiet = (block >= -SILENCE_THRESHOLD) & (block <= SILENCE_THRESHOLD)
-        silent += int(np.count_nonzero(quiet))
-        clipped += int(np.count_nonzero(block == PCM16_MIN))
-        clipped += int(np.count_nonzero(block == PCM16_MAX))
-        wide = block.astype(np.int64)
-        energy += int(np.dot(wide, wide))  # exact: no rounding whatever the length
-    rms = math.sqrt(energy / count)
-    tail = max(1, int(round(TRUNCATION_WINDOW_SECONDS * audio.sample_rate_hz)))
-    end = samples[-tail:]
-    truncated = bool(np.any((end > SILENCE_THRESHOLD) | (end < -SILENCE_THRESHOLD)))
-    return SignalAnalysis(
-        encoding=CANONICAL_ENCODING,
-        sample_rate_hz=audio.sample_rate_hz,
-        channels=1,
-        byte_count=count * BYTES_PER_SAMPLE,
-        duration_seconds=round(count / audio.sample_rate_hz, 6),
-        silence_ratio=round(silent / count, 6),
-        peak_amplitude=peak,
-        rms_amplitude=round(rms, 3),
-        clipped_sample_ratio=round(clipped / count, 6),
-        possible_truncation=truncated,
-    )
+    truncated = samples.shape[0] > 0 and _tail_sounds(samples[-_tail_samples(audio.sample_rate_hz):])
+    return _analysis(_sums(samples), audio.sample_rate_hz, truncated)
+
+
+def analyze_signals(parts: Sequence[PcmAudio], *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ
+                    ) -> tuple[list[SignalAnalysis], SignalAnalysis]:
+    """The analysis of each part and of the parts played one after another, in one pass over
+    the audio (what ``analyze_signal`` of the concatenation returns, without concatenating)."""
+    if any(part.sample_rate_hz != sample_rate_hz for part in parts):
+        raise ValueError(f"analyze_signals needs {sample_rate_hz} Hz parts")
+    tail = _tail_samples(sample_rate_hz)
+    each, total = [], _Sums()
+    for part in parts:
+        sums = _sums(part.samples)
+        total += sums
+        ending = part.samples[-tail:]
+        each.append(_analysis(sums, sample_rate_hz, sums.count > 0 and _tail_sounds(ending)))
+    # the concatenation's final 10 ms may span several short parts
+    needed, pieces = tail, []
+    for part in reversed(parts):
+        if needed <= 0:
+            break
+        pieces.append(part.samples[-needed:])
+        needed -= min(needed, part.samples.shape[0])
+    truncated = any(_tail_sounds(piece) for piece in pieces if piece.shape[0])
+    return each, _analysis(total, sample_rate_hz, truncated)

@@ -45,18 +45,27 @@ def virtual_offsets(records: Sequence[Mapping[str, Any]]) -> dict[int, int]:
 
 @dataclass(slots=True)
 class PlacedChunk:
-    """A product chunk on the listener timeline; positions are whole samples at 24 kHz."""
+    """A product chunk on the listener timeline; positions are whole samples at 24 kHz.
+
+    ``pcm`` is the chunk as received (little-endian int16); ``heard`` is how many of its samples
+    the listener heard (fewer when a barge-in cut it short).
+    """
 
     sequence: int
     turn_id: str | None
     arrival_ns: int
     start_sample: int
-    samples: np.ndarray
+    pcm: bytes
+    heard: int
     after_cancel: bool = False
 
     @property
+    def samples(self) -> np.ndarray:
+        return np.frombuffer(self.pcm, dtype="<i2", count=self.heard).astype(np.int16, copy=False)
+
+    @property
     def end_sample(self) -> int:
-        return self.start_sample + self.samples.shape[0]
+        return self.start_sample + self.heard
 
     @property
     def start_ns(self) -> int:
@@ -86,8 +95,9 @@ class ResponsePlayback:
 
     @property
     def end_ns(self) -> int | None:
-        heard = [c.end_sample for c in self.chunks if not c.after_cancel and c.samples.size]
-        return _samples_to_ns(max(heard)) if heard else None
+        end = max((c.start_sample + c.heard for c in self.chunks
+                   if c.heard and not c.after_cancel), default=None)
+        return None if end is None else _samples_to_ns(end)
 
 
 @dataclass
@@ -112,33 +122,56 @@ def _ns_to_samples(ns: int) -> int:
     return int(ns * _RATE // 1_000_000_000)
 
 
-def _as_samples(chunk: bytes | np.ndarray) -> np.ndarray:
+def _as_pcm(chunk: bytes | np.ndarray | None) -> bytes:
+    """Whole little-endian int16 samples (a trailing odd byte is dropped)."""
+    if chunk is None:
+        return b""
     if isinstance(chunk, np.ndarray):
-        return chunk.astype(np.int16, copy=False)
-    usable = len(chunk) - (len(chunk) % 2)
-    return np.frombuffer(chunk[:usable], dtype="<i2").astype(np.int16, copy=False)
+        return chunk.astype("<i2", copy=False).tobytes()
+    return chunk if len(chunk) % 2 == 0 else chunk[:-1]
 
 
-def _render(pieces: list[tuple[int, np.ndarray]], total: int) -> np.ndarray:
-    """Sum ``(start sample, samples)`` pieces into one channel; contiguous runs are joined first
-    (a burst of chunks becomes one copy instead of hundreds)."""
-    out = np.zeros(total, dtype=np.int32)
-    run_start, run, run_end = 0, [], None
-    for start, samples in sorted(pieces, key=lambda piece: piece[0]):
-        if samples.shape[0] == 0:
-            continue
-        if run and start == run_end:
-            run.append(samples)
-            run_end = start + samples.shape[0]
-            continue
+# A piece is (start sample, pcm bytes, sample count); the sample count may be shorter than the
+# bytes (a chunk cut by a barge-in).
+Piece = tuple[int, bytes, int]
+
+
+def _overlaps(pieces: list[Piece]) -> bool:
+    end = -1
+    for start, _, count in pieces:  # sorted by start
+        if count and start < end:
+            return True
+        end = max(end, start + count)
+    return False
+
+
+def _render(pieces: list[Piece], total: int) -> np.ndarray:
+    """One int16 channel from ``pieces``. Contiguous pieces are joined and copied once; pieces
+    that overlap are summed in 32 bits and clipped."""
+    ordered = sorted(pieces, key=lambda piece: piece[0])
+    if not _overlaps(ordered):
+        out = np.zeros(total, dtype=np.int16)
+        run: list[bytes] = []
+        run_start = run_end = 0
+        for start, pcm, count in ordered:
+            if not count:
+                continue
+            if run and start == run_end:
+                run.append(pcm if len(pcm) == 2 * count else pcm[:2 * count])
+                run_end += count
+                continue
+            if run:
+                out[run_start:run_end] = np.frombuffer(b"".join(run), dtype="<i2")
+            run, run_start, run_end = [pcm if len(pcm) == 2 * count else pcm[:2 * count]], \
+                start, start + count
         if run:
-            block = np.concatenate(run) if len(run) > 1 else run[0]
-            out[run_start:run_start + block.shape[0]] += block
-        run_start, run, run_end = start, [samples], start + samples.shape[0]
-    if run:
-        block = np.concatenate(run) if len(run) > 1 else run[0]
-        out[run_start:run_start + block.shape[0]] += block
-    return np.clip(out, PCM16_MIN, PCM16_MAX).astype(np.int16)
+            out[run_start:run_end] = np.frombuffer(b"".join(run), dtype="<i2")
+        return out
+    wide = np.zeros(total, dtype=np.int32)
+    for start, pcm, count in ordered:
+        if count:
+            wide[start:start + count] += np.frombuffer(pcm, dtype="<i2", count=count)
+    return np.clip(wide, PCM16_MIN, PCM16_MAX).astype(np.int16)
 
 
 def place_channels(records: Sequence[Mapping[str, Any]], *,
@@ -151,7 +184,7 @@ def place_channels(records: Sequence[Mapping[str, Any]], *,
     samples, so contiguous chunks stay exactly contiguous.
     """
     virtual = virtual_offsets(records)
-    user_pieces: list[tuple[int, np.ndarray]] = []
+    user_pieces: list[Piece] = []
     user_turn_start: dict[str, int] = {}
     user_cursor: dict[str, int] = {}
     responses: dict[str, ResponsePlayback] = {}
@@ -162,7 +195,8 @@ def place_channels(records: Sequence[Mapping[str, Any]], *,
         kind = record["event_type"]
         if kind == PRODUCT_CHUNK:
             sequence = record["sequence"]
-            samples = _as_samples(product_chunks.get(sequence, b""))
+            pcm = _as_pcm(product_chunks.get(sequence))
+            count = len(pcm) // 2
             turn = record.get("turn_id") or "turn-?"
             playback = responses.get(turn)
             if playback is None:
@@ -174,18 +208,18 @@ def place_channels(records: Sequence[Mapping[str, Any]], *,
                 previous_end = playback.chunks[-1].end_sample
                 if start > previous_end:
                     playback.stall_samples += start - previous_end
-            chunk = PlacedChunk(sequence, turn, arrival, start, samples, after_cancel)
-            playback.chunks.append(chunk)
-            product_cursor = start + samples.shape[0]
+            playback.chunks.append(PlacedChunk(sequence, turn, arrival, start, pcm, count,
+                                               after_cancel))
+            product_cursor = start + count
         elif kind == USER_CHUNK:
             sequence = record["sequence"]
-            samples = _as_samples(user_chunks.get(sequence, b""))
+            pcm = _as_pcm(user_chunks.get(sequence))
             turn = record.get("turn_id") or "turn-?"
             if turn not in user_cursor:
                 user_turn_start[turn] = virtual[sequence]
                 user_cursor[turn] = _ns_to_samples(virtual[sequence])
-            user_pieces.append((user_cursor[turn], samples))
-            user_cursor[turn] += samples.shape[0]
+            user_pieces.append((user_cursor[turn], pcm, len(pcm) // 2))
+            user_cursor[turn] += len(pcm) // 2
         elif kind == BARGE_IN:
             at_ns = virtual[record["sequence"]]
             at = _ns_to_samples(at_ns)
@@ -195,19 +229,23 @@ def place_channels(records: Sequence[Mapping[str, Any]], *,
                 playback.barge_in_ns = at_ns
                 for chunk in playback.chunks:
                     if chunk.start_sample >= at:
-                        chunk.samples = chunk.samples[:0]
+                        chunk.heard = 0
                     elif chunk.end_sample > at:
-                        chunk.samples = chunk.samples[: at - chunk.start_sample]
+                        chunk.heard = at - chunk.start_sample
                 cancelled.add(target)
             product_cursor = min(product_cursor, at)
 
-    product_pieces = [(c.start_sample, c.samples) for p in responses.values() for c in p.chunks]
-    ends = [start + s.shape[0] for start, s in user_pieces + product_pieces]
+    product_pieces = [(c.start_sample, c.pcm, c.heard) for p in responses.values()
+                      for c in p.chunks]
+    ends = [start + count for start, _, count in user_pieces + product_pieces]
     total = max(ends) + 1 if ends else 0
     technician = _render(user_pieces, total)
     product = _render(product_pieces, total)
-    mixed = np.clip(technician.astype(np.int32) + product.astype(np.int32), PCM16_MIN,
-                    PCM16_MAX).astype(np.int16)
+    if _overlaps(sorted(user_pieces + product_pieces, key=lambda piece: piece[0])):
+        mixed = np.clip(technician.astype(np.int32) + product, PCM16_MIN, PCM16_MAX) \
+            .astype(np.int16)
+    else:  # at most one channel sounds at any sample: the sum cannot overflow
+        mixed = technician + product
     return Placement(PcmAudio(technician), PcmAudio(product), PcmAudio(mixed), responses,
                      user_turn_start, virtual)
 

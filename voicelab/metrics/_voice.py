@@ -22,10 +22,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..artifacts import SCHEMA_VERSION
-from ..audio import CANONICAL_FORMAT, PcmAudio, analyze_signal
+from ..audio import CANONICAL_FORMAT, PcmAudio, analyze_signals
 from ._placement import (
     BARGE_IN,
     PRODUCT_CHUNK,
@@ -42,15 +40,29 @@ def _ms(ns: int | None) -> float | None:
     return None if ns is None else round(ns / 1e6, 3)
 
 
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile of sorted values, interpolated exactly as ``numpy.percentile``
+    (method "linear") does, without its per-call overhead."""
+    count = len(ordered)
+    index = (count - 1) * (q / 100)
+    if index >= count - 1:
+        return ordered[-1]
+    lower = math.floor(index)
+    weight = index - lower
+    a, b = ordered[lower], ordered[lower + 1]
+    if weight >= 0.5:
+        return b - (b - a) * (1 - weight)
+    return a + (b - a) * weight
+
+
 def summarize(values: Sequence[float | None]) -> dict[str, float | int | None]:
     """count, mean, p50, p90, p95, p99 and max of the non-missing values."""
-    data = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    if data.size == 0:
+    data = sorted(float(v) for v in values if v is not None and not math.isnan(v))
+    if not data:
         return {"count": 0, "mean": None, **{f"p{p}": None for p in PERCENTILES}, "max": None}
-    quantiles = np.percentile(data, PERCENTILES)
-    return {"count": int(data.size), "mean": round(float(data.mean()), 3),
-            **{f"p{p}": round(float(q), 3) for p, q in zip(PERCENTILES, quantiles, strict=True)},
-            "max": round(float(data.max()), 3)}
+    return {"count": len(data), "mean": round(math.fsum(data) / len(data), 3),
+            **{f"p{p}": round(percentile(data, p), 3) for p in PERCENTILES},
+            "max": round(data[-1], 3)}
 
 
 def _response_order(records: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -96,14 +108,25 @@ def compute_voice_metrics(records: Sequence[Mapping[str, Any]], *, placement: Pl
         elif kind == "environment.mixed":
             snr[turn] = attrs.get("speech_to_noise_db")
 
+    # each turn's signal analysis, and each whole channel's (the turns one after another)
+    order = _response_order(records)
+    user_ids = sorted(user_turn_audio)
+    each, all_input = analyze_signals([user_turn_audio[k] for k in user_ids])
+    inputs = {k: analysis.to_dict() for k, analysis in zip(user_ids, each, strict=True)}
+    response_ids = [k for k in order if k in response_audio]
+    each, all_output = analyze_signals([response_audio[k] for k in response_ids])
+    outputs = {k: analysis.to_dict() for k, analysis in zip(response_ids, each, strict=True)}
+
     product_samples = placement.product.samples
     turns: list[dict[str, Any]] = []
-    for index, turn_id in enumerate(_response_order(records)):
+    for index, turn_id in enumerate(order):
         reference = references.get(turn_id)
         first = first_audio.get(turn_id)
         completed = done.get(turn_id)
         received = chunks.get(turn_id, [])
         playback = placement.responses.get(turn_id)
+        heard_from = playback.start_ns if playback else None
+        heard_until = playback.end_ns if playback else None
         entry: dict[str, Any] = {
             "turn_id": turn_id,
             "index": index,
@@ -114,8 +137,8 @@ def compute_voice_metrics(records: Sequence[Mapping[str, Any]], *, placement: Pl
             "response_duration_ms": _ms(completed[0] - reference[0]) if completed and reference
             else None,
             "output_audio_seconds": round(sum(b for _, b in received) / 2 / 24_000, 6),
-            "playback_start_ms": _ms(playback.start_ns) if playback else None,
-            "playback_end_ms": _ms(playback.end_ns) if playback else None,
+            "playback_start_ms": _ms(heard_from),
+            "playback_end_ms": _ms(heard_until),
             "playback_stall_ms": _ms(playback.stall_ns) if playback and playback.chunks else None,
             "dead_air_ms": None,
             "interrupted": turn_id in barge,
@@ -125,29 +148,24 @@ def compute_voice_metrics(records: Sequence[Mapping[str, Any]], *, placement: Pl
             "tool_calls": tools.get(turn_id, 0),
             "input_speech_to_noise_db": snr.get(turn_id),
         }
-        if playback and playback.start_ns is not None and playback.end_ns is not None:
-            entry["dead_air_ms"] = _ms(silent_runs_ns(product_samples, start_ns=playback.start_ns,
-                                                      end_ns=playback.end_ns))
+        if heard_from is not None and heard_until is not None:
+            entry["dead_air_ms"] = _ms(silent_runs_ns(product_samples, start_ns=heard_from,
+                                                      end_ns=heard_until))
         if turn_id in barge:
             cancel_at, _ = barge[turn_id]
             after = [(at, size) for at, size in received if at > cancel_at]
             entry["interruption_stop_latency_ms"] = _ms(max(at for at, _ in after) - cancel_at) \
                 if after else 0.0
             entry["audio_after_interrupt_ms"] = round(sum(s for _, s in after) / 2 / 24.0, 3)
-        user_audio = user_turn_audio.get(turn_id)
-        entry["input"] = analyze_signal(user_audio).to_dict() if user_audio is not None else None
-        output = response_audio.get(turn_id)
-        entry["output"] = analyze_signal(output).to_dict() if output is not None else None
+        entry["input"] = inputs.get(turn_id)
+        entry["output"] = outputs.get(turn_id)
         turns.append(entry)
 
-    all_input = PcmAudio.concat(user_turn_audio[k] for k in sorted(user_turn_audio))
-    all_output = PcmAudio.concat(response_audio[k] for k in _response_order(records)
-                                 if k in response_audio)
     return {
         "schema_version": SCHEMA_VERSION,
         "audio_format": CANONICAL_FORMAT.to_dict(),
-        "input": analyze_signal(all_input).to_dict(),
-        "output": analyze_signal(all_output).to_dict(),
+        "input": all_input.to_dict(),
+        "output": all_output.to_dict(),
         "turns": turns,
         "summary": {name: summarize([t[name] for t in turns]) for name in TIMING_METRICS},
     }

@@ -17,7 +17,6 @@ from typing import Any
 
 from ..artifacts import SCHEMA_VERSION
 
-
 #: The keys of a voice-events.jsonl record, in file order.
 RECORD_FIELDS = ["contract_version", "event_id", "sequence", "session_id", "turn_id",
                  "timestamp_utc", "monotonic_offset_ns", "offset_ms", "source", "direction",

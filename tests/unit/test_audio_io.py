@@ -143,6 +143,20 @@ def test_write_wav_writes_a_canonical_wav_that_reads_back_exactly(tmp_path: Path
     assert wav_bytes(PcmAudio(samples)) == path.read_bytes()
 
 
+@pytest.mark.parametrize("count, rate", [(0, 24_000), (1, 24_000), (2_001, 16_000)])
+def test_wav_bytes_are_what_the_wave_module_writes(count: int, rate: int) -> None:
+    import io
+
+    samples = np.random.default_rng(count).integers(-32768, 32768, count).astype(np.int16)
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as handle:
+        handle.setnchannels(1)
+        handle.setsampwidth(2)
+        handle.setframerate(rate)
+        handle.writeframes(samples.astype("<i2").tobytes())
+    assert wav_bytes(PcmAudio(samples, rate)) == buffer.getvalue()
+
+
 # --- refused files ----------------------------------------------------------------------------
 
 def canonical_wav(seconds: float = 0.1) -> bytes:

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..audio import PcmAudio, wav_bytes
+from ..audio import PcmAudio, wav_bytes, wav_parts
 
 TRIAL_FILES = (
     "transcript.json", "transcript.md", "tool-calls.json", "raw-endpoint-events.json",
@@ -77,9 +77,10 @@ def _json_bytes(document: Any, *, pretty: bool = True) -> bytes:
     return (text + "\n").encode()
 
 
-def _plain_write(path: Path, data: bytes) -> None:
+def _plain_write(path: Path, *parts: bytes | memoryview) -> None:
     with open(path, "wb") as stream:
-        stream.write(data)
+        for part in parts:
+            stream.write(part)
 
 
 def write_json(path: Path, document: Any, *, pretty: bool = True, atomic: bool = True) -> Path:
@@ -119,32 +120,50 @@ def _writer_pool() -> Any:
     return _WRITERS
 
 
-def write_trial_bundle(trial_dir: Path, *, documents: Mapping[str, Any],
-                       jsonl: Mapping[str, Any] | None = None, texts: Mapping[str, str],
-                       audio: Mapping[str, PcmAudio], report: BaseModel,
-                       encoded: Mapping[str, bytes] | None = None) -> list[str]:
-    """Write every file of a trial; ``trial-report.json`` last, so its presence means complete.
+#: A file of a trial as the pieces to write one after another (no joining in memory).
+EncodedFile = tuple[str, tuple[bytes | memoryview, ...]]
+
+
+def encode_trial_files(*, documents: Mapping[str, Any], jsonl: Mapping[str, Any] | None = None,
+                       texts: Mapping[str, str], audio: Mapping[str, PcmAudio],
+                       encoded: Mapping[str, bytes] | None = None) -> list[EncodedFile]:
+    """Every file of a trial but its report, serialized (CPU work, no I/O).
 
     ``encoded`` holds files already serialized by their owner (e.g. voice-events.jsonl)."""
-    trial_dir.mkdir(parents=True, exist_ok=True)
-    jobs: list[tuple[Path, bytes]] = [(trial_dir / name, data)
-                                      for name, data in (encoded or {}).items()]
-    jsonl = jsonl or {}
-    for name, records in jsonl.items():
+    files: list[EncodedFile] = [(name, (data,)) for name, data in (encoded or {}).items()]
+    for name, records in (jsonl or {}).items():
         encode = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":")).encode
         lines = [encode(record) for record in records]
-        jobs.append((trial_dir / name, ("\n".join(lines) + ("\n" if lines else "")).encode()))
+        files.append((name, (("\n".join(lines) + ("\n" if lines else "")).encode(),)))
     for name, text in texts.items():
-        jobs.append((trial_dir / name, text.encode()))
+        files.append((name, (text.encode(),)))
     for name, pcm in audio.items():
-        jobs.append((trial_dir / name, wav_bytes(pcm)))
+        files.append((name, wav_parts(pcm)))  # the samples are not copied
     for name, document in documents.items():
-        jobs.append((trial_dir / name, _json_bytes(document, pretty=name not in COMPACT_DOCUMENTS)))
-    written = [path.name for path, _ in jobs]
-    for future in [_writer_pool().submit(_plain_write, path, data) for path, data in jobs]:
+        files.append((name, (_json_bytes(document, pretty=name not in COMPACT_DOCUMENTS),)))
+    return files
+
+
+def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseModel) -> list[str]:
+    """Write encoded files side by side, then ``trial-report.json`` last, so its presence means
+    the folder is complete (I/O only: meant for a worker thread)."""
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    written = [name for name, _ in files]
+    for future in [_writer_pool().submit(_plain_write, trial_dir / name, *parts)
+                   for name, parts in files]:
         future.result()
     written.append("trial-report.json")
     if hasattr(report, "files"):
         report.files = sorted(written)
     write_json(trial_dir / "trial-report.json", report)
     return written
+
+
+def write_trial_bundle(trial_dir: Path, *, documents: Mapping[str, Any],
+                       jsonl: Mapping[str, Any] | None = None, texts: Mapping[str, str],
+                       audio: Mapping[str, PcmAudio], report: BaseModel,
+                       encoded: Mapping[str, bytes] | None = None) -> list[str]:
+    """Write every file of a trial; ``trial-report.json`` last, so its presence means complete."""
+    files = encode_trial_files(documents=documents, jsonl=jsonl, texts=texts, audio=audio,
+                               encoded=encoded)
+    return write_trial_files(trial_dir, files, report)

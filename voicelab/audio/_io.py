@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import AudioFileError
-from ._format import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
+from ._format import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
 
 SUPPORTED_SUFFIXES = (".wav", ".flac", ".ogg", ".oga")
 #: libsndfile containers the core accepts; MP3, AIFF and the rest are refused (seed: WAV only,
@@ -88,17 +88,24 @@ def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_
     return PcmAudio(_to_int16(np.asarray(mono, dtype=np.float64)), sample_rate_hz)
 
 
+def wav_header(audio: PcmAudio) -> bytes:
+    """The 44-byte header of a 16-bit mono PCM WAV file holding ``audio``."""
+    data_bytes = audio.num_samples * BYTES_PER_SAMPLE
+    rate = audio.sample_rate_hz
+    return struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + data_bytes, b"WAVE", b"fmt ", 16, 1, 1,
+                       rate, rate * BYTES_PER_SAMPLE, BYTES_PER_SAMPLE, 16, b"data", data_bytes)
+
+
+def wav_parts(audio: PcmAudio) -> tuple[bytes, memoryview]:
+    """A WAV file as (header, little-endian samples), to write without joining them in memory."""
+    samples = np.ascontiguousarray(audio.samples, dtype="<i2")
+    return wav_header(audio), memoryview(samples).cast("B")
+
+
 def wav_bytes(audio: PcmAudio) -> bytes:
     """A complete 16-bit mono WAV file in memory."""
-    import wave
-
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as handle:
-        handle.setnchannels(1)
-        handle.setsampwidth(2)
-        handle.setframerate(audio.sample_rate_hz)
-        handle.writeframes(audio.to_bytes())
-    return buffer.getvalue()
+    header, samples = wav_parts(audio)
+    return header + samples.tobytes()
 
 
 def write_wav(path: str | Path, audio: PcmAudio) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -58,10 +59,9 @@ class _TimestampingConnection(ClientConnection):
     connection is lost, the sink receives a :class:`Closure`.
     """
 
-    clock_ns: Callable[[], int]
-
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, clock_ns: Callable[[], int], **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.clock_ns = clock_ns
         self._received_ns = 0
         self._fragments: list[bytes] = []
         self._fragments_text = False
@@ -122,10 +122,10 @@ class _TimestampingConnection(ClientConnection):
         self._deliver((self.clock_ns(), closure_from(self.protocol.close_exc)))
 
 
-def timestamping_connection(clock_ns: Callable[[], int]) -> type[ClientConnection]:
-    """A :class:`ClientConnection` class stamping arrivals with ``clock_ns``."""
-    return type("TimestampingConnection", (_TimestampingConnection,),
-                {"clock_ns": staticmethod(clock_ns)})
+def timestamping_connection(clock_ns: Callable[[], int]) -> Callable[..., ClientConnection]:
+    """A factory of connections stamping arrivals with ``clock_ns`` (a partial, not a class per
+    connection: classes are cyclic garbage)."""
+    return partial(_TimestampingConnection, clock_ns=clock_ns)
 
 
 async def receive_into(ws: ClientConnection, put: Callable[[tuple[int, Any]], None], *,
@@ -161,7 +161,7 @@ async def open_websocket(url: str, *, headers: Mapping[str, str], connect_timeou
         return await asyncio.wait_for(connect(
             url, additional_headers=dict(headers), compression=None,
             max_size=max_message_bytes, open_timeout=None, close_timeout=CLOSE_TIMEOUT_SECONDS,
-            user_agent_header=user_agent, create_connection=timestamping_connection(clock_ns)),
+            user_agent_header=user_agent, create_connection=timestamping_connection(clock_ns)),  # type: ignore[arg-type]
             connect_timeout_seconds)
     except TimeoutError:
         raise failure("connect_timeout", f"no WebSocket handshake with {where} within "

@@ -88,8 +88,7 @@ class Conversation:
         self.response_timeout_seconds = response_timeout_seconds
         self.chunk_ms = chunk_ms
         self.scrubber = scrubber
-        self.shift_ns = 0
-        self.intake = Intake(timeline, virtual_shift=lambda: self.shift_ns)
+        self.intake = Intake(timeline)
         self.user_turns: list[UserTurnRecord] = []
         self.user_chunks: dict[int, bytes] = {}
         self.mic_offset_seconds = 0.0
@@ -99,14 +98,14 @@ class Conversation:
     # --- listener timeline ----------------------------------------------------------------------
 
     def _virtual_now(self) -> int:
-        return self.timeline.now_offset_ns() + self.shift_ns
+        return self.timeline.now_offset_ns() + self.timeline.shift_ns
 
     def _advance(self, advance_ns: int, reason: str) -> None:
         if advance_ns <= 0:
             return
         self.timeline.record("timeline.virtual_advance", source="runner", direction="internal",
                              advance_ns=int(advance_ns), reason=reason)
-        self.shift_ns += int(advance_ns)
+        self.timeline.shift_ns += int(advance_ns)
 
     async def _reach(self, target_virtual_ns: int, reason: str) -> None:
         """Let the listener timeline reach ``target``: sleep with pacing, advance without."""
@@ -372,7 +371,7 @@ class Conversation:
                                      cancel_sent=cancel,
                                      after_product_audio_ms=round(
                                          float(turn.interrupt_after_seconds or 0) * 1000, 3))
-        self.intake.flush_listener(event.offset_ns + self.shift_ns)
+        self.intake.flush_listener(event.offset_ns + self.timeline.shift_ns)
         self.persona.confirm_barge_in(turn)
         return await self._speak(turn, barge_in_of=response.turn_id)
 

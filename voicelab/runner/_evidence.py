@@ -108,15 +108,21 @@ def _elide_audio(raw: Any) -> Any:
     return raw
 
 
+_SCALARS = (bool, int, float, type(None))
+
+
 def _has_text(value: Any) -> bool:
-    if isinstance(value, str):
-        return True
+    """Whether ``value`` holds text or bytes anywhere (what eliding and scrubbing act on)."""
+    if isinstance(value, _SCALARS):
+        return False
     if isinstance(value, dict):
-        return any(_has_text(v) or isinstance(k, str) and k in _AUDIO_FIELDS
-                   for k, v in value.items())
+        for key, item in value.items():
+            if key in _AUDIO_FIELDS or not isinstance(item, _SCALARS) and _has_text(item):
+                return True
+        return False
     if isinstance(value, list | tuple):
         return any(_has_text(v) for v in value)
-    return isinstance(value, bytes | bytearray)
+    return True  # str, bytes and anything unknown
 
 
 def build_raw_events(conversation: Conversation, adapter: str) -> dict[str, Any]:

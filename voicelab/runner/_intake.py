@@ -78,9 +78,8 @@ class ProductResponseState:
 class Intake:
     """Consumes ``endpoint.events()`` into the timeline and the conversation state."""
 
-    def __init__(self, timeline: Timeline, *, virtual_shift: Any):
+    def __init__(self, timeline: Timeline):
         self.timeline = timeline
-        self._shift = virtual_shift  # callable -> current listener-timeline shift (ns)
         self._wake = asyncio.Event()
         #: wake the conversation loop for every audio chunk (only while a barge-in is armed)
         self.watch_audio = False
@@ -160,7 +159,7 @@ class Intake:
             self.product_chunks[recorded.sequence] = audio
             response.chunks.append((event.received_ns, recorded.sequence, audio))
             response.audio_bytes += len(audio)
-            arrival_virtual = offset + self._shift()
+            arrival_virtual = offset + self.timeline.shift_ns
             start = max(arrival_virtual, self.listener_cursor_ns)
             duration = len(audio) * 1_000_000_000 // (2 * 24_000)
             if not response.barged_in:

@@ -63,6 +63,8 @@ class Timeline:
         self.start_ns = clock_ns()
         self.start_utc_ns = time.time_ns()
         self.events: list[TimelineEvent] = []
+        #: the listener timeline's lead over real time (the sum of recorded virtual advances)
+        self.shift_ns = 0
 
     def now_offset_ns(self) -> int:
         return self.clock_ns() - self.start_ns

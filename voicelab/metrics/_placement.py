@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._steps import Steps, run_steps
 from ..audio import PCM16_MAX, PCM16_MIN, PcmAudio
 
 USER_CHUNK = "user.audio_chunk"
@@ -112,6 +113,8 @@ class Placement:
 
 
 _RATE = 24_000
+#: Stepwise functions yield after this many records.
+STEP_RECORDS = 128
 
 
 def _samples_to_ns(count: int) -> int:
@@ -183,6 +186,14 @@ def place_channels(records: Sequence[Mapping[str, Any]], *,
     / ``product.audio_chunk`` event to its PCM (bytes or int16 samples). Positions are whole
     samples, so contiguous chunks stay exactly contiguous.
     """
+    return run_steps(place_channels_steps(records, user_chunks=user_chunks,
+                                          product_chunks=product_chunks))
+
+
+def place_channels_steps(records: Sequence[Mapping[str, Any]], *,
+                         user_chunks: Mapping[int, bytes | np.ndarray],
+                         product_chunks: Mapping[int, bytes | np.ndarray]) -> Steps[Placement]:
+    """:func:`place_channels` in steps (see :mod:`voicelab._steps`)."""
     virtual = virtual_offsets(records)
     user_pieces: list[Piece] = []
     user_turn_start: dict[str, int] = {}
@@ -191,7 +202,9 @@ def place_channels(records: Sequence[Mapping[str, Any]], *,
     product_cursor = 0
     cancelled: set[str] = set()
 
-    for record in records:
+    for position, record in enumerate(records):
+        if position % STEP_RECORDS == STEP_RECORDS - 1:
+            yield
         kind = record["event_type"]
         if kind == PRODUCT_CHUNK:
             sequence = record["sequence"]
@@ -239,8 +252,11 @@ def place_channels(records: Sequence[Mapping[str, Any]], *,
                       for c in p.chunks]
     ends = [start + count for start, _, count in user_pieces + product_pieces]
     total = max(ends) + 1 if ends else 0
+    yield
     technician = _render(user_pieces, total)
+    yield
     product = _render(product_pieces, total)
+    yield
     if _overlaps(sorted(user_pieces + product_pieces, key=lambda piece: piece[0])):
         mixed = np.clip(technician.astype(np.int32) + product, PCM16_MIN, PCM16_MAX) \
             .astype(np.int16)

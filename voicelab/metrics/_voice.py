@@ -22,11 +22,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._steps import Steps, run_steps
 from ..artifacts import SCHEMA_VERSION
 from ..audio import CANONICAL_FORMAT, PcmAudio, analyze_signals
 from ._placement import (
     BARGE_IN,
     PRODUCT_CHUNK,
+    STEP_RECORDS,
     Placement,
     silent_runs_ns,
 )
@@ -78,6 +80,16 @@ def compute_voice_metrics(records: Sequence[Mapping[str, Any]], *, placement: Pl
                           user_turn_audio: Mapping[str, PcmAudio],
                           response_audio: Mapping[str, PcmAudio]) -> dict[str, Any]:
     """The voice-metrics.json document for one trial."""
+    return run_steps(compute_voice_metrics_steps(records, placement=placement,
+                                                 user_turn_audio=user_turn_audio,
+                                                 response_audio=response_audio))
+
+
+def compute_voice_metrics_steps(records: Sequence[Mapping[str, Any]], *, placement: Placement,
+                                user_turn_audio: Mapping[str, PcmAudio],
+                                response_audio: Mapping[str, PcmAudio]
+                                ) -> Steps[dict[str, Any]]:
+    """:func:`compute_voice_metrics` in steps (see :mod:`voicelab._steps`)."""
     references: dict[str, tuple[int, str]] = {}
     first_audio: dict[str, int] = {}
     done: dict[str, tuple[int, str]] = {}
@@ -86,7 +98,9 @@ def compute_voice_metrics(records: Sequence[Mapping[str, Any]], *, placement: Pl
     transcripts: dict[str, str] = {}
     tools: dict[str, int] = {}
     snr: dict[str, float | None] = {}
-    for record in records:
+    for position, record in enumerate(records):
+        if position % STEP_RECORDS == STEP_RECORDS - 1:
+            yield
         kind, attrs, turn = record["event_type"], record["attributes"], record.get("turn_id")
         offset = record["monotonic_offset_ns"]
         expects = attrs.get("expects_response")
@@ -111,11 +125,14 @@ def compute_voice_metrics(records: Sequence[Mapping[str, Any]], *, placement: Pl
     # each turn's signal analysis, and each whole channel's (the turns one after another)
     order = _response_order(records)
     user_ids = sorted(user_turn_audio)
+    yield
     each, all_input = analyze_signals([user_turn_audio[k] for k in user_ids])
     inputs = {k: analysis.to_dict() for k, analysis in zip(user_ids, each, strict=True)}
+    yield
     response_ids = [k for k in order if k in response_audio]
     each, all_output = analyze_signals([response_audio[k] for k in response_ids])
     outputs = {k: analysis.to_dict() for k, analysis in zip(response_ids, each, strict=True)}
+    yield
 
     product_samples = placement.product.samples
     turns: list[dict[str, Any]] = []
@@ -149,6 +166,7 @@ def compute_voice_metrics(records: Sequence[Mapping[str, Any]], *, placement: Pl
             "input_speech_to_noise_db": snr.get(turn_id),
         }
         if heard_from is not None and heard_until is not None:
+            yield
             entry["dead_air_ms"] = _ms(silent_runs_ns(product_samples, start_ns=heard_from,
                                                       end_ns=heard_until))
         if turn_id in barge:

@@ -7,6 +7,7 @@ import contextvars
 import gc
 import logging
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -60,6 +61,23 @@ class _RuntimeTuning:
 
 
 _tuning = _RuntimeTuning()
+
+#: Trials on one event loop start at least this far apart. Opening a conversation (connect,
+#: handshake, init) is the loop's busiest moment; 50 trials starting at once delayed the
+#: arrival timestamps of the first greetings by up to 4 ms, spaced by 5 ms by under 1 ms.
+START_SPACING_SECONDS = 0.005
+_next_start: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, float] = \
+    weakref.WeakKeyDictionary()
+
+
+async def _start_slot() -> None:
+    """Wait for this trial's start slot (shared by every run on the loop, e.g. a sweep's)."""
+    loop = asyncio.get_running_loop()
+    now = loop.time()
+    at = max(now, _next_start.get(loop, now))
+    _next_start[loop] = at + START_SPACING_SECONDS
+    if at > now:
+        await asyncio.sleep(at - now)
 
 _current_run: contextvars.ContextVar[str | None] = contextvars.ContextVar("voicelab_run",
                                                                           default=None)
@@ -182,6 +200,7 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
 
         async def one(index: int) -> TrialResult:
             async with semaphore:
+                await _start_slot()
                 plan = TrialPlan(loaded=loaded, index=index,
                                  seed=trial_seed(loaded.run.trial_seed, index),
                                  trial_dir=bundle / f"trial-{index:03d}", environment=environment,

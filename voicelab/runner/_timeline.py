@@ -90,13 +90,13 @@ class Timeline:
         second, fraction = divmod(micros, 1_000_000)
         return f"{_utc_second(second)}.{fraction:06d}Z"
 
-    def to_records(self) -> list[dict[str, Any]]:
-        """JSON-ready voice events (schema 1.0), ordered by sequence."""
+    def to_records(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+        """JSON-ready voice events (schema 1.0) ``events[start:stop]``, ordered by sequence."""
         # event ids: the trace id with the sequence in its last 12 hex digits (a valid, stable
         # UUID string per trial; uuid5 per event cost more than the rest of the record)
         prefix = str(uuid.UUID(self.trace_id))[:24]
         records = []
-        for event in self.events:
+        for event in self.events[start:stop]:
             record: dict[str, Any] = {
                 "contract_version": SCHEMA_VERSION,
                 "event_id": f"{prefix}{event.sequence:012x}",

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._steps import Steps, arun_steps
 from ..artifacts import (
     SCHEMA_VERSION,
     ExecutionFailure,
@@ -24,7 +25,8 @@ from ..audio import CANONICAL_FORMAT, PreparedEnvironment
 from ..config import LoadedRun
 from ..endpoints import EndpointContext, new_span_id, new_trace_id
 from ..errors import ConfigError
-from ..metrics import compute_voice_metrics, place_channels
+from ..metrics import compute_voice_metrics_steps, place_channels_steps
+from ..metrics._placement import STEP_RECORDS
 from ..personas import PERSONAS
 from ..scoring._verdicts import deterministic_verdicts
 from ._context import persona_context
@@ -228,39 +230,50 @@ class _TrialCancelled(asyncio.CancelledError):
 
 
 async def _step() -> None:
-    """Let the event loop run between two pieces of evidence work.
-
-    Evidence is assembled on the event loop in steps of about a millisecond, not in a worker
-    thread: a CPU-bound thread holds the GIL each time the loop thread makes a socket call,
-    which slowed concurrent conversations by a third. Between steps the loop timestamps what
-    has arrived for other trials, so their measurements stay within a step of the truth.
-    """
     await asyncio.sleep(0)
+
+
+def _evidence_steps(plan: TrialPlan, conversation: Conversation, session_id: str
+                    ) -> Steps[dict[str, Any]]:
+    """Placement, metrics and evidence documents, in steps of well under a millisecond.
+
+    Evidence is built on the event loop, not in a worker thread: a CPU-bound thread takes the
+    GIL each time the loop thread makes a socket call, which made concurrent conversations a
+    third slower. Between steps the loop timestamps what has arrived for other trials, so their
+    measurements stay within a step of the truth.
+    """
+    timeline = conversation.timeline
+    records: list[dict[str, Any]] = []
+    encoded: list[bytes] = []
+    for start in range(0, len(timeline.events), STEP_RECORDS):
+        batch = timeline.to_records(start, start + STEP_RECORDS)
+        records.extend(batch)
+        yield
+        encoded.append(voice_events_jsonl(batch))  # whole lines: the batches concatenate
+        yield
+    placement = yield from place_channels_steps(
+        records, user_chunks=conversation.user_chunks,
+        product_chunks=conversation.intake.product_chunks)
+    user_audio = {turn.turn_id: turn.delivered for turn in conversation.user_turns}
+    responses = response_audio(conversation)
+    metrics = yield from compute_voice_metrics_steps(
+        records, placement=placement, user_turn_audio=user_audio, response_audio=responses)
+    transcript = build_transcript(conversation, session_id)
+    tool_calls = build_tool_calls(conversation)
+    yield
+    raw_events = build_raw_events(conversation, plan.loaded.run.endpoint.adapter)
+    return {"records": records, "voice_events": b"".join(encoded), "placement": placement,
+            "metrics": metrics, "transcript": transcript, "tool_calls": tool_calls,
+            "raw_events": raw_events, "responses": responses}
 
 
 async def _assemble(plan: TrialPlan, conversation: Conversation, session_id: str
                     ) -> dict[str, Any]:
-    """CPU work after the call: placement, metrics and evidence documents."""
-    records = conversation.timeline.to_records()
-    await _step()
-    voice_events = voice_events_jsonl(records)
-    await _step()
-    placement = place_channels(records, user_chunks=conversation.user_chunks,
-                               product_chunks=conversation.intake.product_chunks)
-    await _step()
-    user_audio = {turn.turn_id: turn.delivered for turn in conversation.user_turns}
-    responses = response_audio(conversation)
-    metrics = compute_voice_metrics(records, placement=placement, user_turn_audio=user_audio,
-                                    response_audio=responses)
-    await _step()
-    transcript = build_transcript(conversation, session_id)
-    tool_calls = build_tool_calls(conversation)
-    raw_events = build_raw_events(conversation, plan.loaded.run.endpoint.adapter)
+    evidence = await arun_steps(_evidence_steps(plan, conversation, session_id))
     if plan.speech_metrics:  # seconds of numeric work (ASR, STOI, DNSMOS): a worker thread
-        await asyncio.to_thread(add_speech_metrics, metrics, conversation, responses)
-    return {"records": records, "voice_events": voice_events, "placement": placement,
-            "metrics": metrics, "transcript": transcript, "tool_calls": tool_calls,
-            "raw_events": raw_events, "responses": responses}
+        await asyncio.to_thread(add_speech_metrics, evidence["metrics"], conversation,
+                                evidence["responses"])
+    return evidence
 
 
 def add_speech_metrics(metrics: dict[str, Any], conversation: Conversation,
@@ -340,10 +353,13 @@ async def _write(plan: TrialPlan, conversation: Conversation, evidence: dict[str
     title = f"{loaded.scenario.id} — {report.trial_id} (seed {report.seed})"
     await _step()
     files = encode_trial_files(
-        documents=documents, encoded={"voice-events.jsonl": evidence["voice_events"]},
+        documents={}, encoded={"voice-events.jsonl": evidence["voice_events"]},
         texts={"transcript.md": transcript_markdown(evidence["transcript"], title=title)},
         audio={"technician.wav": placement.technician, "product.wav": placement.product,
                "mixed.wav": placement.mixed})
+    for name, document in documents.items():  # one document per step
+        await _step()
+        files += encode_trial_files(documents={name: document}, texts={}, audio={})
     await asyncio.to_thread(write_trial_files, plan.trial_dir, files, report)
 
 

@@ -1,8 +1,8 @@
 """The built-in WebSocket adapter (``adapter: websocket``): protocol v1 over a real socket.
 
-One background task receives: it stamps each message with the trial clock and enqueues it,
-nothing else. ``events()`` decodes on the consumer side (see :mod:`._wire`) and enforces the
-receive timeout while a response is pending.
+The connection stamps each message with the trial clock as the loop reads it and enqueues it,
+nothing else (see :mod:`._socket`). ``events()`` decodes on the consumer side (see :mod:`._wire`)
+and enforces the receive timeout while a response is pending (one timer per quiet period).
 """
 
 from __future__ import annotations

@@ -124,17 +124,13 @@ def _writer_pool() -> Any:
 EncodedFile = tuple[str, tuple[bytes | memoryview, ...]]
 
 
-def encode_trial_files(*, documents: Mapping[str, Any], jsonl: Mapping[str, Any] | None = None,
-                       texts: Mapping[str, str], audio: Mapping[str, PcmAudio],
+def encode_trial_files(*, documents: Mapping[str, Any], texts: Mapping[str, str],
+                       audio: Mapping[str, PcmAudio],
                        encoded: Mapping[str, bytes] | None = None) -> list[EncodedFile]:
     """Every file of a trial but its report, serialized (CPU work, no I/O).
 
     ``encoded`` holds files already serialized by their owner (e.g. voice-events.jsonl)."""
     files: list[EncodedFile] = [(name, (data,)) for name, data in (encoded or {}).items()]
-    for name, records in (jsonl or {}).items():
-        encode = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":")).encode
-        lines = [encode(record) for record in records]
-        files.append((name, (("\n".join(lines) + ("\n" if lines else "")).encode(),)))
     for name, text in texts.items():
         files.append((name, (text.encode(),)))
     for name, pcm in audio.items():
@@ -157,13 +153,3 @@ def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseMod
         report.files = sorted(written)
     write_json(trial_dir / "trial-report.json", report)
     return written
-
-
-def write_trial_bundle(trial_dir: Path, *, documents: Mapping[str, Any],
-                       jsonl: Mapping[str, Any] | None = None, texts: Mapping[str, str],
-                       audio: Mapping[str, PcmAudio], report: BaseModel,
-                       encoded: Mapping[str, bytes] | None = None) -> list[str]:
-    """Write every file of a trial; ``trial-report.json`` last, so its presence means complete."""
-    files = encode_trial_files(documents=documents, jsonl=jsonl, texts=texts, audio=audio,
-                               encoded=encoded)
-    return write_trial_files(trial_dir, files, report)

@@ -31,7 +31,7 @@ class RealtimeConnection:
         self.where = where
         self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
         self._receiver = asyncio.create_task(
-            receive_into(ws, self._queue.put_nowait, clock_ns=clock_ns),
+            receive_into(ws, self._queue.put_nowait),
             name="voicelab-realtime-receive")
         self.closed_by_us = False
         self.closure: Closure | None = None

@@ -128,22 +128,14 @@ def timestamping_connection(clock_ns: Callable[[], int]) -> Callable[..., Client
     return partial(_TimestampingConnection, clock_ns=clock_ns)
 
 
-async def receive_into(ws: ClientConnection, put: Callable[[tuple[int, Any]], None], *,
-                       clock_ns: Callable[[], int]) -> None:
+async def receive_into(ws: ClientConnection, put: Callable[[tuple[int, Any]], None]) -> None:
     """Deliver ``(arrival ns, message)`` to ``put`` until the connection ends, then
-    ``(ns, Closure)``; returns once the closure was delivered."""
-    if isinstance(ws, _TimestampingConnection):
-        ws.attach(put)
-        await ws.wait_closed()
-        return
-    try:
-        while True:
-            message = await ws.recv()
-            put((clock_ns(), message))
-    except ConnectionClosed as error:
-        put((clock_ns(), closure_from(error)))
-    except Exception as error:  # noqa: BLE001 - any receive failure ends the stream cleanly
-        put((clock_ns(), Closure(None, f"receive failed: {type(error).__name__}", True)))
+    ``(ns, Closure)``; returns once the closure was delivered. ``ws`` comes from
+    :func:`open_websocket`."""
+    if not isinstance(ws, _TimestampingConnection):
+        raise TypeError("receive_into needs a connection made by open_websocket")
+    ws.attach(put)
+    await ws.wait_closed()
 
 
 async def open_websocket(url: str, *, headers: Mapping[str, str], connect_timeout_seconds: float,

@@ -139,7 +139,7 @@ class WebSocketEndpoint:
     async def _receive(self, ws: ClientConnection) -> None:
         # The receive path only timestamps (at arrival, see ._socket) and enqueues; decoding
         # happens in events().
-        await receive_into(ws, self._queue.put_nowait, clock_ns=self._context.clock_ns)
+        await receive_into(ws, self._queue.put_nowait)
         self._closure_enqueued = True
 
     # --- sending -------------------------------------------------------------------------

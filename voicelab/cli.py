@@ -30,8 +30,15 @@ def _relative(text: str) -> str:
     return text.replace(cwd, "")
 
 
+#: Library keys that stand for a command-line option when the value came from the command line.
+_OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
+                   "artifacts_dir": "--artifacts-dir"}
+
+
 def _error_line(error: BaseException) -> str:
     if isinstance(error, ConfigError):
+        if error.source is None and error.key in _OPTION_FOR_KEY:
+            error = ConfigError(error.message, source="CLI", key=_OPTION_FOR_KEY[error.key])
         return _relative(error.one_line())
     return _relative(" ".join(str(error).split()) or type(error).__name__)
 

@@ -145,9 +145,18 @@ def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseMod
     the folder is complete (I/O only: meant for a worker thread)."""
     trial_dir.mkdir(parents=True, exist_ok=True)
     written = [name for name, _ in files]
-    for future in [_writer_pool().submit(_plain_write, trial_dir / name, *parts)
-                   for name, parts in files]:
-        future.result()
+    futures = [(name, _writer_pool().submit(_plain_write, trial_dir / name, *parts))
+               for name, parts in files]
+    failures: list[OSError] = []
+    for name, future in futures:  # every file is attempted: what fits on the disk is kept
+        try:
+            future.result()
+        except OSError as error:
+            failures.append(error)
+            # a file cut short is no evidence; removing it frees room for the trial report
+            (trial_dir / name).unlink(missing_ok=True)
+    if failures:
+        raise failures[0]
     written.append("trial-report.json")
     if hasattr(report, "files"):
         report.files = sorted(written)

@@ -100,7 +100,7 @@ class JudgeResult(ArtifactModel):
 
 class ExecutionFailure(ArtifactModel):
     kind: Literal["endpoint", "persona", "speech", "probe", "judge", "cleanup", "runner",
-                  "timeout", "cancelled"]
+                  "timeout", "cancelled", "artifacts"]
     message: str
     code: str | None = None
 
@@ -111,7 +111,10 @@ class TrialReport(Versioned):
     trial: int
     trial_id: str
     seed: int
+    #: the session id this trial presented to the product (unique per run and trial)
     session_id: str
+    #: the ``session_id`` of the run data, from which ``session_id`` is derived
+    configured_session_id: str | None = None
     scenario_id: str
     persona: str
     environment: str

@@ -37,6 +37,11 @@ class StrictModel(BaseModel):
 class Limits(StrictModel):
     max_turns: Annotated[int, Field(gt=0)] | None = None
     max_time_seconds: PositiveFloat | None = None
+    #: product audio may arrive at most this many times faster than the listener's clock runs,
+    #: beyond ``product_audio_burst_seconds`` (a whole reply sent at once is fine; 500 s of
+    #: audio in 2 s is an ``audio_flood`` failure). The total is also bounded by max_time_seconds.
+    max_product_audio_speed: PositiveFloat = 10.0
+    product_audio_burst_seconds: PositiveFloat = 60.0
 
 
 class ConversationSpec(StrictModel):

@@ -1,13 +1,28 @@
-"""`voice-evaluator run`: progress on a terminal, a short summary, the exit code."""
+"""`voice-evaluator run` / `sweep`: progress on a terminal, a short summary, the exit code.
+
+SIGINT (Ctrl-C) and SIGTERM (what CI systems and container runtimes send) are handled alike:
+the run is cancelled, the trials in flight write their evidence, the run report says
+``interrupted``, the summary and the bundle path are printed, and the exit code is 130 or 143.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from ._run import arun
+from ._matrix import MatrixInterrupted, MatrixOutcome
+from ._run import EXIT_INTERRUPTED, RunInterrupted, RunOutcome, arun
 from ._trial import TrialResult
+
+T = TypeVar("T")
+
+#: Exit code after a signal: 128 + the signal number, as shells report it.
+EXIT_TERMINATED = 128 + signal.SIGTERM
+_SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 
 
 class _Progress:
@@ -27,19 +42,48 @@ class _Progress:
         sys.stderr.flush()
 
 
+def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None,
+                                                                 BaseException | None]:
+    """Run ``start()`` on a new event loop; SIGINT and SIGTERM cancel it once (a repeated
+    signal is ignored, so the evidence is still written). Returns (result, signal number or
+    None, the cancellation raised)."""
+    received: list[int] = []
+
+    async def main() -> tuple[T | None, BaseException | None]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_signal(number: int) -> None:
+            if not received:
+                print(f"\nvoice-evaluator: {signal.Signals(number).name} received: stopping, "
+                      f"writing the evidence gathered so far", file=sys.stderr, flush=True)
+                task.cancel()
+            received.append(number)
+
+        for number in _SIGNAL_EXIT:
+            loop.add_signal_handler(number, on_signal, number)
+        try:
+            return await start(), None
+        except asyncio.CancelledError as stopped:
+            if not received:
+                raise
+            return None, stopped
+        finally:
+            for number in _SIGNAL_EXIT:
+                loop.remove_signal_handler(number)
+
+    result, stopped = asyncio.run(main())
+    return result, (received[0] if received else None), stopped
+
+
 def _fmt_ms(value: Any) -> str:
     return "n/a" if value is None else f"{value:.0f} ms"
 
 
-def run_command(args: argparse.Namespace) -> int:
-    import asyncio
-
+def print_run_summary(outcome: RunOutcome) -> None:
     from ..metrics import summarize
 
-    progress = _Progress(enabled=sys.stderr.isatty() and not args.quiet)
-    outcome = asyncio.run(arun(args.run_file, trials=args.trials, concurrency=args.concurrency,
-                               artifacts_dir=args.artifacts_dir, overrides=args.overrides,
-                               on_trial_done=progress))
     report = outcome.report
     for trial in outcome.trials:
         summary = trial.summary
@@ -58,23 +102,28 @@ def run_command(args: argparse.Namespace) -> int:
           f"over {stats['count']} response(s)")
     print(f"{report.passed_trials}/{report.trial_count} trial(s) passed; pass@k "
           f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
+    if report.message:
+        print(report.message)
+    for problem in outcome.write_errors:
+        print(f"voice-evaluator: execution failed: {problem}", file=sys.stderr)
     print(f"bundle: {report.bundle_path}")
-    return report.exit_code
 
 
-
-def sweep_command(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from ._matrix import arun_matrix, plan_matrix
-
-    plan = plan_matrix(args.suite_file, trials=args.trials, concurrency=args.concurrency,
-                       overrides=args.overrides)
-    for line in plan.lines():
-        print(line)
+def run_command(args: argparse.Namespace) -> int:
     progress = _Progress(enabled=sys.stderr.isatty() and not args.quiet)
-    outcome = asyncio.run(arun_matrix(plan, artifacts_dir=args.artifacts_dir,
-                                      on_trial_done=progress))
+    outcome, number, stopped = run_until_signal(lambda: arun(
+        args.run_file, trials=args.trials, concurrency=args.concurrency,
+        artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress))
+    if number is not None:
+        if isinstance(stopped, RunInterrupted):
+            print_run_summary(stopped.outcome)
+        return _SIGNAL_EXIT[number]
+    assert outcome is not None
+    print_run_summary(outcome)
+    return outcome.exit_code
+
+
+def print_matrix_summary(outcome: MatrixOutcome) -> None:
     report = outcome.report
     width = max((len(c.cell_id) for c in report.cells), default=10)
     for cell in report.cells:
@@ -84,5 +133,25 @@ def sweep_command(args: argparse.Namespace) -> int:
               f"  {status}")
     print(f"{report.passed_trials}/{report.conversations} conversation(s) passed; pass@k "
           f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
+    for problem in outcome.write_errors:
+        print(f"voice-evaluator: execution failed: {problem}", file=sys.stderr)
     print(f"matrix: {outcome.run_dir}")
-    return report.exit_code
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    from ._matrix import arun_matrix, plan_matrix
+
+    plan = plan_matrix(args.suite_file, trials=args.trials, concurrency=args.concurrency,
+                       overrides=args.overrides)
+    for line in plan.lines():
+        print(line)
+    progress = _Progress(enabled=sys.stderr.isatty() and not args.quiet)
+    outcome, number, stopped = run_until_signal(lambda: arun_matrix(
+        plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress))
+    if number is not None:
+        if isinstance(stopped, MatrixInterrupted):
+            print_matrix_summary(stopped.outcome)
+        return _SIGNAL_EXIT[number]
+    assert outcome is not None
+    print_matrix_summary(outcome)
+    return outcome.exit_code

@@ -26,7 +26,7 @@ from ..audio import PcmAudio, PreparedEnvironment, mix
 from ..endpoints import EndpointError
 from ..errors import ExecutionError
 from ..personas import PersonaEnd, ProductResponse, UserTurn
-from ._intake import Intake, ProductResponseState
+from ._intake import AudioFloodLimit, Intake, ProductResponseState
 from ._timeline import Timeline, pcm_metadata
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,8 @@ class Conversation:
     def __init__(self, *, endpoint: Any, persona: Any, speech: Any, environment: PreparedEnvironment,
                  timeline: Timeline, seed: int, voice: str | None, pace_audio: bool,
                  first_speaker: str, max_turns: int, response_timeout_seconds: float,
-                 chunk_ms: float = DEFAULT_CHUNK_MS, scrubber: Any = None):
+                 chunk_ms: float = DEFAULT_CHUNK_MS, scrubber: Any = None,
+                 flood_limit: AudioFloodLimit | None = None):
         self.endpoint = endpoint
         self.persona = persona
         self.speech = speech
@@ -88,7 +89,7 @@ class Conversation:
         self.response_timeout_seconds = response_timeout_seconds
         self.chunk_ms = chunk_ms
         self.scrubber = scrubber
-        self.intake = Intake(timeline)
+        self.intake = Intake(timeline, flood_limit=flood_limit)
         self.user_turns: list[UserTurnRecord] = []
         self.user_chunks: dict[int, bytes] = {}
         self.mic_offset_seconds = 0.0
@@ -288,6 +289,8 @@ class Conversation:
         return "error" if self._product_errors() else "connection_closed"
 
     def _check_product_failures(self) -> None:
+        if self.intake.flood is not None:
+            raise ConversationEnded("error", Failure("endpoint", self.intake.flood, "audio_flood"))
         errors = self._product_errors()
         if errors:
             error = errors[0]
@@ -296,12 +299,15 @@ class Conversation:
                                         f"{error.get('message')}"), str(error.get("code"))))
         if self.intake.closed is not None and not self.intake.conversation_complete:
             closed = self.intake.closed
-            detail = next((e.get("message") for e in self.intake.errors if e.get("message")),
-                          closed.get("reason"))
+            closure = next((e for e in self.intake.errors if e.get("message")), None)
+            detail = closure.get("message") if closure else closed.get("reason")
+            # the failure code is the adapter's error code (closed_mid_turn, connection_lost...);
+            # the WebSocket close code is in the closed event itself
             raise ConversationEnded("connection_closed", Failure(
                 "endpoint", self._scrub(f"connection closed before the conversation completed "
                                         f"({detail})"),
-                str(closed.get("code")) if closed.get("code") is not None else None))
+                str(closure.get("code")) if closure and closure.get("code")
+                else "connection_closed"))
 
     async def _await_response(self, target_turn: str) -> ProductResponseState | None:
         """Wait for the response to ``target_turn`` to complete, barging in if the persona wants."""

@@ -75,11 +75,36 @@ class ProductResponseState:
         return None
 
 
+@dataclass(frozen=True)
+class AudioFloodLimit:
+    """How much product audio a trial accepts: at most ``speed`` times faster than the listener's
+    clock beyond a ``burst_seconds`` allowance, and at most ``max_total_seconds`` in all."""
+
+    speed: float = 10.0
+    burst_seconds: float = 60.0
+    max_total_seconds: float | None = None
+
+    def exceeded(self, received_seconds: float, elapsed_seconds: float) -> str | None:
+        if self.max_total_seconds is not None and received_seconds > self.max_total_seconds:
+            return (f"the product sent {received_seconds:.1f} s of audio, more than the "
+                    f"scenario's max_time_seconds ({self.max_total_seconds:g} s) can play")
+        if received_seconds > self.speed * elapsed_seconds + self.burst_seconds:
+            return (f"the product sent {received_seconds:.1f} s of audio in "
+                    f"{elapsed_seconds:.1f} s, faster than {self.speed:g}x real time beyond a "
+                    f"{self.burst_seconds:g} s burst")
+        return None
+
+
 class Intake:
     """Consumes ``endpoint.events()`` into the timeline and the conversation state."""
 
-    def __init__(self, timeline: Timeline):
+    def __init__(self, timeline: Timeline, *, flood_limit: AudioFloodLimit | None = None):
         self.timeline = timeline
+        self.flood_limit = flood_limit or AudioFloodLimit()
+        self.product_audio_bytes = 0
+        #: why product audio stopped being recorded (None while within the flood limit)
+        self.flood: str | None = None
+        self.flood_dropped_bytes = 0
         self._wake = asyncio.Event()
         #: wake the conversation loop for every audio chunk (only while a barge-in is armed)
         self.watch_audio = False
@@ -121,8 +146,32 @@ class Intake:
 
     # --- intake ---------------------------------------------------------------------------------
 
+    def _flooding(self, event: EndpointEvent) -> bool:
+        """Count product audio; True when this chunk is beyond the flood limit (not recorded)."""
+        size = len(event.audio or b"")
+        if self.flood is not None:
+            self.flood_dropped_bytes += size
+            return True
+        received = (self.product_audio_bytes + size) / 48_000
+        offset = self.timeline.offset_of(event.received_ns)
+        elapsed = max(0, offset + self.timeline.shift_ns) / 1e9
+        problem = self.flood_limit.exceeded(received, elapsed)
+        if problem is None:
+            self.product_audio_bytes += size
+            return False
+        self.flood = problem
+        self.flood_dropped_bytes = size
+        self.timeline.record("product.audio_flood", source="product", direction="inbound",
+                             at_ns=event.received_ns, message=problem,
+                             received_audio_seconds=round(received, 3),
+                             elapsed_seconds=round(elapsed, 3))
+        logger.warning("audio flood: %s; further product audio is not recorded", problem)
+        return True
+
     def handle(self, event: EndpointEvent) -> None:
         kind = event.type
+        if kind == "audio_delta" and self._flooding(event):
+            return
         name = _EVENT_NAMES.get(kind, "product.raw")
         response = self.current
         idle = response is None or response.completed
@@ -196,7 +245,7 @@ class Intake:
             logger.debug("unnormalized product message: %s", attributes.get("message_type"))
 
     def _significant(self, event: EndpointEvent) -> bool:
-        if event.type != "audio_delta":
+        if event.type != "audio_delta" or self.flood is not None:
             return True
         response = self.current
         return self.watch_audio or (response is not None and len(response.chunks) == 1)

@@ -8,6 +8,7 @@ and one semaphore bounds the conversations in flight across the whole matrix.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import MatrixCell, MatrixReport
-from ..artifacts._bundle import write_json
 from ..config import LoadedRun, LoadedSuite, load_run, load_suite
 from ..config._suite import cell_overrides, check_names_unique
 from ._run import (
@@ -24,8 +24,15 @@ from ._run import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_QUALITY,
+    MAX_CONCURRENCY,
+    MAX_TRIALS,
+    RunInterrupted,
     RunOutcome,
+    _bounded,
+    _point_latest,
+    _write_report_robustly,
     arun,
+    make_bundle_dir,
     run_sync,
 )
 from ._trial import TrialResult, new_run_id
@@ -83,14 +90,36 @@ class MatrixOutcome:
     report: MatrixReport
     run_dir: Path
     cells: list[RunOutcome] = field(default_factory=list)
+    write_errors: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
+        if self.write_errors and self.report.exit_code in (EXIT_OK, EXIT_QUALITY):
+            return EXIT_EXECUTION
         return self.report.exit_code
 
 
+class MatrixInterrupted(asyncio.CancelledError):
+    """The sweep was cancelled after writing what it had; ``outcome`` is the partial matrix."""
+
+    def __init__(self, outcome: MatrixOutcome):
+        super().__init__(f"matrix interrupted; partial results at {outcome.run_dir}")
+        self.outcome = outcome
+
+
+#: Longest name part of a cell folder (scenario, persona and environment each); longer names
+#: are cut and given a digest so they stay unique (file systems allow 255 bytes per component).
+CELL_PART_MAX_CHARS = 60
+
+
 def _safe(text: str) -> str:
-    return _UNSAFE.sub("-", text).strip("-") or "x"
+    """A file-name-safe part of a cell id: no separators, no leading dots (``..`` is not a
+    folder name to create), at most :data:`CELL_PART_MAX_CHARS` characters."""
+    safe = _UNSAFE.sub("-", text).strip("-.") or "x"
+    if len(safe) > CELL_PART_MAX_CHARS:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+        safe = f"{safe[:CELL_PART_MAX_CHARS - 9].rstrip('-.')}-{digest}"
+    return safe
 
 
 def _words_seconds(text: str) -> float:
@@ -120,6 +149,11 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
 
     loaded_suite = suite if isinstance(suite, LoadedSuite) else load_suite(suite)
     spec = loaded_suite.suite
+    k = _bounded(trials if trials is not None else spec.trials, low=1, high=MAX_TRIALS,
+                 key="trials", source=None if trials is not None else loaded_suite.path)
+    parallel = _bounded(concurrency if concurrency is not None else spec.concurrency, low=1,
+                        high=MAX_CONCURRENCY, key="concurrency",
+                        source=None if concurrency is not None else loaded_suite.path)
     cells: list[MatrixCellPlan] = []
     user_seconds = product_seconds = 0.0
     for scenario in loaded_suite.scenarios:
@@ -140,9 +174,7 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
                 product_seconds += product
     check_names_unique([c.cell_id for c in cells], source=loaded_suite.path,
                        key="scenarios/personas/environments")
-    k = trials if trials is not None else spec.trials
-    return MatrixPlan(loaded_suite, cells, k, concurrency or spec.concurrency,
-                      user_seconds * k, product_seconds * k)
+    return MatrixPlan(loaded_suite, cells, k, parallel, user_seconds * k, product_seconds * k)
 
 
 def _now() -> str:
@@ -197,10 +229,8 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     root = Path(artifacts_dir) if artifacts_dir is not None else (
         spec.artifacts_dir or plan.suite.path.parent / "artifacts")
     run_id = run_id or new_run_id()
-    run_dir = (root / run_id).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    from ._run import _point_latest
-
+    run_dir = make_bundle_dir(root, run_id, source=None if artifacts_dir is not None
+                              else plan.suite.path)
     _point_latest(root, run_dir)
     started = _now()
     semaphore = asyncio.Semaphore(plan.concurrency)
@@ -214,36 +244,53 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
         if on_trial_done is not None:
             on_trial_done(result, done, total)
 
-    write_json(run_dir / "matrix-report.json",
-               _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
-                              started=started, status="running"))
+    write_errors: list[str] = []
+    running_error = _write_report_robustly(
+        run_dir / "matrix-report.json",
+        _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes, started=started,
+                       status="running"))
+    if running_error:
+        write_errors.append(running_error)
 
     async def cell(one: MatrixCellPlan) -> None:
         # run ids stay unique across sweeps (labels join on them); folders are named by cell
-        outcome = await arun(one.loaded, trials=plan.trials, artifacts_dir=run_dir,
-                             run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
-                             on_trial_done=progress, validate=False, semaphore=semaphore,
-                             link_latest=False)
+        try:
+            outcome = await arun(one.loaded, trials=plan.trials, artifacts_dir=run_dir,
+                                 run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
+                                 on_trial_done=progress, validate=False, semaphore=semaphore,
+                                 link_latest=False)
+        except RunInterrupted as stopped:
+            outcomes.append(stopped.outcome)
+            raise
         outcomes.append(outcome)
 
     tasks = [asyncio.create_task(cell(one)) for one in plan.cells]
     interrupted = False
+    failure: BaseException | None = None
     try:
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for result in results:
             if isinstance(result, asyncio.CancelledError):
                 interrupted = True
-            elif isinstance(result, BaseException):
-                raise result
+            elif isinstance(result, BaseException) and failure is None:
+                failure = result
     except asyncio.CancelledError:
         interrupted = True  # gather already cancelled the cells once: let them write
         await asyncio.gather(*tasks, return_exceptions=True)
+    for cell_outcome in outcomes:
+        write_errors.extend(cell_outcome.write_errors)
     report = _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
                             started=started, status="interrupted" if interrupted else "complete")
-    write_json(run_dir / "matrix-report.json", report)
+    final_error = _write_report_robustly(run_dir / "matrix-report.json", report)
+    if final_error:
+        write_errors.append(final_error)
+    if failure is not None:
+        raise failure
+    outcome = MatrixOutcome(report, run_dir, sorted(outcomes, key=lambda o: str(o.bundle_path)),
+                            write_errors)
     if interrupted:
-        raise asyncio.CancelledError(f"matrix interrupted; partial results at {run_dir}")
-    return MatrixOutcome(report, run_dir, sorted(outcomes, key=lambda o: str(o.bundle_path)))
+        raise MatrixInterrupted(outcome)
+    return outcome
 
 
 def run_matrix(suite: Any, **kwargs: Any) -> MatrixOutcome:

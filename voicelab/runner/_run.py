@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import gc
 import logging
 import sys
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +24,14 @@ from ..endpoints import load_endpoint_class
 from ..errors import ConfigError
 from ..scoring import load_probe_class, pass_at_k, pass_power_k
 from ._speech import open_speech
-from ._trial import TrialPlan, TrialResult, _TrialCancelled, new_run_id, run_trial
+from ._trial import (
+    TrialPlan,
+    TrialResult,
+    _TrialCancelled,
+    crashed_trial,
+    new_run_id,
+    run_trial,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +54,19 @@ class _RuntimeTuning:
     def __init__(self) -> None:
         self._active = 0
         self._switch_interval = 0.005
+        self._log_level = logging.NOTSET
 
     def __enter__(self) -> None:
         if self._active == 0:
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(self._switch_interval, GIL_SWITCH_INTERVAL_SECONDS))
             gc.freeze()
+            # evaluator.log keeps INFO records: the package logger lets them through while
+            # runs are in progress (restored afterwards; handlers elsewhere keep their levels)
+            package_logger = logging.getLogger("voicelab")
+            self._log_level = package_logger.level
+            if package_logger.level == logging.NOTSET or package_logger.level > logging.INFO:
+                package_logger.setLevel(logging.INFO)
         self._active += 1
 
     def __exit__(self, *exc_info: object) -> None:
@@ -58,6 +74,7 @@ class _RuntimeTuning:
         if self._active == 0:
             gc.unfreeze()
             sys.setswitchinterval(self._switch_interval)
+            logging.getLogger("voicelab").setLevel(self._log_level)
 
 
 _tuning = _RuntimeTuning()
@@ -99,15 +116,36 @@ class _RunLogFilter(logging.Filter):
 
 @dataclass
 class RunOutcome:
-    """What a run produced: the report (also on disk) and where the bundle is."""
+    """What a run produced: the report (also on disk) and where the bundle is.
+
+    ``write_errors`` lists bundle files that could not be written (a full disk): the run's exit
+    code is then at least 4 even when every trial passed."""
 
     report: RunReport
     bundle_path: Path
     trials: list[TrialResult] = field(default_factory=list)
+    write_errors: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
+        if self.write_errors and self.report.exit_code in (EXIT_OK, EXIT_QUALITY):
+            return EXIT_EXECUTION
         return self.report.exit_code
+
+
+class RunInterrupted(asyncio.CancelledError):
+    """The run was cancelled (Ctrl-C, SIGTERM, a cancelled notebook cell) after writing what it
+    had gathered; ``outcome`` is the partial run (report status ``interrupted``)."""
+
+    def __init__(self, outcome: RunOutcome):
+        super().__init__(f"run interrupted; partial bundle at {outcome.bundle_path}")
+        self.outcome = outcome
+
+
+#: Bounds that keep a typo (``--trials 1e20``) from exhausting the machine; a bigger study is
+#: a sweep or several runs.
+MAX_TRIALS = 100_000
+MAX_CONCURRENCY = 1_000
 
 
 def trial_seed(base_seed: int, index: int) -> int:
@@ -136,6 +174,56 @@ def _probe_factory(loaded: LoadedRun) -> Callable[[], Any] | None:
     return lambda: probe_cls(settings)
 
 
+def _bounded(value: int, *, low: int, high: int, key: str, source: str | Path | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"must be a whole number from {low} to {high:,}, got {value!r}",
+                          source=source, key=key)
+    return value
+
+
+def make_bundle_dir(root: Path, name: str, *, source: str | Path | None) -> Path:
+    """Create ``root/name``; an unusable artifacts folder is a configuration error naming it."""
+    bundle = (root / name).resolve()
+    try:
+        bundle.mkdir(parents=True, exist_ok=True)
+        probe = bundle / ".voicelab-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        raise ConfigError(f"cannot create the bundle folder {bundle}: {reason}", source=source,
+                          key="artifacts_dir") from None
+    return bundle
+
+
+class _BundleLogHandler(logging.FileHandler):
+    """evaluator.log: a write failure (a full disk) stops the file quietly instead of printing a
+    traceback per record to stderr; the run reports the failure once."""
+
+    failed: str | None = None
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        if self.failed is None:
+            error = sys.exc_info()[1]
+            self.failed = getattr(error, "strerror", None) or type(error).__name__
+
+
+def _write_report_robustly(path: Path, report: RunReport) -> str | None:
+    """Write the run report; on a full disk, rewrite the existing file in place (its own blocks
+    are freed first, so the final status usually fits where the atomic copy did not). Returns
+    the error that remained, if any."""
+    try:
+        write_json(path, report)
+        return None
+    except OSError as error:
+        first = error.strerror or type(error).__name__
+    try:
+        write_json(path, report, atomic=False)
+        return None
+    except OSError as error:
+        return f"could not write {path.name}: {error.strerror or first}"
+
+
 async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                concurrency: int | None = None, artifacts_dir: str | Path | None = None,
                overrides: Sequence[str] = (), run_id: str | None = None,
@@ -144,40 +232,42 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                link_latest: bool = True, bundle_name: str | None = None) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
-    Raises ConfigError before any trial when the configuration is invalid. Trial execution
-    failures do not raise: they are in the report (``exit_code`` 4).
+    Raises ConfigError before any trial when the configuration is invalid (including an
+    artifacts folder that cannot be created). Trial execution failures do not raise: they are
+    in the report (``exit_code`` 4). Cancellation raises :class:`RunInterrupted` once the
+    evidence gathered so far is written.
     """
     loaded = run if isinstance(run, LoadedRun) else load_run(run, overrides=overrides)
     if validate:
         from .._validate import validate_run
 
         validate_run(loaded)
-    trial_count = trials if trials is not None else loaded.run.trials
-    parallel = concurrency if concurrency is not None else loaded.run.concurrency
-    if trial_count < 1:
-        raise ConfigError("must be at least 1", source="CLI", key="--trials")
-    if parallel < 1:
-        raise ConfigError("must be at least 1", source="CLI", key="--concurrency")
+    trial_count = _bounded(trials if trials is not None else loaded.run.trials, low=1,
+                           high=MAX_TRIALS, key="trials",
+                           source=None if trials is not None else loaded.run_path)
+    parallel = _bounded(concurrency if concurrency is not None else loaded.run.concurrency,
+                        low=1, high=MAX_CONCURRENCY, key="concurrency",
+                        source=None if concurrency is not None else loaded.run_path)
     root = Path(artifacts_dir) if artifacts_dir is not None else loaded.run.artifacts_dir
     run_id = run_id or new_run_id()
-    bundle = (root / (bundle_name or run_id)).resolve()
-    bundle.mkdir(parents=True, exist_ok=True)
+    bundle = make_bundle_dir(root, bundle_name or run_id,
+                             source=None if artifacts_dir is not None else loaded.run_path)
     if link_latest:
         _point_latest(root, bundle)
 
-    handler = logging.FileHandler(bundle / "evaluator.log", encoding="utf-8")
+    handler = _BundleLogHandler(bundle / "evaluator.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_RunLogFilter(run_id, loaded.scrubber))
+    handler.setLevel(logging.INFO)
     package_logger = logging.getLogger("voicelab")
     package_logger.addHandler(handler)
-    if package_logger.level == logging.NOTSET or package_logger.level > logging.INFO:
-        package_logger.setLevel(logging.INFO)
     token = _current_run.set(run_id)
     _tuning.__enter__()
     started = _utc_now()
     logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s", run_id, trial_count,
                 loaded.scenario.id, parallel, bundle)
     results: list[TrialResult] = []
+    write_errors: list[str] = []
     interrupted = False
     speech = None
     try:
@@ -194,11 +284,13 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
             return _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                                planned=trial_count, started=started, status=status)
 
-        write_json(bundle / "run-report.json", report("running"))
+        running_error = _write_report_robustly(bundle / "run-report.json", report("running"))
+        if running_error:
+            write_errors.append(running_error)
         loop = asyncio.get_running_loop()
         last_report = loop.time()
 
-        async def one(index: int) -> TrialResult:
+        async def one(index: int) -> None:
             async with semaphore:
                 await _start_slot()
                 plan = TrialPlan(loaded=loaded, index=index,
@@ -206,12 +298,19 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                                  trial_dir=bundle / f"trial-{index:03d}", environment=environment,
                                  adapter_cls=adapter_cls, speech=speech,
                                  probe_factory=probe_factory,
-                                 speech_metrics=loaded.run.speech_metrics)
+                                 speech_metrics=loaded.run.speech_metrics, run_id=run_id)
+                started_wall = time.time()
                 try:
                     result = await run_trial(plan)
                 except _TrialCancelled as cancelled:
                     results.append(cancelled.result)
                     raise
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:  # noqa: BLE001 - one broken trial must not stop the run
+                    logger.exception("trial-%03d failed outside the conversation", index)
+                    result = await asyncio.to_thread(crashed_trial, plan, error,
+                                                     started_wall=started_wall)
                 results.append(result)
                 logger.info("%s: %s (%s)", result.summary.trial_id,
                             "passed" if result.report.passed else "failed",
@@ -221,13 +320,21 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                 if now - last_report >= RUNNING_REPORT_INTERVAL_SECONDS and not report_lock.locked():
                     last_report = now
                     async with report_lock:
-                        await asyncio.to_thread(write_json, bundle / "run-report.json",
-                                                report("running"))
+                        with contextlib.suppress(OSError):  # the final report says it all
+                            await asyncio.to_thread(write_json, bundle / "run-report.json",
+                                                    report("running"))
                 if on_trial_done is not None:
                     on_trial_done(result, len(results), trial_count)
-                return result
 
-        tasks = [asyncio.create_task(one(i)) for i in range(1, trial_count + 1)]
+        # trials are started lazily by at most `parallel` workers: a huge --trials costs no
+        # memory up front
+        indices = iter(range(1, trial_count + 1))
+
+        async def worker() -> None:
+            for index in indices:
+                await one(index)
+
+        tasks = [asyncio.create_task(worker()) for _ in range(min(parallel, trial_count))]
         try:
             await asyncio.gather(*tasks)
         except asyncio.CancelledError:
@@ -241,17 +348,23 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
         final = _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                             planned=trial_count, started=started,
                             status="interrupted" if interrupted else "complete")
-        write_json(bundle / "run-report.json", final)
+        final_error = _write_report_robustly(bundle / "run-report.json", final)
+        if final_error:
+            write_errors.append(final_error)
+        if handler.failed:
+            write_errors.append(f"could not write evaluator.log: {handler.failed}")
         logger.info("run %s %s: %d/%d trial(s) passed, exit code %d", run_id, final.status,
                     final.passed_trials, final.executed_trials, final.exit_code)
         _current_run.reset(token)
         _tuning.__exit__()
         package_logger.removeHandler(handler)
         handler.close()
+    outcome = RunOutcome(final, bundle, sorted(results, key=lambda r: r.report.trial),
+                         write_errors)
     if interrupted:
-        # re-raise the cancellation: asyncio.run turns it into KeyboardInterrupt (exit 130)
-        raise asyncio.CancelledError(f"run interrupted; partial bundle at {bundle}")
-    return RunOutcome(final, bundle, sorted(results, key=lambda r: r.report.trial))
+        # re-raised as a cancellation: asyncio.run turns it into KeyboardInterrupt (exit 130)
+        raise RunInterrupted(outcome)
+    return outcome
 
 
 def _point_latest(root: Path, bundle: Path) -> None:

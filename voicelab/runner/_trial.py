@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 import uuid
@@ -38,6 +39,7 @@ from ._evidence import (
     response_audio,
     transcript_markdown,
 )
+from ._intake import AudioFloodLimit
 from ._timeline import Timeline, voice_events_jsonl
 
 logger = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ class TrialPlan:
     speech: Any
     probe_factory: Any = None
     speech_metrics: bool = False
+    run_id: str = ""
 
 
 @dataclass
@@ -71,16 +74,46 @@ def _utc(moment: float) -> str:
         .replace("+00:00", "Z")
 
 
-def trial_session_id(loaded: LoadedRun, index: int) -> str:
+#: A run id longer than this is shortened (with a digest, so it stays unique) inside session ids.
+RUN_TOKEN_MAX_CHARS = 32
+
+
+def configured_session_id(loaded: LoadedRun) -> str | None:
     base = loaded.data.get("session_id")
-    base = str(base) if isinstance(base, str | int) and str(base) else loaded.scenario.id
-    return f"{base}-t{index:03d}"
+    return str(base) if isinstance(base, str | int) and str(base) else None
+
+
+def trial_session_id(loaded: LoadedRun, index: int, run_id: str) -> str:
+    """The session id this trial presents to the product (``evaluator.init`` and the probe).
+
+    Unique per run and trial, so a product shared by several runs can never answer the probe of
+    one trial with another's rows; it keeps the configured id (or the scenario id) readable in
+    front: ``planning-session-001-20261201T065000Z-1a2b3c-t001``.
+    """
+    base = configured_session_id(loaded) or loaded.scenario.id
+    token = run_id or "run"
+    if len(token) > RUN_TOKEN_MAX_CHARS:
+        digest = hashlib.sha256(token.encode()).hexdigest()[:8]
+        token = f"{token[:RUN_TOKEN_MAX_CHARS - 9]}-{digest}"
+    return f"{base}-{token}-t{index:03d}"
+
+
+def trial_data(loaded: LoadedRun, session_id: str) -> dict[str, Any]:
+    """The opaque run data as this trial sends it: the configured data with its session id."""
+    return {**loaded.data, "session_id": session_id}
 
 
 def effective_max_turns(loaded: LoadedRun) -> int:
     limits = loaded.scenario.eval_spec.limits.max_turns
     conversation = loaded.scenario.conversation.max_turns
     return min(conversation, limits) if limits is not None else conversation
+
+
+def _flood_limit(loaded: LoadedRun) -> AudioFloodLimit:
+    limits = loaded.scenario.eval_spec.limits
+    return AudioFloodLimit(speed=limits.max_product_audio_speed,
+                           burst_seconds=limits.product_audio_burst_seconds,
+                           max_total_seconds=limits.max_time_seconds)
 
 
 async def _run_probe(plan: TrialPlan, endpoint: Any, session_id: str, scrubber: Any
@@ -99,9 +132,9 @@ async def _run_probe(plan: TrialPlan, endpoint: Any, session_id: str, scrubber: 
     if probe is None:
         return "unavailable", None, "no outcome probe is configured", name
     loaded = plan.loaded
-    context = {"session_id": str(loaded.data.get("session_id", session_id)),
-               "evaluator_session_id": session_id, "data": loaded.data,
-               "scenario_id": loaded.scenario.id, "trial_index": plan.index, "seed": plan.seed}
+    context = {"session_id": session_id, "configured_session_id": configured_session_id(loaded),
+               "data": trial_data(loaded, session_id), "scenario_id": loaded.scenario.id,
+               "trial_index": plan.index, "seed": plan.seed}
     try:
         outcome = await asyncio.wait_for(probe.probe(context), PROBE_TIMEOUT_SECONDS)
     except TimeoutError:
@@ -118,7 +151,7 @@ async def _run_probe(plan: TrialPlan, endpoint: Any, session_id: str, scrubber: 
 async def run_trial(plan: TrialPlan) -> TrialResult:
     loaded = plan.loaded
     scrubber = loaded.scrubber
-    session_id = trial_session_id(loaded, plan.index)
+    session_id = trial_session_id(loaded, plan.index, plan.run_id)
     trace_id, root_span = new_trace_id(), new_span_id()
     timeline = Timeline(session_id=session_id, trace_id=trace_id, root_span_id=root_span)
     started_wall = time.time()
@@ -127,7 +160,8 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
                     seed=plan.seed, clock_start_ns=timeline.start_ns,
                     clock="time.perf_counter_ns", span_id=root_span)
 
-    context = EndpointContext(session_id=session_id, data=loaded.data, trace_id=trace_id,
+    context = EndpointContext(session_id=session_id, data=trial_data(loaded, session_id),
+                              trace_id=trace_id,
                               span_id=root_span, audio_format=CANONICAL_FORMAT, scrubber=scrubber,
                               clock_ns=timeline.clock_ns, base_dir=loaded.base_dir,
                               trial_index=plan.index, seed=plan.seed,
@@ -151,7 +185,7 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
         first_speaker=loaded.scenario.conversation.first_speaker,
         max_turns=effective_max_turns(loaded),
         response_timeout_seconds=loaded.scenario.eval_spec.response_timeout_seconds,
-        chunk_ms=chunk_ms, scrubber=scrubber)
+        chunk_ms=chunk_ms, scrubber=scrubber, flood_limit=_flood_limit(loaded))
 
     cancelled = False
     max_time = loaded.scenario.eval_spec.limits.max_time_seconds
@@ -197,7 +231,8 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
     ended_wall = time.time()
     report = TrialReport(
         trial=plan.index, trial_id=trial_id, seed=plan.seed, session_id=session_id,
-        scenario_id=loaded.scenario.id, persona=loaded.persona.name,
+        configured_session_id=configured_session_id(loaded), scenario_id=loaded.scenario.id,
+        persona=loaded.persona.name,
         environment=loaded.environment.name or "quiet", adapter=loaded.run.endpoint.adapter,
         trace_id=trace_id, execution_status="succeeded" if executed else "failed",
         exit_reason=exit_reason, passed=passed, started_at=_utc(started_wall),
@@ -208,9 +243,12 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
         outcome=outcome, outcome_error=outcome_error,
         metrics_summary=evidence["metrics"]["summary"],
         audio_format=CANONICAL_FORMAT.to_dict())
-    await _write(plan, conversation, evidence, report, timeline, persona)
+    try:
+        await _write(plan, conversation, evidence, report, timeline, persona)
+    except OSError as error:
+        report = await asyncio.to_thread(write_unfinished_bundle, plan.trial_dir, report, error)
     summary = TrialSummary(
-        trial=plan.index, trial_id=trial_id, seed=plan.seed, passed=passed,
+        trial=plan.index, trial_id=trial_id, seed=plan.seed, passed=report.passed,
         execution_status=report.execution_status, exit_reason=exit_reason,
         failed_verdicts=[v.name for v in verdicts if not v.passed]
         + [j.name for j in judges if not j.passed],
@@ -221,6 +259,35 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
     if cancelled:
         raise _TrialCancelled(TrialResult(report, summary, cancelled=True, turn_metrics=turns))
     return TrialResult(report, summary, turn_metrics=turns)
+
+
+def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float) -> TrialResult:
+    """A trial that ended in an error outside the conversation's own handling (a bug in an
+    adapter's constructor, in evidence assembly...): reported as a failed execution, with a
+    trial report written when the disk allows, so no planned trial silently disappears."""
+    loaded = plan.loaded
+    trial_id = f"trial-{plan.index:03d}"
+    message = loaded.scrubber.scrub_text(f"{type(error).__name__}: {error}")
+    ended_wall = time.time()
+    session_id = trial_session_id(loaded, plan.index, plan.run_id)
+    report = TrialReport(
+        trial=plan.index, trial_id=trial_id, seed=plan.seed, session_id=session_id,
+        configured_session_id=configured_session_id(loaded), scenario_id=loaded.scenario.id,
+        persona=loaded.persona.name, environment=loaded.environment.name or "quiet",
+        adapter=loaded.run.endpoint.adapter, trace_id="", execution_status="failed",
+        exit_reason="error", passed=False, started_at=_utc(started_wall),
+        ended_at=_utc(ended_wall), duration_seconds=round(ended_wall - started_wall, 4),
+        failures=[ExecutionFailure(kind="runner", message=message)],
+        audio_format=CANONICAL_FORMAT.to_dict(), files=["trial-report.json"])
+    try:
+        plan.trial_dir.mkdir(parents=True, exist_ok=True)
+        write_json(plan.trial_dir / "trial-report.json", report)
+    except OSError as write_error:
+        logger.error("%s: the trial report could not be written: %s", trial_id,
+                     write_error.strerror or type(write_error).__name__)
+    summary = TrialSummary(trial=plan.index, trial_id=trial_id, seed=plan.seed, passed=False,
+                           execution_status="failed", exit_reason="error", path=trial_id)
+    return TrialResult(report, summary)
 
 
 class _TrialCancelled(asyncio.CancelledError):
@@ -363,8 +430,29 @@ async def _write(plan: TrialPlan, conversation: Conversation, evidence: dict[str
     await asyncio.to_thread(write_trial_files, plan.trial_dir, files, report)
 
 
-def write_failed_trial(trial_dir: Path, report: TrialReport) -> None:
-    write_json(trial_dir / "trial-report.json", report)
+def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError) -> TrialReport:
+    """The bundle could not be written (disk full, permissions): the trial failed to execute.
+
+    Keeps whatever files made it to disk and tries to write the (small) trial report saying
+    what is missing; returns that report (also when even it could not be written)."""
+    reason = error.strerror or type(error).__name__
+    where = f" ({Path(error.filename).name})" if error.filename else ""
+    failure = ExecutionFailure(kind="artifacts", code="bundle_write_failed",
+                               message=f"could not write the trial's bundle{where}: {reason}")
+    logger.error("%s: %s", report.trial_id, failure.message)
+    try:
+        present = sorted(p.name for p in trial_dir.iterdir() if not p.name.startswith("."))
+    except OSError:
+        present = []
+    failed = report.model_copy(update={
+        "execution_status": "failed", "passed": False,
+        "failures": [*report.failures, failure], "files": [*present, "trial-report.json"]})
+    try:
+        write_json(trial_dir / "trial-report.json", failed)
+    except OSError as second:
+        logger.error("%s: the trial report could not be written either: %s", report.trial_id,
+                     second.strerror or type(second).__name__)
+    return failed
 
 
 def new_run_id() -> str:

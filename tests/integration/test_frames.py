@@ -16,7 +16,6 @@ from voicelab.analysis import Frames, calibration, load_frames, save_labels
 from voicelab.analysis._labels import label_rows
 from voicelab.artifacts import ArtifactVersionError
 from voicelab.errors import ConfigError
-from voicelab.metrics import virtual_offsets
 from voicelab.runner import RunOutcome
 from voicelab.testing.openai_server import JudgePolicy, ModelCall, OpenAIServer
 
@@ -77,6 +76,8 @@ def test_turns_frame_flattens_every_voice_metric(clean):
                     assert getattr(row, f"{key}_{inner}") == inner_value, (key, inner)
             elif value is None and key in ("input", "output"):  # flattened columns are NA
                 assert pd.isna(getattr(row, f"{key}_duration_seconds")), key
+            elif value is None and key == "speech":  # no speech metrics anywhere: no column
+                assert "speech" not in turns.columns
             elif value is None:
                 assert pd.isna(getattr(row, key)), key
             else:
@@ -99,9 +100,14 @@ def test_events_frame_is_the_timeline_on_both_clocks(clean):
     assert len(mine) == len(records)
     assert mine["sequence"].tolist() == [r["sequence"] for r in records]
     assert mine["event_type"].astype(str).tolist() == [r["event_type"] for r in records]
-    listener = virtual_offsets(records)
-    np.testing.assert_allclose(mine["listener_ms"], [listener[r["sequence"]] / 1e6
+    np.testing.assert_allclose(mine["listener_ms"], [r["listener_offset_ns"] / 1e6
                                                      for r in records], rtol=0, atol=1e-9)
+    # the listener clock is real time plus the virtual advances recorded before each event
+    advanced = 0
+    for record in records:
+        assert record["listener_offset_ns"] == record["monotonic_offset_ns"] + advanced
+        if record["event_type"] == "timeline.virtual_advance":
+            advanced += record["attributes"]["advance_ns"]
     np.testing.assert_allclose(mine["offset_ms"], [r["offset_ms"] for r in records], atol=5e-4)
     recorded = pd.DatetimeIndex(pd.to_datetime([r["timestamp_utc"] for r in records], utc=True))
     # timestamps are rebuilt from one wall time per trial; the strings carry microseconds
@@ -238,7 +244,7 @@ def test_refuses_newer_schema_and_missing_paths(clean, tmp_path):
     shutil.copytree(outcome.bundle_path / "trial-001", copy / "trial-001")
     report_path = copy / "trial-001" / "trial-report.json"
     report = json.loads(report_path.read_text())
-    report["schema_version"] = "2.0"
+    report["schema_version"] = "3.0"
     report_path.write_text(json.dumps(report))
     with pytest.raises(ArtifactVersionError, match="newer"):
         load_frames(copy)

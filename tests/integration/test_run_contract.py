@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from voicelab.artifacts import (
+    SCHEMA_VERSION,
     TRIAL_FILES,
     RawEndpointEvents,
     RunReport,
@@ -96,8 +97,9 @@ def test_execution_properties_and_files(contract_run, trial):
     assert report.exit_reason == "endpoint_completion"
     assert report.passed is True
     assert report.outcome_status == "available"
-    assert report.voice_event_schema_versions == ["1.0"]
-    assert report.interoperability_schema_version == "1.0"
+    # the seed's contract says "1.0"; schema 2.0 changed the meaning of session_id (per trial)
+    assert report.voice_event_schema_versions == [SCHEMA_VERSION] == ["2.0"]
+    assert report.interoperability_schema_version == SCHEMA_VERSION
     assert report.audio_format == {"encoding": "pcm_s16le", "sample_rate_hz": 24000,
                                    "channels": 1}
     assert [v.name for v in report.verdicts] == SEED_VERDICTS
@@ -110,7 +112,7 @@ def test_execution_properties_and_files(contract_run, trial):
                 (24000, 1, 2)
             assert handle.getnframes() > 24000
     for line in (folder / "voice-events.jsonl").read_text().splitlines():
-        assert VoiceEvent.model_validate_json(line).contract_version == "1.0"
+        assert VoiceEvent.model_validate_json(line).contract_version == SCHEMA_VERSION
     metrics = VoiceMetrics.model_validate_json((folder / "voice-metrics.json").read_text())
     assert [t.turn_id for t in metrics.turns] == ["turn-000", "turn-001"]
     assert all(t.first_audio_latency_ms is not None and t.first_audio_latency_ms >= 0
@@ -120,7 +122,7 @@ def test_execution_properties_and_files(contract_run, trial):
     assert [c.name for c in tools.tool_calls] == ["save_reminder"]
     assert tools.tool_calls[0].has_result
     interop = Interoperability.model_validate_json((folder / "interoperability.json").read_text())
-    assert interop.schema_version == "1.0" and interop.imported_scores == {}
+    assert interop.schema_version == SCHEMA_VERSION and interop.imported_scores == {}
     for kind in ("scenario", "persona", "data", "environment", "script", "settings"):
         doc = ResolvedDocument.model_validate_json((folder / f"resolved-{kind}.json").read_text())
         assert doc.kind == kind

@@ -7,32 +7,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicelab.audio import PcmAudio
 from voicelab.metrics import compute_voice_metrics, place_channels, silent_runs_ns, summarize
+from voicelab.recording import EventType, Recording, ns_to_samples
 
 RATE = 24_000
 MS = 1_000_000  # ns
 
 
 class Timeline:
-    """A tiny builder of voice-event records (only the fields placement and metrics read)."""
+    """A tiny builder of recordings: events at given milliseconds on the trial clock."""
 
     def __init__(self) -> None:
-        self.records: list[dict] = []
-        self.user: dict[int, np.ndarray] = {}
-        self.product: dict[int, np.ndarray] = {}
+        self.recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="r",
+                                   clock_ns=lambda: 0)
 
     def add(self, at_ms: float, kind: str, turn: str | None = None, source: str = "evaluator",
             samples: np.ndarray | None = None, **attributes) -> int:
-        sequence = len(self.records)
-        pcm = None
-        if samples is not None:
-            pcm = {"byte_count": int(samples.size * 2)}
-            (self.user if kind.startswith("user") else self.product)[sequence] = samples
-        self.records.append({"sequence": sequence, "monotonic_offset_ns": int(at_ms * MS),
-                             "event_type": kind, "turn_id": turn, "source": source,
-                             "attributes": attributes, "pcm": pcm})
-        return sequence
+        event = self.recording.record(
+            EventType(kind), source=source, direction="internal", at_ns=int(at_ms * MS),
+            turn_id=turn, speaker_role="assistant" if source == "product" else None,
+            audio=None if samples is None else samples.astype("<i2").tobytes(), **attributes)
+        return event.sequence
 
 
 def tone(ms: float, amplitude: int = 8000) -> np.ndarray:
@@ -45,19 +40,8 @@ def silence(ms: float) -> np.ndarray:
 
 
 def metrics_of(t: Timeline) -> dict:
-    placement = place_channels(t.records, user_chunks=t.user, product_chunks=t.product)
-    user_audio = {}
-    for seq, samples in t.user.items():
-        turn = t.records[seq]["turn_id"]
-        user_audio[turn] = PcmAudio(np.concatenate([user_audio[turn].samples, samples])) \
-            if turn in user_audio else PcmAudio(samples)
-    responses = {}
-    for seq, samples in t.product.items():
-        turn = t.records[seq]["turn_id"]
-        responses[turn] = PcmAudio(np.concatenate([responses[turn].samples, samples])) \
-            if turn in responses else PcmAudio(samples)
-    return compute_voice_metrics(t.records, placement=placement, user_turn_audio=user_audio,
-                                 response_audio=responses)
+    placement = place_channels(t.recording)
+    return compute_voice_metrics(t.recording, placement).model_dump(mode="json")
 
 
 def test_latency_stall_and_dead_air_of_a_paced_response():
@@ -101,7 +85,7 @@ def test_virtual_advance_places_burst_audio_on_a_real_time_timeline():
     t.add(2, "timeline.virtual_advance", source="runner", advance_ns=999 * MS)
     t.add(3, "user.turn_committed", "turn-001", expects_response="turn-001")
     t.add(8, "product.audio_chunk", "turn-001", "product", samples=tone(500))
-    placement = place_channels(t.records, user_chunks=t.user, product_chunks=t.product)
+    placement = place_channels(t.recording)
     playback = placement.responses["turn-001"]
     assert playback.start_ns == pytest.approx(1007 * MS)
     # the user's second of speech and the reply do not overlap on the listener timeline
@@ -123,7 +107,7 @@ def test_barge_in_flushes_buffered_audio_and_keeps_audio_after_the_cancel():
     assert turn["interrupted"] is True
     assert turn["interruption_stop_latency_ms"] == pytest.approx(150.0)
     assert turn["audio_after_interrupt_ms"] == pytest.approx(100.0)
-    placement = place_channels(t.records, user_chunks=t.user, product_chunks=t.product)
+    placement = place_channels(t.recording)
     product = placement.product.samples
     start = int(1.1 * RATE)
     # buffered audio past the barge-in point is gone, the late chunk plays over the user
@@ -141,11 +125,11 @@ def test_silent_runs_threshold_and_frames():
 
 def test_summary_percentiles_ignore_missing_values():
     stats = summarize([10.0, None, 20.0, 30.0, 40.0])
-    assert stats["count"] == 4
-    assert stats["mean"] == 25.0
-    assert stats["p50"] == 25.0
-    assert stats["max"] == 40.0
-    assert summarize([None])["count"] == 0 and summarize([])["p95"] is None
+    assert stats.count == 4
+    assert stats.mean == 25.0
+    assert stats.p50 == 25.0
+    assert stats.max == 40.0
+    assert summarize([None]).count == 0 and summarize([]).p95 is None
 
 
 @settings(max_examples=60, deadline=None)
@@ -159,30 +143,32 @@ def test_channels_are_the_clipped_sum_of_every_heard_piece(steps):
     for kind, gap_ms, samples, amplitude in steps:
         at += gap_ms / 4
         if kind.endswith("audio_chunk"):
-            noise = np.random.default_rng(len(t.records)).uniform(-1, 1, samples)
+            noise = np.random.default_rng(len(t.recording.events)).uniform(-1, 1, samples)
             source = "product" if kind.startswith("product") else "evaluator"
             t.add(at, kind, "turn-001", source, samples=(noise * amplitude).astype(np.int16))
         elif kind == "user.barge_in":
             t.add(at, kind, "turn-002", response_turn_id="turn-001", cancel_sent=True)
         else:
             t.add(at, kind, source="runner", advance_ns=gap_ms * MS)
-    placement = place_channels(t.records, user_chunks=t.user, product_chunks=t.product)
+    placement = place_channels(t.recording)
     total = placement.mixed.num_samples
+    recording = t.recording
     product = np.zeros(total, dtype=np.int64)
     for playback in placement.responses.values():
         for chunk in playback.chunks:
-            product[chunk.start_sample:chunk.end_sample] += chunk.samples
+            audio = np.frombuffer(recording.audio_of(chunk.event), dtype="<i2")
+            product[chunk.start:chunk.end] += audio[:chunk.heard]
     assert np.array_equal(placement.product.samples, np.clip(product, -32768, 32767))
     user = np.zeros(total, dtype=np.int64)
     starts = {}
-    for record in t.records:  # each user turn plays contiguously from its first chunk
-        if record["event_type"] == "user.audio_chunk":
-            samples = t.user[record["sequence"]]
-            begin = starts.get(record["turn_id"])
+    for event in recording.events:  # each user turn plays contiguously from its first chunk
+        if event.type is EventType.USER_AUDIO:
+            samples = np.frombuffer(recording.audio_of(event), dtype="<i2")
+            begin = starts.get(event.turn_id)
             if begin is None:
-                begin = placement.virtual[record["sequence"]] * RATE // 1_000_000_000
+                begin = ns_to_samples(event.listener_ns)
             user[begin:begin + samples.size] += samples
-            starts[record["turn_id"]] = begin + samples.size
+            starts[event.turn_id] = begin + samples.size
     assert np.array_equal(placement.technician.samples, np.clip(user, -32768, 32767))
     both = placement.technician.samples.astype(np.int64) + placement.product.samples
     assert np.array_equal(placement.mixed.samples, np.clip(both, -32768, 32767))

@@ -6,8 +6,9 @@ and dicts are freed file by file instead of piling up (keeping 300,000 event dic
 them later costs more than decoding them). Derived columns follow the contract in
 docs/artifacts.md: ``offset_ms`` is ``monotonic_offset_ns / 1e6``; ``timestamp_utc`` is the
 trial's wall start plus the monotonic offset (the writer derives it so; equal to the recorded
-string within its 1 us rounding); ``listener_ms`` adds every ``timeline.virtual_advance``
-recorded before the event (``voicelab.metrics.virtual_offsets``, vectorized).
+string within its 1 us rounding); ``listener_ms`` is ``listener_offset_ns / 1e6`` (schema 2.0;
+for 1.0 bundles, which lack it, the offset plus every ``timeline.virtual_advance`` recorded
+before the event).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ _EVENT_CATEGORIES = ("event_type", "turn_id", "source", "direction", "speaker_ro
 _EVENT_DEFAULTS = {"turn_id": None, "speaker_role": None, "pcm": None, "attributes": {}}
 _get_pcm, _get_attributes = itemgetter("pcm"), itemgetter("attributes")
 _get_sequence, _get_monotonic = itemgetter("sequence"), itemgetter("monotonic_offset_ns")
+_get_listener = itemgetter("listener_offset_ns")
 _get_bytes, _get_duration = itemgetter("byte_count"), itemgetter("duration_ms")
 
 
@@ -73,7 +75,7 @@ class EventColumns:
         self.codes: dict[str, list[int]] = {key: [] for key in _EVENT_CATEGORIES}
         self.getters = {key: itemgetter(key) for key in _EVENT_CATEGORIES}
         self.arrays: dict[str, list[np.ndarray]] = {
-            key: [] for key in ("sequence", "monotonic", "bytes", "duration")}
+            key: [] for key in ("sequence", "monotonic", "listener", "bytes", "duration")}
         self.attributes: list[Any] = []
         self.counts: list[int] = []
         self.wall_start_ns: list[int] = []
@@ -110,12 +112,23 @@ class EventColumns:
                                         count=len(present))
         duration[where] = np.fromiter(map(_get_duration, present), dtype=float,
                                       count=len(present))
+        attributes = list(map(_get_attributes, records))
+        monotonic = np.fromiter(map(_get_monotonic, records), dtype=np.int64, count=n)
+        if "listener_offset_ns" in records[0]:
+            listener = np.fromiter(map(_get_listener, records), dtype=np.int64, count=n)
+        else:  # schema 1.0: real offsets plus every virtual advance recorded before the event
+            advance = np.zeros(n, dtype=np.int64)
+            for index, record in enumerate(records):
+                if record["event_type"] == VIRTUAL_ADVANCE:
+                    advance[index] = int((attributes[index] or {}).get("advance_ns", 0))
+            listener = monotonic + np.cumsum(advance) - advance
         return {
             "codes": {key: list(map(table.__getitem__, map(self.getters[key], records)))
                       for key, table in self.tables.items()},
-            "attributes": list(map(_get_attributes, records)),
+            "attributes": attributes,
             "sequence": np.fromiter(map(_get_sequence, records), dtype=np.int64, count=n),
-            "monotonic": np.fromiter(map(_get_monotonic, records), dtype=np.int64, count=n),
+            "monotonic": monotonic,
+            "listener": listener,
             "bytes": byte_count,
             "duration": duration,
         }
@@ -132,16 +145,6 @@ class EventColumns:
         event_type = self.tables["event_type"].categorical(self.codes["event_type"])
         attributes = np.empty(n, dtype=object)
         attributes[:] = self.attributes
-        # The listener timeline: real offsets plus every virtual advance recorded before the event.
-        advance = np.zeros(n, dtype=np.int64)
-        if VIRTUAL_ADVANCE in event_type.categories:
-            code = event_type.categories.get_loc(VIRTUAL_ADVANCE)
-            where = np.flatnonzero(event_type.codes == code)
-            advance[where] = [int((attributes[i] or {}).get("advance_ns", 0)) for i in where]
-        before = np.cumsum(advance) - advance
-        if n:
-            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-            before -= np.repeat(before[np.minimum(starts, n - 1)], counts)
         wall = np.repeat(np.asarray(self.wall_start_ns, dtype=np.int64), counts) + monotonic
         wall = (wall + 500) // 1000 * 1000  # the recorded strings have microseconds
         columns: dict[str, Any] = {
@@ -149,7 +152,7 @@ class EventColumns:
             "event_type": event_type,
             "turn_id": self.tables["turn_id"].categorical(self.codes["turn_id"]),
             "offset_ms": monotonic / 1e6,
-            "listener_ms": (monotonic + before) / 1e6,
+            "listener_ms": joined("listener", np.int64) / 1e6,
             "monotonic_offset_ns": monotonic,
             "timestamp_utc": pd.DatetimeIndex(wall.view("datetime64[ns]")).tz_localize("UTC"),
         }

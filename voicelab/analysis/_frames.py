@@ -44,6 +44,7 @@ _TRIAL_CATEGORIES = ("session_id", "adapter", "execution_status", "exit_reason",
 _TEXT_COLUMNS = ("trace_id", "failure_message", "outcome_error", "message", "rationale", "error",
                  "why", "expected", "observed", "transcript", "path", "bundle_path", "suite_hash",
                  "failed_verdicts", "failure_kinds", "failed_judges")
+_NESTED_TURN_FIELDS = ("input", "output", "speech")
 _TURN_CATEGORIES = ("turn_id", "status", "reference", "input_encoding", "output_encoding")
 # Counts that stay integers when a turn lacks them (the opening has no input signal).
 _INTEGER_SUFFIXES = ("sample_rate_hz", "channels", "byte_count", "peak_amplitude")
@@ -382,10 +383,10 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
 
     turns_frame, turn_index = child(turn_records, turn_counts, ["turn_id", "index"],
                                     _TURN_CATEGORIES)
-    turns_frame = turns_frame.drop(columns=[c for c in turns_frame.columns
-                                            if turns_frame[c].isna().all() and any(
-                                                str(o).startswith(f"{c}_")
-                                                for o in turns_frame.columns)])
+    # a nested document that was null everywhere (its fields are flattened as input_* etc.)
+    turns_frame = turns_frame.drop(columns=[c for c in _NESTED_TURN_FIELDS
+                                            if c in turns_frame.columns
+                                            and turns_frame[c].isna().all()])
     verdicts_frame, _ = child(verdict_records, verdict_counts, VERDICT_COLUMNS, ("name",))
     judges_frame, _ = child(judge_records, judge_counts, JUDGE_COLUMNS,
                             ("name", "kind", "status", "label", "model", "model_version"))

@@ -9,6 +9,7 @@ Layout (the seed's tree)::
         transcript.json  transcript.md  tool-calls.json  raw-endpoint-events.json
         voice-events.jsonl  voice-metrics.json  interoperability.json
         technician.wav  product.wav  mixed.wav
+        user-sent.wav  product-received.wav   (each direction's audio in arrival order)
         resolved-scenario.json  resolved-persona.json  resolved-data.json
         resolved-environment.json  resolved-script.json  resolved-settings.json
         trial-report.json
@@ -34,8 +35,8 @@ from ..audio import PcmAudio, wav_bytes, wav_parts
 TRIAL_FILES = (
     "transcript.json", "transcript.md", "tool-calls.json", "raw-endpoint-events.json",
     "voice-events.jsonl", "voice-metrics.json", "interoperability.json", "technician.wav",
-    "product.wav", "mixed.wav", "resolved-scenario.json", "resolved-persona.json",
-    "resolved-data.json", "resolved-environment.json", "resolved-script.json",
+    "product.wav", "mixed.wav", "user-sent.wav", "product-received.wav",
+    "resolved-scenario.json", "resolved-persona.json", "resolved-data.json", "resolved-environment.json", "resolved-script.json",
     "resolved-settings.json", "trial-report.json",
 )
 RESOLVED_KINDS = ("scenario", "persona", "data", "environment", "script", "settings")

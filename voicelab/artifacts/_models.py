@@ -2,6 +2,12 @@
 
 Adding an optional field keeps the version; renaming or changing a meaning bumps it. Readers
 refuse a newer major version with a clear message (see ``_reader.py``).
+
+2.0: one recording per trial. ``trial-report.session_id`` is the session id the trial presented
+to the product (unique per run and trial); every voice event carries ``listener_offset_ns``; the
+bundle keeps each direction's audio in arrival order (``user-sent.wav``,
+``product-received.wav``) so it can be re-scored; ``voice-metrics.json`` turns have a fixed set
+of fields (the speech metrics are null when not computed). 1.0 bundles are still read.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..audio._signal import SignalAnalysis
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
+#: Every major version this voicelab reads (older bundles stay readable).
+READABLE_MAJORS = (1, 2)
 
 
 class ArtifactModel(BaseModel):
@@ -202,6 +210,9 @@ class VoiceEvent(ArtifactModel):
     turn_id: str | None = None
     timestamp_utc: str
     monotonic_offset_ns: int
+    listener_offset_ns: int | None = Field(
+        None, description="where the simulated listener was: monotonic_offset_ns plus every "
+                          "virtual advance before the event (2.0; absent in 1.0 bundles)")
     offset_ms: float
     source: str
     direction: Literal["outbound", "inbound", "internal"]
@@ -236,6 +247,15 @@ class TurnMetrics(ArtifactModel):
     input_speech_to_noise_db: float | None = None
     input: SignalStats | None = None
     output: SignalStats | None = None
+    # advisory speech metrics (``speech_metrics: true``): flattened headline numbers, and the
+    # full per-role detail under ``speech``
+    input_wer: float | None = None
+    input_stoi: float | None = None
+    input_pesq_wb: float | None = None
+    output_completeness: float | None = None
+    output_completeness_flagged: bool | None = None
+    output_dnsmos_ovrl: float | None = None
+    speech: dict[str, Any] | None = None
 
 
 class MetricSummary(ArtifactModel):

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._models import SCHEMA_VERSION
+from ._models import READABLE_MAJORS, SCHEMA_VERSION
 
-SUPPORTED_MAJOR = int(SCHEMA_VERSION.split(".")[0])
+SUPPORTED_MAJOR = max(READABLE_MAJORS)
 
 
 class ArtifactVersionError(ConfigError):

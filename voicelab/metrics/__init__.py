@@ -1,14 +1,8 @@
-"""Metrics: per-turn timing and signal metrics from the recorded timeline (pure functions)."""
+"""Metrics: per-turn timing and signal metrics of a recording (pure functions)."""
 
-from ._placement import (
-    Placement,
-    ResponsePlayback,
-    place_channels,
-    place_channels_steps,
-    silent_runs_ns,
-    virtual_offsets,
-)
+from ._placement import Placement, place_channels, place_channels_steps, silent_runs_ns
 from ._speech import (
+    add_speech_metrics,
     dnsmos,
     input_wer,
     intelligibility,
@@ -28,7 +22,7 @@ __all__ = [
     "PERCENTILES",
     "TIMING_METRICS",
     "Placement",
-    "ResponsePlayback",
+    "add_speech_metrics",
     "compute_voice_metrics",
     "compute_voice_metrics_steps",
     "dnsmos",
@@ -41,5 +35,4 @@ __all__ = [
     "speech_metrics_for_turn",
     "summarize",
     "transcript_completeness",
-    "virtual_offsets",
 ]

@@ -278,3 +278,59 @@ def speech_metrics_for_turn(*, role: str, text: str | None = None,
     if "dnsmos" in selected:
         metrics["dnsmos"] = dnsmos(audio)
     return metrics
+
+
+def add_speech_metrics(recording: Any, metrics: Any) -> None:
+    """Advisory speech metrics of every response of ``recording`` (a
+    :class:`~voicelab.recording.Recording`) added to ``metrics`` (its
+    :class:`~voicelab.artifacts.VoiceMetrics`): the WER of what the product heard and the
+    intelligibility of the delivered user audio for user turns, completeness and DNSMOS of the
+    product's audio. Seconds of numeric work: call it from a worker thread in async code."""
+    from ..recording import PRODUCT, USER, USER_CLEAN, EventType
+
+    said: dict[str, str] = {}
+    heard: dict[str, list[str]] = {}
+    clean: dict[str, PcmAudio] = {}
+    chunks: dict[tuple[str, str], list[Any]] = {}
+    for event in recording.events:
+        turn = event.turn_id
+        if turn is None:
+            continue
+        if event.type is EventType.USER_TURN_STARTED:
+            said[turn] = str(event.attributes.get("text", ""))
+        elif event.type is EventType.PRODUCT_INPUT_TRANSCRIPT:
+            heard.setdefault(turn, []).append(str(event.attributes.get("text") or ""))
+        elif event.type is EventType.SPEECH_SYNTHESIZED and event.audio_samples:
+            clean[turn] = PcmAudio(recording.streams[USER_CLEAN].samples(
+                event.audio_start, event.audio_samples))
+        elif event.type is EventType.USER_AUDIO:
+            chunks.setdefault((USER, turn), []).append(event)
+        elif event.type is EventType.PRODUCT_AUDIO:
+            chunks.setdefault((PRODUCT, turn), []).append(event)
+
+    def joined(direction: str, turn: str) -> PcmAudio | None:
+        events = chunks.get((direction, turn))
+        if not events:
+            return None
+        stream = recording.streams[direction]
+        return PcmAudio(np.concatenate([stream.samples(e.audio_start, e.audio_samples)
+                                        for e in events]))
+
+    for entry in metrics.turns:
+        speech: dict[str, Any] = {}
+        if entry.turn_id in said:
+            parts = heard.get(entry.turn_id)
+            user = speech["user"] = speech_metrics_for_turn(
+                role="user", text=said[entry.turn_id], audio=joined(USER, entry.turn_id),
+                clean_audio=clean.get(entry.turn_id), heard_as=" ".join(parts) if parts else None)
+            entry.input_wer = user["input_wer"]["wer"]
+            entry.input_stoi = user["intelligibility"]["stoi"]
+            entry.input_pesq_wb = user["intelligibility"]["pesq_wb"]
+        audio = joined(PRODUCT, entry.turn_id)
+        if audio is not None and audio.num_samples:
+            assistant = speech["assistant"] = speech_metrics_for_turn(
+                role="assistant", text=entry.transcript, audio=audio)
+            entry.output_completeness = assistant["completeness"]["completeness"]
+            entry.output_completeness_flagged = assistant["completeness"]["flagged"]
+            entry.output_dnsmos_ovrl = assistant["dnsmos"]["ovrl_mos"]
+        entry.speech = speech

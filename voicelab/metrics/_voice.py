@@ -1,6 +1,6 @@
 """voice-metrics.json: per-response timing and signal metrics and their summary.
 
-Definitions (all pure functions of the recorded events and audio):
+Definitions (all pure functions of the recording):
 
 * ``first_audio_latency_ms``: the commit sent (or, for an opening, the init sent at connect) to
   the first product audio received — real monotonic time.
@@ -19,19 +19,16 @@ Definitions (all pure functions of the recorded events and audio):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from .._steps import Steps, run_steps
-from ..artifacts import SCHEMA_VERSION
+from ..artifacts import MetricSummary, TurnMetrics, VoiceMetrics
 from ..audio import CANONICAL_FORMAT, PcmAudio, analyze_signals
-from ._placement import (
-    BARGE_IN,
-    PRODUCT_CHUNK,
-    STEP_RECORDS,
-    Placement,
-    silent_runs_ns,
-)
+from ..recording import PRODUCT, USER, Event, EventType, Recording
+from ._placement import STEP_EVENTS, Placement, silent_runs_ns
 
 TIMING_METRICS = ("first_audio_latency_ms", "response_duration_ms", "playback_stall_ms",
                   "dead_air_ms", "interruption_stop_latency_ms", "audio_after_interrupt_ms")
@@ -57,133 +54,145 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     return a + (b - a) * weight
 
 
-def summarize(values: Sequence[float | None]) -> dict[str, float | int | None]:
+def summarize(values: Sequence[float | None]) -> MetricSummary:
     """count, mean, p50, p90, p95, p99 and max of the non-missing values."""
     data = sorted(float(v) for v in values if v is not None and not math.isnan(v))
     if not data:
-        return {"count": 0, "mean": None, **{f"p{p}": None for p in PERCENTILES}, "max": None}
-    return {"count": len(data), "mean": round(math.fsum(data) / len(data), 3),
-            **{f"p{p}": round(percentile(data, p), 3) for p in PERCENTILES},
-            "max": round(data[-1], 3)}
+        return MetricSummary(count=0)
+    return MetricSummary(count=len(data), mean=round(math.fsum(data) / len(data), 3),
+                         **{f"p{p}": round(percentile(data, p), 3) for p in PERCENTILES},
+                         max=round(data[-1], 3))
 
 
-def _response_order(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    order: list[str] = []
-    for record in records:
-        if record["source"] == "product" and record.get("turn_id") \
-                and record["turn_id"] not in order:
-            order.append(record["turn_id"])
-    return order
+@dataclass
+class _Response:
+    """What the recording says about one product response (gathered in one pass)."""
+
+    reference: tuple[int, str] | None = None
+    first_audio_ns: int | None = None
+    done: tuple[int, str] | None = None
+    barge: int | None = None
+    chunks: list[Event] = field(default_factory=list)
+    transcript: list[str] = field(default_factory=list)
+    tool_calls: int = 0
 
 
-def compute_voice_metrics(records: Sequence[Mapping[str, Any]], *, placement: Placement,
-                          user_turn_audio: Mapping[str, PcmAudio],
-                          response_audio: Mapping[str, PcmAudio]) -> dict[str, Any]:
-    """The voice-metrics.json document for one trial."""
-    return run_steps(compute_voice_metrics_steps(records, placement=placement,
-                                                 user_turn_audio=user_turn_audio,
-                                                 response_audio=response_audio))
-
-
-def compute_voice_metrics_steps(records: Sequence[Mapping[str, Any]], *, placement: Placement,
-                                user_turn_audio: Mapping[str, PcmAudio],
-                                response_audio: Mapping[str, PcmAudio]
-                                ) -> Steps[dict[str, Any]]:
-    """:func:`compute_voice_metrics` in steps (see :mod:`voicelab._steps`)."""
+def _gather(recording: Recording) -> Steps[tuple[dict[str, _Response], dict[str, list[Event]],
+                                                  dict[str, float | None]]]:
+    responses: dict[str, _Response] = {}
     references: dict[str, tuple[int, str]] = {}
-    first_audio: dict[str, int] = {}
-    done: dict[str, tuple[int, str]] = {}
-    barge: dict[str, tuple[int, bool]] = {}
-    chunks: dict[str, list[tuple[int, int]]] = {}
-    transcripts: dict[str, str] = {}
-    tools: dict[str, int] = {}
+    user_chunks: dict[str, list[Event]] = {}
     snr: dict[str, float | None] = {}
-    for position, record in enumerate(records):
-        if position % STEP_RECORDS == STEP_RECORDS - 1:
+
+    def response(turn: str) -> _Response:
+        found = responses.get(turn)
+        if found is None:
+            found = responses[turn] = _Response(reference=references.get(turn))
+        return found
+
+    for position, event in enumerate(recording.events):
+        if position % STEP_EVENTS == STEP_EVENTS - 1:
             yield
-        kind, attrs, turn = record["event_type"], record["attributes"], record.get("turn_id")
-        offset = record["monotonic_offset_ns"]
-        expects = attrs.get("expects_response")
-        if expects and kind in ("user.turn_committed", "session.connected"):
-            references.setdefault(expects, (offset, "commit" if kind.startswith("user") else "init"))
+        kind, attributes, turn = event.type, event.attributes, event.turn_id
+        expects = attributes.get("expects_response")
+        if expects and kind in (EventType.USER_TURN_COMMITTED, EventType.CONNECTED):
+            references.setdefault(expects, (event.offset_ns, "commit" if kind is
+                                            EventType.USER_TURN_COMMITTED else "init"))
+            if expects in responses and responses[expects].reference is None:
+                responses[expects].reference = references[expects]
         if not turn:
             continue
-        if kind == PRODUCT_CHUNK:
-            first_audio.setdefault(turn, offset)
-            chunks.setdefault(turn, []).append((offset, int(record["pcm"]["byte_count"])))
-        elif kind == "product.response_done":
-            done.setdefault(turn, (offset, str(attrs.get("status", "completed"))))
-        elif kind == BARGE_IN and attrs.get("response_turn_id"):
-            barge.setdefault(attrs["response_turn_id"], (offset, bool(attrs.get("cancel_sent"))))
-        elif kind == "product.transcript":
-            transcripts[turn] = (transcripts.get(turn, "") + " " + str(attrs.get("text", ""))).strip()
-        elif kind == "product.tool_call":
-            tools[turn] = tools.get(turn, 0) + 1
-        elif kind == "environment.mixed":
-            snr[turn] = attrs.get("speech_to_noise_db")
+        if kind is EventType.USER_AUDIO:
+            user_chunks.setdefault(turn, []).append(event)
+        elif kind is EventType.ENVIRONMENT_MIXED:
+            snr[turn] = attributes.get("speech_to_noise_db")
+        elif event.source != "product" and kind is not EventType.USER_BARGE_IN:
+            continue
+        elif kind is EventType.PRODUCT_AUDIO:
+            found = response(turn)
+            if found.first_audio_ns is None:
+                found.first_audio_ns = event.offset_ns
+            found.chunks.append(event)
+        elif kind is EventType.PRODUCT_RESPONSE_DONE:
+            found = response(turn)
+            if found.done is None:
+                found.done = (event.offset_ns, str(attributes.get("status", "completed")))
+        elif kind is EventType.USER_BARGE_IN and attributes.get("response_turn_id"):
+            target = response(str(attributes["response_turn_id"]))
+            if target.barge is None:
+                target.barge = event.offset_ns
+        elif kind is EventType.PRODUCT_TRANSCRIPT:
+            response(turn).transcript.append(str(attributes.get("text", "")))
+        elif kind is EventType.PRODUCT_TOOL_CALL:
+            response(turn).tool_calls += 1
+        elif event.source == "product":
+            response(turn)
+    return responses, user_chunks, snr
+
+
+def _joined(stream: np.ndarray, events: list[Event]) -> PcmAudio:
+    if not events:
+        return PcmAudio(np.zeros(0, dtype=np.int16))
+    return PcmAudio(np.concatenate([stream[e.audio_start:e.audio_end] for e in events]))
+
+
+def compute_voice_metrics(recording: Recording, placement: Placement) -> VoiceMetrics:
+    """The voice-metrics.json document of one trial."""
+    return run_steps(compute_voice_metrics_steps(recording, placement))
+
+
+def compute_voice_metrics_steps(recording: Recording, placement: Placement
+                                ) -> Steps[VoiceMetrics]:
+    """:func:`compute_voice_metrics` in steps (see :mod:`voicelab._steps`)."""
+    responses, user_chunks, snr = yield from _gather(recording)
+    user_stream = recording.streams[USER].samples()
+    product_stream = recording.streams[PRODUCT].samples()
 
     # each turn's signal analysis, and each whole channel's (the turns one after another)
-    order = _response_order(records)
-    user_ids = sorted(user_turn_audio)
+    user_ids = sorted(user_chunks)
+    each, all_input = analyze_signals([_joined(user_stream, user_chunks[k]) for k in user_ids])
+    inputs = dict(zip(user_ids, each, strict=True))
     yield
-    each, all_input = analyze_signals([user_turn_audio[k] for k in user_ids])
-    inputs = {k: analysis.to_dict() for k, analysis in zip(user_ids, each, strict=True)}
-    yield
-    response_ids = [k for k in order if k in response_audio]
-    each, all_output = analyze_signals([response_audio[k] for k in response_ids])
-    outputs = {k: analysis.to_dict() for k, analysis in zip(response_ids, each, strict=True)}
+    order = list(responses)
+    with_audio = [k for k in order if responses[k].chunks]
+    each, all_output = analyze_signals([_joined(product_stream, responses[k].chunks)
+                                        for k in with_audio])
+    outputs = dict(zip(with_audio, each, strict=True))
     yield
 
     product_samples = placement.product.samples
-    turns: list[dict[str, Any]] = []
+    turns: list[TurnMetrics] = []
     for index, turn_id in enumerate(order):
-        reference = references.get(turn_id)
-        first = first_audio.get(turn_id)
-        completed = done.get(turn_id)
-        received = chunks.get(turn_id, [])
+        found = responses[turn_id]
+        reference, first, done = found.reference, found.first_audio_ns, found.done
         playback = placement.responses.get(turn_id)
         heard_from = playback.start_ns if playback else None
         heard_until = playback.end_ns if playback else None
-        entry: dict[str, Any] = {
-            "turn_id": turn_id,
-            "index": index,
-            "status": completed[1] if completed else "incomplete",
-            "reference": reference[1] if reference else None,
-            "first_audio_latency_ms": _ms(first - reference[0]) if first is not None and reference
-            else None,
-            "response_duration_ms": _ms(completed[0] - reference[0]) if completed and reference
-            else None,
-            "output_audio_seconds": round(sum(b for _, b in received) / 2 / 24_000, 6),
-            "playback_start_ms": _ms(heard_from),
-            "playback_end_ms": _ms(heard_until),
-            "playback_stall_ms": _ms(playback.stall_ns) if playback and playback.chunks else None,
-            "dead_air_ms": None,
-            "interrupted": turn_id in barge,
-            "interruption_stop_latency_ms": None,
-            "audio_after_interrupt_ms": None,
-            "transcript": transcripts.get(turn_id, ""),
-            "tool_calls": tools.get(turn_id, 0),
-            "input_speech_to_noise_db": snr.get(turn_id),
-        }
+        dead_air = None
         if heard_from is not None and heard_until is not None:
             yield
-            entry["dead_air_ms"] = _ms(silent_runs_ns(product_samples, start_ns=heard_from,
-                                                      end_ns=heard_until))
-        if turn_id in barge:
-            cancel_at, _ = barge[turn_id]
-            after = [(at, size) for at, size in received if at > cancel_at]
-            entry["interruption_stop_latency_ms"] = _ms(max(at for at, _ in after) - cancel_at) \
-                if after else 0.0
-            entry["audio_after_interrupt_ms"] = round(sum(s for _, s in after) / 2 / 24.0, 3)
-        entry["input"] = inputs.get(turn_id)
-        entry["output"] = outputs.get(turn_id)
-        turns.append(entry)
+            dead_air = _ms(silent_runs_ns(product_samples, start_ns=heard_from,
+                                          end_ns=heard_until))
+        stop_latency = audio_after = None
+        if found.barge is not None:
+            after = [e for e in found.chunks if e.offset_ns > found.barge]
+            stop_latency = _ms(max(e.offset_ns for e in after) - found.barge) if after else 0.0
+            audio_after = round(sum(e.audio_samples for e in after) / 24.0, 3)
+        turns.append(TurnMetrics(
+            turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
+            reference=reference[1] if reference else None,  # type: ignore[arg-type]
+            first_audio_latency_ms=_ms(first - reference[0])
+            if first is not None and reference else None,
+            response_duration_ms=_ms(done[0] - reference[0]) if done and reference else None,
+            output_audio_seconds=round(sum(e.audio_samples for e in found.chunks) / 24_000, 6),
+            playback_start_ms=_ms(heard_from), playback_end_ms=_ms(heard_until),
+            playback_stall_ms=_ms(playback.stall_ns) if playback and playback.chunks else None,
+            dead_air_ms=dead_air, interrupted=found.barge is not None,
+            interruption_stop_latency_ms=stop_latency, audio_after_interrupt_ms=audio_after,
+            transcript=" ".join(found.transcript).strip(), tool_calls=found.tool_calls,
+            input_speech_to_noise_db=snr.get(turn_id),
+            input=inputs.get(turn_id), output=outputs.get(turn_id)))
 
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "audio_format": CANONICAL_FORMAT.to_dict(),
-        "input": all_input.to_dict(),
-        "output": all_output.to_dict(),
-        "turns": turns,
-        "summary": {name: summarize([t[name] for t in turns]) for name in TIMING_METRICS},
-    }
+    return VoiceMetrics(
+        audio_format=CANONICAL_FORMAT.to_dict(), input=all_input, output=all_output, turns=turns,
+        summary={name: summarize([getattr(t, name) for t in turns]) for name in TIMING_METRICS})

@@ -95,11 +95,10 @@ def print_run_summary(outcome: RunOutcome) -> None:
         elif summary.failed_verdicts:
             detail += f", failed: {', '.join(summary.failed_verdicts)}"
         print(f"{summary.trial_id} seed {summary.seed}: {status} ({detail})")
-    latencies = [t.get("first_audio_latency_ms") for r in outcome.trials
-                 for t in r.turn_metrics]
-    stats = summarize(latencies)
-    print(f"first-audio latency p50 {_fmt_ms(stats['p50'])}, p95 {_fmt_ms(stats['p95'])} "
-          f"over {stats['count']} response(s)")
+    stats = summarize([t.first_audio_latency_ms for r in outcome.trials
+                       for t in r.turn_metrics])
+    print(f"first-audio latency p50 {_fmt_ms(stats.p50)}, p95 {_fmt_ms(stats.p95)} "
+          f"over {stats.count} response(s)")
     print(f"{report.passed_trials}/{report.trial_count} trial(s) passed; pass@k "
           f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
     if report.message:

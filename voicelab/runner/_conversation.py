@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..audio import PcmAudio, PreparedEnvironment, mix
 from ..endpoints import EndpointError
 from ..errors import ExecutionError
 from ..personas import PersonaEnd, ProductResponse, UserTurn
+from ..recording import Event, EventType, Recording
 from ._intake import AudioFloodLimit, Intake, ProductResponseState
-from ._timeline import Timeline, pcm_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -40,25 +40,15 @@ CLOSURE_CODES = frozenset({"connection_closed", "closed_mid_turn", "connection_l
 
 
 @dataclass
-class UserTurnRecord:
-    turn_id: str
-    number: int
-    text: str
-    source: str
-    clean: PcmAudio
-    delivered: PcmAudio
-    started_offset_ns: int
-    committed_offset_ns: int | None = None
-    barge_in_of: str | None = None
-    synthesis: dict[str, Any] = field(default_factory=dict)
-    mix: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class Failure:
     kind: str
     message: str
     code: str | None = None
+
+
+def _turn_id(number: int) -> str:
+    """``turn-000`` is the product's opening, ``turn-NNN`` the user's N-th turn."""
+    return f"turn-{number:03d}"
 
 
 class ConversationEnded(Exception):
@@ -72,7 +62,7 @@ class Conversation:
     """Drives persona, speech, environment and endpoint for one trial."""
 
     def __init__(self, *, endpoint: Any, persona: Any, speech: Any, environment: PreparedEnvironment,
-                 timeline: Timeline, seed: int, voice: str | None, pace_audio: bool,
+                 recording: Recording, seed: int, voice: str | None, pace_audio: bool,
                  first_speaker: str, max_turns: int, response_timeout_seconds: float,
                  chunk_ms: float = DEFAULT_CHUNK_MS, scrubber: Any = None,
                  flood_limit: AudioFloodLimit | None = None):
@@ -80,7 +70,7 @@ class Conversation:
         self.persona = persona
         self.speech = speech
         self.environment = environment
-        self.timeline = timeline
+        self.recording = recording
         self.seed = seed
         self.voice = voice
         self.pace_audio = pace_audio
@@ -89,34 +79,23 @@ class Conversation:
         self.response_timeout_seconds = response_timeout_seconds
         self.chunk_ms = chunk_ms
         self.scrubber = scrubber
-        self.intake = Intake(timeline, flood_limit=flood_limit)
-        self.user_turns: list[UserTurnRecord] = []
-        self.user_chunks: dict[int, bytes] = {}
+        self.intake = Intake(recording, flood_limit=flood_limit)
+        self.user_turns = 0
         self.mic_offset_seconds = 0.0
         self.failures: list[Failure] = []
         self._pump: asyncio.Task[None] | None = None
 
     # --- listener timeline ----------------------------------------------------------------------
 
-    def _virtual_now(self) -> int:
-        return self.timeline.now_offset_ns() + self.timeline.shift_ns
-
-    def _advance(self, advance_ns: int, reason: str) -> None:
-        if advance_ns <= 0:
-            return
-        self.timeline.record("timeline.virtual_advance", source="runner", direction="internal",
-                             advance_ns=int(advance_ns), reason=reason)
-        self.timeline.shift_ns += int(advance_ns)
-
-    async def _reach(self, target_virtual_ns: int, reason: str) -> None:
+    async def _reach(self, target_listener_ns: int, reason: str) -> None:
         """Let the listener timeline reach ``target``: sleep with pacing, advance without."""
-        remaining = target_virtual_ns - self._virtual_now()
+        remaining = target_listener_ns - self.recording.listener_now_ns()
         if remaining <= 0:
             return
         if self.pace_audio:
             await asyncio.sleep(remaining / 1e9)
         else:
-            self._advance(remaining, reason)
+            self.recording.advance(remaining, reason)
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -130,8 +109,9 @@ class Conversation:
             return ended.exit_reason
 
     async def _run(self) -> str:
-        self.timeline.record("session.connect_started", source="evaluator", direction="outbound",
-                             span_id=self.timeline.root_span_id)
+        root = self.recording.root_span_id
+        self.recording.record(EventType.CONNECT_STARTED, source="evaluator",
+                              direction="outbound", span_id=root)
         try:
             await self.endpoint.connect()
         except EndpointError as error:
@@ -140,8 +120,8 @@ class Conversation:
         expects = "turn-000" if self.first_speaker == "product" else None
         if expects:
             self.intake.expect_response(expects)
-        self.timeline.record("session.connected", source="evaluator", direction="outbound",
-                             expects_response=expects, span_id=self.timeline.root_span_id)
+        self.recording.record(EventType.CONNECTED, source="evaluator", direction="outbound",
+                              expects_response=expects, span_id=root)
         self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
         try:
             await self.persona.start()
@@ -160,13 +140,14 @@ class Conversation:
             if decision is None:
                 decision = await self._ask_persona(self.persona.reply(self._response_view()))
             if isinstance(decision, PersonaEnd):
-                self.timeline.record("persona.ended", source="persona", direction="internal",
-                                     exit_reason=decision.exit_reason, message=decision.message)
+                self.recording.record(EventType.PERSONA_ENDED, source="persona",
+                                      direction="internal", exit_reason=decision.exit_reason,
+                                      message=decision.message)
                 wait = max(decision.wait_seconds, COMPLETION_GRACE_SECONDS)
                 if await self.intake.wait_for(lambda: self.intake.conversation_complete, wait):
                     return "endpoint_completion"
                 return decision.exit_reason
-            if len(self.user_turns) >= self.max_turns:
+            if self.user_turns >= self.max_turns:
                 return "max_turns"
             await self._wait_for_playback_end()
             turn_id = await self._speak(decision)
@@ -185,31 +166,36 @@ class Conversation:
             await asyncio.sleep(0)
 
     async def _wait_for_playback_end(self) -> None:
-        await self._reach(self.intake.listener_cursor_ns, "product playback")
+        await self._reach(self.recording.listener.cursor_ns, "product playback")
 
     def _response_view(self) -> ProductResponse:
         response = self.intake.current
-        heard = None
-        if self.user_turns:
-            parts = self.intake.input_transcripts.get(self.user_turns[-1].turn_id)
-            heard = " ".join(parts) if parts else None
+        heard = self.intake.input_transcript(_turn_id(self.user_turns)) if self.user_turns \
+            else None
         if response is None:
             return ProductResponse(index=-1, input_transcript=heard,
                                    conversation_complete=self.intake.conversation_complete)
+        audio = b"".join(self.recording.audio_of(e) for e in response.audio_events)
         return ProductResponse(
             index=response.index, transcript=response.transcript,
-            audio=PcmAudio.from_bytes(b"".join(c[2] for c in response.chunks)),
-            tool_calls=list(response.tool_calls), tool_results=list(response.tool_results),
+            audio=PcmAudio.from_bytes(audio), tool_calls=self._calls(response),
+            tool_results=response.of_type(EventType.PRODUCT_TOOL_RESULT),
             input_transcript=heard, status=response.status or "incomplete",
             conversation_complete=self.intake.conversation_complete,
             audio_seconds_played=response.audio_seconds)
 
+    @staticmethod
+    def _calls(response: ProductResponseState) -> list[dict[str, Any]]:
+        return [{**e.attributes, "turn_id": e.turn_id, "offset_ns": e.offset_ns}
+                for e in response.events if e.type is EventType.PRODUCT_TOOL_CALL]
+
     # --- speaking -------------------------------------------------------------------------------
 
     async def _speak(self, turn: UserTurn, *, barge_in_of: str | None = None) -> str:
-        number = len(self.user_turns) + 1
-        turn_id = f"turn-{number:03d}"
+        number = self.user_turns + 1
+        turn_id = _turn_id(number)
         self.intake.user_turn_id = turn_id
+        recording = self.recording
         synthesis_info: dict[str, Any] = {}
         if turn.audio is not None:
             clean = turn.audio
@@ -226,81 +212,79 @@ class Conversation:
             synthesis_info = {"provider": synthesis.provider, "voice": synthesis.voice,
                               "cached": synthesis.cached,
                               "cache": synthesis.metadata.get("cache", "none")}
-        self.timeline.record("speech.synthesized", source="speech", direction="internal",
-                             turn_id=turn_id, speaker_role="user", text=turn.text,
-                             duration_ms=round(clean.duration_seconds * 1000, 3), **synthesis_info)
+        recording.record(EventType.SPEECH_SYNTHESIZED, source="speech", direction="internal",
+                         turn_id=turn_id, speaker_role="user", audio=clean.to_bytes(),
+                         text=turn.text, duration_ms=round(clean.duration_seconds * 1000, 3),
+                         **synthesis_info)
         mixed = mix(clean, environment=self.environment, seed=self.seed, turn_number=number,
                     stream_offset_seconds=self.mic_offset_seconds)
         self.mic_offset_seconds += clean.duration_seconds
-        self.timeline.record("environment.mixed", source="environment", direction="internal",
-                             turn_id=turn_id, **mixed.summary())
+        recording.record(EventType.ENVIRONMENT_MIXED, source="environment", direction="internal",
+                         turn_id=turn_id, **mixed.summary())
         delivered = mixed.audio
-        record = UserTurnRecord(turn_id, number, turn.text, turn.source, clean, delivered,
-                                self.timeline.now_offset_ns(), barge_in_of=barge_in_of,
-                                synthesis=synthesis_info, mix=mixed.summary())
-        self.user_turns.append(record)
-        self.timeline.record("user.turn_started", source="persona", direction="outbound",
-                             turn_id=turn_id, speaker_role="user", text=turn.text,
-                             source_kind=turn.source, barge_in_of=barge_in_of,
-                             **{k: v for k, v in turn.metadata.items() if isinstance(k, str)})
+        self.user_turns = number
+        recording.record(EventType.USER_TURN_STARTED, source="persona", direction="outbound",
+                         turn_id=turn_id, speaker_role="user", text=turn.text,
+                         source_kind=turn.source, barge_in_of=barge_in_of,
+                         **{k: v for k, v in turn.metadata.items() if isinstance(k, str)})
         frames = delivered.chunks(self.chunk_ms)
-        start_ns = self.timeline.clock_ns()
+        clock = recording.clock_ns
+        start_ns = clock()
         frame_ns = int(self.chunk_ms * 1e6)
         try:
             for index, frame in enumerate(frames):
                 if self.pace_audio and index:
-                    delay = start_ns + index * frame_ns - self.timeline.clock_ns()
+                    delay = start_ns + index * frame_ns - clock()
                     if delay > 0:
                         await asyncio.sleep(delay / 1e9)
                 await self.endpoint.send_audio(frame)
-                event = self.timeline.record("user.audio_chunk", source="evaluator",
-                                             direction="outbound", turn_id=turn_id,
-                                             speaker_role="user",
-                                             pcm=pcm_metadata(frame.byte_count),
-                                             chunk_index=index)
-                self.user_chunks[event.sequence] = frame.to_bytes()
+                recording.record(EventType.USER_AUDIO, source="evaluator", direction="outbound",
+                                 turn_id=turn_id, speaker_role="user", audio=frame.to_bytes(),
+                                 chunk_index=index)
             duration_ns = int(delivered.duration_seconds * 1e9)
             if self.pace_audio:
-                delay = start_ns + duration_ns - self.timeline.clock_ns()
+                delay = start_ns + duration_ns - clock()
                 if delay > 0:
                     await asyncio.sleep(delay / 1e9)
             else:
-                self._advance(duration_ns - (self.timeline.clock_ns() - start_ns), "user speech")
+                recording.advance(duration_ns - (clock() - start_ns), "user speech")
             self.intake.expect_response(turn_id)
             await self.endpoint.commit_turn()
         except EndpointError as error:
             raise ConversationEnded(self._closed_or_error(), Failure(
                 "endpoint", self._scrub(str(error)), error.code)) from None
-        committed = self.timeline.record("user.turn_committed", source="evaluator",
-                                         direction="outbound", turn_id=turn_id,
-                                         speaker_role="user", expects_response=turn_id,
-                                         span_id=self.timeline.root_span_id)
-        record.committed_offset_ns = committed.offset_ns
+        recording.record(EventType.USER_TURN_COMMITTED, source="evaluator", direction="outbound",
+                         turn_id=turn_id, speaker_role="user", expects_response=turn_id,
+                         span_id=recording.root_span_id)
         return turn_id
 
     # --- waiting for the product ----------------------------------------------------------------
 
-    def _product_errors(self) -> list[dict[str, Any]]:
+    def _product_errors(self) -> list[Event]:
         """Errors other than the adapter's own report of a closed connection."""
         return [e for e in self.intake.errors
-                if not (e.get("origin") == "adapter" and e.get("code") in CLOSURE_CODES)]
+                if not (e.attributes.get("origin") == "adapter"
+                        and e.attributes.get("code") in CLOSURE_CODES)]
 
     def _closed_or_error(self) -> str:
         return "error" if self._product_errors() else "connection_closed"
 
     def _check_product_failures(self) -> None:
-        if self.intake.flood is not None:
-            raise ConversationEnded("error", Failure("endpoint", self.intake.flood, "audio_flood"))
+        intake = self.intake
+        if intake.flood is not None:
+            raise ConversationEnded("error", Failure("endpoint", intake.flood, "audio_flood"))
         errors = self._product_errors()
         if errors:
-            error = errors[0]
+            error = errors[0].attributes
             raise ConversationEnded("error", Failure(
                 "endpoint", self._scrub(f"product error {error.get('code')}: "
                                         f"{error.get('message')}"), str(error.get("code"))))
-        if self.intake.closed is not None and not self.intake.conversation_complete:
-            closed = self.intake.closed
-            closure = next((e for e in self.intake.errors if e.get("message")), None)
-            detail = closure.get("message") if closure else closed.get("reason")
+        if intake.ended and not intake.conversation_complete:
+            closure = next((e.attributes for e in intake.errors if e.attributes.get("message")),
+                           None)
+            reason = intake.closed.attributes.get("reason") if intake.closed is not None \
+                else "event stream ended"
+            detail = closure.get("message") if closure else reason
             # the failure code is the adapter's error code (closed_mid_turn, connection_lost...);
             # the WebSocket close code is in the closed event itself
             raise ConversationEnded("connection_closed", Failure(
@@ -320,7 +304,8 @@ class Conversation:
                     return response
             return None
 
-        waiting_since = self.timeline.clock_ns()
+        clock = self.recording.clock_ns
+        waiting_since = clock()
         checked: tuple[str, str] | None = None
         while True:
             if intake.conversation_complete:
@@ -336,7 +321,8 @@ class Conversation:
             if barge is not None:
                 candidate, barged = barge
                 threshold_ns = int(float(candidate.interrupt_after_seconds or 0) * 1e9)
-                moment = barged.played_until_ns(threshold_ns)
+                playback = intake.playback(barged)
+                moment = playback.played_until_ns(threshold_ns) if playback else None
                 if moment is not None:
                     intake.watch_audio = False
                     await self._reach(moment, "playback before barge-in")
@@ -350,7 +336,7 @@ class Conversation:
             intake.watch_audio = barge is not None
             if not await intake.wait_signal(self.response_timeout_seconds):
                 last = max(waiting_since, intake.last_event_ns or 0)
-                if self.timeline.clock_ns() - last >= self.response_timeout_seconds * 1e9:
+                if clock() - last >= self.response_timeout_seconds * 1e9:
                     raise ConversationEnded("no_response", Failure(
                         "timeout", f"the product sent nothing for "
                                    f"{self.response_timeout_seconds:g} s while a response was due",
@@ -358,7 +344,7 @@ class Conversation:
 
     def _view_of(self, response: ProductResponseState) -> ProductResponse:
         return ProductResponse(index=response.index, transcript=response.transcript,
-                               tool_calls=list(response.tool_calls),
+                               tool_calls=self._calls(response),
                                status=response.status or "in_progress",
                                audio_seconds_played=response.audio_seconds)
 
@@ -371,13 +357,12 @@ class Conversation:
             except EndpointError as error:
                 raise ConversationEnded(self._closed_or_error(), Failure(
                     "endpoint", self._scrub(str(error)), error.code)) from None
-        event = self.timeline.record("user.barge_in", source="evaluator", direction="outbound",
-                                     turn_id=f"turn-{len(self.user_turns) + 1:03d}",
-                                     speaker_role="user", response_turn_id=response.turn_id,
-                                     cancel_sent=cancel,
-                                     after_product_audio_ms=round(
-                                         float(turn.interrupt_after_seconds or 0) * 1000, 3))
-        self.intake.flush_listener(event.offset_ns + self.timeline.shift_ns)
+        # recording the barge-in also flushes the listener's buffer of this response
+        self.recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
+                              turn_id=_turn_id(self.user_turns + 1), speaker_role="user",
+                              response_turn_id=response.turn_id, cancel_sent=cancel,
+                              after_product_audio_ms=round(
+                                  float(turn.interrupt_after_seconds or 0) * 1000, 3))
         self.persona.confirm_barge_in(turn)
         return await self._speak(turn, barge_in_of=response.turn_id)
 
@@ -390,8 +375,8 @@ class Conversation:
         except Exception as error:  # noqa: BLE001 - any close failure is recorded, not raised
             self.failures.append(Failure("cleanup", self._scrub(f"closing the endpoint failed: "
                                                                 f"{type(error).__name__}: {error}")))
-        self.timeline.record("session.closed_by_evaluator", source="evaluator",
-                             direction="outbound")
+        self.recording.record(EventType.CLOSED_BY_EVALUATOR, source="evaluator",
+                              direction="outbound")
         if self._pump is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._pump), 1.0)

@@ -1,151 +1,159 @@
-"""Turning what a conversation recorded into the bundle's evidence documents (after the call)."""
+"""From a recording to the bundle's evidence: the same code after a call and in ``rescore``.
+
+Everything here is a pure function of the recording (and, for verdicts, of the scenario, the
+persona and what the trial report says about the execution), so re-scoring a bundle reproduces
+its documents byte for byte.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from .._steps import Steps, arun_steps, run_steps
 from ..artifacts import (
     SCHEMA_VERSION,
-    ToolCallRecord,
+    RawEndpointEvents,
     ToolCalls,
     Transcript,
-    TranscriptTurn,
+    TrialReport,
+    Verdict,
+    VoiceMetrics,
 )
-from ..audio import PcmAudio
-from ._conversation import Conversation
+from ..artifacts._bundle import EncodedFile, encode_trial_files
+from ..config import PersonaConfig, ScenarioConfig
+from ..metrics import Placement, add_speech_metrics, compute_voice_metrics_steps
+from ..metrics._placement import STEP_EVENTS, place_channels_steps
+from ..recording import (
+    PRODUCT,
+    USER,
+    USER_CLEAN,
+    Recording,
+    to_records,
+    voice_events_jsonl,
+)
+from ..recording._documents import (
+    build_raw_events,
+    build_tool_calls,
+    build_transcript,
+    transcript_markdown,
+)
+from ..scoring._verdicts import deterministic_verdicts
 
-#: Raw JSON audio payload fields are replaced by a size note: the audio itself is in product.wav.
-_AUDIO_FIELDS = ("delta", "audio")
-
-
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 3)
-
-
-def build_transcript(conversation: Conversation, session_id: str) -> Transcript:
-    intake = conversation.intake
-    start_ns = conversation.timeline.start_ns
-    entries: list[tuple[int, TranscriptTurn]] = []
-    for user in conversation.user_turns:
-        heard = intake.input_transcripts.get(user.turn_id)
-        entries.append((user.started_offset_ns, TranscriptTurn(
-            turn_id=user.turn_id, index=0, role="user", text=user.text, source=user.source,
-            started_offset_ms=_ms(user.started_offset_ns),
-            ended_offset_ms=_ms(user.committed_offset_ns),
-            heard_as=" ".join(heard) if heard else None)))
-    for response in intake.responses:
-        first = response.chunks[0][0] - start_ns if response.chunks else response.opened_ns - start_ns
-        ended = response.completed_ns - start_ns if response.completed_ns is not None else None
-        entries.append((first, TranscriptTurn(
-            turn_id=response.turn_id, index=0, role="assistant", text=response.transcript,
-            source="product", status=response.status or "incomplete",
-            interrupted=response.barged_in, started_offset_ms=_ms(first),
-            ended_offset_ms=_ms(ended))))
-    entries.sort(key=lambda item: item[0])
-    turns = []
-    for index, (_, turn) in enumerate(entries):
-        turn.index = index
-        turns.append(turn)
-    return Transcript(session_id=session_id, turns=turns)
+#: The bundle's arrival-ordered audio streams (what was sent and received, as it happened).
+STREAM_FILES = {USER: "user-sent.wav", PRODUCT: "product-received.wav",
+                USER_CLEAN: "user-clean.wav"}
 
 
-def transcript_markdown(transcript: Transcript, *, title: str) -> str:
-    lines = [f"# {title}", "", f"Session `{transcript.session_id}`", ""]
-    for turn in transcript.turns:
-        speaker = "**User**" if turn.role == "user" else "**Assistant**"
-        when = f"{turn.started_offset_ms / 1000:7.2f} s" if turn.started_offset_ms is not None \
-            else "      ? "
-        notes = []
-        if turn.interrupted:
-            notes.append("interrupted")
-        if turn.status and turn.status not in ("completed",) and turn.role == "assistant":
-            notes.append(turn.status)
-        if turn.source and turn.role == "user" and turn.source != "script":
-            notes.append(turn.source)
-        suffix = f" _({', '.join(notes)})_" if notes else ""
-        lines.append(f"- `{when}` {speaker} [{turn.turn_id}]: {turn.text or '_(no transcript)_'}"
-                     f"{suffix}")
-        if turn.heard_as is not None:
-            lines.append(f"  - heard by the product as: {turn.heard_as}")
-    return "\n".join(lines) + "\n"
+@dataclass
+class Evidence:
+    """What a trial's bundle holds besides its configuration and reports."""
+
+    voice_events: bytes
+    placement: Placement
+    metrics: VoiceMetrics
+    transcript: Transcript
+    tool_calls: ToolCalls
+    raw_events: RawEndpointEvents
 
 
-def build_tool_calls(conversation: Conversation) -> ToolCalls:
-    intake = conversation.intake
-    results = {r.get("call_id"): r for r in intake.tool_results if r.get("call_id") is not None}
-    records = []
-    for call in intake.tool_calls:
-        result = results.get(call.get("call_id"))
-        records.append(ToolCallRecord(
-            call_id=call.get("call_id"), name=str(call.get("name") or "unknown"),
-            arguments=call.get("arguments"), arguments_json=call.get("arguments_json"),
-            result=result.get("output") if result else None, has_result=result is not None,
-            turn_id=call.get("turn_id"), offset_ms=_ms(call.get("offset_ns")),
-            result_offset_ms=_ms(result.get("offset_ns")) if result else None))
-    matched = {c.get("call_id") for c in intake.tool_calls}
-    for call_id, result in results.items():
-        if call_id not in matched:
-            records.append(ToolCallRecord(call_id=call_id, name="(unmatched result)",
-                                          result=result.get("output"), has_result=True,
-                                          turn_id=result.get("turn_id"),
-                                          result_offset_ms=_ms(result.get("offset_ns"))))
-    return ToolCalls(tool_calls=records)
+def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
+    """Voice events, placement, metrics and documents, in steps of well under a millisecond.
+
+    Evidence is built on the event loop, not in a worker thread: a CPU-bound thread takes the
+    GIL each time the loop thread makes a socket call, which made concurrent conversations a
+    third slower. Between steps the loop timestamps what has arrived for other trials, so their
+    measurements stay within a step of the truth.
+    """
+    encoded: list[bytes] = []
+    for start in range(0, len(recording.events), STEP_EVENTS):
+        encoded.append(voice_events_jsonl(to_records(recording, start, start + STEP_EVENTS)))
+        yield
+    placement = yield from place_channels_steps(recording)
+    metrics = yield from compute_voice_metrics_steps(recording, placement)
+    transcript = build_transcript(recording)
+    tool_calls = build_tool_calls(recording)
+    yield
+    raw_events = build_raw_events(recording, adapter)
+    return Evidence(b"".join(encoded), placement, metrics, transcript, tool_calls, raw_events)
 
 
-def _elide_audio(raw: Any) -> Any:
-    if isinstance(raw, dict):
-        cleaned = {}
-        for key, value in raw.items():
-            if key in _AUDIO_FIELDS and isinstance(value, str) and len(value) > 64:
-                cleaned[key] = f"<base64 audio elided: {len(value) * 3 // 4} bytes>"
-            else:
-                cleaned[key] = _elide_audio(value)
-        return cleaned
-    if isinstance(raw, list):
-        return [_elide_audio(item) for item in raw]
-    if isinstance(raw, bytes | bytearray):
-        return {"binary": True, "byte_count": len(raw)}
-    return raw
+async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool) -> Evidence:
+    evidence = await arun_steps(evidence_steps(recording, adapter=adapter))
+    if speech_metrics:  # seconds of numeric work (ASR, STOI, DNSMOS): a worker thread
+        await asyncio.to_thread(add_speech_metrics, recording, evidence.metrics)
+    return evidence
 
 
-_SCALARS = (bool, int, float, type(None))
+def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool) -> Evidence:
+    """:func:`assemble` without an event loop (``rescore``)."""
+    evidence = run_steps(evidence_steps(recording, adapter=adapter))
+    if speech_metrics:
+        add_speech_metrics(recording, evidence.metrics)
+    return evidence
 
 
-def _has_text(value: Any) -> bool:
-    """Whether ``value`` holds text or bytes anywhere (what eliding and scrubbing act on)."""
-    if isinstance(value, _SCALARS):
-        return False
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in _AUDIO_FIELDS or not isinstance(item, _SCALARS) and _has_text(item):
-                return True
-        return False
-    if isinstance(value, list | tuple):
-        return any(_has_text(v) for v in value)
-    return True  # str, bytes and anything unknown
+def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: PersonaConfig,
+                exit_reason: str, outcome_status: str, outcome: Mapping[str, Any] | None,
+                outcome_error: str | None) -> list[Verdict]:
+    return deterministic_verdicts(
+        scenario=scenario, persona=persona, transcript=evidence.transcript.turns,
+        exit_reason=exit_reason, outcome_status=outcome_status, outcome=outcome,
+        outcome_error=outcome_error, turn_metrics=evidence.metrics.turns)
 
 
-def build_raw_events(conversation: Conversation, adapter: str) -> dict[str, Any]:
-    """raw-endpoint-events.json (schema: :class:`RawEndpointEvents`), as plain data."""
-    scrub = conversation.scrubber.scrub if conversation.scrubber is not None else (lambda x: x)
-    events = []
-    seen: set[int] = set()
-    for sequence, offset, kind, raw in conversation.intake.raw_events:
-        # one product message may yield several normalized events sharing its raw object
-        if raw is not None and not isinstance(raw, str | bytes | int | float | bool):
-            if id(raw) in seen:
-                continue
-            seen.add(id(raw))
-        if _has_text(raw):  # a binary-frame summary holds no text to elide or scrub
-            raw = scrub(_elide_audio(raw))
-        events.append({"sequence": sequence, "received_offset_ns": offset, "type": kind,
-                       "raw": raw})
-    return {"schema_version": SCHEMA_VERSION, "adapter": adapter, "events": events}
+def interoperability(report: TrialReport, evidence: Evidence, recording: Recording
+                     ) -> dict[str, Any]:
+    metrics = evidence.metrics.model_dump(mode="json")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "session_id": report.session_id,
+        "scenario_id": report.scenario_id,
+        "trial": {"index": report.trial, "id": report.trial_id, "seed": report.seed,
+                  "passed": report.passed, "exit_reason": report.exit_reason,
+                  "execution_status": report.execution_status},
+        "trace": {"trace_id": recording.trace_id, "root_span_id": recording.root_span_id},
+        "metrics": {"summary": metrics["summary"],
+                    "turns": [{k: v for k, v in turn.items() if k not in ("input", "output")}
+                              for turn in metrics["turns"]]},
+        "transcript": evidence.transcript.model_dump(mode="json")["turns"],
+        "tool_calls": evidence.tool_calls.model_dump(mode="json")["tool_calls"],
+        "verdicts": [v.model_dump(mode="json") for v in report.verdicts],
+        "judges": [j.model_dump(mode="json") for j in report.judges],
+        "outcome": {"status": report.outcome_status, "values": report.outcome},
+        "imported_scores": {},
+    }
 
 
-def response_audio(conversation: Conversation) -> dict[str, PcmAudio]:
-    audio = {}
-    for response in conversation.intake.responses:
-        data = b"".join(c[2] for c in response.chunks)
-        audio[response.turn_id] = PcmAudio.from_bytes(data[: len(data) - len(data) % 2])
-    return audio
+def evidence_files(recording: Recording, evidence: Evidence, report: TrialReport, *,
+                   title: str, keep_clean_speech: bool,
+                   extra_documents: Mapping[str, Any] | None = None) -> Steps[list[EncodedFile]]:
+    """Every file of a trial's bundle but its report, serialized, one document per step."""
+    placement = evidence.placement
+    streams = {STREAM_FILES[USER]: recording.streams[USER].audio(),
+               STREAM_FILES[PRODUCT]: recording.streams[PRODUCT].audio()}
+    if keep_clean_speech:
+        streams[STREAM_FILES[USER_CLEAN]] = recording.streams[USER_CLEAN].audio()
+    files = encode_trial_files(
+        documents={}, encoded={"voice-events.jsonl": evidence.voice_events},
+        texts={"transcript.md": transcript_markdown(evidence.transcript, title=title)},
+        audio={"technician.wav": placement.technician, "product.wav": placement.product,
+               "mixed.wav": placement.mixed, **streams})
+    documents: dict[str, Any] = {
+        "transcript.json": evidence.transcript,
+        "tool-calls.json": evidence.tool_calls,
+        "raw-endpoint-events.json": evidence.raw_events,
+        "voice-metrics.json": evidence.metrics,
+        "interoperability.json": interoperability(report, evidence, recording),
+        **(extra_documents or {}),
+    }
+    for name, document in documents.items():
+        yield
+        files += encode_trial_files(documents={name: document}, texts={}, audio={})
+    return files
+
+
+def failed_verdict_names(verdicts: Sequence[Verdict], judges: Sequence[Any]) -> list[str]:
+    return [v.name for v in verdicts if not v.passed] + [j.name for j in judges if not j.passed]

@@ -1,55 +1,42 @@
-"""Product event intake: records each normalized endpoint event and tracks product responses.
+"""Product event intake: records each normalized endpoint event once, and tracks responses.
 
-The intake task only records (a timeline append and a little bookkeeping) and wakes the
-conversation loop; it never analyzes audio.
+The intake task only records (an append to the recording, whose listener places product audio)
+and wakes the conversation loop; it never analyzes audio. What the conversation needs to decide
+(is the response complete, how much of it has played) is read from the recorded events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..endpoints import EndpointEvent
-from ._timeline import Timeline, pcm_metadata
+from ..recording import ENDPOINT_EVENT_TYPES, Event, EventType, Recording, ResponsePlayback
 
 logger = logging.getLogger(__name__)
 
-_EVENT_NAMES = {
-    "audio_delta": "product.audio_chunk",
-    "transcript_final": "product.transcript",
-    "input_transcript": "product.input_transcript",
-    "tool_call": "product.tool_call",
-    "tool_result": "product.tool_result",
-    "interruption": "product.interruption",
-    "turn_complete": "product.response_done",
-    "conversation_complete": "product.conversation_completed",
-    "error": "product.error",
-    "closed": "product.closed",
-    "raw": "product.raw",
-}
-_RESPONSE_EVENTS = {"audio_delta", "transcript_final", "tool_call", "tool_result", "interruption",
-                    "turn_complete"}
-_OPENING_EVENTS = {"audio_delta", "transcript_final", "tool_call"}
+_RESPONSE_KINDS = {"audio_delta", "transcript_final", "tool_call", "tool_result", "interruption",
+                   "turn_complete"}
+_OPENING_KINDS = {"audio_delta", "transcript_final", "tool_call"}
+_ATTRIBUTE_KINDS = {"tool_call", "tool_result", "error", "closed", "turn_complete"}
+BYTES_PER_SECOND = 48_000  # canonical PCM: 24 kHz x 2 bytes
 
 
 @dataclass
 class ProductResponseState:
-    """What the evaluator has received of one product response so far."""
+    """A product response as received so far: its events (references into the recording)."""
 
     turn_id: str
     index: int
     opened_ns: int
-    chunks: list[tuple[int, int, bytes]] = field(default_factory=list)  # (ns, sequence, pcm)
-    transcript_parts: list[str] = field(default_factory=list)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     status: str | None = None
     completed_ns: int | None = None
     barged_in: bool = False
-    # listener model: (start on the listener timeline, duration) of each chunk, in ns
-    playback: list[tuple[int, int]] = field(default_factory=list)
+    audio_chunks: int = 0
 
     @property
     def completed(self) -> bool:
@@ -57,22 +44,20 @@ class ProductResponseState:
 
     @property
     def transcript(self) -> str:
-        return " ".join(p for p in self.transcript_parts if p).strip()
+        return " ".join(str(e.attributes.get("text") or "") for e in self.events
+                        if e.type is EventType.PRODUCT_TRANSCRIPT).strip()
 
-    audio_bytes: int = 0
+    @property
+    def audio_events(self) -> list[Event]:
+        return [e for e in self.events if e.type is EventType.PRODUCT_AUDIO]
 
     @property
     def audio_seconds(self) -> float:
-        return self.audio_bytes / 2 / 24_000
+        return sum(e.audio_samples for e in self.events
+                   if e.type is EventType.PRODUCT_AUDIO) / 24_000
 
-    def played_until_ns(self, threshold_ns: int) -> int | None:
-        """Listener-timeline moment when ``threshold_ns`` of this response has played."""
-        played = 0
-        for start, duration in self.playback:
-            if played + duration >= threshold_ns:
-                return start + (threshold_ns - played)
-            played += duration
-        return None
+    def of_type(self, event_type: EventType) -> list[dict[str, Any]]:
+        return [dict(e.attributes) for e in self.events if e.type is event_type]
 
 
 @dataclass(frozen=True)
@@ -96,15 +81,11 @@ class AudioFloodLimit:
 
 
 class Intake:
-    """Consumes ``endpoint.events()`` into the timeline and the conversation state."""
+    """Consumes ``endpoint.events()`` into the recording and the conversation's live state."""
 
-    def __init__(self, timeline: Timeline, *, flood_limit: AudioFloodLimit | None = None):
-        self.timeline = timeline
+    def __init__(self, recording: Recording, *, flood_limit: AudioFloodLimit | None = None):
+        self.recording = recording
         self.flood_limit = flood_limit or AudioFloodLimit()
-        self.product_audio_bytes = 0
-        #: why product audio stopped being recorded (None while within the flood limit)
-        self.flood: str | None = None
-        self.flood_dropped_bytes = 0
         self._wake = asyncio.Event()
         #: wake the conversation loop for every audio chunk (only while a barge-in is armed)
         self.watch_audio = False
@@ -112,16 +93,15 @@ class Intake:
         self.current: ProductResponseState | None = None
         self.pending: list[str] = []  # turn ids whose responses are expected, oldest first
         self.user_turn_id: str | None = None
-        self.raw_events: list[tuple[int, int, str, Any]] = []  # (sequence, offset, type, raw)
-        self.product_chunks: dict[int, bytes] = {}
-        self.input_transcripts: dict[str, list[str]] = {}
-        self.tool_calls: list[dict[str, Any]] = []
-        self.tool_results: list[dict[str, Any]] = []
-        self.errors: list[dict[str, Any]] = []
+        self.errors: list[Event] = []
+        self.closed: Event | None = None
+        self.stream_ended = False
         self.conversation_complete = False
-        self.closed: dict[str, Any] | None = None
-        self.listener_cursor_ns = 0
         self.last_event_ns: int | None = None
+        self.product_audio_bytes = 0
+        #: why product audio stopped being recorded (None while within the flood limit)
+        self.flood: str | None = None
+        self.flood_dropped_bytes = 0
 
     # --- response bookkeeping ----------------------------------------------------------------
 
@@ -140,9 +120,15 @@ class Intake:
         self.current = response
         return response
 
-    def flush_listener(self, at_virtual_ns: int) -> None:
-        """A barge-in: the listener stops hearing buffered product audio at ``at_virtual_ns``."""
-        self.listener_cursor_ns = min(self.listener_cursor_ns, at_virtual_ns)
+    def playback(self, response: ProductResponseState) -> ResponsePlayback | None:
+        """How the listener has heard ``response`` so far."""
+        return self.recording.listener.responses.get(response.turn_id)
+
+    def input_transcript(self, turn_id: str) -> str | None:
+        """What the product said it heard of user turn ``turn_id``."""
+        parts = [str(e.attributes.get("text") or "") for e in self.recording.events
+                 if e.type is EventType.PRODUCT_INPUT_TRANSCRIPT and e.turn_id == turn_id]
+        return " ".join(parts) if parts else None
 
     # --- intake ---------------------------------------------------------------------------------
 
@@ -152,19 +138,19 @@ class Intake:
         if self.flood is not None:
             self.flood_dropped_bytes += size
             return True
-        received = (self.product_audio_bytes + size) / 48_000
-        offset = self.timeline.offset_of(event.received_ns)
-        elapsed = max(0, offset + self.timeline.shift_ns) / 1e9
+        received = (self.product_audio_bytes + size) / BYTES_PER_SECOND
+        recording = self.recording
+        elapsed = max(0, recording.offset_of(event.received_ns) + recording.shift_ns) / 1e9
         problem = self.flood_limit.exceeded(received, elapsed)
         if problem is None:
             self.product_audio_bytes += size
             return False
         self.flood = problem
         self.flood_dropped_bytes = size
-        self.timeline.record("product.audio_flood", source="product", direction="inbound",
-                             at_ns=event.received_ns, message=problem,
-                             received_audio_seconds=round(received, 3),
-                             elapsed_seconds=round(elapsed, 3))
+        recording.record(EventType.PRODUCT_AUDIO_FLOOD, source="product", direction="inbound",
+                         at_ns=event.received_ns, message=problem,
+                         received_audio_seconds=round(received, 3),
+                         elapsed_seconds=round(elapsed, 3))
         logger.warning("audio flood: %s; further product audio is not recorded", problem)
         return True
 
@@ -172,85 +158,53 @@ class Intake:
         kind = event.type
         if kind == "audio_delta" and self._flooding(event):
             return
-        name = _EVENT_NAMES.get(kind, "product.raw")
         response = self.current
         idle = response is None or response.completed
-        if kind in _OPENING_EVENTS and idle:
+        if kind in _OPENING_KINDS and idle:
             response = self._open_response(event.received_ns)
         elif kind == "turn_complete" and idle:
             # an empty response to an expected turn, or a stray response.done (kept, unattached)
             response = self._open_response(event.received_ns) if self.pending else None
-        turn_id = response.turn_id if (kind in _RESPONSE_EVENTS and response) else None
+        in_response = kind in _RESPONSE_KINDS and response is not None
+        turn_id = response.turn_id if in_response and response else None
         attributes: dict[str, Any] = {}
-        pcm = None
-        if kind == "audio_delta":
-            audio = event.audio or b""
-            pcm = pcm_metadata(len(audio))
-        elif kind in ("transcript_final", "input_transcript"):
+        if kind in ("transcript_final", "input_transcript"):
             attributes["text"] = event.text or ""
-        elif kind in ("tool_call", "tool_result", "error", "closed", "turn_complete"):
+        elif kind in _ATTRIBUTE_KINDS:
             attributes.update(event.data)
         elif kind == "raw":
             raw = event.raw if isinstance(event.raw, dict) else {}
             attributes["message_type"] = raw.get("type")
+            logger.debug("unnormalized product message: %s", attributes["message_type"])
         if kind == "input_transcript":
             turn_id = self.user_turn_id
-        recorded = self.timeline.record(
-            name, source="product", direction="inbound", at_ns=event.received_ns,
-            speaker_role="assistant" if kind in _RESPONSE_EVENTS else None, turn_id=turn_id,
-            pcm=pcm, **attributes)
-        offset = recorded.offset_ns
+        recorded = self.recording.record(
+            ENDPOINT_EVENT_TYPES[kind], source="product", direction="inbound",
+            at_ns=event.received_ns,
+            speaker_role="assistant" if kind in _RESPONSE_KINDS else None, turn_id=turn_id,
+            raw=event.raw, audio=event.audio if kind == "audio_delta" else None, **attributes)
         self.last_event_ns = event.received_ns
-        self.raw_events.append((recorded.sequence, offset, kind, event.raw))
-
-        if kind == "audio_delta" and response is not None:
-            audio = event.audio or b""
-            self.product_chunks[recorded.sequence] = audio
-            response.chunks.append((event.received_ns, recorded.sequence, audio))
-            response.audio_bytes += len(audio)
-            arrival_virtual = offset + self.timeline.shift_ns
-            start = max(arrival_virtual, self.listener_cursor_ns)
-            duration = len(audio) * 1_000_000_000 // (2 * 24_000)
-            if not response.barged_in:
-                response.playback.append((start, duration))
-            self.listener_cursor_ns = start + duration
-        elif kind == "transcript_final" and response is not None:
-            response.transcript_parts.append(event.text or "")
-        elif kind == "tool_call":
-            call = {**event.data, "turn_id": turn_id, "offset_ns": offset}
-            self.tool_calls.append(call)
-            if response is not None:
-                response.tool_calls.append(call)
-        elif kind == "tool_result":
-            result = {**event.data, "turn_id": turn_id, "offset_ns": offset}
-            self.tool_results.append(result)
-            if response is not None:
-                response.tool_results.append(result)
-        elif kind == "input_transcript" and self.user_turn_id:
-            self.input_transcripts.setdefault(self.user_turn_id, []).append(event.text or "")
-        elif kind == "turn_complete" and response is not None:
+        if in_response and response is not None:
+            response.events.append(recorded)
+            if kind == "audio_delta":
+                response.audio_chunks += 1
+        if kind == "turn_complete" and response is not None:
             response.status = str(event.data.get("status", "completed"))
             response.completed_ns = event.received_ns
         elif kind == "conversation_complete":
             self.conversation_complete = True
         elif kind == "error":
-            self.errors.append({"code": event.data.get("code"),
-                                "message": event.data.get("message") or event.text,
-                                "origin": event.data.get("origin", "product"),
-                                "offset_ns": offset})
+            self.errors.append(recorded)
         elif kind == "closed":
-            self.closed = {"reason": event.data.get("reason"), "code": event.data.get("code"),
-                           "offset_ns": offset}
-        elif kind == "raw":
-            logger.debug("unnormalized product message: %s", attributes.get("message_type"))
+            self.closed = recorded
 
     def _significant(self, event: EndpointEvent) -> bool:
         if event.type != "audio_delta" or self.flood is not None:
             return True
         response = self.current
-        return self.watch_audio or (response is not None and len(response.chunks) == 1)
+        return self.watch_audio or (response is not None and response.audio_chunks == 1)
 
-    async def pump(self, events: Any) -> None:
+    async def pump(self, events: AsyncIterator[EndpointEvent]) -> None:
         """Record every event from the endpoint until it closes (or the task is cancelled)."""
         try:
             async for event in events:
@@ -260,10 +214,13 @@ class Intake:
                 if event.type == "closed":
                     break
         finally:
-            if self.closed is None:
-                self.closed = {"reason": "event stream ended", "code": None,
-                               "offset_ns": self.timeline.now_offset_ns()}
+            self.stream_ended = True
             self._wake.set()
+
+    @property
+    def ended(self) -> bool:
+        """The connection is gone (a ``closed`` event, or the event stream ended)."""
+        return self.closed is not None or self.stream_ended
 
     async def wait_signal(self, timeout_seconds: float | None) -> bool:
         """Wait for the next significant event; False when ``timeout_seconds`` passed first."""
@@ -275,7 +232,7 @@ class Intake:
         except TimeoutError:
             return False
 
-    async def wait_for(self, predicate: Any, timeout_seconds: float | None) -> bool:
+    async def wait_for(self, predicate: Callable[[], bool], timeout_seconds: float | None) -> bool:
         """Wait until ``predicate()`` holds; False on timeout."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout_seconds is None else loop.time() + timeout_seconds

@@ -22,6 +22,7 @@ from ..audio import prepare_environment
 from ..config import LoadedRun, load_run
 from ..endpoints import load_endpoint_class
 from ..errors import ConfigError
+from ..personas import PERSONAS
 from ..scoring import load_probe_class, pass_at_k, pass_power_k
 from ._speech import open_speech
 from ._trial import (
@@ -275,6 +276,8 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                                           source=loaded.sources.get("environment"))
         adapter_cls = load_endpoint_class(loaded.run.endpoint.adapter,
                                           search_dirs=[loaded.base_dir], source=loaded.run_path)
+        persona_cls = PERSONAS.resolve(loaded.run.persona_mode, search_dirs=[loaded.base_dir],
+                                       source=loaded.run_path, key="persona_mode")
         probe_factory = _probe_factory(loaded)
         speech = open_speech(loaded, cache_dir=root / ".speech-cache")
         semaphore = semaphore or asyncio.Semaphore(parallel)
@@ -296,7 +299,8 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                 plan = TrialPlan(loaded=loaded, index=index,
                                  seed=trial_seed(loaded.run.trial_seed, index),
                                  trial_dir=bundle / f"trial-{index:03d}", environment=environment,
-                                 adapter_cls=adapter_cls, speech=speech,
+                                 adapter_cls=adapter_cls, persona_cls=persona_cls,
+                                 speech=speech,
                                  probe_factory=probe_factory,
                                  speech_metrics=loaded.run.speech_metrics, run_id=run_id)
                 started_wall = time.time()

@@ -13,34 +13,31 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._steps import Steps, arun_steps
+from .._steps import arun_steps
 from ..artifacts import (
     SCHEMA_VERSION,
     ExecutionFailure,
     JudgeResult,
     TrialReport,
     TrialSummary,
+    TurnMetrics,
 )
-from ..artifacts._bundle import encode_trial_files, write_json, write_trial_files
+from ..artifacts._bundle import write_json, write_trial_files
 from ..audio import CANONICAL_FORMAT, PreparedEnvironment
 from ..config import LoadedRun
 from ..endpoints import EndpointContext, new_span_id, new_trace_id
 from ..errors import ConfigError
-from ..metrics import compute_voice_metrics_steps, place_channels_steps
-from ..metrics._placement import STEP_RECORDS
-from ..personas import PERSONAS
-from ..scoring._verdicts import deterministic_verdicts
+from ..recording import EventType, Recording
 from ._context import persona_context
 from ._conversation import Conversation, Failure
 from ._evidence import (
-    build_raw_events,
-    build_tool_calls,
-    build_transcript,
-    response_audio,
-    transcript_markdown,
+    Evidence,
+    assemble,
+    evidence_files,
+    failed_verdict_names,
+    verdicts_of,
 )
 from ._intake import AudioFloodLimit
-from ._timeline import Timeline, voice_events_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +52,7 @@ class TrialPlan:
     trial_dir: Path
     environment: PreparedEnvironment
     adapter_cls: type
+    persona_cls: type
     speech: Any
     probe_factory: Any = None
     speech_metrics: bool = False
@@ -66,7 +64,7 @@ class TrialResult:
     report: TrialReport
     summary: TrialSummary
     cancelled: bool = False
-    turn_metrics: list[dict[str, Any]] = field(default_factory=list)
+    turn_metrics: list[TurnMetrics] = field(default_factory=list)
 
 
 def _utc(moment: float) -> str:
@@ -153,17 +151,17 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
     scrubber = loaded.scrubber
     session_id = trial_session_id(loaded, plan.index, plan.run_id)
     trace_id, root_span = new_trace_id(), new_span_id()
-    timeline = Timeline(session_id=session_id, trace_id=trace_id, root_span_id=root_span)
+    recording = Recording(session_id=session_id, trace_id=trace_id, root_span_id=root_span)
     started_wall = time.time()
     trial_id = f"trial-{plan.index:03d}"
-    timeline.record("trial.started", source="runner", direction="internal", trial=plan.index,
-                    seed=plan.seed, clock_start_ns=timeline.start_ns,
-                    clock="time.perf_counter_ns", span_id=root_span)
+    recording.record(EventType.TRIAL_STARTED, source="runner", direction="internal",
+                     trial=plan.index, seed=plan.seed, clock_start_ns=recording.start_ns,
+                     clock="time.perf_counter_ns", span_id=root_span)
 
     context = EndpointContext(session_id=session_id, data=trial_data(loaded, session_id),
-                              trace_id=trace_id,
-                              span_id=root_span, audio_format=CANONICAL_FORMAT, scrubber=scrubber,
-                              clock_ns=timeline.clock_ns, base_dir=loaded.base_dir,
+                              trace_id=trace_id, span_id=root_span,
+                              audio_format=CANONICAL_FORMAT, scrubber=scrubber,
+                              clock_ns=recording.clock_ns, base_dir=loaded.base_dir,
                               trial_index=plan.index, seed=plan.seed,
                               scenario_id=loaded.scenario.id)
     try:
@@ -171,15 +169,13 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
     except (ConfigError, ValueError, TypeError) as error:
         raise ConfigError(str(getattr(error, "message", error)), source=loaded.run_path,
                           key=getattr(error, "key", None) or "endpoint.settings") from None
-    persona_cls = PERSONAS.resolve(loaded.run.persona_mode, search_dirs=[loaded.base_dir],
-                                   source=loaded.run_path, key="persona_mode")
-    persona = persona_cls(loaded.run.persona_settings,
-                          persona_context(loaded, trial_index=plan.index, seed=plan.seed))
+    persona = plan.persona_cls(loaded.run.persona_settings,
+                               persona_context(loaded, trial_index=plan.index, seed=plan.seed))
     settings = loaded.run.endpoint.settings
     chunk_ms = float(settings.get("chunk_ms", 100)) if isinstance(settings, Mapping) else 100.0
     conversation = Conversation(
         endpoint=endpoint, persona=persona, speech=plan.speech, environment=plan.environment,
-        timeline=timeline, seed=plan.seed,
+        recording=recording, seed=plan.seed,
         voice=loaded.script.persona_voice if loaded.script else None,
         pace_audio=loaded.run.pace_audio,
         first_speaker=loaded.scenario.conversation.first_speaker,
@@ -204,28 +200,29 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
         conversation.failures.append(Failure("runner", scrubber.scrub_text(
             f"{type(error).__name__}: {error}")))
     await conversation.shutdown()
-    timeline.record("trial.ended", source="runner", direction="internal", exit_reason=exit_reason)
+    recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
+                     exit_reason=exit_reason)
 
     outcome_status, outcome, outcome_error, probe_name = await _run_probe(
         plan, endpoint, session_id, scrubber)
-    timeline.record("outcome.probed", source="probe", direction="internal", probe=probe_name,
-                    status=outcome_status, error=outcome_error)
+    recording.record(EventType.OUTCOME_PROBED, source="probe", direction="internal",
+                     probe=probe_name, status=outcome_status, error=outcome_error)
 
-    evidence = await _assemble(plan, conversation, session_id)
+    evidence = await assemble(recording, adapter=loaded.run.endpoint.adapter,
+                              speech_metrics=plan.speech_metrics)
     failures = [ExecutionFailure(kind=f.kind, message=f.message, code=f.code)  # type: ignore[arg-type]
                 for f in conversation.failures]
-    verdicts = deterministic_verdicts(
-        scenario=loaded.scenario, persona=loaded.persona, transcript=evidence["transcript"].turns,
-        exit_reason=exit_reason, outcome_status=outcome_status, outcome=outcome,
-        outcome_error=outcome_error, turn_metrics=evidence["metrics"]["turns"])
+    verdicts = verdicts_of(evidence, scenario=loaded.scenario, persona=loaded.persona,
+                           exit_reason=exit_reason, outcome_status=outcome_status,
+                           outcome=outcome, outcome_error=outcome_error)
 
     judges: list[JudgeResult] = []
     executed = not failures
     if executed and loaded.run.quality_evaluation is not None:
         from ..scoring import run_judges
 
-        judges = await run_judges(loaded, evidence["transcript"].turns,
-                                  evidence["tool_calls"].tool_calls)
+        judges = await run_judges(loaded, evidence.transcript.turns,
+                                  evidence.tool_calls.tool_calls)
     passed = executed and all(v.passed for v in verdicts if v.critical) and all(
         j.passed for j in judges if j.critical)
     ended_wall = time.time()
@@ -237,28 +234,55 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
         trace_id=trace_id, execution_status="succeeded" if executed else "failed",
         exit_reason=exit_reason, passed=passed, started_at=_utc(started_wall),
         ended_at=_utc(ended_wall), duration_seconds=round(ended_wall - started_wall, 4),
-        user_turns=len(conversation.user_turns),
+        user_turns=conversation.user_turns,
         product_responses=len(conversation.intake.responses), failures=failures,
         verdicts=verdicts, judges=judges, outcome_status=outcome_status,  # type: ignore[arg-type]
         outcome=outcome, outcome_error=outcome_error,
-        metrics_summary=evidence["metrics"]["summary"],
+        metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
         audio_format=CANONICAL_FORMAT.to_dict())
     try:
-        await _write(plan, conversation, evidence, report, timeline, persona)
+        await _write(plan, recording, evidence, report, persona)
     except OSError as error:
         report = await asyncio.to_thread(write_unfinished_bundle, plan.trial_dir, report, error)
+    latency = evidence.metrics.summary["first_audio_latency_ms"]
     summary = TrialSummary(
         trial=plan.index, trial_id=trial_id, seed=plan.seed, passed=report.passed,
         execution_status=report.execution_status, exit_reason=exit_reason,
-        failed_verdicts=[v.name for v in verdicts if not v.passed]
-        + [j.name for j in judges if not j.passed],
-        first_audio_latency_ms_p50=report.metrics_summary["first_audio_latency_ms"]["p50"],
-        first_audio_latency_ms_p95=report.metrics_summary["first_audio_latency_ms"]["p95"],
+        failed_verdicts=failed_verdict_names(verdicts, judges),
+        first_audio_latency_ms_p50=latency.p50, first_audio_latency_ms_p95=latency.p95,
         path=trial_id)
-    turns = evidence["metrics"]["turns"]
+    turns = evidence.metrics.turns
     if cancelled:
         raise _TrialCancelled(TrialResult(report, summary, cancelled=True, turn_metrics=turns))
     return TrialResult(report, summary, turn_metrics=turns)
+
+
+class _TrialCancelled(asyncio.CancelledError):
+    def __init__(self, result: TrialResult):
+        super().__init__("trial cancelled")
+        self.result = result
+
+
+async def _write(plan: TrialPlan, recording: Recording, evidence: Evidence, report: TrialReport,
+                 persona: Any) -> None:
+    """Serialize the trial's files on the loop in steps, then write them from a thread."""
+    loaded = plan.loaded
+    resolved = loaded.resolved_documents()
+    documents: dict[str, Any] = {}
+    for kind in ("scenario", "persona", "data", "environment", "script", "settings"):
+        source = loaded.sources.get("run" if kind == "settings" else kind)
+        documents[f"resolved-{kind}.json"] = {"schema_version": SCHEMA_VERSION, "kind": kind,
+                                              "source": str(source) if source else None,
+                                              "resolved": resolved[kind]}
+    session_evidence = persona.evidence() if callable(getattr(persona, "evidence", None)) else {}
+    if session_evidence:
+        documents["persona-session.json"] = {"schema_version": SCHEMA_VERSION,
+                                             **loaded.scrubber.scrub(session_evidence)}
+    title = f"{loaded.scenario.id} — {report.trial_id} (seed {report.seed})"
+    files = await arun_steps(evidence_files(recording, evidence, report, title=title,
+                                            keep_clean_speech=plan.speech_metrics,
+                                            extra_documents=documents))
+    await asyncio.to_thread(write_trial_files, plan.trial_dir, files, report)
 
 
 def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float) -> TrialResult:
@@ -288,146 +312,6 @@ def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float)
     summary = TrialSummary(trial=plan.index, trial_id=trial_id, seed=plan.seed, passed=False,
                            execution_status="failed", exit_reason="error", path=trial_id)
     return TrialResult(report, summary)
-
-
-class _TrialCancelled(asyncio.CancelledError):
-    def __init__(self, result: TrialResult):
-        super().__init__("trial cancelled")
-        self.result = result
-
-
-async def _step() -> None:
-    await asyncio.sleep(0)
-
-
-def _evidence_steps(plan: TrialPlan, conversation: Conversation, session_id: str
-                    ) -> Steps[dict[str, Any]]:
-    """Placement, metrics and evidence documents, in steps of well under a millisecond.
-
-    Evidence is built on the event loop, not in a worker thread: a CPU-bound thread takes the
-    GIL each time the loop thread makes a socket call, which made concurrent conversations a
-    third slower. Between steps the loop timestamps what has arrived for other trials, so their
-    measurements stay within a step of the truth.
-    """
-    timeline = conversation.timeline
-    records: list[dict[str, Any]] = []
-    encoded: list[bytes] = []
-    for start in range(0, len(timeline.events), STEP_RECORDS):
-        batch = timeline.to_records(start, start + STEP_RECORDS)
-        records.extend(batch)
-        yield
-        encoded.append(voice_events_jsonl(batch))  # whole lines: the batches concatenate
-        yield
-    placement = yield from place_channels_steps(
-        records, user_chunks=conversation.user_chunks,
-        product_chunks=conversation.intake.product_chunks)
-    user_audio = {turn.turn_id: turn.delivered for turn in conversation.user_turns}
-    responses = response_audio(conversation)
-    metrics = yield from compute_voice_metrics_steps(
-        records, placement=placement, user_turn_audio=user_audio, response_audio=responses)
-    transcript = build_transcript(conversation, session_id)
-    tool_calls = build_tool_calls(conversation)
-    yield
-    raw_events = build_raw_events(conversation, plan.loaded.run.endpoint.adapter)
-    return {"records": records, "voice_events": b"".join(encoded), "placement": placement,
-            "metrics": metrics, "transcript": transcript, "tool_calls": tool_calls,
-            "raw_events": raw_events, "responses": responses}
-
-
-async def _assemble(plan: TrialPlan, conversation: Conversation, session_id: str
-                    ) -> dict[str, Any]:
-    evidence = await arun_steps(_evidence_steps(plan, conversation, session_id))
-    if plan.speech_metrics:  # seconds of numeric work (ASR, STOI, DNSMOS): a worker thread
-        await asyncio.to_thread(add_speech_metrics, evidence["metrics"], conversation,
-                                evidence["responses"])
-    return evidence
-
-
-def add_speech_metrics(metrics: dict[str, Any], conversation: Conversation,
-                       responses: dict[str, Any]) -> None:
-    """Advisory speech metrics per response (WER of what the product heard, intelligibility of
-    the delivered user audio, completeness and DNSMOS of the product's audio), flattened too."""
-    from ..metrics import speech_metrics_for_turn
-
-    users = {turn.turn_id: turn for turn in conversation.user_turns}
-    heard = conversation.intake.input_transcripts
-    for entry in metrics["turns"]:
-        turn_id = entry["turn_id"]
-        speech: dict[str, Any] = {}
-        user = users.get(turn_id)
-        if user is not None:
-            parts = heard.get(turn_id)
-            speech["user"] = speech_metrics_for_turn(
-                role="user", text=user.text, audio=user.delivered, clean_audio=user.clean,
-                heard_as=" ".join(parts) if parts else None)
-            entry["input_wer"] = speech["user"]["input_wer"]["wer"]
-            entry["input_stoi"] = speech["user"]["intelligibility"]["stoi"]
-            entry["input_pesq_wb"] = speech["user"]["intelligibility"]["pesq_wb"]
-        audio = responses.get(turn_id)
-        if audio is not None and audio.num_samples:
-            speech["assistant"] = speech_metrics_for_turn(role="assistant",
-                                                          text=entry["transcript"], audio=audio)
-            entry["output_completeness"] = speech["assistant"]["completeness"]["completeness"]
-            entry["output_completeness_flagged"] = speech["assistant"]["completeness"]["flagged"]
-            entry["output_dnsmos_ovrl"] = speech["assistant"]["dnsmos"]["ovrl_mos"]
-        entry["speech"] = speech
-
-
-def _interoperability(plan: TrialPlan, report: TrialReport, evidence: dict[str, Any],
-                      timeline: Timeline) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "session_id": report.session_id,
-        "scenario_id": report.scenario_id,
-        "trial": {"index": report.trial, "id": report.trial_id, "seed": report.seed,
-                  "passed": report.passed, "exit_reason": report.exit_reason,
-                  "execution_status": report.execution_status},
-        "trace": {"trace_id": timeline.trace_id, "root_span_id": timeline.root_span_id},
-        "metrics": {"summary": evidence["metrics"]["summary"],
-                    "turns": [{k: v for k, v in turn.items() if k not in ("input", "output")}
-                              for turn in evidence["metrics"]["turns"]]},
-        "transcript": evidence["transcript"].model_dump(mode="json")["turns"],
-        "tool_calls": evidence["tool_calls"].model_dump(mode="json")["tool_calls"],
-        "verdicts": [v.model_dump(mode="json") for v in report.verdicts],
-        "judges": [j.model_dump(mode="json") for j in report.judges],
-        "outcome": {"status": report.outcome_status, "values": report.outcome},
-        "imported_scores": {},
-    }
-
-
-async def _write(plan: TrialPlan, conversation: Conversation, evidence: dict[str, Any],
-                 report: TrialReport, timeline: Timeline, persona: Any) -> None:
-    """Serialize the trial's files on the loop, then write them from a thread (I/O only)."""
-    loaded = plan.loaded
-    placement = evidence["placement"]
-    resolved = loaded.resolved_documents()
-    documents: dict[str, Any] = {
-        "transcript.json": evidence["transcript"],
-        "tool-calls.json": evidence["tool_calls"],
-        "raw-endpoint-events.json": evidence["raw_events"],
-        "voice-metrics.json": evidence["metrics"],
-        "interoperability.json": _interoperability(plan, report, evidence, timeline),
-    }
-    for kind in ("scenario", "persona", "data", "environment", "script", "settings"):
-        documents[f"resolved-{kind}.json"] = {"schema_version": SCHEMA_VERSION, "kind": kind,
-                                              "source": str(loaded.sources.get(
-                                                  "run" if kind == "settings" else kind, "")) or None,
-                                              "resolved": resolved[kind]}
-    session_evidence = persona.evidence() if callable(getattr(persona, "evidence", None)) else {}
-    if session_evidence:
-        documents["persona-session.json"] = {"schema_version": SCHEMA_VERSION,
-                                             **loaded.scrubber.scrub(session_evidence)}
-    title = f"{loaded.scenario.id} — {report.trial_id} (seed {report.seed})"
-    await _step()
-    files = encode_trial_files(
-        documents={}, encoded={"voice-events.jsonl": evidence["voice_events"]},
-        texts={"transcript.md": transcript_markdown(evidence["transcript"], title=title)},
-        audio={"technician.wav": placement.technician, "product.wav": placement.product,
-               "mixed.wav": placement.mixed})
-    for name, document in documents.items():  # one document per step
-        await _step()
-        files += encode_trial_files(documents={name: document}, texts={}, audio={})
-    await asyncio.to_thread(write_trial_files, plan.trial_dir, files, report)
 
 
 def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError) -> TrialReport:

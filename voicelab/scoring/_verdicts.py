@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..artifacts import TranscriptTurn, Verdict
+from ..artifacts import TranscriptTurn, TurnMetrics, Verdict
 from ..config import PersonaConfig, ScenarioConfig
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
@@ -35,7 +35,7 @@ def _values_equal(expected: Any, observed: Any) -> bool:
 def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            transcript: Sequence[TranscriptTurn], exit_reason: str,
                            outcome_status: str, outcome: Mapping[str, Any] | None,
-                           outcome_error: str | None, turn_metrics: Sequence[Mapping[str, Any]]
+                           outcome_error: str | None, turn_metrics: Sequence[TurnMetrics]
                            ) -> list[Verdict]:
     spec = scenario.eval_spec
     verdicts: list[Verdict] = []
@@ -84,9 +84,9 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                                 + ("" if ok else f", expected {expected!r}")))
 
     if spec.max_interruption_stop_ms is not None:
-        interrupted = [t for t in turn_metrics if t.get("interrupted")]
+        interrupted = [t for t in turn_metrics if t.interrupted]
         if interrupted:
-            worst = max(float(t.get("interruption_stop_latency_ms") or 0.0) for t in interrupted)
+            worst = max(float(t.interruption_stop_latency_ms or 0.0) for t in interrupted)
             ok = worst <= spec.max_interruption_stop_ms
             verdicts.append(Verdict(
                 name="interruption_honoured", passed=ok,
@@ -99,8 +99,8 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                 why="the scenario bounds interruption but no barge-in happened"))
 
     if spec.max_first_audio_latency_ms is not None:
-        latencies = [t["first_audio_latency_ms"] for t in turn_metrics
-                     if t.get("first_audio_latency_ms") is not None]
+        latencies = [t.first_audio_latency_ms for t in turn_metrics
+                     if t.first_audio_latency_ms is not None]
         worst_latency = max(latencies) if latencies else None
         ok = worst_latency is not None and worst_latency <= spec.max_first_audio_latency_ms
         verdicts.append(Verdict(

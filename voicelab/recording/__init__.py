@@ -1,0 +1,58 @@
+"""The recording of one trial: typed events on one clock, both directions' audio, the listener.
+
+Everything written after a call derives from the recording; a bundle keeps enough to rebuild it
+(see :mod:`voicelab.artifacts` ``read_recording`` and ``voicelab.rescore``).
+"""
+
+from ._events import (
+    AUDIO_STREAMS,
+    ENDPOINT_EVENT_TYPES,
+    ENDPOINT_KINDS,
+    PRODUCT,
+    USER,
+    Event,
+    EventType,
+)
+from ._jsonl import (
+    CONTRACT_VERSION,
+    RECORD_FIELDS,
+    RecordingError,
+    pcm_metadata,
+    recording_from_records,
+    to_records,
+    voice_events_jsonl,
+)
+from ._listener import (
+    HeardChunk,
+    Listener,
+    ResponsePlayback,
+    ns_to_samples,
+    samples_to_ns,
+)
+from ._recording import USER_CLEAN, Recording
+from ._store import PcmStream
+
+__all__ = [
+    "AUDIO_STREAMS",
+    "CONTRACT_VERSION",
+    "ENDPOINT_EVENT_TYPES",
+    "ENDPOINT_KINDS",
+    "PRODUCT",
+    "RECORD_FIELDS",
+    "USER",
+    "USER_CLEAN",
+    "Event",
+    "EventType",
+    "HeardChunk",
+    "Listener",
+    "PcmStream",
+    "Recording",
+    "RecordingError",
+    "ResponsePlayback",
+    "ns_to_samples",
+    "pcm_metadata",
+    "recording_from_records",
+    "samples_to_ns",
+    "to_records",
+    "voice_events_jsonl",
+]

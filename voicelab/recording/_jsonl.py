@@ -1,0 +1,195 @@
+"""voice-events.jsonl: a recording's events as JSON lines, and a recording read back from them.
+
+Audio events carry their PCM metadata (``pcm.byte_count``); the samples themselves are in the
+bundle's arrival-ordered streams (``user-sent.wav``, ``product-received.wav``, and
+``user-clean.wav`` when speech metrics were on). An event's position in its stream is implied by
+the order: the audio events of one direction, in sequence order, tile the stream exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from functools import lru_cache
+from json.encoder import encode_basestring  # what json.dumps uses with ensure_ascii=False
+from typing import Any
+
+from ..artifacts._models import SCHEMA_VERSION
+from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
+from ..errors import ConfigError
+from ._events import AUDIO_STREAMS, Event, EventType
+from ._recording import CLEAN_SPEECH, USER_CLEAN, Recording
+from ._store import PcmStream
+
+#: The version written in every line's ``contract_version``: the bundle's schema version.
+CONTRACT_VERSION = SCHEMA_VERSION
+
+#: The keys of a voice-events.jsonl record, in file order.
+RECORD_FIELDS = ["contract_version", "event_id", "sequence", "session_id", "turn_id",
+                 "timestamp_utc", "monotonic_offset_ns", "listener_offset_ns", "offset_ms",
+                 "source", "direction", "event_type", "speaker_role", "pcm", "trace",
+                 "attributes"]
+
+
+@lru_cache(maxsize=64)
+def _utc_second(epoch_second: int) -> str:
+    return datetime.fromtimestamp(epoch_second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@lru_cache(maxsize=1024)
+def pcm_metadata(byte_count: int, *,
+                 sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> dict[str, Any]:
+    """PCM metadata of an audio chunk (memoized; the shared dict must not be mutated)."""
+    return {"encoding": "pcm_s16le", "sample_rate_hz": sample_rate_hz, "channels": 1,
+            "byte_count": byte_count,
+            "duration_ms": round(byte_count / 2 / sample_rate_hz * 1000.0, 3)}
+
+
+def utc_iso(recording: Recording, offset_ns: int) -> str:
+    """UTC time of ``offset_ns`` as ISO 8601 with microseconds and a ``Z``."""
+    micros = (recording.start_utc_ns + offset_ns) // 1000
+    second, fraction = divmod(micros, 1_000_000)
+    return f"{_utc_second(second)}.{fraction:06d}Z"
+
+
+def to_records(recording: Recording, start: int = 0, stop: int | None = None
+               ) -> list[dict[str, Any]]:
+    """JSON-ready voice events ``events[start:stop]``, ordered by sequence."""
+    # event ids: the trace id with the sequence in its last 12 hex digits (a valid, stable
+    # UUID string per trial; uuid5 per event cost more than the rest of the record)
+    prefix = str(uuid.UUID(recording.trace_id))[:24]
+    root = recording.root_span_id
+    records = []
+    for event in recording.events[start:stop]:
+        records.append({
+            "contract_version": CONTRACT_VERSION,
+            "event_id": f"{prefix}{event.sequence:012x}",
+            "sequence": event.sequence,
+            "session_id": recording.session_id,
+            "turn_id": event.turn_id,
+            "timestamp_utc": utc_iso(recording, event.offset_ns),
+            "monotonic_offset_ns": event.offset_ns,
+            "listener_offset_ns": event.listener_ns,
+            "offset_ms": round(event.offset_ns / 1e6, 3),
+            "source": event.source,
+            "direction": event.direction,
+            "event_type": event.type.value,
+            "speaker_role": event.speaker_role,
+            "pcm": pcm_metadata(event.audio_samples * BYTES_PER_SAMPLE)
+            if event.audio_start >= 0 else None,
+            "trace": {"trace_id": recording.trace_id, "span_id": event.span_id,
+                      "parent_span_id": root} if event.span_id else None,
+            "attributes": event.attributes,
+        })
+    return records
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def voice_events_jsonl(records: list[dict[str, Any]]) -> bytes:
+    """voice-events.jsonl for ``records``: the same bytes as compact ``json.dumps`` of each
+    record, built from cached pieces (audio chunks are most of a trial's events and differ only
+    in numbers, ids and times)."""
+    def text(value: str | None) -> str:
+        return encode_basestring(value) if type(value) is str else _compact_json(value)
+
+    by_identity: dict[int, str] = {}
+
+    def shared(value: Any) -> str:  # memoized metadata dicts (pcm) are shared between events
+        key = id(value)
+        encoded = by_identity.get(key)
+        if encoded is None:
+            encoded = by_identity[key] = _compact_json(value)
+        return encoded
+
+    lines = []
+    for record in records:
+        if list(record) != RECORD_FIELDS:
+            lines.append(_compact_json(record))
+            continue
+        attributes = record["attributes"]
+        trace = record["trace"]
+        lines.append(
+            f'{{"contract_version":{text(record["contract_version"])},'
+            f'"event_id":{text(record["event_id"])},"sequence":{int(record["sequence"])},'
+            f'"session_id":{text(record["session_id"])},"turn_id":{text(record["turn_id"])},'
+            f'"timestamp_utc":{text(record["timestamp_utc"])},'
+            f'"monotonic_offset_ns":{int(record["monotonic_offset_ns"])},'
+            f'"listener_offset_ns":{int(record["listener_offset_ns"])},'
+            f'"offset_ms":{float(record["offset_ms"])!r},"source":{text(record["source"])},'
+            f'"direction":{text(record["direction"])},"event_type":{text(record["event_type"])},'
+            f'"speaker_role":{text(record["speaker_role"])},"pcm":{shared(record["pcm"])},'
+            f'"trace":{_compact_json(trace) if trace else "null"},'
+            f'"attributes":{_compact_json(attributes) if attributes else "{}"}}}')
+    return ("\n".join(lines) + ("\n" if lines else "")).encode()
+
+
+# --- reading back -------------------------------------------------------------------------------
+
+class RecordingError(ConfigError):
+    """A bundle whose events and audio streams do not fit together."""
+
+
+def _event_type(name: Any, *, where: str) -> EventType:
+    try:
+        return EventType(name)
+    except ValueError:
+        raise RecordingError(f"unknown event type {name!r}", source=where) from None
+
+
+def recording_from_records(records: Iterable[Mapping[str, Any]], *,
+                           streams: Mapping[str, bytes | bytearray | memoryview],
+                           where: str = "voice-events.jsonl") -> Recording:
+    """A :class:`Recording` rebuilt from voice-event records and the arrival-ordered streams.
+
+    The listener follows the events again (the same code as during the call), so placement,
+    metrics and verdicts computed from the result equal those of the live recording. Records
+    without ``listener_offset_ns`` (schema 1.0) get it from the virtual advances before them.
+    """
+    records = list(records)
+    first = records[0] if records else {}
+    trace = next((r["trace"] for r in records if r.get("trace")), None) or {}
+    recording = Recording(session_id=str(first.get("session_id", "")),
+                          trace_id=str(trace.get("trace_id") or uuid.UUID(int=0).hex),
+                          root_span_id=str(trace.get("parent_span_id") or ""),
+                          clock_ns=lambda: 0, start_ns=0, start_utc_ns=0)
+    if first:
+        started = datetime.fromisoformat(str(first["timestamp_utc"]).replace("Z", "+00:00"))
+        recording.start_utc_ns = int(started.timestamp()) * 1_000_000_000 \
+            + started.microsecond * 1000 - int(first["monotonic_offset_ns"])
+    sources = {name: PcmStream(streams.get(name, b"")) for name in recording.streams}
+    cursors = dict.fromkeys(sources, 0)
+    shift = 0
+    for position, record in enumerate(records):
+        if record.get("sequence") != position:
+            raise RecordingError(f"line {position + 1}: sequence {record.get('sequence')!r}, "
+                                 f"expected {position}", source=where)
+        kind = _event_type(record.get("event_type"), where=where)
+        offset = int(record["monotonic_offset_ns"])
+        listener = record.get("listener_offset_ns")
+        trace_info = record.get("trace") or {}
+        event = Event(position, offset, int(listener) if listener is not None else offset + shift,
+                      kind, str(record.get("source")), str(record.get("direction")),
+                      record.get("speaker_role"), record.get("turn_id"),
+                      trace_info.get("span_id"), dict(record.get("attributes") or {}))
+        if kind is EventType.VIRTUAL_ADVANCE:
+            shift += int(event.attributes.get("advance_ns", 0))
+        pcm = record.get("pcm")
+        stream_name = USER_CLEAN if kind is CLEAN_SPEECH else AUDIO_STREAMS.get(kind)
+        if pcm and stream_name is not None:
+            count = int(pcm["byte_count"]) // BYTES_PER_SAMPLE
+            event.audio_start, event.audio_samples = cursors[stream_name], count
+            cursors[stream_name] += count
+        recording.events.append(event)
+        recording._follow(event)
+    for name, used in cursors.items():
+        available = sources[name].num_samples
+        if used and used > available:
+            raise RecordingError(f"the events reference {used} samples of the {name} stream, "
+                                 f"which holds {available}", source=where)
+    recording.streams = sources
+    return recording

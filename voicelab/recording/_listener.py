@@ -1,0 +1,142 @@
+"""The listener clock: when the simulated user hears each sound of the product.
+
+* Positions are whole samples at 24 kHz on the *listener timeline* (an event's ``listener_ns``:
+  real time plus the virtual advances recorded before it).
+* Product audio plays in arrival order and never faster than real time: a chunk starts at
+  ``max(arrival, end of the previous chunk)``; a later arrival than needed, inside one response,
+  is a playback stall.
+* A barge-in flushes the listener's buffer: the interrupted response's audio that arrived before
+  the barge-in stops at the barge-in point; audio of that response arriving afterwards still
+  plays (over the user), so a product that ignores a cancel stays audible.
+
+The same :class:`Listener` runs live (the conversation waits for playback and times barge-ins
+with it) and again over a recording read back from a bundle: it is a pure function of the
+events in sequence order, so both give the same placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..audio import CANONICAL_SAMPLE_RATE_HZ
+from ._events import Event, EventType
+
+RATE = CANONICAL_SAMPLE_RATE_HZ
+
+
+def samples_to_ns(count: int) -> int:
+    return count * 1_000_000_000 // RATE
+
+
+def ns_to_samples(ns: int) -> int:
+    return ns * RATE // 1_000_000_000
+
+
+@dataclass(slots=True)
+class HeardChunk:
+    """A product chunk on the listener timeline: ``heard`` of its samples were heard (fewer
+    when a barge-in cut it short), from sample ``start``."""
+
+    event: Event
+    start: int
+    heard: int
+    after_cancel: bool = False
+
+    @property
+    def end(self) -> int:
+        return self.start + self.heard
+
+
+@dataclass
+class ResponsePlayback:
+    """How one product response sounded to the listener."""
+
+    turn_id: str
+    chunks: list[HeardChunk] = field(default_factory=list)
+    barge_in_ns: int | None = None
+    stall_samples: int = 0
+
+    @property
+    def stall_ns(self) -> int:
+        return samples_to_ns(self.stall_samples)
+
+    @property
+    def start_ns(self) -> int | None:
+        return samples_to_ns(self.chunks[0].start) if self.chunks else None
+
+    @property
+    def end_ns(self) -> int | None:
+        ends = [c.end for c in self.chunks if c.heard and not c.after_cancel]
+        return samples_to_ns(max(ends)) if ends else None
+
+    @property
+    def heard_samples(self) -> int:
+        return sum(c.heard for c in self.chunks if not c.after_cancel)
+
+    def played_until_ns(self, threshold_ns: int) -> int | None:
+        """Listener time when ``threshold_ns`` of this response has played (None: not yet)."""
+        wanted = ns_to_samples(threshold_ns)
+        played = 0
+        for chunk in self.chunks:
+            if chunk.after_cancel:
+                continue
+            if played + chunk.heard >= wanted:
+                return samples_to_ns(chunk.start + wanted - played)
+            played += chunk.heard
+        return None
+
+
+class Listener:
+    """Places product audio on the listener timeline as it arrives (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.cursor = 0  # sample where the next product sound can start
+        self.responses: dict[str, ResponsePlayback] = {}
+        self._cancelled: set[str] = set()
+
+    @property
+    def cursor_ns(self) -> int:
+        """When the listener will have heard everything received so far."""
+        return samples_to_ns(self.cursor)
+
+    def hear(self, event: Event) -> HeardChunk:
+        """Place one ``product.audio_chunk`` event."""
+        turn = event.turn_id or "turn-?"
+        playback = self.responses.get(turn)
+        if playback is None:
+            playback = self.responses[turn] = ResponsePlayback(turn)
+        start = max(ns_to_samples(event.listener_ns), self.cursor)
+        after_cancel = turn in self._cancelled
+        if playback.chunks and not after_cancel and playback.barge_in_ns is None:
+            gap = start - playback.chunks[-1].end
+            if gap > 0:
+                playback.stall_samples += gap
+        chunk = HeardChunk(event, start, event.audio_samples, after_cancel)
+        playback.chunks.append(chunk)
+        self.cursor = start + event.audio_samples
+        return chunk
+
+    def barge_in(self, turn_id: str | None, at_ns: int) -> None:
+        """The user barges in on ``turn_id`` at listener time ``at_ns``: what was not yet heard
+        of it is dropped from the buffer."""
+        at = ns_to_samples(at_ns)
+        playback = self.responses.get(turn_id) if turn_id else None
+        if playback is not None:
+            playback.barge_in_ns = at_ns
+            for chunk in playback.chunks:
+                if chunk.start >= at:
+                    chunk.heard = 0
+                elif chunk.end > at:
+                    chunk.heard = at - chunk.start
+            self._cancelled.add(playback.turn_id)
+        self.cursor = min(self.cursor, at)
+
+    def follow(self, events: Iterable[Event]) -> Listener:
+        """Replay recorded events in sequence order (a recording read back from a bundle)."""
+        for event in events:
+            if event.type is EventType.PRODUCT_AUDIO:
+                self.hear(event)
+            elif event.type is EventType.USER_BARGE_IN:
+                self.barge_in(event.attributes.get("response_turn_id"), event.listener_ns)
+        return self

@@ -1,0 +1,108 @@
+"""One trial's recording: every event in order on one clock, and the audio of both directions.
+
+Recording is cheap on purpose (an object appended to a list, audio appended to a buffer): the
+receive path of an endpoint only timestamps, the runner records, and everything written after
+the call (placement, transcript, tool calls, metrics, verdicts) is a pure function of the
+recording. A bundle keeps enough to rebuild it (:func:`read_recording`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..audio import BYTES_PER_SAMPLE
+from ._events import AUDIO_STREAMS, PRODUCT, USER, Event, EventType
+from ._listener import Listener
+from ._store import PcmStream
+
+#: The clean (unmixed) speech of each user turn, kept beside the two directions for the advisory
+#: speech metrics (intelligibility of what was sent compared with what was meant).
+USER_CLEAN = "user_clean"
+CLEAN_SPEECH = EventType.SPEECH_SYNTHESIZED
+
+
+class Recording:
+    """Events of one trial, offsets from the trial's start on ``clock_ns`` (monotonic)."""
+
+    def __init__(self, *, session_id: str, trace_id: str, root_span_id: str,
+                 clock_ns: Callable[[], int] = time.perf_counter_ns,
+                 start_ns: int | None = None, start_utc_ns: int | None = None):
+        self.session_id = session_id
+        self.trace_id = trace_id
+        self.root_span_id = root_span_id
+        self.clock_ns = clock_ns
+        self.start_ns = clock_ns() if start_ns is None else start_ns
+        self.start_utc_ns = time.time_ns() if start_utc_ns is None else start_utc_ns
+        self.events: list[Event] = []
+        self.streams: dict[str, PcmStream] = {USER: PcmStream(), PRODUCT: PcmStream(),
+                                              USER_CLEAN: PcmStream()}
+        #: the listener timeline's lead over real time (the sum of recorded virtual advances)
+        self.shift_ns = 0
+        self.listener = Listener()
+
+    # --- the clock ------------------------------------------------------------------------
+
+    def now_offset_ns(self) -> int:
+        return self.clock_ns() - self.start_ns
+
+    def listener_now_ns(self) -> int:
+        return self.now_offset_ns() + self.shift_ns
+
+    def offset_of(self, monotonic_ns: int) -> int:
+        return monotonic_ns - self.start_ns
+
+    # --- recording ------------------------------------------------------------------------
+
+    def record(self, event_type: EventType, *, source: str, direction: str,
+               at_ns: int | None = None, speaker_role: str | None = None,
+               turn_id: str | None = None, span_id: str | None = None, raw: Any = None,
+               audio: bytes | bytearray | memoryview | None = None,
+               **attributes: Any) -> Event:
+        """Append an event; ``at_ns`` is a monotonic timestamp (default: now). ``audio`` (whole
+        samples) goes to the event type's stream."""
+        offset = (self.clock_ns() if at_ns is None else at_ns) - self.start_ns
+        event = Event(len(self.events), offset, offset + self.shift_ns, event_type, source,
+                      direction, speaker_role, turn_id, span_id, attributes, raw=raw)
+        if audio is not None:
+            stream = USER_CLEAN if event_type is CLEAN_SPEECH else AUDIO_STREAMS[event_type]
+            event.audio_start, event.audio_samples = self.streams[stream].append(audio)
+        self.events.append(event)
+        self._follow(event)
+        return event
+
+    def _follow(self, event: Event) -> None:
+        if event.type is EventType.PRODUCT_AUDIO:
+            self.listener.hear(event)
+        elif event.type is EventType.USER_BARGE_IN:
+            self.listener.barge_in(event.attributes.get("response_turn_id"), event.listener_ns)
+        elif event.type is EventType.VIRTUAL_ADVANCE:
+            self.shift_ns += int(event.attributes["advance_ns"])
+
+    def advance(self, advance_ns: int, reason: str) -> None:
+        """Move the listener timeline ahead of real time (``pace_audio: false``: the runner
+        records the time it would have waited instead of sleeping)."""
+        if advance_ns > 0:
+            self.record(EventType.VIRTUAL_ADVANCE, source="runner", direction="internal",
+                        advance_ns=int(advance_ns), reason=reason)
+
+    # --- reading --------------------------------------------------------------------------
+
+    def of_type(self, *types: EventType) -> Iterator[Event]:
+        return (e for e in self.events if e.type in types)
+
+    def audio_of(self, event: Event) -> bytes:
+        """The PCM of one audio event."""
+        stream = USER_CLEAN if event.type is CLEAN_SPEECH else AUDIO_STREAMS[event.type]
+        return self.streams[stream].pcm(event.audio_start, event.audio_samples)
+
+    def turn_audio(self, event_type: EventType, turn_id: str) -> bytes:
+        """Every chunk of ``event_type`` (user or product audio) of one turn, joined."""
+        stream = self.streams[AUDIO_STREAMS[event_type]]
+        return b"".join(stream.pcm(e.audio_start, e.audio_samples) for e in self.events
+                        if e.type is event_type and e.turn_id == turn_id)
+
+    @property
+    def audio_bytes(self) -> dict[str, int]:
+        return {name: s.num_samples * BYTES_PER_SAMPLE for name, s in self.streams.items()}

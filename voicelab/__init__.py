@@ -5,6 +5,7 @@ Public API (the CLI and notebooks use the same calls)::
     loaded = voicelab.load_run("examples/run-workload-neutral-voice.yaml")
     report = await voicelab.arun(loaded, trials=3)     # in a notebook (an event loop is running)
     report = voicelab.run(loaded, trials=3)            # in a script
+    voicelab.rescore(report.bundle_path)               # metrics and verdicts again, from a bundle
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "arun", "arun_matrix", "load_run", "run", "run_matrix"]
+__all__ = ["__version__", "arun", "arun_matrix", "load_run", "rescore", "run", "run_matrix"]
 
 if TYPE_CHECKING:
     from .config import load_run
-    from .runner import arun, arun_matrix, run, run_matrix
+    from .runner import arun, arun_matrix, rescore, run, run_matrix
 
 _LAZY = {
     "load_run": ("voicelab.config", "load_run"),
@@ -25,6 +26,7 @@ _LAZY = {
     "run": ("voicelab.runner", "run"),
     "arun_matrix": ("voicelab.runner", "arun_matrix"),
     "run_matrix": ("voicelab.runner", "run_matrix"),
+    "rescore": ("voicelab.runner", "rescore"),
 }
 
 

@@ -32,7 +32,7 @@ def _relative(text: str) -> str:
 
 #: Library keys that stand for a command-line option when the value came from the command line.
 _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
-                   "artifacts_dir": "--artifacts-dir"}
+                   "artifacts_dir": "--artifacts-dir", "output": "--output"}
 
 
 def _error_line(error: BaseException) -> str:
@@ -96,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", type=Path)
     report.add_argument("--output", type=Path, default=Path("report.html"))
 
+    rescore = commands.add_parser("rescore", help="recompute placement, metrics and verdicts "
+                                                  "of a bundle from what it recorded")
+    rescore.add_argument("run_dir", type=Path, help="a trial folder, a run folder or a sweep")
+    rescore.add_argument("--output", type=Path, default=None,
+                         help="re-score a copy here (default: rewrite the derived files in place)")
+    rescore.add_argument("--judges", type=Path, default=None, metavar="RUN_FILE",
+                         help="run the judges of this run file again (credentials from the "
+                              "environment); default: keep the recorded judge results")
+
     init = commands.add_parser("init", help="copy starter suite files into DIR")
     init.add_argument("directory", type=Path)
     init.add_argument("--force", action="store_true", help="overwrite existing files")
@@ -143,6 +152,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return report_command(args)
 
 
+def _cmd_rescore(args: argparse.Namespace) -> int:
+    from .runner import rescore
+
+    result = rescore(args.run_dir, output=args.output, judges_from=args.judges)
+    for trial in result.trials:
+        status = "pass" if trial.report.passed else "FAIL"
+        changed = f" (changed: {', '.join(trial.changed_verdicts)})" \
+            if trial.changed_verdicts else ""
+        print(f"{_relative(str(trial.trial_dir))}: {status}{changed}")
+    passed = sum(t.report.passed for t in result.trials)
+    print(f"{passed}/{len(result.trials)} trial(s) passed after re-scoring")
+    print(f"bundle: {result.path}")
+    return result.exit_code
+
+
 def _cmd_init(args: argparse.Namespace) -> int:
     from ._init import init_suite
 
@@ -177,7 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     _configure_logging(args.debug)
     handler = {"validate": _cmd_validate, "run": _cmd_run, "sweep": _cmd_sweep,
-               "plan": _cmd_plan, "report": _cmd_report, "init": _cmd_init}[args.command]
+               "plan": _cmd_plan, "report": _cmd_report, "rescore": _cmd_rescore,
+               "init": _cmd_init}[args.command]
     try:
         return handler(args)
     except KeyboardInterrupt:

@@ -141,9 +141,11 @@ def encode_trial_files(*, documents: Mapping[str, Any], texts: Mapping[str, str]
     return files
 
 
-def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseModel) -> list[str]:
+def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseModel, *,
+                      also_present: Iterable[str] = ()) -> list[str]:
     """Write encoded files side by side, then ``trial-report.json`` last, so its presence means
-    the folder is complete (I/O only: meant for a worker thread)."""
+    the folder is complete (I/O only: meant for a worker thread). The report lists the files
+    written and ``also_present`` (files of the folder kept as they were)."""
     trial_dir.mkdir(parents=True, exist_ok=True)
     written = [name for name, _ in files]
     futures = [(name, _writer_pool().submit(_plain_write, trial_dir / name, *parts))
@@ -160,6 +162,6 @@ def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseMod
         raise failures[0]
     written.append("trial-report.json")
     if hasattr(report, "files"):
-        report.files = sorted(written)
+        report.files = sorted({*written, *also_present})
     write_json(trial_dir / "trial-report.json", report)
     return written

@@ -80,3 +80,22 @@ def read_trial(trial_dir: Path) -> dict[str, Any]:
     if events.is_file():
         documents["voice-events.jsonl"] = read_voice_events(events)
     return documents
+
+
+def read_audio_stream(path: Path) -> bytes:
+    """A bundle's arrival-ordered audio stream (16-bit mono 24 kHz WAV) as PCM bytes."""
+    import soundfile
+
+    from ..audio import CANONICAL_SAMPLE_RATE_HZ
+
+    try:
+        with soundfile.SoundFile(str(path)) as handle:
+            if (handle.samplerate, handle.channels, handle.subtype) != \
+                    (CANONICAL_SAMPLE_RATE_HZ, 1, "PCM_16"):
+                raise ConfigError(f"expected 16-bit mono {CANONICAL_SAMPLE_RATE_HZ} Hz PCM, got "
+                                  f"{handle.subtype} {handle.channels} channel(s) "
+                                  f"{handle.samplerate} Hz", source=path)
+            samples = handle.read(dtype="int16")
+    except (soundfile.LibsndfileError, RuntimeError) as error:
+        raise ConfigError(f"cannot read audio: {error}", source=path) from None
+    return samples.astype("<i2", copy=False).tobytes()

@@ -180,7 +180,8 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
             shift += int(event.attributes.get("advance_ns", 0))
         pcm = record.get("pcm")
         stream_name = USER_CLEAN if kind is CLEAN_SPEECH else AUDIO_STREAMS.get(kind)
-        if pcm and stream_name is not None:
+        # a stream the bundle did not keep (clean speech without speech metrics): no reference
+        if pcm and stream_name is not None and stream_name in streams:
             count = int(pcm["byte_count"]) // BYTES_PER_SAMPLE
             event.audio_start, event.audio_samples = cursors[stream_name], count
             cursors[stream_name] += count

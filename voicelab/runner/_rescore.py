@@ -1,0 +1,252 @@
+"""Re-scoring a bundle: placement, metrics, documents and verdicts recomputed from what it kept.
+
+A trial folder holds the raw facts of its call: every event with its clock stamps
+(``voice-events.jsonl``), each direction's audio in arrival order (``user-sent.wav``,
+``product-received.wav``), the configuration it ran with (``resolved-*.json``) and how the
+execution ended (``trial-report.json``: exit reason, failures, the outcome probe's answer). From
+these the recording is rebuilt and everything derived from it is computed again by the same
+code that ran after the call, so an unchanged voicelab reproduces the documents byte for byte
+and a newer one re-scores old runs with its own definitions. Judges run again only when asked
+(they need the run file's providers and credentials).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..artifacts import RunReport, TrialReport, TrialSummary, read_json
+from ..artifacts._bundle import write_json, write_trial_files
+from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
+from ..config import PersonaConfig, ScenarioConfig
+from ..errors import ConfigError
+from ..recording import PRODUCT, USER, USER_CLEAN, Recording, recording_from_records
+from ..scoring import pass_at_k, pass_power_k
+from ._evidence import (
+    STREAM_FILES,
+    assemble_now,
+    evidence_files,
+    failed_verdict_names,
+    verdicts_of,
+)
+
+EXIT_OK, EXIT_QUALITY, EXIT_EXECUTION = 0, 3, 4
+
+#: Files ``rescore`` writes again (everything else in a trial folder is a raw fact it keeps).
+RESCORED_FILES = ("transcript.json", "transcript.md", "tool-calls.json", "voice-metrics.json",
+                  "interoperability.json", "technician.wav", "product.wav", "mixed.wav",
+                  "trial-report.json")
+
+
+@dataclass
+class RescoredTrial:
+    trial_dir: Path
+    report: TrialReport
+    previous: TrialReport
+    changed_verdicts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Rescored:
+    """What ``rescore`` wrote: one entry per trial folder, and the run reports it updated."""
+
+    path: Path
+    trials: list[RescoredTrial] = field(default_factory=list)
+    run_reports: list[Path] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        reports = [t.report for t in self.trials]
+        if any(r.execution_status != "succeeded" for r in reports):
+            return EXIT_EXECUTION
+        return EXIT_OK if pass_power_k([r.passed for r in reports]) else EXIT_QUALITY
+
+
+def _document(trial_dir: Path, name: str) -> dict[str, Any]:
+    return read_json(trial_dir / name)
+
+
+def _resolved(trial_dir: Path, kind: str) -> Any:
+    return _document(trial_dir, f"resolved-{kind}.json").get("resolved")
+
+
+def read_recording(trial_dir: Path) -> Recording:
+    """The recording of one trial folder (schema 2.0 or newer minor)."""
+    from ..artifacts import read_voice_events
+
+    trial_dir = Path(trial_dir)
+    streams: dict[str, bytes] = {}
+    for name in (USER, PRODUCT, USER_CLEAN):
+        path = trial_dir / STREAM_FILES[name]
+        if path.is_file():
+            streams[name] = read_audio_stream(path)
+        elif name != USER_CLEAN:
+            raise ArtifactVersionError(
+                f"no {STREAM_FILES[name]}: a bundle written before schema 2.0 keeps no "
+                f"arrival-ordered audio and cannot be re-scored", source=trial_dir)
+    records = read_voice_events(trial_dir / "voice-events.jsonl")
+    return recording_from_records(records, streams=streams,
+                                  where=str(trial_dir / "voice-events.jsonl"))
+
+
+def _model(model: type[Any], document: Any, *, source: Path) -> Any:
+    try:
+        return model.model_validate(document)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ConfigError(first.get("msg", "invalid"), source=source, key=where or None) from None
+
+
+def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
+                  judges_run: Any = None) -> RescoredTrial:
+    """Recompute one trial folder in place (see the module docstring)."""
+    trial_dir = Path(trial_dir)
+    previous = _model(TrialReport, _document(trial_dir, "trial-report.json"),
+                      source=trial_dir / "trial-report.json")
+    scenario = _model(ScenarioConfig, _resolved(trial_dir, "scenario"),
+                      source=trial_dir / "resolved-scenario.json")
+    persona = _model(PersonaConfig, _resolved(trial_dir, "persona"),
+                     source=trial_dir / "resolved-persona.json")
+    settings = _resolved(trial_dir, "settings") or {}
+    recording = read_recording(trial_dir)
+    if speech_metrics is None:
+        speech_metrics = bool(settings.get("speech_metrics"))
+    evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics)
+    verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
+                           exit_reason=previous.exit_reason,
+                           outcome_status=previous.outcome_status, outcome=previous.outcome,
+                           outcome_error=previous.outcome_error)
+    judges = previous.judges
+    executed = previous.execution_status == "succeeded"
+    if judges_run is not None and executed:
+        from ..scoring import run_judges
+
+        judges = asyncio.run(run_judges(judges_run, evidence.transcript.turns,
+                                        evidence.tool_calls.tool_calls))
+    passed = executed and all(v.passed for v in verdicts if v.critical) and all(
+        j.passed for j in judges if j.critical)
+    report = previous.model_copy(update={
+        "verdicts": verdicts, "judges": judges, "passed": passed,
+        "metrics_summary": evidence.metrics.model_dump(mode="json")["summary"]})
+    title = f"{report.scenario_id} — {report.trial_id} (seed {report.seed})"
+    from .._steps import run_steps
+
+    files = run_steps(evidence_files(recording, evidence, report, title=title,
+                                     keep_clean_speech=False))
+    keep = set(RESCORED_FILES)
+    files = [(name, parts) for name, parts in files if name in keep]
+    kept = [p.name for p in trial_dir.iterdir() if not p.name.startswith(".")]
+    write_trial_files(trial_dir, files, report, also_present=kept)
+    before = {v.name: v.passed for v in previous.verdicts}
+    changed = [v.name for v in verdicts if before.get(v.name) != v.passed]
+    return RescoredTrial(trial_dir, report, previous, changed)
+
+
+def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | None:
+    path = run_dir / "run-report.json"
+    if not path.is_file():
+        return None
+    report = _model(RunReport, read_json(path), source=path)
+    by_id = {t.report.trial_id: t.report for t in trials}
+    summaries: list[TrialSummary] = []
+    for summary in report.trials:
+        trial = by_id.get(summary.trial_id)
+        if trial is None:
+            summaries.append(summary)
+            continue
+        latency = trial.metrics_summary.get("first_audio_latency_ms", {})
+        summaries.append(summary.model_copy(update={
+            "passed": trial.passed,
+            "failed_verdicts": failed_verdict_names(trial.verdicts, trial.judges),
+            "first_audio_latency_ms_p50": latency.get("p50"),
+            "first_audio_latency_ms_p95": latency.get("p95")}))
+    flags = [s.passed for s in summaries]
+    executed_all = all(s.execution_status == "succeeded" for s in summaries) \
+        and report.executed_trials == report.planned_trials
+    code = report.exit_code
+    if report.status == "complete":
+        code = EXIT_EXECUTION if not executed_all else (
+            EXIT_OK if pass_power_k(flags) else EXIT_QUALITY)
+    updated = report.model_copy(update={
+        "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(flags),
+        "pass_power_k": pass_power_k(flags) and report.executed_trials == report.planned_trials,
+        "exit_code": code})
+    write_json(path, updated)
+    return path
+
+
+def rescore(path: str | Path, *, output: str | Path | None = None,
+            speech_metrics: bool | None = None, judges_from: str | Path | None = None
+            ) -> Rescored:
+    """Re-score a trial folder, a run folder or a folder of runs (a sweep).
+
+    With ``output``, the bundle is first copied there and the copy is re-scored; without, the
+    derived files are rewritten in place (the raw facts are never changed). ``judges_from`` is
+    a run file whose ``quality_evaluation`` and providers run the judges again; otherwise the
+    recorded judge results are kept. Raises :class:`~voicelab.errors.ConfigError` for a folder
+    that is not a bundle, a bundle newer than this voicelab, or one written before schema 2.0.
+    """
+    source = Path(path)
+    if not source.exists():
+        raise ConfigError(f"no such folder: {source}", source=source)
+    source = source.resolve()
+    target = source
+    if output is not None:
+        target = Path(output).resolve()
+        if target.exists() and any(target.iterdir()):
+            raise ConfigError(f"the output folder {target} is not empty", key="output")
+        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+    trial_dirs = find_trial_dirs(target)
+    if not trial_dirs:
+        raise ConfigError("no trial folders (trial-NNN/trial-report.json) found", source=target)
+    judges_run = None
+    if judges_from is not None:
+        from ..config import load_run
+
+        judges_run = load_run(judges_from)
+    result = Rescored(target)
+    for trial_dir in trial_dirs:
+        result.trials.append(rescore_trial(trial_dir, speech_metrics=speech_metrics,
+                                           judges_run=judges_run))
+    by_run: dict[Path, list[RescoredTrial]] = {}
+    for trial in result.trials:
+        by_run.setdefault(trial.trial_dir.parent, []).append(trial)
+    for run_dir, trials in by_run.items():
+        updated = _update_run_report(run_dir, trials)
+        if updated is not None:
+            result.run_reports.append(updated)
+    for matrix in target.rglob("matrix-report.json"):
+        _update_matrix_report(matrix)
+    return result
+
+
+def _update_matrix_report(path: Path) -> None:
+    from ..artifacts import MatrixReport
+
+    report = _model(MatrixReport, read_json(path), source=path)
+    cells = []
+    for cell in report.cells:
+        run_report = path.parent / cell.cell_id / "run-report.json"
+        if not run_report.is_file():
+            cells.append(cell)
+            continue
+        run = _model(RunReport, read_json(run_report), source=run_report)
+        cells.append(cell.model_copy(update={
+            "passed_trials": run.passed_trials, "pass_at_k": run.pass_at_k,
+            "pass_power_k": run.pass_power_k, "exit_code": run.exit_code}))
+    codes = [c.exit_code for c in cells]
+    code = report.exit_code
+    if report.status == "complete":
+        code = EXIT_EXECUTION if EXIT_EXECUTION in codes else (
+            EXIT_QUALITY if EXIT_QUALITY in codes else EXIT_OK)
+    complete = len(cells) == report.cell_count
+    write_json(path, report.model_copy(update={
+        "cells": cells, "passed_trials": sum(c.passed_trials for c in cells),
+        "pass_at_k": complete and all(c.pass_at_k for c in cells),
+        "pass_power_k": complete and all(c.pass_power_k for c in cells), "exit_code": code}))

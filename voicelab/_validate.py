@@ -1,13 +1,29 @@
-"""`voice-evaluator validate`: everything a run needs, checked without any network connection."""
+"""Validation: everything a run needs, resolved and checked once, without any network connection.
+
+:func:`validate_run` returns a :class:`RunPlan`: the adapter, persona and speech classes, the
+probe factory, the decoded environment and script audio. ``voice-evaluator validate`` prints its
+summary; ``arun`` consumes it, so nothing is resolved or decoded twice.
+
+Optional hooks are classmethods named ``check_settings`` on every plug-in kind (adapters:
+``check_settings(settings)``; personas and speech providers: ``check_settings(settings,
+context)``; probes: ``check_settings(settings)``). They raise
+:class:`~voicelab.errors.ConfigError` (or ``ValueError``/``TypeError``) for bad settings.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .audio import PcmAudio, PreparedEnvironment
 from .config import LoadedRun
-from .errors import AudioFileError, ConfigError
+from .errors import AudioFileError, ConfigError, MissingDependencyError
+
+#: The name of every plug-in's optional settings check.
+CHECK_HOOK = "check_settings"
 
 
 @dataclass
@@ -39,6 +55,20 @@ class ValidationSummary:
         ]
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run, resolved once: what ``arun`` needs besides the trial count."""
+
+    loaded: LoadedRun
+    adapter_cls: type
+    persona_cls: type
+    speech_cls: type
+    probe_factory: Callable[[], Any] | None
+    environment: PreparedEnvironment
+    script_audio: Mapping[int, PcmAudio]
+    summary: ValidationSummary
+
+
 def _check_class_methods(target: Any, methods: tuple[str, ...], *, what: str, name: str,
                          source: str, key: str) -> None:
     missing = [m for m in methods if not callable(getattr(target, m, None))]
@@ -47,8 +77,10 @@ def _check_class_methods(target: Any, methods: tuple[str, ...], *, what: str, na
                           source=source, key=key)
 
 
-def _call_check(target: Any, *args: Any, source: str, key: str) -> None:
-    check = getattr(target, "check", None) or getattr(target, "check_settings", None)
+def call_check(target: Any, *args: Any, source: str, key: str) -> None:
+    """Run ``target.check_settings(*args)`` when the plug-in has it; its errors name ``source``
+    and ``key`` (or the key the plug-in gave)."""
+    check = getattr(target, CHECK_HOOK, None)
     if check is None:
         return
     try:
@@ -61,43 +93,43 @@ def _call_check(target: Any, *args: Any, source: str, key: str) -> None:
         raise ConfigError(str(error), source=source, key=key) from None
 
 
-def validate_run(loaded: LoadedRun) -> ValidationSummary:
+def _script_audio(loaded: LoadedRun) -> dict[int, PcmAudio]:
+    from .audio import read_audio
+
+    decoded: dict[int, PcmAudio] = {}
+    if loaded.script is None:
+        return decoded
+    for index, turn in enumerate(loaded.script.turns):
+        if turn.audio_path is not None:
+            try:
+                decoded[index] = read_audio(turn.audio_path)
+            except AudioFileError as error:
+                raise AudioFileError(f"{error.message} ({turn.audio_path})",
+                                     source=loaded.sources["script"],
+                                     key=f"turns[{index}].audio_path") from None
+    return decoded
+
+
+def validate_run(loaded: LoadedRun) -> RunPlan:
     """Resolve and check every part of ``loaded``; raise ConfigError on the first problem."""
-    from .audio import prepare_environment, read_audio
+    from .audio import prepare_environment
     from .endpoints import check_capabilities, declared_capabilities, load_endpoint_class
-    from .personas import PERSONAS
+    from .personas import PERSONAS, PersonaContext
     from .scoring._probe_loader import load_probe_class
     from .speech import SPEECH_PROVIDERS, SpeechContext
 
     run_file = str(loaded.run_path)
     search_dirs = [loaded.base_dir]
 
-    assets: list[str] = []
-    if loaded.run.environment_path is not None:
-        prepare_environment(loaded.environment, source=loaded.sources["environment"])
-        assets.extend(str(path) for _, path in loaded.environment.asset_paths())
-    if loaded.script is not None:
-        for index, turn in enumerate(loaded.script.turns):
-            if turn.audio_path is not None:
-                try:
-                    read_audio(turn.audio_path)
-                except AudioFileError as error:
-                    raise AudioFileError(f"{error.message} ({turn.audio_path})",
-                                         source=loaded.sources["script"],
-                                         key=f"turns[{index}].audio_path") from None
-                assets.append(str(turn.audio_path))
+    environment = prepare_environment(loaded.environment, source=loaded.sources.get("environment"))
+    assets = [str(path) for _, path in loaded.environment.asset_paths()]
+    script_audio = _script_audio(loaded)
+    assets.extend(str(loaded.script.turns[i].audio_path) for i in script_audio
+                  if loaded.script is not None)
 
     adapter_name = loaded.run.endpoint.adapter
     adapter = load_endpoint_class(adapter_name, search_dirs=search_dirs, source=run_file)
-    check_settings = getattr(adapter, "check_settings", None)
-    if check_settings is not None:
-        try:
-            check_settings(loaded.run.endpoint.settings)
-        except ConfigError as error:
-            raise ConfigError(error.message, source=run_file,
-                              key=error.key or "endpoint.settings") from None
-        except (ValueError, TypeError) as error:
-            raise ConfigError(str(error), source=run_file, key="endpoint.settings") from None
+    call_check(adapter, loaded.run.endpoint.settings, source=run_file, key="endpoint.settings")
     check_capabilities(adapter, loaded.scenario.conversation.required_capabilities,
                        adapter_name=adapter_name, source=str(loaded.sources["scenario"]))
     speaks_first = getattr(adapter, "product_can_speak_first", None)
@@ -112,11 +144,10 @@ def validate_run(loaded: LoadedRun) -> ValidationSummary:
                                    source=run_file, key="persona_mode")
     _check_class_methods(persona_cls, ("opening", "reply", "barge_in"), what="persona",
                          name=loaded.run.persona_mode, source=run_file, key="persona_mode")
-    from .runner._context import persona_context
-
-    _call_check(persona_cls, loaded.run.persona_settings, persona_context(loaded, trial_index=1,
-                                                                           seed=loaded.run.trial_seed),
-                source=run_file, key="persona_settings")
+    call_check(persona_cls, loaded.run.persona_settings,
+               PersonaContext.for_trial(loaded, trial_index=1, seed=loaded.run.trial_seed,
+                                        script_audio=script_audio),
+               source=run_file, key="persona_settings")
 
     speech_cls = SPEECH_PROVIDERS.resolve(loaded.run.speech_provider, search_dirs=search_dirs,
                                           source=run_file, key="speech_provider")
@@ -124,24 +155,24 @@ def validate_run(loaded: LoadedRun) -> ValidationSummary:
                          name=loaded.run.speech_provider, source=run_file, key="speech_provider")
     speech_context = SpeechContext(providers=loaded.run.providers, scrubber=loaded.scrubber,
                                    base_dir=loaded.base_dir)
-    _call_check(speech_cls, loaded.run.speech_settings, speech_context, source=run_file,
-                key="speech_settings")
+    call_check(speech_cls, loaded.run.speech_settings, speech_context, source=run_file,
+               key="speech_settings")
 
     probe_name = None
+    probe_factory: Callable[[], Any] | None = None
     if loaded.run.outcome_probe is not None:
         probe_cls = load_probe_class(loaded.run.outcome_probe.probe, search_dirs=search_dirs,
                                      source=run_file)
         probe_name = loaded.run.outcome_probe.probe
-        _call_check(probe_cls, loaded.run.outcome_probe.settings, source=run_file,
-                    key="outcome_probe.settings")
+        probe_settings = loaded.run.outcome_probe.settings
+        call_check(probe_cls, probe_settings, source=run_file, key="outcome_probe.settings")
+
+        def probe_factory() -> Any:
+            return probe_cls(probe_settings)
     elif callable(getattr(adapter, "outcome_probe", None)):
         probe_name = f"{adapter_name} (built-in)"
 
     if loaded.run.speech_metrics:
-        import importlib.util
-
-        from .errors import MissingDependencyError
-
         for module, package in (("jiwer", "jiwer"), ("pocketsphinx", "pocketsphinx"),
                                 ("speechmos", "speechmos"), ("pystoi", "pystoi"),
                                 ("pesq", "pesq"), ("onnxruntime", "onnxruntime")):
@@ -155,7 +186,7 @@ def validate_run(loaded: LoadedRun) -> ValidationSummary:
 
         judges = check_quality_evaluation(loaded)
 
-    return ValidationSummary(
+    summary = ValidationSummary(
         run_path=run_file,
         scenario_id=loaded.scenario.id,
         persona=loaded.persona.name,
@@ -170,3 +201,6 @@ def validate_run(loaded: LoadedRun) -> ValidationSummary:
         suite_hash=loaded.suite_hash(),
         judges=judges,
     )
+    return RunPlan(loaded=loaded, adapter_cls=adapter, persona_cls=persona_cls,
+                   speech_cls=speech_cls, probe_factory=probe_factory, environment=environment,
+                   script_audio=script_audio, summary=summary)

@@ -116,7 +116,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from .config import load_run
 
     loaded = load_run(args.run_file, overrides=args.overrides)
-    summary = validate_run(loaded)
+    summary = validate_run(loaded).summary
     print(f"{_relative(str(args.run_file))}: valid")
     for line in summary.lines():
         print("  " + _relative(line))

@@ -154,17 +154,17 @@ def test_a_session_dropping_mid_trial_is_a_clear_execution_error() -> None:
 
 def test_check_needs_a_configured_provider_and_credential() -> None:
     with pytest.raises(ConfigError) as caught:
-        RealtimePersona.check({}, persona_context(Providers()))
+        RealtimePersona.check_settings({}, persona_context(Providers()))
     assert caught.value.key == "providers"
     keyless = Providers(voice_live=VoiceLiveProvider(endpoint="https://x.services.ai.azure.com"))
     with pytest.raises(ConfigError) as caught:
-        RealtimePersona.check({}, persona_context(keyless))
+        RealtimePersona.check_settings({}, persona_context(keyless))
     assert caught.value.key == "providers.voice_live.api_key"
     with pytest.raises(ConfigError) as caught:
-        RealtimePersona.check({"provider": "openai"}, persona_context(keyless))
+        RealtimePersona.check_settings({"provider": "openai"}, persona_context(keyless))
     assert caught.value.key == "providers.openai"
     with pytest.raises(ConfigError) as caught:
-        RealtimePersona.check({"temprature": 0.7}, persona_context(keyless))
+        RealtimePersona.check_settings({"temprature": 0.7}, persona_context(keyless))
     assert caught.value.key == "persona_settings.temprature"
 
 

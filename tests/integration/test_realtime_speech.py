@@ -112,7 +112,7 @@ def test_service_errors_and_drops_are_execution_errors_and_the_session_reconnect
 
 def test_check_and_defaults() -> None:
     with pytest.raises(ConfigError) as caught:
-        VoiceLiveSpeechProvider.check({}, SpeechContext(providers=Providers(), environ={}))
+        VoiceLiveSpeechProvider.check_settings({}, SpeechContext(providers=Providers(), environ={}))
     assert caught.value.key == "providers.voice_live"
     azure = Providers(azure_openai=AzureOpenAIProvider(endpoint="https://r.openai.azure.com",
                                                        model="gpt-realtime", auth="api_key",
@@ -122,5 +122,5 @@ def test_check_and_defaults() -> None:
     assert provider.mode == "instructed"
     assert VoiceLiveSpeechProvider.cacheable and not VoiceLiveSpeechProvider.seed_dependent
     with pytest.raises(ConfigError) as caught:
-        VoiceLiveSpeechProvider.check({"mode": "guess"}, SpeechContext(providers=azure))
+        VoiceLiveSpeechProvider.check_settings({"mode": "guess"}, SpeechContext(providers=azure))
     assert caught.value.key == "speech_settings.mode"

@@ -183,24 +183,24 @@ def test_settings_and_validate_time_checks():
     providers = Providers.model_validate({"openai": {"model": "m", "base_url": "http://x"}})
     assert PERSONAS.resolve("synthesizer") is SynthesizerPersona
     with pytest.raises(ConfigError) as caught:
-        SynthesizerPersona.check({"temprature": 0.5}, _context(providers))
+        SynthesizerPersona.check_settings({"temprature": 0.5}, _context(providers))
     assert caught.value.key == "persona_settings.temprature"
     with pytest.raises(ConfigError) as caught:
-        SynthesizerPersona.check({"provider": "azure_openai"}, _context(providers))
+        SynthesizerPersona.check_settings({"provider": "azure_openai"}, _context(providers))
     assert caught.value.key == "persona_settings.provider"
     with pytest.raises(ConfigError) as caught:
-        SynthesizerPersona.check({}, _context(providers))
+        SynthesizerPersona.check_settings({}, _context(providers))
     assert caught.value.key == "providers.openai.api_key"
-    SynthesizerPersona.check({}, _context(providers, environ={"OPENAI_API_KEY": "k"}))
+    SynthesizerPersona.check_settings({}, _context(providers, environ={"OPENAI_API_KEY": "k"}))
     with pytest.raises(ConfigError, match="configure providers"):
-        SynthesizerPersona.check({}, _context(Providers()))
+        SynthesizerPersona.check_settings({}, _context(Providers()))
 
 
 def test_missing_openai_package_is_reported_at_check_time(monkeypatch):
     providers = Providers.model_validate({"openai": {"model": "m", "api_key": "k"}})
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(MissingDependencyError) as caught:
-        SynthesizerPersona.check({}, _context(providers))
+        SynthesizerPersona.check_settings({}, _context(providers))
     assert str(caught.value) == ("providers.openai: persona_mode 'synthesizer' needs the "
                                  "'openai' package: pip install 'voicelab[azure]'")
 

@@ -150,5 +150,5 @@ def test_any_text_and_offset_round_trips(texts, offset_ms):
     records = to_records(recording)
     encoded = voice_events_jsonl(records)
     assert encoded == _reference_jsonl(records)
-    decoded = [json.loads(line) for line in encoded.decode().splitlines()]
+    decoded = [json.loads(line) for line in encoded.decode().split("\n") if line]
     assert [d["attributes"].get("text") for d in decoded[-len(texts):]] == texts

@@ -97,27 +97,27 @@ def test_retry_after_forms():
 
 def test_check_needs_the_provider_section():
     with pytest.raises(ConfigError) as caught:
-        AzureSpeechProvider.check({}, SpeechContext())
+        AzureSpeechProvider.check_settings({}, SpeechContext())
     assert caught.value.key == "providers.azure_speech"
 
 
 def test_check_needs_an_api_key_for_key_auth():
     with pytest.raises(ConfigError) as caught:
-        AzureSpeechProvider.check({}, context(region="eastus"))
+        AzureSpeechProvider.check_settings({}, context(region="eastus"))
     assert caught.value.key == "providers.azure_speech.api_key"
 
 
 def test_check_default_credential_without_azure_identity(monkeypatch):
     monkeypatch.setattr(_azure, "_identity_installed", lambda: False)
     with pytest.raises(MissingDependencyError) as caught:
-        AzureSpeechProvider.check({}, context(region="eastus", auth="default_credential"))
+        AzureSpeechProvider.check_settings({}, context(region="eastus", auth="default_credential"))
     assert caught.value.message == ("Azure Speech with auth 'default_credential' needs the "
                                     "'azure-identity' package: pip install 'voicelab[azure]'")
 
 
 def test_check_accepts_a_complete_configuration_without_network():
-    AzureSpeechProvider.check({"max_retries": 1}, context(region="eastus", api_key="k" * 32))
-    AzureSpeechProvider.check({}, context(endpoint="https://x.cognitiveservices.azure.com",
+    AzureSpeechProvider.check_settings({"max_retries": 1}, context(region="eastus", api_key="k" * 32))
+    AzureSpeechProvider.check_settings({}, context(endpoint="https://x.cognitiveservices.azure.com",
                                           auth="default_credential"))
 
 

@@ -80,7 +80,7 @@ def test_settings_are_validated():
         PiperSpeechProvider({"length_scale": 0})
     assert caught.value.key == "speech_settings.length_scale"
     with pytest.raises(ConfigError) as caught:
-        PiperSpeechProvider.check({"model_path": "missing-voice.onnx"}, SpeechContext())
+        PiperSpeechProvider.check_settings({"model_path": "missing-voice.onnx"}, SpeechContext())
     assert caught.value.key == "speech_settings.model_path"
 
 
@@ -89,7 +89,7 @@ def test_missing_piper_names_the_install_line(monkeypatch):
     monkeypatch.setattr(_piper.importlib.util, "find_spec",
                         lambda name, *a: None if name == "piper" else real_find_spec(name, *a))
     with pytest.raises(MissingDependencyError) as caught:
-        PiperSpeechProvider.check({}, SpeechContext())
+        PiperSpeechProvider.check_settings({}, SpeechContext())
     assert caught.value.message == ("speech_provider 'piper' needs the 'piper-tts' package: "
                                     "pip install 'voicelab[speech]'")
 

@@ -19,6 +19,7 @@ A :class:`PersonaEnd` stops the conversation with its ``exit_reason``, after wai
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..audio import PcmAudio
 from ..config import (
+    LoadedRun,
     PersonaConfig,
     Providers,
     ScenarioConfig,
@@ -48,6 +50,19 @@ class PersonaContext:
     environ: Mapping[str, str] | None = None
     speech_provider: str = "tone"
     voice: str | None = None
+    #: prerecorded script turns (``audio_path``), decoded once by validation, by turn index
+    script_audio: Mapping[int, PcmAudio] = field(default_factory=dict)
+
+    @classmethod
+    def for_trial(cls, loaded: LoadedRun, *, trial_index: int, seed: int,
+                  script_audio: Mapping[int, PcmAudio] | None = None) -> PersonaContext:
+        """The context a run's persona gets in trial ``trial_index``."""
+        return cls(scenario=loaded.scenario, persona=loaded.persona, data=loaded.data,
+                   script=loaded.script, providers=loaded.run.providers, seed=seed,
+                   trial_index=trial_index, scrubber=loaded.scrubber, base_dir=loaded.base_dir,
+                   environ=os.environ, speech_provider=loaded.run.speech_provider,
+                   voice=loaded.script.persona_voice if loaded.script else None,
+                   script_audio=script_audio or {})
 
 
 @dataclass

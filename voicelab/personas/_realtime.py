@@ -133,7 +133,7 @@ class RealtimePersona:
         self._ending: str | None = None  # set once the persona decided to end
 
     @classmethod
-    def check(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+    def check_settings(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
         parse_realtime_settings(RealtimePersonaSettings, settings, context, key="persona_settings")
 
     @property

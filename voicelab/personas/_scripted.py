@@ -32,7 +32,7 @@ def keywords_match(turn: ScriptTurn, transcript: str) -> bool:
 
 class ScriptedPersona:
     def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
-        self.check(settings, context)
+        self.check_settings(settings, context)
         assert context.script is not None
         self.script: ScriptConfig = context.script
         self.context = context
@@ -42,7 +42,7 @@ class ScriptedPersona:
         self._log: list[dict[str, Any]] = []
 
     @classmethod
-    def check(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+    def check_settings(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
         if settings:
             raise ConfigError(f"the scripted persona takes no persona_settings "
                               f"(got {', '.join(sorted(settings))})", key="persona_settings")
@@ -54,8 +54,9 @@ class ScriptedPersona:
 
     async def start(self) -> None:
         for index, turn in enumerate(self.script.turns):
-            if turn.audio_path is not None:
-                self._audio[index] = read_audio(turn.audio_path)
+            if turn.audio_path is not None:  # decoded by validation; read here only when the
+                audio = self.context.script_audio.get(index)  # persona is used on its own
+                self._audio[index] = audio if audio is not None else read_audio(turn.audio_path)
 
     def _turn(self, index: int, source: str = "script") -> UserTurn:
         script_turn = self.script.turns[index]

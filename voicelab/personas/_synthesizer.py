@@ -81,7 +81,7 @@ class SynthesizerPersona:
         self._pending_end: str | None = None
 
     @classmethod
-    def check(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+    def check_settings(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
         parsed = parse_settings(settings)
         provider = resolve_llm_provider(context.providers, preferred=parsed.provider,
                                         environ=context.environ, key="persona_settings.provider")

@@ -19,6 +19,7 @@ from typing import Any
 from ..artifacts import MatrixCell, MatrixReport
 from ..config import LoadedRun, LoadedSuite, load_run, load_suite
 from ..config._suite import cell_overrides, check_names_unique
+from .._validate import RunPlan, validate_run
 from ._run import (
     EXIT_EXECUTION,
     EXIT_INTERRUPTED,
@@ -43,7 +44,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 @dataclass
 class MatrixCellPlan:
     cell_id: str
-    loaded: LoadedRun
+    plan: RunPlan
     scenario: str
     persona: str
     environment: str
@@ -145,8 +146,6 @@ def _estimate(loaded: LoadedRun, *, user_turn_seconds: float, response_seconds: 
 def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
                 concurrency: int | None = None, overrides: Sequence[str] = ()) -> MatrixPlan:
     """Load and validate every cell; nothing runs and nothing connects."""
-    from .._validate import validate_run
-
     loaded_suite = suite if isinstance(suite, LoadedSuite) else load_suite(suite)
     spec = loaded_suite.suite
     k = _bounded(trials if trials is not None else spec.trials, low=1, high=MAX_TRIALS,
@@ -161,12 +160,12 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
             for environment in loaded_suite.environments:
                 loaded = load_run(spec.base, overrides=[
                     *cell_overrides(scenario, persona, environment), *overrides])
-                validate_run(loaded)
+                run_plan = validate_run(loaded)
                 env_name = loaded.environment.name or (
                     loaded.run.environment_path.stem if loaded.run.environment_path else "quiet")
                 cell_id = "__".join(_safe(x) for x in (loaded.scenario.id, loaded.persona.name,
                                                         env_name))
-                cells.append(MatrixCellPlan(cell_id, loaded, loaded.scenario.id,
+                cells.append(MatrixCellPlan(cell_id, run_plan, loaded.scenario.id,
                                             loaded.persona.name, env_name))
                 user, product = _estimate(loaded, user_turn_seconds=spec.assumed_user_turn_seconds,
                                           response_seconds=spec.assumed_response_seconds)
@@ -255,9 +254,9 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     async def cell(one: MatrixCellPlan) -> None:
         # run ids stay unique across sweeps (labels join on them); folders are named by cell
         try:
-            outcome = await arun(one.loaded, trials=plan.trials, artifacts_dir=run_dir,
+            outcome = await arun(one.plan, trials=plan.trials, artifacts_dir=run_dir,
                                  run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
-                                 on_trial_done=progress, validate=False, semaphore=semaphore,
+                                 on_trial_done=progress, semaphore=semaphore,
                                  link_latest=False)
         except RunInterrupted as stopped:
             outcomes.append(stopped.outcome)

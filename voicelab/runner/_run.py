@@ -18,12 +18,10 @@ from typing import Any
 
 from ..artifacts import RunReport, TrialSummary
 from ..artifacts._bundle import write_json
-from ..audio import prepare_environment
 from ..config import LoadedRun, load_run
-from ..endpoints import load_endpoint_class
 from ..errors import ConfigError
-from ..personas import PERSONAS
-from ..scoring import load_probe_class, pass_at_k, pass_power_k
+from ..scoring import pass_at_k, pass_power_k
+from .._validate import RunPlan, validate_run
 from ._speech import open_speech
 from ._trial import (
     TrialPlan,
@@ -166,15 +164,6 @@ def _utc_now() -> str:
     return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _probe_factory(loaded: LoadedRun) -> Callable[[], Any] | None:
-    if loaded.run.outcome_probe is None:
-        return None
-    probe_cls = load_probe_class(loaded.run.outcome_probe.probe, search_dirs=[loaded.base_dir],
-                                 source=loaded.run_path)
-    settings = loaded.run.outcome_probe.settings
-    return lambda: probe_cls(settings)
-
-
 def _bounded(value: int, *, low: int, high: int, key: str, source: str | Path | None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ConfigError(f"must be a whole number from {low} to {high:,}, got {value!r}",
@@ -225,12 +214,12 @@ def _write_report_robustly(path: Path, report: RunReport) -> str | None:
         return f"could not write {path.name}: {error.strerror or first}"
 
 
-async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
+async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = None,
                concurrency: int | None = None, artifacts_dir: str | Path | None = None,
                overrides: Sequence[str] = (), run_id: str | None = None,
                on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
-               validate: bool = True, semaphore: asyncio.Semaphore | None = None,
-               link_latest: bool = True, bundle_name: str | None = None) -> RunOutcome:
+               semaphore: asyncio.Semaphore | None = None, link_latest: bool = True,
+               bundle_name: str | None = None) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -238,11 +227,12 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
     in the report (``exit_code`` 4). Cancellation raises :class:`RunInterrupted` once the
     evidence gathered so far is written.
     """
-    loaded = run if isinstance(run, LoadedRun) else load_run(run, overrides=overrides)
-    if validate:
-        from .._validate import validate_run
-
-        validate_run(loaded)
+    if isinstance(run, RunPlan):
+        plan = run
+    else:
+        plan = validate_run(run if isinstance(run, LoadedRun) else load_run(run,
+                                                                            overrides=overrides))
+    loaded = plan.loaded
     trial_count = _bounded(trials if trials is not None else loaded.run.trials, low=1,
                            high=MAX_TRIALS, key="trials",
                            source=None if trials is not None else loaded.run_path)
@@ -272,14 +262,7 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
     interrupted = False
     speech = None
     try:
-        environment = prepare_environment(loaded.environment,
-                                          source=loaded.sources.get("environment"))
-        adapter_cls = load_endpoint_class(loaded.run.endpoint.adapter,
-                                          search_dirs=[loaded.base_dir], source=loaded.run_path)
-        persona_cls = PERSONAS.resolve(loaded.run.persona_mode, search_dirs=[loaded.base_dir],
-                                       source=loaded.run_path, key="persona_mode")
-        probe_factory = _probe_factory(loaded)
-        speech = open_speech(loaded, cache_dir=root / ".speech-cache")
+        speech = open_speech(loaded, plan.speech_cls, cache_dir=root / ".speech-cache")
         semaphore = semaphore or asyncio.Semaphore(parallel)
         report_lock = asyncio.Lock()
 
@@ -296,16 +279,17 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
         async def one(index: int) -> None:
             async with semaphore:
                 await _start_slot()
-                plan = TrialPlan(loaded=loaded, index=index,
-                                 seed=trial_seed(loaded.run.trial_seed, index),
-                                 trial_dir=bundle / f"trial-{index:03d}", environment=environment,
-                                 adapter_cls=adapter_cls, persona_cls=persona_cls,
-                                 speech=speech,
-                                 probe_factory=probe_factory,
-                                 speech_metrics=loaded.run.speech_metrics, run_id=run_id)
+                trial = TrialPlan(loaded=loaded, index=index,
+                                  seed=trial_seed(loaded.run.trial_seed, index),
+                                  trial_dir=bundle / f"trial-{index:03d}",
+                                  environment=plan.environment, adapter_cls=plan.adapter_cls,
+                                  persona_cls=plan.persona_cls, speech=speech,
+                                  probe_factory=plan.probe_factory,
+                                  speech_metrics=loaded.run.speech_metrics, run_id=run_id,
+                                  script_audio=plan.script_audio)
                 started_wall = time.time()
                 try:
-                    result = await run_trial(plan)
+                    result = await run_trial(trial)
                 except _TrialCancelled as cancelled:
                     results.append(cancelled.result)
                     raise
@@ -313,7 +297,7 @@ async def arun(run: LoadedRun | str | Path, *, trials: int | None = None,
                     raise
                 except Exception as error:  # noqa: BLE001 - one broken trial must not stop the run
                     logger.exception("trial-%03d failed outside the conversation", index)
-                    result = await asyncio.to_thread(crashed_trial, plan, error,
+                    result = await asyncio.to_thread(crashed_trial, trial, error,
                                                      started_wall=started_wall)
                 results.append(result)
                 logger.info("%s: %s (%s)", result.summary.trial_id,

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LoadedRun
-from ..speech import SPEECH_PROVIDERS, SpeechContext, Synthesis
+from ..speech import SpeechContext, Synthesis
 
 
 class _UncachedSpeech:
@@ -26,10 +26,9 @@ class _UncachedSpeech:
             await close()
 
 
-def open_speech(loaded: LoadedRun, *, cache_dir: Path | None) -> Any:
+def open_speech(loaded: LoadedRun, provider_cls: type, *, cache_dir: Path | None) -> Any:
+    """The run's speech provider (resolved by validation) behind the caching service."""
     name = loaded.run.speech_provider
-    provider_cls = SPEECH_PROVIDERS.resolve(name, search_dirs=[loaded.base_dir],
-                                            source=loaded.run_path, key="speech_provider")
     context = SpeechContext(providers=loaded.run.providers, scrubber=loaded.scrubber,
                             base_dir=loaded.base_dir, cache_dir=cache_dir)
     provider = provider_cls(loaded.run.speech_settings, context)

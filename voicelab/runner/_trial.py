@@ -23,12 +23,12 @@ from ..artifacts import (
     TurnMetrics,
 )
 from ..artifacts._bundle import write_json, write_trial_files
-from ..audio import CANONICAL_FORMAT, PreparedEnvironment
+from ..audio import CANONICAL_FORMAT, PcmAudio, PreparedEnvironment
 from ..config import LoadedRun
 from ..endpoints import EndpointContext, new_span_id, new_trace_id
 from ..errors import ConfigError
+from ..personas import PersonaContext
 from ..recording import EventType, Recording
-from ._context import persona_context
 from ._conversation import Conversation, Failure
 from ._evidence import (
     Evidence,
@@ -57,6 +57,7 @@ class TrialPlan:
     probe_factory: Any = None
     speech_metrics: bool = False
     run_id: str = ""
+    script_audio: Mapping[int, PcmAudio] = field(default_factory=dict)
 
 
 @dataclass
@@ -169,8 +170,8 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
     except (ConfigError, ValueError, TypeError) as error:
         raise ConfigError(str(getattr(error, "message", error)), source=loaded.run_path,
                           key=getattr(error, "key", None) or "endpoint.settings") from None
-    persona = plan.persona_cls(loaded.run.persona_settings,
-                               persona_context(loaded, trial_index=plan.index, seed=plan.seed))
+    persona = plan.persona_cls(loaded.run.persona_settings, PersonaContext.for_trial(
+        loaded, trial_index=plan.index, seed=plan.seed, script_audio=plan.script_audio))
     settings = loaded.run.endpoint.settings
     chunk_ms = float(settings.get("chunk_ms", 100)) if isinstance(settings, Mapping) else 100.0
     conversation = Conversation(

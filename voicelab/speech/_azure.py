@@ -191,7 +191,7 @@ class AzureSpeechProvider:
         return config
 
     @classmethod
-    def check(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
+    def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
         cls(settings, context)
 
     @property

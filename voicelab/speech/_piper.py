@@ -151,7 +151,7 @@ class PiperSpeechProvider:
         return model, config
 
     @classmethod
-    def check(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
+    def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
         cls(settings, context)
 
     @property

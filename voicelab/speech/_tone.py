@@ -21,7 +21,7 @@ class ToneSpeechProvider:
             raise ValueError(f"the tone provider takes no settings (got {', '.join(sorted(unknown))})")
 
     @classmethod
-    def check(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
+    def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
         cls(settings, context)
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> PcmAudio:

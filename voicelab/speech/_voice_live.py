@@ -206,7 +206,7 @@ class VoiceLiveSpeechProvider:
         self._closed = False
 
     @classmethod
-    def check(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
+    def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
         parse_realtime_settings(VoiceLiveSpeechSettings, settings, context, key="speech_settings")
 
     @property

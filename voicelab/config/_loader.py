@@ -31,6 +31,7 @@ from ._overrides import (
     validate_model,
 )
 from ._secrets import SecretScrubber, collect_named_secrets, is_secret_env_var
+from ._yaml import ExpansionError, read_config_text, safe_load
 
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
@@ -38,18 +39,15 @@ _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 # --- YAML and interpolation -----------------------------------------------------------------
 
 def read_yaml(path: Path, *, key: str | None = None, referrer: str | Path | None = None) -> Any:
-    """Parse one YAML file; a missing file is blamed on the file and key that named it."""
+    """Parse one YAML file; a missing file is blamed on the file and key that named it.
+
+    The file size and the document's alias expansion are bounded (see :mod:`._yaml`).
+    """
+    text = read_config_text(path, key=key, referrer=referrer)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"file not found: {path}", source=referrer or path, key=key) from None
-    except IsADirectoryError:
-        raise ConfigError(f"expected a file, found a directory: {path}", source=referrer or path,
-                          key=key) from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:  # ValueError: NUL in the path
-        raise ConfigError(f"cannot read {path}: {error}", source=referrer or path, key=key) from None
-    try:
-        return yaml.safe_load(text)
+        return safe_load(text)
+    except ExpansionError as error:
+        raise ConfigError(error.problem, source=path, key=error.key_path or None) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

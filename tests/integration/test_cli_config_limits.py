@@ -1,4 +1,4 @@
-"""Hostile config files through the CLI: refused with exit 2 and one line, in bounded memory.
+"""Hostile config files and audio assets through the CLI: exit 2 and one line, in bounded memory.
 
 Each command runs as a subprocess whose address space is capped (``RLIMIT_AS``), so a
 regression that expands a document again fails here with a MemoryError instead of taking the
@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from voicelab.audio import PcmAudio, write_wav
 
 REPO = Path(__file__).parents[2]
 SEED = REPO / "tests" / "fixtures" / "seed"
@@ -60,7 +64,22 @@ def suite(tmp_path: Path) -> Path:
     run_file = folder / RUN
     run_file.write_text(run_file.read_text() + "environment_path: environment.yaml\n")
     (folder / SUITE).write_text(f"name: limits\nbase: {RUN}\nenvironments: [quiet]\n")
+    rng = np.random.default_rng(0)
+    for name in ("office-hum.wav", "distant-conversation.wav", "door-close.wav"):
+        write_wav(folder / "audio" / name,
+                  PcmAudio(rng.integers(-3_000, 3_000, 4_800).astype(np.int16)))
     return folder
+
+
+def pcm16_wav(path: Path, *, sample_rate_hz: int, frames: int) -> Path:
+    """A mono 16-bit WAV of silence whose header declares any rate, sparse on disk."""
+    header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + 2 * frames, b"WAVE", b"fmt ", 16,
+                         1, 1, sample_rate_hz, (2 * sample_rate_hz) & 0xFFFFFFFF, 2, 16, b"data",
+                         2 * frames)
+    with path.open("wb") as handle:
+        handle.write(header)
+        handle.truncate(len(header) + 2 * frames)
+    return path
 
 
 @pytest.mark.parametrize(("file_name", "command"), [
@@ -119,8 +138,31 @@ def test_anchors_and_aliases_of_an_ordinary_size_still_validate(suite: Path) -> 
     data.write_text(data.read_text() + (
         "defaults: &defaults {language: en-US, retries: 2}\n"
         "callers: [{<<: *defaults, name: Ada}, {<<: *defaults, name: Lin}]\n"))
-    environment = suite / "environment.yaml"
-    environment.write_text("name: none\nimpact: 0\n")
     completed = voice_evaluator(suite, "validate", RUN)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.startswith(f"{RUN}: valid")
+
+
+# --- audio assets -------------------------------------------------------------------------------
+
+def test_the_audited_1_hz_script_recording_exits_2_before_any_trial(suite: Path) -> None:
+    # 133,333 samples at 1 Hz: 37 hours, 3.2 GB once resampled to 24 kHz
+    pcm16_wav(suite / "hello.wav", sample_rate_hz=1, frames=133_333)
+    script = suite / "script-workload-neutral-voice.yaml"
+    script.write_text(script.read_text() + "  - audio_path: hello.wav\n")
+    completed = voice_evaluator(suite, "run", RUN, "--artifacts-dir", str(suite / "artifacts"))
+    assert_refused(completed, script.name, ": turns[1].audio_path: ",
+                   "implausible sample rate 1 Hz", "hello.wav")
+
+
+def test_a_2_ghz_environment_asset_exits_2(suite: Path) -> None:
+    pcm16_wav(suite / "audio" / "office-hum.wav", sample_rate_hz=2_000_000_000, frames=4_800)
+    assert_refused(voice_evaluator(suite, "validate", RUN), "environment.yaml",
+                   ": base_noise: ", "implausible sample rate 2,000,000,000 Hz",
+                   "4,000 to 384,000 Hz")
+
+
+def test_an_environment_asset_longer_than_the_limit_exits_2(suite: Path) -> None:
+    pcm16_wav(suite / "audio" / "door-close.wav", sample_rate_hz=8_000, frames=8_000 * 3_600)
+    assert_refused(voice_evaluator(suite, "validate", RUN), "environment.yaml",
+                   ": transient_events[0].type: ", "3,600.0 s long", "limited to 600 s")

@@ -30,7 +30,12 @@ from ._overrides import (
     format_key_path,
     validate_model,
 )
-from ._secrets import SecretScrubber, collect_named_secrets, is_secret_env_var
+from ._secrets import (
+    SecretScrubber,
+    collect_named_secrets,
+    is_secret_env_var,
+    transport_secret_values,
+)
 from ._yaml import ExpansionError, read_config_text, safe_load
 
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
@@ -250,6 +255,7 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
     raw_run = read_document(run_path, environ=environ, overrides=by_document.get("run", []))
     secret_values = set(raw_run.interpolation.secret_values)
     secret_values |= collect_named_secrets(raw_run.data)
+    secret_values |= transport_secret_values(raw_run.data)  # header values, URL credentials
     run = validate_model(RunConfig, raw_run.data, source=run_path,
                          overrides=by_document.get("run", []), secret_values=secret_values)
     run = run.model_copy(update={

@@ -280,6 +280,7 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
                             key=f"{kind}_path", referrer=run_path, allow_empty=(kind == "data"))
         sources[kind] = file
         secret_values.update(raw.interpolation.secret_values)
+        secret_values.update(collect_named_secrets(raw.data))  # e.g. data's api_key
         secret_keys[kind] = frozenset(raw.interpolation.secret_keys)
         return raw
 
@@ -300,7 +301,6 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
             raise ConfigError(f"expected a mapping of keys, got {type(raw_data.data).__name__}",
                               source=raw_data.path)
         data = dict(raw_data.data)
-        secret_values |= collect_named_secrets(data)
 
     script: ScriptConfig | None = None
     if raw_script is not None:

@@ -172,3 +172,15 @@ def test_configuration_errors_do_not_echo_secrets(tmp_path: Path) -> None:
         load_run(run_file, environ={"AZURE_OPENAI_ENDPOINT": "https://judge.example"})
     assert named.value.key == "providers.azure_openai.api_key"
     assert "literal-secret-value-99" not in str(named.value)
+
+
+def test_a_secret_named_field_in_any_document_is_scrubbed_everywhere(tmp_path: Path) -> None:
+    run_file = seed_suite(tmp_path)
+    scenario = tmp_path / "scenario-workload-neutral-voice.yaml"
+    document = yaml.safe_load(scenario.read_text())
+    document["eval_spec"]["outcome_spec"] = {"probe_api_key": "scenario-secret-5521"}
+    scenario.write_text(yaml.safe_dump(document, sort_keys=False))
+    loaded = load_run(run_file, environ={})
+    assert loaded.resolved_documents()["scenario"]["eval_spec"]["outcome_spec"] == {
+        "probe_api_key": MASK}
+    assert loaded.scrubber.scrub_text("echoed scenario-secret-5521") == f"echoed {MASK}"

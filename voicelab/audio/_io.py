@@ -23,6 +23,16 @@ _PCM_OR_FLOAT_SUBTYPES = frozenset({"PCM_U8", "PCM_S8", "PCM_16", "PCM_24", "PCM
 _SHORT_DATA_CHUNK = re.compile(r"^data\s*:\s*(\d+)\s*\(should be (\d+)\)", re.MULTILINE)
 _SUPPORTED_TEXT = "supported: WAV (PCM or float), FLAC, OGG"
 
+#: Sample rates an audio asset may declare. Outside them the header is broken or hostile: a WAV
+#: declaring 1 Hz becomes 24,000 times more samples when resampled to the canonical rate.
+MIN_SAMPLE_RATE_HZ = 4_000
+MAX_SAMPLE_RATE_HZ = 384_000
+#: Longest audio asset (a script turn's recording, a noise bed, a transient event) accepted.
+MAX_DURATION_SECONDS = 600
+#: Frames decoded, mixed to mono and resampled at a time: memory follows the output, not the
+#: file's rate or channel count.
+_BLOCK_FRAMES = 65_536
+
 
 def _check_container(handle: Any, path: Path) -> None:
     """Refuse formats the core does not support and WAV files cut short."""
@@ -43,16 +53,58 @@ def _check_container(handle: Any, path: Path) -> None:
                                  f"of samples, the file holds {present}", source=path)
 
 
+def _check_extent(handle: Any, path: Path) -> None:
+    """Refuse an implausible sample rate or a longer asset than :data:`MAX_DURATION_SECONDS`."""
+    rate = handle.samplerate
+    if not MIN_SAMPLE_RATE_HZ <= rate <= MAX_SAMPLE_RATE_HZ:
+        raise AudioFileError(f"implausible sample rate {rate:,} Hz (supported: "
+                             f"{MIN_SAMPLE_RATE_HZ:,} to {MAX_SAMPLE_RATE_HZ:,} Hz)", source=path)
+    duration_seconds = handle.frames / rate
+    if duration_seconds > MAX_DURATION_SECONDS:
+        raise AudioFileError(f"audio is {duration_seconds:,.1f} s long; audio assets are limited "
+                             f"to {MAX_DURATION_SECONDS} s", source=path)
+
+
 def _to_int16(floats: np.ndarray) -> np.ndarray:
     scaled = np.clip(np.round(floats * 32768.0), PCM16_MIN, PCM16_MAX)
     return scaled.astype(np.int16)
 
 
+def _read_mono(handle: Any, path: Path, *, sample_rate_hz: int) -> np.ndarray:
+    """Every frame as float32 mono at ``sample_rate_hz``, a block at a time.
+
+    Channels are averaged; a rate other than ``sample_rate_hz`` is resampled with soxr at very
+    high quality, streamed (the result is bit-identical to resampling the whole signal at once).
+    """
+    resampler = None
+    if handle.samplerate != sample_rate_hz:
+        import soxr
+
+        resampler = soxr.ResampleStream(handle.samplerate, sample_rate_hz, 1, dtype="float32",
+                                        quality="VHQ")
+    parts: list[np.ndarray] = []
+    remaining = handle.frames
+    while remaining > 0:
+        block = handle.read(min(_BLOCK_FRAMES, remaining), dtype="float32", always_2d=True)
+        if block.shape[0] == 0:
+            break
+        remaining -= block.shape[0]
+        mono = block.mean(axis=1) if block.shape[1] > 1 else block[:, 0]
+        if not np.all(np.isfinite(mono)):
+            raise AudioFileError("audio holds non-finite samples", source=path)
+        parts.append(resampler.resample_chunk(mono) if resampler is not None else mono.copy())
+    if resampler is not None:
+        parts.append(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+
 def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> PcmAudio:
-    """Decode WAV (PCM or float, any rate), FLAC or OGG into mono pcm_s16le at ``sample_rate_hz``.
+    """Decode WAV (PCM or float), FLAC or OGG into mono pcm_s16le at ``sample_rate_hz``.
 
     Stereo is averaged to mono; other rates are resampled with soxr at very high quality.
-    Raises :class:`AudioFileError` for a missing, empty, corrupt or unsupported file.
+    Raises :class:`AudioFileError` for a missing, empty, corrupt or unsupported file, a sample
+    rate outside :data:`MIN_SAMPLE_RATE_HZ`..:data:`MAX_SAMPLE_RATE_HZ` or audio longer than
+    :data:`MAX_DURATION_SECONDS`.
     """
     import soundfile  # deferred: keeps the CLI start-up path light
 
@@ -64,27 +116,20 @@ def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_
     try:
         with soundfile.SoundFile(str(path)) as handle:
             _check_container(handle, path)
-            native_rate = handle.samplerate
+            _check_extent(handle, path)
             if handle.frames == 0:
                 raise AudioFileError("audio file holds no samples", source=path)
             if handle.subtype in ("PCM_16", "PCM_S8", "PCM_U8") and handle.channels == 1 \
-                    and native_rate == sample_rate_hz:
+                    and handle.samplerate == sample_rate_hz:
                 samples = handle.read(dtype="int16")
                 return PcmAudio(np.ascontiguousarray(samples), sample_rate_hz)
-            data = handle.read(dtype="float32", always_2d=True)
+            mono = _read_mono(handle, path, sample_rate_hz=sample_rate_hz)
     except AudioFileError:
         raise
     except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as error:
         detail = str(error).strip() or type(error).__name__
         raise AudioFileError(f"cannot decode audio ({detail}); {_SUPPORTED_TEXT}",
                              source=path) from None
-    mono = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
-    if not np.all(np.isfinite(mono)):
-        raise AudioFileError("audio holds non-finite samples", source=path)
-    if native_rate != sample_rate_hz:
-        import soxr
-
-        mono = soxr.resample(mono, native_rate, sample_rate_hz, quality="VHQ")
     return PcmAudio(_to_int16(np.asarray(mono, dtype=np.float64)), sample_rate_hz)
 
 

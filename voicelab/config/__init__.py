@@ -31,7 +31,13 @@ from ._models import (
 )
 from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_model
 from ._resolved import file_sha256
-from ._secrets import MASK, SecretScrubber, is_secret_env_var, is_secret_name
+from ._secrets import (
+    MASK,
+    SecretScrubber,
+    is_secret_env_var,
+    is_secret_name,
+    url_secret_values,
+)
 from ._suite import LoadedSuite, load_suite
 
 __all__ = [
@@ -75,5 +81,6 @@ __all__ = [
     "load_suite",
     "LoadedSuite",
     "read_yaml",
+    "url_secret_values",
     "validate_model",
 ]

@@ -30,7 +30,13 @@ from ._overrides import (
     format_key_path,
     validate_model,
 )
-from ._secrets import SecretScrubber, collect_named_secrets, is_secret_env_var
+from ._secrets import (
+    SecretScrubber,
+    collect_named_secrets,
+    is_secret_env_var,
+    transport_secret_values,
+)
+from ._yaml import ExpansionError, read_config_text, safe_load
 
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
@@ -38,18 +44,15 @@ _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 # --- YAML and interpolation -----------------------------------------------------------------
 
 def read_yaml(path: Path, *, key: str | None = None, referrer: str | Path | None = None) -> Any:
-    """Parse one YAML file; a missing file is blamed on the file and key that named it."""
+    """Parse one YAML file; a missing file is blamed on the file and key that named it.
+
+    The file size and the document's alias expansion are bounded (see :mod:`._yaml`).
+    """
+    text = read_config_text(path, key=key, referrer=referrer)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"file not found: {path}", source=referrer or path, key=key) from None
-    except IsADirectoryError:
-        raise ConfigError(f"expected a file, found a directory: {path}", source=referrer or path,
-                          key=key) from None
-    except (OSError, UnicodeDecodeError, ValueError) as error:  # ValueError: NUL in the path
-        raise ConfigError(f"cannot read {path}: {error}", source=referrer or path, key=key) from None
-    try:
-        return yaml.safe_load(text)
+        return safe_load(text)
+    except ExpansionError as error:
+        raise ConfigError(error.problem, source=path, key=error.key_path or None) from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -252,6 +255,7 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
     raw_run = read_document(run_path, environ=environ, overrides=by_document.get("run", []))
     secret_values = set(raw_run.interpolation.secret_values)
     secret_values |= collect_named_secrets(raw_run.data)
+    secret_values |= transport_secret_values(raw_run.data)  # header values, URL credentials
     run = validate_model(RunConfig, raw_run.data, source=run_path,
                          overrides=by_document.get("run", []), secret_values=secret_values)
     run = run.model_copy(update={
@@ -276,6 +280,7 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
                             key=f"{kind}_path", referrer=run_path, allow_empty=(kind == "data"))
         sources[kind] = file
         secret_values.update(raw.interpolation.secret_values)
+        secret_values.update(collect_named_secrets(raw.data))  # e.g. data's api_key
         secret_keys[kind] = frozenset(raw.interpolation.secret_keys)
         return raw
 
@@ -296,7 +301,6 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
             raise ConfigError(f"expected a mapping of keys, got {type(raw_data.data).__name__}",
                               source=raw_data.path)
         data = dict(raw_data.data)
-        secret_values |= collect_named_secrets(data)
 
     script: ScriptConfig | None = None
     if raw_script is not None:

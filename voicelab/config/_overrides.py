@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError
 from ._secrets import SecretScrubber, is_secret_name
+from ._yaml import ExpansionError, safe_load
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -110,7 +111,10 @@ class Override:
             is_index = segment.isascii() and segment.isdigit() and len(segment) < 19
             parts.append(int(segment) if is_index else segment)
         try:
-            value = yaml.safe_load(raw_value) if raw_value.strip() else ""
+            value = safe_load(raw_value) if raw_value.strip() else ""
+        except ExpansionError as error:
+            raise ConfigError(f"value is not accepted: {error.problem}", source=label,
+                              key=key) from None
         except yaml.YAMLError:
             raise ConfigError("value is not valid YAML", source=label, key=key) from None
         except (ValueError, TypeError, RecursionError) as error:  # e.g. 2001-02-30, huge ints

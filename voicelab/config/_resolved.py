@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._secrets import MASK
+from ._secrets import MASK, mask_transport
 
 if TYPE_CHECKING:
     from ._loader import LoadedRun
@@ -58,6 +58,8 @@ def resolved_documents(loaded: LoadedRun) -> dict[str, Any]:
     keys = {"settings": loaded.secret_keys.get("run", frozenset())}
     for kind in ("scenario", "persona", "data", "script", "environment"):
         keys[kind] = loaded.secret_keys.get(kind, frozenset())
+    # handshake headers and URL credentials of the run file are secrets whatever their names
+    documents["settings"] = mask_transport(documents["settings"])
     return {kind: loaded.scrubber.scrub(_mask_key_paths(doc, keys[kind]))
             for kind, doc in documents.items()}
 

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..config import url_secret_values
 from ..errors import ConfigError
 
 KEY_PREFIX = "endpoint.settings"
@@ -76,9 +77,17 @@ def auth_headers(headers: Mapping[str, str], access_token: str | None,
     return merged
 
 
-def secret_values(headers: Mapping[str, str], access_token: str | None) -> list[str]:
-    """Values to scrub from raw events, logs and errors: the token and every header value."""
+def secret_values(headers: Mapping[str, str], access_token: str | None, *,
+                  uri: str | None = None) -> list[str]:
+    """Values to scrub from raw events, logs and errors: the token, every header value and the
+    user info and query values of ``uri`` (``?sig=...``, ``user:pass@``).
+
+    A run loaded from files already scrubs all of these (``load_run`` collects them); this
+    covers an adapter built directly, e.g. in a notebook.
+    """
     values = [value for value in headers.values() if value]
     if access_token:
         values += [access_token, f"Bearer {access_token}"]
+    if uri:
+        values += sorted(url_secret_values(uri))
     return values

@@ -97,3 +97,17 @@ def test_paths_and_loaded_frames_give_the_same_comparison(runs):
     assert json.loads(json.dumps(document)) == document
     assert document["baseline"]["paths"] == [str(runs["baseline"])]
     assert len(document["flips"]) == len(by_path.flips)
+
+
+def test_junit_for_both_runs_and_the_gates(runs, tmp_path):
+    junitparser = pytest.importorskip("junitparser")
+    from voicelab.artifacts import junit_xml
+
+    result = compare(runs["baseline"], runs["regressed"], gates=GATES, n_resamples=500)
+    target = tmp_path / "junit.xml"
+    junit_xml([runs["baseline"], runs["regressed"]], gates=result.gates, path=target)
+    suites = list(junitparser.JUnitXml.fromfile(str(target)))
+    assert [(s.tests, s.failures, s.errors) for s in suites] == [
+        (TRIALS, 0, 0), (TRIALS, TRIALS, 0), (len(GATES), len(GATES), 0)]
+    assert suites[0].name == suites[1].name  # one cell, named the same in both runs
+    assert suites[2].name == "compare"

@@ -153,3 +153,13 @@ def test_compare_is_deterministic_for_a_seed():
                         latency=slower)
     first = compare(baseline, candidate, seed=11, n_resamples=500).to_dict()
     assert first == compare(baseline, candidate, seed=11, n_resamples=500).to_dict()
+
+
+def test_a_trial_that_failed_to_execute_counts_as_not_passed_and_is_named():
+    baseline = _frames("base", [{"seed": s, "passed": True} for s in (1, 2, 3)])
+    candidate = _frames("cand", [{"seed": 1, "passed": True}, {"seed": 2, "passed": True},
+                                 {"seed": 3, "passed": False, "status": "failed"}])
+    result = compare(baseline, candidate, n_resamples=200)
+    assert result.candidate.execution_failures == 1 and result.baseline.execution_failures == 0
+    assert result.pass_rate.baseline_only == 1
+    assert "cand (3 trials, 1 failed to execute)" in result.lines()[0]

@@ -206,9 +206,7 @@ class Comparison:
         """A short text summary for a terminal or a log."""
         rate = self.pass_rate
         unpaired = self.unpaired["side"].value_counts()
-        out = [f"baseline {', '.join(self.baseline.run_ids) or '-'} ({self.baseline.trials} "
-               f"trials), candidate {', '.join(self.candidate.run_ids) or '-'} "
-               f"({self.candidate.trials} trials)",
+        out = [f"baseline {_side_text(self.baseline)}, candidate {_side_text(self.candidate)}",
                f"{self.pairs} pairs by (cell, seed); unpaired: "
                f"{int(unpaired.get('baseline', 0))} baseline, "
                f"{int(unpaired.get('candidate', 0))} candidate trials",
@@ -232,6 +230,11 @@ class Comparison:
             mark = "FAILED" if gate.blocks else gate.status
             out.append(f"gate {mark}: {gate.message}")
         return out
+
+
+def _side_text(side: RunSide) -> str:
+    failures = f", {side.execution_failures} failed to execute" if side.execution_failures else ""
+    return f"{', '.join(side.run_ids) or '-'} ({side.trials} trials{failures})"
 
 
 def _unit(metric: str) -> str:

@@ -20,6 +20,7 @@ Pure functions of counts and arrays (numpy and scipy only), shared by run report
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -40,6 +41,10 @@ QUANTILE_STATISTICS: dict[str, float] = {"median": 50.0, "p50": 50.0, "p90": 90.
                                          "p95": 95.0, "p99": 99.0}
 DEFAULT_RESAMPLES = 9999
 _MAX_TRIALS = 10**9  # searches for a trial count stop here: a plan beyond it is not a plan
+# scipy >= 1.15 names the bootstrap's generator ``rng``; the declared range starts at 1.11, whose
+# name is ``random_state`` (same generator, same draws)
+_BOOTSTRAP_RNG = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters \
+    else "random_state"
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -384,7 +389,8 @@ def paired_bootstrap_difference(baseline: Sequence[float] | np.ndarray,
         warnings.simplefilter("ignore", RuntimeWarning)
         bootstrap = stats.bootstrap((before, after), difference, paired=True, vectorized=True,
                                     confidence_level=confidence, n_resamples=n_resamples,
-                                    method="BCa", rng=np.random.default_rng(seed))
+                                    method="BCa",
+                                    **{_BOOTSTRAP_RNG: np.random.default_rng(seed)})
         replicates = bootstrap.bootstrap_distribution
         if np.ptp(replicates) == 0.0:
             value = float(replicates[0])
@@ -394,8 +400,7 @@ def paired_bootstrap_difference(baseline: Sequence[float] | np.ndarray,
             return result(float(low), float(high))
         percentile = stats.bootstrap((before, after), difference, paired=True, vectorized=True,
                                      confidence_level=confidence, n_resamples=0,
-                                     bootstrap_result=bootstrap, method="percentile",
-                                     rng=np.random.default_rng(seed))
+                                     bootstrap_result=bootstrap, method="percentile")
     low, high = percentile.confidence_interval
     return result(float(low), float(high), method="bootstrap-percentile",
                   note="BCa undefined on these data")

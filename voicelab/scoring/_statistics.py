@@ -29,7 +29,6 @@ from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats
 
 IntervalMethod = Literal["wilson", "clopper_pearson"]
 GateStatus = Literal["passed", "failed", "inconclusive"]
@@ -41,10 +40,20 @@ QUANTILE_STATISTICS: dict[str, float] = {"median": 50.0, "p50": 50.0, "p90": 90.
                                          "p95": 95.0, "p99": 99.0}
 DEFAULT_RESAMPLES = 9999
 _MAX_TRIALS = 10**9  # searches for a trial count stop here: a plan beyond it is not a plan
-# scipy >= 1.15 names the bootstrap's generator ``rng``; the declared range starts at 1.11, whose
-# name is ``random_state`` (same generator, same draws)
-_BOOTSTRAP_RNG = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters \
-    else "random_state"
+
+
+def _stats() -> Any:
+    """scipy.stats, imported on first use: ``voice-evaluator validate`` imports this package
+    and must stay light (scipy.stats costs ~0.3 s)."""
+    from scipy import stats
+
+    return stats
+
+
+def _bootstrap_rng_keyword() -> str:
+    # scipy >= 1.15 names the generator ``rng``; 1.11-1.14 (the declared range starts there)
+    # name it ``random_state``: same generator, same draws
+    return "rng" if "rng" in inspect.signature(_stats().bootstrap).parameters else "random_state"
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -69,7 +78,7 @@ def _check_method(method: str) -> str:
 
 
 def _z(confidence: float) -> float:
-    return float(stats.norm.ppf(0.5 + confidence / 2.0))
+    return float(_stats().norm.ppf(0.5 + confidence / 2.0))
 
 
 # --- one proportion ---------------------------------------------------------------------------
@@ -116,6 +125,7 @@ def _clopper_pearson_bounds(passed: float, n: float, *, confidence: float
                             ) -> tuple[float, float]:
     """Exact bounds from beta quantiles; also defined for a real-valued count."""
     alpha = 1.0 - confidence
+    stats = _stats()
     low = float(stats.beta.ppf(alpha / 2.0, passed, n - passed + 1.0)) if passed > 0 else 0.0
     high = float(stats.beta.ppf(1.0 - alpha / 2.0, passed + 1.0, n - passed)) \
         if passed < n else 1.0
@@ -245,7 +255,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     b, c = _check_count("b", b), _check_count("c", c)
     if b + c == 0:
         return 1.0
-    return min(1.0, 2.0 * float(stats.binom.cdf(min(b, c), b + c, 0.5)))
+    return min(1.0, 2.0 * float(_stats().binom.cdf(min(b, c), b + c, 0.5)))
 
 
 @dataclass(frozen=True)
@@ -353,6 +363,9 @@ def paired_bootstrap_difference(baseline: Sequence[float] | np.ndarray,
       the bootstrap's honest but overconfident answer; ``note`` says so;
     - BCa undefined (its jackknife acceleration is 0/0 on heavily tied data): the percentile
       interval of the same resamples, ``method`` says ``bootstrap-percentile``.
+
+    A high quantile needs pairs: below ~20, the p95 is the largest value or two, its bootstrap
+    distribution has few distinct values and the interval understates the uncertainty.
     """
     if statistic not in QUANTILE_STATISTICS:
         raise ValueError(f"unknown statistic {statistic!r}; expected one of "
@@ -383,6 +396,7 @@ def paired_bootstrap_difference(baseline: Sequence[float] | np.ndarray,
         return result(None, None, note="no pairs")
     if n == 1:
         return result(None, None, note="one pair: no interval")
+    stats = _stats()
     with warnings.catch_warnings():
         # degenerate data is handled below from the bootstrap distribution itself
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
@@ -390,7 +404,7 @@ def paired_bootstrap_difference(baseline: Sequence[float] | np.ndarray,
         bootstrap = stats.bootstrap((before, after), difference, paired=True, vectorized=True,
                                     confidence_level=confidence, n_resamples=n_resamples,
                                     method="BCa",
-                                    **{_BOOTSTRAP_RNG: np.random.default_rng(seed)})
+                                    **{_bootstrap_rng_keyword(): np.random.default_rng(seed)})
         replicates = bootstrap.bootstrap_distribution
         if np.ptp(replicates) == 0.0:
             value = float(replicates[0])

@@ -9,6 +9,14 @@ and nbconvert are imported inside the functions that use them. The CLI start-up 
 imports it. Judge calibration against human labels is :mod:`voicelab.analysis.calibration`.
 """
 
+from ._compare import (
+    Comparison,
+    Gate,
+    MetricComparison,
+    PassRateComparison,
+    RunSide,
+    compare,
+)
 from ._frames import GROUP_COLUMNS, KEY_COLUMNS, Frames, load_frames, worst_turns
 from ._labels import label_rows, load_labels, save_labels
 from ._plots import figure_png, plot_latency, plot_pass_rate_heatmap, plot_silence, plot_timeline
@@ -71,4 +79,10 @@ __all__ = [
     "turn_windows",
     "worst_turns",
     "write_report",
+    "Comparison",
+    "Gate",
+    "MetricComparison",
+    "PassRateComparison",
+    "RunSide",
+    "compare",
 ]

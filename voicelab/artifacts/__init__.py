@@ -1,6 +1,7 @@
 """Versioned artifact models, bundle writing and reading, run reports."""
 
 from ._bundle import TRIAL_FILES, write_json, write_jsonl
+from ._junit import junit_xml
 from ._models import (
     SCHEMA_VERSION,
     ExecutionFailure,
@@ -63,4 +64,5 @@ __all__ = [
     "read_voice_events",
     "write_json",
     "write_jsonl",
+    "junit_xml",
 ]

@@ -11,6 +11,22 @@ from ._quality import (
 from ._quality_check import check_quality_evaluation, judge_provider_name
 from ._redaction import RedactedEvidence, Redactor
 from ._run_judges import run_judges
+from ._statistics import (
+    DifferenceInterval,
+    GateResult,
+    RateInterval,
+    bootstrap_projection,
+    gate_on_interval,
+    mcnemar_exact,
+    paired_bootstrap_difference,
+    paired_rate_difference,
+    paired_rate_projection,
+    pass_at_k_estimate,
+    pass_curves,
+    pass_power_k_estimate,
+    proportion_interval,
+    trials_for_width,
+)
 from ._verdicts import deterministic_verdicts, pass_at_k, pass_power_k
 
 __all__ = [
@@ -29,4 +45,18 @@ __all__ = [
     "pass_at_k",
     "pass_power_k",
     "run_judges",
+    "DifferenceInterval",
+    "GateResult",
+    "RateInterval",
+    "bootstrap_projection",
+    "gate_on_interval",
+    "mcnemar_exact",
+    "paired_bootstrap_difference",
+    "paired_rate_difference",
+    "paired_rate_projection",
+    "pass_at_k_estimate",
+    "pass_curves",
+    "pass_power_k_estimate",
+    "proportion_interval",
+    "trials_for_width",
 ]

@@ -1,0 +1,239 @@
+"""JUnit XML for CI servers (GitHub Actions, GitLab, Jenkins) from run and sweep bundles.
+
+One ``<testsuite>`` per cell (a plain run is one cell), one ``<testcase>`` per trial, named by
+trial and seed so a CI's history follows the same trial across builds:
+
+- a trial whose execution failed is an ``<error>`` (the execution failures, then any failed
+  verdicts);
+- a trial that ran but did not pass is a ``<failure>`` carrying each failed verdict's ``why``
+  (critical first) and each failed critical judge;
+- planned trials that never ran (an interrupted run) are one ``<error>`` test case;
+- ``compare`` gates are test cases of a ``compare`` suite: a gate that blocks is a failure, an
+  inconclusive gate that does not block is ``<skipped>`` (not judged is not passed).
+
+Every test case's ``<system-out>`` names its trial bundle. Reports are read from disk, so the
+XML can be written for any finished or interrupted bundle, not only the one just run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import ConfigError
+from ._bundle import _atomic_write
+from ._reader import read_json
+
+#: The suite that holds ``compare`` gates.
+GATE_SUITE = "compare"
+_MESSAGE_CHARS = 500
+# characters XML 1.0 cannot carry at all (not even escaped): a transcript may hold them
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+class GateOutcome(Protocol):
+    """What a gate result needs for JUnit (``voicelab.scoring.GateResult`` has it)."""
+
+    name: str
+    status: str
+    message: str
+
+    @property
+    def blocks(self) -> bool: ...
+
+
+@dataclass
+class _Case:
+    classname: str
+    name: str
+    seconds: float = 0.0
+    outcome: str | None = None  # "failure", "error" or "skipped"
+    kind: str = ""
+    message: str = ""
+    details: str = ""
+    output: str = ""
+
+
+@dataclass
+class _Suite:
+    name: str
+    timestamp: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    cases: list[_Case] = field(default_factory=list)
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for case in self.cases if case.outcome == outcome)
+
+
+# --- reading bundles --------------------------------------------------------------------------
+
+def _natural(path: Path) -> tuple[int, str]:
+    return (len(path.name), path.name)
+
+
+def _cells(path: Path) -> list[tuple[str, Path]]:
+    """(cell name, run dir) of a sweep directory or a run directory."""
+    if (path / "matrix-report.json").is_file():
+        matrix = read_json(path / "matrix-report.json")
+        return [(str(cell["cell_id"]), path / Path(str(cell["bundle_path"])).name)
+                for cell in matrix.get("cells", [])]
+    if (path / "run-report.json").is_file():
+        report = read_json(path / "run-report.json")
+        name = "__".join(str(report.get(k, "")) for k in ("scenario_id", "persona",
+                                                          "environment"))
+        return [(name, path)]
+    raise ConfigError("not a run or sweep directory (no run-report.json or "
+                      "matrix-report.json)", source=path)
+
+
+def _timestamp(text: Any) -> str | None:
+    """JUnit's timestamp: ISO 8601 in UTC without a zone suffix, to the second."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.isoformat(timespec="seconds")
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _MESSAGE_CHARS else line[:_MESSAGE_CHARS - 1] + "…"
+
+
+def _verdict_lines(report: dict[str, Any]) -> list[str]:
+    failed = [v for v in report.get("verdicts") or [] if not v.get("passed")]
+    failed.sort(key=lambda v: not v.get("critical", True))  # critical first, order kept
+    lines = [f"{v.get('name')}: {v.get('why') or 'failed'}"
+             + ("" if v.get("critical", True) else " (advisory)") for v in failed]
+    for judge in report.get("judges") or []:
+        if judge.get("critical") and judge.get("status") != "passed":
+            reason = judge.get("error") or judge.get("rationale") or judge.get("status")
+            lines.append(f"judge {judge.get('name')}: {judge.get('status')}: {reason}")
+    return lines
+
+
+def _trial_case(cell: str, trial_dir: Path) -> _Case:
+    report = read_json(trial_dir / "trial-report.json")
+    case = _Case(classname=cell, name=f"{report.get('trial_id', trial_dir.name)} seed "
+                 f"{report.get('seed')}", seconds=float(report.get("duration_seconds") or 0.0),
+                 output=f"bundle: {trial_dir}")
+    verdicts = _verdict_lines(report)
+    if report.get("execution_status") != "succeeded":
+        failures = [f"{f.get('kind')}: {f.get('message')}" for f in report.get("failures") or []]
+        lines = failures or [f"execution {report.get('execution_status')} "
+                             f"({report.get('exit_reason')})"]
+        case.outcome, case.kind = "error", "execution"
+        case.message, case.details = _one_line(lines[0]), "\n".join([*lines, *verdicts])
+    elif not report.get("passed"):
+        lines = verdicts or [f"the trial did not pass ({report.get('exit_reason')})"]
+        case.outcome, case.kind = "failure", "verdict"
+        case.message, case.details = _one_line(lines[0]), "\n".join(lines)
+    return case
+
+
+def _run_suite(cell: str, run_dir: Path) -> _Suite:
+    report = read_json(run_dir / "run-report.json") if (run_dir / "run-report.json").is_file() \
+        else {}
+    suite = _Suite(cell, _timestamp(report.get("started_at")),
+                   {k: str(report[k]) for k in ("run_id", "bundle_path", "suite_hash", "status")
+                    if report.get(k) is not None})
+    with os.scandir(run_dir) as entries:
+        trial_dirs = sorted((Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)
+                             and (Path(e.path) / "trial-report.json").is_file()), key=_natural)
+    suite.cases = [_trial_case(cell, trial_dir) for trial_dir in trial_dirs]
+    planned = int(report.get("planned_trials") or 0)
+    if planned > len(trial_dirs) and report.get("status") != "running":
+        missing = planned - len(trial_dirs)
+        suite.cases.append(_Case(
+            classname=cell, name="planned trials", outcome="error", kind="incomplete",
+            message=_one_line(report.get("message") or f"{missing} of {planned} planned trials "
+                              "did not run"),
+            details=f"{missing} of {planned} planned trials have no trial report",
+            output=f"bundle: {run_dir}"))
+    return suite
+
+
+def _gate_suite(gates: Sequence[GateOutcome]) -> _Suite:
+    suite = _Suite(GATE_SUITE)
+    for gate in gates:
+        case = _Case(classname=GATE_SUITE, name=gate.name, output=gate.message)
+        if gate.blocks:
+            case.outcome, case.kind = "failure", f"gate {gate.status}"
+        elif gate.status != "passed":
+            case.outcome, case.kind = "skipped", f"gate {gate.status}"
+        case.message, case.details = _one_line(gate.message), gate.message
+        suite.cases.append(case)
+    return suite
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def _counts(element: ET.Element, suites: Sequence[_Suite]) -> None:
+    element.set("tests", str(sum(len(s.cases) for s in suites)))
+    for outcome, attribute in (("failure", "failures"), ("error", "errors"),
+                               ("skipped", "skipped")):
+        element.set(attribute, str(sum(s.count(outcome) for s in suites)))
+    element.set("time", f"{sum(c.seconds for s in suites for c in s.cases):.3f}")
+
+
+def _element(suites: Sequence[_Suite], name: str) -> ET.Element:
+    root = ET.Element("testsuites", {"name": _clean(name)})
+    _counts(root, suites)
+    for suite in suites:
+        node = ET.SubElement(root, "testsuite", {"name": _clean(suite.name)})
+        _counts(node, [suite])
+        if suite.timestamp:
+            node.set("timestamp", suite.timestamp)
+        if suite.properties:
+            properties = ET.SubElement(node, "properties")
+            for key, value in suite.properties.items():
+                ET.SubElement(properties, "property", {"name": key, "value": _clean(value)})
+        for case in suite.cases:
+            item = ET.SubElement(node, "testcase", {"classname": _clean(case.classname),
+                                                    "name": _clean(case.name),
+                                                    "time": f"{case.seconds:.3f}"})
+            if case.outcome is not None:
+                outcome = ET.SubElement(item, case.outcome, {"message": _clean(case.message),
+                                                             "type": case.kind})
+                if case.outcome != "skipped":
+                    outcome.text = _clean(case.details)
+            if case.output:
+                ET.SubElement(item, "system-out").text = _clean(case.output)
+    return root
+
+
+def junit_xml(runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (), *,
+              gates: Sequence[GateOutcome] = (), path: str | os.PathLike[str] | None = None,
+              name: str = "voicelab") -> str:
+    """JUnit XML for run and sweep directories (``runs``) and ``compare`` gate results.
+
+    Returns the document; with ``path``, also writes it there (atomically). Raises
+    :class:`~voicelab.errors.ConfigError` for a directory that is neither a run nor a sweep.
+    """
+    if isinstance(runs, (str, os.PathLike)):
+        runs = [runs]
+    suites = [_run_suite(cell, run_dir) for run in runs
+              for cell, run_dir in _cells(Path(run).expanduser().resolve())]
+    if gates:
+        suites.append(_gate_suite(gates))
+    root = _element(suites, name)
+    ET.indent(root)
+    document = ET.tostring(root, encoding="unicode", xml_declaration=False)
+    text = f'<?xml version="1.0" encoding="UTF-8"?>\n{document}\n'
+    if path is not None:
+        _atomic_write(Path(path), text.encode("utf-8"))
+    return text

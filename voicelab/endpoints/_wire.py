@@ -136,7 +136,7 @@ class WireV1Decoder:
             code = str(detail.get("code") or "product_error")
             text = str(detail.get("message") or code)
             return [_error(received_ns, code, text, raw, origin="product")]
-        logger.debug("unnormalized product message type %r kept as a raw event", kind)
+        logger.debug("unnormalized product message type %r kept as a raw event", raw.get("type"))
         return [EndpointEvent("raw", received_ns, raw=raw)]
 
     def _binary_audio(self, received_ns: int, frame: bytes) -> EndpointEvent:

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._validate import RunPlan, validate_run
 from ..artifacts import MatrixCell, MatrixReport
 from ..config import LoadedRun, LoadedSuite, load_run, load_suite
 from ..config._suite import cell_overrides, check_names_unique
-from .._validate import RunPlan, validate_run
 from ._run import (
     EXIT_EXECUTION,
     EXIT_INTERRUPTED,

@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._validate import RunPlan, validate_run
 from ..artifacts import RunReport, TrialSummary
 from ..artifacts._bundle import write_json
 from ..config import LoadedRun, load_run
 from ..errors import ConfigError
 from ..scoring import pass_at_k, pass_power_k
-from .._validate import RunPlan, validate_run
 from ._speech import open_speech
 from ._trial import (
     TrialPlan,
@@ -110,7 +110,13 @@ class _RunLogFilter(logging.Filter):
             return False
         record.msg = self.scrubber.scrub_text(record.getMessage())
         record.args = None
+        if record.exc_info:  # a traceback's text may quote a secret too: scrub it formatted
+            record.exc_text = self.scrubber.scrub_text(_FORMATTER.formatException(record.exc_info))
+            record.exc_info = None
         return True
+
+
+_FORMATTER = logging.Formatter()
 
 
 @dataclass

@@ -318,3 +318,17 @@ def test_a_closed_connection_fails_with_the_error_code_not_the_close_code(tmp_pa
     failure = _trial_report(_bundle(tmp_path))["failures"][0]
     assert failure["code"] == "connection_closed"
     assert "1011" in failure["message"]
+
+
+def test_pipes_and_devices_are_named_as_such_not_as_directories(tmp_path):
+    for name in ("run-workload-neutral-voice.yaml", "persona-workload-neutral-voice.yaml",
+                 "script-workload-neutral-voice.yaml", "scenario-workload-neutral-voice.yaml"):
+        shutil.copy(ROOT / "examples" / name, tmp_path / name)
+    pipe = tmp_path / "data-workload-neutral-voice.yaml"
+    os.mkfifo(pipe)  # opening it to read would wait for a writer forever
+    run = tmp_path / "run-workload-neutral-voice.yaml"
+    process = _cli("validate", str(run), timeout=60)
+    assert process.returncode == 2, process.stdout + process.stderr
+    assert "data_path: expected a file, found a named pipe (FIFO)" in process.stderr
+    process = _cli("validate", str(run), "--set", "data_path=/dev/null", timeout=60)
+    assert process.returncode == 2 and "found a device: /dev/null" in process.stderr

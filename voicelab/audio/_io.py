@@ -109,8 +109,11 @@ def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_
     import soundfile  # deferred: keeps the CLI start-up path light
 
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise AudioFileError(f"audio file not found: {path}", source=path)
+    if not path.is_file():
+        raise AudioFileError("expected an audio file, found a directory, pipe or device",
+                             source=path)
     if path.stat().st_size == 0:
         raise AudioFileError("audio file is empty", source=path)
     try:

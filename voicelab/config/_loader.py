@@ -36,7 +36,7 @@ from ._secrets import (
     is_secret_env_var,
     transport_secret_values,
 )
-from ._yaml import ExpansionError, read_config_text, safe_load
+from ._yaml import ExpansionError, not_a_regular_file, read_config_text, safe_load
 
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
@@ -155,8 +155,9 @@ def require_file(path: Path, *, source: str | Path, key: str) -> None:
         raise ConfigError(f"cannot access {path}: {error}", source=source, key=key) from None
     if not exists:
         raise ConfigError(f"file not found: {path}", source=source, key=key)
-    if not path.is_file():
-        raise ConfigError(f"expected a file, found a directory: {path}", source=source, key=key)
+    kind = not_a_regular_file(path)
+    if kind:
+        raise ConfigError(f"expected a file, found {kind}: {path}", source=source, key=key)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ constructed from it.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,9 @@ def read_config_text(path: Path, *, key: str | None = None,
     device or pipe that never ends is refused too.
     """
     blame = referrer or path
+    not_a_file = not_a_regular_file(path)
+    if not_a_file:
+        raise ConfigError(f"expected a file, found {not_a_file}: {path}", source=blame, key=key)
     try:
         with path.open("rb") as handle:
             declared = os.fstat(handle.fileno()).st_size
@@ -60,6 +64,27 @@ def read_config_text(path: Path, *, key: str | None = None,
         return content.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ConfigError(f"cannot read {path}: {error}", source=blame, key=key) from None
+
+
+def not_a_regular_file(path: Path) -> str | None:
+    """What ``path`` is when it exists but is no regular file ("a directory", "a named pipe
+    (FIFO)", "a device", "a socket"); None for a regular file or a missing path (opening a pipe
+    or a device would block or never end, so they are refused before any read)."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return None  # missing or unreadable: the open reports it precisely
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "no regular file"
 
 
 def _too_large(path: Path, size: int | None) -> ConfigError:

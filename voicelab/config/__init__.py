@@ -38,6 +38,7 @@ from ._secrets import (
     is_secret_name,
     url_secret_values,
 )
+from ._settings import parse_settings, settings_error
 from ._suite import LoadedSuite, load_suite
 
 __all__ = [
@@ -74,6 +75,8 @@ __all__ = [
     "VoiceLiveProvider",
     "file_sha256",
     "format_key_path",
+    "parse_settings",
+    "settings_error",
     "is_secret_env_var",
     "is_secret_name",
     "load_environment",

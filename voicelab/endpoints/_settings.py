@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
+from ..config import parse_settings as parse_model_settings
 from ..config import url_secret_values
-from ..errors import ConfigError
 
 KEY_PREFIX = "endpoint.settings"
 
@@ -23,37 +23,9 @@ class AdapterSettings(BaseModel):
 
 
 def parse_settings(model: type[Model], settings: Mapping[str, Any] | Model | None) -> Model:
-    """``settings`` validated against ``model``.
-
-    A failure raises :class:`ConfigError` keyed ``endpoint.settings.<field>``. The message never
-    repeats the offending value, since it may be a secret.
-    """
-    if isinstance(settings, model):
-        return settings
-    if settings is not None and not isinstance(settings, Mapping):
-        raise ConfigError(f"must be a mapping, got {type(settings).__name__}", key=KEY_PREFIX)
-    try:
-        return model.model_validate(dict(settings or {}))
-    except ValidationError as error:
-        first = error.errors(include_input=False, include_url=False)[0]
-        location = _location(first.get("loc", ()))
-        message = first.get("msg", "invalid value")
-        if first.get("type") == "extra_forbidden":
-            allowed = ", ".join(sorted(model.model_fields))
-            message = f"unknown setting (allowed: {allowed})"
-        key = f"{KEY_PREFIX}.{location}" if location else KEY_PREFIX
-        raise ConfigError(message, key=key) from None
-
-
-def _location(loc: tuple[Any, ...]) -> str:
-    """``field.sub[0]`` from a pydantic location, without union-member tags."""
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif isinstance(part, str) and part.isidentifier():
-            text += f".{part}" if text else part
-    return text
+    """``settings`` validated against ``model``; a failure raises :class:`ConfigError` keyed
+    ``endpoint.settings.<field>`` that never repeats the offending value (it may be a secret)."""
+    return parse_model_settings(model, settings, key=KEY_PREFIX)
 
 
 def redacted_url(url: str) -> str:

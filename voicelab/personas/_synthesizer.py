@@ -17,9 +17,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import ConfigError, ExecutionError
+from ..config import parse_settings as parse_model_settings
+from ..errors import ExecutionError
 from ..providers import (
     JSONChat,
     LLMCallError,
@@ -51,15 +52,7 @@ class SynthesizerSettings(BaseModel):
 
 
 def parse_settings(settings: Mapping[str, Any]) -> SynthesizerSettings:
-    try:
-        return SynthesizerSettings.model_validate(dict(settings))
-    except ValidationError as error:
-        first = error.errors()[0]
-        path = ".".join(str(part) for part in first["loc"])
-        message = ("unknown setting" if first["type"] == "extra_forbidden" else first["msg"])
-        allowed = ", ".join(SynthesizerSettings.model_fields)
-        raise ConfigError(f"{message} (synthesizer persona_settings: {allowed})",
-                          key=f"persona_settings.{path}" if path else "persona_settings") from None
+    return parse_model_settings(SynthesizerSettings, settings, key="persona_settings")
 
 
 class SynthesizerPersona:

@@ -18,12 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from ..artifacts import RunReport, TrialReport, TrialSummary, read_json
 from ..artifacts._bundle import write_json, write_trial_files
 from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
-from ..config import PersonaConfig, ScenarioConfig
+from ..config import PersonaConfig, ScenarioConfig, parse_settings
 from ..errors import ConfigError
 from ..recording import PRODUCT, USER, USER_CLEAN, Recording, recording_from_records
 from ..scoring import pass_at_k, pass_power_k
@@ -95,12 +93,7 @@ def read_recording(trial_dir: Path) -> Recording:
 
 
 def _model(model: type[Any], document: Any, *, source: Path) -> Any:
-    try:
-        return model.model_validate(document)
-    except ValidationError as error:
-        first = error.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise ConfigError(first.get("msg", "invalid"), source=source, key=where or None) from None
+    return parse_settings(model, document, key=None, source=source)
 
 
 def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,

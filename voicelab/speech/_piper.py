@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
+from ..config import parse_settings
 from ..errors import ConfigError, ExecutionError, MissingDependencyError
 from ._protocol import SpeechContext
 
@@ -40,18 +41,7 @@ Model = TypeVar("Model", bound=BaseModel)
 def parse_speech_settings(model: type[Model], settings: Mapping[str, Any] | None) -> Model:
     """``settings`` validated against ``model``; a failure is a one-line ``ConfigError`` keyed
     ``speech_settings.<field>`` that never repeats the value (it may be a secret)."""
-    if settings is not None and not isinstance(settings, Mapping):
-        raise ConfigError(f"must be a mapping, got {type(settings).__name__}", key=SETTINGS_KEY)
-    try:
-        return model.model_validate(dict(settings or {}))
-    except ValidationError as error:
-        first = error.errors(include_input=False, include_url=False)[0]
-        location = ".".join(str(part) for part in first.get("loc", ()))
-        message = first.get("msg", "invalid value")
-        if first.get("type") == "extra_forbidden":
-            message = f"unknown setting (allowed: {', '.join(sorted(model.model_fields))})"
-        key = f"{SETTINGS_KEY}.{location}" if location else SETTINGS_KEY
-        raise ConfigError(message, key=key) from None
+    return parse_settings(model, settings, key=SETTINGS_KEY)
 
 
 class PiperSettings(BaseModel):

@@ -30,10 +30,10 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..audio import PcmAudio
-from ..config import Providers, SecretScrubber
+from ..config import Providers, SecretScrubber, parse_settings
 from ..endpoints import EndpointError
 from ..endpoints import _realtime_wire as wire
 from ..endpoints._realtime_connection import Closure, RealtimeConnection
@@ -112,15 +112,7 @@ def parse_realtime_settings(model: type[SettingsModel], settings: Mapping[str, A
 
     Either failure is one :class:`ConfigError`; a settings error is keyed ``<key>.<field>``.
     """
-    try:
-        parsed = model.model_validate(dict(settings or {}))
-    except ValidationError as error:
-        first = error.errors(include_input=False, include_url=False)[0]
-        location = ".".join(str(part) for part in first.get("loc", ()))
-        message = first.get("msg", "invalid value")
-        if first.get("type") == "extra_forbidden":
-            message = f"unknown setting (allowed: {', '.join(sorted(model.model_fields))})"
-        raise ConfigError(message, key=f"{key}.{location}".rstrip(".")) from None
+    parsed = parse_settings(model, settings, key=key)
     options: Any = parsed
     target = realtime_target(context.providers, provider=options.provider, model=options.model,
                              uri=options.uri, api_version=options.api_version,

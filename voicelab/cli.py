@@ -177,11 +177,24 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _OneLineFormatter(logging.Formatter):
+    """Log lines without tracebacks (they are one ``--debug`` away, and in evaluator.log)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text
+        record.exc_info = record.exc_text = None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_info, record.exc_text = saved
+
+
 def _configure_logging(debug: bool) -> None:
     logger = logging.getLogger("voicelab")
     if not any(getattr(h, "_voicelab_cli", False) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        formatter = logging.Formatter if debug else _OneLineFormatter
+        handler.setFormatter(formatter("%(levelname)s %(name)s: %(message)s"))
         handler._voicelab_cli = True  # type: ignore[attr-defined]
         handler.setLevel(logging.DEBUG if debug else logging.WARNING)
         logger.addHandler(handler)

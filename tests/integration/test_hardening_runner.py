@@ -157,14 +157,14 @@ def test_a_write_failure_fails_the_trial_not_the_run(tmp_path, monkeypatch):
     """The same path without a tmpfs: every WAV write fails with ENOSPC."""
     from voicelab.artifacts import _bundle as bundle_module
 
-    real = bundle_module._plain_write
+    real = bundle_module._write_file
 
-    def failing(path: Path, *parts: bytes) -> None:
+    def failing(path: Path, content) -> None:
         if Path(path).suffix == ".wav":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        real(path, *parts)
+        real(path, content)
 
-    monkeypatch.setattr(bundle_module, "_plain_write", failing)
+    monkeypatch.setattr(bundle_module, "_write_file", failing)
     outcome = voicelab.run(EXAMPLE, trials=3, concurrency=2, artifacts_dir=tmp_path)
     assert outcome.exit_code == 4 and outcome.report.status == "complete"
     assert outcome.report.executed_trials == 3

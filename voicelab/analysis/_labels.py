@@ -8,13 +8,13 @@ Files are replaced atomically (temporary file, then rename).
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
+from .._atomic import atomic_write
 from .calibration import HUMAN_LABEL_COLUMNS, HUMAN_LABELS, read_human_labels, validate_human_labels
 
 _KEY = ["run_id", "trial_id", "criterion", "annotator"]
@@ -59,15 +59,8 @@ def save_labels(path: str | os.PathLike[str], rows: pd.DataFrame) -> pd.DataFram
         existing = existing[~replaced]
     table = pd.concat([existing, new], ignore_index=True) if not existing.empty else new
     table = validate_human_labels(table, source=str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            table.to_csv(stream, index=False, columns=list(HUMAN_LABEL_COLUMNS))
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    text = table.to_csv(index=False, columns=list(HUMAN_LABEL_COLUMNS), lineterminator="\n")
+    atomic_write(path, text.encode("utf-8"))
     return table
 
 

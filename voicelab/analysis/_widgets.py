@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import os
-import wave
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ..artifacts._reader import read_json
+from ..audio import PcmAudio, read_wav_pcm
+from ..audio import wav_bytes as audio_wav_bytes
 from ..errors import ConfigError
 from ._frames import Frames, load_frames
 from ._labels import label_rows, load_labels, save_labels
@@ -56,26 +56,16 @@ def read_trial_audio(trial_dir: str | os.PathLike[str], *, channel: str = "mixed
     path = Path(trial_dir) / f"{channel}.wav"
     if not path.is_file():
         raise ConfigError(f"no {channel}.wav in this trial folder", source=Path(trial_dir))
-    with wave.open(str(path), "rb") as handle:
-        if handle.getsampwidth() != 2 or handle.getnchannels() != 1:
-            raise ConfigError("expected 16-bit mono audio", source=path)
-        rate, total = handle.getframerate(), handle.getnframes()
-        first = 0 if start_ms is None else min(total, max(0, int(start_ms * rate / 1000)))
-        last = total if end_ms is None else min(total, max(first, int(end_ms * rate / 1000)))
-        handle.setpos(first)
-        data = handle.readframes(last - first)
-    return np.frombuffer(data, dtype="<i2").astype(np.int16), rate
+    samples, rate = read_wav_pcm(path)
+    total = samples.shape[0]
+    first = 0 if start_ms is None else min(total, max(0, int(start_ms * rate / 1000)))
+    last = total if end_ms is None else min(total, max(first, int(end_ms * rate / 1000)))
+    return samples[first:last], rate
 
 
 def wav_bytes(samples: np.ndarray, *, sample_rate_hz: int) -> bytes:
     """A 16-bit mono WAV file in memory."""
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as handle:
-        handle.setnchannels(1)
-        handle.setsampwidth(2)
-        handle.setframerate(sample_rate_hz)
-        handle.writeframes(np.asarray(samples, dtype="<i2").tobytes())
-    return buffer.getvalue()
+    return audio_wav_bytes(PcmAudio(np.asarray(samples, dtype=np.int16), sample_rate_hz))
 
 
 def audio_data_uri(trial_dir: str | os.PathLike[str], *, channel: str = "mixed",

@@ -22,15 +22,14 @@ rename) and the trial report last, so a folder with a trial report is complete.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from ..audio import PcmAudio, wav_bytes, wav_parts
+from .._atomic import atomic_write
+from ..audio import PcmAudio, write_wav
 
 TRIAL_FILES = (
     "transcript.json", "transcript.md", "tool-calls.json", "raw-endpoint-events.json",
@@ -40,28 +39,6 @@ TRIAL_FILES = (
     "resolved-settings.json", "trial-report.json",
 )
 RESOLVED_KINDS = ("scenario", "persona", "data", "environment", "script", "settings")
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
-
-
-_FILE_MODE = 0o666 & ~_umask()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.chmod(temporary, _FILE_MODE)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 #: Large machine-oriented documents are written compactly (the C JSON encoder is ~10x faster).
@@ -86,7 +63,7 @@ def _plain_write(path: Path, *parts: bytes | memoryview) -> None:
 
 def write_json(path: Path, document: Any, *, pretty: bool = True, atomic: bool = True) -> Path:
     data = _json_bytes(document, pretty=pretty)
-    (_atomic_write if atomic else _plain_write)(path, data)
+    (atomic_write if atomic else _plain_write)(path, data)
     return path
 
 
@@ -103,8 +80,7 @@ def write_text(path: Path, text: str) -> Path:
 
 
 def write_audio(path: Path, audio: PcmAudio) -> Path:
-    _plain_write(path, wav_bytes(audio))
-    return path
+    return write_wav(path, audio)
 
 
 _WRITERS = None
@@ -121,8 +97,9 @@ def _writer_pool() -> Any:
     return _WRITERS
 
 
-#: A file of a trial as the pieces to write one after another (no joining in memory).
-EncodedFile = tuple[str, tuple[bytes | memoryview, ...]]
+#: A file of a trial: the pieces to write one after another (no joining in memory), or audio
+#: to write as a WAV file.
+EncodedFile = tuple[str, tuple[bytes | memoryview, ...] | PcmAudio]
 
 
 def encode_trial_files(*, documents: Mapping[str, Any], texts: Mapping[str, str],
@@ -135,10 +112,17 @@ def encode_trial_files(*, documents: Mapping[str, Any], texts: Mapping[str, str]
     for name, text in texts.items():
         files.append((name, (text.encode(),)))
     for name, pcm in audio.items():
-        files.append((name, wav_parts(pcm)))  # the samples are not copied
+        files.append((name, pcm))  # written as WAV by the writer thread
     for name, document in documents.items():
         files.append((name, (_json_bytes(document, pretty=name not in COMPACT_DOCUMENTS),)))
     return files
+
+
+def _write_file(path: Path, content: tuple[bytes | memoryview, ...] | PcmAudio) -> None:
+    if isinstance(content, PcmAudio):
+        write_wav(path, content)
+    else:
+        _plain_write(path, *content)
 
 
 def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseModel, *,
@@ -148,8 +132,8 @@ def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseMod
     written and ``also_present`` (files of the folder kept as they were)."""
     trial_dir.mkdir(parents=True, exist_ok=True)
     written = [name for name, _ in files]
-    futures = [(name, _writer_pool().submit(_plain_write, trial_dir / name, *parts))
-               for name, parts in files]
+    futures = [(name, _writer_pool().submit(_write_file, trial_dir / name, content))
+               for name, content in files]
     failures: list[OSError] = []
     for name, future in futures:  # every file is attempted: what fits on the disk is kept
         try:

@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from .._atomic import atomic_write
 from ..errors import ConfigError
-from ._bundle import _atomic_write
 from ._reader import read_json
 
 #: The suite that holds ``compare`` gates.
@@ -235,5 +235,5 @@ def junit_xml(runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = 
     document = ET.tostring(root, encoding="unicode", xml_declaration=False)
     text = f'<?xml version="1.0" encoding="UTF-8"?>\n{document}\n'
     if path is not None:
-        _atomic_write(Path(path), text.encode("utf-8"))
+        atomic_write(Path(path), text.encode("utf-8"))
     return text

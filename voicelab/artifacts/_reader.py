@@ -84,18 +84,7 @@ def read_trial(trial_dir: Path) -> dict[str, Any]:
 
 def read_audio_stream(path: Path) -> bytes:
     """A bundle's arrival-ordered audio stream (16-bit mono 24 kHz WAV) as PCM bytes."""
-    import soundfile
+    from ..audio import CANONICAL_SAMPLE_RATE_HZ, read_wav_pcm
 
-    from ..audio import CANONICAL_SAMPLE_RATE_HZ
-
-    try:
-        with soundfile.SoundFile(str(path)) as handle:
-            if (handle.samplerate, handle.channels, handle.subtype) != \
-                    (CANONICAL_SAMPLE_RATE_HZ, 1, "PCM_16"):
-                raise ConfigError(f"expected 16-bit mono {CANONICAL_SAMPLE_RATE_HZ} Hz PCM, got "
-                                  f"{handle.subtype} {handle.channels} channel(s) "
-                                  f"{handle.samplerate} Hz", source=path)
-            samples = handle.read(dtype="int16")
-    except (soundfile.LibsndfileError, RuntimeError) as error:
-        raise ConfigError(f"cannot read audio: {error}", source=path) from None
+    samples, _ = read_wav_pcm(path, sample_rate_hz=CANONICAL_SAMPLE_RATE_HZ)
     return samples.astype("<i2", copy=False).tobytes()

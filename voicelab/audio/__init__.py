@@ -14,7 +14,7 @@ from ._format import (
     AudioFormat,
     PcmAudio,
 )
-from ._io import read_audio, wav_bytes, wav_parts, write_wav
+from ._io import read_audio, read_wav_pcm, wav_bytes, write_wav
 from ._mixer import MixResult, PreparedEnvironment, mix, prepare_environment
 from ._signal import SILENCE_THRESHOLD, SignalAnalysis, analyze_signal, analyze_signals
 from ._tone import tone_speech
@@ -38,8 +38,8 @@ __all__ = [
     "mix",
     "prepare_environment",
     "read_audio",
+    "read_wav_pcm",
     "tone_speech",
     "wav_bytes",
-    "wav_parts",
     "write_wav",
 ]

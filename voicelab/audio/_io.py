@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import re
-import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import AudioFileError
-from ._format import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
+from ._format import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
 
 SUPPORTED_SUFFIXES = (".wav", ".flac", ".ogg", ".oga")
 #: libsndfile containers the core accepts; MP3, AIFF and the rest are refused (seed: WAV only,
@@ -136,28 +136,40 @@ def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_
     return PcmAudio(_to_int16(np.asarray(mono, dtype=np.float64)), sample_rate_hz)
 
 
-def wav_header(audio: PcmAudio) -> bytes:
-    """The 44-byte header of a 16-bit mono PCM WAV file holding ``audio``."""
-    data_bytes = audio.num_samples * BYTES_PER_SAMPLE
-    rate = audio.sample_rate_hz
-    return struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + data_bytes, b"WAVE", b"fmt ", 16, 1, 1,
-                       rate, rate * BYTES_PER_SAMPLE, BYTES_PER_SAMPLE, 16, b"data", data_bytes)
-
-
-def wav_parts(audio: PcmAudio) -> tuple[bytes, memoryview]:
-    """A WAV file as (header, little-endian samples), to write without joining them in memory."""
-    samples = np.ascontiguousarray(audio.samples, dtype="<i2")
-    return wav_header(audio), memoryview(samples).cast("B")
-
-
-def wav_bytes(audio: PcmAudio) -> bytes:
-    """A complete 16-bit mono WAV file in memory."""
-    header, samples = wav_parts(audio)
-    return header + samples.tobytes()
-
-
 def write_wav(path: str | Path, audio: PcmAudio) -> Path:
+    """``audio`` as a 16-bit mono PCM WAV file. Encoded in memory by libsndfile and written by
+    Python, so a write failure is an ``OSError`` that names its cause (a full disk...)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(wav_bytes(audio))
     return path
+
+
+def wav_bytes(audio: PcmAudio) -> bytes:
+    """A complete 16-bit mono WAV file in memory."""
+    import soundfile
+
+    buffer = io.BytesIO()
+    soundfile.write(buffer, audio.samples, audio.sample_rate_hz, subtype="PCM_16", format="WAV")
+    return buffer.getvalue()
+
+
+def read_wav_pcm(source: str | Path | bytes, *, sample_rate_hz: int | None = None
+                 ) -> tuple[np.ndarray, int]:
+    """The int16 samples and rate of a 16-bit mono PCM WAV file (a path or its bytes), as
+    written: no resampling. ``sample_rate_hz`` demands a rate. Raises :class:`AudioFileError`."""
+    import soundfile
+
+    where = Path(source) if not isinstance(source, bytes) else None
+    try:
+        with soundfile.SoundFile(io.BytesIO(source) if isinstance(source, bytes)
+                                 else str(source)) as handle:
+            if handle.channels != 1 or handle.subtype != "PCM_16":
+                raise AudioFileError(f"expected 16-bit mono PCM, got {handle.subtype} with "
+                                     f"{handle.channels} channel(s)", source=where)
+            if sample_rate_hz is not None and handle.samplerate != sample_rate_hz:
+                raise AudioFileError(f"expected {sample_rate_hz} Hz, got {handle.samplerate} Hz",
+                                     source=where)
+            return handle.read(dtype="int16"), handle.samplerate
+    except (soundfile.LibsndfileError, RuntimeError) as error:
+        raise AudioFileError(f"cannot read WAV audio: {error}", source=where) from None

@@ -13,7 +13,6 @@ import asyncio
 import email.utils
 import importlib.util
 import inspect
-import io
 import logging
 import re
 import time
@@ -25,9 +24,9 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
+from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, read_wav_pcm
 from ..config import AzureSpeechProvider as AzureSpeechConfig
-from ..errors import ConfigError, ExecutionError, MissingDependencyError
+from ..errors import AudioFileError, ConfigError, ExecutionError, MissingDependencyError
 from ._piper import parse_speech_settings
 from ._protocol import SpeechContext
 
@@ -312,14 +311,12 @@ class AzureSpeechProvider:
 
     def _decode(self, body: bytes) -> PcmAudio:
         if self.config.output_format.startswith("riff-"):
-            import wave
-
             try:
-                with wave.open(io.BytesIO(body), "rb") as handle:
-                    body = handle.readframes(handle.getnframes())
-            except (wave.Error, EOFError) as error:
+                samples, _ = read_wav_pcm(body)
+            except AudioFileError as error:
                 raise AzureSpeechError(f"Azure Speech returned an unreadable WAV: "
-                                       f"{error}") from None
+                                       f"{error.message}") from None
+            body = samples.astype("<i2", copy=False).tobytes()
         if not body:
             raise AzureSpeechError("Azure Speech returned no audio (HTTP 200, empty body)",
                                    status_code=200)

@@ -14,8 +14,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -23,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .._atomic import atomic_write
 from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..errors import ExecutionError
 from ._protocol import SpeechProvider, Synthesis
@@ -141,8 +140,9 @@ class SpeechService:
                 "sample_rate_hz": audio.sample_rate_hz, "encoding": "pcm_s16le",
                 "channels": 1}
         # The meta file is written last: an entry without it is a miss, never half a hit.
-        _atomic_write(pcm_path, data)
-        _atomic_write(meta_path, json.dumps(meta, ensure_ascii=False, indent=1).encode("utf-8"))
+        atomic_write(pcm_path, data, durable=True)
+        atomic_write(meta_path, json.dumps(meta, ensure_ascii=False, indent=1).encode("utf-8"),
+                     durable=True)
 
     # --- synthesis ------------------------------------------------------------------------
 
@@ -238,19 +238,3 @@ class SpeechService:
             await asyncio.gather(*pending, return_exceptions=True)
         self.clear_memory()
         await self.provider.aclose()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise

@@ -1,6 +1,6 @@
 """Versioned artifact models, bundle writing and reading, run reports."""
 
-from ._bundle import TRIAL_FILES, write_json, write_jsonl
+from ._bundle import TRIAL_FILES, write_json
 from ._junit import junit_xml
 from ._models import (
     SCHEMA_VERSION,
@@ -63,6 +63,5 @@ __all__ = [
     "read_trial",
     "read_voice_events",
     "write_json",
-    "write_jsonl",
     "junit_xml",
 ]

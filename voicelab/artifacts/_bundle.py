@@ -67,20 +67,9 @@ def write_json(path: Path, document: Any, *, pretty: bool = True, atomic: bool =
     return path
 
 
-def write_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> Path:
-    encode = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":")).encode
-    lines = [encode(record) for record in records]
-    _plain_write(path, ("\n".join(lines) + ("\n" if lines else "")).encode())
-    return path
-
-
 def write_text(path: Path, text: str) -> Path:
     _plain_write(path, text.encode())
     return path
-
-
-def write_audio(path: Path, audio: PcmAudio) -> Path:
-    return write_wav(path, audio)
 
 
 _WRITERS = None

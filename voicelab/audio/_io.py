@@ -12,7 +12,6 @@ import numpy as np
 from ..errors import AudioFileError
 from ._format import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
 
-SUPPORTED_SUFFIXES = (".wav", ".flac", ".ogg", ".oga")
 #: libsndfile containers the core accepts; MP3, AIFF and the rest are refused (seed: WAV only,
 #: plus FLAC and OGG by this project's choice).
 _SUPPORTED_FORMATS = frozenset({"WAV", "WAVEX", "RF64", "FLAC", "OGG"})

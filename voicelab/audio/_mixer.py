@@ -19,7 +19,7 @@ import numpy as np
 
 from ..config import EnvironmentConfig
 from ..errors import AudioFileError
-from ._format import PCM16_MAX, PCM16_MIN, PcmAudio
+from ._format import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
 from ._io import read_audio
 from ._signal import SILENCE_THRESHOLD
 
@@ -34,7 +34,7 @@ class PreparedEnvironment:
     base_noise: np.ndarray | None = None
     background_voices: np.ndarray | None = None
     transients: tuple[np.ndarray, ...] = ()
-    sample_rate_hz: int = 24_000
+    sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ
 
     @property
     def is_silent(self) -> bool:
@@ -43,7 +43,7 @@ class PreparedEnvironment:
 
 
 def prepare_environment(config: EnvironmentConfig, *, source: str | Path | None = None,
-                        sample_rate_hz: int = 24_000) -> PreparedEnvironment:
+                        sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> PreparedEnvironment:
     """Decode and normalize every asset of ``config``; errors name ``source`` and the key."""
 
     def load(key: str, path: Path) -> np.ndarray:

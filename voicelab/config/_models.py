@@ -11,11 +11,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-CAPABILITY_NAMES = ("streaming_input", "streaming_output", "interruption", "tool_events",
-                    "input_transcripts")
-
 Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
                      "input_transcripts"]
+#: What an endpoint may declare and a scenario may require (``Capability``'s values).
+CAPABILITY_NAMES: tuple[str, ...] = Capability.__args__  # type: ignore[attr-defined]
 
 ExitReason = Literal["endpoint_completion", "script_exhaustion", "max_turns", "max_time",
                      "connection_closed", "error", "persona_ended", "repeat_limit",

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..audio import CANONICAL_FORMAT, AudioFormat, PcmAudio
-from ..config import SecretScrubber
+from ..config import CAPABILITY_NAMES, SecretScrubber
 from ..errors import ExecutionError
 
 EventType = Literal[
@@ -51,8 +51,7 @@ EventType = Literal[
 
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
 
-CAPABILITY_KEYS = ("streaming_input", "streaming_output", "interruption", "tool_events",
-                   "input_transcripts")
+CAPABILITY_KEYS = CAPABILITY_NAMES
 
 
 class EndpointError(ExecutionError):

@@ -26,13 +26,14 @@ import numpy as np
 
 from .._steps import Steps, run_steps
 from ..artifacts import MetricSummary, TurnMetrics, VoiceMetrics
-from ..audio import CANONICAL_FORMAT, PcmAudio, analyze_signals
+from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio, analyze_signals
 from ..recording import PRODUCT, USER, Event, EventType, Recording
 from ._placement import STEP_EVENTS, Placement, silent_runs_ns
 
 TIMING_METRICS = ("first_audio_latency_ms", "response_duration_ms", "playback_stall_ms",
                   "dead_air_ms", "interruption_stop_latency_ms", "audio_after_interrupt_ms")
 PERCENTILES = (50, 90, 95, 99)
+_RATE = CANONICAL_SAMPLE_RATE_HZ
 
 
 def _ms(ns: int | None) -> float | None:
@@ -177,14 +178,14 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
         if found.barge is not None:
             after = [e for e in found.chunks if e.offset_ns > found.barge]
             stop_latency = _ms(max(e.offset_ns for e in after) - found.barge) if after else 0.0
-            audio_after = round(sum(e.audio_samples for e in after) / 24.0, 3)
+            audio_after = round(sum(e.audio_samples for e in after) * 1000 / _RATE, 3)
         turns.append(TurnMetrics(
             turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
             reference=reference[1] if reference else None,  # type: ignore[arg-type]
             first_audio_latency_ms=_ms(first - reference[0])
             if first is not None and reference else None,
             response_duration_ms=_ms(done[0] - reference[0]) if done and reference else None,
-            output_audio_seconds=round(sum(e.audio_samples for e in found.chunks) / 24_000, 6),
+            output_audio_seconds=round(sum(e.audio_samples for e in found.chunks) / _RATE, 6),
             playback_start_ms=_ms(heard_from), playback_end_ms=_ms(heard_until),
             playback_stall_ms=_ms(playback.stall_ns) if playback and playback.chunks else None,
             dead_air_ms=dead_air, interrupted=found.barge is not None,

@@ -9,18 +9,18 @@
   the barge-in stops at the barge-in point; audio of that response arriving afterwards still
   plays (over the user), so a product that ignores a cancel stays audible.
 
-The same :class:`Listener` runs live (the conversation waits for playback and times barge-ins
-with it) and again over a recording read back from a bundle: it is a pure function of the
-events in sequence order, so both give the same placement.
+The recording feeds its :class:`Listener` every product chunk and barge-in as they are recorded,
+live (the conversation waits for playback and times barge-ins with it) and again when a
+recording is read back from a bundle: a pure function of the events in sequence order, so both
+give the same placement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ
-from ._events import Event, EventType
+from ._events import Event
 
 RATE = CANONICAL_SAMPLE_RATE_HZ
 
@@ -69,10 +69,6 @@ class ResponsePlayback:
     def end_ns(self) -> int | None:
         ends = [c.end for c in self.chunks if c.heard and not c.after_cancel]
         return samples_to_ns(max(ends)) if ends else None
-
-    @property
-    def heard_samples(self) -> int:
-        return sum(c.heard for c in self.chunks if not c.after_cancel)
 
     def played_until_ns(self, threshold_ns: int) -> int | None:
         """Listener time when ``threshold_ns`` of this response has played (None: not yet)."""
@@ -131,12 +127,3 @@ class Listener:
                     chunk.heard = at - chunk.start
             self._cancelled.add(playback.turn_id)
         self.cursor = min(self.cursor, at)
-
-    def follow(self, events: Iterable[Event]) -> Listener:
-        """Replay recorded events in sequence order (a recording read back from a bundle)."""
-        for event in events:
-            if event.type is EventType.PRODUCT_AUDIO:
-                self.hear(event)
-            elif event.type is EventType.USER_BARGE_IN:
-                self.barge_in(event.attributes.get("response_turn_id"), event.listener_ns)
-        return self

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ
 from ..endpoints import EndpointEvent
 from ..recording import ENDPOINT_EVENT_TYPES, Event, EventType, Recording, ResponsePlayback
 
@@ -22,7 +23,7 @@ _RESPONSE_KINDS = {"audio_delta", "transcript_final", "tool_call", "tool_result"
                    "turn_complete"}
 _OPENING_KINDS = {"audio_delta", "transcript_final", "tool_call"}
 _ATTRIBUTE_KINDS = {"tool_call", "tool_result", "error", "closed", "turn_complete"}
-BYTES_PER_SECOND = 48_000  # canonical PCM: 24 kHz x 2 bytes
+BYTES_PER_SECOND = CANONICAL_FORMAT.bytes_per_second
 
 
 @dataclass
@@ -31,7 +32,6 @@ class ProductResponseState:
 
     turn_id: str
     index: int
-    opened_ns: int
     events: list[Event] = field(default_factory=list)
     status: str | None = None
     completed_ns: int | None = None
@@ -54,7 +54,7 @@ class ProductResponseState:
     @property
     def audio_seconds(self) -> float:
         return sum(e.audio_samples for e in self.events
-                   if e.type is EventType.PRODUCT_AUDIO) / 24_000
+                   if e.type is EventType.PRODUCT_AUDIO) / CANONICAL_SAMPLE_RATE_HZ
 
     def of_type(self, event_type: EventType) -> list[dict[str, Any]]:
         return [dict(e.attributes) for e in self.events if e.type is event_type]
@@ -108,14 +108,14 @@ class Intake:
     def expect_response(self, turn_id: str) -> None:
         self.pending.append(turn_id)
 
-    def _open_response(self, at_ns: int) -> ProductResponseState:
+    def _open_response(self) -> ProductResponseState:
         if self.pending:
             turn_id = self.pending.pop(0)
         else:
             base = self.user_turn_id or "turn-000"
             same = sum(1 for r in self.responses if r.turn_id.split(".")[0] == base)
             turn_id = base if same == 0 else f"{base}.{same + 1}"
-        response = ProductResponseState(turn_id, len(self.responses), at_ns)
+        response = ProductResponseState(turn_id, len(self.responses))
         self.responses.append(response)
         self.current = response
         return response
@@ -161,10 +161,10 @@ class Intake:
         response = self.current
         idle = response is None or response.completed
         if kind in _OPENING_KINDS and idle:
-            response = self._open_response(event.received_ns)
+            response = self._open_response()
         elif kind == "turn_complete" and idle:
             # an empty response to an expected turn, or a stray response.done (kept, unattached)
-            response = self._open_response(event.received_ns) if self.pending else None
+            response = self._open_response() if self.pending else None
         in_response = kind in _RESPONSE_KINDS and response is not None
         turn_id = response.turn_id if in_response and response else None
         attributes: dict[str, Any] = {}

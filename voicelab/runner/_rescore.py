@@ -24,7 +24,7 @@ from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audi
 from ..config import PersonaConfig, ScenarioConfig, parse_settings
 from ..errors import ConfigError
 from ..recording import PRODUCT, USER, USER_CLEAN, Recording, recording_from_records
-from ..scoring import pass_at_k, pass_power_k
+from ..scoring import pass_at_k, pass_power_k, trial_passed
 from ._evidence import (
     STREAM_FILES,
     assemble_now,
@@ -122,8 +122,7 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
 
         judges = asyncio.run(run_judges(judges_run, evidence.transcript.turns,
                                         evidence.tool_calls.tool_calls))
-    passed = executed and all(v.passed for v in verdicts if v.critical) and all(
-        j.passed for j in judges if j.critical)
+    passed = trial_passed(executed=executed, verdicts=verdicts, judges=judges)
     report = previous.model_copy(update={
         "verdicts": verdicts, "judges": judges, "passed": passed,
         "metrics_summary": evidence.metrics.model_dump(mode="json")["summary"]})

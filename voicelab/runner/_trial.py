@@ -22,13 +22,14 @@ from ..artifacts import (
     TrialSummary,
     TurnMetrics,
 )
-from ..artifacts._bundle import write_json, write_trial_files
+from ..artifacts._bundle import RESOLVED_KINDS, write_json, write_trial_files
 from ..audio import CANONICAL_FORMAT, PcmAudio, PreparedEnvironment
 from ..config import LoadedRun
 from ..endpoints import EndpointContext, new_span_id, new_trace_id
 from ..errors import ConfigError
 from ..personas import PersonaContext
 from ..recording import EventType, Recording
+from ..scoring import trial_passed
 from ._conversation import Conversation, Failure
 from ._evidence import (
     Evidence,
@@ -224,8 +225,7 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
 
         judges = await run_judges(loaded, evidence.transcript.turns,
                                   evidence.tool_calls.tool_calls)
-    passed = executed and all(v.passed for v in verdicts if v.critical) and all(
-        j.passed for j in judges if j.critical)
+    passed = trial_passed(executed=executed, verdicts=verdicts, judges=judges)
     ended_wall = time.time()
     report = TrialReport(
         trial=plan.index, trial_id=trial_id, seed=plan.seed, session_id=session_id,
@@ -270,7 +270,7 @@ async def _write(plan: TrialPlan, recording: Recording, evidence: Evidence, repo
     loaded = plan.loaded
     resolved = loaded.resolved_documents()
     documents: dict[str, Any] = {}
-    for kind in ("scenario", "persona", "data", "environment", "script", "settings"):
+    for kind in RESOLVED_KINDS:
         source = loaded.sources.get("run" if kind == "settings" else kind)
         documents[f"resolved-{kind}.json"] = {"schema_version": SCHEMA_VERSION, "kind": kind,
                                               "source": str(source) if source else None,

@@ -27,7 +27,7 @@ from ._statistics import (
     proportion_interval,
     trials_for_width,
 )
-from ._verdicts import deterministic_verdicts, pass_at_k, pass_power_k
+from ._verdicts import deterministic_verdicts, pass_at_k, pass_power_k, trial_passed
 
 __all__ = [
     "ConversationEvidence",
@@ -57,6 +57,7 @@ __all__ = [
     "pass_at_k_estimate",
     "pass_curves",
     "pass_power_k_estimate",
+    "trial_passed",
     "proportion_interval",
     "trials_for_width",
 ]

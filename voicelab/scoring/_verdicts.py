@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..artifacts import TranscriptTurn, TurnMetrics, Verdict
+from ..artifacts import JudgeResult, TranscriptTurn, TurnMetrics, Verdict
 from ..config import PersonaConfig, ScenarioConfig
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
@@ -124,3 +124,12 @@ def pass_at_k(results: Sequence[bool]) -> bool:
 def pass_power_k(results: Sequence[bool]) -> bool:
     """True only when every trial passed (the CLI's quality gate); False for no trials."""
     return bool(results) and all(results)
+
+
+def trial_passed(*, executed: bool, verdicts: Sequence[Verdict],
+                 judges: Sequence[JudgeResult]) -> bool:
+    """The trial gate: it executed, every critical verdict passed and no critical judge failed
+    or errored (advisory ones never count)."""
+    from ._quality import judges_pass
+
+    return executed and all(v.passed for v in verdicts if v.critical) and judges_pass(judges)

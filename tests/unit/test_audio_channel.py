@@ -85,6 +85,7 @@ def test_config_forbids_unknown_keys_and_misplaced_opus_settings() -> None:
     })
     assert config.to_user is None
     assert isinstance(config.to_product.loss, IndependentLoss)
+    assert LineConfig().is_clean and not config.to_product.is_clean
 
 
 def test_gilbert_elliott_parameters_say_what_they_mean() -> None:

@@ -132,8 +132,11 @@ class OpusConfig(StrictModel):
 class LineConfig(StrictModel):
     """One direction of the line. The defaults are a clean line: PCM, no loss, no jitter."""
 
-    codec: Literal["pcm", "mulaw", "alaw", "opus"] = "pcm"
-    packet_ms: Literal[10, 20, 30, 40, 60] = 20
+    codec: Literal["pcm", "mulaw", "alaw", "opus"] = Field(
+        "pcm", description="pcm: 24 kHz linear, untouched; mulaw/alaw: G.711 at 8 kHz, "
+                           "band-limited to 300-3400 Hz; opus: libopus at opus.bitrate_bps")
+    packet_ms: Literal[10, 20, 30, 40, 60] = Field(
+        20, description="audio per packet, ms (a 30 ms Opus packet carries three 10 ms frames)")
     loss: PacketLoss | None = None
     jitter: JitterConfig | None = None
     concealment: ConcealmentConfig = Field(default_factory=ConcealmentConfig)

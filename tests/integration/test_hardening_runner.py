@@ -180,10 +180,10 @@ def test_a_broken_trial_is_reported_and_the_others_run(tmp_path, monkeypatch):
 
     real = run_module.run_trial
 
-    async def sometimes_broken(plan):
+    async def sometimes_broken(plan, **options):
         if plan.index == 2:
             raise RuntimeError("adapter bug")
-        return await real(plan)
+        return await real(plan, **options)
 
     monkeypatch.setattr(run_module, "run_trial", sometimes_broken)
     outcome = voicelab.run(EXAMPLE, trials=3, concurrency=3, artifacts_dir=tmp_path)

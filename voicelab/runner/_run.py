@@ -267,6 +267,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     write_errors: list[str] = []
     interrupted = False
     speech = None
+    writes: set[asyncio.Task[None]] = set()
     try:
         speech = open_speech(loaded, plan.speech_cls, cache_dir=root / ".speech-cache")
         semaphore = semaphore or asyncio.Semaphore(parallel)
@@ -295,9 +296,10 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                                   script_audio=plan.script_audio)
                 started_wall = time.time()
                 try:
-                    result = await run_trial(trial)
+                    result = await run_trial(trial, write_behind=True)
                 except _TrialCancelled as cancelled:
                     results.append(cancelled.result)
+                    await write_behind(cancelled.result)
                     raise
                 except asyncio.CancelledError:
                     raise
@@ -306,6 +308,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                     result = await asyncio.to_thread(crashed_trial, trial, error,
                                                      started_wall=started_wall)
                 results.append(result)
+                await write_behind(result)
                 logger.info("%s: %s (%s)", result.summary.trial_id,
                             "passed" if result.report.passed else "failed",
                             result.report.exit_reason)
@@ -319,6 +322,26 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                                                     report("running"))
                 if on_trial_done is not None:
                     on_trial_done(result, len(results), trial_count)
+
+        # A trial's files are written while the next conversation runs (disk latency is most of
+        # a short trial's cost). One trial's bundle at a time (its files side by side): a
+        # failing disk then fails trials one by one, each keeping what fit and its report.
+        write_slots = asyncio.Semaphore(1)
+
+        async def finish(result: TrialResult, pending: Any) -> None:
+            try:
+                result.finish_write(await pending)
+            finally:
+                write_slots.release()
+
+        async def write_behind(result: TrialResult) -> None:
+            pending, result.pending_write = result.pending_write, None
+            if pending is None:
+                return
+            await write_slots.acquire()
+            task = asyncio.create_task(finish(result, pending))
+            writes.add(task)
+            task.add_done_callback(writes.discard)
 
         # trials are started lazily by at most `parallel` workers: a huge --trials costs no
         # memory up front
@@ -337,6 +360,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             interrupted = True
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
+        if writes:  # every planned file reaches the disk (or its failure the report) first
+            await asyncio.gather(*writes, return_exceptions=True)
         if speech is not None:
             await speech.aclose()
         final = _run_report(loaded, run_id=run_id, bundle=bundle, results=results,

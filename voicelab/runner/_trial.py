@@ -7,7 +7,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +22,7 @@ from ..artifacts import (
     TrialSummary,
     TurnMetrics,
 )
-from ..artifacts._bundle import RESOLVED_KINDS, write_json, write_trial_files
+from ..artifacts._bundle import RESOLVED_KINDS, EncodedFile, write_json, write_trial_files
 from ..audio import CANONICAL_FORMAT, PcmAudio, PreparedEnvironment
 from ..config import LoadedRun
 from ..endpoints import EndpointContext, new_span_id, new_trace_id
@@ -67,6 +67,17 @@ class TrialResult:
     summary: TrialSummary
     cancelled: bool = False
     turn_metrics: list[TurnMetrics] = field(default_factory=list)
+    #: with ``write_behind``, the bundle write still to await: it returns the final report (the
+    #: same, or one saying which files could not be written)
+    pending_write: Coroutine[Any, Any, TrialReport] | None = None
+
+    def finish_write(self, report: TrialReport) -> None:
+        """Take the report the bundle write ended with (a failed write fails the trial)."""
+        if report is self.report:
+            return
+        self.report = report
+        self.summary = self.summary.model_copy(update={
+            "passed": report.passed, "execution_status": report.execution_status})
 
 
 def _utc(moment: float) -> str:
@@ -148,7 +159,10 @@ async def _run_probe(plan: TrialPlan, endpoint: Any, session_id: str, scrubber: 
     return "available", scrubber.scrub(dict(outcome)), None, name
 
 
-async def run_trial(plan: TrialPlan) -> TrialResult:
+async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResult:
+    """Run one trial and write its bundle. With ``write_behind`` the files are serialized
+    here but written afterwards: ``result.pending_write`` must be awaited (the caller overlaps
+    the disk with the next conversation)."""
     loaded = plan.loaded
     scrubber = loaded.scrubber
     session_id = trial_session_id(loaded, plan.index, plan.run_id)
@@ -241,10 +255,11 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
         outcome=outcome, outcome_error=outcome_error,
         metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
         audio_format=CANONICAL_FORMAT.to_dict())
-    try:
-        await _write(plan, recording, evidence, report, persona)
-    except OSError as error:
-        report = await asyncio.to_thread(write_unfinished_bundle, plan.trial_dir, report, error)
+    files = await _encode(plan, recording, evidence, report, persona)
+    pending = _write(plan.trial_dir, files, report)
+    if not write_behind:
+        report = await pending
+        pending = None
     latency = evidence.metrics.summary["first_audio_latency_ms"]
     summary = TrialSummary(
         trial=plan.index, trial_id=trial_id, seed=plan.seed, passed=report.passed,
@@ -253,9 +268,11 @@ async def run_trial(plan: TrialPlan) -> TrialResult:
         first_audio_latency_ms_p50=latency.p50, first_audio_latency_ms_p95=latency.p95,
         path=trial_id)
     turns = evidence.metrics.turns
+    result = TrialResult(report, summary, cancelled=cancelled, turn_metrics=turns,
+                         pending_write=pending)
     if cancelled:
-        raise _TrialCancelled(TrialResult(report, summary, cancelled=True, turn_metrics=turns))
-    return TrialResult(report, summary, turn_metrics=turns)
+        raise _TrialCancelled(result)
+    return result
 
 
 class _TrialCancelled(asyncio.CancelledError):
@@ -264,9 +281,18 @@ class _TrialCancelled(asyncio.CancelledError):
         self.result = result
 
 
-async def _write(plan: TrialPlan, recording: Recording, evidence: Evidence, report: TrialReport,
-                 persona: Any) -> None:
-    """Serialize the trial's files on the loop in steps, then write them from a thread."""
+async def _write(trial_dir: Path, files: list[EncodedFile], report: TrialReport) -> TrialReport:
+    """Write the files from a thread (I/O only); the report the trial ends with."""
+    try:
+        await asyncio.to_thread(write_trial_files, trial_dir, files, report)
+        return report
+    except OSError as error:
+        return await asyncio.to_thread(write_unfinished_bundle, trial_dir, report, error)
+
+
+async def _encode(plan: TrialPlan, recording: Recording, evidence: Evidence,
+                  report: TrialReport, persona: Any) -> list[EncodedFile]:
+    """Serialize the trial's files on the loop, in steps."""
     loaded = plan.loaded
     resolved = loaded.resolved_documents()
     documents: dict[str, Any] = {}
@@ -280,10 +306,9 @@ async def _write(plan: TrialPlan, recording: Recording, evidence: Evidence, repo
         documents["persona-session.json"] = {"schema_version": SCHEMA_VERSION,
                                              **loaded.scrubber.scrub(session_evidence)}
     title = f"{loaded.scenario.id} — {report.trial_id} (seed {report.seed})"
-    files = await arun_steps(evidence_files(recording, evidence, report, title=title,
-                                            keep_clean_speech=plan.speech_metrics,
-                                            extra_documents=documents))
-    await asyncio.to_thread(write_trial_files, plan.trial_dir, files, report)
+    return await arun_steps(evidence_files(recording, evidence, report, title=title,
+                                           keep_clean_speech=plan.speech_metrics,
+                                           extra_documents=documents))
 
 
 def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float) -> TrialResult:

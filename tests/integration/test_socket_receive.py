@@ -149,18 +149,20 @@ def test_a_fragmented_message_carries_the_stamp_of_its_first_fragment():
 
 
 def test_each_message_carries_the_stamp_of_the_read_that_held_its_first_byte():
-    # Frames with 2-, 4- and 10-byte headers, one split across two reads, one in the same read
-    # as the handshake response: a wrong byte count would shift every later stamp.
+    # Frames with 2-, 4- and 10-byte headers; one in the same read as the handshake response,
+    # one whose first byte ends that read, one split across reads, one starting a read: a byte
+    # count off by one would move a stamp.
     clock = SteppedClock()
     big = bytes(range(256)) * 300  # 76800 bytes: a 10-byte header
 
     async def writes(protocol: ServerProtocol, reader, writer) -> None:
         steps: list[bytes] = []
         protocol.send_text(b"hello")
-        steps.append(_wire(protocol))  # with the handshake response
         protocol.send_binary(b"a" * 100)
+        first = _wire(protocol)  # with the handshake response
+        steps.append(first[:-101])  # ... "hello" and the first byte of the next frame
         protocol.send_binary(big)
-        second = _wire(protocol)
+        second = first[-101:] + _wire(protocol)
         steps.append(second[:40_000])
         protocol.send_binary(b"c" * 300)
         protocol.send_text(b"d")
@@ -182,7 +184,7 @@ def test_each_message_carries_the_stamp_of_the_read_that_held_its_first_byte():
             return await _until_closure(inbox)
 
     received = asyncio.run(main())
-    assert received == [(1, "hello"), (2, b"a" * 100), (2, big), (3, b"c" * 300), (3, "d"),
+    assert received == [(1, "hello"), (1, b"a" * 100), (2, big), (3, b"c" * 300), (3, "d"),
                         (4, "e"), (5, Closure(1000, "done"))]
 
 

@@ -134,8 +134,8 @@ class MessageInbox:
     wait in the kernel and then in the product's own send buffer. Stamps are taken when bytes
     reach the process, so a paused socket delays the stamps of what it holds back by the pause,
     at most, and only once the consumer already lags by more than a bound. ``pauses`` counts
-    them. ``put_nowait`` also takes an adapter's own items (a timer's wake-up): they count as
-    messages of no bytes.
+    them. ``put_nowait`` also takes an adapter's own items (a timer's wake-up), which never
+    pause reading.
     """
 
     def __init__(self, *, max_bytes: int = INBOX_MAX_BYTES,
@@ -165,12 +165,13 @@ class MessageInbox:
 
     def put_nowait(self, item: tuple[int, Any]) -> None:
         self._items.append(item)
-        message = item[1]
-        if isinstance(message, str | bytes):
-            self._bytes += len(message)
         getter = self._getter
         if getter is not None and not getter.done():
             getter.set_result(None)
+        message = item[1]
+        if not isinstance(message, str | bytes):
+            return  # a Closure or the adapter's own item: nothing more to read behind it
+        self._bytes += len(message)
         if not self._paused and self._reading is not None and (
                 self._bytes > self.max_bytes or len(self._items) > self.max_messages):
             self._paused = True

@@ -441,3 +441,87 @@ def test_wss_connects_over_tls_and_refuses_an_untrusted_certificate(tmp_path):
     assert untrusted.code == "connection_failed"
     assert echoed == ["over tls", b"\x01" * 70_000]
     assert closure == Closure(1000, "")
+
+
+# --- proxies -------------------------------------------------------------------------------
+
+@contextlib.asynccontextmanager
+async def _connect_proxy(requests: list[bytes], *, answer: bytes = b"200 Connection established"
+                         ) -> AsyncIterator[str]:
+    """An HTTP proxy that opens CONNECT tunnels (or answers ``answer`` without one)."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        requests.append(head)
+        if not answer.startswith(b"200"):
+            writer.write(b"HTTP/1.1 " + answer + b"\r\nContent-Length: 0\r\n\r\n")
+            writer.close()
+            return
+        host, port = head.split(b" ")[1].decode().rsplit(":", 1)
+        upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 " + answer + b"\r\n\r\n")
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    async with server:
+        yield f"http://user:s3cret@127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+async def _echo(ws):
+    async for message in ws:
+        await ws.send(message)
+
+
+@pytest.mark.parametrize("secure", [False, True], ids=["ws", "wss"])
+def test_a_proxy_named_in_the_environment_carries_the_connection(monkeypatch, tmp_path, secure):
+    import ssl
+
+    server_tls = client_tls = None
+    if secure:
+        cert, key = _self_signed_certificate(tmp_path)
+        server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_tls.load_cert_chain(cert, key)
+        client_tls = ssl.create_default_context(cafile=cert)
+    requests: list[bytes] = []
+
+    async def main():
+        async with _server(_echo, ssl=server_tls) as uri, _connect_proxy(requests) as proxy:
+            monkeypatch.setenv("wss_proxy" if secure else "ws_proxy", proxy)
+            monkeypatch.delenv("no_proxy", raising=False)
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            inbox = MessageInbox()
+            ws = await _open(uri, inbox, ssl_context=client_tls)
+            await ws.send("through the proxy")
+            echoed = await inbox.get()
+            await ws.close()
+            return uri, echoed[1], (await _until_closure(inbox))[-1][1]
+
+    uri, echoed, closure = asyncio.run(main())
+    assert echoed == "through the proxy" and closure == Closure(1000, "")
+    target = uri.split("://")[1]
+    assert requests[0].startswith(f"CONNECT {target} HTTP/1.1\r\n".encode())
+    assert b"Proxy-Authorization: Basic dXNlcjpzM2NyZXQ=\r\n" in requests[0]  # user:s3cret
+
+
+def test_a_proxy_that_refuses_the_tunnel_fails_the_connection(monkeypatch):
+    requests: list[bytes] = []
+
+    async def main():
+        async with _server(_echo) as uri, \
+                _connect_proxy(requests, answer=b"407 Proxy Authentication Required") as proxy:
+            monkeypatch.setenv("ws_proxy", proxy)
+            monkeypatch.delenv("no_proxy", raising=False)
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            with pytest.raises(EndpointError) as refused:
+                await _open(uri, MessageInbox())
+            return refused.value
+
+    refused = asyncio.run(main())
+    assert refused.code == "connection_failed"
+    assert "HTTP 407" in str(refused) and "s3cret" not in str(refused)

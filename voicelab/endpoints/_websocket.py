@@ -84,7 +84,7 @@ class WebSocketEndpoint:
         self._scrubber = context.scrubber.with_values(
             secret_values(self._settings.headers, self._settings.access_token))
         self._decoder = WireV1Decoder(self._scrubber)
-        self._queue = MessageInbox()  # (received ns, message, Closure or _WATCHDOG)
+        self._queue = MessageInbox()  # (received ns, message | Closure | _WATCHDOG)
         self._ws: WebSocketConnection | None = None
         self._state = "new"  # new -> open -> closing -> closed
         self._closure_enqueued = False  # when never connected, close() enqueues one itself

@@ -21,6 +21,7 @@ from . import _realtime_wire as wire
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
 from ._realtime_connection import Closure, RealtimeConnection
 from ._settings import AdapterSettings, parse_settings
+from ._socket import closure_error
 from ._wire import parse_arguments
 
 logger = logging.getLogger(__name__)
@@ -391,23 +392,10 @@ class RealtimeEndpoint:
         initiator = "evaluator" if by_us and not self._close_reason else "adapter"
         if not by_us:
             initiator = "adapter" if closure.local_failure else "product"
-            described = f"code {closure.code}" + (f": {reason}" if reason else "")
-            if closure.local_failure and closure.code == 1009:
-                events.append(self._error(received_ns, "message_too_large",
-                                          f"a product message exceeded max_message_bytes "
-                                          f"({self._settings.max_message_bytes} bytes)"))
-            elif closure.local_failure:
-                events.append(self._error(received_ns, "protocol_error",
-                                          f"connection failed: {described}"))
-            elif closure.code == 1006:
-                events.append(self._error(received_ns, "connection_lost",
-                                          "connection to the product was lost (no close frame)"))
-            elif closure.code not in (1000, 1001):
-                events.append(self._error(received_ns, "connection_closed",
-                                          f"product closed the connection ({described})"))
-            elif mid_turn:
-                events.append(self._error(received_ns, "closed_mid_turn",
-                                          f"product closed the connection mid-turn ({described})"))
+            unexpected = closure_error(closure, reason=reason, mid_turn=mid_turn,
+                                       max_message_bytes=self._settings.max_message_bytes)
+            if unexpected is not None:
+                events.append(self._error(received_ns, unexpected.code, unexpected.message))
         events.append(EndpointEvent("closed", received_ns, data={
             "reason": reason or "connection closed", "code": closure.code,
             "initiated_by": initiator}))

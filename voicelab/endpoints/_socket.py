@@ -1,21 +1,35 @@
-"""WebSocket plumbing shared by the protocol v1 and the realtime adapters.
+"""The WebSocket transport of the protocol v1 and the realtime adapters.
 
-* :func:`open_websocket` connects and maps every failure to an :class:`EndpointError` code;
-* the connection class stamps each message with the moment its first bytes reached the process
-  (in the protocol callback), so a busy event loop delays processing, not the measurement, and
-  delivers it from there to the adapter's queue;
-* :class:`Closure` is how a receive loop reports the end of the stream.
+Built on websockets' documented Sans-I/O layer (:class:`websockets.client.ClientProtocol`),
+driven by our own :class:`asyncio.Protocol`, so the library's private methods are never used:
+
+* :func:`open_websocket` connects (TCP, TLS for ``wss://``, the opening handshake) and maps every
+  failure to an :class:`EndpointError` code;
+* :class:`WebSocketConnection` stamps the bytes with the trial clock in ``data_received``, before
+  any parsing, gives each message the stamp of its first bytes (of its first fragment, when
+  fragmented) and puts it into the adapter's :class:`MessageInbox`; it answers pings, keeps the
+  connection alive and closes with a timeout;
+* :class:`MessageInbox` is bounded: past :data:`INBOX_MAX_BYTES` or :data:`INBOX_MAX_MESSAGES`
+  the connection stops reading the socket until the consumer catches up;
+* a :class:`Closure` is the last item of every inbox; :func:`closure_error` says which error an
+  unexpected one is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
+import os
+import ssl
+import urllib.parse
+import urllib.request
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.client import ClientProtocol
 from websockets.exceptions import (
     ConnectionClosed,
     InvalidHandshake,
@@ -23,18 +37,43 @@ from websockets.exceptions import (
     InvalidURI,
     WebSocketException,
 )
-from websockets.frames import DATA_OPCODES, CloseCode, Frame, Opcode
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Response
+from websockets.protocol import State
+from websockets.uri import WebSocketURI, parse_uri
 
 from ..config import SecretScrubber
 from ._protocol import EndpointError
 
+logger = logging.getLogger(__name__)
+
+#: How long a closing handshake may take before the TCP connection is aborted.
 CLOSE_TIMEOUT_SECONDS = 2.0
+#: A ping goes out after this much time; without its pong one interval later, the connection
+#: fails with 1011 (the keepalive websockets' own client does by default).
+KEEPALIVE_SECONDS = 20.0
+#: Back-pressure bounds of a :class:`MessageInbox`: past either, reading the socket pauses until
+#: the consumer has taken the inbox down to half of both. About 20 s of 24 kHz PCM (characters
+#: count as bytes for text), or 20 s of 20 ms chunks: only a consumer that has stopped gets there.
+INBOX_MAX_BYTES = 1024 * 1024
+INBOX_MAX_MESSAGES = 1000
+
+_INVALID_DATA = 1007
+_MESSAGE_TOO_BIG = 1009
+_INTERNAL_ERROR = 1011
+_MAX_CLOSE_REASON_BYTES = 123
+
+BytesLike = bytes | bytearray | memoryview  # a frame's payload (Frame.data)
+
+
+class SocketClosed(Exception):
+    """Sending on a connection that is closing or closed."""
 
 
 @dataclass(frozen=True, slots=True)
 class Closure:
-    """The end of a receive loop: close code and reason, and whether this side failed first
-    (e.g. the library closed with 1009 because a message was too big)."""
+    """The end of a connection: close code and reason, and whether this side failed first
+    (e.g. it closed with 1009 because a message was too big)."""
 
     code: int | None
     reason: str
@@ -49,112 +88,508 @@ def closure_from(error: ConnectionClosed) -> Closure:
     return Closure(1006, "connection lost without a close frame")
 
 
-class _TimestampingConnection(ClientConnection):
-    """A client connection that stamps each message with the moment its first bytes reached the
-    process, and hands complete messages straight to a sink.
+@dataclass(frozen=True, slots=True)
+class ClosureError:
+    """The ``error`` event an unexpected closure deserves: its ``code`` and message."""
 
-    Data frames bypass the library's message assembler and ``recv()``: a message is delivered,
-    with its arrival time, from the protocol callback that parsed it (no task wake-up, no extra
-    queue per message). Until a sink is attached, messages wait in arrival order. When the
-    connection is lost, the sink receives a :class:`Closure`.
+    code: str
+    message: str
+
+
+def closure_error(closure: Closure, *, reason: str, mid_turn: bool,
+                  max_message_bytes: int) -> ClosureError | None:
+    """The error for a closure the evaluator did not ask for, or ``None`` when it is a normal end.
+
+    ``message_too_large`` (this side closed with 1009), ``protocol_error`` (this side failed the
+    connection otherwise), ``connection_lost`` (1006: no close frame), ``connection_closed``
+    (the product closed with a code other than 1000/1001), ``closed_mid_turn`` (1000/1001 while
+    a response was pending). ``reason`` is the closure's reason, already scrubbed of secrets.
+    """
+    described = f"code {closure.code}" + (f": {reason}" if reason else "")
+    if closure.local_failure and closure.code == _MESSAGE_TOO_BIG:
+        return ClosureError("message_too_large", f"a product message exceeded max_message_bytes "
+                            f"({max_message_bytes} bytes); connection closed")
+    if closure.local_failure:
+        return ClosureError("protocol_error", f"connection failed ({described})")
+    if closure.code == 1006:
+        return ClosureError("connection_lost", "connection to the product was lost "
+                                               "(no close frame)")
+    if closure.code not in (1000, 1001):
+        return ClosureError("connection_closed", f"product closed the connection ({described})")
+    if mid_turn:
+        return ClosureError("closed_mid_turn",
+                            f"product closed the connection mid-turn ({described})")
+    return None
+
+
+class _Reading(Protocol):
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+
+
+class MessageInbox:
+    """An adapter's queue of ``(arrival ns, message)`` in arrival order, its last item a
+    :class:`Closure`; one consumer (``get``/``get_nowait``/``empty``, as :class:`asyncio.Queue`).
+
+    Bounded without dropping anything: when more than ``max_bytes`` of messages or more than
+    ``max_messages`` items wait, the connection filling it pauses reading its socket, and resumes
+    once the consumer has taken it down to half of both bounds; meanwhile the product's bytes
+    wait in the kernel and then in the product's own send buffer. Stamps are taken when bytes
+    reach the process, so a paused socket delays the stamps of what it holds back by the pause,
+    at most, and only once the consumer already lags by more than a bound. ``pauses`` counts
+    them. ``put_nowait`` also takes an adapter's own items (a timer's wake-up), which never
+    pause reading.
     """
 
-    def __init__(self, *args: Any, clock_ns: Callable[[], int], **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.clock_ns = clock_ns
-        self._received_ns = 0
-        self._fragments: list[bytes] = []
+    def __init__(self, *, max_bytes: int = INBOX_MAX_BYTES,
+                 max_messages: int = INBOX_MAX_MESSAGES):
+        self.max_bytes = max_bytes
+        self.max_messages = max_messages
+        self.pauses = 0
+        self._items: deque[tuple[int, Any]] = deque()
+        self._bytes = 0
+        self._getter: asyncio.Future[None] | None = None
+        self._reading: _Reading | None = None
+        self._paused = False
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def fill_from(self, reading: _Reading) -> None:
+        """Pause and resume ``reading`` to keep this inbox within its bounds."""
+        self._reading = reading
+
+    def put_nowait(self, item: tuple[int, Any]) -> None:
+        self._items.append(item)
+        getter = self._getter
+        if getter is not None and not getter.done():
+            getter.set_result(None)
+        message = item[1]
+        if not isinstance(message, str | bytes):
+            return  # a Closure or the adapter's own item: nothing more to read behind it
+        self._bytes += len(message)
+        if not self._paused and self._reading is not None and (
+                self._bytes > self.max_bytes or len(self._items) > self.max_messages):
+            self._paused = True
+            self.pauses += 1
+            self._reading.pause_reading()
+
+    def get_nowait(self) -> tuple[int, Any]:
+        if not self._items:
+            raise asyncio.QueueEmpty
+        item = self._items.popleft()
+        message = item[1]
+        if isinstance(message, str | bytes):
+            self._bytes -= len(message)
+        if self._paused and self._bytes <= self.max_bytes // 2 and \
+                len(self._items) <= self.max_messages // 2:
+            self._paused = False
+            assert self._reading is not None
+            self._reading.resume_reading()
+        return item
+
+    async def get(self) -> tuple[int, Any]:
+        while not self._items:
+            self._getter = asyncio.get_running_loop().create_future()
+            try:
+                await self._getter
+            finally:
+                self._getter = None
+        return self.get_nowait()
+
+
+def _wire_length(frame: Frame) -> int:
+    """Bytes ``frame`` took on the wire: a server's frames are unmasked and, with no extension
+    negotiated, carry their payload as is (RFC 6455 section 5.2)."""
+    size = len(frame.data)
+    return size + (2 if size < 126 else 4 if size < 65536 else 10)
+
+
+class WebSocketConnection(asyncio.Protocol):
+    """One client connection: a :class:`ClientProtocol` driven by the event loop's callbacks.
+
+    ``data_received`` stamps each chunk of bytes before parsing it; a message gets the stamp of
+    the chunk that held its first byte (counted with :func:`_wire_length`), so a busy loop or a
+    message spread over many reads delays its processing, not its measurement. Complete
+    messages go straight into the inbox (no task wake-up per message); once the connection is
+    gone, its :class:`Closure` follows.
+    """
+
+    def __init__(self, protocol: ClientProtocol, *, clock_ns: Callable[[], int],
+                 inbox: MessageInbox):
+        self._protocol = protocol
+        self._clock_ns = clock_ns
+        self._inbox = inbox
+        self._transport: asyncio.Transport | None = None
+        # the handshake's outcome: None once open, else why it failed
+        self._opened: asyncio.Future[Exception | None] = \
+            asyncio.get_running_loop().create_future()
+        self._open = False
+        self._lost = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._close_timer: asyncio.TimerHandle | None = None
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._awaiting_pong: bytes | None = None
+        self._reading_paused = False
+        self.closure: Closure | None = None
+        # the handshake's bytes until its response is parsed, then the frames' byte accounting
+        self._head = bytearray()
+        self._stream_bytes = 0  # frame bytes received since the handshake
+        self._parsed_bytes = 0  # frame bytes parsed so far
+        self._chunk_stamps: deque[tuple[int, int]] = deque()  # (end offset, ns), not yet parsed
+        self._fragments: list[BytesLike] = []
         self._fragments_text = False
         self._fragments_ns = 0
-        self._sink: Callable[[tuple[int, Any]], None] | None = None
-        self._pending: list[tuple[int, Any]] = []
 
-    def attach(self, sink: Callable[[tuple[int, Any]], None]) -> None:
-        """Deliver ``(arrival ns, message or Closure)`` to ``sink``, starting with any waiting."""
-        pending, self._pending = self._pending, []
-        self._sink = sink
-        for item in pending:
-            sink(item)
+    # --- asyncio.Protocol ------------------------------------------------------------------
 
-    def _deliver(self, item: tuple[int, Any]) -> None:
-        if self._sink is None:
-            self._pending.append(item)
-        else:
-            self._sink(item)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._flush()  # the handshake request
 
     def data_received(self, data: bytes) -> None:
-        self._received_ns = self.clock_ns()
-        super().data_received(data)
-
-    def process_event(self, event: Any) -> None:
-        if not isinstance(event, Frame) or event.opcode not in DATA_OPCODES:
-            super().process_event(event)
-            return
-        if event.opcode is Opcode.CONT:
-            self._fragments.append(event.data)
-            if not event.fin:
-                return
-            arrival, text, payload = self._fragments_ns, self._fragments_text, \
-                b"".join(self._fragments)
-            self._fragments = []
-        elif not event.fin:
-            self._fragments = [event.data]
-            self._fragments_text = event.opcode is Opcode.TEXT
-            self._fragments_ns = self._received_ns
-            return
+        arrival_ns = self._clock_ns()
+        if self._open:
+            self._stream_bytes += len(data)
+            self._chunk_stamps.append((self._stream_bytes, arrival_ns))
         else:
-            arrival, text, payload = self._received_ns, event.opcode is Opcode.TEXT, event.data
-        if not text:
-            self._deliver((arrival, bytes(payload)))
-            return
-        try:
-            self._deliver((arrival, bytes(payload).decode()))
-        except UnicodeDecodeError as error:
-            self.loop.create_task(self._fail_invalid_text(error))
+            self._head += data
+        self._protocol.receive_data(data)
+        self._flush()
+        for event in self._protocol.events_received():
+            if isinstance(event, Frame):
+                if not self._frame(event):
+                    break  # the connection failed: nothing after this frame counts
+            elif isinstance(event, Response):
+                self._handshake_answered(arrival_ns)
 
-    async def _fail_invalid_text(self, error: UnicodeDecodeError) -> None:
-        self.set_connection_exc(error)
-        async with self.send_context():
-            self.protocol.fail(CloseCode.INVALID_DATA, f"{error.reason} at position {error.start}")
+    def eof_received(self) -> bool:
+        self._protocol.receive_eof()
+        self._flush()
+        return False  # the transport closes: the server ended the TCP connection
 
     def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        self._deliver((self.clock_ns(), closure_from(self.protocol.close_exc)))
+        self._protocol.receive_eof()  # an abrupt end moves the protocol to CLOSED
+        self._protocol.data_to_send()  # nowhere to send it any more
+        for timer in (self._close_timer, self._keepalive):
+            if timer is not None:
+                timer.cancel()
+        if self._protocol.state is State.CLOSED:
+            self.closure = closure_from(self._protocol.close_exc)
+        else:
+            self.closure = Closure(1006, "connection lost without a close frame")
+        if self._open:
+            self._inbox.put_nowait((self._clock_ns(), self.closure))
+        elif not self._opened.done():
+            self._opened.set_result(self._protocol.handshake_exc or ConnectionError(
+                "the connection closed during the WebSocket handshake"))
+        self._lost.set()
+        self._writable.set()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # --- reading (called by the inbox) -------------------------------------------------------
+
+    def pause_reading(self) -> None:
+        if self._protocol.state is not State.OPEN:
+            return  # closing: read on until the server's close frame
+        self._reading_paused = True
+        assert self._transport is not None
+        logger.debug("consumer behind: reading paused")
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._reading_paused:
+            self._reading_paused = False
+            assert self._transport is not None
+            self._transport.resume_reading()
+
+    # --- protocol plumbing -----------------------------------------------------------------
+
+    def _flush(self) -> None:
+        transport = self._transport
+        assert transport is not None
+        for data in self._protocol.data_to_send():
+            if data:
+                transport.write(data)
+            elif transport.can_write_eof():
+                transport.write_eof()
+        if self._close_timer is None and self._protocol.close_expected():
+            self._close_timer = asyncio.get_running_loop().call_later(
+                CLOSE_TIMEOUT_SECONDS, transport.abort)
+
+    def _handshake_answered(self, arrival_ns: int) -> None:
+        if self._opened.done():
+            return  # given up on (timeout)
+        if self._protocol.handshake_exc is not None:
+            self._opened.set_result(self._protocol.handshake_exc)
+            return
+        # A 101 response has no body: the frames start right after the blank line.
+        leftover = len(self._head) - (self._head.find(b"\r\n\r\n") + 4)
+        self._head = bytearray()
+        self._stream_bytes = leftover
+        self._chunk_stamps.append((leftover, arrival_ns))
+        self._open = True
+        self._opened.set_result(None)
+        self._inbox.fill_from(self)
+        self._schedule_keepalive()
+
+    def _frame(self, frame: Frame) -> bool:
+        start = self._parsed_bytes
+        self._parsed_bytes += _wire_length(frame)
+        stamps = self._chunk_stamps
+        while len(stamps) > 1 and stamps[0][0] <= start:
+            stamps.popleft()
+        arrival_ns = stamps[0][1]
+        opcode = frame.opcode
+        if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
+            if not frame.fin:
+                self._fragments = [frame.data]
+                self._fragments_text = opcode is Opcode.TEXT
+                self._fragments_ns = arrival_ns
+                return True
+            return self._deliver(arrival_ns, opcode is Opcode.TEXT, frame.data)
+        if opcode is Opcode.CONT:
+            self._fragments.append(frame.data)
+            if not frame.fin:
+                return True
+            payload, self._fragments = b"".join(self._fragments), []
+            return self._deliver(self._fragments_ns, self._fragments_text, payload)
+        if opcode is Opcode.PONG and frame.data == self._awaiting_pong:
+            self._awaiting_pong = None
+        return True  # pings and closes were answered by the protocol (see _flush)
+
+    def _deliver(self, arrival_ns: int, text: bool, data: BytesLike) -> bool:
+        payload = bytes(data)  # received frames hold bytes already: no copy
+        if not text:
+            self._inbox.put_nowait((arrival_ns, payload))
+            return True
+        try:
+            message = payload.decode()
+        except UnicodeDecodeError as error:
+            self._fail(_INVALID_DATA, f"{error.reason} at position {error.start}")
+            return False
+        self._inbox.put_nowait((arrival_ns, message))
+        return True
+
+    def _fail(self, code: int, reason: str) -> None:
+        self._protocol.fail(code, reason)
+        self._flush()
+
+    def _schedule_keepalive(self) -> None:
+        self._keepalive = asyncio.get_running_loop().call_later(KEEPALIVE_SECONDS,
+                                                                self._ping)
+
+    def _ping(self) -> None:
+        if self._protocol.state is not State.OPEN:
+            return
+        if self._awaiting_pong is not None and not self._reading_paused:
+            self._fail(_INTERNAL_ERROR, "keepalive ping timeout")
+            return
+        if self._awaiting_pong is None:
+            self._awaiting_pong = os.urandom(4)
+            self._protocol.send_ping(self._awaiting_pong)
+            self._flush()
+        self._schedule_keepalive()
+
+    # --- the adapter's side ----------------------------------------------------------------
+
+    async def handshake(self) -> None:
+        """Wait for the opening handshake; raises its failure."""
+        error = await self._opened
+        if error is not None:
+            raise error
+
+    @property
+    def closed(self) -> bool:
+        """The TCP connection is gone and the inbox holds the :class:`Closure`."""
+        return self._lost.is_set()
+
+    async def send(self, message: str | bytes) -> None:
+        """Send a text (``str``) or binary message; waits while the socket's write buffer is
+        full. Raises :class:`SocketClosed` once the connection is closing."""
+        if self._protocol.state is not State.OPEN:
+            raise SocketClosed
+        if isinstance(message, str):
+            self._protocol.send_text(message.encode())
+        else:
+            self._protocol.send_binary(message)
+        self._flush()
+        if not self._writable.is_set():
+            await self._writable.wait()
+            if self._lost.is_set():
+                raise SocketClosed
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        """The closing handshake: returns once the TCP connection is gone, aborting it when the
+        server has not closed it within :data:`CLOSE_TIMEOUT_SECONDS`. Never raises."""
+        if self._protocol.state is State.OPEN:
+            reason = reason.encode()[:_MAX_CLOSE_REASON_BYTES].decode(errors="ignore")
+            self._protocol.send_close(code, reason)
+            self._flush()
+            self.resume_reading()  # the server's close frame may wait behind unread messages
+        elif self._close_timer is None and not self._lost.is_set():
+            self.abort()  # already ending, with no closing handshake to wait for
+        await self._lost.wait()
+
+    def abort(self) -> None:
+        """Drop the TCP connection at once (the closure follows, as 1006 or as sent)."""
+        if self._transport is not None:
+            self._transport.abort()
 
 
-def timestamping_connection(clock_ns: Callable[[], int]) -> Callable[..., ClientConnection]:
-    """A factory of connections stamping arrivals with ``clock_ns`` (a partial, not a class per
-    connection: classes are cyclic garbage)."""
-    return partial(_TimestampingConnection, clock_ns=clock_ns)
+async def _connect(url: str, *, headers: Mapping[str, str], max_message_bytes: int,
+                   user_agent: str, clock_ns: Callable[[], int], inbox: MessageInbox,
+                   ssl_context: ssl.SSLContext | None) -> WebSocketConnection:
+    uri = parse_uri(url)
+    protocol = ClientProtocol(uri, max_size=max_message_bytes)  # no extensions: no compression
+    request = protocol.connect()
+    request.headers.update(headers)
+    request.headers.setdefault("User-Agent", user_agent)
+    protocol.send_request(request)
+    tls = (ssl_context or ssl.create_default_context()) if uri.secure else None
+    connection = WebSocketConnection(protocol, clock_ns=clock_ns, inbox=inbox)
+    loop = asyncio.get_running_loop()
+    proxy = _proxy_for(uri)
+    if proxy is None:
+        await loop.create_connection(lambda: connection, uri.host, uri.port, ssl=tls)
+    else:
+        tunnel = await _tunnel(proxy, uri.host, uri.port, user_agent=user_agent)
+        try:
+            transport = tunnel if tls is None else await loop.start_tls(
+                tunnel, connection, tls, server_hostname=uri.host)
+        except BaseException:
+            tunnel.abort()
+            raise
+        if transport is None:  # the loop closed the tunnel during the TLS handshake
+            raise ProxyRefused(None, "TLS through the proxy's tunnel failed")
+        transport.set_protocol(connection)
+        connection.connection_made(transport)
+    try:
+        await connection.handshake()
+    except BaseException:
+        connection.abort()
+        raise
+    return connection
 
 
-async def receive_into(ws: ClientConnection, put: Callable[[tuple[int, Any]], None]) -> None:
-    """Deliver ``(arrival ns, message)`` to ``put`` until the connection ends, then
-    ``(ns, Closure)``; returns once the closure was delivered. ``ws`` comes from
-    :func:`open_websocket`."""
-    if not isinstance(ws, _TimestampingConnection):
-        raise TypeError("receive_into needs a connection made by open_websocket")
-    ws.attach(put)
-    await ws.wait_closed()
+class ProxyRefused(ConnectionError):
+    """The HTTP proxy did not open a tunnel to the server."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Proxy:
+    host: str
+    port: int
+    secure: bool  # https://: TLS to the proxy itself
+    authorization: str | None  # the Proxy-Authorization header, from the URL's user info
+
+
+def _proxy_for(uri: WebSocketURI) -> _Proxy | None:
+    """The HTTP proxy the environment names for ``uri``, picked as websockets' own client picks
+    it: ``wss_proxy`` or ``https_proxy`` (``ws_proxy``, ``https_proxy`` or ``http_proxy`` for
+    ``ws://``), unless ``no_proxy`` covers the host."""
+    if urllib.request.proxy_bypass(f"{uri.host}:{uri.port}"):
+        return None
+    proxies = urllib.request.getproxies()
+    for scheme in ("wss", "https") if uri.secure else ("ws", "https", "http"):
+        if scheme not in proxies:
+            continue
+        url = urllib.parse.urlsplit(proxies[scheme])
+        if url.scheme not in ("http", "https") or url.hostname is None:
+            raise ProxyRefused(None, f"unsupported proxy {url.scheme}:// in {scheme}_proxy")
+        authorization = None
+        if url.username is not None:
+            credentials = f"{urllib.parse.unquote(url.username)}:" \
+                          f"{urllib.parse.unquote(url.password or '')}"
+            authorization = f"Basic {base64.b64encode(credentials.encode()).decode()}"
+        secure = url.scheme == "https"
+        return _Proxy(url.hostname, url.port or (443 if secure else 80), secure, authorization)
+    return None
+
+
+class _TunnelRequest(asyncio.Protocol):
+    """Asks an HTTP proxy for a tunnel (``CONNECT``) and waits for its 2xx answer."""
+
+    def __init__(self, request: bytes):
+        self._request = request
+        self._answer = bytearray()
+        self.answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(self._request)
+
+    def data_received(self, data: bytes) -> None:
+        self._answer += data
+        if self.answered.done() or b"\r\n\r\n" not in self._answer:
+            return
+        status = bytes(self._answer).split(b"\r\n", 1)[0].split(b" ", 2)[1:2]
+        if status and status[0].startswith(b"2"):
+            self.answered.set_result(None)
+        else:
+            self.answered.set_exception(ProxyRefused(
+                None, f"the proxy answered HTTP {status[0].decode(errors='replace')}"
+                if status else "the proxy's answer is not HTTP"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.answered.done():
+            self.answered.set_exception(ProxyRefused(None, "the proxy closed the connection"))
+
+
+async def _tunnel(proxy: _Proxy, host: str, port: int, *, user_agent: str) -> asyncio.Transport:
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    request = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nUser-Agent: {user_agent}\r\n"
+    if proxy.authorization is not None:
+        request += f"Proxy-Authorization: {proxy.authorization}\r\n"
+    asking = _TunnelRequest(f"{request}\r\n".encode())
+    transport, _ = await asyncio.get_running_loop().create_connection(
+        lambda: asking, proxy.host, proxy.port,
+        ssl=ssl.create_default_context() if proxy.secure else None)
+    try:
+        await asking.answered
+    except BaseException:
+        transport.abort()
+        raise
+    return transport
 
 
 async def open_websocket(url: str, *, headers: Mapping[str, str], connect_timeout_seconds: float,
-                         max_message_bytes: int, clock_ns: Callable[[], int], where: str,
-                         scrubber: SecretScrubber, user_agent: str,
-                         rejected_codes: Mapping[int, str] | None = None) -> ClientConnection:
-    """Connect, mapping failures to :class:`EndpointError` codes: ``connect_timeout``,
-    ``handshake_rejected`` (or ``rejected_codes[status]``), ``connection_refused``,
-    ``handshake_failed``, ``connection_failed``. Messages are scrubbed of secrets."""
+                         max_message_bytes: int, clock_ns: Callable[[], int],
+                         inbox: MessageInbox, where: str, scrubber: SecretScrubber,
+                         user_agent: str, rejected_codes: Mapping[int, str] | None = None,
+                         ssl_context: ssl.SSLContext | None = None) -> WebSocketConnection:
+    """Connect and perform the opening handshake (``headers`` and ``User-Agent``, messages up to
+    ``max_message_bytes``, no compression); from then on messages arrive in ``inbox``.
+
+    ``wss://`` uses ``ssl_context``, by default the system's trusted certificates. An HTTP(S)
+    proxy named in the environment (``https_proxy``, ``no_proxy``, ...) is used through a
+    ``CONNECT`` tunnel, as websockets' own client does. Failures map to
+    :class:`EndpointError` codes: ``connect_timeout``, ``handshake_rejected`` (or
+    ``rejected_codes[status]``), ``connection_refused``, ``handshake_failed``,
+    ``connection_failed``. Messages are scrubbed of secrets.
+    """
 
     def failure(code: str, message: str) -> EndpointError:
         return EndpointError(scrubber.scrub_text(message), code=code)
 
     try:
-        return await asyncio.wait_for(connect(
-            url, additional_headers=dict(headers), compression=None,
-            max_size=max_message_bytes, open_timeout=None, close_timeout=CLOSE_TIMEOUT_SECONDS,
-            user_agent_header=user_agent, create_connection=timestamping_connection(clock_ns)),  # type: ignore[arg-type]
-            connect_timeout_seconds)
+        return await asyncio.wait_for(_connect(
+            url, headers=headers, max_message_bytes=max_message_bytes, user_agent=user_agent,
+            clock_ns=clock_ns, inbox=inbox, ssl_context=ssl_context), connect_timeout_seconds)
     except TimeoutError:
         raise failure("connect_timeout", f"no WebSocket handshake with {where} within "
                       f"{connect_timeout_seconds:g} s") from None

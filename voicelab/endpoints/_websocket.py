@@ -1,8 +1,9 @@
 """The built-in WebSocket adapter (``adapter: websocket``): protocol v1 over a real socket.
 
-The connection stamps each message with the trial clock as the loop reads it and enqueues it,
-nothing else (see :mod:`._socket`). ``events()`` decodes on the consumer side (see :mod:`._wire`)
-and enforces the receive timeout while a response is pending (one timer per quiet period).
+The connection stamps each message with the trial clock as the loop reads it and puts it into
+the adapter's bounded inbox, nothing else (see :mod:`._socket`). ``events()`` decodes on the
+consumer side (see :mod:`._wire`) and enforces the receive timeout while a response is pending
+(one timer per quiet period).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
-from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed
 
 from ..audio import PcmAudio
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
@@ -25,7 +24,14 @@ from ._settings import (
     redacted_url,
     secret_values,
 )
-from ._socket import CLOSE_TIMEOUT_SECONDS, Closure, open_websocket, receive_into
+from ._socket import (
+    Closure,
+    MessageInbox,
+    SocketClosed,
+    WebSocketConnection,
+    closure_error,
+    open_websocket,
+)
 from ._wire import (
     COMMIT,
     RESPONSE_CANCEL,
@@ -78,11 +84,10 @@ class WebSocketEndpoint:
         self._scrubber = context.scrubber.with_values(
             secret_values(self._settings.headers, self._settings.access_token))
         self._decoder = WireV1Decoder(self._scrubber)
-        self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
-        self._ws: ClientConnection | None = None
-        self._receiver: asyncio.Task[None] | None = None
+        self._queue = MessageInbox()  # (received ns, message | Closure | _WATCHDOG)
+        self._ws: WebSocketConnection | None = None
         self._state = "new"  # new -> open -> closing -> closed
-        self._closure_enqueued = False
+        self._closure_enqueued = False  # when never connected, close() enqueues one itself
         self._events_finished = False
         self._close_initiator: str | None = None
         self._close_reason: str | None = None
@@ -121,26 +126,24 @@ class WebSocketEndpoint:
         headers = auth_headers(settings.headers, settings.access_token, self._context.traceparent)
         where = self._where()
         timeout = settings.connect_timeout_seconds
+        # From here on the connection stamps and enqueues each message as it arrives (see
+        # ._socket); decoding happens in events().
         ws = await open_websocket(self._uri, headers=headers, connect_timeout_seconds=timeout,
                                   max_message_bytes=settings.max_message_bytes,
-                                  clock_ns=self._context.clock_ns, where=where,
-                                  scrubber=self._scrubber, user_agent=USER_AGENT)
+                                  clock_ns=self._context.clock_ns, inbox=self._queue,
+                                  where=where, scrubber=self._scrubber, user_agent=USER_AGENT)
         self._ws = ws
         self._state = "open"
         try:
             await ws.send(init_message(self._context.data))
-        except ConnectionClosed:
+        except SocketClosed:
             await self.close()
             raise self._connect_error("connection_closed", f"{where} closed the connection "
                                       f"before evaluator.init was sent") from None
-        self._receiver = asyncio.create_task(self._receive(ws), name="voicelab-ws-receive")
         logger.info("connected to %s (session %s)", where, self._context.session_id)
 
-    async def _receive(self, ws: ClientConnection) -> None:
-        # The receive path only timestamps (at arrival, see ._socket) and enqueues; decoding
-        # happens in events().
-        await receive_into(ws, self._queue.put_nowait)
-        self._closure_enqueued = True
+    def _closure_received(self) -> bool:
+        return self._closure_enqueued or (self._ws is not None and self._ws.closed)
 
     # --- sending -------------------------------------------------------------------------
 
@@ -150,7 +153,7 @@ class WebSocketEndpoint:
             raise EndpointError("the connection to the product is closed", code="connection_closed")
         try:
             await ws.send(message)
-        except ConnectionClosed:
+        except SocketClosed:
             raise EndpointError("the connection to the product is closed",
                                 code="connection_closed") from None
 
@@ -261,22 +264,12 @@ class WebSocketEndpoint:
             events.append(EndpointEvent("error", received_ns, text=message, data={
                 "code": error_code, "message": message, "origin": "adapter"}))
 
-        if initiator is None and closure.local_failure:
-            initiator = "adapter"
-            if code == 1009:
-                error("message_too_large", f"a product message exceeded max_message_bytes "
-                      f"({self._settings.max_message_bytes} bytes); connection closed")
-            else:
-                error("protocol_error", f"connection failed: {reason or code}")
-        elif initiator is None:
-            initiator = "product"
-            described = f"code {code}" + (f": {reason}" if reason else "")
-            if code == 1006:
-                error("connection_lost", "connection to the product was lost (no close frame)")
-            elif code not in (1000, 1001):
-                error("connection_closed", f"product closed the connection ({described})")
-            elif mid_turn:
-                error("closed_mid_turn", f"product closed the connection mid-turn ({described})")
+        if initiator is None:
+            initiator = "adapter" if closure.local_failure else "product"
+            unexpected = closure_error(closure, reason=reason, mid_turn=mid_turn,
+                                       max_message_bytes=self._settings.max_message_bytes)
+            if unexpected is not None:
+                error(unexpected.code, unexpected.message)
         reason = reason or ("closed by the evaluator" if initiator == "evaluator"
                             else "connection closed")
         events.append(EndpointEvent("closed", received_ns, data={
@@ -288,31 +281,19 @@ class WebSocketEndpoint:
     # --- closing -------------------------------------------------------------------------
 
     async def _shutdown(self, initiator: str, reason: str) -> None:
-        if self._close_initiator is None and not self._closure_enqueued:
+        if self._close_initiator is None and not self._closure_received():
             self._close_initiator, self._close_reason = initiator, reason
         if self._state == "open":
             self._state = "closing"
-        ws = self._ws
-        if ws is not None:
-            try:
-                await asyncio.wait_for(ws.close(1000, reason[:100]), CLOSE_TIMEOUT_SECONDS + 1)
-            except Exception as error:  # noqa: BLE001 - closing must not raise
-                logger.debug("closing the WebSocket failed: %s", type(error).__name__)
-                transport = getattr(ws, "transport", None)
-                if transport is not None:
-                    transport.abort()
-        receiver = self._receiver
-        if receiver is not None and not receiver.done():
-            await asyncio.wait({receiver}, timeout=1.0)
-            if not receiver.done():
-                receiver.cancel()
-        if not self._closure_enqueued:
+        if self._ws is not None:
+            await self._ws.close(1000, reason)  # the closure follows in the inbox
+        elif not self._closure_enqueued:
             self._closure_enqueued = True
             self._queue.put_nowait((self._context.clock_ns(), Closure(1000, reason)))
 
     async def close(self) -> None:
         """Close the connection (code 1000) and stop receiving; idempotent, never raises."""
-        if self._state == "closed" and self._closure_enqueued:
+        if self._state == "closed" and self._closure_received():
             return
         try:
             await self._shutdown("evaluator", "closed by the evaluator")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..audio._signal import SignalAnalysis
 
@@ -85,9 +85,20 @@ class Verdict(ArtifactModel):
     name: str
     passed: bool
     critical: bool = True
+    #: ``inconclusive``: there was nothing to judge (no transcript, no barge-in, no audio);
+    #: never a pass (a critical inconclusive verdict fails the trial)
+    status: Literal["passed", "failed", "inconclusive"] = "failed"
     why: str = ""
     expected: Any = None
     observed: Any = None
+
+    @model_validator(mode="after")
+    def _status_agrees(self) -> Verdict:
+        if self.passed:
+            self.status = "passed"
+        elif self.status == "passed":
+            self.status = "failed"
+        return self
 
 
 class JudgeResult(ArtifactModel):

@@ -42,13 +42,18 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
     assistant_turns = [t for t in transcript if t.role == "assistant"]
     assistant_tokens = {tok for t in assistant_turns for tok in normalize_tokens(t.text)}
 
-    missing = [topic for topic in scenario.expected_topics
-               if not topic_covered(topic, assistant_tokens)]
-    verdicts.append(Verdict(
-        name="expected_topics", passed=not missing, expected=scenario.expected_topics,
-        observed=[t for t in scenario.expected_topics if t not in missing],
-        why="every expected topic occurs in the assistant transcript" if not missing
-        else f"missing from the assistant transcript: {', '.join(missing)}"))
+    spoke = any(t.text.strip() for t in assistant_turns)
+    if scenario.expected_topics and not spoke:
+        verdicts.append(_inconclusive("expected_topics", scenario.expected_topics,
+                                      "the product produced no transcript to look for topics in"))
+    elif scenario.expected_topics:
+        missing = [topic for topic in scenario.expected_topics
+                   if not topic_covered(topic, assistant_tokens)]
+        verdicts.append(Verdict(
+            name="expected_topics", passed=not missing, expected=scenario.expected_topics,
+            observed=[t for t in scenario.expected_topics if t not in missing],
+            why="every expected topic occurs in the assistant transcript" if not missing
+            else f"missing from the assistant transcript: {', '.join(missing)}"))
 
     if spec.expected_exit is not None:
         verdicts.append(Verdict(
@@ -57,7 +62,11 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
             why=f"the conversation ended with {exit_reason}"
             + ("" if exit_reason == spec.expected_exit else f", not {spec.expected_exit}")))
 
-    if persona.is_concise:
+    if persona.is_concise and not spoke:
+        verdicts.append(_inconclusive("concise", f"<= {spec.concise_max_words} words per "
+                                      f"response", "the product produced no transcript to count "
+                                      "words in"))
+    elif persona.is_concise:
         budget = spec.concise_max_words
         longest = max(assistant_turns, key=lambda t: len(normalize_tokens(t.text)), default=None)
         words = len(normalize_tokens(longest.text)) if longest else 0
@@ -93,27 +102,36 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                 expected=f"<= {spec.max_interruption_stop_ms} ms", observed=worst,
                 why=f"the product stopped {worst:.0f} ms after the cancel at worst"))
         else:
-            verdicts.append(Verdict(
-                name="interruption_honoured", passed=False,
-                expected=f"<= {spec.max_interruption_stop_ms} ms", observed=None,
-                why="the scenario bounds interruption but no barge-in happened"))
+            verdicts.append(_inconclusive(
+                "interruption_honoured", f"<= {spec.max_interruption_stop_ms} ms",
+                "the scenario bounds interruption but no barge-in happened"))
 
     if spec.max_first_audio_latency_ms is not None:
         latencies = [t.first_audio_latency_ms for t in turn_metrics
                      if t.first_audio_latency_ms is not None]
-        worst_latency = max(latencies) if latencies else None
-        ok = worst_latency is not None and worst_latency <= spec.max_first_audio_latency_ms
-        verdicts.append(Verdict(
-            name="first_audio_latency", passed=ok,
-            expected=f"<= {spec.max_first_audio_latency_ms} ms", observed=worst_latency,
-            why="no product audio was received" if worst_latency is None
-            else f"the slowest first audio took {worst_latency:.0f} ms"))
+        if not latencies:
+            verdicts.append(_inconclusive("first_audio_latency",
+                                          f"<= {spec.max_first_audio_latency_ms} ms",
+                                          "no product audio was received to time"))
+        else:
+            worst_latency = max(latencies)
+            verdicts.append(Verdict(
+                name="first_audio_latency",
+                passed=worst_latency <= spec.max_first_audio_latency_ms,
+                expected=f"<= {spec.max_first_audio_latency_ms} ms", observed=worst_latency,
+                why=f"the slowest first audio took {worst_latency:.0f} ms"))
 
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:
         if verdict.name in advisory:
             verdict.critical = False
     return verdicts
+
+
+def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:
+    """A verdict with nothing to judge: never a pass; its reason says what was missing."""
+    return Verdict(name=name, passed=False, status="inconclusive", expected=expected,
+                   observed=None, why=f"inconclusive: {missing}")
 
 
 def pass_at_k(results: Sequence[bool]) -> bool:

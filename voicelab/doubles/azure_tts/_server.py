@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..audio import tone_speech
-from ..config import MASK, is_secret_name
+from ...audio import tone_speech
+from ...config import MASK, is_secret_name
 
 __all__ = ["AzureTtsServer", "RecordedTtsRequest"]
 

@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .openai_policies import (
+from ._policies import (
     JudgePolicy,
     ModelCall,
     Policy,

@@ -34,7 +34,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from ..audio import CANONICAL_FORMAT, tone_speech
+from ...audio import CANONICAL_FORMAT, tone_speech
 
 logger = logging.getLogger(__name__)
 

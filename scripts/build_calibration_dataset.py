@@ -50,7 +50,7 @@ from voicelab.analysis.calibration import (
     validate_human_labels,
 )
 from voicelab.doubles.openai import JudgePolicy, ModelCall, OpenAIServer, unsupported_claim_rule
-from voicelab.endpoints._fake_behaviour import DEFAULT_REPLY  # the fake's own default wording
+from voicelab.doubles.product._fake_behaviour import DEFAULT_REPLY  # the fake's own default wording
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

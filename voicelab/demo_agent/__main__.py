@@ -12,7 +12,7 @@ is removed at exit, so probe before stopping it or pass ``--database-path`` to k
 
 from __future__ import annotations
 
-from ..endpoints._product_main import serve_product_main
+from ..doubles.product import serve_product_main
 from ._server import LocalAgent
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..endpoints._product_endpoint import ProductClientSettings, ProductEndpoint
+from ..doubles.product import ProductClientSettings, ProductEndpoint
 from ..endpoints._protocol import EndpointContext
 from ..endpoints._settings import parse_settings
 from ..endpoints._websocket import WebSocketEndpoint

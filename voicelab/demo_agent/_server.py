@@ -25,9 +25,8 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ..audio import PcmAudio
+from ..doubles.product import ProductConnection, ProductServer
 from ..endpoints import _wire as wire
-from ..endpoints._product_connection import ProductConnection
-from ..endpoints._product_server import ProductServer
 from ..endpoints._settings import parse_settings
 from ._rules import (
     OPENING_TEXT,

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..endpoints._product_store import (
+from ..doubles.product._store import (
     ProductDatabaseDir,
     ProductProbe,
     ProductStore,

@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ._protocol import REQUIRED_METHODS, declared_capabilities
 
 ENDPOINTS = Registry("endpoint adapter", {
-    "fake": "voicelab.endpoints._fake:FakeProductEndpoint",
+    "fake": "voicelab.doubles.product:FakeProductEndpoint",
     "websocket": "voicelab.endpoints._websocket:WebSocketEndpoint",
     "http": "voicelab.endpoints._http:HttpEndpoint",
     "realtime": "voicelab.endpoints._realtime:RealtimeEndpoint",

@@ -5,8 +5,8 @@ malformed init, a commit with no audio, ``response.create`` without a commit, an
 audio frame or an unknown message type gets an ``error`` event and a close (code 1008). It
 records every client message in order, persists its state in SQLite, and can inject the faults
 of :class:`FakeBehaviour`. Runs in-process (``FakeProductEndpoint``) or standalone
-(``python -m voicelab.endpoints.fake_server``). The server and the protocol are shared with the
-demo agent (:mod:`._product_server`, :mod:`._product_connection`); this module keeps what the
+(``python -m voicelab.doubles.product``). The server and the protocol are shared with the
+demo agent (:mod:`._server`, :mod:`._connection`); this module keeps what the
 fake says, records and breaks.
 """
 
@@ -22,7 +22,8 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 
-from . import _wire as wire
+from ...endpoints import _wire as wire
+from ._connection import ClosedByProduct, ProductConnection
 from ._fake_behaviour import (
     FakeBehaviour,
     Reminder,
@@ -33,8 +34,7 @@ from ._fake_behaviour import (
     topic_from_request,
 )
 from ._fake_store import FakeProductProbe, FakeStore, TemporaryDatabaseDir
-from ._product_connection import ClosedByProduct, ProductConnection
-from ._product_server import ProductServer
+from ._server import ProductServer
 
 logger = logging.getLogger(__name__)
 

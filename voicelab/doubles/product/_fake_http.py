@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from ...endpoints._settings import AdapterSettings, parse_settings
 from ._fake_behaviour import (
     DEFAULT_INTERIM_REPLY,
     DEFAULT_OPENING,
@@ -29,7 +30,6 @@ from ._fake_behaviour import (
     reminder_from_request,
     reply_audio,
 )
-from ._settings import AdapterSettings, parse_settings
 
 logger = logging.getLogger(__name__)
 

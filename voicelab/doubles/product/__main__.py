@@ -1,6 +1,6 @@
 """Run the fake product as its own process, e.g. for benchmarks.
 
-    python -m voicelab.endpoints.fake_server --host 127.0.0.1 --port 8765 \
+    python -m voicelab.doubles.product --host 127.0.0.1 --port 8765 \
         --settings '{"audio_pacing": "realtime"}'
 
 ``--settings`` takes the fake's behaviour settings as JSON (or ``@path`` to a JSON file). Once
@@ -12,13 +12,13 @@ database is removed at exit, so probe before stopping it or pass ``database_path
 
 from __future__ import annotations
 
-from ._fake_product import FakeProduct
-from ._product_main import serve_product_main
+from ._fake_server import FakeProduct
+from ._main import serve_product_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    return serve_product_main(argv, product=FakeProduct, name="fake_server",
-                              prog="python -m voicelab.endpoints.fake_server",
+    return serve_product_main(argv, product=FakeProduct, name="fake_product",
+                              prog="python -m voicelab.doubles.product",
                               description="The voicelab fake product (protocol v1).",
                               settings_help="behaviour settings as JSON, or @file.json")
 

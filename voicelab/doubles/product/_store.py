@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import Field
 
-from ._settings import AdapterSettings, parse_settings
+from ...endpoints._settings import AdapterSettings, parse_settings
 
 Outcome = TypeVar("Outcome")
 

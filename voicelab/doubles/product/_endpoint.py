@@ -13,10 +13,10 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from ._product_server import ProductServer
-from ._protocol import EndpointContext
-from ._settings import AdapterSettings, parse_settings
-from ._websocket import WebSocketEndpoint, WebSocketSettings
+from ...endpoints._protocol import EndpointContext
+from ...endpoints._settings import AdapterSettings, parse_settings
+from ...endpoints._websocket import WebSocketEndpoint, WebSocketSettings
+from ._server import ProductServer
 
 
 class ProductClientSettings(AdapterSettings):

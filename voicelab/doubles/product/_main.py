@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ._product_server import ProductServer
+from ...errors import ConfigError
+from ._server import ProductServer
 
 
 def settings_argument(text: str | None) -> dict[str, Any]:

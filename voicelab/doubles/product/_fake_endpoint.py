@@ -2,21 +2,16 @@
 
 ``connect()`` starts a :class:`FakeProduct` on 127.0.0.1 (ephemeral port) and reaches it through
 the production WebSocket adapter, so the credential-free CI path still exercises the real wire
-protocol, the strict ``evaluator.init`` handshake and real sockets (see
-:mod:`._product_endpoint`).
+protocol, the strict ``evaluator.init`` handshake and real sockets (see :mod:`._endpoint`).
 """
 
 from __future__ import annotations
 
+from ...endpoints._protocol import EndpointContext
+from ...endpoints._websocket import WebSocketEndpoint
+from ._endpoint import ProductClientSettings, ProductEndpoint
 from ._fake_behaviour import FakeBehaviour
-from ._fake_product import FakeProduct, FakeSessionRecord
-from ._fake_store import FakeProductProbe
-from ._product_endpoint import ProductClientSettings, ProductEndpoint
-from ._protocol import EndpointContext
-from ._websocket import WebSocketEndpoint
-
-__all__ = ["FakeBehaviour", "FakeEndpointSettings", "FakeProduct", "FakeProductEndpoint",
-           "FakeProductProbe", "FakeSessionRecord"]
+from ._fake_server import FakeProduct
 
 
 class FakeEndpointSettings(ProductClientSettings, FakeBehaviour):

@@ -2,7 +2,7 @@
 lifecycle, bearer-token handshake, per-connection records and SQLite store.
 
 The embedded fake product and the local demo agent are both built on this and on
-:mod:`._product_connection` (the strict protocol); they keep what differs (what they say, how
+:mod:`._connection` (the strict protocol); they keep what differs (what they say, how
 they decide, what they persist, their faults).
 """
 
@@ -19,9 +19,9 @@ from pydantic import BaseModel
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from ._product_connection import ProductConnection
-from ._product_store import ProductDatabaseDir, ProductProbe, ProductStore
-from ._settings import parse_settings
+from ...endpoints._settings import parse_settings
+from ._connection import ProductConnection
+from ._store import ProductDatabaseDir, ProductProbe, ProductStore
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from ..audio import PCM16_MAX, PCM16_MIN, SILENCE_THRESHOLD, PcmAudio, tone_speech
-from ._settings import AdapterSettings
+from ...audio import PCM16_MAX, PCM16_MIN, SILENCE_THRESHOLD, PcmAudio, tone_speech
+from ...endpoints._settings import AdapterSettings
 
 DEFAULT_OPENING = "Hello! Tell me your daily plan and the reminder you want saved."
 DEFAULT_REPLY = "Your daily plan is recorded and the reminder is saved for {reminder_time}."

@@ -4,7 +4,7 @@ A message before ``evaluator.init``, a malformed or second init, a commit with n
 ``response.create`` without a commit, an odd-length audio frame, malformed JSON or an unknown
 message type gets an ``error`` event and a close (1008). Every client message is recorded in
 order; responses run one after another, their audio paced as configured. The product
-(:mod:`._product_server` subclass) fills in what it says and does.
+(:mod:`._server` subclass) fills in what it says and does.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from . import _wire as wire
+from ...endpoints import _wire as wire
 
 if TYPE_CHECKING:
-    from ._product_server import ProductServer
+    from ._server import ProductServer
 
 VIOLATION_CLOSE_CODE = 1008
 BYTES_PER_SECOND = 48000  # canonical PCM: 24 kHz * 2 bytes

@@ -1,7 +1,7 @@
 """The fake product's persisted state (a real SQLite file) and the outcome probe that reads it.
 
 The runner closes the endpoint before it probes, so the database outlives the connection (see
-:mod:`._product_store`, which this specializes: the tables and the outcome).
+:mod:`._store`, which this specializes: the tables and the outcome).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ._product_store import (
+from ._store import (
     ProductDatabaseDir,
     ProductProbe,
     ProductStore,

@@ -16,7 +16,7 @@ ENDPOINTS = Registry("endpoint adapter", {
     "websocket": "voicelab.endpoints._websocket:WebSocketEndpoint",
     "http": "voicelab.endpoints._http:HttpEndpoint",
     "realtime": "voicelab.endpoints._realtime:RealtimeEndpoint",
-    "local_agent": "voicelab.demo_agent:LocalAgentEndpoint",
+    "local_agent": "voicelab.doubles.demo_agent:LocalAgentEndpoint",
 })
 
 

@@ -6,9 +6,9 @@ piper and persists to SQLite. Like the fake product it is strict about protocol 
 before ``evaluator.init``, a malformed or second init, a commit with no audio, ``response.create``
 without a commit, an odd-length audio frame, malformed JSON or an unknown message type gets an
 ``error`` and a close (1008). Runs in-process (``LocalAgentEndpoint``) or on its own
-(``python -m voicelab.demo_agent``). The server and the protocol are shared with the fake
-product (:mod:`voicelab.endpoints._product_server`); this module keeps how the agent listens,
-decides and acts.
+(``python -m voicelab.doubles.demo_agent``). The server and the protocol are shared with the
+fake product (:mod:`voicelab.doubles.product`); this module keeps how the agent listens, decides
+and acts.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from ..audio import PcmAudio
-from ..doubles.product import ProductConnection, ProductServer
-from ..endpoints import _wire as wire
-from ..endpoints._settings import parse_settings
+from ...audio import PcmAudio
+from ...endpoints import _wire as wire
+from ...endpoints._settings import parse_settings
+from ..product import ProductConnection, ProductServer
 from ._rules import (
     OPENING_TEXT,
     Decision,

@@ -20,9 +20,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field
 
-from ..audio import PcmAudio
-from ..endpoints._settings import AdapterSettings
-from ..errors import ConfigError, MissingDependencyError
+from ...audio import PcmAudio
+from ...endpoints._settings import AdapterSettings
+from ...errors import ConfigError, MissingDependencyError
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,8 @@ class AgentVoice:
 
     def __init__(self, behaviour: LocalAgentBehaviour, *, base_dir: Path | None = None):
         require_speech_packages(default_voice=behaviour.model_path is None)
-        from ..speech._piper import PiperSpeechProvider
-        from ..speech._protocol import SpeechContext
+        from ...speech._piper import PiperSpeechProvider
+        from ...speech._protocol import SpeechContext
 
         context = SpeechContext(base_dir=base_dir or Path.cwd())
         try:
@@ -93,8 +93,8 @@ class AgentVoice:
     async def warm_up(self) -> None:
         """Load the piper voice and a pocketsphinx decoder now (in parallel), so the first
         turn is not slowed by loading models."""
-        from ..speech import arecognize
-        from ..speech._piper import load_voice
+        from ...speech import arecognize
+        from ...speech._piper import load_voice
 
         # a quarter second of quiet noise: recognize() skips digital silence without decoding
         noise = np.random.default_rng(0).normal(0.0, 300.0, WARM_UP_SAMPLES)
@@ -122,7 +122,7 @@ class AgentVoice:
     @staticmethod
     async def listen(audio: PcmAudio) -> tuple[str, float]:
         """The words pocketsphinx recognizes in ``audio`` and the milliseconds it took."""
-        from ..speech import arecognize
+        from ...speech import arecognize
 
         started = time.perf_counter()
         heard = await arecognize(audio)

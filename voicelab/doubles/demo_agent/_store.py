@@ -1,7 +1,8 @@
 """The demo agent's persisted state (a real SQLite file) and the outcome probe that reads it.
 
 The runner closes the endpoint before it probes, so the database outlives the connection (see
-:mod:`voicelab.endpoints._product_store`, which this specializes: the tables and the outcome).
+the product base's store in :mod:`voicelab.doubles.product`, which this specializes: the tables
+and the outcome).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..doubles.product._store import (
+from ..product._store import (
     ProductDatabaseDir,
     ProductProbe,
     ProductStore,

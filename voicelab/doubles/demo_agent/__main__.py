@@ -1,6 +1,6 @@
 """Run the local demo agent as its own server.
 
-    python -m voicelab.demo_agent --host 127.0.0.1 --port 8765 \
+    python -m voicelab.doubles.demo_agent --host 127.0.0.1 --port 8765 \
         --settings '{"audio_pacing": "realtime"}'
 
 ``--settings`` takes the agent's settings as JSON (or ``@path`` to a JSON file). Once
@@ -12,13 +12,13 @@ is removed at exit, so probe before stopping it or pass ``--database-path`` to k
 
 from __future__ import annotations
 
-from ..doubles.product import serve_product_main
+from ..product import serve_product_main
 from ._server import LocalAgent
 
 
 def main(argv: list[str] | None = None) -> int:
     return serve_product_main(argv, product=LocalAgent, name="demo_agent",
-                              prog="python -m voicelab.demo_agent",
+                              prog="python -m voicelab.doubles.demo_agent",
                               description="The voicelab local demo agent (protocol v1).",
                               settings_help="agent settings as JSON, or @file.json",
                               database_path_option=True)

@@ -3,7 +3,7 @@
 ``connect()`` starts a :class:`LocalAgent` on 127.0.0.1 (ephemeral port) and reaches it through
 the production WebSocket adapter, so the realistic credential-free demo exercises the real wire
 protocol and real sockets, with real speech both ways (see
-:mod:`voicelab.endpoints._product_endpoint`).
+:mod:`voicelab.doubles.product`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..doubles.product import ProductClientSettings, ProductEndpoint
-from ..endpoints._protocol import EndpointContext
-from ..endpoints._settings import parse_settings
-from ..endpoints._websocket import WebSocketEndpoint
+from ...endpoints._protocol import EndpointContext
+from ...endpoints._settings import parse_settings
+from ...endpoints._websocket import WebSocketEndpoint
+from ..product import ProductClientSettings, ProductEndpoint
 from ._server import LocalAgent
 from ._voice import LocalAgentBehaviour, require_speech_packages
 

@@ -3,7 +3,7 @@
 It speaks protocol v1, hears the user with pocketsphinx, follows a small rule-based dialogue for
 the daily-plan-and-reminder example, speaks with piper and persists to SQLite. ``adapter:
 local_agent`` starts one per trial (:class:`LocalAgentEndpoint`); ``python -m
-voicelab.demo_agent`` runs it as a standalone server. See ``docs/demo-agent.md``.
+voicelab.doubles.demo_agent`` runs it as a standalone server. See ``docs/demo-agent.md``.
 """
 
 from ._endpoint import LocalAgentEndpoint, LocalAgentSettings

@@ -14,14 +14,23 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ._matrix import MatrixInterrupted, MatrixOutcome
-from ._run import EXIT_INTERRUPTED, RunInterrupted, RunOutcome, arun
-from ._trial import TrialResult
+from .._exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
+from ..metrics import summarize
+from ..runner import (
+    MatrixInterrupted,
+    MatrixOutcome,
+    RunInterrupted,
+    RunOutcome,
+    TrialResult,
+    arun,
+    arun_matrix,
+    plan_matrix,
+)
+from ._output import PROG
 
 T = TypeVar("T")
 
-#: Exit code after a signal: 128 + the signal number, as shells report it.
-EXIT_TERMINATED = 128 + signal.SIGTERM
+#: Exit code after a signal, as shells report it (128 + the signal number).
 _SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 
 
@@ -56,7 +65,7 @@ def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int |
 
         def on_signal(number: int) -> None:
             if not received:
-                print(f"\nvoice-evaluator: {signal.Signals(number).name} received: stopping, "
+                print(f"\n{PROG}: {signal.Signals(number).name} received: stopping, "
                       f"writing the evidence gathered so far", file=sys.stderr, flush=True)
                 task.cancel()
             received.append(number)
@@ -82,8 +91,6 @@ def _fmt_ms(value: Any) -> str:
 
 
 def print_run_summary(outcome: RunOutcome) -> None:
-    from ..metrics import summarize
-
     report = outcome.report
     for trial in outcome.trials:
         summary = trial.summary
@@ -104,7 +111,7 @@ def print_run_summary(outcome: RunOutcome) -> None:
     if report.message:
         print(report.message)
     for problem in outcome.write_errors:
-        print(f"voice-evaluator: execution failed: {problem}", file=sys.stderr)
+        print(f"{PROG}: execution failed: {problem}", file=sys.stderr)
     print(f"bundle: {report.bundle_path}")
 
 
@@ -133,13 +140,11 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
     print(f"{report.passed_trials}/{report.conversations} conversation(s) passed; pass@k "
           f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
     for problem in outcome.write_errors:
-        print(f"voice-evaluator: execution failed: {problem}", file=sys.stderr)
+        print(f"{PROG}: execution failed: {problem}", file=sys.stderr)
     print(f"matrix: {outcome.run_dir}")
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    from ._matrix import arun_matrix, plan_matrix
-
     plan = plan_matrix(args.suite_file, trials=args.trials, concurrency=args.concurrency,
                        overrides=args.overrides)
     for line in plan.lines():

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import shutil
 from importlib import resources
 from pathlib import Path
 
-from .errors import ConfigError
+from .._exit_codes import EXIT_OK
+from ..errors import ConfigError
+from ._output import PROG, relative
 
 
 def template_files() -> list[tuple[Path, Path]]:
@@ -24,9 +27,17 @@ def init_suite(directory: Path, *, force: bool = False) -> list[Path]:
         raise ConfigError(f"{clashes[0]} already exists (use --force to overwrite)",
                           source=str(directory))
     written = []
-    for source, relative in files:
-        target = directory / relative
+    for source, rel in files:
+        target = directory / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
         written.append(target)
     return written
+
+
+def init_command(args: argparse.Namespace) -> int:
+    written = init_suite(args.directory, force=args.force)
+    for path in written:
+        print(f"created {relative(str(path))}")
+    print(f"next: {PROG} validate {relative(str(args.directory / 'run.yaml'))}")
+    return EXIT_OK

@@ -1,34 +1,21 @@
-"""`voice-evaluator`: the command line. It turns library errors into exit codes and one-line messages.
+"""The parser, the dispatch to one module per command group, and errors as exit codes.
 
-Exit codes: 0 all trials executed and passed pass^k; 2 configuration, asset or override error;
-3 execution finished but a critical verdict failed; 4 a trial or provider failed to execute;
-130 interrupted (Ctrl-C) after writing what was gathered.
+Library errors become one line on stderr and an exit code (see :mod:`voicelab._exit_codes`);
+the traceback is one ``--debug`` away.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
-import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .errors import ConfigError, ExecutionError, VoicelabError
-
-EXIT_OK = 0
-EXIT_CONFIG = 2
-EXIT_QUALITY = 3
-EXIT_EXECUTION = 4
-EXIT_INTERRUPTED = 130
-
-PROG = "voice-evaluator"
-
-
-def _relative(text: str) -> str:
-    cwd = os.getcwd().rstrip("/") + "/"
-    return text.replace(cwd, "")
-
+from .._exit_codes import EXIT_CONFIG, EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK
+from ..errors import ConfigError, ExecutionError, VoicelabError
+from ._output import PROG, relative
 
 #: Library keys that stand for a command-line option when the value came from the command line.
 _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
@@ -39,8 +26,8 @@ def _error_line(error: BaseException) -> str:
     if isinstance(error, ConfigError):
         if error.source is None and error.key in _OPTION_FOR_KEY:
             error = ConfigError(error.message, source="CLI", key=_OPTION_FOR_KEY[error.key])
-        return _relative(error.one_line())
-    return _relative(" ".join(str(error).split()) or type(error).__name__)
+        return relative(error.one_line())
+    return relative(" ".join(str(error).split()) or type(error).__name__)
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -111,70 +98,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_validate(args: argparse.Namespace) -> int:
-    from ._validate import validate_run
-    from .config import load_run
-
-    loaded = load_run(args.run_file, overrides=args.overrides)
-    summary = validate_run(loaded).summary
-    print(f"{_relative(str(args.run_file))}: valid")
-    for line in summary.lines():
-        print("  " + _relative(line))
-    return EXIT_OK
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    from .runner._cli_run import run_command
-
-    return run_command(args)
+#: command -> (module of this package, function taking the parsed arguments). Imported when the
+#: command runs, so `validate` does not pay for the runner's imports.
+COMMANDS = {
+    "validate": ("_validate", "validate_command"),
+    "run": ("_run", "run_command"),
+    "sweep": ("_run", "sweep_command"),
+    "plan": ("_validate", "plan_command"),
+    "report": ("_report", "report_command"),
+    "rescore": ("_rescore", "rescore_command"),
+    "init": ("_init", "init_command"),
+}
 
 
-def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .runner._cli_run import sweep_command
-
-    return sweep_command(args)
-
-
-def _cmd_plan(args: argparse.Namespace) -> int:
-    from .runner import plan_matrix
-
-    plan = plan_matrix(args.suite_file, trials=args.trials, overrides=args.overrides)
-    for line in plan.lines():
-        print(_relative(line))
-    for cell in plan.cells:
-        print(f"  cell {cell.cell_id}")
-    return EXIT_OK
-
-
-def _cmd_report(args: argparse.Namespace) -> int:
-    from ._report_cli import report_command
-
-    return report_command(args)
-
-
-def _cmd_rescore(args: argparse.Namespace) -> int:
-    from .runner import rescore
-
-    result = rescore(args.run_dir, output=args.output, judges_from=args.judges)
-    for trial in result.trials:
-        status = "pass" if trial.report.passed else "FAIL"
-        changed = f" (changed: {', '.join(trial.changed_verdicts)})" \
-            if trial.changed_verdicts else ""
-        print(f"{_relative(str(trial.trial_dir))}: {status}{changed}")
-    passed = sum(t.report.passed for t in result.trials)
-    print(f"{passed}/{len(result.trials)} trial(s) passed after re-scoring")
-    print(f"bundle: {result.path}")
-    return result.exit_code
-
-
-def _cmd_init(args: argparse.Namespace) -> int:
-    from ._init import init_suite
-
-    written = init_suite(args.directory, force=args.force)
-    for path in written:
-        print(f"created {_relative(str(path))}")
-    print(f"next: voice-evaluator validate {_relative(str(args.directory / 'run.yaml'))}")
-    return EXIT_OK
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    module_name, function = COMMANDS[name]
+    return getattr(importlib.import_module(f"{__package__}.{module_name}"), function)
 
 
 class _OneLineFormatter(logging.Formatter):
@@ -205,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from . import __version__
+        from .. import __version__
 
         print(f"{PROG} {__version__}")
         return EXIT_OK
@@ -213,11 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
     _configure_logging(args.debug)
-    handler = {"validate": _cmd_validate, "run": _cmd_run, "sweep": _cmd_sweep,
-               "plan": _cmd_plan, "report": _cmd_report, "rescore": _cmd_rescore,
-               "init": _cmd_init}[args.command]
     try:
-        return handler(args)
+        return _command(args.command)(args)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -235,6 +171,3 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"(run with --debug for the traceback)", file=sys.stderr)
         return EXIT_EXECUTION
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

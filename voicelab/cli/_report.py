@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .errors import ConfigError
+from .._exit_codes import EXIT_OK
+from ..errors import ConfigError
 
 
 def report_command(args: argparse.Namespace) -> int:
@@ -16,8 +17,8 @@ def report_command(args: argparse.Namespace) -> int:
             and not any(run_dir.rglob("trial-report.json")):
         raise ConfigError("not a voicelab run directory (no run-report.json or trial bundles)",
                           source=str(run_dir))
-    from .analysis import write_report
+    from ..analysis import write_report  # pandas, matplotlib, papermill: only for a report
 
     output = write_report(run_dir, output_path=Path(args.output))
     print(f"report: {output}")
-    return 0
+    return EXIT_OK

@@ -43,7 +43,7 @@ EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 
 def _start_fake_server(settings: dict) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "voicelab.endpoints.fake_server", "--settings",
+        [sys.executable, "-m", "voicelab.doubles.product", "--settings",
          json.dumps(settings)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     line = process.stdout.readline()
     return process, json.loads(line)["uri"]
@@ -99,7 +99,7 @@ async def accuracy(trials: int, workdir: Path) -> dict:
 async def bare_exchange(user_audio: bytes, chunk_bytes: int, data: dict) -> None:
     from websockets.asyncio.client import connect
 
-    from voicelab.endpoints._fake_product import FakeProduct
+    from voicelab.doubles.product import FakeProduct
 
     async with FakeProduct({}) as product, connect(product.uri, compression=None,
                                                   max_size=16 * 1024 * 1024) as ws:

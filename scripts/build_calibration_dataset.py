@@ -49,9 +49,8 @@ from voicelab.analysis.calibration import (
     threshold_sweep,
     validate_human_labels,
 )
-from voicelab.endpoints._fake_behaviour import DEFAULT_REPLY  # the fake's own default wording
-from voicelab.testing.openai_policies import JudgePolicy, ModelCall, unsupported_claim_rule
-from voicelab.testing.openai_server import OpenAIServer
+from voicelab.doubles.openai import JudgePolicy, ModelCall, OpenAIServer, unsupported_claim_rule
+from voicelab.doubles.product._fake_behaviour import DEFAULT_REPLY  # the fake's own default wording
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

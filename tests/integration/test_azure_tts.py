@@ -11,10 +11,11 @@ import pytest
 
 from voicelab.audio import tone_speech
 from voicelab.config import Providers, SecretScrubber
+from voicelab.doubles.azure_tts import AzureTtsServer
+from voicelab.doubles.azure_tts._server import _voice_seed
 from voicelab.speech import SpeechContext
 from voicelab.speech._azure import AzureSpeechError, AzureSpeechProvider
 from voicelab.speech._cache import SpeechService
-from voicelab.testing.azure_tts_server import AzureTtsServer, _voice_seed
 
 API_KEY = "local-test-speech-key-1234567890"
 TIMEOUT_SECONDS = 10.0

@@ -15,8 +15,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from voicelab.audio import PcmAudio
-from voicelab.demo_agent import LocalAgent, LocalAgentEndpoint, LocalAgentProbe
-from voicelab.demo_agent._rules import OPENING_TEXT, REPEAT_TEXT
+from voicelab.doubles.demo_agent import LocalAgent, LocalAgentEndpoint, LocalAgentProbe
+from voicelab.doubles.demo_agent._rules import OPENING_TEXT, REPEAT_TEXT
 from voicelab.endpoints import EndpointContext, EndpointEvent
 from voicelab.endpoints._websocket import WebSocketEndpoint
 from voicelab.speech import recognize
@@ -242,7 +242,7 @@ def test_the_standalone_server_prints_its_address_and_persists(tmp_path):
 
     async def scenario():
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "voicelab.demo_agent", "--port", "0",
+            sys.executable, "-m", "voicelab.doubles.demo_agent", "--port", "0",
             "--database-path", str(database), stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:

@@ -15,10 +15,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from voicelab.audio import PcmAudio, analyze_signal, tone_speech
+from voicelab.doubles.product import FakeProduct, FakeProductEndpoint, FakeProductProbe
 from voicelab.endpoints import EndpointContext, EndpointEvent
-from voicelab.endpoints._fake import FakeProductEndpoint
-from voicelab.endpoints._fake_product import FakeProduct
-from voicelab.endpoints._fake_store import FakeProductProbe
 from voicelab.endpoints._websocket import WebSocketEndpoint
 
 SESSION = "planning-session-001"
@@ -374,7 +372,7 @@ def test_the_fake_is_strict_about_protocol_slips(messages, violation):
 def test_standalone_fake_server_process():
     settings = json.dumps({"opening_text": "", "reply_latency_ms": 10})
     process = subprocess.Popen(
-        [sys.executable, "-m", "voicelab.endpoints.fake_server", "--port", "0",
+        [sys.executable, "-m", "voicelab.doubles.product", "--port", "0",
          "--settings", settings], stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:

@@ -21,9 +21,8 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from voicelab.audio import tone_speech
+from voicelab.doubles.product import FakeHttpProduct, FakeProductEndpoint
 from voicelab.endpoints import EndpointContext
-from voicelab.endpoints._fake import FakeProductEndpoint
-from voicelab.endpoints._fake_http import FakeHttpProduct
 from voicelab.endpoints._http import HttpEndpoint
 from voicelab.endpoints._websocket import WebSocketEndpoint
 

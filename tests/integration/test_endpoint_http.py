@@ -10,8 +10,8 @@ import socket
 import pytest
 
 from voicelab.audio import PcmAudio, tone_speech
+from voicelab.doubles.product import FakeHttpProduct
 from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
-from voicelab.endpoints._fake_http import FakeHttpProduct
 from voicelab.endpoints._http import HttpEndpoint
 
 TOKEN = "tok-HTTP-SECRET-51a9"

@@ -15,8 +15,8 @@ from websockets.exceptions import ConnectionClosed
 
 from voicelab.audio import PcmAudio, tone_speech
 from voicelab.config import SecretScrubber
+from voicelab.doubles.product import FakeProduct
 from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
-from voicelab.endpoints._fake_product import FakeProduct
 from voicelab.endpoints._websocket import WebSocketEndpoint
 
 TOKEN = "tok-SECRET-4d2f9a"

@@ -15,9 +15,9 @@ import voicelab
 from voicelab.analysis import Frames, calibration, load_frames, save_labels
 from voicelab.analysis._labels import label_rows
 from voicelab.artifacts import ArtifactVersionError
+from voicelab.doubles.openai import JudgePolicy, ModelCall, OpenAIServer
 from voicelab.errors import ConfigError
 from voicelab.runner import RunOutcome
-from voicelab.testing.openai_server import JudgePolicy, ModelCall, OpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"

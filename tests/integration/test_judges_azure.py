@@ -16,8 +16,8 @@ from voicelab.config import (
     ScenarioConfig,
     SecretScrubber,
 )
+from voicelab.doubles.openai import JudgePolicy, OpenAIServer, unsupported_claim_rule
 from voicelab.scoring._quality import ConversationEvidence, evaluate_quality, judges_pass
-from voicelab.testing.openai_server import JudgePolicy, OpenAIServer, unsupported_claim_rule
 
 API_KEY = "sk-azure-KEY-998877"
 TOKEN = "entra-token-for-tests-123"

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 import voicelab
-from voicelab.testing.openai_policies import JudgePolicy, ModelCall, unsupported_claim_rule
-from voicelab.testing.openai_server import OpenAIServer
+from voicelab.doubles.openai import JudgePolicy, ModelCall, OpenAIServer, unsupported_claim_rule
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

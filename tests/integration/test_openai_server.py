@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from voicelab.testing.openai_server import (
+from voicelab.doubles.openai import (
     JudgePolicy,
     ModelCall,
     OpenAIServer,

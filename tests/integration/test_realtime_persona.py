@@ -17,11 +17,11 @@ from voicelab.config import (
     ScenarioConfig,
     VoiceLiveProvider,
 )
+from voicelab.doubles.realtime import RealtimeServer, RealtimeServerConfig
 from voicelab.endpoints import EndpointError
 from voicelab.errors import ConfigError, ExecutionError
 from voicelab.personas import PersonaContext, PersonaEnd, ProductResponse, UserTurn
 from voicelab.personas._realtime import END_TOOL, RealtimePersona, RealtimePersonaError
-from voicelab.testing.realtime_server import RealtimeServer, RealtimeServerConfig
 
 API_KEY = "persona-key-0123456789"
 LINES = ["Hi, I'd like to book a table for two.", "Seven pm works, thank you, goodbye."]

@@ -9,10 +9,10 @@ import pytest
 
 from voicelab.audio import tone_speech
 from voicelab.config import AzureOpenAIProvider, OpenAIProvider, Providers, VoiceLiveProvider
+from voicelab.doubles.realtime import RealtimeServer, RealtimeServerConfig
 from voicelab.errors import ConfigError, ExecutionError
 from voicelab.speech import SpeechContext
 from voicelab.speech._voice_live import SpeechMismatchError, VoiceLiveSpeechProvider
-from voicelab.testing.realtime_server import RealtimeServer, RealtimeServerConfig
 
 API_KEY = "speech-key-0123456789"
 TEXT = "Please book a table for two at seven."

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import voicelab
-from voicelab.endpoints._fake_http import FakeHttpProduct
+from voicelab.doubles.product import FakeHttpProduct
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import voicelab
-from voicelab.testing.realtime_server import RealtimeServer, RealtimeServerConfig
+from voicelab.doubles.realtime import RealtimeServer, RealtimeServerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"

@@ -16,10 +16,10 @@ from voicelab.config import (
     SecretScrubber,
     SessionBehavior,
 )
+from voicelab.doubles.openai import ModelCall, OpenAIServer, ScriptedPolicy
 from voicelab.errors import ConfigError, ExecutionError, MissingDependencyError
 from voicelab.personas import PERSONAS, PersonaContext, PersonaEnd, ProductResponse, UserTurn
 from voicelab.personas._synthesizer import SynthesizerPersona
-from voicelab.testing.openai_server import ModelCall, OpenAIServer, ScriptedPolicy
 
 SECRET = "sk-test-SECRET-123456"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from voicelab.demo_agent import parse_spoken_time, spoken_time
-from voicelab.demo_agent._rules import (
+from voicelab.doubles.demo_agent import parse_spoken_time, spoken_time
+from voicelab.doubles.demo_agent._rules import (
     DEFAULT_REMINDER_TEXT,
     REPEAT_TEXT,
     DialogueState,

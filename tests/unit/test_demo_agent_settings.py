@@ -7,9 +7,9 @@ import importlib.util
 
 import pytest
 
-from voicelab.demo_agent import LocalAgentEndpoint, LocalAgentProbe, LocalAgentSettings
-from voicelab.demo_agent import _voice as voice_module
-from voicelab.demo_agent._store import AgentStore, read_outcome
+from voicelab.doubles.demo_agent import LocalAgentEndpoint, LocalAgentProbe, LocalAgentSettings
+from voicelab.doubles.demo_agent import _voice as voice_module
+from voicelab.doubles.demo_agent._store import AgentStore, read_outcome
 from voicelab.endpoints import EndpointContext, load_endpoint_class
 from voicelab.errors import ConfigError, MissingDependencyError
 

@@ -8,7 +8,7 @@ import gc
 import pytest
 
 from voicelab.audio import analyze_signal
-from voicelab.endpoints._fake_behaviour import (
+from voicelab.doubles.product._fake_behaviour import (
     DEFAULT_OPENING,
     FakeBehaviour,
     Reminder,
@@ -16,7 +16,7 @@ from voicelab.endpoints._fake_behaviour import (
     reminder_from_request,
     reply_audio,
 )
-from voicelab.endpoints._fake_store import (
+from voicelab.doubles.product._fake_store import (
     FakeProductProbe,
     FakeStore,
     TemporaryDatabaseDir,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from voicelab.doubles.product import FakeEndpointSettings, FakeProductEndpoint
 from voicelab.endpoints import (
     ENDPOINTS,
     EndpointContext,
@@ -11,7 +12,6 @@ from voicelab.endpoints import (
     declared_capabilities,
     load_endpoint_class,
 )
-from voicelab.endpoints._fake import FakeEndpointSettings, FakeProductEndpoint
 from voicelab.endpoints._http import HttpEndpoint
 from voicelab.endpoints._websocket import WebSocketEndpoint
 from voicelab.errors import ConfigError

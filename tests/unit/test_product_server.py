@@ -12,12 +12,11 @@ from typing import Any, Literal
 
 import pytest
 
-from voicelab.endpoints import _product_store as product_store
+from voicelab.doubles.product import ProductClientSettings, ProductServer
+from voicelab.doubles.product import _store as product_store
+from voicelab.doubles.product._connection import VIOLATION_CLOSE_CODE, ProductConnection
+from voicelab.doubles.product._main import serve_product_main, settings_argument
 from voicelab.endpoints import _wire as wire
-from voicelab.endpoints._product_connection import VIOLATION_CLOSE_CODE, ProductConnection
-from voicelab.endpoints._product_endpoint import ProductClientSettings
-from voicelab.endpoints._product_main import serve_product_main, settings_argument
-from voicelab.endpoints._product_server import ProductServer
 from voicelab.endpoints._settings import AdapterSettings
 
 TOY_SCHEMA = """

@@ -12,11 +12,11 @@ from ..errors import ConfigError
 from ._protocol import REQUIRED_METHODS, declared_capabilities
 
 ENDPOINTS = Registry("endpoint adapter", {
-    "fake": "voicelab.endpoints._fake:FakeProductEndpoint",
+    "fake": "voicelab.doubles.product:FakeProductEndpoint",
     "websocket": "voicelab.endpoints._websocket:WebSocketEndpoint",
     "http": "voicelab.endpoints._http:HttpEndpoint",
     "realtime": "voicelab.endpoints._realtime:RealtimeEndpoint",
-    "local_agent": "voicelab.demo_agent:LocalAgentEndpoint",
+    "local_agent": "voicelab.doubles.demo_agent:LocalAgentEndpoint",
 })
 
 

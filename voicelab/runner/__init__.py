@@ -10,7 +10,8 @@ from ._matrix import (
 )
 from ._rescore import Rescored, read_recording, rescore
 from ._run import RunInterrupted, RunOutcome, arun, exit_code_for, run, trial_seed
+from ._trial import TrialResult
 
-__all__ = ["MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "Rescored", "RunInterrupted", "RunOutcome", "arun",
-           "arun_matrix", "exit_code_for", "plan_matrix", "read_recording", "rescore", "run",
+__all__ = ["MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "Rescored", "RunInterrupted", "RunOutcome",
+           "TrialResult", "arun", "arun_matrix", "exit_code_for", "plan_matrix", "read_recording", "rescore", "run",
            "run_matrix", "trial_seed"]

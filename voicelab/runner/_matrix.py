@@ -16,15 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
 from .._validate import RunPlan, validate_run
 from ..artifacts import MatrixCell, MatrixReport
 from ..config import LoadedRun, LoadedSuite, load_run, load_suite
 from ..config._suite import cell_overrides, check_names_unique
 from ._run import (
-    EXIT_EXECUTION,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_QUALITY,
     MAX_CONCURRENCY,
     MAX_TRIALS,
     RunInterrupted,

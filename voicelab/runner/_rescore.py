@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._exit_codes import EXIT_EXECUTION, EXIT_OK, EXIT_QUALITY
 from ..artifacts import RunReport, TrialReport, TrialSummary, read_json
 from ..artifacts._bundle import write_json, write_trial_files
 from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
@@ -32,8 +33,6 @@ from ._evidence import (
     failed_verdict_names,
     verdicts_of,
 )
-
-EXIT_OK, EXIT_QUALITY, EXIT_EXECUTION = 0, 3, 4
 
 #: Files ``rescore`` writes again (everything else in a trial folder is a raw fact it keeps).
 RESCORED_FILES = ("transcript.json", "transcript.md", "tool-calls.json", "voice-metrics.json",

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
 from .._validate import RunPlan, validate_run
 from ..artifacts import RunReport, TrialSummary
 from ..artifacts._bundle import write_json
@@ -34,7 +35,6 @@ from ._trial import (
 
 logger = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_QUALITY, EXIT_EXECUTION, EXIT_INTERRUPTED = 0, 3, 4, 130
 #: While running, run-report.json is refreshed at most this often (and always at the end, Ctrl-C
 #: included); every trial folder is complete on disk as soon as its trial ends.
 RUNNING_REPORT_INTERVAL_SECONDS = 1.0

@@ -11,7 +11,7 @@ from .._registry import Registry
 from ..errors import ConfigError
 
 PROBES = Registry("outcome probe", {
-    "fake": "voicelab.endpoints._fake:FakeProductProbe",
+    "fake": "voicelab.doubles.product:FakeProductProbe",
 })
 
 

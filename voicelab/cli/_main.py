@@ -1,0 +1,173 @@
+"""The parser, the dispatch to one module per command group, and errors as exit codes.
+
+Library errors become one line on stderr and an exit code (see :mod:`voicelab._exit_codes`);
+the traceback is one ``--debug`` away.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .._exit_codes import EXIT_CONFIG, EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK
+from ..errors import ConfigError, ExecutionError, VoicelabError
+from ._output import PROG, relative
+
+#: Library keys that stand for a command-line option when the value came from the command line.
+_OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
+                   "artifacts_dir": "--artifacts-dir", "output": "--output"}
+
+
+def _error_line(error: BaseException) -> str:
+    if isinstance(error, ConfigError):
+        if error.source is None and error.key in _OPTION_FOR_KEY:
+            error = ConfigError(error.message, source="CLI", key=_OPTION_FOR_KEY[error.key])
+        return relative(error.one_line())
+    return relative(" ".join(str(error).split()) or type(error).__name__)
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports usage errors in one line with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_CONFIG, f"{PROG}: error: CLI: {message}\n")
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config value (YAML-typed); prefix scenario./persona./"
+                             "data./script./environment. to target those files")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog=PROG, description="Test deployed voice agents by simulation.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    commands = parser.add_subparsers(dest="command", parser_class=_ArgumentParser)
+
+    validate = commands.add_parser("validate", help="check a run without opening connections")
+    validate.add_argument("run_file", type=Path)
+    _add_run_options(validate)
+
+    run = commands.add_parser("run", help="run seeded trials of a scenario and write a bundle")
+    run.add_argument("run_file", type=Path)
+    run.add_argument("--trials", type=int, default=None, help="number of trials (default: config)")
+    run.add_argument("--artifacts-dir", type=Path, default=None,
+                     help="where the bundle goes (default: the config's artifacts_dir)")
+    run.add_argument("--concurrency", type=int, default=None, help="trials running at once")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_run_options(run)
+
+    sweep = commands.add_parser("sweep", help="run a scenario x persona x environment x trial "
+                                              "matrix from a suite file")
+    sweep.add_argument("suite_file", type=Path)
+    sweep.add_argument("--trials", type=int, default=None, help="trials per cell")
+    sweep.add_argument("--artifacts-dir", type=Path, default=None)
+    sweep.add_argument("--concurrency", type=int, default=None,
+                       help="conversations in flight across the matrix")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_run_options(sweep)
+
+    plan = commands.add_parser("plan", help="print a suite's matrix size, conversations and "
+                                            "estimated audio minutes; runs nothing")
+    plan.add_argument("suite_file", type=Path)
+    plan.add_argument("--trials", type=int, default=None)
+    _add_run_options(plan)
+
+    report = commands.add_parser("report", help="render a run directory as a self-contained "
+                                                "HTML report (executes notebooks/report.ipynb)")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--output", type=Path, default=Path("report.html"))
+
+    rescore = commands.add_parser("rescore", help="recompute placement, metrics and verdicts "
+                                                  "of a bundle from what it recorded")
+    rescore.add_argument("run_dir", type=Path, help="a trial folder, a run folder or a sweep")
+    rescore.add_argument("--output", type=Path, default=None,
+                         help="re-score a copy here (default: rewrite the derived files in place)")
+    rescore.add_argument("--judges", type=Path, default=None, metavar="RUN_FILE",
+                         help="run the judges of this run file again (credentials from the "
+                              "environment); default: keep the recorded judge results")
+
+    init = commands.add_parser("init", help="copy starter suite files into DIR")
+    init.add_argument("directory", type=Path)
+    init.add_argument("--force", action="store_true", help="overwrite existing files")
+    return parser
+
+
+#: command -> (module of this package, function taking the parsed arguments). Imported when the
+#: command runs, so `validate` does not pay for the runner's imports.
+COMMANDS = {
+    "validate": ("_validate", "validate_command"),
+    "run": ("_run", "run_command"),
+    "sweep": ("_run", "sweep_command"),
+    "plan": ("_validate", "plan_command"),
+    "report": ("_report", "report_command"),
+    "rescore": ("_rescore", "rescore_command"),
+    "init": ("_init", "init_command"),
+}
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    module_name, function = COMMANDS[name]
+    return getattr(importlib.import_module(f"{__package__}.{module_name}"), function)
+
+
+class _OneLineFormatter(logging.Formatter):
+    """Log lines without tracebacks (they are one ``--debug`` away, and in evaluator.log)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text
+        record.exc_info = record.exc_text = None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_info, record.exc_text = saved
+
+
+def _configure_logging(debug: bool) -> None:
+    logger = logging.getLogger("voicelab")
+    if not any(getattr(h, "_voicelab_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        formatter = logging.Formatter if debug else _OneLineFormatter
+        handler.setFormatter(formatter("%(levelname)s %(name)s: %(message)s"))
+        handler._voicelab_cli = True  # type: ignore[attr-defined]
+        handler.setLevel(logging.DEBUG if debug else logging.WARNING)
+        logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from .. import __version__
+
+        print(f"{PROG} {__version__}")
+        return EXIT_OK
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return EXIT_CONFIG
+    _configure_logging(args.debug)
+    try:
+        return _command(args.command)(args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 - every failure ends as one line and an exit code
+        if args.debug:
+            raise
+        if isinstance(error, ConfigError):
+            print(f"{PROG}: error: {_error_line(error)}", file=sys.stderr)
+            return EXIT_CONFIG
+        if isinstance(error, VoicelabError):
+            label = "execution failed" if isinstance(error, ExecutionError) else "error"
+            print(f"{PROG}: {label}: {_error_line(error)}", file=sys.stderr)
+        else:  # a bug, not bad input: still one line, the traceback is one --debug away
+            print(f"{PROG}: internal error: {type(error).__name__}: {_error_line(error)} "
+                  f"(run with --debug for the traceback)", file=sys.stderr)
+        return EXIT_EXECUTION
+

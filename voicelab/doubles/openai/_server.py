@@ -1,0 +1,421 @@
+"""A local OpenAI-compatible server on 127.0.0.1 whose "model" is a deterministic rule engine.
+
+It speaks real HTTP so the production ``openai`` and ``azure-ai-evaluation`` clients run end to
+end against it. Routes (each also under ``/v1``, ``/openai``, ``/openai/v1`` and the Azure
+deployment prefix ``/openai/deployments/{deployment}``; ``api-version`` is accepted and ignored):
+
+* ``POST /chat/completions``
+* ``POST /evals``, ``GET /evals/{id}`` (OpenAI Evals API, used by ``AzureOpenAILabelGrader``)
+* ``POST /evals/{id}/runs``, ``GET /evals/{id}/runs/{run}``,
+  ``GET /evals/{id}/runs/{run}/output_items``
+
+A *policy* (any ``Callable[[ModelCall], str | Mapping]``) decides every model answer; faults
+(HTTP 500, malformed JSON body, slow response, a garbled model reply) are injected per test, and
+every request is recorded so tests can assert on exactly what was sent. Usable as a context
+manager from sync code, async code (``async with``) and notebooks: it runs in its own threads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ._policies import (
+    JudgePolicy,
+    ModelCall,
+    Policy,
+    ScriptedPolicy,
+    unsupported_claim_rule,
+)
+
+__all__ = ["Fault", "JudgePolicy", "ModelCall", "OpenAIServer", "RecordedRequest",
+           "ScriptedPolicy", "unsupported_claim_rule"]
+
+_PREFIX = re.compile(r"^(?:/openai)?(?:/v1)?(?:/deployments/(?P<deployment>[^/]+))?(?P<rest>/.*)$")
+@dataclass
+class Fault:
+    """``kind``: ``http_500`` | ``malformed_json`` | ``slow`` | ``garbled_reply``; applies to the
+    next ``times`` requests whose route (``chat`` | ``evals``) matches ``route`` (None: any)."""
+
+    kind: str
+    times: int = 1
+    route: str | None = None
+    delay_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("http_500", "malformed_json", "slow", "garbled_reply"):
+            raise ValueError(f"unknown fault kind {self.kind!r}")
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    route: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+    deployment: str | None = None
+
+
+class OpenAIServer:
+    """``with OpenAIServer(policy=JudgePolicy()) as server: ... server.base_url ...``"""
+
+    def __init__(self, policy: Policy | None = None, *, host: str = "127.0.0.1", port: int = 0,
+                 api_key: str | None = None, bearer_token: str | None = None,
+                 accept_response_format: bool = True, model_version: str = "local-rule-engine-1",
+                 retry_after_ms: int = 10):
+        self.policy: Policy = policy or JudgePolicy()
+        self.host, self._port = host, port
+        self.api_key, self.bearer_token = api_key, bearer_token
+        self.accept_response_format = accept_response_format
+        self.model_version = model_version
+        self.retry_after_ms = retry_after_ms
+        self.requests: list[RecordedRequest] = []
+        self.calls: list[ModelCall] = []
+        self._faults: list[Fault] = []
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._evals: dict[str, dict[str, Any]] = {}
+        self._runs: dict[str, dict[str, Any]] = {}
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> OpenAIServer:
+        handler = type("Handler", (_Handler,), {"server_state": self})
+        self._httpd = ThreadingHTTPServer((self.host, self._port), handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.05},
+                                        name="voicelab-openai-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> OpenAIServer:
+        return self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "the server is not running"
+        return self._httpd.server_address[1]
+
+    @property
+    def azure_endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.azure_endpoint}/v1"
+
+    # --- test helpers ---------------------------------------------------------------------
+
+    def add_fault(self, kind: str, *, times: int = 1, route: str | None = None,
+                  delay_seconds: float = 5.0) -> None:
+        with self._lock:
+            self._faults.append(Fault(kind, times=times, route=route, delay_seconds=delay_seconds))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def received_text(self) -> str:
+        """Every recorded request body as text (to assert a value never reached the server)."""
+        return "\n".join(r.body if isinstance(r.body, str) else json.dumps(r.body)
+                         for r in self.requests)
+
+    def requests_for(self, route: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.route == route]
+
+    # --- engine ---------------------------------------------------------------------------
+
+    def _take_fault(self, route: str) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.times > 0 and fault.route in (None, route):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def _ask(self, call: ModelCall) -> str:
+        with self._lock:
+            self.calls.append(call)
+        answer = self.policy(call)
+        return answer if isinstance(answer, str) else json.dumps(answer)
+
+    def _next_id(self, prefix: str) -> str:
+        return f"{prefix}_{next(self._ids):06d}"
+
+    def chat_completion(self, body: dict[str, Any], deployment: str | None,
+                        fault: Fault | None) -> tuple[int, Any]:
+        if not isinstance(body.get("messages"), list):
+            return 400, _error("'messages' is required", "invalid_request_error")
+        if body.get("response_format") is not None and not self.accept_response_format:
+            return 400, _error("response_format is not supported by this model",
+                               "invalid_request_error", param="response_format")
+        model = str(body.get("model") or deployment or "")
+        call = ModelCall("chat", model, body["messages"], body)
+        content = "this is not the JSON you asked for" if (
+            fault and fault.kind == "garbled_reply") else self._ask(call)
+        prompt_tokens = sum(len(ModelCall._content_text(m.get("content")).split())
+                            for m in body["messages"])
+        completion_tokens = len(content.split())
+        return 200, {
+            "id": self._next_id("chatcmpl"), "object": "chat.completion",
+            "created": int(time.time()), "model": self.model_version,
+            "system_fingerprint": "fp_voicelab_local",
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+    def create_eval(self, body: dict[str, Any]) -> tuple[int, Any]:
+        eval_id = self._next_id("eval")
+        criteria = []
+        for criterion in body.get("testing_criteria") or []:
+            criteria.append({**criterion, "id": f"{criterion.get('name', 'grader')}-{eval_id}"})
+        record = {"id": eval_id, "object": "eval", "created_at": int(time.time()),
+                  "name": body.get("name") or eval_id, "metadata": body.get("metadata") or {},
+                  "data_source_config": {**(body.get("data_source_config") or {}),
+                                         "schema": (body.get("data_source_config") or {})
+                                         .get("item_schema", {})},
+                  "testing_criteria": criteria, "share_with_openai": False}
+        self._evals[eval_id] = record
+        return 200, record
+
+    def create_run(self, eval_id: str, body: dict[str, Any]) -> tuple[int, Any]:
+        group = self._evals.get(eval_id)
+        if group is None:
+            return 404, _error(f"eval {eval_id} not found", "not_found_error")
+        run_id = self._next_id("evalrun")
+        criteria = group["testing_criteria"]
+        run = {"id": run_id, "object": "eval.run", "eval_id": eval_id,
+               "created_at": int(time.time()), "name": body.get("name") or run_id,
+               "data_source": body.get("data_source") or {}, "metadata": body.get("metadata") or {},
+               "model": criteria[0].get("model") if criteria else None, "status": "queued",
+               "error": None, "per_model_usage": [], "per_testing_criteria_results": None,
+               "result_counts": {"total": 0, "errored": 0, "failed": 0, "passed": 0},
+               "report_url": f"{self.base_url}/evals/{eval_id}/runs/{run_id}"}
+        self._runs[run_id] = {"run": run, "items": []}
+        threading.Thread(target=self._grade_run, args=(run_id, criteria), daemon=True,
+                         name=f"voicelab-openai-server-{run_id}").start()
+        return 200, run
+
+    def _grade_run(self, run_id: str, criteria: list[dict[str, Any]]) -> None:
+        state = self._runs[run_id]
+        run = state["run"]
+        run["status"] = "in_progress"
+        source = (run["data_source"].get("source") or {})
+        rows = source.get("content") or []
+        counts = {c["id"]: {"testing_criteria": c["id"], "passed": 0, "failed": 0}
+                  for c in criteria}
+        totals = {"total": 0, "errored": 0, "failed": 0, "passed": 0}
+        try:
+            for index, row in enumerate(rows):
+                item = row.get("item", row) if isinstance(row, Mapping) else {}
+                results = [self._grade_item(c, item, counts) for c in criteria]
+                passed_all = all(r["passed"] for r in results)
+                totals["total"] += 1
+                totals["passed" if passed_all else "failed"] += 1
+                state["items"].append({
+                    "id": self._next_id("outputitem"), "object": "eval.run.output_item",
+                    "created_at": int(time.time()), "eval_id": run["eval_id"], "run_id": run_id,
+                    "datasource_item_id": index, "datasource_item": item,
+                    "status": "pass" if passed_all else "fail", "results": results,
+                    "sample": results[0]["sample"] if results else {}})
+        except Exception as error:  # noqa: BLE001 - a policy failure fails the run, like a model
+            run.update(status="failed", error={"code": "server_error", "message": str(error)})
+            return
+        run.update(status="completed", result_counts=totals,
+                   per_testing_criteria_results=list(counts.values()))
+
+    def _grade_item(self, criterion: dict[str, Any], item: Mapping[str, Any],
+                    counts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        messages = [{"role": m.get("role", "user"),
+                     "content": _render(ModelCall._content_text(m.get("content")), item)}
+                    for m in criterion.get("input") or []]
+        labels = list(criterion.get("labels") or [])
+        passing = list(criterion.get("passing_labels") or [])
+        call = ModelCall("label_grader", str(criterion.get("model", "")), messages,
+                         {"criterion": criterion}, labels, passing)
+        answer = self._ask(call)
+        try:
+            parsed = json.loads(answer)
+            label = str(parsed.get("label", parsed.get("result")))
+            rationale = str(parsed.get("rationale", ""))
+        except (ValueError, AttributeError):
+            label, rationale = answer.strip(), ""
+        passed = label in passing
+        counts[criterion["id"]]["passed" if passed else "failed"] += 1
+        output = json.dumps({"steps": [{"description": rationale, "conclusion": label}],
+                             "result": label})
+        return {"name": criterion["id"], "type": "label_model", "passed": passed,
+                "score": 1.0 if passed else 0.0,
+                "sample": {"input": messages, "output": [{"role": "assistant", "content": output}],
+                           "model": self.model_version, "finish_reason": "stop", "seed": 0,
+                           "temperature": 0.0, "top_p": 1.0, "max_completion_tokens": 0,
+                           "usage": {"prompt_tokens": 0, "completion_tokens": 0,
+                                     "total_tokens": 0, "cached_tokens": 0}, "error": None}}
+
+    def get_eval(self, eval_id: str) -> tuple[int, Any]:
+        record = self._evals.get(eval_id)
+        return (200, record) if record else (404, _error("eval not found", "not_found_error"))
+
+    def get_run(self, eval_id: str, run_id: str) -> tuple[int, Any]:
+        state = self._runs.get(run_id)
+        if state is None or state["run"]["eval_id"] != eval_id:
+            return 404, _error("run not found", "not_found_error")
+        return 200, state["run"]
+
+    def list_output_items(self, eval_id: str, run_id: str, query: dict[str, str]) -> tuple[int, Any]:
+        state = self._runs.get(run_id)
+        if state is None:
+            return 404, _error("run not found", "not_found_error")
+        items = list(state["items"])
+        if "after" in query:
+            ids = [i["id"] for i in items]
+            items = items[ids.index(query["after"]) + 1:] if query["after"] in ids else []
+        limit = int(query.get("limit", 20))
+        page = items[:limit]
+        return 200, {"object": "list", "data": page, "has_more": len(items) > limit,
+                     "first_id": page[0]["id"] if page else None,
+                     "last_id": page[-1]["id"] if page else None}
+
+    def authorized(self, headers: Mapping[str, str]) -> bool:
+        if self.api_key is None and self.bearer_token is None:
+            return True
+        bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
+        accepted = {v for v in (self.api_key, self.bearer_token) if v}
+        return bearer in accepted or headers.get("api-key", "") in accepted
+
+
+def _error(message: str, kind: str, *, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+
+
+def _render(template: str, item: Mapping[str, Any]) -> str:
+    def value(match: re.Match[str]) -> str:
+        found: Any = item
+        for part in match.group(1).split(".")[1:]:
+            found = found.get(part, "") if isinstance(found, Mapping) else ""
+        return found if isinstance(found, str) else json.dumps(found)
+
+    return re.sub(r"\{\{\s*(item(?:\.[A-Za-z0-9_]+)+)\s*\}\}", value, template)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_state: OpenAIServer
+    timeout = 30
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return None
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._handle("GET")
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        self._handle("POST")
+
+    def _handle(self, method: str) -> None:
+        state = self.server_state
+        parts = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        match = _PREFIX.match(parts.path)
+        rest = match.group("rest") if match else parts.path
+        deployment = match.group("deployment") if match else None
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length).decode("utf-8", "replace") if length else ""
+        try:
+            body: Any = json.loads(raw) if raw else {}
+        except ValueError:
+            body = raw
+        route = "chat" if rest.rstrip("/").endswith("/chat/completions") else (
+            "evals" if rest.startswith("/evals") else "other")
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        with state._lock:
+            state.requests.append(RecordedRequest(method, parts.path, route, query, headers, body,
+                                                  deployment))
+        if not state.authorized(headers):
+            self._send(401, _error("invalid api key or token", "invalid_request_error"))
+            return
+        fault = state._take_fault(route)
+        if fault is not None and fault.kind == "slow":
+            if state._stopping.wait(fault.delay_seconds):
+                return
+            fault = None
+        if fault is not None and fault.kind == "http_500":
+            self._send(500, _error("injected server error", "server_error"),
+                       headers={"retry-after-ms": str(state.retry_after_ms)})
+            return
+        if fault is not None and fault.kind == "malformed_json":
+            self._send_raw(200, b'{"id": "chatcmpl-broken", "choices": [{"message": ')
+            return
+        status, payload = self._dispatch(method, rest, body, query, deployment, fault)
+        self._send(status, payload)
+
+    def _dispatch(self, method: str, rest: str, body: Any, query: dict[str, str],
+                  deployment: str | None, fault: Fault | None) -> tuple[int, Any]:
+        state = self.server_state
+        segments = [s for s in rest.split("/") if s]
+        if not isinstance(body, dict):
+            return 400, _error("the request body is not a JSON object", "invalid_request_error")
+        if method == "POST" and segments[-2:] == ["chat", "completions"]:
+            return state.chat_completion(body, deployment, fault)
+        if segments[:1] == ["evals"]:
+            if method == "POST" and len(segments) == 1:
+                return state.create_eval(body)
+            if method == "GET" and len(segments) == 2:
+                return state.get_eval(segments[1])
+            if method == "POST" and len(segments) == 3 and segments[2] == "runs":
+                return state.create_run(segments[1], body)
+            if method == "GET" and len(segments) == 4 and segments[2] == "runs":
+                return state.get_run(segments[1], segments[3])
+            if method == "GET" and len(segments) == 5 and segments[4] == "output_items":
+                return state.list_output_items(segments[1], segments[3], query)
+        return 404, _error(f"no route for {method} {rest}", "not_found_error")
+
+    def _send(self, status: int, payload: Any, *, headers: Mapping[str, str] | None = None) -> None:
+        self._send_raw(status, json.dumps(payload).encode(), headers=headers)
+
+    def _send_raw(self, status: int, data: bytes, *,
+                  headers: Mapping[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("x-request-id", f"req-{time.monotonic_ns()}")
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True

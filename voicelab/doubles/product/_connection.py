@@ -1,0 +1,297 @@
+"""One evaluator session with a local protocol-v1 product: the strict protocol state machine.
+
+A message before ``evaluator.init``, a malformed or second init, a commit with no audio,
+``response.create`` without a commit, an odd-length audio frame, malformed JSON or an unknown
+message type gets an ``error`` event and a close (1008). Every client message is recorded in
+order; responses run one after another, their audio paced as configured. The product
+(:mod:`._server` subclass) fills in what it says and does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from ...endpoints import _wire as wire
+
+if TYPE_CHECKING:
+    from ._server import ProductServer
+
+VIOLATION_CLOSE_CODE = 1008
+BYTES_PER_SECOND = 48000  # canonical PCM: 24 kHz * 2 bytes
+
+
+class ClosedByProduct(Exception):
+    """The product closed the connection mid-response (a fault); the response ends here."""
+
+
+class ProductConnection:
+    """One evaluator session: a reader that validates messages in protocol order, and response
+    tasks that run one after another.
+
+    A subclass fills in the hooks: :meth:`read_request` and :meth:`opened` at init,
+    :meth:`commit_turn` per commit, :meth:`respond` per response.
+    """
+
+    session_prefix: ClassVar[str] = "product"  # of a generated session id
+    # True: a response.cancel cancels the newest response even while it waits for the one
+    # before; False: it cancels the response that is playing
+    cancel_while_queued: ClassVar[bool] = False
+
+    def __init__(self, server: ProductServer, ws: ServerConnection, record: Any, store: Any):
+        self.server, self.ws, self.record, self.store = server, ws, record, store
+        self.behaviour = server.behaviour
+        self.log, self.label = server.log, server.label
+        self.session_id = ""
+        self.topic = ""
+        self.turn_audio = bytearray()
+        self.committed: Any = None  # what commit_turn returned, until response.create
+        self.user_turns = 0
+        self.responses = 0
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.response_task: asyncio.Task[None] | None = None
+        self.active_cancel: asyncio.Event | None = None
+        self.send_lock = asyncio.Lock()
+        self.initialized = False
+
+    # --- hooks ------------------------------------------------------------------------------
+
+    @property
+    def honours_cancel(self) -> bool:
+        return True
+
+    def received(self, message: str | bytes) -> None:
+        """Every client message, as it arrives (after its name is recorded)."""
+
+    def sent(self, message: dict[str, Any] | bytes) -> None:
+        """Every message sent, after it went out."""
+
+    def requested_session_id(self, request: dict[str, Any]) -> Any:
+        return request.get("session_id")
+
+    def read_request(self, request: dict[str, Any]) -> str:
+        """Take what the conversation needs from the init request; return its topic."""
+        raise NotImplementedError
+
+    async def opened(self) -> None:
+        """The session is initialized and persisted (e.g. start the opening response)."""
+
+    async def commit_turn(self, audio: bytes) -> Any:
+        """A committed user turn (``self.user_turns`` counts it); the value is handed to
+        :meth:`respond` as ``turn`` on the next ``response.create``."""
+        return audio
+
+    def create_response(self, turn: Any, received_ns: int) -> None:
+        self.start_response(self.user_turns, turn, received_ns)
+
+    async def respond(self, number: int, user_turn: int, turn: Any, trigger_ns: int | None,
+                      cancel: asyncio.Event) -> None:
+        """Answer: stream the reply, ``response.done`` etc. ``user_turn`` 0 is the opening."""
+        raise NotImplementedError
+
+    async def response_failed(self, number: int, error: Exception) -> None:
+        raise error
+
+    async def before_frame(self, number: int, index: int, count: int, sent_seconds: float,
+                           cancel: asyncio.Event) -> float | None:
+        """Before each reply frame: extra seconds to hold it back, or ``None`` to stop (as
+        cancelled)."""
+        return 0.0
+
+    async def send_audio(self, frame: bytes) -> None:
+        await self.send(frame)
+
+    # --- the protocol -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            async for message in self.ws:
+                received_ns = time.perf_counter_ns()
+                self.record.client_messages.append(wire.client_message_name(message))
+                self.received(message)
+                if not await self.on_message(message, received_ns):
+                    break
+        except ConnectionClosed:
+            pass
+        finally:
+            pending = [task for task in self.tasks if not task.done()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def send(self, message: dict[str, Any] | bytes) -> None:
+        payload = message if isinstance(message, bytes) else json.dumps(message)
+        async with self.send_lock:
+            await self.ws.send(payload)
+        self.sent(message)
+
+    async def violation(self, code: str, message: str) -> bool:
+        self.record.violations.append(code)
+        self.log.debug("%s: protocol violation %s: %s", self.label, code, message)
+        with contextlib.suppress(ConnectionClosed):
+            await self.send({"type": wire.ERROR, "error": {"code": code, "message": message}})
+            await self.ws.close(VIOLATION_CLOSE_CODE, code)
+        return False
+
+    def spawn(self, coroutine: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coroutine)
+        self.tasks = [t for t in self.tasks if not t.done()] + [task]
+        return task
+
+    async def on_message(self, message: str | bytes, received_ns: int) -> bool:
+        """Handle one client message; False when a violation closed the connection."""
+        if isinstance(message, bytes):
+            if not self.initialized:
+                return await self.violation("init_required", "binary audio before evaluator.init")
+            if len(message) % 2:
+                return await self.violation("invalid_audio",
+                                            f"odd-length audio frame ({len(message)} bytes)")
+            self.turn_audio.extend(message)
+            return True
+        try:
+            parsed = json.loads(message)
+        except ValueError:
+            return await self.violation("malformed_json", "message is not valid JSON")
+        kind = parsed.get("type") if isinstance(parsed, dict) else None
+        if not self.initialized:
+            if kind != wire.INIT:
+                return await self.violation("init_required", f"{kind!r} before evaluator.init")
+            request = parsed.get("request")
+            if not isinstance(request, dict):
+                return await self.violation("malformed_init",
+                                            "evaluator.init needs a 'request' object")
+            await self.initialize(request)
+            return True
+        if kind == wire.INIT:
+            return await self.violation("duplicate_init", "evaluator.init sent twice")
+        if kind == wire.COMMIT:
+            if not self.turn_audio:
+                return await self.violation("empty_commit", "input_audio_buffer.commit with no "
+                                            "audio since the last commit")
+            audio, self.turn_audio = bytes(self.turn_audio), bytearray()
+            self.user_turns += 1
+            self.committed = await self.commit_turn(audio)
+            return True
+        if kind == wire.RESPONSE_CREATE:
+            if self.committed is None:
+                return await self.violation("create_without_commit",
+                                            "response.create without input_audio_buffer.commit")
+            turn, self.committed = self.committed, None
+            self.create_response(turn, received_ns)
+            return True
+        if kind == wire.RESPONSE_CANCEL:
+            if self.active_cancel is not None and self.honours_cancel:
+                self.active_cancel.set()
+            return True
+        return await self.violation("unknown_message_type", f"unknown message type {kind!r}")
+
+    async def initialize(self, request: dict[str, Any]) -> None:
+        self.initialized = True
+        session_id = self.requested_session_id(request)
+        self.session_id = str(session_id if session_id is not None else
+                              self.server.default_session_id
+                              or f"{self.session_prefix}-{uuid.uuid4().hex[:12]}")
+        self.topic = self.read_request(request)
+        self.record.session_id, self.record.request = self.session_id, request
+        self.store.start_session(self.session_id, self.topic, request)
+        await self.opened()
+
+    # --- responses --------------------------------------------------------------------------
+
+    def start_response(self, user_turn: int, turn: Any, trigger_ns: int | None) -> None:
+        previous = self.response_task
+        self.responses += 1
+        self.record.responses_started = self.responses
+        cancel: asyncio.Event | None = None  # else made when the response begins
+        if self.cancel_while_queued:
+            cancel = self.active_cancel = asyncio.Event()
+        self.response_task = self.spawn(
+            self._run_response(previous, self.responses, user_turn, turn, trigger_ns, cancel))
+
+    async def _run_response(self, previous: asyncio.Task[None] | None, number: int,
+                            user_turn: int, turn: Any, trigger_ns: int | None,
+                            cancel: asyncio.Event | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        if cancel is None:
+            cancel = self.active_cancel = asyncio.Event()
+        try:
+            await self.respond(number, user_turn, turn, trigger_ns, cancel)
+        except (ConnectionClosed, ClosedByProduct):
+            self.log.debug("%s: connection closed during response %d", self.label, number)
+        except Exception as error:  # noqa: BLE001 - the subclass decides (default: re-raise)
+            await self.response_failed(number, error)
+
+    async def pause(self, seconds: float, cancel: asyncio.Event) -> bool:
+        """Sleep ``seconds``; True when a honoured response.cancel cut it short."""
+        if not self.honours_cancel:
+            await asyncio.sleep(max(0.0, seconds))
+            return False
+        if seconds <= 0:
+            await asyncio.sleep(0)  # lets the reader see a response.cancel between frames
+            return cancel.is_set()
+        try:
+            await asyncio.wait_for(cancel.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    async def stream_audio(self, number: int, frames: Sequence[bytes], cancel: asyncio.Event,
+                           timing: dict[str, Any]) -> bool:
+        """Send the reply audio frames, paced as configured; True when a response.cancel
+        stopped it. Stamps ``timing["first_audio_ns"]``."""
+        loop = asyncio.get_running_loop()
+        realtime = self.behaviour.audio_pacing == "realtime"
+        speed = self.behaviour.pacing_speed
+        start = loop.time()
+        sent_seconds = 0.0
+        for index, frame in enumerate(frames):
+            held_back = await self.before_frame(number, index, len(frames), sent_seconds, cancel)
+            if held_back is None:
+                return True
+            start += held_back
+            wait = start + sent_seconds / speed - loop.time() if realtime else 0
+            if await self.pause(wait, cancel):
+                return True
+            await self.send_audio(frame)
+            if timing["first_audio_ns"] is None:
+                timing["first_audio_ns"] = time.perf_counter_ns()
+            sent_seconds += len(frame) / BYTES_PER_SECOND
+        return False
+
+    async def send_done(self, response_id: str, status: str, timing: Mapping[str, Any]) -> None:
+        await self.send({"type": wire.RESPONSE_DONE,
+                         "response": {"id": response_id, "status": status},
+                         "server_timing": dict(timing)})
+
+    async def finish(self, response_id: str, text: str, timing: Mapping[str, Any]) -> None:
+        """The reply's transcript, then ``response.done`` (completed)."""
+        await self.send({"type": wire.TRANSCRIPT_DONE, "response_id": response_id,
+                         "transcript": text})
+        await self.send_done(response_id, "completed", timing)
+
+    async def complete(self) -> None:
+        """``conversation.completed``, echoing the client message order."""
+        self.record.completed = True
+        await self.send({"type": wire.CONVERSATION_COMPLETED, "session_id": self.session_id,
+                         "client_messages": list(self.record.client_messages)})
+
+    async def call_save_reminder(self, response_id: str, arguments: dict[str, Any], *,
+                                 reminder_time: str, save: Callable[[], int]) -> None:
+        """The ``save_reminder`` tool call, ``save()`` (persisting it), then its result."""
+        call_id = f"call_{response_id}"
+        await self.send({"type": wire.FUNCTION_CALL_DONE, "response_id": response_id,
+                         "call_id": call_id, "name": "save_reminder",
+                         "arguments": json.dumps(arguments)})
+        reminder_id = save()
+        await self.send({"type": wire.TOOL_RESULT, "call_id": call_id,
+                         "output": {"status": "saved", "reminder_id": reminder_id,
+                                    "time": reminder_time}})

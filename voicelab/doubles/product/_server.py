@@ -1,0 +1,123 @@
+"""A local protocol-v1 product as a server: a real WebSocket server on 127.0.0.1, its
+lifecycle, bearer-token handshake, per-connection records and SQLite store.
+
+The embedded fake product and the local demo agent are both built on this and on
+:mod:`._connection` (the strict protocol); they keep what differs (what they say, how
+they decide, what they persist, their faults).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from ...endpoints._settings import parse_settings
+from ._connection import ProductConnection
+from ._store import ProductDatabaseDir, ProductProbe, ProductStore
+
+logger = logging.getLogger(__name__)
+
+
+class ProductServer:
+    """A protocol-v1 product as a server. ``await start()`` returns its ``ws://host:port/`` URI.
+
+    A subclass names its behaviour settings, store, probe, temporary database directory and
+    connection class; its behaviour has ``database_path`` and ``max_client_message_bytes`` and,
+    for a bearer-token handshake, ``access_token``.
+    """
+
+    behaviour_model: ClassVar[type[BaseModel]]
+    store_class: ClassVar[type[ProductStore]]
+    probe_class: ClassVar[type[ProductProbe]]
+    database_dir_class: ClassVar[type[ProductDatabaseDir]]
+    connection_class: ClassVar[type[ProductConnection]]
+    label: ClassVar[str] = "product"  # in log lines and errors
+    log: ClassVar[logging.Logger] = logger  # a subclass logs under its own module's name
+
+    def __init__(self, behaviour: BaseModel | Mapping[str, Any] | None = None, *,
+                 host: str = "127.0.0.1", port: int = 0,
+                 database_path: str | Path | None = None,
+                 default_session_id: str | None = None):
+        self.behaviour: Any = parse_settings(self.behaviour_model, behaviour)
+        self.host, self._requested_port = host, port
+        self._temporary: ProductDatabaseDir | None = None
+        path = database_path or self.behaviour.database_path
+        if path is None:
+            self._temporary = self.database_dir_class()
+            path = self._temporary.database_path
+        self.database_path = Path(path)
+        self.default_session_id = default_session_id
+        self.store: Any = None
+        self.sessions: list[Any] = []
+        self.port: int | None = None
+        self._server: Server | None = None
+
+    @property
+    def uri(self) -> str:
+        if self.port is None:
+            raise RuntimeError(f"the {self.label} is not started")
+        return f"ws://{self.host}:{self.port}/"
+
+    def outcome_probe(self) -> Any:
+        return self.probe_class({"database_path": str(self.database_path)},
+                                keep_alive=self._temporary)
+
+    async def prepare(self) -> None:
+        """Called by :meth:`start` before the store opens (e.g. to load models)."""
+
+    async def start(self) -> str:
+        await self.prepare()
+        self.store = self.store_class(self.database_path)
+        self._server = await serve(self._handle, self.host, self._requested_port,
+                                   compression=None,
+                                   max_size=self.behaviour.max_client_message_bytes,
+                                   process_request=self._authorize)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        self.log.debug("%s listening on %s", self.label, self.uri)
+        return self.uri
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), 3.0)
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def _authorize(self, connection: ServerConnection, request: Request) -> Response | None:
+        token = getattr(self.behaviour, "access_token", None)
+        if not token:
+            return None
+        supplied = request.headers.get("Authorization")
+        if supplied is None:
+            return connection.respond(401, "missing bearer token\n")
+        if supplied != f"Bearer {token}":
+            return connection.respond(403, "invalid bearer token\n")
+        return None
+
+    def new_record(self, ws: ServerConnection) -> Any:
+        """The record of one connection (appended to :attr:`sessions`)."""
+        raise NotImplementedError
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        record = self.new_record(ws)
+        self.sessions.append(record)
+        assert self.store is not None
+        await self.connection_class(self, ws, record, self.store).run()

@@ -17,9 +17,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from ..audio import PcmAudio
-from . import _realtime_wire as wire
+from ..realtime import Closure, RealtimeConnection, wire
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
-from ._realtime_connection import Closure, RealtimeConnection
 from ._settings import AdapterSettings, parse_settings
 from ._socket import closure_error
 from ._wire import parse_arguments

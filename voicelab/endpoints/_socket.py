@@ -18,20 +18,14 @@ driven by our own :class:`asyncio.Protocol`, so the library's private methods ar
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
 import ssl
-import urllib.parse
-import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import (
-    ConnectionClosed,
     InvalidHandshake,
     InvalidStatus,
     InvalidURI,
@@ -40,10 +34,25 @@ from websockets.exceptions import (
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.protocol import State
-from websockets.uri import WebSocketURI, parse_uri
+from websockets.uri import parse_uri
 
 from ..config import SecretScrubber
+from ._inbox import (
+    INBOX_MAX_BYTES,
+    INBOX_MAX_MESSAGES,
+    Closure,
+    ClosureError,
+    MessageInbox,
+    SocketClosed,
+    closure_error,
+    closure_from,
+)
 from ._protocol import EndpointError
+from ._proxy import ProxyRefused, proxy_for, tunnel
+
+__all__ = ["CLOSE_TIMEOUT_SECONDS", "INBOX_MAX_BYTES", "INBOX_MAX_MESSAGES", "Closure",
+           "ClosureError", "MessageInbox", "ProxyRefused", "SocketClosed", "WebSocketConnection",
+           "closure_error", "closure_from", "open_websocket"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,157 +61,11 @@ CLOSE_TIMEOUT_SECONDS = 2.0
 #: A ping goes out after this much time; without its pong one interval later, the connection
 #: fails with 1011 (the keepalive websockets' own client does by default).
 KEEPALIVE_SECONDS = 20.0
-#: Back-pressure bounds of a :class:`MessageInbox`: past either, reading the socket pauses until
-#: the consumer has taken the inbox down to half of both. About 20 s of 24 kHz PCM (characters
-#: count as bytes for text), or 20 s of 20 ms chunks: only a consumer that has stopped gets there.
-INBOX_MAX_BYTES = 1024 * 1024
-INBOX_MAX_MESSAGES = 1000
-
 _INVALID_DATA = 1007
-_MESSAGE_TOO_BIG = 1009
 _INTERNAL_ERROR = 1011
 _MAX_CLOSE_REASON_BYTES = 123
 
 BytesLike = bytes | bytearray | memoryview  # a frame's payload (Frame.data)
-
-
-class SocketClosed(Exception):
-    """Sending on a connection that is closing or closed."""
-
-
-@dataclass(frozen=True, slots=True)
-class Closure:
-    """The end of a connection: close code and reason, and whether this side failed first
-    (e.g. it closed with 1009 because a message was too big)."""
-
-    code: int | None
-    reason: str
-    local_failure: bool = False
-
-
-def closure_from(error: ConnectionClosed) -> Closure:
-    if error.rcvd is not None:
-        return Closure(error.rcvd.code, error.rcvd.reason)
-    if error.sent is not None:
-        return Closure(error.sent.code, error.sent.reason, local_failure=True)
-    return Closure(1006, "connection lost without a close frame")
-
-
-@dataclass(frozen=True, slots=True)
-class ClosureError:
-    """The ``error`` event an unexpected closure deserves: its ``code`` and message."""
-
-    code: str
-    message: str
-
-
-def closure_error(closure: Closure, *, reason: str, mid_turn: bool,
-                  max_message_bytes: int) -> ClosureError | None:
-    """The error for a closure the evaluator did not ask for, or ``None`` when it is a normal end.
-
-    ``message_too_large`` (this side closed with 1009), ``protocol_error`` (this side failed the
-    connection otherwise), ``connection_lost`` (1006: no close frame), ``connection_closed``
-    (the product closed with a code other than 1000/1001), ``closed_mid_turn`` (1000/1001 while
-    a response was pending). ``reason`` is the closure's reason, already scrubbed of secrets.
-    """
-    described = f"code {closure.code}" + (f": {reason}" if reason else "")
-    if closure.local_failure and closure.code == _MESSAGE_TOO_BIG:
-        return ClosureError("message_too_large", f"a product message exceeded max_message_bytes "
-                            f"({max_message_bytes} bytes); connection closed")
-    if closure.local_failure:
-        return ClosureError("protocol_error", f"connection failed ({described})")
-    if closure.code == 1006:
-        return ClosureError("connection_lost", "connection to the product was lost "
-                                               "(no close frame)")
-    if closure.code not in (1000, 1001):
-        return ClosureError("connection_closed", f"product closed the connection ({described})")
-    if mid_turn:
-        return ClosureError("closed_mid_turn",
-                            f"product closed the connection mid-turn ({described})")
-    return None
-
-
-class _Reading(Protocol):
-    def pause_reading(self) -> None: ...
-    def resume_reading(self) -> None: ...
-
-
-class MessageInbox:
-    """An adapter's queue of ``(arrival ns, message)`` in arrival order, its last item a
-    :class:`Closure`; one consumer (``get``/``get_nowait``/``empty``, as :class:`asyncio.Queue`).
-
-    Bounded without dropping anything: when more than ``max_bytes`` of messages or more than
-    ``max_messages`` items wait, the connection filling it pauses reading its socket, and resumes
-    once the consumer has taken it down to half of both bounds; meanwhile the product's bytes
-    wait in the kernel and then in the product's own send buffer. Stamps are taken when bytes
-    reach the process, so a paused socket delays the stamps of what it holds back by the pause,
-    at most, and only once the consumer already lags by more than a bound. ``pauses`` counts
-    them. ``put_nowait`` also takes an adapter's own items (a timer's wake-up), which never
-    pause reading.
-    """
-
-    def __init__(self, *, max_bytes: int = INBOX_MAX_BYTES,
-                 max_messages: int = INBOX_MAX_MESSAGES):
-        self.max_bytes = max_bytes
-        self.max_messages = max_messages
-        self.pauses = 0
-        self._items: deque[tuple[int, Any]] = deque()
-        self._bytes = 0
-        self._getter: asyncio.Future[None] | None = None
-        self._reading: _Reading | None = None
-        self._paused = False
-
-    @property
-    def buffered_bytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def empty(self) -> bool:
-        return not self._items
-
-    def fill_from(self, reading: _Reading) -> None:
-        """Pause and resume ``reading`` to keep this inbox within its bounds."""
-        self._reading = reading
-
-    def put_nowait(self, item: tuple[int, Any]) -> None:
-        self._items.append(item)
-        getter = self._getter
-        if getter is not None and not getter.done():
-            getter.set_result(None)
-        message = item[1]
-        if not isinstance(message, str | bytes):
-            return  # a Closure or the adapter's own item: nothing more to read behind it
-        self._bytes += len(message)
-        if not self._paused and self._reading is not None and (
-                self._bytes > self.max_bytes or len(self._items) > self.max_messages):
-            self._paused = True
-            self.pauses += 1
-            self._reading.pause_reading()
-
-    def get_nowait(self) -> tuple[int, Any]:
-        if not self._items:
-            raise asyncio.QueueEmpty
-        item = self._items.popleft()
-        message = item[1]
-        if isinstance(message, str | bytes):
-            self._bytes -= len(message)
-        if self._paused and self._bytes <= self.max_bytes // 2 and \
-                len(self._items) <= self.max_messages // 2:
-            self._paused = False
-            assert self._reading is not None
-            self._reading.resume_reading()
-        return item
-
-    async def get(self) -> tuple[int, Any]:
-        while not self._items:
-            self._getter = asyncio.get_running_loop().create_future()
-            try:
-                await self._getter
-            finally:
-                self._getter = None
-        return self.get_nowait()
 
 
 def _wire_length(frame: Frame) -> int:
@@ -463,16 +326,16 @@ async def _connect(url: str, *, headers: Mapping[str, str], max_message_bytes: i
     tls = (ssl_context or ssl.create_default_context()) if uri.secure else None
     connection = WebSocketConnection(protocol, clock_ns=clock_ns, inbox=inbox)
     loop = asyncio.get_running_loop()
-    proxy = _proxy_for(uri)
+    proxy = proxy_for(uri)
     if proxy is None:
         await loop.create_connection(lambda: connection, uri.host, uri.port, ssl=tls)
     else:
-        tunnel = await _tunnel(proxy, uri.host, uri.port, user_agent=user_agent)
+        tunneled = await tunnel(proxy, uri.host, uri.port, user_agent=user_agent)
         try:
-            transport = tunnel if tls is None else await loop.start_tls(
-                tunnel, connection, tls, server_hostname=uri.host)
+            transport = tunneled if tls is None else await loop.start_tls(
+                tunneled, connection, tls, server_hostname=uri.host)
         except BaseException:
-            tunnel.abort()
+            tunneled.abort()
             raise
         if transport is None:  # the loop closed the tunnel during the TLS handshake
             raise ProxyRefused(None, "TLS through the proxy's tunnel failed")
@@ -484,87 +347,6 @@ async def _connect(url: str, *, headers: Mapping[str, str], max_message_bytes: i
         connection.abort()
         raise
     return connection
-
-
-class ProxyRefused(ConnectionError):
-    """The HTTP proxy did not open a tunnel to the server."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Proxy:
-    host: str
-    port: int
-    secure: bool  # https://: TLS to the proxy itself
-    authorization: str | None  # the Proxy-Authorization header, from the URL's user info
-
-
-def _proxy_for(uri: WebSocketURI) -> _Proxy | None:
-    """The HTTP proxy the environment names for ``uri``, picked as websockets' own client picks
-    it: ``wss_proxy`` or ``https_proxy`` (``ws_proxy``, ``https_proxy`` or ``http_proxy`` for
-    ``ws://``), unless ``no_proxy`` covers the host."""
-    if urllib.request.proxy_bypass(f"{uri.host}:{uri.port}"):
-        return None
-    proxies = urllib.request.getproxies()
-    for scheme in ("wss", "https") if uri.secure else ("ws", "https", "http"):
-        if scheme not in proxies:
-            continue
-        url = urllib.parse.urlsplit(proxies[scheme])
-        if url.scheme not in ("http", "https") or url.hostname is None:
-            raise ProxyRefused(None, f"unsupported proxy {url.scheme}:// in {scheme}_proxy")
-        authorization = None
-        if url.username is not None:
-            credentials = f"{urllib.parse.unquote(url.username)}:" \
-                          f"{urllib.parse.unquote(url.password or '')}"
-            authorization = f"Basic {base64.b64encode(credentials.encode()).decode()}"
-        secure = url.scheme == "https"
-        return _Proxy(url.hostname, url.port or (443 if secure else 80), secure, authorization)
-    return None
-
-
-class _TunnelRequest(asyncio.Protocol):
-    """Asks an HTTP proxy for a tunnel (``CONNECT``) and waits for its 2xx answer."""
-
-    def __init__(self, request: bytes):
-        self._request = request
-        self._answer = bytearray()
-        self.answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(self._request)
-
-    def data_received(self, data: bytes) -> None:
-        self._answer += data
-        if self.answered.done() or b"\r\n\r\n" not in self._answer:
-            return
-        status = bytes(self._answer).split(b"\r\n", 1)[0].split(b" ", 2)[1:2]
-        if status and status[0].startswith(b"2"):
-            self.answered.set_result(None)
-        else:
-            self.answered.set_exception(ProxyRefused(
-                None, f"the proxy answered HTTP {status[0].decode(errors='replace')}"
-                if status else "the proxy's answer is not HTTP"))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.answered.done():
-            self.answered.set_exception(ProxyRefused(None, "the proxy closed the connection"))
-
-
-async def _tunnel(proxy: _Proxy, host: str, port: int, *, user_agent: str) -> asyncio.Transport:
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    request = f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nUser-Agent: {user_agent}\r\n"
-    if proxy.authorization is not None:
-        request += f"Proxy-Authorization: {proxy.authorization}\r\n"
-    asking = _TunnelRequest(f"{request}\r\n".encode())
-    transport, _ = await asyncio.get_running_loop().create_connection(
-        lambda: asking, proxy.host, proxy.port,
-        ssl=ssl.create_default_context() if proxy.secure else None)
-    try:
-        await asking.answered
-    except BaseException:
-        transport.abort()
-        raise
-    return transport
 
 
 async def open_websocket(url: str, *, headers: Mapping[str, str], connect_timeout_seconds: float,

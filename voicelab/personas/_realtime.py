@@ -22,9 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..endpoints import EndpointError
-from ..endpoints import _realtime_wire as wire
-from ..endpoints._realtime_connection import Closure, RealtimeConnection
 from ..errors import ExecutionError
+from ..realtime import Closure, RealtimeConnection, wire
 from ..speech._voice_live import normalized_words, parse_realtime_settings, provider_voice
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
 

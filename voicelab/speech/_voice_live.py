@@ -35,9 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..audio import PcmAudio
 from ..config import Providers, SecretScrubber, parse_settings
 from ..endpoints import EndpointError
-from ..endpoints import _realtime_wire as wire
-from ..endpoints._realtime_connection import Closure, RealtimeConnection
 from ..errors import ConfigError, ExecutionError
+from ..realtime import Closure, RealtimeConnection, wire
 from ._protocol import SpeechContext
 
 logger = logging.getLogger(__name__)

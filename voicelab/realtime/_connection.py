@@ -1,6 +1,6 @@
 """One realtime WebSocket (Realtime API / Voice Live) for the adapter, the persona and the
 ``voice_live`` speech provider: its receive path only timestamps (at arrival) and enqueues (see
-:mod:`._socket`); parsing happens in :meth:`RealtimeConnection.next`, on the consumer's side."""
+:mod:`voicelab.endpoints._socket`); parsing happens in :meth:`RealtimeConnection.next`, on the consumer's side."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config import SecretScrubber
-from ._protocol import EndpointError
-from ._realtime_wire import MALFORMED, USER_AGENT
-from ._settings import redacted_url
-from ._socket import Closure, MessageInbox, SocketClosed, WebSocketConnection, open_websocket
+from ..endpoints import (
+    Closure,
+    EndpointError,
+    MessageInbox,
+    SocketClosed,
+    WebSocketConnection,
+    open_websocket,
+    redacted_url,
+)
+from .wire import MALFORMED, USER_AGENT
 
 __all__ = ["Closure", "RealtimeConnection"]
 

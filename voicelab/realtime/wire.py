@@ -19,9 +19,8 @@ from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ
+from ..endpoints import EndpointError, redacted_url
 from ..errors import MissingDependencyError
-from ._protocol import EndpointError
-from ._settings import redacted_url
 
 logger = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ import signal
 import socket
 import time
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -191,17 +192,22 @@ class _OutputLog:
 # --- the process ----------------------------------------------------------------------------
 
 class _Protocol(asyncio.SubprocessProtocol):
+    # a weak reference: the child watcher keeps the transport (and so this protocol) alive
+    # while the process runs, and a dropped ProductProcess must still reach its __del__
     def __init__(self, owner: ProductProcess):
-        self._owner = owner
+        self._owner = weakref.ref(owner)
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self._owner._received(fd, data)
+        if (owner := self._owner()) is not None:
+            owner._received(fd, data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._owner._pipe_closed(fd)
+        if (owner := self._owner()) is not None:
+            owner._pipe_closed(fd)
 
     def process_exited(self) -> None:
-        self._owner._exited.set()
+        if (owner := self._owner()) is not None:
+            owner._exited.set()
 
 
 def _describe_exit(returncode: int | None) -> str:
@@ -389,6 +395,8 @@ class ProductProcess:
             return None
         if self._stop_task is None:
             self._stop_task = asyncio.ensure_future(self._stop_sequence())
+        elif self._stop_task.done():
+            return self._stop_task.result()
         try:
             return await asyncio.shield(self._stop_task)
         except asyncio.CancelledError:

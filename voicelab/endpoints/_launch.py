@@ -99,8 +99,10 @@ def fill_placeholders(value: Any, port: int | None) -> Any:
         return _PLACEHOLDER.sub(substitute, value)
     if isinstance(value, Mapping):
         return {key: fill_placeholders(item, port) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(fill_placeholders(item, port) for item in value)
+    if isinstance(value, list):
+        return [fill_placeholders(item, port) for item in value]
+    if isinstance(value, tuple):
+        return tuple(fill_placeholders(item, port) for item in value)
     return value
 
 

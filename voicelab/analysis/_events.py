@@ -58,7 +58,7 @@ class _Codes(dict):
 
 
 _EVENT_CATEGORIES = ("event_type", "turn_id", "source", "direction", "speaker_role")
-_EVENT_DEFAULTS = {"turn_id": None, "speaker_role": None, "pcm": None, "attributes": {}}
+_EVENT_DEFAULTS: dict[str, Any] = {"turn_id": None, "speaker_role": None, "pcm": None, "attributes": {}}
 _get_pcm, _get_attributes = itemgetter("pcm"), itemgetter("attributes")
 _get_sequence, _get_monotonic = itemgetter("sequence"), itemgetter("monotonic_offset_ns")
 _get_listener = itemgetter("listener_offset_ns")

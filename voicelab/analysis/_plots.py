@@ -72,7 +72,7 @@ def _histogram(axes: Axes, groups: list[tuple[str, np.ndarray]], *, xlabel: str,
     everything = np.concatenate([values for _, values in groups])
     edges = np.histogram_bin_edges(everything, bins=bins)
     for label, values in groups:
-        axes.hist(values, bins=edges, alpha=0.55, label=label)
+        axes.hist(values, bins=list(edges), alpha=0.55, label=label)
     axes.set_xlabel(xlabel)
     axes.set_ylabel("responses")
     axes.grid(alpha=0.3)

@@ -308,6 +308,7 @@ class LabelingWidget:
         self.status = widgets.HTML()
         self.player: TrialPlayer | None = None
         self.player_box = widgets.VBox()
+        self.index = 0
         self.previous_button.on_click(lambda _: self.show(self.index - 1))
         self.next_button.on_click(lambda _: self.show(self.index + 1))
         self.save_button.on_click(lambda _: self._save_clicked(advance=False))

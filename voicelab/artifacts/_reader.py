@@ -16,7 +16,8 @@ class ArtifactVersionError(ConfigError):
     """An artifact written by a newer voicelab than this one can read."""
 
 
-def check_version(document: Any, *, source: Path, field: str = "schema_version") -> None:
+def check_version(document: Any, *, source: Path | None,
+                  field: str = "schema_version") -> None:
     version = document.get(field) if isinstance(document, dict) else None
     if version is None:
         raise ArtifactVersionError("no schema version: not a voicelab artifact", source=source,

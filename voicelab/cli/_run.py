@@ -31,7 +31,7 @@ from ._output import PROG
 T = TypeVar("T")
 
 #: Exit code after a signal, as shells report it (128 + the signal number).
-_SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
+_SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 
 
 class _Progress:

@@ -21,7 +21,7 @@ from ..realtime import Closure, RealtimeConnection, wire
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
 from ._settings import AdapterSettings, parse_settings
 from ._socket import closure_error
-from ._wire import parse_arguments
+from ._wire import field_mapping, parse_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -290,11 +290,11 @@ class RealtimeEndpoint:
         if kind == "function_call_done":
             return await self._tool_call(received_ns, raw)
         if kind == "output_item_added":
-            item = raw.get("item") if isinstance(raw.get("item"), dict) else {}
+            item = field_mapping(raw, "item")
             if item.get("type") == "function_call" and item.get("call_id"):
                 self._tool_names[str(item["call_id"])] = str(item.get("name") or "")
         elif kind == "response_created":
-            response = raw.get("response") if isinstance(raw.get("response"), dict) else {}
+            response = field_mapping(raw, "response")
             self._active_response = str(response.get("id") or "response")
             self._pending_requests = max(0, self._pending_requests - 1)
         elif kind == "response_done":
@@ -342,7 +342,7 @@ class RealtimeEndpoint:
                               data={"response_id": response_id})]
 
     async def _response_done(self, received_ns: int, raw: dict[str, Any]) -> list[EndpointEvent]:
-        response = raw.get("response") if isinstance(raw.get("response"), dict) else {}
+        response = field_mapping(raw, "response")
         response_id = response.get("id")
         status = str(response.get("status") or "completed")
         key = str(response_id or self._active_response)
@@ -377,7 +377,7 @@ class RealtimeEndpoint:
             return [EndpointEvent("raw", received_ns, raw=raw)]
         if self._pending_requests and self._active_response is None:
             self._pending_requests -= 1  # the request this error answers will get no response
-        detail = raw.get("error") if isinstance(raw.get("error"), dict) else {}
+        detail = field_mapping(raw, "error")
         return [self._error(received_ns, code, text, raw, origin="product",
                             error_type=detail.get("type"), param=detail.get("param"))]
 

@@ -132,7 +132,7 @@ class WireV1Decoder:
         if kind == CONVERSATION_COMPLETED:
             return [EndpointEvent("conversation_complete", received_ns, raw=raw)]
         if kind == ERROR:
-            detail = raw.get("error") if isinstance(raw.get("error"), dict) else {}
+            detail = field_mapping(raw, "error")
             code = str(detail.get("code") or "product_error")
             text = str(detail.get("message") or code)
             return [_error(received_ns, code, text, raw, origin="product")]
@@ -164,7 +164,7 @@ class WireV1Decoder:
         return EndpointEvent("audio_delta", received_ns, audio=audio, raw=rest)
 
     def _response_done(self, received_ns: int, raw: dict[str, Any]) -> list[EndpointEvent]:
-        response = raw.get("response") if isinstance(raw.get("response"), dict) else {}
+        response = field_mapping(raw, "response")
         status = str(response.get("status") or "completed")
         data: dict[str, Any] = {"status": status}
         if response.get("id") is not None:
@@ -174,6 +174,13 @@ class WireV1Decoder:
             events.append(EndpointEvent("interruption", received_ns, data=dict(data), raw=raw))
         events.append(EndpointEvent("turn_complete", received_ns, data=data, raw=raw))
         return events
+
+
+def field_mapping(message: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``message[key]`` when it is a mapping, else an empty one (product messages are
+    untrusted: a field may be missing or of another type)."""
+    value = message.get(key)
+    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str:

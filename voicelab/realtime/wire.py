@@ -20,6 +20,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ
 from ..endpoints import EndpointError, redacted_url
+from ..endpoints._wire import field_mapping
 from ..errors import MissingDependencyError
 
 logger = logging.getLogger(__name__)
@@ -206,7 +207,7 @@ def elide_audio(message: Mapping[str, Any]) -> dict[str, Any]:
 
 def error_detail(message: Mapping[str, Any]) -> tuple[str, str]:
     """``(code, message)`` of an ``error`` event."""
-    detail = message.get("error") if isinstance(message.get("error"), Mapping) else {}
+    detail = field_mapping(message, "error")
     code = str(detail.get("code") or detail.get("type") or "realtime_error")
     return code, str(detail.get("message") or code)
 

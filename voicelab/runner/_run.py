@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
 from .._validate import RunPlan, validate_run
 from ..artifacts import RunReport, TrialSummary
@@ -204,7 +206,7 @@ class _BundleLogHandler(logging.FileHandler):
             self.failed = getattr(error, "strerror", None) or type(error).__name__
 
 
-def _write_report_robustly(path: Path, report: RunReport) -> str | None:
+def _write_report_robustly(path: Path, report: BaseModel) -> str | None:
     """Write the run report; on a full disk, rewrite the existing file in place (its own blocks
     are freed first, so the final status usually fits where the atomic copy did not). Returns
     the error that remained, if any."""

@@ -256,8 +256,8 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
         audio_format=CANONICAL_FORMAT.to_dict())
     files = await _encode(plan, recording, evidence, report, persona)
-    pending = _write(plan.trial_dir, files, report)
-    if not write_behind:
+    pending: Coroutine[Any, Any, TrialReport] | None = _write(plan.trial_dir, files, report)
+    if not write_behind and pending is not None:
         report = await pending
         pending = None
     latency = evidence.metrics.summary["first_audio_latency_ms"]

@@ -118,7 +118,8 @@ def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, 
     score = raw.get(kind, raw.get(f"{kind}_score"))
     reason = raw.get(f"{kind}_reason")
     per_turn = raw.get("evaluation_per_turn")
-    turn_scores = per_turn.get(kind) if isinstance(per_turn, dict) else None
+    per_turn = per_turn if isinstance(per_turn, dict) else {}
+    turn_scores = per_turn.get(kind)
     if kind in CONVERSATION_KINDS and isinstance(turn_scores, list) and turn_scores:
         # the worst exchange decides (the SDK reports the mean over exchanges)
         try:
@@ -131,7 +132,7 @@ def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, 
         if isinstance(reasons, list) and worst < len(reasons):
             reason = f"worst of {len(values)} exchanges (#{worst + 1}): {reasons[worst]}"
     try:
-        score = float(score)
+        score = float(score)  # type: ignore[arg-type]  # a bad type is the error below
     except (TypeError, ValueError):
         raise ValueError(f"{kind} returned no numeric score ({score!r})") from None
     if not math.isfinite(score):

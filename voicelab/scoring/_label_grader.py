@@ -65,7 +65,8 @@ def _call_evaluate(judge: CustomJudge, provider: LLMProvider, model_config: dict
                    credential: Any, item: dict[str, str]) -> dict[str, Any]:
     from azure.ai.evaluation import AzureOpenAILabelGrader, evaluate
 
-    grader = AzureOpenAILabelGrader(model_config=dict(model_config), input=grader_input(judge),
+    grader = AzureOpenAILabelGrader(model_config=dict(model_config),  # type: ignore[arg-type]
+                                    input=grader_input(judge),
                                     labels=list(judge.labels), model=provider.model,
                                     name=judge.name, passing_labels=list(judge.passing_labels),
                                     credential=credential)

@@ -60,8 +60,8 @@ def judges_pass(results: Iterable[JudgeResult]) -> bool:
 
 
 def _planned(quality: QualityEvaluation) -> list[tuple[str, str, bool, float | None]]:
-    planned = [(judge.name, "custom_judge", judge.is_critical, None)
-               for judge in quality.custom_judges]
+    planned: list[tuple[str, str, bool, float | None]] = [
+        (judge.name, "custom_judge", judge.is_critical, None) for judge in quality.custom_judges]
     planned += [(e.type, "azure_evaluator", e.is_critical,
                  e.threshold if e.threshold is not None else DEFAULT_THRESHOLDS[e.type])
                 for e in quality.azure_evaluators]

@@ -150,7 +150,7 @@ def proportion_interval(passed: int, n: int, *, confidence: float = 0.95,
     if passed > n:
         raise ValueError(f"passed ({passed}) cannot exceed n ({n})")
     confidence = _check_confidence(confidence)
-    method = _check_method(method)
+    _check_method(method)
     if n == 0:
         return RateInterval(None, None, None, method, confidence, 0, 0)
     low, high = _bounds(passed, n, confidence=confidence, method=method)
@@ -171,7 +171,7 @@ def trials_for_width(width: float, *, confidence: float = 0.95, p: float = 0.5,
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p must be in [0, 1], got {p!r}")
     confidence = _check_confidence(confidence)
-    method = _check_method(method)
+    _check_method(method)
 
     def narrow_enough(n: int) -> bool:
         low, high = _bounds(p * n, n, confidence=confidence, method=method)

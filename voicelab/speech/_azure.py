@@ -297,11 +297,11 @@ class AzureSpeechProvider:
                             attempt + 1, retries)
                 await asyncio.sleep(wait)
                 continue
-            error = self._failure(status, response.text)
+            failure = self._failure(status, response.text)
             if status in _RETRY_STATUSES:
-                raise AzureSpeechError(f"{error} after {attempt + 1} attempt(s)",
+                raise AzureSpeechError(f"{failure} after {attempt + 1} attempt(s)",
                                        status_code=status)
-            raise error
+            raise failure
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _safe_url(self) -> str:

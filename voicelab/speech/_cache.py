@@ -11,6 +11,7 @@ recompute) are called every time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -188,16 +189,16 @@ class SpeechService:
             return self._result(audio, text, voice, cached=False, source="provider", key=None,
                                 synthesis_ms=(time.perf_counter() - started) * 1000.0)
         key = self.cache_key(text, voice=voice, seed=seed)
-        audio = self._recall(key)
-        if audio is not None:
+        remembered = self._recall(key)
+        if remembered is not None:
             self.stats.memory_hits += 1
-            return self._result(audio, text, voice, cached=True, source="memory", key=key)
+            return self._result(remembered, text, voice, cached=True, source="memory", key=key)
         task = self._inflight.get(key)
         owner = task is None
         if task is None:
             task = asyncio.ensure_future(self._fill(key, text, voice, seed))
             self._inflight[key] = task
-            task.add_done_callback(lambda done, key=key: self._forget(key, done))
+            task.add_done_callback(functools.partial(self._forget, key))
         # shield: one caller's cancellation must not cancel the synthesis others await.
         audio, source, synthesis_ms = await asyncio.shield(task)
         if not owner:

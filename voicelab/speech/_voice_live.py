@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..audio import PcmAudio
 from ..config import Providers, SecretScrubber, parse_settings
 from ..endpoints import EndpointError
+from ..endpoints._wire import field_mapping
 from ..errors import ConfigError, ExecutionError
 from ..realtime import Closure, RealtimeConnection, wire
 from ._protocol import SpeechContext
@@ -308,7 +309,7 @@ class VoiceLiveSpeechProvider:
 
     def _finish(self, message: Mapping[str, Any], chunks: list[bytes],
                 transcript: str | None) -> tuple[PcmAudio, str]:
-        response = message.get("response") if isinstance(message.get("response"), Mapping) else {}
+        response = field_mapping(message, "response")
         status = response.get("status") or "completed"
         if status != "completed":
             raise ExecutionError(f"voice_live: the response ended with status {status!r}: "

@@ -73,8 +73,8 @@ def _number(tokens: list[str], index: int, *, limit: int) -> tuple[int, int] | N
         if end < len(tokens) and tokens[end] in _UNITS:
             value, end = value + _UNITS[tokens[end]], end + 1
         return (value, end) if value < limit else None
-    value = _UNITS.get(token, _TEENS.get(token))
-    return (value, index + 1) if value is not None and value < limit else None
+    single = _UNITS.get(token, _TEENS.get(token))
+    return (single, index + 1) if single is not None and single < limit else None
 
 
 def _phrase_at(tokens: list[str], index: int, phrases: tuple[tuple[str, ...], ...]) -> int:

@@ -217,7 +217,7 @@ class OpenAIServer:
             return 404, _error(f"eval {eval_id} not found", "not_found_error")
         run_id = self._next_id("evalrun")
         criteria = group["testing_criteria"]
-        run = {"id": run_id, "object": "eval.run", "eval_id": eval_id,
+        run: dict[str, Any] = {"id": run_id, "object": "eval.run", "eval_id": eval_id,
                "created_at": int(time.time()), "name": body.get("name") or run_id,
                "data_source": body.get("data_source") or {}, "metadata": body.get("metadata") or {},
                "model": criteria[0].get("model") if criteria else None, "status": "queued",

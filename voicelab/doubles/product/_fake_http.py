@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ...endpoints._settings import AdapterSettings, parse_settings
+from ...endpoints._wire import field_mapping
 from ._fake_behaviour import (
     DEFAULT_INTERIM_REPLY,
     DEFAULT_OPENING,
@@ -158,7 +159,7 @@ class FakeHttpProduct:
         if faulty and behaviour.fault == "non_object":
             return 200, b'["not", "an", "object"]'
         voice = FakeBehaviour(voice_seed=behaviour.voice_seed)
-        data = request.get("data") if isinstance(request.get("data"), dict) else {}
+        data = field_mapping(request, "data")
         reminder = reminder_from_request(data, fallback_time=behaviour.reminder_time)
         reply: dict[str, Any] = {"turn_index": turn_index}
         if turn_index == 0:

@@ -49,7 +49,7 @@ class ProductServer:
         self.behaviour: Any = parse_settings(self.behaviour_model, behaviour)
         self.host, self._requested_port = host, port
         self._temporary: ProductDatabaseDir | None = None
-        path = database_path or self.behaviour.database_path
+        path = database_path or getattr(self.behaviour, "database_path", None)
         if path is None:
             self._temporary = self.database_dir_class()
             path = self._temporary.database_path

@@ -364,7 +364,8 @@ class _Session:
     async def _speak(self, response_id: str, text: str, output: list[dict[str, Any]]) -> None:
         item_id = self.server.new_id("item")
         index = len(output)
-        item = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress",
+        item: dict[str, Any] = {"id": item_id, "type": "message", "role": "assistant",
+                                "status": "in_progress",
                 "content": []}
         output.append(item)
         where = {"response_id": response_id, "item_id": item_id, "output_index": index,
@@ -393,8 +394,8 @@ class _Session:
         finally:
             # Also on cancel: the transcript covers what was spoken, as the service reports.
             transcript = " ".join(spoken_words)
-            item.update(status="completed" if transcript == text.strip() else "incomplete",
-                        content=[{"type": self.names["audio_part"], "transcript": transcript}])
+            item["status"] = "completed" if transcript == text.strip() else "incomplete"
+            item["content"] = [{"type": self.names["audio_part"], "transcript": transcript}]
             with contextlib.suppress(ConnectionClosed):
                 await self.send({"type": self.names["audio_done"], **where})
                 await self.send({"type": self.names["transcript_done"], **where,

@@ -16,6 +16,7 @@ from voicelab.recording import (
     EventType,
     Recording,
     RecordingError,
+    encode_voice_events,
     recording_from_records,
     to_records,
     voice_events_jsonl,
@@ -69,9 +70,12 @@ def _streams(recording: Recording) -> dict[str, bytes]:
 
 
 def test_jsonl_is_byte_identical_to_json_dumps_of_each_record():
-    records = to_records(_recording())
+    recording = _recording()
+    records = to_records(recording)
     assert voice_events_jsonl(records) == _reference_jsonl(records)
-    assert voice_events_jsonl([]) == b""
+    assert encode_voice_events(recording) == _reference_jsonl(records)
+    assert encode_voice_events(recording, 3, 7) == _reference_jsonl(records[3:7])
+    assert voice_events_jsonl([]) == b"" == encode_voice_events(recording, 0, 0)
 
 
 def test_a_record_with_other_keys_is_still_encoded_exactly():
@@ -148,7 +152,7 @@ def test_any_text_and_offset_round_trips(texts, offset_ms):
         recording.record(EventType.PRODUCT_TRANSCRIPT, source="product", direction="inbound",
                          at_ns=recording.start_ns + int(offset_ms * 1e6), text=text)
     records = to_records(recording)
-    encoded = voice_events_jsonl(records)
+    encoded = encode_voice_events(recording)
     assert encoded == _reference_jsonl(records)
     decoded = [json.loads(line) for line in encoded.decode().split("\n") if line]
     assert [d["attributes"].get("text") for d in decoded[-len(texts):]] == texts

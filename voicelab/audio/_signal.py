@@ -74,10 +74,10 @@ def _sums(samples: np.ndarray) -> _Sums:
             clipped += int(np.count_nonzero(block == PCM16_MIN))
         if high == PCM16_MAX:
             clipped += int(np.count_nonzero(block == PCM16_MAX))
-        # squares are below 2**31 and a block's sum below 2**47: exact in float64 whatever the
-        # summation order, so the energy is an exact integer
-        wide = block.astype(np.float64)
-        energy += int(np.dot(wide, wide))
+        # exact integer energy; not a float dot product, which would go through BLAS, whose
+        # worker threads then spin on the other core for milliseconds after every call
+        wide = block.astype(np.int64)
+        energy += int(np.einsum("i,i->", wide, wide))
     return _Sums(count, silent, clipped, peak, energy)
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..artifacts._models import (
-    RawEndpointEvent,
-    RawEndpointEvents,
+    SCHEMA_VERSION,
     ToolCallRecord,
     ToolCalls,
     Transcript,
@@ -146,22 +145,26 @@ def _elide_audio(raw: Any) -> Any:
     return raw
 
 
-def build_raw_events(recording: Recording, adapter: str) -> RawEndpointEvents:
-    """raw-endpoint-events.json: every product message as received, once (a message that yields
-    several normalized events is kept with the first). Adapters scrub secrets as they decode;
-    audio payloads left in a message are elided here."""
+def build_raw_events(recording: Recording, adapter: str) -> dict[str, Any]:
+    """raw-endpoint-events.json (schema: :class:`~voicelab.artifacts.RawEndpointEvents`) as
+    plain data: every product message as received, once (a message that yields several
+    normalized events is kept with the first). Adapters scrub secrets as they decode; audio
+    payloads left in a message are elided here."""
     events = []
     seen: set[int] = set()
     for event in recording.events:
+        if event.source != "product":
+            continue
         kind = ENDPOINT_KINDS.get(event.type)
-        if kind is None or event.source != "product":
+        if kind is None:
             continue
         raw = event.raw
         if raw is not None and not isinstance(raw, str | bytes | int | float | bool):
             if id(raw) in seen:
                 continue
             seen.add(id(raw))
-        events.append(RawEndpointEvent(sequence=event.sequence,
-                                       received_offset_ns=event.offset_ns, type=kind,
-                                       raw=_elide_audio(raw)))
-    return RawEndpointEvents(adapter=adapter, events=events)
+            if not (type(raw) is dict and raw.get("binary") is True):  # a binary frame's note
+                raw = _elide_audio(raw)                               # holds no text
+        events.append({"sequence": event.sequence, "received_offset_ns": event.offset_ns,
+                       "type": kind, "raw": raw})
+    return {"schema_version": SCHEMA_VERSION, "adapter": adapter, "events": events}

@@ -91,39 +91,54 @@ def _compact_json(value: Any) -> str:
 
 
 def voice_events_jsonl(records: list[dict[str, Any]]) -> bytes:
-    """voice-events.jsonl for ``records``: the same bytes as compact ``json.dumps`` of each
-    record, built from cached pieces (audio chunks are most of a trial's events and differ only
-    in numbers, ids and times)."""
+    """voice-events.jsonl for ``records`` (dicts as :func:`to_records` makes them): compact
+    ``json.dumps`` of each, one per line."""
+    lines = [_compact_json(record) for record in records]
+    return ("\n".join(lines) + ("\n" if lines else "")).encode()
+
+
+def encode_voice_events(recording: Recording, start: int = 0, stop: int | None = None) -> bytes:
+    """voice-events.jsonl of ``events[start:stop]`` straight from the events: the same bytes as
+    :func:`voice_events_jsonl` of :func:`to_records` (tested), without building a dict per event.
+    Audio chunks are most of a trial's events and differ only in numbers, ids and times, so the
+    text of the few repeated values (sources, types, turns, PCM metadata) is encoded once."""
+    encoded: dict[Any, str] = {}
+
     def text(value: str | None) -> str:
-        return encode_basestring(value) if type(value) is str else _compact_json(value)
+        found = encoded.get(value)
+        if found is None:
+            found = encoded[value] = (encode_basestring(value) if type(value) is str
+                                      else _compact_json(value))
+        return found
 
-    by_identity: dict[int, str] = {}
-
-    def shared(value: Any) -> str:  # memoized metadata dicts (pcm) are shared between events
-        key = id(value)
-        encoded = by_identity.get(key)
-        if encoded is None:
-            encoded = by_identity[key] = _compact_json(value)
-        return encoded
-
+    pcm_text: dict[int, str] = {}
+    prefix = str(uuid.UUID(recording.trace_id))[:24]
+    head = f'{{"contract_version":{text(CONTRACT_VERSION)},"event_id":"{prefix}'
+    session = text(recording.session_id)
+    trace_head = f'{{"trace_id":{text(recording.trace_id)},"span_id":'
+    trace_tail = f',"parent_span_id":{text(recording.root_span_id)}}}'
+    start_utc = recording.start_utc_ns
     lines = []
-    for record in records:
-        if list(record) != RECORD_FIELDS:
-            lines.append(_compact_json(record))
-            continue
-        attributes = record["attributes"]
-        trace = record["trace"]
+    for event in recording.events[start:stop]:
+        if event.audio_start >= 0:
+            pcm = pcm_text.get(event.audio_samples)
+            if pcm is None:
+                pcm = pcm_text[event.audio_samples] = _compact_json(
+                    pcm_metadata(event.audio_samples * BYTES_PER_SAMPLE))
+        else:
+            pcm = "null"
+        micros = (start_utc + event.offset_ns) // 1000
+        second, fraction = divmod(micros, 1_000_000)
+        trace = f"{trace_head}{text(event.span_id)}{trace_tail}" if event.span_id else "null"
+        attributes = event.attributes
         lines.append(
-            f'{{"contract_version":{text(record["contract_version"])},'
-            f'"event_id":{text(record["event_id"])},"sequence":{int(record["sequence"])},'
-            f'"session_id":{text(record["session_id"])},"turn_id":{text(record["turn_id"])},'
-            f'"timestamp_utc":{text(record["timestamp_utc"])},'
-            f'"monotonic_offset_ns":{int(record["monotonic_offset_ns"])},'
-            f'"listener_offset_ns":{int(record["listener_offset_ns"])},'
-            f'"offset_ms":{float(record["offset_ms"])!r},"source":{text(record["source"])},'
-            f'"direction":{text(record["direction"])},"event_type":{text(record["event_type"])},'
-            f'"speaker_role":{text(record["speaker_role"])},"pcm":{shared(record["pcm"])},'
-            f'"trace":{_compact_json(trace) if trace else "null"},'
+            f'{head}{event.sequence:012x}","sequence":{event.sequence},"session_id":{session},'
+            f'"turn_id":{text(event.turn_id)},'
+            f'"timestamp_utc":"{_utc_second(second)}.{fraction:06d}Z",'
+            f'"monotonic_offset_ns":{event.offset_ns},"listener_offset_ns":{event.listener_ns},'
+            f'"offset_ms":{round(event.offset_ns / 1e6, 3)!r},"source":{text(event.source)},'
+            f'"direction":{text(event.direction)},"event_type":{text(event.type.value)},'
+            f'"speaker_role":{text(event.speaker_role)},"pcm":{pcm},"trace":{trace},'
             f'"attributes":{_compact_json(attributes) if attributes else "{}"}}}')
     return ("\n".join(lines) + ("\n" if lines else "")).encode()
 

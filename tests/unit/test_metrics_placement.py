@@ -99,14 +99,18 @@ def test_barge_in_flushes_buffered_audio_and_keeps_audio_after_the_cancel():
     t.add(0, "session.connected", expects_response="turn-000")
     t.add(100, "product.audio_chunk", "turn-000", "product", samples=tone(2000))
     t.add(1100, "user.barge_in", "turn-001", response_turn_id="turn-000", cancel_sent=True)
+    t.add(1100, "user.turn_started", "turn-001", speech_start_sample=0, speech_end_sample=7200)
     t.add(1101, "user.audio_chunk", "turn-001", samples=tone(300, amplitude=3000))
     t.add(1250, "product.audio_chunk", "turn-000", "product", samples=tone(100))
     t.add(1300, "product.response_done", "turn-000", "product", status="cancelled")
     metrics = metrics_of(t)
     turn = metrics["turns"][0]
     assert turn["interrupted"] is True
-    assert turn["interruption_stop_latency_ms"] == pytest.approx(150.0)
-    assert turn["audio_after_interrupt_ms"] == pytest.approx(100.0)
+    # from the onset of the barge-in speech (1101 ms) to the end of the product's audible
+    # speech: the chunk that came after the cancel plays 1250-1350 ms; speech edges are found in
+    # 10 ms frames, refined to the sample
+    assert turn["interruption_stop_latency_ms"] == pytest.approx(249.0, abs=1.0)
+    assert turn["audio_after_interrupt_ms"] == pytest.approx(100.0, abs=1.0)
     placement = place_channels(t.recording)
     product = placement.product.samples
     start = int(1.1 * RATE)

@@ -242,10 +242,14 @@ class TurnMetrics(ArtifactModel):
     turn_id: str
     index: int
     status: str
-    reference: Literal["commit", "init"] | None = None
+    reference: Literal["commit", "init", "speech_end"] | None = None
+    #: end of the user's speech to the onset of the product's speech (listener timeline)
+    response_latency_ms: float | None = None
     first_audio_latency_ms: float | None = None
     response_duration_ms: float | None = None
     output_audio_seconds: float
+    user_speech_end_ms: float | None = None
+    speech_start_ms: float | None = None
     playback_start_ms: float | None = None
     playback_end_ms: float | None = None
     playback_stall_ms: float | None = None
@@ -281,6 +285,8 @@ class MetricSummary(ArtifactModel):
 
 class VoiceMetrics(Versioned):
     audio_format: dict[str, Any]
+    #: the simulated listener the timing metrics assume (jitter buffer depth, reply hangover)
+    listener: dict[str, Any] = Field(default_factory=dict)
     input: SignalStats
     output: SignalStats
     turns: list[TurnMetrics] = Field(default_factory=list)

@@ -1,5 +1,6 @@
 """Configuration: models of every file a run reads, loading, overrides, secrets and hashing."""
 
+from ._launch import LaunchConfig
 from ._loader import LoadedRun, load_environment, load_run, read_yaml
 from ._models import (
     CAPABILITY_NAMES,
@@ -13,6 +14,7 @@ from ._models import (
     EnvironmentConfig,
     EvalSpec,
     Limits,
+    ListenerConfig,
     OpenAIProvider,
     OutcomeProbeConfig,
     PersonaConfig,
@@ -54,7 +56,9 @@ __all__ = [
     "EndpointConfig",
     "EnvironmentConfig",
     "EvalSpec",
+    "LaunchConfig",
     "Limits",
+    "ListenerConfig",
     "LoadedRun",
     "OpenAIProvider",
     "OutcomeProbeConfig",

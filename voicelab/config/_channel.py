@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ._models import StrictModel
+from ._base import StrictModel
 
 Probability = Annotated[float, Field(ge=0, le=1)]
 

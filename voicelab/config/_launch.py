@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from ._models import StrictModel
+from ._base import StrictModel
 
 __all__ = ["LaunchConfig"]
 

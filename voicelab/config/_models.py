@@ -9,7 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from ._base import NonNegativeFloat, PositiveFloat, StrictModel
+from ._launch import LaunchConfig
 
 Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
                      "input_transcripts"]
@@ -20,15 +23,7 @@ ExitReason = Literal["endpoint_completion", "script_exhaustion", "max_turns", "m
                      "connection_closed", "error", "persona_ended", "repeat_limit",
                      "no_response", "cancelled"]
 
-PositiveFloat = Annotated[float, Field(gt=0)]
-NonNegativeFloat = Annotated[float, Field(ge=0)]
 Volume = Annotated[float, Field(ge=0, le=4)]
-
-
-class StrictModel(BaseModel):
-    # open-ended fields (endpoint settings, outcome_spec) may hold YAML ``!!binary`` values:
-    # base64 writes any bytes to JSON, where the default (UTF-8) fails on most of them
-    model_config = ConfigDict(extra="forbid", validate_default=True, ser_json_bytes="base64")
 
 
 # --- scenario -------------------------------------------------------------------------------
@@ -46,7 +41,9 @@ class Limits(StrictModel):
 class ConversationSpec(StrictModel):
     max_turns: Annotated[int, Field(gt=0)] = 8
     required_capabilities: list[Capability] = Field(default_factory=list)
-    first_speaker: Literal["product", "user"] = "product"
+    #: ``auto``: wait ``first_speaker_wait_seconds`` for the product to speak, then speak
+    first_speaker: Literal["product", "user", "auto"] = "product"
+    first_speaker_wait_seconds: PositiveFloat = 3.0
 
 
 class EvalSpec(StrictModel):
@@ -162,6 +159,18 @@ QUIET_ENVIRONMENT = EnvironmentConfig(name="quiet", impact=0.0)
 class EndpointConfig(StrictModel):
     adapter: Annotated[str, Field(min_length=1)] = "fake"
     settings: dict[str, Any] = Field(default_factory=dict)
+    #: start the product process for each trial (or once per run) and stop it afterwards
+    launch: LaunchConfig | None = None
+
+
+class ListenerConfig(StrictModel):
+    """How the simulated user hears the product."""
+
+    #: playback starts this long after the first packet; later packets arriving within it are
+    #: absorbed (a phone's or browser's jitter buffer); only underruns count as stalls
+    jitter_buffer_ms: NonNegativeFloat = 60.0
+    #: listening turn-taking: a reply has ended after this much silence following its speech
+    reply_end_hangover_ms: PositiveFloat = 700.0
 
 
 class OutcomeProbeConfig(StrictModel):
@@ -282,6 +291,7 @@ class RunConfig(StrictModel):
     concurrency: Annotated[int, Field(gt=0)] = 1
     pace_audio: bool = True
     speech_metrics: bool = False
+    listener: ListenerConfig = Field(default_factory=ListenerConfig)
 
 
 # --- suite (scenario x persona x environment x trial matrix) --------------------------------

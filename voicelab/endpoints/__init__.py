@@ -17,6 +17,7 @@ from ._protocol import (
     CAPABILITY_KEYS,
     EVENT_TYPES,
     REQUIRED_METHODS,
+    TURN_TAKING_MODES,
     ConversationEndpoint,
     EndpointContext,
     EndpointError,
@@ -24,6 +25,7 @@ from ._protocol import (
     declared_capabilities,
     new_span_id,
     new_trace_id,
+    turn_taking_of,
 )
 from ._settings import AdapterSettings, auth_headers, parse_settings, redacted_url, secret_values
 from ._socket import WebSocketConnection, open_websocket
@@ -39,6 +41,7 @@ __all__ = [
     "MAX_LOG_BYTES",
     "MAX_LOG_LINES",
     "REQUIRED_METHODS",
+    "TURN_TAKING_MODES",
     "ConversationEndpoint",
     "EndpointContext",
     "EndpointError",
@@ -63,5 +66,6 @@ __all__ = [
     "pick_free_port",
     "redacted_url",
     "secret_values",
+    "turn_taking_of",
     "uses_port",
 ]

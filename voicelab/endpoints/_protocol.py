@@ -16,6 +16,12 @@ called by ``voice-evaluator validate`` without constructing anything. ``capabili
 readable on the class so ``validate`` can compare it with a scenario's
 ``required_capabilities`` before any connection.
 
+**Turn taking.** An adapter may offer a classmethod ``turn_taking(settings) -> "client" |
+"server_vad"``. ``client`` (the default): the evaluator ends each user turn explicitly
+(``commit_turn``). ``server_vad``: the product listens; the evaluator streams a live line (speech,
+then silence or room noise, in real time), never calls ``commit_turn`` or ``interrupt``, and
+decides from the product's audio when a reply has ended.
+
 An adapter may also offer ``outcome_probe() -> OutcomeProbe | None``: the product's own probe,
 used when the run config names none (the embedded fake product does this), and a classmethod
 ``product_can_speak_first(settings) -> bool`` when, with some settings, the product cannot open
@@ -52,6 +58,19 @@ EventType = Literal[
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
 
 CAPABILITY_KEYS = CAPABILITY_NAMES
+
+TurnTaking = Literal["client", "server_vad"]
+TURN_TAKING_MODES: tuple[str, ...] = TurnTaking.__args__  # type: ignore[attr-defined]
+
+
+def turn_taking_of(adapter: Any, settings: Mapping[str, Any]) -> str:
+    """How the adapter with ``settings`` takes turns (``client`` when it does not say)."""
+    hook = getattr(adapter, "turn_taking", None)
+    mode = hook(settings) if callable(hook) else "client"
+    if mode not in TURN_TAKING_MODES:
+        raise TypeError(f"turn_taking() returned {mode!r}, not one of "
+                        f"{', '.join(TURN_TAKING_MODES)}")
+    return str(mode)
 
 
 class EndpointError(ExecutionError):

@@ -47,6 +47,18 @@ class RealtimeSettings(AdapterSettings):
     tool_outputs: dict[str, Any] = Field(default_factory=dict)
     opening_response: bool = False
 
+    @property
+    def turn_detection(self) -> str:
+        """The session's ``turn_detection`` as voicelab's turn-taking mode: ``server_vad`` when
+        the service detects turns (``server_vad`` / ``semantic_vad``), else ``client``."""
+        detection = self.session.get("turn_detection")
+        if detection is None:
+            audio = self.session.get("audio")
+            inner = audio.get("input") if isinstance(audio, Mapping) else None
+            detection = inner.get("turn_detection") if isinstance(inner, Mapping) else None
+        return "server_vad" if isinstance(detection, Mapping) and detection.get("type") in (
+            "server_vad", "semantic_vad") else "client"
+
     @model_validator(mode="after")
     def _target_is_complete(self) -> RealtimeSettings:
         if self.uri is not None:
@@ -106,6 +118,12 @@ class RealtimeEndpoint:
         if parsed.auth == "default_credential" and parsed.dialect != "openai":
             wire.require_azure_identity(purpose="endpoint auth 'default_credential'",
                                         key="endpoint.settings.auth")
+
+    @classmethod
+    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
+        """The session's own ``turn_detection`` decides: ``server_vad``/``semantic_vad`` is
+        voicelab's ``server_vad`` mode (the service listens), anything else ``client``."""
+        return parse_settings(RealtimeSettings, settings).turn_detection
 
     @classmethod
     def product_can_speak_first(cls, settings: Mapping[str, Any]) -> bool:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 
 from ..audio import PcmAudio
-from ._protocol import EndpointContext, EndpointError, EndpointEvent
+from ._protocol import EndpointContext, EndpointError, EndpointEvent, TurnTaking
 from ._settings import (
     AdapterSettings,
     auth_headers,
@@ -56,6 +56,9 @@ class WebSocketSettings(AdapterSettings):
     receive_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
     max_message_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
+    #: ``client``: commit + response.create end each user turn; ``server_vad``: the product
+    #: detects the end of the user's speech itself (no commit is ever sent)
+    turn_detection: TurnTaking = "client"
 
     @field_validator("uri")
     @classmethod
@@ -100,6 +103,10 @@ class WebSocketEndpoint:
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
         parse_settings(WebSocketSettings, settings)
+
+    @classmethod
+    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
+        return str(settings.get("turn_detection", "client"))
 
     @property
     def settings(self) -> WebSocketSettings:

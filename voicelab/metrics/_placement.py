@@ -2,7 +2,7 @@
 
 Where each product chunk plays is the recording's listener clock (:mod:`voicelab.recording`,
 computed once, as the audio arrived); a user turn plays contiguously from the moment its first
-chunk was sent. This module only renders: ``technician.wav``, ``product.wav`` and ``mixed.wav``
+chunk was sent, and a live line (``server_vad``) is one contiguous stream from its first frame. This module only renders: ``technician.wav``, ``product.wav`` and ``mixed.wav``
 of the bundle, and the silent runs the dead-air metric counts. Everything here is a pure
 function of the recording.
 """
@@ -22,6 +22,7 @@ from ..recording import (
     Recording,
     ResponsePlayback,
     ns_to_samples,
+    samples_to_ns,
 )
 
 _RATE = CANONICAL_SAMPLE_RATE_HZ
@@ -83,11 +84,13 @@ def place_channels_steps(recording: Recording) -> Steps[Placement]:
         if event.type is not EventType.USER_AUDIO:
             continue
         turn = event.turn_id or "turn-?"
-        if turn not in cursor:
-            turn_start[turn] = event.listener_ns
-            cursor[turn] = ns_to_samples(event.listener_ns)
-        user_pieces.append((cursor[turn], user_stream[event.audio_start:event.audio_end]))
-        cursor[turn] += event.audio_samples
+        burst = "line" if event.attributes.get("line") else turn  # what plays contiguously
+        if burst not in cursor:
+            cursor[burst] = ns_to_samples(event.listener_ns)
+        if turn not in turn_start:
+            turn_start[turn] = samples_to_ns(cursor[burst])
+        user_pieces.append((cursor[burst], user_stream[event.audio_start:event.audio_end]))
+        cursor[burst] += event.audio_samples
     responses = recording.listener.responses
     product_pieces: list[Piece] = [
         (chunk.start, product_stream[chunk.event.audio_start:

@@ -1,19 +1,22 @@
 """voice-metrics.json: per-response timing and signal metrics and their summary.
 
-Definitions (all pure functions of the recording):
+Definitions (all pure functions of the recording; docs/artifacts.md has the full table):
 
-* ``first_audio_latency_ms``: the commit sent (or, for an opening, the init sent at connect) to
-  the first product audio received — real monotonic time.
+* ``response_latency_ms``: the end of the user's speech, as sent on the line, to the onset of
+  the product's *speech* as the listener hears it (voice activity on the product channel, so
+  silence frames before the speech do not count as an answer). Null for an opening.
+* ``first_audio_latency_ms``: the reference (commit sent; the user's speech end on a live line;
+  the init for an opening) to the first product audio *packet* received.
 * ``response_duration_ms``: the same reference to the product's ``response.done``.
 * ``output_audio_seconds``: product audio received for the response.
-* ``playback_stall_ms``: gaps on the listener timeline where the next chunk arrived after the
-  previous one had finished playing.
-* ``dead_air_ms``: silent stretches of at least 300 ms a listener hears inside the response
-  (between its first and last audible sample): stalls plus silent audio.
+* ``playback_stall_ms``: jitter-buffer underruns: playback starts ``jitter_buffer_ms`` after the
+  first packet; a packet arriving after everything before it has played stalls the listener
+  for the difference (uneven arrival the buffer absorbs is no stall).
+* ``dead_air_ms``: silent stretches of at least 300 ms a listener hears inside the response.
 * ``interrupted``: the simulated user barged in on this response.
-* ``interruption_stop_latency_ms``: cancel sent to the last product audio received for the
-  response (0 when nothing arrived after the cancel).
-* ``audio_after_interrupt_ms``: product audio of the response received after the cancel.
+* ``interruption_stop_latency_ms``: the onset of the user's barge-in speech to the end of the
+  product's audible speech in the response (0 when it had already stopped).
+* ``audio_after_interrupt_ms``: the product speech heard after that onset.
 """
 
 from __future__ import annotations
@@ -21,19 +24,40 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .._steps import Steps, run_steps
 from ..artifacts import MetricSummary, TurnMetrics, VoiceMetrics
-from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio, analyze_signals
-from ..recording import PRODUCT, USER, Event, EventType, Recording
+from ..audio import (
+    CANONICAL_FORMAT,
+    CANONICAL_SAMPLE_RATE_HZ,
+    SILENCE_THRESHOLD,
+    PcmAudio,
+    analyze_signals,
+    detect_speech,
+)
+from ..recording import (
+    PRODUCT,
+    USER,
+    Event,
+    EventType,
+    Recording,
+    ResponsePlayback,
+    samples_to_ns,
+)
 from ._placement import STEP_EVENTS, Placement, silent_runs_ns
 
-TIMING_METRICS = ("first_audio_latency_ms", "response_duration_ms", "playback_stall_ms",
-                  "dead_air_ms", "interruption_stop_latency_ms", "audio_after_interrupt_ms")
+TIMING_METRICS = ("response_latency_ms", "first_audio_latency_ms", "response_duration_ms",
+                  "playback_stall_ms", "dead_air_ms", "interruption_stop_latency_ms",
+                  "audio_after_interrupt_ms")
 PERCENTILES = (50, 90, 95, 99)
 _RATE = CANONICAL_SAMPLE_RATE_HZ
+_FRAME = _RATE // 100  # the voice activity detector's 10 ms frame
+#: Pauses at least this long split the product's speech into segments (shorter ones, between
+#: words, do not): what counts as speech heard after a barge-in.
+SEGMENT_GAP_MS = 100.0
 
 
 def _ms(ns: int | None) -> float | None:
@@ -72,18 +96,33 @@ class _Response:
     reference: tuple[int, str] | None = None
     first_audio_ns: int | None = None
     done: tuple[int, str] | None = None
-    barge: int | None = None
+    barge_turn: str | None = None  # the user turn that barged in on it
     chunks: list[Event] = field(default_factory=list)
     transcript: list[str] = field(default_factory=list)
     tool_calls: int = 0
 
 
+@dataclass
+class _UserTurn:
+    speech_start: int | None = None  # samples into the turn's audio
+    speech_end: int | None = None
+    line_speech_start_ns: int | None = None  # listener ns, from a live line's exact events
+    line_speech_end_ns: int | None = None
+
+
+_REFERENCES = {EventType.USER_TURN_COMMITTED: "commit", EventType.CONNECTED: "init",
+               EventType.USER_SPEECH_ENDED: "speech_end"}
+
+
 def _gather(recording: Recording) -> Steps[tuple[dict[str, _Response], dict[str, list[Event]],
-                                                  dict[str, float | None]]]:
+                                                  dict[str, float | None], dict[str, _UserTurn],
+                                                  dict[str, Any]]]:
     responses: dict[str, _Response] = {}
     references: dict[str, tuple[int, str]] = {}
     user_chunks: dict[str, list[Event]] = {}
+    users: dict[str, _UserTurn] = {}
     snr: dict[str, float | None] = {}
+    listener: dict[str, Any] = {}
 
     def response(turn: str) -> _Response:
         found = responses.get(turn)
@@ -96,18 +135,30 @@ def _gather(recording: Recording) -> Steps[tuple[dict[str, _Response], dict[str,
             yield
         kind, attributes, turn = event.type, event.attributes, event.turn_id
         expects = attributes.get("expects_response")
-        if expects and kind in (EventType.USER_TURN_COMMITTED, EventType.CONNECTED):
-            references.setdefault(expects, (event.offset_ns, "commit" if kind is
-                                            EventType.USER_TURN_COMMITTED else "init"))
+        if expects and kind in _REFERENCES:
+            references.setdefault(expects, (event.offset_ns, _REFERENCES[kind]))
             if expects in responses and responses[expects].reference is None:
                 responses[expects].reference = references[expects]
+        if kind is EventType.TRIAL_STARTED:
+            listener = dict(attributes.get("listener") or {})
         if not turn:
             continue
         if kind is EventType.USER_AUDIO:
             user_chunks.setdefault(turn, []).append(event)
+        elif kind is EventType.USER_TURN_STARTED:
+            users[turn] = _UserTurn(attributes.get("speech_start_sample"),
+                                    attributes.get("speech_end_sample"))
+        elif kind is EventType.USER_SPEECH_STARTED and turn in users:
+            users[turn].line_speech_start_ns = event.listener_ns
+        elif kind is EventType.USER_SPEECH_ENDED and turn in users:
+            users[turn].line_speech_end_ns = event.listener_ns
         elif kind is EventType.ENVIRONMENT_MIXED:
             snr[turn] = attributes.get("speech_to_noise_db")
-        elif event.source != "product" and kind is not EventType.USER_BARGE_IN:
+        elif kind is EventType.USER_BARGE_IN and attributes.get("response_turn_id"):
+            target = response(str(attributes["response_turn_id"]))
+            if target.barge_turn is None:
+                target.barge_turn = turn
+        elif event.source != "product":
             continue
         elif kind is EventType.PRODUCT_AUDIO:
             found = response(turn)
@@ -118,23 +169,71 @@ def _gather(recording: Recording) -> Steps[tuple[dict[str, _Response], dict[str,
             found = response(turn)
             if found.done is None:
                 found.done = (event.offset_ns, str(attributes.get("status", "completed")))
-        elif kind is EventType.USER_BARGE_IN and attributes.get("response_turn_id"):
-            target = response(str(attributes["response_turn_id"]))
-            if target.barge is None:
-                target.barge = event.offset_ns
         elif kind is EventType.PRODUCT_TRANSCRIPT:
             response(turn).transcript.append(str(attributes.get("text", "")))
         elif kind is EventType.PRODUCT_TOOL_CALL:
             response(turn).tool_calls += 1
-        elif event.source == "product":
+        else:
             response(turn)
-    return responses, user_chunks, snr
+    return responses, user_chunks, snr, users, listener
 
 
 def _joined(stream: np.ndarray, events: list[Event]) -> PcmAudio:
     if not events:
         return PcmAudio(np.zeros(0, dtype=np.int16))
     return PcmAudio(np.concatenate([stream[e.audio_start:e.audio_end] for e in events]))
+
+
+def speech_segments_ns(channel: PcmAudio) -> list[tuple[int, int]]:
+    """Speech segments of a channel as (start, end) ns: voice activity finds them in 10 ms
+    frames; each edge is then refined to the sample, the first (last) sample of the edge frame
+    above a tenth of that frame's peak (and above the silence threshold)."""
+    samples = channel.samples
+    segments = []
+    for bounds in detect_speech(channel, hangover_ms=SEGMENT_GAP_MS):
+        start, end = bounds.start_sample, bounds.end_sample
+        first = np.abs(samples[start:start + _FRAME].astype(np.int32))
+        last = np.abs(samples[max(start, end - _FRAME):end].astype(np.int32))
+        if first.size:
+            loud = np.flatnonzero(first > max(SILENCE_THRESHOLD, first.max() // 10))
+            start += int(loud[0]) if loud.size else 0
+        if last.size:
+            loud = np.flatnonzero(last > max(SILENCE_THRESHOLD, last.max() // 10))
+            end = max(start, end - last.size + int(loud[-1]) + 1) if loud.size else end
+        segments.append((samples_to_ns(start), samples_to_ns(end)))
+    return segments
+
+
+def jitter_buffer_stall_ns(chunks: Sequence[Event], *, depth_ns: int) -> int:
+    """Underruns of a listener's jitter buffer of ``depth_ns`` playing ``chunks`` (in arrival
+    order): playback starts ``depth_ns`` after the first arrival; a chunk that arrives after
+    everything before it has played stalls playback until it arrives."""
+    if not chunks:
+        return 0
+    played_until = chunks[0].listener_ns + depth_ns
+    stall = 0
+    for index, chunk in enumerate(chunks):
+        if index and chunk.listener_ns > played_until:
+            stall += chunk.listener_ns - played_until
+            played_until = chunk.listener_ns
+        played_until += samples_to_ns(chunk.audio_samples)
+    return stall
+
+
+def _user_speech_ns(turn: str, users: dict[str, _UserTurn], placement: Placement
+                    ) -> tuple[int | None, int | None]:
+    """Where a user turn's speech starts and ends on the listener timeline."""
+    user = users.get(turn)
+    if user is None:
+        return None, None
+    start = end = None
+    placed = placement.user_turn_start_ns.get(turn)
+    if placed is not None and user.speech_start is not None:
+        start = placed + samples_to_ns(int(user.speech_start))
+    if placed is not None and user.speech_end is not None:
+        end = placed + samples_to_ns(int(user.speech_end))
+    return (user.line_speech_start_ns if user.line_speech_start_ns is not None else start,
+            user.line_speech_end_ns if user.line_speech_end_ns is not None else end)
 
 
 def compute_voice_metrics(recording: Recording, placement: Placement) -> VoiceMetrics:
@@ -145,7 +244,8 @@ def compute_voice_metrics(recording: Recording, placement: Placement) -> VoiceMe
 def compute_voice_metrics_steps(recording: Recording, placement: Placement
                                 ) -> Steps[VoiceMetrics]:
     """:func:`compute_voice_metrics` in steps (see :mod:`voicelab._steps`)."""
-    responses, user_chunks, snr = yield from _gather(recording)
+    responses, user_chunks, snr, users, listener = yield from _gather(recording)
+    depth_ns = int(float(listener.get("jitter_buffer_ms", 0.0)) * 1_000_000)
     user_stream = recording.streams[USER].samples()
     product_stream = recording.streams[PRODUCT].samples()
 
@@ -159,6 +259,9 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     each, all_output = analyze_signals([_joined(product_stream, responses[k].chunks)
                                         for k in with_audio])
     outputs = dict(zip(with_audio, each, strict=True))
+    yield
+    # the product's speech as the listener hears it (voice activity on the placed channel)
+    speech = speech_segments_ns(placement.product)
     yield
 
     product_samples = placement.product.samples
@@ -174,21 +277,37 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
             yield
             dead_air = _ms(silent_runs_ns(product_samples, start_ns=heard_from,
                                           end_ns=heard_until))
+        _, user_speech_end = _user_speech_ns(turn_id, users, placement)
+        span = _span(playback)
+        speech_onset = next((start for start, end in speech
+                             if span and end > span[0] and start < span[1]
+                             and (user_speech_end is None or start >= user_speech_end)), None)
+        latency = speech_onset - user_speech_end \
+            if speech_onset is not None and user_speech_end is not None else None
         stop_latency = audio_after = None
-        if found.barge is not None:
-            after = [e for e in found.chunks if e.offset_ns > found.barge]
-            stop_latency = _ms(max(e.offset_ns for e in after) - found.barge) if after else 0.0
-            audio_after = round(sum(e.audio_samples for e in after) * 1000 / _RATE, 3)
+        if found.barge_turn is not None and span:
+            barge_onset, _ = _user_speech_ns(found.barge_turn, users, placement)
+            if barge_onset is not None:
+                after = [(max(start, barge_onset, span[0]), min(end, span[1]))
+                         for start, end in speech if end > barge_onset and start < span[1]
+                         and end > span[0]]
+                last = max((end for _, end in after), default=barge_onset)
+                stop_latency = _ms(max(0, last - barge_onset))
+                audio_after = _ms(sum(max(0, end - start) for start, end in after))
         turns.append(TurnMetrics(
             turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
             reference=reference[1] if reference else None,  # type: ignore[arg-type]
             first_audio_latency_ms=_ms(first - reference[0])
             if first is not None and reference else None,
+            response_latency_ms=_ms(latency),
             response_duration_ms=_ms(done[0] - reference[0]) if done and reference else None,
             output_audio_seconds=round(sum(e.audio_samples for e in found.chunks) / _RATE, 6),
+            user_speech_end_ms=_ms(user_speech_end), speech_start_ms=_ms(speech_onset),
             playback_start_ms=_ms(heard_from), playback_end_ms=_ms(heard_until),
-            playback_stall_ms=_ms(playback.stall_ns) if playback and playback.chunks else None,
-            dead_air_ms=dead_air, interrupted=found.barge is not None,
+            playback_stall_ms=_ms(jitter_buffer_stall_ns(_before_barge(found, playback),
+                                                         depth_ns=depth_ns))
+            if playback and playback.chunks else None,
+            dead_air_ms=dead_air, interrupted=found.barge_turn is not None,
             interruption_stop_latency_ms=stop_latency, audio_after_interrupt_ms=audio_after,
             transcript=" ".join(found.transcript).strip(), tool_calls=found.tool_calls,
             input_speech_to_noise_db=snr.get(turn_id),
@@ -196,4 +315,22 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
 
     return VoiceMetrics(
         audio_format=CANONICAL_FORMAT.to_dict(), input=all_input, output=all_output, turns=turns,
+        listener=listener,
         summary={name: summarize([getattr(t, name) for t in turns]) for name in TIMING_METRICS})
+
+
+def _span(playback: ResponsePlayback | None) -> tuple[int, int] | None:
+    """Where a response sounds on the listener timeline, everything it sent included."""
+    if playback is None or not playback.chunks:
+        return None
+    return (samples_to_ns(playback.chunks[0].start),
+            max(samples_to_ns(c.start + c.event.audio_samples) for c in playback.chunks))
+
+
+def _before_barge(found: _Response, playback: ResponsePlayback | None) -> list[Event]:
+    """The response's chunks that arrived before a barge-in flushed the listener's buffer
+    (stalls after it are the product stopping, not stalls)."""
+    if playback is None:
+        return []
+    return [c.event for c in playback.chunks if not c.after_cancel
+            and (playback.barge_in_ns is None or c.event.listener_ns < playback.barge_in_ns)]

@@ -13,6 +13,9 @@ The runner asks:
   ``confirm_barge_in(turn)`` (the interrupted response gets no ``reply``);
 * ``reply(response)`` after each product response completes.
 
+Optional: ``planned_turns()`` lists turns the persona already knows it may say (a script), so
+the runner can synthesize them before the call; ``evidence()`` returns what to keep.
+
 A :class:`PersonaEnd` stops the conversation with its ``exit_reason``, after waiting up to
 ``wait_seconds`` for the product to complete on its own.
 """

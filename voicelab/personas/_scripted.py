@@ -65,6 +65,11 @@ class ScriptedPersona:
                         source=source,
                         metadata={"script_index": index, "trigger": script_turn.trigger})
 
+    def planned_turns(self) -> list[UserTurn]:
+        """Every turn the script may say (the runner synthesizes them before the call)."""
+        turns = [self._turn(index) for index in range(len(self.script.turns))]
+        return [*turns, UserTurn(text=self.script.repeat_request, source="repeat_request")]
+
     def _unused(self) -> list[int]:
         return [i for i in range(len(self.script.turns)) if i not in self._used]
 

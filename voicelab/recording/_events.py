@@ -20,6 +20,8 @@ class EventType(StrEnum):
     USER_TURN_STARTED = "user.turn_started"
     USER_AUDIO = "user.audio_chunk"
     USER_TURN_COMMITTED = "user.turn_committed"
+    USER_SPEECH_STARTED = "user.speech_started"  # on a live line: the first speech sample sent
+    USER_SPEECH_ENDED = "user.speech_ended"  # ... and the last
     USER_BARGE_IN = "user.barge_in"
     PERSONA_ENDED = "persona.ended"
     PRODUCT_AUDIO = "product.audio_chunk"

@@ -89,6 +89,8 @@ class Listener:
     def __init__(self) -> None:
         self.cursor = 0  # sample where the next product sound can start
         self.responses: dict[str, ResponsePlayback] = {}
+        #: every chunk in the order placed (which is the order of their start samples)
+        self.heard: list[HeardChunk] = []
         self._cancelled: set[str] = set()
 
     @property
@@ -110,6 +112,7 @@ class Listener:
                 playback.stall_samples += gap
         chunk = HeardChunk(event, start, event.audio_samples, after_cancel)
         playback.chunks.append(chunk)
+        self.heard.append(chunk)
         self.cursor = start + event.audio_samples
         return chunk
 

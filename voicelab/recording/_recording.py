@@ -75,7 +75,9 @@ class Recording:
     def _follow(self, event: Event) -> None:
         if event.type is EventType.PRODUCT_AUDIO:
             self.listener.hear(event)
-        elif event.type is EventType.USER_BARGE_IN:
+        elif event.type is EventType.USER_BARGE_IN and event.attributes.get("flush", True):
+            # a client that cancels also stops playing what it buffered; on a line the caller
+            # keeps hearing whatever the product still sends
             self.listener.barge_in(event.attributes.get("response_turn_id"), event.listener_ns)
         elif event.type is EventType.VIRTUAL_ADVANCE:
             self.shift_ns += int(event.attributes["advance_ns"])

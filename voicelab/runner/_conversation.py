@@ -22,7 +22,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..audio import PcmAudio, PreparedEnvironment, mix
+from ..audio import PcmAudio, PreparedEnvironment, SpeechBounds, mix, speech_bounds
+from ..config import ListenerConfig
 from ..endpoints import EndpointError
 from ..errors import ExecutionError
 from ..personas import PersonaEnd, ProductResponse, UserTurn
@@ -37,6 +38,15 @@ COMPLETION_GRACE_SECONDS = 0.25
 DEFAULT_CHUNK_MS = 100.0
 #: Adapter error codes that only describe how the connection ended (exit ``connection_closed``).
 CLOSURE_CODES = frozenset({"connection_closed", "closed_mid_turn", "connection_lost"})
+
+
+@dataclass
+class Prepared:
+    """A user turn ready to be spoken: its clean speech, where the speech is, how it was made."""
+
+    clean: PcmAudio
+    info: dict[str, Any]
+    bounds: SpeechBounds | None
 
 
 @dataclass
@@ -65,7 +75,9 @@ class Conversation:
                  recording: Recording, seed: int, voice: str | None, pace_audio: bool,
                  first_speaker: str, max_turns: int, response_timeout_seconds: float,
                  chunk_ms: float = DEFAULT_CHUNK_MS, scrubber: Any = None,
-                 flood_limit: AudioFloodLimit | None = None):
+                 flood_limit: AudioFloodLimit | None = None,
+                 first_speaker_wait_seconds: float = 3.0,
+                 listener: ListenerConfig | None = None):
         self.endpoint = endpoint
         self.persona = persona
         self.speech = speech
@@ -79,11 +91,17 @@ class Conversation:
         self.response_timeout_seconds = response_timeout_seconds
         self.chunk_ms = chunk_ms
         self.scrubber = scrubber
-        self.intake = Intake(recording, flood_limit=flood_limit)
+        self.first_speaker_wait_seconds = first_speaker_wait_seconds
+        self.listener = listener or ListenerConfig()
+        self.intake = Intake(recording, flood_limit=flood_limit, listening=self.listening)
         self.user_turns = 0
         self.mic_offset_seconds = 0.0
         self.failures: list[Failure] = []
         self._pump: asyncio.Task[None] | None = None
+        self._preparing: dict[Any, asyncio.Task[Prepared]] = {}
+
+    #: listening turn taking (``server_vad``): see :mod:`._listening`
+    listening = False
 
     # --- listener timeline ----------------------------------------------------------------------
 
@@ -117,19 +135,17 @@ class Conversation:
         except EndpointError as error:
             raise ConversationEnded("error", Failure("endpoint", self._scrub(str(error)),
                                                      error.code)) from None
-        expects = "turn-000" if self.first_speaker == "product" else None
-        if expects:
-            self.intake.expect_response(expects)
+        # an opening (turn-000) is timed from the init; with `auto` the product may not open
+        expects = "turn-000" if self.first_speaker != "user" else None
+        if self.first_speaker == "product":
+            self.intake.expect_response("turn-000")
         self.recording.record(EventType.CONNECTED, source="evaluator", direction="outbound",
                               expects_response=expects, span_id=root)
         self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
-        try:
-            await self.persona.start()
-        except ExecutionError as error:
-            raise ConversationEnded("error", Failure("persona", self._scrub(str(error)))) from None
+        await self._start_persona()
 
         decision: UserTurn | PersonaEnd | None = None
-        if self.first_speaker == "product":
+        if await self._product_opens():
             await self._await_response("turn-000")
         else:
             decision = await self._ask_persona(self.persona.opening())
@@ -153,6 +169,21 @@ class Conversation:
             turn_id = await self._speak(decision)
             decision = None
             await self._await_response(turn_id)
+
+    async def _start_persona(self) -> None:
+        try:
+            await self.persona.start()
+            await self._warm_up()
+        except ExecutionError as error:
+            raise ConversationEnded("error", Failure("persona", self._scrub(str(error)))) from None
+
+    async def _product_opens(self) -> bool:
+        """Whether the product has the first turn: always for ``first_speaker: product``, never
+        for ``user``; for ``auto`` when it starts to speak within ``first_speaker_wait_seconds``."""
+        if self.first_speaker != "auto":
+            return self.first_speaker == "product"
+        return await self.intake.wait_for(lambda: self.intake.current is not None,
+                                          self.first_speaker_wait_seconds)
 
     async def _ask_persona(self, call: Any) -> UserTurn | PersonaEnd:
         try:
@@ -189,6 +220,69 @@ class Conversation:
         return [{**e.attributes, "turn_id": e.turn_id, "offset_ns": e.offset_ns}
                 for e in response.events if e.type is EventType.PRODUCT_TOOL_CALL]
 
+    # --- preparing what the user says --------------------------------------------------------
+
+    async def _warm_up(self) -> None:
+        """Synthesize every turn the persona already knows (a script) before the call, so no
+        synthesis delay ever sits between a decision to speak and the first sample on the
+        line. Providers without a cache synthesize each turn when it is needed."""
+        planned = getattr(self.persona, "planned_turns", None)
+        if not callable(planned) or not getattr(self.speech, "cacheable", False):
+            return
+        texts = list(dict.fromkeys(t.text for t in planned() if t.audio is None and t.text))
+        for text in texts:
+            self._prepare_soon(UserTurn(text=text))
+        await asyncio.gather(*self._preparing.values(), return_exceptions=True)
+
+    def _prepare_soon(self, turn: UserTurn) -> asyncio.Task[Prepared]:
+        """Start preparing ``turn`` now (a barge-in is decided long before it is spoken)."""
+        key = turn.text if turn.audio is None else id(turn.audio)
+        task = self._preparing.get(key)
+        if task is None:
+            task = self._preparing[key] = asyncio.create_task(self._synthesize(turn))
+        return task
+
+    async def _prepare(self, turn: UserTurn) -> Prepared:
+        try:
+            return await self._prepare_soon(turn)
+        except ExecutionError as error:
+            raise ConversationEnded("error", Failure("speech", self._scrub(str(error)))) from None
+        except Exception as error:  # noqa: BLE001 - a provider bug is a speech failure
+            raise ConversationEnded("error", Failure("speech", self._scrub(
+                f"{type(error).__name__}: {error}"))) from None
+
+    async def _synthesize(self, turn: UserTurn) -> Prepared:
+        if turn.audio is not None:
+            clean = turn.audio
+            info: dict[str, Any] = {"provider": turn.source, "cached": False, "prerecorded": True}
+        else:
+            synthesis = await self.speech.synthesize(turn.text, voice=self.voice, seed=self.seed)
+            clean = synthesis.audio
+            info = {"provider": synthesis.provider, "voice": synthesis.voice,
+                    "cached": synthesis.cached, "cache": synthesis.metadata.get("cache", "none")}
+        return Prepared(clean, info, speech_bounds(clean))
+
+    def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,
+                     mix_summary: dict[str, Any], barge_in_of: str | None) -> None:
+        """speech.synthesized, environment.mixed and user.turn_started of a turn about to be
+        spoken; the turn's speech bounds (from its clean audio) say where its speech starts and
+        ends in what is sent."""
+        recording = self.recording
+        clean = prepared.clean
+        recording.record(EventType.SPEECH_SYNTHESIZED, source="speech", direction="internal",
+                         turn_id=turn_id, speaker_role="user", audio=clean.to_bytes(),
+                         text=turn.text, duration_ms=round(clean.duration_seconds * 1000, 3),
+                         **prepared.info)
+        recording.record(EventType.ENVIRONMENT_MIXED, source="environment", direction="internal",
+                         turn_id=turn_id, **mix_summary)
+        bounds = prepared.bounds
+        recording.record(EventType.USER_TURN_STARTED, source="persona", direction="outbound",
+                         turn_id=turn_id, speaker_role="user", text=turn.text,
+                         source_kind=turn.source, barge_in_of=barge_in_of,
+                         speech_start_sample=bounds.start_sample if bounds else None,
+                         speech_end_sample=bounds.end_sample if bounds else None,
+                         **{k: v for k, v in turn.metadata.items() if isinstance(k, str)})
+
     # --- speaking -------------------------------------------------------------------------------
 
     async def _speak(self, turn: UserTurn, *, barge_in_of: str | None = None) -> str:
@@ -196,37 +290,14 @@ class Conversation:
         turn_id = _turn_id(number)
         self.intake.user_turn_id = turn_id
         recording = self.recording
-        synthesis_info: dict[str, Any] = {}
-        if turn.audio is not None:
-            clean = turn.audio
-            synthesis_info = {"provider": turn.source, "cached": False, "prerecorded": True}
-        else:
-            try:
-                synthesis = await self.speech.synthesize(turn.text, voice=self.voice, seed=self.seed)
-            except ExecutionError as error:
-                raise ConversationEnded("error", Failure("speech", self._scrub(str(error)))) from None
-            except Exception as error:  # noqa: BLE001 - a provider bug is a speech failure
-                raise ConversationEnded("error", Failure("speech", self._scrub(
-                    f"{type(error).__name__}: {error}"))) from None
-            clean = synthesis.audio
-            synthesis_info = {"provider": synthesis.provider, "voice": synthesis.voice,
-                              "cached": synthesis.cached,
-                              "cache": synthesis.metadata.get("cache", "none")}
-        recording.record(EventType.SPEECH_SYNTHESIZED, source="speech", direction="internal",
-                         turn_id=turn_id, speaker_role="user", audio=clean.to_bytes(),
-                         text=turn.text, duration_ms=round(clean.duration_seconds * 1000, 3),
-                         **synthesis_info)
-        mixed = mix(clean, environment=self.environment, seed=self.seed, turn_number=number,
-                    stream_offset_seconds=self.mic_offset_seconds)
-        self.mic_offset_seconds += clean.duration_seconds
-        recording.record(EventType.ENVIRONMENT_MIXED, source="environment", direction="internal",
-                         turn_id=turn_id, **mixed.summary())
-        delivered = mixed.audio
+        prepared = await self._prepare(turn)
+        mixed = mix(prepared.clean, environment=self.environment, seed=self.seed,
+                    turn_number=number, stream_offset_seconds=self.mic_offset_seconds)
+        self.mic_offset_seconds += prepared.clean.duration_seconds
         self.user_turns = number
-        recording.record(EventType.USER_TURN_STARTED, source="persona", direction="outbound",
-                         turn_id=turn_id, speaker_role="user", text=turn.text,
-                         source_kind=turn.source, barge_in_of=barge_in_of,
-                         **{k: v for k, v in turn.metadata.items() if isinstance(k, str)})
+        self._record_turn(turn, prepared, turn_id=turn_id, mix_summary=mixed.summary(),
+                          barge_in_of=barge_in_of)
+        delivered = mixed.audio
         frames = delivered.chunks(self.chunk_ms)
         clock = recording.clock_ns
         start_ns = clock()
@@ -318,6 +389,7 @@ class Conversation:
                 candidate = self.persona.barge_in(self._view_of(response))
                 if candidate is not None and candidate.interrupt_after_seconds is not None:
                     barge = (candidate, response)
+                    self._prepare_soon(candidate)  # synthesized before the moment to speak
             if barge is not None:
                 candidate, barged = barge
                 threshold_ns = int(float(candidate.interrupt_after_seconds or 0) * 1e9)
@@ -337,10 +409,17 @@ class Conversation:
             if not await intake.wait_signal(self.response_timeout_seconds):
                 last = max(waiting_since, intake.last_event_ns or 0)
                 if clock() - last >= self.response_timeout_seconds * 1e9:
-                    raise ConversationEnded("no_response", Failure(
-                        "timeout", f"the product sent nothing for "
-                                   f"{self.response_timeout_seconds:g} s while a response was due",
-                        "response_timeout"))
+                    raise ConversationEnded("no_response", self._no_response(target_turn))
+
+    def _no_response(self, target_turn: str) -> Failure:
+        seconds = f"{self.response_timeout_seconds:g} s"
+        if target_turn == "turn-000" and self.first_speaker == "product" \
+                and not self.intake.responses:
+            return Failure("timeout", f"the product did not speak first within {seconds} "
+                           f"(scenario conversation.first_speaker: product); if it waits for "
+                           f"the caller, set first_speaker: user (or auto)", "response_timeout")
+        return Failure("timeout", f"the product sent nothing for {seconds} while a response "
+                       f"was due", "response_timeout")
 
     def _view_of(self, response: ProductResponseState) -> ProductResponse:
         return ProductResponse(index=response.index, transcript=response.transcript,

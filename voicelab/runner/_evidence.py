@@ -127,7 +127,8 @@ def interoperability(report: TrialReport, evidence: Evidence, recording: Recordi
 
 def evidence_files(recording: Recording, evidence: Evidence, report: TrialReport, *,
                    title: str, keep_clean_speech: bool,
-                   extra_documents: Mapping[str, Any] | None = None) -> Steps[list[EncodedFile]]:
+                   extra_documents: Mapping[str, Any] | None = None,
+                   extra_texts: Mapping[str, str] | None = None) -> Steps[list[EncodedFile]]:
     """Every file of a trial's bundle but its report, serialized, one document per step."""
     placement = evidence.placement
     streams = {STREAM_FILES[USER]: recording.streams[USER].audio(),
@@ -136,7 +137,8 @@ def evidence_files(recording: Recording, evidence: Evidence, report: TrialReport
         streams[STREAM_FILES[USER_CLEAN]] = recording.streams[USER_CLEAN].audio()
     files = encode_trial_files(
         documents={}, encoded={"voice-events.jsonl": evidence.voice_events},
-        texts={"transcript.md": transcript_markdown(evidence.transcript, title=title)},
+        texts={"transcript.md": transcript_markdown(evidence.transcript, title=title),
+               **(extra_texts or {})},
         audio={"technician.wav": placement.technician, "product.wav": placement.product,
                "mixed.wav": placement.mixed, **streams})
     documents: dict[str, Any] = {

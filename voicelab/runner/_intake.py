@@ -83,8 +83,13 @@ class AudioFloodLimit:
 class Intake:
     """Consumes ``endpoint.events()`` into the recording and the conversation's live state."""
 
-    def __init__(self, recording: Recording, *, flood_limit: AudioFloodLimit | None = None):
+    def __init__(self, recording: Recording, *, flood_limit: AudioFloodLimit | None = None,
+                 listening: bool = False):
         self.recording = recording
+        #: listening turn taking: product output belongs to the turn whose speech ended last
+        #: (``period_turn``), not to a response opened and closed by protocol events
+        self.listening = listening
+        self.period_turn = "turn-000"
         self.flood_limit = flood_limit or AudioFloodLimit()
         self._wake = asyncio.Event()
         #: wake the conversation loop for every audio chunk (only while a barge-in is armed)
@@ -119,6 +124,20 @@ class Intake:
         self.responses.append(response)
         self.current = response
         return response
+
+    def _period_response(self) -> ProductResponseState:
+        current = self.current
+        if current is None or current.turn_id != self.period_turn:
+            current = ProductResponseState(self.period_turn, len(self.responses))
+            self.responses.append(current)
+            self.current = current
+        return current
+
+    def response_for(self, turn_id: str) -> ProductResponseState | None:
+        for response in reversed(self.responses):
+            if response.turn_id == turn_id:
+                return response
+        return None
 
     def playback(self, response: ProductResponseState) -> ResponsePlayback | None:
         """How the listener has heard ``response`` so far."""
@@ -160,7 +179,10 @@ class Intake:
             return
         response = self.current
         idle = response is None or response.completed
-        if kind in _OPENING_KINDS and idle:
+        if self.listening:
+            if kind in _RESPONSE_KINDS:
+                response = self._period_response()
+        elif kind in _OPENING_KINDS and idle:
             response = self._open_response()
         elif kind == "turn_complete" and idle:
             # an empty response to an expected turn, or a stray response.done (kept, unattached)
@@ -221,6 +243,10 @@ class Intake:
     def ended(self) -> bool:
         """The connection is gone (a ``closed`` event, or the event stream ended)."""
         return self.closed is not None or self.stream_ended
+
+    def wake(self) -> None:
+        """Wake the conversation loop (something other than an event happened)."""
+        self._wake.set()
 
     async def wait_signal(self, timeout_seconds: float | None) -> bool:
         """Wait for the next significant event; False when ``timeout_seconds`` passed first."""

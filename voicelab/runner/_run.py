@@ -10,7 +10,7 @@ import logging
 import sys
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,8 +23,10 @@ from .._validate import RunPlan, validate_run
 from ..artifacts import RunReport, TrialSummary
 from ..artifacts._bundle import write_json
 from ..config import LoadedRun, load_run
+from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
 from ..scoring import pass_at_k, pass_power_k
+from ._conversation import Failure
 from ._speech import open_speech
 from ._trial import (
     TrialPlan,
@@ -270,8 +272,21 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     interrupted = False
     speech = None
     writes: set[asyncio.Task[None]] = set()
+    run_product: ProductProcess | None = None
+    run_product_settings: Mapping[str, Any] | None = None
+    run_product_failure: Failure | None = None
     try:
         speech = open_speech(loaded, plan.speech_cls, cache_dir=root / ".speech-cache")
+        launch = loaded.run.endpoint.launch
+        if launch is not None and launch.per == "run":  # one product for every trial
+            run_product = ProductProcess(launch, settings=loaded.run.endpoint.settings,
+                                         base_dir=loaded.base_dir, scrubber=loaded.scrubber)
+            try:
+                await run_product.start()
+                run_product_settings = run_product.settings
+            except EndpointError as error:
+                run_product_failure = Failure("endpoint", loaded.scrubber.scrub_text(str(error)),
+                                              error.code)
         semaphore = semaphore or asyncio.Semaphore(parallel)
         report_lock = asyncio.Lock()
 
@@ -295,7 +310,10 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                                   persona_cls=plan.persona_cls, speech=speech,
                                   probe_factory=plan.probe_factory,
                                   speech_metrics=loaded.run.speech_metrics, run_id=run_id,
-                                  script_audio=plan.script_audio)
+                                  script_audio=plan.script_audio,
+                                  turn_taking=plan.turn_taking,
+                                  run_product_settings=run_product_settings,
+                                  run_product_failure=run_product_failure)
                 started_wall = time.time()
                 try:
                     result = await run_trial(trial, write_behind=True)
@@ -366,6 +384,12 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             await asyncio.gather(*writes, return_exceptions=True)
         if speech is not None:
             await speech.aclose()
+        if run_product is not None:
+            await run_product.stop()
+            try:
+                (bundle / "product.log").write_text(run_product.log_text(), encoding="utf-8")
+            except OSError as error:
+                write_errors.append(f"could not write product.log: {error.strerror}")
         final = _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                             planned=trial_count, started=started,
                             status="interrupted" if interrupted else "complete")

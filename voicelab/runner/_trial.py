@@ -25,7 +25,13 @@ from ..artifacts import (
 from ..artifacts._bundle import RESOLVED_KINDS, EncodedFile, write_json, write_trial_files
 from ..audio import CANONICAL_FORMAT, PcmAudio, PreparedEnvironment
 from ..config import LoadedRun
-from ..endpoints import EndpointContext, new_span_id, new_trace_id
+from ..endpoints import (
+    EndpointContext,
+    EndpointError,
+    ProductProcess,
+    new_span_id,
+    new_trace_id,
+)
 from ..errors import ConfigError
 from ..personas import PersonaContext
 from ..recording import EventType, Recording
@@ -39,6 +45,7 @@ from ._evidence import (
     verdicts_of,
 )
 from ._intake import AudioFloodLimit
+from ._listening import ListeningConversation
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +66,11 @@ class TrialPlan:
     speech_metrics: bool = False
     run_id: str = ""
     script_audio: Mapping[int, PcmAudio] = field(default_factory=dict)
+    turn_taking: str = "client"
+    #: a product launched once for the run: the endpoint settings it filled (its port), or
+    #: why it could not start
+    run_product_settings: Mapping[str, Any] | None = None
+    run_product_failure: Failure | None = None
 
 
 @dataclass
@@ -172,7 +184,9 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
     trial_id = f"trial-{plan.index:03d}"
     recording.record(EventType.TRIAL_STARTED, source="runner", direction="internal",
                      trial=plan.index, seed=plan.seed, clock_start_ns=recording.start_ns,
-                     clock="time.perf_counter_ns", span_id=root_span)
+                     clock="time.perf_counter_ns", span_id=root_span,
+                     turn_taking=plan.turn_taking,
+                     listener=loaded.run.listener.model_dump(mode="json"))
 
     context = EndpointContext(session_id=session_id, data=trial_data(loaded, session_id),
                               trace_id=trace_id, span_id=root_span,
@@ -180,30 +194,51 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
                               clock_ns=recording.clock_ns, base_dir=loaded.base_dir,
                               trial_index=plan.index, seed=plan.seed,
                               scenario_id=loaded.scenario.id)
+    settings: Mapping[str, Any] = plan.run_product_settings or loaded.run.endpoint.settings
+    launch_failure = plan.run_product_failure
+    product: ProductProcess | None = None
+    launch = loaded.run.endpoint.launch
+    if launch is not None and launch.per == "trial":
+        product = ProductProcess(launch, settings=settings, base_dir=loaded.base_dir,
+                                 scrubber=scrubber, clock_ns=recording.clock_ns)
+        try:
+            await product.start()
+            settings = product.settings
+        except EndpointError as error:
+            launch_failure = Failure("endpoint", scrubber.scrub_text(str(error)), error.code)
     try:
-        endpoint = plan.adapter_cls(loaded.run.endpoint.settings, context)
+        endpoint = plan.adapter_cls(settings, context)
     except (ConfigError, ValueError, TypeError) as error:
+        if product is not None:
+            await product.stop()
         raise ConfigError(str(getattr(error, "message", error)), source=loaded.run_path,
                           key=getattr(error, "key", None) or "endpoint.settings") from None
     persona = plan.persona_cls(loaded.run.persona_settings, PersonaContext.for_trial(
         loaded, trial_index=plan.index, seed=plan.seed, script_audio=plan.script_audio))
-    settings = loaded.run.endpoint.settings
     chunk_ms = float(settings.get("chunk_ms", 100)) if isinstance(settings, Mapping) else 100.0
-    conversation = Conversation(
+    conversation_class = ListeningConversation if plan.turn_taking == "server_vad" \
+        else Conversation
+    conversation = conversation_class(
         endpoint=endpoint, persona=persona, speech=plan.speech, environment=plan.environment,
         recording=recording, seed=plan.seed,
         voice=loaded.script.persona_voice if loaded.script else None,
         pace_audio=loaded.run.pace_audio,
         first_speaker=loaded.scenario.conversation.first_speaker,
+        first_speaker_wait_seconds=loaded.scenario.conversation.first_speaker_wait_seconds,
         max_turns=effective_max_turns(loaded),
         response_timeout_seconds=loaded.scenario.eval_spec.response_timeout_seconds,
-        chunk_ms=chunk_ms, scrubber=scrubber, flood_limit=_flood_limit(loaded))
+        chunk_ms=chunk_ms, scrubber=scrubber, flood_limit=_flood_limit(loaded),
+        listener=loaded.run.listener)
 
     cancelled = False
     max_time = loaded.scenario.eval_spec.limits.max_time_seconds
     try:
-        async with asyncio.timeout(max_time):
-            exit_reason = await conversation.run()
+        if launch_failure is not None:  # no product to talk to
+            conversation.failures.append(launch_failure)
+            exit_reason = "error"
+        else:
+            async with asyncio.timeout(max_time):
+                exit_reason = await conversation.run()
     except TimeoutError:
         exit_reason = "max_time"
     except asyncio.CancelledError:
@@ -223,6 +258,10 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         plan, endpoint, session_id, scrubber)
     recording.record(EventType.OUTCOME_PROBED, source="probe", direction="internal",
                      probe=probe_name, status=outcome_status, error=outcome_error)
+    texts: dict[str, str] = {}
+    if product is not None:  # stopped after the probe: a probe may ask the running product
+        await product.stop()
+        texts["product.log"] = product.log_text()
 
     evidence = await assemble(recording, adapter=loaded.run.endpoint.adapter,
                               speech_metrics=plan.speech_metrics)
@@ -255,7 +294,7 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         outcome=outcome, outcome_error=outcome_error,
         metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
         audio_format=CANONICAL_FORMAT.to_dict())
-    files = await _encode(plan, recording, evidence, report, persona)
+    files = await _encode(plan, recording, evidence, report, persona, texts=texts)
     pending: Coroutine[Any, Any, TrialReport] | None = _write(plan.trial_dir, files, report)
     if not write_behind and pending is not None:
         report = await pending
@@ -291,7 +330,8 @@ async def _write(trial_dir: Path, files: list[EncodedFile], report: TrialReport)
 
 
 async def _encode(plan: TrialPlan, recording: Recording, evidence: Evidence,
-                  report: TrialReport, persona: Any) -> list[EncodedFile]:
+                  report: TrialReport, persona: Any, *, texts: Mapping[str, str] | None = None
+                  ) -> list[EncodedFile]:
     """Serialize the trial's files on the loop, in steps."""
     loaded = plan.loaded
     resolved = loaded.resolved_documents()
@@ -308,7 +348,7 @@ async def _encode(plan: TrialPlan, recording: Recording, evidence: Evidence,
     title = f"{loaded.scenario.id} — {report.trial_id} (seed {report.seed})"
     return await arun_steps(evidence_files(recording, evidence, report, title=title,
                                            keep_clean_speech=plan.speech_metrics,
-                                           extra_documents=documents))
+                                           extra_documents=documents, extra_texts=texts))
 
 
 def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float) -> TrialResult:

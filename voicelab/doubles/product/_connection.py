@@ -21,6 +21,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ...endpoints import _wire as wire
+from ._ear import Ear
 
 if TYPE_CHECKING:
     from ._server import ProductServer
@@ -58,6 +59,13 @@ class ProductConnection:
         self.responses = 0
         self.tasks: list[asyncio.Task[Any]] = []
         self.response_task: asyncio.Task[None] | None = None
+        #: ``server_vad``: the product listens to a live line instead of taking commits
+        self.listening = getattr(self.behaviour, "turn_detection", "client") == "server_vad"
+        self.ear = Ear(silence_ms=getattr(self.behaviour, "vad_silence_ms", 500.0),
+                       interrupt_after_ms=getattr(self.behaviour, "stop_on_speech_ms", 150.0)) \
+            if self.listening else None
+        #: a reply's audio is being sent (idle silence frames wait)
+        self.speaking = False
         self.active_cancel: asyncio.Event | None = None
         self.send_lock = asyncio.Lock()
         self.initialized = False
@@ -154,6 +162,9 @@ class ProductConnection:
             if len(message) % 2:
                 return await self.violation("invalid_audio",
                                             f"odd-length audio frame ({len(message)} bytes)")
+            if self.ear is not None:
+                await self.listen(message, received_ns)
+                return True
             self.turn_audio.extend(message)
             return True
         try:
@@ -172,6 +183,9 @@ class ProductConnection:
             return True
         if kind == wire.INIT:
             return await self.violation("duplicate_init", "evaluator.init sent twice")
+        if self.listening and kind in (wire.COMMIT, wire.RESPONSE_CREATE, wire.RESPONSE_CANCEL):
+            return await self.violation("server_vad", f"{kind!r} in server_vad mode: the product "
+                                        f"detects turns itself")
         if kind == wire.COMMIT:
             if not self.turn_audio:
                 return await self.violation("empty_commit", "input_audio_buffer.commit with no "
@@ -192,6 +206,17 @@ class ProductConnection:
                 self.active_cancel.set()
             return True
         return await self.violation("unknown_message_type", f"unknown message type {kind!r}")
+
+    async def listen(self, pcm: bytes, received_ns: int) -> None:
+        """``server_vad``: the line's audio, as the product's voice activity detection hears it."""
+        assert self.ear is not None
+        for heard in self.ear.hear(pcm):
+            if heard.kind == "interrupted" and self.speaking and self.honours_cancel \
+                    and self.active_cancel is not None:
+                self.active_cancel.set()  # the caller talks over the reply: stop it
+            elif heard.kind == "ended":
+                self.user_turns += 1
+                self.create_response(await self.commit_turn(heard.audio), received_ns)
 
     async def initialize(self, request: dict[str, Any]) -> None:
         self.initialized = True
@@ -245,27 +270,43 @@ class ProductConnection:
         return True
 
     async def stream_audio(self, number: int, frames: Sequence[bytes], cancel: asyncio.Event,
-                           timing: dict[str, Any]) -> bool:
-        """Send the reply audio frames, paced as configured; True when a response.cancel
-        stopped it. Stamps ``timing["first_audio_ns"]``."""
+                           timing: dict[str, Any], *, speech_start_byte: int | None = None
+                           ) -> bool:
+        """Send the reply audio frames, paced as configured (always in real time in
+        ``server_vad``); True when a cancel stopped it. Stamps ``timing["first_audio_ns"]`` (the
+        first frame sent) and, given where the speech starts in the audio, ``speech_start_ns``
+        (when the first speech sample was sent: its frame's send time plus its offset in it)."""
         loop = asyncio.get_running_loop()
-        realtime = self.behaviour.audio_pacing == "realtime"
+        realtime = self.behaviour.audio_pacing == "realtime" or self.listening
         speed = self.behaviour.pacing_speed
         start = loop.time()
         sent_seconds = 0.0
-        for index, frame in enumerate(frames):
-            held_back = await self.before_frame(number, index, len(frames), sent_seconds, cancel)
-            if held_back is None:
-                return True
-            start += held_back
-            wait = start + sent_seconds / speed - loop.time() if realtime else 0
-            if await self.pause(wait, cancel):
-                return True
-            await self.send_audio(frame)
-            if timing["first_audio_ns"] is None:
-                timing["first_audio_ns"] = time.perf_counter_ns()
-            sent_seconds += len(frame) / BYTES_PER_SECOND
-        return False
+        sent_bytes = 0
+        self.speaking = True
+        try:
+            for index, frame in enumerate(frames):
+                held_back = await self.before_frame(number, index, len(frames), sent_seconds,
+                                                    cancel)
+                if held_back is None:
+                    return True
+                start += held_back
+                wait = start + sent_seconds / speed - loop.time() if realtime else 0
+                if await self.pause(wait, cancel):
+                    return True
+                await self.send_audio(frame)
+                sent_ns = time.perf_counter_ns()
+                if timing["first_audio_ns"] is None:
+                    timing["first_audio_ns"] = sent_ns
+                if speech_start_byte is not None and timing.get("speech_start_ns") is None \
+                        and sent_bytes <= speech_start_byte < sent_bytes + len(frame):
+                    offset_ns = (speech_start_byte - sent_bytes) * 1_000_000_000 \
+                        // BYTES_PER_SECOND
+                    timing["speech_start_ns"] = sent_ns + int(offset_ns / speed)
+                sent_seconds += len(frame) / BYTES_PER_SECOND
+                sent_bytes += len(frame)
+            return False
+        finally:
+            self.speaking = False
 
     async def send_done(self, response_id: str, status: str, timing: Mapping[str, Any]) -> None:
         await self.send({"type": wire.RESPONSE_DONE,
@@ -273,9 +314,10 @@ class ProductConnection:
                          "server_timing": dict(timing)})
 
     async def finish(self, response_id: str, text: str, timing: Mapping[str, Any]) -> None:
-        """The reply's transcript, then ``response.done`` (completed)."""
-        await self.send({"type": wire.TRANSCRIPT_DONE, "response_id": response_id,
-                         "transcript": text})
+        """The reply's transcript (unless the product sends none), then ``response.done``."""
+        if getattr(self.behaviour, "transcripts", True):
+            await self.send({"type": wire.TRANSCRIPT_DONE, "response_id": response_id,
+                             "transcript": text})
         await self.send_done(response_id, "completed", timing)
 
     async def complete(self) -> None:

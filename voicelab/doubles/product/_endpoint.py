@@ -42,7 +42,8 @@ class ProductClientSettings(AdapterSettings):
             uri=uri, headers=self.headers, access_token=getattr(self, "access_token", None),
             connect_timeout_seconds=self.connect_timeout_seconds,
             receive_timeout_seconds=self.receive_timeout_seconds,
-            max_message_bytes=self.max_message_bytes, chunk_ms=self.chunk_ms)
+            max_message_bytes=self.max_message_bytes, chunk_ms=self.chunk_ms,
+            turn_detection=getattr(self, "turn_detection", "client"))
 
 
 class ProductEndpoint(WebSocketEndpoint):

@@ -64,6 +64,17 @@ class FakeBehaviour(AdapterSettings):
     access_token: str | None = None  # when set, the handshake needs "Authorization: Bearer <it>"
     database_path: str | None = None  # SQLite file; default: a fresh temporary directory
     max_client_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
+    # --- listening (turn_detection: server_vad) ---
+    #: client: the evaluator commits each turn; server_vad: the fake detects the end of the
+    #: caller's speech itself on the live line (and replies in real time)
+    turn_detection: Literal["client", "server_vad"] = "client"
+    vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0  # silence that ends a caller's turn
+    #: server_vad: stop replying once the caller has spoken this long over the reply
+    #: (null: never stops, like a product without barge-in)
+    stop_on_speech_ms: NonNegativeMs | None = 150.0
+    leading_silence_ms: NonNegativeMs = 0.0  # digital silence before each reply's speech
+    idle_silence: bool = False  # stream silence frames whenever not replying (a phone line)
+    transcripts: bool = True  # false: the product speaks but never says what (no transcripts)
 
     def latency_seconds(self, response_number: int) -> float:
         latency = self.reply_latency_ms
@@ -129,10 +140,14 @@ def plan_reply(behaviour: FakeBehaviour, user_turn: int, reminder: Reminder) -> 
 
 
 def reply_audio(text: str, behaviour: FakeBehaviour) -> PcmAudio:
-    """Tone speech for ``text`` with the configured signal faults applied (silence, clip, cut)."""
+    """Tone speech for ``text`` with the configured signal faults applied (leading silence,
+    silence, clip, cut)."""
     audio = tone_speech(text, seed=behaviour.voice_seed)
     samples = audio.samples
     rate = audio.sample_rate_hz
+    if behaviour.leading_silence_ms > 0:
+        lead = np.zeros(int(round(behaviour.leading_silence_ms * rate / 1000.0)), dtype=np.int16)
+        samples = np.concatenate([lead, samples])
     if behaviour.silence_ms > 0 and samples.size:
         gap = np.zeros(int(round(behaviour.silence_ms * rate / 1000.0)), dtype=np.int16)
         middle = samples.size // 2
@@ -144,6 +159,13 @@ def reply_audio(text: str, behaviour: FakeBehaviour) -> PcmAudio:
         if loud.size:
             samples = samples[:int(loud[int(loud.size * 0.6)]) + 1]
     return PcmAudio(np.ascontiguousarray(samples), rate)
+
+
+def speech_start_byte(audio: PcmAudio) -> int | None:
+    """Where the speech starts in ``audio`` (bytes): its first sample above the silence
+    threshold (tone speech is digital silence around its words)."""
+    loud = np.flatnonzero(np.abs(audio.samples.astype(np.int32)) > SILENCE_THRESHOLD)
+    return int(loud[0]) * 2 if loud.size else None
 
 
 def audio_frames(audio: PcmAudio, chunk_ms: float) -> list[bytes]:

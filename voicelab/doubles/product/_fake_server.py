@@ -21,6 +21,7 @@ from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
 
 from ...endpoints import _wire as wire
 from ._connection import ClosedByProduct, ProductConnection
@@ -31,6 +32,7 @@ from ._fake_behaviour import (
     plan_reply,
     reminder_from_request,
     reply_audio,
+    speech_start_byte,
     topic_from_request,
 )
 from ._fake_store import FakeProductProbe, FakeStore, TemporaryDatabaseDir
@@ -112,8 +114,26 @@ class _FakeConnection(ProductConnection):
         return topic_from_request(request)
 
     async def opened(self) -> None:
+        if self.behaviour.idle_silence:
+            self.spawn(self.idle_line())
         if self.behaviour.opening_text:
             self.start_response(0, b"", None)
+
+    async def idle_line(self) -> None:
+        """Silence frames in real time whenever no reply is being sent (a phone line's media
+        never stops)."""
+        loop = asyncio.get_running_loop()
+        seconds = self.behaviour.output_chunk_ms / 1000.0
+        frame = bytes(int(round(seconds * 24_000)) * 2)
+        due = loop.time()
+        while True:
+            due += seconds
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            if not self.speaking:
+                try:
+                    await self.send_audio(frame)
+                except ConnectionClosed:
+                    return
 
     async def commit_turn(self, audio: bytes) -> bytes:
         if self.behaviour.input_transcript is not None:
@@ -129,7 +149,8 @@ class _FakeConnection(ProductConnection):
                       cancel: asyncio.Event) -> None:
         behaviour = self.behaviour
         response_id = f"resp_{number}"
-        timing: dict[str, int | None] = {"response_create_ns": trigger_ns, "first_audio_ns": None}
+        timing: dict[str, int | None] = {"response_create_ns": trigger_ns, "first_audio_ns": None,
+                                         "speech_start_ns": None}
         if await self.pause(behaviour.latency_seconds(number), cancel):
             await self.send_done(response_id, "cancelled", timing)
             return
@@ -145,9 +166,11 @@ class _FakeConnection(ProductConnection):
             text, completes = plan.text, plan.completes
             await self.persist(plan.records_plan, plan.saves_reminder, user_turn, len(turn),
                                response_id)
-        frames = audio_frames(reply_audio(text, behaviour), behaviour.output_chunk_ms)
+        audio = reply_audio(text, behaviour)
+        frames = audio_frames(audio, behaviour.output_chunk_ms)
         self.stall_pending = behaviour.stalls_on(number)
-        if await self.stream_audio(number, frames, cancel, timing):
+        if await self.stream_audio(number, frames, cancel, timing,
+                                   speech_start_byte=speech_start_byte(audio)):
             await self.send_done(response_id, "cancelled", timing)
             return
         await self.finish(response_id, text, timing)

@@ -1,0 +1,62 @@
+"""How a local product listens in ``server_vad`` mode: voice activity on the caller's line.
+
+The line carries speech and, between utterances, silence or room noise. An utterance ends after
+``silence_ms`` without speech (the product's end-of-turn detection); while the product is
+replying, an utterance that has lasted ``interrupt_after_ms`` is a barge-in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...audio import StreamingVad
+
+BYTES_PER_SAMPLE = 2
+
+
+@dataclass(frozen=True)
+class Heard:
+    """A decision of the ear: ``started`` (speech began), ``interrupted`` (speech long enough to
+    stop a reply) or ``ended`` (an utterance is over; ``audio`` is its PCM)."""
+
+    kind: str
+    audio: bytes = b""
+
+
+class Ear:
+    """Voice activity on the incoming line, one utterance at a time."""
+
+    def __init__(self, *, silence_ms: float, interrupt_after_ms: float | None):
+        self._vad = StreamingVad(hangover_ms=silence_ms)
+        self._interrupt_samples = None if interrupt_after_ms is None else \
+            int(interrupt_after_ms * 24)  # 24 samples a millisecond at 24 kHz
+        self._line = bytearray()
+        self._first = 0  # stream sample of self._line[0]
+        self._onset: int | None = None
+        self._interrupted = False
+
+    def hear(self, pcm: bytes) -> list[Heard]:
+        self._line += pcm
+        decisions: list[Heard] = []
+        for transition in self._vad.push(np.frombuffer(pcm, dtype="<i2")):
+            if transition.kind == "onset":
+                self._onset = transition.sample
+                self._interrupted = False
+                decisions.append(Heard("started"))
+            elif self._onset is not None:
+                start = (self._onset - self._first) * BYTES_PER_SAMPLE
+                end = (transition.sample - self._first) * BYTES_PER_SAMPLE
+                decisions.append(Heard("ended", bytes(self._line[start:end])))
+                self._onset = None
+        if self._onset is not None and not self._interrupted and \
+                self._interrupt_samples is not None and \
+                self._vad.samples_seen - self._onset >= self._interrupt_samples:
+            self._interrupted = True
+            decisions.append(Heard("interrupted"))
+        if self._onset is None:  # keep only what an utterance may still need
+            keep = len(self._line) - min(len(self._line), 48_000 * 2)
+            del self._line[:keep]
+            self._first += keep // BYTES_PER_SAMPLE
+        return decisions

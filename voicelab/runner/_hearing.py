@@ -1,0 +1,87 @@
+"""What the simulated user hears of the product, as it plays: voice activity on the listener
+timeline (listening turn-taking decides from this when a reply has ended).
+
+The product's chunks are heard where the recording's listener placed them; a stretch with no
+audio (the product sent nothing, or not yet) is silence to the listener, exactly as on a call.
+The detector is only ever fed up to "now", so a barge-in that flushes buffered audio never
+un-hears anything.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..audio import StreamingVad
+from ..recording import PRODUCT, Recording, ns_to_samples, samples_to_ns
+
+
+class Hearing:
+    def __init__(self, recording: Recording, *, hangover_ms: float):
+        self.recording = recording
+        self.vad = StreamingVad(hangover_ms=hangover_ms)
+        self.position = 0  # listener samples fed to the detector
+        self._next_chunk = 0
+        #: (onset, offset or None) of every speech segment heard, in listener samples
+        self.segments: list[list[int | None]] = []
+
+    def listen_until(self, listener_ns: int) -> None:
+        """Feed everything heard up to ``listener_ns`` (silence where nothing plays)."""
+        target = ns_to_samples(listener_ns)
+        heard = self.recording.listener.heard
+        stream = self.recording.streams[PRODUCT]
+        while self._next_chunk < len(heard) and heard[self._next_chunk].start < target:
+            chunk = heard[self._next_chunk]
+            if chunk.start + chunk.heard <= self.position:  # cut by a barge-in, or already fed
+                self._next_chunk += 1
+                continue
+            if chunk.start > self.position:
+                self._feed(np.zeros(chunk.start - self.position, dtype=np.int16))
+            begin = self.position - chunk.start
+            end = min(chunk.heard, target - chunk.start)
+            self._feed(stream.samples(chunk.event.audio_start + begin, end - begin))
+            if chunk.start + chunk.heard > target:
+                return  # the rest of this chunk plays later
+            self._next_chunk += 1
+        if target > self.position:
+            self._feed(np.zeros(target - self.position, dtype=np.int16))
+
+    def _feed(self, samples: np.ndarray) -> None:
+        if not samples.shape[0]:
+            return
+        for transition in self.vad.push(samples):
+            if transition.kind == "onset":
+                self.segments.append([transition.sample, None])
+            elif self.segments:
+                self.segments[-1][1] = transition.sample
+        self.position += samples.shape[0]
+
+    def first_onset_ns(self, listener_ns: int) -> int | None:
+        """When the product was first heard speaking at or after ``listener_ns``: the onset of
+        the first speech after it, or ``listener_ns`` itself when speech that began earlier was
+        still going on (a product talking on over the caller). None: no speech yet."""
+        at = ns_to_samples(listener_ns)
+        for onset, offset in self.segments:
+            assert onset is not None
+            if offset is None or offset > at:
+                return samples_to_ns(max(onset, at))
+        return None
+
+    def spoke_after(self, listener_ns: int) -> bool:
+        """Speech was heard at or after ``listener_ns``."""
+        return self.first_onset_ns(listener_ns) is not None
+
+    def reply_over(self, after_ns: int) -> bool:
+        """Speech was heard after ``after_ns`` and has ended (its offset confirmed by the
+        hangover)."""
+        return self.spoke_after(after_ns) and not self.vad.in_speech and \
+            self.segments[-1][1] is not None
+
+    def speech_heard_ns(self, after_ns: int) -> int:
+        """How much speech has been heard since ``after_ns``."""
+        at = ns_to_samples(after_ns)
+        total = 0
+        for onset, offset in self.segments:
+            assert onset is not None
+            end = offset if offset is not None else self.position
+            total += max(0, end - max(onset, at))
+        return samples_to_ns(total)

@@ -1,0 +1,180 @@
+"""The user's live line (``server_vad`` turn taking): audio from connect to hang-up, in real time.
+
+Like a phone line, the channel never pauses: every ``chunk_ms`` it carries the next frame of
+what the simulated user is saying, or, between utterances, silence or the environment's
+background (the mixer's continuous layers at the line's own time, so the room noise is
+seamless across utterances). Frames are paced on the trial's clock (frame ``k`` is due at
+``start + k * chunk``); every frame sent is recorded as a ``user.audio_chunk`` (``line: true``),
+with the turn id of the utterance it belongs to. The moments an utterance's speech starts and
+ends on the line are recorded exactly (``user.speech_started`` / ``user.speech_ended``: the
+send time of the frame holding that sample plus its offset in the frame).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, PreparedEnvironment, mix
+from ..endpoints import ConversationEndpoint, EndpointError
+from ..recording import EventType, Recording
+
+logger = logging.getLogger(__name__)
+
+_RATE = CANONICAL_SAMPLE_RATE_HZ
+
+
+@dataclass
+class Utterance:
+    """What the user says on the line: the delivered (mixed) audio and where its speech is."""
+
+    turn_id: str
+    audio: PcmAudio
+    speech_start: int  # samples into ``audio``
+    speech_end: int
+    #: set as the line reaches each point (line sample numbers and monotonic times)
+    first_line_sample: int | None = None
+    speech_started_ns: int | None = None
+    speech_ended_ns: int | None = None
+    sent: asyncio.Event = field(default_factory=asyncio.Event)
+    speech_over: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class UserLine:
+    """Streams the user's side of a call (see the module docstring)."""
+
+    def __init__(self, *, endpoint: ConversationEndpoint, recording: Recording,
+                 environment: PreparedEnvironment, seed: int, chunk_ms: float,
+                 on_failure: Callable[[EndpointError], None],
+                 on_speech_ended: Callable[[Utterance], None] = lambda utterance: None):
+        self.endpoint = endpoint
+        self.recording = recording
+        self.environment = environment
+        self.seed = seed
+        self.frame_samples = max(1, int(round(chunk_ms * _RATE / 1000)))
+        self.frame_ns = self.frame_samples * 1_000_000_000 // _RATE
+        self.on_failure = on_failure
+        self.on_speech_ended = on_speech_ended
+        self._queue: deque[Utterance] = deque()
+        self._current: Utterance | None = None
+        self._position = 0  # samples into the current utterance
+        self.frames_sent = 0
+        self._task: asyncio.Task[None] | None = None
+        self._start_ns = 0
+
+    # --- what the user says ---------------------------------------------------------------
+
+    @property
+    def next_line_sample(self) -> int:
+        """Where an utterance said now would start on the line (after what is queued)."""
+        queued = sum(u.audio.num_samples for u in self._queue)
+        if self._current is not None:
+            queued += self._current.audio.num_samples - self._position
+        frames = -(-queued // self.frame_samples)
+        return (self.frames_sent + frames) * self.frame_samples
+
+    def mix_for_line(self, clean: PcmAudio, *, turn_number: int) -> tuple[PcmAudio, dict]:
+        """``clean`` speech mixed with the environment where it will play on the line."""
+        start = self.next_line_sample
+        mixed = mix(clean, environment=self.environment, seed=self.seed, turn_number=turn_number,
+                    stream_offset_seconds=start / _RATE)
+        return mixed.audio, mixed.summary()
+
+    def say(self, utterance: Utterance) -> None:
+        """Queue ``utterance``: it starts with the next free frame."""
+        self._queue.append(utterance)
+
+    @property
+    def busy(self) -> bool:
+        return self._current is not None or bool(self._queue)
+
+    # --- the stream -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._start_ns = self.recording.clock_ns()
+        self._task = asyncio.create_task(self._run(), name="voicelab-user-line")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def _background(self, line_sample: int) -> np.ndarray:
+        silence = PcmAudio(np.zeros(self.frame_samples, dtype=np.int16))
+        if self.environment.is_silent:
+            return silence.samples
+        return mix(silence, environment=self.environment, seed=self.seed, turn_number=0,
+                   stream_offset_seconds=line_sample / _RATE).audio.samples
+
+    def _next_frame(self) -> tuple[np.ndarray, Utterance | None, int]:
+        """The next frame's samples, the utterance it belongs to and where it starts in it."""
+        if self._current is None and self._queue:
+            self._current, self._position = self._queue.popleft(), 0
+            self._current.first_line_sample = self.frames_sent * self.frame_samples
+        utterance = self._current
+        line_sample = self.frames_sent * self.frame_samples
+        if utterance is None:
+            return self._background(line_sample), None, 0
+        begin = self._position
+        piece = utterance.audio.samples[begin:begin + self.frame_samples]
+        if piece.shape[0] < self.frame_samples:  # the utterance ends inside this frame
+            rest = self._background(line_sample)[piece.shape[0]:]
+            piece = np.concatenate([piece, rest])
+        self._position += self.frame_samples
+        return piece, utterance, begin
+
+    async def _run(self) -> None:
+        clock = self.recording.clock_ns
+        try:
+            while True:
+                due = self._start_ns + self.frames_sent * self.frame_ns
+                delay = due - clock()
+                if delay > 0:
+                    await asyncio.sleep(delay / 1e9)
+                samples, utterance, begin = self._next_frame()
+                frame = PcmAudio(np.ascontiguousarray(samples, dtype=np.int16))
+                await self.endpoint.send_audio(frame)
+                sent_ns = clock()
+                self.recording.record(
+                    EventType.USER_AUDIO, source="evaluator", direction="outbound", at_ns=sent_ns,
+                    turn_id=utterance.turn_id if utterance else None,
+                    speaker_role="user" if utterance else None, audio=frame.to_bytes(),
+                    line=True, chunk_index=self.frames_sent)
+                self.frames_sent += 1
+                if utterance is not None:
+                    self._mark(utterance, begin, sent_ns)
+        except EndpointError as error:
+            self.on_failure(error)
+
+    def _mark(self, utterance: Utterance, begin: int, sent_ns: int) -> None:
+        end = begin + self.frame_samples
+        for point, kind in ((utterance.speech_start, EventType.USER_SPEECH_STARTED),
+                            (utterance.speech_end, EventType.USER_SPEECH_ENDED)):
+            if begin <= point < end or (kind is EventType.USER_SPEECH_ENDED and point == end):
+                at = sent_ns + (point - begin) * 1_000_000_000 // _RATE
+                if kind is EventType.USER_SPEECH_STARTED:
+                    utterance.speech_started_ns = at
+                    self.recording.record(kind, source="evaluator", direction="outbound",
+                                          at_ns=at, turn_id=utterance.turn_id,
+                                          speaker_role="user")
+                else:
+                    utterance.speech_ended_ns = at
+                    self.recording.record(kind, source="evaluator", direction="outbound",
+                                          at_ns=at, turn_id=utterance.turn_id,
+                                          speaker_role="user",
+                                          expects_response=utterance.turn_id)
+                    utterance.speech_over.set()
+                    self.on_speech_ended(utterance)
+        if end >= utterance.audio.num_samples:
+            if not utterance.speech_over.is_set():  # no speech end inside the audio
+                utterance.speech_ended_ns = sent_ns
+                utterance.speech_over.set()
+                self.on_speech_ended(utterance)
+            utterance.sent.set()
+            self._current = None

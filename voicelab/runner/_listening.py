@@ -1,0 +1,225 @@
+"""Listening turn taking (``server_vad``): a live line and a simulated user that listens.
+
+The product decides by voice activity when the caller has finished; the evaluator never commits
+a turn. The user's side is a :class:`~._line.UserLine` (speech, then silence or room noise, in
+real time). A product reply is over when the simulated user has heard its speech followed by
+``listener.reply_end_hangover_ms`` of silence (:class:`~._hearing.Hearing`), or earlier when the
+wire says the response is done and its audio has played. A barge-in is the user speaking over
+the product (no cancel is sent: on a line, a caller can only speak).
+
+Product output is attributed to the turn whose speech ended last (``turn-000`` before any), so
+silence frames a product streams between replies belong to the period they fall in: its first
+packet is ``first_audio_latency_ms``, the onset of its speech ``response_latency_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..endpoints import EndpointError
+from ..personas import PersonaEnd, ProductResponse, UserTurn
+from ..recording import EventType
+from ._conversation import (
+    COMPLETION_GRACE_SECONDS,
+    Conversation,
+    ConversationEnded,
+    Failure,
+    _turn_id,
+)
+from ._hearing import Hearing
+from ._line import UserLine, Utterance
+
+#: How often the listener checks what it has heard while nothing else wakes it.
+LISTEN_TICK_SECONDS = 0.02
+
+
+class ListeningConversation(Conversation):
+    listening = True
+
+    def __init__(self, **options: object):
+        super().__init__(**options)  # type: ignore[arg-type]
+        self.hearing = Hearing(self.recording,
+                               hangover_ms=self.listener.reply_end_hangover_ms)
+        self.line: UserLine | None = None
+        self._line_failure: EndpointError | None = None
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    async def _run(self) -> str:
+        root = self.recording.root_span_id
+        self.recording.record(EventType.CONNECT_STARTED, source="evaluator",
+                              direction="outbound", span_id=root)
+        try:
+            await self.endpoint.connect()
+        except EndpointError as error:
+            raise ConversationEnded("error", Failure("endpoint", self._scrub(str(error)),
+                                                     error.code)) from None
+        expects = "turn-000" if self.first_speaker != "user" else None
+        connected = self.recording.record(EventType.CONNECTED, source="evaluator",
+                                          direction="outbound", expects_response=expects,
+                                          span_id=root, turn_detection="server_vad")
+        self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
+        self.line = UserLine(endpoint=self.endpoint, recording=self.recording,
+                             environment=self.environment, seed=self.seed,
+                             chunk_ms=self.chunk_ms, on_failure=self._line_failed,
+                             on_speech_ended=self._speech_ended)
+        self.line.start()
+        await self._start_persona()
+
+        decision: UserTurn | PersonaEnd | None = None
+        if await self._product_opens():
+            await self._await_reply("turn-000", since_ns=connected.listener_ns)
+        else:
+            decision = await self._ask_persona(self.persona.opening())
+        while True:
+            await self._settle()
+            if self.intake.conversation_complete:
+                return "endpoint_completion"
+            if decision is None:
+                decision = await self._ask_persona(self.persona.reply(self._response_view()))
+            if isinstance(decision, PersonaEnd):
+                self.recording.record(EventType.PERSONA_ENDED, source="persona",
+                                      direction="internal", exit_reason=decision.exit_reason,
+                                      message=decision.message)
+                wait = max(decision.wait_seconds, COMPLETION_GRACE_SECONDS)
+                if await self.intake.wait_for(lambda: self.intake.conversation_complete, wait):
+                    return "endpoint_completion"
+                return decision.exit_reason
+            if self.user_turns >= self.max_turns:
+                return "max_turns"
+            utterance = await self._say(decision)
+            decision = None
+            await self._until(utterance.speech_over)
+            assert utterance.speech_ended_ns is not None
+            await self._await_reply(utterance.turn_id,
+                                    since_ns=self.recording.offset_of(utterance.speech_ended_ns))
+
+    async def _product_opens(self) -> bool:
+        if self.first_speaker != "auto":
+            return self.first_speaker == "product"
+        deadline = self.recording.listener_now_ns() + int(self.first_speaker_wait_seconds * 1e9)
+        while self.recording.listener_now_ns() < deadline:
+            self._check()
+            self.hearing.listen_until(self.recording.listener_now_ns())
+            if self.hearing.spoke_after(0):
+                return True
+            await self.intake.wait_signal(LISTEN_TICK_SECONDS)
+        return False
+
+    # --- speaking ---------------------------------------------------------------------------
+
+    async def _say(self, turn: UserTurn, *, barge_in_of: str | None = None) -> Utterance:
+        """Queue ``turn`` on the line (it starts with the next frame)."""
+        assert self.line is not None
+        number = self.user_turns + 1
+        turn_id = _turn_id(number)
+        prepared = await self._prepare(turn)
+        delivered, summary = self.line.mix_for_line(prepared.clean, turn_number=number)
+        self.user_turns = number
+        self.intake.user_turn_id = turn_id
+        self._record_turn(turn, prepared, turn_id=turn_id, mix_summary=summary,
+                          barge_in_of=barge_in_of)
+        bounds = prepared.bounds
+        utterance = Utterance(turn_id, delivered,
+                              speech_start=bounds.start_sample if bounds else 0,
+                              speech_end=bounds.end_sample if bounds else delivered.num_samples)
+        self.line.say(utterance)
+        return utterance
+
+    def _speech_ended(self, utterance: Utterance) -> None:
+        # from now on, product output answers this turn
+        self.intake.period_turn = utterance.turn_id
+
+    def _line_failed(self, error: EndpointError) -> None:
+        self._line_failure = error
+        self.intake.wake()
+
+    # --- listening --------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._line_failure is not None:
+            error = self._line_failure
+            raise ConversationEnded(self._closed_or_error(), Failure(
+                "endpoint", self._scrub(str(error)), error.code))
+        self._check_product_failures()
+
+    async def _until(self, event: asyncio.Event) -> None:
+        """Wait for ``event`` (a line milestone), failing as soon as the call fails."""
+        while not event.is_set():
+            self._check()
+            waiter = asyncio.ensure_future(event.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=LISTEN_TICK_SECONDS)
+            finally:
+                waiter.cancel()
+
+    async def _await_reply(self, turn_id: str, *, since_ns: int) -> None:
+        """Listen until the reply to ``turn_id`` is over; barge in if the persona wants to."""
+        intake, hearing = self.intake, self.hearing
+        barge: UserTurn | None = None
+        asked = False
+        speech_onset: int | None = None
+        while True:
+            self._check()
+            if intake.conversation_complete:
+                return
+            now = self.recording.listener_now_ns()
+            hearing.listen_until(now)
+            if speech_onset is None:
+                speech_onset = hearing.first_onset_ns(since_ns)
+            response = intake.response_for(turn_id)
+            if speech_onset is not None and not asked:
+                asked = True
+                candidate = self.persona.barge_in(self._reply_view(response))
+                if candidate is not None and candidate.interrupt_after_seconds is not None:
+                    barge = candidate
+                    self._prepare_soon(candidate)
+            if barge is not None and speech_onset is not None and \
+                    now >= speech_onset + int(float(barge.interrupt_after_seconds or 0) * 1e9):
+                utterance = await self._barge_in_on_line(barge, turn_id)
+                await self._until(utterance.speech_over)
+                assert utterance.speech_ended_ns is not None
+                await self._await_reply(utterance.turn_id, since_ns=self.recording.offset_of(
+                    utterance.speech_ended_ns))
+                return
+            if hearing.reply_over(since_ns):
+                return
+            if response is not None and response.completed and speech_onset is not None \
+                    and self.recording.listener.cursor_ns <= now:
+                return  # the wire says the reply is done and all of it has played
+            if speech_onset is None and \
+                    now - since_ns >= self.response_timeout_seconds * 1e9:
+                raise ConversationEnded("no_response", self._no_speech(turn_id))
+            await intake.wait_signal(LISTEN_TICK_SECONDS)
+
+    async def _barge_in_on_line(self, turn: UserTurn, response_turn: str) -> Utterance:
+        self.recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
+                              turn_id=_turn_id(self.user_turns + 1), speaker_role="user",
+                              response_turn_id=response_turn, cancel_sent=False, flush=False,
+                              after_product_audio_ms=round(
+                                  float(turn.interrupt_after_seconds or 0) * 1000, 3))
+        self.persona.confirm_barge_in(turn)
+        return await self._say(turn, barge_in_of=response_turn)
+
+    def _reply_view(self, response: object) -> ProductResponse:
+        from ._intake import ProductResponseState
+
+        if isinstance(response, ProductResponseState):
+            return self._view_of(response)
+        return ProductResponse(index=-1, status="in_progress")
+
+    def _no_speech(self, turn_id: str) -> Failure:
+        seconds = f"{self.response_timeout_seconds:g} s"
+        if turn_id == "turn-000" and self.first_speaker == "product":
+            return Failure("timeout", f"the product did not speak first within {seconds} "
+                           f"(scenario conversation.first_speaker: product); if it waits for "
+                           f"the caller, set first_speaker: user (or auto)", "response_timeout")
+        return Failure("timeout", f"the product did not speak within {seconds} after the "
+                       f"user's speech ended", "response_timeout")
+
+    # --- shutdown ---------------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        if self.line is not None:
+            await self.line.stop()  # hang up before closing the connection
+        await super().shutdown()

@@ -94,6 +94,68 @@ async def accuracy(trials: int, workdir: Path) -> dict:
             "wall_seconds": wall}
 
 
+# --- listening turn taking (server_vad) accuracy ----------------------------------------------
+
+LISTENING_SCRIPT = ('script.turns=[{"response": "Wait, one thing first.", "keywords": ["plan"], '
+                    '"interrupt_after_seconds": 0.8}, {"response": "Please record the plan and '
+                    'save the reminder.", "keywords": ["else", "plan", "one"]}]')
+
+
+def _listening_truth(bundle: Path) -> dict[str, list[float]]:
+    """Measured minus true, per response: response latency (the product's first speech sample
+    sent, from the user's speech end sent on the line) and barge-in stop latency (its last speech
+    sample sent, from the onset of the barge-in speech); and the measured stall of a product
+    that never stalls. Both sides' send times are on the shared monotonic clock."""
+    errors: dict[str, list[float]] = {"response_latency": [], "stop_latency": [], "stall": []}
+    for trial in sorted(bundle.glob("trial-*")):
+        events = [json.loads(x) for x in (trial / "voice-events.jsonl").read_text().splitlines()]
+        start_ns = events[0]["attributes"]["clock_start_ns"]
+        turn_of = {e["sequence"]: e["turn_id"] for e in events}
+        ended = {e["turn_id"]: start_ns + e["monotonic_offset_ns"] for e in events
+                 if e["event_type"] == "user.speech_ended"}
+        started = {e["turn_id"]: start_ns + e["monotonic_offset_ns"] for e in events
+                   if e["event_type"] == "user.speech_started"}
+        barge_turn = {e["attributes"]["response_turn_id"]: e["turn_id"] for e in events
+                      if e["event_type"] == "user.barge_in"}
+        raw = json.loads((trial / "raw-endpoint-events.json").read_text())["events"]
+        # a cancelled response.done is kept once, as the interruption it also stands for
+        timings = {turn_of[e["sequence"]]: e["raw"].get("server_timing") or {}
+                   for e in raw if e["type"] in ("turn_complete", "interruption")}
+        for turn in json.loads((trial / "voice-metrics.json").read_text())["turns"]:
+            timing = timings.get(turn["turn_id"], {})
+            if turn["response_latency_ms"] is not None and timing.get("speech_start_ns") \
+                    and turn["turn_id"] in ended:
+                truth = (timing["speech_start_ns"] - ended[turn["turn_id"]]) / 1e6
+                errors["response_latency"].append(turn["response_latency_ms"] - truth)
+            barger = barge_turn.get(turn["turn_id"])
+            if turn["interrupted"] and barger in started and timing.get("speech_end_ns"):
+                truth = max(0.0, (timing["speech_end_ns"] - started[barger]) / 1e6)
+                errors["stop_latency"].append(turn["interruption_stop_latency_ms"] - truth)
+            if turn["playback_stall_ms"] is not None:
+                errors["stall"].append(turn["playback_stall_ms"])
+    return errors
+
+
+async def listening_accuracy(trials: int, workdir: Path) -> dict:
+    process, uri = _start_fake_server({"turn_detection": "server_vad",
+                                       "complete_after_turns": 2})
+    try:
+        loaded = voicelab.load_run(EXAMPLE, overrides=[
+            "endpoint.adapter=websocket",
+            f"endpoint.settings={{uri: '{uri}', turn_detection: server_vad}}",
+            "pace_audio=true", "outcome_probe=null", "scenario.eval_spec.outcome_spec={}",
+            LISTENING_SCRIPT])
+        started = time.perf_counter()
+        outcome = await voicelab.arun(loaded, trials=trials, concurrency=trials,
+                                      artifacts_dir=workdir)
+        wall = time.perf_counter() - started
+    finally:
+        process.terminate()
+        process.wait(10)
+    return {"trials": trials, "passed": outcome.report.passed_trials, "wall_seconds": wall,
+            **_listening_truth(outcome.bundle_path)}
+
+
 # --- throughput -----------------------------------------------------------------------------
 
 async def bare_exchange(user_audio: bytes, chunk_bytes: int, data: dict) -> None:
@@ -149,6 +211,9 @@ async def main() -> None:
                         help="alternating voicelab/bare measurements per row (medians)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--skip-accuracy", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--listening-trials", type=int, default=50,
+                        help="concurrent server_vad trials (0 skips the listening section)")
     args = parser.parse_args()
     logging_quiet()
     with tempfile.TemporaryDirectory() as tmp:
@@ -158,7 +223,7 @@ async def main() -> None:
               f"({args.throughput_trials} trials per measurement, median of {args.repeats} "
               "alternating measurements)")
         print(f"{'concurrency':>11} {'voicelab/s':>11} {'bare/s':>9} {'ratio':>7}")
-        for concurrency in args.concurrency:
+        for concurrency in ([] if args.skip_throughput else args.concurrency):
             await voicelab_rate(4, concurrency, workdir)  # warm up imports and caches
             rates, bares, passed = [], [], 0
             for _ in range(args.repeats):
@@ -183,6 +248,23 @@ async def main() -> None:
                   f"max {errors.max():.3f} ms ({sum(r['passed'] for r in results)}/"
                   f"{args.accuracy_trials * args.accuracy_rounds} trials passed)")
             print("target: p99 within 3 ms")
+        if args.listening_trials:
+            result = await listening_accuracy(args.listening_trials, workdir / "listening")
+            print(f"\nlistening (server_vad): {args.listening_trials} concurrent paced trials, "
+                  f"fake product in its own process, {result['wall_seconds']:.1f} s, "
+                  f"{result['passed']}/{args.listening_trials} passed")
+            for name, target in (("response_latency", 20.0), ("stop_latency", 40.0)):
+                values = np.abs(np.asarray(result[name]))
+                if not values.size:
+                    print(f"  {name}: no samples")
+                    continue
+                verdict = "ok" if np.percentile(values, 99) <= target else "MISSES"
+                print(f"  |measured - true| {name}_ms over {values.size}: p50 "
+                      f"{np.percentile(values, 50):.2f}, p99 {np.percentile(values, 99):.2f}, "
+                      f"max {values.max():.2f} (target p99 <= {target:g}) {verdict}")
+            stalls = np.asarray(result["stall"])
+            print(f"  playback_stall_ms of a product with no stalls over {stalls.size} "
+                  f"responses: p99 {np.percentile(stalls, 99):.2f} (target 0)")
 
 
 def logging_quiet() -> None:

@@ -17,9 +17,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from ...audio import SILENCE_THRESHOLD
 from ...endpoints import _wire as wire
 from ._ear import Ear
 
@@ -28,6 +30,13 @@ if TYPE_CHECKING:
 
 VIOLATION_CLOSE_CODE = 1008
 BYTES_PER_SECOND = 48000  # canonical PCM: 24 kHz * 2 bytes
+
+
+def _last_loud_byte(frame: bytes) -> int | None:
+    """Where the last sample above the silence threshold ends in ``frame`` (bytes)."""
+    samples = np.frombuffer(frame, dtype="<i2")
+    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > SILENCE_THRESHOLD)
+    return (int(loud[-1]) + 1) * 2 if loud.size else None
 
 
 class ClosedByProduct(Exception):
@@ -302,6 +311,10 @@ class ProductConnection:
                     offset_ns = (speech_start_byte - sent_bytes) * 1_000_000_000 \
                         // BYTES_PER_SECOND
                     timing["speech_start_ns"] = sent_ns + int(offset_ns / speed)
+                last_loud = _last_loud_byte(frame)
+                if last_loud is not None:  # when the last speech sample so far was sent
+                    timing["speech_end_ns"] = sent_ns + int(
+                        last_loud * 1_000_000_000 // BYTES_PER_SECOND / speed)
                 sent_seconds += len(frame) / BYTES_PER_SECOND
                 sent_bytes += len(frame)
             return False

@@ -150,7 +150,7 @@ class _FakeConnection(ProductConnection):
         behaviour = self.behaviour
         response_id = f"resp_{number}"
         timing: dict[str, int | None] = {"response_create_ns": trigger_ns, "first_audio_ns": None,
-                                         "speech_start_ns": None}
+                                         "speech_start_ns": None, "speech_end_ns": None}
         if await self.pause(behaviour.latency_seconds(number), cancel):
             await self.send_done(response_id, "cancelled", timing)
             return

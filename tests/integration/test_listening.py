@@ -183,3 +183,14 @@ def test_server_vad_needs_a_paced_line(tmp_path):
                          "pace_audio=true"], capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and "turn taking: server_vad" in ok.stdout
     json.dumps(ok.stdout)
+
+
+def test_the_listening_example_runs_through_the_cli(tmp_path):
+    import subprocess
+    import sys
+
+    process = subprocess.run(
+        [sys.executable, "-m", "voicelab", "run", str(ROOT / "examples" / "run-listening.yaml"),
+         "--artifacts-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stdout + process.stderr
+    assert "trial-001 seed 42: pass" in process.stdout

@@ -185,3 +185,22 @@ def test_percentile_is_exactly_numpys_linear_percentile(values, q):
     from voicelab.metrics._voice import percentile
 
     assert percentile(sorted(values), q) == float(np.percentile(np.asarray(values), q))
+
+
+def test_a_jitter_buffer_absorbs_uneven_arrival_and_counts_underruns():
+    from voicelab.metrics._voice import jitter_buffer_stall_ns
+
+    def chunks(arrivals_ms: list[float], frame_ms: float) -> list:
+        t = Timeline()
+        for at in arrivals_ms:
+            t.add(at, "product.audio_chunk", "turn-000", "product", samples=tone(frame_ms))
+        return t.recording.events
+    # 95 ms telephony frames arriving 80 and 120 ms apart: a 60 ms buffer absorbs it all
+    uneven = chunks([0, 80, 200, 280, 400, 480, 600], 95)
+    assert jitter_buffer_stall_ns(uneven, depth_ns=60 * MS) == 0
+    # with no buffer, every late frame is heard as a gap
+    assert jitter_buffer_stall_ns(uneven, depth_ns=0) > 0
+    # a frame 400 ms late: the 60 ms buffer hides 60 ms of it
+    late = chunks([0, 20, 40, 460], 20)
+    assert jitter_buffer_stall_ns(late, depth_ns=60 * MS) == pytest.approx(
+        (460 - (60 + 60)) * MS, abs=MS)

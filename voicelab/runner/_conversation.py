@@ -225,9 +225,9 @@ class Conversation:
     async def _warm_up(self) -> None:
         """Synthesize every turn the persona already knows (a script) before the call, so no
         synthesis delay ever sits between a decision to speak and the first sample on the
-        line. Providers without a cache synthesize each turn when it is needed."""
+        line."""
         planned = getattr(self.persona, "planned_turns", None)
-        if not callable(planned) or not getattr(self.speech, "cacheable", False):
+        if not callable(planned):
             return
         texts = list(dict.fromkeys(t.text for t in planned() if t.audio is None and t.text))
         for text in texts:

@@ -156,3 +156,35 @@ def test_any_text_and_offset_round_trips(texts, offset_ms):
     assert encoded == _reference_jsonl(records)
     decoded = [json.loads(line) for line in encoded.decode().split("\n") if line]
     assert [d["attributes"].get("text") for d in decoded[-len(texts):]] == texts
+
+
+def test_a_product_clear_drops_its_unplayed_audio_and_says_how_much():
+    recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="r", clock_ns=lambda: 0)
+    recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound", at_ns=0,
+                     turn_id="turn-000", audio=bytes(48_000))  # one second, from 0
+    cleared = recording.record(EventType.PRODUCT_INTERRUPTION, source="product",
+                               direction="inbound", at_ns=400_000_000, turn_id="turn-000",
+                               flush=True)
+    assert cleared.attributes["dropped_ms"] == 600.0
+    assert recording.listener.cursor_ns == 400_000_000
+
+
+def test_playback_says_when_the_product_audio_has_played():
+    import asyncio
+
+    from voicelab.runner._playback import RecordingPlayback
+
+    now = [0]
+    recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="r",
+                          clock_ns=lambda: now[0])
+    playback = RecordingPlayback(recording)
+    assert playback.played_at_ns(2400) is None  # not arrived yet
+    recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
+                     at_ns=100_000_000, turn_id="turn-000", audio=bytes(9600))  # 200 ms
+    assert playback.played_at_ns(2400) == 200_000_000  # 100 ms into a chunk placed at 100 ms
+    assert playback.played_at_ns(4800) == 300_000_000
+    recording.record(EventType.PRODUCT_INTERRUPTION, source="product", direction="inbound",
+                     at_ns=150_000_000, turn_id="turn-000", flush=True)
+    assert playback.played_at_ns(4800) == 150_000_000  # dropped: it never plays
+    now[0] = 150_000_000
+    asyncio.run(asyncio.wait_for(playback.until_played(4800), 1))

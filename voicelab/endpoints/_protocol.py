@@ -47,7 +47,9 @@ EventType = Literal[
     "input_transcript",       # what the product heard the user say: ``text``
     "tool_call",              # data: call_id, name, arguments (parsed JSON when possible)
     "tool_result",            # data: call_id, output
-    "interruption",           # the product reports it stopped speaking (barge-in honoured)
+    "interruption",           # the product reports it stopped speaking (barge-in honoured);
+                              # data flush: true when it also drops its audio still unplayed
+                              # at the listener (a Twilio ``clear``)
     "turn_complete",          # a product response ended; data: status (completed|cancelled|...)
     "conversation_complete",  # the product ended the conversation
     "error",                  # data: code, message; ``text`` = message
@@ -110,6 +112,16 @@ def new_span_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
+class Playback(Protocol):
+    """What the simulated listener has heard of the product, for wires whose product asks when
+    its audio has played (a Twilio ``mark`` is echoed back then, not when it arrives)."""
+
+    async def until_played(self, samples: int) -> None:
+        """Return once the first ``samples`` canonical samples of product audio the adapter
+        delivered (as ``audio_delta`` events) have played on the listener's clock, or will never
+        play (a ``clear`` dropped them)."""
+
+
 @dataclass(frozen=True)
 class EndpointContext:
     """What the runner hands every adapter besides its settings."""
@@ -125,6 +137,8 @@ class EndpointContext:
     trial_index: int = 1
     seed: int = 0
     scenario_id: str = ""
+    #: the listener's playback, during a trial (None when an adapter is used on its own)
+    playback: Playback | None = None
 
     @property
     def traceparent(self) -> str:

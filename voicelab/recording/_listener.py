@@ -116,17 +116,22 @@ class Listener:
         self.cursor = start + event.audio_samples
         return chunk
 
-    def barge_in(self, turn_id: str | None, at_ns: int) -> None:
-        """The user barges in on ``turn_id`` at listener time ``at_ns``: what was not yet heard
-        of it is dropped from the buffer."""
+    def barge_in(self, turn_id: str | None, at_ns: int) -> int:
+        """At listener time ``at_ns`` what was not yet heard of ``turn_id`` is dropped from the
+        buffer (the user barged in, or the product cleared its own audio); returns how many
+        samples were dropped."""
         at = ns_to_samples(at_ns)
+        dropped = 0
         playback = self.responses.get(turn_id) if turn_id else None
         if playback is not None:
             playback.barge_in_ns = at_ns
             for chunk in playback.chunks:
+                before = chunk.heard
                 if chunk.start >= at:
                     chunk.heard = 0
                 elif chunk.end > at:
                     chunk.heard = at - chunk.start
+                dropped += before - chunk.heard
             self._cancelled.add(playback.turn_id)
         self.cursor = min(self.cursor, at)
+        return dropped

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..audio import BYTES_PER_SAMPLE
+from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
 from ._events import AUDIO_STREAMS, PRODUCT, USER, Event, EventType
 from ._listener import Listener
 from ._store import PcmStream
@@ -79,6 +79,10 @@ class Recording:
             # a client that cancels also stops playing what it buffered; on a line the caller
             # keeps hearing whatever the product still sends
             self.listener.barge_in(event.attributes.get("response_turn_id"), event.listener_ns)
+        elif event.type is EventType.PRODUCT_INTERRUPTION and event.attributes.get("flush"):
+            # the product drops its own audio still unplayed (a Twilio ``clear``)
+            dropped = self.listener.barge_in(event.turn_id, event.listener_ns)
+            event.attributes["dropped_ms"] = round(dropped * 1000 / CANONICAL_SAMPLE_RATE_HZ, 3)
         elif event.type is EventType.VIRTUAL_ADVANCE:
             self.shift_ns += int(event.attributes["advance_ns"])
 

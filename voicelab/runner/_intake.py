@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 _RESPONSE_KINDS = {"audio_delta", "transcript_final", "tool_call", "tool_result", "interruption",
                    "turn_complete"}
 _OPENING_KINDS = {"audio_delta", "transcript_final", "tool_call"}
-_ATTRIBUTE_KINDS = {"tool_call", "tool_result", "error", "closed", "turn_complete"}
+_ATTRIBUTE_KINDS = {"tool_call", "tool_result", "error", "closed", "turn_complete", "interruption"}
 BYTES_PER_SECOND = CANONICAL_FORMAT.bytes_per_second
 
 

@@ -46,6 +46,7 @@ from ._evidence import (
 )
 from ._intake import AudioFloodLimit
 from ._listening import ListeningConversation
+from ._playback import RecordingPlayback
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,8 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
                               audio_format=CANONICAL_FORMAT, scrubber=scrubber,
                               clock_ns=recording.clock_ns, base_dir=loaded.base_dir,
                               trial_index=plan.index, seed=plan.seed,
-                              scenario_id=loaded.scenario.id)
+                              scenario_id=loaded.scenario.id,
+                              playback=RecordingPlayback(recording))
     settings: Mapping[str, Any] = plan.run_product_settings or loaded.run.endpoint.settings
     launch_failure = plan.run_product_failure
     product: ProductProcess | None = None

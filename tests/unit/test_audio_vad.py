@@ -154,11 +154,16 @@ def test_speech_on_a_dc_offset_has_the_bounds_of_the_same_speech_without_it() ->
 def test_clicks_shorter_than_the_minimum_are_not_speech_at_any_alignment(offset, seed,
                                                                           level_dbfs) -> None:
     """A click straddling frame boundaries touches one frame more than its duration; the run's
-    edge frames count by energy, so a 25 ms noise burst never reaches 30 ms and 40 ms always
-    does. Measured over 300 random alignments each: 28 ms passes 6 % of the time, 30 ms 53 %,
-    32 ms 98 %, 35 ms always."""
+    edge frames count by energy, so a 25 ms burst never reaches 30 ms and 40 ms always does.
+
+    The burst has a constant envelope (random signs), so a frame's energy is exactly the share
+    of the burst it holds. Gaussian noise's frame energies scatter (about 9 % per 10 ms frame),
+    which moves the measured length by a few ms: measured over 300 random alignments each,
+    28 ms passes 6 % of the time, 30 ms 53 %, 32 ms 98 %, 35 ms always, and a rare 25 ms
+    burst whose inner frame is 2.7 sigma quiet reaches 30 ms."""
     line = np.zeros(RATE, dtype=np.int16)
-    burst = white_noise(40 * MS, level_dbfs=level_dbfs, seed=seed)
+    signs = np.random.default_rng(seed).choice(np.array([-1, 1], dtype=np.int16), 40 * MS)
+    burst = signs * np.int16(round(32768.0 * 10 ** (level_dbfs / 20)))
     start = 2_000 + offset
     line[start:start + 25 * MS] = burst[:25 * MS]
     assert detect_speech(PcmAudio(line)) == []

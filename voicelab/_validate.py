@@ -116,6 +116,26 @@ def _script_audio(loaded: LoadedRun) -> dict[int, PcmAudio]:
     return decoded
 
 
+def _check_channel(loaded: LoadedRun) -> None:
+    """Each telephony line's codec can be built (opus needs its optional package)."""
+    from .audio._line_codecs import build_codec
+    from .errors import MissingDependencyError
+
+    channel = loaded.environment.channel
+    for direction in ("to_product", "to_user"):
+        line = getattr(channel, direction) if channel is not None else None
+        if line is None:
+            continue
+        try:
+            build_codec(line)
+        except MissingDependencyError as error:
+            source = loaded.sources.get("environment") or loaded.run_path
+            raise MissingDependencyError(error.package, extra=error.extra,
+                                         purpose=f"channel.{direction}: the opus codec",
+                                         source=str(source),
+                                         key=f"channel.{direction}.codec") from None
+
+
 def validate_run(loaded: LoadedRun) -> RunPlan:
     """Resolve and check every part of ``loaded``; raise ConfigError on the first problem."""
     from .audio import prepare_environment
@@ -135,6 +155,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
     search_dirs = [loaded.base_dir]
 
     environment = prepare_environment(loaded.environment, source=loaded.sources.get("environment"))
+    _check_channel(loaded)
     assets = [str(path) for _, path in loaded.environment.asset_paths()]
     script_audio = _script_audio(loaded)
     assets.extend(str(loaded.script.turns[i].audio_path) for i in script_audio

@@ -271,6 +271,16 @@ class TurnMetrics(ArtifactModel):
     output_completeness_flagged: bool | None = None
     output_dnsmos_ovrl: float | None = None
     speech: dict[str, Any] | None = None
+    # a telephony line (an environment's ``channel:``): this turn's packets on each direction
+    # (``to_product``: the user's turn; ``to_user``: the product's reply as heard); the loss
+    # rate counts packets dropped or too late to play. Full counts under ``channel``.
+    to_product_packets_sent: int | None = None
+    to_product_packets_dropped: int | None = None
+    to_product_loss_rate: float | None = None
+    to_user_packets_sent: int | None = None
+    to_user_packets_dropped: int | None = None
+    to_user_loss_rate: float | None = None
+    channel: dict[str, Any] | None = None
 
 
 class MetricSummary(ArtifactModel):
@@ -287,6 +297,9 @@ class VoiceMetrics(Versioned):
     audio_format: dict[str, Any]
     #: the simulated listener the timing metrics assume (jitter buffer depth, reply hangover)
     listener: dict[str, Any] = Field(default_factory=dict)
+    #: the telephony line, per direction: its parameters and whole-call packet counts (empty:
+    #: a clean line both ways)
+    channel: dict[str, Any] = Field(default_factory=dict)
     input: SignalStats
     output: SignalStats
     turns: list[TurnMetrics] = Field(default_factory=list)

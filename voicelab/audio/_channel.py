@@ -39,14 +39,17 @@ _LOSS_TAG, _JITTER_TAG = 1, 2
 
 @dataclass(frozen=True, slots=True)
 class PacketRecord:
-    """What happened to one packet. ``delay_ms`` is None for a lost packet; ``concealed`` is true
-    when a lost packet's slot holds repeated audio (a lost packet played as silence is not)."""
+    """What happened to one packet. ``delay_ms`` is None for a lost packet; ``late`` is true when
+    it arrived after the receiver's playout deadline (see ``playout_delay_ms``) and was played
+    as if lost; ``concealed`` is true when a lost or late packet's slot holds repeated audio (one
+    played as silence is not)."""
 
     index: int
     turn_id: TurnId
     lost: bool
     concealed: bool
     delay_ms: float | None
+    late: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +63,10 @@ class DeliveredPacket:
 
 @dataclass(frozen=True, slots=True)
 class ChannelStats:
-    """Per-turn (or whole-stream) packet counts; rates are None when nothing was sent."""
+    """Per-turn (or whole-stream) packet counts; rates are None when nothing was sent.
+
+    ``effective_loss_rate`` is the share of packets the receiver did not play as sent: dropped
+    by the network, or late for their playout deadline."""
 
     turn_id: TurnId
     packets_sent: int
@@ -69,6 +75,7 @@ class ChannelStats:
     effective_loss_rate: float | None
     mean_delay_ms: float | None
     max_delay_ms: float | None
+    packets_late: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,12 +84,14 @@ class ChannelStats:
     def of(cls, records: list[PacketRecord], *, turn_id: TurnId) -> ChannelStats:
         sent = len(records)
         dropped = sum(record.lost for record in records)
+        late = sum(record.late for record in records)
         delays = [record.delay_ms for record in records if record.delay_ms is not None]
         return cls(turn_id=turn_id, packets_sent=sent, packets_dropped=dropped,
                    packets_concealed=sum(record.concealed for record in records),
-                   effective_loss_rate=dropped / sent if sent else None,
+                   effective_loss_rate=(dropped + late) / sent if sent else None,
                    mean_delay_ms=float(np.mean(delays)) if delays else None,
-                   max_delay_ms=float(np.max(delays)) if delays else None)
+                   max_delay_ms=float(np.max(delays)) if delays else None,
+                   packets_late=late)
 
 
 @dataclass(frozen=True)
@@ -103,15 +112,19 @@ class ChannelStream:
     """One direction of a live line: push audio as it is produced, get packets as they complete.
 
     ``config`` None is a clean line. ``direction`` only selects the random streams (so a call's
-    two directions, built with the same seed, lose different packets).
+    two directions, built with the same seed, lose different packets). ``playout_delay_ms``
+    models a receiver that plays each packet that long after it was sent (a jitter buffer): a
+    packet delayed more is *late*, and concealed like a lost one; None plays every packet
+    whenever it arrives.
     """
 
     def __init__(self, config: LineConfig | None = None, *, seed: int,
-                 direction: Direction = "to_product"):
+                 direction: Direction = "to_product", playout_delay_ms: float | None = None):
         if direction not in _DIRECTION_TAGS:
             raise ValueError(f"direction must be 'to_product' or 'to_user', got {direction!r}")
         self.config = config or LineConfig()
         self.direction = direction
+        self.playout_delay_ms = playout_delay_ms
         self._codec = build_codec(self.config)
         self._codec_packet_samples = self._codec.sample_rate_hz * self.config.packet_ms // 1000
         self._packet_samples = CANONICAL_SAMPLE_RATE_HZ * self.config.packet_ms // 1000
@@ -191,17 +204,21 @@ class ChannelStream:
         first_index = len(self._records)
         lost = self._loss.draw(count)
         delays = self._jitter.draw(first_index, lost)
-        decoded = self._codec.round_trip(packets, lost)
-        played, concealed = self._concealer.apply(decoded, lost)
+        late = np.zeros(count, dtype=bool)
+        if self.playout_delay_ms is not None:
+            late = ~lost & (delays > self.playout_delay_ms)
+        missing = lost | late
+        decoded = self._codec.round_trip(packets, missing)
+        played, concealed = self._concealer.apply(decoded, missing)
         delivered = to_int16(self._codec.from_line(played.reshape(-1)))
         delivered = delivered.reshape(count, self._packet_samples)
         delivered.flags.writeable = False
 
         records = [PacketRecord(index, turn_id, is_lost, is_concealed,
-                                None if is_lost else delay)
-                   for index, is_lost, is_concealed, delay in zip(
+                                None if is_lost else delay, is_late)
+                   for index, is_lost, is_concealed, delay, is_late in zip(
                        range(first_index, first_index + count), lost.tolist(),
-                       concealed.tolist(), delays.tolist(), strict=True)]
+                       concealed.tolist(), delays.tolist(), late.tolist(), strict=True)]
         self._records.extend(records)
         return records, delivered
 

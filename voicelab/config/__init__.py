@@ -1,5 +1,14 @@
 """Configuration: models of every file a run reads, loading, overrides, secrets and hashing."""
 
+from ._channel import (
+    ChannelConfig,
+    ConcealmentConfig,
+    GilbertElliottLoss,
+    IndependentLoss,
+    JitterConfig,
+    LineConfig,
+    OpusConfig,
+)
 from ._launch import LaunchConfig
 from ._loader import LoadedRun, load_environment, load_run, read_yaml
 from ._models import (
@@ -51,16 +60,23 @@ __all__ = [
     "AzureEvaluator",
     "AzureOpenAIProvider",
     "AzureSpeechProvider",
+    "ChannelConfig",
+    "ConcealmentConfig",
     "ConversationSpec",
     "CustomJudge",
     "EndpointConfig",
     "EnvironmentConfig",
     "EvalSpec",
+    "GilbertElliottLoss",
+    "IndependentLoss",
+    "JitterConfig",
     "LaunchConfig",
     "Limits",
+    "LineConfig",
     "ListenerConfig",
     "LoadedRun",
     "OpenAIProvider",
+    "OpusConfig",
     "OutcomeProbeConfig",
     "Override",
     "PersonaConfig",

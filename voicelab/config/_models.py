@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ._base import NonNegativeFloat, PositiveFloat, StrictModel
+from ._channel import ChannelConfig
 from ._launch import LaunchConfig
 
 Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
@@ -138,6 +139,9 @@ class EnvironmentConfig(StrictModel):
     background_voices: Path | None = None
     background_voices_volume: Volume = 0.15
     transient_events: list[TransientEvent] = Field(default_factory=list)
+    #: the telephony line between the user and the product (codec, loss, jitter, concealment),
+    #: per direction; absent: a clean line (see ``voicelab.config.ChannelConfig``)
+    channel: ChannelConfig | None = None
 
     def asset_paths(self) -> list[tuple[str, Path]]:
         """(key path, file) for every audio asset the environment names."""

@@ -265,6 +265,10 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     yield
 
     product_samples = placement.product.samples
+    lines = {str(e.attributes.get("line")): e.attributes
+             for e in recording.of_type(EventType.CHANNEL_PACKETS)}
+    line_turns = {name: {t.get("turn_id"): t for t in line.get("turns", [])}
+                  for name, line in lines.items()}
     turns: list[TurnMetrics] = []
     for index, turn_id in enumerate(order):
         found = responses[turn_id]
@@ -311,12 +315,32 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
             interruption_stop_latency_ms=stop_latency, audio_after_interrupt_ms=audio_after,
             transcript=" ".join(found.transcript).strip(), tool_calls=found.tool_calls,
             input_speech_to_noise_db=snr.get(turn_id),
-            input=inputs.get(turn_id), output=outputs.get(turn_id)))
+            input=inputs.get(turn_id), output=outputs.get(turn_id),
+            **_line_fields(line_turns, turn_id)))
 
     return VoiceMetrics(
         audio_format=CANONICAL_FORMAT.to_dict(), input=all_input, output=all_output, turns=turns,
         listener=listener,
+        channel={name: {k: v for k, v in line.items() if k not in ("line", "turns")}
+                 for name, line in lines.items()},
         summary={name: summarize([getattr(t, name) for t in turns]) for name in TIMING_METRICS})
+
+
+def _line_fields(line_turns: dict[str, dict[Any, dict[str, Any]]], turn_id: str
+                 ) -> dict[str, Any]:
+    """A turn's packets on each telephony line (none: that direction is a clean line)."""
+    fields: dict[str, Any] = {}
+    detail: dict[str, Any] = {}
+    for name, by_turn in line_turns.items():
+        stats = by_turn.get(turn_id)
+        sent = stats["packets_sent"] if stats else 0
+        fields[f"{name}_packets_sent"] = sent
+        fields[f"{name}_packets_dropped"] = stats["packets_dropped"] if stats else 0
+        fields[f"{name}_loss_rate"] = stats["effective_loss_rate"] if stats else None
+        detail[name] = {k: v for k, v in stats.items() if k != "turn_id"} if stats else None
+    if detail:
+        fields["channel"] = detail
+    return fields
 
 
 def _span(playback: ResponsePlayback | None) -> tuple[int, int] | None:

@@ -30,7 +30,7 @@ from ._listener import (
     ns_to_samples,
     samples_to_ns,
 )
-from ._recording import USER_CLEAN, Recording
+from ._recording import USER_CLEAN, USER_HEARD, Recording
 from ._store import PcmStream
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "RECORD_FIELDS",
     "USER",
     "USER_CLEAN",
+    "USER_HEARD",
     "Event",
     "EventType",
     "HeardChunk",

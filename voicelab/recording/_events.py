@@ -37,6 +37,7 @@ class EventType(StrEnum):
     PRODUCT_RAW = "product.raw"
     PRODUCT_AUDIO_FLOOD = "product.audio_flood"
     VIRTUAL_ADVANCE = "timeline.virtual_advance"
+    CHANNEL_PACKETS = "channel.packets"  # a telephony line's packets, per turn (end of call)
     OUTCOME_PROBED = "outcome.probed"
 
 

@@ -20,7 +20,7 @@ from ..artifacts._models import SCHEMA_VERSION
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
 from ..errors import ConfigError
 from ._events import AUDIO_STREAMS, Event, EventType
-from ._recording import CLEAN_SPEECH, USER_CLEAN, Recording
+from ._recording import CLEAN_SPEECH, USER_CLEAN, USER_HEARD, Recording
 from ._store import PcmStream
 
 #: The version written in every line's ``contract_version``: the bundle's schema version.
@@ -178,6 +178,8 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
             + started.microsecond * 1000 - int(first["monotonic_offset_ns"])
     sources = {name: PcmStream(streams.get(name, b"")) for name in recording.streams}
     cursors = dict.fromkeys(sources, 0)
+    if USER_HEARD in streams:  # no event references it: the heard line, kept whole
+        sources[USER_HEARD] = PcmStream(streams[USER_HEARD])
     shift = 0
     for position, record in enumerate(records):
         if record.get("sequence") != position:

@@ -20,6 +20,9 @@ from ._store import PcmStream
 #: The clean (unmixed) speech of each user turn, kept beside the two directions for the advisory
 #: speech metrics (intelligibility of what was sent compared with what was meant).
 USER_CLEAN = "user_clean"
+#: What the simulated user heard of the product through an environment's ``to_user`` line
+#: (present only when one is configured): the listener timeline, aligned, silence included.
+USER_HEARD = "user_heard"
 CLEAN_SPEECH = EventType.SPEECH_SYNTHESIZED
 
 

@@ -27,7 +27,9 @@ from ..config import ListenerConfig
 from ..endpoints import EndpointError
 from ..errors import ExecutionError
 from ..personas import PersonaEnd, ProductResponse, UserTurn
-from ..recording import Event, EventType, Recording
+from ..recording import USER_HEARD, Event, EventType, PcmStream, Recording, ns_to_samples
+from ._channel import Ear, ProductLine, line_config, record_line_stats
+from ._hearing import Hearing
 from ._intake import AudioFloodLimit, Intake, ProductResponseState
 
 logger = logging.getLogger(__name__)
@@ -77,7 +79,7 @@ class Conversation:
                  chunk_ms: float = DEFAULT_CHUNK_MS, scrubber: Any = None,
                  flood_limit: AudioFloodLimit | None = None,
                  first_speaker_wait_seconds: float = 3.0,
-                 listener: ListenerConfig | None = None):
+                 listener: ListenerConfig | None = None, wire_codec: str | None = None):
         self.endpoint = endpoint
         self.persona = persona
         self.speech = speech
@@ -93,6 +95,20 @@ class Conversation:
         self.scrubber = scrubber
         self.first_speaker_wait_seconds = first_speaker_wait_seconds
         self.listener = listener or ListenerConfig()
+        # the telephony line, when the environment has one (see ._channel)
+        to_product, codec = line_config(environment.config.channel, "to_product",
+                                        wire_codec=wire_codec)
+        self.product_line = ProductLine(to_product, seed=seed, codec=codec) \
+            if to_product is not None else None
+        to_user, codec = line_config(environment.config.channel, "to_user",
+                                     wire_codec=wire_codec)
+        self.ear: Ear | None = None
+        if to_user is not None:
+            heard = recording.streams[USER_HEARD] = PcmStream()
+            self.ear = Ear(to_user, seed=seed, jitter_buffer_ms=self.listener.jitter_buffer_ms,
+                           heard=heard, codec=codec)
+        self.hearing = Hearing(recording, hangover_ms=self.listener.reply_end_hangover_ms,
+                               ear=self.ear) if self.listening or self.ear is not None else None
         self.intake = Intake(recording, flood_limit=flood_limit, listening=self.listening)
         self.user_turns = 0
         self.mic_offset_seconds = 0.0
@@ -197,7 +213,20 @@ class Conversation:
             await asyncio.sleep(0)
 
     async def _wait_for_playback_end(self) -> None:
-        await self._reach(self.recording.listener.cursor_ns, "product playback")
+        lag = self.ear.lag_ns if self.ear is not None else 0  # the end comes down the line too
+        await self._reach(self.recording.listener.cursor_ns + lag, "product playback")
+
+    def _heard_audio(self, response: ProductResponseState) -> PcmAudio:
+        """The response's audio: as sent, or through the ``to_user`` line when there is one
+        (what the user heard of it, up to now)."""
+        if self.ear is None or self.hearing is None:
+            return PcmAudio.from_bytes(b"".join(self.recording.audio_of(e)
+                                                for e in response.audio_events))
+        self.hearing.listen_until(self.recording.listener_now_ns())
+        playback = self.recording.listener.responses.get(response.turn_id)
+        if playback is None or playback.start_ns is None or playback.end_ns is None:
+            return PcmAudio.from_bytes(b"")
+        return self.ear.heard(ns_to_samples(playback.start_ns), ns_to_samples(playback.end_ns))
 
     def _response_view(self) -> ProductResponse:
         response = self.intake.current
@@ -206,10 +235,9 @@ class Conversation:
         if response is None:
             return ProductResponse(index=-1, input_transcript=heard,
                                    conversation_complete=self.intake.conversation_complete)
-        audio = b"".join(self.recording.audio_of(e) for e in response.audio_events)
         return ProductResponse(
             index=response.index, transcript=response.transcript,
-            audio=PcmAudio.from_bytes(audio), tool_calls=self._calls(response),
+            audio=self._heard_audio(response), tool_calls=self._calls(response),
             tool_results=response.of_type(EventType.PRODUCT_TOOL_RESULT),
             input_transcript=heard, status=response.status or "incomplete",
             conversation_complete=self.intake.conversation_complete,
@@ -298,21 +326,28 @@ class Conversation:
         self._record_turn(turn, prepared, turn_id=turn_id, mix_summary=mixed.summary(),
                           barge_in_of=barge_in_of)
         delivered = mixed.audio
-        frames = delivered.chunks(self.chunk_ms)
+        if self.product_line is not None:  # down the line: packets, each when it arrives
+            packets = self.product_line.turn(delivered, turn_id=turn_id)
+        else:
+            frame_ns = int(self.chunk_ms * 1e6)
+            packets = [(frame, index * frame_ns)
+                       for index, frame in enumerate(delivered.chunks(self.chunk_ms))]
         clock = recording.clock_ns
         start_ns = clock()
-        frame_ns = int(self.chunk_ms * 1e6)
         try:
-            for index, frame in enumerate(frames):
-                if self.pace_audio and index:
-                    delay = start_ns + index * frame_ns - clock()
+            for index, (frame, arrival_ns) in enumerate(packets):
+                if self.pace_audio and (index or arrival_ns):
+                    delay = start_ns + arrival_ns - clock()
                     if delay > 0:
                         await asyncio.sleep(delay / 1e9)
                 await self.endpoint.send_audio(frame)
                 recording.record(EventType.USER_AUDIO, source="evaluator", direction="outbound",
                                  turn_id=turn_id, speaker_role="user", audio=frame.to_bytes(),
                                  chunk_index=index)
-            duration_ns = int(delivered.duration_seconds * 1e9)
+            last_arrival = packets[-1][1] if packets else 0
+            duration_ns = max(int(delivered.duration_seconds * 1e9),
+                              last_arrival + (int(packets[-1][0].duration_seconds * 1e9)
+                                              if packets else 0))
             if self.pace_audio:
                 delay = start_ns + duration_ns - clock()
                 if delay > 0:
@@ -469,6 +504,20 @@ class Conversation:
         except Exception as error:  # noqa: BLE001
             self.failures.append(Failure("cleanup", self._scrub(
                 f"closing the persona failed: {type(error).__name__}: {error}")))
+        self._close_line()
+
+    def _close_line(self) -> None:
+        """The rest of what the user heard through the line, and both lines' packet counts."""
+        recording = self.recording
+        if self.product_line is not None:
+            line = self.product_line
+            record_line_stats(recording, "to_product", line.config, line.stats(),
+                              codec=line.codec)
+        if self.ear is not None and self.hearing is not None:
+            end = max(recording.listener.cursor_ns, recording.listener_now_ns())
+            self.hearing.listen_until(end + self.ear.lag_ns)
+            record_line_stats(recording, "to_user", self.ear.config, self.ear.stats(),
+                              codec=self.ear.codec)
 
     def _scrub(self, text: str) -> str:
         return self.scrubber.scrub_text(text) if self.scrubber is not None else text

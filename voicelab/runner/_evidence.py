@@ -29,6 +29,7 @@ from ..recording import (
     PRODUCT,
     USER,
     USER_CLEAN,
+    USER_HEARD,
     Recording,
     encode_voice_events,
 )
@@ -42,7 +43,7 @@ from ..scoring._verdicts import deterministic_verdicts
 
 #: The bundle's arrival-ordered audio streams (what was sent and received, as it happened).
 STREAM_FILES = {USER: "user-sent.wav", PRODUCT: "product-received.wav",
-                USER_CLEAN: "user-clean.wav"}
+                USER_CLEAN: "user-clean.wav", USER_HEARD: "user-heard.wav"}
 
 
 @dataclass
@@ -135,6 +136,8 @@ def evidence_files(recording: Recording, evidence: Evidence, report: TrialReport
                STREAM_FILES[PRODUCT]: recording.streams[PRODUCT].audio()}
     if keep_clean_speech:
         streams[STREAM_FILES[USER_CLEAN]] = recording.streams[USER_CLEAN].audio()
+    if USER_HEARD in recording.streams:  # a to_user telephony line: what the user heard
+        streams[STREAM_FILES[USER_HEARD]] = recording.streams[USER_HEARD].audio()
     files = encode_trial_files(
         documents={}, encoded={"voice-events.jsonl": evidence.voice_events},
         texts={"transcript.md": transcript_markdown(evidence.transcript, title=title),

@@ -4,7 +4,8 @@ timeline (listening turn-taking decides from this when a reply has ended).
 The product's chunks are heard where the recording's listener placed them; a stretch with no
 audio (the product sent nothing, or not yet) is silence to the listener, exactly as on a call.
 The detector is only ever fed up to "now", so a barge-in that flushes buffered audio never
-un-hears anything.
+un-hears anything. With a ``to_user`` line (an :class:`~._channel.Ear`) the detector hears the
+line's output: coded, with lost packets concealed, a packet and the codec's delay behind.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import numpy as np
 
 from ..audio import StreamingVad
 from ..recording import PRODUCT, Recording, ns_to_samples, samples_to_ns
+from ._channel import Ear
 
 
 class Hearing:
-    def __init__(self, recording: Recording, *, hangover_ms: float):
+    def __init__(self, recording: Recording, *, hangover_ms: float, ear: Ear | None = None):
         self.recording = recording
+        self.ear = ear
         self.vad = StreamingVad(hangover_ms=hangover_ms)
         self.position = 0  # listener samples fed to the detector
         self._next_chunk = 0
@@ -38,22 +41,25 @@ class Hearing:
                 self._feed(np.zeros(chunk.start - self.position, dtype=np.int16))
             begin = self.position - chunk.start
             end = min(chunk.heard, target - chunk.start)
-            self._feed(stream.samples(chunk.event.audio_start + begin, end - begin))
+            self._feed(stream.samples(chunk.event.audio_start + begin, end - begin),
+                       chunk.event.turn_id)
             if chunk.start + chunk.heard > target:
                 return  # the rest of this chunk plays later
             self._next_chunk += 1
         if target > self.position:
             self._feed(np.zeros(target - self.position, dtype=np.int16))
 
-    def _feed(self, samples: np.ndarray) -> None:
+    def _feed(self, samples: np.ndarray, turn_id: str | None = None) -> None:
         if not samples.shape[0]:
             return
+        self.position += samples.shape[0]
+        if self.ear is not None:
+            samples = self.ear.hear(samples, turn_id=turn_id)
         for transition in self.vad.push(samples):
             if transition.kind == "onset":
                 self.segments.append([transition.sample, None])
             elif self.segments:
                 self.segments[-1][1] = transition.sample
-        self.position += samples.shape[0]
 
     def first_onset_ns(self, listener_ns: int) -> int | None:
         """When the product was first heard speaking at or after ``listener_ns``: the onset of

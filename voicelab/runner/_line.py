@@ -8,6 +8,10 @@ seamless across utterances). Frames are paced on the trial's clock (frame ``k`` 
 with the turn id of the utterance it belongs to. The moments an utterance's speech starts and
 ends on the line are recorded exactly (``user.speech_started`` / ``user.speech_ended``: the
 send time of the frame holding that sample plus its offset in the frame).
+
+With a ``to_product`` telephony line (:class:`~._channel.ProductLine`) a frame is one packet:
+what is sent is the packet as it arrives (coded, or concealed when lost), when it arrives (its
+slot plus its network delay); the speech moments stay the caller's (the frame's slot).
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, PreparedEnvironment, mix
 from ..endpoints import ConversationEndpoint, EndpointError
 from ..recording import EventType, Recording
+from ._channel import ProductLine
 
 logger = logging.getLogger(__name__)
 
@@ -51,12 +57,15 @@ class UserLine:
     def __init__(self, *, endpoint: ConversationEndpoint, recording: Recording,
                  environment: PreparedEnvironment, seed: int, chunk_ms: float,
                  on_failure: Callable[[EndpointError], None],
-                 on_speech_ended: Callable[[Utterance], None] = lambda utterance: None):
+                 on_speech_ended: Callable[[Utterance], None] = lambda utterance: None,
+                 product_line: ProductLine | None = None):
         self.endpoint = endpoint
         self.recording = recording
         self.environment = environment
         self.seed = seed
-        self.frame_samples = max(1, int(round(chunk_ms * _RATE / 1000)))
+        self.product_line = product_line
+        self.frame_samples = product_line.packet_samples if product_line is not None \
+            else max(1, int(round(chunk_ms * _RATE / 1000)))
         self.frame_ns = self.frame_samples * 1_000_000_000 // _RATE
         self.on_failure = on_failure
         self.on_speech_ended = on_speech_ended
@@ -139,18 +148,41 @@ class UserLine:
                     await asyncio.sleep(delay / 1e9)
                 samples, utterance, begin = self._next_frame()
                 frame = PcmAudio(np.ascontiguousarray(samples, dtype=np.int16))
-                await self.endpoint.send_audio(frame)
-                sent_ns = clock()
-                self.recording.record(
-                    EventType.USER_AUDIO, source="evaluator", direction="outbound", at_ns=sent_ns,
-                    turn_id=utterance.turn_id if utterance else None,
-                    speaker_role="user" if utterance else None, audio=frame.to_bytes(),
-                    line=True, chunk_index=self.frames_sent)
+                index = self.frames_sent
+                if self.product_line is None:
+                    await self.endpoint.send_audio(frame)
+                    said_ns = clock()
+                    self._record(frame, utterance.turn_id if utterance else None, said_ns, index)
+                else:
+                    said_ns = due
+                    await self._send_down_the_line(frame, utterance)
                 self.frames_sent += 1
                 if utterance is not None:
-                    self._mark(utterance, begin, sent_ns)
+                    self._mark(utterance, begin, said_ns)
         except EndpointError as error:
             self.on_failure(error)
+
+    async def _send_down_the_line(self, frame: PcmAudio, utterance: Utterance | None) -> None:
+        """Each packet the frame completes, as and when it reaches the product."""
+        assert self.product_line is not None
+        clock = self.recording.clock_ns
+        for packet, arrival_ns in self.product_line.push(
+                frame, turn_id=utterance.turn_id if utterance else None,
+                line_start_ns=self._start_ns):
+            delay = arrival_ns - clock()
+            if delay > 0:
+                await asyncio.sleep(delay / 1e9)
+            await self.endpoint.send_audio(packet.audio)
+            turn_id = packet.record.turn_id
+            self._record(packet.audio, str(turn_id) if turn_id is not None else None, clock(),
+                         packet.record.index, lost=packet.record.lost or packet.record.late)
+
+    def _record(self, frame: PcmAudio, turn_id: str | None, sent_ns: int, index: int,
+                **attributes: Any) -> None:
+        self.recording.record(
+            EventType.USER_AUDIO, source="evaluator", direction="outbound", at_ns=sent_ns,
+            turn_id=turn_id, speaker_role="user" if turn_id else None, audio=frame.to_bytes(),
+            line=True, chunk_index=index, **attributes)
 
     def _mark(self, utterance: Utterance, begin: int, sent_ns: int) -> None:
         end = begin + self.frame_samples

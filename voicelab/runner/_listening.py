@@ -26,7 +26,6 @@ from ._conversation import (
     Failure,
     _turn_id,
 )
-from ._hearing import Hearing
 from ._line import UserLine, Utterance
 
 #: How often the listener checks what it has heard while nothing else wakes it.
@@ -38,8 +37,6 @@ class ListeningConversation(Conversation):
 
     def __init__(self, **options: object):
         super().__init__(**options)  # type: ignore[arg-type]
-        self.hearing = Hearing(self.recording,
-                               hangover_ms=self.listener.reply_end_hangover_ms)
         self.line: UserLine | None = None
         self._line_failure: EndpointError | None = None
 
@@ -62,7 +59,8 @@ class ListeningConversation(Conversation):
         self.line = UserLine(endpoint=self.endpoint, recording=self.recording,
                              environment=self.environment, seed=self.seed,
                              chunk_ms=self.chunk_ms, on_failure=self._line_failed,
-                             on_speech_ended=self._speech_ended)
+                             on_speech_ended=self._speech_ended,
+                             product_line=self.product_line)
         self.line.start()
         await self._start_persona()
 
@@ -97,11 +95,13 @@ class ListeningConversation(Conversation):
     async def _product_opens(self) -> bool:
         if self.first_speaker != "auto":
             return self.first_speaker == "product"
+        hearing = self.hearing
+        assert hearing is not None
         deadline = self.recording.listener_now_ns() + int(self.first_speaker_wait_seconds * 1e9)
         while self.recording.listener_now_ns() < deadline:
             self._check()
-            self.hearing.listen_until(self.recording.listener_now_ns())
-            if self.hearing.spoke_after(0):
+            hearing.listen_until(self.recording.listener_now_ns())
+            if hearing.spoke_after(0):
                 return True
             await self.intake.wait_signal(LISTEN_TICK_SECONDS)
         return False
@@ -156,6 +156,7 @@ class ListeningConversation(Conversation):
     async def _await_reply(self, turn_id: str, *, since_ns: int) -> None:
         """Listen until the reply to ``turn_id`` is over; barge in if the persona wants to."""
         intake, hearing = self.intake, self.hearing
+        assert hearing is not None
         barge: UserTurn | None = None
         asked = False
         speech_onset: int | None = None

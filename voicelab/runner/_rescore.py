@@ -24,7 +24,7 @@ from ..artifacts._bundle import write_json, write_trial_files
 from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
 from ..config import PersonaConfig, ScenarioConfig, parse_settings
 from ..errors import ConfigError
-from ..recording import PRODUCT, USER, USER_CLEAN, Recording, recording_from_records
+from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
 from ..scoring import pass_at_k, pass_power_k, trial_passed
 from ._evidence import (
     STREAM_FILES,
@@ -78,11 +78,11 @@ def read_recording(trial_dir: Path) -> Recording:
 
     trial_dir = Path(trial_dir)
     streams: dict[str, bytes] = {}
-    for name in (USER, PRODUCT, USER_CLEAN):
+    for name in (USER, PRODUCT, USER_CLEAN, USER_HEARD):
         path = trial_dir / STREAM_FILES[name]
         if path.is_file():
             streams[name] = read_audio_stream(path)
-        elif name != USER_CLEAN:
+        elif name in (USER, PRODUCT):
             raise ArtifactVersionError(
                 f"no {STREAM_FILES[name]}: a bundle written before schema 2.0 keeps no "
                 f"arrival-ordered audio and cannot be re-scored", source=trial_dir)

@@ -230,7 +230,7 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         max_turns=effective_max_turns(loaded),
         response_timeout_seconds=loaded.scenario.eval_spec.response_timeout_seconds,
         chunk_ms=chunk_ms, scrubber=scrubber, flood_limit=_flood_limit(loaded),
-        listener=loaded.run.listener)
+        listener=loaded.run.listener, wire_codec=getattr(plan.adapter_cls, "wire_codec", None))
 
     cancelled = False
     max_time = loaded.scenario.eval_spec.limits.max_time_seconds

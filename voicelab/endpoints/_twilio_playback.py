@@ -33,6 +33,8 @@ class ArrivalPlayback:
         self._end_ns: list[int] = []  # ... and when that end plays
         self._delivered = 0
         self._cursor_ns = 0  # when everything delivered so far has played
+        self._cleared_up_to: list[int] = []  # what each clear dropped ended here ...
+        self._cleared_ns: list[int] = []  # ... and it stopped then
 
     def hear(self, samples: int, at_ns: int) -> None:
         """``samples`` more arrived at ``at_ns``."""
@@ -44,10 +46,8 @@ class ArrivalPlayback:
 
     def clear(self, at_ns: int) -> None:
         """What has not played by ``at_ns`` never will: it counts as played then."""
-        index = len(self._end_ns) - 1
-        while index >= 0 and self._end_ns[index] > at_ns:  # the times only grow
-            self._end_ns[index] = at_ns
-            index -= 1
+        self._cleared_up_to.append(self._delivered)
+        self._cleared_ns.append(at_ns)
         self._cursor_ns = min(self._cursor_ns, at_ns)
 
     def played_at_ns(self, samples: int) -> int | None:
@@ -58,7 +58,9 @@ class ArrivalPlayback:
         if samples > self._delivered:
             return None
         chunk = bisect_left(self._ends, samples)  # the chunk holding the last of them
-        return max(0, self._end_ns[chunk] - _duration_ns(self._ends[chunk] - samples))
+        at = self._end_ns[chunk] - _duration_ns(self._ends[chunk] - samples)
+        clear = bisect_left(self._cleared_up_to, samples)  # the first clear that reached them
+        return min(at, self._cleared_ns[clear]) if clear < len(self._cleared_ns) else at
 
     async def until_played(self, samples: int) -> None:
         while True:

@@ -261,7 +261,7 @@ class MiniIntake:
 
 
 def test_a_mark_is_echoed_when_its_audio_has_played_on_the_listeners_clock():
-    """The bot sends 2.3 s of audio at once, then its mark: the echo comes when the listener
+    """The bot sends 3.1 s of audio at once, then its mark: the echo comes when the listener
     has heard the last sample, not when the mark arrived."""
     intake = MiniIntake()
 
@@ -286,7 +286,7 @@ def test_a_mark_is_echoed_when_its_audio_has_played_on_the_listeners_clock():
     played_ns, arrived_ns = intake.monotonic(played), intake.monotonic(mark.offset_ns)
     duration_ns = audio[-1].audio_end * 1_000_000_000 // 24_000
     assert duration_ns >= 2_000_000_000 and reply.frames * 20 * 1_000_000 >= duration_ns
-    # every frame came at once, the mark right behind them: its audio played ~2 s later
+    # every frame came at once, the mark right behind them: its audio played ~3 s later
     assert audio[-1].offset_ns - audio[0].offset_ns < 200_000_000
     assert played_ns - arrived_ns > duration_ns - 300_000_000
     # the echo reached the bot after the listener heard the last sample, and promptly
@@ -388,9 +388,13 @@ def test_the_products_close(code, expected):
         await endpoint.connect()
         events = Events(endpoint)
         await events.task
-        with pytest.raises(EndpointError) as closed:
-            await endpoint.send_audio(PcmAudio(np.zeros(480, dtype=np.int16)))
-        assert closed.value.code == "connection_closed"
+        line = PcmAudio(np.zeros(480, dtype=np.int16))
+        if code == 1000:  # a caller talking on after the bot hung up is no failure of the line
+            await endpoint.send_audio(line)
+        else:
+            with pytest.raises(EndpointError) as closed:
+                await endpoint.send_audio(line)
+            assert closed.value.code == "connection_closed"
         return events.items
 
     events, _ = run(scripted_product(script, body))

@@ -218,6 +218,12 @@ class TwilioEndpoint:
         if self._ws is None or self._state != "open" or self._line_broken or self._ws.closed:
             raise EndpointError("the connection to the product is closed", code="connection_closed")
 
+    def _product_hung_up(self) -> bool:
+        """The product closed the stream normally (1000/1001): the call is over, not broken."""
+        closure = self._ws.closure if self._ws is not None else None
+        return closure is not None and self._close_initiator is None and \
+            not closure.local_failure and closure.code in (1000, 1001)
+
     async def _send_quietly(self, message: str) -> bool:
         """Send from a background task or ``events()``: a lost connection shows up as the
         closing events, not as an exception here."""
@@ -237,10 +243,17 @@ class TwilioEndpoint:
         Frame ``n`` of the line is due ``n * 20 ms`` after the line started, so a caller that
         hands over audio on time gets it sent in real time, and one that fell behind (up to
         :data:`CATCH_UP_NS`) gets the overdue frames sent at once. After a longer pause the
-        line starts over from now. A remainder shorter than a frame waits for the next call."""
+        line starts over from now. A remainder shorter than a frame waits for the next call.
+
+        Raises :class:`EndpointError` (``connection_closed``) once the connection is gone,
+        except after the product hung up (closed normally): the audio is then dropped, as on a
+        phone whose other end has hung up, and ``events()`` says the conversation is complete.
+        """
         expected = self._context.audio_format.sample_rate_hz
         if audio.sample_rate_hz != expected:
             raise ValueError(f"send_audio needs {expected} Hz PCM, got {audio.sample_rate_hz} Hz")
+        if self._product_hung_up():
+            return  # a caller still talking after the bot hung up: nothing to send it to
         self._require_open()
         now = self._context.clock_ns()
         frames = self._line_out.push(audio.samples)
@@ -255,6 +268,8 @@ class TwilioEndpoint:
         """Press ``digits`` (0-9, ``*``, ``#``) on the caller's phone: one ``dtmf`` message a
         digit, sent in order right after the line audio already queued."""
         check_digits(digits)
+        if self._product_hung_up():
+            return
         self._require_open()
         now = self._context.clock_ns()
         self._outbox.extend((now, _DTMF, digit) for digit in digits)

@@ -32,7 +32,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
-import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from ..audio import PcmAudio
@@ -40,7 +39,8 @@ from ._inbox import Closure, MessageInbox, SocketClosed, closure_error
 from ._protocol import EndpointContext, EndpointError, EndpointEvent, Playback
 from ._settings import AdapterSettings, auth_headers, parse_settings, redacted_url, secret_values
 from ._socket import WebSocketConnection, open_websocket
-from ._twilio_audio import FRAME_MS, LineDecoder, LineEncoder
+from ._twilio_audio import FRAME_MS, LineDecoder
+from ._twilio_line import CallerLine
 from ._twilio_playback import ArrivalPlayback
 from ._twilio_wire import (
     SID_PATTERNS,
@@ -59,12 +59,7 @@ from ._twilio_wire import (
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "voicelab-evaluator (twilio media streams)"
-FRAME_NS = FRAME_MS * 1_000_000
-#: Line audio handed over this late is sent at once to catch up; later than this, the line is
-#: taken to have paused and its frames are paced from the moment it resumes.
-CATCH_UP_NS = 1_000_000_000
 _WATCHDOG = object()  # queued when the receive timeout fires
-_MEDIA, _DTMF = "media", "dtmf"
 
 
 class TwilioSettings(AdapterSettings):
@@ -128,7 +123,6 @@ class TwilioEndpoint:
         self._stream = CallerStream(self.identity, parameters=custom_parameters(
             context.data, self._settings.custom_parameters), frame_ms=FRAME_MS)
         self._decoder = ProductDecoder(self._scrubber, stream_sid=self.identity.stream_sid)
-        self._line_out = LineEncoder()
         self._line_in = LineDecoder()
         # outside a trial there is no listener: play the product's audio on our own clock
         self._own_playback: ArrivalPlayback | None = None
@@ -145,11 +139,7 @@ class TwilioEndpoint:
         self._close_reason: str | None = None
         self._progress_ns = 0  # when the last product message arrived (or the call started)
         self._watchdog: asyncio.TimerHandle | None = None
-        # the caller's side: (due ns, kind, frame or digit), sent in order by the pacer
-        self._outbox: deque[tuple[int, str, Any]] = deque()
-        self._next_frame_ns = 0
-        self._pacer: asyncio.Task[None] | None = None
-        self._line_broken = False
+        self._line = CallerLine(self._stream, self._send_quietly, clock_ns=context.clock_ns)
         # the product's side: samples delivered as audio_delta, marks waiting for playback
         self._delivered_samples = 0
         self._marks: deque[tuple[str, int]] = deque()  # (name, samples delivered before it)
@@ -197,7 +187,7 @@ class TwilioEndpoint:
                                   where=where, scrubber=self._scrubber, user_agent=USER_AGENT)
         self._ws = ws
         self._state = "open"
-        self._line_out.push(np.zeros(0, dtype=np.int16))  # loads the filter's code now
+        self._line.warm_up()
         try:
             await ws.send(self._stream.connected())
             await ws.send(self._stream.start())
@@ -215,7 +205,7 @@ class TwilioEndpoint:
     # --- sending -------------------------------------------------------------------------
 
     def _require_open(self) -> None:
-        if self._ws is None or self._state != "open" or self._line_broken or self._ws.closed:
+        if self._ws is None or self._state != "open" or self._line.broken or self._ws.closed:
             raise EndpointError("the connection to the product is closed", code="connection_closed")
 
     def _product_hung_up(self) -> bool:
@@ -242,7 +232,7 @@ class TwilioEndpoint:
 
         Frame ``n`` of the line is due ``n * 20 ms`` after the line started, so a caller that
         hands over audio on time gets it sent in real time, and one that fell behind (up to
-        :data:`CATCH_UP_NS`) gets the overdue frames sent at once. After a longer pause the
+        :data:`~._twilio_line.CATCH_UP_NS`) gets the overdue frames sent at once. After a longer pause the
         line starts over from now. A remainder shorter than a frame waits for the next call.
 
         Raises :class:`EndpointError` (``connection_closed``) once the connection is gone,
@@ -255,14 +245,7 @@ class TwilioEndpoint:
         if self._product_hung_up():
             return  # a caller still talking after the bot hung up: nothing to send it to
         self._require_open()
-        now = self._context.clock_ns()
-        frames = self._line_out.push(audio.samples)
-        if self._next_frame_ns < now - CATCH_UP_NS:  # the line starts, or resumes after a pause
-            self._next_frame_ns = now
-        for frame in frames:
-            self._outbox.append((self._next_frame_ns, _MEDIA, frame))
-            self._next_frame_ns += FRAME_NS
-        self._kick_pacer()
+        self._line.queue_audio(audio.samples)
 
     async def send_dtmf(self, digits: str) -> None:
         """Press ``digits`` (0-9, ``*``, ``#``) on the caller's phone: one ``dtmf`` message a
@@ -271,29 +254,7 @@ class TwilioEndpoint:
         if self._product_hung_up():
             return
         self._require_open()
-        now = self._context.clock_ns()
-        self._outbox.extend((now, _DTMF, digit) for digit in digits)
-        self._kick_pacer()
-
-    def _kick_pacer(self) -> None:
-        if self._outbox and (self._pacer is None or self._pacer.done()):
-            self._pacer = asyncio.create_task(self._pace(), name="voicelab-twilio-line")
-
-    async def _pace(self) -> None:
-        """Send what is queued, each item when it is due; ends when the queue is empty."""
-        clock = self._context.clock_ns
-        while self._outbox:
-            due, kind, item = self._outbox[0]
-            delay = due - clock()
-            if delay > 0:
-                await asyncio.sleep(delay / 1e9)
-            self._outbox.popleft()
-            # numbered now, so sequence numbers follow the order on the wire
-            message = self._stream.media(item) if kind == _MEDIA else self._stream.dtmf(item)
-            if not await self._send_quietly(message):
-                self._line_broken = True
-                self._outbox.clear()
-                return
+        self._line.queue_digits(digits)
 
     async def commit_turn(self) -> None:
         """Never called in ``server_vad`` mode (the product detects turns); does nothing."""
@@ -432,10 +393,9 @@ class TwilioEndpoint:
 
     def _stop_tasks(self) -> None:
         """The line and the mark echoes end with the call (queued audio is not sent)."""
-        for task in (self._pacer, self._echoer):
-            if task is not None and not task.done():
-                task.cancel()
-        self._outbox.clear()
+        self._line.stop()
+        if self._echoer is not None and not self._echoer.done():
+            self._echoer.cancel()
         self._marks.clear()
 
     async def _shutdown(self, initiator: str, reason: str) -> None:

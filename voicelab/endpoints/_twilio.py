@@ -231,9 +231,10 @@ class TwilioEndpoint:
         """Queue ``audio`` (canonical PCM) as 20 ms ``media`` messages; never sleeps.
 
         Frame ``n`` of the line is due ``n * 20 ms`` after the line started, so a caller that
-        hands over audio on time gets it sent in real time, and one that fell behind (up to
-        :data:`~._twilio_line.CATCH_UP_NS`) gets the overdue frames sent at once. After a longer pause the
-        line starts over from now. A remainder shorter than a frame waits for the next call.
+        hands over audio on time gets it sent in real time, and one that fell behind (up to a
+        second) gets the overdue frames sent at once; after a longer pause the line starts over
+        from now (see :mod:`._twilio_line`). A remainder shorter than a frame waits for the
+        next call.
 
         Raises :class:`EndpointError` (``connection_closed``) once the connection is gone,
         except after the product hung up (closed normally): the audio is then dropped, as on a

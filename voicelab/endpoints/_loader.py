@@ -16,6 +16,7 @@ ENDPOINTS = Registry("endpoint adapter", {
     "websocket": "voicelab.endpoints._websocket:WebSocketEndpoint",
     "http": "voicelab.endpoints._http:HttpEndpoint",
     "realtime": "voicelab.endpoints._realtime:RealtimeEndpoint",
+    "twilio": "voicelab.endpoints._twilio:TwilioEndpoint",
     "local_agent": "voicelab.doubles.demo_agent:LocalAgentEndpoint",
 })
 

@@ -1,0 +1,437 @@
+"""A voice bot behind Twilio Media Streams, as a WebSocket server on 127.0.0.1.
+
+It plays the bot's side of ``<Connect><Stream>`` as Twilio's "Media Streams - WebSocket
+Messages" reference defines it, written independently of the adapter's own message code so the
+two check each other: it expects ``connected`` then ``start``, reads ``customParameters``, hears
+the caller's ``media`` (8 kHz mu-law) with voice activity detection (an utterance ends after
+``vad_silence_ms`` of silence) and answers each utterance with tone speech, sent as 20 ms
+``media`` messages in real time (or all at once with ``burst``), followed by a ``mark``. It
+greets first, and while its audio plays (until the mark comes back) a caller who speaks for
+``barge_in_after_ms`` makes it stop and send ``clear`` (unless ``barge_in`` is off). After
+``hang_up_after_replies`` answers it hangs up (closes the socket) once the last one has played.
+
+A message out of protocol (anything before ``connected``/``start``, a gap in
+``sequenceNumber`` or ``chunk``, a payload that is not 20 ms, another ``streamSid``, an echo of
+a mark never sent) is a violation: recorded, and the socket is closed with 1008.
+
+Each call keeps everything it received and sent (:class:`CallRecord`) and reports what it did,
+with its own ``time.perf_counter_ns`` stamps (the system-wide monotonic clock the evaluator
+also uses), to ``on_event``: ``python -m voicelab.doubles.twilio`` prints them as JSON lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Self
+
+import numpy as np
+from pydantic import Field
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from ...audio import (
+    G711_SAMPLE_RATE_HZ,
+    SILENCE_THRESHOLD,
+    StreamingVad,
+    mulaw_decode,
+    mulaw_encode,
+    tone_speech,
+)
+from ...endpoints import AdapterSettings, parse_settings
+
+logger = logging.getLogger(__name__)
+
+FRAME_BYTES = 160  # 20 ms of 8 kHz mu-law
+FRAME_SECONDS = 0.02
+MEDIA_FORMAT = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
+DTMF_KEYS = frozenset("0123456789*#")
+VIOLATION_CLOSE_CODE = 1008
+SAMPLES_PER_MS = G711_SAMPLE_RATE_HZ // 1000
+NS_PER_SAMPLE = 1_000_000_000 // G711_SAMPLE_RATE_HZ
+
+
+class TwilioBotSettings(AdapterSettings):
+    """What the bot says and how it listens (``--settings`` JSON of the standalone bot)."""
+
+    #: said as soon as the stream starts ("" for a bot that waits for the caller)
+    greeting: str = "Hello! Thanks for calling. How can I help you today?"
+    #: the answer to the caller's first, second, ... utterance; past the list, ``reply_text``
+    replies: list[str] = Field(default_factory=list)
+    reply_text: str = "Thank you. That is noted."
+    #: from the end of the caller's utterance (as the bot detects it) to its answer's first frame
+    reply_latency_ms: Annotated[float, Field(ge=0)] = 200.0
+    #: stop and send ``clear`` when the caller speaks over the bot
+    barge_in: bool = True
+    barge_in_after_ms: Annotated[float, Field(gt=0)] = 150.0
+    #: silence that ends a caller's utterance
+    vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0
+    #: send each answer's frames all at once (Twilio queues them) instead of in real time
+    burst: bool = False
+    #: hang up after this many answers have played (0: never; the caller hangs up)
+    hang_up_after_replies: Annotated[int, Field(ge=0)] = 0
+    voice_seed: int = 11
+    max_message_bytes: Annotated[int, Field(ge=1024)] = 1024 * 1024
+
+
+@dataclass
+class ReplyRecord:
+    """One thing the bot said: ``number`` 0 is the greeting, N the answer to utterance N.
+    Stamps are ``time.perf_counter_ns`` when the bot sent (or received) the message."""
+
+    number: int
+    text: str
+    mark: str
+    frames: int
+    frames_sent: int = 0
+    first_frame_ns: int | None = None
+    speech_start_ns: int | None = None  # when the first speech sample was sent
+    last_frame_ns: int | None = None
+    mark_sent_ns: int | None = None
+    mark_echoed_ns: int | None = None
+    cleared_ns: int | None = None
+
+    @property
+    def duration_ms(self) -> float:
+        return self.frames * FRAME_SECONDS * 1000
+
+
+@dataclass
+class CallRecord:
+    """Everything one call exchanged: ``exchange`` holds ``(side, ns, message)`` in order,
+    side ``caller`` (what Twilio, here voicelab, sent) or ``bot``."""
+
+    index: int
+    exchange: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    start: dict[str, Any] | None = None
+    caller_audio: bytearray = field(default_factory=bytearray)  # every inbound payload, mu-law
+    dtmf: str = ""
+    replies: list[ReplyRecord] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    stopped: bool = False  # the caller hung up (``stop``)
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+    def side(self, side: str) -> list[dict[str, Any]]:
+        return [message for who, _, message in self.exchange if who == side]
+
+    @property
+    def custom_parameters(self) -> dict[str, Any]:
+        parameters = (self.start or {}).get("customParameters")
+        return parameters if isinstance(parameters, dict) else {}
+
+
+class _Violation(Exception):
+    pass
+
+
+def _speech_start(samples: np.ndarray) -> int | None:
+    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > SILENCE_THRESHOLD)
+    return int(loud[0]) if loud.size else None
+
+
+class _Call:
+    """One media stream: the reader (in protocol order) and the answers, one after another."""
+
+    def __init__(self, bot: TwilioBot, ws: ServerConnection, record: CallRecord):
+        self.bot, self.ws, self.record = bot, ws, record
+        self.settings = bot.settings
+        self.vad = StreamingVad(sample_rate_hz=G711_SAMPLE_RATE_HZ,
+                                hangover_ms=self.settings.vad_silence_ms)
+        self.barge_in_samples = int(self.settings.barge_in_after_ms * SAMPLES_PER_MS)
+        self.connected = False
+        self.stream_sid: str | None = None
+        self.sequence = 0
+        self.chunks = 0
+        self.onset: int | None = None  # where the caller's current utterance began
+        self.barged = False  # ... and whether it already stopped the bot
+        self.utterances = 0
+        self.speaking: ReplyRecord | None = None  # sent, and its mark not yet back
+        self.sending: asyncio.Task[None] | None = None  # the answer whose frames are going out
+        self.answers: asyncio.Task[None] | None = None  # the newest answer (they queue)
+        self.send_lock = asyncio.Lock()
+
+    def note(self, kind: str, **details: Any) -> None:
+        entry = {"call": self.record.index, "event": kind, "ns": time.perf_counter_ns(),
+                 **details}
+        self.record.log.append(entry)
+        self.bot.report(entry)
+
+    async def send(self, message: dict[str, Any]) -> int:
+        async with self.send_lock:
+            await self.ws.send(json.dumps(message))
+        sent_ns = time.perf_counter_ns()
+        self.record.exchange.append(("bot", sent_ns, message))
+        return sent_ns
+
+    async def run(self) -> None:
+        try:
+            async for message in self.ws:
+                received_ns = time.perf_counter_ns()
+                try:
+                    if not await self.on_message(message, received_ns):
+                        break
+                except _Violation as violation:
+                    await self.violation(str(violation))
+                    break
+        except ConnectionClosed:
+            pass
+        finally:
+            for task in (self.sending, self.answers):
+                if task is not None and not task.done():
+                    task.cancel()
+            await asyncio.gather(*(t for t in (self.sending, self.answers) if t is not None),
+                                 return_exceptions=True)
+            self.note("call_ended", stopped=self.record.stopped)
+
+    async def violation(self, reason: str) -> None:
+        self.record.violations.append(reason)
+        self.note("violation", reason=reason)
+        with contextlib.suppress(ConnectionClosed):
+            await self.ws.close(VIOLATION_CLOSE_CODE, reason[:120])
+
+    # --- what the caller's side sends ---------------------------------------------------------
+
+    async def on_message(self, message: str | bytes, received_ns: int) -> bool:
+        """Handle one message; False once the call is over."""
+        if isinstance(message, bytes):
+            raise _Violation("binary frame: Twilio sends JSON text")
+        try:
+            parsed = json.loads(message)
+        except ValueError:
+            raise _Violation("malformed JSON") from None
+        if not isinstance(parsed, dict):
+            raise _Violation("a message that is not a JSON object")
+        self.record.exchange.append(("caller", received_ns, parsed))
+        event = parsed.get("event")
+        if not self.connected:
+            if parsed != {"event": "connected", "protocol": "Call", "version": "1.0.0"}:
+                raise _Violation(f"expected connected first, got {event!r}")
+            self.connected = True
+            return True
+        self.check_sequence(parsed)
+        if self.stream_sid is None:
+            if event != "start":
+                raise _Violation(f"expected start after connected, got {event!r}")
+            self.started(parsed)
+            return True
+        if parsed.get("streamSid") != self.stream_sid:
+            raise _Violation(f"{event} for another stream")
+        if event == "media":
+            await self.hear(parsed)
+        elif event == "mark":
+            return await self.echoed(parsed, received_ns)
+        elif event == "dtmf":
+            dtmf = parsed.get("dtmf") or {}
+            if dtmf.get("track") != "inbound_track" or dtmf.get("digit") not in DTMF_KEYS:
+                raise _Violation(f"malformed dtmf {dtmf!r}")
+            self.record.dtmf += dtmf["digit"]
+            self.note("dtmf", digit=dtmf["digit"])
+        elif event == "stop":
+            stop = parsed.get("stop") or {}
+            start = self.record.start or {}
+            if stop != {"accountSid": start.get("accountSid"), "callSid": start.get("callSid")}:
+                raise _Violation("stop does not name the call's account and call")
+            self.record.stopped = True
+            self.note("stop")
+            return False
+        else:
+            raise _Violation(f"unknown event {event!r}")
+        return True
+
+    def check_sequence(self, message: dict[str, Any]) -> None:
+        self.sequence += 1
+        if message.get("sequenceNumber") != str(self.sequence):
+            raise _Violation(f"sequenceNumber {message.get('sequenceNumber')!r}, expected "
+                             f"{str(self.sequence)!r}")
+
+    def started(self, message: dict[str, Any]) -> None:
+        start = message.get("start")
+        if not isinstance(start, dict) or start.get("streamSid") != message.get("streamSid"):
+            raise _Violation("start without a matching start.streamSid")
+        if start.get("mediaFormat") != MEDIA_FORMAT or start.get("tracks") != ["inbound"]:
+            raise _Violation("start does not announce inbound 8 kHz mu-law")
+        for key, prefix in (("accountSid", "AC"), ("callSid", "CA"), ("streamSid", "MZ")):
+            if not str(start.get(key, "")).startswith(prefix):
+                raise _Violation(f"start.{key} is not a {prefix} SID")
+        if not isinstance(start.get("customParameters"), dict) or not all(
+                isinstance(v, str) for v in start["customParameters"].values()):
+            raise _Violation("start.customParameters must map names to strings")
+        self.stream_sid = str(message["streamSid"])
+        self.record.start = start
+        self.note("call_started", stream_sid=self.stream_sid,
+                  custom_parameters=start["customParameters"])
+        if self.settings.greeting:
+            self.answer(0, self.settings.greeting)
+
+    async def hear(self, message: dict[str, Any]) -> None:
+        media = message.get("media") or {}
+        self.chunks += 1
+        if media.get("track") != "inbound" or media.get("chunk") != str(self.chunks) or \
+                not str(media.get("timestamp", "")).isdigit():
+            raise _Violation(f"media chunk {media.get('chunk')!r} (expected {self.chunks}), "
+                             f"track {media.get('track')!r}, timestamp "
+                             f"{media.get('timestamp')!r}")
+        try:
+            payload = base64.b64decode(media.get("payload") or "", validate=True)
+        except (binascii.Error, ValueError):
+            raise _Violation("media payload is not base64") from None
+        if len(payload) != FRAME_BYTES:
+            raise _Violation(f"media payload of {len(payload)} bytes, not 20 ms")
+        self.record.caller_audio += payload
+        for transition in self.vad.push(mulaw_decode(payload).samples):
+            if transition.kind == "onset":
+                self.onset, self.barged = transition.sample, False
+                self.note("caller_speech_started")
+            else:
+                self.onset = None
+                self.utterances += 1
+                self.note("caller_speech_ended", utterance=self.utterances)
+                self.answer(self.utterances, self.reply_text(self.utterances))
+        if self.onset is not None and not self.barged and self.settings.barge_in and \
+                self.speaking is not None and \
+                self.vad.samples_seen - self.onset >= self.barge_in_samples:
+            self.barged = True
+            await self.clear()
+
+    async def echoed(self, message: dict[str, Any], received_ns: int) -> bool:
+        name = (message.get("mark") or {}).get("name")
+        reply = next((r for r in self.record.replies
+                      if r.mark == name and r.mark_sent_ns is not None
+                      and r.mark_echoed_ns is None), None)
+        if reply is None:
+            raise _Violation(f"echo of a mark never sent (or echoed twice): {name!r}")
+        reply.mark_echoed_ns = received_ns
+        if self.speaking is reply:
+            self.speaking = None
+        self.note("mark_echoed", reply=reply.number, mark=name, received_ns=received_ns)
+        hang_up = self.settings.hang_up_after_replies
+        if hang_up and reply.number >= hang_up:
+            self.note("hang_up")
+            await self.ws.close(1000, "goodbye")
+            return False
+        return True
+
+    # --- what the bot says --------------------------------------------------------------------
+
+    def reply_text(self, number: int) -> str:
+        replies = self.settings.replies
+        return replies[number - 1] if number <= len(replies) else self.settings.reply_text
+
+    def answer(self, number: int, text: str) -> None:
+        previous = self.answers
+        self.answers = asyncio.create_task(self.speak(previous, number, text))
+
+    async def speak(self, previous: asyncio.Task[None] | None, number: int, text: str) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        if number:
+            await asyncio.sleep(self.settings.reply_latency_ms / 1000)
+        audio = tone_speech(text, seed=self.settings.voice_seed,
+                            sample_rate_hz=G711_SAMPLE_RATE_HZ)
+        codes = mulaw_encode(audio)
+        frames = [codes[i:i + FRAME_BYTES] for i in range(0, len(codes), FRAME_BYTES)]
+        reply = ReplyRecord(number, text, f"reply-{number}", len(frames))
+        self.record.replies.append(reply)
+        self.sending = asyncio.current_task()
+        speech_at = _speech_start(audio.samples)
+        self.speaking = reply
+        loop = asyncio.get_running_loop()
+        begin = loop.time()
+        for index, frame in enumerate(frames):
+            if not self.settings.burst:
+                await asyncio.sleep(max(0.0, begin + index * FRAME_SECONDS - loop.time()))
+            sent_ns = await self.send({"event": "media", "streamSid": self.stream_sid, "media": {
+                "payload": base64.b64encode(frame).decode("ascii")}})
+            reply.frames_sent += 1
+            if index == 0:
+                reply.first_frame_ns = sent_ns
+            if speech_at is not None and index * FRAME_BYTES <= speech_at < \
+                    (index + 1) * FRAME_BYTES:  # paced: that sample is due its offset later
+                offset = 0 if self.settings.burst else speech_at - index * FRAME_BYTES
+                reply.speech_start_ns = sent_ns + offset * NS_PER_SAMPLE
+            reply.last_frame_ns = sent_ns
+        reply.mark_sent_ns = await self.send({"event": "mark", "streamSid": self.stream_sid,
+                                              "mark": {"name": reply.mark}})
+        self.sending = None
+        self.note("reply_sent", reply=number, frames=reply.frames,
+                  first_frame_ns=reply.first_frame_ns, speech_start_ns=reply.speech_start_ns,
+                  last_frame_ns=reply.last_frame_ns, mark_sent_ns=reply.mark_sent_ns)
+
+    async def clear(self) -> None:
+        """The caller talks over the bot: stop sending, and drop what Twilio has queued."""
+        reply = self.speaking
+        assert reply is not None
+        sending = self.sending
+        if sending is not None and not sending.done():
+            sending.cancel()
+            await asyncio.gather(sending, return_exceptions=True)
+            self.sending = None
+        reply.cleared_ns = await self.send({"event": "clear", "streamSid": self.stream_sid})
+        self.speaking = None
+        self.note("clear", reply=reply.number, frames_sent=reply.frames_sent,
+                  frames=reply.frames, mark_sent=reply.mark_sent_ns is not None)
+
+
+class TwilioBot:
+    """The bot as a server: ``await start()`` returns its ``ws://host:port/`` URI; ``calls``
+    holds one :class:`CallRecord` per connection; ``on_event`` gets each thing it did."""
+
+    def __init__(self, settings: TwilioBotSettings | Mapping[str, Any] | None = None, *,
+                 host: str = "127.0.0.1", port: int = 0,
+                 on_event: Callable[[dict[str, Any]], None] | None = None):
+        self.settings = parse_settings(TwilioBotSettings, settings)
+        self.host, self._requested_port = host, port
+        self.on_event = on_event
+        self.calls: list[CallRecord] = []
+        self.port: int | None = None
+        self._server: Server | None = None
+
+    @property
+    def uri(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the Twilio bot is not started")
+        return f"ws://{self.host}:{self.port}/"
+
+    def report(self, entry: dict[str, Any]) -> None:
+        if self.on_event is not None:
+            self.on_event(entry)
+
+    def _warm_up(self) -> None:
+        """Run the listening and speaking code once, so no first call waits for it to load."""
+        vad = StreamingVad(sample_rate_hz=G711_SAMPLE_RATE_HZ,
+                           hangover_ms=self.settings.vad_silence_ms)
+        vad.push(mulaw_decode(mulaw_encode(tone_speech("warm up", seed=1,
+                                                       sample_rate_hz=G711_SAMPLE_RATE_HZ))).samples)
+
+    async def start(self) -> str:
+        self._warm_up()
+        self._server = await serve(self._handle, self.host, self._requested_port,
+                                   compression=None, max_size=self.settings.max_message_bytes)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.uri
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), 3.0)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        record = CallRecord(index=len(self.calls) + 1)
+        self.calls.append(record)
+        await _Call(self, ws, record).run()

@@ -181,6 +181,12 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         raise ConfigError("turn_detection server_vad streams a live line in real time (the "
                           "product listens): set pace_audio: true", source=run_file,
                           key="pace_audio")
+    pressed = [i for i, turn in enumerate(loaded.script.turns) if turn.dtmf] \
+        if loaded.script is not None else []
+    if pressed and not callable(getattr(adapter, "send_dtmf", None)):
+        raise ConfigError(f"adapter {adapter_name!r} cannot press keys (it has no send_dtmf; "
+                          f"twilio has)", source=str(loaded.sources.get("script") or run_file),
+                          key=f"turns[{pressed[0]}].dtmf")
     check_capabilities(adapter, loaded.scenario.conversation.required_capabilities,
                        adapter_name=adapter_name, source=str(loaded.sources["scenario"]))
     speaks_first = getattr(adapter, "product_can_speak_first", None)

@@ -26,6 +26,7 @@ from ._format import (
 from ._g711 import G711_SAMPLE_RATE_HZ, alaw_decode, alaw_encode, mulaw_decode, mulaw_encode
 from ._io import read_audio, read_wav_pcm, wav_bytes, write_wav
 from ._mixer import MixResult, PreparedEnvironment, mix, prepare_environment
+from ._polyphase import FixedLatencyResampler, kaiser_lowpass
 from ._resample import StreamingResampler
 from ._signal import SILENCE_THRESHOLD, SignalAnalysis, analyze_signal, analyze_signals
 from ._tone import tone_speech
@@ -40,6 +41,7 @@ from ._vad import (
 )
 
 __all__ = [
+    "kaiser_lowpass",
     "BYTES_PER_SAMPLE",
     "CANONICAL_CHANNELS",
     "CANONICAL_ENCODING",
@@ -53,6 +55,7 @@ __all__ = [
     "VAD_BACKENDS",
     "AudioFormat",
     "Channel",
+    "FixedLatencyResampler",
     "ChannelResult",
     "ChannelStats",
     "ChannelStream",

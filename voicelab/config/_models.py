@@ -96,11 +96,15 @@ class ScriptTurn(StrictModel):
     keywords: list[str] = Field(default_factory=list)
     audio_path: Path | None = None
     interrupt_after_seconds: NonNegativeFloat | None = None
+    #: keys pressed on the caller's phone after the turn's speech (0-9, * and #), for adapters
+    #: that carry DTMF (twilio); a turn may press keys and say nothing
+    dtmf: Annotated[str, Field(pattern=r"^[0-9*#]+$")] | None = None
 
     @model_validator(mode="after")
     def _has_something_to_say(self) -> ScriptTurn:
-        if not self.response.strip() and self.audio_path is None:
-            raise ValueError("a script turn needs a 'response' text or an 'audio_path'")
+        if not self.response.strip() and self.audio_path is None and self.dtmf is None:
+            raise ValueError("a script turn needs a 'response' text, an 'audio_path' or 'dtmf' "
+                             "keys to press")
         return self
 
 

@@ -10,6 +10,8 @@ One subpackage per thing imitated, each re-exporting its public names:
 * :mod:`voicelab.doubles.openai`: an OpenAI-compatible chat / Evals server with a rule engine.
 * :mod:`voicelab.doubles.azure_tts`: the Azure Speech text-to-speech REST service.
 * :mod:`voicelab.doubles.realtime`: the OpenAI Realtime / Azure Voice Live event protocol.
+* :mod:`voicelab.doubles.twilio`: a bot behind Twilio Media Streams (listens by voice activity,
+  marks its replies, clears on barge-in; ``python -m voicelab.doubles.twilio``).
 
 They speak the real wire protocols so the production clients are exercised end to end; they
 are never used inside the code under test to fabricate a result. Doubles may import the core

@@ -112,6 +112,9 @@ class TwilioEndpoint:
         "tool_events": False,
         "input_transcripts": False,
     }
+    #: the codec this wire carries: an environment's channel line with this codec codes once,
+    #: here, and only loses, delays and conceals packets itself (see docs/channel.md)
+    wire_codec = "mulaw"
 
     def __init__(self, settings: Mapping[str, Any] | TwilioSettings, context: EndpointContext):
         self._settings = parse_settings(TwilioSettings, settings)

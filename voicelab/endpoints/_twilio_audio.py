@@ -22,10 +22,11 @@ from ..audio import (
     G711_SAMPLE_RATE_HZ,
     PCM16_MAX,
     PCM16_MIN,
+    FixedLatencyResampler,
+    kaiser_lowpass,
     mulaw_decode,
     mulaw_encode,
 )
-from ..audio._polyphase import FixedLatencyResampler, kaiser_lowpass
 
 #: One Twilio ``media`` message carries 20 ms: 160 mu-law bytes at 8 kHz.
 FRAME_MS = 20

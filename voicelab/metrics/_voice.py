@@ -344,11 +344,14 @@ def _line_fields(line_turns: dict[str, dict[Any, dict[str, Any]]], turn_id: str
 
 
 def _span(playback: ResponsePlayback | None) -> tuple[int, int] | None:
-    """Where a response sounds on the listener timeline, everything it sent included."""
+    """Where a response sounds on the listener timeline: from its first chunk to the end of the
+    last sound of it heard (a flush, the user's or the product's own ``clear``, cuts what was
+    buffered; audio sent after a cancel is still heard)."""
     if playback is None or not playback.chunks:
         return None
+    ends = [c.end for c in playback.chunks if c.heard]
     return (samples_to_ns(playback.chunks[0].start),
-            max(samples_to_ns(c.start + c.event.audio_samples) for c in playback.chunks))
+            samples_to_ns(max(ends)) if ends else samples_to_ns(playback.chunks[0].start))
 
 
 def _before_barge(found: _Response, playback: ResponsePlayback | None) -> list[Event]:

@@ -92,6 +92,8 @@ class UserTurn:
     interrupt_after_seconds: float | None = None
     source: str = "script"
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: keys pressed after the speech (DTMF: 0-9, * and #); with no text or audio, only keys
+    dtmf: str | None = None
 
 
 @dataclass

@@ -23,6 +23,7 @@ class EventType(StrEnum):
     USER_SPEECH_STARTED = "user.speech_started"  # on a live line: the first speech sample sent
     USER_SPEECH_ENDED = "user.speech_ended"  # ... and the last
     USER_BARGE_IN = "user.barge_in"
+    USER_DTMF = "user.dtmf"  # keys pressed on the caller's phone
     PERSONA_ENDED = "persona.ended"
     PRODUCT_AUDIO = "product.audio_chunk"
     PRODUCT_TRANSCRIPT = "product.transcript"

@@ -22,7 +22,16 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..audio import PcmAudio, PreparedEnvironment, SpeechBounds, mix, speech_bounds
+import numpy as np
+
+from ..audio import (
+    CANONICAL_SAMPLE_RATE_HZ,
+    PcmAudio,
+    PreparedEnvironment,
+    SpeechBounds,
+    mix,
+    speech_bounds,
+)
 from ..config import ListenerConfig
 from ..endpoints import EndpointError
 from ..errors import ExecutionError
@@ -38,6 +47,8 @@ logger = logging.getLogger(__name__)
 #: completion message that may already be on its way.
 COMPLETION_GRACE_SECONDS = 0.25
 DEFAULT_CHUNK_MS = 100.0
+#: A turn that only presses keys is this much of the line's silence, then the keys.
+KEYS_ONLY_SECONDS = 0.1
 #: Adapter error codes that only describe how the connection ended (exit ``connection_closed``).
 CLOSURE_CODES = frozenset({"connection_closed", "closed_mid_turn", "connection_lost"})
 
@@ -280,6 +291,11 @@ class Conversation:
                 f"{type(error).__name__}: {error}"))) from None
 
     async def _synthesize(self, turn: UserTurn) -> Prepared:
+        if turn.audio is None and not turn.text.strip() and turn.dtmf:
+            # keys only: a moment of the line's silence, then the keys
+            silence = PcmAudio(np.zeros(int(KEYS_ONLY_SECONDS * CANONICAL_SAMPLE_RATE_HZ),
+                                        dtype=np.int16))
+            return Prepared(silence, {"provider": "dtmf", "cached": False}, None)
         if turn.audio is not None:
             clean = turn.audio
             info: dict[str, Any] = {"provider": turn.source, "cached": False, "prerecorded": True}
@@ -306,7 +322,7 @@ class Conversation:
         bounds = prepared.bounds
         recording.record(EventType.USER_TURN_STARTED, source="persona", direction="outbound",
                          turn_id=turn_id, speaker_role="user", text=turn.text,
-                         source_kind=turn.source, barge_in_of=barge_in_of,
+                         source_kind=turn.source, barge_in_of=barge_in_of, dtmf=turn.dtmf,
                          speech_start_sample=bounds.start_sample if bounds else None,
                          speech_end_sample=bounds.end_sample if bounds else None,
                          **{k: v for k, v in turn.metadata.items() if isinstance(k, str)})
@@ -354,6 +370,7 @@ class Conversation:
                     await asyncio.sleep(delay / 1e9)
             else:
                 recording.advance(duration_ns - (clock() - start_ns), "user speech")
+            await self._press(turn, turn_id)
             self.intake.expect_response(turn_id)
             await self.endpoint.commit_turn()
         except EndpointError as error:
@@ -363,6 +380,15 @@ class Conversation:
                          turn_id=turn_id, speaker_role="user", expects_response=turn_id,
                          span_id=recording.root_span_id)
         return turn_id
+
+    async def _press(self, turn: UserTurn, turn_id: str) -> None:
+        """The turn's DTMF keys, after its speech (validation made sure the adapter has
+        ``send_dtmf``)."""
+        if not turn.dtmf:
+            return
+        await self.endpoint.send_dtmf(turn.dtmf)
+        self.recording.record(EventType.USER_DTMF, source="evaluator", direction="outbound",
+                              turn_id=turn_id, speaker_role="user", digits=turn.dtmf)
 
     # --- waiting for the product ----------------------------------------------------------------
 

@@ -196,7 +196,7 @@ class Intake:
             attributes.update(event.data)
         elif kind == "raw":
             raw = event.raw if isinstance(event.raw, dict) else {}
-            attributes["message_type"] = raw.get("type")
+            attributes["message_type"] = raw.get("type") or raw.get("event")
             logger.debug("unnormalized product message: %s", attributes["message_type"])
         if kind == "input_transcript":
             turn_id = self.user_turn_id

@@ -188,7 +188,11 @@ class UserLine:
         end = begin + self.frame_samples
         for point, kind in ((utterance.speech_start, EventType.USER_SPEECH_STARTED),
                             (utterance.speech_end, EventType.USER_SPEECH_ENDED)):
-            if begin <= point < end or (kind is EventType.USER_SPEECH_ENDED and point == end):
+            # a start is in the frame holding its sample; an end in the frame its last sample
+            # ends (an end on a frame boundary belongs to the frame before it, once)
+            inside = begin < point <= end if kind is EventType.USER_SPEECH_ENDED \
+                else begin <= point < end
+            if inside:
                 at = sent_ns + (point - begin) * 1_000_000_000 // _RATE
                 if kind is EventType.USER_SPEECH_STARTED:
                     utterance.speech_started_ns = at

@@ -30,6 +30,8 @@ from ._line import UserLine, Utterance
 
 #: How often the listener checks what it has heard while nothing else wakes it.
 LISTEN_TICK_SECONDS = 0.02
+#: How long a failed send on the line waits for the product's own account of the call's end.
+LINE_FAILURE_GRACE_SECONDS = 1.0
 
 
 class ListeningConversation(Conversation):
@@ -39,6 +41,7 @@ class ListeningConversation(Conversation):
         super().__init__(**options)  # type: ignore[arg-type]
         self.line: UserLine | None = None
         self._line_failure: EndpointError | None = None
+        self._line_failed_ns = 0
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -86,8 +89,16 @@ class ListeningConversation(Conversation):
             if self.user_turns >= self.max_turns:
                 return "max_turns"
             utterance = await self._say(decision)
-            decision = None
             await self._until(utterance.speech_over)
+            if decision.dtmf:  # keys after the speech: once its last sample has played out
+                assert utterance.speech_ended_ns is not None
+                await asyncio.sleep(max(0, utterance.speech_ended_ns
+                                        - self.recording.clock_ns()) / 1e9)
+                try:
+                    await self._press(decision, utterance.turn_id)
+                except EndpointError as error:
+                    self._line_failed(error)
+            decision = None
             assert utterance.speech_ended_ns is not None
             await self._await_reply(utterance.turn_id,
                                     since_ns=self.recording.offset_of(utterance.speech_ended_ns))
@@ -132,15 +143,26 @@ class ListeningConversation(Conversation):
 
     def _line_failed(self, error: EndpointError) -> None:
         self._line_failure = error
+        self._line_failed_ns = self.recording.clock_ns()
         self.intake.wake()
 
     # --- listening --------------------------------------------------------------------------
 
     def _check(self) -> None:
+        """End the conversation when the product has completed it, or the call has failed.
+
+        Completion comes first: a product that hangs up makes the line's next send fail at
+        about the moment its completion arrives, and the line may notice first. So a line
+        failure waits for the product's event stream to end (or ``LINE_FAILURE_GRACE_SECONDS``)
+        before it is the call's outcome."""
+        if self.intake.conversation_complete:
+            raise ConversationEnded("endpoint_completion")
         if self._line_failure is not None:
-            error = self._line_failure
-            raise ConversationEnded(self._closed_or_error(), Failure(
-                "endpoint", self._scrub(str(error)), error.code))
+            waited = self.recording.clock_ns() - self._line_failed_ns
+            if self.intake.ended or waited >= LINE_FAILURE_GRACE_SECONDS * 1e9:
+                error = self._line_failure
+                raise ConversationEnded(self._closed_or_error(), Failure(
+                    "endpoint", self._scrub(str(error)), error.code))
         self._check_product_failures()
 
     async def _until(self, event: asyncio.Event) -> None:

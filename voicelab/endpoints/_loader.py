@@ -17,6 +17,7 @@ ENDPOINTS = Registry("endpoint adapter", {
     "http": "voicelab.endpoints._http:HttpEndpoint",
     "realtime": "voicelab.endpoints._realtime:RealtimeEndpoint",
     "local_agent": "voicelab.doubles.demo_agent:LocalAgentEndpoint",
+    "pipecat": "voicelab.endpoints._pipecat:PipecatEndpoint",
 })
 
 

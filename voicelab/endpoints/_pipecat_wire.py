@@ -142,6 +142,11 @@ class OutboundAudio:
         resampled = self._resampler.process(audio)
         return [audio_frame(resampled)] if resampled.num_samples else []
 
+    def flush(self) -> list[bytes]:
+        """End the caller's stream: a frame of what the filter still held (if anything)."""
+        tail = self._resampler.flush()
+        return [audio_frame(tail)] if tail.num_samples else []
+
 
 class InboundAudio:
     """The product's PCM, at its own rate, -> canonical PCM pieces stamped with the arrival of the
@@ -165,6 +170,7 @@ class InboundAudio:
         pieces: list[tuple[int, bytes, Any]] = []
         if self._resampler is not None and self._resampler.from_hz != audio.sample_rate_hz:
             pieces += self.flush()  # the bot changed its rate: a new stream
+            self._resampler = None
         if self._resampler is None:
             self._resampler = StreamingResampler(audio.sample_rate_hz, CANONICAL_SAMPLE_RATE_HZ,
                                                  quality=self.quality)

@@ -82,7 +82,9 @@ class ReplyTiming:
     first_audio_ns: int | None = None
     speech_start_ns: int | None = None  # the first speech sample sent (its frame + its offset)
     speech_end_ns: int | None = None    # the last speech sample sent so far
-    interrupted_ns: int | None = None   # stopped because the caller spoke over it
+    interrupted_ns: int | None = None   # the caller's speech over it was heard (or the client
+                                        # asked it to stop)
+    stopped_ns: int | None = None       # its interruption frame went out
 
 
 @dataclass
@@ -187,6 +189,7 @@ class _Connection:
             await self.send("text", text=timing.text)
             if await self.stream(timing):
                 await self.send("interruption")
+                timing.stopped_ns = time.perf_counter_ns()
             await self.send("message", data=json.dumps(
                 {"label": "rtvi-ai", "type": "bot-stopped-speaking"}))
         except ConnectionClosed:

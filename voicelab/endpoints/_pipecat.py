@@ -35,7 +35,8 @@ _WATCHDOG = object()  # queued when the receive timeout may have passed
 class PipecatSettings(AdapterSettings):
     uri: Annotated[str, Field(min_length=1)]
     headers: dict[str, str] = Field(default_factory=dict)
-    #: the rate of the audio frames both ways (pipecat's ``audio_in/out_sample_rate``)
+    #: the rate the caller's audio is sent at (the bot's ``audio_in_sample_rate``); the bot's
+    #: frames carry their own rate, and this one stands in when a frame leaves it unset
     sample_rate_hz: Annotated[int, Field(ge=8000, le=48000)] = 16000
     connect_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
     #: no frame at all from the bot for this long ends the call (``error{receive_timeout}``);

@@ -18,6 +18,7 @@ ENDPOINTS = Registry("endpoint adapter", {
     "realtime": "voicelab.endpoints._realtime:RealtimeEndpoint",
     "twilio": "voicelab.endpoints._twilio:TwilioEndpoint",
     "local_agent": "voicelab.doubles.demo_agent:LocalAgentEndpoint",
+    "pipecat": "voicelab.endpoints._pipecat:PipecatEndpoint",
 })
 
 

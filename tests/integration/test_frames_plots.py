@@ -62,7 +62,8 @@ def test_pass_rate_heatmap_annotates_cells(frames):
     trials["passed"] = [True, False, True, True]
     figure = plot_pass_rate_heatmap(trials, rows="run_id", columns="environment")
     texts = sorted(text.get_text() for text in figure.axes[0].texts)
-    assert texts == ["100%\n(2/2)", "50%\n(1/2)"]
+    # the rate, its Wilson 95% interval, the counts
+    assert texts == ["100%\n[34%, 100%]\n(2/2)", "50%\n[9%, 91%]\n(1/2)"]
     empty = plot_pass_rate_heatmap(trials.iloc[:0])
     assert "no trials" in empty.axes[0].texts[0].get_text()
 

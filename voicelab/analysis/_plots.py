@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -229,7 +229,7 @@ def plot_pass_curves(trials: pd.DataFrame, *, by: str | Sequence[str] | None = "
     return figure
 
 
-def _colours(count: int) -> list[str]:
+def _colours(count: int) -> list[Any]:
     from matplotlib import colormaps
 
     palette = colormaps["tab10"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, cast
 
 from .._exit_codes import EXIT_OK
 from ..errors import ConfigError
@@ -45,9 +45,11 @@ def _width_lines(plan: Any, *, width: float, confidence: float | None,
     at the worst case (an observed rate of one half) and near the top (0.9), and how wide the
     interval is at the planned trials per cell."""
     from ..scoring import proportion_interval, trials_for_width
+    from ..scoring._statistics import IntervalMethod
 
     confidence = plan.statistics.confidence if confidence is None else confidence
-    method = plan.statistics.interval if interval is None else interval
+    method: IntervalMethod = plan.statistics.interval if interval is None else \
+        cast(IntervalMethod, interval)
     try:
         needed = {p: trials_for_width(width, confidence=confidence, p=p, method=method)
                   for p in (0.5, 0.9)}

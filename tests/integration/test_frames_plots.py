@@ -91,3 +91,16 @@ def test_plots_survive_missing_columns():
     empty = pd.DataFrame({"persona": pd.Series(dtype="category")})
     figure = plot_latency(empty)
     assert "no first_audio_latency_ms" in figure.axes[0].texts[0].get_text()
+
+
+def test_a_single_valued_distribution_is_said_and_pass_curves_are_drawn(frames):
+    from voicelab.analysis import plot_pass_curves
+
+    silent = frames.turns.assign(dead_air_ms=0.0)
+    figure = plot_silence(silent, metrics=("dead_air_ms",))
+    assert f"all {len(silent)} responses are 0" in figure.axes[0].texts[0].get_text()
+    assert not figure.axes[0].get_lines()  # no empty ECDF drawn
+    with pytest.raises(ValueError, match="^unknown metric 'latency'; per-response metrics: "):
+        plot_latency(frames.turns, metric="latency")
+    curves = plot_pass_curves(frames.trials, by="run_id")
+    assert len(curves.axes[0].get_lines()) == 2 * frames.trials["run_id"].nunique()

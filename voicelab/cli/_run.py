@@ -143,9 +143,12 @@ def _resumed_config(args: argparse.Namespace, *, given: Path | None, recorded: s
     return Path(recorded)
 
 
-def _check_rerun_failed(args: argparse.Namespace) -> None:
+def _check_resume_options(args: argparse.Namespace) -> None:
     if args.rerun_failed and args.resume is None:
         raise ConfigError("--rerun-failed needs --resume DIR", source="CLI")
+    if args.resume is not None and args.artifacts_dir is not None:
+        raise ConfigError("a resumed run stays in its folder: give --resume DIR or "
+                          "--artifacts-dir, not both", source="CLI")
 
 
 def print_run_summary(outcome: RunOutcome) -> None:
@@ -175,7 +178,7 @@ def print_run_summary(outcome: RunOutcome) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    _check_rerun_failed(args)
+    _check_resume_options(args)
     recorded = None
     if args.resume is not None:
         from ..runner._resume import read_run_report
@@ -225,7 +228,7 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    _check_rerun_failed(args)
+    _check_resume_options(args)
     trials, recorded = args.trials, None
     if args.resume is not None:
         from ..runner._matrix import read_matrix_report

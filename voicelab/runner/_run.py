@@ -26,8 +26,7 @@ from ..artifacts._bundle import write_json
 from ..config import LoadedRun, load_run
 from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
-from ..scoring import pass_at_k, pass_power_k, run_statistics
-from ..scoring._statistics import proportion_interval
+from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statistics
 from ._conversation import Failure
 from ._resume import ResumePoint, resume_point
 from ._speech import open_speech
@@ -394,8 +393,11 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                     last_report = now
                     async with report_lock:
                         with contextlib.suppress(OSError):  # the final report says it all
-                            await asyncio.to_thread(write_json, bundle / "run-report.json",
-                                                    report("running"))
+                            # built in the thread too: its statistics cost O(trials), and the
+                            # loop keeps stamping arrivals meanwhile (results only grow)
+                            await asyncio.to_thread(
+                                lambda: write_json(bundle / "run-report.json",
+                                                   report("running")))
                 if on_trial_done is not None:
                     on_trial_done(result, len(results), trial_count)
 

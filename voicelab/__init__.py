@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "arun", "arun_matrix", "load_run", "rescore", "run", "run_matrix"]
+__all__ = ["TrialProgress", "__version__", "arun", "arun_matrix", "load_run", "rescore", "run",
+           "run_matrix"]
 
 if TYPE_CHECKING:
+    from ._progress import TrialProgress
     from .config import load_run
     from .runner import arun, arun_matrix, rescore, run, run_matrix
 
@@ -27,6 +29,7 @@ _LAZY = {
     "arun_matrix": ("voicelab.runner", "arun_matrix"),
     "run_matrix": ("voicelab.runner", "run_matrix"),
     "rescore": ("voicelab.runner", "rescore"),
+    "TrialProgress": ("voicelab._progress", "TrialProgress"),
 }
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .audio import PcmAudio, PreparedEnvironment
-from .config import LoadedRun
+from .config import GateConfig, LoadedRun
 from .errors import AudioFileError, ConfigError, MissingDependencyError
 
 #: The name of every plug-in's optional settings check.
@@ -42,6 +42,8 @@ class ValidationSummary:
     judges: list[str] = field(default_factory=list)
     turn_taking: str = "client"
     launch: str | None = None
+    statistics: str = ""
+    gates: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         enabled = [name for name, on in self.capabilities.items() if on]
@@ -55,6 +57,8 @@ class ValidationSummary:
             f"environment {self.environment} ({len(self.assets)} audio asset(s) decoded)",
             f"probe      {self.outcome_probe or 'none'}",
             f"judges     {', '.join(self.judges) or 'none'}",
+            f"statistics {self.statistics}",
+            f"gates      {'; '.join(self.gates) or 'none'}",
             f"suite hash {self.suite_hash}",
         ]
 
@@ -134,6 +138,14 @@ def _check_channel(loaded: LoadedRun) -> None:
                                          purpose=f"channel.{direction}: the opus codec",
                                          source=str(source),
                                          key=f"channel.{direction}.codec") from None
+
+
+def _describe_gate(gate: GateConfig) -> str:
+    if gate.min_lower_bound is not None:
+        return f"{gate.metric} lower bound >= {gate.min_lower_bound:g}"
+    if gate.max is not None:
+        return f"{gate.metric} p{(gate.quantile or 0) * 100:g} upper bound <= {gate.max:g}"
+    return f"{gate.metric} p{(gate.quantile or 0) * 100:g} lower bound >= {gate.min:g}"
 
 
 def validate_run(loaded: LoadedRun) -> RunPlan:
@@ -237,6 +249,9 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
                 raise MissingDependencyError(package, extra="speech", purpose="speech_metrics",
                                              source=run_file, key="speech_metrics")
 
+    from .scoring import check_gate_metrics
+
+    check_gate_metrics(loaded.run.gates, source=run_file)
     judges: list[str] = []
     if loaded.run.quality_evaluation is not None:
         from .scoring import check_quality_evaluation
@@ -259,6 +274,9 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         judges=judges,
         turn_taking=turn_taking,
         launch=launch.per if launch is not None else None,
+        statistics=(f"{loaded.run.statistics.confidence:.0%} "
+                    f"{loaded.run.statistics.interval} intervals"),
+        gates=[_describe_gate(gate) for gate in loaded.run.gates],
     )
     return RunPlan(loaded=loaded, adapter_cls=adapter, persona_cls=persona_cls,
                    speech_cls=speech_cls, probe_factory=probe_factory, environment=environment,

@@ -1,11 +1,14 @@
 """compare() on real seeded runs of the fake product: an identical pair the gates pass, and an
-injected regression (a false "saved" claim plus 400 ms of reply latency) that they catch."""
+injected regression (a false "saved" claim plus 400 ms of reply latency) that they catch; the
+same through ``voice-evaluator compare`` (exit codes, JSON, JUnit, the HTML report)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +114,76 @@ def test_junit_for_both_runs_and_the_gates(runs, tmp_path):
         (TRIALS, 0, 0), (TRIALS, TRIALS, 0), (len(GATES), len(GATES), 0)]
     assert suites[0].name == suites[1].name  # one cell, named the same in both runs
     assert suites[2].name == "compare"
+
+
+# --- the command line -------------------------------------------------------------------------
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "voicelab", "compare", *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+GATE_OPTIONS = ("--max-pass-rate-drop", "0.25", "--max-latency-p95-increase-ms", "100",
+                "--max-response-latency-p95-increase-ms", "100")
+
+
+def test_cli_passes_an_identical_rerun_with_exit_0(runs, tmp_path):
+    junitparser = pytest.importorskip("junitparser")
+    output, junit = tmp_path / "comparison.json", tmp_path / "junit.xml"
+    result = _cli(str(runs["baseline"]), str(runs["same"]), *GATE_OPTIONS,
+                  "--max-increase", "dead_air_ms:median=50", "--output", str(output),
+                  "--junit", str(junit), "--seed", "3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "12 pairs by (cell, seed)" in result.stdout
+    assert "gate FAILED" not in result.stdout
+    document = json.loads(output.read_text())
+    assert document["passed"] is True and document["seed"] == 3
+    assert [g["name"] for g in document["gates"]] == [
+        "pass_rate_drop", "first_audio_latency_ms_p95_increase",
+        "response_latency_ms_p95_increase", "dead_air_ms_median_increase"]
+    assert not any(g["blocks"] for g in document["gates"])
+    suites = list(junitparser.JUnitXml.fromfile(str(junit)))
+    assert [s.name for s in suites][-1] == "compare" and suites[-1].tests == 4
+    assert sum(s.failures for s in suites) == 0
+
+
+def test_cli_catches_the_injected_regression_with_exit_3(runs, tmp_path):
+    html = tmp_path / "compare.html"
+    result = _cli(str(runs["baseline"]), str(runs["regressed"]), *GATE_OPTIONS,
+                  "--html", str(html))
+    assert result.returncode == 3, result.stdout + result.stderr
+    out = result.stdout
+    for gate in ("pass_rate_drop", "first_audio_latency_ms_p95_increase",
+                 "response_latency_ms_p95_increase"):
+        assert f"gate FAILED: {gate}: " in out and "(evidence of a regression)" in out
+    assert "12 broke, 0 fixed, exact McNemar p = 0.000488" in out
+    page = html.read_text(encoding="utf-8")
+    assert page.count('src="data:image/png;base64,') >= 3  # pass^k and the distributions
+    assert "outcome_follow_up_created" in page and "file://" in page  # flips, with links
+    assert "3 gate(s) block" in page
+
+
+def test_cli_strict_mode_says_how_many_trials_would_be_needed(runs):
+    result = _cli(str(runs["baseline"]), str(runs["same"]), "--max-pass-rate-drop", "0.05",
+                  "--strict")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "about 73 pairs would be needed" in result.stdout
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (("--max-increase", "latency:p95=100"), "unknown metric 'latency'"),
+    (("--max-increase", "dead_air_ms=100"), "expected METRIC:STATISTIC=VALUE"),
+    (("--max-pass-rate-drop", "-1"), "the allowed change must be >= 0"),
+    (("--confidence", "95"), "--confidence: must be between 0 and 1"),
+])
+def test_cli_bad_input_is_one_line_exit_2(runs, extra, message):
+    result = _cli(str(runs["baseline"]), str(runs["same"]), *extra)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_cli_refuses_a_folder_that_is_no_run(runs, tmp_path):
+    result = _cli(str(runs["baseline"]), str(tmp_path))
+    assert result.returncode == 2
+    assert "CANDIDATE: not a run or sweep folder" in result.stderr

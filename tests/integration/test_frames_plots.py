@@ -62,7 +62,8 @@ def test_pass_rate_heatmap_annotates_cells(frames):
     trials["passed"] = [True, False, True, True]
     figure = plot_pass_rate_heatmap(trials, rows="run_id", columns="environment")
     texts = sorted(text.get_text() for text in figure.axes[0].texts)
-    assert texts == ["100%\n(2/2)", "50%\n(1/2)"]
+    # the rate, its Wilson 95% interval, the counts
+    assert texts == ["100%\n[34%, 100%]\n(2/2)", "50%\n[9%, 91%]\n(1/2)"]
     empty = plot_pass_rate_heatmap(trials.iloc[:0])
     assert "no trials" in empty.axes[0].texts[0].get_text()
 
@@ -90,3 +91,16 @@ def test_plots_survive_missing_columns():
     empty = pd.DataFrame({"persona": pd.Series(dtype="category")})
     figure = plot_latency(empty)
     assert "no first_audio_latency_ms" in figure.axes[0].texts[0].get_text()
+
+
+def test_a_single_valued_distribution_is_said_and_pass_curves_are_drawn(frames):
+    from voicelab.analysis import plot_pass_curves
+
+    silent = frames.turns.assign(dead_air_ms=0.0)
+    figure = plot_silence(silent, metrics=("dead_air_ms",))
+    assert f"all {len(silent)} responses are 0" in figure.axes[0].texts[0].get_text()
+    assert not figure.axes[0].get_lines()  # no empty ECDF drawn
+    with pytest.raises(ValueError, match="^unknown metric 'latency'; per-response metrics: "):
+        plot_latency(frames.turns, metric="latency")
+    curves = plot_pass_curves(frames.trials, by="run_id")
+    assert len(curves.axes[0].get_lines()) == 2 * frames.trials["run_id"].nunique()

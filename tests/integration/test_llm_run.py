@@ -164,3 +164,48 @@ def test_validate_names_a_missing_credential(tmp_path, monkeypatch):
                             capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 2
     assert "LOCAL_LLM_API_KEY" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_calibration_adds_the_judge_corrected_pass_rate(tmp_path):
+    """run --calibration: the Rogan-Gladen rate of a judge, with its interval, beside the judge's
+    own pass rate, in the run report, the CLI summary and the frames."""
+    from voicelab.analysis import load_frames
+    from voicelab.scoring import corrected_rate
+
+    calibration = tmp_path / "calibration.json"
+    # what the calibration notebook writes (output_path); only these fields are read
+    calibration.write_text(json.dumps({"criterion": "no_unsupported_commitments", "tp": 18,
+                                       "fn": 2, "fp": 3, "tn": 7, "kappa": 0.6}))
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"criterion": "helpfulness", "tp": 1, "fn": 1, "fp": 1,
+                                 "tn": 1}))
+    env = {**os.environ, "LOCAL_LLM_API_KEY": SECRET}
+    with OpenAIServer(PersonaThenJudge(), api_key=SECRET) as server:
+        run = write_run(tmp_path, server)
+        refused = subprocess.run(
+            [sys.executable, "-m", "voicelab", "run", str(run), "--calibration", str(wrong),
+             "--artifacts-dir", str(tmp_path / "none")], capture_output=True, text=True,
+            timeout=120, env=env)
+        result = subprocess.run(
+            [sys.executable, "-m", "voicelab", "run", str(run), "--trials", "2",
+             "--calibration", str(calibration), "--artifacts-dir", str(tmp_path / "artifacts")],
+            capture_output=True, text=True, timeout=120, env=env)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "calibrates the judge 'helpfulness', which this run does not run" in refused.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
+    bundle = next((tmp_path / "artifacts").glob("*/run-report.json")).parent
+    report = json.loads((bundle / "run-report.json").read_text())
+    (rate,) = report["judge_corrected_pass_rates"]
+    assert rate["judge"] == "no_unsupported_commitments"
+    assert (rate["judge_pass_rate"]["n"], rate["judge_pass_rate"]["passed"]) == (2, 2)
+    expected = corrected_rate(2, 2, tp=18, fn=2, fp=3, tn=7)
+    assert (rate["corrected"], rate["low"], rate["high"]) == (
+        expected.corrected, expected.low, expected.high)
+    assert (rate["sensitivity"], rate["specificity"]) == (0.9, 0.7)
+    assert rate["calibration"]["tp"] == 18 and rate["method"].startswith("rogan-gladen")
+    assert "judge no_unsupported_commitments: judge pass rate 100.0%" in result.stdout
+    assert "corrected (Rogan-Gladen) 100.0% [" in result.stdout
+    rates = load_frames(bundle, events=False).rates
+    kinds = rates[rates["name"] == "no_unsupported_commitments"].set_index("kind")
+    assert kinds.loc["judge", "n"] == 2 and kinds.loc["judge_corrected", "estimate"] == 1.0
+    assert kinds.loc["judge_corrected", "sensitivity"] == 0.9

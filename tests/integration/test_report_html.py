@@ -35,7 +35,11 @@ def test_report_embeds_plots_and_audio(stalled_run, tmp_path):
     assert len(IMAGE.findall(page)) >= 4  # latency, silence, pass rate, timeline
     assert len(AUDIO.findall(page)) == 2  # the two worst turns
     assert stalled_run.name in page and "trial-001" in page
-    assert "Every verdict passed." in page
+    assert "Every trial passed." in page
+    assert "34.2%" in page  # the lower end of the pass rate's interval: 2/2, Wilson 95%
+    assert "overflow-x: auto" in page  # wide tables scroll inside the page
+    assert ">NaN<" not in page and ">nan<" not in page  # missing values are blank cells
+    assert "executes this notebook" not in page  # no notebook-usage paragraph
     # self-contained: nothing to fetch (no CDN scripts, no linked files)
     assert not re.search(r'<script[^>]*\ssrc="http', page)
     assert not re.search(r'<link[^>]*href="http', page)
@@ -43,11 +47,34 @@ def test_report_embeds_plots_and_audio(stalled_run, tmp_path):
     assert not output.with_suffix(".ipynb").exists()
 
 
+@pytest.mark.slow
+def test_several_labeled_runs_side_by_side_with_every_failing_trial(tmp_path):
+    """Two runs given: split by their labels; every failing trial with its reasons, its
+    transcript and its audio (not only the worst turns)."""
+    runs = []
+    for label, overrides in (("baseline", []),
+                             ("candidate", ["endpoint.settings.claim_without_tool=true"])):
+        loaded = voicelab.load_run(EXAMPLE, overrides=overrides)
+        runs.append(asyncio.run(voicelab.arun(loaded, trials=2, label=label,
+                                              artifacts_dir=tmp_path / "runs")).bundle_path)
+    output = write_report(runs, output_path=tmp_path / "report.html",
+                          parameters={"worst_turns": 1})
+    page = output.read_text(encoding="utf-8")
+    assert "shown side by side by run" in page
+    assert page.count("did not pass, exit endpoint_completion") == 2  # both candidate trials
+    assert "verdict outcome_follow_up_created: persisted follow_up_created" in page
+    assert page.count("Please record the plan and save the reminder.") >= 2  # transcripts
+    assert len(AUDIO.findall(page)) == 2 + 1  # each failing trial's call, the worst turn
+    for label in ("baseline", "candidate"):
+        assert f"{label} pass^k" in page or label in page
+
+
 def test_a_failing_cell_keeps_the_executed_notebook(stalled_run, tmp_path):
     output = tmp_path / "report.html"
-    with pytest.raises(ExecutionError, match="KeyError") as caught:
+    with pytest.raises(ExecutionError, match="unknown metric 'no_such_metric'") as caught:
         write_report(stalled_run, output_path=output,
                      parameters={"latency_metric": "no_such_metric"})
+    assert "\n" not in str(caught.value)  # one line
     kept = output.with_suffix(".ipynb")
     assert kept.is_file() and str(kept) in str(caught.value)
     assert "no_such_metric" in kept.read_text(encoding="utf-8")

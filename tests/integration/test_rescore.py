@@ -35,8 +35,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    outcome = voicelab.run(EXAMPLE, trials=2, overrides=EVENTFUL,
+    # a gate too: rescore judges it again, with the settings the report was written with
+    outcome = voicelab.run(EXAMPLE, trials=2, overrides=[
+        *EVENTFUL, "gates=[{metric: pass_rate, min_lower_bound: 0.1}]"],
                            artifacts_dir=tmp_path_factory.mktemp("runs"))
+    assert [g.status for g in outcome.report.gates] == ["passed"]  # 2/2: Wilson low 0.34
     metrics = read_json(outcome.bundle_path / "trial-001" / "voice-metrics.json")
     assert metrics["turns"][0]["interrupted"] is True
     assert any((t["playback_stall_ms"] or 0) > 0 for t in metrics["turns"])
@@ -70,6 +73,12 @@ def test_new_definitions_rescore_old_evidence(bundle, tmp_path):
     assert concise["passed"] is False and report["passed"] is False
     run = read_json(copy / "run-report.json")
     assert run["passed_trials"] == 1 and run["exit_code"] == 3 and not run["pass_power_k"]
+    # the statistics follow: 1/2 has a Wilson lower bound of 0.09, below the gate's 0.1
+    assert (run["pass_rate"]["passed"], run["pass_rate"]["n"]) == (1, 2)
+    assert [(p["k"], p["pass_power_k"]) for p in run["pass_curve"]] == [(1, 0.5), (2, 0.0)]
+    concise_rate = next(r for r in run["verdict_pass_rates"] if r["name"] == "concise")
+    assert concise_rate["pass_rate"]["passed"] == 1
+    assert [g["status"] for g in run["gates"]] == ["failed"]
     assert sorted(report["files"]) == sorted(p.name for p in (copy / "trial-002").iterdir())
 
 

@@ -26,10 +26,11 @@ LABEL_HEADER = "run_id,trial_id,criterion,human_label,annotator,note,labeled_at\
 JUDGE_HEADER = "run_id,trial_id,name,status,passed,label,score,threshold\n"
 
 
-def execute(tmp_path: Path, **parameters) -> tuple[dict, nbformat.NotebookNode]:
+def execute(tmp_path: Path, *, cwd: Path = NOTEBOOK.parent,
+            **parameters) -> tuple[dict, nbformat.NotebookNode]:
     output = tmp_path / "calibration.out.ipynb"
     papermill.execute_notebook(str(NOTEBOOK), str(output), parameters=parameters,
-                               cwd=str(NOTEBOOK.parent), progress_bar=False,
+                               cwd=str(cwd), progress_bar=False,
                                request_save_on_cell_execute=False)
     notebook = nbformat.read(output, as_version=4)
     found = [o["data"]["application/json"] for cell in notebook.cells
@@ -108,8 +109,12 @@ def test_committed_notebook_is_clean_and_parameterized():
     parameters = papermill.inspect_notebook(str(NOTEBOOK))
     assert {"labels_path", "judges_path", "run_dirs", "criterion", "n_bootstrap",
             "seed"} <= set(parameters)
-    assert parameters["labels_path"]["default"].strip("'\"") == \
-        "../datasets/calibration/labels.csv"
+    assert parameters["labels_path"]["default"].strip("'\"") == "datasets/calibration/labels.csv"
+    # typed for `papermill --help-notebook`
+    assert {name: p["inferred_type_name"] for name, p in parameters.items()} == {
+        "labels_path": "str", "judges_path": "str", "run_dirs": "list[str]",
+        "trials_path": "str", "criterion": "str", "numeric_criterion": "str",
+        "n_bootstrap": "int", "seed": "int", "confidence": "float", "output_path": "str"}
 
 
 def test_defaults_on_the_shipped_dataset_match_a_hand_computation(tmp_path):
@@ -133,6 +138,19 @@ def test_defaults_on_the_shipped_dataset_match_a_hand_computation(tmp_path):
     assert summary["true_pass_rate"] == pytest.approx(
         sum(t == "pass" for t in truth.values()) / len(truth))
     assert png_count(notebook) == 3  # confusion heatmap, threshold sweep, corrected pass rate
+
+
+def test_runs_from_the_repository_root_and_writes_the_calibration_for_run(tmp_path):
+    """papermill from the checkout's root (the default paths are found from there too), and
+    output_path: the JSON `voice-evaluator run --calibration` reads."""
+    from voicelab.scoring import read_calibration
+
+    target = tmp_path / "calibration.json"
+    summary, _ = execute(tmp_path, cwd=ROOT, n_bootstrap=100, output_path=str(target))
+    calibration = read_calibration(target)
+    assert calibration.criterion == CRITERION
+    assert (calibration.tp, calibration.fn, calibration.fp, calibration.tn) == (
+        summary["tp"], summary["fn"], summary["fp"], summary["tn"])
 
 
 def test_own_labels_with_a_tie_a_judge_error_and_no_sweep(tmp_path):

@@ -13,7 +13,7 @@ import papermill
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-NAMES = ("sweep", "report", "labeling")
+NAMES = ("sweep", "report", "labeling", "compare")
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
@@ -37,7 +37,10 @@ def test_committed_notebook_is_clean_and_parameterized(name):
     for cell in notebook.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, "clear the outputs"
-    assert papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb"))  # parameters parse
+    parameters = papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb"))
+    assert parameters  # they parse; and each is typed for `papermill --help-notebook`
+    assert {n: p["inferred_type_name"] for n, p in parameters.items()
+            if p["inferred_type_name"] in ("None", "", None)} == {}
 
 
 def execute(name: str, tmp_path: Path, **parameters) -> nbformat.NotebookNode:
@@ -55,7 +58,7 @@ def test_sweep_runs_a_matrix(tmp_path):
     assert list((tmp_path / "artifacts").glob("*/matrix-report.json"))
     assert mime_count(notebook, "image/png") >= 5  # heatmap, 2 latency, silence, timeline
     assert mime_count(notebook, "text/html", containing="data:audio/wav;base64,") == 1
-    assert mime_count(notebook, WIDGET) == 1  # the matrix browser
+    assert mime_count(notebook, WIDGET) == 2  # the progress bar (tqdm.auto), the matrix browser
     assert any("4 cell(s), 4/4 trial(s) passed" in "".join(o.get("text", ""))
                for o in outputs(notebook))
 
@@ -77,7 +80,7 @@ def test_labeling_shows_the_widget_and_reads_labels(tmp_path):
                            "r,trial-001,polite,pass,ana,,2026-01-01T00:00:00Z\n")
     notebook = execute("labeling", tmp_path, trials=1, criteria=["polite", "on_topic"],
                        annotator="ana", labels_path=str(labels_path))
-    assert mime_count(notebook, WIDGET) == 1
+    assert mime_count(notebook, WIDGET) == 2  # the example run's progress bar, the labeler
     assert mime_count(notebook, "text/markdown", containing="['polite', 'on_topic']") == 1
     assert mime_count(notebook, "text/html", containing="trial-001") >= 1  # the saved labels
     assert json.loads(json.dumps(notebook.metadata.papermill.parameters))["annotator"] == "ana"

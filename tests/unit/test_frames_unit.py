@@ -148,3 +148,23 @@ def test_import_stays_light():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, timeout=60)
     assert result.stdout.strip() == "[]"
+
+
+def test_pass_rate_and_curve_tables_leave_interrupted_trials_out():
+    from voicelab.analysis import pass_curve_table, pass_rate_table
+
+    trials = pd.DataFrame({
+        "persona": pd.Categorical(["a", "a", "a", "b", "b"]),
+        "passed": [True, False, False, True, True],
+        "exit_reason": ["endpoint_completion", "endpoint_completion", "cancelled",
+                        "endpoint_completion", "error"]})
+    rates = pass_rate_table(trials, by="persona", method="clopper_pearson", confidence=0.9)
+    assert list(rates["n"]) == [2, 2] and list(rates["passed"]) == [1, 2]
+    assert list(rates["method"]) == ["clopper_pearson"] * 2
+    assert rates["low"].iloc[0] == pytest.approx(0.0253, abs=1e-4)  # beta(0.05; 1, 2)
+    curves = pass_curve_table(trials, by="persona")
+    a = curves[curves["persona"] == "a"]
+    assert list(a["k"]) == [1, 2] and list(a["pass_power_k"]) == [0.5, 0.0]
+    assert list(a["pass_at_k"]) == [0.5, 1.0]
+    with pytest.raises(ValueError, match="no column 'cell' to group by"):
+        pass_rate_table(trials, by="cell")

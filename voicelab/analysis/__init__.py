@@ -17,10 +17,20 @@ from ._compare import (
     RunSide,
     compare,
 )
-from ._frames import GROUP_COLUMNS, KEY_COLUMNS, Frames, load_frames, worst_turns
+from ._failures import failing_trials, transcript_markdown
+from ._frames import GROUP_COLUMNS, KEY_COLUMNS, Frames, check_metric, load_frames, worst_turns
 from ._labels import label_rows, load_labels, save_labels
-from ._plots import figure_png, plot_latency, plot_pass_rate_heatmap, plot_silence, plot_timeline
-from ._report import write_report
+from ._plots import (
+    figure_png,
+    plot_latency,
+    plot_pass_curves,
+    plot_pass_rate_heatmap,
+    plot_silence,
+    plot_timeline,
+)
+from ._rates import pass_curve_table, pass_rate_table
+from ._report import write_compare_report, write_report
+from ._tables import show_table
 from ._widgets import (
     LabelingWidget,
     MatrixBrowser,
@@ -85,4 +95,12 @@ __all__ = [
     "PassRateComparison",
     "RunSide",
     "compare",
+    "check_metric",
+    "pass_curve_table",
+    "pass_rate_table",
+    "plot_pass_curves",
+    "show_table",
+    "write_compare_report",
+    "failing_trials",
+    "transcript_markdown",
 ]

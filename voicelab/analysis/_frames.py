@@ -3,7 +3,15 @@
 Every frame carries the keys ``run_id`` (from run-report.json), ``cell`` (the matrix cell, NA
 outside a matrix) and ``trial_id``; the child frames repeat ``scenario_id``, ``persona`` and
 ``environment`` (categoricals: cheap) so they group without a merge. ``trials.path`` is the
-trial folder (the widgets find the WAV files there).
+trial folder (the widgets find the WAV files there); ``runs.label`` / ``trials.label`` name a run
+(``--label``).
+
+Rates: ``runs`` carries each run's pass rate with its interval (``pass_rate_estimate``, ``_low``,
+``_high``, ``_method``, ``_confidence``, ``_n``, ``_passed``: the run report's settings, Wilson
+95% for a bundle without them); ``rates`` holds one row per run and rate (``kind``: ``run``,
+``verdict``, ``judge`` (the judge's own pass rate, judge errors left out) and
+``judge_corrected`` (Rogan-Gladen, from the run report's ``--calibration``)); ``curves`` the
+unbiased pass@k and pass^k of each run for every k.
 
 Parsing is the cost floor: each JSON document is decoded once with :mod:`json` (voice events:
 see ``_events.py``), the frames are built column-wise from the decoded records, and the key
@@ -21,7 +29,7 @@ import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +38,9 @@ import pandas as pd
 
 from ..artifacts._reader import read_json
 from ..errors import ConfigError
+from ..scoring import proportion_interval
 from ._events import EventColumns, read_events
+from ._rates import RATE_COLUMNS, counted, pass_curve_table
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +74,10 @@ class Frames:
     events: pd.DataFrame
     verdicts: pd.DataFrame
     judges: pd.DataFrame
+    #: one row per run and rate: kind run / verdict / judge / judge_corrected (see the module)
+    rates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: one row per run and k: the unbiased pass@k and pass^k
+    curves: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def trial(self, *, run_id: str | None = None, trial_id: str | None = None) -> pd.Series:
         """The trials row of one trial: the first that matches the given ids."""
@@ -84,6 +98,8 @@ class Frames:
         row = self.trial(run_id=run_id, trial_id=trial_id)
 
         def rows_of(frame: pd.DataFrame) -> pd.DataFrame:
+            if "run_id" not in frame.columns:
+                return frame
             keep = (frame["run_id"] == row["run_id"]).to_numpy()
             if "trial_id" in frame.columns:
                 keep &= (frame["trial_id"] == row["trial_id"]).to_numpy()
@@ -91,11 +107,13 @@ class Frames:
 
         return Frames(runs=rows_of(self.runs), trials=rows_of(self.trials),
                       turns=rows_of(self.turns), events=rows_of(self.events),
-                      verdicts=rows_of(self.verdicts), judges=rows_of(self.judges))
+                      verdicts=rows_of(self.verdicts), judges=rows_of(self.judges),
+                      rates=rows_of(self.rates), curves=rows_of(self.curves))
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{name}={len(getattr(self, name))}" for name in
-                          ("runs", "trials", "turns", "events", "verdicts", "judges"))
+                          ("runs", "trials", "turns", "events", "verdicts", "judges", "rates",
+                           "curves"))
         return f"Frames({sizes})"
 
 
@@ -367,10 +385,13 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
     for position, column in enumerate(("run_id", "cell")):
         trials.insert(position, column, runs_frame[column].to_numpy()[run_index] if len(trials)
                       else pd.Series(dtype=object))
-    trials["matrix_id"] = runs_frame["matrix_id"].to_numpy()[run_index] if len(trials) else \
-        pd.Series(dtype=object)
+    if "label" not in runs_frame.columns:
+        runs_frame["label"] = pd.Series([None] * len(runs_frame), dtype=object)
+    for column in ("matrix_id", "label"):
+        trials[column] = runs_frame[column].astype(object).to_numpy()[run_index] \
+            if len(trials) else pd.Series(dtype=object)
     trials = _typed(trials, categories=(*KEY_COLUMNS, *GROUP_COLUMNS, *_TRIAL_CATEGORIES,
-                                        "matrix_id"),
+                                        "matrix_id", "label"),
                     text=_TEXT_COLUMNS)
     child_keys = (*KEY_COLUMNS, *GROUP_COLUMNS)
 
@@ -402,15 +423,121 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
     events_frame = _attach_keys(event_columns.frame(), trials, event_index, child_keys)
     if events:
         turns_frame = _timeline_columns(turns_frame, events_frame, event_index, turn_index)
+    rates = _rates(runs, runs_frame, trials, run_index, verdicts_frame, verdict_counts,
+                   judges_frame, judge_counts)
+    run_rates = rates[rates["kind"] == "run"].set_index("run_id")
+    for column in RATE_COLUMNS:
+        runs_frame[f"pass_rate_{column}"] = run_rates[column].reindex(
+            runs_frame["run_id"].astype(object)).to_numpy()
+    curves = pass_curve_table(trials, by=["run_id", "cell"]) if len(trials) else \
+        pass_curve_table(pd.DataFrame({"run_id": [], "cell": [], "passed": []}),
+                         by=["run_id", "cell"])
     return Frames(runs=runs_frame, trials=trials, turns=turns_frame, events=events_frame,
-                  verdicts=verdicts_frame, judges=judges_frame)
+                  verdicts=verdicts_frame, judges=judges_frame, rates=rates, curves=curves)
+
+
+def _settings(report: dict[str, Any] | None) -> tuple[float, str]:
+    """The confidence and interval method a run report was written with (else the defaults)."""
+    rate = (report or {}).get("pass_rate")
+    if isinstance(rate, dict) and rate.get("method") and rate.get("confidence"):
+        return float(rate["confidence"]), str(rate["method"])
+    return 0.95, "wilson"
+
+
+_RATE_FRAME_COLUMNS = ("run_id", "cell", "kind", "name", "critical", *RATE_COLUMNS,
+                       "sensitivity", "specificity", "note")
+
+
+def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
+           run_index: np.ndarray, verdicts: pd.DataFrame, verdict_counts: list[int],
+           judges: pd.DataFrame, judge_counts: list[int]) -> pd.DataFrame:
+    """Each run's pass rate, per-verdict and per-judge rates (counted trials only) and the
+    judge-corrected rates its report holds."""
+    keep = counted(trials)
+    passed = trials["passed"].fillna(False).astype(bool).to_numpy() if len(trials) else \
+        np.zeros(0, dtype=bool)
+
+    def child_table(frame: pd.DataFrame, counts: list[int], *, errors: bool) -> pd.DataFrame:
+        index = np.repeat(np.arange(len(trials)), np.asarray(counts, dtype=np.int64))
+        mask = keep[index] if len(index) else np.zeros(0, dtype=bool)
+        if errors and len(frame):
+            mask &= (frame["status"].astype(object) != "error").to_numpy()
+        return pd.DataFrame({"run": run_index[index][mask] if len(index) else [],
+                             "name": frame["name"].astype(object).to_numpy()[mask],
+                             "passed": frame["passed"].to_numpy(dtype=bool)[mask],
+                             "critical": frame["critical"].to_numpy(dtype=bool)[mask]})
+
+    children = {"verdict": child_table(verdicts, verdict_counts, errors=False),
+                "judge": child_table(judges, judge_counts, errors=True)}
+    rows: list[dict[str, Any]] = []
+    for number, run in enumerate(runs):
+        confidence, method = _settings(run.report)
+        base = {"run_id": runs_frame["run_id"].iat[number], "cell": runs_frame["cell"].iat[number]}
+
+        def rate(hits: int, n: int, confidence: float = confidence,
+                 method: str = method) -> dict[str, Any]:
+            return proportion_interval(hits, n, confidence=confidence,
+                                       method=method).to_dict()  # type: ignore[arg-type]
+
+        mine = (run_index == number) & keep
+        rows.append({**base, "kind": "run", "name": None, "critical": None,
+                     **rate(int(passed[mine].sum()), int(mine.sum()))})
+        for kind, table in children.items():
+            part = table[table["run"] == number]
+            for name, group in part.groupby("name", sort=False):
+                rows.append({**base, "kind": kind, "name": name,
+                             "critical": bool(group["critical"].any()),
+                             **rate(int(group["passed"].sum()), len(group))})
+        for corrected in (run.report or {}).get("judge_corrected_pass_rates") or []:
+            judged = corrected.get("judge_pass_rate") or {}
+            rows.append({**base, "kind": "judge_corrected", "name": corrected.get("judge"),
+                         "critical": None, "estimate": corrected.get("corrected"),
+                         "low": corrected.get("low"), "high": corrected.get("high"),
+                         "method": corrected.get("method"),
+                         "confidence": corrected.get("confidence"), "n": judged.get("n"),
+                         "passed": None, "sensitivity": corrected.get("sensitivity"),
+                         "specificity": corrected.get("specificity"),
+                         "note": corrected.get("note") or None})
+    frame = pd.DataFrame(rows, columns=list(_RATE_FRAME_COLUMNS))
+    for column in ("estimate", "low", "high", "confidence", "sensitivity", "specificity"):
+        frame[column] = pd.to_numeric(frame[column]).astype(float)
+    for column in ("n", "passed"):
+        frame[column] = pd.array(frame[column], dtype="Int64")
+    for column in ("run_id", "cell", "kind"):
+        frame[column] = frame[column].astype("category")
+    return frame
 
 
 # --- helpers over frames ----------------------------------------------------------------------
 
+def _turn_metric_names() -> frozenset[str]:
+    from ..artifacts import TurnMetrics
+    from ..audio._signal import SignalAnalysis
+
+    signal = [name for name in SignalAnalysis.__dataclass_fields__]
+    return frozenset([*TurnMetrics.model_fields, *(f"input_{n}" for n in signal),
+                      *(f"output_{n}" for n in signal), "user_start_ms", "user_commit_ms"])
+
+
+def check_metric(turns: pd.DataFrame, metric: str) -> str:
+    """``metric`` itself when it names a per-response column (present in ``turns``, or one
+    voice-metrics.json defines, which a frame without data may lack); else a one-line
+    ``ValueError`` naming the numeric columns there are."""
+    if metric in turns.columns or metric in _turn_metric_names():
+        return metric
+    numeric = sorted(str(c) for c in turns.columns
+                     if pd.api.types.is_numeric_dtype(turns[c]) and not
+                     pd.api.types.is_bool_dtype(turns[c]) and c != "index")
+    raise ValueError(f"unknown metric {metric!r}; per-response metrics: "
+                     f"{', '.join(numeric) or ', '.join(sorted(_turn_metric_names()))}")
+
+
 def worst_turns(turns: pd.DataFrame, *, metric: str = "first_audio_latency_ms",
                 n: int = 3, largest: bool = True) -> pd.DataFrame:
     """The ``n`` responses with the largest (or smallest) ``metric``; rows without it skipped."""
+    check_metric(turns, metric)
+    if metric not in turns.columns:
+        return turns.iloc[:0]
     values = pd.to_numeric(turns[metric], errors="coerce")
     ranked = turns.assign(_rank=values)[values.notna()]
     picked = (ranked.nlargest(n, "_rank") if largest else ranked.nsmallest(n, "_rank"))

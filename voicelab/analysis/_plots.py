@@ -1,8 +1,11 @@
-"""Matplotlib figures from frames: latency and silence distributions, pass rates, one timeline.
+"""Matplotlib figures from frames: latency and silence distributions, pass rates with their
+intervals, pass@k / pass^k curves, one timeline.
 
 Every function returns a :class:`matplotlib.figure.Figure` built without pyplot (no global figure
 state, nothing to close); a notebook displays it as the cell's value (``%matplotlib inline``
-registers the PNG formatter). matplotlib is imported inside the functions.
+registers the PNG formatter). matplotlib is imported inside the functions. A metric name that is
+no per-response metric is a one-line ``ValueError``; a distribution with a single value (every
+dead air 0 ms) is said in words instead of drawn as an empty axis.
 """
 
 from __future__ import annotations
@@ -10,12 +13,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from ._frames import Frames, load_frames
+from ._frames import Frames, check_metric, load_frames
+from ._rates import pass_curve_table, pass_rate_table
 from ._widgets import read_trial_audio
 
 if TYPE_CHECKING:
@@ -49,10 +53,27 @@ def _groups(frame: pd.DataFrame, metric: str, by: str | None) -> list[tuple[str,
 
 
 def _no_data(axes: Axes, what: str) -> None:
-    axes.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=axes.transAxes,
-              color="grey")
+    _note(axes, f"no {what}")
+
+
+def _note(axes: Axes, text: str) -> None:
+    axes.text(0.5, 0.5, text, ha="center", va="center", transform=axes.transAxes,
+              color="grey", wrap=True)
     axes.set_xticks([])
     axes.set_yticks([])
+
+
+def _single_value(groups: list[tuple[str, np.ndarray]]) -> float | None:
+    """The value every response has, when they all have the same one (nothing to draw)."""
+    everything = np.concatenate([values for _, values in groups])
+    return float(everything[0]) if everything.size and np.ptp(everything) == 0 else None
+
+
+def _constant(axes: Axes, metric: str, value: float, groups: list[tuple[str, np.ndarray]]
+              ) -> None:
+    count = sum(values.size for _, values in groups)
+    _note(axes, f"{metric}: all {count} responses are {value:g}\n(a single value: no "
+                "distribution to draw)")
 
 
 def _ecdf(axes: Axes, groups: list[tuple[str, np.ndarray]], *, xlabel: str) -> None:
@@ -81,12 +102,18 @@ def _histogram(axes: Axes, groups: list[tuple[str, np.ndarray]], *, xlabel: str,
 def plot_latency(turns: pd.DataFrame, *, metric: str = "first_audio_latency_ms",
                  by: str | None = "persona", bins: int = 30) -> Figure:
     """ECDF and histogram of a per-response latency, one line/colour per value of ``by``."""
+    check_metric(turns, metric)
     figure = _figure(11, 4)
     ecdf_axes, hist_axes = figure.subplots(1, 2)
     groups = _groups(turns, metric, by)
     if not groups:
         _no_data(ecdf_axes, metric)
         _no_data(hist_axes, metric)
+        return figure
+    value = _single_value(groups)
+    if value is not None:
+        _constant(ecdf_axes, metric, value, groups)
+        hist_axes.set_axis_off()
         return figure
     _ecdf(ecdf_axes, groups, xlabel=metric)
     _histogram(hist_axes, groups, xlabel=metric, bins=bins)
@@ -99,11 +126,16 @@ def plot_silence(turns: pd.DataFrame, *, by: str | None = "environment",
                  metrics: Sequence[str] = ("dead_air_ms", "playback_stall_ms",
                                            "output_silence_ratio")) -> Figure:
     """ECDFs of dead air, playback stalls and the silent share of each response."""
+    for metric in metrics:
+        check_metric(turns, metric)
     figure = _figure(4.2 * len(metrics), 3.8)
     axes_row = np.atleast_1d(figure.subplots(1, len(metrics)))
     for axes, metric in zip(axes_row, metrics, strict=True):
         groups = _groups(turns, metric, by)
-        if groups:
+        value = _single_value(groups) if groups else None
+        if value is not None:
+            _constant(axes, metric, value, groups)
+        elif groups:
             _ecdf(axes, groups, xlabel=metric)
             axes.legend(title=by, fontsize="x-small")
         else:
@@ -121,9 +153,11 @@ def _label_columns(frame: pd.DataFrame, columns: str | Sequence[str]) -> pd.Seri
 
 
 def plot_pass_rate_heatmap(trials: pd.DataFrame, *, rows: str | Sequence[str] | None = None,
-                           columns: str | Sequence[str] = "environment") -> Figure:
-    """Share of passed trials per matrix cell, annotated ``rate (passed/trials)``. ``rows``
-    defaults to the persona, prefixed by the scenario when there are several."""
+                           columns: str | Sequence[str] = "environment",
+                           confidence: float = 0.95, method: str = "wilson") -> Figure:
+    """Share of passed trials per matrix cell with its confidence interval, annotated
+    ``rate [low, high] (passed/trials)``. ``rows`` defaults to the persona, prefixed by the
+    scenario when there are several. Interrupted trials are left out, as in the run report."""
     from matplotlib import colormaps
 
     if rows is None:
@@ -133,32 +167,73 @@ def plot_pass_rate_heatmap(trials: pd.DataFrame, *, rows: str | Sequence[str] | 
         figure = _figure(5, 3)
         _no_data(figure.subplots(), "trials")
         return figure
-    table = pd.DataFrame({"row": _label_columns(trials, rows),
-                          "column": _label_columns(trials, columns),
-                          "passed": trials["passed"].astype(bool)})
-    counts = table.pivot_table(index="row", columns="column", values="passed",
-                               aggfunc=["sum", "count"], observed=True)
-    passed, total = counts["sum"], counts["count"]
-    rate = (passed / total).to_numpy(dtype=float)
-    longest = max((len(str(label)) for label in passed.index), default=0)
-    figure = _figure(max(4.5, 1.6 * rate.shape[1] + 0.08 * longest + 2.5),
-                     max(2.5, 0.6 * rate.shape[0] + 1.5))
+    labeled = trials.assign(_row=_label_columns(trials, rows).to_numpy(),
+                            _column=_label_columns(trials, columns).to_numpy())
+    rates = pass_rate_table(labeled, by=["_row", "_column"], confidence=confidence,
+                            method=method)
+    rate = rates.pivot(index="_row", columns="_column", values="estimate")
+    cell = rates.set_index(["_row", "_column"])
+    longest = max((len(str(label)) for label in rate.index), default=0)
+    figure = _figure(max(4.5, 1.8 * rate.shape[1] + 0.08 * longest + 2.5),
+                     max(2.5, 0.8 * rate.shape[0] + 1.5))
     axes = figure.subplots()
-    image = axes.imshow(np.ma.masked_invalid(rate), cmap=colormaps["RdYlGn"], vmin=0, vmax=1,
-                        aspect="auto")
-    axes.set_xticks(range(rate.shape[1]), labels=list(passed.columns), rotation=20, ha="right")
-    axes.set_yticks(range(rate.shape[0]), labels=list(passed.index))
-    for (i, j), value in np.ndenumerate(rate):
+    values = rate.to_numpy(dtype=float)
+    image = axes.imshow(np.ma.masked_invalid(values), cmap=colormaps["RdYlGn"], vmin=0,
+                        vmax=1, aspect="auto")
+    axes.set_xticks(range(values.shape[1]), labels=list(rate.columns), rotation=20, ha="right")
+    axes.set_yticks(range(values.shape[0]), labels=list(rate.index))
+    for (i, j), value in np.ndenumerate(values):
         if np.isfinite(value):
-            axes.text(j, i, f"{value:.0%}\n({int(passed.iat[i, j])}/{int(total.iat[i, j])})",
+            one = cell.loc[(rate.index[i], rate.columns[j])]
+            axes.text(j, i, f"{value:.0%}\n[{one['low']:.0%}, {one['high']:.0%}]\n"
+                            f"({int(one['passed'])}/{int(one['n'])})",
                       ha="center", va="center", fontsize="small")
     figure.colorbar(image, ax=axes, label="pass rate")
     row_name = rows if isinstance(rows, str) else " / ".join(rows)
     column_name = columns if isinstance(columns, str) else " / ".join(columns)
     axes.set_ylabel(row_name)
     axes.set_xlabel(column_name)
-    axes.set_title("pass rate per cell")
+    label = "Wilson" if method == "wilson" else "Clopper-Pearson"
+    axes.set_title(f"pass rate per cell [{confidence:.0%} {label} interval]")
     return figure
+
+
+def plot_pass_curves(trials: pd.DataFrame, *, by: str | Sequence[str] | None = "run_id"
+                     ) -> Figure:
+    """The unbiased pass^k (all of k trials pass: solid) and pass@k (at least one passes:
+    dashed) over k = 1..n, one colour per group of ``by``. pass^k falling fast with k is a
+    flaky product even when its pass rate looks fine."""
+    figure = _figure(7.5, 4)
+    axes = figure.subplots()
+    names = [] if by is None else [by] if isinstance(by, str) else list(by)
+    names = [name for name in names if name in trials.columns]
+    curves = pass_curve_table(trials, by=names or None) if len(trials) else pd.DataFrame()
+    if curves.empty:
+        _no_data(axes, "trials")
+        return figure
+    keys = curves[names].astype(str).agg(" / ".join, axis=1) if names else \
+        pd.Series("all", index=curves.index)
+    for (label, group), colour in zip(curves.groupby(keys, sort=True),
+                                      _colours(keys.nunique()), strict=True):
+        n, passed = int(group["n"].iloc[0]), int(group["passed"].iloc[0])
+        axes.plot(group["k"], group["pass_power_k"], marker="o", markersize=3, color=colour,
+                  label=f"{label} pass^k ({passed}/{n})")
+        axes.plot(group["k"], group["pass_at_k"], linestyle="--", color=colour, alpha=0.6,
+                  label=f"{label} pass@k")
+    axes.set_xlabel("k (trials)")
+    axes.set_ylabel("probability")
+    axes.set_ylim(-0.02, 1.02)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    axes.set_title("unbiased pass^k (all k pass) and pass@k (one of k passes)")
+    return figure
+
+
+def _colours(count: int) -> list[Any]:
+    from matplotlib import colormaps
+
+    palette = colormaps["tab10"]
+    return [palette(i % 10) for i in range(count)]
 
 
 def _envelope(samples: np.ndarray, sample_rate_hz: int) -> tuple[np.ndarray, np.ndarray]:
@@ -233,5 +308,5 @@ def figure_png(figure: Figure, *, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
-__all__ = ["figure_png", "plot_latency", "plot_pass_rate_heatmap", "plot_silence",
-           "plot_timeline"]
+__all__ = ["figure_png", "plot_latency", "plot_pass_curves", "plot_pass_rate_heatmap",
+           "plot_silence", "plot_timeline"]

@@ -1,9 +1,11 @@
-"""A self-contained HTML report of a run: report.ipynb executed with papermill, then nbconvert.
+"""Self-contained HTML reports: a notebook executed with papermill, then nbconvert.
 
-Plots are PNG outputs (nbconvert embeds them as ``data:image/png`` images) and the worst turns'
-audio are ``<audio>`` elements with WAV data URIs, so the page needs no files beside it. Code
-cells are left out of the page. When a cell fails, the partially executed notebook is kept next
-to the HTML path (``<output>.ipynb``) and the error names the cell.
+``write_report`` renders runs (report.ipynb); ``write_compare_report`` a baseline against a
+candidate (compare.ipynb). Plots are PNG outputs (nbconvert embeds them as ``data:image/png``
+images) and audio are ``<audio>`` elements with WAV data URIs, so the page needs no files beside
+it. Code cells are left out of the page, and wide tables scroll inside the page instead of
+widening it. When a cell fails, the partially executed notebook is kept next to the HTML path
+(``<output>.ipynb``) and the error names the cell.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,50 +21,54 @@ from ..errors import ConfigError, ExecutionError
 
 logger = logging.getLogger(__name__)
 
-#: Where report.ipynb lives in a source checkout (notebooks/ beside the package).
-#: Shipped inside the package (a link to notebooks/report.ipynb in a checkout, a copy in a wheel).
+#: Shipped inside the package (links to notebooks/*.ipynb in a checkout, copies in a wheel).
 DEFAULT_NOTEBOOK = Path(__file__).resolve().with_name("report.ipynb")
+COMPARE_NOTEBOOK = Path(__file__).resolve().with_name("compare.ipynb")
+
+# Tables fit the page: a wide one scrolls sideways inside it, long text wraps.
+_PAGE_CSS = """
+<style>
+  .jp-RenderedHTMLCommon table { display: block; max-width: 100%; overflow-x: auto;
+                                  font-size: 12px; }
+  .jp-RenderedHTMLCommon td, .jp-RenderedHTMLCommon th { max-width: 40em; white-space: normal;
+                                                         word-break: break-word; }
+  .jp-RenderedImage img { max-width: 100%; height: auto; }
+</style>
+"""
 
 
 def _has_trials(run_dir: Path) -> bool:
     return any(True for _ in run_dir.glob("**/trial-report.json"))
 
 
-def write_report(run_dir: str | os.PathLike[str], *,
-                 output_path: str | os.PathLike[str] = "report.html",
-                 notebook_path: str | os.PathLike[str] | None = None,
-                 parameters: Mapping[str, Any] | None = None, kernel_name: str | None = None,
-                 cell_timeout_seconds: float = 600.0) -> Path:
-    """Execute the report notebook on ``run_dir`` (a run, a matrix run or a folder of runs) and
-    write one HTML page to ``output_path``; returns its path.
+def _run_folder(path: str | os.PathLike[str]) -> Path:
+    folder = Path(path).expanduser().resolve()
+    if not folder.is_dir() or not _has_trials(folder):
+        raise ConfigError("not a run directory (no trial-report.json below it)", source=folder)
+    return folder
 
-    ``parameters`` are passed to the notebook besides ``run_dir`` (e.g. ``worst_turns``).
-    Raises :class:`ConfigError` for a missing run or notebook, :class:`ExecutionError` when a
-    cell fails.
-    """
+
+def _render(notebook: Path, *, parameters: Mapping[str, Any], output_path: str | os.PathLike[str],
+            title: str, kernel_name: str | None, cell_timeout_seconds: float) -> Path:
     import jinja2
     import nbformat
     import papermill
     from nbconvert import HTMLExporter
 
-    run_dir = Path(run_dir).expanduser().resolve()
-    if not run_dir.is_dir() or not _has_trials(run_dir):
-        raise ConfigError("not a run directory (no trial-report.json below it)", source=run_dir)
-    notebook = Path(notebook_path) if notebook_path is not None else DEFAULT_NOTEBOOK
     if not notebook.is_file():
         raise ConfigError("report notebook not found (pass notebook_path=)", source=notebook)
     output = Path(output_path).expanduser().resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
     kept = output.with_suffix(".ipynb")
-    values = {**dict(parameters or {}), "run_dir": str(run_dir)}
-    logger.info("executing %s on %s", notebook, run_dir)
+    logger.info("executing %s", notebook)
     with tempfile.TemporaryDirectory(prefix="voicelab-report-") as scratch:
-        executed_path = Path(scratch) / "report.ipynb"
+        executed_path = Path(scratch) / notebook.name
         try:
             papermill.execute_notebook(
-                str(notebook), str(executed_path), parameters=values, kernel_name=kernel_name,
-                cwd=str(notebook.parent), progress_bar=False, log_output=False,
-                request_save_on_cell_execute=False, execution_timeout=cell_timeout_seconds)
+                str(notebook), str(executed_path), parameters=dict(parameters),
+                kernel_name=kernel_name, cwd=str(notebook.parent), progress_bar=False,
+                log_output=False, request_save_on_cell_execute=False,
+                execution_timeout=cell_timeout_seconds)
         except papermill.PapermillExecutionError as error:
             if executed_path.is_file():
                 kept.write_bytes(executed_path.read_bytes())
@@ -74,15 +80,57 @@ def write_report(run_dir: str | os.PathLike[str], *,
     offline = jinja2.DictLoader({"voicelab-report.html.j2": (
         "{%- extends 'lab/index.html.j2' -%}"
         "{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}"
-        "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}")})
+        "{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}"
+        "{% block extra_css %}" + _PAGE_CSS + "{% endblock extra_css %}")})
     exporter = HTMLExporter(template_name="lab", template_file="voicelab-report.html.j2",
                             extra_loaders=[offline], exclude_input=True,
                             exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(
-        executed, resources={"metadata": {"name": f"voicelab report: {run_dir.name}"}})
+    body, _ = exporter.from_notebook_node(executed, resources={"metadata": {"name": title}})
     output.write_text(body, encoding="utf-8")
     logger.info("report written to %s", output)
     return output
 
 
-__all__ = ["DEFAULT_NOTEBOOK", "write_report"]
+def write_report(run_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
+                 output_path: str | os.PathLike[str] = "report.html",
+                 notebook_path: str | os.PathLike[str] | None = None,
+                 parameters: Mapping[str, Any] | None = None, kernel_name: str | None = None,
+                 cell_timeout_seconds: float = 600.0) -> Path:
+    """Execute the report notebook on ``run_dir`` (a run, a matrix run or a folder of runs; or
+    several, shown side by side) and write one HTML page to ``output_path``; returns its path.
+
+    ``parameters`` are passed to the notebook besides the run folders (e.g. ``worst_turns``).
+    Raises :class:`ConfigError` for a missing run or notebook, :class:`ExecutionError` when a
+    cell fails.
+    """
+    given = [run_dir] if isinstance(run_dir, (str, os.PathLike)) else list(run_dir)
+    if not given:
+        raise ConfigError("no run directory given")
+    folders = [_run_folder(path) for path in given]
+    notebook = Path(notebook_path) if notebook_path is not None else DEFAULT_NOTEBOOK
+    values = {**dict(parameters or {}), "run_dir": str(folders[0]),
+              "run_dirs": [str(f) for f in folders]}
+    return _render(notebook, parameters=values, output_path=output_path,
+                   title=f"voicelab report: {', '.join(f.name for f in folders)}",
+                   kernel_name=kernel_name, cell_timeout_seconds=cell_timeout_seconds)
+
+
+def write_compare_report(baseline: str | os.PathLike[str], candidate: str | os.PathLike[str], *,
+                         output_path: str | os.PathLike[str] = "compare.html",
+                         notebook_path: str | os.PathLike[str] | None = None,
+                         parameters: Mapping[str, Any] | None = None,
+                         kernel_name: str | None = None,
+                         cell_timeout_seconds: float = 600.0) -> Path:
+    """Execute the compare notebook on a baseline and a candidate run (or sweep) and write one
+    HTML page: the paired comparison, its gates, both distributions side by side and the
+    verdicts that flipped. ``parameters``: ``confidence``, ``seed``, ``gates`` (dicts of
+    :class:`~voicelab.analysis.Gate` fields), ``metrics``."""
+    before, after = _run_folder(baseline), _run_folder(candidate)
+    notebook = Path(notebook_path) if notebook_path is not None else COMPARE_NOTEBOOK
+    values = {**dict(parameters or {}), "baseline_dir": str(before), "candidate_dir": str(after)}
+    return _render(notebook, parameters=values, output_path=output_path,
+                   title=f"voicelab compare: {before.name} vs {after.name}",
+                   kernel_name=kernel_name, cell_timeout_seconds=cell_timeout_seconds)
+
+
+__all__ = ["COMPARE_NOTEBOOK", "DEFAULT_NOTEBOOK", "write_compare_report", "write_report"]

@@ -10,7 +10,8 @@ clipped to [0, 1], undefined (NaN) when ``sens + spec <= 1`` (a judge no better 
 Its interval is a bootstrap over *both* samples: each replicate resamples the judged verdicts
 and, independently, the calibration pairs (re-estimating sensitivity and specificity), so it
 carries the uncertainty of the measured judge error as well as the sampling error of the
-judged pass rate.
+judged pass rate. The computation is :func:`voicelab.scoring.corrected_rate` (from counts),
+which the run report uses too (``--calibration``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
+from ..scoring._judge_correction import METHOD, _ratio, corrected_rate, rogan_gladen
 
 #: The human label CSV the labeling widget writes: one row per (item, criterion, annotator).
 #: ``human_label`` is ``pass`` or ``fail``; ``labeled_at`` is ISO 8601 (UTC recommended);
@@ -135,14 +137,6 @@ def confusion_counts(human_pass: Sequence[bool], judge_pass: Sequence[bool]) -> 
             "fp": int(np.sum(~human & judge)), "tn": int(np.sum(~human & ~judge))}
 
 
-def _ratio(numerator: Any, denominator: Any) -> Any:
-    numerator = np.asarray(numerator, dtype=float)
-    denominator = np.asarray(denominator, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1),
-                        np.nan)
-
-
 def _kappa(tp: Any, fn: Any, fp: Any, tn: Any) -> Any:
     n = np.asarray(tp + fn + fp + tn, dtype=float)
     observed = _ratio(tp + tn, n)
@@ -154,15 +148,6 @@ def _kappa(tp: Any, fn: Any, fp: Any, tn: Any) -> Any:
 def cohens_kappa(human_pass: Sequence[bool], judge_pass: Sequence[bool]) -> float:
     counts = confusion_counts(human_pass, judge_pass)
     return float(_kappa(*(np.float64(counts[k]) for k in ("tp", "fn", "fp", "tn"))))
-
-
-def rogan_gladen(observed_pass_rate: Any, *, sensitivity: Any, specificity: Any) -> Any:
-    """True pass rate from an observed one and the judge's error, clipped to [0, 1]."""
-    youden = np.asarray(sensitivity, dtype=float) + np.asarray(specificity, dtype=float) - 1.0
-    corrected = _ratio(np.asarray(observed_pass_rate, dtype=float) + specificity - 1.0,
-                       np.where(youden > 0, youden, np.nan))
-    clipped = np.clip(corrected, 0.0, 1.0)
-    return float(clipped) if np.ndim(clipped) == 0 else clipped
 
 
 def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -299,7 +284,7 @@ class CorrectedPassRate:
     confidence: float
     n_bootstrap: int
     seed: int
-    method: str = "rogan-gladen; percentile bootstrap over judged and calibration samples"
+    method: str = METHOD
 
     def to_dict(self) -> dict[str, Any]:
         return {key: (None if isinstance(value, float) and math.isnan(value) else value)
@@ -315,23 +300,14 @@ def corrected_pass_rate(judged_passed: Sequence[bool], calibration: pd.DataFrame
     judged = np.asarray(judged_passed, dtype=bool)
     rows, _ = _pairs(calibration, criterion)
     rows = rows[rows["human_pass"].notna() & rows["judge_passed"].notna()]
-    human = rows["human_pass"].to_numpy(dtype=bool)
-    judge = rows["judge_passed"].to_numpy(dtype=bool)
-    c = confusion_counts(human, judge)
-    sensitivity = float(_ratio(c["tp"], c["tp"] + c["fn"]))
-    specificity = float(_ratio(c["tn"], c["tn"] + c["fp"]))
-    observed = float(_ratio(judged.sum(), judged.size))
-    corrected = rogan_gladen(observed, sensitivity=sensitivity, specificity=specificity)
-    low = high = math.nan
-    if judged.size and human.size:
-        rng = np.random.default_rng(seed)
-        observed_b = rng.binomial(judged.size, observed, size=n_bootstrap) / judged.size
-        tp, fn, fp, tn = _bootstrap_counts(human, judge, rng, n_bootstrap)
-        low, high = _interval(rogan_gladen(observed_b, sensitivity=_ratio(tp, tp + fn),
-                                           specificity=_ratio(tn, tn + fp)), confidence)
-    return CorrectedPassRate(observed=observed, corrected=float(corrected), ci_low=low,
-                             ci_high=high, sensitivity=sensitivity, specificity=specificity,
-                             n_judged=int(judged.size), n_calibration=int(human.size),
+    counts = confusion_counts(rows["human_pass"].to_numpy(dtype=bool),
+                              rows["judge_passed"].to_numpy(dtype=bool))
+    result = corrected_rate(int(judged.sum()), int(judged.size), **counts,
+                            confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
+    return CorrectedPassRate(observed=result.observed, corrected=result.corrected,
+                             ci_low=result.low, ci_high=result.high,
+                             sensitivity=result.sensitivity, specificity=result.specificity,
+                             n_judged=result.n_judged, n_calibration=result.n_calibration,
                              confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
 
 

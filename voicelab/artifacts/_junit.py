@@ -38,11 +38,17 @@ _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-
 
 
 class GateOutcome(Protocol):
-    """What a gate result needs for JUnit (``voicelab.scoring.GateResult`` has it)."""
+    """What a gate result needs for JUnit (``voicelab.scoring.GateResult`` has it; read-only,
+    so a frozen dataclass matches)."""
 
-    name: str
-    status: str
-    message: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
 
     @property
     def blocks(self) -> bool: ...

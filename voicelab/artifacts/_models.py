@@ -173,6 +173,86 @@ class TrialSummary(ArtifactModel):
     path: str
 
 
+class PassRate(ArtifactModel):
+    """A pass rate with its two-sided confidence interval (``None`` with no trials)."""
+
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    method: Literal["wilson", "clopper_pearson"] = "wilson"
+    confidence: float = 0.95
+    n: int = 0
+    passed: int = 0
+
+
+class PassCurvePoint(ArtifactModel):
+    """Unbiased estimates from n trials with c passes: pass@k = 1 - C(n-c,k)/C(n,k) (at least
+    one of k trials passes), pass^k = C(c,k)/C(n,k) (all k pass)."""
+
+    k: int
+    pass_at_k: float
+    pass_power_k: float
+
+
+class VerdictPassRate(ArtifactModel):
+    name: str
+    critical: bool
+    pass_rate: PassRate
+
+
+class GateCheck(ArtifactModel):
+    """A run-config gate, judged on the conservative end of an interval. ``inconclusive``
+    (too few trials or responses to bound) blocks like ``failed``."""
+
+    metric: str
+    status: Literal["passed", "failed", "inconclusive"]
+    message: str
+    min_lower_bound: float | None = None
+    quantile: float | None = None
+    max: float | None = None
+    min: float | None = None
+    #: the pass rate, or the metric's sample quantile over the responses
+    observed: float | None = None
+    #: the end of the interval that was judged: the pass rate's lower bound, or the quantile's
+    #: distribution-free upper bound (``max``) or lower bound (``min``), an order statistic
+    bound: float | None = None
+    method: str
+    confidence: float
+    n: int
+    #: a quantile gate: the responses a bound needs at this confidence
+    needed: int | None = None
+
+
+class JudgeCalibration(ArtifactModel):
+    """A judge's confusion counts against human labels (the calibration notebook's result)."""
+
+    criterion: str = Field(min_length=1)
+    tp: int = Field(ge=0)
+    fn: int = Field(ge=0)
+    fp: int = Field(ge=0)
+    tn: int = Field(ge=0)
+    source: str | None = None
+
+
+class JudgeCorrectedRate(ArtifactModel):
+    """A judge's raw pass rate beside the Rogan-Gladen rate corrected for its measured error."""
+
+    judge: str
+    #: the judge's verdicts on this run's trials (judge errors left out), with its interval
+    judge_pass_rate: PassRate
+    corrected: float | None = None
+    low: float | None = None
+    high: float | None = None
+    sensitivity: float | None = None
+    specificity: float | None = None
+    confidence: float
+    method: str
+    n_bootstrap: int
+    seed: int
+    calibration: JudgeCalibration
+    note: str = ""
+
+
 class RunReport(Versioned):
     run_id: str
     status: Literal["running", "complete", "interrupted", "failed"]
@@ -193,6 +273,18 @@ class RunReport(Versioned):
     exit_code: int
     trials: list[TrialSummary] = Field(default_factory=list)
     message: str = ""
+    #: ``--label``: names the run in frames and reports
+    label: str | None = None
+    #: the run file, so ``run --resume RUN_DIR`` finds it
+    run_file: str | None = None
+    resumed_at: list[str] = Field(default_factory=list)
+    #: over the trials that ran to an end (interrupted ones are left out; resume runs them)
+    pass_rate: PassRate | None = None
+    #: every k from 1 to pass_rate.n (in the final report)
+    pass_curve: list[PassCurvePoint] = Field(default_factory=list)
+    verdict_pass_rates: list[VerdictPassRate] = Field(default_factory=list)
+    gates: list[GateCheck] = Field(default_factory=list)
+    judge_corrected_pass_rates: list[JudgeCorrectedRate] = Field(default_factory=list)
 
 
 # --- timeline and metrics (written as plain dicts for speed; these models give their schemas) --
@@ -339,6 +431,17 @@ class MatrixCell(ArtifactModel):
     pass_power_k: bool
     exit_code: int
     suite_hash: str
+    pass_rate: PassRate | None = None
+    pass_curve: list[PassCurvePoint] = Field(default_factory=list)
+
+
+class MarginPassRate(ArtifactModel):
+    """The pass rate of every trial of the matrix sharing one scenario, persona or environment."""
+
+    dimension: Literal["scenario", "persona", "environment"]
+    value: str
+    cells: int
+    pass_rate: PassRate
 
 
 class MatrixReport(Versioned):
@@ -361,3 +464,8 @@ class MatrixReport(Versioned):
     pass_power_k: bool = Field(description="every trial of every cell passed")
     exit_code: int
     cells: list[MatrixCell] = Field(default_factory=list)
+    label: str | None = None
+    resumed_at: list[str] = Field(default_factory=list)
+    #: every trial of the matrix pooled (a design-weighted rate over the cells)
+    pass_rate: PassRate | None = None
+    margins: list[MarginPassRate] = Field(default_factory=list)

@@ -43,6 +43,23 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                              "data./script./environment. to target those files")
 
 
+def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
+    """What run and sweep share: naming, CI output, judge calibration, resuming."""
+    parser.add_argument("--label", default=None, help=f"a name for the {what} in frames and "
+                        "reports (e.g. baseline, candidate)")
+    parser.add_argument("--junit", type=Path, default=None, metavar="PATH",
+                        help="also write JUnit XML (one test case per trial, by cell)")
+    parser.add_argument("--calibration", dest="calibrations", type=Path, action="append",
+                        default=[], metavar="FILE",
+                        help="a judge's calibration result (the calibration notebook's "
+                             "output_path JSON): adds its judge-corrected pass rate")
+    parser.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                        help=f"finish this {what} folder: run only its planned trials that are "
+                             "not done (interrupted or missing)")
+    parser.add_argument("--rerun-failed", action="store_true",
+                        help="with --resume: run the trials that did not pass again too")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(prog=PROG, description="Test deployed voice agents by simulation.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
@@ -54,33 +71,45 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(validate)
 
     run = commands.add_parser("run", help="run seeded trials of a scenario and write a bundle")
-    run.add_argument("run_file", type=Path)
+    run.add_argument("run_file", type=Path, nargs="?", default=None,
+                     help="the run config (with --resume: default, the one the bundle names)")
     run.add_argument("--trials", type=int, default=None, help="number of trials (default: config)")
     run.add_argument("--artifacts-dir", type=Path, default=None,
                      help="where the bundle goes (default: the config's artifacts_dir)")
     run.add_argument("--concurrency", type=int, default=None, help="trials running at once")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_outcome_options(run, what="run")
     _add_run_options(run)
 
     sweep = commands.add_parser("sweep", help="run a scenario x persona x environment x trial "
                                               "matrix from a suite file")
-    sweep.add_argument("suite_file", type=Path)
+    sweep.add_argument("suite_file", type=Path, nargs="?", default=None,
+                       help="the suite (with --resume: default, the one the sweep names)")
     sweep.add_argument("--trials", type=int, default=None, help="trials per cell")
     sweep.add_argument("--artifacts-dir", type=Path, default=None)
     sweep.add_argument("--concurrency", type=int, default=None,
                        help="conversations in flight across the matrix")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_outcome_options(sweep, what="sweep")
     _add_run_options(sweep)
 
     plan = commands.add_parser("plan", help="print a suite's matrix size, conversations and "
                                             "estimated audio minutes; runs nothing")
     plan.add_argument("suite_file", type=Path)
     plan.add_argument("--trials", type=int, default=None)
+    plan.add_argument("--width", type=float, default=None,
+                      help="also print the trials per cell for a pass-rate interval at most "
+                           "this wide (e.g. 0.2: +-10 points)")
+    plan.add_argument("--confidence", type=float, default=None,
+                      help="with --width (default: the suite's statistics)")
+    plan.add_argument("--interval", choices=("wilson", "clopper_pearson"), default=None,
+                      help="with --width (default: the suite's statistics)")
     _add_run_options(plan)
 
-    report = commands.add_parser("report", help="render a run directory as a self-contained "
+    report = commands.add_parser("report", help="render run directories as a self-contained "
                                                 "HTML report (executes notebooks/report.ipynb)")
-    report.add_argument("run_dir", type=Path)
+    report.add_argument("run_dir", type=Path, nargs="+",
+                        help="a run, a sweep or a folder of runs; several are shown side by side")
     report.add_argument("--output", type=Path, default=Path("report.html"))
 
     rescore = commands.add_parser("rescore", help="recompute placement, metrics and verdicts "
@@ -91,6 +120,34 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--judges", type=Path, default=None, metavar="RUN_FILE",
                          help="run the judges of this run file again (credentials from the "
                               "environment); default: keep the recorded judge results")
+
+    compare = commands.add_parser(
+        "compare", help="compare a candidate run (or sweep) with a baseline, trial by trial; "
+                        "exit 3 when a regression gate blocks")
+    compare.add_argument("baseline", type=Path, help="the baseline run or sweep folder")
+    compare.add_argument("candidate", type=Path, help="the candidate run or sweep folder")
+    compare.add_argument("--max-pass-rate-drop", type=float, default=None, metavar="RATE",
+                         help="gate: the pass rate may drop by at most this (0.05: 5 points)")
+    compare.add_argument("--max-latency-p95-increase-ms", type=float, default=None,
+                         metavar="MS", help="gate: the p95 of first_audio_latency_ms may rise "
+                                            "by at most this")
+    compare.add_argument("--max-response-latency-p95-increase-ms", type=float, default=None,
+                         metavar="MS", help="gate: the p95 of response_latency_ms (speech to "
+                                            "speech) may rise by at most this")
+    compare.add_argument("--max-increase", action="append", default=[],
+                         metavar="METRIC:STATISTIC=VALUE",
+                         help="gate on any per-response metric, e.g. dead_air_ms:p95=200")
+    compare.add_argument("--strict", action="store_true",
+                         help="gates fail unless the interval shows no regression (needs more "
+                              "trials; the output says how many)")
+    compare.add_argument("--confidence", type=float, default=0.95)
+    compare.add_argument("--seed", type=int, default=0, help="seeds the bootstrap")
+    compare.add_argument("--output", type=Path, default=None, metavar="JSON",
+                         help="write the comparison as JSON")
+    compare.add_argument("--junit", type=Path, default=None, metavar="PATH",
+                         help="write JUnit XML: both runs' trials and the gates")
+    compare.add_argument("--html", type=Path, default=None, metavar="PATH",
+                         help="write an HTML compare report (executes notebooks/compare.ipynb)")
 
     init = commands.add_parser("init", help="copy starter suite files into DIR")
     init.add_argument("directory", type=Path)
@@ -107,6 +164,7 @@ COMMANDS = {
     "plan": ("_validate", "plan_command"),
     "report": ("_report", "report_command"),
     "rescore": ("_rescore", "rescore_command"),
+    "compare": ("_compare", "compare_command"),
     "init": ("_init", "init_command"),
 }
 

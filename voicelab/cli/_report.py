@@ -1,4 +1,4 @@
-"""`voice-evaluator report RUN_DIR --output report.html`."""
+"""`voice-evaluator report RUN_DIR... --output report.html`."""
 
 from __future__ import annotations
 
@@ -10,15 +10,18 @@ from ..errors import ConfigError
 
 
 def report_command(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run_dir)
-    if not run_dir.exists():
-        raise ConfigError(f"run directory not found: {run_dir}", source="CLI", key="RUN_DIR")
-    if not (run_dir / "run-report.json").is_file() and not (run_dir / "matrix-report.json").is_file() \
-            and not any(run_dir.rglob("trial-report.json")):
-        raise ConfigError("not a voicelab run directory (no run-report.json or trial bundles)",
-                          source=str(run_dir))
+    folders = [Path(folder) for folder in args.run_dir]
+    for run_dir in folders:
+        if not run_dir.exists():
+            raise ConfigError(f"run directory not found: {run_dir}", source="CLI",
+                              key="RUN_DIR")
+        if not (run_dir / "run-report.json").is_file() \
+                and not (run_dir / "matrix-report.json").is_file() \
+                and not any(run_dir.rglob("trial-report.json")):
+            raise ConfigError("not a voicelab run directory (no run-report.json or trial "
+                              "bundles)", source=str(run_dir))
     from ..analysis import write_report  # pandas, matplotlib, papermill: only for a report
 
-    output = write_report(run_dir, output_path=Path(args.output))
+    output = write_report(folders, output_path=Path(args.output))
     print(f"report: {output}")
     return EXIT_OK

@@ -12,21 +12,24 @@ import asyncio
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from .._exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
+from .._progress import TrialProgress
+from ..artifacts import GateCheck, JudgeCalibration, PassRate, RunReport
+from ..errors import ConfigError
 from ..metrics import summarize
 from ..runner import (
     MatrixInterrupted,
     MatrixOutcome,
     RunInterrupted,
     RunOutcome,
-    TrialResult,
     arun,
     arun_matrix,
     plan_matrix,
 )
-from ._output import PROG
+from ._output import PROG, relative
 
 T = TypeVar("T")
 
@@ -34,21 +37,10 @@ T = TypeVar("T")
 _SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 
 
-class _Progress:
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-
-    def __call__(self, result: TrialResult, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        width = 24
-        filled = int(width * done / total)
-        mark = "pass" if result.report.passed else "FAIL"
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-                         f"{result.summary.trial_id} {mark}   ")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+def _progress(args: argparse.Namespace) -> TrialProgress:
+    """tqdm's text bar on stderr, when stderr is a terminal and --quiet is not given."""
+    return TrialProgress(auto=False, file=sys.stderr,
+                         enabled=sys.stderr.isatty() and not args.quiet)
 
 
 def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None,
@@ -90,6 +82,75 @@ def _fmt_ms(value: Any) -> str:
     return "n/a" if value is None else f"{value:.0f} ms"
 
 
+def rate_text(rate: PassRate | None) -> str:
+    """``66.7% [20.8%, 93.9%] (2/3, Wilson 95%)``."""
+    if rate is None:
+        return "n/a"
+    if rate.estimate is None or rate.low is None or rate.high is None:
+        return f"n/a ({rate.passed}/{rate.n})"
+    method = "Wilson" if rate.method == "wilson" else "Clopper-Pearson"
+    return (f"{rate.estimate:.1%} [{rate.low:.1%}, {rate.high:.1%}] ({rate.passed}/{rate.n}, "
+            f"{method} {rate.confidence:.0%})")
+
+
+def _print_statistics(report: RunReport) -> None:
+    print(f"pass rate {rate_text(report.pass_rate)}")
+    for verdict in report.verdict_pass_rates:
+        if verdict.pass_rate.passed < verdict.pass_rate.n:  # the verdicts that failed somewhere
+            print(f"  verdict {verdict.name}: {rate_text(verdict.pass_rate)}")
+    for corrected in report.judge_corrected_pass_rates:
+        value = "n/a" if corrected.corrected is None else f"{corrected.corrected:.1%}"
+        interval = "" if corrected.low is None or corrected.high is None else \
+            f" [{corrected.low:.1%}, {corrected.high:.1%}]"
+        note = f" ({corrected.note})" if corrected.note else ""
+        print(f"  judge {corrected.judge}: judge pass rate "
+              f"{rate_text(corrected.judge_pass_rate)}; corrected (Rogan-Gladen) "
+              f"{value}{interval}{note}")
+    _print_gates(report.gates)
+
+
+def _print_gates(gates: list[GateCheck]) -> None:
+    for gate in gates:
+        mark = "passed" if gate.status == "passed" else gate.status.upper()
+        print(f"gate {mark}: {gate.message}")
+
+
+def _calibrations(args: argparse.Namespace) -> list[JudgeCalibration]:
+    from ..scoring import read_calibration
+
+    return [read_calibration(path) for path in args.calibrations]
+
+
+def _write_junit(args: argparse.Namespace, folder: Path) -> None:
+    if args.junit is None:
+        return
+    from ..artifacts import junit_xml
+
+    junit_xml(folder, path=args.junit)
+    print(f"junit: {relative(str(Path(args.junit).resolve()))}")
+
+
+def _resumed_config(args: argparse.Namespace, *, given: Path | None, recorded: str | None,
+                    what: str) -> Path:
+    """The config file of a run: the one given, else (with --resume) the one the bundle names."""
+    if given is not None:
+        return given
+    if args.resume is None:
+        raise ConfigError(f"give the {what} file (or --resume DIR)", source="CLI")
+    if recorded is None:
+        raise ConfigError(f"the bundle does not name its {what} file: give it", source="CLI",
+                          key="--resume")
+    return Path(recorded)
+
+
+def _check_resume_options(args: argparse.Namespace) -> None:
+    if args.rerun_failed and args.resume is None:
+        raise ConfigError("--rerun-failed needs --resume DIR", source="CLI")
+    if args.resume is not None and args.artifacts_dir is not None:
+        raise ConfigError("a resumed run stays in its folder: give --resume DIR or "
+                          "--artifacts-dir, not both", source="CLI")
+
+
 def print_run_summary(outcome: RunOutcome) -> None:
     report = outcome.report
     for trial in outcome.trials:
@@ -108,6 +169,7 @@ def print_run_summary(outcome: RunOutcome) -> None:
           f"over {stats.count} response(s)")
     print(f"{report.passed_trials}/{report.trial_count} trial(s) passed; pass@k "
           f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
+    _print_statistics(report)
     if report.message:
         print(report.message)
     for problem in outcome.write_errors:
@@ -116,16 +178,29 @@ def print_run_summary(outcome: RunOutcome) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    progress = _Progress(enabled=sys.stderr.isatty() and not args.quiet)
+    _check_resume_options(args)
+    recorded = None
+    if args.resume is not None:
+        from ..runner._resume import read_run_report
+
+        recorded = read_run_report(args.resume).run_file
+    run_file = _resumed_config(args, given=args.run_file, recorded=recorded, what="run")
+    calibrations = _calibrations(args)
+    progress = _progress(args)
     outcome, number, stopped = run_until_signal(lambda: arun(
-        args.run_file, trials=args.trials, concurrency=args.concurrency,
-        artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress))
+        run_file, trials=args.trials, concurrency=args.concurrency,
+        artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
+        label=args.label, calibrations=calibrations, resume=args.resume,
+        rerun_failed=args.rerun_failed))
+    progress.close()
     if number is not None:
         if isinstance(stopped, RunInterrupted):
             print_run_summary(stopped.outcome)
+            _write_junit(args, stopped.outcome.bundle_path)
         return _SIGNAL_EXIT[number]
     assert outcome is not None
     print_run_summary(outcome)
+    _write_junit(args, outcome.bundle_path)
     return outcome.exit_code
 
 
@@ -136,26 +211,48 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
         status = "pass" if cell.pass_power_k else "FAIL"
         print(f"{cell.cell_id:<{width}}  {cell.passed_trials}/{cell.trial_count} passed  "
               f"pass@k {str(cell.pass_at_k).lower():<5} pass^k {str(cell.pass_power_k).lower():<5}"
-              f"  {status}")
+              f"  {status}  {rate_text(cell.pass_rate)}")
+    for margin in report.margins:
+        print(f"{margin.dimension} {margin.value}: {rate_text(margin.pass_rate)}")
     print(f"{report.passed_trials}/{report.conversations} conversation(s) passed; pass@k "
-          f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
+          f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}; "
+          f"pass rate {rate_text(report.pass_rate)}")
+    for cell_outcome in outcome.cells:
+        blocking = [g for g in cell_outcome.report.gates if g.status != "passed"]
+        for gate in blocking:
+            mark = gate.status.upper()
+            print(f"gate {mark} in {Path(cell_outcome.bundle_path).name}: {gate.message}")
     for problem in outcome.write_errors:
         print(f"{PROG}: execution failed: {problem}", file=sys.stderr)
     print(f"matrix: {outcome.run_dir}")
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    plan = plan_matrix(args.suite_file, trials=args.trials, concurrency=args.concurrency,
+    _check_resume_options(args)
+    trials, recorded = args.trials, None
+    if args.resume is not None:
+        from ..runner._matrix import read_matrix_report
+
+        previous = read_matrix_report(args.resume)
+        recorded = previous.suite_path
+        trials = trials if trials is not None else previous.trials_per_cell
+    suite_file = _resumed_config(args, given=args.suite_file, recorded=recorded, what="suite")
+    calibrations = _calibrations(args)
+    plan = plan_matrix(suite_file, trials=trials, concurrency=args.concurrency,
                        overrides=args.overrides)
     for line in plan.lines():
         print(line)
-    progress = _Progress(enabled=sys.stderr.isatty() and not args.quiet)
+    progress = _progress(args)
     outcome, number, stopped = run_until_signal(lambda: arun_matrix(
-        plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress))
+        plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
+        calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed))
+    progress.close()
     if number is not None:
         if isinstance(stopped, MatrixInterrupted):
             print_matrix_summary(stopped.outcome)
+            _write_junit(args, stopped.outcome.run_dir)
         return _SIGNAL_EXIT[number]
     assert outcome is not None
     print_matrix_summary(outcome)
+    _write_junit(args, outcome.run_dir)
     return outcome.exit_code

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any, cast
 
 from .._exit_codes import EXIT_OK
+from ..errors import ConfigError
 from ._output import relative
 
 
@@ -23,9 +25,46 @@ def validate_command(args: argparse.Namespace) -> int:
 def plan_command(args: argparse.Namespace) -> int:
     from ..runner import plan_matrix
 
+    if args.width is None and (args.confidence is not None or args.interval is not None):
+        raise ConfigError("--confidence and --interval go with --width", source="CLI")
     plan = plan_matrix(args.suite_file, trials=args.trials, overrides=args.overrides)
-    for line in plan.lines():
+    lines = plan.lines()
+    if args.width is not None:
+        lines += _width_lines(plan, width=args.width, confidence=args.confidence,
+                              interval=args.interval)
+    for line in lines:
         print(relative(line))
     for cell in plan.cells:
         print(f"  cell {cell.cell_id}")
     return EXIT_OK
+
+
+def _width_lines(plan: Any, *, width: float, confidence: float | None,
+                 interval: str | None) -> list[str]:
+    """How many trials a cell needs for its pass-rate interval to be at most ``width`` wide,
+    at the worst case (an observed rate of one half) and near the top (0.9), and how wide the
+    interval is at the planned trials per cell."""
+    from ..scoring import proportion_interval, trials_for_width
+    from ..scoring._statistics import IntervalMethod
+
+    confidence = plan.statistics.confidence if confidence is None else confidence
+    method: IntervalMethod = plan.statistics.interval if interval is None else \
+        cast(IntervalMethod, interval)
+    try:
+        needed = {p: trials_for_width(width, confidence=confidence, p=p, method=method)
+                  for p in (0.5, 0.9)}
+    except ValueError as error:
+        raise ConfigError(str(error), source="CLI", key="--width/--confidence") from None
+    label = "Wilson" if method == "wilson" else "Clopper-Pearson"
+    widest = max(
+        (lambda r: (r.high or 0.0) - (r.low or 0.0))(
+            proportion_interval(passed, plan.trials, confidence=confidence, method=method))
+        for passed in range(plan.trials + 1))
+    return [
+        f"interval     {confidence:.0%} {label}, at most {width:.3g} wide "
+        f"(+-{width / 2:.1%}): {needed[0.5]} trial(s) per cell at any observed rate "
+        f"(worst case 50%), {needed[0.9]} if the rate is near 90%",
+        f"             at {plan.trials} trial(s) per cell an interval is up to {widest:.3g} "
+        f"wide; the worst case needs {needed[0.5] * len(plan.cells)} conversation(s) for the "
+        f"{len(plan.cells)} cell(s)",
+    ]

@@ -13,9 +13,10 @@ from ._secrets import MASK, mask_transport
 if TYPE_CHECKING:
     from ._loader import LoadedRun
 
-#: Run settings that change how a run executes, not what each trial tests.
+#: Run settings that change how a run executes or is judged, not what each trial tests (a
+#: resumed run may change its gates or its confidence level).
 _EXECUTION_ONLY = ("artifacts_dir", "trials", "concurrency", "scenario_path", "persona_path",
-                   "data_path", "script_path", "environment_path")
+                   "data_path", "script_path", "environment_path", "statistics", "gates")
 
 
 def _mask_key_paths(document: Any, key_paths: frozenset[str]) -> Any:

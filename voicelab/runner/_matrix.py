@@ -18,9 +18,19 @@ from typing import Any
 
 from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
 from .._validate import RunPlan, validate_run
-from ..artifacts import MatrixCell, MatrixReport
-from ..config import LoadedRun, LoadedSuite, load_run, load_suite
+from ..artifacts import (
+    JudgeCalibration,
+    MarginPassRate,
+    MatrixCell,
+    MatrixReport,
+    PassRate,
+    read_json,
+)
+from ..config import LoadedRun, LoadedSuite, StatisticsConfig, load_run, load_suite, parse_settings
 from ..config._suite import cell_overrides, check_names_unique
+from ..errors import ConfigError
+from ..scoring._run_statistics import pass_rate
+from ._resume import check_suite_hash, read_run_report
 from ._run import (
     MAX_CONCURRENCY,
     MAX_TRIALS,
@@ -30,6 +40,7 @@ from ._run import (
     _point_latest,
     _write_report_robustly,
     arun,
+    check_calibrations,
     make_bundle_dir,
     run_sync,
 )
@@ -55,6 +66,8 @@ class MatrixPlan:
     concurrency: int
     estimated_user_audio_seconds: float
     estimated_product_audio_seconds: float
+    #: the suite's ``statistics``, else the base run's (every cell reports with it)
+    statistics: StatisticsConfig = field(default_factory=StatisticsConfig)
 
     @property
     def conversations(self) -> int:
@@ -152,11 +165,14 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
                         source=None if concurrency is not None else loaded_suite.path)
     cells: list[MatrixCellPlan] = []
     user_seconds = product_seconds = 0.0
+    statistics = [] if spec.statistics is None else [
+        f"statistics.confidence={spec.statistics.confidence!r}",
+        f"statistics.interval={spec.statistics.interval}"]
     for scenario in loaded_suite.scenarios:
         for persona in loaded_suite.personas:
             for environment in loaded_suite.environments:
                 loaded = load_run(spec.base, overrides=[
-                    *cell_overrides(scenario, persona, environment), *overrides])
+                    *cell_overrides(scenario, persona, environment), *statistics, *overrides])
                 run_plan = validate_run(loaded)
                 env_name = loaded.environment.name or (
                     loaded.run.environment_path.stem if loaded.run.environment_path else "quiet")
@@ -170,23 +186,45 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
                 product_seconds += product
     check_names_unique([c.cell_id for c in cells], source=loaded_suite.path,
                        key="scenarios/personas/environments")
-    return MatrixPlan(loaded_suite, cells, k, parallel, user_seconds * k, product_seconds * k)
+    return MatrixPlan(loaded_suite, cells, k, parallel, user_seconds * k, product_seconds * k,
+                      cells[0].plan.loaded.run.statistics)
 
 
 def _now() -> str:
     return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def matrix_rates(cells: list[MatrixCell], statistics: StatisticsConfig
+                 ) -> tuple[PassRate, list[MarginPassRate]]:
+    """The pooled pass rate of the cells' counted trials, and the same per scenario, persona
+    and environment (the margins of the matrix)."""
+    def pooled(group: list[MatrixCell]) -> PassRate:
+        rates = [c.pass_rate for c in group if c.pass_rate is not None]
+        return pass_rate(sum(r.passed for r in rates), sum(r.n for r in rates), statistics)
+
+    margins = []
+    for dimension in ("scenario", "persona", "environment"):
+        values = sorted({getattr(c, dimension) for c in cells})
+        for value in values:
+            group = [c for c in cells if getattr(c, dimension) == value]
+            margins.append(MarginPassRate(dimension=dimension, value=value,  # type: ignore[arg-type]
+                                          cells=len(group), pass_rate=pooled(group)))
+    return pooled(cells), margins
+
+
 def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: list[RunOutcome],
-                   started: str, status: str) -> MatrixReport:
+                   started: str, status: str, label: str | None = None,
+                   resumed_at: Sequence[str] = ()) -> MatrixReport:
     cells = [MatrixCell(
         cell_id=Path(o.bundle_path).name, scenario=o.report.scenario_id, persona=o.report.persona,
         environment=o.report.environment, bundle_path=str(o.bundle_path),
         trial_count=o.report.trial_count, executed_trials=o.report.executed_trials,
         passed_trials=o.report.passed_trials, pass_at_k=o.report.pass_at_k,
         pass_power_k=o.report.pass_power_k, exit_code=o.report.exit_code,
-        suite_hash=o.report.suite_hash) for o in outcomes]
+        suite_hash=o.report.suite_hash, pass_rate=o.report.pass_rate,
+        pass_curve=o.report.pass_curve) for o in outcomes]
     cells.sort(key=lambda c: c.cell_id)
+    pooled, margins = matrix_rates(cells, plan.statistics)
     complete = len(cells) == len(plan.cells)
     codes = [c.exit_code for c in cells]
     if status == "interrupted":
@@ -210,51 +248,90 @@ def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: li
         executed_trials=sum(c.executed_trials for c in cells),
         pass_at_k=complete and all(c.pass_at_k for c in cells),
         pass_power_k=complete and all(c.pass_power_k for c in cells), exit_code=code,
-        cells=cells)
+        cells=cells, label=label, resumed_at=list(resumed_at), pass_rate=pooled,
+        margins=margins)
+
+
+def read_matrix_report(run_dir: str | Path) -> MatrixReport:
+    path = Path(run_dir).expanduser().resolve() / "matrix-report.json"
+    if not path.is_file():
+        raise ConfigError("not a sweep (no matrix-report.json)", source=path.parent)
+    report: MatrixReport = parse_settings(MatrixReport, read_json(path), key=None, source=path)
+    return report
 
 
 async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: int | None = None,
                       concurrency: int | None = None, artifacts_dir: str | Path | None = None,
                       overrides: Sequence[str] = (), run_id: str | None = None,
-                      on_trial_done: Callable[[TrialResult, int, int], None] | None = None
+                      on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
+                      label: str | None = None, calibrations: Sequence[JudgeCalibration] = (),
+                      resume: str | Path | None = None, rerun_failed: bool = False
                       ) -> MatrixOutcome:
-    """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json."""
+    """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json.
+
+    ``resume`` is a sweep folder of this suite to finish: each cell resumes its bundle (see
+    :func:`voicelab.arun`), a cell that never started runs; the trials per cell default to the
+    sweep's. Every cell's suite hash is checked before anything runs.
+    """
+    previous = read_matrix_report(resume) if resume is not None else None
+    if previous is not None and trials is None and not isinstance(suite, MatrixPlan):
+        trials = previous.trials_per_cell
     plan = suite if isinstance(suite, MatrixPlan) else plan_matrix(
         suite, trials=trials, concurrency=concurrency, overrides=overrides)
+    for one in plan.cells:
+        check_calibrations(one.plan.loaded, calibrations)
     spec = plan.suite.suite
-    root = Path(artifacts_dir) if artifacts_dir is not None else (
-        spec.artifacts_dir or plan.suite.path.parent / "artifacts")
-    run_id = run_id or new_run_id()
-    run_dir = make_bundle_dir(root, run_id, source=None if artifacts_dir is not None
-                              else plan.suite.path)
-    _point_latest(root, run_dir)
-    started = _now()
+    resumed_at: list[str] = []
+    if previous is not None:
+        run_id = previous.run_id
+        run_dir = Path(resume).expanduser().resolve()  # type: ignore[arg-type]
+        for one in plan.cells:  # refuse before anything runs
+            if (run_dir / one.cell_id / "run-report.json").is_file():
+                check_suite_hash(read_run_report(run_dir / one.cell_id), one.plan.loaded,
+                                 bundle=run_dir / one.cell_id)
+        label = label if label is not None else previous.label
+        started = previous.started_at
+        resumed_at = [*previous.resumed_at, _now()]
+    else:
+        root = Path(artifacts_dir) if artifacts_dir is not None else (
+            spec.artifacts_dir or plan.suite.path.parent / "artifacts")
+        run_id = run_id or new_run_id()
+        run_dir = make_bundle_dir(root, run_id, source=None if artifacts_dir is not None
+                                  else plan.suite.path)
+        _point_latest(root, run_dir)
+        started = _now()
     semaphore = asyncio.Semaphore(plan.concurrency)
     outcomes: list[RunOutcome] = []
     total = plan.conversations
-    done = 0
+    done_by_cell: dict[str, int] = {}  # a resumed cell starts from the trials it has
 
-    def progress(result: TrialResult, _done: int, _total: int) -> None:
-        nonlocal done
-        done += 1
-        if on_trial_done is not None:
-            on_trial_done(result, done, total)
+    def progress_of(cell_id: str) -> Callable[[TrialResult, int, int], None]:
+        def progress(result: TrialResult, cell_done: int, _total: int) -> None:
+            done_by_cell[cell_id] = cell_done
+            if on_trial_done is not None:
+                on_trial_done(result, sum(done_by_cell.values()), total)
+
+        return progress
 
     write_errors: list[str] = []
     running_error = _write_report_robustly(
         run_dir / "matrix-report.json",
         _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes, started=started,
-                       status="running"))
+                       status="running", label=label, resumed_at=resumed_at))
     if running_error:
         write_errors.append(running_error)
 
     async def cell(one: MatrixCellPlan) -> None:
         # run ids stay unique across sweeps (labels join on them); folders are named by cell
+        cell_dir = run_dir / one.cell_id
+        started_before = previous is not None and (cell_dir / "run-report.json").is_file()
         try:
             outcome = await arun(one.plan, trials=plan.trials, artifacts_dir=run_dir,
                                  run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
-                                 on_trial_done=progress, semaphore=semaphore,
-                                 link_latest=False)
+                                 on_trial_done=progress_of(one.cell_id), semaphore=semaphore,
+                                 link_latest=False, label=label, calibrations=calibrations,
+                                 resume=cell_dir if started_before else None,
+                                 rerun_failed=rerun_failed)
         except RunInterrupted as stopped:
             outcomes.append(stopped.outcome)
             raise
@@ -276,7 +353,8 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     for cell_outcome in outcomes:
         write_errors.extend(cell_outcome.write_errors)
     report = _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
-                            started=started, status="interrupted" if interrupted else "complete")
+                            started=started, status="interrupted" if interrupted else "complete",
+                            label=label, resumed_at=resumed_at)
     final_error = _write_report_robustly(run_dir / "matrix-report.json", report)
     if final_error:
         write_errors.append(final_error)

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from .._exit_codes import EXIT_EXECUTION, EXIT_OK, EXIT_QUALITY
-from ..artifacts import RunReport, TrialReport, TrialSummary, read_json
+from ..artifacts import RunReport, TrialReport, TrialSummary, TurnMetrics, read_json
 from ..artifacts._bundle import write_json, write_trial_files
 from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
 from ..config import PersonaConfig, ScenarioConfig, parse_settings
 from ..errors import ConfigError
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
-from ..scoring import pass_at_k, pass_power_k, trial_passed
+from ..scoring import pass_at_k, pass_power_k, run_statistics, trial_passed
+from ..scoring._run_statistics import gate_config_of, settings_of
 from ._evidence import (
     STREAM_FILES,
     assemble_now,
@@ -46,6 +47,7 @@ class RescoredTrial:
     report: TrialReport
     previous: TrialReport
     changed_verdicts: list[str] = field(default_factory=list)
+    turn_metrics: list[TurnMetrics] = field(default_factory=list)
 
 
 @dataclass
@@ -136,7 +138,7 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
     write_trial_files(trial_dir, files, report, also_present=kept)
     before = {v.name: v.passed for v in previous.verdicts}
     changed = [v.name for v in verdicts if before.get(v.name) != v.passed]
-    return RescoredTrial(trial_dir, report, previous, changed)
+    return RescoredTrial(trial_dir, report, previous, changed, evidence.metrics.turns)
 
 
 def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | None:
@@ -160,14 +162,24 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | Non
     flags = [s.passed for s in summaries]
     executed_all = all(s.execution_status == "succeeded" for s in summaries) \
         and report.executed_trials == report.planned_trials
+    # the statistics again, with the settings, gates and calibrations the report was written
+    # with (the trials of the run folder, in order)
+    ordered = sorted(trials, key=lambda t: t.report.trial)
+    statistics = run_statistics(
+        [t.report for t in ordered], [t.turn_metrics for t in ordered],
+        statistics=settings_of(report.pass_rate),
+        gates=[gate_config_of(check) for check in report.gates],
+        calibrations=[rate.calibration for rate in report.judge_corrected_pass_rates],
+        curve=report.status != "running")
     code = report.exit_code
     if report.status == "complete":
         code = EXIT_EXECUTION if not executed_all else (
-            EXIT_OK if pass_power_k(flags) else EXIT_QUALITY)
+            EXIT_OK if pass_power_k(flags) and not statistics.blocking_gates else EXIT_QUALITY)
     updated = report.model_copy(update={
         "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(flags),
         "pass_power_k": pass_power_k(flags) and report.executed_trials == report.planned_trials,
-        "exit_code": code})
+        "exit_code": code,
+        **(statistics.report_fields() if report.pass_rate is not None else {})})
     write_json(path, updated)
     return path
 
@@ -230,14 +242,22 @@ def _update_matrix_report(path: Path) -> None:
         run = _model(RunReport, read_json(run_report), source=run_report)
         cells.append(cell.model_copy(update={
             "passed_trials": run.passed_trials, "pass_at_k": run.pass_at_k,
-            "pass_power_k": run.pass_power_k, "exit_code": run.exit_code}))
+            "pass_power_k": run.pass_power_k, "exit_code": run.exit_code,
+            "pass_rate": run.pass_rate, "pass_curve": run.pass_curve}))
     codes = [c.exit_code for c in cells]
     code = report.exit_code
     if report.status == "complete":
         code = EXIT_EXECUTION if EXIT_EXECUTION in codes else (
             EXIT_QUALITY if EXIT_QUALITY in codes else EXIT_OK)
     complete = len(cells) == report.cell_count
+    rates: dict[str, Any] = {}
+    if report.pass_rate is not None:
+        from ._matrix import matrix_rates
+
+        pooled, margins = matrix_rates(cells, settings_of(report.pass_rate))
+        rates = {"pass_rate": pooled, "margins": margins}
     write_json(path, report.model_copy(update={
         "cells": cells, "passed_trials": sum(c.passed_trials for c in cells),
         "pass_at_k": complete and all(c.pass_at_k for c in cells),
-        "pass_power_k": complete and all(c.pass_power_k for c in cells), "exit_code": code}))
+        "pass_power_k": complete and all(c.pass_power_k for c in cells), "exit_code": code,
+        **rates}))

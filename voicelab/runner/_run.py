@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import gc
 import logging
+import shutil
 import sys
 import time
 import weakref
@@ -20,13 +21,14 @@ from pydantic import BaseModel
 
 from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
 from .._validate import RunPlan, validate_run
-from ..artifacts import RunReport, TrialSummary
+from ..artifacts import JudgeCalibration, RunReport, TrialSummary
 from ..artifacts._bundle import write_json
 from ..config import LoadedRun, load_run
 from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
-from ..scoring import pass_at_k, pass_power_k
+from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statistics
 from ._conversation import Failure
+from ._resume import ResumePoint, resume_point
 from ._speech import open_speech
 from ._trial import (
     TrialPlan,
@@ -162,11 +164,16 @@ def trial_seed(base_seed: int, index: int) -> int:
     return base_seed + index - 1
 
 
-def exit_code_for(results: Sequence[TrialResult], *, interrupted: bool, planned: int) -> int:
+def exit_code_for(results: Sequence[TrialResult], *, interrupted: bool, planned: int,
+                  gates_blocked: bool = False) -> int:
+    """130 interrupted, 4 a trial failed to execute (or did not run), 3 a trial did not pass
+    (pass^k) or a run-config gate blocks, else 0."""
     if interrupted:
         return EXIT_INTERRUPTED
     if any(r.report.execution_status != "succeeded" for r in results) or len(results) < planned:
         return EXIT_EXECUTION
+    if gates_blocked:
+        return EXIT_QUALITY
     return EXIT_OK if pass_power_k([r.report.passed for r in results]) else EXIT_QUALITY
 
 
@@ -224,18 +231,40 @@ def _write_report_robustly(path: Path, report: BaseModel) -> str | None:
         return f"could not write {path.name}: {error.strerror or first}"
 
 
+def check_calibrations(loaded: LoadedRun, calibrations: Sequence[JudgeCalibration]) -> None:
+    """Each calibration must be of a judge the run runs (its ``criterion`` is the judge name)."""
+    quality = loaded.run.quality_evaluation
+    judges = [] if quality is None else [
+        *(judge.name for judge in quality.custom_judges),
+        *(evaluator.type for evaluator in quality.azure_evaluators)]
+    for calibration in calibrations:
+        if calibration.criterion not in judges:
+            raise ConfigError(f"calibrates the judge {calibration.criterion!r}, which this run "
+                              f"does not run (judges: {', '.join(judges) or 'none'})",
+                              source=calibration.source, key="criterion")
+
+
 async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = None,
                concurrency: int | None = None, artifacts_dir: str | Path | None = None,
                overrides: Sequence[str] = (), run_id: str | None = None,
                on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
                semaphore: asyncio.Semaphore | None = None, link_latest: bool = True,
-               bundle_name: str | None = None) -> RunOutcome:
+               bundle_name: str | None = None, label: str | None = None,
+               calibrations: Sequence[JudgeCalibration] = (),
+               resume: str | Path | None = None, rerun_failed: bool = False) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
     artifacts folder that cannot be created). Trial execution failures do not raise: they are
     in the report (``exit_code`` 4). Cancellation raises :class:`RunInterrupted` once the
     evidence gathered so far is written.
+
+    ``label`` names the run in frames and reports; ``calibrations`` (judge confusion counts,
+    :func:`voicelab.scoring.read_calibration`) add judge-corrected pass rates to the report.
+    ``resume`` is a bundle of this configuration to finish: only the planned trials that are
+    not done run (interrupted or missing; with ``rerun_failed`` also those that did not pass),
+    into the same bundle under the same run id and seeds; ``trials`` may extend its plan. A
+    bundle of another configuration (suite hash) is refused with :class:`ConfigError`.
     """
     if isinstance(run, RunPlan):
         plan = run
@@ -243,18 +272,34 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         plan = validate_run(run if isinstance(run, LoadedRun) else load_run(run,
                                                                             overrides=overrides))
     loaded = plan.loaded
+    check_calibrations(loaded, calibrations)
+    point: ResumePoint | None = None
+    if resume is not None:
+        point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
+        trials = point.planned
     trial_count = _bounded(trials if trials is not None else loaded.run.trials, low=1,
                            high=MAX_TRIALS, key="trials",
                            source=None if trials is not None else loaded.run_path)
     parallel = _bounded(concurrency if concurrency is not None else loaded.run.concurrency,
                         low=1, high=MAX_CONCURRENCY, key="concurrency",
                         source=None if concurrency is not None else loaded.run_path)
-    root = Path(artifacts_dir) if artifacts_dir is not None else loaded.run.artifacts_dir
-    run_id = run_id or new_run_id()
-    bundle = make_bundle_dir(root, bundle_name or run_id,
-                             source=None if artifacts_dir is not None else loaded.run_path)
-    if link_latest:
-        _point_latest(root, bundle)
+    statistics = loaded.run.statistics
+    # scipy.stats is imported here, not by the first report in the middle of the trials (its
+    # import takes ~0.3 s, which would stall the event loop's arrival timestamps)
+    proportion_interval(1, 2, confidence=statistics.confidence, method=statistics.interval)
+    resumed_at: list[str] = []
+    if point is not None:
+        bundle, run_id = point.bundle, point.report.run_id
+        root = bundle.parent
+        label = label if label is not None else point.report.label
+        resumed_at = [*point.report.resumed_at, _utc_now()]
+    else:
+        root = Path(artifacts_dir) if artifacts_dir is not None else loaded.run.artifacts_dir
+        run_id = run_id or new_run_id()
+        bundle = make_bundle_dir(root, bundle_name or run_id,
+                                 source=None if artifacts_dir is not None else loaded.run_path)
+        if link_latest:
+            _point_latest(root, bundle)
 
     handler = _BundleLogHandler(bundle / "evaluator.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -264,10 +309,15 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     package_logger.addHandler(handler)
     token = _current_run.set(run_id)
     _tuning.__enter__()
-    started = _utc_now()
-    logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s", run_id, trial_count,
-                loaded.scenario.id, parallel, bundle)
-    results: list[TrialResult] = []
+    started = point.report.started_at if point is not None else _utc_now()
+    results: list[TrialResult] = list(point.done) if point is not None else []
+    pending = point.pending if point is not None else range(1, trial_count + 1)
+    if point is not None:
+        logger.info("run %s resumed: %d of %d planned trial(s) to run, bundle %s", run_id,
+                    len(pending), trial_count, bundle)
+    else:
+        logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s", run_id,
+                    trial_count, loaded.scenario.id, parallel, bundle)
     write_errors: list[str] = []
     interrupted = False
     speech = None
@@ -292,7 +342,9 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
 
         def report(status: str) -> RunReport:
             return _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
-                               planned=trial_count, started=started, status=status)
+                               planned=trial_count, started=started, status=status,
+                               label=label, calibrations=calibrations,
+                               resumed_at=resumed_at)
 
         running_error = _write_report_robustly(bundle / "run-report.json", report("running"))
         if running_error:
@@ -315,6 +367,9 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                                   run_product_settings=run_product_settings,
                                   run_product_failure=run_product_failure)
                 started_wall = time.time()
+                if point is not None and trial.trial_dir.exists():
+                    # what an interrupted (or, rerun, failed) attempt left must not mix in
+                    await asyncio.to_thread(shutil.rmtree, trial.trial_dir)
                 try:
                     result = await run_trial(trial, write_behind=True)
                 except _TrialCancelled as cancelled:
@@ -338,8 +393,11 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                     last_report = now
                     async with report_lock:
                         with contextlib.suppress(OSError):  # the final report says it all
-                            await asyncio.to_thread(write_json, bundle / "run-report.json",
-                                                    report("running"))
+                            # built in the thread too: its statistics cost O(trials), and the
+                            # loop keeps stamping arrivals meanwhile (results only grow)
+                            await asyncio.to_thread(
+                                lambda: write_json(bundle / "run-report.json",
+                                                   report("running")))
                 if on_trial_done is not None:
                     on_trial_done(result, len(results), trial_count)
 
@@ -365,13 +423,13 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
 
         # trials are started lazily by at most `parallel` workers: a huge --trials costs no
         # memory up front
-        indices = iter(range(1, trial_count + 1))
+        indices = iter(pending)
 
         async def worker() -> None:
             for index in indices:
                 await one(index)
 
-        tasks = [asyncio.create_task(worker()) for _ in range(min(parallel, trial_count))]
+        tasks = [asyncio.create_task(worker()) for _ in range(min(parallel, len(pending)))]
         try:
             await asyncio.gather(*tasks)
         except asyncio.CancelledError:
@@ -392,7 +450,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                 write_errors.append(f"could not write product.log: {error.strerror}")
         final = _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                             planned=trial_count, started=started,
-                            status="interrupted" if interrupted else "complete")
+                            status="interrupted" if interrupted else "complete", label=label,
+                            calibrations=calibrations, resumed_at=resumed_at)
         final_error = _write_report_robustly(bundle / "run-report.json", final)
         if final_error:
             write_errors.append(final_error)
@@ -423,11 +482,17 @@ def _point_latest(root: Path, bundle: Path) -> None:
 
 
 def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequence[TrialResult],
-                planned: int, started: str, status: str) -> RunReport:
+                planned: int, started: str, status: str, label: str | None = None,
+                calibrations: Sequence[JudgeCalibration] = (),
+                resumed_at: Sequence[str] = ()) -> RunReport:
     ordered = sorted(results, key=lambda r: r.report.trial)
     passed_flags = [r.report.passed for r in ordered]
     interrupted = status == "interrupted"
-    code = exit_code_for(ordered, interrupted=interrupted, planned=planned)
+    statistics = run_statistics([r.report for r in ordered], [r.turn_metrics for r in ordered],
+                                statistics=loaded.run.statistics, gates=loaded.run.gates,
+                                calibrations=calibrations, curve=status != "running")
+    code = exit_code_for(ordered, interrupted=interrupted, planned=planned,
+                         gates_blocked=bool(statistics.blocking_gates))
     summaries: list[TrialSummary] = [r.summary for r in ordered]
     missing = planned - len(ordered)
     message = ""
@@ -442,7 +507,9 @@ def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequen
         executed_trials=len(ordered), passed_trials=sum(passed_flags),
         pass_at_k=pass_at_k(passed_flags), pass_power_k=pass_power_k(passed_flags)
         and len(ordered) == planned,
-        exit_code=code, trials=summaries, message=message)
+        exit_code=code, trials=summaries, message=message, label=label,
+        run_file=str(loaded.run_path), resumed_at=list(resumed_at),
+        **statistics.report_fields())
 
 
 def run_sync(coroutine_function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

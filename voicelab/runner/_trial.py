@@ -93,6 +93,17 @@ class TrialResult:
             "passed": report.passed, "execution_status": report.execution_status})
 
 
+def trial_summary(report: TrialReport) -> TrialSummary:
+    """The run report's line for a trial: from its report alone (a resumed run reads it back)."""
+    latency = report.metrics_summary.get("first_audio_latency_ms") or {}
+    return TrialSummary(
+        trial=report.trial, trial_id=report.trial_id, seed=report.seed, passed=report.passed,
+        execution_status=report.execution_status, exit_reason=report.exit_reason,
+        failed_verdicts=failed_verdict_names(report.verdicts, report.judges),
+        first_audio_latency_ms_p50=latency.get("p50"),
+        first_audio_latency_ms_p95=latency.get("p95"), path=report.trial_id)
+
+
 def _utc(moment: float) -> str:
     return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="milliseconds") \
         .replace("+00:00", "Z")
@@ -301,15 +312,8 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
     if not write_behind and pending is not None:
         report = await pending
         pending = None
-    latency = evidence.metrics.summary["first_audio_latency_ms"]
-    summary = TrialSummary(
-        trial=plan.index, trial_id=trial_id, seed=plan.seed, passed=report.passed,
-        execution_status=report.execution_status, exit_reason=exit_reason,
-        failed_verdicts=failed_verdict_names(verdicts, judges),
-        first_audio_latency_ms_p50=latency.p50, first_audio_latency_ms_p95=latency.p95,
-        path=trial_id)
     turns = evidence.metrics.turns
-    result = TrialResult(report, summary, cancelled=cancelled, turn_metrics=turns,
+    result = TrialResult(report, trial_summary(report), cancelled=cancelled, turn_metrics=turns,
                          pending_write=pending)
     if cancelled:
         raise _TrialCancelled(result)
@@ -377,9 +381,7 @@ def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float)
     except OSError as write_error:
         logger.error("%s: the trial report could not be written: %s", trial_id,
                      write_error.strerror or type(write_error).__name__)
-    summary = TrialSummary(trial=plan.index, trial_id=trial_id, seed=plan.seed, passed=False,
-                           execution_status="failed", exit_reason="error", path=trial_id)
-    return TrialResult(report, summary)
+    return TrialResult(report, trial_summary(report))
 
 
 def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError) -> TrialReport:

@@ -1,5 +1,6 @@
 """Scoring: outcome probes, deterministic verdicts, LLM judges, pass@k and pass^k."""
 
+from ._judge_correction import CorrectedRate, corrected_rate, rogan_gladen
 from ._probe import OutcomeProbe
 from ._probe_loader import PROBES, load_probe_class
 from ._quality import (
@@ -11,9 +12,17 @@ from ._quality import (
 from ._quality_check import check_quality_evaluation, judge_provider_name
 from ._redaction import RedactedEvidence, Redactor
 from ._run_judges import run_judges
+from ._run_statistics import (
+    GATE_METRICS,
+    RunStatistics,
+    check_gate_metrics,
+    read_calibration,
+    run_statistics,
+)
 from ._statistics import (
     DifferenceInterval,
     GateResult,
+    QuantileBound,
     RateInterval,
     bootstrap_projection,
     gate_on_interval,
@@ -25,6 +34,7 @@ from ._statistics import (
     pass_curves,
     pass_power_k_estimate,
     proportion_interval,
+    quantile_bound,
     trials_for_width,
 )
 from ._verdicts import deterministic_verdicts, pass_at_k, pass_power_k, trial_passed
@@ -60,4 +70,14 @@ __all__ = [
     "trial_passed",
     "proportion_interval",
     "trials_for_width",
+    "CorrectedRate",
+    "GATE_METRICS",
+    "QuantileBound",
+    "RunStatistics",
+    "check_gate_metrics",
+    "corrected_rate",
+    "quantile_bound",
+    "read_calibration",
+    "rogan_gladen",
+    "run_statistics",
 ]

@@ -15,6 +15,8 @@ Pure functions of counts and arrays (numpy and scipy only), shared by run report
   Stat. Med. 17:2635-2650, method 10).
 - Paired measurements: bootstrap intervals of a difference of quantiles (BCa, Efron 1987) with
   :func:`scipy.stats.bootstrap` resampling pairs.
+- A quantile's upper bound: the distribution-free order-statistic bound (the binomial
+  argument for order statistics, e.g. Hahn & Meeker 1991, *Statistical Intervals*, ch. 5).
 - Gates judge the interval of a difference, never its point estimate.
 """
 
@@ -242,6 +244,79 @@ def pass_curves(n: int, c: int) -> dict[int, tuple[float, float]]:
         all_pass *= Fraction(max(c - k, 0), n - k)
         curves[k + 1] = (float(1 - none_pass), float(all_pass))
     return curves
+
+
+# --- a quantile's distribution-free bound ----------------------------------------------------
+
+@dataclass(frozen=True)
+class QuantileBound:
+    """The sample ``quantile`` of n values and one end (``side``) of its two-sided,
+    distribution-free confidence interval: the ``rank``-th smallest value. ``bound`` is ``None``
+    when n is too small for any order statistic to bound it; ``needed`` is then the smallest n
+    that would."""
+
+    quantile: float
+    side: Literal["upper", "lower"]
+    confidence: float
+    n: int
+    estimate: float | None
+    bound: float | None
+    rank: int | None
+    needed: int
+
+    method = "order-statistic"
+
+
+def _upper_rank(n: int, quantile: float, tail: float) -> int:
+    """The smallest r with P(Binomial(n, q) <= r - 1) >= 1 - tail."""
+    binom = _stats().binom
+    rank = int(binom.ppf(1.0 - tail, n, quantile)) + 1
+    while rank > 1 and binom.cdf(rank - 2, n, quantile) >= 1.0 - tail:
+        rank -= 1
+    while binom.cdf(rank - 1, n, quantile) < 1.0 - tail:
+        rank += 1
+    return rank
+
+
+def quantile_bound(values: Sequence[float] | np.ndarray, *, quantile: float,
+                   confidence: float = 0.95, side: Literal["upper", "lower"] = "upper"
+                   ) -> QuantileBound:
+    """A confidence bound of the ``quantile`` of the distribution the values are drawn from.
+
+    The r-th smallest of n independent draws lies at or above the q-quantile with probability
+    P(Binomial(n, q) <= r - 1), for any distribution (exactly for a continuous one, at least for
+    a discrete one). The upper bound is the smallest such order statistic with that probability
+    at least 1 - (1 - confidence) / 2: the upper end of a two-sided interval, as the lower bound
+    of a pass rate is the lower end of one. The lower bound is the mirror image (the upper bound
+    of the (1-q)-quantile of the negated values). No assumption on the shape, only
+    independence; no resampling, nothing seeded. It needs n >= log(alpha/2) / log(q) values for
+    an upper bound (72 for the p95 at 95%), log(alpha/2) / log(1-q) for a lower one.
+    """
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be between 0 and 1 (exclusive), got {quantile!r}")
+    if side not in ("upper", "lower"):
+        raise ValueError(f"side must be 'upper' or 'lower', got {side!r}")
+    confidence = _check_confidence(confidence)
+    data = np.sort(np.asarray(values, dtype=float))
+    if data.ndim != 1 or not np.isfinite(data).all():
+        raise ValueError("values must be a 1-D sequence of finite numbers")
+    tail = (1.0 - confidence) / 2.0
+    q = quantile if side == "upper" else 1.0 - quantile  # the lower bound, mirrored
+    needed = max(1, math.ceil(math.log(tail) / math.log(q)))
+    # the smallest n with q^n <= tail: rounding in the logarithms must not be off by one
+    while needed > 1 and q ** (needed - 1) <= tail:
+        needed -= 1
+    while q ** needed > tail:
+        needed += 1
+    n = int(data.size)
+    estimate = float(np.quantile(data, quantile)) if n else None
+    if n < needed:
+        return QuantileBound(quantile, side, confidence, n, estimate, None, None, needed)
+    rank = _upper_rank(n, q, tail)  # r <= n since n >= needed
+    if side == "lower":
+        rank = n + 1 - rank
+    return QuantileBound(quantile, side, confidence, n, estimate, float(data[rank - 1]), rank,
+                         needed)
 
 
 # --- paired pass/fail -------------------------------------------------------------------------

@@ -1,0 +1,87 @@
+"""`voice-evaluator compare BASELINE CANDIDATE`: paired comparison and regression gates.
+
+Exit 3 when a gate blocks (evidence of a regression, or with ``--strict`` no evidence of its
+absence), 0 otherwise, 2 for bad input. The analysis package (pandas, scipy) is imported here,
+inside the command, never on the CLI's start-up path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import asdict
+from pathlib import Path
+
+from .._atomic import atomic_write
+from .._exit_codes import EXIT_OK, EXIT_QUALITY
+from ..errors import ConfigError
+from ._output import relative
+
+_INCREASE = re.compile(r"^(?P<metric>[A-Za-z0-9_]+):(?P<statistic>[A-Za-z0-9]+)=(?P<value>.+)$")
+
+
+def _folder(path: Path, *, key: str) -> Path:
+    if not path.is_dir():
+        raise ConfigError(f"{key}: no such run or sweep folder", source=path)
+    if not (path / "run-report.json").is_file() and not (path / "matrix-report.json").is_file():
+        raise ConfigError(f"{key}: not a run or sweep folder (no run-report.json or "
+                          "matrix-report.json)", source=path)
+    return path
+
+
+def _gates(args: argparse.Namespace) -> list:  # list[Gate]: analysis is imported lazily
+    from ..analysis import Gate
+
+    gates = []
+    try:
+        if args.max_pass_rate_drop is not None:
+            gates.append(Gate.pass_rate_drop(args.max_pass_rate_drop, strict=args.strict))
+        for metric, value in (("first_audio_latency_ms", args.max_latency_p95_increase_ms),
+                              ("response_latency_ms", args.max_response_latency_p95_increase_ms)):
+            if value is not None:
+                gates.append(Gate.metric_increase(metric, value, statistic="p95",
+                                                  strict=args.strict))
+        for text in args.max_increase:
+            match = _INCREASE.match(text.strip())
+            if match is None:
+                raise ValueError(f"--max-increase {text!r}: expected METRIC:STATISTIC=VALUE, "
+                                 "e.g. dead_air_ms:p95=200")
+            gates.append(Gate.metric_increase(match["metric"], float(match["value"]),
+                                              statistic=match["statistic"], strict=args.strict))
+    except ValueError as error:
+        raise ConfigError(str(error), source="CLI") from None
+    return gates
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    if not 0.0 < args.confidence < 1.0:
+        raise ConfigError(f"must be between 0 and 1, got {args.confidence}", source="CLI",
+                          key="--confidence")
+    baseline = _folder(args.baseline, key="BASELINE")
+    candidate = _folder(args.candidate, key="CANDIDATE")
+    gates = _gates(args)
+    from ..analysis import compare
+
+    comparison = compare(baseline, candidate, confidence=args.confidence, seed=args.seed,
+                         gates=gates)
+    for line in comparison.lines():
+        print(relative(line))
+    if args.output is not None:
+        text = json.dumps(comparison.to_dict(), indent=2, allow_nan=False) + "\n"
+        atomic_write(Path(args.output), text.encode("utf-8"))
+        print(f"comparison: {relative(str(Path(args.output).resolve()))}")
+    if args.junit is not None:
+        from ..artifacts import junit_xml
+
+        junit_xml([baseline, candidate], gates=comparison.gates, path=args.junit)
+        print(f"junit: {relative(str(Path(args.junit).resolve()))}")
+    if args.html is not None:
+        from ..analysis import write_compare_report
+
+        output = write_compare_report(baseline, candidate, output_path=args.html,
+                                      parameters={"confidence": args.confidence,
+                                                  "seed": args.seed,
+                                                  "gates": [asdict(g) for g in gates]})
+        print(f"report: {relative(str(output))}")
+    return EXIT_OK if comparison.passed else EXIT_QUALITY

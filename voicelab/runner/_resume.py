@@ -1,0 +1,86 @@
+"""Resuming a run bundle: which planned trials are done, which run again.
+
+A trial is done when its folder holds a ``trial-report.json`` (written last: its presence means
+the folder is complete) that does not say the trial was interrupted (exit reason
+``cancelled``); with ``rerun_failed`` a trial that did not pass runs again too. Everything else
+planned (interrupted, missing, a folder cut short) runs again into the same bundle, under the
+same run id and seeds, and the run report is rebuilt from every trial on disk. A bundle whose
+suite hash differs from the configuration's is refused: its trials tested something else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import RunReport, TrialReport, TurnMetrics, read_json
+from ..config import LoadedRun, parse_settings
+from ..errors import ConfigError
+from ._trial import TrialResult, trial_summary
+
+
+@dataclass
+class ResumePoint:
+    bundle: Path
+    report: RunReport
+    planned: int
+    #: the trials that are done, read back from disk
+    done: list[TrialResult] = field(default_factory=list)
+    #: the planned trial indices to run (again)
+    pending: list[int] = field(default_factory=list)
+
+
+def _model(model: type[Any], path: Path) -> Any:
+    return parse_settings(model, read_json(path), key=None, source=path)
+
+
+def read_run_report(bundle: str | Path) -> RunReport:
+    """The run report of a bundle to resume; a folder without one is not a run bundle."""
+    path = Path(bundle).expanduser().resolve() / "run-report.json"
+    if not path.is_file():
+        raise ConfigError("not a run bundle (no run-report.json)", source=path.parent)
+    report: RunReport = _model(RunReport, path)
+    return report
+
+
+def check_suite_hash(report: RunReport, loaded: LoadedRun, *, bundle: Path) -> None:
+    expected = loaded.suite_hash()
+    if report.suite_hash != expected:
+        raise ConfigError(
+            f"the suite hash differs ({report.suite_hash[:19]}... in the bundle, "
+            f"{expected[:19]}... now): the run file, a file it names, an asset or a --set "
+            "override changed; resume with the configuration the run started with",
+            source=bundle)
+
+
+def read_trial_result(trial_dir: Path, report: TrialReport) -> TrialResult:
+    """A finished trial read back from its folder (its responses from voice-metrics.json)."""
+    metrics_path = trial_dir / "voice-metrics.json"
+    turns: list[TurnMetrics] = []
+    if metrics_path.is_file():
+        turns = [TurnMetrics.model_validate(turn)
+                 for turn in read_json(metrics_path).get("turns") or []]
+    return TrialResult(report, trial_summary(report), turn_metrics=turns)
+
+
+def resume_point(bundle: str | Path, loaded: LoadedRun, *, trials: int | None = None,
+                 rerun_failed: bool = False) -> ResumePoint:
+    """What a resumed run keeps and runs. ``trials`` may extend the plan, never shrink it."""
+    directory = Path(bundle).expanduser().resolve()
+    report = read_run_report(directory)
+    check_suite_hash(report, loaded, bundle=directory)
+    planned = report.planned_trials if trials is None else trials
+    if planned < report.planned_trials:
+        raise ConfigError(f"must be at least the {report.planned_trials} trials the bundle "
+                          f"planned, got {planned}", key="trials")
+    point = ResumePoint(directory, report, planned)
+    for index in range(1, planned + 1):
+        trial_dir = directory / f"trial-{index:03d}"
+        path = trial_dir / "trial-report.json"
+        done: TrialReport | None = _model(TrialReport, path) if path.is_file() else None
+        if done is None or done.exit_reason == "cancelled" or (rerun_failed and not done.passed):
+            point.pending.append(index)
+        else:
+            point.done.append(read_trial_result(trial_dir, done))
+    return point

@@ -12,6 +12,9 @@ One subpackage per thing imitated, each re-exporting its public names:
 * :mod:`voicelab.doubles.realtime`: the OpenAI Realtime / Azure Voice Live event protocol.
 * :mod:`voicelab.doubles.twilio`: a bot behind Twilio Media Streams (listens by voice activity,
   marks its replies, clears on barge-in; ``python -m voicelab.doubles.twilio``).
+* :mod:`voicelab.doubles.pipecat`: a pipecat bot behind its protobuf WebSocket serializer
+  (listens by voice activity, transcribes, stops when talked over;
+  ``python -m voicelab.doubles.pipecat``).
 
 They speak the real wire protocols so the production clients are exercised end to end; they
 are never used inside the code under test to fabricate a result. Doubles may import the core

@@ -362,6 +362,17 @@ class TurnMetrics(ArtifactModel):
     output_completeness: float | None = None
     output_completeness_flagged: bool | None = None
     output_dnsmos_ovrl: float | None = None
+    # the product's voice in the reply as heard (advisory, ``speech_metrics: true``; definitions
+    # in voicelab/metrics/_product_voice.py and docs/artifacts.md); detail under
+    # ``speech["product_voice"]``
+    output_speech_rate_onsets_per_s: float | None = None
+    output_pitch_median_hz: float | None = None
+    output_pitch_range_semitones: float | None = None
+    output_loudness_dbfs: float | None = None
+    output_pause_count: int | None = None
+    output_pause_total_ms: float | None = None
+    output_longest_pause_ms: float | None = None
+    overlap_with_user_ms: float | None = None
     speech: dict[str, Any] | None = None
     # a telephony line (an environment's ``channel:``): this turn's packets on each direction
     # (``to_product``: the user's turn; ``to_user``: the product's reply as heard); the loss

@@ -7,6 +7,8 @@
 * ``dnsmos``: DNSMOS P.835 / P.808 quality estimates of the product's audio.
 * ``intelligibility``: STOI / ESTOI and wideband PESQ of the delivered user audio (speech mixed
   with the environment) against the clean synthesized speech.
+* the product's voice per reply (speech rate, pitch, loudness, pauses, overlap with the user):
+  :mod:`voicelab.metrics._product_voice`.
 
 Every function is pure (same evidence, same numbers) and returns JSON-ready values; a metric that
 cannot be computed for an input returns ``None`` with a ``reason`` instead of raising. A missing
@@ -25,6 +27,7 @@ import numpy as np
 
 from ..audio import SILENCE_THRESHOLD, PcmAudio
 from ..errors import MissingDependencyError
+from ._placement import Placement, place_channels
 
 METRIC_SAMPLE_RATE_HZ = 16_000
 COMPLETENESS_THRESHOLD = 0.5
@@ -280,13 +283,18 @@ def speech_metrics_for_turn(*, role: str, text: str | None = None,
     return metrics
 
 
-def add_speech_metrics(recording: Any, metrics: Any) -> None:
+def add_speech_metrics(recording: Any, metrics: Any, *, placement: Placement | None = None
+                       ) -> None:
     """Advisory speech metrics of every response of ``recording`` (a
     :class:`~voicelab.recording.Recording`) added to ``metrics`` (its
     :class:`~voicelab.artifacts.VoiceMetrics`): the WER of what the product heard and the
     intelligibility of the delivered user audio for user turns, completeness and DNSMOS of the
-    product's audio. Seconds of numeric work: call it from a worker thread in async code."""
+    product's audio, and the product's voice as the listener heard it
+    (:mod:`voicelab.metrics._product_voice`, on ``placement``, the recording's
+    :class:`~voicelab.metrics.Placement`: rendered again when not given). Seconds of numeric
+    work: call it from a worker thread in async code."""
     from ..recording import PRODUCT, USER, USER_CLEAN, EventType
+    from ._product_voice import add_product_voice_metrics  # imports this module
 
     said: dict[str, str] = {}
     heard: dict[str, list[str]] = {}
@@ -334,3 +342,5 @@ def add_speech_metrics(recording: Any, metrics: Any) -> None:
             entry.output_completeness_flagged = assistant["completeness"]["flagged"]
             entry.output_dnsmos_ovrl = assistant["dnsmos"]["ovrl_mos"]
         entry.speech = speech
+    add_product_voice_metrics(recording, metrics,
+                              placement if placement is not None else place_channels(recording))

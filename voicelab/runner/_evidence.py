@@ -81,8 +81,9 @@ def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
 
 async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool) -> Evidence:
     evidence = await arun_steps(evidence_steps(recording, adapter=adapter))
-    if speech_metrics:  # seconds of numeric work (ASR, STOI, DNSMOS): a worker thread
-        await asyncio.to_thread(add_speech_metrics, recording, evidence.metrics)
+    if speech_metrics:  # seconds of numeric work (ASR, STOI, DNSMOS, pitch): a worker thread
+        await asyncio.to_thread(add_speech_metrics, recording, evidence.metrics,
+                                placement=evidence.placement)
     return evidence
 
 
@@ -90,7 +91,7 @@ def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool) ->
     """:func:`assemble` without an event loop (``rescore``)."""
     evidence = run_steps(evidence_steps(recording, adapter=adapter))
     if speech_metrics:
-        add_speech_metrics(recording, evidence.metrics)
+        add_speech_metrics(recording, evidence.metrics, placement=evidence.placement)
     return evidence
 
 

@@ -51,3 +51,11 @@ def test_the_local_speech_example_runs_end_to_end(tmp_path):
     # the agent's audio really says its transcript
     assert all(turn["output_completeness"] is not None and not turn["output_completeness_flagged"]
                for turn in spoken)
+    # the product's voice as heard: piper's "joe" is a low male voice (measured: pitch median
+    # 83-86 Hz, 6.5-6.9 onsets/s, -23 to -29 dBFS); the bounds catch octave errors, a silent or
+    # clipped channel and a rate from the wrong span without pinning platform-level numbers
+    assert all(60.0 <= turn["output_pitch_median_hz"] <= 160.0 for turn in spoken), turns
+    assert all(2.0 <= turn["output_speech_rate_onsets_per_s"] <= 12.0 for turn in spoken)
+    assert all(-45.0 <= turn["output_loudness_dbfs"] <= -6.0 for turn in spoken)
+    assert all(turn["overlap_with_user_ms"] == 0.0 for turn in spoken)  # nobody barged in
+    assert all("product_voice" in turn["speech"] for turn in spoken)

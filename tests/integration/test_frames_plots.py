@@ -104,3 +104,21 @@ def test_a_single_valued_distribution_is_said_and_pass_curves_are_drawn(frames):
         plot_latency(frames.turns, metric="latency")
     curves = plot_pass_curves(frames.trials, by="run_id")
     assert len(curves.axes[0].get_lines()) == 2 * frames.trials["run_id"].nunique()
+
+
+def test_product_voice_panels_draw_what_was_measured_and_say_what_was_not():
+    from voicelab.analysis import PRODUCT_VOICE_METRICS, plot_product_voice
+
+    rng = np.random.default_rng(7)
+    turns = pd.DataFrame({"persona": pd.Categorical(["calm"] * 6 + ["rushed"] * 6),
+                          "output_pitch_median_hz": rng.normal(180.0, 15.0, 12),
+                          "output_loudness_dbfs": rng.normal(-20.0, 2.0, 12),
+                          "overlap_with_user_ms": 0.0})
+    figure = plot_product_voice(turns)
+    panels = {axes.get_xlabel(): axes for axes in figure.axes if axes.get_xlabel()}
+    assert set(panels) == {"output_pitch_median_hz", "output_loudness_dbfs"}
+    assert len(panels["output_pitch_median_hz"].get_lines()) == 2  # one ECDF per persona
+    notes = [text.get_text() for axes in figure.axes for text in axes.texts]
+    assert "no output_speech_rate_onsets_per_s" in notes  # not measured: said, not drawn
+    assert any(note.startswith("overlap_with_user_ms: all 12 responses are 0") for note in notes)
+    assert len(figure.axes) == 8 and len(PRODUCT_VOICE_METRICS) == 7  # 2 rows of 4, one spare

@@ -21,10 +21,12 @@ from ._failures import failing_trials, transcript_markdown
 from ._frames import GROUP_COLUMNS, KEY_COLUMNS, Frames, check_metric, load_frames, worst_turns
 from ._labels import label_rows, load_labels, save_labels
 from ._plots import (
+    PRODUCT_VOICE_METRICS,
     figure_png,
     plot_latency,
     plot_pass_curves,
     plot_pass_rate_heatmap,
+    plot_product_voice,
     plot_silence,
     plot_timeline,
 )
@@ -58,6 +60,7 @@ from .calibration import (
 __all__ = [
     "GROUP_COLUMNS",
     "HUMAN_LABEL_COLUMNS",
+    "PRODUCT_VOICE_METRICS",
     "CalibrationReport",
     "CorrectedPassRate",
     "best_threshold",
@@ -81,6 +84,7 @@ __all__ = [
     "load_labels",
     "plot_latency",
     "plot_pass_rate_heatmap",
+    "plot_product_voice",
     "plot_silence",
     "plot_timeline",
     "read_trial_audio",

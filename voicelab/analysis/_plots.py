@@ -1,5 +1,5 @@
-"""Matplotlib figures from frames: latency and silence distributions, pass rates with their
-intervals, pass@k / pass^k curves, one timeline.
+"""Matplotlib figures from frames: latency and silence distributions, the product's voice,
+pass rates with their intervals, pass@k / pass^k curves, one timeline.
 
 Every function returns a :class:`matplotlib.figure.Figure` built without pyplot (no global figure
 state, nothing to close); a notebook displays it as the cell's value (``%matplotlib inline``
@@ -122,15 +122,16 @@ def plot_latency(turns: pd.DataFrame, *, metric: str = "first_audio_latency_ms",
     return figure
 
 
-def plot_silence(turns: pd.DataFrame, *, by: str | None = "environment",
-                 metrics: Sequence[str] = ("dead_air_ms", "playback_stall_ms",
-                                           "output_silence_ratio")) -> Figure:
-    """ECDFs of dead air, playback stalls and the silent share of each response."""
+def _ecdf_panels(turns: pd.DataFrame, metrics: Sequence[str], *, by: str | None, title: str,
+                 columns: int) -> Figure:
+    """One ECDF panel per metric (``columns`` panels a row), one line per value of ``by``."""
     for metric in metrics:
         check_metric(turns, metric)
-    figure = _figure(4.2 * len(metrics), 3.8)
-    axes_row = np.atleast_1d(figure.subplots(1, len(metrics)))
-    for axes, metric in zip(axes_row, metrics, strict=True):
+    rows = -(-len(metrics) // columns)
+    width = min(columns, len(metrics))
+    figure = _figure(4.2 * width, 3.8 * rows)
+    panels = np.atleast_1d(figure.subplots(rows, width)).ravel()
+    for axes, metric in zip(panels, metrics, strict=False):
         groups = _groups(turns, metric, by)
         value = _single_value(groups) if groups else None
         if value is not None:
@@ -140,8 +141,34 @@ def plot_silence(turns: pd.DataFrame, *, by: str | None = "environment",
             axes.legend(title=by, fontsize="x-small")
         else:
             _no_data(axes, metric)
-    figure.suptitle("dead air and silence per response")
+    for axes in panels[len(metrics):]:
+        axes.set_axis_off()
+    figure.suptitle(title)
     return figure
+
+
+def plot_silence(turns: pd.DataFrame, *, by: str | None = "environment",
+                 metrics: Sequence[str] = ("dead_air_ms", "playback_stall_ms",
+                                           "output_silence_ratio")) -> Figure:
+    """ECDFs of dead air, playback stalls and the silent share of each response."""
+    return _ecdf_panels(turns, metrics, by=by, title="dead air and silence per response",
+                        columns=len(metrics))
+
+
+#: the per-reply product-voice columns of the turns frame (``speech_metrics: true``)
+PRODUCT_VOICE_METRICS = ("output_speech_rate_onsets_per_s", "output_pitch_median_hz",
+                         "output_pitch_range_semitones", "output_loudness_dbfs",
+                         "output_pause_count", "output_longest_pause_ms",
+                         "overlap_with_user_ms")
+
+
+def plot_product_voice(turns: pd.DataFrame, *, by: str | None = "persona",
+                       metrics: Sequence[str] = PRODUCT_VOICE_METRICS) -> Figure:
+    """ECDFs of the product's voice per reply as the listener heard it: speech rate, pitch,
+    loudness, pauses and overlap with the user (definitions: docs/artifacts.md). Empty panels
+    say so when the run had no ``speech_metrics``."""
+    return _ecdf_panels(turns, metrics, by=by, title="the product's voice per reply",
+                        columns=4)
 
 
 def _label_columns(frame: pd.DataFrame, columns: str | Sequence[str]) -> pd.Series:

@@ -31,7 +31,8 @@ mel spectrogram in 32 ms frames (``ONSET_FFT_SAMPLES``) every 10 ms (``HOP_SAMPL
 a 3-band maximum filter (``max_size=3``: spectral leakage at a sound's end is no onset),
 librosa's default peak picking. Pitch: 64 ms frames (``PITCH_FRAME_SAMPLES``) every 10 ms.
 Deterministic (no randomness anywhere). Cost (``benchmarks/bench_product_voice.py``): about
-90 ms per second of analysed audio on one core, pyin most of it.
+70-80 ms per second of analysed audio on one core, pyin most of it; on tone speech of known
+word rate the onset rate equals it (2.62-2.63 per second).
 """
 
 from __future__ import annotations

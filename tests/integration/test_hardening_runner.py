@@ -220,6 +220,8 @@ def test_trials_are_started_lazily(tmp_path):
             # (finished jumps from 2 to 4), and a second cancel would cut the cleanup short
             if finished >= 3 and not task.cancelling():
                 task.cancel()
+            if finished > 40:  # never a runaway through 100,000 trials (and their disk space)
+                raise RuntimeError(f"the run went on after its cancellation ({finished} trials)")
 
         await voicelab.arun(loaded, trials=100_000, concurrency=2, artifacts_dir=tmp_path,
                             on_trial_done=done)

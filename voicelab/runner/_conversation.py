@@ -522,6 +522,9 @@ class Conversation:
                 await asyncio.wait_for(asyncio.shield(self._pump), 1.0)
             except (TimeoutError, asyncio.CancelledError):
                 self._pump.cancel()
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
+                    raise  # the run is being interrupted: that must not be absorbed here
             except Exception as error:  # noqa: BLE001
                 self.failures.append(Failure("endpoint", self._scrub(
                     f"the endpoint's event stream failed: {type(error).__name__}: {error}")))

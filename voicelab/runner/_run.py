@@ -426,7 +426,12 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         indices = iter(pending)
 
         async def worker() -> None:
+            me = asyncio.current_task()
             for index in indices:
+                if me is not None and me.cancelling():
+                    # a cancellation some cleanup absorbed still ends the run: never start
+                    # another trial once interrupted
+                    raise asyncio.CancelledError
                 await one(index)
 
         tasks = [asyncio.create_task(worker()) for _ in range(min(parallel, len(pending)))]

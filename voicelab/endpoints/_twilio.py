@@ -29,16 +29,17 @@ import contextlib
 import logging
 import re
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from ..audio import PcmAudio
-from ._inbox import Closure, MessageInbox, SocketClosed, closure_error
+from ._inbox import SocketClosed
 from ._protocol import EndpointContext, EndpointError, EndpointEvent, Playback
-from ._settings import AdapterSettings, auth_headers, parse_settings, redacted_url, secret_values
-from ._socket import WebSocketConnection, open_websocket
+from ._settings import auth_headers, parse_settings, secret_values
+from ._socket import WebSocketConnection
+from ._socket_endpoint import SocketEndpoint, SocketSettings
 from ._twilio_audio import FRAME_MS, LineDecoder
 from ._twilio_line import CallerLine
 from ._twilio_playback import ArrivalPlayback
@@ -58,32 +59,15 @@ from ._twilio_wire import (
 
 logger = logging.getLogger(__name__)
 
-USER_AGENT = "voicelab-evaluator (twilio media streams)"
-_WATCHDOG = object()  # queued when the receive timeout fires
-
-
-class TwilioSettings(AdapterSettings):
-    uri: Annotated[str, Field(min_length=1)]
-    headers: dict[str, str] = Field(default_factory=dict)
+class TwilioSettings(SocketSettings):
     #: generated per trial when not given (``AC``/``CA``/``MZ`` and 32 hex digits)
     account_sid: str | None = None
     call_sid: str | None = None
     stream_sid: str | None = None
     #: added to the run data in ``start.customParameters`` (these win a clash)
     custom_parameters: dict[str, Any] = Field(default_factory=dict)
-    connect_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
     #: the longest the product may send nothing at all while the call is up
     receive_timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
-    max_message_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
-    #: how often the runner hands over line audio (its default); the wire is 20 ms regardless
-    chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
-
-    @field_validator("uri")
-    @classmethod
-    def _websocket_scheme(cls, value: str) -> str:
-        if not value.startswith(("ws://", "wss://")):
-            raise ValueError("must be a ws:// or wss:// URI")
-        return value
 
     @field_validator("account_sid", "call_sid", "stream_sid")
     @classmethod
@@ -102,7 +86,7 @@ class TwilioSettings(AdapterSettings):
             stream_sid=self.stream_sid or generated_sid("MZ", *trial, "stream"))
 
 
-class TwilioEndpoint:
+class TwilioEndpoint(SocketEndpoint):
     """voicelab as Twilio's media-stream service, connected to the product's WebSocket."""
 
     capabilities = {
@@ -115,13 +99,13 @@ class TwilioEndpoint:
     #: the codec this wire carries: an environment's channel line with this codec codes once,
     #: here, and only loses, delays and conceals packets itself (see docs/channel.md)
     wire_codec = "mulaw"
+    USER_AGENT = "voicelab-evaluator (twilio media streams)"
 
     def __init__(self, settings: Mapping[str, Any] | TwilioSettings, context: EndpointContext):
-        self._settings = parse_settings(TwilioSettings, settings)
-        self._context = context
-        self._uri = self._settings.uri
+        self._settings: TwilioSettings = parse_settings(TwilioSettings, settings)
         self._scrubber = context.scrubber.with_values(
-            secret_values(self._settings.headers, None, uri=self._uri))
+            secret_values(self._settings.headers, None, uri=self._settings.uri))
+        super().__init__(context)
         self.identity = self._settings.identity(context)
         self._stream = CallerStream(self.identity, parameters=custom_parameters(
             context.data, self._settings.custom_parameters), frame_ms=FRAME_MS)
@@ -133,15 +117,6 @@ class TwilioEndpoint:
         if playback is None:
             playback = self._own_playback = ArrivalPlayback(context.clock_ns)
         self._playback: Playback = playback
-        self._queue = MessageInbox()  # (received ns, message | Closure | _WATCHDOG)
-        self._ws: WebSocketConnection | None = None
-        self._state = "new"  # new -> open -> closing -> closed
-        self._closure_enqueued = False  # when never connected, close() enqueues one itself
-        self._events_finished = False
-        self._close_initiator: str | None = None
-        self._close_reason: str | None = None
-        self._progress_ns = 0  # when the last product message arrived (or the call started)
-        self._watchdog: asyncio.TimerHandle | None = None
         self._line = CallerLine(self._stream, self._send_quietly, clock_ns=context.clock_ns)
         # the product's side: samples delivered as audio_delta, marks waiting for playback
         self._delivered_samples = 0
@@ -166,11 +141,6 @@ class TwilioEndpoint:
         """What ``start.customParameters`` carries."""
         return dict(self._stream.parameters)
 
-    # --- connection ----------------------------------------------------------------------
-
-    def _where(self) -> str:
-        return self._scrubber.scrub_text(redacted_url(self._uri))
-
     async def connect(self) -> None:
         """Open the socket, send ``connected`` and ``start``, start receiving.
 
@@ -178,32 +148,13 @@ class TwilioEndpoint:
         ``connect_timeout``, ``connection_failed``, ``handshake_failed``, ``connection_closed``)
         before the call is up; later problems arrive as ``error``/``closed`` events.
         """
-        if self._state != "new":
-            raise EndpointError("connect() may be called once", code="already_connected")
-        settings = self._settings
-        headers = auth_headers(settings.headers, None, self._context.traceparent)
-        where = self._where()
-        ws = await open_websocket(self._uri, headers=headers,
-                                  connect_timeout_seconds=settings.connect_timeout_seconds,
-                                  max_message_bytes=settings.max_message_bytes,
-                                  clock_ns=self._context.clock_ns, inbox=self._queue,
-                                  where=where, scrubber=self._scrubber, user_agent=USER_AGENT)
-        self._ws = ws
-        self._state = "open"
+        await self._open(auth_headers(self._settings.headers, None, self._context.traceparent))
         self._line.warm_up()
-        try:
-            await ws.send(self._stream.connected())
-            await ws.send(self._stream.start())
-        except SocketClosed:
-            await self.close()
-            raise EndpointError(f"{where} closed the connection before the stream started",
-                                code="connection_closed") from None
+        await self._send_first([self._stream.connected(), self._stream.start()],
+                               before="the stream started")
         self._progress_ns = self._context.clock_ns()
         logger.info("media stream %s open with %s (session %s)", self.identity.stream_sid,
-                    where, self._context.session_id)
-
-    def _closure_received(self) -> bool:
-        return self._closure_enqueued or (self._ws is not None and self._ws.closed)
+                    self._where(), self._context.session_id)
 
     # --- sending -------------------------------------------------------------------------
 
@@ -292,34 +243,8 @@ class TwilioEndpoint:
 
     # --- receiving -----------------------------------------------------------------------
 
-    async def events(self) -> AsyncIterator[EndpointEvent]:
-        """Normalized events in arrival order; the last one is ``closed``. One consumer only."""
-        if self._events_finished:
-            return
-        timeout = self._settings.receive_timeout_seconds
-        queue = self._queue
-        while True:
-            if queue.empty():
-                self._arm_watchdog()
-                received_ns, item = await queue.get()
-            else:
-                received_ns, item = queue.get_nowait()
-            if item is _WATCHDOG:
-                if not self._timed_out():
-                    continue
-                message = f"no product message within {timeout:g} s"
-                yield EndpointEvent("error", self._context.clock_ns(), text=message, data={
-                    "code": "receive_timeout", "message": message, "origin": "adapter"})
-                await self._shutdown("adapter", f"receive timeout ({timeout:g} s)")
-                continue
-            self._progress_ns = received_ns
-            if isinstance(item, Closure):
-                for event in self._closure_events(received_ns, item):
-                    yield event
-                self._events_finished = True
-                return
-            for event in await self._decode(received_ns, item):
-                yield event
+    async def _receive(self, received_ns: int, item: Any) -> list[EndpointEvent]:
+        return await self._decode(received_ns, item)
 
     async def _decode(self, received_ns: int, message: str | bytes) -> list[EndpointEvent]:
         decoded = self._decoder.decode(received_ns, message)
@@ -348,93 +273,26 @@ class TwilioEndpoint:
         return [EndpointEvent("interruption", received_ns, raw=decoded.raw,
                               data={"flush": True, "reason": "clear"})]
 
-    # The receive timeout: one timer per quiet period, armed while the call is up.
-
-    def _timed_out(self) -> bool:
-        quiet_ns = self._context.clock_ns() - self._progress_ns
-        return self._state == "open" and quiet_ns >= self._settings.receive_timeout_seconds * 1e9
-
-    def _arm_watchdog(self) -> None:
-        if self._watchdog is not None or self._state != "open":
-            return
-        quiet_s = (self._context.clock_ns() - self._progress_ns) / 1e9
-        delay = max(0.0, self._settings.receive_timeout_seconds - quiet_s)
-        self._watchdog = asyncio.get_running_loop().call_later(delay, self._watchdog_fired)
-
-    def _watchdog_fired(self) -> None:
-        self._watchdog = None
-        if self._timed_out():
-            self._queue.put_nowait((self._context.clock_ns(), _WATCHDOG))
-        else:
-            self._arm_watchdog()
-
-    def _closure_events(self, received_ns: int, closure: Closure) -> list[EndpointEvent]:
-        self._state = "closed"
-        self._stop_tasks()
-        initiator = self._close_initiator
-        reason = self._close_reason or self._scrubber.scrub_text(closure.reason)
-        events: list[EndpointEvent] = []
-        if initiator is None:
-            initiator = "adapter" if closure.local_failure else "product"
-            unexpected = closure_error(closure, reason=reason, mid_turn=False,
-                                       max_message_bytes=self._settings.max_message_bytes)
-            if unexpected is not None:
-                message = self._scrubber.scrub_text(unexpected.message)
-                events.append(EndpointEvent("error", received_ns, text=message, data={
-                    "code": unexpected.code, "message": message, "origin": "adapter"}))
-            elif initiator == "product":  # the bot hung up
-                events.append(EndpointEvent("conversation_complete", received_ns,
-                                            data={"reason": "the product closed the stream"}))
-        reason = reason or ("closed by the evaluator" if initiator == "evaluator"
-                            else "connection closed")
-        events.append(EndpointEvent("closed", received_ns, data={
-            "reason": reason, "code": closure.code, "initiated_by": initiator}))
-        logger.info("media stream to %s closed by %s (code %s: %s)", self._where(), initiator,
-                    closure.code, reason)
-        return events
+    def _product_hung_up_events(self, received_ns: int) -> list[EndpointEvent]:
+        return [EndpointEvent("conversation_complete", received_ns,
+                              data={"reason": "the product closed the stream"})]
 
     # --- closing -------------------------------------------------------------------------
 
-    def _stop_tasks(self) -> None:
+    def _stop(self) -> None:
         """The line and the mark echoes end with the call (queued audio is not sent)."""
         self._line.stop()
         if self._echoer is not None and not self._echoer.done():
             self._echoer.cancel()
         self._marks.clear()
+        super()._stop()
 
     async def _shutdown(self, initiator: str, reason: str) -> None:
-        if self._close_initiator is None and not self._closure_received():
-            self._close_initiator, self._close_reason = initiator, reason
-        self._stop_tasks()
-        if self._state == "open":
-            self._state = "closing"
-        if self._ws is not None:
-            await self._ws.close(1000, reason)  # the closure follows in the inbox
-        elif not self._closure_enqueued:
-            self._closure_enqueued = True
-            self._queue.put_nowait((self._context.clock_ns(), Closure(1000, reason)))
+        self._stop()
+        await super()._shutdown(initiator, reason)
 
-    async def close(self) -> None:
-        """Hang up: ``stop``, then close the connection (code 1000); idempotent, never raises."""
-        if self._state == "closed" and self._closure_received():
-            return
-        try:
-            if self._state == "open" and self._ws is not None and not self._ws.closed:
-                self._stop_tasks()
-                with contextlib.suppress(SocketClosed):
-                    await self._ws.send(self._stream.stop())
-            await self._shutdown("evaluator", "closed by the evaluator")
-        except Exception as error:  # noqa: BLE001
-            logger.debug("close() swallowed %s", type(error).__name__)
-        finally:
-            self._state = "closed"
-            if self._watchdog is not None:
-                self._watchdog.cancel()
-                self._watchdog = None
-
-    async def __aenter__(self) -> TwilioEndpoint:
-        await self.connect()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+    async def _hang_up(self, ws: WebSocketConnection) -> None:
+        """Hang up as Twilio does: ``stop``, then the close."""
+        self._stop()
+        with contextlib.suppress(SocketClosed):
+            await ws.send(self._stream.stop())

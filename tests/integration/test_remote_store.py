@@ -104,6 +104,10 @@ def test_a_run_to_s3_publishes_every_trial_and_reads_back(s3, tmp_path):
     samples, rate = read_trial_audio(frames.trial_dir(trial_id="trial-001"))
     assert rate == 24_000 and samples.size > 0
 
+    compared = cli(s3, "compare", f"s3://{BUCKET}/runs/{run_id}", f"s3://{BUCKET}/runs/latest",
+                   "--max-pass-rate-drop", "0.5", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+
     rescored = cli(s3, "rescore", f"s3://{BUCKET}/runs/latest", cwd=tmp_path)
     assert rescored.returncode == 0, rescored.stdout + rescored.stderr
     assert f"bundle: s3://{BUCKET}/runs/{run_id}" in rescored.stdout
@@ -226,3 +230,7 @@ def test_memory_store_run_resume_and_sweep():
     assert all(c["bundle_path"].startswith(sweep.location + "/") for c in matrix["cells"])
     frames = load_frames(f"{root}/sweeps/latest")
     assert len(frames.trials) == 4 and frames.trials["cell"].notna().all()
+    resumed = asyncio.run(voicelab.arun_matrix(SWEEP, resume=f"{root}/sweeps/latest"))
+    assert resumed.exit_code == 0 and resumed.location == sweep.location
+    assert resumed.report.run_id == sweep.report.run_id and resumed.report.executed_trials == 4
+    assert len(resumed.report.resumed_at) == 1

@@ -56,9 +56,12 @@ class Publisher:
     ``staging`` stands for). :meth:`sync` is called from a worker thread every second while
     the run goes on, and once more, ``final``, when it has ended."""
 
-    def __init__(self, staging: Path, target: RemoteLocation):
+    def __init__(self, staging: Path, target: RemoteLocation, *, fresh: bool = False):
         self.staging = staging
         self.target = target
+        #: nothing of the run is in the store yet (a new run folder): a trial folder is not
+        #: listed for objects to replace before it is published (one request less per trial)
+        self.fresh = fresh
         self._published: dict[Path, Signature] = {}
         self._lock = threading.Lock()
         self.objects_put = 0
@@ -127,8 +130,10 @@ class Publisher:
         fs = remote.fs
         files = [p for p in _visible_files(folder) if p.name != TRIAL_REPORT]
         report = folder / TRIAL_REPORT
-        fs.invalidate_cache(remote.path)
-        existing = {path.rpartition("/")[2]: path for path in fs.find(remote.path)}
+        existing: dict[str, str] = {}
+        if not self.fresh:
+            fs.invalidate_cache(remote.path)
+            existing = {path.rpartition("/")[2]: path for path in fs.find(remote.path)}
         if TRIAL_REPORT in existing:  # replaced: the folder reads as unfinished meanwhile
             fs.rm_file(existing.pop(TRIAL_REPORT))
         if files:

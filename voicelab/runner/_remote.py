@@ -87,7 +87,8 @@ def open_stage(target: RemoteLocation, *, resume: RemoteLocation | None,
     if resume is None:
         check_writable(target, source=source, key="artifacts_dir")
     staging = Path(tempfile.mkdtemp(prefix="voicelab-staging-"))
-    stage = Stage(staging, target, Publisher(staging, target))
+    # a new run's folder is named by its new run id: nothing in the store to replace
+    stage = Stage(staging, target, Publisher(staging, target, fresh=resume is None))
     try:
         if resume is not None:
             stage.resume = stage.local(resume)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import fsspec
@@ -142,6 +143,20 @@ def test_the_publisher_puts_each_trial_report_last_and_the_run_report_after_it(t
                                                     "voice-metrics.json"))]
 
 
+def test_finished_trials_of_a_new_run_go_side_by_side_reports_after_every_file(tmp_path,
+                                                                              store):
+    staging = tmp_path / "staging"
+    for index in range(1, 4):
+        _trial(staging / "run-1" / f"trial-00{index}")
+    Publisher(staging, open_location("recordingmem://runs"), fresh=True).sync()
+    puts = [path for kind, path in store.calls if kind == "put"]
+    assert len(puts) == 12
+    assert sorted(puts[-3:]) == [f"/runs/run-1/trial-00{i}/trial-report.json" for i in (1, 2, 3)]
+    assert not any(p.endswith("trial-report.json") for p in puts[:-3])
+    assert ("rm", "/runs/run-1/trial-001/trial-report.json") not in store.calls
+    assert not list((staging / "run-1").iterdir())
+
+
 def test_a_republished_trial_loses_its_old_report_first_and_its_stale_objects(tmp_path, store):
     store.pipe_file("/runs/run-1/trial-001/trial-report.json", b'{"old": true}')
     store.pipe_file("/runs/run-1/trial-001/stale.wav", b"from the interrupted attempt")
@@ -210,3 +225,21 @@ def test_staged_folders_are_reported_by_their_store_url(tmp_path):
     finally:
         unregister_staging(tmp_path)
     assert published_location(tmp_path / "run-1") == str(tmp_path / "run-1")
+
+
+def test_a_store_run_keeps_synthesized_speech_in_the_user_cache(tmp_path, monkeypatch, store):
+    from voicelab.runner._remote import open_stage
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    stage = open_stage(open_location("recordingmem://runs"), resume=None, latest="run-1",
+                       source=None)
+    try:
+        link = stage.staging / ".speech-cache"
+        assert link.is_symlink() and link.resolve() == tmp_path / "cache" / "voicelab" / \
+            "speech-cache"
+        assert store.cat_file("/runs/LATEST") == b"run-1\n"
+        assert not store.exists("/runs/.voicelab-write-check")  # the probe was removed
+    finally:
+        unregister_staging(stage.staging)
+        shutil.rmtree(stage.staging)
+    assert (tmp_path / "cache" / "voicelab" / "speech-cache").is_dir()  # the cache outlives it

@@ -106,6 +106,10 @@ class Publisher:
                         continue
                     if (final or not name.endswith(".log")) and self._changed(path):
                         documents.append(path)
+            finished = [f for f in trials if (f / TRIAL_REPORT).is_file()]
+            if self.fresh and len(finished) > 1:
+                self._publish_new_trials(finished)
+                trials = [f for f in trials if f not in finished]
             for folder in trials:
                 self._publish_trial(folder)
             documents.sort(key=lambda p: (-len(p.relative_to(self.staging).parts),
@@ -124,6 +128,17 @@ class Publisher:
         for path, signature in zip(paths, signatures, strict=True):
             if signature is not None:
                 self._published[path] = signature
+
+    def _publish_new_trials(self, folders: list[Path]) -> None:
+        """Finished trials of a new run, side by side: every trial's other files in one batch,
+        then their reports (each still after all of its own files)."""
+        files = [p for folder in folders for p in _visible_files(folder)
+                 if p.name != TRIAL_REPORT]
+        if files:
+            self._put(files)
+        self._put([folder / TRIAL_REPORT for folder in folders])
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _publish_trial(self, folder: Path) -> None:
         remote = self._remote(folder)

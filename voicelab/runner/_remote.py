@@ -80,6 +80,22 @@ def store_target(artifacts_dir: str | os.PathLike[str] | None, resume: Any, *,
     return None if root is None else (root, None)
 
 
+def speech_cache_dir() -> Path:
+    """Where a run bound for a store keeps synthesized speech between runs (a local run keeps
+    it in ``<artifacts_dir>/.speech-cache``; a staging folder is removed after each run)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "voicelab" / "speech-cache"
+
+
+def _link_speech_cache(staging: Path) -> None:
+    try:
+        cache = speech_cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+        (staging / ".speech-cache").symlink_to(cache, target_is_directory=True)
+    except OSError as error:  # a read-only home: the cache lasts for this run only
+        logger.debug("no persistent speech cache for store runs: %s", error)
+
+
 def open_stage(target: RemoteLocation, *, resume: RemoteLocation | None,
                latest: str | None, source: str | Path | None) -> Stage:
     """Check the store, make the staging folder (with the copy of a bundle to resume) and
@@ -89,6 +105,7 @@ def open_stage(target: RemoteLocation, *, resume: RemoteLocation | None,
     staging = Path(tempfile.mkdtemp(prefix="voicelab-staging-"))
     # a new run's folder is named by its new run id: nothing in the store to replace
     stage = Stage(staging, target, Publisher(staging, target, fresh=resume is None))
+    _link_speech_cache(staging)
     try:
         if resume is not None:
             stage.resume = stage.local(resume)

@@ -201,6 +201,11 @@ def test_bad_stores_are_configuration_errors_in_one_line(s3, tmp_path):
     assert len(lines) == 1 and lines[0].endswith(
         "CLI: --artifacts-dir: the s3:// artifact store needs the 's3fs' package: "
         "pip install 'voicelab[s3]'")
+    refused = cli(s3, "run", str(EXAMPLE), "--trials", "0", "--artifacts-dir",
+                  f"s3://{BUCKET}/zero", cwd=tmp_path, timeout=60)
+    assert refused.returncode == 2 and "--trials: must be a whole number" in refused.stderr
+    s3.fs.invalidate_cache()
+    assert s3.fs.find(f"{BUCKET}/zero") == []  # no LATEST naming a run that never started
     missing = cli(s3, "report", f"s3://{BUCKET}/nothing-here", cwd=tmp_path, timeout=60)
     assert missing.returncode == 2 and "no such run directory" in missing.stderr
     assert list(tmp_path.iterdir()) == []  # no folder named after a scheme

@@ -237,8 +237,15 @@ def test_a_store_run_keeps_synthesized_speech_in_the_user_cache(tmp_path, monkey
         link = stage.staging / ".speech-cache"
         assert link.is_symlink() and link.resolve() == tmp_path / "cache" / "voicelab" / \
             "speech-cache"
-        assert store.cat_file("/runs/LATEST") == b"run-1\n"
         assert not store.exists("/runs/.voicelab-write-check")  # the probe was removed
+        stage.publisher.sync()
+        assert not store.exists("/runs/LATEST")  # no run folder yet: LATEST would name nothing
+        (stage.staging / "run-1").mkdir()
+        (stage.staging / "run-1" / "run-report.json").write_text("{}")
+        stage.publisher.sync()
+        assert store.cat_file("/runs/LATEST") == b"run-1\n"
+        assert [path for _, path in store.calls][-2:] == ["/runs/run-1/run-report.json",
+                                                          "/runs/LATEST"]
     finally:
         unregister_staging(stage.staging)
         shutil.rmtree(stage.staging)

@@ -24,7 +24,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from ._store import RemoteLocation
+from ._store import RemoteLocation, point_latest
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +56,12 @@ class Publisher:
     ``staging`` stands for). :meth:`sync` is called from a worker thread every second while
     the run goes on, and once more, ``final``, when it has ended."""
 
-    def __init__(self, staging: Path, target: RemoteLocation, *, fresh: bool = False):
+    def __init__(self, staging: Path, target: RemoteLocation, *, fresh: bool = False,
+                 latest: str | None = None):
         self.staging = staging
         self.target = target
+        #: the run folder the store's LATEST object is to name, once it is in the store
+        self.latest = latest
         #: nothing of the run is in the store yet (a new run folder): a trial folder is not
         #: listed for objects to replace before it is published (one request less per trial)
         self.fresh = fresh
@@ -116,6 +119,10 @@ class Publisher:
                                           p.name in _RUN_DOCUMENTS, str(p)))
             for path in documents:
                 self._put([path])
+            if self.latest is not None and (self.staging / self.latest).is_dir() and any(
+                    self.staging / self.latest in path.parents for path in documents):
+                point_latest(self.target, self.latest)  # never names a folder not there yet
+                self.latest = None
 
     def _put(self, paths: list[Path]) -> None:
         signatures = [_signature(p) for p in paths]

@@ -19,7 +19,8 @@ from ._output import PROG, relative
 
 #: Library keys that stand for a command-line option when the value came from the command line.
 _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
-                   "artifacts_dir": "--artifacts-dir", "output": "--output"}
+                   "artifacts_dir": "--artifacts-dir", "output": "--output",
+                   "resume": "--resume"}
 
 
 def _error_line(error: BaseException) -> str:

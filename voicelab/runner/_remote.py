@@ -26,7 +26,6 @@ from ..artifacts._store import (
     check_writable,
     fetch,
     open_remote,
-    point_latest,
     published_location,
     register_staging,
     remote_exists,
@@ -98,21 +97,21 @@ def _link_speech_cache(staging: Path) -> None:
 
 def open_stage(target: RemoteLocation, *, resume: RemoteLocation | None,
                latest: str | None, source: str | Path | None) -> Stage:
-    """Check the store, make the staging folder (with the copy of a bundle to resume) and
-    point ``LATEST`` at the new run (blocking I/O: call it in a thread)."""
+    """Check the store and make the staging folder (with the copy of a bundle to resume);
+    ``LATEST`` will name ``latest`` once its first objects are published (blocking I/O: call
+    it in a thread)."""
     if resume is None:
         check_writable(target, source=source, key="artifacts_dir")
     staging = Path(tempfile.mkdtemp(prefix="voicelab-staging-"))
     # a new run's folder is named by its new run id: nothing in the store to replace
-    stage = Stage(staging, target, Publisher(staging, target, fresh=resume is None))
+    stage = Stage(staging, target, Publisher(staging, target, fresh=resume is None,
+                                             latest=latest))
     _link_speech_cache(staging)
     try:
         if resume is not None:
             stage.resume = stage.local(resume)
             fetch(resume, stage.resume, names=RESUME_FILES)
         stage.publisher.mark_present()
-        if latest is not None:
-            point_latest(target, latest)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -102,7 +102,8 @@ def open_stage(target: RemoteLocation, *, resume: RemoteLocation | None,
     it in a thread)."""
     if resume is None:
         check_writable(target, source=source, key="artifacts_dir")
-    staging = Path(tempfile.mkdtemp(prefix="voicelab-staging-"))
+    # resolved: the run resolves its bundle path, and reports name it by its store URL
+    staging = Path(tempfile.mkdtemp(prefix="voicelab-staging-")).resolve()
     # a new run's folder is named by its new run id: nothing in the store to replace
     stage = Stage(staging, target, Publisher(staging, target, fresh=resume is None,
                                              latest=latest))

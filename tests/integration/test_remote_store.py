@@ -239,3 +239,24 @@ def test_memory_store_run_resume_and_sweep():
     assert resumed.exit_code == 0 and resumed.location == sweep.location
     assert resumed.report.run_id == sweep.report.run_id and resumed.report.executed_trials == 4
     assert len(resumed.report.resumed_at) == 1
+
+
+def test_a_sweep_to_s3_and_its_resume(s3, tmp_path):
+    result = cli(s3, "sweep", str(SWEEP), "--trials", "1", "--artifacts-dir",
+                 f"s3://{BUCKET}/sweeps", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    s3.fs.invalidate_cache()
+    run_id = s3.fs.cat_file(f"{BUCKET}/sweeps/LATEST").decode().strip()
+    assert f"matrix: s3://{BUCKET}/sweeps/{run_id}" in result.stdout
+    matrix = s3.json(f"sweeps/{run_id}/matrix-report.json")
+    assert matrix["status"] == "complete" and len(matrix["cells"]) == 4
+    assert all(c["bundle_path"] == f"s3://{BUCKET}/sweeps/{run_id}/{c['cell_id']}"
+               for c in matrix["cells"])
+    for cell in matrix["cells"]:
+        assert s3.names(f"sweeps/{run_id}/{cell['cell_id']}/trial-001") == set(TRIAL_FILES)
+    again = cli(s3, "sweep", "--resume", f"s3://{BUCKET}/sweeps/latest", "--quiet",
+                cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    resumed = s3.json(f"sweeps/{run_id}/matrix-report.json")
+    assert resumed["run_id"] == run_id and len(resumed["resumed_at"]) == 1
+    assert resumed["executed_trials"] == 4 and list(tmp_path.iterdir()) == []

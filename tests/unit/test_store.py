@@ -250,3 +250,13 @@ def test_a_store_run_keeps_synthesized_speech_in_the_user_cache(tmp_path, monkey
         unregister_staging(stage.staging)
         shutil.rmtree(stage.staging)
     assert (tmp_path / "cache" / "voicelab" / "speech-cache").is_dir()  # the cache outlives it
+
+
+def test_a_store_url_in_a_suite_stays_a_url(tmp_path):
+    from voicelab.config import load_suite
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"base: {EXAMPLE}\nartifacts_dir: gs://bucket/sweeps\n")
+    assert load_suite(suite).suite.artifacts_dir == "gs://bucket/sweeps"
+    suite.write_text(f"base: {EXAMPLE}\nartifacts_dir: sweeps\n")
+    assert load_suite(suite).suite.artifacts_dir == tmp_path / "sweeps"

@@ -288,7 +288,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     if store is not None:  # the bundle lives in a store: run locally into a staging folder
         root_location, to_resume = store
         run_id = run_id or new_run_id()
-        latest = bundle_name or run_id if link_latest and to_resume is None else None
+        latest = (bundle_name or run_id) if link_latest and to_resume is None else None
         stage = await asyncio.to_thread(open_stage, root_location, resume=to_resume,
                                         latest=latest, source=given_at)
         return await run_staged(stage, lambda staging, local: arun(

@@ -226,6 +226,10 @@ def test_memory_store_run_resume_and_sweep():
     assert fs.cat_file(report_path) == kept
     frames = load_frames(first.location)
     assert list(frames.trials["trial_id"]) == ["trial-001", "trial-002"]
+    named = asyncio.run(voicelab.arun(loaded, trials=1, artifacts_dir=f"{root}/named",
+                                      bundle_name="baseline", link_latest=False))
+    assert named.location == f"{root}/named/baseline"
+    assert not fs.exists("/voicelab-test/named/LATEST")
 
     sweep = asyncio.run(voicelab.arun_matrix(SWEEP, trials=1, artifacts_dir=f"{root}/sweeps"))
     assert sweep.exit_code == 0 and sweep.location.startswith(f"{root}/sweeps/")

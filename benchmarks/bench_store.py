@@ -1,7 +1,7 @@
 """Remote artifact stores: what writing the bundle to a store costs, and how little stays local.
 
     python benchmarks/bench_store.py [--trials 40] [--concurrency 8] [--repeats 3]
-                                     [--paced-trials 30]
+                                     [--paced-trials 30] [--paced-rounds 2]
 
 The seed example with pacing off (every trial as fast as the fake product answers) runs into a
 local folder, into ``memory://`` and into ``s3://`` on moto's S3 server (started as its own
@@ -138,6 +138,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--paced-trials", type=int, default=30)
+    parser.add_argument("--paced-rounds", type=int, default=2,
+                        help="paced runs per destination, alternating (0: no throughput runs "
+                             "with --repeats 0)")
     args = parser.parse_args()
 
     moto, endpoint = _start_moto()
@@ -157,7 +160,7 @@ def main() -> None:
     staged: dict[str, tuple[int, int]] = {name: (0, 0) for name in targets}
     try:
         _one(loaded, str(local_root), trials=4, concurrency=2, staging_root=staging_root)  # warm
-        for _ in range(args.repeats):
+        for _ in range(args.repeats if args.repeats > 0 else 0):
             for name, target in targets.items():
                 elapsed, sampler = _one(loaded, target, trials=args.trials,
                                         concurrency=args.concurrency, staging_root=staging_root)
@@ -165,9 +168,10 @@ def main() -> None:
                 if name != "local folder":
                     staged[name] = (max(staged[name][0], sampler.max_trials),
                                     max(staged[name][1], sampler.max_bytes))
-        print(f"{args.trials} trials, concurrency {args.concurrency}, pace_audio false, "
-              f"{args.repeats} runs each (alternating); median:")
-        for name in targets:
+        if args.repeats > 0:
+            print(f"{args.trials} trials, concurrency {args.concurrency}, pace_audio false, "
+                  f"{args.repeats} runs each (alternating); median:")
+        for name in targets if args.repeats > 0 else ():
             median = statistics.median(seconds[name])
             line = (f"  {name:<26} {median:6.2f} s  {args.trials / median:6.1f} trials/s  "
                     f"(runs: {', '.join(f'{s:.2f}' for s in seconds[name])})")
@@ -176,19 +180,26 @@ def main() -> None:
                 line += (f"; staging held at most {most} trial folder(s), "
                          f"{size / 1e6:.1f} MB")
             print(line)
-        bucket = fsspec.filesystem("s3")
-        bucket.invalidate_cache()
-        objects = bucket.find(f"{BUCKET}/runs")
-        print(f"  s3 bucket: {len(objects)} objects, "
-              f"{sum(bucket.du(f'{BUCKET}/runs', total=False).values()) / 1e6:.1f} MB")
-        if args.paced_trials:
-            print(f"first-audio latency error, {args.paced_trials} concurrent paced trials "
-                  "(|measured - product's send time|):")
-            for name, target in (("local folder", str(local_root / "paced")),
-                                 ("s3:// (moto, 127.0.0.1)", f"s3://{BUCKET}/paced")):
-                errors = asyncio.run(_paced_errors(target, args.paced_trials))
-                print(f"  {name:<26} n {errors.size}  p50 {np.percentile(errors, 50):.2f} ms  "
-                      f"p99 {np.percentile(errors, 99):.2f} ms  max {errors.max():.2f} ms")
+        if args.repeats > 0:
+            bucket = fsspec.filesystem("s3")
+            bucket.invalidate_cache()
+            objects = bucket.find(f"{BUCKET}/runs")
+            print(f"  s3 bucket: {len(objects)} objects, "
+                  f"{sum(bucket.du(f'{BUCKET}/runs', total=False).values()) / 1e6:.1f} MB")
+        if args.paced_trials and args.paced_rounds:
+            print(f"first-audio latency error, {args.paced_trials} concurrent paced trials, "
+                  f"{args.paced_rounds} run(s) each, alternating (|measured - product's send "
+                  "time|):")
+            destinations = {"local folder": str(local_root / "paced"),
+                            "s3:// (moto, 127.0.0.1)": f"s3://{BUCKET}/paced"}
+            errors: dict[str, list[np.ndarray]] = {name: [] for name in destinations}
+            for _ in range(args.paced_rounds):
+                for name, target in destinations.items():
+                    errors[name].append(asyncio.run(_paced_errors(target, args.paced_trials)))
+            for name, parts in errors.items():
+                pooled = np.concatenate(parts)
+                print(f"  {name:<26} n {pooled.size}  p50 {np.percentile(pooled, 50):.2f} ms  "
+                      f"p99 {np.percentile(pooled, 99):.2f} ms  max {pooled.max():.2f} ms")
     finally:
         moto.terminate()
         moto.wait(timeout=10)

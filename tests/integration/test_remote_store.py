@@ -113,6 +113,15 @@ def test_a_run_to_s3_publishes_every_trial_and_reads_back(s3, tmp_path):
     assert f"bundle: s3://{BUCKET}/runs/{run_id}" in rescored.stdout
     assert "2/2 trial(s) passed after re-scoring" in rescored.stdout
     assert s3.names(f"runs/{run_id}/trial-001") == set(TRIAL_FILES)
+    copied = cli(s3, "rescore", f"s3://{BUCKET}/runs/{run_id}", "--output",
+                 f"s3://{BUCKET}/rescored", cwd=tmp_path)
+    assert copied.returncode == 0, copied.stdout + copied.stderr
+    assert f"bundle: s3://{BUCKET}/rescored" in copied.stdout
+    assert s3.names("rescored/trial-002") == set(TRIAL_FILES)
+    assert s3.json("rescored/run-report.json")["run_id"] == run_id
+    again = cli(s3, "rescore", f"s3://{BUCKET}/runs/{run_id}", "--output",
+                f"s3://{BUCKET}/rescored", cwd=tmp_path)
+    assert again.returncode == 2 and "is not empty" in again.stderr
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """A store that refuses uploads: the run still ends, exits 4, says why, and keeps every file
-in its staging folder (a store that accepts a probe but not the bundle: a quota, a policy)."""
+in its staging folder (a store that accepts a probe but not the bundle: a quota, a policy).
+And ``file://``: the local folder, written as without a scheme."""
 
 from __future__ import annotations
 
@@ -56,3 +57,12 @@ def test_a_store_that_refuses_uploads_fails_the_run_and_keeps_the_evidence():
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         RefusingMemoryFileSystem.store.clear()
+
+
+def test_a_file_url_is_the_local_folder(tmp_path):
+    loaded = voicelab.load_run(EXAMPLE)
+    outcome = asyncio.run(voicelab.arun(loaded, trials=1, artifacts_dir=f"file://{tmp_path}"))
+    assert outcome.exit_code == 0 and outcome.bundle_path.parent == tmp_path.resolve()
+    assert outcome.location == str(outcome.bundle_path)
+    assert (tmp_path / "latest").resolve() == outcome.bundle_path
+    assert (outcome.bundle_path / "trial-001" / "trial-report.json").is_file()

@@ -55,6 +55,10 @@ class RecordingMemoryFileSystem(MemoryFileSystem):
         self.calls.append(("put", self._strip_protocol(rpath)))
         return super().put_file(lpath, rpath, *args, **kwargs)
 
+    def get_file(self, rpath, lpath, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.calls.append(("get", self._strip_protocol(rpath)))
+        return super().get_file(rpath, lpath, *args, **kwargs)
+
     def rm_file(self, path):  # type: ignore[no-untyped-def]
         self.calls.append(("rm", self._strip_protocol(path)))
         return super().rm_file(path)
@@ -260,3 +264,26 @@ def test_a_store_url_in_a_suite_stays_a_url(tmp_path):
     assert load_suite(suite).suite.artifacts_dir == "gs://bucket/sweeps"
     suite.write_text(f"base: {EXAMPLE}\nartifacts_dir: sweeps\n")
     assert load_suite(suite).suite.artifacts_dir == tmp_path / "sweeps"
+
+
+def test_a_trial_in_a_store_reads_as_a_local_one(tmp_path, store):
+    from voicelab.artifacts import read_json, read_trial
+
+    documents = {"trial-report.json": {"schema_version": "2.0", "passed": True},
+                 "voice-metrics.json": {"schema_version": "2.0", "turns": []}}
+    for name, document in documents.items():
+        store.pipe_file(f"/runs/run-1/trial-001/{name}", json.dumps(document).encode())
+    store.pipe_file("/runs/run-1/trial-001/voice-events.jsonl",
+                    b'{"contract_version": "2.0", "event_type": "trial.started"}\n')
+    store.pipe_file("/runs/run-1/trial-001/mixed.wav", b"RIFF")
+    trial = read_trial("recordingmem://runs/run-1/trial-001")
+    assert trial["trial-report.json"] == documents["trial-report.json"]
+    assert trial["voice-metrics.json"] == documents["voice-metrics.json"]
+    assert trial["voice-events.jsonl"] == [{"contract_version": "2.0",
+                                            "event_type": "trial.started"}]
+    fetched = sorted(path.rpartition("/")[2] for kind, path in store.calls if kind == "get")
+    assert fetched == ["trial-report.json", "voice-events.jsonl", "voice-metrics.json"]  # no WAV
+    assert read_json("recordingmem://runs/run-1/trial-001/trial-report.json")["passed"]
+    store.pipe_file("/runs/run-1/newer.json", b'{"schema_version": "9.0"}')
+    with pytest.raises(ConfigError, match="newer than this voicelab reads"):
+        read_json("recordingmem://runs/run-1/newer.json")

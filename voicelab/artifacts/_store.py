@@ -210,10 +210,11 @@ def _relative(location: RemoteLocation, found: str) -> PurePosixPath | None:
     return relative
 
 
-def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None = None) -> Path:
+def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None = None,
+          suffixes: tuple[str, ...] | None = None) -> Path:
     """Download a store folder (a run, a sweep, a trial) into the local folder ``into``: every
-    file, or only those whose name is in ``names``. ``into`` remembers the URL, so a file left
-    out can be fetched later (:func:`fetch_missing`)."""
+    file, or only those whose name is in ``names`` or ends with one of ``suffixes``. ``into``
+    remembers the URL, so a file left out can be fetched later (:func:`fetch_missing`)."""
     fs = location.fs
     fs.invalidate_cache(location.path)
     try:
@@ -228,7 +229,11 @@ def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None
     local: list[str] = []
     for path in found:
         relative = _relative(location, path)
-        if relative is None or (names is not None and relative.name not in names):
+        if relative is None:
+            continue
+        if (names is not None or suffixes is not None) and not (
+                (names is not None and relative.name in names)
+                or (suffixes is not None and relative.name.endswith(suffixes))):
             continue
         target = into.joinpath(*relative.parts)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -264,16 +269,18 @@ def fetch_missing(path: Path) -> bool:
 
 @contextlib.contextmanager
 def local_folder(location: str | os.PathLike[str], *, names: Collection[str] | None = None,
-                 source: str | Path | None = None, key: str | None = None) -> Iterator[Path]:
+                 suffixes: tuple[str, ...] | None = None, source: str | Path | None = None,
+                 key: str | None = None) -> Iterator[Path]:
     """A local folder for a reader: the folder itself (``latest`` resolved), or a temporary
-    copy of a store folder (every file, or those named in ``names``) removed afterwards."""
+    copy of a store folder (every file, or those :func:`fetch` selects) removed afterwards."""
     opened = open_location(location, source=source, key=key)
     if isinstance(opened, Path):
         yield resolve_local_latest(opened)
         return
     folder = resolve_latest(opened)
     with tempfile.TemporaryDirectory(prefix="voicelab-fetch-") as scratch:
-        yield fetch(folder, Path(scratch) / (folder.name or "store"), names=names)
+        yield fetch(folder, Path(scratch) / (folder.name or "store"), names=names,
+                    suffixes=suffixes)
 
 
 def put_file(local: Path, location: str) -> str:

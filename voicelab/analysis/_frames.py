@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ..artifacts._reader import read_json
+from ..artifacts._store import mirror, open_location, resolve_latest, resolve_local_latest
 from ..errors import ConfigError
 from ..scoring import proportion_interval
 from ._events import EventColumns, read_events
@@ -166,11 +167,26 @@ def _run_of(run_dir: Path, trial_dirs: list[Path],
     return _Run(run_id, cell, matrix_id, run_dir if report else None, report, trial_dirs)
 
 
+#: What the frames (and the failure and transcript views) read of a bundle in a store; the
+#: audio is fetched when a widget first plays it.
+STORE_FILES = frozenset({"run-report.json", "matrix-report.json", "trial-report.json",
+                         "voice-metrics.json", "voice-events.jsonl", "transcript.json",
+                         "transcript.md"})
+
+
+def _local(given: str | os.PathLike[str]) -> Path:
+    """A local folder to read: a store URL is mirrored (its documents), ``latest`` resolved."""
+    opened = open_location(given)
+    if isinstance(opened, Path):
+        return resolve_local_latest(opened.expanduser())
+    return mirror(resolve_latest(opened), names=STORE_FILES)
+
+
 def _discover(paths: Iterable[str | os.PathLike[str]]) -> list[_Run]:
     runs: dict[Path, _Run] = {}
     cache: dict[Path, tuple[str, dict[str, str]]] = {}
     for given in paths:
-        path = Path(given).expanduser().resolve()
+        path = _local(given).resolve()
         if not path.exists():
             raise ConfigError("no such run directory or trial folder", source=path)
         if (path / "trial-report.json").is_file():
@@ -331,6 +347,9 @@ def load_frames(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
                 events: bool = True) -> Frames:
     """Read run directories, matrix runs, folders of runs or trial folders into :class:`Frames`.
 
+    A path may be a store URL (``s3://bucket/runs/latest``, ``memory://...``): its documents
+    are downloaded into a local mirror kept until the process exits (``trials.path`` is the
+    mirrored trial folder; a widget fetches a WAV file from the store when it first plays it).
     ``events=False`` skips voice-events.jsonl (the largest files): ``frames.events`` is then
     empty and the turns lack ``user_start_ms`` / ``user_commit_ms``.
     """

@@ -10,6 +10,7 @@ widening it. When a cell fails, the partially executed notebook is kept next to 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..artifacts._store import local_folder
 from ..errors import ConfigError, ExecutionError
 
 logger = logging.getLogger(__name__)
@@ -106,13 +108,14 @@ def write_report(run_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[st
     given = [run_dir] if isinstance(run_dir, (str, os.PathLike)) else list(run_dir)
     if not given:
         raise ConfigError("no run directory given")
-    folders = [_run_folder(path) for path in given]
-    notebook = Path(notebook_path) if notebook_path is not None else DEFAULT_NOTEBOOK
-    values = {**dict(parameters or {}), "run_dir": str(folders[0]),
-              "run_dirs": [str(f) for f in folders]}
-    return _render(notebook, parameters=values, output_path=output_path,
-                   title=f"voicelab report: {', '.join(f.name for f in folders)}",
-                   kernel_name=kernel_name, cell_timeout_seconds=cell_timeout_seconds)
+    with contextlib.ExitStack() as copies:  # a run in a store is read from a local copy
+        folders = [_run_folder(copies.enter_context(local_folder(path))) for path in given]
+        notebook = Path(notebook_path) if notebook_path is not None else DEFAULT_NOTEBOOK
+        values = {**dict(parameters or {}), "run_dir": str(folders[0]),
+                  "run_dirs": [str(f) for f in folders]}
+        return _render(notebook, parameters=values, output_path=output_path,
+                       title=f"voicelab report: {', '.join(f.name for f in folders)}",
+                       kernel_name=kernel_name, cell_timeout_seconds=cell_timeout_seconds)
 
 
 def write_compare_report(baseline: str | os.PathLike[str], candidate: str | os.PathLike[str], *,
@@ -125,12 +128,14 @@ def write_compare_report(baseline: str | os.PathLike[str], candidate: str | os.P
     HTML page: the paired comparison, its gates, both distributions side by side and the
     verdicts that flipped. ``parameters``: ``confidence``, ``seed``, ``gates`` (dicts of
     :class:`~voicelab.analysis.Gate` fields), ``metrics``."""
-    before, after = _run_folder(baseline), _run_folder(candidate)
-    notebook = Path(notebook_path) if notebook_path is not None else COMPARE_NOTEBOOK
-    values = {**dict(parameters or {}), "baseline_dir": str(before), "candidate_dir": str(after)}
-    return _render(notebook, parameters=values, output_path=output_path,
-                   title=f"voicelab compare: {before.name} vs {after.name}",
-                   kernel_name=kernel_name, cell_timeout_seconds=cell_timeout_seconds)
+    with local_folder(baseline) as before_copy, local_folder(candidate) as after_copy:
+        before, after = _run_folder(before_copy), _run_folder(after_copy)
+        notebook = Path(notebook_path) if notebook_path is not None else COMPARE_NOTEBOOK
+        values = {**dict(parameters or {}), "baseline_dir": str(before),
+                  "candidate_dir": str(after)}
+        return _render(notebook, parameters=values, output_path=output_path,
+                       title=f"voicelab compare: {before.name} vs {after.name}",
+                       kernel_name=kernel_name, cell_timeout_seconds=cell_timeout_seconds)
 
 
 __all__ = ["COMPARE_NOTEBOOK", "DEFAULT_NOTEBOOK", "write_compare_report", "write_report"]

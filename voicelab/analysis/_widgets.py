@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..artifacts._reader import read_json
+from ..artifacts._store import fetch_missing
 from ..audio import PcmAudio, read_wav_pcm
 from ..audio import wav_bytes as audio_wav_bytes
 from ..errors import ConfigError
@@ -54,7 +55,7 @@ def read_trial_audio(trial_dir: str | os.PathLike[str], *, channel: str = "mixed
     """int16 samples of ``technician``/``product``/``mixed``.wav between two listener-timeline
     offsets (the whole file by default), and the sample rate. Reads only that stretch."""
     path = Path(trial_dir) / f"{channel}.wav"
-    if not path.is_file():
+    if not path.is_file() and not fetch_missing(path):  # a store's mirror fetches it now
         raise ConfigError(f"no {channel}.wav in this trial folder", source=Path(trial_dir))
     samples, rate = read_wav_pcm(path)
     total = samples.shape[0]

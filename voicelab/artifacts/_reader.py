@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .._location import is_url
 from ..errors import ConfigError
 from ._models import READABLE_MAJORS, SCHEMA_VERSION
 
@@ -33,7 +34,14 @@ def check_version(document: Any, *, source: Path | None,
             f"upgrade voicelab", source=source, key=field)
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path | str) -> dict[str, Any]:
+    """A JSON artifact (a path or a store URL), its schema version checked."""
+    if is_url(path):
+        from ._store import open_remote, read_remote_json
+
+        location = open_remote(path)
+        assert location is not None
+        return read_remote_json(location)
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -70,8 +78,14 @@ def find_trial_dirs(path: Path) -> list[Path]:
                   if "latest" not in p.relative_to(path).parts)
 
 
-def read_trial(trial_dir: Path) -> dict[str, Any]:
-    """Every JSON document of a trial bundle, keyed by file name (voice events as a list)."""
+def read_trial(trial_dir: Path | str) -> dict[str, Any]:
+    """Every JSON document of a trial bundle (a folder or a store URL), keyed by file name
+    (voice events as a list)."""
+    if is_url(trial_dir):
+        from ._store import local_folder
+
+        with local_folder(trial_dir, suffixes=(".json", ".jsonl")) as local:
+            return read_trial(local)
     trial_dir = Path(trial_dir)
     documents: dict[str, Any] = {"trial-report.json": read_json(trial_dir / "trial-report.json")}
     for path in sorted(trial_dir.glob("*.json")):

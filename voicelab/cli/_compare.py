@@ -8,6 +8,7 @@ inside the command, never on the CLI's start-up path.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 from dataclasses import asdict
@@ -15,18 +16,24 @@ from pathlib import Path
 
 from .._atomic import atomic_write
 from .._exit_codes import EXIT_OK, EXIT_QUALITY
+from ..artifacts._store import local_folder
 from ..errors import ConfigError
 from ._output import relative
 
 _INCREASE = re.compile(r"^(?P<metric>[A-Za-z0-9_]+):(?P<statistic>[A-Za-z0-9]+)=(?P<value>.+)$")
 
 
-def _folder(path: Path, *, key: str) -> Path:
+#: What compare, its JUnit XML and its report read of a run in a store (not the audio).
+_COMPARED_FILES = frozenset({"run-report.json", "matrix-report.json", "trial-report.json",
+                             "voice-metrics.json", "voice-events.jsonl", "transcript.json"})
+
+
+def _folder(path: Path, *, key: str, given: str) -> Path:
     if not path.is_dir():
-        raise ConfigError(f"{key}: no such run or sweep folder", source=path)
+        raise ConfigError(f"{key}: no such run or sweep folder", source=given)
     if not (path / "run-report.json").is_file() and not (path / "matrix-report.json").is_file():
         raise ConfigError(f"{key}: not a run or sweep folder (no run-report.json or "
-                          "matrix-report.json)", source=path)
+                          "matrix-report.json)", source=given)
     return path
 
 
@@ -58,9 +65,17 @@ def compare_command(args: argparse.Namespace) -> int:
     if not 0.0 < args.confidence < 1.0:
         raise ConfigError(f"must be between 0 and 1, got {args.confidence}", source="CLI",
                           key="--confidence")
-    baseline = _folder(args.baseline, key="BASELINE")
-    candidate = _folder(args.candidate, key="CANDIDATE")
     gates = _gates(args)
+    with contextlib.ExitStack() as copies:  # a run in a store is compared from a local copy
+        baseline, candidate = (
+            _folder(copies.enter_context(local_folder(given, names=_COMPARED_FILES,
+                                                      source="CLI", key=key)),
+                    key=key, given=given)
+            for given, key in ((args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")))
+        return _compare(args, baseline, candidate, gates)
+
+
+def _compare(args: argparse.Namespace, baseline: Path, candidate: Path, gates: list) -> int:
     from ..analysis import compare
 
     comparison = compare(baseline, candidate, confidence=args.confidence, seed=args.seed,

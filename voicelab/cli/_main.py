@@ -19,7 +19,8 @@ from ._output import PROG, relative
 
 #: Library keys that stand for a command-line option when the value came from the command line.
 _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
-                   "artifacts_dir": "--artifacts-dir", "output": "--output"}
+                   "artifacts_dir": "--artifacts-dir", "output": "--output",
+                   "resume": "--resume"}
 
 
 def _error_line(error: BaseException) -> str:
@@ -53,7 +54,7 @@ def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
                         default=[], metavar="FILE",
                         help="a judge's calibration result (the calibration notebook's "
                              "output_path JSON): adds its judge-corrected pass rate")
-    parser.add_argument("--resume", type=Path, default=None, metavar="DIR",
+    parser.add_argument("--resume", default=None, metavar="DIR",
                         help=f"finish this {what} folder: run only its planned trials that are "
                              "not done (interrupted or missing)")
     parser.add_argument("--rerun-failed", action="store_true",
@@ -74,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("run_file", type=Path, nargs="?", default=None,
                      help="the run config (with --resume: default, the one the bundle names)")
     run.add_argument("--trials", type=int, default=None, help="number of trials (default: config)")
-    run.add_argument("--artifacts-dir", type=Path, default=None,
-                     help="where the bundle goes (default: the config's artifacts_dir)")
+    run.add_argument("--artifacts-dir", default=None,
+                     help="where the bundle goes: a folder or a store URL such as "
+                          "s3://bucket/runs (default: the config's artifacts_dir)")
     run.add_argument("--concurrency", type=int, default=None, help="trials running at once")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_outcome_options(run, what="run")
@@ -86,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("suite_file", type=Path, nargs="?", default=None,
                        help="the suite (with --resume: default, the one the sweep names)")
     sweep.add_argument("--trials", type=int, default=None, help="trials per cell")
-    sweep.add_argument("--artifacts-dir", type=Path, default=None)
+    sweep.add_argument("--artifacts-dir", default=None,
+                       help="a folder or a store URL (default: the suite's artifacts_dir)")
     sweep.add_argument("--concurrency", type=int, default=None,
                        help="conversations in flight across the matrix")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -108,14 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="render run directories as a self-contained "
                                                 "HTML report (executes notebooks/report.ipynb)")
-    report.add_argument("run_dir", type=Path, nargs="+",
-                        help="a run, a sweep or a folder of runs; several are shown side by side")
-    report.add_argument("--output", type=Path, default=Path("report.html"))
+    report.add_argument("run_dir", nargs="+",
+                        help="a run, a sweep or a folder of runs (a path or a store URL); "
+                             "several are shown side by side")
+    report.add_argument("--output", default="report.html",
+                        help="the HTML file: a path or a store URL (default: report.html)")
 
     rescore = commands.add_parser("rescore", help="recompute placement, metrics and verdicts "
                                                   "of a bundle from what it recorded")
-    rescore.add_argument("run_dir", type=Path, help="a trial folder, a run folder or a sweep")
-    rescore.add_argument("--output", type=Path, default=None,
+    rescore.add_argument("run_dir", help="a trial folder, a run folder or a sweep (a path or "
+                                         "a store URL)")
+    rescore.add_argument("--output", default=None,
                          help="re-score a copy here (default: rewrite the derived files in place)")
     rescore.add_argument("--judges", type=Path, default=None, metavar="RUN_FILE",
                          help="run the judges of this run file again (credentials from the "
@@ -124,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser(
         "compare", help="compare a candidate run (or sweep) with a baseline, trial by trial; "
                         "exit 3 when a regression gate blocks")
-    compare.add_argument("baseline", type=Path, help="the baseline run or sweep folder")
-    compare.add_argument("candidate", type=Path, help="the candidate run or sweep folder")
+    compare.add_argument("baseline", help="the baseline run or sweep folder (or store URL)")
+    compare.add_argument("candidate", help="the candidate run or sweep folder (or store URL)")
     compare.add_argument("--max-pass-rate-drop", type=float, default=None, metavar="RATE",
                          help="gate: the pass rate may drop by at most this (0.05: 5 points)")
     compare.add_argument("--max-latency-p95-increase-ms", type=float, default=None,

@@ -3,25 +3,41 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import tempfile
 from pathlib import Path
 
 from .._exit_codes import EXIT_OK
+from .._location import is_url
+from ..artifacts._store import local_folder, open_location, put_file
 from ..errors import ConfigError
 
 
-def report_command(args: argparse.Namespace) -> int:
-    folders = [Path(folder) for folder in args.run_dir]
-    for run_dir in folders:
-        if not run_dir.exists():
-            raise ConfigError(f"run directory not found: {run_dir}", source="CLI",
-                              key="RUN_DIR")
-        if not (run_dir / "run-report.json").is_file() \
-                and not (run_dir / "matrix-report.json").is_file() \
-                and not any(run_dir.rglob("trial-report.json")):
-            raise ConfigError("not a voicelab run directory (no run-report.json or trial "
-                              "bundles)", source=str(run_dir))
-    from ..analysis import write_report  # pandas, matplotlib, papermill: only for a report
+def _check_run_dir(run_dir: Path, given: str) -> None:
+    if not run_dir.exists():
+        raise ConfigError(f"run directory not found: {given}", source="CLI", key="RUN_DIR")
+    if not (run_dir / "run-report.json").is_file() \
+            and not (run_dir / "matrix-report.json").is_file() \
+            and not any(run_dir.rglob("trial-report.json")):
+        raise ConfigError("not a voicelab run directory (no run-report.json or trial "
+                          "bundles)", source=given)
 
-    output = write_report(folders, output_path=Path(args.output))
-    print(f"report: {output}")
+
+def report_command(args: argparse.Namespace) -> int:
+    open_location(args.output, source="CLI", key="--output")  # an unknown scheme: before work
+    with contextlib.ExitStack() as copies:  # a run in a store is rendered from a local copy
+        folders = []
+        for given in args.run_dir:
+            folder = copies.enter_context(local_folder(given, source="CLI", key="RUN_DIR"))
+            _check_run_dir(folder, given)
+            folders.append(folder)
+        from ..analysis import write_report  # pandas, matplotlib, papermill: only for a report
+
+        if not is_url(args.output):
+            output = write_report(folders, output_path=Path(args.output))
+            print(f"report: {output}")
+            return EXIT_OK
+        scratch = copies.enter_context(tempfile.TemporaryDirectory(prefix="voicelab-report-"))
+        page = write_report(folders, output_path=Path(scratch) / "report.html")
+        print(f"report: {put_file(page, args.output)}")
     return EXIT_OK

@@ -121,12 +121,16 @@ def _calibrations(args: argparse.Namespace) -> list[JudgeCalibration]:
     return [read_calibration(path) for path in args.calibrations]
 
 
-def _write_junit(args: argparse.Namespace, folder: Path) -> None:
+def _write_junit(args: argparse.Namespace, folder: str) -> None:
     if args.junit is None:
         return
     from ..artifacts import junit_xml
+    from ..artifacts._store import local_folder
 
-    junit_xml(folder, path=args.junit)
+    # a bundle in a store: its reports are read from a local copy
+    with local_folder(folder, names=("run-report.json", "matrix-report.json",
+                                     "trial-report.json")) as local:
+        junit_xml(local, path=args.junit)
     print(f"junit: {relative(str(Path(args.junit).resolve()))}")
 
 
@@ -196,11 +200,11 @@ def run_command(args: argparse.Namespace) -> int:
     if number is not None:
         if isinstance(stopped, RunInterrupted):
             print_run_summary(stopped.outcome)
-            _write_junit(args, stopped.outcome.bundle_path)
+            _write_junit(args, stopped.outcome.location)
         return _SIGNAL_EXIT[number]
     assert outcome is not None
     print_run_summary(outcome)
-    _write_junit(args, outcome.bundle_path)
+    _write_junit(args, outcome.location)
     return outcome.exit_code
 
 
@@ -224,7 +228,7 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
             print(f"gate {mark} in {Path(cell_outcome.bundle_path).name}: {gate.message}")
     for problem in outcome.write_errors:
         print(f"{PROG}: execution failed: {problem}", file=sys.stderr)
-    print(f"matrix: {outcome.run_dir}")
+    print(f"matrix: {outcome.location}")
 
 
 def sweep_command(args: argparse.Namespace) -> int:
@@ -250,9 +254,9 @@ def sweep_command(args: argparse.Namespace) -> int:
     if number is not None:
         if isinstance(stopped, MatrixInterrupted):
             print_matrix_summary(stopped.outcome)
-            _write_junit(args, stopped.outcome.run_dir)
+            _write_junit(args, stopped.outcome.location)
         return _SIGNAL_EXIT[number]
     assert outcome is not None
     print_matrix_summary(outcome)
-    _write_junit(args, outcome.run_dir)
+    _write_junit(args, outcome.location)
     return outcome.exit_code

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from .._location import as_local_path, is_url
 from ..errors import ConfigError
 from ._models import (
     QUIET_ENVIRONMENT,
@@ -148,6 +149,16 @@ def resolve_relative(base_file: Path, value: Path | None) -> Path | None:
         return Path(os.path.abspath(joined))
 
 
+def resolve_location(base_file: Path, value: str | Path) -> str | Path:
+    """An artifacts location: a store URL as written (``s3://bucket/runs``), else a folder
+    relative to ``base_file`` (``file://`` URLs included)."""
+    if is_url(value):
+        return str(value)
+    resolved = resolve_relative(base_file, as_local_path(value))
+    assert resolved is not None
+    return resolved
+
+
 def require_file(path: Path, *, source: str | Path, key: str) -> None:
     try:
         exists = path.exists()
@@ -262,8 +273,8 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
     run = run.model_copy(update={
         name: resolve_relative(run_path, getattr(run, name))
         for name in ("scenario_path", "persona_path", "data_path", "script_path",
-                     "environment_path", "artifacts_dir")
-    })
+                     "environment_path")
+    } | {"artifacts_dir": resolve_location(run_path, run.artifacts_dir)})
 
     secret_keys = {"run": frozenset(raw_run.interpolation.secret_keys)}
     sources: dict[str, Path] = {"run": run_path}

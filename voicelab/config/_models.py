@@ -333,7 +333,9 @@ class RunConfig(StrictModel):
     outcome_probe: OutcomeProbeConfig | None = None
     providers: Providers = Field(default_factory=Providers)
     quality_evaluation: QualityEvaluation | None = None
-    artifacts_dir: Path = Path("artifacts")
+    #: a folder, or a store URL (``s3://bucket/runs``; kept as a string: a Path would turn
+    #: it into a local folder named ``s3:``)
+    artifacts_dir: Path | str = Path("artifacts")
     trial_seed: int = 0
     trials: Annotated[int, Field(gt=0)] = 1
     concurrency: Annotated[int, Field(gt=0)] = 1
@@ -363,7 +365,7 @@ class SuiteConfig(StrictModel):
     environments: list[Path | Literal["quiet"]] = Field(default_factory=list)
     trials: Annotated[int, Field(gt=0)] = 1
     concurrency: Annotated[int, Field(gt=0)] = 2
-    artifacts_dir: Path | None = None
+    artifacts_dir: Path | str | None = None  # a folder or a store URL, as the run's
     assumed_response_seconds: PositiveFloat = 5.0
     assumed_user_turn_seconds: PositiveFloat = 3.0
     #: when given, every cell reports with it (else each cell keeps its base run's)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ._loader import read_document, require_file, resolve_relative
+from ._loader import read_document, require_file, resolve_location, resolve_relative
 from ._models import SuiteConfig, SuitePersona
 from ._overrides import validate_model
 
@@ -58,7 +58,8 @@ def load_suite(path: str | Path, *, environ: Mapping[str, str] | None = None) ->
         assert resolved is not None
         require_file(resolved, source=path, key=f"environments[{index}]")
         environments.append(resolved)
-    artifacts = resolve_relative(path, suite.artifacts_dir)
+    artifacts = None if suite.artifacts_dir is None else \
+        resolve_location(path, suite.artifacts_dir)
     suite = suite.model_copy(update={"base": base, "artifacts_dir": artifacts})
     return LoadedSuite(path, suite, scenarios or [None], personas or [None],
                        environments or [BASE])

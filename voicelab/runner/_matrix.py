@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
+from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
     JudgeCalibration,
@@ -26,10 +27,18 @@ from ..artifacts import (
     PassRate,
     read_json,
 )
+from ..artifacts._store import (
+    open_location,
+    published_location,
+    read_remote_json,
+    resolve_latest,
+    resolve_local_latest,
+)
 from ..config import LoadedRun, LoadedSuite, StatisticsConfig, load_run, load_suite, parse_settings
 from ..config._suite import cell_overrides, check_names_unique
 from ..errors import ConfigError
 from ..scoring._run_statistics import pass_rate
+from ._remote import open_stage, run_staged, store_target
 from ._resume import check_suite_hash, read_run_report
 from ._run import (
     MAX_CONCURRENCY,
@@ -102,6 +111,11 @@ class MatrixOutcome:
     run_dir: Path
     cells: list[RunOutcome] = field(default_factory=list)
     write_errors: list[str] = field(default_factory=list)
+    #: the sweep folder, or its store URL (``run_dir`` is then the staging folder, removed)
+    location: str = ""
+
+    def __post_init__(self) -> None:
+        self.location = self.location or str(self.run_dir)
 
     @property
     def exit_code(self) -> int:
@@ -217,7 +231,7 @@ def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: li
                    resumed_at: Sequence[str] = ()) -> MatrixReport:
     cells = [MatrixCell(
         cell_id=Path(o.bundle_path).name, scenario=o.report.scenario_id, persona=o.report.persona,
-        environment=o.report.environment, bundle_path=str(o.bundle_path),
+        environment=o.report.environment, bundle_path=published_location(o.bundle_path),
         trial_count=o.report.trial_count, executed_trials=o.report.executed_trials,
         passed_trials=o.report.passed_trials, pass_at_k=o.report.pass_at_k,
         pass_power_k=o.report.pass_power_k, exit_code=o.report.exit_code,
@@ -239,7 +253,8 @@ def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: li
     return MatrixReport(
         name=plan.suite.suite.name or plan.suite.path.stem, run_id=run_id,
         status=status,  # type: ignore[arg-type]
-        suite_path=str(plan.suite.path), run_dir=str(run_dir), started_at=started,
+        suite_path=str(plan.suite.path), run_dir=published_location(run_dir),
+        started_at=started,
         ended_at=_now(), scenarios=sorted({c.scenario for c in plan.cells}),
         personas=sorted({c.persona for c in plan.cells}),
         environments=sorted({c.environment for c in plan.cells}), trials_per_cell=k,
@@ -253,7 +268,16 @@ def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: li
 
 
 def read_matrix_report(run_dir: str | Path) -> MatrixReport:
-    path = Path(run_dir).expanduser().resolve() / "matrix-report.json"
+    """The matrix report of a sweep folder (or store URL)."""
+    if is_url(run_dir):
+        folder = open_location(run_dir, key="resume")
+        assert not isinstance(folder, Path)
+        document = read_remote_json(resolve_latest(folder).child("matrix-report.json"))
+        remote: MatrixReport = parse_settings(MatrixReport, document, key=None,
+                                              source=folder.url)
+        return remote
+    path = resolve_local_latest(as_local_path(run_dir)).expanduser().resolve() \
+        / "matrix-report.json"
     if not path.is_file():
         raise ConfigError("not a sweep (no matrix-report.json)", source=path.parent)
     report: MatrixReport = parse_settings(MatrixReport, read_json(path), key=None, source=path)
@@ -281,10 +305,23 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     for one in plan.cells:
         check_calibrations(one.plan.loaded, calibrations)
     spec = plan.suite.suite
+    configured = artifacts_dir if artifacts_dir is not None else (
+        spec.artifacts_dir or plan.suite.path.parent / "artifacts")
+    given_at = None if artifacts_dir is not None else plan.suite.path
+    store = store_target(configured, resume, source=given_at)
+    if store is not None:  # the sweep lives in a store: run locally into a staging folder
+        root_location, to_resume = store
+        run_id = run_id or new_run_id()
+        stage = await asyncio.to_thread(open_stage, root_location, resume=to_resume,
+                                        latest=None if to_resume else run_id, source=given_at)
+        return await run_staged(stage, lambda staging, local: arun_matrix(
+            plan, artifacts_dir=staging if local is None else None, run_id=run_id,
+            on_trial_done=on_trial_done, label=label, calibrations=calibrations, resume=local,
+            rerun_failed=rerun_failed))
     resumed_at: list[str] = []
     if previous is not None:
         run_id = previous.run_id
-        run_dir = Path(resume).expanduser().resolve()  # type: ignore[arg-type]
+        run_dir = resolve_local_latest(as_local_path(resume)).expanduser().resolve()  # type: ignore[arg-type]
         for one in plan.cells:  # refuse before anything runs
             if (run_dir / one.cell_id / "run-report.json").is_file():
                 check_suite_hash(read_run_report(run_dir / one.cell_id), one.plan.loaded,
@@ -293,8 +330,7 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
         started = previous.started_at
         resumed_at = [*previous.resumed_at, _now()]
     else:
-        root = Path(artifacts_dir) if artifacts_dir is not None else (
-            spec.artifacts_dir or plan.suite.path.parent / "artifacts")
+        root = as_local_path(configured)
         run_id = run_id or new_run_id()
         run_dir = make_bundle_dir(root, run_id, source=None if artifacts_dir is not None
                                   else plan.suite.path)

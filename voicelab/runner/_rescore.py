@@ -14,16 +14,28 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._exit_codes import EXIT_EXECUTION, EXIT_OK, EXIT_QUALITY
+from .._location import as_local_path, is_url
 from ..artifacts import RunReport, TrialReport, TrialSummary, TurnMetrics, read_json
 from ..artifacts._bundle import write_json, write_trial_files
+from ..artifacts._publish import Publisher
 from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
+from ..artifacts._store import (
+    RemoteLocation,
+    check_writable,
+    fetch,
+    open_location,
+    remote_exists,
+    resolve_latest,
+    resolve_local_latest,
+)
 from ..config import PersonaConfig, ScenarioConfig, parse_settings
-from ..errors import ConfigError
+from ..errors import ConfigError, ExecutionError
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
 from ..scoring import pass_at_k, pass_power_k, run_statistics, trial_passed
 from ..scoring._run_statistics import gate_config_of, settings_of
@@ -57,6 +69,11 @@ class Rescored:
     path: Path
     trials: list[RescoredTrial] = field(default_factory=list)
     run_reports: list[Path] = field(default_factory=list)
+    #: the bundle for its readers: ``path``, or the store URL it was published to
+    location: str = ""
+
+    def __post_init__(self) -> None:
+        self.location = self.location or str(self.path)
 
     @property
     def exit_code(self) -> int:
@@ -194,14 +211,21 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     a run file whose ``quality_evaluation`` and providers run the judges again; otherwise the
     recorded judge results are kept. Raises :class:`~voicelab.errors.ConfigError` for a folder
     that is not a bundle, a bundle newer than this voicelab, or one written before schema 2.0.
+
+    ``path`` and ``output`` may be store URLs: the bundle is downloaded into a staging folder,
+    re-scored there and published back (each trial folder's report last), to ``output`` when
+    given, else in place.
     """
-    source = Path(path)
+    if is_url(path) or is_url(output):
+        return _rescore_in_store(path, output=output, speech_metrics=speech_metrics,
+                                 judges_from=judges_from)
+    source = resolve_local_latest(as_local_path(path))
     if not source.exists():
         raise ConfigError(f"no such folder: {source}", source=source)
     source = source.resolve()
     target = source
     if output is not None:
-        target = Path(output).resolve()
+        target = as_local_path(output).resolve()
         if target.exists() and any(target.iterdir()):
             raise ConfigError(f"the output folder {target} is not empty", key="output")
         shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
@@ -227,6 +251,41 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     for matrix in target.rglob("matrix-report.json"):
         _update_matrix_report(matrix)
     return result
+
+
+def _rescore_in_store(path: str | Path, *, output: str | Path | None,
+                      speech_metrics: bool | None, judges_from: str | Path | None) -> Rescored:
+    with tempfile.TemporaryDirectory(prefix="voicelab-rescore-") as scratch:
+        source = open_location(path, key="run_dir")
+        if isinstance(source, RemoteLocation):
+            source = resolve_latest(source)
+            local_source = fetch(source, Path(scratch) / "source" / source.name)
+        else:
+            local_source = resolve_local_latest(source)
+        target = source if output is None else open_location(output, key="output")
+        if not isinstance(target, RemoteLocation):  # from a store into a local folder
+            return rescore(local_source, output=target, speech_metrics=speech_metrics,
+                           judges_from=judges_from)
+        staging = Path(scratch) / "target"
+        publisher = Publisher(staging, target)
+        if target is source:  # in place: only what re-scoring rewrote is published again
+            staging = local_source
+            publisher = Publisher(staging, target)
+            publisher.mark_present()
+            result = rescore(staging, speech_metrics=speech_metrics, judges_from=judges_from)
+        else:
+            check_writable(target, source=None, key="output")
+            if remote_exists(target) and target.fs.find(target.path):
+                raise ConfigError(f"the output folder {target.url} is not empty", key="output")
+            result = rescore(local_source, output=staging, speech_metrics=speech_metrics,
+                             judges_from=judges_from)
+        try:
+            publisher.sync(final=True)
+        except Exception as error:  # noqa: BLE001 - every store raises its own types
+            raise ExecutionError(f"could not publish the re-scored bundle to {target.url}: "
+                                 f"{' '.join(str(error).split())}") from None
+        result.location = target.url
+        return result
 
 
 def _update_matrix_report(path: Path) -> None:

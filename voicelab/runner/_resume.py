@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._location import as_local_path, is_url
 from ..artifacts import RunReport, TrialReport, TurnMetrics, read_json
+from ..artifacts._store import open_location, read_remote_json, resolve_latest, resolve_local_latest
 from ..config import LoadedRun, parse_settings
 from ..errors import ConfigError
 from ._trial import TrialResult, trial_summary
@@ -36,12 +38,23 @@ def _model(model: type[Any], path: Path) -> Any:
 
 
 def read_run_report(bundle: str | Path) -> RunReport:
-    """The run report of a bundle to resume; a folder without one is not a run bundle."""
-    path = Path(bundle).expanduser().resolve() / "run-report.json"
+    """The run report of a bundle to resume (a folder or a store URL); a folder without one is
+    not a run bundle."""
+    if is_url(bundle):
+        folder = open_location(bundle, key="resume")
+        assert not isinstance(folder, Path)
+        document = read_remote_json(resolve_latest(folder).child("run-report.json"))
+        remote: RunReport = parse_settings(RunReport, document, key=None, source=folder.url)
+        return remote
+    path = _local(bundle) / "run-report.json"
     if not path.is_file():
         raise ConfigError("not a run bundle (no run-report.json)", source=path.parent)
     report: RunReport = _model(RunReport, path)
     return report
+
+
+def _local(bundle: str | Path) -> Path:
+    return resolve_local_latest(as_local_path(bundle)).expanduser().resolve()
 
 
 def check_suite_hash(report: RunReport, loaded: LoadedRun, *, bundle: Path) -> None:
@@ -67,7 +80,7 @@ def read_trial_result(trial_dir: Path, report: TrialReport) -> TrialResult:
 def resume_point(bundle: str | Path, loaded: LoadedRun, *, trials: int | None = None,
                  rerun_failed: bool = False) -> ResumePoint:
     """What a resumed run keeps and runs. ``trials`` may extend the plan, never shrink it."""
-    directory = Path(bundle).expanduser().resolve()
+    directory = _local(bundle)
     report = read_run_report(directory)
     check_suite_hash(report, loaded, bundle=directory)
     planned = report.planned_trials if trials is None else trials

@@ -20,14 +20,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
+from .._location import as_local_path
 from .._validate import RunPlan, validate_run
 from ..artifacts import JudgeCalibration, RunReport, TrialSummary
 from ..artifacts._bundle import write_json
+from ..artifacts._store import published_location
 from ..config import LoadedRun, load_run
 from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
 from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statistics
 from ._conversation import Failure
+from ._remote import open_stage, run_staged, store_target
 from ._resume import ResumePoint, resume_point
 from ._speech import open_speech
 from ._trial import (
@@ -130,12 +133,18 @@ class RunOutcome:
     """What a run produced: the report (also on disk) and where the bundle is.
 
     ``write_errors`` lists bundle files that could not be written (a full disk): the run's exit
-    code is then at least 4 even when every trial passed."""
+    code is then at least 4 even when every trial passed. ``location`` is where the bundle
+    lives for its readers: its folder, or its store URL (``bundle_path`` is then the local
+    staging folder it was written to, removed once published)."""
 
     report: RunReport
     bundle_path: Path
     trials: list[TrialResult] = field(default_factory=list)
     write_errors: list[str] = field(default_factory=list)
+    location: str = ""
+
+    def __post_init__(self) -> None:
+        self.location = self.location or str(self.bundle_path)
 
     @property
     def exit_code(self) -> int:
@@ -273,6 +282,21 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                                                                             overrides=overrides))
     loaded = plan.loaded
     check_calibrations(loaded, calibrations)
+    configured = artifacts_dir if artifacts_dir is not None else loaded.run.artifacts_dir
+    given_at = None if artifacts_dir is not None else loaded.run_path
+    store = store_target(configured, resume, source=given_at)
+    if store is not None:  # the bundle lives in a store: run locally into a staging folder
+        root_location, to_resume = store
+        run_id = run_id or new_run_id()
+        latest = (bundle_name or run_id) if link_latest and to_resume is None else None
+        stage = await asyncio.to_thread(open_stage, root_location, resume=to_resume,
+                                        latest=latest, source=given_at)
+        return await run_staged(stage, lambda staging, local: arun(
+            plan, trials=trials, concurrency=concurrency,
+            artifacts_dir=staging if local is None else None, run_id=run_id,
+            on_trial_done=on_trial_done, semaphore=semaphore, link_latest=link_latest,
+            bundle_name=bundle_name, label=label, calibrations=calibrations, resume=local,
+            rerun_failed=rerun_failed))
     point: ResumePoint | None = None
     if resume is not None:
         point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
@@ -294,7 +318,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         label = label if label is not None else point.report.label
         resumed_at = [*point.report.resumed_at, _utc_now()]
     else:
-        root = Path(artifacts_dir) if artifacts_dir is not None else loaded.run.artifacts_dir
+        root = as_local_path(configured)
         run_id = run_id or new_run_id()
         bundle = make_bundle_dir(root, bundle_name or run_id,
                                  source=None if artifacts_dir is not None else loaded.run_path)
@@ -507,7 +531,8 @@ def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequen
         run_id=run_id, status=status,  # type: ignore[arg-type]
         scenario_id=loaded.scenario.id, persona=loaded.persona.name,
         environment=loaded.environment.name or "quiet", adapter=loaded.run.endpoint.adapter,
-        suite_hash=loaded.suite_hash(), bundle_path=str(bundle), started_at=started,
+        suite_hash=loaded.suite_hash(), bundle_path=published_location(bundle),
+        started_at=started,
         ended_at=_utc_now(), trial_count=planned, planned_trials=planned,
         executed_trials=len(ordered), passed_trials=sum(passed_flags),
         pass_at_k=pass_at_k(passed_flags), pass_power_k=pass_power_k(passed_flags)

@@ -1,0 +1,341 @@
+"""Remote artifact stores: opening an fsspec URL, reading a bundle from it, the latest pointer.
+
+``--artifacts-dir``, ``--resume``, ``report``, ``rescore``, ``compare`` and
+:func:`voicelab.analysis.load_frames` take a store URL (``s3://bucket/runs``, ``gs://``,
+``az://``, ``memory://``) wherever they take a folder; ``file://`` and plain paths are local
+folders and keep the local code paths. Writing goes through a local staging folder and the
+:class:`~voicelab.artifacts._publish.Publisher`; reading downloads the documents a reader needs
+into a local mirror (the readers then run unchanged) that remembers where it came from, so a
+file left out (a trial's audio) is fetched when it is first asked for.
+
+The ``latest`` convenience: a local artifacts folder keeps its ``latest`` symlink; a store has
+no symlinks, so its root holds a small ``LATEST`` object naming the newest run folder. Readers
+given ``<root>/latest`` understand both.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .._location import as_local_path, url_scheme
+from ..errors import ConfigError, MissingDependencyError
+
+LATEST = "latest"
+#: The object at a store's root that names its newest run folder (a store has no symlinks).
+LATEST_POINTER = "LATEST"
+#: A local mirror's marker file: the URL it was downloaded from.
+ORIGIN_MARKER = ".voicelab-origin"
+
+#: Store schemes with a voicelab extra: scheme -> (package, extra).
+_EXTRAS: dict[str, tuple[str, str]] = {
+    "s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"),
+    "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"),
+    "az": ("adlfs", "azure-storage"), "abfs": ("adlfs", "azure-storage"),
+    "abfss": ("adlfs", "azure-storage"), "adl": ("adlfs", "azure-storage"),
+}
+
+
+@dataclass(frozen=True)
+class RemoteLocation:
+    """A folder in a store: its URL as the user wrote it (no trailing slash), the fsspec file
+    system and the file system's own path of it."""
+
+    url: str
+    fs: Any
+    path: str
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.path).name
+
+    def child(self, *parts: str) -> RemoteLocation:
+        if not parts:
+            return self
+        suffix = "/".join(parts)
+        return RemoteLocation(f"{self.url}/{suffix}", self.fs, f"{self.path}/{suffix}")
+
+    @property
+    def parent(self) -> RemoteLocation:
+        url, _, _ = self.url.rpartition("/")
+        path = str(PurePosixPath(self.path).parent)
+        return RemoteLocation(url, self.fs, path)
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def _missing_package(scheme: str, error: ImportError, *, source: str | Path | None,
+                     key: str | None) -> ConfigError:
+    if scheme in _EXTRAS:
+        package, extra = _EXTRAS[scheme]
+        return MissingDependencyError(package, extra=extra,
+                                      purpose=f"the {scheme}:// artifact store",
+                                      source=None if source is None else str(source), key=key)
+    # fsspec knows the scheme and names the package its implementation lives in
+    return ConfigError(f"the {scheme}:// artifact store needs a package that is not "
+                       f"installed: {error}", source=source, key=key)
+
+
+def open_location(location: str | os.PathLike[str], *, source: str | Path | None = None,
+                  key: str | None = None) -> Path | RemoteLocation:
+    """A local folder (a path or ``file://``) or a store folder; an unknown scheme or a store
+    whose package is missing is a :class:`ConfigError` naming what to install."""
+    scheme = url_scheme(location)
+    if scheme is None:
+        return as_local_path(location)
+    text = os.fspath(location).rstrip("/")
+    import fsspec
+    from fsspec.registry import known_implementations, registry
+
+    if scheme not in registry and scheme not in known_implementations:
+        raise ConfigError(f"unknown storage scheme {scheme}:// (fsspec has no such file "
+                          "system; a store is s3://, gs://, az://, memory://... or a local "
+                          "path)", source=source, key=key)
+    try:
+        fs, path = fsspec.core.url_to_fs(text)
+    except ImportError as error:
+        raise _missing_package(scheme, error, source=source, key=key) from None
+    except Exception as error:  # noqa: BLE001 - an implementation's own refusal of the URL
+        raise ConfigError(f"cannot open {text}: {error}", source=source, key=key) from None
+    return RemoteLocation(text, fs, str(path).rstrip("/") or str(path))
+
+
+def open_remote(location: str | os.PathLike[str], *, source: str | Path | None = None,
+                key: str | None = None) -> RemoteLocation | None:
+    """The store folder of a URL, None for a local path."""
+    opened = open_location(location, source=source, key=key)
+    return opened if isinstance(opened, RemoteLocation) else None
+
+
+def _reason(error: BaseException) -> str:
+    return getattr(error, "strerror", None) or " ".join(str(error).split()) or \
+        type(error).__name__
+
+
+def read_remote_bytes(location: RemoteLocation) -> bytes:
+    try:
+        data: bytes = location.fs.cat_file(location.path)
+    except FileNotFoundError:
+        raise ConfigError("not found in the store", source=location.url) from None
+    except Exception as error:  # noqa: BLE001 - every store raises its own types
+        raise ConfigError(f"cannot read from the store: {_reason(error)}",
+                          source=location.url) from None
+    return data
+
+
+def read_remote_json(location: RemoteLocation) -> dict[str, Any]:
+    """A JSON artifact in a store (its schema version checked, as :func:`read_json` does)."""
+    from ._reader import check_version
+
+    try:
+        document = json.loads(read_remote_bytes(location))
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"invalid JSON at line {error.lineno}: {error.msg}",
+                          source=location.url) from None
+    check_version(document, source=Path(location.url))
+    return document  # type: ignore[no-any-return]
+
+
+def remote_exists(location: RemoteLocation) -> bool:
+    location.fs.invalidate_cache(location.path)
+    return bool(location.fs.exists(location.path))
+
+
+def _pointer_target(text: str, *, source: str) -> str:
+    name = text.strip()
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise ConfigError(f"the {LATEST_POINTER} pointer names no run folder ({name!r})",
+                          source=source)
+    return name
+
+
+def resolve_latest(location: RemoteLocation) -> RemoteLocation:
+    """``<root>/latest`` in a store is the run folder the root's ``LATEST`` object names."""
+    if location.name != LATEST:
+        return location
+    pointer = location.parent.child(LATEST_POINTER)
+    if not remote_exists(pointer):
+        return location
+    return location.parent.child(_pointer_target(read_remote_bytes(pointer).decode("utf-8"),
+                                                 source=pointer.url))
+
+
+def resolve_local_latest(path: Path) -> Path:
+    """A local ``<root>/latest``: the symlink when there is one, else the run folder a
+    ``LATEST`` file names (a folder copied from a store)."""
+    if path.name != LATEST or path.exists() or path.is_symlink():
+        return path
+    pointer = path.parent / LATEST_POINTER
+    if not pointer.is_file():
+        return path
+    return path.parent / _pointer_target(pointer.read_text(encoding="utf-8"),
+                                         source=str(pointer))
+
+
+def point_latest(root: RemoteLocation, name: str) -> None:
+    """Write the store's ``LATEST`` object (one small PUT: a reader sees the old or the new)."""
+    root.fs.pipe_file(root.child(LATEST_POINTER).path, f"{name}\n".encode())
+
+
+def check_writable(location: RemoteLocation, *, source: str | Path | None,
+                   key: str | None) -> None:
+    """Put and remove a probe object: no bucket, no credentials or no permission is a
+    configuration error before any trial runs."""
+    probe = location.child(".voicelab-write-check")
+    try:
+        location.fs.pipe_file(probe.path, b"")
+        location.fs.rm_file(probe.path)
+    except Exception as error:  # noqa: BLE001 - every store raises its own types
+        raise ConfigError(f"cannot write to the store folder {location.url}: "
+                          f"{_reason(error)}", source=source, key=key) from None
+
+
+def _relative(location: RemoteLocation, found: str) -> PurePosixPath | None:
+    try:  # find() answers the file system's own paths, as location.path is
+        relative = PurePosixPath(found).relative_to(PurePosixPath(location.path))
+    except ValueError:
+        return None
+    if any(part.startswith(".") for part in relative.parts):
+        return None  # probes, staging leftovers
+    return relative
+
+
+def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None = None,
+          suffixes: tuple[str, ...] | None = None) -> Path:
+    """Download a store folder (a run, a sweep, a trial) into the local folder ``into``: every
+    file, or only those whose name is in ``names`` or ends with one of ``suffixes``. ``into``
+    remembers the URL, so a file left out can be fetched later (:func:`fetch_missing`)."""
+    fs = location.fs
+    fs.invalidate_cache(location.path)
+    try:
+        found = fs.find(location.path)
+    except Exception as error:  # noqa: BLE001 - every store raises its own types
+        raise ConfigError(f"cannot list the store folder: {_reason(error)}",
+                          source=location.url) from None
+    if not found:
+        raise ConfigError("no such run directory or trial folder in the store",
+                          source=location.url)
+    remote: list[str] = []
+    local: list[str] = []
+    for path in found:
+        relative = _relative(location, path)
+        if relative is None:
+            continue
+        if (names is not None or suffixes is not None) and not (
+                (names is not None and relative.name in names)
+                or (suffixes is not None and relative.name.endswith(suffixes))):
+            continue
+        target = into.joinpath(*relative.parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remote.append(path)
+        local.append(str(target))
+    into.mkdir(parents=True, exist_ok=True)
+    if remote:
+        try:
+            fs.get(remote, local)
+        except Exception as error:  # noqa: BLE001 - every store raises its own types
+            raise ConfigError(f"cannot download from the store: {_reason(error)}",
+                              source=location.url) from None
+    (into / ORIGIN_MARKER).write_text(location.url + "\n", encoding="utf-8")
+    return into
+
+
+def fetch_missing(path: Path) -> bool:
+    """Fetch ``path`` from the store its mirror came from (True when it is now there)."""
+    for folder in path.parents:
+        marker = folder / ORIGIN_MARKER
+        if marker.is_file():
+            origin = open_remote(marker.read_text(encoding="utf-8").strip())
+            if origin is None:
+                return False
+            source = origin.child(*path.relative_to(folder).parts)
+            if not remote_exists(source):
+                return False
+            path.parent.mkdir(parents=True, exist_ok=True)
+            source.fs.get_file(source.path, str(path))
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def local_folder(location: str | os.PathLike[str], *, names: Collection[str] | None = None,
+                 suffixes: tuple[str, ...] | None = None, source: str | Path | None = None,
+                 key: str | None = None) -> Iterator[Path]:
+    """A local folder for a reader: the folder itself (``latest`` resolved), or a temporary
+    copy of a store folder (every file, or those :func:`fetch` selects) removed afterwards."""
+    opened = open_location(location, source=source, key=key)
+    if isinstance(opened, Path):
+        yield resolve_local_latest(opened)
+        return
+    folder = resolve_latest(opened)
+    with tempfile.TemporaryDirectory(prefix="voicelab-fetch-") as scratch:
+        yield fetch(folder, Path(scratch) / (folder.name or "store"), names=names,
+                    suffixes=suffixes)
+
+
+def put_file(local: Path, location: str) -> str:
+    """Upload one file to a store URL (a report page); returns the URL."""
+    target = open_remote(location, key="output")
+    assert target is not None
+    try:
+        target.fs.put_file(str(local), target.path)
+    except Exception as error:  # noqa: BLE001 - every store raises its own types
+        raise ConfigError(f"cannot write to the store: {_reason(error)}", source=location,
+                          key="output") from None
+    return target.url
+
+
+_mirrors_lock = threading.Lock()
+_mirrors_root: Path | None = None
+
+
+def mirror(location: RemoteLocation, *, names: Collection[str] | None = None) -> Path:
+    """A local copy of a store folder for readers that return paths (frames): kept until the
+    process exits, one per call (a run in a store may have grown since)."""
+    global _mirrors_root
+    with _mirrors_lock:
+        if _mirrors_root is None:
+            _mirrors_root = Path(tempfile.mkdtemp(prefix="voicelab-mirror-"))
+            atexit.register(shutil.rmtree, _mirrors_root, True)
+        folder = Path(tempfile.mkdtemp(dir=_mirrors_root))
+    return fetch(location, folder / (location.name or "store"), names=names)
+
+
+# --- staging folders: where a run bound for a store is written first ----------------------------
+
+_staged_lock = threading.Lock()
+_staged: dict[Path, str] = {}
+
+
+def register_staging(staging: Path, url: str) -> None:
+    """Bundles written under ``staging`` are published to ``url`` (their reports say so)."""
+    with _staged_lock:
+        _staged[staging] = url
+
+
+def unregister_staging(staging: Path) -> None:
+    with _staged_lock:
+        _staged.pop(staging, None)
+
+
+def published_location(path: str | os.PathLike[str]) -> str:
+    """Where a bundle lives for its readers: the store URL of a staged folder, else the path."""
+    local = Path(path)
+    with _staged_lock:
+        staged = list(_staged.items())
+    for staging, url in staged:
+        if local == staging:
+            return url
+        if staging in local.parents:
+            return f"{url}/{local.relative_to(staging).as_posix()}"
+    return str(local)

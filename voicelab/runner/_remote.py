@@ -1,0 +1,175 @@
+"""Runs whose bundle lives in a store (``--artifacts-dir s3://bucket/runs``).
+
+The run itself is the local one, pointed at a staging folder that stands for the store folder;
+a publisher copies each finished trial folder to the store while the run goes on (report
+last, see :mod:`voicelab.artifacts._publish`) and everything else when it ends, Ctrl-C
+included. Resuming a bundle in a store first downloads what resuming reads (the reports and
+each trial's voice-metrics.json), so the resumed run's report counts every trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..artifacts._publish import Publisher
+from ..artifacts._store import (
+    RemoteLocation,
+    check_writable,
+    fetch,
+    open_remote,
+    published_location,
+    register_staging,
+    remote_exists,
+    resolve_latest,
+    unregister_staging,
+)
+from ..errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: How often finished trials are copied to the store while a run goes on.
+PUBLISH_INTERVAL_SECONDS = 1.0
+#: What resuming reads of a bundle (its audio and timelines stay in the store).
+RESUME_FILES = frozenset({"run-report.json", "matrix-report.json", "trial-report.json",
+                          "voice-metrics.json", "evaluator.log"})
+
+
+@dataclass
+class Stage:
+    """A local staging folder standing for ``target`` and the publisher that copies it."""
+
+    staging: Path
+    target: RemoteLocation
+    publisher: Publisher
+    #: the local copy of the bundle to resume
+    resume: Path | None = None
+
+    def local(self, location: RemoteLocation) -> Path:
+        relative = location.path[len(self.target.path):].strip("/")
+        return self.staging.joinpath(*[p for p in relative.split("/") if p])
+
+
+def store_target(artifacts_dir: str | os.PathLike[str] | None, resume: Any, *,
+                 source: str | Path | None) -> tuple[RemoteLocation, RemoteLocation | None] | None:
+    """(store folder of the runs, bundle to resume in it) when the run's bundle lives in a
+    store; None for a local run."""
+    if resume is not None:
+        bundle = open_remote(resume, key="resume")
+        if bundle is None:
+            return None
+        bundle = resolve_latest(bundle)
+        if not remote_exists(bundle):
+            raise ConfigError("no such run folder in the store", source=bundle.url,
+                              key="resume")
+        return bundle.parent, bundle
+    if artifacts_dir is None:
+        return None
+    root = open_remote(artifacts_dir, source=source, key="artifacts_dir")
+    return None if root is None else (root, None)
+
+
+def speech_cache_dir() -> Path:
+    """Where a run bound for a store keeps synthesized speech between runs (a local run keeps
+    it in ``<artifacts_dir>/.speech-cache``; a staging folder is removed after each run)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "voicelab" / "speech-cache"
+
+
+def _link_speech_cache(staging: Path) -> None:
+    try:
+        cache = speech_cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+        (staging / ".speech-cache").symlink_to(cache, target_is_directory=True)
+    except OSError as error:  # a read-only home: the cache lasts for this run only
+        logger.debug("no persistent speech cache for store runs: %s", error)
+
+
+def open_stage(target: RemoteLocation, *, resume: RemoteLocation | None,
+               latest: str | None, source: str | Path | None) -> Stage:
+    """Check the store and make the staging folder (with the copy of a bundle to resume);
+    ``LATEST`` will name ``latest`` once its first objects are published (blocking I/O: call
+    it in a thread)."""
+    if resume is None:
+        check_writable(target, source=source, key="artifacts_dir")
+    # resolved: the run resolves its bundle path, and reports name it by its store URL
+    staging = Path(tempfile.mkdtemp(prefix="voicelab-staging-")).resolve()
+    # a new run's folder is named by its new run id: nothing in the store to replace
+    stage = Stage(staging, target, Publisher(staging, target, fresh=resume is None,
+                                             latest=latest))
+    _link_speech_cache(staging)
+    try:
+        if resume is not None:
+            stage.resume = stage.local(resume)
+            fetch(resume, stage.resume, names=RESUME_FILES)
+        stage.publisher.mark_present()
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    register_staging(staging, target.url)
+    return stage
+
+
+async def _publish_periodically(publisher: Publisher) -> None:
+    reported: set[str] = set()
+    while True:
+        await asyncio.sleep(PUBLISH_INTERVAL_SECONDS)
+        try:
+            await asyncio.to_thread(publisher.sync)
+        except Exception as error:  # noqa: BLE001 - tried again next time, and at the end
+            message = " ".join(str(error).split()) or type(error).__name__
+            if message not in reported:
+                reported.add(message)
+                logger.warning("publishing to %s failed (trying again): %s",
+                               publisher.target.url, message)
+
+
+def _finish(stage: Stage, outcome: Any, problem: str | None) -> None:
+    """Say where the bundle is; keep the staging folder only when something was not
+    published (the run then reports it as a write failure: exit code 4)."""
+    if outcome is not None:
+        where = getattr(outcome, "bundle_path", None) or getattr(outcome, "run_dir", None)
+        if where is not None:
+            outcome.location = published_location(where)
+        if problem is not None:
+            outcome.write_errors.append(problem)
+    if problem is None:
+        unregister_staging(stage.staging)
+        shutil.rmtree(stage.staging, ignore_errors=True)
+
+
+async def run_staged(stage: Stage, start: Callable[[Path, Path | None], Awaitable[T]]) -> T:
+    """``start(staging folder, local bundle to resume)``, publishing as it goes and at the
+    end (also when the run is interrupted: its partial outcome carries the publishing
+    result)."""
+    periodic = asyncio.create_task(_publish_periodically(stage.publisher))
+    outcome: Any = None
+    try:
+        outcome = await start(stage.staging, stage.resume)
+        return outcome
+    except BaseException as error:
+        outcome = getattr(error, "outcome", None)  # RunInterrupted, MatrixInterrupted
+        raise
+    finally:
+        periodic.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await periodic
+        problem = None
+        try:
+            await asyncio.to_thread(stage.publisher.sync, final=True)
+        except Exception as error:  # noqa: BLE001 - reported with the outcome
+            reason = " ".join(str(error).split()) or type(error).__name__
+            problem = (f"could not publish to {stage.target.url}: {reason}; the evidence is "
+                       f"kept in {stage.staging}")
+            logger.error("%s", problem)
+        _finish(stage, outcome, problem)

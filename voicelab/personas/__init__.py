@@ -14,6 +14,7 @@ PERSONAS = Registry("persona mode", {
     "scripted": "voicelab.personas._scripted:ScriptedPersona",
     "synthesizer": "voicelab.personas._synthesizer:SynthesizerPersona",
     "realtime": "voicelab.personas._realtime:RealtimePersona",
+    "replay": "voicelab.personas._replay:ReplayPersona",
 })
 
 __all__ = [

@@ -94,6 +94,10 @@ class UserTurn:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: keys pressed after the speech (DTMF: 0-9, * and #); with no text or audio, only keys
     dtmf: str | None = None
+    #: where the speech is in ``audio`` (start and end sample) when it is known beforehand: a
+    #: replayed turn keeps the bounds measured on the original's clean speech, not on its noisy
+    #: recording; None: detected from the audio
+    speech_span: tuple[int, int] | None = None
 
 
 @dataclass

@@ -8,10 +8,12 @@ from ._matrix import (
     plan_matrix,
     run_matrix,
 )
+from ._replay import areplay, plan_replay, replay
 from ._rescore import Rescored, read_recording, rescore
 from ._run import RunInterrupted, RunOutcome, arun, exit_code_for, run, trial_seed
 from ._trial import TrialResult
 
-__all__ = ["MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "Rescored", "RunInterrupted", "RunOutcome",
-           "TrialResult", "arun", "arun_matrix", "exit_code_for", "plan_matrix", "read_recording", "rescore", "run",
+__all__ = ["MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "Rescored", "RunInterrupted",
+           "RunOutcome", "TrialResult", "areplay", "arun", "arun_matrix", "exit_code_for",
+           "plan_matrix", "plan_replay", "read_recording", "replay", "rescore", "run",
            "run_matrix", "trial_seed"]

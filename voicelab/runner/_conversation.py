@@ -304,7 +304,9 @@ class Conversation:
             clean = synthesis.audio
             info = {"provider": synthesis.provider, "voice": synthesis.voice,
                     "cached": synthesis.cached, "cache": synthesis.metadata.get("cache", "none")}
-        return Prepared(clean, info, speech_bounds(clean))
+        bounds = SpeechBounds(*turn.speech_span) if turn.speech_span is not None \
+            else speech_bounds(clean)
+        return Prepared(clean, info, bounds)
 
     def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,
                      mix_summary: dict[str, Any], barge_in_of: str | None) -> None:

@@ -1,0 +1,186 @@
+"""Replay: a run's recorded user audio sent again to the fake product over real sockets, trial by
+trial; the same product gives the same verdicts, the product hears the same samples, a slower
+product is waited for (never talked over), and compare pairs the two runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import voicelab
+from voicelab.analysis import compare
+from voicelab.artifacts import read_json, read_voice_events
+from voicelab.personas._replay import read_recorded_trial
+
+ROOT = Path(__file__).resolve().parents[2]
+OFFICE = ROOT / "examples" / "run-office-noise.yaml"
+#: two user turns (the first a barge-in 1 s into the opening), a realtime-paced reply, the
+#: office's noise mixed into both: what the replay must send again sample for sample
+TWO_TURNS = ['script.turns=[{"response": "Wait, one thing first.", "keywords": ["daily plan"], '
+             '"interrupt_after_seconds": 1.0}, {"response": "Please record the plan and save '
+             'the reminder.", "keywords": ["else", "plan"]}]',
+             "endpoint.settings.audio_pacing=realtime", "endpoint.settings.pacing_speed=4",
+             "endpoint.settings.complete_after_turns=2"]
+SLOWER_MS = 600.0
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "voicelab", *args], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+def _trials(bundle: Path) -> list[Path]:
+    return sorted(bundle.glob("trial-*"))
+
+
+def _outcome(trial_dir: Path) -> tuple:
+    report = read_json(trial_dir / "trial-report.json")
+    return (trial_dir.name, report["seed"], report["exit_reason"], report["passed"],
+            [(v["name"], v["passed"]) for v in report["verdicts"]])
+
+
+def _user_turns(trial_dir: Path) -> list[tuple]:
+    """Each user turn as the product received it: id, samples, barge-in point."""
+    return [(turn.turn_id, turn.audio.to_bytes(), turn.barge_in_of, turn.after_product_audio_ms)
+            for turn in read_recorded_trial(trial_dir).turns]
+
+
+def _never_talked_over(trial_dir: Path) -> list[tuple[str, float, float]]:
+    """(turn, when its audio started, when the reply before it ended on the listener timeline)
+    for every user turn that is not a barge-in."""
+    events = read_voice_events(trial_dir / "voice-events.jsonl")
+    replies = {t["turn_id"]: t for t in read_json(trial_dir / "voice-metrics.json")["turns"]}
+    barge_ins = {e["turn_id"] for e in events if e["event_type"] == "user.barge_in"}
+    starts: dict[str, float] = {}
+    for event in events:
+        if event["event_type"] in ("user.audio_chunk", "user.speech_started") \
+                and event["turn_id"] and event["turn_id"] not in starts:
+            starts[event["turn_id"]] = event["listener_offset_ns"] / 1e6
+    checked = []
+    for turn_id, start_ms in starts.items():
+        previous = f"turn-{int(turn_id.split('-')[1]) - 1:03d}"
+        if turn_id in barge_ins or previous not in replies:
+            continue
+        checked.append((turn_id, start_ms, replies[previous]["playback_end_ms"]))
+    return checked
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    outcome = voicelab.run(OFFICE, trials=2, overrides=TWO_TURNS,
+                           artifacts_dir=tmp_path_factory.mktemp("original"))
+    assert outcome.exit_code == 0
+    return outcome.bundle_path
+
+
+def test_replay_against_the_same_product_reproduces_verdicts_and_audio(original, tmp_path):
+    outcome = voicelab.replay(original, artifacts_dir=tmp_path)
+    replayed = outcome.bundle_path
+    assert outcome.exit_code == 0
+    assert [_outcome(t) for t in _trials(replayed)] == [_outcome(t) for t in _trials(original)]
+    for before, after in zip(_trials(original), _trials(replayed), strict=True):
+        # what the product received, sample for sample: the noisy speech of both turns
+        assert _user_turns(after) == _user_turns(before)
+        assert (after / "user-sent.wav").read_bytes() == (before / "user-sent.wav").read_bytes()
+        # the barge-in came 1 s into the opening again, not at a fixed offset in the call
+        metrics = read_json(after / "voice-metrics.json")["turns"]
+        assert [t["interrupted"] for t in metrics] == [True, False, False]
+        # no speech was synthesized and no noise mixed in again
+        events = read_voice_events(after / "voice-events.jsonl")
+        synthesized = [e for e in events if e["event_type"] == "speech.synthesized"]
+        assert {e["attributes"]["provider"] for e in synthesized} == {"replay"}
+        mixed = [e for e in events if e["event_type"] == "environment.mixed"]
+        assert all(e["attributes"]["noise_rms"] == 0.0 for e in mixed)
+    report = read_json(replayed / "run-report.json")
+    origin = read_json(original / "run-report.json")
+    assert report["replay_of"] == {"run_id": origin["run_id"], "bundle_path": str(original)}
+    settings = read_json(_trials(replayed)[0] / "resolved-settings.json")["resolved"]
+    assert settings["persona_mode"] == "replay"
+    assert settings["persona_settings"] == {"bundle": str(original)}
+    comparison = compare(original, replayed)
+    assert comparison.pairs == 2 and comparison.unpaired.empty
+    assert comparison.pass_rate.both == 2 and comparison.flips.empty
+
+
+def test_a_slower_product_is_waited_for_and_compare_shows_the_latency(original, tmp_path):
+    process = _cli("replay", str(original), "--artifacts-dir", str(tmp_path),
+                   "--set", f"endpoint.settings.reply_latency_ms={SLOWER_MS}", "--quiet")
+    assert process.returncode == 0, process.stdout + process.stderr
+    assert "replay of: " in process.stdout
+    replayed = Path(process.stdout.split("bundle: ")[1].split()[0])
+    for trial in _trials(replayed):
+        checked = _never_talked_over(trial)
+        assert [turn for turn, _, _ in checked] == ["turn-002"]
+        # the second turn starts once the (later) reply to the first has played to its end
+        assert all(start >= end - 0.001 for _, start, end in checked), checked
+        assert _user_turns(trial) == _user_turns(original / trial.name)
+    comparison = compare(original, replayed)
+    assert comparison.pairs == 2
+    latency = comparison.metric("response_latency_ms", "median")
+    assert latency.candidate - latency.baseline >= SLOWER_MS * 0.8  # the fake's added latency
+    process = _cli("compare", str(original), str(replayed), "--max-response-latency-p95-"
+                   "increase-ms", "100")
+    assert process.returncode == 3, process.stdout + process.stderr
+
+
+def test_listening_replay_keeps_the_turn_taking(tmp_path):
+    """server_vad: a live line, the simulated user decides from the product's audio when its
+    reply has ended, and the slower product's reply still ends before the user speaks again."""
+    listening = ["pace_audio=true", "endpoint.settings.turn_detection=server_vad",
+                 "endpoint.settings.opening_text=Hello, your plan please?",
+                 "endpoint.settings.reply_text=Your daily plan is recorded and the reminder "
+                 "saved.",
+                 "endpoint.settings.complete_after_turns=2",
+                 'script.turns=[{"response": "Plan the week."}, {"response": "Save it."}]']
+    original = voicelab.run(OFFICE, trials=1, overrides=listening,
+                            artifacts_dir=tmp_path / "original").bundle_path
+    outcome = voicelab.replay(original, artifacts_dir=tmp_path / "replay",
+                              overrides=[f"endpoint.settings.reply_latency_ms={SLOWER_MS}"])
+    assert outcome.exit_code == 0, outcome.trials[0].report.verdicts
+    before, after = _trials(original)[0], _trials(outcome.bundle_path)[0]
+    assert _outcome(after) == _outcome(before)
+    assert [t[:2] for t in _user_turns(after)] == [t[:2] for t in _user_turns(before)]
+    checked = _never_talked_over(after)
+    assert [turn for turn, _, _ in checked] == ["turn-001", "turn-002"]
+    assert all(start >= end for _, start, end in checked), checked
+
+
+def test_a_bundle_that_cannot_be_replayed_exits_2_naming_the_file(original, tmp_path):
+    process = _cli("replay", str(tmp_path / "nothing-here"))
+    assert process.returncode == 2
+    assert process.stderr.strip().splitlines() == [
+        f"voice-evaluator: error: {tmp_path / 'nothing-here'}: no such run folder"]
+    broken = tmp_path / "broken"
+    shutil.copytree(original, broken)
+    (broken / "trial-002" / "user-sent.wav").unlink()
+    process = _cli("replay", str(broken))
+    assert process.returncode == 2
+    lines = process.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(broken / "trial-002" / "user-sent.wav") in lines[0], lines
+    assert not [p for p in tmp_path.iterdir() if p.name not in ("broken",)]  # nothing ran
+    process = _cli("replay", str(original), "--set", "trial_seed=1")
+    assert process.returncode == 2 and "trial_seed" in process.stderr
+    assert "keeps the original seeds" in process.stderr
+
+
+def test_a_masked_secret_must_be_given_back(tmp_path):
+    env = {**os.environ, "REPLAY_TEST_TOKEN": "s3cret-for-replay"}
+    token = "endpoint.settings.access_token=${REPLAY_TEST_TOKEN}"
+    original = _cli("run", str(OFFICE), "--trials", "1", "--artifacts-dir",
+                    str(tmp_path / "original"), "--set", token, "--quiet", env=env)
+    assert original.returncode == 0, original.stdout + original.stderr
+    bundle = Path(original.stdout.split("bundle: ")[1].split()[0])
+    process = _cli("replay", str(bundle), env=env)
+    assert process.returncode == 2
+    assert "endpoint.settings.access_token" in process.stderr
+    assert "--set endpoint.settings.access_token=${VAR}" in process.stderr
+    process = _cli("replay", str(bundle), "--set", token, "--quiet", env=env)
+    assert process.returncode == 0, process.stdout + process.stderr
+    replayed = Path(process.stdout.split("bundle: ")[1].split()[0])
+    for path in replayed.rglob("*.json*"):
+        assert "s3cret-for-replay" not in path.read_text(encoding="utf-8"), path

@@ -184,3 +184,23 @@ def test_a_masked_secret_must_be_given_back(tmp_path):
     replayed = Path(process.stdout.split("bundle: ")[1].split()[0])
     for path in replayed.rglob("*.json*"):
         assert "s3cret-for-replay" not in path.read_text(encoding="utf-8"), path
+
+
+def test_speech_metrics_of_a_replay_measure_against_the_original_clean_speech(tmp_path):
+    # with speech_metrics the bundle keeps the clean speech: the replay's input intelligibility
+    # compares what it sent (noisy) with that, not with itself
+    original = voicelab.run(OFFICE, trials=1, overrides=["speech_metrics=true"],
+                            artifacts_dir=tmp_path / "original").bundle_path
+    outcome = voicelab.replay(original, artifacts_dir=tmp_path / "replay")
+    assert outcome.exit_code == 0
+    before, after = _trials(original)[0], _trials(outcome.bundle_path)[0]
+    for name in ("user-clean.wav", "user-sent.wav"):
+        assert (after / name).read_bytes() == (before / name).read_bytes(), name
+
+    def intelligibility(trial: Path) -> list[tuple]:
+        return [(t["turn_id"], t["input_stoi"], t["input_pesq_wb"])
+                for t in read_json(trial / "voice-metrics.json")["turns"]]
+
+    assert intelligibility(after) == intelligibility(before)
+    stoi = intelligibility(after)[1][1]
+    assert stoi is not None and stoi < 0.95  # the office noise is in what was sent

@@ -98,6 +98,9 @@ class UserTurn:
     #: replayed turn keeps the bounds measured on the original's clean speech, not on its noisy
     #: recording; None: detected from the audio
     speech_span: tuple[int, int] | None = None
+    #: the clean speech behind ``audio`` when ``audio`` already carries the environment (a
+    #: replayed recording): kept as the turn's speech for the speech metrics, never sent
+    clean_audio: PcmAudio | None = None
 
 
 @dataclass

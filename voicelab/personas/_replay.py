@@ -49,6 +49,8 @@ class RecordedTurn:
     source_kind: str | None
     dtmf: str | None
     speech_span: tuple[int, int] | None
+    #: the clean speech (``user-clean.wav``, kept with ``speech_metrics``), or None
+    clean_audio: PcmAudio | None = None
     #: the product response this turn interrupted, and how far into it (None: a normal turn)
     barge_in_of: str | None = None
     after_product_audio_ms: float | None = None
@@ -77,18 +79,16 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
                               source=trial_dir / name)
     report = read_json(trial_dir / "trial-report.json")
     records = read_voice_events(trial_dir / "voice-events.jsonl")
-    stream_path = trial_dir / "user-sent.wav"
-    try:
-        stream = np.frombuffer(read_audio_stream(stream_path), dtype="<i2")
-    except ConfigError:
-        raise
-    except (OSError, ValueError) as error:  # a truncated or foreign WAV
-        raise ConfigError(f"cannot read the user's audio: {error}", source=stream_path) from None
+    stream = _stream(trial_dir / "user-sent.wav")
+    clean_path = trial_dir / "user-clean.wav"
+    clean_stream = _stream(clean_path) if clean_path.is_file() else None
 
     started: dict[str, Mapping[str, Any]] = {}
     order: list[str] = []
     lengths: dict[str, int] = {}
     pieces: dict[str, list[tuple[int, int]]] = {}
+    clean_at: dict[str, int] = {}
+    clean_position = 0
     barges: dict[str, Mapping[str, Any]] = {}
     position = 0
     persona_end: PersonaEnd | None = None
@@ -107,6 +107,8 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
             order.append(turn_id)
         elif kind == "speech.synthesized" and turn_id is not None and pcm:
             lengths[turn_id] = int(pcm.get("byte_count", 0)) // 2
+            clean_at[turn_id] = clean_position
+            clean_position += lengths[turn_id]
         elif kind == "user.barge_in" and turn_id is not None:
             barges[turn_id] = attributes
         elif kind == "persona.ended":
@@ -114,7 +116,10 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
                                      0.0, str(attributes.get("message") or ""))
     if position > stream.shape[0]:
         raise ConfigError(f"the voice events reference {position} samples of the user's audio, "
-                          f"which holds {stream.shape[0]}", source=stream_path)
+                          f"which holds {stream.shape[0]}", source=trial_dir / "user-sent.wav")
+    if clean_stream is not None and clean_position > clean_stream.shape[0]:
+        raise ConfigError(f"the voice events reference {clean_position} samples of the clean "
+                          f"speech, which holds {clean_stream.shape[0]}", source=clean_path)
 
     turns = []
     for turn_id in order:
@@ -127,16 +132,29 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
         start, end = (_int_or_none(attributes.get("speech_start_sample")),
                       _int_or_none(attributes.get("speech_end_sample")))
         barge = barges.get(turn_id)
+        clean = None
+        if clean_stream is not None and turn_id in clean_at:
+            at = clean_at[turn_id]
+            clean = PcmAudio(np.ascontiguousarray(clean_stream[at:at + lengths[turn_id]]))
         turns.append(RecordedTurn(
             turn_id=turn_id, text=str(attributes.get("text") or ""),
             audio=PcmAudio(np.ascontiguousarray(audio, dtype=np.int16)),
             source_kind=attributes.get("source_kind"), dtmf=attributes.get("dtmf") or None,
             speech_span=(start, end) if start is not None and end is not None else None,
-            barge_in_of=str(barge.get("response_turn_id")) if barge else None,
+            clean_audio=clean, barge_in_of=str(barge.get("response_turn_id")) if barge else None,
             after_product_audio_ms=float(barge.get("after_product_audio_ms") or 0.0)
             if barge else None))
     return RecordedTrial(trial_dir, int(report.get("seed", 0)),
                          str(report.get("exit_reason", "")), tuple(turns), persona_end)
+
+
+def _stream(path: Path) -> np.ndarray:
+    try:
+        return np.frombuffer(read_audio_stream(path), dtype="<i2")
+    except ConfigError:
+        raise
+    except (OSError, ValueError) as error:  # a truncated or foreign WAV
+        raise ConfigError(f"cannot read the audio: {error}", source=path) from None
 
 
 def _max_turns(context: PersonaContext) -> int:
@@ -183,7 +201,7 @@ class ReplayPersona:
     def _user_turn(self, recorded: RecordedTurn, *, barge_in: bool) -> UserTurn:
         return UserTurn(
             text=recorded.text, audio=recorded.audio, source="replay", dtmf=recorded.dtmf,
-            speech_span=recorded.speech_span,
+            speech_span=recorded.speech_span, clean_audio=recorded.clean_audio,
             interrupt_after_seconds=(recorded.after_product_audio_ms or 0.0) / 1000.0
             if barge_in else None,
             metadata={"replayed_turn": recorded.turn_id,

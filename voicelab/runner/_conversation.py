@@ -60,6 +60,9 @@ class Prepared:
     clean: PcmAudio
     info: dict[str, Any]
     bounds: SpeechBounds | None
+    #: what to send as it is, the environment already in it (a replayed turn); None: ``clean``
+    #: mixed with the environment
+    delivered: PcmAudio | None = None
 
 
 @dataclass
@@ -304,9 +307,12 @@ class Conversation:
             clean = synthesis.audio
             info = {"provider": synthesis.provider, "voice": synthesis.voice,
                     "cached": synthesis.cached, "cache": synthesis.metadata.get("cache", "none")}
+        delivered = None
+        if turn.audio is not None and turn.clean_audio is not None:
+            clean, delivered = turn.clean_audio, turn.audio
         bounds = SpeechBounds(*turn.speech_span) if turn.speech_span is not None \
             else speech_bounds(clean)
-        return Prepared(clean, info, bounds)
+        return Prepared(clean, info, bounds, delivered)
 
     def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,
                      mix_summary: dict[str, Any], barge_in_of: str | None) -> None:
@@ -343,7 +349,7 @@ class Conversation:
         self.user_turns = number
         self._record_turn(turn, prepared, turn_id=turn_id, mix_summary=mixed.summary(),
                           barge_in_of=barge_in_of)
-        delivered = mixed.audio
+        delivered = mixed.audio if prepared.delivered is None else prepared.delivered
         if self.product_line is not None:  # down the line: packets, each when it arrives
             packets = self.product_line.turn(delivered, turn_id=turn_id)
         else:

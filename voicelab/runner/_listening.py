@@ -126,6 +126,8 @@ class ListeningConversation(Conversation):
         turn_id = _turn_id(number)
         prepared = await self._prepare(turn)
         delivered, summary = self.line.mix_for_line(prepared.clean, turn_number=number)
+        if prepared.delivered is not None:  # a replayed turn: the environment is in it
+            delivered = prepared.delivered
         self.user_turns = number
         self.intake.user_turn_id = turn_id
         self._record_turn(turn, prepared, turn_id=turn_id, mix_summary=summary,

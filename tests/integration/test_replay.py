@@ -150,6 +150,17 @@ def test_listening_replay_keeps_the_turn_taking(tmp_path):
     assert all(start >= end for _, start, end in checked), checked
 
 
+def test_a_run_file_can_give_the_configuration(original, tmp_path):
+    outcome = voicelab.replay(original, run_file=OFFICE, overrides=TWO_TURNS,
+                              artifacts_dir=tmp_path)
+    assert outcome.exit_code == 0
+    assert [_outcome(t) for t in _trials(outcome.bundle_path)] == \
+        [_outcome(t) for t in _trials(original)]
+    assert outcome.report.run_file == str(OFFICE)
+    for before, after in zip(_trials(original), _trials(outcome.bundle_path), strict=True):
+        assert _user_turns(after) == _user_turns(before)
+
+
 def test_a_bundle_that_cannot_be_replayed_exits_2_naming_the_file(original, tmp_path):
     process = _cli("replay", str(tmp_path / "nothing-here"))
     assert process.returncode == 2

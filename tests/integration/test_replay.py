@@ -150,6 +150,23 @@ def test_listening_replay_keeps_the_turn_taking(tmp_path):
     assert all(start >= end for _, start, end in checked), checked
 
 
+def test_a_telephony_line_to_the_product_is_not_applied_twice(tmp_path):
+    # the product received coded audio with lost packets concealed: the replay sends exactly
+    # that, with no second line; what the user hears still comes down its to_user line
+    line = ("environment.channel={to_product: {codec: mulaw, packet_ms: 20, loss: {model: "
+            "independent, rate: 0.05}}, to_user: {codec: mulaw, packet_ms: 20}}")
+    original = voicelab.run(OFFICE, trials=1, overrides=[line],
+                            artifacts_dir=tmp_path / "original").bundle_path
+    outcome = voicelab.replay(original, artifacts_dir=tmp_path / "replay")
+    assert outcome.exit_code == 0
+    before, after = _trials(original)[0], _trials(outcome.bundle_path)[0]
+    assert _outcome(after) == _outcome(before)
+    assert (after / "user-sent.wav").read_bytes() == (before / "user-sent.wav").read_bytes()
+    channel = read_json(after / "resolved-environment.json")["resolved"]["channel"]
+    assert channel["to_product"] is None and channel["to_user"]["codec"] == "mulaw"
+    assert (after / "user-heard.wav").is_file()
+
+
 def test_a_run_file_can_give_the_configuration(original, tmp_path):
     outcome = voicelab.replay(original, run_file=OFFICE, overrides=TWO_TURNS,
                               artifacts_dir=tmp_path)

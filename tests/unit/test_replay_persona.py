@@ -85,6 +85,7 @@ def test_a_barge_in_the_new_reply_was_too_short_for_is_said_after_it(tmp_path):
     assert persona.barge_in(ProductResponse(index=0)) is not None  # armed, never spoken
     turn = _say(asyncio.run(persona.reply(ProductResponse(index=0))))
     assert turn.text == "turn 1" and turn.interrupt_after_seconds is None
+    assert turn.metadata["original_barge_in_of"] == "turn-000"  # in user.turn_started
     assert _say(asyncio.run(persona.reply(ProductResponse(index=1)))).text == "turn 2"
 
 

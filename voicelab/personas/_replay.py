@@ -199,13 +199,17 @@ class ReplayPersona:
         return self.trial.turns if self.trial is not None else ()
 
     def _user_turn(self, recorded: RecordedTurn, *, barge_in: bool) -> UserTurn:
+        metadata: dict[str, Any] = {"replayed_turn": recorded.turn_id,
+                                    "original_source_kind": recorded.source_kind}
+        if recorded.barge_in_of is not None and not barge_in:
+            # the new reply ended before the recorded barge-in point: said after it, and said so
+            metadata["original_barge_in_of"] = recorded.barge_in_of
         return UserTurn(
             text=recorded.text, audio=recorded.audio, source="replay", dtmf=recorded.dtmf,
             speech_span=recorded.speech_span, clean_audio=recorded.clean_audio,
             interrupt_after_seconds=(recorded.after_product_audio_ms or 0.0) / 1000.0
             if barge_in else None,
-            metadata={"replayed_turn": recorded.turn_id,
-                      "original_source_kind": recorded.source_kind})
+            metadata=metadata)
 
     def _next(self, reason: str) -> PersonaDecision:
         if self._given < len(self.turns):

@@ -15,13 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["TrialProgress", "__version__", "areplay", "arun", "arun_matrix", "load_run", "replay",
-           "rescore", "run", "run_matrix"]
+__all__ = ["TrialProgress", "__version__", "areplay", "areplay_sweep", "arun", "arun_matrix",
+           "load_run", "replay", "replay_sweep", "rescore", "run", "run_matrix"]
 
 if TYPE_CHECKING:
     from ._progress import TrialProgress
     from .config import load_run
-    from .runner import areplay, arun, arun_matrix, replay, rescore, run, run_matrix
+    from .runner import (
+        areplay,
+        areplay_sweep,
+        arun,
+        arun_matrix,
+        replay,
+        replay_sweep,
+        rescore,
+        run,
+        run_matrix,
+    )
 
 _LAZY = {
     "load_run": ("voicelab.config", "load_run"),
@@ -32,6 +42,8 @@ _LAZY = {
     "rescore": ("voicelab.runner", "rescore"),
     "replay": ("voicelab.runner", "replay"),
     "areplay": ("voicelab.runner", "areplay"),
+    "replay_sweep": ("voicelab.runner", "replay_sweep"),
+    "areplay_sweep": ("voicelab.runner", "areplay_sweep"),
     "TrialProgress": ("voicelab._progress", "TrialProgress"),
 }
 

@@ -232,3 +232,25 @@ def test_speech_metrics_of_a_replay_measure_against_the_original_clean_speech(tm
     assert intelligibility(after) == intelligibility(before)
     stoi = intelligibility(after)[1][1]
     assert stoi is not None and stoi < 0.95  # the office noise is in what was sent
+
+
+def test_a_sweep_is_replayed_cell_by_cell_and_pairs_with_the_original(tmp_path):
+    sweep = ROOT / "examples" / "sweep-workload-neutral.yaml"
+    original = voicelab.run_matrix(sweep, trials=1, artifacts_dir=tmp_path / "original").run_dir
+    process = _cli("replay", str(original), "--artifacts-dir", str(tmp_path / "replay"),
+                   "--quiet")
+    assert process.returncode == 0, process.stdout + process.stderr
+    replayed = Path(process.stdout.split("matrix: ")[1].split()[0])
+    matrix = read_json(replayed / "matrix-report.json")
+    origin = read_json(original / "matrix-report.json")
+    assert matrix["replay_of"] == {"run_id": origin["run_id"], "bundle_path": str(original)}
+    cells = [c["cell_id"] for c in origin["cells"]]
+    assert [c["cell_id"] for c in matrix["cells"]] == cells and len(cells) == 4
+    for cell in cells:
+        assert read_json(replayed / cell / "run-report.json")["replay_of"]["bundle_path"] == \
+            str(original / cell)
+        assert [_outcome(t) for t in _trials(replayed / cell)] == \
+            [_outcome(t) for t in _trials(original / cell)]
+    comparison = compare(original, replayed)
+    assert comparison.pairs == 4 and comparison.unpaired.empty
+    assert set(comparison.cells["cell"]) == set(cells)

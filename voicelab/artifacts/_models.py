@@ -489,3 +489,5 @@ class MatrixReport(Versioned):
     #: every trial of the matrix pooled (a design-weighted rate over the cells)
     pass_rate: PassRate | None = None
     margins: list[MarginPassRate] = Field(default_factory=list)
+    #: a replayed sweep: the sweep whose cells' recorded user turns it sent again
+    replay_of: ReplayOrigin | None = None

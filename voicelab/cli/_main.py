@@ -122,9 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "environment); default: keep the recorded judge results")
 
     replay = commands.add_parser(
-        "replay", help="send a run's recorded user audio again, trial by trial (same seeds), "
-                       "to a product, possibly a new build; writes a new run beside it")
-    replay.add_argument("run_dir", type=Path, help="the run folder to replay")
+        "replay", help="send a run's (or a sweep's) recorded user audio again, trial by trial "
+                       "(same seeds), to a product, possibly a new build; writes a new run "
+                       "beside it")
+    replay.add_argument("run_dir", type=Path, help="the run (or sweep) folder to replay")
     replay.add_argument("--run-file", type=Path, default=None,
                         help="take the configuration from this run file (default: the one the "
                              "bundle recorded, resolved-*.json)")

@@ -1,18 +1,35 @@
-"""`voice-evaluator replay RUN_DIR`: the recorded caller audio of a run, sent again.
+"""`voice-evaluator replay RUN_DIR`: the recorded caller audio of a run (or of every cell of a
+sweep), sent again.
 
-The summary and exit codes are those of ``run`` (0 passed, 3 a trial did not pass, 4 an
-execution failure, 2 a folder that cannot be replayed, 130/143 on a signal)."""
+The summary and exit codes are those of ``run`` / ``sweep`` (0 passed, 3 a trial did not pass,
+4 an execution failure, 2 a folder that cannot be replayed, 130/143 on a signal)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from ..runner import RunInterrupted, areplay
+from ..errors import ConfigError
+from ..runner import MatrixInterrupted, RunInterrupted, areplay, areplay_sweep
 from ._output import relative
-from ._run import _SIGNAL_EXIT, _progress, _write_junit, print_run_summary, run_until_signal
+from ._run import (
+    _SIGNAL_EXIT,
+    _progress,
+    _write_junit,
+    print_matrix_summary,
+    print_run_summary,
+    run_until_signal,
+)
+
+
+def _compare_hint(original: str, replayed: Path) -> None:
+    print(f"replay of: {relative(original)} (compare them: voice-evaluator compare "
+          f"{relative(original)} {relative(str(replayed))})")
 
 
 def replay_command(args: argparse.Namespace) -> int:
+    if (args.run_dir / "matrix-report.json").is_file():
+        return _replay_sweep(args)
     progress = _progress(args)
     outcome, number, stopped = run_until_signal(lambda: areplay(
         args.run_dir, overrides=args.overrides, run_file=args.run_file,
@@ -26,9 +43,29 @@ def replay_command(args: argparse.Namespace) -> int:
         return _SIGNAL_EXIT[number]
     assert outcome is not None
     print_run_summary(outcome)
-    origin = outcome.report.replay_of
-    if origin is not None:
-        print(f"replay of: {relative(origin.bundle_path)} (compare them: voice-evaluator "
-              f"compare {relative(origin.bundle_path)} {relative(str(outcome.bundle_path))})")
+    if outcome.report.replay_of is not None:
+        _compare_hint(outcome.report.replay_of.bundle_path, outcome.bundle_path)
     _write_junit(args, outcome.bundle_path)
+    return outcome.exit_code
+
+
+def _replay_sweep(args: argparse.Namespace) -> int:
+    if args.run_file is not None:
+        raise ConfigError("a sweep is replayed with the configuration each cell recorded: "
+                          "--run-file is for a run folder", source="CLI", key="--run-file")
+    progress = _progress(args)
+    outcome, number, stopped = run_until_signal(lambda: areplay_sweep(
+        args.run_dir, overrides=args.overrides, artifacts_dir=args.artifacts_dir,
+        concurrency=args.concurrency, label=args.label, on_trial_done=progress))
+    progress.close()
+    if number is not None:
+        if isinstance(stopped, MatrixInterrupted):
+            print_matrix_summary(stopped.outcome)
+            _write_junit(args, stopped.outcome.run_dir)
+        return _SIGNAL_EXIT[number]
+    assert outcome is not None
+    print_matrix_summary(outcome)
+    if outcome.report.replay_of is not None:
+        _compare_hint(outcome.report.replay_of.bundle_path, outcome.run_dir)
+    _write_junit(args, outcome.run_dir)
     return outcome.exit_code

@@ -66,8 +66,8 @@ def read_source(run_dir: str | Path) -> ReplaySource:
         raise ConfigError("no such run folder", source=folder)
     folder = folder.resolve()
     if (folder / "matrix-report.json").is_file():
-        raise ConfigError("a sweep folder: replay the run folder of one cell (a folder beside "
-                          "matrix-report.json)", source=folder)
+        raise ConfigError("a sweep folder: replay it with replay_sweep (voice-evaluator replay "
+                          "does), or replay one cell's run folder", source=folder)
     report_path = folder / "run-report.json"
     if not report_path.is_file():
         raise ConfigError("not a run folder (no run-report.json)", source=folder)

@@ -96,6 +96,10 @@ def test_replay_against_the_same_product_reproduces_verdicts_and_audio(original,
         assert {e["attributes"]["provider"] for e in synthesized} == {"replay"}
         mixed = [e for e in events if e["event_type"] == "environment.mixed"]
         assert all(e["attributes"]["noise_rms"] == 0.0 for e in mixed)
+        session = read_json(after / "persona-session.json")
+        assert session["replay_of"] == str(before)
+        assert session["turns"] == [{"turn_id": "turn-001", "reason": "barge_in"},
+                                    {"turn_id": "turn-002", "reason": "after_reply"}]
     report = read_json(replayed / "run-report.json")
     origin = read_json(original / "run-report.json")
     assert report["replay_of"] == {"run_id": origin["run_id"], "bundle_path": str(original)}

@@ -256,7 +256,9 @@ class ReplayPersona:
         return self._next("after_reply")
 
     def evidence(self) -> dict[str, Any]:
-        return {}
+        """persona-session.json: which recorded turn was said when (opening, after a reply,
+        barge-in)."""
+        return {"persona": "replay", "replay_of": str(self.trial_dir), "turns": list(self._log)}
 
     def choices(self) -> list[dict[str, Any]]:
         return list(self._log)

@@ -111,6 +111,28 @@ def test_replay_against_the_same_product_reproduces_verdicts_and_audio(original,
     assert comparison.pass_rate.both == 2 and comparison.flips.empty
 
 
+@pytest.mark.parametrize(("overrides", "exit_reason"), [
+    # says "saved" but saves nothing: the outcome verdicts fail
+    (["endpoint.settings.claim_without_tool=true"], "endpoint_completion"),
+    # no script turn ever matches: the user asks to repeat once, then gives up
+    (['script.turns=[{"response": "Zebras.", "keywords": ["zebra"]}]',
+      "script.max_repeat_requests=1", "endpoint.settings.complete_after_turns=0"],
+     "repeat_limit"),
+], ids=["failed-outcome", "repeat-limit"])
+def test_failing_verdicts_and_the_persona_s_ending_are_reproduced(overrides, exit_reason,
+                                                                   tmp_path):
+    original = voicelab.run(OFFICE, trials=1, overrides=overrides,
+                            artifacts_dir=tmp_path / "original")
+    assert original.exit_code == 3
+    outcome = voicelab.replay(original.bundle_path, artifacts_dir=tmp_path / "replay")
+    assert outcome.exit_code == 3
+    before, after = _trials(original.bundle_path)[0], _trials(outcome.bundle_path)[0]
+    assert _outcome(after) == _outcome(before)
+    assert _outcome(after)[2] == exit_reason
+    assert not all(passed for _, passed in _outcome(after)[4])
+    assert _user_turns(after) == _user_turns(before)
+
+
 def test_a_slower_product_is_waited_for_and_compare_shows_the_latency(original, tmp_path):
     process = _cli("replay", str(original), "--artifacts-dir", str(tmp_path),
                    "--set", f"endpoint.settings.reply_latency_ms={SLOWER_MS}", "--quiet")

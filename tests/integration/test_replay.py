@@ -4,17 +4,20 @@ product is waited for (never talked over), and compare pairs the two runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import voicelab
 from voicelab.analysis import compare
 from voicelab.artifacts import read_json, read_voice_events
+from voicelab.artifacts._reader import read_audio_stream
 from voicelab.personas._replay import read_recorded_trial
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +51,19 @@ def _user_turns(trial_dir: Path) -> list[tuple]:
     """Each user turn as the product received it: id, samples, barge-in point."""
     return [(turn.turn_id, turn.audio.to_bytes(), turn.barge_in_of, turn.after_product_audio_ms)
             for turn in read_recorded_trial(trial_dir).turns]
+
+
+def _line_background(trial_dir: Path) -> np.ndarray:
+    """What a live line carried between utterances (frames of no turn), as float samples."""
+    stream = np.frombuffer(read_audio_stream(trial_dir / "user-sent.wav"), dtype="<i2")
+    pieces, position = [], 0
+    for event in read_voice_events(trial_dir / "voice-events.jsonl"):
+        if event["event_type"] == "user.audio_chunk":
+            count = event["pcm"]["byte_count"] // 2
+            if not event["turn_id"]:
+                pieces.append(stream[position:position + count])
+            position += count
+    return np.concatenate(pieces).astype(np.float64) if pieces else np.zeros(0)
 
 
 def _never_talked_over(trial_dir: Path) -> list[tuple[str, float, float]]:
@@ -90,12 +106,20 @@ def test_replay_against_the_same_product_reproduces_verdicts_and_audio(original,
         # the barge-in came 1 s into the opening again, not at a fixed offset in the call
         metrics = read_json(after / "voice-metrics.json")["turns"]
         assert [t["interrupted"] for t in metrics] == [True, False, False]
-        # no speech was synthesized and no noise mixed in again
+        # no speech was synthesized and no noise mixed in again: the figures of the mix are
+        # the original's (the noisy audio is the same), so is the input SNR of every turn
         events = read_voice_events(after / "voice-events.jsonl")
         synthesized = [e for e in events if e["event_type"] == "speech.synthesized"]
         assert {e["attributes"]["provider"] for e in synthesized} == {"replay"}
-        mixed = [e for e in events if e["event_type"] == "environment.mixed"]
-        assert all(e["attributes"]["noise_rms"] == 0.0 for e in mixed)
+
+        def mixes(trial: Path) -> list[dict]:
+            return [e["attributes"] for e in read_voice_events(trial / "voice-events.jsonl")
+                    if e["event_type"] == "environment.mixed"]
+
+        assert mixes(after) == mixes(before) and mixes(after)[0]["noise_rms"] > 0
+        assert [t["input_speech_to_noise_db"] for t in metrics] == \
+            [t["input_speech_to_noise_db"] for t in read_json(before / "voice-metrics.json")
+             ["turns"]]
         session = read_json(after / "persona-session.json")
         assert session["replay_of"] == str(before)
         assert session["turns"] == [{"turn_id": "turn-001", "reason": "barge_in"},
@@ -174,6 +198,9 @@ def test_listening_replay_keeps_the_turn_taking(tmp_path):
     checked = _never_talked_over(after)
     assert [turn for turn, _, _ in checked] == ["turn-001", "turn-002"]
     assert all(start >= end for _, start, end in checked), checked
+    # between utterances the line carries the office, as in a run (not digital silence)
+    background = _line_background(after)
+    assert background.shape[0] > 24_000 and np.sqrt(np.mean(background ** 2.0)) > 10.0
 
 
 def test_a_telephony_line_to_the_product_is_not_applied_twice(tmp_path):
@@ -191,6 +218,24 @@ def test_a_telephony_line_to_the_product_is_not_applied_twice(tmp_path):
     channel = read_json(after / "resolved-environment.json")["resolved"]["channel"]
     assert channel["to_product"] is None and channel["to_user"]["codec"] == "mulaw"
     assert (after / "user-heard.wav").is_file()
+
+
+def test_a_bundle_whose_environment_files_are_gone_still_replays(original, tmp_path):
+    moved = tmp_path / "moved"
+    shutil.copytree(original, moved)
+    path = moved / "trial-001" / "resolved-environment.json"
+    document = read_json(path)
+    document["resolved"]["base_noise"] = str(tmp_path / "elsewhere" / "office-hum.wav")
+    path.write_text(json.dumps(document), encoding="utf-8")
+    process = _cli("replay", str(moved), "--artifacts-dir", str(tmp_path / "replay"), "--quiet")
+    assert process.returncode == 0, process.stdout + process.stderr
+    assert "office-hum.wav) is not found" in process.stderr  # said, not silently dropped
+    replayed = Path(process.stdout.split("bundle: ")[1].split()[0])
+    for before, after in zip(_trials(original), _trials(replayed), strict=True):
+        assert _outcome(after) == _outcome(before)
+        assert _user_turns(after) == _user_turns(before)
+    environment = read_json(_trials(replayed)[0] / "resolved-environment.json")["resolved"]
+    assert environment["base_noise"] is None and environment["transient_events"] == []
 
 
 def test_a_run_file_can_give_the_configuration(original, tmp_path):

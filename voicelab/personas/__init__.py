@@ -7,6 +7,7 @@ from ._protocol import (
     PersonaDecision,
     PersonaEnd,
     ProductResponse,
+    RecordedSpeech,
     UserTurn,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "PersonaDecision",
     "PersonaEnd",
     "ProductResponse",
+    "RecordedSpeech",
     "UserTurn",
 ]

@@ -29,7 +29,14 @@ from ..artifacts import read_json, read_voice_events
 from ..artifacts._reader import read_audio_stream
 from ..audio import PcmAudio
 from ..errors import ConfigError, ExecutionError
-from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
+from ._protocol import (
+    PersonaContext,
+    PersonaDecision,
+    PersonaEnd,
+    ProductResponse,
+    RecordedSpeech,
+    UserTurn,
+)
 
 #: The folder of one trial in a run folder.
 TRIAL_FOLDER = "trial-{index:03d}"
@@ -51,6 +58,8 @@ class RecordedTurn:
     speech_span: tuple[int, int] | None
     #: the clean speech (``user-clean.wav``, kept with ``speech_metrics``), or None
     clean_audio: PcmAudio | None = None
+    #: the original mix's figures (its ``environment.mixed`` event)
+    mix_summary: Mapping[str, Any] | None = None
     #: the product response this turn interrupted, and how far into it (None: a normal turn)
     barge_in_of: str | None = None
     after_product_audio_ms: float | None = None
@@ -90,6 +99,7 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
     clean_at: dict[str, int] = {}
     clean_position = 0
     barges: dict[str, Mapping[str, Any]] = {}
+    mixes: dict[str, Mapping[str, Any]] = {}
     position = 0
     persona_end: PersonaEnd | None = None
     for record in records:
@@ -111,6 +121,8 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
             clean_position += lengths[turn_id]
         elif kind == "user.barge_in" and turn_id is not None:
             barges[turn_id] = attributes
+        elif kind == "environment.mixed" and turn_id is not None:
+            mixes[turn_id] = attributes
         elif kind == "persona.ended":
             persona_end = PersonaEnd(str(attributes.get("exit_reason") or "script_exhaustion"),
                                      0.0, str(attributes.get("message") or ""))
@@ -141,7 +153,7 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
             audio=PcmAudio(np.ascontiguousarray(audio, dtype=np.int16)),
             source_kind=attributes.get("source_kind"), dtmf=attributes.get("dtmf") or None,
             speech_span=(start, end) if start is not None and end is not None else None,
-            clean_audio=clean, barge_in_of=str(barge.get("response_turn_id")) if barge else None,
+            clean_audio=clean, mix_summary=mixes.get(turn_id), barge_in_of=str(barge.get("response_turn_id")) if barge else None,
             after_product_audio_ms=float(barge.get("after_product_audio_ms") or 0.0)
             if barge else None))
     return RecordedTrial(trial_dir, int(report.get("seed", 0)),
@@ -206,7 +218,8 @@ class ReplayPersona:
             metadata["original_barge_in_of"] = recorded.barge_in_of
         return UserTurn(
             text=recorded.text, audio=recorded.audio, source="replay", dtmf=recorded.dtmf,
-            speech_span=recorded.speech_span, clean_audio=recorded.clean_audio,
+            recorded=RecordedSpeech(recorded.speech_span, recorded.clean_audio,
+                                    recorded.mix_summary),
             interrupt_after_seconds=(recorded.after_product_audio_ms or 0.0) / 1000.0
             if barge_in else None,
             metadata=metadata)

@@ -9,8 +9,10 @@ with what replay changes:
 
 * ``persona_mode: replay`` (``persona_settings: {bundle: RUN_DIR}``) and the tone speech
   provider, which is never called (every turn's audio is given);
-* the environment keeps its name and its ``to_user`` line (what the user hears) but none of its
-  sounds and no ``to_product`` line: both are already in the recorded audio;
+* the environment loses its ``to_product`` line (the recorded audio came through it); its
+  sounds are never mixed into a replayed turn (they are in it already) but still fill a live
+  line between utterances, as in a run; when their files are gone (a bundle from elsewhere)
+  they are dropped, with a warning, and that line carries silence;
 * script turns keep their text but not their ``audio_path`` (the recording replaces it).
 
 The new run has the same trial numbers and seeds (so ``compare ORIGINAL REPLAY`` pairs it trial
@@ -20,6 +22,7 @@ by trial), is scored by the same verdicts, and its report says ``replay_of``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +44,8 @@ from ..errors import ConfigError
 from ..personas._replay import TRIAL_FOLDER, read_recorded_trial
 from ._run import RunOutcome, arun, run_sync, trial_seed
 from ._trial import TrialResult
+
+logger = logging.getLogger(__name__)
 
 _TRIAL = re.compile(r"^trial-(\d{3,})$")
 
@@ -144,10 +149,16 @@ def replay_config(loaded: LoadedRun, source: ReplaySource) -> LoadedRun:
     environment = loaded.environment
     channel = environment.channel
     if channel is not None:
-        channel = channel.model_copy(update={"to_product": None})
-    environment = environment.model_copy(update={
-        "base_noise": None, "background_voices": None, "transient_events": [],
-        "channel": channel})
+        environment = environment.model_copy(update={
+            "channel": channel.model_copy(update={"to_product": None})})
+    missing = [(key, path) for key, path in environment.asset_paths() if not path.is_file()]
+    if missing:
+        key, path = missing[0]
+        logger.warning("the environment's %s (%s) is not found: the replay's live line carries "
+                       "silence between utterances (replayed turns keep their recorded noise)",
+                       key, path)
+        environment = environment.model_copy(update={
+            "base_noise": None, "background_voices": None, "transient_events": []})
     script = loaded.script
     if script is not None:
         script = script.model_copy(update={"turns": [

@@ -42,6 +42,9 @@ from ._protocol import (
 TRIAL_FOLDER = "trial-{index:03d}"
 #: What a recorded trial must hold to be replayed.
 REPLAY_FILES = ("trial-report.json", "voice-events.jsonl", "user-sent.wav")
+#: Arguments of ``Recording.record`` a recorded attribute must not be passed again as.
+_RECORD_FIELDS = frozenset({"source", "direction", "at_ns", "speaker_role", "turn_id",
+                            "span_id", "raw", "audio"})
 #: Exit reasons a persona (not the product or the runner) gives; replay ends with the same.
 PERSONA_EXITS = ("script_exhaustion", "persona_ended", "repeat_limit")
 
@@ -122,7 +125,7 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
         elif kind == "user.barge_in" and turn_id is not None:
             barges[turn_id] = attributes
         elif kind == "environment.mixed" and turn_id is not None:
-            mixes[turn_id] = attributes
+            mixes[turn_id] = {k: v for k, v in attributes.items() if k not in _RECORD_FIELDS}
         elif kind == "persona.ended":
             persona_end = PersonaEnd(str(attributes.get("exit_reason") or "script_exhaustion"),
                                      0.0, str(attributes.get("message") or ""))

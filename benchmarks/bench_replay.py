@@ -8,7 +8,10 @@ the smallest gap between the end of a reply's playback and the start of the next
 user turn, on the listener timeline (negative would mean the user talked over the product).
 Timing: wall seconds of the run and of each replay, and compare's median response latency.
 
-    python benchmarks/bench_replay.py [--trials 20] [--slower-ms 600]
+    python benchmarks/bench_replay.py [--trials 20] [--slower-ms 600] [--listening]
+
+``--listening``: server_vad turn taking on a live line (real time; two plain user turns), where
+the gap includes the listener's reply-end hangover.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ TWO_TURNS = ['script.turns=[{"response": "Wait, one thing first.", "keywords": [
              'the reminder.", "keywords": ["else", "plan"]}]',
              "endpoint.settings.audio_pacing=realtime", "endpoint.settings.pacing_speed=4",
              "endpoint.settings.complete_after_turns=2"]
+LISTENING = ["pace_audio=true", "endpoint.settings.turn_detection=server_vad",
+             "endpoint.settings.opening_text=Hello, your plan please?",
+             "endpoint.settings.reply_text=Your daily plan is recorded and the reminder saved.",
+             "endpoint.settings.complete_after_turns=2", "concurrency=4",
+             'script.turns=[{"response": "Plan the week."}, {"response": "Save it."}]']
 
 
 def _verdicts(trial: Path) -> tuple:
@@ -65,18 +73,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--slower-ms", type=float, default=600.0)
+    parser.add_argument("--listening", action="store_true")
     args = parser.parse_args()
+    overrides = LISTENING if args.listening else TWO_TURNS
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
-        original = voicelab.run(OFFICE, trials=args.trials, overrides=TWO_TURNS,
+        original = voicelab.run(OFFICE, trials=args.trials, overrides=overrides,
                                 artifacts_dir=Path(folder) / "original").bundle_path
         print(f"original run: {args.trials} trials in {time.perf_counter() - started:.1f} s")
-        for name, overrides in (("same product", []), (
+        for name, changes in (("same product", []), (
                 f"+{args.slower_ms:g} ms reply latency",
                 [f"endpoint.settings.reply_latency_ms={args.slower_ms}"])):
             started = time.perf_counter()
             replayed = voicelab.replay(original, artifacts_dir=Path(folder) / "replays",
-                                       overrides=overrides).bundle_path
+                                       overrides=changes).bundle_path
             seconds = time.perf_counter() - started
             pairs = list(zip(sorted(original.glob("trial-*")), sorted(replayed.glob("trial-*")),
                              strict=True))

@@ -6,6 +6,7 @@ Public API (the CLI and notebooks use the same calls)::
     report = await voicelab.arun(loaded, trials=3)     # in a notebook (an event loop is running)
     report = voicelab.run(loaded, trials=3)            # in a script
     voicelab.rescore(report.bundle_path)               # metrics and verdicts again, from a bundle
+    voicelab.replay(report.bundle_path)                # the same caller audio, sent again
 """
 
 from __future__ import annotations
@@ -14,13 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["TrialProgress", "__version__", "arun", "arun_matrix", "load_run", "rescore", "run",
-           "run_matrix"]
+__all__ = ["TrialProgress", "__version__", "areplay", "areplay_sweep", "arun", "arun_matrix",
+           "load_run", "replay", "replay_sweep", "rescore", "run", "run_matrix"]
 
 if TYPE_CHECKING:
     from ._progress import TrialProgress
     from .config import load_run
-    from .runner import arun, arun_matrix, rescore, run, run_matrix
+    from .runner import (
+        areplay,
+        areplay_sweep,
+        arun,
+        arun_matrix,
+        replay,
+        replay_sweep,
+        rescore,
+        run,
+        run_matrix,
+    )
 
 _LAZY = {
     "load_run": ("voicelab.config", "load_run"),
@@ -29,6 +40,10 @@ _LAZY = {
     "arun_matrix": ("voicelab.runner", "arun_matrix"),
     "run_matrix": ("voicelab.runner", "run_matrix"),
     "rescore": ("voicelab.runner", "rescore"),
+    "replay": ("voicelab.runner", "replay"),
+    "areplay": ("voicelab.runner", "areplay"),
+    "replay_sweep": ("voicelab.runner", "replay_sweep"),
+    "areplay_sweep": ("voicelab.runner", "areplay_sweep"),
     "TrialProgress": ("voicelab._progress", "TrialProgress"),
 }
 

@@ -253,6 +253,13 @@ class JudgeCorrectedRate(ArtifactModel):
     note: str = ""
 
 
+class ReplayOrigin(ArtifactModel):
+    """The run a replay re-sent the user's audio of (``voice-evaluator replay``)."""
+
+    run_id: str
+    bundle_path: str
+
+
 class RunReport(Versioned):
     run_id: str
     status: Literal["running", "complete", "interrupted", "failed"]
@@ -285,6 +292,8 @@ class RunReport(Versioned):
     verdict_pass_rates: list[VerdictPassRate] = Field(default_factory=list)
     gates: list[GateCheck] = Field(default_factory=list)
     judge_corrected_pass_rates: list[JudgeCorrectedRate] = Field(default_factory=list)
+    #: a replay: the run whose recorded user turns it sent again, trial by trial (same seeds)
+    replay_of: ReplayOrigin | None = None
 
 
 # --- timeline and metrics (written as plain dicts for speed; these models give their schemas) --
@@ -480,3 +489,5 @@ class MatrixReport(Versioned):
     #: every trial of the matrix pooled (a design-weighted rate over the cells)
     pass_rate: PassRate | None = None
     margins: list[MarginPassRate] = Field(default_factory=list)
+    #: a replayed sweep: the sweep whose cells' recorded user turns it sent again
+    replay_of: ReplayOrigin | None = None

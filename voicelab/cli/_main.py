@@ -127,6 +127,24 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run the judges of this run file again (credentials from the "
                               "environment); default: keep the recorded judge results")
 
+    replay = commands.add_parser(
+        "replay", help="send a run's (or a sweep's) recorded user audio again, trial by trial "
+                       "(same seeds), to a product, possibly a new build; writes a new run "
+                       "beside it")
+    replay.add_argument("run_dir", type=Path, help="the run (or sweep) folder to replay")
+    replay.add_argument("--run-file", type=Path, default=None,
+                        help="take the configuration from this run file (default: the one the "
+                             "bundle recorded, resolved-*.json)")
+    replay.add_argument("--artifacts-dir", type=Path, default=None,
+                        help="where the new run goes (default: beside RUN_DIR)")
+    replay.add_argument("--concurrency", type=int, default=None, help="trials running at once")
+    replay.add_argument("--label", default=None, help="a name for the replay in frames and "
+                                                      "reports")
+    replay.add_argument("--junit", type=Path, default=None, metavar="PATH",
+                        help="also write JUnit XML (one test case per trial)")
+    replay.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_run_options(replay)
+
     compare = commands.add_parser(
         "compare", help="compare a candidate run (or sweep) with a baseline, trial by trial; "
                         "exit 3 when a regression gate blocks")
@@ -171,6 +189,7 @@ COMMANDS = {
     "report": ("_report", "report_command"),
     "rescore": ("_rescore", "rescore_command"),
     "compare": ("_compare", "compare_command"),
+    "replay": ("_replay", "replay_command"),
     "init": ("_init", "init_command"),
 }
 

@@ -43,6 +43,7 @@ from ._models import (
     VoiceLiveProvider,
 )
 from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_model
+from ._recorded import RECORDED_KINDS, load_recorded_run
 from ._resolved import file_sha256
 from ._secrets import (
     MASK,
@@ -59,6 +60,7 @@ __all__ = [
     "DOCUMENT_KINDS",
     "MASK",
     "QUIET_ENVIRONMENT",
+    "RECORDED_KINDS",
     "AzureEvaluator",
     "AzureOpenAIProvider",
     "AzureSpeechProvider",
@@ -105,6 +107,7 @@ __all__ = [
     "is_secret_name",
     "load_environment",
     "load_run",
+    "load_recorded_run",
     "load_suite",
     "LoadedSuite",
     "read_yaml",

@@ -7,6 +7,7 @@ from ._protocol import (
     PersonaDecision,
     PersonaEnd,
     ProductResponse,
+    RecordedSpeech,
     UserTurn,
 )
 
@@ -14,6 +15,7 @@ PERSONAS = Registry("persona mode", {
     "scripted": "voicelab.personas._scripted:ScriptedPersona",
     "synthesizer": "voicelab.personas._synthesizer:SynthesizerPersona",
     "realtime": "voicelab.personas._realtime:RealtimePersona",
+    "replay": "voicelab.personas._replay:ReplayPersona",
 })
 
 __all__ = [
@@ -23,5 +25,6 @@ __all__ = [
     "PersonaDecision",
     "PersonaEnd",
     "ProductResponse",
+    "RecordedSpeech",
     "UserTurn",
 ]

@@ -94,6 +94,20 @@ class UserTurn:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: keys pressed after the speech (DTMF: 0-9, * and #); with no text or audio, only keys
     dtmf: str | None = None
+    #: a replayed recording: ``audio`` already carries the environment and is sent as it is
+    recorded: RecordedSpeech | None = None
+
+
+@dataclass(frozen=True)
+class RecordedSpeech:
+    """What a replayed turn (``UserTurn.recorded``) keeps of the original: where its speech
+    was (measured on the clean speech, not on the noisy recording), the clean speech when the
+    bundle kept it (for the speech metrics; else the recording stands for it) and the original
+    mix's figures (``environment.mixed``)."""
+
+    speech_span: tuple[int, int] | None = None
+    clean: PcmAudio | None = None
+    mix_summary: Mapping[str, Any] | None = None
 
 
 @dataclass

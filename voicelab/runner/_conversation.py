@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,10 @@ class Prepared:
     clean: PcmAudio
     info: dict[str, Any]
     bounds: SpeechBounds | None
+    #: what to send as it is, the environment already in it, and the figures of the mix that
+    #: made it (a replayed turn); None: ``clean`` is mixed with the environment
+    delivered: PcmAudio | None = None
+    mix_summary: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -304,7 +308,13 @@ class Conversation:
             clean = synthesis.audio
             info = {"provider": synthesis.provider, "voice": synthesis.voice,
                     "cached": synthesis.cached, "cache": synthesis.metadata.get("cache", "none")}
-        return Prepared(clean, info, speech_bounds(clean))
+        recorded = turn.recorded
+        if recorded is None or turn.audio is None:
+            return Prepared(clean, info, speech_bounds(clean))
+        clean = recorded.clean if recorded.clean is not None else turn.audio
+        bounds = SpeechBounds(*recorded.speech_span) if recorded.speech_span is not None \
+            else speech_bounds(clean)
+        return Prepared(clean, info, bounds, turn.audio, dict(recorded.mix_summary or {}))
 
     def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,
                      mix_summary: dict[str, Any], barge_in_of: str | None) -> None:
@@ -335,13 +345,15 @@ class Conversation:
         self.intake.user_turn_id = turn_id
         recording = self.recording
         prepared = await self._prepare(turn)
-        mixed = mix(prepared.clean, environment=self.environment, seed=self.seed,
-                    turn_number=number, stream_offset_seconds=self.mic_offset_seconds)
+        delivered, summary = prepared.delivered, prepared.mix_summary
+        if delivered is None:
+            mixed = mix(prepared.clean, environment=self.environment, seed=self.seed,
+                        turn_number=number, stream_offset_seconds=self.mic_offset_seconds)
+            delivered, summary = mixed.audio, mixed.summary()
         self.mic_offset_seconds += prepared.clean.duration_seconds
         self.user_turns = number
-        self._record_turn(turn, prepared, turn_id=turn_id, mix_summary=mixed.summary(),
+        self._record_turn(turn, prepared, turn_id=turn_id, mix_summary=summary,
                           barge_in_of=barge_in_of)
-        delivered = mixed.audio
         if self.product_line is not None:  # down the line: packets, each when it arrives
             packets = self.product_line.turn(delivered, turn_id=turn_id)
         else:

@@ -125,7 +125,9 @@ class ListeningConversation(Conversation):
         number = self.user_turns + 1
         turn_id = _turn_id(number)
         prepared = await self._prepare(turn)
-        delivered, summary = self.line.mix_for_line(prepared.clean, turn_number=number)
+        delivered, summary = prepared.delivered, prepared.mix_summary
+        if delivered is None:  # (a replayed turn has its environment in it already)
+            delivered, summary = self.line.mix_for_line(prepared.clean, turn_number=number)
         self.user_turns = number
         self.intake.user_turn_id = turn_id
         self._record_turn(turn, prepared, turn_id=turn_id, mix_summary=summary,

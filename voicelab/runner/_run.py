@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
 from .._location import as_local_path
 from .._validate import RunPlan, validate_run
-from ..artifacts import JudgeCalibration, RunReport, TrialSummary
+from ..artifacts import JudgeCalibration, ReplayOrigin, RunReport, TrialSummary
 from ..artifacts._bundle import write_json
 from ..artifacts._store import published_location
 from ..config import LoadedRun, load_run
@@ -260,7 +260,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                semaphore: asyncio.Semaphore | None = None, link_latest: bool = True,
                bundle_name: str | None = None, label: str | None = None,
                calibrations: Sequence[JudgeCalibration] = (),
-               resume: str | Path | None = None, rerun_failed: bool = False) -> RunOutcome:
+               resume: str | Path | None = None, rerun_failed: bool = False,
+               replay_of: ReplayOrigin | None = None) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -274,6 +275,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     not done run (interrupted or missing; with ``rerun_failed`` also those that did not pass),
     into the same bundle under the same run id and seeds; ``trials`` may extend its plan. A
     bundle of another configuration (suite hash) is refused with :class:`ConfigError`.
+    ``replay_of`` names the run a replay re-sends (:func:`voicelab.areplay`) in the report.
     """
     if isinstance(run, RunPlan):
         plan = run
@@ -368,7 +370,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             return _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                                planned=trial_count, started=started, status=status,
                                label=label, calibrations=calibrations,
-                               resumed_at=resumed_at)
+                               resumed_at=resumed_at, replay_of=replay_of)
 
         running_error = _write_report_robustly(bundle / "run-report.json", report("running"))
         if running_error:
@@ -480,7 +482,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         final = _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                             planned=trial_count, started=started,
                             status="interrupted" if interrupted else "complete", label=label,
-                            calibrations=calibrations, resumed_at=resumed_at)
+                            calibrations=calibrations, resumed_at=resumed_at,
+                            replay_of=replay_of)
         final_error = _write_report_robustly(bundle / "run-report.json", final)
         if final_error:
             write_errors.append(final_error)
@@ -513,7 +516,8 @@ def _point_latest(root: Path, bundle: Path) -> None:
 def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequence[TrialResult],
                 planned: int, started: str, status: str, label: str | None = None,
                 calibrations: Sequence[JudgeCalibration] = (),
-                resumed_at: Sequence[str] = ()) -> RunReport:
+                resumed_at: Sequence[str] = (), replay_of: ReplayOrigin | None = None
+                ) -> RunReport:
     ordered = sorted(results, key=lambda r: r.report.trial)
     passed_flags = [r.report.passed for r in ordered]
     interrupted = status == "interrupted"
@@ -538,7 +542,7 @@ def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequen
         pass_at_k=pass_at_k(passed_flags), pass_power_k=pass_power_k(passed_flags)
         and len(ordered) == planned,
         exit_code=code, trials=summaries, message=message, label=label,
-        run_file=str(loaded.run_path), resumed_at=list(resumed_at),
+        run_file=str(loaded.run_path), resumed_at=list(resumed_at), replay_of=replay_of,
         **statistics.report_fields())
 
 

@@ -1,0 +1,283 @@
+"""The replay persona: says again, sample for sample, what the user said in a recorded trial.
+
+``persona_mode: replay`` with ``persona_settings: {bundle: RUN_DIR}`` (what ``voice-evaluator
+replay`` configures): in trial ``N`` the persona reads ``RUN_DIR/trial-NNN`` and gives the
+runner that trial's user turns in order, by turn id, each with the audio the product received
+in the original call (``user-sent.wav``: the speech with the environment's noise already mixed
+in, and through the ``to_product`` line when there was one), so the speech provider and the
+mixer are bypassed. The runner's turn taking is unchanged: a turn starts when the simulated user
+hears the product's reply end, whatever the product's new timing; a barge-in is spoken the same
+``after_product_audio_ms`` into the reply as in the original (when the new reply is shorter
+than that, the turn is said after it instead).
+
+After the last recorded turn the persona ends the way the original did (``persona.ended``'s
+exit reason), or with ``script_exhaustion``; an original that stopped at ``max_turns`` stops
+there again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..artifacts import read_json, read_voice_events
+from ..artifacts._reader import read_audio_stream
+from ..audio import PcmAudio
+from ..errors import ConfigError, ExecutionError
+from ._protocol import (
+    PersonaContext,
+    PersonaDecision,
+    PersonaEnd,
+    ProductResponse,
+    RecordedSpeech,
+    UserTurn,
+)
+
+#: The folder of one trial in a run folder.
+TRIAL_FOLDER = "trial-{index:03d}"
+#: What a recorded trial must hold to be replayed.
+REPLAY_FILES = ("trial-report.json", "voice-events.jsonl", "user-sent.wav")
+#: Arguments of ``Recording.record`` a recorded attribute must not be passed again as.
+_RECORD_FIELDS = frozenset({"source", "direction", "at_ns", "speaker_role", "turn_id",
+                            "span_id", "raw", "audio"})
+#: Exit reasons a persona (not the product or the runner) gives; replay ends with the same.
+PERSONA_EXITS = ("script_exhaustion", "persona_ended", "repeat_limit")
+
+
+@dataclass(frozen=True)
+class RecordedTurn:
+    """One user turn of a recorded trial, as the product received it."""
+
+    turn_id: str
+    text: str
+    audio: PcmAudio
+    source_kind: str | None
+    dtmf: str | None
+    speech_span: tuple[int, int] | None
+    #: the clean speech (``user-clean.wav``, kept with ``speech_metrics``), or None
+    clean_audio: PcmAudio | None = None
+    #: the original mix's figures (its ``environment.mixed`` event)
+    mix_summary: Mapping[str, Any] | None = None
+    #: the product response this turn interrupted, and how far into it (None: a normal turn)
+    barge_in_of: str | None = None
+    after_product_audio_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class RecordedTrial:
+    trial_dir: Path
+    seed: int
+    exit_reason: str
+    turns: tuple[RecordedTurn, ...]
+    persona_end: PersonaEnd | None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
+    """The user turns of one trial folder (raises :class:`ConfigError` naming a missing or
+    inconsistent file)."""
+    trial_dir = Path(trial_dir)
+    for name in REPLAY_FILES:
+        if not (trial_dir / name).is_file():
+            raise ConfigError(f"the trial folder has no {name}: it cannot be replayed",
+                              source=trial_dir / name)
+    report = read_json(trial_dir / "trial-report.json")
+    records = read_voice_events(trial_dir / "voice-events.jsonl")
+    stream = _stream(trial_dir / "user-sent.wav")
+    clean_path = trial_dir / "user-clean.wav"
+    clean_stream = _stream(clean_path) if clean_path.is_file() else None
+
+    started: dict[str, Mapping[str, Any]] = {}
+    order: list[str] = []
+    lengths: dict[str, int] = {}
+    pieces: dict[str, list[tuple[int, int]]] = {}
+    clean_at: dict[str, int] = {}
+    clean_position = 0
+    barges: dict[str, Mapping[str, Any]] = {}
+    mixes: dict[str, Mapping[str, Any]] = {}
+    position = 0
+    persona_end: PersonaEnd | None = None
+    for record in records:
+        kind = record.get("event_type")
+        turn_id = record.get("turn_id")
+        attributes = record.get("attributes") or {}
+        pcm = record.get("pcm") or {}
+        if kind == "user.audio_chunk":
+            count = int(pcm.get("byte_count", 0)) // 2
+            if turn_id is not None:
+                pieces.setdefault(turn_id, []).append((position, count))
+            position += count
+        elif kind == "user.turn_started" and turn_id is not None:
+            started[turn_id] = attributes
+            order.append(turn_id)
+        elif kind == "speech.synthesized" and turn_id is not None and pcm:
+            lengths[turn_id] = int(pcm.get("byte_count", 0)) // 2
+            clean_at[turn_id] = clean_position
+            clean_position += lengths[turn_id]
+        elif kind == "user.barge_in" and turn_id is not None:
+            barges[turn_id] = attributes
+        elif kind == "environment.mixed" and turn_id is not None:
+            mixes[turn_id] = {k: v for k, v in attributes.items() if k not in _RECORD_FIELDS}
+        elif kind == "persona.ended":
+            persona_end = PersonaEnd(str(attributes.get("exit_reason") or "script_exhaustion"),
+                                     0.0, str(attributes.get("message") or ""))
+    if position > stream.shape[0]:
+        raise ConfigError(f"the voice events reference {position} samples of the user's audio, "
+                          f"which holds {stream.shape[0]}", source=trial_dir / "user-sent.wav")
+    if clean_stream is not None and clean_position > clean_stream.shape[0]:
+        raise ConfigError(f"the voice events reference {clean_position} samples of the clean "
+                          f"speech, which holds {clean_stream.shape[0]}", source=clean_path)
+
+    turns = []
+    for turn_id in order:
+        attributes = started[turn_id]
+        audio = np.concatenate([stream[start:start + count]
+                                for start, count in pieces.get(turn_id, [])] or
+                               [np.zeros(0, dtype=np.int16)])
+        if turn_id in lengths:  # a line's last frame is padded with the line's background
+            audio = audio[:lengths[turn_id]]
+        start, end = (_int_or_none(attributes.get("speech_start_sample")),
+                      _int_or_none(attributes.get("speech_end_sample")))
+        barge = barges.get(turn_id)
+        clean = None
+        if clean_stream is not None and turn_id in clean_at:
+            at = clean_at[turn_id]
+            clean = PcmAudio(np.ascontiguousarray(clean_stream[at:at + lengths[turn_id]]))
+        turns.append(RecordedTurn(
+            turn_id=turn_id, text=str(attributes.get("text") or ""),
+            audio=PcmAudio(np.ascontiguousarray(audio, dtype=np.int16)),
+            source_kind=attributes.get("source_kind"), dtmf=attributes.get("dtmf") or None,
+            speech_span=(start, end) if start is not None and end is not None else None,
+            clean_audio=clean, mix_summary=mixes.get(turn_id), barge_in_of=str(barge.get("response_turn_id")) if barge else None,
+            after_product_audio_ms=float(barge.get("after_product_audio_ms") or 0.0)
+            if barge else None))
+    return RecordedTrial(trial_dir, int(report.get("seed", 0)),
+                         str(report.get("exit_reason", "")), tuple(turns), persona_end)
+
+
+def _stream(path: Path) -> np.ndarray:
+    try:
+        return np.frombuffer(read_audio_stream(path), dtype="<i2")
+    except ConfigError:
+        raise
+    except (OSError, ValueError) as error:  # a truncated or foreign WAV
+        raise ConfigError(f"cannot read the audio: {error}", source=path) from None
+
+
+def _max_turns(context: PersonaContext) -> int:
+    limit = context.scenario.eval_spec.limits.max_turns
+    turns = context.scenario.conversation.max_turns
+    return min(turns, limit) if limit is not None else turns
+
+
+class ReplayPersona:
+    """See the module docstring."""
+
+    def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
+        self.check_settings(settings, context)
+        self.bundle = Path(str(settings["bundle"]))
+        self.trial_dir = self.bundle / TRIAL_FOLDER.format(index=context.trial_index)
+        self.context = context
+        self.trial: RecordedTrial | None = None
+        self._given = 0  # recorded turns handed to the runner
+        self._log: list[dict[str, Any]] = []
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+        unknown = sorted(set(settings) - {"bundle"})
+        if unknown:
+            raise ConfigError(f"unknown setting(s) {', '.join(unknown)} (the replay persona "
+                              f"takes bundle: RUN_DIR)", key="persona_settings")
+        bundle = settings.get("bundle")
+        if not isinstance(bundle, str | Path) or not str(bundle):
+            raise ConfigError("the replay persona needs bundle: the run folder to replay",
+                              key="persona_settings.bundle")
+        if not Path(bundle).is_dir():
+            raise ConfigError(f"no such run folder: {bundle}", key="persona_settings.bundle")
+
+    async def start(self) -> None:
+        try:
+            self.trial = await asyncio.to_thread(read_recorded_trial, self.trial_dir)
+        except ConfigError as error:
+            raise ExecutionError(f"cannot replay {self.trial_dir}: {error}") from None
+
+    @property
+    def turns(self) -> Sequence[RecordedTurn]:
+        return self.trial.turns if self.trial is not None else ()
+
+    def _user_turn(self, recorded: RecordedTurn, *, barge_in: bool) -> UserTurn:
+        metadata: dict[str, Any] = {"replayed_turn": recorded.turn_id,
+                                    "original_source_kind": recorded.source_kind}
+        if recorded.barge_in_of is not None and not barge_in:
+            # the new reply ended before the recorded barge-in point: said after it, and said so
+            metadata["original_barge_in_of"] = recorded.barge_in_of
+        return UserTurn(
+            text=recorded.text, audio=recorded.audio, source="replay", dtmf=recorded.dtmf,
+            recorded=RecordedSpeech(recorded.speech_span, recorded.clean_audio,
+                                    recorded.mix_summary),
+            interrupt_after_seconds=(recorded.after_product_audio_ms or 0.0) / 1000.0
+            if barge_in else None,
+            metadata=metadata)
+
+    def _next(self, reason: str) -> PersonaDecision:
+        if self._given < len(self.turns):
+            recorded = self.turns[self._given]
+            self._given += 1
+            self._log.append({"turn_id": recorded.turn_id, "reason": reason})
+            return self._user_turn(recorded, barge_in=False)
+        return self._end()
+
+    def _end(self) -> PersonaDecision:
+        trial = self.trial
+        wait = self.context.script.post_script_completion_wait_seconds \
+            if self.context.script is not None else 0.0
+        if trial is not None and trial.exit_reason == "max_turns" \
+                and self._given >= _max_turns(self.context):
+            # the original user had more to say when the turn limit stopped the call: so does
+            # this one (the runner stops before speaking it)
+            return UserTurn(text="", audio=PcmAudio(np.zeros(0, dtype=np.int16)),
+                            source="replay", metadata={"beyond_recording": True})
+        if trial is not None and trial.persona_end is not None \
+                and trial.persona_end.exit_reason in PERSONA_EXITS:
+            end = trial.persona_end
+            return PersonaEnd(end.exit_reason, wait, end.message)
+        return PersonaEnd("script_exhaustion", wait, "every recorded user turn has been replayed")
+
+    async def opening(self) -> PersonaDecision:
+        return self._next("opening")
+
+    def barge_in(self, response: ProductResponse) -> UserTurn | None:
+        if self._given >= len(self.turns):
+            return None
+        recorded = self.turns[self._given]
+        # the reply being heard answers the last turn given (turn-000: the product's opening)
+        current = f"turn-{self._given:03d}"
+        if recorded.barge_in_of != current:
+            return None
+        return self._user_turn(recorded, barge_in=True)
+
+    def confirm_barge_in(self, turn: UserTurn) -> None:
+        self._log.append({"turn_id": self.turns[self._given].turn_id, "reason": "barge_in"})
+        self._given += 1
+
+    async def reply(self, response: ProductResponse) -> PersonaDecision:
+        return self._next("after_reply")
+
+    def evidence(self) -> dict[str, Any]:
+        """persona-session.json: which recorded turn was said when (opening, after a reply,
+        barge-in)."""
+        return {"persona": "replay", "replay_of": str(self.trial_dir), "turns": list(self._log)}
+
+    def choices(self) -> list[dict[str, Any]]:
+        return list(self._log)
+
+    async def close(self) -> None:
+        return None

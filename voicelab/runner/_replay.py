@@ -1,0 +1,213 @@
+"""Replaying a run: the same caller audio, trial by trial, sent again to a product.
+
+``replay(RUN_DIR)`` runs a new run whose persona is the :class:`~voicelab.personas._replay.
+ReplayPersona`: in trial N it says what the user said in ``RUN_DIR/trial-NNN``, sample for
+sample, with the runner's own turn taking (a turn starts when the simulated user hears the reply
+end). The configuration is the one the original ran with: the bundle's ``resolved-*.json``
+(``--set`` overrides apply to it as to a run's files; ``run_file`` loads a run file instead),
+with what replay changes:
+
+* ``persona_mode: replay`` (``persona_settings: {bundle: RUN_DIR}``) and the tone speech
+  provider, which is never called (every turn's audio is given);
+* the environment loses its ``to_product`` line (the recorded audio came through it); its
+  sounds are never mixed into a replayed turn (they are in it already) but still fill a live
+  line between utterances, as in a run; when their files are gone (a bundle from elsewhere)
+  they are dropped, with a warning, and that line carries silence;
+* script turns keep their text but not their ``audio_path`` (the recording replaces it).
+
+The new run has the same trial numbers and seeds (so ``compare ORIGINAL REPLAY`` pairs it trial
+by trial), is scored by the same verdicts, and its report says ``replay_of``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._validate import RunPlan, validate_run
+from ..artifacts import ReplayOrigin, RunReport, read_json
+from ..config import (
+    MASK,
+    RECORDED_KINDS,
+    LoadedRun,
+    format_key_path,
+    load_recorded_run,
+    load_run,
+    parse_settings,
+)
+from ..errors import ConfigError
+from ..personas._replay import TRIAL_FOLDER, read_recorded_trial
+from ._run import RunOutcome, arun, run_sync, trial_seed
+from ._trial import TrialResult
+
+logger = logging.getLogger(__name__)
+
+_TRIAL = re.compile(r"^trial-(\d{3,})$")
+
+
+@dataclass(frozen=True)
+class ReplaySource:
+    """The run folder being replayed: its report and its trials' numbers and seeds."""
+
+    run_dir: Path
+    report: RunReport
+    seeds: dict[int, int]
+
+    @property
+    def origin(self) -> ReplayOrigin:
+        return ReplayOrigin(run_id=self.report.run_id, bundle_path=str(self.run_dir))
+
+
+def read_source(run_dir: str | Path) -> ReplaySource:
+    """Check that ``run_dir`` is a run folder whose every trial can be replayed (the files a
+    replay needs are there and consistent); raise :class:`ConfigError` naming the file."""
+    folder = Path(run_dir).expanduser()
+    if not folder.is_dir():
+        raise ConfigError("no such run folder", source=folder)
+    folder = folder.resolve()
+    if (folder / "matrix-report.json").is_file():
+        raise ConfigError("a sweep folder: replay it with replay_sweep (voice-evaluator replay "
+                          "does), or replay one cell's run folder", source=folder)
+    report_path = folder / "run-report.json"
+    if not report_path.is_file():
+        raise ConfigError("not a run folder (no run-report.json)", source=folder)
+    report: RunReport = parse_settings(RunReport, read_json(report_path), key=None,
+                                       source=report_path)
+    indices = sorted(int(match[1]) for path in folder.iterdir()
+                     if (match := _TRIAL.match(path.name)) and path.is_dir())
+    if not indices:
+        raise ConfigError("the run folder has no trial folders (trial-NNN) to replay",
+                          source=folder)
+    if indices != list(range(1, len(indices) + 1)):
+        missing = sorted(set(range(1, indices[-1] + 1)) - set(indices))
+        raise ConfigError(f"trial {missing[0]} is missing: replay needs the trials 1 to "
+                          f"{indices[-1]}", source=folder / TRIAL_FOLDER.format(index=missing[0]))
+    seeds = {}
+    for index in indices:
+        recorded = read_recorded_trial(folder / TRIAL_FOLDER.format(index=index))
+        seeds[index] = recorded.seed
+    return ReplaySource(folder, report, seeds)
+
+
+def _recorded_documents(trial_dir: Path) -> tuple[dict[str, Any], dict[str, Path]]:
+    documents: dict[str, Any] = {}
+    sources: dict[str, Path] = {}
+    for kind in RECORDED_KINDS:
+        path = trial_dir / f"resolved-{kind}.json"
+        sources[kind] = path
+        if not path.is_file():
+            if kind in ("settings", "scenario", "persona"):
+                raise ConfigError("the trial folder has no resolved configuration to replay "
+                                  "with (give a run file)", source=path)
+            continue
+        documents[kind] = read_json(path).get("resolved")
+    return documents, sources
+
+
+def _masked(node: Any, location: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+    """The key path of the first masked secret under ``node``, if any."""
+    if isinstance(node, str):
+        return location if MASK in node else None
+    items = node.items() if isinstance(node, dict) else enumerate(node) \
+        if isinstance(node, list) else ()
+    for key, value in items:
+        found = _masked(value, (*location, key))
+        if found is not None:
+            return found
+    return None
+
+
+def _check_unmasked(loaded: LoadedRun) -> None:
+    """What reaches the product (and the judges, when they run) must not be a masked secret."""
+    run = loaded.run.model_dump(mode="json")
+    checked: list[tuple[str, Any, Any]] = [
+        ("run", ("endpoint",), run.get("endpoint")),
+        ("run", ("outcome_probe",), run.get("outcome_probe")),
+        ("data", (), loaded.data)]
+    if loaded.run.quality_evaluation is not None:
+        checked.append(("run", ("providers",), run.get("providers")))
+    for kind, prefix, node in checked:
+        found = _masked(node, prefix) if node is not None else None
+        if found is not None:
+            key = format_key_path(found)
+            document = "" if kind == "run" else f"{kind}."
+            raise ConfigError(f"the bundle keeps this secret masked: give it with --set "
+                              f"{document}{key}=${{VAR}} (or a run file)",
+                              source=loaded.sources.get(kind, loaded.run_path), key=key)
+
+
+def replay_config(loaded: LoadedRun, source: ReplaySource) -> LoadedRun:
+    """``loaded`` as a replay of ``source`` runs it (see the module docstring)."""
+    run = loaded.run.model_copy(update={
+        "persona_mode": "replay", "persona_settings": {"bundle": str(source.run_dir)},
+        "speech_provider": "tone", "speech_settings": {}})
+    environment = loaded.environment
+    channel = environment.channel
+    if channel is not None:
+        environment = environment.model_copy(update={
+            "channel": channel.model_copy(update={"to_product": None})})
+    missing = [(key, path) for key, path in environment.asset_paths() if not path.is_file()]
+    if missing:
+        key, path = missing[0]
+        logger.warning("the environment's %s (%s) is not found: the replay's live line carries "
+                       "silence between utterances (replayed turns keep their recorded noise)",
+                       key, path)
+        environment = environment.model_copy(update={
+            "base_noise": None, "background_voices": None, "transient_events": []})
+    script = loaded.script
+    if script is not None:
+        script = script.model_copy(update={"turns": [
+            turn.model_copy(update={"audio_path": None}) for turn in script.turns]})
+    return dataclasses.replace(loaded, run=run, environment=environment, script=script)
+
+
+def plan_replay(run_dir: str | Path, *, overrides: Sequence[str] = (),
+                run_file: str | Path | None = None) -> tuple[RunPlan, ReplaySource]:
+    """The validated plan of a replay of ``run_dir`` (:class:`ConfigError` before anything
+    runs: a folder that is not a run, a trial without its audio, a masked secret...)."""
+    source = read_source(run_dir)
+    if run_file is not None:
+        loaded = load_run(run_file, overrides=overrides)
+    else:
+        first = source.run_dir / TRIAL_FOLDER.format(index=1)
+        documents, sources = _recorded_documents(first)
+        recorded_run = source.report.run_file
+        loaded = load_recorded_run(documents, sources=sources, overrides=overrides,
+                                   run_path=Path(recorded_run) if recorded_run
+                                   else sources["settings"])
+        _check_unmasked(loaded)
+    for index, seed in source.seeds.items():
+        expected = trial_seed(loaded.run.trial_seed, index)
+        if expected != seed:
+            raise ConfigError(f"trial {index} ran with seed {seed}, this configuration gives it "
+                              f"{expected}: a replay keeps the original seeds",
+                              source=loaded.sources.get("run", loaded.run_path), key="trial_seed")
+    return validate_run(replay_config(loaded, source)), source
+
+
+async def areplay(run_dir: str | Path, *, overrides: Sequence[str] = (),
+                  run_file: str | Path | None = None, artifacts_dir: str | Path | None = None,
+                  concurrency: int | None = None, label: str | None = None,
+                  on_trial_done: Callable[[TrialResult, int, int], None] | None = None
+                  ) -> RunOutcome:
+    """Replay ``run_dir`` (see the module docstring) into a new run folder beside it (or in
+    ``artifacts_dir``). Awaitable from a notebook; :func:`replay` for scripts.
+
+    ``overrides`` are ``--set`` values (``endpoint.settings.uri=ws://new-build``); ``run_file``
+    takes the configuration from a run file instead of the bundle. Raises ConfigError before any
+    trial; execution failures are in the outcome, as for :func:`voicelab.arun`."""
+    plan, source = plan_replay(run_dir, overrides=overrides, run_file=run_file)
+    return await arun(plan, trials=len(source.seeds), concurrency=concurrency,
+                      artifacts_dir=artifacts_dir if artifacts_dir is not None
+                      else source.run_dir.parent,
+                      label=label, on_trial_done=on_trial_done, replay_of=source.origin)
+
+
+def replay(run_dir: str | Path, **kwargs: Any) -> RunOutcome:
+    """Synchronous :func:`areplay` for scripts (not inside a running event loop)."""
+    return run_sync(areplay, run_dir, **kwargs)

@@ -1,0 +1,176 @@
+"""Replaying a sweep: every cell's run folder replayed (see :mod:`._replay`) into a new sweep
+folder with the same cell folders, so ``compare ORIGINAL_SWEEP REPLAY_SWEEP`` pairs its trials by
+(cell, seed). One semaphore bounds the conversations in flight across the cells, as in a sweep;
+every cell is checked before anything runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
+from .._validate import RunPlan
+from ..artifacts import MatrixCell, MatrixReport, ReplayOrigin
+from ..errors import ConfigError
+from ..scoring._run_statistics import settings_of
+from ._matrix import MatrixInterrupted, MatrixOutcome, matrix_rates, read_matrix_report
+from ._replay import ReplaySource, plan_replay
+from ._run import (
+    MAX_CONCURRENCY,
+    RunInterrupted,
+    RunOutcome,
+    _bounded,
+    _point_latest,
+    _write_report_robustly,
+    arun,
+    make_bundle_dir,
+    run_sync,
+)
+from ._trial import TrialResult, new_run_id
+
+
+@dataclass(frozen=True)
+class _Cell:
+    cell_id: str
+    plan: RunPlan
+    source: ReplaySource
+
+
+def _now() -> str:
+    return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _report(original: MatrixReport, *, run_id: str, run_dir: Path, cells: list[_Cell],
+            outcomes: list[RunOutcome], started: str, status: str, label: str | None,
+            origin: ReplayOrigin) -> MatrixReport:
+    rows = sorted((MatrixCell(
+        cell_id=Path(o.bundle_path).name, scenario=o.report.scenario_id,
+        persona=o.report.persona, environment=o.report.environment,
+        bundle_path=str(o.bundle_path), trial_count=o.report.trial_count,
+        executed_trials=o.report.executed_trials, passed_trials=o.report.passed_trials,
+        pass_at_k=o.report.pass_at_k, pass_power_k=o.report.pass_power_k,
+        exit_code=o.report.exit_code, suite_hash=o.report.suite_hash,
+        pass_rate=o.report.pass_rate, pass_curve=o.report.pass_curve) for o in outcomes),
+        key=lambda c: c.cell_id)
+    pooled, margins = matrix_rates(rows, settings_of(original.pass_rate))
+    complete = len(rows) == len(cells)
+    codes = [c.exit_code for c in rows]
+    if status == "interrupted":
+        code = EXIT_INTERRUPTED
+    elif EXIT_EXECUTION in codes or not complete:
+        code = EXIT_EXECUTION
+    else:
+        code = EXIT_QUALITY if EXIT_QUALITY in codes else EXIT_OK
+    return original.model_copy(update={
+        "run_id": run_id, "status": status, "run_dir": str(run_dir), "started_at": started,
+        "ended_at": _now(), "cell_count": len(cells),
+        "conversations": sum(len(c.source.seeds) for c in cells),
+        "passed_trials": sum(c.passed_trials for c in rows),
+        "executed_trials": sum(c.executed_trials for c in rows),
+        "pass_at_k": complete and all(c.pass_at_k for c in rows),
+        "pass_power_k": complete and all(c.pass_power_k for c in rows), "exit_code": code,
+        "cells": rows, "label": label, "resumed_at": [], "pass_rate": pooled,
+        "margins": margins, "replay_of": origin})
+
+
+async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
+                        artifacts_dir: str | Path | None = None, concurrency: int | None = None,
+                        label: str | None = None,
+                        on_trial_done: Callable[[TrialResult, int, int], None] | None = None
+                        ) -> MatrixOutcome:
+    """Replay every cell of the sweep folder ``sweep_dir`` into a new sweep folder beside it
+    (or in ``artifacts_dir``); ``overrides`` apply to every cell. ``concurrency`` bounds the
+    conversations in flight across the cells (default: the largest of the cells' run
+    configs)."""
+    folder = Path(sweep_dir).expanduser()
+    if not folder.is_dir():
+        raise ConfigError("no such sweep folder", source=folder)
+    folder = folder.resolve()
+    original = read_matrix_report(folder)
+    cells = []
+    for row in original.cells:
+        cell_dir = folder / row.cell_id
+        if not cell_dir.is_dir():
+            raise ConfigError(f"the sweep's cell {row.cell_id} has no folder", source=cell_dir)
+        plan, source = plan_replay(cell_dir, overrides=overrides)
+        cells.append(_Cell(row.cell_id, plan, source))
+    if not cells:
+        raise ConfigError("the sweep has no cells to replay", source=folder / "matrix-report.json")
+    parallel = _bounded(concurrency if concurrency is not None else
+                        max(c.plan.loaded.run.concurrency for c in cells),
+                        low=1, high=MAX_CONCURRENCY, key="concurrency", source=None)
+    root = Path(artifacts_dir) if artifacts_dir is not None else folder.parent
+    run_id = new_run_id()
+    run_dir = make_bundle_dir(root, run_id, source=None)
+    _point_latest(root, run_dir)
+    origin = ReplayOrigin(run_id=original.run_id, bundle_path=str(folder))
+    started = _now()
+    semaphore = asyncio.Semaphore(parallel)
+    outcomes: list[RunOutcome] = []
+    total = sum(len(c.source.seeds) for c in cells)
+    done_by_cell: dict[str, int] = {}
+
+    def report(status: str) -> MatrixReport:
+        return _report(original, run_id=run_id, run_dir=run_dir, cells=cells,
+                       outcomes=outcomes, started=started, status=status, label=label,
+                       origin=origin)
+
+    def progress_of(cell_id: str) -> Callable[[TrialResult, int, int], None]:
+        def progress(result: TrialResult, cell_done: int, _total: int) -> None:
+            done_by_cell[cell_id] = cell_done
+            if on_trial_done is not None:
+                on_trial_done(result, sum(done_by_cell.values()), total)
+
+        return progress
+
+    write_errors: list[str] = []
+    error = _write_report_robustly(run_dir / "matrix-report.json", report("running"))
+    if error:
+        write_errors.append(error)
+
+    async def replay_cell(cell: _Cell) -> None:
+        try:
+            outcome = await arun(cell.plan, trials=len(cell.source.seeds), artifacts_dir=run_dir,
+                                 run_id=f"{run_id}__{cell.cell_id}", bundle_name=cell.cell_id,
+                                 on_trial_done=progress_of(cell.cell_id), semaphore=semaphore,
+                                 link_latest=False, label=label, replay_of=cell.source.origin)
+        except RunInterrupted as stopped:
+            outcomes.append(stopped.outcome)
+            raise
+        outcomes.append(outcome)
+
+    tasks = [asyncio.create_task(replay_cell(cell)) for cell in cells]
+    interrupted = False
+    failure: BaseException | None = None
+    try:
+        for result in await asyncio.gather(*tasks, return_exceptions=True):
+            if isinstance(result, asyncio.CancelledError):
+                interrupted = True
+            elif isinstance(result, BaseException) and failure is None:
+                failure = result
+    except asyncio.CancelledError:
+        interrupted = True  # gather already cancelled the cells once: let them write
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for cell_outcome in outcomes:
+        write_errors.extend(cell_outcome.write_errors)
+    final = report("interrupted" if interrupted else "complete")
+    error = _write_report_robustly(run_dir / "matrix-report.json", final)
+    if error:
+        write_errors.append(error)
+    if failure is not None:
+        raise failure
+    outcome = MatrixOutcome(final, run_dir, sorted(outcomes, key=lambda o: str(o.bundle_path)),
+                            write_errors)
+    if interrupted:
+        raise MatrixInterrupted(outcome)
+    return outcome
+
+
+def replay_sweep(sweep_dir: str | Path, **kwargs: Any) -> MatrixOutcome:
+    """Synchronous :func:`areplay_sweep` for scripts."""
+    return run_sync(areplay_sweep, sweep_dir, **kwargs)

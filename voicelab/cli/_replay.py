@@ -39,13 +39,13 @@ def replay_command(args: argparse.Namespace) -> int:
     if number is not None:
         if isinstance(stopped, RunInterrupted):
             print_run_summary(stopped.outcome)
-            _write_junit(args, stopped.outcome.bundle_path)
+            _write_junit(args, stopped.outcome.location)
         return _SIGNAL_EXIT[number]
     assert outcome is not None
     print_run_summary(outcome)
     if outcome.report.replay_of is not None:
         _compare_hint(outcome.report.replay_of.bundle_path, outcome.bundle_path)
-    _write_junit(args, outcome.bundle_path)
+    _write_junit(args, outcome.location)
     return outcome.exit_code
 
 
@@ -61,11 +61,11 @@ def _replay_sweep(args: argparse.Namespace) -> int:
     if number is not None:
         if isinstance(stopped, MatrixInterrupted):
             print_matrix_summary(stopped.outcome)
-            _write_junit(args, stopped.outcome.run_dir)
+            _write_junit(args, stopped.outcome.location)
         return _SIGNAL_EXIT[number]
     assert outcome is not None
     print_matrix_summary(outcome)
     if outcome.report.replay_of is not None:
         _compare_hint(outcome.report.replay_of.bundle_path, outcome.run_dir)
-    _write_junit(args, outcome.run_dir)
+    _write_junit(args, outcome.location)
     return outcome.exit_code

@@ -94,6 +94,9 @@ class UserTurn:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: keys pressed after the speech (DTMF: 0-9, * and #); with no text or audio, only keys
     dtmf: str | None = None
+    #: ``speech``, ``interruption`` or ``backchannel`` (spoken into the product's speech, after
+    #: which the user keeps listening; see docs/probes.md)
+    kind: str = "speech"
 
 
 @dataclass

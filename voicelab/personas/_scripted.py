@@ -62,7 +62,7 @@ class ScriptedPersona:
         script_turn = self.script.turns[index]
         return UserTurn(text=script_turn.response, audio=self._audio.get(index),
                         interrupt_after_seconds=script_turn.interrupt_after_seconds,
-                        source=source, dtmf=script_turn.dtmf,
+                        source=source, dtmf=script_turn.dtmf, kind=script_turn.kind,
                         metadata={"script_index": index, "trigger": script_turn.trigger})
 
     def planned_turns(self) -> list[UserTurn]:

@@ -49,9 +49,13 @@ class ProbeMark:
         common = {"probe_id": self.probe_id, "kind": self.kind,
                   "response_turn_id": self.response_turn_id, **self.attributes}
         if self.started_ns is None and begin <= self.start_sample < end:
-            self.started_ns = sent_ns + (self.start_sample - begin) * 1_000_000_000 // _RATE
+            lead_ns = (self.start_sample - begin) * 1_000_000_000 // _RATE
+            self.started_ns = sent_ns + lead_ns
+            # the frame carries its samples at once: the product can hear the probe from the
+            # frame's send time, ``frame_lead_ms`` before its onset
             recording.record(EventType.PROBE_STARTED, source="evaluator", direction="outbound",
-                             at_ns=self.started_ns, turn_id=turn_id, **common)
+                             at_ns=self.started_ns, turn_id=turn_id,
+                             frame_lead_ms=round(lead_ns / 1e6, 3), **common)
         if self.ended_ns is None and begin < self.end_sample <= end:
             self.ended_ns = sent_ns + (self.end_sample - begin) * 1_000_000_000 // _RATE
             recording.record(EventType.PROBE_ENDED, source="evaluator", direction="outbound",

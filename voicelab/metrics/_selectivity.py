@@ -18,7 +18,8 @@ Definitions (docs/probes.md has them with examples; times on the listener timeli
   event) or starting a talk spurt (answering) when no user speech and no probe sound was on the
   line during the ``SELF_LOOKBACK_MS`` before it (stops), or ended within
   ``ANSWER_LOOKBACK_MS`` before it (answers): only its own echo, or nothing, can have caused it.
-  The call's first talk spurt (an opening) is no answer.
+  An answer starts a talk spurt, or is the first speech after a ``response.done`` (a response
+  that follows the previous one closely); the call's first speech (an opening) is no answer.
 * **Double talk** of a response: its speech heard while the user's speech was on the line.
 """
 
@@ -195,12 +196,33 @@ def self_interruptions(recording: Recording, speech: Sequence[Interval],
                 kind="stopped", at_ms=_ms(at), turn_id=turn,  # type: ignore[arg-type]
                 after_product_speech_ms=_ms(min(at, spurt[1]) - spurt[0]) if spurt else None,
                 lookback_ms=SELF_LOOKBACK_MS))
-    for previous, (start, _) in zip(spurts, spurts[1:], strict=False):
+    for start, previous_end in answer_onsets(recording, speech, spurts):
         if quiet(start - answer_lookback, start):
             found.append(SelfInterruption(
                 kind="answered", at_ms=_ms(start), turn_id=_turn_at(recording, start),
-                silence_before_ms=_ms(start - previous[1]), lookback_ms=ANSWER_LOOKBACK_MS))
+                silence_before_ms=_ms(max(0, start - previous_end)),
+                lookback_ms=ANSWER_LOOKBACK_MS))
     return sorted(found, key=lambda s: s.at_ms)
+
+
+def answer_onsets(recording: Recording, speech: Sequence[Interval],
+                  spurts: Sequence[Interval]) -> list[tuple[int, int]]:
+    """(onset, end of the speech before it) of every product answer but the call's first
+    speech: each talk spurt's start, and the first speech after each ``response.done`` (a new
+    response, even one that follows the last one closely)."""
+    if not speech:
+        return []
+    onsets = {a for a, _ in spurts[1:]}
+    for event in recording.of_type(EventType.PRODUCT_RESPONSE_DONE):
+        after = next((a for a, _ in speech if a >= event.listener_ns), None)
+        if after is not None and after > speech[0][0]:
+            onsets.add(after)
+    found = []
+    for onset in sorted(onsets):
+        previous = max((b for a, b in speech if b <= onset), default=None)
+        if previous is not None and not any(abs(onset - o) < 1e8 for o, _ in found):
+            found.append((onset, previous))
+    return found
 
 
 def _turn_at(recording: Recording, listener_ns: int) -> str | None:

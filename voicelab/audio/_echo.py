@@ -5,13 +5,14 @@ The echo path is a seeded room impulse response (RIR) scaled by the echo return 
 * **Room impulse response** (:func:`room_impulse_response`): a direct path (one unit tap at
   0 ms) plus a reverberant tail of Gaussian noise under an exponential envelope that decays by
   60 dB in ``rt60_ms`` (amplitude ``exp(-ln(1000) t / rt60)``), with as much energy as the
-  direct path; the whole response is low-passed at ``lowpass_hz`` (a 4th-order Butterworth,
-  causal, ``scipy.signal``: a speakerphone's band) and normalized to unit energy, so it colours
-  and smears the sound without changing its power for broadband input. It is ``rt60_ms`` long
+  direct path, normalized to unit energy (the room colours and smears the sound without
+  changing its power); then low-passed at ``lowpass_hz`` (a 4th-order Butterworth, causal,
+  ``scipy.signal``, unity gain in its pass band: a speakerphone's band). It is ``rt60_ms`` long
   (the tail beyond it is below -60 dB). The noise comes from ``numpy.random.default_rng(seed)``:
   the same seed gives the same room, byte for byte.
 * **Echo return loss**: the response is multiplied by ``10 ** (-echo_return_loss_db / 20)``, so
-  the echo's power is ``echo_return_loss_db`` below the heard signal's (broadband input).
+  the echo's power is ``echo_return_loss_db`` below the heard signal's for sound inside the
+  band (speech); what lies above ``lowpass_hz`` comes back weaker still.
 * **Streaming** (:class:`EchoPath`): the heard signal is convolved block by block (overlap-add
   through the FFT, ``numpy.fft.rfft``): feeding a signal in blocks of any size gives the same
   samples, up to float rounding, as one convolution of the whole signal (``scipy.signal
@@ -36,8 +37,8 @@ LOWPASS_ORDER = 4
 
 def room_impulse_response(*, rt60_ms: float, lowpass_hz: float, seed: int,
                           sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> np.ndarray:
-    """A unit-energy room impulse response (float64), ``rt60_ms`` long; see the module
-    docstring for the model."""
+    """A room impulse response (float64, unit energy before its low-pass), ``rt60_ms`` long;
+    see the module docstring for the model."""
     from scipy.signal import butter, sosfilt
 
     if not rt60_ms > 0:
@@ -53,9 +54,9 @@ def room_impulse_response(*, rt60_ms: float, lowpass_hz: float, seed: int,
     tail *= 1.0 / math.sqrt(float(np.dot(tail, tail)))  # as much energy as the direct path
     response = tail
     response[0] = 1.0
+    response /= math.sqrt(float(np.dot(response, response)))  # the room: unit energy
     sos = butter(LOWPASS_ORDER, lowpass_hz, btype="low", fs=sample_rate_hz, output="sos")
-    response = sosfilt(sos, response)
-    return response / math.sqrt(float(np.dot(response, response)))
+    return sosfilt(sos, response)  # unity gain in the pass band
 
 
 class EchoPath:

@@ -217,7 +217,7 @@ def answer_onsets(recording: Recording, speech: Sequence[Interval],
         after = next((a for a, _ in speech if a >= event.listener_ns), None)
         if after is not None and after > speech[0][0]:
             onsets.add(after)
-    found = []
+    found: list[tuple[int, int]] = []
     for onset in sorted(onsets):
         previous = max((b for a, b in speech if b <= onset), default=None)
         if previous is not None and not any(abs(onset - o) < 1e8 for o, _ in found):

@@ -18,6 +18,7 @@ import yaml
 import voicelab
 from voicelab.artifacts import read_json, read_voice_events
 from voicelab.errors import ConfigError
+from voicelab.runner._rescore import RESCORED_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
@@ -108,6 +109,15 @@ def test_a_backchannel_separates_a_selective_product_from_one_that_stops_on_any_
     assert (rate["probes"], rate["errors"], rate["estimate"]) == (TRIALS, TRIALS, 1.0)
     assert rate["stop_ms"]["count"] == TRIALS
     assert outcome.exit_code == 3  # the verdict fails the quality gate
+    # the probes are evidence: re-scoring the bundle reproduces every document
+    voicelab.rescore(outcome.bundle_path, output=tmp_path / "again")
+    for index in range(1, TRIALS + 1):
+        for name in RESCORED_FILES:
+            trial = f"trial-{index:03d}"
+            assert (tmp_path / "again" / trial / name).read_bytes() == \
+                (outcome.bundle_path / trial / name).read_bytes(), (trial, name)
+    assert (tmp_path / "again" / "run-report.json").read_bytes() == \
+        (outcome.bundle_path / "run-report.json").read_bytes()
 
 
 NOISE_ENVIRONMENT = {"noise_probes": [{"sound": str(DOOR), "volume": 0.8, "on_reply": 1,
@@ -203,3 +213,18 @@ def test_probes_need_a_live_line(tmp_path, key, value):
     with pytest.raises(ConfigError) as caught:
         voicelab.run(EXAMPLE, artifacts_dir=tmp_path, overrides=overrides)
     assert expected in str(caught.value) and "server_vad" in str(caught.value)
+
+
+def test_the_probes_example_runs_clean(tmp_path):
+    """examples/run-probes.yaml: a backchannel and a door into the opening and a speakerphone
+    echo, against the fake's good behaviour."""
+    outcome = voicelab.run(ROOT / "examples" / "run-probes.yaml", artifacts_dir=tmp_path,
+                           overrides=["scenario.eval_spec.keeps_talking_through_backchannel="
+                                      "true"])
+    folder = outcome.bundle_path / "trial-001"
+    report, metrics = (read_json(folder / "trial-report.json"),
+                       read_json(folder / "voice-metrics.json"))
+    assert outcome.exit_code == 0, (report["failures"], report["verdicts"])
+    assert sorted(p["kind"] for p in metrics["probes"]) == ["backchannel", "noise"]
+    assert all(p["correct"] is True for p in metrics["probes"]), metrics["probes"]
+    assert metrics["self_interruptions"] == [] and metrics["echo"]["delay_ms"] == 40

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import voicelab
+import voicelab.analysis as va
 from voicelab.artifacts import read_json, read_voice_events
 from voicelab.errors import ConfigError
 from voicelab.runner._rescore import RESCORED_FILES
@@ -228,3 +229,9 @@ def test_the_probes_example_runs_clean(tmp_path):
     assert sorted(p["kind"] for p in metrics["probes"]) == ["backchannel", "noise"]
     assert all(p["correct"] is True for p in metrics["probes"]), metrics["probes"]
     assert metrics["self_interruptions"] == [] and metrics["echo"]["delay_ms"] == 40
+    # the report notebook's tables
+    frames = va.load_frames([outcome.bundle_path])
+    table = va.selectivity_table(frames)
+    assert sorted(table["name"]) == ["false_stop_rate_backchannel", "false_stop_rate_noise"]
+    assert list(table["errors"]) == [0, 0] and list(table["probes"]) == [1, 1]
+    assert sorted(va.probes_table(frames)["kind"]) == ["backchannel", "noise"]

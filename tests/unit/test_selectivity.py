@@ -96,6 +96,8 @@ def test_a_probe_into_silence_is_not_judged():
 
 def test_self_interruptions_are_stops_and_answers_nothing_on_the_line_explains():
     recording, _ = _recording()
+    recording.record(EventType.ENVIRONMENT_ECHO, source="environment", direction="internal",
+                     at_ns=0, delay_ms=40.0)
     _cancel(recording, at_ms=1300)  # nobody spoke: its own echo stopped it
     speech = [(0, 1300 * MS), (2000 * MS, 3000 * MS),  # ... then it answered its echo
               (6000 * MS, 7000 * MS)]  # an answer to the user
@@ -157,3 +159,19 @@ def test_stops_when_interrupted_is_only_judged_on_interruptions():
         probes=[_outcome("backchannel", False), _outcome("interruption", False)])
     (verdict,) = [v for v in verdicts if v.name == "stops_when_interrupted"]
     assert verdict.passed is False and verdict.observed == "0 of 1"
+
+
+def test_without_an_echo_only_stops_are_self_interruptions():
+    recording, _ = _recording()
+    _cancel(recording, at_ms=1300)
+    speech = [(0, 1300 * MS), (2000 * MS, 3000 * MS)]
+    assert [s.kind for s in self_interruptions(recording, speech, [])] == ["stopped"]
+
+
+def test_a_barge_in_explains_the_stop_it_asked_for():
+    recording, _ = _recording()
+    recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
+                     at_ns=1290 * MS, turn_id="turn-001", response_turn_id="turn-000",
+                     cancel_sent=True)
+    _cancel(recording, at_ms=1300)
+    assert self_interruptions(recording, [(0, 1300 * MS)], [(1330 * MS, 2500 * MS)]) == []

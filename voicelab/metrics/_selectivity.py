@@ -20,6 +20,10 @@ Definitions (docs/probes.md has them with examples; times on the listener timeli
   ``ANSWER_LOOKBACK_MS`` before it (answers): only its own echo, or nothing, can have caused it.
   An answer starts a talk spurt, or is the first speech after a ``response.done`` (a response
   that follows the previous one closely); the call's first speech (an opening) is no answer.
+  Answers are looked for only on a call with an echo (``environment.echo``): without one, a
+  product that takes more than ``ANSWER_LOOKBACK_MS`` to answer, or speaks twice in a row on
+  purpose, would read as answering nothing. A barge-in counts as the user acting (in
+  ``client`` mode the evaluator's cancel precedes the barge-in's speech).
 * **Double talk** of a response: its speech heard while the user's speech was on the line.
 """
 
@@ -180,13 +184,17 @@ def self_interruptions(recording: Recording, speech: Sequence[Interval],
     """Stops and answers nothing on the line can explain (see the module docstring);
     ``user_speech``: where the user's speech was, every turn (listener ns)."""
     lead = line_frame_ns(recording)
-    active = sorted((a - lead, b) for a, b in [*user_speech, *probe_sounds(recording)])
+    # the user's acts: speech and probe sounds (a frame early: it arrives at once), and
+    # barge-ins (in client mode the evaluator's own cancel precedes the barge-in speech)
+    barge_ins = [(e.listener_ns, e.listener_ns) for e in recording.of_type(EventType.USER_BARGE_IN)]
+    active = sorted([*((a - lead, b) for a, b in [*user_speech, *probe_sounds(recording)]),
+                     *barge_ins])
     spurts = talk_spurts(speech, pause_ns=int(hangover_ms * 1e6))
     stop_lookback = int(SELF_LOOKBACK_MS * 1e6)
     answer_lookback = int(ANSWER_LOOKBACK_MS * 1e6)
 
     def quiet(since: int, until: int) -> bool:
-        return not any(a < until and b > since for a, b in active)
+        return not any(a <= until and b >= since for a, b in active)
 
     found: list[SelfInterruption] = []
     for at, turn, _ in _cancellations(recording):
@@ -196,6 +204,8 @@ def self_interruptions(recording: Recording, speech: Sequence[Interval],
                 kind="stopped", at_ms=_ms(at), turn_id=turn,  # type: ignore[arg-type]
                 after_product_speech_ms=_ms(min(at, spurt[1]) - spurt[0]) if spurt else None,
                 lookback_ms=SELF_LOOKBACK_MS))
+    if echo_of(recording) is None:
+        return found  # without an echo, nothing can have made it answer: see the docstring
     for start, previous_end in answer_onsets(recording, speech, spurts):
         if quiet(start - answer_lookback, start):
             found.append(SelfInterruption(

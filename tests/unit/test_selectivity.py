@@ -3,16 +3,28 @@ functions of recorded events."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from pydantic import ValidationError
 
 from voicelab.artifacts import ProbeOutcome
-from voicelab.config import PersonaConfig, ScenarioConfig, StatisticsConfig
+from voicelab.config import (
+    EnvironmentConfig,
+    PersonaConfig,
+    ScenarioConfig,
+    ScriptConfig,
+    ScriptTurn,
+    StatisticsConfig,
+)
 from voicelab.metrics._selectivity import (
     overlap_ns,
     probe_outcomes,
     self_interruptions,
     talk_spurts,
 )
+from voicelab.personas import PersonaContext, PersonaEnd, ProductResponse, UserTurn
+from voicelab.personas._scripted import ScriptedPersona
 from voicelab.recording import EventType, Recording
 from voicelab.scoring._selectivity import selectivity
 from voicelab.scoring._statistics import proportion_interval
@@ -175,3 +187,41 @@ def test_a_barge_in_explains_the_stop_it_asked_for():
                      cancel_sent=True)
     _cancel(recording, at_ms=1300)
     assert self_interruptions(recording, [(0, 1300 * MS)], [(1330 * MS, 2500 * MS)]) == []
+
+
+@pytest.mark.parametrize("turn, message", [
+    ({"response": "mm-hmm", "kind": "backchannel"}, "needs 'interrupt_after_seconds'"),
+    ({"response": "stop", "kind": "interruption"}, "needs 'interrupt_after_seconds'"),
+    ({"response": "mm", "kind": "backchannel", "interrupt_after_seconds": 1, "dtmf": "1"},
+     "cannot press dtmf"),
+    ({"response": "mm", "kind": "aside", "interrupt_after_seconds": 1}, "kind")])
+def test_probe_turns_are_checked(turn, message):
+    with pytest.raises(ValidationError) as caught:
+        ScriptTurn.model_validate(turn)
+    assert message in str(caught.value)
+
+
+def test_probe_environment_fields_are_checked():
+    environment = EnvironmentConfig.model_validate(
+        {"noise_probes": [{"sound": "door.wav"}], "echo": {}})
+    assert environment.noise_probes[0].on_reply == 1
+    assert environment.echo is not None and environment.echo.echo_return_loss_db == 20.0
+    assert [key for key, _ in environment.asset_paths()] == ["noise_probes[0].sound"]
+    for wrong in ({"echo": {"delay_ms": -1}}, {"echo": {"rir": {"rt60_ms": 0}}},
+                  {"noise_probes": [{"sound": "d.wav", "on_reply": 0}]}):
+        with pytest.raises(ValidationError):
+            EnvironmentConfig.model_validate(wrong)
+
+
+def test_a_backchannel_is_never_an_opening_or_a_reply():
+    script = ScriptConfig.model_validate({"turns": [
+        {"response": "mm-hmm", "kind": "backchannel", "interrupt_after_seconds": 0.5},
+        {"response": "The plan."}]})
+    context = PersonaContext(scenario=ScenarioConfig(id="s"), persona=PersonaConfig(name="p"),
+                             data={}, script=script)
+    persona = ScriptedPersona({}, context)
+    opening = asyncio.run(persona.opening())
+    assert isinstance(opening, UserTurn) and opening.text == "The plan."
+    armed = persona.barge_in(ProductResponse(index=0))
+    assert armed is not None and armed.kind == "backchannel" and armed.text == "mm-hmm"
+    assert isinstance(asyncio.run(persona.reply(ProductResponse(index=0))), PersonaEnd)

@@ -327,7 +327,7 @@ class ProductConnection:
                     return True
                 await self.send_audio(frame)
                 sent_ns = time.perf_counter_ns()
-                if self.listening:
+                if self.listening and getattr(self.behaviour, "echo_cancellation", False):
                     samples = np.frombuffer(frame, dtype="<i2")
                     self.far_end.append((sent_ns, int(np.abs(samples.astype(np.int32)).max())
                                          if samples.size else 0))

@@ -271,6 +271,9 @@ class ProbeOutcome(ArtifactModel):
     end_ms: float | None = None
     #: when the probe was aimed (after the onset of the reply's speech)
     after_product_speech_ms: float | None = None
+    #: False: a noise probe whose reply was over before its moment (``probe.skipped``; its
+    #: onset and sent times are that moment); never judged
+    played: bool = True
     #: the product's speech was going on at the onset (else nothing to judge: stopped is None)
     product_speaking: bool
     stopped: bool | None = None

@@ -82,6 +82,7 @@ class _Probe:
     end: int | None
     after_ms: float | None
     sent: int  # when the frame carrying the onset was sent (the product could hear it)
+    played: bool = True
 
 
 def _probes(recording: Recording) -> list[_Probe]:
@@ -97,13 +98,19 @@ def _probes(recording: Recording) -> list[_Probe]:
                 event.listener_ns - int(float(attributes.get("frame_lead_ms", 0.0)) * 1e6))
         elif event.type is EventType.PROBE_ENDED and attributes.get("probe_id") in found:
             found[str(attributes["probe_id"])].end = event.listener_ns
+        elif event.type is EventType.PROBE_SKIPPED:
+            found[str(attributes["probe_id"])] = _Probe(
+                str(attributes["probe_id"]), str(attributes["kind"]),
+                str(attributes["response_turn_id"]), None, str(attributes.get("label", "")),
+                event.listener_ns, None, attributes.get("after_product_speech_ms"),
+                event.listener_ns, played=False)
     return list(found.values())
 
 
 def probe_sounds(recording: Recording) -> list[Interval]:
     """Where the noise probes' sounds were on the line (listener ns)."""
     return sorted((p.onset, p.end if p.end is not None else p.onset)
-                  for p in _probes(recording) if p.kind == "noise")
+                  for p in _probes(recording) if p.kind == "noise" and p.played)
 
 
 #: a cancelled response and the interruption the product reports with it are one stop
@@ -151,8 +158,9 @@ def probe_outcomes(recording: Recording, speech: Sequence[Interval], *,
         common = {"probe_id": probe.probe_id, "kind": probe.kind,
                   "response_turn_id": probe.response_turn_id, "turn_id": probe.turn_id,
                   "label": probe.label, "onset_ms": _ms(probe.onset), "sent_ms": _ms(onset),
-                  "end_ms": _ms(probe.end), "after_product_speech_ms": probe.after_ms}
-        if spurt is None:
+                  "end_ms": _ms(probe.end), "after_product_speech_ms": probe.after_ms,
+                  "played": probe.played}
+        if spurt is None or not probe.played:
             outcomes.append(ProbeOutcome(**common, product_speaking=False))
             continue
         cancel = next(((at, evidence) for at, turn, evidence in cancels

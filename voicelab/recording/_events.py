@@ -28,6 +28,7 @@ class EventType(StrEnum):
     #: (backchannel, noise or interruption; docs/probes.md)
     PROBE_STARTED = "probe.started"
     PROBE_ENDED = "probe.ended"
+    PROBE_SKIPPED = "probe.skipped"  # a noise probe whose reply was over before its moment
     ENVIRONMENT_ECHO = "environment.echo"  # the speakerphone echo path of the call
     PERSONA_ENDED = "persona.ended"
     PRODUCT_AUDIO = "product.audio_chunk"

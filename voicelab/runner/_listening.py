@@ -224,12 +224,29 @@ class ListeningConversation(Conversation):
 
     async def _await_reply(self, turn_id: str, *, since_ns: int) -> None:
         """Listen until the reply to ``turn_id`` is over; barge in if the persona wants to."""
+        noise: list[int] = []  # the environment's noise probes still to play into this reply
+        try:
+            await self._listen_to_reply(turn_id, since_ns=since_ns, noise=noise)
+        finally:
+            for index in noise:  # the reply ended before their moment: said so, not dropped
+                self._skip_noise(index, turn_id)
+
+    def _skip_noise(self, index: int, response_turn: str) -> None:
+        probe = self.environment.config.noise_probes[index]
+        self.probes_played += 1
+        self.recording.record(EventType.PROBE_SKIPPED, source="evaluator", direction="internal",
+                              probe_id=f"probe-{self.probes_played:03d}", kind="noise",
+                              response_turn_id=response_turn, label=probe.sound.name,
+                              noise_probe_index=index,
+                              after_product_speech_ms=round(probe.after_seconds * 1000, 3),
+                              reason="the reply was over before the probe's moment")
+
+    async def _listen_to_reply(self, turn_id: str, *, since_ns: int, noise: list[int]) -> None:
         intake, hearing = self.intake, self.hearing
         assert hearing is not None
         barge: UserTurn | None = None
         asked = False
         speech_onset: int | None = None
-        noise: list[int] = []  # the environment's noise probes still to play into this reply
         while True:
             self._check()
             if intake.conversation_complete:
@@ -240,8 +257,8 @@ class ListeningConversation(Conversation):
                 speech_onset = hearing.first_onset_ns(since_ns)
                 if speech_onset is not None:
                     self.replies_heard += 1
-                    noise = [index for index, _ in noise_probes_for(
-                        self.environment.config.noise_probes, self.replies_heard)]
+                    noise.extend(index for index, _ in noise_probes_for(
+                        self.environment.config.noise_probes, self.replies_heard))
             for index in list(noise):
                 due = self.environment.config.noise_probes[index].after_seconds
                 if speech_onset is not None and now >= speech_onset + int(due * 1e9):

@@ -124,7 +124,8 @@ def test_a_backchannel_separates_a_selective_product_from_one_that_stops_on_any_
 
 NOISE_ENVIRONMENT = {"noise_probes": [
     {"sound": str(DOOR), "volume": 0.8, "on_reply": 1, "after_seconds": 0.8},
-    {"sound": str(COUGH), "volume": 0.8, "on_reply": 1, "after_seconds": 2.4}]}
+    {"sound": str(COUGH), "volume": 0.8, "on_reply": 1, "after_seconds": 2.4},
+    {"sound": str(COUGH), "on_reply": 9}]}  # the call has fewer replies: reported skipped
 
 
 def test_a_door_and_a_cough_separate_a_speech_only_product_from_one_that_stops_on_any_sound(
@@ -133,7 +134,10 @@ def test_a_door_and_a_cough_separate_a_speech_only_product_from_one_that_stops_o
     _, good, good_report = run(tmp_path / "good", closing, *SELECTIVE,
                                environment(tmp_path, **NOISE_ENVIRONMENT))
     for _, metrics, events in good:
-        door, cough = metrics["probes"]
+        door, cough, never = metrics["probes"]
+        assert never["played"] is False and never["correct"] is None
+        skipped = next(e for e in events if e["event_type"] == "probe.skipped")
+        assert "the call had" in skipped["attributes"]["reason"]
         assert (door["label"], cough["label"]) == ("door-close.wav", "cough.wav")
         for probe in (door, cough):
             assert probe["kind"] == "noise" and probe["turn_id"] is None
@@ -144,7 +148,7 @@ def test_a_door_and_a_cough_separate_a_speech_only_product_from_one_that_stops_o
     _, bad, bad_report = run(tmp_path / "bad", closing, *ANY_SOUND,
                              environment(tmp_path, **NOISE_ENVIRONMENT))
     for _, metrics, _ in bad:
-        door, cough = metrics["probes"]
+        door, cough, _ = metrics["probes"]
         assert door["stopped"] is True and door["correct"] is False, door
         # the door already stopped it: the cough found it silent, or answering the door, or
         # the reply was over before the cough's moment (said so, not dropped)
@@ -155,6 +159,7 @@ def test_a_door_and_a_cough_separate_a_speech_only_product_from_one_that_stops_o
                                 if r["name"] == "false_stop_rate_noise")
                            for report in (good_report, bad_report))
     assert (good_rate["errors"], good_rate["probes"]) == (0, 2 * TRIALS)
+    assert good_rate["not_applicable"] == TRIALS
     assert bad_rate["errors"] == bad_rate["probes"] >= TRIALS
 
 

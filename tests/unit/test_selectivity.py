@@ -225,3 +225,13 @@ def test_a_backchannel_is_never_an_opening_or_a_reply():
     armed = persona.barge_in(ProductResponse(index=0))
     assert armed is not None and armed.kind == "backchannel" and armed.text == "mm-hmm"
     assert isinstance(asyncio.run(persona.reply(ProductResponse(index=0))), PersonaEnd)
+
+
+def test_a_skipped_noise_probe_is_reported_not_judged():
+    recording, _ = _recording()
+    recording.record(EventType.PROBE_SKIPPED, source="evaluator", direction="internal",
+                     at_ns=5000 * MS, probe_id="probe-002", kind="noise", response_turn_id="",
+                     label="door-close.wav", after_product_speech_ms=800.0, reason="no reply")
+    (outcome,) = probe_outcomes(recording, [(4000 * MS, 6000 * MS)])
+    assert outcome.played is False and outcome.product_speaking is False
+    assert outcome.correct is None and outcome.onset_ms == 5000.0

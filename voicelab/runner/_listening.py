@@ -231,7 +231,8 @@ class ListeningConversation(Conversation):
             for index in noise:  # the reply ended before their moment: said so, not dropped
                 self._skip_noise(index, turn_id)
 
-    def _skip_noise(self, index: int, response_turn: str) -> None:
+    def _skip_noise(self, index: int, response_turn: str, *,
+                    reason: str = "the reply was over before the probe's moment") -> None:
         probe = self.environment.config.noise_probes[index]
         self.probes_played += 1
         self.recording.record(EventType.PROBE_SKIPPED, source="evaluator", direction="internal",
@@ -239,7 +240,7 @@ class ListeningConversation(Conversation):
                               response_turn_id=response_turn, label=probe.sound.name,
                               noise_probe_index=index,
                               after_product_speech_ms=round(probe.after_seconds * 1000, 3),
-                              reason="the reply was over before the probe's moment")
+                              reason=reason)
 
     async def _listen_to_reply(self, turn_id: str, *, since_ns: int, noise: list[int]) -> None:
         intake, hearing = self.intake, self.hearing
@@ -323,6 +324,10 @@ class ListeningConversation(Conversation):
     # --- shutdown ---------------------------------------------------------------------------
 
     async def shutdown(self) -> None:
+        for index, probe in enumerate(self.environment.config.noise_probes):
+            if probe.on_reply > self.replies_heard:  # its reply never came: said so
+                self._skip_noise(index, "", reason=f"the call had {self.replies_heard} "
+                                 f"product repl{'y' if self.replies_heard == 1 else 'ies'}")
         if self.line is not None:
             await self.line.stop()  # hang up before closing the connection
         await super().shutdown()

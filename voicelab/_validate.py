@@ -193,6 +193,8 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         raise ConfigError("turn_detection server_vad streams a live line in real time (the "
                           "product listens): set pace_audio: true", source=run_file,
                           key="pace_audio")
+    if turn_taking != "server_vad":
+        _check_line_only(loaded, run_file)
     pressed = [i for i, turn in enumerate(loaded.script.turns) if turn.dtmf] \
         if loaded.script is not None else []
     if pressed and not callable(getattr(adapter, "send_dtmf", None)):
@@ -281,3 +283,25 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
     return RunPlan(loaded=loaded, adapter_cls=adapter, persona_cls=persona_cls,
                    speech_cls=speech_cls, probe_factory=probe_factory, environment=environment,
                    script_audio=script_audio, summary=summary, turn_taking=turn_taking)
+
+
+def _check_line_only(loaded: LoadedRun, run_file: str) -> None:
+    """Backchannels, noise probes and the echo need a live line (``server_vad``): in ``client``
+    mode the user's audio is only sent as committed turns, so none of them can be played
+    while the product speaks; say so instead of skipping them."""
+    environment_file = str(loaded.sources.get("environment") or run_file)
+    if loaded.environment.noise_probes:
+        raise ConfigError("noise_probes play into the product's speech on a live line: they "
+                          "need turn_detection server_vad", source=environment_file,
+                          key="noise_probes")
+    if loaded.environment.echo is not None:
+        raise ConfigError("echo leaks the product's voice into a live line: it needs "
+                          "turn_detection server_vad", source=environment_file, key="echo")
+    script = loaded.script
+    if script is not None:
+        for index, turn in enumerate(script.turns):
+            if turn.kind == "backchannel":
+                raise ConfigError("a backchannel is said into the product's speech on a live "
+                                  "line: it needs turn_detection server_vad",
+                                  source=str(loaded.sources.get("script") or run_file),
+                                  key=f"turns[{index}].kind")

@@ -32,6 +32,7 @@ from ._plots import (
 )
 from ._rates import pass_curve_table, pass_rate_table
 from ._report import write_compare_report, write_report
+from ._selectivity import probes_table, selectivity_table
 from ._tables import show_table
 from ._widgets import (
     LabelingWidget,
@@ -58,6 +59,8 @@ from .calibration import (
 )
 
 __all__ = [
+    "probes_table",
+    "selectivity_table",
     "GROUP_COLUMNS",
     "HUMAN_LABEL_COLUMNS",
     "PRODUCT_VOICE_METRICS",

@@ -260,6 +260,81 @@ class ReplayOrigin(ArtifactModel):
     bundle_path: str
 
 
+class ProbeOutcome(ArtifactModel):
+    """What the product did about one selectivity probe (docs/probes.md). Times are ms on
+    the listener timeline."""
+
+    probe_id: str
+    kind: Literal["backchannel", "noise", "interruption"]
+    #: the turn whose reply was probed, and the user turn of the probe (None: a noise)
+    response_turn_id: str
+    turn_id: str | None = None
+    label: str = ""
+    #: the first and last audible sample of the probe's sound on the line
+    onset_ms: float
+    #: when the line frame carrying the onset was sent: the product can hear the probe from
+    #: here (a frame's samples arrive at once), and its reaction is timed from here
+    sent_ms: float
+    end_ms: float | None = None
+    #: when the probe was aimed (after the onset of the reply's speech)
+    after_product_speech_ms: float | None = None
+    #: False: a noise probe whose reply was over before its moment (``probe.skipped``; its
+    #: onset and sent times are that moment); never judged
+    played: bool = True
+    #: the product's speech was going on at the onset (else nothing to judge: stopped is None)
+    product_speaking: bool
+    stopped: bool | None = None
+    #: ``sent_ms`` to the end of the product's audible speech, when it stopped
+    stop_ms: float | None = None
+    #: what showed the stop: ``cancelled`` (the response ended cancelled), ``interruption``
+    #: (the product said so), ``speech_end`` (its speech ended within the window)
+    stop_evidence: Literal["cancelled", "interruption", "speech_end"] | None = None
+    #: the product's speech heard after the onset, until its speech ran out
+    speech_after_onset_ms: float | None = None
+    #: kept talking (backchannel, noise) or stopped (interruption); None: not applicable
+    correct: bool | None = None
+
+
+class SelfInterruption(ArtifactModel):
+    """The product stopped or answered while no user speech and no probe was on the line
+    (only its own echo, or nothing) in the ``lookback_ms`` before."""
+
+    kind: Literal["stopped", "answered"]
+    at_ms: float
+    turn_id: str | None = None
+    #: stopped: how long the product had been talking; answered: how long it had been quiet
+    after_product_speech_ms: float | None = None
+    silence_before_ms: float | None = None
+    lookback_ms: float
+
+
+class SelectivityRate(ArtifactModel):
+    """A selectivity rate over a run's probes with its confidence interval: the product's
+    wrong reactions (a stop on a backchannel or a noise; no stop on an interruption) per probe
+    it could react to (its speech was going on at the probe's onset)."""
+
+    name: Literal["false_stop_rate_backchannel", "false_stop_rate_noise",
+                  "missed_stop_rate_interruption"]
+    kind: Literal["backchannel", "noise", "interruption"]
+    probes: int
+    errors: int
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    method: str = "wilson"
+    confidence: float = 0.95
+    #: probes whose onset found the product silent (not counted)
+    not_applicable: int = 0
+    #: onset to the end of the product's speech, over the probes where it stopped
+    stop_ms: MetricSummary | None = None
+
+
+class ProbeRow(ProbeOutcome):
+    """One probe of a run (run-report.json ``probes``): the trial's outcome with its trial."""
+
+    trial: int
+
+
 class RunReport(Versioned):
     run_id: str
     status: Literal["running", "complete", "interrupted", "failed"]
@@ -294,6 +369,11 @@ class RunReport(Versioned):
     judge_corrected_pass_rates: list[JudgeCorrectedRate] = Field(default_factory=list)
     #: a replay: the run whose recorded user turns it sent again, trial by trial (same seeds)
     replay_of: ReplayOrigin | None = None
+
+
+    #: selectivity probes (docs/probes.md): the three rates, and every probe with its timing
+    selectivity: list[SelectivityRate] = Field(default_factory=list)
+    probes: list[ProbeRow] = Field(default_factory=list)
 
 
 # --- timeline and metrics (written as plain dicts for speed; these models give their schemas) --
@@ -382,6 +462,9 @@ class TurnMetrics(ArtifactModel):
     output_pause_total_ms: float | None = None
     output_longest_pause_ms: float | None = None
     overlap_with_user_ms: float | None = None
+    #: double talk: the product's speech in this response heard while the user's speech (any
+    #: user turn, backchannels included) was on the line, in ms
+    double_talk_ms: float | None = None
     speech: dict[str, Any] | None = None
     # a telephony line (an environment's ``channel:``): this turn's packets on each direction
     # (``to_product``: the user's turn; ``to_user``: the product's reply as heard); the loss
@@ -416,6 +499,11 @@ class VoiceMetrics(Versioned):
     output: SignalStats
     turns: list[TurnMetrics] = Field(default_factory=list)
     summary: dict[str, MetricSummary] = Field(default_factory=dict)
+    #: selectivity probes and self-interruptions (docs/probes.md); the echo path, when the
+    #: environment has one
+    probes: list[ProbeOutcome] = Field(default_factory=list)
+    self_interruptions: list[SelfInterruption] = Field(default_factory=list)
+    echo: dict[str, Any] | None = None
 
 
 class Interoperability(Versioned):

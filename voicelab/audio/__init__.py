@@ -12,6 +12,7 @@ from ._channel import (
     DeliveredPacket,
     PacketRecord,
 )
+from ._echo import EchoPath, add_echo, room_impulse_response
 from ._format import (
     BYTES_PER_SAMPLE,
     CANONICAL_CHANNELS,
@@ -41,6 +42,9 @@ from ._vad import (
 )
 
 __all__ = [
+    "EchoPath",
+    "add_echo",
+    "room_impulse_response",
     "kaiser_lowpass",
     "BYTES_PER_SAMPLE",
     "CANONICAL_CHANNELS",

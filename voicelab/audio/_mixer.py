@@ -35,6 +35,8 @@ class PreparedEnvironment:
     background_voices: np.ndarray | None = None
     transients: tuple[np.ndarray, ...] = ()
     sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ
+    #: the sounds of ``config.noise_probes``, in order (played by the runner, not mixed here)
+    probe_sounds: tuple[np.ndarray, ...] = ()
 
     @property
     def is_silent(self) -> bool:
@@ -59,7 +61,9 @@ def prepare_environment(config: EnvironmentConfig, *, source: str | Path | None 
               if config.background_voices else None)
     transients = tuple(load(f"transient_events[{index}].type", event.type)
                        for index, event in enumerate(config.transient_events))
-    return PreparedEnvironment(config, base, voices, transients, sample_rate_hz)
+    probe_sounds = tuple(load(f"noise_probes[{index}].sound", probe.sound)
+                         for index, probe in enumerate(config.noise_probes))
+    return PreparedEnvironment(config, base, voices, transients, sample_rate_hz, probe_sounds)
 
 
 @dataclass(frozen=True)

@@ -436,6 +436,12 @@ class StreamingVad:
                 f"{self.samples_seen} samples seen, {'in' if self.in_speech else 'no'} speech)")
 
     @property
+    def voiced_until_sample(self) -> int:
+        """While in speech: the end of the open segment's last voiced frame so far (a sample
+        position in the stream)."""
+        return self._voiced_end * self.frame_samples
+
+    @property
     def hangover_samples(self) -> int:
         return self.hangover_frames * self.frame_samples
 

@@ -228,10 +228,13 @@ class LoadedRun:
 def _resolve_environment_paths(environment: EnvironmentConfig, path: Path) -> EnvironmentConfig:
     events = [event.model_copy(update={"type": resolve_relative(path, event.type)})
               for event in environment.transient_events]
+    probes = [probe.model_copy(update={"sound": resolve_relative(path, probe.sound)})
+              for probe in environment.noise_probes]
     return environment.model_copy(update={
         "base_noise": resolve_relative(path, environment.base_noise),
         "background_voices": resolve_relative(path, environment.background_voices),
         "transient_events": events,
+        "noise_probes": probes,
     })
 
 

@@ -54,6 +54,10 @@ class EvalSpec(StrictModel):
     concise_max_words: Annotated[int, Field(gt=0)] = 60
     max_interruption_stop_ms: PositiveFloat | None = None
     max_first_audio_latency_ms: PositiveFloat | None = None
+    #: selectivity probes (docs/probes.md): every backchannel (and noise probe) of the trial
+    #: must leave the product talking; every interruption must stop it
+    keeps_talking_through_backchannel: bool = False
+    stops_when_interrupted: bool = False
     response_timeout_seconds: PositiveFloat = 15.0
     advisory_verdicts: list[str] = Field(default_factory=list)
 
@@ -96,6 +100,11 @@ class ScriptTurn(StrictModel):
     keywords: list[str] = Field(default_factory=list)
     audio_path: Path | None = None
     interrupt_after_seconds: NonNegativeFloat | None = None
+    #: ``speech``: an ordinary turn (a barge-in when it has ``interrupt_after_seconds``);
+    #: ``interruption``: a barge-in the product should stop for; ``backchannel``: a short
+    #: acknowledgement spoken ``interrupt_after_seconds`` into the product's speech, after which
+    #: the user keeps listening (the product should keep talking). See docs/probes.md.
+    kind: Literal["speech", "backchannel", "interruption"] = "speech"
     #: keys pressed on the caller's phone after the turn's speech (0-9, * and #), for adapters
     #: that carry DTMF (twilio); a turn may press keys and say nothing
     dtmf: Annotated[str, Field(pattern=r"^[0-9*#]+$")] | None = None
@@ -105,6 +114,11 @@ class ScriptTurn(StrictModel):
         if not self.response.strip() and self.audio_path is None and self.dtmf is None:
             raise ValueError("a script turn needs a 'response' text, an 'audio_path' or 'dtmf' "
                              "keys to press")
+        if self.kind != "speech" and self.interrupt_after_seconds is None:
+            raise ValueError(f"a '{self.kind}' turn is spoken into the product's speech: it "
+                             f"needs 'interrupt_after_seconds'")
+        if self.kind == "backchannel" and self.dtmf is not None:
+            raise ValueError("a 'backchannel' turn cannot press dtmf keys")
         return self
 
 
@@ -135,6 +149,37 @@ class TransientEvent(StrictModel):
         return self
 
 
+class NoiseProbe(StrictModel):
+    """A sound played into the user's line while the product speaks (the product should keep
+    talking): ``after_seconds`` after the onset of the product's ``on_reply``-th reply."""
+
+    sound: Path = Field(description="the audio file (e.g. datasets/environments/door-close.wav)")
+    volume: Volume = 0.5
+    #: the product's replies are counted from 1 in the order heard (the opening is reply 1)
+    on_reply: Annotated[int, Field(gt=0)] = 1
+    after_seconds: NonNegativeFloat = 1.0
+
+
+class RoomImpulseResponse(StrictModel):
+    """A seeded room impulse response: a direct path, then exponentially decaying noise."""
+
+    #: time for the reverberant tail to decay by 60 dB
+    rt60_ms: Annotated[float, Field(gt=0, le=3000)] = 300.0
+    #: the speakerphone's band: the echo path is low-passed at this frequency
+    lowpass_hz: Annotated[float, Field(gt=100, lt=12000)] = 3400.0
+    #: the tail's noise; absent: derived from the trial's seed
+    seed: int | None = None
+
+
+class EchoConfig(StrictModel):
+    """A speakerphone: the product's audio as the user heard it leaks back into the user's
+    line, ``delay_ms`` later, through a room impulse response, ``echo_return_loss_db`` down."""
+
+    delay_ms: Annotated[float, Field(ge=0, le=2000)] = 40.0
+    echo_return_loss_db: Annotated[float, Field(ge=0, le=80)] = 20.0
+    rir: RoomImpulseResponse = Field(default_factory=RoomImpulseResponse)
+
+
 class EnvironmentConfig(StrictModel):
     name: str = ""
     impact: Annotated[float, Field(ge=0, le=1)] = 1.0
@@ -146,6 +191,10 @@ class EnvironmentConfig(StrictModel):
     #: the telephony line between the user and the product (codec, loss, jitter, concealment),
     #: per direction; absent: a clean line (see ``voicelab.config.ChannelConfig``)
     channel: ChannelConfig | None = None
+    #: selectivity probes: sounds timed into the product's speech (docs/probes.md)
+    noise_probes: list[NoiseProbe] = Field(default_factory=list)
+    #: the product's own voice leaking back into the user's line (a speakerphone)
+    echo: EchoConfig | None = None
 
     def asset_paths(self) -> list[tuple[str, Path]]:
         """(key path, file) for every audio asset the environment names."""
@@ -156,6 +205,8 @@ class EnvironmentConfig(StrictModel):
             assets.append(("background_voices", self.background_voices))
         for index, event in enumerate(self.transient_events):
             assets.append((f"transient_events[{index}].type", event.type))
+        for index, probe in enumerate(self.noise_probes):
+            assets.append((f"noise_probes[{index}].sound", probe.sound))
         return assets
 
 

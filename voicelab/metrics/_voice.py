@@ -48,6 +48,7 @@ from ..recording import (
     samples_to_ns,
 )
 from ._placement import STEP_EVENTS, Placement, silent_runs_ns
+from ._selectivity import echo_of, overlap_ns, probe_outcomes, self_interruptions
 
 TIMING_METRICS = ("response_latency_ms", "first_audio_latency_ms", "response_duration_ms",
                   "playback_stall_ms", "dead_air_ms", "interruption_stop_latency_ms",
@@ -269,6 +270,9 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
              for e in recording.of_type(EventType.CHANNEL_PACKETS)}
     line_turns = {name: {t.get("turn_id"): t for t in line.get("turns", [])}
                   for name, line in lines.items()}
+    user_speech = sorted((start, end) for start, end in
+                         (_user_speech_ns(turn, users, placement) for turn in users)
+                         if start is not None and end is not None)
     turns: list[TurnMetrics] = []
     for index, turn_id in enumerate(order):
         found = responses[turn_id]
@@ -316,14 +320,23 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
             transcript=" ".join(found.transcript).strip(), tool_calls=found.tool_calls,
             input_speech_to_noise_db=snr.get(turn_id),
             input=inputs.get(turn_id), output=outputs.get(turn_id),
+            double_talk_ms=_ms(overlap_ns([(max(a, span[0]), min(b, span[1])) for a, b in speech
+                                           if b > span[0] and a < span[1]], user_speech))
+            if span else None,
             **_line_fields(line_turns, turn_id)))
+    yield
+    hangover_ms = float(listener.get("reply_end_hangover_ms", 700.0))
 
     return VoiceMetrics(
         audio_format=CANONICAL_FORMAT.to_dict(), input=all_input, output=all_output, turns=turns,
         listener=listener,
         channel={name: {k: v for k, v in line.items() if k not in ("line", "turns")}
                  for name, line in lines.items()},
-        summary={name: summarize([getattr(t, name) for t in turns]) for name in TIMING_METRICS})
+        summary={name: summarize([getattr(t, name) for t in turns]) for name in TIMING_METRICS},
+        probes=probe_outcomes(recording, speech, hangover_ms=hangover_ms),
+        self_interruptions=self_interruptions(recording, speech, user_speech,
+                                              hangover_ms=hangover_ms),
+        echo=echo_of(recording))
 
 
 def _line_fields(line_turns: dict[str, dict[Any, dict[str, Any]]], turn_id: str

@@ -96,6 +96,9 @@ class UserTurn:
     dtmf: str | None = None
     #: a replayed recording: ``audio`` already carries the environment and is sent as it is
     recorded: RecordedSpeech | None = None
+    #: ``speech``, ``interruption`` or ``backchannel`` (spoken into the product's speech, after
+    #: which the user keeps listening; see docs/probes.md)
+    kind: str = "speech"
 
 
 @dataclass(frozen=True)

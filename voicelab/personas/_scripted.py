@@ -9,7 +9,8 @@ the trial ends with ``script_exhaustion``.
 
 Barge-in: the first unused turn (in script order) that has ``interrupt_after_seconds`` is armed
 for every product response, unless the response's transcript is already known and does not match
-its keywords.
+its keywords. A ``backchannel`` turn is only ever said into the product's speech that way, never
+as an opening or a reply.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class ScriptedPersona:
         script_turn = self.script.turns[index]
         return UserTurn(text=script_turn.response, audio=self._audio.get(index),
                         interrupt_after_seconds=script_turn.interrupt_after_seconds,
-                        source=source, dtmf=script_turn.dtmf,
+                        source=source, dtmf=script_turn.dtmf, kind=script_turn.kind,
                         metadata={"script_index": index, "trigger": script_turn.trigger})
 
     def planned_turns(self) -> list[UserTurn]:
@@ -71,7 +72,9 @@ class ScriptedPersona:
         return [*turns, UserTurn(text=self.script.repeat_request, source="repeat_request")]
 
     def _unused(self) -> list[int]:
-        return [i for i in range(len(self.script.turns)) if i not in self._used]
+        """Unused turns that can open or answer (a backchannel cannot)."""
+        return [i for i in range(len(self.script.turns))
+                if i not in self._used and self.script.turns[i].kind != "backchannel"]
 
     def _use(self, index: int, reason: str, response_index: int | None) -> UserTurn:
         self._used.add(index)
@@ -87,7 +90,7 @@ class ScriptedPersona:
         return self._use(unused[0], "opening", None)
 
     def barge_in(self, response: ProductResponse) -> UserTurn | None:
-        for index in self._unused():
+        for index in (i for i in range(len(self.script.turns)) if i not in self._used):
             turn = self.script.turns[index]
             if turn.interrupt_after_seconds is None:
                 continue

@@ -24,6 +24,12 @@ class EventType(StrEnum):
     USER_SPEECH_ENDED = "user.speech_ended"  # ... and the last
     USER_BARGE_IN = "user.barge_in"
     USER_DTMF = "user.dtmf"  # keys pressed on the caller's phone
+    #: a selectivity probe's sound on the live line: its first and last audible sample sent
+    #: (backchannel, noise or interruption; docs/probes.md)
+    PROBE_STARTED = "probe.started"
+    PROBE_ENDED = "probe.ended"
+    PROBE_SKIPPED = "probe.skipped"  # a noise probe whose reply was over before its moment
+    ENVIRONMENT_ECHO = "environment.echo"  # the speakerphone echo path of the call
     PERSONA_ENDED = "persona.ended"
     PRODUCT_AUDIO = "product.audio_chunk"
     PRODUCT_TRANSCRIPT = "product.transcript"

@@ -330,11 +330,13 @@ class Conversation:
         recording.record(EventType.ENVIRONMENT_MIXED, source="environment", direction="internal",
                          turn_id=turn_id, **mix_summary)
         bounds = prepared.bounds
+        kind: dict[str, Any] = {"kind": turn.kind} if turn.kind != "speech" else {}
         recording.record(EventType.USER_TURN_STARTED, source="persona", direction="outbound",
                          turn_id=turn_id, speaker_role="user", text=turn.text,
                          source_kind=turn.source, barge_in_of=barge_in_of, dtmf=turn.dtmf,
                          speech_start_sample=bounds.start_sample if bounds else None,
                          speech_end_sample=bounds.end_sample if bounds else None,
+                         **kind,
                          **{k: v for k, v in turn.metadata.items() if isinstance(k, str)})
 
     # --- speaking -------------------------------------------------------------------------------

@@ -101,7 +101,8 @@ def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: Person
     return deterministic_verdicts(
         scenario=scenario, persona=persona, transcript=evidence.transcript.turns,
         exit_reason=exit_reason, outcome_status=outcome_status, outcome=outcome,
-        outcome_error=outcome_error, turn_metrics=evidence.metrics.turns)
+        outcome_error=outcome_error, turn_metrics=evidence.metrics.turns,
+        probes=evidence.metrics.probes)
 
 
 def interoperability(report: TrialReport, evidence: Evidence, recording: Recording

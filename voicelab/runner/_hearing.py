@@ -10,6 +10,8 @@ line's output: coded, with lost packets concealed, a packet and the codec's dela
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..audio import StreamingVad
@@ -26,6 +28,9 @@ class Hearing:
         self._next_chunk = 0
         #: (onset, offset or None) of every speech segment heard, in listener samples
         self.segments: list[list[int | None]] = []
+        #: called with (listener sample, samples) for everything heard, in order (the echo)
+        self.taps: list[Callable[[int, np.ndarray], None]] = []
+        self._heard_samples = 0
 
     def listen_until(self, listener_ns: int) -> None:
         """Feed everything heard up to ``listener_ns`` (silence where nothing plays)."""
@@ -55,6 +60,9 @@ class Hearing:
         self.position += samples.shape[0]
         if self.ear is not None:
             samples = self.ear.hear(samples, turn_id=turn_id)
+        for tap in self.taps:  # heard sample k is listener sample k (the line's delay in it)
+            tap(self._heard_samples, samples)
+        self._heard_samples += samples.shape[0]
         for transition in self.vad.push(samples):
             if transition.kind == "onset":
                 self.segments.append([transition.sample, None])

@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, PreparedEnvironment, mix
+from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, PreparedEnvironment, add_echo, mix
 from ..endpoints import ConversationEndpoint, EndpointError
 from ..recording import EventType, Recording
 from ._channel import ProductLine
+from ._probes import LineEcho, ProbeMark
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +40,12 @@ _RATE = CANONICAL_SAMPLE_RATE_HZ
 class Utterance:
     """What the user says on the line: the delivered (mixed) audio and where its speech is."""
 
-    turn_id: str
+    turn_id: str | None  # None: not the user speaking (a noise probe)
     audio: PcmAudio
     speech_start: int  # samples into ``audio``
     speech_end: int
+    #: a selectivity probe (its sound's first and last samples are recorded as probe events)
+    probe: ProbeMark | None = None
     #: set as the line reaches each point (line sample numbers and monotonic times)
     first_line_sample: int | None = None
     speech_started_ns: int | None = None
@@ -75,6 +78,8 @@ class UserLine:
         self.frames_sent = 0
         self._task: asyncio.Task[None] | None = None
         self._start_ns = 0
+        #: the speakerphone echo added to every frame (an environment's ``echo``)
+        self.echo: LineEcho | None = None
 
     # --- what the user says ---------------------------------------------------------------
 
@@ -106,6 +111,8 @@ class UserLine:
 
     def start(self) -> None:
         self._start_ns = self.recording.clock_ns()
+        if self.echo is not None:
+            self.echo.start(self.recording.listener_now_ns())
         self._task = asyncio.create_task(self._run(), name="voicelab-user-line")
 
     async def stop(self) -> None:
@@ -147,12 +154,16 @@ class UserLine:
                 if delay > 0:
                     await asyncio.sleep(delay / 1e9)
                 samples, utterance, begin = self._next_frame()
+                if self.echo is not None:
+                    samples = add_echo(samples, self.echo.for_frame(self.frames_sent,
+                                                                    self.frame_samples))
                 frame = PcmAudio(np.ascontiguousarray(samples, dtype=np.int16))
                 index = self.frames_sent
                 if self.product_line is None:
                     await self.endpoint.send_audio(frame)
                     said_ns = clock()
-                    self._record(frame, utterance.turn_id if utterance else None, said_ns, index)
+                    self._record(frame, utterance.turn_id if utterance else None, said_ns,
+                                 index)
                 else:
                     said_ns = due
                     await self._send_down_the_line(frame, utterance)
@@ -186,6 +197,16 @@ class UserLine:
 
     def _mark(self, utterance: Utterance, begin: int, sent_ns: int) -> None:
         end = begin + self.frame_samples
+        if utterance.probe is not None:
+            utterance.probe.mark(self.recording, utterance.turn_id, begin=begin, end=end,
+                                 sent_ns=sent_ns)
+        if utterance.turn_id is None:  # a sound, not the user speaking
+            if end >= utterance.audio.num_samples:
+                utterance.speech_ended_ns = sent_ns
+                utterance.speech_over.set()
+                utterance.sent.set()
+                self._current = None
+            return
         for point, kind in ((utterance.speech_start, EventType.USER_SPEECH_STARTED),
                             (utterance.speech_end, EventType.USER_SPEECH_ENDED)):
             # a start is in the frame holding its sample; an end in the frame its last sample

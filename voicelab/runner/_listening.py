@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 
+from ..audio import PcmAudio
 from ..endpoints import EndpointError
 from ..personas import PersonaEnd, ProductResponse, UserTurn
 from ..recording import EventType
@@ -27,6 +28,7 @@ from ._conversation import (
     _turn_id,
 )
 from ._line import UserLine, Utterance
+from ._probes import LineEcho, ProbeMark, audible_bounds, noise_probes_for, noise_sound
 
 #: How often the listener checks what it has heard while nothing else wakes it.
 LISTEN_TICK_SECONDS = 0.02
@@ -42,6 +44,8 @@ class ListeningConversation(Conversation):
         self.line: UserLine | None = None
         self._line_failure: EndpointError | None = None
         self._line_failed_ns = 0
+        self.replies_heard = 0  # product replies whose speech the user has heard begin
+        self.probes_played = 0
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -64,6 +68,13 @@ class ListeningConversation(Conversation):
                              chunk_ms=self.chunk_ms, on_failure=self._line_failed,
                              on_speech_ended=self._speech_ended,
                              product_line=self.product_line)
+        echo = self.environment.config.echo
+        if echo is not None:
+            assert self.hearing is not None
+            self.line.echo = LineEcho(echo, hearing=self.hearing, seed=self.seed)
+            self.recording.record(EventType.ENVIRONMENT_ECHO, source="environment",
+                                  direction="internal",
+                                  **self.line.echo.describe(self.line.frame_samples))
         self.line.start()
         await self._start_persona()
 
@@ -89,6 +100,7 @@ class ListeningConversation(Conversation):
             if self.user_turns >= self.max_turns:
                 return "max_turns"
             utterance = await self._say(decision)
+            assert utterance.turn_id is not None
             await self._until(utterance.speech_over)
             if decision.dtmf:  # keys after the speech: once its last sample has played out
                 assert utterance.speech_ended_ns is not None
@@ -119,8 +131,10 @@ class ListeningConversation(Conversation):
 
     # --- speaking ---------------------------------------------------------------------------
 
-    async def _say(self, turn: UserTurn, *, barge_in_of: str | None = None) -> Utterance:
-        """Queue ``turn`` on the line (it starts with the next frame)."""
+    async def _say(self, turn: UserTurn, *, barge_in_of: str | None = None,
+                   probe_of: str | None = None) -> Utterance:
+        """Queue ``turn`` on the line (it starts with the next frame); ``probe_of``: the turn
+        whose reply it probes (a backchannel or an interruption)."""
         assert self.line is not None
         number = self.user_turns + 1
         turn_id = _turn_id(number)
@@ -133,15 +147,48 @@ class ListeningConversation(Conversation):
         self._record_turn(turn, prepared, turn_id=turn_id, mix_summary=summary,
                           barge_in_of=barge_in_of)
         bounds = prepared.bounds
-        utterance = Utterance(turn_id, delivered,
-                              speech_start=bounds.start_sample if bounds else 0,
-                              speech_end=bounds.end_sample if bounds else delivered.num_samples)
+        start = bounds.start_sample if bounds else 0
+        end = bounds.end_sample if bounds else delivered.num_samples
+        probe = None
+        if probe_of is not None:
+            probe = self._probe_mark(turn.kind if turn.kind != "speech" else "interruption",
+                                     probe_of, start, end, label=turn.text,
+                                     after_product_speech_ms=round(
+                                         float(turn.interrupt_after_seconds or 0) * 1000, 3))
+        utterance = Utterance(turn_id, delivered, speech_start=start, speech_end=end,
+                              probe=probe)
         self.line.say(utterance)
         return utterance
 
+    def _probe_mark(self, kind: str, response_turn: str, start: int, end: int,
+                    **attributes: object) -> ProbeMark:
+        self.probes_played += 1
+        return ProbeMark(f"probe-{self.probes_played:03d}", kind, response_turn, start, end,
+                         dict(attributes))
+
+    async def _play_noise(self, index: int, response_turn: str) -> None:
+        """An environment noise probe on the line (not the user speaking: no turn)."""
+        assert self.line is not None
+        probe = self.environment.config.noise_probes[index]
+        sound = noise_sound(self.environment.probe_sounds[index], probe.volume)
+        delivered, _ = self.line.mix_for_line(PcmAudio(sound), turn_number=0)
+        start, end = audible_bounds(sound)
+        mark = self._probe_mark("noise", response_turn, start, end, label=probe.sound.name,
+                                noise_probe_index=index, volume=probe.volume,
+                                after_product_speech_ms=round(probe.after_seconds * 1000, 3))
+        self.line.say(Utterance(None, delivered, speech_start=start, speech_end=end,
+                                probe=mark))
+
+    async def _backchannel(self, turn: UserTurn, response_turn: str) -> None:
+        """A short acknowledgement said into the reply; the user keeps listening to it."""
+        self.persona.confirm_barge_in(turn)
+        await self._say(turn, probe_of=response_turn)
+
     def _speech_ended(self, utterance: Utterance) -> None:
+        if utterance.probe is not None and utterance.probe.kind != "interruption":
+            return  # a backchannel does not take the turn: the reply still answers its turn
         # from now on, product output answers this turn
-        self.intake.period_turn = utterance.turn_id
+        self.intake.period_turn = utterance.turn_id  # type: ignore[assignment]
 
     def _line_failed(self, error: EndpointError) -> None:
         self._line_failure = error
@@ -179,6 +226,25 @@ class ListeningConversation(Conversation):
 
     async def _await_reply(self, turn_id: str, *, since_ns: int) -> None:
         """Listen until the reply to ``turn_id`` is over; barge in if the persona wants to."""
+        noise: list[int] = []  # the environment's noise probes still to play into this reply
+        try:
+            await self._listen_to_reply(turn_id, since_ns=since_ns, noise=noise)
+        finally:
+            for index in noise:  # the reply ended before their moment: said so, not dropped
+                self._skip_noise(index, turn_id)
+
+    def _skip_noise(self, index: int, response_turn: str, *,
+                    reason: str = "the reply was over before the probe's moment") -> None:
+        probe = self.environment.config.noise_probes[index]
+        self.probes_played += 1
+        self.recording.record(EventType.PROBE_SKIPPED, source="evaluator", direction="internal",
+                              probe_id=f"probe-{self.probes_played:03d}", kind="noise",
+                              response_turn_id=response_turn, label=probe.sound.name,
+                              noise_probe_index=index,
+                              after_product_speech_ms=round(probe.after_seconds * 1000, 3),
+                              reason=reason)
+
+    async def _listen_to_reply(self, turn_id: str, *, since_ns: int, noise: list[int]) -> None:
         intake, hearing = self.intake, self.hearing
         assert hearing is not None
         barge: UserTurn | None = None
@@ -192,6 +258,15 @@ class ListeningConversation(Conversation):
             hearing.listen_until(now)
             if speech_onset is None:
                 speech_onset = hearing.first_onset_ns(since_ns)
+                if speech_onset is not None:
+                    self.replies_heard += 1
+                    noise.extend(index for index, _ in noise_probes_for(
+                        self.environment.config.noise_probes, self.replies_heard))
+            for index in list(noise):
+                due = self.environment.config.noise_probes[index].after_seconds
+                if speech_onset is not None and now >= speech_onset + int(due * 1e9):
+                    noise.remove(index)
+                    await self._play_noise(index, turn_id)
             response = intake.response_for(turn_id)
             if speech_onset is not None and not asked:
                 asked = True
@@ -201,7 +276,12 @@ class ListeningConversation(Conversation):
                     self._prepare_soon(candidate)
             if barge is not None and speech_onset is not None and \
                     now >= speech_onset + int(float(barge.interrupt_after_seconds or 0) * 1e9):
+                if barge.kind == "backchannel":
+                    await self._backchannel(barge, turn_id)
+                    barge, asked = None, False  # the next probe may come into the same reply
+                    continue
                 utterance = await self._barge_in_on_line(barge, turn_id)
+                assert utterance.turn_id is not None
                 await self._until(utterance.speech_over)
                 assert utterance.speech_ended_ns is not None
                 await self._await_reply(utterance.turn_id, since_ns=self.recording.offset_of(
@@ -222,9 +302,10 @@ class ListeningConversation(Conversation):
                               turn_id=_turn_id(self.user_turns + 1), speaker_role="user",
                               response_turn_id=response_turn, cancel_sent=False, flush=False,
                               after_product_audio_ms=round(
-                                  float(turn.interrupt_after_seconds or 0) * 1000, 3))
+                                  float(turn.interrupt_after_seconds or 0) * 1000, 3),
+                              kind=turn.kind)
         self.persona.confirm_barge_in(turn)
-        return await self._say(turn, barge_in_of=response_turn)
+        return await self._say(turn, barge_in_of=response_turn, probe_of=response_turn)
 
     def _reply_view(self, response: object) -> ProductResponse:
         from ._intake import ProductResponseState
@@ -245,6 +326,10 @@ class ListeningConversation(Conversation):
     # --- shutdown ---------------------------------------------------------------------------
 
     async def shutdown(self) -> None:
+        for index, probe in enumerate(self.environment.config.noise_probes):
+            if probe.on_reply > self.replies_heard:  # its reply never came: said so
+                self._skip_noise(index, "", reason=f"the call had {self.replies_heard} "
+                                 f"product repl{'y' if self.replies_heard == 1 else 'ies'}")
         if self.line is not None:
             await self.line.stop()  # hang up before closing the connection
         await super().shutdown()

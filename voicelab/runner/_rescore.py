@@ -21,7 +21,14 @@ from typing import Any
 
 from .._exit_codes import EXIT_EXECUTION, EXIT_OK, EXIT_QUALITY
 from .._location import as_local_path, is_url
-from ..artifacts import RunReport, TrialReport, TrialSummary, TurnMetrics, read_json
+from ..artifacts import (
+    ProbeOutcome,
+    RunReport,
+    TrialReport,
+    TrialSummary,
+    TurnMetrics,
+    read_json,
+)
 from ..artifacts._bundle import write_json, write_trial_files
 from ..artifacts._publish import Publisher
 from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
@@ -60,6 +67,7 @@ class RescoredTrial:
     previous: TrialReport
     changed_verdicts: list[str] = field(default_factory=list)
     turn_metrics: list[TurnMetrics] = field(default_factory=list)
+    probes: list[ProbeOutcome] = field(default_factory=list)
 
 
 @dataclass
@@ -155,7 +163,8 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
     write_trial_files(trial_dir, files, report, also_present=kept)
     before = {v.name: v.passed for v in previous.verdicts}
     changed = [v.name for v in verdicts if before.get(v.name) != v.passed]
-    return RescoredTrial(trial_dir, report, previous, changed, evidence.metrics.turns)
+    return RescoredTrial(trial_dir, report, previous, changed, evidence.metrics.turns,
+                         evidence.metrics.probes)
 
 
 def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | None:
@@ -187,7 +196,7 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | Non
         statistics=settings_of(report.pass_rate),
         gates=[gate_config_of(check) for check in report.gates],
         calibrations=[rate.calibration for rate in report.judge_corrected_pass_rates],
-        curve=report.status != "running")
+        curve=report.status != "running", probes=[t.probes for t in ordered])
     code = report.exit_code
     if report.status == "complete":
         code = EXIT_EXECUTION if not executed_all else (

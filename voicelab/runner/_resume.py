@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._location import as_local_path, is_url
-from ..artifacts import RunReport, TrialReport, TurnMetrics, read_json
+from ..artifacts import ProbeOutcome, RunReport, TrialReport, TurnMetrics, read_json
 from ..artifacts._store import open_location, read_remote_json, resolve_latest, resolve_local_latest
 from ..config import LoadedRun, parse_settings
 from ..errors import ConfigError
@@ -71,10 +71,12 @@ def read_trial_result(trial_dir: Path, report: TrialReport) -> TrialResult:
     """A finished trial read back from its folder (its responses from voice-metrics.json)."""
     metrics_path = trial_dir / "voice-metrics.json"
     turns: list[TurnMetrics] = []
+    probes: list[ProbeOutcome] = []
     if metrics_path.is_file():
-        turns = [TurnMetrics.model_validate(turn)
-                 for turn in read_json(metrics_path).get("turns") or []]
-    return TrialResult(report, trial_summary(report), turn_metrics=turns)
+        metrics = read_json(metrics_path)
+        turns = [TurnMetrics.model_validate(turn) for turn in metrics.get("turns") or []]
+        probes = [ProbeOutcome.model_validate(probe) for probe in metrics.get("probes") or []]
+    return TrialResult(report, trial_summary(report), turn_metrics=turns, probes=probes)
 
 
 def resume_point(bundle: str | Path, loaded: LoadedRun, *, trials: int | None = None,

@@ -523,7 +523,8 @@ def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequen
     interrupted = status == "interrupted"
     statistics = run_statistics([r.report for r in ordered], [r.turn_metrics for r in ordered],
                                 statistics=loaded.run.statistics, gates=loaded.run.gates,
-                                calibrations=calibrations, curve=status != "running")
+                                calibrations=calibrations, curve=status != "running",
+                                probes=[r.probes for r in ordered])
     code = exit_code_for(ordered, interrupted=interrupted, planned=planned,
                          gates_blocked=bool(statistics.blocking_gates))
     summaries: list[TrialSummary] = [r.summary for r in ordered]

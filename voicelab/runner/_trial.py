@@ -18,6 +18,7 @@ from ..artifacts import (
     SCHEMA_VERSION,
     ExecutionFailure,
     JudgeResult,
+    ProbeOutcome,
     TrialReport,
     TrialSummary,
     TurnMetrics,
@@ -80,6 +81,7 @@ class TrialResult:
     summary: TrialSummary
     cancelled: bool = False
     turn_metrics: list[TurnMetrics] = field(default_factory=list)
+    probes: list[ProbeOutcome] = field(default_factory=list)
     #: with ``write_behind``, the bundle write still to await: it returns the final report (the
     #: same, or one saying which files could not be written)
     pending_write: Coroutine[Any, Any, TrialReport] | None = None
@@ -314,7 +316,7 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         pending = None
     turns = evidence.metrics.turns
     result = TrialResult(report, trial_summary(report), cancelled=cancelled, turn_metrics=turns,
-                         pending_write=pending)
+                         probes=evidence.metrics.probes, pending_write=pending)
     if cancelled:
         raise _TrialCancelled(result)
     return result

@@ -26,6 +26,9 @@ from ..artifacts import (
     JudgeCorrectedRate,
     PassCurvePoint,
     PassRate,
+    ProbeOutcome,
+    ProbeRow,
+    SelectivityRate,
     TrialReport,
     TurnMetrics,
     VerdictPassRate,
@@ -34,6 +37,7 @@ from ..config import GateConfig, StatisticsConfig
 from ..errors import ConfigError
 from ._judge_correction import METHOD as CORRECTION_METHOD
 from ._judge_correction import corrected_rate
+from ._selectivity import selectivity
 from ._statistics import pass_curves, proportion_interval, quantile_bound
 
 PASS_RATE = "pass_rate"
@@ -227,6 +231,8 @@ class RunStatistics:
     verdict_pass_rates: list[VerdictPassRate] = field(default_factory=list)
     gates: list[GateCheck] = field(default_factory=list)
     judge_corrected_pass_rates: list[JudgeCorrectedRate] = field(default_factory=list)
+    selectivity: list[SelectivityRate] = field(default_factory=list)
+    probes: list[ProbeRow] = field(default_factory=list)
 
     @property
     def blocking_gates(self) -> list[GateCheck]:
@@ -235,7 +241,8 @@ class RunStatistics:
     def report_fields(self) -> dict[str, Any]:
         return {"pass_rate": self.pass_rate, "pass_curve": self.pass_curve,
                 "verdict_pass_rates": self.verdict_pass_rates, "gates": self.gates,
-                "judge_corrected_pass_rates": self.judge_corrected_pass_rates}
+                "judge_corrected_pass_rates": self.judge_corrected_pass_rates,
+                "selectivity": self.selectivity, "probes": self.probes}
 
 
 def verdict_pass_rates(reports: Sequence[TrialReport],
@@ -257,7 +264,8 @@ def verdict_pass_rates(reports: Sequence[TrialReport],
 def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[TurnMetrics]], *,
                    statistics: StatisticsConfig, gates: Sequence[GateConfig] = (),
                    calibrations: Sequence[JudgeCalibration] = (),
-                   curve: bool = True) -> RunStatistics:
+                   curve: bool = True,
+                   probes: Sequence[Sequence[ProbeOutcome]] | None = None) -> RunStatistics:
     """The statistics of one run's trials (``turns[i]``: the responses of ``reports[i]``).
     ``curve=False`` leaves the pass curve out (the running report, rewritten every second)."""
     if len(reports) != len(turns):
@@ -272,7 +280,10 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
             values = (getattr(metrics, gate.metric) for i in counted for metrics in turns[i])
             responses[gate.metric] = [float(v) for v in values
                                       if v is not None and np.isfinite(v)]
+    rates, rows = selectivity([(reports[i].trial, probes[i]) for i in counted], statistics) \
+        if probes is not None else ([], [])
     return RunStatistics(
+        selectivity=rates, probes=rows,
         pass_rate=rate, pass_curve=pass_curve(len(kept), passed) if curve else [],
         verdict_pass_rates=verdict_pass_rates(kept, statistics),
         gates=judge_gates(gates, rate=rate, responses=responses, statistics=statistics),

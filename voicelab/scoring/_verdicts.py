@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..artifacts import JudgeResult, TranscriptTurn, TurnMetrics, Verdict
+from ..artifacts import JudgeResult, ProbeOutcome, TranscriptTurn, TurnMetrics, Verdict
 from ..config import PersonaConfig, ScenarioConfig
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
@@ -35,8 +35,8 @@ def _values_equal(expected: Any, observed: Any) -> bool:
 def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            transcript: Sequence[TranscriptTurn], exit_reason: str,
                            outcome_status: str, outcome: Mapping[str, Any] | None,
-                           outcome_error: str | None, turn_metrics: Sequence[TurnMetrics]
-                           ) -> list[Verdict]:
+                           outcome_error: str | None, turn_metrics: Sequence[TurnMetrics],
+                           probes: Sequence[ProbeOutcome] = ()) -> list[Verdict]:
     spec = scenario.eval_spec
     verdicts: list[Verdict] = []
     assistant_turns = [t for t in transcript if t.role == "assistant"]
@@ -121,11 +121,35 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                 expected=f"<= {spec.max_first_audio_latency_ms} ms", observed=worst_latency,
                 why=f"the slowest first audio took {worst_latency:.0f} ms"))
 
+    if spec.keeps_talking_through_backchannel:
+        verdicts.append(_probe_verdict("keeps_talking_through_backchannel", probes,
+                                       ("backchannel", "noise"), "keeps talking"))
+    if spec.stops_when_interrupted:
+        verdicts.append(_probe_verdict("stops_when_interrupted", probes, ("interruption",),
+                                       "stops"))
+
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:
         if verdict.name in advisory:
             verdict.critical = False
     return verdicts
+
+
+def _probe_verdict(name: str, probes: Sequence[ProbeOutcome], kinds: tuple[str, ...],
+                   expected: str) -> Verdict:
+    """Every probe of ``kinds`` that found the product speaking had the right reaction."""
+    judged = [p for p in probes if p.kind in kinds and p.correct is not None]
+    what = " or ".join(kinds)
+    if not judged:
+        return _inconclusive(name, f"the product {expected} on every {what} probe",
+                             f"no {what} probe found the product speaking")
+    wrong = [p for p in judged if not p.correct]
+    detail = ", ".join(f"{p.probe_id} ({p.kind} '{p.label}')" for p in wrong)
+    return Verdict(
+        name=name, passed=not wrong, expected=f"the product {expected} on every {what} probe",
+        observed=f"{len(judged) - len(wrong)} of {len(judged)}",
+        why=f"right on all {len(judged)} probe(s)" if not wrong
+        else f"wrong on {detail}")
 
 
 def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:

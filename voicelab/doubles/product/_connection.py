@@ -14,6 +14,7 @@ import contextlib
 import json
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -75,6 +76,9 @@ class ProductConnection:
             if self.listening else None
         #: a reply's audio is being sent (idle silence frames wait)
         self.speaking = False
+        #: (send time, peak) of the reply frames sent lately: the far end an echo canceller
+        #: compares the line with
+        self.far_end: deque[tuple[int, int]] = deque()
         self.active_cancel: asyncio.Event | None = None
         self.send_lock = asyncio.Lock()
         self.initialized = False
@@ -216,14 +220,33 @@ class ProductConnection:
             return True
         return await self.violation("unknown_message_type", f"unknown message type {kind!r}")
 
+    def cancel_echo(self, pcm: bytes, received_ns: int) -> bytes:
+        """The line's frame, or silence when it is only the product's own echo (a Geigel
+        double-talk detector: near-end speech is louder than ``echo_gate_ratio`` times the
+        loudest far-end sample within ``echo_tail_ms``)."""
+        if not getattr(self.behaviour, "echo_cancellation", False):
+            return pcm
+        tail_ns = int(getattr(self.behaviour, "echo_tail_ms", 1000.0) * 1e6)
+        while self.far_end and self.far_end[0][0] < received_ns - tail_ns:
+            self.far_end.popleft()
+        far_peak = max((peak for _, peak in self.far_end), default=0)
+        near = np.frombuffer(pcm, dtype="<i2")
+        near_peak = int(np.abs(near.astype(np.int32)).max()) if near.size else 0
+        if far_peak and near_peak < getattr(self.behaviour, "echo_gate_ratio", 0.5) * far_peak:
+            return bytes(len(pcm))
+        return pcm
+
     async def listen(self, pcm: bytes, received_ns: int) -> None:
         """``server_vad``: the line's audio, as the product's voice activity detection hears it."""
         assert self.ear is not None
+        pcm = self.cancel_echo(pcm, received_ns)
         for heard in self.ear.hear(pcm):
             if heard.kind == "interrupted" and self.speaking and self.honours_cancel \
                     and self.active_cancel is not None:
                 self.active_cancel.set()  # the caller talks over the reply: stop it
             elif heard.kind == "ended":
+                if len(heard.audio) / 48 < getattr(self.behaviour, "min_turn_ms", 0.0):
+                    continue  # too short to be a turn ("mm-hmm"): the product talks on
                 self.user_turns += 1
                 self.create_response(await self.commit_turn(heard.audio), received_ns)
 
@@ -304,6 +327,10 @@ class ProductConnection:
                     return True
                 await self.send_audio(frame)
                 sent_ns = time.perf_counter_ns()
+                if self.listening and getattr(self.behaviour, "echo_cancellation", False):
+                    samples = np.frombuffer(frame, dtype="<i2")
+                    self.far_end.append((sent_ns, int(np.abs(samples.astype(np.int32)).max())
+                                         if samples.size else 0))
                 if timing["first_audio_ns"] is None:
                     timing["first_audio_ns"] = sent_ns
                 if speech_start_byte is not None and timing.get("speech_start_ns") is None \

@@ -2,7 +2,8 @@
 
 The line carries speech and, between utterances, silence or room noise. An utterance ends after
 ``silence_ms`` without speech (the product's end-of-turn detection); while the product is
-replying, an utterance that has lasted ``interrupt_after_ms`` is a barge-in.
+replying, an utterance with ``interrupt_after_ms`` of speech (onset to its latest voiced frame)
+is a barge-in.
 """
 
 from __future__ import annotations
@@ -50,9 +51,12 @@ class Ear:
                 end = (transition.sample - self._first) * BYTES_PER_SAMPLE
                 decisions.append(Heard("ended", bytes(self._line[start:end])))
                 self._onset = None
+        # the speech heard so far (to its last voiced frame: the pauses the detector bridges
+        # inside an utterance count, the silence after its end does not)
         if self._onset is not None and not self._interrupted and \
                 self._interrupt_samples is not None and \
-                self._vad.samples_seen - self._onset >= self._interrupt_samples:
+                max(self._vad.voiced_until_sample, self._onset) - self._onset \
+                >= self._interrupt_samples:
             self._interrupted = True
             decisions.append(Heard("interrupted"))
         if self._onset is None:  # keep only what an utterance may still need

@@ -70,8 +70,17 @@ class FakeBehaviour(AdapterSettings):
     turn_detection: Literal["client", "server_vad"] = "client"
     vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0  # silence that ends a caller's turn
     #: server_vad: stop replying once the caller has spoken this long over the reply
-    #: (null: never stops, like a product without barge-in)
+    #: (0: stops on any sound; null: never stops, like a product without barge-in)
     stop_on_speech_ms: NonNegativeMs | None = 150.0
+    #: server_vad: an utterance with less speech than this is no turn (no reply): a product
+    #: that lets "mm-hmm" pass (0: every utterance is answered)
+    min_turn_ms: NonNegativeMs = 0.0
+    #: server_vad: suppress its own voice coming back on the line (a Geigel double-talk
+    #: detector: an incoming frame whose peak is under ``echo_gate_ratio`` times the peak of
+    #: what it sent within ``echo_tail_ms`` is its echo, and silence to its ear)
+    echo_cancellation: bool = False
+    echo_tail_ms: Annotated[float, Field(gt=0, le=5000)] = 1000.0
+    echo_gate_ratio: Annotated[float, Field(gt=0, le=1)] = 0.5
     leading_silence_ms: NonNegativeMs = 0.0  # digital silence before each reply's speech
     idle_silence: bool = False  # stream silence frames whenever not replying (a phone line)
     transcripts: bool = True  # false: the product speaks but never says what (no transcripts)

@@ -81,6 +81,7 @@ class DaskExecutor:
         self._client: Any = None
         self._cluster: Any = None
         self.peak_rss_kib: dict[str, int] = {}
+        self._cancelled: set[str] = set()
         self.description = "dask"
 
     async def start(self) -> None:
@@ -133,9 +134,12 @@ class DaskExecutor:
             pass
 
     async def cancel_run(self, key: str) -> None:
-        await self._run_everywhere(_cancel_on_worker, key)
+        if key not in self._cancelled:  # every trial in flight asks; the workers hear it once
+            self._cancelled.add(key)
+            await self._run_everywhere(_cancel_on_worker, key)
 
     async def release_run(self, key: str) -> None:
+        self._cancelled.discard(key)
         await self._run_everywhere(_release_on_worker, key)
 
     async def aclose(self) -> None:

@@ -281,6 +281,7 @@ class LocalExecutor:
         self._job_ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._context = multiprocessing.get_context("spawn")
+        self._cancelled: set[str] = set()
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -365,9 +366,12 @@ class LocalExecutor:
                 self._on_lost(entry)
 
     async def cancel_run(self, key: str) -> None:
-        self._broadcast(("cancel", key))
+        if key not in self._cancelled:  # every trial in flight asks; the workers hear it once
+            self._cancelled.add(key)
+            self._broadcast(("cancel", key))
 
     async def release_run(self, key: str) -> None:
+        self._cancelled.discard(key)
         self._broadcast(("release", key))
         for entry in self._processes:
             entry.contexts.discard(key)

@@ -149,6 +149,8 @@ class TrialService:
     # --- on the trial loop ----------------------------------------------------------------------
 
     def _cancel(self, key: str) -> None:
+        if key in self._cancelled:  # a second cancel would cut short the evidence writing
+            return
         self._cancelled.add(key)
         for task in list(self._tasks.get(key, ())):
             task.cancel()

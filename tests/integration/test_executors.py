@@ -22,8 +22,8 @@ from voicelab.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 SUITE = ROOT / "examples" / "sweep-workload-neutral.yaml"
-#: the product opens at once, then takes 8 s to answer the user: trials long in flight
-STALLING = ["--set", "endpoint.settings.reply_latency_ms=[0, 8000]",
+#: the product opens at once, then takes 6 s to answer the user: trials long in flight
+STALLING = ["--set", "endpoint.settings.reply_latency_ms=[0, 6000]",
             "--set", "endpoint.settings.receive_timeout_seconds=60",
             "--set", "scenario.eval_spec.response_timeout_seconds=60"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import gc
+import importlib
 import logging
 import os
 import pickle
@@ -170,9 +171,7 @@ class TrialService:
             waiting = self.loop.create_future()
             self._preparing[context.key] = waiting
             try:
-                from .._validate import validate_run
-
-                plan = await asyncio.to_thread(validate_run, context.loaded)
+                plan = await asyncio.to_thread(_prepare_plan, context.loaded)
                 speech = open_speech(context.loaded, plan.speech_cls,
                                      cache_dir=context.speech_cache_dir)
                 self._runs[context.key] = _PreparedRun(plan, speech)
@@ -254,6 +253,21 @@ class TrialService:
         outcome.report = result.report
         outcome.turn_metrics = result.turn_metrics
         outcome.cancelled = result.cancelled
+
+
+#: Modules a trial imports on first use (evidence and metrics, after the first conversation).
+#: Imported before the first trial of a worker: importing scipy.ndimage there held the loop
+#: ~1 s and delayed the arrival stamps of every other trial of the worker by as much.
+WARM_IMPORTS = ("scipy.ndimage", "scipy.signal", "scipy.stats", "soundfile")
+
+
+def _prepare_plan(loaded: LoadedRun) -> Any:
+    from .._validate import validate_run
+
+    plan = validate_run(loaded)
+    for module in WARM_IMPORTS:
+        importlib.import_module(module)
+    return plan
 
 
 _service: TrialService | None = None

@@ -129,6 +129,15 @@ def test_a_local_worker_killed_mid_run_loses_only_its_trials_in_flight(tmp_path)
     run_report = json.loads((bundle / "run-report.json").read_text())
     assert run_report["exit_code"] == 4 and run_report["executed_trials"] == 6
     assert "ended while it ran" in stdout
+    # resuming through the workers runs the lost trials again, into clean folders
+    kept = {name: (bundle / name / "trial-report.json").read_bytes()
+            for name in set(reports) - lost}
+    resumed = cli("run", "--resume", str(bundle), "--rerun-failed", "--workers", "2",
+                  "--quiet", *STALLING)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    reports = trial_reports(bundle)
+    assert all(r["passed"] for r in reports.values()) and len(reports) == 6
+    assert {name: (bundle / name / "trial-report.json").read_bytes() for name in kept} == kept
 
 
 # --- a real Dask cluster ------------------------------------------------------------------------
@@ -235,6 +244,12 @@ def test_executor_options_are_checked_in_one_line(monkeypatch, capsys, tmp_path)
     assert "CLI: --scheduler: needs --executor dask" in capsys.readouterr().err
     assert main(["run", str(EXAMPLE), "--workers", "0"]) == 2
     assert "CLI: --workers: must be a whole number from 1 to 256, got 0" in capsys.readouterr().err
+    pytest.importorskip("distributed")
+    monkeypatch.setattr("voicelab.runner._dask.CONNECT_TIMEOUT_SECONDS", 2.0)
+    assert main(["run", str(EXAMPLE), "--executor", "dask", "--scheduler",
+                 f"tcp://127.0.0.1:{_free_port()}", "--artifacts-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "CLI: --scheduler: cannot connect to the Dask scheduler at tcp://127.0.0.1:" in err
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if it were not installed
     assert main(["run", str(EXAMPLE), "--executor", "dask",
                  "--artifacts-dir", str(tmp_path)]) == 2

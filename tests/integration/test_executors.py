@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from voicelab.cli import main
+from voicelab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
@@ -256,3 +257,34 @@ def test_executor_options_are_checked_in_one_line(monkeypatch, capsys, tmp_path)
     err = capsys.readouterr().err
     assert "pip install 'voicelab[dask]'" in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())  # refused before any bundle
+
+
+def test_a_run_that_cannot_be_prepared_in_a_worker_fails_its_trials_there(tmp_path, monkeypatch):
+    """The worker side in this process (its own trial loop in a thread): a trial runs and writes
+    its folder; a run the worker cannot prepare comes back as a failed execution, not a hang."""
+    import voicelab
+    from voicelab.runner import _worker
+    from voicelab.runner._executors import lost_trial
+    from voicelab.runner._worker import RunContext, TrialJob
+
+    loaded = voicelab.load_run(EXAMPLE)
+    service = _worker.trial_service()
+    good = RunContext(key="good", loaded=loaded, run_id="good", bundle=tmp_path,
+                      speech_cache_dir=tmp_path / ".speech-cache")
+    outcome = service.submit(good, TrialJob(1, 42)).result(timeout=120)
+    assert outcome.report is not None and outcome.report.passed
+    assert (tmp_path / "trial-001" / "trial-report.json").is_file()
+    assert outcome.worker_peak_rss_kib > 0 and outcome.turn_metrics
+    service.release_run("good")
+
+    def broken(_loaded):
+        raise ConfigError("scenario.yaml is not readable here")
+
+    monkeypatch.setattr(_worker, "_prepare_plan", broken)
+    bad = RunContext(key="bad", loaded=loaded, run_id="bad", bundle=tmp_path,
+                     speech_cache_dir=tmp_path / ".speech-cache")
+    outcome = service.submit(bad, TrialJob(2, 43)).result(timeout=60)
+    assert outcome.report is None and outcome.lost_code == "worker_setup_failed"
+    assert "scenario.yaml is not readable here" in (outcome.lost or "")
+    report = lost_trial(bad, TrialJob(2, 43), outcome.lost or "", code=outcome.lost_code).report
+    assert [(f.kind, f.code) for f in report.failures] == [("runner", "worker_setup_failed")]

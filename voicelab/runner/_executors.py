@@ -151,7 +151,7 @@ async def execute_trial(executor: TrialExecutor, context: RunContext, blob: byte
     _replay_logs(outcome)
     if outcome.report is None:
         reason = outcome.lost or "the worker handed back no result"
-        return await asyncio.to_thread(lost_trial, context, job, reason)
+        return await asyncio.to_thread(lost_trial, context, job, reason, code=outcome.lost_code)
     return _result_of(outcome)
 
 
@@ -168,7 +168,8 @@ def _replay_logs(outcome: TrialOutcome) -> None:
     outcome.logs = []
 
 
-def lost_trial(context: RunContext, job: TrialJob, reason: str) -> TrialResult:
+def lost_trial(context: RunContext, job: TrialJob, reason: str, *,
+               code: str = "worker_lost") -> TrialResult:
     """A trial whose worker was lost: a failed execution, keeping every file it had written. A
     trial that had finished (its report on disk) before its result was lost keeps its report."""
     from ._resume import read_trial_result
@@ -200,7 +201,7 @@ def lost_trial(context: RunContext, job: TrialJob, reason: str) -> TrialResult:
         adapter=loaded.run.endpoint.adapter, trace_id="", execution_status="failed",
         exit_reason="error", passed=False, started_at=_utc(now), ended_at=_utc(now),
         duration_seconds=0.0,
-        failures=[ExecutionFailure(kind="runner", code="worker_lost", message=message)],
+        failures=[ExecutionFailure(kind="runner", code=code, message=message)],
         audio_format=CANONICAL_FORMAT.to_dict(),
         files=sorted({*present, "trial-report.json"} - {"trial-report.json.tmp"}))
     try:

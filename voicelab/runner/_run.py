@@ -399,48 +399,41 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
 
         async def remote(index: int) -> TrialResult:
             assert executor is not None and context is not None
-            job = TrialJob(index, trial_seed(loaded.run.trial_seed, index),
-                           clear_previous=point is not None)
-            try:
-                return await execute_trial(executor, context, blob, job)
-            except _TrialCancelled as cancelled:
-                results.append(cancelled.result)
-                raise
-
-        async def in_process(index: int) -> TrialResult:
-            await _start_slot()
-            trial = TrialPlan(loaded=loaded, index=index,
-                              seed=trial_seed(loaded.run.trial_seed, index),
-                              trial_dir=bundle / f"trial-{index:03d}",
-                              environment=plan.environment, adapter_cls=plan.adapter_cls,
-                              persona_cls=plan.persona_cls, speech=speech,
-                              probe_factory=plan.probe_factory,
-                              speech_metrics=loaded.run.speech_metrics, run_id=run_id,
-                              script_audio=plan.script_audio,
-                              turn_taking=plan.turn_taking,
-                              run_product_settings=run_product_settings,
-                              run_product_failure=run_product_failure)
-            started_wall = time.time()
-            if point is not None and trial.trial_dir.exists():
-                # what an interrupted (or, rerun, failed) attempt left must not mix in
-                await asyncio.to_thread(shutil.rmtree, trial.trial_dir)
-            try:
-                result = await run_trial(trial, write_behind=True)
-            except _TrialCancelled as cancelled:
-                results.append(cancelled.result)
-                await write_behind(cancelled.result)
-                raise
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # noqa: BLE001 - one broken trial must not stop the run
-                logger.exception("trial-%03d failed outside the conversation", index)
-                result = await asyncio.to_thread(crashed_trial, trial, error,
-                                                 started_wall=started_wall)
-            return result
+            job = TrialJob(index, trial_seed(loaded.run.trial_seed, index))
+            return await execute_trial(executor, context, blob, job)
 
         async def one(index: int) -> None:
             async with semaphore:
-                result = await (in_process(index) if executor is None else remote(index))
+                if executor is None:  # a worker spaces the starts on its own loop
+                    await _start_slot()
+                trial = TrialPlan(loaded=loaded, index=index,
+                                  seed=trial_seed(loaded.run.trial_seed, index),
+                                  trial_dir=bundle / f"trial-{index:03d}",
+                                  environment=plan.environment, adapter_cls=plan.adapter_cls,
+                                  persona_cls=plan.persona_cls, speech=speech,
+                                  probe_factory=plan.probe_factory,
+                                  speech_metrics=loaded.run.speech_metrics, run_id=run_id,
+                                  script_audio=plan.script_audio,
+                                  turn_taking=plan.turn_taking,
+                                  run_product_settings=run_product_settings,
+                                  run_product_failure=run_product_failure)
+                started_wall = time.time()
+                if point is not None and trial.trial_dir.exists():
+                    # what an interrupted (or, rerun, failed) attempt left must not mix in
+                    await asyncio.to_thread(shutil.rmtree, trial.trial_dir)
+                try:
+                    result = await (run_trial(trial, write_behind=True) if executor is None
+                                    else remote(index))
+                except _TrialCancelled as cancelled:
+                    results.append(cancelled.result)
+                    await write_behind(cancelled.result)
+                    raise
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:  # noqa: BLE001 - one broken trial must not stop the run
+                    logger.exception("trial-%03d failed outside the conversation", index)
+                    result = await asyncio.to_thread(crashed_trial, trial, error,
+                                                     started_wall=started_wall)
                 results.append(result)
                 await write_behind(result)
                 logger.info("%s: %s (%s)", result.summary.trial_id,

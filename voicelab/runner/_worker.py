@@ -18,7 +18,6 @@ import logging
 import os
 import pickle
 import resource
-import shutil
 import sys
 import threading
 import time
@@ -54,8 +53,6 @@ class RunContext:
 class TrialJob:
     index: int
     seed: int
-    #: a resumed trial: remove what an earlier attempt left in its folder first
-    clear_previous: bool = False
 
 
 @dataclass
@@ -70,6 +67,8 @@ class TrialOutcome:
     not_started: bool = False
     #: the trial could not run here (the worker lost, its run could not be prepared): why
     lost: str | None = None
+    #: the code of that failed execution
+    lost_code: str = "worker_lost"
     #: the worker's log records of this trial: (level, logger name, message)
     logs: list[tuple[int, str, str]] = field(default_factory=list)
     worker: str = ""
@@ -225,6 +224,7 @@ class TrialService:
             outcome.lost = context.loaded.scrubber.scrub_text(
                 f"the run could not be prepared in worker {self.name}: "
                 f"{type(error).__name__}: {error}")
+            outcome.lost_code = "worker_setup_failed"
             return
         plan = prepared.plan
         trial = TrialPlan(loaded=plan.loaded, index=job.index, seed=job.seed,
@@ -237,8 +237,6 @@ class TrialService:
                           run_product_settings=context.run_product_settings,
                           run_product_failure=context.run_product_failure)
         started_wall = time.time()
-        if job.clear_previous and trial.trial_dir.exists():
-            await asyncio.to_thread(shutil.rmtree, trial.trial_dir)
         try:
             result = await run_trial(trial)
         except _TrialCancelled as cancelled:

@@ -155,13 +155,18 @@ def _describe(values: np.ndarray) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", help=argparse.SUPPRESS)
-    parser.add_argument("--paced-trials", type=int, default=200)
+    parser.add_argument("--paced-trials", type=int, nargs="+", default=[200],
+                        help="concurrent paced trials (several sizes: one row each)")
+    parser.add_argument("--paced-executors", nargs="+", default=["local:2", "dask:2"],
+                        help="EXECUTOR:WORKERS of the accuracy section (local:1 = in-process)")
     parser.add_argument("--throughput-trials", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=8,
                         help="throughput and memory cases: trials at once")
     parser.add_argument("--memory-trials", type=int, nargs=2, default=[100, 500])
     parser.add_argument("--skip-dask", action="store_true")
     parser.add_argument("--skip-paced", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--workdir", default="/dev/shm" if Path("/dev/shm").is_dir() else None)
     args = parser.parse_args()
     if args.case:
@@ -170,12 +175,16 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
     base = {"root": args.workdir, "concurrency": args.concurrency}
 
-    print(f"\nthroughput: seed example, pace_audio false, {args.throughput_trials} trials, "
-          f"concurrency {args.concurrency} (worker start-up included)")
-    print(f"{'executor':<22} {'trials/s':>9} {'passed':>8} {'parent MiB':>11} "
-          f"{'peak MiB per worker':>22}")
-    executors = [("local", 1), ("local", 2)] + ([] if args.skip_dask else [("dask", 2)])
-    for executor, workers in executors:
+    if args.skip_throughput:
+        executors_run: list[tuple[str, int]] = []
+    else:
+        executors_run = [("local", 1), ("local", 2)] + ([] if args.skip_dask else [("dask", 2)])
+    if executors_run:
+        print(f"\nthroughput: seed example, pace_audio false, {args.throughput_trials} trials, "
+              f"concurrency {args.concurrency} (worker start-up included)")
+        print(f"{'executor':<22} {'trials/s':>9} {'passed':>8} {'parent MiB':>11} "
+              f"{'peak MiB per worker':>22}")
+    for executor, workers in executors_run:
         result = _run_case({**base, "executor": executor, "workers": workers,
                             "trials": args.throughput_trials})
         name = f"{executor}, {workers} worker(s)" if workers > 1 else "in-process"
@@ -185,9 +194,10 @@ def main() -> None:
               f"{', '.join(f'{v:.0f}' for v in result['worker_peak_rss_mib']) or '-':>22}")
 
     small, large = args.memory_trials
-    print(f"\nmemory: peak RSS at {small} and {large} trials (pace_audio false, concurrency "
-          f"{args.concurrency})")
-    for executor, workers in [("local", 1), ("local", 2)]:
+    if not args.skip_memory:
+        print(f"\nmemory: peak RSS at {small} and {large} trials (pace_audio false, "
+              f"concurrency {args.concurrency})")
+    for executor, workers in ([] if args.skip_memory else [("local", 1), ("local", 2)]):
         rows = [_run_case({**base, "executor": executor, "workers": workers, "trials": n})
                 for n in (small, large)]
         name = "in-process" if workers == 1 else f"local, {workers} workers"
@@ -205,13 +215,17 @@ def main() -> None:
         overrides = _paced_overrides(uri)
         reference = _run_case({**base, "executor": "local", "workers": 1, "trials": 8,
                                "concurrency": 4, "overrides": overrides, "truth": True})
-        for executor, workers in [("local", 2)] + ([] if args.skip_dask else [("dask", 2)]):
+        cases = [(choice.split(":")[0], int(choice.split(":")[1]), size)
+                 for size in args.paced_trials for choice in args.paced_executors
+                 if not (args.skip_dask and choice.startswith("dask"))]
+        for executor, workers, size in cases:
             result = _run_case({**base, "executor": executor, "workers": workers,
-                                "trials": args.paced_trials, "concurrency": args.paced_trials,
+                                "trials": size, "concurrency": size,
                                 "overrides": overrides, "truth": True})
-            print(f"\naccuracy: {args.paced_trials} concurrent paced trials, {executor} with "
-                  f"{workers} workers, fake product in its own process: "
-                  f"{result['passed']}/{args.paced_trials} passed in "
+            where = "in-process" if executor == "local" and workers == 1 else \
+                f"{executor} with {workers} workers"
+            print(f"\naccuracy: {size} concurrent paced trials, {where}, fake product in its "
+                  f"own process: {result['passed']}/{size} passed in "
                   f"{result['wall_seconds']:.1f} s")
             latency = np.asarray(result["latency_errors"], dtype=float)
             print(f"  first_audio_latency_ms - truth (fake's send time): {_describe(latency)}"
@@ -220,7 +234,8 @@ def main() -> None:
                 errors = _errors_against(reference, result, name)
                 print(f"  {name}_ms - quiet reference: {_describe(errors)}  (target |p99| <= 40)")
             print(f"  peak RSS per worker: "
-                  f"{', '.join(f'{v:.0f}' for v in result['worker_peak_rss_mib'])} MiB")
+                  f"{', '.join(f'{v:.0f}' for v in result['worker_peak_rss_mib']) or '-'} MiB,"
+                  f" parent {result['parent_peak_rss_mib']:.0f} MiB", flush=True)
     finally:
         process.terminate()
         process.wait(10)

@@ -141,6 +141,37 @@ def test_a_local_worker_killed_mid_run_loses_only_its_trials_in_flight(tmp_path)
     assert {name: (bundle / name / "trial-report.json").read_bytes() for name in kept} == kept
 
 
+def test_sigint_with_local_workers_keeps_the_evidence_of_the_trials_in_flight(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "voicelab", "run", str(EXAMPLE), "--trials", "3",
+         "--concurrency", "2", "--workers", "2", "--quiet", "--artifacts-dir", str(tmp_path),
+         *STALLING], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # one conversation in flight in each worker
+            workers = _worker_children(process.pid)
+            if len(workers) == 2 and all(_talking(w) >= 2 for w in workers):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the workers never held their trials")
+        time.sleep(0.5)  # the openings have played
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr
+    bundle = only_bundle(tmp_path)
+    report = json.loads((bundle / "run-report.json").read_text())
+    assert report["status"] == "interrupted" and report["executed_trials"] == 2
+    assert "1 planned trial(s) did not run" in report["message"]
+    for name, trial in trial_reports(bundle).items():  # written by the workers, then listed
+        assert trial["exit_reason"] == "cancelled" and trial["product_responses"] >= 1
+        assert (bundle / name / "mixed.wav").stat().st_size > 44
+
+
 # --- a real Dask cluster ------------------------------------------------------------------------
 
 def _free_port() -> int:
@@ -175,8 +206,8 @@ def dask_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, int]]]:
             process.terminate()
         for process in processes:
             try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
+                process.wait(5)
+            except subprocess.TimeoutExpired:  # a worker waiting for its lost scheduler
                 process.kill()
                 process.wait(10)
 

@@ -234,6 +234,16 @@ def test_a_sweep_on_a_dask_cluster_equals_the_same_sweep_in_process(tmp_path, da
             (remote_dir / cell / "evaluator.log").read_text()
     # no attempt marker is left behind
     assert not list(remote_dir.glob("*/.trial-*.running"))
+    # the Python API takes the user's own Client (as dask-jobqueue, Kubernetes or Coiled give)
+    distributed = pytest.importorskip("distributed")
+    import voicelab
+
+    with distributed.Client(address, timeout=60) as client:
+        outcome = voicelab.run(EXAMPLE, trials=2, concurrency=2, executor=client,
+                               artifacts_dir=tmp_path / "api")
+    assert outcome.exit_code == 0 and outcome.report.passed_trials == 2
+    assert f"executor: dask, scheduler {address}" in \
+        (outcome.bundle_path / "evaluator.log").read_text()
 
 
 def test_a_dask_worker_killed_mid_run_loses_only_its_trials(tmp_path, dask_cluster):

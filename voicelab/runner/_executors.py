@@ -98,8 +98,9 @@ def resolve_executor(executor: Any, *, workers: int | None, scheduler: str | Non
     """The executor a run uses and whether the run owns it (starts and closes it).
 
     ``None`` (without ``workers``) is the in-process run, and so is ``"local"`` with one worker
-    (after capping by the trials that can run at once); ``"dask"``, a scheduler address or a ``dask.distributed.Client`` the
-    Dask executor; an executor instance is used as it is (shared, e.g. by a sweep's cells)."""
+    (after capping by the trials that can run at once); ``"dask"`` or a
+    ``dask.distributed.Client`` the Dask executor; an executor instance is used as it is
+    (shared, e.g. by a sweep's cells)."""
     if isinstance(executor, TrialExecutor):
         return executor, False
     if executor is not None and type(executor).__name__ == "Client" and \

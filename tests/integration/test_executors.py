@@ -238,10 +238,16 @@ def test_a_sweep_on_a_dask_cluster_equals_the_same_sweep_in_process(tmp_path, da
     distributed = pytest.importorskip("distributed")
     import voicelab
 
+    progress: list[tuple[str, int, int]] = []
     with distributed.Client(address, timeout=60) as client:
         outcome = voicelab.run(EXAMPLE, trials=2, concurrency=2, executor=client,
-                               artifacts_dir=tmp_path / "api")
+                               artifacts_dir=tmp_path / "api",
+                               on_trial_done=lambda result, done, total: progress.append(
+                                   (result.summary.trial_id, done, total)))
     assert outcome.exit_code == 0 and outcome.report.passed_trials == 2
+    # results stream back one by one as the trials finish
+    assert sorted(progress) == sorted([(progress[0][0], 1, 2), (progress[1][0], 2, 2)])
+    assert {p[0] for p in progress} == {"trial-001", "trial-002"}
     assert f"executor: dask, scheduler {address}" in \
         (outcome.bundle_path / "evaluator.log").read_text()
 

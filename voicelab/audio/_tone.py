@@ -42,7 +42,13 @@ def tone_speech(text: str, *, seed: int,
     return _tone_speech(text, seed, sample_rate_hz)
 
 
-@lru_cache(maxsize=256)
+#: Renders kept: enough for the few texts every trial repeats (a double's replies stay hot);
+#: each trial's own seeded speech is new, so a bigger cache only grew every worker's memory
+#: with the trials it ran (~170 kB each, ~43 MB at 256).
+TONE_CACHE_ENTRIES = 32
+
+
+@lru_cache(maxsize=TONE_CACHE_ENTRIES)
 def _tone_speech(text: str, seed: int, sample_rate_hz: int) -> PcmAudio:
     """Render ``text`` as tone bursts, one per word, with gaps and soft edges.
 

@@ -20,7 +20,8 @@ from ._output import PROG, relative
 #: Library keys that stand for a command-line option when the value came from the command line.
 _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
                    "artifacts_dir": "--artifacts-dir", "output": "--output",
-                   "resume": "--resume"}
+                   "resume": "--resume",
+                   "executor": "--executor", "workers": "--workers", "scheduler": "--scheduler"}
 
 
 def _error_line(error: BaseException) -> str:
@@ -61,6 +62,19 @@ def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
                         help="with --resume: run the trials that did not pass again too")
 
 
+def _add_executor_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                        help="where trials run: worker processes of this machine (local), or a "
+                             "dask.distributed cluster (dask; pip install 'voicelab[dask]')")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="local: worker processes (default: one per core; 1 runs the "
+                             "trials in this process); dask without --scheduler: processes "
+                             "of the LocalCluster")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="with --executor dask: the scheduler of an existing cluster "
+                             "(e.g. tcp://10.0.0.5:8786); default: start a LocalCluster")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(prog=PROG, description="Test deployed voice agents by simulation.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
@@ -80,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "s3://bucket/runs (default: the config's artifacts_dir)")
     run.add_argument("--concurrency", type=int, default=None, help="trials running at once")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_executor_options(run)
     _add_outcome_options(run, what="run")
     _add_run_options(run)
 
@@ -93,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--concurrency", type=int, default=None,
                        help="conversations in flight across the matrix")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_executor_options(sweep)
     _add_outcome_options(sweep, what="sweep")
     _add_run_options(sweep)
 

@@ -29,6 +29,7 @@ from ..runner import (
     arun_matrix,
     plan_matrix,
 )
+from ..runner._executors import MAX_WORKERS
 from ._output import PROG, relative
 
 T = TypeVar("T")
@@ -155,6 +156,20 @@ def _check_resume_options(args: argparse.Namespace) -> None:
                           "--artifacts-dir, not both", source="CLI")
 
 
+def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
+    """--executor, --workers, --scheduler as ``arun``'s keywords (checked before any run)."""
+    if args.scheduler is not None and args.executor != "dask":
+        raise ConfigError("needs --executor dask", source="CLI", key="--scheduler")
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        raise ConfigError(f"must be a whole number from 1 to {MAX_WORKERS}, got {args.workers}",
+                          source="CLI", key="--workers")
+    if args.executor == "dask":
+        from ..runner._dask import require_distributed
+
+        require_distributed()
+    return {"executor": args.executor, "workers": args.workers, "scheduler": args.scheduler}
+
+
 def print_run_summary(outcome: RunOutcome) -> None:
     report = outcome.report
     for trial in outcome.trials:
@@ -195,7 +210,7 @@ def run_command(args: argparse.Namespace) -> int:
         run_file, trials=args.trials, concurrency=args.concurrency,
         artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
         label=args.label, calibrations=calibrations, resume=args.resume,
-        rerun_failed=args.rerun_failed))
+        rerun_failed=args.rerun_failed, **_executor_options(args)))
     progress.close()
     if number is not None:
         if isinstance(stopped, RunInterrupted):
@@ -249,7 +264,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     progress = _progress(args)
     outcome, number, stopped = run_until_signal(lambda: arun_matrix(
         plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
-        calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed))
+        calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
+        **_executor_options(args)))
     progress.close()
     if number is not None:
         if isinstance(stopped, MatrixInterrupted):

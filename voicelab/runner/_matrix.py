@@ -38,6 +38,7 @@ from ..config import LoadedRun, LoadedSuite, StatisticsConfig, load_run, load_su
 from ..config._suite import cell_overrides, check_names_unique
 from ..errors import ConfigError
 from ..scoring._run_statistics import pass_rate
+from ._executors import TrialExecutor, resolve_executor
 from ._remote import open_stage, run_staged, store_target
 from ._resume import check_suite_hash, read_run_report
 from ._run import (
@@ -289,13 +290,17 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                       overrides: Sequence[str] = (), run_id: str | None = None,
                       on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
                       label: str | None = None, calibrations: Sequence[JudgeCalibration] = (),
-                      resume: str | Path | None = None, rerun_failed: bool = False
-                      ) -> MatrixOutcome:
+                      resume: str | Path | None = None, rerun_failed: bool = False,
+                      executor: Any = None, workers: int | None = None,
+                      scheduler: str | None = None) -> MatrixOutcome:
     """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json.
 
     ``resume`` is a sweep folder of this suite to finish: each cell resumes its bundle (see
     :func:`voicelab.arun`), a cell that never started runs; the trials per cell default to the
     sweep's. Every cell's suite hash is checked before anything runs.
+
+    ``executor``, ``workers`` and ``scheduler`` are :func:`voicelab.arun`'s: one executor (its
+    worker processes or cluster) serves every cell.
     """
     previous = read_matrix_report(resume) if resume is not None else None
     if previous is not None and trials is None and not isinstance(suite, MatrixPlan):
@@ -317,7 +322,7 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
         return await run_staged(stage, lambda staging, local: arun_matrix(
             plan, artifacts_dir=staging if local is None else None, run_id=run_id,
             on_trial_done=on_trial_done, label=label, calibrations=calibrations, resume=local,
-            rerun_failed=rerun_failed))
+            rerun_failed=rerun_failed, executor=executor, workers=workers, scheduler=scheduler))
     resumed_at: list[str] = []
     if previous is not None:
         run_id = previous.run_id
@@ -336,6 +341,26 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                                   else plan.suite.path)
         _point_latest(root, run_dir)
         started = _now()
+    pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
+                                   parallel=min(plan.concurrency, plan.conversations))
+    if owned and pool is not None:
+        await pool.start()
+    try:
+        return await _run_cells(plan, pool, run_id=run_id, run_dir=run_dir, started=started,
+                                previous=previous, label=label, calibrations=calibrations,
+                                resumed_at=resumed_at, rerun_failed=rerun_failed,
+                                on_trial_done=on_trial_done)
+    finally:
+        if owned and pool is not None:
+            await pool.aclose()
+
+
+async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id: str,
+                     run_dir: Path, started: str, previous: MatrixReport | None,
+                     label: str | None, calibrations: Sequence[JudgeCalibration],
+                     resumed_at: list[str], rerun_failed: bool,
+                     on_trial_done: Callable[[TrialResult, int, int], None] | None
+                     ) -> MatrixOutcome:
     semaphore = asyncio.Semaphore(plan.concurrency)
     outcomes: list[RunOutcome] = []
     total = plan.conversations
@@ -367,7 +392,7 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                                  on_trial_done=progress_of(one.cell_id), semaphore=semaphore,
                                  link_latest=False, label=label, calibrations=calibrations,
                                  resume=cell_dir if started_before else None,
-                                 rerun_failed=rerun_failed)
+                                 rerun_failed=rerun_failed, executor=executor)
         except RunInterrupted as stopped:
             outcomes.append(stopped.outcome)
             raise

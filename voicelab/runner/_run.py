@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import gc
 import logging
+import pickle
 import shutil
 import sys
 import time
@@ -30,6 +31,7 @@ from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
 from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statistics
 from ._conversation import Failure
+from ._executors import TrialExecutor, execute_trial, resolve_executor
 from ._remote import open_stage, run_staged, store_target
 from ._resume import ResumePoint, resume_point
 from ._speech import open_speech
@@ -41,6 +43,7 @@ from ._trial import (
     new_run_id,
     run_trial,
 )
+from ._worker import RunContext, TrialJob
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +264,9 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                bundle_name: str | None = None, label: str | None = None,
                calibrations: Sequence[JudgeCalibration] = (),
                resume: str | Path | None = None, rerun_failed: bool = False,
-               replay_of: ReplayOrigin | None = None) -> RunOutcome:
+               replay_of: ReplayOrigin | None = None,
+               executor: TrialExecutor | str | Any = None, workers: int | None = None,
+               scheduler: str | None = None) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -276,6 +281,13 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     into the same bundle under the same run id and seeds; ``trials`` may extend its plan. A
     bundle of another configuration (suite hash) is refused with :class:`ConfigError`.
     ``replay_of`` names the run a replay re-sends (:func:`voicelab.areplay`) in the report.
+
+    ``executor`` is where the trials run: ``None`` (this event loop), ``"local"`` (``workers``
+    processes of this machine, default one per core; one worker is this event loop),
+    ``"dask"`` (a Dask cluster at ``scheduler``, else a ``LocalCluster`` of ``workers``), a
+    ``dask.distributed.Client``, or an executor (:class:`voicelab.runner.LocalExecutor`,
+    :class:`voicelab.runner.DaskExecutor`) shared by several runs. The bundle is the same
+    whatever runs the trials.
     """
     if isinstance(run, RunPlan):
         plan = run
@@ -298,7 +310,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             artifacts_dir=staging if local is None else None, run_id=run_id,
             on_trial_done=on_trial_done, semaphore=semaphore, link_latest=link_latest,
             bundle_name=bundle_name, label=label, calibrations=calibrations, resume=local,
-            rerun_failed=rerun_failed))
+            rerun_failed=rerun_failed, replay_of=replay_of, executor=executor, workers=workers,
+            scheduler=scheduler))
     point: ResumePoint | None = None
     if resume is not None:
         point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
@@ -309,6 +322,32 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     parallel = _bounded(concurrency if concurrency is not None else loaded.run.concurrency,
                         low=1, high=MAX_CONCURRENCY, key="concurrency",
                         source=None if concurrency is not None else loaded.run_path)
+    pending = point.pending if point is not None else range(1, trial_count + 1)
+    pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
+                                   parallel=min(parallel, max(1, len(pending))))
+    if owned and pool is not None:
+        await pool.start()  # an unreachable scheduler is refused before the bundle exists
+    try:
+        return await _run_with(plan, pool, point=point, trial_count=trial_count,
+                               parallel=parallel, pending=pending, artifacts_dir=artifacts_dir,
+                               run_id=run_id, on_trial_done=on_trial_done, semaphore=semaphore,
+                               link_latest=link_latest, bundle_name=bundle_name, label=label,
+                               calibrations=calibrations, configured=configured,
+                               replay_of=replay_of)
+    finally:
+        if owned and pool is not None:
+            await pool.aclose()
+
+
+async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: ResumePoint | None,
+                    trial_count: int, parallel: int, pending: Sequence[int],
+                    artifacts_dir: str | Path | None, run_id: str | None,
+                    on_trial_done: Callable[[TrialResult, int, int], None] | None,
+                    semaphore: asyncio.Semaphore | None, link_latest: bool,
+                    bundle_name: str | None, label: str | None,
+                    calibrations: Sequence[JudgeCalibration], configured: str | Path,
+                    replay_of: ReplayOrigin | None) -> RunOutcome:
+    loaded = plan.loaded
     statistics = loaded.run.statistics
     # scipy.stats is imported here, not by the first report in the middle of the trials (its
     # import takes ~0.3 s, which would stall the event loop's arrival timestamps)
@@ -337,13 +376,13 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     _tuning.__enter__()
     started = point.report.started_at if point is not None else _utc_now()
     results: list[TrialResult] = list(point.done) if point is not None else []
-    pending = point.pending if point is not None else range(1, trial_count + 1)
     if point is not None:
         logger.info("run %s resumed: %d of %d planned trial(s) to run, bundle %s", run_id,
                     len(pending), trial_count, bundle)
     else:
-        logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s", run_id,
-                    trial_count, loaded.scenario.id, parallel, bundle)
+        logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s, executor: %s", run_id,
+                    trial_count, loaded.scenario.id, parallel, bundle,
+                    executor.description if executor is not None else "in-process")
     write_errors: list[str] = []
     interrupted = False
     speech = None
@@ -351,8 +390,11 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     run_product: ProductProcess | None = None
     run_product_settings: Mapping[str, Any] | None = None
     run_product_failure: Failure | None = None
+    context: RunContext | None = None
+    blob = b""
     try:
-        speech = open_speech(loaded, plan.speech_cls, cache_dir=root / ".speech-cache")
+        if executor is None:  # the workers open their own
+            speech = open_speech(loaded, plan.speech_cls, cache_dir=root / ".speech-cache")
         launch = loaded.run.endpoint.launch
         if launch is not None and launch.per == "run":  # one product for every trial
             run_product = ProductProcess(launch, settings=loaded.run.endpoint.settings,
@@ -363,6 +405,12 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             except EndpointError as error:
                 run_product_failure = Failure("endpoint", loaded.scrubber.scrub_text(str(error)),
                                               error.code)
+        if executor is not None:  # pickled once; each worker prepares it once
+            context = RunContext(key=run_id, loaded=loaded, run_id=run_id, bundle=bundle,
+                                 speech_cache_dir=root / ".speech-cache",
+                                 run_product_settings=run_product_settings,
+                                 run_product_failure=run_product_failure)
+            blob = pickle.dumps(context)
         semaphore = semaphore or asyncio.Semaphore(parallel)
         report_lock = asyncio.Lock()
 
@@ -378,9 +426,15 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         loop = asyncio.get_running_loop()
         last_report = loop.time()
 
+        async def remote(index: int) -> TrialResult:
+            assert executor is not None and context is not None
+            job = TrialJob(index, trial_seed(loaded.run.trial_seed, index))
+            return await execute_trial(executor, context, blob, job)
+
         async def one(index: int) -> None:
             async with semaphore:
-                await _start_slot()
+                if executor is None:  # a worker spaces the starts on its own loop
+                    await _start_slot()
                 trial = TrialPlan(loaded=loaded, index=index,
                                   seed=trial_seed(loaded.run.trial_seed, index),
                                   trial_dir=bundle / f"trial-{index:03d}",
@@ -397,7 +451,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                     # what an interrupted (or, rerun, failed) attempt left must not mix in
                     await asyncio.to_thread(shutil.rmtree, trial.trial_dir)
                 try:
-                    result = await run_trial(trial, write_behind=True)
+                    result = await (run_trial(trial, write_behind=True) if executor is None
+                                    else remote(index))
                 except _TrialCancelled as cancelled:
                     results.append(cancelled.result)
                     await write_behind(cancelled.result)
@@ -473,6 +528,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             await asyncio.gather(*writes, return_exceptions=True)
         if speech is not None:
             await speech.aclose()
+        if executor is not None:
+            await executor.release_run(run_id)
         if run_product is not None:
             await run_product.stop()
             try:

@@ -1,0 +1,245 @@
+"""Scale benchmarks: executors (in-process, local worker processes, Dask), trials/s, peak memory
+per worker, and timing accuracy with many concurrent paced trials.
+
+    python benchmarks/bench_scale.py [--paced-trials 200] [--throughput-trials 200]
+                                     [--memory-trials 100 500] [--skip-dask]
+
+Every case runs in a fresh Python process (so ``ru_maxrss``, the peak resident memory, is the
+case's own) and writes its bundle under ``--workdir`` (default: /dev/shm, removed after each case).
+
+Throughput and memory: the seed example (``adapter: fake``, the fake product inside each worker
+process), ``pace_audio: false``; trials per second over the whole run (worker start-up
+included), the parent's peak RSS and each worker's peak RSS (reported by the worker with each
+trial: ``resource.getrusage`` in the worker process). Memory is measured at two sweep sizes: flat
+means the peak per process does not grow with the number of trials.
+
+Accuracy at scale: the fake product runs in its own process with real-time paced audio, known
+reply latencies and a known 400 ms stall in the second response after 0.5 s of its audio;
+``--paced-trials`` run at once with ``--workers 2``. First-audio latency error: the measured
+``first_audio_latency_ms`` minus the truth from the fake's own send time of the first audio frame
+(on the shared monotonic clock, as in bench_runner.py). Playback stall and dead air: the measured
+values minus the same response's value in a quiet reference run (8 trials, 4 at a time, in
+process): the product's schedule is the same in every trial, so the reference is its truth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
+PACED_FAKE = {"audio_pacing": "realtime", "reply_latency_ms": [120.0, 240.0, 360.0],
+              "complete_after_turns": 1, "stall_ms": 400.0, "stall_after_seconds": 0.5,
+              "stall_on_response": 2}
+
+
+def _peak_rss_kib() -> int:
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+async def _one_case(case: dict[str, Any]) -> dict[str, Any]:
+    """Runs inside the case's own process."""
+    import logging
+
+    import voicelab
+    from voicelab.runner import DaskExecutor, LocalExecutor
+
+    logging.getLogger("voicelab").setLevel(logging.WARNING)
+    overrides = list(case.get("overrides", []))
+    loaded = voicelab.load_run(EXAMPLE, overrides=overrides)
+    executor: Any = None
+    if case["executor"] == "local" and case["workers"] > 1:
+        executor = LocalExecutor(case["workers"])
+    elif case["executor"] == "dask":
+        executor = DaskExecutor(workers=case["workers"], parallel=case["concurrency"])
+    rss_before = _peak_rss_kib()
+    started = time.perf_counter()
+    if executor is not None:
+        await executor.start()
+    try:
+        outcome = await voicelab.arun(loaded, trials=case["trials"],
+                                      concurrency=case["concurrency"],
+                                      artifacts_dir=case["workdir"], executor=executor)
+    finally:
+        if executor is not None:
+            await executor.aclose()
+    wall = time.perf_counter() - started
+    result: dict[str, Any] = {
+        "wall_seconds": wall, "trials_per_second": case["trials"] / wall,
+        "passed": outcome.report.passed_trials, "executed": outcome.report.executed_trials,
+        "parent_peak_rss_mib": _peak_rss_kib() / 1024, "parent_rss_before_mib": rss_before / 1024,
+        "worker_peak_rss_mib": sorted(v / 1024 for v in (executor.peak_rss_kib.values()
+                                                         if executor is not None else [])),
+        "bundle": str(outcome.bundle_path)}
+    if case.get("truth"):
+        result.update(_truth(outcome.bundle_path))
+    return result
+
+
+def _truth(bundle: Path) -> dict[str, Any]:
+    from bench_runner import _truth_errors  # type: ignore[import-not-found]
+
+    latency = _truth_errors(bundle)
+    per_response: dict[str, list[list[float | None]]] = {"stall": [], "dead_air": []}
+    for trial in sorted(bundle.glob("trial-*")):
+        turns = json.loads((trial / "voice-metrics.json").read_text())["turns"]
+        per_response["stall"].append([t["playback_stall_ms"] for t in turns])
+        per_response["dead_air"].append([t["dead_air_ms"] for t in turns])
+    return {"latency_errors": latency, **per_response}
+
+
+def _run_case(case: dict[str, Any]) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="voicelab-scale-", dir=case.pop("root")))
+    case["workdir"] = str(workdir)
+    try:
+        completed = subprocess.run([sys.executable, __file__, "--case", json.dumps(case)],
+                                   capture_output=True, text=True, cwd=ROOT, timeout=3600)
+        if completed.returncode != 0:
+            raise RuntimeError(completed.stderr[-3000:])
+        return json.loads(completed.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _start_fake(settings: dict[str, Any]) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen([sys.executable, "-m", "voicelab.doubles.product", "--settings",
+                                json.dumps(settings)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert process.stdout is not None
+    return process, json.loads(process.stdout.readline())["uri"]
+
+
+def _paced_overrides(uri: str) -> list[str]:
+    return ["endpoint.adapter=websocket", f"endpoint.settings={{uri: '{uri}'}}",
+            "pace_audio=true", "outcome_probe=null", "scenario.eval_spec.outcome_spec={}",
+            "scenario.eval_spec.response_timeout_seconds=120"]
+
+
+def _errors_against(reference: dict[str, Any], measured: dict[str, Any], name: str
+                    ) -> np.ndarray:
+    """Measured minus the reference's median of the same response (by its number)."""
+    columns = max(len(r) for r in reference[name])
+    truth = []
+    for column in range(columns):
+        values = [r[column] for r in reference[name] if len(r) > column and r[column] is not None]
+        truth.append(float(np.median(values)) if values else None)
+    errors = [value - truth[column] for row in measured[name]
+              for column, value in enumerate(row)
+              if value is not None and column < len(truth) and truth[column] is not None]
+    return np.asarray(errors, dtype=float)
+
+
+def _describe(values: np.ndarray) -> str:
+    if not values.size:
+        return "no samples"
+    absolute = np.abs(values)
+    return (f"|p50| {np.percentile(absolute, 50):.2f}, |p99| {np.percentile(absolute, 99):.2f}, "
+            f"max {absolute.max():.2f} ms over {values.size}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--paced-trials", type=int, nargs="+", default=[200],
+                        help="concurrent paced trials (several sizes: one row each)")
+    parser.add_argument("--paced-executors", nargs="+", default=["local:2", "dask:2"],
+                        help="EXECUTOR:WORKERS of the accuracy section (local:1 = in-process)")
+    parser.add_argument("--throughput-trials", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=8,
+                        help="throughput and memory cases: trials at once")
+    parser.add_argument("--memory-trials", type=int, nargs=2, default=[100, 500])
+    parser.add_argument("--skip-dask", action="store_true")
+    parser.add_argument("--skip-paced", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--workdir", default="/dev/shm" if Path("/dev/shm").is_dir() else None)
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(asyncio.run(_one_case(json.loads(args.case))), default=str))
+        return
+    print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
+    base = {"root": args.workdir, "concurrency": args.concurrency}
+
+    if args.skip_throughput:
+        executors_run: list[tuple[str, int]] = []
+    else:
+        executors_run = [("local", 1), ("local", 2)] + ([] if args.skip_dask else [("dask", 2)])
+    if executors_run:
+        print(f"\nthroughput: seed example, pace_audio false, {args.throughput_trials} trials, "
+              f"concurrency {args.concurrency} (worker start-up included)")
+        print(f"{'executor':<22} {'trials/s':>9} {'passed':>8} {'parent MiB':>11} "
+              f"{'peak MiB per worker':>22}")
+    for executor, workers in executors_run:
+        result = _run_case({**base, "executor": executor, "workers": workers,
+                            "trials": args.throughput_trials})
+        name = f"{executor}, {workers} worker(s)" if workers > 1 else "in-process"
+        print(f"{name:<22} {result['trials_per_second']:>9.1f} "
+              f"{result['passed']:>4}/{args.throughput_trials:<3} "
+              f"{result['parent_peak_rss_mib']:>11.0f} "
+              f"{', '.join(f'{v:.0f}' for v in result['worker_peak_rss_mib']) or '-':>22}")
+
+    small, large = args.memory_trials
+    if not args.skip_memory:
+        print(f"\nmemory: peak RSS at {small} and {large} trials (pace_audio false, "
+              f"concurrency {args.concurrency})")
+    for executor, workers in ([] if args.skip_memory else [("local", 1), ("local", 2)]):
+        rows = [_run_case({**base, "executor": executor, "workers": workers, "trials": n})
+                for n in (small, large)]
+        name = "in-process" if workers == 1 else f"local, {workers} workers"
+        per_worker = ["/".join(f"{v:.0f}" for v in r["worker_peak_rss_mib"]) or "-"
+                      for r in rows]
+        print(f"{name:<22} parent {rows[0]['parent_peak_rss_mib']:.0f} -> "
+              f"{rows[1]['parent_peak_rss_mib']:.0f} MiB; workers {per_worker[0]} -> "
+              f"{per_worker[1]} MiB ({rows[0]['trials_per_second']:.1f} and "
+              f"{rows[1]['trials_per_second']:.1f} trials/s)")
+
+    if args.skip_paced:
+        return
+    process, uri = _start_fake(PACED_FAKE)
+    try:
+        overrides = _paced_overrides(uri)
+        reference = _run_case({**base, "executor": "local", "workers": 1, "trials": 8,
+                               "concurrency": 4, "overrides": overrides, "truth": True})
+        cases = [(choice.split(":")[0], int(choice.split(":")[1]), size)
+                 for size in args.paced_trials for choice in args.paced_executors
+                 if not (args.skip_dask and choice.startswith("dask"))]
+        for executor, workers, size in cases:
+            result = _run_case({**base, "executor": executor, "workers": workers,
+                                "trials": size, "concurrency": size,
+                                "overrides": overrides, "truth": True})
+            where = "in-process" if executor == "local" and workers == 1 else \
+                f"{executor} with {workers} workers"
+            print(f"\naccuracy: {size} concurrent paced trials, {where}, fake product in its "
+                  f"own process: {result['passed']}/{size} passed in "
+                  f"{result['wall_seconds']:.1f} s")
+            latency = np.asarray(result["latency_errors"], dtype=float)
+            print(f"  first_audio_latency_ms - truth (fake's send time): {_describe(latency)}"
+                  f"  (target |p99| <= 3)")
+            for name in ("stall", "dead_air"):
+                errors = _errors_against(reference, result, name)
+                print(f"  {name}_ms - quiet reference: {_describe(errors)}  (target |p99| <= 40)")
+            print(f"  peak RSS per worker: "
+                  f"{', '.join(f'{v:.0f}' for v in result['worker_peak_rss_mib']) or '-'} MiB,"
+                  f" parent {result['parent_peak_rss_mib']:.0f} MiB", flush=True)
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -531,14 +531,15 @@ class Conversation:
                                                                 f"{type(error).__name__}: {error}")))
         self.recording.record(EventType.CLOSED_BY_EVALUATOR, source="evaluator",
                               direction="outbound")
+        interrupted = False
         if self._pump is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._pump), 1.0)
             except (TimeoutError, asyncio.CancelledError):
                 self._pump.cancel()
                 me = asyncio.current_task()
-                if me is not None and me.cancelling():
-                    raise  # the run is being interrupted: that must not be absorbed here
+                # the run is being interrupted: finish closing, then say so (never absorb it)
+                interrupted = me is not None and me.cancelling() > 0
             except Exception as error:  # noqa: BLE001
                 self.failures.append(Failure("endpoint", self._scrub(
                     f"the endpoint's event stream failed: {type(error).__name__}: {error}")))
@@ -548,6 +549,8 @@ class Conversation:
             self.failures.append(Failure("cleanup", self._scrub(
                 f"closing the persona failed: {type(error).__name__}: {error}")))
         self._close_line()
+        if interrupted:
+            raise asyncio.CancelledError
 
     def _close_line(self) -> None:
         """The rest of what the user heard through the line, and both lines' packet counts."""

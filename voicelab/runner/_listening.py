@@ -330,6 +330,8 @@ class ListeningConversation(Conversation):
             if probe.on_reply > self.replies_heard:  # its reply never came: said so
                 self._skip_noise(index, "", reason=f"the call had {self.replies_heard} "
                                  f"product repl{'y' if self.replies_heard == 1 else 'ies'}")
-        if self.line is not None:
-            await self.line.stop()  # hang up before closing the connection
-        await super().shutdown()
+        try:
+            if self.line is not None:
+                await self.line.stop()  # hang up before closing the connection
+        finally:  # an interruption while hanging up still closes everything
+            await super().shutdown()

@@ -265,7 +265,12 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         exit_reason = "error"
         conversation.failures.append(Failure("runner", scrubber.scrub_text(
             f"{type(error).__name__}: {error}")))
-    await conversation.shutdown()
+    try:
+        await conversation.shutdown()
+    except asyncio.CancelledError:  # interrupted while closing: the call's evidence is kept
+        if not cancelled:
+            cancelled = True
+            conversation.failures.append(Failure("cancelled", "the run was interrupted"))
     recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
                      exit_reason=exit_reason)
 

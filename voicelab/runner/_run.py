@@ -28,6 +28,7 @@ from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
 from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statistics
 from ._conversation import Failure
+from ._lag_budget import LagBudget, admitted
 from ._resume import ResumePoint, resume_point
 from ._speech import open_speech
 from ._trial import (
@@ -251,7 +252,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                semaphore: asyncio.Semaphore | None = None, link_latest: bool = True,
                bundle_name: str | None = None, label: str | None = None,
                calibrations: Sequence[JudgeCalibration] = (),
-               resume: str | Path | None = None, rerun_failed: bool = False) -> RunOutcome:
+               resume: str | Path | None = None, rerun_failed: bool = False,
+               lag_budget_ms: float | None = None) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -265,6 +267,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     not done run (interrupted or missing; with ``rerun_failed`` also those that did not pass),
     into the same bundle under the same run id and seeds; ``trials`` may extend its plan. A
     bundle of another configuration (suite hash) is refused with :class:`ConfigError`.
+    ``lag_budget_ms`` (default: the run config's ``measurement.lag_budget_ms``) lowers the
+    concurrency while finished trials saw a loop-lag p99 above it (:mod:`._lag_budget`).
     """
     if isinstance(run, RunPlan):
         plan = run
@@ -325,6 +329,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     run_product: ProductProcess | None = None
     run_product_settings: Mapping[str, Any] | None = None
     run_product_failure: Failure | None = None
+    budget: LagBudget | None = None
     try:
         speech = open_speech(loaded, plan.speech_cls, cache_dir=root / ".speech-cache")
         launch = loaded.run.endpoint.launch
@@ -338,13 +343,16 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                 run_product_failure = Failure("endpoint", loaded.scrubber.scrub_text(str(error)),
                                               error.code)
         semaphore = semaphore or asyncio.Semaphore(parallel)
+        budget_ms = lag_budget_ms if lag_budget_ms is not None \
+            else loaded.run.measurement.lag_budget_ms
+        budget = LagBudget(budget_ms=budget_ms, ceiling=parallel) if budget_ms else None
         report_lock = asyncio.Lock()
 
         def report(status: str) -> RunReport:
             return _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                                planned=trial_count, started=started, status=status,
                                label=label, calibrations=calibrations,
-                               resumed_at=resumed_at)
+                               resumed_at=resumed_at, budget=budget)
 
         running_error = _write_report_robustly(bundle / "run-report.json", report("running"))
         if running_error:
@@ -353,7 +361,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         last_report = loop.time()
 
         async def one(index: int) -> None:
-            async with semaphore:
+            async with admitted(budget) as slot, semaphore:
                 await _start_slot()
                 trial = TrialPlan(loaded=loaded, index=index,
                                   seed=trial_seed(loaded.run.trial_seed, index),
@@ -383,6 +391,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                     result = await asyncio.to_thread(crashed_trial, trial, error,
                                                      started_wall=started_wall)
                 results.append(result)
+                slot.loop_lag = result.loop_lag
                 await write_behind(result)
                 logger.info("%s: %s (%s)", result.summary.trial_id,
                             "passed" if result.report.passed else "failed",
@@ -451,7 +460,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         final = _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                             planned=trial_count, started=started,
                             status="interrupted" if interrupted else "complete", label=label,
-                            calibrations=calibrations, resumed_at=resumed_at)
+                            calibrations=calibrations, resumed_at=resumed_at,
+                            budget=budget)
         final_error = _write_report_robustly(bundle / "run-report.json", final)
         if final_error:
             write_errors.append(final_error)
@@ -484,7 +494,7 @@ def _point_latest(root: Path, bundle: Path) -> None:
 def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequence[TrialResult],
                 planned: int, started: str, status: str, label: str | None = None,
                 calibrations: Sequence[JudgeCalibration] = (),
-                resumed_at: Sequence[str] = ()) -> RunReport:
+                resumed_at: Sequence[str] = (), budget: LagBudget | None = None) -> RunReport:
     ordered = sorted(results, key=lambda r: r.report.trial)
     passed_flags = [r.report.passed for r in ordered]
     interrupted = status == "interrupted"
@@ -509,6 +519,9 @@ def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequen
         and len(ordered) == planned,
         exit_code=code, trials=summaries, message=message, label=label,
         run_file=str(loaded.run_path), resumed_at=list(resumed_at),
+        degraded_trials=sum(s.measurement_degraded for s in summaries),
+        lag_budget_ms=budget.budget_ms if budget else None,
+        lowest_concurrency=budget.lowest if budget else None,
         **statistics.report_fields())
 
 

@@ -6,10 +6,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..artifacts import JudgeResult, TranscriptTurn, TurnMetrics, Verdict
+from ..artifacts import JudgeResult, MeasurementQuality, TranscriptTurn, TurnMetrics, Verdict
 from ..config import PersonaConfig, ScenarioConfig
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
+
+#: Verdicts judged on clock stamps: inconclusive when the trial's measurement is degraded.
+TIMING_VERDICTS = ("interruption_honoured", "first_audio_latency")
 
 
 def normalize_tokens(text: str) -> list[str]:
@@ -35,8 +38,10 @@ def _values_equal(expected: Any, observed: Any) -> bool:
 def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            transcript: Sequence[TranscriptTurn], exit_reason: str,
                            outcome_status: str, outcome: Mapping[str, Any] | None,
-                           outcome_error: str | None, turn_metrics: Sequence[TurnMetrics]
-                           ) -> list[Verdict]:
+                           outcome_error: str | None, turn_metrics: Sequence[TurnMetrics],
+                           measurement: MeasurementQuality | None = None) -> list[Verdict]:
+    """``measurement``: when it is ``degraded``, the timing verdicts (``TIMING_VERDICTS``) are
+    ``inconclusive``, whatever the figures say (they are still in ``observed``)."""
     spec = scenario.eval_spec
     verdicts: list[Verdict] = []
     assistant_turns = [t for t in transcript if t.role == "assistant"]
@@ -121,6 +126,9 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                 expected=f"<= {spec.max_first_audio_latency_ms} ms", observed=worst_latency,
                 why=f"the slowest first audio took {worst_latency:.0f} ms"))
 
+    if measurement is not None and measurement.degraded:
+        verdicts = [_untrusted(v, measurement) if v.name in TIMING_VERDICTS
+                    and v.status != "inconclusive" else v for v in verdicts]
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:
         if verdict.name in advisory:
@@ -132,6 +140,16 @@ def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:
     """A verdict with nothing to judge: never a pass; its reason says what was missing."""
     return Verdict(name=name, passed=False, status="inconclusive", expected=expected,
                    observed=None, why=f"inconclusive: {missing}")
+
+
+def _untrusted(verdict: Verdict, measurement: MeasurementQuality) -> Verdict:
+    """A timing verdict of a degraded trial: the figure is kept, the judgement withheld."""
+    return Verdict(name=verdict.name, passed=False, status="inconclusive",
+                   critical=verdict.critical, expected=verdict.expected,
+                   observed=verdict.observed,
+                   why=f"inconclusive: the evaluator's event loop lagged "
+                       f"({'; '.join(measurement.reasons)}), so its clock stamps may be late "
+                       f"by as much; measured: {verdict.why}")
 
 
 def pass_at_k(results: Sequence[bool]) -> bool:

@@ -80,13 +80,6 @@ class LagBudget:
         self.epoch += 1
         self._within = 0
 
-    def describe(self) -> str:
-        if not self.decreases:
-            return (f"lag budget {self.budget_ms:g} ms: every trial within it at concurrency "
-                    f"{self.ceiling}")
-        return (f"lag budget {self.budget_ms:g} ms: concurrency lowered {self.decreases} "
-                f"time(s), from {self.ceiling} down to {self.lowest} (ended at {self.limit})")
-
 
 @contextlib.asynccontextmanager
 async def admitted(budget: LagBudget | None) -> AsyncIterator[Admission]:

@@ -89,7 +89,7 @@ def test_a_blocked_loop_degrades_the_trial_and_its_timing_verdicts(blocked):
         assert lag["max"] >= BLOCK_SECONDS * 1000 - lag["interval_ms"]
         assert lag["ticks"] >= 3 and lag["p50"] <= lag["p99"] <= lag["max"]
         assert quality["tolerances"] == {"max_loop_lag_p99_ms": 20.0,
-                                         "max_loop_lag_max_ms": 50.0}
+                                         "max_loop_lag_max_ms": 30.0}
         assert any(reason.startswith("loop lag max") for reason in quality["reasons"])
         # the timing metrics are still written
         assert metrics["turns"] and metrics["turns"][0]["first_audio_latency_ms"] is not None
@@ -137,6 +137,21 @@ def test_a_free_loop_leaves_the_trial_trusted(tmp_path):
         verdicts = {v["name"]: v for v in read_json(
             outcome.bundle_path / trial / "trial-report.json")["verdicts"]}
         assert verdicts["first_audio_latency"]["status"] == "passed"
+
+
+def test_a_lag_budget_lowers_the_concurrency_and_says_so(tmp_path):
+    run_file = _run_file(tmp_path, persona_mode="blocking_persona.BlockingPersona")
+    done = _cli("run", str(run_file), "--trials", "6", "--concurrency", "4", "--quiet",
+                "--set", "measurement.lag_budget_ms=5", cwd=tmp_path)
+    report = json.loads((tmp_path / "artifacts" / "latest" / "run-report.json").read_text())
+    assert report["lag_budget_ms"] == 5.0
+    # every trial's lag p99 is over 100 ms: the first to finish halves the limit at least once
+    assert report["lowest_concurrency"] <= 2
+    assert report["executed_trials"] == 6 and report["degraded_trials"] == 6
+    assert f"lag budget 5 ms (loop-lag p99): lowest concurrency {report['lowest_concurrency']}" \
+        in done.stdout
+    log = (Path(report["bundle_path"]) / "evaluator.log").read_text()
+    assert "over the 5 ms budget: concurrency 4 -> 2" in log
 
 
 def test_a_bad_tolerance_is_a_configuration_error(tmp_path):

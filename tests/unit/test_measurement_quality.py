@@ -162,15 +162,15 @@ def test_the_ticker_sees_a_blocked_loop_and_stops_with_its_last_window():
         time.sleep(0.12)  # a synchronous call on the loop
         await asyncio.sleep(0.03)
         first, second = monitor.close(quiet), monitor.close(blocked)
-        task = monitor._task
+        ticking = monitor.ticking
         await asyncio.sleep(0.02)
-        return first, second, task, len(quiet.lateness_ns)
+        return first, second, ticking, len(quiet.lateness_ns)
 
-    first, second, task, kept = asyncio.run(scenario())
+    first, second, ticking, kept = asyncio.run(scenario())
     assert first.ticks > second.ticks >= 1
     # the tick asleep when the block began woke at least the block minus one interval late
     assert second.max >= 120.0 - 5.0 and first.max >= 115.0
-    assert task is None  # the last close stopped the ticker
+    assert not ticking  # the last close stopped the ticker
     assert kept == first.ticks  # nothing appended after the window closed
 
 
@@ -181,10 +181,11 @@ def test_a_dropped_window_stops_receiving_ticks():
         kept = monitor.open()
         await asyncio.sleep(0.02)
         alive = len(monitor._windows)
-        return alive, monitor.close(kept)
+        lag = monitor.close(kept)
+        return alive, lag, monitor.ticking
 
-    alive, lag = asyncio.run(scenario())
-    assert alive == 1 and lag.ticks >= 1
+    alive, lag, ticking = asyncio.run(scenario())
+    assert alive == 1 and lag.ticks >= 1 and not ticking
 
 
 # --- the lag budget (AIMD, fed a fake lag source) ----------------------------------------------

@@ -46,35 +46,42 @@ class LoopLagMonitor:
         self.interval_ms = interval_ms
         self.clock_ns = clock_ns
         self._windows: weakref.WeakSet[LagWindow] = weakref.WeakSet()
-        self._task: asyncio.Task[None] | None = None
+        #: the next tick (a bare timer callback: no task or future per tick)
+        self._timer: asyncio.TimerHandle | None = None
+        self._intended_ns = 0
+
+    @property
+    def ticking(self) -> bool:
+        return self._timer is not None
 
     def open(self) -> LagWindow:
         window = LagWindow(self.interval_ms)
         self._windows.add(window)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._tick(),
-                                                                name="voicelab-loop-lag")
+        if self._timer is None:
+            self._schedule(asyncio.get_running_loop())
         return window
 
     def close(self, window: LagWindow) -> LoopLag:
         window.closed = True
         self._windows.discard(window)
-        if not self._windows and self._task is not None:
-            self._task.cancel()
-            self._task = None
+        if not self._windows and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         return window.statistics()
 
-    async def _tick(self) -> None:
-        interval_ns = int(self.interval_ms * 1_000_000)
-        interval_s = self.interval_ms / 1000.0
-        clock = self.clock_ns
-        while self._windows:
-            intended = clock() + interval_ns
-            await asyncio.sleep(interval_s)
-            # the selector rounds its timeout to the millisecond: a quiet loop reads 0-1 ms
-            lateness = max(0, clock() - intended)
-            for window in self._windows:
-                window.lateness_ns.append(lateness)
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._intended_ns = self.clock_ns() + int(self.interval_ms * 1_000_000)
+        self._timer = loop.call_later(self.interval_ms / 1000.0, self._tick, loop)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        # the selector rounds its timeout to the millisecond: a quiet loop reads 0-1 ms
+        lateness = max(0, self.clock_ns() - self._intended_ns)
+        for window in self._windows:
+            window.lateness_ns.append(lateness)
+        if self._windows:
+            self._schedule(loop)
+        else:  # the last window was dropped without being closed
+            self._timer = None
 
 
 _monitors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLagMonitor] = \

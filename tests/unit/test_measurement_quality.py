@@ -164,6 +164,7 @@ def test_the_ticker_sees_a_blocked_loop_and_stops_with_its_last_window():
         first, second = monitor.close(quiet), monitor.close(blocked)
         ticking = monitor.ticking
         await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)
         return first, second, ticking, len(quiet.lateness_ns)
 
     first, second, ticking, kept = asyncio.run(scenario())
@@ -186,6 +187,26 @@ def test_a_dropped_window_stops_receiving_ticks():
 
     alive, lag, ticking = asyncio.run(scenario())
     assert alive == 1 and lag.ticks >= 1 and not ticking
+
+
+def test_the_shared_log_keeps_only_what_open_windows_need():
+    async def scenario():
+        monitor = LoopLagMonitor(interval_ms=1.0)
+        monitor.TRIM_TICKS = 5
+        first = monitor.open()
+        await asyncio.sleep(0.03)
+        second = monitor.open()
+        await asyncio.sleep(0.03)
+        ticked = monitor._first + len(monitor._log)  # ticks so far, trimmed or not
+        a = monitor.close(first)
+        await asyncio.sleep(0.03)
+        kept = len(monitor._log)
+        b = monitor.close(second)
+        return a, ticked - first.start, b, kept
+
+    a, expected, b, kept = asyncio.run(scenario())
+    assert a.ticks == expected > 5  # trimming never cut into an open window
+    assert 0 < kept <= b.ticks  # once the first closed, only the second's ticks were kept
 
 
 # --- the lag budget (AIMD, fed a fake lag source) ----------------------------------------------
@@ -238,3 +259,14 @@ def test_admission_waits_while_the_limit_is_reached():
     peak, budget = asyncio.run(scenario())
     assert peak == 2
     assert budget.lowest == 1 and budget.active == 0
+
+
+# --- the summary's warning ----------------------------------------------------------------------
+
+def test_the_warning_counts_the_affected_trials_and_says_what_to_do():
+    from voicelab.cli._run import degraded_warning
+
+    assert degraded_warning(0, 12) is None
+    warning = degraded_warning(3, 12)
+    assert warning is not None and warning.startswith("warning: measurement degraded in 3 of 12")
+    assert "fewer concurrent trials per worker" in warning and "more workers" in warning

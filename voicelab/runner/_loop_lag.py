@@ -26,26 +26,35 @@ TICK_INTERVAL_MS = 10.0
 
 
 class LagWindow:
-    """The lateness of every tick while one trial ran (ns)."""
+    """One trial's view of the ticker: the ticks from ``start`` (an absolute tick number) until
+    it is closed; ``lateness_ns`` holds them once closed."""
 
-    def __init__(self, interval_ms: float):
+    def __init__(self, interval_ms: float, start: int):
         self.interval_ms = interval_ms
-        self.lateness_ns = array.array("q")
-        self.closed = False
+        self.start = start
+        self.lateness_ns: array.array[int] | None = None
 
     def statistics(self) -> LoopLag:
-        return loop_lag_statistics(self.lateness_ns, interval_ms=self.interval_ms)
+        return loop_lag_statistics(self.lateness_ns if self.lateness_ns is not None else [],
+                                   interval_ms=self.interval_ms)
 
 
 class LoopLagMonitor:
-    """The ticker of one event loop. Windows are held weakly: a trial that dies without closing
-    its window stops receiving ticks once it is collected."""
+    """The ticker of one event loop. Every tick appends one lateness to a log shared by the open
+    windows (constant work per tick, however many trials run); a window takes its slice when it
+    closes, and the log keeps only what open windows still need. Windows are held weakly: a
+    trial that dies without closing its window stops holding the log once it is collected."""
+
+    #: the log is trimmed to what open windows need when it grows past this many ticks
+    TRIM_TICKS = 6000
 
     def __init__(self, *, interval_ms: float = TICK_INTERVAL_MS,
                  clock_ns: Callable[[], int] = time.perf_counter_ns):
         self.interval_ms = interval_ms
         self.clock_ns = clock_ns
         self._windows: weakref.WeakSet[LagWindow] = weakref.WeakSet()
+        self._log: array.array[int] = array.array("q")
+        self._first = 0  # the absolute tick number of _log[0]
         #: the next tick (a bare timer callback: no task or future per tick)
         self._timer: asyncio.TimerHandle | None = None
         self._intended_ns = 0
@@ -55,19 +64,26 @@ class LoopLagMonitor:
         return self._timer is not None
 
     def open(self) -> LagWindow:
-        window = LagWindow(self.interval_ms)
+        window = LagWindow(self.interval_ms, self._first + len(self._log))
         self._windows.add(window)
         if self._timer is None:
             self._schedule(asyncio.get_running_loop())
         return window
 
     def close(self, window: LagWindow) -> LoopLag:
-        window.closed = True
+        if window.lateness_ns is None:
+            window.lateness_ns = self._log[max(0, window.start - self._first):]
         self._windows.discard(window)
-        if not self._windows and self._timer is not None:
+        if not self._windows:
+            self._forget()
+        return window.statistics()
+
+    def _forget(self) -> None:
+        self._first += len(self._log)
+        self._log = array.array("q")
+        if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        return window.statistics()
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         self._intended_ns = self.clock_ns() + int(self.interval_ms * 1_000_000)
@@ -75,13 +91,16 @@ class LoopLagMonitor:
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
         # the selector rounds its timeout to the millisecond: a quiet loop reads 0-1 ms
-        lateness = max(0, self.clock_ns() - self._intended_ns)
-        for window in self._windows:
-            window.lateness_ns.append(lateness)
-        if self._windows:
-            self._schedule(loop)
-        else:  # the last window was dropped without being closed
+        self._log.append(max(0, self.clock_ns() - self._intended_ns))
+        if not self._windows:  # the last window was dropped without being closed
             self._timer = None
+            self._forget()
+            return
+        if len(self._log) > self.TRIM_TICKS:
+            oldest = min(window.start for window in self._windows)
+            del self._log[:max(0, oldest - self._first)]
+            self._first = max(self._first, oldest)
+        self._schedule(loop)
 
 
 _monitors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLagMonitor] = \

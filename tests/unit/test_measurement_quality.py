@@ -147,7 +147,9 @@ def test_gates_on_timing_metrics_leave_degraded_trials_out():
     result = run_statistics(reports, turns, statistics=StatisticsConfig(), gates=[gate, other])
     latency, audio = result.gates
     assert latency.status == "passed" and latency.n == 80
+    assert latency.message.endswith("(the responses of 80 degraded trial(s) left out)")
     assert audio.n == 160  # not a clock figure: every trial counts
+    assert "degraded" not in audio.message
     assert result.pass_rate.n == 160  # degraded trials still count toward the pass rate
 
 

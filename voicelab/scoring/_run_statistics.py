@@ -278,10 +278,15 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
             values = (getattr(metrics, gate.metric) for i in judged for metrics in turns[i])
             responses[gate.metric] = [float(v) for v in values
                                       if v is not None and np.isfinite(v)]
+    checks = judge_gates(gates, rate=rate, responses=responses, statistics=statistics)
+    degraded = len(counted) - len(trusted)
+    if degraded:
+        checks = [check.model_copy(update={"message": f"{check.message} (the responses of "
+                                           f"{degraded} degraded trial(s) left out)"})
+                  if check.metric in TIMING_METRICS else check for check in checks]
     return RunStatistics(
         pass_rate=rate, pass_curve=pass_curve(len(kept), passed) if curve else [],
-        verdict_pass_rates=verdict_pass_rates(kept, statistics),
-        gates=judge_gates(gates, rate=rate, responses=responses, statistics=statistics),
+        verdict_pass_rates=verdict_pass_rates(kept, statistics), gates=checks,
         judge_corrected_pass_rates=judge_corrected_rates(kept, calibrations, statistics))
 
 

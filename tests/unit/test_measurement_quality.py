@@ -48,10 +48,10 @@ def test_no_tick_has_no_statistics_and_is_not_degraded():
 
 
 @pytest.mark.parametrize(("p99", "worst", "reasons"), [
-    (20.0, 30.0, []),  # at the tolerances: within
-    (20.5, 25.0, ["loop lag p99 20.5 ms > 20 ms"]),
-    (5.0, 30.1, ["loop lag max 30.1 ms > 30 ms"]),
-    (60.0, 90.0, ["loop lag p99 60.0 ms > 20 ms", "loop lag max 90.0 ms > 30 ms"]),
+    (20.0, 25.0, []),  # at the tolerances: within
+    (20.5, 22.0, ["loop lag p99 20.5 ms > 20 ms"]),
+    (5.0, 25.1, ["loop lag max 25.1 ms > 25 ms"]),
+    (60.0, 90.0, ["loop lag p99 60.0 ms > 20 ms", "loop lag max 90.0 ms > 25 ms"]),
 ])
 def test_degraded_when_a_tolerance_is_exceeded(p99, worst, reasons):
     lag = LoopLag(p50=1.0, p99=p99, max=worst, ticks=100, interval_ms=10.0)

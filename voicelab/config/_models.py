@@ -325,7 +325,7 @@ class MeasurementConfig(StrictModel):
     #: the 99th percentile of the ticker's lateness, in ms
     max_loop_lag_p99_ms: PositiveFloat = 20.0
     #: the largest single lateness, in ms (one blocked moment delays every arrival behind it)
-    max_loop_lag_max_ms: PositiveFloat = 30.0
+    max_loop_lag_max_ms: PositiveFloat = 25.0
     #: lower the number of concurrent trials while finished trials saw a loop-lag p99 above
     #: this (ms); ``null``: concurrency stays as configured
     lag_budget_ms: PositiveFloat | None = None

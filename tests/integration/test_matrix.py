@@ -85,9 +85,11 @@ def test_init_templates_validate_run_and_sweep_at_once(tmp_path):
     assert created.returncode == 0, created.stderr
     assert (target / "run.yaml").is_file() and (target / "audio" / "office-hum.wav").is_file()
     assert cli("validate", "run.yaml", cwd=target).returncode == 0
-    ran = cli("run", "run.yaml", "--trials", "1", cwd=target)
+    # the template's latency verdict judges the product, not the test machine's load
+    trusted = ["--set", "measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms: 1000}"]
+    ran = cli("run", "run.yaml", "--trials", "1", *trusted, cwd=target)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    swept = cli("sweep", "suite.yaml", "--trials", "1", cwd=target)
+    swept = cli("sweep", "suite.yaml", "--trials", "1", *trusted, cwd=target)
     assert swept.returncode == 0, swept.stdout + swept.stderr
     again = cli("init", str(target))
     assert again.returncode == 2 and "already exists" in again.stderr

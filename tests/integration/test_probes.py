@@ -252,3 +252,15 @@ def test_the_probes_example_runs_clean(tmp_path):
     assert sorted(table["name"]) == ["false_stop_rate_backchannel", "false_stop_rate_noise"]
     assert list(table["errors"]) == [0, 0] and list(table["probes"]) == [1, 1]
     assert sorted(va.probes_table(frames)["kind"]) == ["backchannel", "noise"]
+
+
+def test_probes_run_in_worker_processes_reach_the_run_report(tmp_path):
+    """With worker processes the probes come back with each trial's summary: the selectivity
+    table counts every trial's probes, as an in-process run does."""
+    outcome = voicelab.run(ROOT / "examples" / "run-probes.yaml", artifacts_dir=tmp_path,
+                           trials=2, concurrency=2, executor="local", workers=2)
+    report = read_json(outcome.bundle_path / "run-report.json")
+    rates = {rate["name"]: rate for rate in report["selectivity"]}
+    assert set(rates) == {"false_stop_rate_backchannel", "false_stop_rate_noise"}, rates
+    assert [rates[name]["probes"] for name in sorted(rates)] == [2, 2]
+    assert sorted(row["trial"] for row in report["probes"]) == [1, 1, 2, 2]

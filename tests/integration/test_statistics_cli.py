@@ -22,6 +22,11 @@ EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 SWEEP = ROOT / "examples" / "sweep-workload-neutral.yaml"
 
 
+#: the latency gates here judge the product, not the test machine's load (a busy machine would
+#: leave degraded trials' latencies out of them: docs/artifacts.md, measurement_quality)
+TRUSTED_TIMINGS = "measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms: 1000}"
+
+
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "voicelab", *args], capture_output=True,
                           text=True, timeout=timeout)
@@ -40,7 +45,8 @@ def test_config_gates_block_with_exit_3_and_say_which_and_why(tmp_path):
              " {metric: response_latency_ms, quantile: 0.95, max: 5000}]")
     junit = tmp_path / "junit.xml"
     result = cli("run", str(EXAMPLE), "--trials", "3", "--artifacts-dir", str(tmp_path / "a"),
-                 "--set", gates, "--label", "nightly", "--junit", str(junit))
+                 "--set", gates, "--set", TRUSTED_TIMINGS, "--label", "nightly",
+                 "--junit", str(junit))
     assert result.returncode == 3, result.stdout + result.stderr
     out = result.stdout
     assert "3/3 trial(s) passed" in out  # every trial passed: the gates alone block
@@ -69,7 +75,7 @@ def test_passing_gates_exit_0_and_clopper_pearson_on_request(tmp_path):
     result = cli("run", str(EXAMPLE), "--trials", "3", "--artifacts-dir", str(tmp_path),
                  "--set", "statistics={confidence: 0.9, interval: clopper_pearson}",
                  "--set", "gates=[{metric: first_audio_latency_ms, quantile: 0.5, "
-                          "max: 5000}]")
+                          "max: 5000}]", "--set", TRUSTED_TIMINGS)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(3/3, Clopper-Pearson 90%)" in result.stdout
     assert "gate passed: first_audio_latency_ms p50 upper bound <= 5000" in result.stdout

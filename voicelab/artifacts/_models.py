@@ -158,6 +158,9 @@ class TrialReport(Versioned):
     interoperability_schema_version: str = SCHEMA_VERSION
     audio_format: dict[str, Any] = Field(default_factory=dict)
     files: list[str] = Field(default_factory=list)
+    #: the evaluator's loop lagged beyond its tolerances during the call (voice-metrics.json
+    #: ``measurement_quality``): timing verdicts are inconclusive
+    measurement_degraded: bool = False
 
 
 class TrialSummary(ArtifactModel):
@@ -171,6 +174,8 @@ class TrialSummary(ArtifactModel):
     first_audio_latency_ms_p50: float | None = None
     first_audio_latency_ms_p95: float | None = None
     path: str
+    #: the trial's timings were degraded by the evaluator's own loop lag
+    measurement_degraded: bool = False
 
 
 class PassRate(ArtifactModel):
@@ -374,6 +379,13 @@ class RunReport(Versioned):
     #: selectivity probes (docs/probes.md): the three rates, and every probe with its timing
     selectivity: list[SelectivityRate] = Field(default_factory=list)
     probes: list[ProbeRow] = Field(default_factory=list)
+    #: trials whose timings the evaluator's own loop lag degraded (their timing verdicts are
+    #: inconclusive): fewer concurrent trials per worker, or more workers, avoid it
+    degraded_trials: int = 0
+    #: ``measurement.lag_budget_ms``: the loop-lag p99 the run kept its trials under by
+    #: lowering concurrency, and the lowest concurrency it went down to
+    lag_budget_ms: float | None = None
+    lowest_concurrency: int | None = None
 
 
 # --- timeline and metrics (written as plain dicts for speed; these models give their schemas) --
@@ -488,6 +500,38 @@ class MetricSummary(ArtifactModel):
     max: float | None = None
 
 
+class LoopLag(ArtifactModel):
+    """How late the evaluator's event loop ran while the conversation went: a ticker asleep for
+    ``interval_ms`` at a time, and the lateness of each wake-up (actual minus intended, ms, on
+    the recording's monotonic clock). ``None`` statistics: no tick completed."""
+
+    p50: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    ticks: int = 0
+    interval_ms: float
+
+
+class MeasurementTolerances(ArtifactModel):
+    """The loop-lag bounds a trial's timings were judged against (run config ``measurement``)."""
+
+    max_loop_lag_p99_ms: float
+    max_loop_lag_max_ms: float
+
+
+class MeasurementQuality(ArtifactModel):
+    """Whether the trial's timing metrics can be trusted. ``degraded``: the loop lagged beyond a
+    tolerance, so arrival stamps (and every latency, stall and dead-air figure built on them)
+    may be late by up to the lag; the metrics are still written, the timing verdicts are
+    ``inconclusive``. ``loop_lag_ms`` is ``None`` when the lag was not measured (a bundle
+    written before it was)."""
+
+    loop_lag_ms: LoopLag | None = None
+    tolerances: MeasurementTolerances
+    degraded: bool = False
+    reasons: list[str] = Field(default_factory=list)
+
+
 class VoiceMetrics(Versioned):
     audio_format: dict[str, Any]
     #: the simulated listener the timing metrics assume (jitter buffer depth, reply hangover)
@@ -504,6 +548,8 @@ class VoiceMetrics(Versioned):
     probes: list[ProbeOutcome] = Field(default_factory=list)
     self_interruptions: list[SelfInterruption] = Field(default_factory=list)
     echo: dict[str, Any] | None = None
+    #: the evaluator's own event-loop lag during the call, and whether it degraded the timings
+    measurement_quality: MeasurementQuality | None = None
 
 
 class Interoperability(Versioned):

@@ -170,6 +170,24 @@ def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"executor": args.executor, "workers": args.workers, "scheduler": args.scheduler}
 
 
+def degraded_warning(degraded: int, executed: int) -> str | None:
+    """The summary's warning when the evaluator's own loop lag made timings untrustworthy."""
+    if not degraded:
+        return None
+    return (f"warning: measurement degraded in {degraded} of {executed} trial(s): the "
+            f"evaluator's event loop lagged beyond its tolerances (voice-metrics.json "
+            f"measurement_quality), so their timing metrics may be off by as much and their "
+            f"timing verdicts are inconclusive; run fewer concurrent trials per worker "
+            f"(--concurrency) or more workers, or set measurement.lag_budget_ms")
+
+
+def _lag_budget_line(report: RunReport) -> str | None:
+    if report.lag_budget_ms is None or report.lowest_concurrency is None:
+        return None
+    return (f"lag budget {report.lag_budget_ms:g} ms (loop-lag p99): lowest concurrency "
+            f"{report.lowest_concurrency}")
+
+
 def print_run_summary(outcome: RunOutcome) -> None:
     report = outcome.report
     for trial in outcome.trials:
@@ -181,6 +199,8 @@ def print_run_summary(outcome: RunOutcome) -> None:
             detail += f", execution failed: {failures}"
         elif summary.failed_verdicts:
             detail += f", failed: {', '.join(summary.failed_verdicts)}"
+        if summary.measurement_degraded:
+            detail += ", measurement degraded: timing verdicts inconclusive"
         print(f"{summary.trial_id} seed {summary.seed}: {status} ({detail})")
     stats = summarize([t.first_audio_latency_ms for r in outcome.trials
                        for t in r.turn_metrics])
@@ -189,6 +209,10 @@ def print_run_summary(outcome: RunOutcome) -> None:
     print(f"{report.passed_trials}/{report.trial_count} trial(s) passed; pass@k "
           f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
     _print_statistics(report)
+    for line in (_lag_budget_line(report),
+                 degraded_warning(report.degraded_trials, report.executed_trials)):
+        if line:
+            print(line)
     if report.message:
         print(report.message)
     for problem in outcome.write_errors:
@@ -241,6 +265,10 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
         for gate in blocking:
             mark = gate.status.upper()
             print(f"gate {mark} in {Path(cell_outcome.bundle_path).name}: {gate.message}")
+    warning = degraded_warning(sum(c.report.degraded_trials for c in outcome.cells),
+                               report.executed_trials)
+    if warning:
+        print(warning)
     for problem in outcome.write_errors:
         print(f"{PROG}: execution failed: {problem}", file=sys.stderr)
     print(f"matrix: {outcome.location}")

@@ -368,6 +368,20 @@ class GateConfig(StrictModel):
         return self
 
 
+class MeasurementConfig(StrictModel):
+    """When a trial's timings can be trusted: the evaluator's own event-loop lag (how late a
+    10 ms ticker wakes while the conversation runs) must stay within these tolerances, or the
+    trial is ``degraded`` and its timing verdicts are inconclusive (docs/artifacts.md)."""
+
+    #: the 99th percentile of the ticker's lateness, in ms
+    max_loop_lag_p99_ms: PositiveFloat = 20.0
+    #: the largest single lateness, in ms (one blocked moment delays every arrival behind it)
+    max_loop_lag_max_ms: PositiveFloat = 25.0
+    #: lower the number of concurrent trials while finished trials saw a loop-lag p99 above
+    #: this (ms); ``null``: concurrency stays as configured
+    lag_budget_ms: PositiveFloat | None = None
+
+
 # --- run ------------------------------------------------------------------------------------
 
 class RunConfig(StrictModel):
@@ -395,6 +409,7 @@ class RunConfig(StrictModel):
     listener: ListenerConfig = Field(default_factory=ListenerConfig)
     statistics: StatisticsConfig = Field(default_factory=StatisticsConfig)
     gates: list[GateConfig] = Field(default_factory=list)
+    measurement: MeasurementConfig = Field(default_factory=MeasurementConfig)
 
 
 # --- suite (scenario x persona x environment x trial matrix) --------------------------------

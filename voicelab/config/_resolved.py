@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 
 #: Run settings that change how a run executes or is judged, not what each trial tests (a
 #: resumed run may change its gates or its confidence level).
-_EXECUTION_ONLY = ("artifacts_dir", "trials", "concurrency", "scenario_path", "persona_path",
+_EXECUTION_ONLY: tuple[str, ...] = ("artifacts_dir", "trials", "concurrency", "scenario_path", "persona_path",
                    "data_path", "script_path", "environment_path", "statistics", "gates")
+#: ... and how its measurements are judged (loop-lag tolerances, lag budget)
+_EXECUTION_ONLY += ("measurement",)
 
 
 def _mask_key_paths(document: Any, key_paths: frozenset[str]) -> Any:

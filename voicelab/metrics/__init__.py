@@ -1,5 +1,12 @@
 """Metrics: per-turn timing and signal metrics of a recording (pure functions)."""
 
+from ._measurement import (
+    degraded_note,
+    judge_measurement,
+    loop_lag_of,
+    loop_lag_statistics,
+    measurement_quality,
+)
 from ._placement import Placement, place_channels, place_channels_steps, silent_runs_ns
 from ._speech import (
     add_speech_metrics,
@@ -25,9 +32,14 @@ __all__ = [
     "add_speech_metrics",
     "compute_voice_metrics",
     "compute_voice_metrics_steps",
+    "degraded_note",
     "dnsmos",
     "input_wer",
     "intelligibility",
+    "judge_measurement",
+    "loop_lag_of",
+    "loop_lag_statistics",
+    "measurement_quality",
     "normalize_text",
     "place_channels",
     "place_channels_steps",

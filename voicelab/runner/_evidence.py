@@ -22,8 +22,13 @@ from ..artifacts import (
     VoiceMetrics,
 )
 from ..artifacts._bundle import EncodedFile, encode_trial_files
-from ..config import PersonaConfig, ScenarioConfig
-from ..metrics import Placement, add_speech_metrics, compute_voice_metrics_steps
+from ..config import MeasurementConfig, PersonaConfig, ScenarioConfig
+from ..metrics import (
+    Placement,
+    add_speech_metrics,
+    compute_voice_metrics_steps,
+    measurement_quality,
+)
 from ..metrics._placement import STEP_EVENTS, place_channels_steps
 from ..recording import (
     PRODUCT,
@@ -57,6 +62,12 @@ class Evidence:
     tool_calls: ToolCalls
     raw_events: dict[str, Any]  # raw-endpoint-events.json (large: plain data, not a model)
 
+    @property
+    def degraded(self) -> bool:
+        """The evaluator's loop lag made the trial's timings untrustworthy."""
+        quality = self.metrics.measurement_quality
+        return quality is not None and quality.degraded
+
 
 def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
     """Voice events, placement, metrics and documents, in steps of well under a millisecond.
@@ -79,17 +90,28 @@ def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
     return Evidence(b"".join(encoded), placement, metrics, transcript, tool_calls, raw_events)
 
 
-async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool) -> Evidence:
-    evidence = await arun_steps(evidence_steps(recording, adapter=adapter))
+def _judge_measurement(evidence: Evidence, recording: Recording,
+                       measurement: MeasurementConfig) -> Evidence:
+    evidence.metrics.measurement_quality = measurement_quality(recording, measurement)
+    return evidence
+
+
+async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
+                   measurement: MeasurementConfig) -> Evidence:
+    """``measurement``: the tolerances the trial's loop lag is judged against."""
+    evidence = _judge_measurement(await arun_steps(evidence_steps(recording, adapter=adapter)),
+                                  recording, measurement)
     if speech_metrics:  # seconds of numeric work (ASR, STOI, DNSMOS, pitch): a worker thread
         await asyncio.to_thread(add_speech_metrics, recording, evidence.metrics,
                                 placement=evidence.placement)
     return evidence
 
 
-def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool) -> Evidence:
+def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool,
+                 measurement: MeasurementConfig) -> Evidence:
     """:func:`assemble` without an event loop (``rescore``)."""
-    evidence = run_steps(evidence_steps(recording, adapter=adapter))
+    evidence = _judge_measurement(run_steps(evidence_steps(recording, adapter=adapter)),
+                                  recording, measurement)
     if speech_metrics:
         add_speech_metrics(recording, evidence.metrics, placement=evidence.placement)
     return evidence
@@ -102,7 +124,8 @@ def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: Person
         scenario=scenario, persona=persona, transcript=evidence.transcript.turns,
         exit_reason=exit_reason, outcome_status=outcome_status, outcome=outcome,
         outcome_error=outcome_error, turn_metrics=evidence.metrics.turns,
-        probes=evidence.metrics.probes)
+        probes=evidence.metrics.probes,
+        measurement=evidence.metrics.measurement_quality)
 
 
 def interoperability(report: TrialReport, evidence: Evidence, recording: Recording

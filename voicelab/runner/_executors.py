@@ -159,7 +159,8 @@ async def execute_trial(executor: TrialExecutor, context: RunContext, blob: byte
 def _result_of(outcome: TrialOutcome) -> TrialResult:
     assert outcome.report is not None
     return TrialResult(outcome.report, trial_summary(outcome.report), cancelled=outcome.cancelled,
-                       turn_metrics=outcome.turn_metrics)
+                       turn_metrics=outcome.turn_metrics, probes=outcome.probes,
+                       loop_lag=outcome.loop_lag)
 
 
 def _replay_logs(outcome: TrialOutcome) -> None:

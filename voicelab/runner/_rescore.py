@@ -41,7 +41,7 @@ from ..artifacts._store import (
     resolve_latest,
     resolve_local_latest,
 )
-from ..config import PersonaConfig, ScenarioConfig, parse_settings
+from ..config import MeasurementConfig, PersonaConfig, ScenarioConfig, parse_settings
 from ..errors import ConfigError, ExecutionError
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
 from ..scoring import pass_at_k, pass_power_k, run_statistics, trial_passed
@@ -136,7 +136,10 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
     recording = read_recording(trial_dir)
     if speech_metrics is None:
         speech_metrics = bool(settings.get("speech_metrics"))
-    evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics)
+    measurement = _model(MeasurementConfig, settings.get("measurement") or {},
+                         source=trial_dir / "resolved-settings.json")
+    evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics,
+                            measurement=measurement)
     verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
                            exit_reason=previous.exit_reason,
                            outcome_status=previous.outcome_status, outcome=previous.outcome,
@@ -151,7 +154,8 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
     passed = trial_passed(executed=executed, verdicts=verdicts, judges=judges)
     report = previous.model_copy(update={
         "verdicts": verdicts, "judges": judges, "passed": passed,
-        "metrics_summary": evidence.metrics.model_dump(mode="json")["summary"]})
+        "metrics_summary": evidence.metrics.model_dump(mode="json")["summary"],
+        "measurement_degraded": evidence.degraded})
     title = f"{report.scenario_id} — {report.trial_id} (seed {report.seed})"
     from .._steps import run_steps
 
@@ -184,7 +188,8 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | Non
             "passed": trial.passed,
             "failed_verdicts": failed_verdict_names(trial.verdicts, trial.judges),
             "first_audio_latency_ms_p50": latency.get("p50"),
-            "first_audio_latency_ms_p95": latency.get("p95")}))
+            "first_audio_latency_ms_p95": latency.get("p95"),
+            "measurement_degraded": trial.measurement_degraded}))
     flags = [s.passed for s in summaries]
     executed_all = all(s.execution_status == "succeeded" for s in summaries) \
         and report.executed_trials == report.planned_trials
@@ -205,6 +210,7 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | Non
         "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(flags),
         "pass_power_k": pass_power_k(flags) and report.executed_trials == report.planned_trials,
         "exit_code": code,
+        "degraded_trials": sum(s.measurement_degraded for s in summaries),
         **(statistics.report_fields() if report.pass_rate is not None else {})})
     write_json(path, updated)
     return path

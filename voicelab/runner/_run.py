@@ -32,6 +32,7 @@ from ..errors import ConfigError
 from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statistics
 from ._conversation import Failure
 from ._executors import TrialExecutor, execute_trial, resolve_executor
+from ._lag_budget import LagBudget, admitted
 from ._remote import open_stage, run_staged, store_target
 from ._resume import ResumePoint, resume_point
 from ._speech import open_speech
@@ -266,7 +267,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                resume: str | Path | None = None, rerun_failed: bool = False,
                replay_of: ReplayOrigin | None = None,
                executor: TrialExecutor | str | Any = None, workers: int | None = None,
-               scheduler: str | None = None) -> RunOutcome:
+               scheduler: str | None = None,
+               lag_budget_ms: float | None = None) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -288,6 +290,9 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     ``dask.distributed.Client``, or an executor (:class:`voicelab.runner.LocalExecutor`,
     :class:`voicelab.runner.DaskExecutor`) shared by several runs. The bundle is the same
     whatever runs the trials.
+
+    ``lag_budget_ms`` (default: the run config's ``measurement.lag_budget_ms``) lowers the
+    concurrency while finished trials saw a loop-lag p99 above it (:mod:`._lag_budget`).
     """
     if isinstance(run, RunPlan):
         plan = run
@@ -311,7 +316,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             on_trial_done=on_trial_done, semaphore=semaphore, link_latest=link_latest,
             bundle_name=bundle_name, label=label, calibrations=calibrations, resume=local,
             rerun_failed=rerun_failed, replay_of=replay_of, executor=executor, workers=workers,
-            scheduler=scheduler))
+            scheduler=scheduler, lag_budget_ms=lag_budget_ms))
     point: ResumePoint | None = None
     if resume is not None:
         point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
@@ -333,7 +338,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                                run_id=run_id, on_trial_done=on_trial_done, semaphore=semaphore,
                                link_latest=link_latest, bundle_name=bundle_name, label=label,
                                calibrations=calibrations, configured=configured,
-                               replay_of=replay_of)
+                               replay_of=replay_of, lag_budget_ms=lag_budget_ms)
     finally:
         if owned and pool is not None:
             await pool.aclose()
@@ -346,7 +351,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                     semaphore: asyncio.Semaphore | None, link_latest: bool,
                     bundle_name: str | None, label: str | None,
                     calibrations: Sequence[JudgeCalibration], configured: str | Path,
-                    replay_of: ReplayOrigin | None) -> RunOutcome:
+                    replay_of: ReplayOrigin | None, lag_budget_ms: float | None) -> RunOutcome:
     loaded = plan.loaded
     statistics = loaded.run.statistics
     # scipy.stats is imported here, not by the first report in the middle of the trials (its
@@ -392,6 +397,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
     run_product_failure: Failure | None = None
     context: RunContext | None = None
     blob = b""
+    budget: LagBudget | None = None
     try:
         if executor is None:  # the workers open their own
             speech = open_speech(loaded, plan.speech_cls, cache_dir=root / ".speech-cache")
@@ -412,13 +418,16 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                                  run_product_failure=run_product_failure)
             blob = pickle.dumps(context)
         semaphore = semaphore or asyncio.Semaphore(parallel)
+        budget_ms = lag_budget_ms if lag_budget_ms is not None \
+            else loaded.run.measurement.lag_budget_ms
+        budget = LagBudget(budget_ms=budget_ms, ceiling=parallel) if budget_ms else None
         report_lock = asyncio.Lock()
 
         def report(status: str) -> RunReport:
             return _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                                planned=trial_count, started=started, status=status,
                                label=label, calibrations=calibrations,
-                               resumed_at=resumed_at, replay_of=replay_of)
+                               resumed_at=resumed_at, replay_of=replay_of, budget=budget)
 
         running_error = _write_report_robustly(bundle / "run-report.json", report("running"))
         if running_error:
@@ -432,7 +441,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
             return await execute_trial(executor, context, blob, job)
 
         async def one(index: int) -> None:
-            async with semaphore:
+            async with admitted(budget) as slot, semaphore:
                 if executor is None:  # a worker spaces the starts on its own loop
                     await _start_slot()
                 trial = TrialPlan(loaded=loaded, index=index,
@@ -464,6 +473,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                     result = await asyncio.to_thread(crashed_trial, trial, error,
                                                      started_wall=started_wall)
                 results.append(result)
+                slot.loop_lag = result.loop_lag
                 await write_behind(result)
                 logger.info("%s: %s (%s)", result.summary.trial_id,
                             "passed" if result.report.passed else "failed",
@@ -540,7 +550,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                             planned=trial_count, started=started,
                             status="interrupted" if interrupted else "complete", label=label,
                             calibrations=calibrations, resumed_at=resumed_at,
-                            replay_of=replay_of)
+                            replay_of=replay_of, budget=budget)
         final_error = _write_report_robustly(bundle / "run-report.json", final)
         if final_error:
             write_errors.append(final_error)
@@ -573,8 +583,8 @@ def _point_latest(root: Path, bundle: Path) -> None:
 def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequence[TrialResult],
                 planned: int, started: str, status: str, label: str | None = None,
                 calibrations: Sequence[JudgeCalibration] = (),
-                resumed_at: Sequence[str] = (), replay_of: ReplayOrigin | None = None
-                ) -> RunReport:
+                resumed_at: Sequence[str] = (), replay_of: ReplayOrigin | None = None,
+                budget: LagBudget | None = None) -> RunReport:
     ordered = sorted(results, key=lambda r: r.report.trial)
     passed_flags = [r.report.passed for r in ordered]
     interrupted = status == "interrupted"
@@ -601,6 +611,9 @@ def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequen
         and len(ordered) == planned,
         exit_code=code, trials=summaries, message=message, label=label,
         run_file=str(loaded.run_path), resumed_at=list(resumed_at), replay_of=replay_of,
+        degraded_trials=sum(s.measurement_degraded for s in summaries),
+        lag_budget_ms=budget.budget_ms if budget else None,
+        lowest_concurrency=budget.lowest if budget else None,
         **statistics.report_fields())
 
 

@@ -18,6 +18,7 @@ from ..artifacts import (
     SCHEMA_VERSION,
     ExecutionFailure,
     JudgeResult,
+    LoopLag,
     ProbeOutcome,
     TrialReport,
     TrialSummary,
@@ -47,6 +48,7 @@ from ._evidence import (
 )
 from ._intake import AudioFloodLimit
 from ._listening import ListeningConversation
+from ._loop_lag import loop_monitor
 from ._playback import RecordingPlayback
 
 logger = logging.getLogger(__name__)
@@ -85,6 +87,8 @@ class TrialResult:
     #: with ``write_behind``, the bundle write still to await: it returns the final report (the
     #: same, or one saying which files could not be written)
     pending_write: Coroutine[Any, Any, TrialReport] | None = None
+    #: the event loop's lag while the conversation ran (``None``: it did not run)
+    loop_lag: LoopLag | None = None
 
     def finish_write(self, report: TrialReport) -> None:
         """Take the report the bundle write ended with (a failed write fails the trial)."""
@@ -103,7 +107,8 @@ def trial_summary(report: TrialReport) -> TrialSummary:
         execution_status=report.execution_status, exit_reason=report.exit_reason,
         failed_verdicts=failed_verdict_names(report.verdicts, report.judges),
         first_audio_latency_ms_p50=latency.get("p50"),
-        first_audio_latency_ms_p95=latency.get("p95"), path=report.trial_id)
+        first_audio_latency_ms_p95=latency.get("p95"), path=report.trial_id,
+        measurement_degraded=report.measurement_degraded)
 
 
 def _utc(moment: float) -> str:
@@ -247,6 +252,8 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
 
     cancelled = False
     max_time = loaded.scenario.eval_spec.limits.max_time_seconds
+    lag_monitor = loop_monitor()
+    lag_window = lag_monitor.open()  # closed with the conversation (or dropped with the trial)
     try:
         if launch_failure is not None:  # no product to talk to
             conversation.failures.append(launch_failure)
@@ -271,8 +278,9 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         if not cancelled:
             cancelled = True
             conversation.failures.append(Failure("cancelled", "the run was interrupted"))
+    loop_lag = lag_monitor.close(lag_window)
     recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
-                     exit_reason=exit_reason)
+                     exit_reason=exit_reason, loop_lag=loop_lag.model_dump(mode="json"))
 
     outcome_status, outcome, outcome_error, probe_name = await _run_probe(
         plan, endpoint, session_id, scrubber)
@@ -284,7 +292,8 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         texts["product.log"] = product.log_text()
 
     evidence = await assemble(recording, adapter=loaded.run.endpoint.adapter,
-                              speech_metrics=plan.speech_metrics)
+                              speech_metrics=plan.speech_metrics,
+                              measurement=loaded.run.measurement)
     failures = [ExecutionFailure(kind=f.kind, message=f.message, code=f.code)  # type: ignore[arg-type]
                 for f in conversation.failures]
     verdicts = verdicts_of(evidence, scenario=loaded.scenario, persona=loaded.persona,
@@ -313,7 +322,7 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         verdicts=verdicts, judges=judges, outcome_status=outcome_status,  # type: ignore[arg-type]
         outcome=outcome, outcome_error=outcome_error,
         metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
-        audio_format=CANONICAL_FORMAT.to_dict())
+        audio_format=CANONICAL_FORMAT.to_dict(), measurement_degraded=evidence.degraded)
     files = await _encode(plan, recording, evidence, report, persona, texts=texts)
     pending: Coroutine[Any, Any, TrialReport] | None = _write(plan.trial_dir, files, report)
     if not write_behind and pending is not None:
@@ -321,7 +330,8 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
         pending = None
     turns = evidence.metrics.turns
     result = TrialResult(report, trial_summary(report), cancelled=cancelled, turn_metrics=turns,
-                         probes=evidence.metrics.probes, pending_write=pending)
+                         probes=evidence.metrics.probes, pending_write=pending,
+                         loop_lag=loop_lag)
     if cancelled:
         raise _TrialCancelled(result)
     return result

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import TrialReport, TurnMetrics
+from ..artifacts import LoopLag, ProbeOutcome, TrialReport, TurnMetrics
 from ..config import LoadedRun
 from ._conversation import Failure
 from ._speech import open_speech
@@ -62,6 +62,9 @@ class TrialOutcome:
     index: int
     report: TrialReport | None = None
     turn_metrics: list[TurnMetrics] = field(default_factory=list)
+    #: the trial's selectivity probes (the run report's table) and its loop lag (a lag budget)
+    probes: list[ProbeOutcome] = field(default_factory=list)
+    loop_lag: LoopLag | None = None
     cancelled: bool = False
     #: the run was cancelled before this trial started: nothing ran, nothing was written
     not_started: bool = False
@@ -250,6 +253,8 @@ class TrialService:
                                              started_wall=started_wall)
         outcome.report = result.report
         outcome.turn_metrics = result.turn_metrics
+        outcome.probes = result.probes
+        outcome.loop_lag = result.loop_lag
         outcome.cancelled = result.cancelled
 
 

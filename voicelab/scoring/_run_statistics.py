@@ -274,19 +274,30 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
     kept = [reports[i] for i in counted]
     passed = sum(report.passed for report in kept)
     rate = pass_rate(passed, len(kept), statistics)
+    from ..metrics import TIMING_METRICS  # not at import: validate does not need the metrics
+
     responses: dict[str, list[float]] = {}
+    # a degraded trial's clock stamps may be late: its timing figures judge no gate (as its
+    # timing verdicts are inconclusive)
+    trusted = [i for i in counted if not reports[i].measurement_degraded]
     for gate in gates:
         if gate.metric != PASS_RATE and gate.metric not in responses:
-            values = (getattr(metrics, gate.metric) for i in counted for metrics in turns[i])
+            judged = trusted if gate.metric in TIMING_METRICS else counted
+            values = (getattr(metrics, gate.metric) for i in judged for metrics in turns[i])
             responses[gate.metric] = [float(v) for v in values
                                       if v is not None and np.isfinite(v)]
+    checks = judge_gates(gates, rate=rate, responses=responses, statistics=statistics)
+    degraded = len(counted) - len(trusted)
+    if degraded:
+        checks = [check.model_copy(update={"message": f"{check.message} (the responses of "
+                                           f"{degraded} degraded trial(s) left out)"})
+                  if check.metric in TIMING_METRICS else check for check in checks]
     rates, rows = selectivity([(reports[i].trial, probes[i]) for i in counted], statistics) \
         if probes is not None else ([], [])
     return RunStatistics(
         selectivity=rates, probes=rows,
         pass_rate=rate, pass_curve=pass_curve(len(kept), passed) if curve else [],
-        verdict_pass_rates=verdict_pass_rates(kept, statistics),
-        gates=judge_gates(gates, rate=rate, responses=responses, statistics=statistics),
+        verdict_pass_rates=verdict_pass_rates(kept, statistics), gates=checks,
         judge_corrected_pass_rates=judge_corrected_rates(kept, calibrations, statistics))
 
 

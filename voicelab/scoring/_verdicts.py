@@ -6,10 +6,20 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..artifacts import JudgeResult, ProbeOutcome, TranscriptTurn, TurnMetrics, Verdict
+from ..artifacts import (
+    JudgeResult,
+    MeasurementQuality,
+    ProbeOutcome,
+    TranscriptTurn,
+    TurnMetrics,
+    Verdict,
+)
 from ..config import PersonaConfig, ScenarioConfig
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
+
+#: Verdicts judged on clock stamps: inconclusive when the trial's measurement is degraded.
+TIMING_VERDICTS = ("interruption_honoured", "first_audio_latency")
 
 
 def normalize_tokens(text: str) -> list[str]:
@@ -36,7 +46,10 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            transcript: Sequence[TranscriptTurn], exit_reason: str,
                            outcome_status: str, outcome: Mapping[str, Any] | None,
                            outcome_error: str | None, turn_metrics: Sequence[TurnMetrics],
-                           probes: Sequence[ProbeOutcome] = ()) -> list[Verdict]:
+                           probes: Sequence[ProbeOutcome] = (),
+                           measurement: MeasurementQuality | None = None) -> list[Verdict]:
+    """``measurement``: when it is ``degraded``, the timing verdicts (``TIMING_VERDICTS``) are
+    ``inconclusive``, whatever the figures say (they are still in ``observed``)."""
     spec = scenario.eval_spec
     verdicts: list[Verdict] = []
     assistant_turns = [t for t in transcript if t.role == "assistant"]
@@ -128,6 +141,9 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
         verdicts.append(_probe_verdict("stops_when_interrupted", probes, ("interruption",),
                                        "stops"))
 
+    if measurement is not None and measurement.degraded:
+        verdicts = [_untrusted(v, measurement) if v.name in TIMING_VERDICTS
+                    and v.status != "inconclusive" else v for v in verdicts]
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:
         if verdict.name in advisory:
@@ -156,6 +172,16 @@ def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:
     """A verdict with nothing to judge: never a pass; its reason says what was missing."""
     return Verdict(name=name, passed=False, status="inconclusive", expected=expected,
                    observed=None, why=f"inconclusive: {missing}")
+
+
+def _untrusted(verdict: Verdict, measurement: MeasurementQuality) -> Verdict:
+    """A timing verdict of a degraded trial: the figure is kept, the judgement withheld."""
+    return Verdict(name=verdict.name, passed=False, status="inconclusive",
+                   critical=verdict.critical, expected=verdict.expected,
+                   observed=verdict.observed,
+                   why=f"inconclusive: the evaluator's event loop lagged "
+                       f"({'; '.join(measurement.reasons)}), so its clock stamps may be late "
+                       f"by as much; measured: {verdict.why}")
 
 
 def pass_at_k(results: Sequence[bool]) -> bool:

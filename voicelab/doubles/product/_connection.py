@@ -333,6 +333,8 @@ class ProductConnection:
                                          if samples.size else 0))
                 if timing["first_audio_ns"] is None:
                     timing["first_audio_ns"] = sent_ns
+                if getattr(self.behaviour, "report_frame_times", False):
+                    timing.setdefault("frame_sent_ns", []).append(sent_ns)
                 if speech_start_byte is not None and timing.get("speech_start_ns") is None \
                         and sent_bytes <= speech_start_byte < sent_bytes + len(frame):
                     offset_ns = (speech_start_byte - sent_bytes) * 1_000_000_000 \

@@ -84,6 +84,9 @@ class FakeBehaviour(AdapterSettings):
     leading_silence_ms: NonNegativeMs = 0.0  # digital silence before each reply's speech
     idle_silence: bool = False  # stream silence frames whenever not replying (a phone line)
     transcripts: bool = True  # false: the product speaks but never says what (no transcripts)
+    #: response.done's server_timing lists when each audio frame was sent (frame_sent_ns, on
+    #: the shared monotonic clock): the truth benchmarks rebuild a listener's timings from
+    report_frame_times: bool = False
 
     def latency_seconds(self, response_number: int) -> float:
         latency = self.reply_latency_ms

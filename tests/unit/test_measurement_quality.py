@@ -1,0 +1,274 @@
+"""Measurement quality: loop-lag statistics, the degraded judgement, timing verdicts made
+inconclusive, gates that leave degraded timings out, the lag ticker, and the lag budget's
+AIMD controller (fed a fake lag source)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from voicelab.artifacts import LoopLag, TrialReport, TurnMetrics
+from voicelab.config import (
+    GateConfig,
+    MeasurementConfig,
+    PersonaConfig,
+    ScenarioConfig,
+    StatisticsConfig,
+)
+from voicelab.metrics import degraded_note, judge_measurement, loop_lag_of, loop_lag_statistics
+from voicelab.recording import EventType, Recording
+from voicelab.runner._lag_budget import Admission, LagBudget, admitted
+from voicelab.runner._loop_lag import LoopLagMonitor
+from voicelab.scoring import run_statistics
+from voicelab.scoring._verdicts import TIMING_VERDICTS, deterministic_verdicts
+
+# --- statistics and judgement -----------------------------------------------------------------
+
+
+def test_lag_statistics_are_percentiles_of_the_lateness_in_ms():
+    rng = np.random.default_rng(7)
+    lateness_ns = rng.integers(0, 5_000_000, size=1000)
+    lag = loop_lag_statistics(lateness_ns, interval_ms=10.0)
+    # rounded to the microsecond
+    assert_allclose(lag.p50, np.percentile(lateness_ns, 50) / 1e6, atol=5e-4)
+    assert_allclose(lag.p99, np.percentile(lateness_ns, 99) / 1e6, atol=5e-4)
+    assert_allclose(lag.max, lateness_ns.max() / 1e6, atol=5e-4)
+    assert (lag.ticks, lag.interval_ms) == (1000, 10.0)
+
+
+def test_no_tick_has_no_statistics_and_is_not_degraded():
+    lag = loop_lag_statistics([], interval_ms=10.0)
+    assert (lag.p50, lag.p99, lag.max, lag.ticks) == (None, None, None, 0)
+    quality = judge_measurement(lag, MeasurementConfig())
+    assert quality.degraded is False and quality.reasons == []
+
+
+@pytest.mark.parametrize(("p99", "worst", "reasons"), [
+    (20.0, 25.0, []),  # at the tolerances: within
+    (20.5, 22.0, ["loop lag p99 20.5 ms > 20 ms"]),
+    (5.0, 25.1, ["loop lag max 25.1 ms > 25 ms"]),
+    (60.0, 90.0, ["loop lag p99 60.0 ms > 20 ms", "loop lag max 90.0 ms > 25 ms"]),
+])
+def test_degraded_when_a_tolerance_is_exceeded(p99, worst, reasons):
+    lag = LoopLag(p50=1.0, p99=p99, max=worst, ticks=100, interval_ms=10.0)
+    quality = judge_measurement(lag, MeasurementConfig())
+    assert quality.reasons == reasons
+    assert quality.degraded is bool(reasons)
+    assert quality.tolerances.max_loop_lag_p99_ms == 20.0
+    assert degraded_note(quality) == ("; ".join(reasons) or None)
+
+
+def test_the_tolerances_come_from_the_config():
+    lag = LoopLag(p50=1.0, p99=30.0, max=40.0, ticks=10, interval_ms=10.0)
+    assert judge_measurement(lag, MeasurementConfig(max_loop_lag_p99_ms=35.0,
+                                                    max_loop_lag_max_ms=45.0)).degraded is False
+    assert judge_measurement(lag, MeasurementConfig(max_loop_lag_p99_ms=35.0)).degraded is True
+
+
+def test_an_unmeasured_trial_says_so_and_is_not_degraded():
+    recording = Recording(session_id="s", trace_id="t", root_span_id="r")
+    recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
+                     exit_reason="max_turns")
+    assert loop_lag_of(recording) is None
+    quality = judge_measurement(None, MeasurementConfig())
+    assert quality.loop_lag_ms is None and quality.degraded is False
+
+
+def test_the_lag_is_read_back_from_the_trial_ended_event():
+    recording = Recording(session_id="s", trace_id="t", root_span_id="r")
+    lag = LoopLag(p50=0.5, p99=3.0, max=4.0, ticks=12, interval_ms=10.0)
+    recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
+                     exit_reason="max_turns", loop_lag=lag.model_dump(mode="json"))
+    assert loop_lag_of(recording) == lag
+
+
+# --- verdicts ---------------------------------------------------------------------------------
+
+def _turn(index: int, *, latency: float, interrupted: bool = False) -> TurnMetrics:
+    return TurnMetrics(turn_id=f"turn-{index:03d}", index=index, status="completed",
+                       first_audio_latency_ms=latency, output_audio_seconds=1.0,
+                       interrupted=interrupted,
+                       interruption_stop_latency_ms=120.0 if interrupted else None)
+
+
+def _verdicts(measurement) -> dict:
+    scenario = ScenarioConfig.model_validate({"id": "s", "eval_spec": {
+        "expected_exit": "max_turns", "max_first_audio_latency_ms": 500,
+        "max_interruption_stop_ms": 100, "advisory_verdicts": ["interruption_honoured"]}})
+    verdicts = deterministic_verdicts(
+        scenario=scenario, persona=PersonaConfig(name="p"), transcript=[],
+        exit_reason="max_turns", outcome_status="unavailable", outcome=None,
+        outcome_error=None, measurement=measurement,
+        turn_metrics=[_turn(0, latency=300.0), _turn(1, latency=200.0, interrupted=True)])
+    return {v.name: v for v in verdicts}
+
+
+def test_a_degraded_trial_withholds_its_timing_verdicts_and_keeps_the_figures():
+    lag = LoopLag(p50=10.0, p99=80.0, max=120.0, ticks=50, interval_ms=10.0)
+    degraded = _verdicts(judge_measurement(lag, MeasurementConfig()))
+    trusted = _verdicts(judge_measurement(LoopLag(p50=0.5, p99=2.0, max=3.0, ticks=50,
+                                                  interval_ms=10.0), MeasurementConfig()))
+    assert trusted["first_audio_latency"].status == "passed"
+    assert trusted["interruption_honoured"].status == "failed"  # 120 ms > 100 ms
+    for name in TIMING_VERDICTS:
+        verdict = degraded[name]
+        assert verdict.status == "inconclusive" and verdict.passed is False
+        assert verdict.observed == trusted[name].observed  # the figure is kept
+        assert "loop lag p99 80.0 ms > 20 ms" in verdict.why
+        assert verdict.critical == trusted[name].critical  # advisory stays advisory
+    assert degraded["interruption_honoured"].critical is False
+    assert degraded["expected_exit"] == trusted["expected_exit"]  # not a timing verdict
+
+
+def test_without_a_measurement_the_verdicts_are_judged_as_before():
+    assert _verdicts(None)["first_audio_latency"].status == "passed"
+
+
+# --- run statistics ---------------------------------------------------------------------------
+
+def _report(trial: int, *, degraded: bool) -> TrialReport:
+    return TrialReport(
+        trial=trial, trial_id=f"trial-{trial:03d}", seed=trial, session_id="s",
+        scenario_id="x", persona="p", environment="quiet", adapter="fake", trace_id="t",
+        execution_status="succeeded", exit_reason="max_turns", passed=True, started_at="",
+        ended_at="", duration_seconds=1.0, measurement_degraded=degraded)
+
+
+def test_gates_on_timing_metrics_leave_degraded_trials_out():
+    # 80 trusted responses at 100 ms, and 80 of degraded trials at 900 ms
+    reports = [_report(i, degraded=i > 80) for i in range(1, 161)]
+    turns = [[_turn(0, latency=900.0 if i > 80 else 100.0)] for i in range(1, 161)]
+    gate = GateConfig(metric="first_audio_latency_ms", quantile=0.95, max=200)
+    other = GateConfig(metric="output_audio_seconds", quantile=0.5, max=2)
+    result = run_statistics(reports, turns, statistics=StatisticsConfig(), gates=[gate, other])
+    latency, audio = result.gates
+    assert latency.status == "passed" and latency.n == 80
+    assert latency.message.endswith("(the responses of 80 degraded trial(s) left out)")
+    assert audio.n == 160  # not a clock figure: every trial counts
+    assert "degraded" not in audio.message
+    assert result.pass_rate.n == 160  # degraded trials still count toward the pass rate
+
+
+# --- the ticker -------------------------------------------------------------------------------
+
+def test_the_ticker_sees_a_blocked_loop_and_stops_with_its_last_window():
+    async def scenario():
+        monitor = LoopLagMonitor(interval_ms=5.0)
+        quiet, blocked = monitor.open(), None
+        await asyncio.sleep(0.05)
+        blocked = monitor.open()
+        time.sleep(0.12)  # a synchronous call on the loop
+        await asyncio.sleep(0.03)
+        first, second = monitor.close(quiet), monitor.close(blocked)
+        ticking = monitor.ticking
+        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)
+        return first, second, ticking, len(quiet.lateness_ns)
+
+    first, second, ticking, kept = asyncio.run(scenario())
+    assert first.ticks > second.ticks >= 1
+    # the tick asleep when the block began woke at least the block minus one interval late
+    assert second.max >= 120.0 - 5.0 and first.max >= 115.0
+    assert not ticking  # the last close stopped the ticker
+    assert kept == first.ticks  # nothing appended after the window closed
+
+
+def test_a_dropped_window_stops_receiving_ticks():
+    async def scenario():
+        monitor = LoopLagMonitor(interval_ms=2.0)
+        monitor.open()  # a trial that died without closing its window
+        kept = monitor.open()
+        await asyncio.sleep(0.02)
+        alive = len(monitor._windows)
+        lag = monitor.close(kept)
+        return alive, lag, monitor.ticking
+
+    alive, lag, ticking = asyncio.run(scenario())
+    assert alive == 1 and lag.ticks >= 1 and not ticking
+
+
+def test_the_shared_log_keeps_only_what_open_windows_need():
+    async def scenario():
+        monitor = LoopLagMonitor(interval_ms=1.0)
+        monitor.TRIM_TICKS = 5
+        first = monitor.open()
+        await asyncio.sleep(0.03)
+        second = monitor.open()
+        await asyncio.sleep(0.03)
+        ticked = monitor._first + len(monitor._log)  # ticks so far, trimmed or not
+        a = monitor.close(first)
+        await asyncio.sleep(0.03)
+        kept = len(monitor._log)
+        b = monitor.close(second)
+        return a, ticked - first.start, b, kept
+
+    a, expected, b, kept = asyncio.run(scenario())
+    assert a.ticks == expected > 5  # trimming never cut into an open window
+    assert 0 < kept <= b.ticks  # once the first closed, only the second's ticks were kept
+
+
+# --- the lag budget (AIMD, fed a fake lag source) ----------------------------------------------
+
+def test_over_budget_halves_the_limit_once_per_epoch_and_recovers_additively():
+    budget = LagBudget(budget_ms=20.0, ceiling=16)
+    stale = Admission(budget.epoch)
+    budget.observe(Admission(budget.epoch), 35.0)
+    assert (budget.limit, budget.decreases) == (8, 1)
+    budget.observe(stale, 90.0)  # admitted under the old limit: says nothing about this one
+    assert budget.limit == 8
+    for _ in range(7):
+        budget.observe(Admission(budget.epoch), 5.0)
+    assert budget.limit == 8
+    budget.observe(Admission(budget.epoch), 5.0)  # the 8th trial within budget at 8
+    assert budget.limit == 9
+    for _ in range(5):
+        budget.observe(Admission(budget.epoch), 40.0)
+    assert budget.limit == 1 and budget.lowest == 1  # 9 -> 4 -> 2 -> 1, then floor
+    budget.observe(Admission(budget.epoch), None)  # not measured: no information
+    assert budget.limit == 1 and budget.decreases == 4
+
+
+def test_the_limit_never_exceeds_the_configured_concurrency():
+    budget = LagBudget(budget_ms=20.0, ceiling=2)
+    for _ in range(10):
+        budget.observe(Admission(budget.epoch), 1.0)
+    assert budget.limit == 2 and budget.lowest == 2 and budget.decreases == 0
+
+
+def test_admission_waits_while_the_limit_is_reached():
+    async def scenario():
+        budget = LagBudget(budget_ms=20.0, ceiling=4)
+        budget.limit = 2
+        running: list[int] = []
+        peak = 0
+
+        async def trial(index: int, lag: float):
+            nonlocal peak
+            async with admitted(budget) as slot:
+                running.append(index)
+                peak = max(peak, len(running))
+                await asyncio.sleep(0.01)
+                running.remove(index)
+                slot.loop_lag = LoopLag(p50=lag, p99=lag, max=lag, ticks=1, interval_ms=10.0)
+
+        await asyncio.gather(*(trial(i, 50.0 if i == 0 else 1.0) for i in range(6)))
+        return peak, budget
+
+    peak, budget = asyncio.run(scenario())
+    assert peak == 2
+    assert budget.lowest == 1 and budget.active == 0
+
+
+# --- the summary's warning ----------------------------------------------------------------------
+
+def test_the_warning_counts_the_affected_trials_and_says_what_to_do():
+    from voicelab.cli._run import degraded_warning
+
+    assert degraded_warning(0, 12) is None
+    warning = degraded_warning(3, 12)
+    assert warning is not None and warning.startswith("warning: measurement degraded in 3 of 12")
+    assert "fewer concurrent trials per worker" in warning and "more workers" in warning

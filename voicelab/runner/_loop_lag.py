@@ -1,0 +1,116 @@
+"""Watching the event loop's lag while trials run: one light ticker per loop, one window per trial.
+
+The ticker sleeps ``TICK_INTERVAL_MS`` and notes how late it woke (actual minus intended, on the
+recording's clock). A late wake-up means the loop was busy (or blocked) and every arrival
+stamped meanwhile waited as long. Trials sharing a loop share its lag, so they share one ticker:
+its cost stays ~100 wake-ups a second whatever the number of concurrent trials (a ticker per
+trial would itself load a saturated loop). Each trial opens a :class:`LagWindow` when its
+conversation starts and closes it when the conversation ends; the window receives every
+lateness measured in between. The ticker stops when the last window closes.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import time
+import weakref
+from collections.abc import Callable
+
+from ..artifacts import LoopLag
+from ..metrics import loop_lag_statistics
+
+#: How often the ticker wakes (ms). Finer costs more wake-ups; coarser misses short stalls
+#: between ticks only in the count, never in the lateness (a block delays the next wake-up).
+TICK_INTERVAL_MS = 10.0
+
+
+class LagWindow:
+    """One trial's view of the ticker: the ticks from ``start`` (an absolute tick number) until
+    it is closed; ``lateness_ns`` holds them once closed."""
+
+    def __init__(self, interval_ms: float, start: int):
+        self.interval_ms = interval_ms
+        self.start = start
+        self.lateness_ns: array.array[int] | None = None
+
+    def statistics(self) -> LoopLag:
+        return loop_lag_statistics(self.lateness_ns if self.lateness_ns is not None else [],
+                                   interval_ms=self.interval_ms)
+
+
+class LoopLagMonitor:
+    """The ticker of one event loop. Every tick appends one lateness to a log shared by the open
+    windows (constant work per tick, however many trials run); a window takes its slice when it
+    closes, and the log keeps only what open windows still need. Windows are held weakly: a
+    trial that dies without closing its window stops holding the log once it is collected."""
+
+    #: the log is trimmed to what open windows need when it grows past this many ticks
+    TRIM_TICKS = 6000
+
+    def __init__(self, *, interval_ms: float = TICK_INTERVAL_MS,
+                 clock_ns: Callable[[], int] = time.perf_counter_ns):
+        self.interval_ms = interval_ms
+        self.clock_ns = clock_ns
+        self._windows: weakref.WeakSet[LagWindow] = weakref.WeakSet()
+        self._log: array.array[int] = array.array("q")
+        self._first = 0  # the absolute tick number of _log[0]
+        #: the next tick (a bare timer callback: no task or future per tick)
+        self._timer: asyncio.TimerHandle | None = None
+        self._intended_ns = 0
+
+    @property
+    def ticking(self) -> bool:
+        return self._timer is not None
+
+    def open(self) -> LagWindow:
+        window = LagWindow(self.interval_ms, self._first + len(self._log))
+        self._windows.add(window)
+        if self._timer is None:
+            self._schedule(asyncio.get_running_loop())
+        return window
+
+    def close(self, window: LagWindow) -> LoopLag:
+        if window.lateness_ns is None:
+            window.lateness_ns = self._log[max(0, window.start - self._first):]
+        self._windows.discard(window)
+        if not self._windows:
+            self._forget()
+        return window.statistics()
+
+    def _forget(self) -> None:
+        self._first += len(self._log)
+        self._log = array.array("q")
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._intended_ns = self.clock_ns() + int(self.interval_ms * 1_000_000)
+        self._timer = loop.call_later(self.interval_ms / 1000.0, self._tick, loop)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        # the selector rounds its timeout to the millisecond: a quiet loop reads 0-1 ms
+        self._log.append(max(0, self.clock_ns() - self._intended_ns))
+        if not self._windows:  # the last window was dropped without being closed
+            self._timer = None
+            self._forget()
+            return
+        if len(self._log) > self.TRIM_TICKS:
+            oldest = min(window.start for window in self._windows)
+            del self._log[:max(0, oldest - self._first)]
+            self._first = max(self._first, oldest)
+        self._schedule(loop)
+
+
+_monitors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLagMonitor] = \
+    weakref.WeakKeyDictionary()
+
+
+def loop_monitor() -> LoopLagMonitor:
+    """The running loop's monitor (created on first use)."""
+    loop = asyncio.get_running_loop()
+    monitor = _monitors.get(loop)
+    if monitor is None:
+        monitor = _monitors[loop] = LoopLagMonitor()
+    return monitor

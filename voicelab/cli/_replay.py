@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
-from ..runner import MatrixInterrupted, RunInterrupted, areplay, areplay_sweep
+from ..runner import areplay, areplay_sweep
 from ._output import relative
-from ._run import (
-    _SIGNAL_EXIT,
-    _progress,
-    _write_junit,
-    print_matrix_summary,
-    print_run_summary,
-    run_until_signal,
-)
+from ._run import run_to_the_end
 
 
-def _compare_hint(original: str, replayed: Path) -> None:
+def _compare_hint(outcome: Any, replayed: Path) -> None:
+    origin = outcome.report.replay_of
+    if origin is None:
+        return
+    original = origin.bundle_path
     print(f"replay of: {relative(original)} (compare them: voice-evaluator compare "
           f"{relative(original)} {relative(str(replayed))})")
 
@@ -30,42 +28,17 @@ def _compare_hint(original: str, replayed: Path) -> None:
 def replay_command(args: argparse.Namespace) -> int:
     if (args.run_dir / "matrix-report.json").is_file():
         return _replay_sweep(args)
-    progress = _progress(args)
-    outcome, number, stopped = run_until_signal(lambda: areplay(
+    return run_to_the_end(args, lambda progress: areplay(
         args.run_dir, overrides=args.overrides, run_file=args.run_file,
         artifacts_dir=args.artifacts_dir, concurrency=args.concurrency, label=args.label,
-        on_trial_done=progress))
-    progress.close()
-    if number is not None:
-        if isinstance(stopped, RunInterrupted):
-            print_run_summary(stopped.outcome)
-            _write_junit(args, stopped.outcome.location)
-        return _SIGNAL_EXIT[number]
-    assert outcome is not None
-    print_run_summary(outcome)
-    if outcome.report.replay_of is not None:
-        _compare_hint(outcome.report.replay_of.bundle_path, outcome.bundle_path)
-    _write_junit(args, outcome.location)
-    return outcome.exit_code
+        on_trial_done=progress), after=lambda outcome: _compare_hint(outcome, outcome.bundle_path))
 
 
 def _replay_sweep(args: argparse.Namespace) -> int:
     if args.run_file is not None:
         raise ConfigError("a sweep is replayed with the configuration each cell recorded: "
                           "--run-file is for a run folder", source="CLI", key="--run-file")
-    progress = _progress(args)
-    outcome, number, stopped = run_until_signal(lambda: areplay_sweep(
+    return run_to_the_end(args, lambda progress: areplay_sweep(
         args.run_dir, overrides=args.overrides, artifacts_dir=args.artifacts_dir,
-        concurrency=args.concurrency, label=args.label, on_trial_done=progress))
-    progress.close()
-    if number is not None:
-        if isinstance(stopped, MatrixInterrupted):
-            print_matrix_summary(stopped.outcome)
-            _write_junit(args, stopped.outcome.location)
-        return _SIGNAL_EXIT[number]
-    assert outcome is not None
-    print_matrix_summary(outcome)
-    if outcome.report.replay_of is not None:
-        _compare_hint(outcome.report.replay_of.bundle_path, outcome.run_dir)
-    _write_junit(args, outcome.location)
-    return outcome.exit_code
+        concurrency=args.concurrency, label=args.label, on_trial_done=progress),
+        after=lambda outcome: _compare_hint(outcome, outcome.run_dir))

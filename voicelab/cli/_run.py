@@ -229,22 +229,39 @@ def run_command(args: argparse.Namespace) -> int:
         recorded = read_run_report(args.resume).run_file
     run_file = _resumed_config(args, given=args.run_file, recorded=recorded, what="run")
     calibrations = _calibrations(args)
-    progress = _progress(args)
-    outcome, number, stopped = run_until_signal(lambda: arun(
+    options = _executor_options(args)
+    return run_to_the_end(args, lambda progress: arun(
         run_file, trials=args.trials, concurrency=args.concurrency,
         artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
         label=args.label, calibrations=calibrations, resume=args.resume,
-        rerun_failed=args.rerun_failed, **_executor_options(args)))
+        rerun_failed=args.rerun_failed, **options))
+
+
+def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[Any]], *,
+                   after: Callable[[Any], None] | None = None) -> int:
+    """Run ``start(progress)`` (a run or a sweep) to its end or a signal, print its summary
+    (also for an interrupted one), ``after`` it, write --junit; the exit code."""
+    progress = _progress(args)
+    outcome, number, stopped = run_until_signal(lambda: start(progress))
     progress.close()
     if number is not None:
-        if isinstance(stopped, RunInterrupted):
-            print_run_summary(stopped.outcome)
+        if isinstance(stopped, RunInterrupted | MatrixInterrupted):
+            _summary(stopped.outcome)
             _write_junit(args, stopped.outcome.location)
         return _SIGNAL_EXIT[number]
     assert outcome is not None
-    print_run_summary(outcome)
+    _summary(outcome)
+    if after is not None:
+        after(outcome)
     _write_junit(args, outcome.location)
-    return outcome.exit_code
+    return int(outcome.exit_code)
+
+
+def _summary(outcome: RunOutcome | MatrixOutcome) -> None:
+    if isinstance(outcome, MatrixOutcome):
+        print_matrix_summary(outcome)
+    else:
+        print_run_summary(outcome)
 
 
 def print_matrix_summary(outcome: MatrixOutcome) -> None:
@@ -289,18 +306,8 @@ def sweep_command(args: argparse.Namespace) -> int:
                        overrides=args.overrides)
     for line in plan.lines():
         print(line)
-    progress = _progress(args)
-    outcome, number, stopped = run_until_signal(lambda: arun_matrix(
+    options = _executor_options(args)
+    return run_to_the_end(args, lambda progress: arun_matrix(
         plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
         calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
-        **_executor_options(args)))
-    progress.close()
-    if number is not None:
-        if isinstance(stopped, MatrixInterrupted):
-            print_matrix_summary(stopped.outcome)
-            _write_junit(args, stopped.outcome.location)
-        return _SIGNAL_EXIT[number]
-    assert outcome is not None
-    print_matrix_summary(outcome)
-    _write_junit(args, outcome.location)
-    return outcome.exit_code
+        **options))

@@ -50,24 +50,29 @@ def _start_fake_server(settings: dict) -> tuple[subprocess.Popen, str]:
 
 
 def _truth_errors(bundle: Path) -> list[float]:
+    return [error for trial in sorted(bundle.glob("trial-*"))
+            for error in _trial_truth_errors(trial)]
+
+
+def _trial_truth_errors(trial: Path) -> list[float]:
+    """First-audio latency minus the fake's own send time, per response of one trial (ms)."""
     errors = []
-    for trial in sorted(bundle.glob("trial-*")):
-        events = [json.loads(x) for x in (trial / "voice-events.jsonl").read_text().splitlines()]
-        start_ns = next(e for e in events if e["event_type"] == "trial.started")[
-            "attributes"]["clock_start_ns"]
-        references = {e["attributes"]["expects_response"]: e["monotonic_offset_ns"]
-                      for e in events if e["attributes"].get("expects_response")}
-        raw = json.loads((trial / "raw-endpoint-events.json").read_text())["events"]
-        done = [e for e in raw if e["type"] == "turn_complete"]
-        metrics = json.loads((trial / "voice-metrics.json").read_text())["turns"]
-        for turn, response_done in zip(metrics, done, strict=False):
-            timing = response_done["raw"].get("server_timing") or {}
-            sent = timing.get("first_audio_ns")
-            reference = references.get(turn["turn_id"])
-            if sent is None or reference is None or turn["first_audio_latency_ms"] is None:
-                continue
-            truth_ms = (sent - (start_ns + reference)) / 1e6
-            errors.append(turn["first_audio_latency_ms"] - truth_ms)
+    events = [json.loads(x) for x in (trial / "voice-events.jsonl").read_text().splitlines()]
+    start_ns = next(e for e in events if e["event_type"] == "trial.started")[
+        "attributes"]["clock_start_ns"]
+    references = {e["attributes"]["expects_response"]: e["monotonic_offset_ns"]
+                  for e in events if e["attributes"].get("expects_response")}
+    raw = json.loads((trial / "raw-endpoint-events.json").read_text())["events"]
+    done = [e for e in raw if e["type"] == "turn_complete"]
+    metrics = json.loads((trial / "voice-metrics.json").read_text())["turns"]
+    for turn, response_done in zip(metrics, done, strict=False):
+        timing = response_done["raw"].get("server_timing") or {}
+        sent = timing.get("first_audio_ns")
+        reference = references.get(turn["turn_id"])
+        if sent is None or reference is None or turn["first_audio_latency_ms"] is None:
+            continue
+        truth_ms = (sent - (start_ns + reference)) / 1e6
+        errors.append(turn["first_audio_latency_ms"] - truth_ms)
     return errors
 
 

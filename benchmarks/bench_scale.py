@@ -93,15 +93,39 @@ async def _one_case(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def _truth(bundle: Path) -> dict[str, Any]:
-    from bench_runner import _truth_errors  # type: ignore[import-not-found]
+    from bench_runner import _trial_truth_errors  # type: ignore[import-not-found]
 
-    latency = _truth_errors(bundle)
+    latency: list[float] = []
     per_response: dict[str, list[list[float | None]]] = {"stall": [], "dead_air": []}
+    worst_latency: list[float] = []  # per trial: its largest |first-audio error|
+    degraded: list[bool] = []        # per trial: measurement_quality.degraded
     for trial in sorted(bundle.glob("trial-*")):
-        turns = json.loads((trial / "voice-metrics.json").read_text())["turns"]
+        errors = _trial_truth_errors(trial)
+        latency += errors
+        worst_latency.append(max((abs(e) for e in errors), default=0.0))
+        metrics = json.loads((trial / "voice-metrics.json").read_text())
+        turns = metrics["turns"]
         per_response["stall"].append([t["playback_stall_ms"] for t in turns])
         per_response["dead_air"].append([t["dead_air_ms"] for t in turns])
-    return {"latency_errors": latency, **per_response}
+        degraded.append(bool((metrics.get("measurement_quality") or {}).get("degraded")))
+    return {"latency_errors": latency, **per_response, "worst_latency": worst_latency,
+            "degraded": degraded}
+
+
+def _silently_wrong(reference: dict[str, Any], measured: dict[str, Any]) -> tuple[int, int, int]:
+    """(trials flagged degraded, trials wrong, trials wrong and not flagged): wrong is a
+    first-audio error over 20 ms, or a stall or dead-air error over 40 ms, in any response."""
+    flagged = wrong = silent = 0
+    for index, is_degraded in enumerate(measured["degraded"]):
+        worst_timing = max(
+            (float(np.max(np.abs(_errors_against(reference, {name: [measured[name][index]]},
+                                                 name)), initial=0.0))
+             for name in ("stall", "dead_air")), default=0.0)
+        is_wrong = measured["worst_latency"][index] > 20.0 or worst_timing > 40.0
+        flagged += is_degraded
+        wrong += is_wrong
+        silent += is_wrong and not is_degraded
+    return flagged, wrong, silent
 
 
 def _run_case(case: dict[str, Any]) -> dict[str, Any]:
@@ -233,6 +257,10 @@ def main() -> None:
             for name in ("stall", "dead_air"):
                 errors = _errors_against(reference, result, name)
                 print(f"  {name}_ms - quiet reference: {_describe(errors)}  (target |p99| <= 40)")
+            flagged, wrong, silent = _silently_wrong(reference, result)
+            print(f"  trials flagged degraded {flagged}/{size}, wrong (first audio > 20 ms, "
+                  f"stall or dead air > 40 ms) {wrong}, wrong and not flagged {silent}  "
+                  f"(target 0)")
             print(f"  peak RSS per worker: "
                   f"{', '.join(f'{v:.0f}' for v in result['worker_peak_rss_mib']) or '-'} MiB,"
                   f" parent {result['parent_peak_rss_mib']:.0f} MiB", flush=True)

@@ -147,10 +147,18 @@ def test_a_full_disk_ends_with_exit_4_one_line_and_what_could_be_written(tmp_pat
     report = json.loads((bundle / "run-report.json").read_text())
     assert report["status"] == "complete" and report["exit_code"] == 4
     assert report["executed_trials"] == 2
-    trial = _trial_report(bundle)
-    assert trial["execution_status"] == "failed"
-    assert trial["failures"][-1]["kind"] == "artifacts"
-    assert "No space left on device" in trial["failures"][-1]["message"]
+    for index in (1, 2):  # every trial has its report, whatever it cost
+        trial = _trial_report(bundle, index)
+        assert trial["execution_status"] == "failed"
+        artifacts = [f for f in trial["failures"] if f["kind"] == "artifacts"]
+        assert artifacts[0]["code"] == "bundle_write_failed"
+        assert "No space left on device" in artifacts[0]["message"]
+        # audio removed to make room for the report is said, and is not listed as present
+        removed = [f["message"].split(" ")[0] for f in artifacts[1:]]
+        assert all(f["code"] == "bundle_file_removed" for f in artifacts[1:])
+        assert not set(removed) & set(trial["files"])
+        assert sorted(trial["files"]) == sorted(
+            p.name for p in (bundle / f"trial-{index:03d}").iterdir())
 
 
 def test_a_write_failure_fails_the_trial_not_the_run(tmp_path, monkeypatch):
@@ -336,3 +344,38 @@ def test_pipes_and_devices_are_named_as_such_not_as_directories(tmp_path):
     assert "data_path: expected a file, found a named pipe (FIFO)" in process.stderr
     process = _cli("validate", str(run), "--set", "data_path=/dev/null", timeout=60)
     assert process.returncode == 2 and "found a device: /dev/null" in process.stderr
+
+
+def test_a_full_disk_gives_up_the_trials_audio_for_its_report(tmp_path, monkeypatch):
+    """The report is written once removing the trial's largest audio freed the room it needs;
+    the report names what was removed."""
+    from voicelab.artifacts import TrialReport
+    from voicelab.runner import _trial as trial_module
+
+    trial_dir = tmp_path / "trial-001"
+    trial_dir.mkdir()
+    (trial_dir / "mixed.wav").write_bytes(b"\0" * 5000)
+    (trial_dir / "user-sent.wav").write_bytes(b"\0" * 3000)
+    (trial_dir / "transcript.json").write_text("{}")
+    real = trial_module.write_json
+
+    def full_until_mixed_is_gone(path, document):
+        if (trial_dir / "mixed.wav").exists():
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, document)
+
+    monkeypatch.setattr(trial_module, "write_json", full_until_mixed_is_gone)
+    report = TrialReport.model_validate(_trial_report(_bundle_of_a_run(tmp_path)))
+    failed = trial_module.write_unfinished_bundle(
+        trial_dir, report, OSError(errno.ENOSPC, "No space left on device", "x.wav"))
+    written = json.loads((trial_dir / "trial-report.json").read_text())
+    assert written == json.loads(failed.model_dump_json())
+    codes = [f["code"] for f in written["failures"] if f["kind"] == "artifacts"]
+    assert codes == ["bundle_write_failed", "bundle_file_removed"]
+    assert written["failures"][-1]["message"].startswith("mixed.wav (5000 bytes) was removed")
+    assert sorted(written["files"]) == ["transcript.json", "trial-report.json", "user-sent.wav"]
+
+
+def _bundle_of_a_run(tmp_path: Path) -> Path:
+    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path / "runs")
+    return outcome.bundle_path

@@ -10,6 +10,7 @@ import logging
 import pickle
 import shutil
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -67,8 +68,13 @@ class _RuntimeTuning:
         self._active = 0
         self._switch_interval = 0.005
         self._log_level = logging.NOTSET
+        self._lock = threading.Lock()  # a worker's trial thread and the caller's loop may share it
 
     def __enter__(self) -> None:
+        with self._lock:
+            self._enter()
+
+    def _enter(self) -> None:
         if self._active == 0:
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(self._switch_interval, GIL_SWITCH_INTERVAL_SECONDS))
@@ -82,6 +88,10 @@ class _RuntimeTuning:
         self._active += 1
 
     def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._exit()
+
+    def _exit(self) -> None:
         self._active -= 1
         if self._active == 0:
             gc.unfreeze()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import logging
 import time
@@ -408,22 +409,47 @@ def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError
     what is missing; returns that report (also when even it could not be written)."""
     reason = error.strerror or type(error).__name__
     where = f" ({Path(error.filename).name})" if error.filename else ""
-    failure = ExecutionFailure(kind="artifacts", code="bundle_write_failed",
-                               message=f"could not write the trial's bundle{where}: {reason}")
-    logger.error("%s: %s", report.trial_id, failure.message)
+    failures = [*report.failures, ExecutionFailure(
+        kind="artifacts", code="bundle_write_failed",
+        message=f"could not write the trial's bundle{where}: {reason}")]
+    logger.error("%s: %s", report.trial_id, failures[-1].message)
+    # Without its report the trial is unknown to every reader: on a full disk the trial's own
+    # audio (largest first) makes room for it, and the report says what was removed.
+    removable = _audio_by_size(trial_dir)
+    while True:
+        try:
+            present = sorted(p.name for p in trial_dir.iterdir() if not p.name.startswith("."))
+        except OSError:
+            present = []
+        failed = report.model_copy(update={
+            "execution_status": "failed", "passed": False, "failures": failures,
+            "files": [*present, "trial-report.json"]})
+        try:
+            write_json(trial_dir / "trial-report.json", failed)
+            return failed
+        except OSError as second:
+            if second.errno != errno.ENOSPC or not removable:
+                logger.error("%s: the trial report could not be written either: %s",
+                             report.trial_id, second.strerror or type(second).__name__)
+                return failed
+        victim, size = removable.pop(0)
+        try:
+            victim.unlink()
+        except OSError:
+            continue
+        failures = [*failures, ExecutionFailure(
+            kind="artifacts", code="bundle_file_removed",
+            message=f"{victim.name} ({size} bytes) was removed to make room for the trial "
+                    f"report on a full disk")]
+        logger.error("%s: %s", report.trial_id, failures[-1].message)
+
+
+def _audio_by_size(trial_dir: Path) -> list[tuple[Path, int]]:
     try:
-        present = sorted(p.name for p in trial_dir.iterdir() if not p.name.startswith("."))
+        sizes = [(path, path.stat().st_size) for path in trial_dir.glob("*.wav")]
     except OSError:
-        present = []
-    failed = report.model_copy(update={
-        "execution_status": "failed", "passed": False,
-        "failures": [*report.failures, failure], "files": [*present, "trial-report.json"]})
-    try:
-        write_json(trial_dir / "trial-report.json", failed)
-    except OSError as second:
-        logger.error("%s: the trial report could not be written either: %s", report.trial_id,
-                     second.strerror or type(second).__name__)
-    return failed
+        return []
+    return sorted(sizes, key=lambda item: -item[1])
 
 
 def new_run_id() -> str:

@@ -120,14 +120,7 @@ class TrialService:
         self._tasks: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancelled: set[str] = set()
         self.name = f"{os.uname().nodename}:{os.getpid()}"
-        package_logger = logging.getLogger("voicelab")
-        package_logger.addHandler(_TrialLogCollector(logging.INFO))
-        if package_logger.level == logging.NOTSET or package_logger.level > logging.INFO:
-            package_logger.setLevel(logging.INFO)
-        # the same process settings an in-process run uses while it runs (see _run.py)
-        from ._run import GIL_SWITCH_INTERVAL_SECONDS
-
-        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_INTERVAL_SECONDS))
+        logging.getLogger("voicelab").addHandler(_TrialLogCollector(logging.INFO))
         self._thread = threading.Thread(target=self._serve, name="voicelab-trials", daemon=True)
         self._thread.start()
 
@@ -201,9 +194,15 @@ class TrialService:
             outcome.not_started = True
             return outcome
         self._tasks.setdefault(context.key, set()).add(task)
+        from ._run import _tuning
+
+        # the process settings an in-process run uses, while trials run here (a Dask worker
+        # may be the caller's own process: they are restored when its last trial ends)
+        _tuning.__enter__()
         try:
             await self._trial(context, job, outcome)
         finally:
+            _tuning.__exit__()
             tasks = self._tasks.get(context.key)
             if tasks is not None:
                 tasks.discard(task)

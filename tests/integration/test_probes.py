@@ -10,6 +10,8 @@ Fake behaviours: ``stop_on_speech_ms: 0`` stops on any sound; ``stop_on_speech_m
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -60,6 +62,13 @@ def run(tmp_path: Path, *overrides: str):
     return outcome, trials, read_json(outcome.bundle_path / "run-report.json")
 
 
+def both(good: Callable[[], tuple], bad: Callable[[], tuple]) -> tuple[tuple, tuple]:
+    """The good and the bad behaviour's runs at once (each paced in real time: half the wait)."""
+    with ThreadPoolExecutor(2) as pool:
+        runs = pool.submit(good), pool.submit(bad)
+        return runs[0].result(), runs[1].result()
+
+
 def only_probe(metrics: dict, kind: str) -> dict:
     probes = [p for p in metrics["probes"] if p["kind"] == kind]
     assert len(probes) == 1, metrics["probes"]
@@ -72,8 +81,11 @@ BACKCHANNEL = script({"response": "mm-hmm", "kind": "backchannel",
 
 def test_a_backchannel_separates_a_selective_product_from_one_that_stops_on_any_sound(
         tmp_path):
-    _, good, good_report = run(tmp_path / "good", BACKCHANNEL, *SELECTIVE,
-                               "scenario.eval_spec.keeps_talking_through_backchannel=true")
+    (_, good, good_report), (outcome, bad, bad_report) = both(
+        lambda: run(tmp_path / "good", BACKCHANNEL, *SELECTIVE,
+                    "scenario.eval_spec.keeps_talking_through_backchannel=true"),
+        lambda: run(tmp_path / "bad", BACKCHANNEL, *ANY_SOUND,
+                    "scenario.eval_spec.keeps_talking_through_backchannel=true"))
     for report, metrics, events in good:
         probe = only_probe(metrics, "backchannel")
         assert probe["product_speaking"] and probe["stopped"] is False, probe
@@ -96,8 +108,6 @@ def test_a_backchannel_separates_a_selective_product_from_one_that_stops_on_any_
     assert rate["low"] == 0.0 and 0 < rate["high"] < 1
     assert len(good_report["probes"]) == TRIALS
 
-    outcome, bad, bad_report = run(tmp_path / "bad", BACKCHANNEL, *ANY_SOUND,
-                                   "scenario.eval_spec.keeps_talking_through_backchannel=true")
     for report, metrics, _ in bad:
         probe = only_probe(metrics, "backchannel")
         assert probe["stopped"] is True and probe["correct"] is False, probe
@@ -130,9 +140,10 @@ NOISE_ENVIRONMENT = {"noise_probes": [
 
 def test_a_door_and_a_cough_separate_a_speech_only_product_from_one_that_stops_on_any_sound(
         tmp_path):
-    closing = script()
-    _, good, good_report = run(tmp_path / "good", closing, *SELECTIVE,
-                               environment(tmp_path, **NOISE_ENVIRONMENT))
+    closing, noises = script(), environment(tmp_path, **NOISE_ENVIRONMENT)
+    (_, good, good_report), (_, bad, bad_report) = both(
+        lambda: run(tmp_path / "good", closing, *SELECTIVE, noises),
+        lambda: run(tmp_path / "bad", closing, *ANY_SOUND, noises))
     for _, metrics, events in good:
         door, cough, never = metrics["probes"]
         assert never["played"] is False and never["correct"] is None
@@ -145,8 +156,6 @@ def test_a_door_and_a_cough_separate_a_speech_only_product_from_one_that_stops_o
         # a noise is no user turn: the line carries it between turns
         started = next(e for e in events if e["event_type"] == "probe.started")
         assert started["turn_id"] is None
-    _, bad, bad_report = run(tmp_path / "bad", closing, *ANY_SOUND,
-                             environment(tmp_path, **NOISE_ENVIRONMENT))
     for _, metrics, _ in bad:
         door, cough, _ = metrics["probes"]
         assert door["stopped"] is True and door["correct"] is False, door
@@ -168,8 +177,11 @@ INTERRUPTION = script({"response": "Wait, one thing first, about the reminder ti
 
 
 def test_an_interruption_separates_a_product_that_stops_from_one_that_ignores_it(tmp_path):
-    _, good, good_report = run(tmp_path / "good", INTERRUPTION, *SELECTIVE,
-                               "scenario.eval_spec.stops_when_interrupted=true")
+    (_, good, good_report), (_, bad, bad_report) = both(
+        lambda: run(tmp_path / "good", INTERRUPTION, *SELECTIVE,
+                    "scenario.eval_spec.stops_when_interrupted=true"),
+        lambda: run(tmp_path / "bad", INTERRUPTION, *IGNORES,
+                    "scenario.eval_spec.stops_when_interrupted=true"))
     for report, metrics, events in good:
         probe = only_probe(metrics, "interruption")
         assert probe["stopped"] is True and probe["correct"] is True, probe
@@ -180,8 +192,6 @@ def test_an_interruption_separates_a_product_that_stops_from_one_that_ignores_it
         assert barge["attributes"]["kind"] == "interruption"
         assert next(v for v in report["verdicts"]
                     if v["name"] == "stops_when_interrupted")["passed"] is True
-    _, bad, bad_report = run(tmp_path / "bad", INTERRUPTION, *IGNORES,
-                             "scenario.eval_spec.stops_when_interrupted=true")
     for report, metrics, _ in bad:
         probe = only_probe(metrics, "interruption")
         assert probe["stopped"] is False and probe["correct"] is False, probe
@@ -197,18 +207,17 @@ ECHO = {"echo": {"delay_ms": 60, "echo_return_loss_db": 20, "rir": {"rt60_ms": 2
 
 
 def test_echo_separates_a_product_with_echo_cancellation_from_one_without(tmp_path):
-    closing = script()
-    _, good, _ = run(tmp_path / "good", closing, environment(tmp_path, **ECHO),
-                     "endpoint.settings.echo_cancellation=true")
+    closing, echo = script(), environment(tmp_path, **ECHO)
+    (_, good, _), (_, bad, _) = both(
+        lambda: run(tmp_path / "good", closing, echo, "endpoint.settings.echo_cancellation=true"),
+        lambda: run(tmp_path / "bad", closing, echo, "endpoint.settings.echo_cancellation=false",
+                    "scenario.eval_spec.limits.max_time_seconds=20"))
     for report, metrics, events in good:
         assert metrics["self_interruptions"] == [], metrics["self_interruptions"]
         assert metrics["echo"]["echo_return_loss_db"] == 20
         assert report["exit_reason"] == "endpoint_completion", report["failures"]
         # the echo is on the line: frames sent while only the product spoke are not silent
         assert any(e["event_type"] == "environment.echo" for e in events)
-    _, bad, _ = run(tmp_path / "bad", closing, environment(tmp_path, **ECHO),
-                    "endpoint.settings.echo_cancellation=false",
-                    "scenario.eval_spec.limits.max_time_seconds=20")
     for _, metrics, _ in bad:
         stops = [s for s in metrics["self_interruptions"] if s["kind"] == "stopped"]
         assert stops, metrics["self_interruptions"]

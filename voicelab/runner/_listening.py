@@ -18,10 +18,9 @@ import asyncio
 
 from ..audio import PcmAudio
 from ..endpoints import EndpointError
-from ..personas import PersonaEnd, ProductResponse, UserTurn
+from ..personas import ProductResponse, UserTurn
 from ..recording import EventType
 from ._conversation import (
-    COMPLETION_GRACE_SECONDS,
     Conversation,
     ConversationEnded,
     Failure,
@@ -77,43 +76,25 @@ class ListeningConversation(Conversation):
                                   **self.line.echo.describe(self.line.frame_samples))
         self.line.start()
         await self._start_persona()
+        return await self._take_turns(
+            lambda: self._await_reply("turn-000", since_ns=connected.listener_ns))
 
-        decision: UserTurn | PersonaEnd | None = None
-        if await self._product_opens():
-            await self._await_reply("turn-000", since_ns=connected.listener_ns)
-        else:
-            decision = await self._ask_persona(self.persona.opening())
-        while True:
-            await self._settle()
-            if self.intake.conversation_complete:
-                return "endpoint_completion"
-            if decision is None:
-                decision = await self._ask_persona(self.persona.reply(self._response_view()))
-            if isinstance(decision, PersonaEnd):
-                self.recording.record(EventType.PERSONA_ENDED, source="persona",
-                                      direction="internal", exit_reason=decision.exit_reason,
-                                      message=decision.message)
-                wait = max(decision.wait_seconds, COMPLETION_GRACE_SECONDS)
-                if await self.intake.wait_for(lambda: self.intake.conversation_complete, wait):
-                    return "endpoint_completion"
-                return decision.exit_reason
-            if self.user_turns >= self.max_turns:
-                return "max_turns"
-            utterance = await self._say(decision)
-            assert utterance.turn_id is not None
-            await self._until(utterance.speech_over)
-            if decision.dtmf:  # keys after the speech: once its last sample has played out
-                assert utterance.speech_ended_ns is not None
-                await asyncio.sleep(max(0, utterance.speech_ended_ns
-                                        - self.recording.clock_ns()) / 1e9)
-                try:
-                    await self._press(decision, utterance.turn_id)
-                except EndpointError as error:
-                    self._line_failed(error)
-            decision = None
+    async def _take_turn(self, turn: UserTurn) -> None:
+        """Say ``turn`` on the line (keys after its speech), then listen for the reply."""
+        utterance = await self._say(turn)
+        assert utterance.turn_id is not None
+        await self._until(utterance.speech_over)
+        if turn.dtmf:  # keys after the speech: once its last sample has played out
             assert utterance.speech_ended_ns is not None
-            await self._await_reply(utterance.turn_id,
-                                    since_ns=self.recording.offset_of(utterance.speech_ended_ns))
+            await asyncio.sleep(max(0, utterance.speech_ended_ns
+                                    - self.recording.clock_ns()) / 1e9)
+            try:
+                await self._press(turn, utterance.turn_id)
+            except EndpointError as error:
+                self._line_failed(error)
+        assert utterance.speech_ended_ns is not None
+        await self._await_reply(utterance.turn_id,
+                                since_ns=self.recording.offset_of(utterance.speech_ended_ns))
 
     async def _product_opens(self) -> bool:
         if self.first_speaker != "auto":

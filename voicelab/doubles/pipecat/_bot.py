@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ..._atomic import atomic_write
@@ -44,6 +44,7 @@ from ...endpoints._pipecat_wire import (
     pcm_of,
 )
 from ...endpoints._settings import AdapterSettings, parse_settings
+from .._bot_server import BotServer
 
 logger = logging.getLogger(__name__)
 
@@ -242,44 +243,18 @@ class _Connection:
         self.call.sent.append(decode_frame(payload))
 
 
-class PipecatBot:
+class PipecatBot(BotServer):
     """The bot as a WebSocket server on ``host:port`` (0: a free port); ``await start()`` returns
     its ``ws://`` URI. ``calls`` keeps every connection's frames and reply timings."""
+
+    name = "the pipecat bot"
 
     def __init__(self, settings: PipecatBotSettings | Mapping[str, Any] | None = None, *,
                  host: str = "127.0.0.1", port: int = 0):
         self.settings = parse_settings(PipecatBotSettings, settings)
-        self.host, self._requested_port = host, port
-        self.port: int | None = None
+        super().__init__(host=host, port=port,
+                         max_message_bytes=self.settings.max_client_message_bytes)
         self.calls: list[BotCall] = []
-        self._server: Server | None = None
-
-    @property
-    def uri(self) -> str:
-        if self.port is None:
-            raise RuntimeError("the pipecat bot is not started")
-        return f"ws://{self.host}:{self.port}/"
-
-    async def start(self) -> str:
-        self._server = await serve(self._handle, self.host, self._requested_port,
-                                   compression=None,
-                                   max_size=self.settings.max_client_message_bytes)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        return self.uri
-
-    async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), 3.0)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     async def _handle(self, ws: ServerConnection) -> None:
         call = BotCall()

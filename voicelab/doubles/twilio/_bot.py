@@ -30,11 +30,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Self
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import Field
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ...audio import (
@@ -46,6 +46,7 @@ from ...audio import (
     tone_speech,
 )
 from ...endpoints import AdapterSettings, parse_settings
+from .._bot_server import BotServer
 
 logger = logging.getLogger(__name__)
 
@@ -379,25 +380,19 @@ class _Call:
                   frames=reply.frames, mark_sent=reply.mark_sent_ns is not None)
 
 
-class TwilioBot:
+class TwilioBot(BotServer):
     """The bot as a server: ``await start()`` returns its ``ws://host:port/`` URI; ``calls``
     holds one :class:`CallRecord` per connection; ``on_event`` gets each thing it did."""
+
+    name = "the Twilio bot"
 
     def __init__(self, settings: TwilioBotSettings | Mapping[str, Any] | None = None, *,
                  host: str = "127.0.0.1", port: int = 0,
                  on_event: Callable[[dict[str, Any]], None] | None = None):
         self.settings = parse_settings(TwilioBotSettings, settings)
-        self.host, self._requested_port = host, port
+        super().__init__(host=host, port=port, max_message_bytes=self.settings.max_message_bytes)
         self.on_event = on_event
         self.calls: list[CallRecord] = []
-        self.port: int | None = None
-        self._server: Server | None = None
-
-    @property
-    def uri(self) -> str:
-        if self.port is None:
-            raise RuntimeError("the Twilio bot is not started")
-        return f"ws://{self.host}:{self.port}/"
 
     def report(self, entry: dict[str, Any]) -> None:
         if self.on_event is not None:
@@ -409,27 +404,6 @@ class TwilioBot:
                            hangover_ms=self.settings.vad_silence_ms)
         vad.push(mulaw_decode(mulaw_encode(tone_speech("warm up", seed=1,
                                                        sample_rate_hz=G711_SAMPLE_RATE_HZ))).samples)
-
-    async def start(self) -> str:
-        self._warm_up()
-        self._server = await serve(self._handle, self.host, self._requested_port,
-                                   compression=None, max_size=self.settings.max_message_bytes)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        return self.uri
-
-    async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), 3.0)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     async def _handle(self, ws: ServerConnection) -> None:
         record = CallRecord(index=len(self.calls) + 1)

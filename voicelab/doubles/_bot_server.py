@@ -1,0 +1,61 @@
+"""The WebSocket server part of the framework-bot doubles (pipecat, Twilio): start on a free
+port of 127.0.0.1, say the ``ws://`` URI, stop, use as an async context manager. Each bot says
+how one connection goes (:meth:`BotServer._handle`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Self
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+
+#: How long stopping waits for the open connections to close.
+STOP_TIMEOUT_SECONDS = 3.0
+
+
+class BotServer:
+    """A bot as a WebSocket server on ``host:port`` (0: a free port); ``await start()`` returns
+    its ``ws://`` URI."""
+
+    #: the bot's name in errors ("the pipecat bot")
+    name = "the bot"
+
+    def __init__(self, *, host: str, port: int, max_message_bytes: int):
+        self.host, self._requested_port = host, port
+        self.port: int | None = None
+        self._max_message_bytes = max_message_bytes
+        self._server: Server | None = None
+
+    @property
+    def uri(self) -> str:
+        if self.port is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return f"ws://{self.host}:{self.port}/"
+
+    def _warm_up(self) -> None:
+        """Run the bot's slow-to-load code once before serving (nothing by default)."""
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        raise NotImplementedError
+
+    async def start(self) -> str:
+        self._warm_up()
+        self._server = await serve(self._handle, self.host, self._requested_port,
+                                   compression=None, max_size=self._max_message_bytes)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.uri
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(server.wait_closed(), STOP_TIMEOUT_SECONDS)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()

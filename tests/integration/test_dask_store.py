@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -253,4 +254,14 @@ def test_a_trial_published_before_its_worker_was_lost_keeps_its_result(worker_si
     assert [f.code for f in lost.report.failures] == ["worker_lost"]
     assert sorted(fs.find("/runs/kept")) == sorted(f"/runs/kept/trial-001/{name}"
                                                    for name in TRIAL_FILES)
+    # a worker that said why it failed published nothing new: the report there is older
+    refused = lost_trial(context, job, "refused", code=PUBLISH_FAILED)
+    assert [f.code for f in refused.report.failures] == [PUBLISH_FAILED]
+    shutil.rmtree(context.bundle / "trial-001")  # (written by the caller: another case now)
+    # so is it when a worker died before its publishing ended (its marker is still there,
+    # e.g. a resumed trial run again): lost, not the earlier attempt's report
+    fs.pipe_file("/runs/kept/.trial-001.attempt3.running", b"")
+    died = lost_trial(context, job, "the Dask worker running it was lost")
+    assert [f.code for f in died.report.failures] == ["worker_lost"]
+    assert not fs.exists("/runs/kept/.trial-001.attempt3.running")
     trial_service().release_run("kept")

@@ -182,7 +182,9 @@ def lost_trial(context: RunContext, job: TrialJob, reason: str, *,
     from ._remote import published_trial
     from ._resume import read_trial_result
 
-    if context.store_url is not None:  # its worker published it, maybe before it was lost
+    if context.store_url is not None and code == "worker_lost":
+        # its worker may have published it before it was lost (a worker that said why it
+        # failed, e.g. worker_publish_failed, published nothing new)
         published = published_trial(context.store_url, job.index, job.seed)
         if published is not None:
             return published

@@ -151,14 +151,18 @@ def attempt_marker(run: RemoteLocation, index: int, attempt: str) -> RemoteLocat
 
 def published_trial(store_url: str, index: int, seed: int) -> TrialResult | None:
     """A trial whose worker was lost: its result read back from the store when the worker
-    had published it (its report is there, for this trial and seed), else None. Removes the
-    attempt markers the worker left (blocking I/O: call it in a thread)."""
+    had published it (no attempt's marker left, its report there for this trial and seed),
+    else None. A marker left means the worker died before its publishing ended: a report in
+    the store is then an earlier attempt's (a resumed run's), and the markers are removed
+    (blocking I/O: call it in a thread)."""
     try:
         run = open_remote(store_url)
         if run is None:
             return None
-        for marker in run.fs.glob(attempt_marker(run, index, "*").path):
-            run.fs.rm_file(marker)
+        markers = run.fs.glob(attempt_marker(run, index, "*").path)
+        if markers:
+            run.fs.rm(markers)
+            return None
         trial = run.child(f"trial-{index:03d}")
         if not remote_exists(trial.child(TRIAL_REPORT)):
             return None

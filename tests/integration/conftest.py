@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,10 @@ def s3() -> Iterator[S3]:
         try:
             yield S3(endpoint, env, fs)
         finally:
+            # moto keeps its buckets in this process, across servers: the next module's
+            # server starts empty
+            urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset",
+                                                          method="POST"), timeout=30).close()
             server.stop()
 
 

@@ -150,6 +150,8 @@ class QuotaStore(MemoryFileSystem):
 
     protocol = "voicelab-quota"
     refused = "/trial-"
+    store: dict[str, Any] = {}  # its own objects, not memory://'s
+    pseudo_dirs = [""]
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> Any:

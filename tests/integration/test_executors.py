@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -180,36 +179,7 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture
-def dask_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, int]]]:
-    """A scheduler and two workers (no nanny: the worker is the process we may kill), each
-    running up to two trials at once. Yields the address and {worker address: pid}."""
-    distributed = pytest.importorskip("distributed")
-    address = f"tcp://127.0.0.1:{_free_port()}"
-    dask = [sys.executable, "-m", "dask"]
-    scratch = tmp_path / "dask-scratch"
-    processes = [subprocess.Popen(
-        [*dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-         "--no-dashboard"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    try:
-        for name in ("w1", "w2"):
-            processes.append(subprocess.Popen(
-                [*dask, "worker", address, "--name", name, "--nthreads", "2", "--no-nanny",
-                 "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(scratch)],
-                env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        with distributed.Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=90)
-            pids = client.run(os.getpid)
-        yield address, pids
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:  # a worker waiting for its lost scheduler
-                process.kill()
-                process.wait(10)
+# the dask_cluster fixture (a scheduler and two workers) is in conftest.py
 
 
 def test_a_sweep_on_a_dask_cluster_equals_the_same_sweep_in_process(tmp_path, dask_cluster):

@@ -13,6 +13,9 @@ the logs) follow their trials; a sweep's matrix report comes last.
 A published trial folder is removed from the staging folder (a long run holds one trial's
 files at a time on the local disk, not the whole run); what could not be published stays there
 and the run says where.
+
+A Dask worker that may not share the caller's disk publishes its own trials
+(:func:`publish_trial`): the same order, from a scratch folder of its own.
 """
 
 from __future__ import annotations
@@ -167,3 +170,12 @@ class Publisher:
             self._put([report])  # last: its presence on the store means the folder is complete
             shutil.rmtree(folder, ignore_errors=True)
             logger.debug("published %s", remote.url)
+
+
+def publish_trial(folder: Path, run: RemoteLocation) -> None:
+    """Publish one trial folder written outside any staging folder (a Dask worker's scratch
+    folder) into the store folder ``run`` of its run, in a staged run's order: an old report
+    first removed, every other file, stale objects removed, the report last. The folder is
+    removed once its report is in the store; one without a report (a trial cut short) is
+    published as it is and kept. Raises the store's error."""
+    Publisher(folder.parent, run)._publish_trial(folder)

@@ -7,8 +7,15 @@ choice. Without an address a ``LocalCluster`` of ``workers`` processes is starte
 Each trial is one task: an ``async`` function that hands the trial to the worker process's own
 trial loop (:mod:`._worker`), so the Dask worker's event loop (heartbeats, transfers) is not the
 one stamping audio arrivals. A Dask worker runs as many trials at once as it has threads
-(``dask worker --nthreads``): the threads only wait. Workers read the suite files and write the
-bundle at the same paths as the caller (a shared file system).
+(``dask worker --nthreads``): the threads only wait.
+
+Where a trial's folder is written: a run whose bundle is in a store (``--artifacts-dir
+s3://...``) has each worker publish its own trials (:func:`_published_trial`): the trial is
+written in a scratch folder of the worker, published to the store (every file, the report
+last), and the scratch copy removed; only its outcome travels back. The worker opens the store
+with its own environment (credentials, endpoint). A local bundle is written by the workers at
+the caller's paths (a shared file system). Either way a worker reads the files the suite names
+(audio assets, script audio, plugin modules, speech models) at the caller's paths.
 
 A worker that dies mid-trial must not run the trial twice (the scheduler reschedules the tasks
 of a lost worker): each submission leaves a marker in the bundle while it runs, and a second
@@ -18,14 +25,24 @@ execution of the same submission returns the trial as lost instead of running it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import math
 import pickle
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
+from ..artifacts._publish import TRIAL_REPORT, publish_trial
+from ..artifacts._store import RemoteLocation, open_remote, remote_exists
 from ..errors import ConfigError, MissingDependencyError
 from ._executors import WorkerLost
+from ._remote import attempt_marker, speech_cache_dir
 from ._worker import RunContext, TrialJob, TrialOutcome, existing_trial_service, trial_service
+
+logger = logging.getLogger(__name__)
 
 #: Connecting to a scheduler gives up after this long (a wrong address is a configuration error).
 CONNECT_TIMEOUT_SECONDS = 20.0
@@ -42,18 +59,99 @@ def require_distributed() -> Any:
     return distributed
 
 
+RESCHEDULED = ("the Dask worker running it was lost (the scheduler rescheduled it; a trial is "
+               "never run twice)")
+#: The failed execution of a trial its worker could not publish to the store.
+PUBLISH_FAILED = "worker_publish_failed"
+
+
 async def dask_trial(blob: bytes, job: TrialJob, attempt: str) -> TrialOutcome:
     """The task run on a Dask worker: one trial, on the worker process's trial loop."""
     context: RunContext = pickle.loads(blob)
+    if context.store_url is not None:
+        return await _published_trial(context, job, attempt)
     marker = context.bundle / f".trial-{job.index:03d}.{attempt}.running"
     if marker.exists():  # a rescheduled task: the worker that started it died
-        return TrialOutcome(job.index, lost="the Dask worker running it was lost (the "
-                            "scheduler rescheduled it; a trial is never run twice)")
+        return TrialOutcome(job.index, lost=RESCHEDULED)
     marker.touch()
     try:
         return await asyncio.wrap_future(trial_service().submit(context, job))
     finally:
         marker.unlink(missing_ok=True)
+
+
+def _reason(error: BaseException) -> str:
+    return getattr(error, "message", None) or getattr(error, "strerror", None) or \
+        " ".join(str(error).split()) or type(error).__name__
+
+
+def _claim(store_url: str, index: int, attempt: str) -> tuple[RemoteLocation, bool]:
+    """The run's store folder and whether this attempt is new (its marker now in the store)
+    or a rescheduled one (the marker was there: the worker that started it died)."""
+    run = open_remote(store_url, key="artifacts_dir")
+    if run is None:
+        raise ConfigError("is not a store URL", source=store_url, key="artifacts_dir")
+    marker = attempt_marker(run, index, attempt)
+    if remote_exists(marker):
+        return run, False
+    run.fs.pipe_file(marker.path, b"")  # also proves this worker can write to the store
+    return run, True
+
+
+def _publish(folder: Path, run: RemoteLocation, index: int, attempt: str) -> bool:
+    """Publish the trial folder (True when its report is now in the store); the attempt's
+    marker goes either way."""
+    try:
+        if not folder.is_dir():
+            return False
+        finished = (folder / TRIAL_REPORT).is_file()
+        publish_trial(folder, run)
+        return finished
+    finally:
+        marker = attempt_marker(run, index, attempt)
+        try:
+            run.fs.rm_file(marker.path)
+        except Exception as error:  # noqa: BLE001 - a leftover hidden object, read by no one
+            logger.debug("could not remove %s: %s", marker.url, _reason(error))
+
+
+async def _published_trial(context: RunContext, job: TrialJob, attempt: str) -> TrialOutcome:
+    """A trial of a run whose bundle is in a store, on a worker that may not see the caller's
+    disk: written in a scratch folder of this worker, published from here (report last), the
+    scratch copy removed. A trial that cannot be published is a failed execution that says
+    why and where its evidence stayed."""
+    service = trial_service()
+    name = f"trial-{job.index:03d}"
+    try:
+        run, new = await asyncio.to_thread(_claim, str(context.store_url), job.index, attempt)
+    except Exception as error:  # noqa: BLE001 - every store raises its own types
+        return TrialOutcome(job.index, worker=service.name, lost_code=PUBLISH_FAILED,
+                            lost=f"the Dask worker {service.name} cannot write to the store "
+                                 f"{context.store_url}: {_reason(error)}")
+    if not new:
+        return TrialOutcome(job.index, lost=RESCHEDULED, worker=service.name)
+    scratch = Path(tempfile.mkdtemp(prefix="voicelab-trial-"))
+    # the worker's own speech cache: the caller's folder may be on another machine
+    here = dataclasses.replace(context, bundle=scratch, speech_cache_dir=speech_cache_dir())
+    keep = False
+    try:
+        outcome = await asyncio.wrap_future(service.submit(here, job))
+        try:
+            if await asyncio.to_thread(_publish, scratch / name, run, job.index, attempt):
+                outcome.logs.append((logging.INFO, __name__,
+                                     f"{name}: published to {run.child(name).url} by the "
+                                     f"worker"))
+        except Exception as error:  # noqa: BLE001 - every store raises its own types
+            keep = True
+            outcome.report = None
+            outcome.lost_code = PUBLISH_FAILED
+            outcome.lost = (f"the Dask worker {service.name} could not publish the trial to "
+                            f"{run.child(name).url}: {_reason(error)}; its evidence is kept "
+                            f"on that worker in {scratch / name}")
+    finally:
+        if not keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return outcome
 
 
 def _cancel_on_worker(key: str) -> None:
@@ -83,6 +181,10 @@ class DaskExecutor:
         self.peak_rss_kib: dict[str, int] = {}
         self._cancelled: set[str] = set()
         self.description = "dask"
+
+    #: the workers may run on other machines: a run bound for a store has them publish their
+    #: own trials (see :func:`dask_trial`)
+    shares_disk = False
 
     async def start(self) -> None:
         if self._client is not None:

@@ -60,7 +60,11 @@ class WorkerLost(Exception):
 
 @runtime_checkable
 class TrialExecutor(Protocol):
-    """Runs trials away from the caller's event loop; ``submit`` returns when it is done."""
+    """Runs trials away from the caller's event loop; ``submit`` returns when it is done.
+
+    An executor whose workers may not share the caller's disk says so with a class attribute
+    ``shares_disk = False``: for a run bound for a store its workers then publish their own
+    trials (``RunContext.store_url``). Without the attribute the workers share the disk."""
 
     description: str
     #: peak resident memory per worker seen so far, in KiB (from the trials' outcomes)
@@ -173,9 +177,17 @@ def _replay_logs(outcome: TrialOutcome) -> None:
 def lost_trial(context: RunContext, job: TrialJob, reason: str, *,
                code: str = "worker_lost") -> TrialResult:
     """A trial whose worker was lost: a failed execution, keeping every file it had written. A
-    trial that had finished (its report on disk) before its result was lost keeps its report."""
+    trial that had finished (its report on disk, or in the store its worker publishes to)
+    before its result was lost keeps its report."""
+    from ._remote import published_trial
     from ._resume import read_trial_result
 
+    if context.store_url is not None and code == "worker_lost":
+        # its worker may have published it before it was lost (a worker that said why it
+        # failed, e.g. worker_publish_failed, published nothing new)
+        published = published_trial(context.store_url, job.index, job.seed)
+        if published is not None:
+            return published
     trial_dir = context.bundle / f"trial-{job.index:03d}"
     for marker in context.bundle.glob(f".trial-{job.index:03d}.*.running"):
         marker.unlink(missing_ok=True)
@@ -274,6 +286,10 @@ class _Process:
 class LocalExecutor:
     """``workers`` processes on this machine (spawned once, reused by every run and trial
     given to them); a dead process is replaced for the trials that follow."""
+
+    #: the workers write the bundle where the caller does (a run bound for a store: into its
+    #: staging folder, published by the caller)
+    shares_disk = True
 
     def __init__(self, workers: int | None = None):
         self.workers = check_workers(workers)

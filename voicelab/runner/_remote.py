@@ -5,6 +5,12 @@ a publisher copies each finished trial folder to the store while the run goes on
 last, see :mod:`voicelab.artifacts._publish`) and everything else when it ends, Ctrl-C
 included. Resuming a bundle in a store first downloads what resuming reads (the reports and
 each trial's voice-metrics.json), so the resumed run's report counts every trial.
+
+With the Dask executor the workers may run on other machines, which cannot write into the
+caller's staging folder: each worker then publishes its own trials (:func:`worker_store` names
+the store folder in the run context, :mod:`._dask` writes each trial in a scratch folder of
+the worker and publishes it); the staging folder holds only the run-level documents, and the
+trials a worker could not hand back are read back from the store (:func:`published_trial`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..artifacts._publish import Publisher
+from .._location import url_scheme
+from ..artifacts import TrialReport
+from ..artifacts._publish import TRIAL_REPORT, Publisher
 from ..artifacts._store import (
     RemoteLocation,
     check_writable,
@@ -33,10 +41,15 @@ from ..artifacts._store import (
     unregister_staging,
 )
 from ..errors import ConfigError
+from ._resume import read_trial_result
+from ._trial import TrialResult
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: Stores whose objects live in one process (a worker elsewhere would publish into its own).
+_PROCESS_LOCAL_SCHEMES = frozenset({"memory"})
 
 #: How often finished trials are copied to the store while a run goes on.
 PUBLISH_INTERVAL_SECONDS = 1.0
@@ -118,6 +131,52 @@ def open_stage(target: RemoteLocation, *, resume: RemoteLocation | None,
         raise
     register_staging(staging, target.url)
     return stage
+
+
+def worker_store(bundle: Path) -> str | None:
+    """The store URL of a staged bundle, for workers that publish their own trials; None for
+    a local bundle and for a store only this process sees (``memory://``: its workers write
+    into the staging folder, so they must share this machine's disk)."""
+    location = published_location(bundle)
+    if location == str(bundle) or url_scheme(location) in _PROCESS_LOCAL_SCHEMES:
+        return None
+    return location
+
+
+def attempt_marker(run: RemoteLocation, index: int, attempt: str) -> RemoteLocation:
+    """The object a worker keeps in the run's store folder while it runs a trial (hidden:
+    readers and downloads skip names that start with a dot)."""
+    return run.child(f".trial-{index:03d}.{attempt}.running")
+
+
+def published_trial(store_url: str, index: int, seed: int) -> TrialResult | None:
+    """A trial whose worker was lost: its result read back from the store when the worker
+    had published it (no attempt's marker left, its report there for this trial and seed),
+    else None. A marker left means the worker died before its publishing ended: a report in
+    the store is then an earlier attempt's (a resumed run's), and the markers are removed
+    (blocking I/O: call it in a thread)."""
+    try:
+        run = open_remote(store_url)
+        if run is None:
+            return None
+        markers = run.fs.glob(attempt_marker(run, index, "*").path)
+        if markers:
+            run.fs.rm(markers)
+            return None
+        trial = run.child(f"trial-{index:03d}")
+        if not remote_exists(trial.child(TRIAL_REPORT)):
+            return None
+        with tempfile.TemporaryDirectory(prefix="voicelab-lost-") as scratch:
+            folder = fetch(trial, Path(scratch) / trial.name,
+                           names={TRIAL_REPORT, "voice-metrics.json"})
+            report = TrialReport.model_validate_json((folder / TRIAL_REPORT).read_bytes())
+            if report.trial != index or report.seed != seed:
+                return None
+            return read_trial_result(folder, report)
+    except Exception as error:  # noqa: BLE001 - the trial is then reported lost
+        logger.warning("trial-%03d: could not read what its worker published to %s: %s",
+                       index, store_url, " ".join(str(error).split()) or type(error).__name__)
+        return None
 
 
 async def _publish_periodically(publisher: Publisher) -> None:

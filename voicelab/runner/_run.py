@@ -34,7 +34,7 @@ from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statisti
 from ._conversation import Failure
 from ._executors import TrialExecutor, execute_trial, resolve_executor
 from ._lag_budget import LagBudget, admitted
-from ._remote import open_stage, run_staged, store_target
+from ._remote import open_stage, run_staged, store_target, worker_store
 from ._resume import ResumePoint, resume_point
 from ._speech import open_speech
 from ._trial import (
@@ -425,7 +425,9 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
             context = RunContext(key=run_id, loaded=loaded, run_id=run_id, bundle=bundle,
                                  speech_cache_dir=root / ".speech-cache",
                                  run_product_settings=run_product_settings,
-                                 run_product_failure=run_product_failure)
+                                 run_product_failure=run_product_failure,
+                                 store_url=None if getattr(executor, "shares_disk", True)
+                                 else worker_store(bundle))
             blob = pickle.dumps(context)
         semaphore = semaphore or asyncio.Semaphore(parallel)
         budget_ms = lag_budget_ms if lag_budget_ms is not None \

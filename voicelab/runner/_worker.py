@@ -47,6 +47,10 @@ class RunContext:
     speech_cache_dir: Path
     run_product_settings: Mapping[str, Any] | None = None
     run_product_failure: Failure | None = None
+    #: the store folder of the bundle when the workers publish their trials there themselves
+    #: (Dask workers, which may not share this machine's disk): ``bundle`` is then only the
+    #: caller's staging folder, which a worker never writes
+    store_url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,122 @@
+"""Servers shared by the integration tests: an S3-compatible store (moto's server mode) and a
+real Dask cluster (the ``dask scheduler`` and ``dask worker`` CLIs), both on 127.0.0.1.
+
+A test module that needs its Dask workers in another environment (store credentials, a home
+of their own) overrides the ``dask_worker_env`` fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The bucket the ``s3`` fixture creates.
+S3_BUCKET = "voicelab-runs"
+
+
+@dataclass
+class S3:
+    endpoint: str
+    env: dict[str, str]
+    fs: Any
+    bucket: str = S3_BUCKET
+
+    def json(self, path: str) -> dict[str, Any]:
+        self.fs.invalidate_cache()
+        return json.loads(self.fs.cat_file(f"{self.bucket}/{path}"))  # type: ignore[no-any-return]
+
+    def names(self, path: str) -> set[str]:
+        self.fs.invalidate_cache()
+        return {p.rpartition("/")[2] for p in self.fs.find(f"{self.bucket}/{path}")}
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3]:
+    """moto's S3 server on 127.0.0.1 with one bucket. Subprocesses reach it through ``env``
+    (AWS credentials, the endpoint in ``FSSPEC_S3_ENDPOINT_URL``: fsspec's configuration); this
+    process through the same credentials and ``fsspec.config.conf``."""
+    pytest.importorskip("s3fs", reason="the s3:// store tests need s3fs (pip install "
+                                       "'voicelab[s3]')")
+    moto_server = pytest.importorskip("moto.server", reason="the S3 server double is moto's "
+                                                            "(pip install 'moto[server]')")
+    import fsspec
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                   "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {**os.environ, **credentials, "FSSPEC_S3_ENDPOINT_URL": endpoint}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in credentials.items():
+            patch.setenv(name, value)
+        patch.setitem(fsspec.config.conf, "s3", {"endpoint_url": endpoint})
+        fs = fsspec.filesystem("s3", endpoint_url=endpoint, skip_instance_cache=True)
+        fs.mkdir(S3_BUCKET)
+        try:
+            yield S3(endpoint, env, fs)
+        finally:
+            # moto keeps its buckets in this process, across servers: the next module's
+            # server starts empty
+            urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset",
+                                                          method="POST"), timeout=30).close()
+            server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def dask_worker_env() -> dict[str, str]:
+    """The environment of the Dask workers (and scheduler): this one, importing this voicelab."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture
+def dask_cluster(tmp_path: Path, dask_worker_env: dict[str, str]
+                 ) -> Iterator[tuple[str, dict[str, int]]]:
+    """A scheduler and two workers (no nanny: the worker is the process we may kill), each
+    running up to two trials at once. Yields the address and {worker address: pid}."""
+    distributed = pytest.importorskip("distributed")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    dask = [sys.executable, "-m", "dask"]
+    scratch = tmp_path / "dask-scratch"
+    processes = [subprocess.Popen(
+        [*dask, "scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
+         "--no-dashboard"], env=dask_worker_env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)]
+    try:
+        for name in ("w1", "w2"):
+            processes.append(subprocess.Popen(
+                [*dask, "worker", address, "--name", name, "--nthreads", "2", "--no-nanny",
+                 "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(scratch)],
+                env=dask_worker_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=90)
+            pids = client.run(os.getpid)
+        yield address, pids
+    finally:  # the workers first: a worker whose scheduler is gone waits to reconnect
+        for group in (processes[1:], processes[:1]):
+            for process in group:
+                process.terminate()
+            for process in group:
+                try:
+                    process.wait(5)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(10)

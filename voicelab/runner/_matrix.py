@@ -399,11 +399,23 @@ async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id
         outcomes.append(outcome)
 
     tasks = [asyncio.create_task(cell(one)) for one in plan.cells]
+    return await conclude_cells(
+        tasks, outcomes, run_dir=run_dir, write_errors=write_errors,
+        report=lambda status: _matrix_report(plan, run_id=run_id, run_dir=run_dir,
+                                             outcomes=outcomes, started=started, status=status,
+                                             label=label, resumed_at=resumed_at))
+
+
+async def conclude_cells(tasks: list[asyncio.Task[None]], outcomes: list[RunOutcome], *,
+                         run_dir: Path, write_errors: list[str],
+                         report: Callable[[str], MatrixReport]) -> MatrixOutcome:
+    """Await a sweep's cells, write its final ``matrix-report.json`` (``report(status)``) and
+    return its outcome; raises the first cell's failure, or :class:`MatrixInterrupted` when
+    the sweep was interrupted (after every cell has written its evidence)."""
     interrupted = False
     failure: BaseException | None = None
     try:
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        for result in results:
+        for result in await asyncio.gather(*tasks, return_exceptions=True):
             if isinstance(result, asyncio.CancelledError):
                 interrupted = True
             elif isinstance(result, BaseException) and failure is None:
@@ -413,15 +425,13 @@ async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id
         await asyncio.gather(*tasks, return_exceptions=True)
     for cell_outcome in outcomes:
         write_errors.extend(cell_outcome.write_errors)
-    report = _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
-                            started=started, status="interrupted" if interrupted else "complete",
-                            label=label, resumed_at=resumed_at)
-    final_error = _write_report_robustly(run_dir / "matrix-report.json", report)
+    final = report("interrupted" if interrupted else "complete")
+    final_error = _write_report_robustly(run_dir / "matrix-report.json", final)
     if final_error:
         write_errors.append(final_error)
     if failure is not None:
         raise failure
-    outcome = MatrixOutcome(report, run_dir, sorted(outcomes, key=lambda o: str(o.bundle_path)),
+    outcome = MatrixOutcome(final, run_dir, sorted(outcomes, key=lambda o: str(o.bundle_path)),
                             write_errors)
     if interrupted:
         raise MatrixInterrupted(outcome)

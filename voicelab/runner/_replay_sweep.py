@@ -18,7 +18,7 @@ from .._validate import RunPlan
 from ..artifacts import MatrixCell, MatrixReport, ReplayOrigin
 from ..errors import ConfigError
 from ..scoring._run_statistics import settings_of
-from ._matrix import MatrixInterrupted, MatrixOutcome, matrix_rates, read_matrix_report
+from ._matrix import MatrixOutcome, conclude_cells, matrix_rates, read_matrix_report
 from ._replay import ReplaySource, plan_replay
 from ._run import (
     MAX_CONCURRENCY,
@@ -145,30 +145,8 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         outcomes.append(outcome)
 
     tasks = [asyncio.create_task(replay_cell(cell)) for cell in cells]
-    interrupted = False
-    failure: BaseException | None = None
-    try:
-        for result in await asyncio.gather(*tasks, return_exceptions=True):
-            if isinstance(result, asyncio.CancelledError):
-                interrupted = True
-            elif isinstance(result, BaseException) and failure is None:
-                failure = result
-    except asyncio.CancelledError:
-        interrupted = True  # gather already cancelled the cells once: let them write
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for cell_outcome in outcomes:
-        write_errors.extend(cell_outcome.write_errors)
-    final = report("interrupted" if interrupted else "complete")
-    error = _write_report_robustly(run_dir / "matrix-report.json", final)
-    if error:
-        write_errors.append(error)
-    if failure is not None:
-        raise failure
-    outcome = MatrixOutcome(final, run_dir, sorted(outcomes, key=lambda o: str(o.bundle_path)),
-                            write_errors)
-    if interrupted:
-        raise MatrixInterrupted(outcome)
-    return outcome
+    return await conclude_cells(tasks, outcomes, run_dir=run_dir, write_errors=write_errors,
+                                report=report)
 
 
 def replay_sweep(sweep_dir: str | Path, **kwargs: Any) -> MatrixOutcome:

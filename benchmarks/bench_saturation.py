@@ -20,8 +20,10 @@ replaced by its send time: ``first_audio_latency_ms``, ``playback_stall_ms`` and
 error is measured minus truth. A trial is *wrong* when any of its responses is off by more than
 ``--tolerance-ms`` on stall or dead air, or by more than ``--latency-tolerance-ms`` on first
 audio; *silently wrong* when it is wrong and not flagged ``degraded``. Target: 0 silently wrong.
-The lag-bin table (trials by their loop-lag max, and the worst error in each bin) is what the
-default tolerances in ``MeasurementConfig`` were chosen from.
+The same counts per response: a trial is judged per turn, so a wrong response must itself be
+``timing_degraded`` (its timing verdicts rest on it). The lag-bin table (trials by their
+loop-lag max, and the worst error in each bin) is what the default tolerances in
+``MeasurementConfig`` were chosen from.
 """
 
 from __future__ import annotations
@@ -143,14 +145,19 @@ def _trial_rows(bundle: Path) -> list[dict]:
         measured = json.loads((trial / "voice-metrics.json").read_text())
         truth = _true_metrics(trial)
         errors: dict[str, list[float]] = {m: [] for m in METRICS}
+        responses = []
         for turn in measured["turns"]:
+            own: dict[str, list[float]] = {m: [] for m in METRICS}
             for metric in METRICS:
                 value, true = turn[metric], truth.get(turn["turn_id"], {}).get(metric)
                 if value is not None and true is not None:
                     errors[metric].append(value - true)
+                    own[metric].append(value - true)
+            responses.append({"errors": own, "flagged": turn.get("timing_degraded"),
+                              "bound": turn.get("stamp_error_bound_ms")})
         quality = measured["measurement_quality"]
         rows.append({"trial": trial.name, "errors": errors, "lag": quality["loop_lag_ms"],
-                     "degraded": quality["degraded"]})
+                     "degraded": quality["degraded"], "responses": responses})
     return rows
 
 
@@ -217,6 +224,22 @@ def report(rows: list[dict], *, trials: int, wall: float, tolerance_ms: float,
     print(f"  degraded {degraded}/{len(rows)}; wrong (stall/dead air > {tolerance_ms:g} ms or "
           f"first audio > {latency_tolerance_ms:g} ms) {len(wrong)}; silently wrong "
           f"{len(silent)} (target 0){'' if not silent else '  MISSES'}")
+    # per response (a trial judged per turn: a timing verdict rests on its own responses)
+    responses = [r for row in rows for r in row.get("responses", [])
+                 if r["flagged"] is not None]
+    if responses:
+        flagged = [r for r in responses if r["flagged"]]
+        wrong_responses = [r for r in responses if _is_wrong(
+            r, tolerance_ms=tolerance_ms, latency_tolerance_ms=latency_tolerance_ms)]
+        missed = [r for r in wrong_responses if not r["flagged"]]
+        print(f"  responses: timing_degraded {len(flagged)}/{len(responses)}; wrong "
+              f"{len(wrong_responses)}; wrong and not flagged {len(missed)} (target 0)"
+              f"{'' if not missed else '  MISSES'}")
+        for response in missed[:5]:
+            print(f"    bound {response['bound']} ms, worst stall "
+                  f"{_worst(response, 'playback_stall_ms'):.1f}, dead air "
+                  f"{_worst(response, 'dead_air_ms'):.1f}, first audio "
+                  f"{_worst(response, 'first_audio_latency_ms'):.1f}")
     for row in silent[:5]:
         print(f"    {row['trial']}: lag {row['lag']}, worst stall "
               f"{_worst(row, 'playback_stall_ms'):.1f}, dead air {_worst(row, 'dead_air_ms'):.1f},"

@@ -71,9 +71,14 @@ async def ticker_cost(seconds: float, windows: int) -> tuple[float, int]:
     return used / max(ticks, 1), ticks
 
 
+class _NoWindow:
+    def late_ticks(self, *, start_ns: int) -> list[list[int]]:
+        return []
+
+
 class _NoTicker:
-    def open(self) -> None:
-        return None
+    def open(self) -> _NoWindow:
+        return _NoWindow()
 
     def close(self, window: object) -> LoopLag:
         return LoopLag(ticks=0, interval_ms=0.0)

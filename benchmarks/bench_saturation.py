@@ -49,6 +49,7 @@ import voicelab  # noqa: E402
 from voicelab.artifacts import LoopLag, read_voice_events  # noqa: E402
 from voicelab.artifacts._reader import read_audio_stream  # noqa: E402
 from voicelab.config import MeasurementConfig  # noqa: E402
+from voicelab.metrics import judge_measurement  # noqa: E402
 from voicelab.recording import PRODUCT, USER, recording_from_records  # noqa: E402
 from voicelab.runner._evidence import STREAM_FILES, assemble_now  # noqa: E402
 from voicelab.runner._loop_lag import LoopLagMonitor  # noqa: E402
@@ -229,6 +230,13 @@ def report(rows: list[dict], *, trials: int, wall: float, tolerance_ms: float,
     print(f"  degraded {degraded}/{len(rows)}; wrong (stall/dead air > {tolerance_ms:g} ms or "
           f"first audio > {latency_tolerance_ms:g} ms) {len(wrong)}; silently wrong "
           f"{len(silent)} (target 0){'' if not silent else '  MISSES'}")
+    # the same trials judged on their whole conversation's lag (the judgement of bundles
+    # recorded before the late ticks were kept): the flags the per-turn judgement saves
+    whole = [r for r in rows if r["lag"] and judge_measurement(
+        LoopLag.model_validate(r["lag"]), MeasurementConfig()).degraded]
+    print(f"  the same trials judged whole (p99/max of the conversation): degraded "
+          f"{len(whole)}/{len(rows)}; silently wrong "
+          f"{sum(1 for r in wrong if r not in whole)}")
     # per response (a trial judged per turn: a timing verdict rests on its own responses)
     responses = [r for row in rows for r in row.get("responses", [])
                  if r["flagged"] is not None]

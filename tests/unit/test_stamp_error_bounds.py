@@ -89,7 +89,7 @@ def test_a_spike_over_a_first_audio_degrades_that_turn_only():
     # blocked from 3900 to 4050 ms: turn-002's first chunks were stamped when it ended
     recording = _recording({"turn-001": _every(1000, 50), "turn-002": [4050, 4051, 4060, 4080,
                                                                        4100, 4120]},
-                           late=[(4050, 150), (1500, 2)])
+                           late=[(1500, 2), (4050, 150)])
     turns = _turns("turn-001", "turn-002")
     quality = measurement_quality(recording, MeasurementConfig(), turns)
     assert quality.degraded is True and quality.degraded_turns == ["turn-002"]
@@ -102,16 +102,21 @@ def test_a_spike_over_a_first_audio_degrades_that_turn_only():
 
 
 def test_the_bound_of_a_stamp_is_the_worst_covering_tick():
-    ticks = late_ticks_of(_recording({}, late=[(100, 30), (110, 5), (300, 8)]))
+    # a tick due at 70 woke at 100; the ticker re-armed, the next was due at 110 and woke at
+    # 115 (chained: no on-time tick between); one due at 292 woke at 300 (on-time ticks before)
+    ticks = late_ticks_of(_recording({}, late=[(100, 30), (115, 5), (300, 8)]))
     assert ticks is not None
-    stamps_ms = {"a": [75], "b": [105], "c": [115], "d": [125], "e": [200], "f": [295, 310]}
+    stamps_ms = {"a": [75], "b": [105], "c": [118], "d": [130], "e": [200], "f": [295, 310]}
     bounds = stamp_error_bounds({turn: [ms * MS for ms in times]
                                  for turn, times in stamps_ms.items()}, ticks, interval_ms=10.0)
     assert bounds["a"].max_ms == 30.0  # inside the 30 ms block (70-100 ms)
     assert bounds["b"].max_ms == 35.0  # 5 ms after the wake-up: waiting since 70 ms
-    assert bounds["c"].max_ms == 10.0  # past the first's catch-up (110): the second's only
-    assert bounds["d"].max_ms == 0.0  # past the second's catch-up (120)
+    # only the second tick covers it (110-125), but the loop may have been busy since the
+    # first was due: 118 - 70
+    assert bounds["c"].max_ms == 48.0
+    assert bounds["d"].max_ms == 0.0  # past the second's catch-up (125)
     assert bounds["e"].max_ms == 0.0  # the loop ran freely around it
+    # not chained (on-time ticks came between): busy since 292 at the earliest
     assert bounds["f"].max_ms == 18.0 and bounds["f"].stamps == 2
 
 
@@ -144,6 +149,14 @@ def test_a_bundle_without_late_ticks_is_judged_on_its_whole_trial():
     assert quality.reasons == ["loop lag p99 150.0 ms > 20 ms", "loop lag max 150.0 ms > 25 ms"]
     assert [t.stamp_error_bound_ms for t in turns] == [None, None]
     assert [t.timing_degraded for t in turns] == [None, None]
+
+
+def test_unreadable_late_ticks_fall_back_to_the_whole_trial_judgement():
+    recording = _recording(RESPONSES, late=[(2500, 150)])
+    ended = list(recording.of_type(EventType.TRIAL_ENDED))[-1]
+    ended.attributes[LATE_TICKS_ATTRIBUTE] = {"floor_ms": 1.0, "ticks": [[1, 2, 3]]}
+    quality = measurement_quality(recording, MeasurementConfig(), _turns("turn-001"))
+    assert quality.scope == "trial" and quality.degraded is True
 
 
 def test_the_late_ticks_survive_the_bundle_and_judge_the_same_again():

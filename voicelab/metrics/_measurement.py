@@ -22,6 +22,7 @@ statistics, as it was then.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,8 @@ import numpy as np
 from ..artifacts import LoopLag, MeasurementQuality, MeasurementTolerances, TurnMetrics
 from ..config import MeasurementConfig
 from ..recording import EventType, Recording
+
+logger = logging.getLogger(__name__)
 
 #: The ``trial.ended`` attribute holding the loop-lag statistics (the runner records it).
 LOOP_LAG_ATTRIBUTE = "loop_lag"
@@ -88,9 +91,15 @@ def late_ticks_of(recording: Recording) -> LateTicks | None:
     recorded: Any = ended[-1].attributes.get(LATE_TICKS_ATTRIBUTE) if ended else None
     if not isinstance(recorded, Mapping):
         return None
-    pairs = np.asarray(recorded.get("ticks") or [], dtype=np.int64).reshape(-1, 2)
-    return LateTicks(float(recorded.get("floor_ms", LATE_TICK_FLOOR_MS)),
-                     pairs[:, 0] * 1000, pairs[:, 1] * 1000)
+    try:
+        pairs = np.asarray(recorded.get("ticks") or [], dtype=np.int64).reshape(-1, 2)
+        floor_ms = float(recorded.get("floor_ms", LATE_TICK_FLOOR_MS))
+    except (TypeError, ValueError):  # not pairs of integers: judged on the whole trial
+        logger.warning("trial.ended: unreadable %s, judging the whole trial's loop lag",
+                       LATE_TICKS_ATTRIBUTE)
+        return None
+    pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]  # in the order they woke
+    return LateTicks(floor_ms, pairs[:, 0] * 1000, pairs[:, 1] * 1000)
 
 
 @dataclass(frozen=True)
@@ -120,9 +129,12 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
     loop was blocked from ``t - L`` to ``t`` (whatever arrived then was stamped when the loop got
     to it), and what it read when it got free is stamped in the iterations right after the tick
     (one tick interval allows for them; a loop still busy after that makes the next tick late,
-    which covers the rest). A covered stamp ``s`` may be late by up to ``max(L, s - (t - L))``
-    (a stamp after the wake-up also waited for the iterations before it); the largest over the
-    ticks covering it is its bound.
+    which covers the rest). The busy stretch began at ``t - L`` at the latest; when the tick
+    before was late too (and woke one interval before this one was due: the ticker re-arms on
+    each wake-up, so no on-time tick came between), it may have begun when that one was due (on
+    a saturated loop a tick waits behind a whole iteration of callbacks, and what arrived at the
+    start of that iteration waited as long). A covered stamp ``s`` may be late by up to
+    ``max(L, s - start)``; the largest over the ticks covering it is its bound.
     A block shorter than the tick interval that ends before a tick was due is invisible to the
     ticker: every bound is uncertain by up to one interval, which the tolerances absorb.
     """
@@ -134,12 +146,17 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
     bound = np.zeros(flat.size, dtype=np.int64)
     if flat.size and ticks.woke_ns.size:
         low = np.searchsorted(flat, ticks.woke_ns - ticks.lateness_ns, side="left")
-        high = np.searchsorted(flat, ticks.woke_ns + int(interval_ms * 1_000_000), side="right")
+        interval_ns = int(interval_ms * 1_000_000)
+        high = np.searchsorted(flat, ticks.woke_ns + interval_ns, side="right")
         due = ticks.woke_ns - ticks.lateness_ns
+        # the tick before was late too and no on-time tick came between: busy since it was due
+        chained = np.zeros(due.size, dtype=bool)
+        chained[1:] = due[1:] - ticks.woke_ns[:-1] < interval_ns * 3 // 2
+        start = np.where(chained, np.roll(due, 1), due)
         for tick in np.flatnonzero(high > low):
             covered = slice(low[tick], high[tick])
-            # blocked since the tick was due: a stamp after the wake-up waited longer still
-            late = np.maximum(flat[covered] - due[tick], ticks.lateness_ns[tick])
+            # a stamp after the wake-up waited for the iterations before it too
+            late = np.maximum(flat[covered] - start[tick], ticks.lateness_ns[tick])
             np.maximum(bound[covered], late, out=bound[covered])
     bounds: dict[str, StampBound] = {}
     for index, turn in enumerate(turns):

@@ -248,6 +248,10 @@ def report(rows: list[dict], *, trials: int, wall: float, tolerance_ms: float,
         print(f"  responses: timing_degraded {len(flagged)}/{len(responses)}; wrong "
               f"{len(wrong_responses)}; wrong and not flagged {len(missed)} (target 0)"
               f"{'' if not missed else '  MISSES'}")
+        for metric in ("first_audio_latency_ms", "playback_stall_ms"):
+            excess = [_worst(r, metric) - r["bound"] for r in responses]
+            print(f"    {metric} error beyond the response's own stamp_error_bound_ms: max "
+                  f"{max(excess):.1f} ms, p99 {np.percentile(excess, 99):.1f} ms")
         for response in missed[:5]:
             print(f"    bound {response['bound']} ms, worst stall "
                   f"{_worst(response, 'playback_stall_ms'):.1f}, dead air "

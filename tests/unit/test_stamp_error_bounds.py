@@ -106,7 +106,8 @@ def test_the_bound_of_a_stamp_is_the_worst_covering_tick():
     # 115 (chained: no on-time tick between); one due at 292 woke at 300 (on-time ticks before)
     ticks = late_ticks_of(_recording({}, late=[(100, 30), (115, 5), (300, 8)]))
     assert ticks is not None
-    stamps_ms = {"a": [75], "b": [105], "c": [118], "d": [130], "e": [200], "f": [295, 310]}
+    stamps_ms = {"a": [75], "b": [105], "c": [118], "d": [130], "e": [200], "f": [295, 306],
+                 "g": [309]}
     bounds = stamp_error_bounds({turn: [ms * MS for ms in times]
                                  for turn, times in stamps_ms.items()}, ticks, interval_ms=10.0)
     assert bounds["a"].max_ms == 30.0  # inside the 30 ms block (70-100 ms)
@@ -114,10 +115,11 @@ def test_the_bound_of_a_stamp_is_the_worst_covering_tick():
     # only the second tick covers it (110-125), but the loop may have been busy since the
     # first was due: 118 - 70
     assert bounds["c"].max_ms == 48.0
-    assert bounds["d"].max_ms == 0.0  # past the second's catch-up (125)
+    assert bounds["d"].max_ms == 0.0  # past the second's catch-up (5 ms, to 120)
     assert bounds["e"].max_ms == 0.0  # the loop ran freely around it
     # not chained (on-time ticks came between): busy since 292 at the earliest
-    assert bounds["f"].max_ms == 18.0 and bounds["f"].stamps == 2
+    assert bounds["f"].max_ms == 14.0 and bounds["f"].stamps == 2
+    assert bounds["g"].max_ms == 0.0  # past its catch-up (8 ms, to 308)
 
 
 def test_response_done_counts_as_a_timing_stamp():

@@ -125,11 +125,12 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
                        interval_ms: float) -> dict[str, StampBound]:
     """Bound each stamp's error by the loop lag around it, then each response's by its stamps.
 
-    A tick that woke ``L`` late at ``t`` covers the stamps in ``[t - L, t + interval_ms]``: the
-    loop was blocked from ``t - L`` to ``t`` (whatever arrived then was stamped when the loop got
-    to it), and what it read when it got free is stamped in the iterations right after the tick
-    (one tick interval allows for them; a loop still busy after that makes the next tick late,
-    which covers the rest). The busy stretch began at ``t - L`` at the latest; when the tick
+    A tick that woke ``L`` late at ``t`` covers the stamps in ``[t - L, t + min(L, interval_ms)]``:
+    the loop was blocked from ``t - L`` to ``t`` (whatever arrived then was stamped when the loop
+    got to it), and what queued up meanwhile is read and stamped right around the wake-up (its
+    socket callbacks run in the same iteration as the tick, ahead of it; catching up on ``L`` of
+    backlog is allowed as long again, up to one interval; a loop still busy after that makes
+    the next tick late, which covers the rest). The busy stretch began at ``t - L`` at the latest; when the tick
     before was late too (and woke one interval before this one was due: the ticker re-arms on
     each wake-up, so no on-time tick came between), it may have begun when that one was due (on
     a saturated loop a tick waits behind a whole iteration of callbacks, and what arrived at the
@@ -147,7 +148,8 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
     if flat.size and ticks.woke_ns.size:
         low = np.searchsorted(flat, ticks.woke_ns - ticks.lateness_ns, side="left")
         interval_ns = int(interval_ms * 1_000_000)
-        high = np.searchsorted(flat, ticks.woke_ns + interval_ns, side="right")
+        catch_up = np.minimum(ticks.lateness_ns, interval_ns)
+        high = np.searchsorted(flat, ticks.woke_ns + catch_up, side="right")
         due = ticks.woke_ns - ticks.lateness_ns
         # the tick before was late too and no on-time tick came between: busy since it was due
         chained = np.zeros(due.size, dtype=bool)

@@ -13,6 +13,7 @@ tolerances they are judged by.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -326,3 +327,31 @@ def test_rescoring_judges_the_recorded_ticks_again_byte_for_byte(first_audio_blo
             (first_audio_block / name).read_bytes()
     again = read_json(tmp_path / "again" / "trial-001" / "trial-report.json")
     assert again["verdicts"] == read_json(first_audio_block / "trial-report.json")["verdicts"]
+
+
+def test_a_bundle_recorded_without_late_ticks_is_judged_on_its_whole_trial(blocked, tmp_path):
+    _, bundle = blocked
+    older = tmp_path / "older"
+    shutil.copytree(bundle, older)
+    for trial in ("trial-001", "trial-002"):  # as recorded before the late ticks were kept
+        events = older / trial / "voice-events.jsonl"
+        lines = []
+        for line in events.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record["event_type"] == "trial.ended":
+                assert record["attributes"].pop("late_ticks")["ticks"]
+                line = json.dumps(record, separators=(",", ":"))
+            lines.append(line)
+        events.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = voicelab.rescore(older, output=tmp_path / "again")
+    assert all(t.report.measurement_degraded for t in result.trials)
+    for trial in ("trial-001", "trial-002"):
+        metrics = read_json(tmp_path / "again" / trial / "voice-metrics.json")
+        quality = metrics["measurement_quality"]
+        assert quality["scope"] == "trial" and quality["degraded_turns"] == []
+        assert any(reason.startswith("loop lag max") for reason in quality["reasons"])
+        assert all(t["stamp_error_bound_ms"] is None and t["timing_degraded"] is None
+                   for t in metrics["turns"])
+        verdicts = {v["name"]: v for v in read_json(
+            tmp_path / "again" / trial / "trial-report.json")["verdicts"]}
+        assert verdicts["first_audio_latency"]["status"] == "inconclusive"

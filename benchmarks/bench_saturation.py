@@ -20,8 +20,10 @@ replaced by its send time: ``first_audio_latency_ms``, ``playback_stall_ms`` and
 error is measured minus truth. A trial is *wrong* when any of its responses is off by more than
 ``--tolerance-ms`` on stall or dead air, or by more than ``--latency-tolerance-ms`` on first
 audio; *silently wrong* when it is wrong and not flagged ``degraded``. Target: 0 silently wrong.
-The lag-bin table (trials by their loop-lag max, and the worst error in each bin) is what the
-default tolerances in ``MeasurementConfig`` were chosen from.
+The same counts per response: a trial is judged per turn, so a wrong response must itself be
+``timing_degraded`` (its timing verdicts rest on it). The lag-bin table (trials by their
+loop-lag max, and the worst error in each bin) is what the default tolerances in
+``MeasurementConfig`` were chosen from.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import voicelab  # noqa: E402
 from voicelab.artifacts import LoopLag, read_voice_events  # noqa: E402
 from voicelab.artifacts._reader import read_audio_stream  # noqa: E402
 from voicelab.config import MeasurementConfig  # noqa: E402
+from voicelab.metrics import judge_measurement  # noqa: E402
 from voicelab.recording import PRODUCT, USER, recording_from_records  # noqa: E402
 from voicelab.runner._evidence import STREAM_FILES, assemble_now  # noqa: E402
 from voicelab.runner._loop_lag import LoopLagMonitor  # noqa: E402
@@ -69,9 +72,14 @@ async def ticker_cost(seconds: float, windows: int) -> tuple[float, int]:
     return used / max(ticks, 1), ticks
 
 
+class _NoWindow:
+    def late_ticks(self, *, start_ns: int) -> list[list[int]]:
+        return []
+
+
 class _NoTicker:
-    def open(self) -> None:
-        return None
+    def open(self) -> _NoWindow:
+        return _NoWindow()
 
     def close(self, window: object) -> LoopLag:
         return LoopLag(ticks=0, interval_ms=0.0)
@@ -143,14 +151,19 @@ def _trial_rows(bundle: Path) -> list[dict]:
         measured = json.loads((trial / "voice-metrics.json").read_text())
         truth = _true_metrics(trial)
         errors: dict[str, list[float]] = {m: [] for m in METRICS}
+        responses = []
         for turn in measured["turns"]:
+            own: dict[str, list[float]] = {m: [] for m in METRICS}
             for metric in METRICS:
                 value, true = turn[metric], truth.get(turn["turn_id"], {}).get(metric)
                 if value is not None and true is not None:
                     errors[metric].append(value - true)
+                    own[metric].append(value - true)
+            responses.append({"errors": own, "flagged": turn.get("timing_degraded"),
+                              "bound": turn.get("stamp_error_bound_ms")})
         quality = measured["measurement_quality"]
         rows.append({"trial": trial.name, "errors": errors, "lag": quality["loop_lag_ms"],
-                     "degraded": quality["degraded"]})
+                     "degraded": quality["degraded"], "responses": responses})
     return rows
 
 
@@ -217,6 +230,33 @@ def report(rows: list[dict], *, trials: int, wall: float, tolerance_ms: float,
     print(f"  degraded {degraded}/{len(rows)}; wrong (stall/dead air > {tolerance_ms:g} ms or "
           f"first audio > {latency_tolerance_ms:g} ms) {len(wrong)}; silently wrong "
           f"{len(silent)} (target 0){'' if not silent else '  MISSES'}")
+    # the same trials judged on their whole conversation's lag (the judgement of bundles
+    # recorded before the late ticks were kept): the flags the per-turn judgement saves
+    whole = [r for r in rows if r["lag"] and judge_measurement(
+        LoopLag.model_validate(r["lag"]), MeasurementConfig()).degraded]
+    print(f"  the same trials judged whole (p99/max of the conversation): degraded "
+          f"{len(whole)}/{len(rows)}; silently wrong "
+          f"{sum(1 for r in wrong if r not in whole)}")
+    # per response (a trial judged per turn: a timing verdict rests on its own responses)
+    responses = [r for row in rows for r in row.get("responses", [])
+                 if r["flagged"] is not None]
+    if responses:
+        flagged = [r for r in responses if r["flagged"]]
+        wrong_responses = [r for r in responses if _is_wrong(
+            r, tolerance_ms=tolerance_ms, latency_tolerance_ms=latency_tolerance_ms)]
+        missed = [r for r in wrong_responses if not r["flagged"]]
+        print(f"  responses: timing_degraded {len(flagged)}/{len(responses)}; wrong "
+              f"{len(wrong_responses)}; wrong and not flagged {len(missed)} (target 0)"
+              f"{'' if not missed else '  MISSES'}")
+        for metric in ("first_audio_latency_ms", "playback_stall_ms"):
+            excess = [_worst(r, metric) - r["bound"] for r in responses]
+            print(f"    {metric} error beyond the response's own stamp_error_bound_ms: max "
+                  f"{max(excess):.1f} ms, p99 {np.percentile(excess, 99):.1f} ms")
+        for response in missed[:5]:
+            print(f"    bound {response['bound']} ms, worst stall "
+                  f"{_worst(response, 'playback_stall_ms'):.1f}, dead air "
+                  f"{_worst(response, 'dead_air_ms'):.1f}, first audio "
+                  f"{_worst(response, 'first_audio_latency_ms'):.1f}")
     for row in silent[:5]:
         print(f"    {row['trial']}: lag {row['lag']}, worst stall "
               f"{_worst(row, 'playback_stall_ms'):.1f}, dead air {_worst(row, 'dead_air_ms'):.1f},"

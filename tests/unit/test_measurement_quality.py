@@ -147,10 +147,26 @@ def test_gates_on_timing_metrics_leave_degraded_trials_out():
     result = run_statistics(reports, turns, statistics=StatisticsConfig(), gates=[gate, other])
     latency, audio = result.gates
     assert latency.status == "passed" and latency.n == 80
-    assert latency.message.endswith("(the responses of 80 degraded trial(s) left out)")
+    assert latency.message.endswith("(the 80 timing-degraded response(s) of 80 degraded "
+                                    "trial(s) left out)")
     assert audio.n == 160  # not a clock figure: every trial counts
     assert "degraded" not in audio.message
     assert result.pass_rate.n == 160  # degraded trials still count toward the pass rate
+
+
+def test_gates_leave_out_only_the_degraded_responses_of_a_trial_judged_per_turn():
+    # each degraded trial has one trusted response at 100 ms and one degraded at 900 ms
+    reports = [_report(i, degraded=True) for i in range(1, 81)]
+    turns = []
+    for _ in reports:
+        trusted, late = _turn(0, latency=100.0), _turn(1, latency=900.0)
+        trusted.timing_degraded, late.timing_degraded = False, True
+        turns.append([trusted, late])
+    gate = GateConfig(metric="first_audio_latency_ms", quantile=0.95, max=200)
+    latency, = run_statistics(reports, turns, statistics=StatisticsConfig(), gates=[gate]).gates
+    assert latency.status == "passed" and latency.n == 80
+    assert latency.message.endswith("(the 80 timing-degraded response(s) of 80 degraded "
+                                    "trial(s) left out)")
 
 
 # --- the ticker -------------------------------------------------------------------------------

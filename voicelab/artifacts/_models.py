@@ -488,6 +488,13 @@ class TurnMetrics(ArtifactModel):
     to_user_packets_dropped: int | None = None
     to_user_loss_rate: float | None = None
     channel: dict[str, Any] | None = None
+    #: how late this response's timing stamps (its audio chunks' and response.done's arrivals)
+    #: may be, from the evaluator's loop lag around them, in ms (0: no late tick near them);
+    #: ``None``: not judged per turn (docs/artifacts.md, measurement_quality)
+    stamp_error_bound_ms: float | None = None
+    #: the bound exceeds the ``measurement`` tolerances: this turn's timing figures cannot be
+    #: trusted, and a timing verdict resting on it is inconclusive
+    timing_degraded: bool | None = None
 
 
 class MetricSummary(ArtifactModel):
@@ -521,15 +528,21 @@ class MeasurementTolerances(ArtifactModel):
 
 class MeasurementQuality(ArtifactModel):
     """Whether the trial's timing metrics can be trusted. ``degraded``: the loop lagged beyond a
-    tolerance, so arrival stamps (and every latency, stall and dead-air figure built on them)
-    may be late by up to the lag; the metrics are still written, the timing verdicts are
-    ``inconclusive``. ``loop_lag_ms`` is ``None`` when the lag was not measured (a bundle
+    tolerance around some turn's arrivals (``degraded_turns``), so their stamps (and every
+    latency, stall and dead-air figure built on them) may be late by up to the lag; the metrics
+    are still written, the timing verdicts resting on those turns are ``inconclusive``. ``loop_lag_ms`` is ``None`` when the lag was not measured (a bundle
     written before it was)."""
 
     loop_lag_ms: LoopLag | None = None
     tolerances: MeasurementTolerances
     degraded: bool = False
     reasons: list[str] = Field(default_factory=list)
+    #: ``turn``: judged per turn from the lag around each turn's timing stamps (the turns'
+    #: ``stamp_error_bound_ms``); ``trial``: on the whole conversation's ``loop_lag_ms`` (a
+    #: bundle recorded before the late ticks were kept)
+    scope: Literal["turn", "trial"] = "trial"
+    #: the turns whose timings cannot be trusted (``scope: turn``)
+    degraded_turns: list[str] = Field(default_factory=list)
 
 
 class VoiceMetrics(Versioned):

@@ -175,9 +175,10 @@ def degraded_warning(degraded: int, executed: int) -> str | None:
     if not degraded:
         return None
     return (f"warning: measurement degraded in {degraded} of {executed} trial(s): the "
-            f"evaluator's event loop lagged beyond its tolerances (voice-metrics.json "
-            f"measurement_quality), so their timing metrics may be off by as much and their "
-            f"timing verdicts are inconclusive; run fewer concurrent trials per worker "
+            f"evaluator's event loop lagged beyond its tolerances around some responses' "
+            f"arrivals (voice-metrics.json measurement_quality, turns' timing_degraded), so "
+            f"their timing metrics may be off by as much and the timing verdicts resting on "
+            f"them are inconclusive; run fewer concurrent trials per worker "
             f"(--concurrency) or more workers, or set measurement.lag_budget_ms")
 
 
@@ -200,7 +201,8 @@ def print_run_summary(outcome: RunOutcome) -> None:
         elif summary.failed_verdicts:
             detail += f", failed: {', '.join(summary.failed_verdicts)}"
         if summary.measurement_degraded:
-            detail += ", measurement degraded: timing verdicts inconclusive"
+            detail += ", measurement degraded: timing verdicts on its degraded responses " \
+                "inconclusive"
         print(f"{summary.trial_id} seed {summary.seed}: {status} ({detail})")
     stats = summarize([t.first_audio_latency_ms for r in outcome.trials
                        for t in r.turn_metrics])

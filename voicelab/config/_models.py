@@ -369,13 +369,17 @@ class GateConfig(StrictModel):
 
 
 class MeasurementConfig(StrictModel):
-    """When a trial's timings can be trusted: the evaluator's own event-loop lag (how late a
-    10 ms ticker wakes while the conversation runs) must stay within these tolerances, or the
-    trial is ``degraded`` and its timing verdicts are inconclusive (docs/artifacts.md)."""
+    """When a response's timings can be trusted: the evaluator's own event-loop lag (how late a
+    10 ms ticker wakes while the conversation runs) around the arrivals its timing metrics rest
+    on bounds how late their stamps may be; beyond these tolerances the response is
+    ``timing_degraded``, the trial ``degraded``, and the timing verdicts resting on it are
+    inconclusive (docs/artifacts.md). A bundle recorded without the late ticks is judged on the
+    whole conversation's lag against the same tolerances."""
 
-    #: the 99th percentile of the ticker's lateness, in ms
+    #: the 99th percentile of a response's stamp error bounds, in ms
     max_loop_lag_p99_ms: PositiveFloat = 20.0
-    #: the largest single lateness, in ms (one blocked moment delays every arrival behind it)
+    #: the largest stamp error bound of a response, in ms (one blocked moment delays every
+    #: arrival behind it)
     max_loop_lag_max_ms: PositiveFloat = 25.0
     #: lower the number of concurrent trials while finished trials saw a loop-lag p99 above
     #: this (ms); ``null``: concurrency stays as configured

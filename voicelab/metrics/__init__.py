@@ -1,11 +1,19 @@
 """Metrics: per-turn timing and signal metrics of a recording (pure functions)."""
 
 from ._measurement import (
+    LATE_TICKS_ATTRIBUTE,
+    LateTicks,
+    StampBound,
     degraded_note,
     judge_measurement,
+    judge_turns,
+    late_ticks_of,
+    late_ticks_record,
     loop_lag_of,
     loop_lag_statistics,
     measurement_quality,
+    stamp_error_bounds,
+    timed_arrivals,
 )
 from ._placement import Placement, place_channels, place_channels_steps, silent_runs_ns
 from ._speech import (
@@ -26,9 +34,12 @@ from ._voice import (
 )
 
 __all__ = [
+    "LATE_TICKS_ATTRIBUTE",
     "PERCENTILES",
     "TIMING_METRICS",
+    "LateTicks",
     "Placement",
+    "StampBound",
     "add_speech_metrics",
     "compute_voice_metrics",
     "compute_voice_metrics_steps",
@@ -37,6 +48,9 @@ __all__ = [
     "input_wer",
     "intelligibility",
     "judge_measurement",
+    "judge_turns",
+    "late_ticks_of",
+    "late_ticks_record",
     "loop_lag_of",
     "loop_lag_statistics",
     "measurement_quality",
@@ -44,7 +58,9 @@ __all__ = [
     "place_channels",
     "place_channels_steps",
     "silent_runs_ns",
+    "stamp_error_bounds",
     "speech_metrics_for_turn",
     "summarize",
+    "timed_arrivals",
     "transcript_completeness",
 ]

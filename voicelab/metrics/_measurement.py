@@ -8,21 +8,48 @@ fixed interval and notes how late it wakes, :mod:`voicelab.runner._loop_lag`), k
 lateness statistics in its recording (the ``trial.ended`` event's ``loop_lag``) and judges them
 here, against the run config's ``measurement`` tolerances. Pure functions: ``rescore`` judges a
 bundle again the same way.
+
+Where the loop lagged matters, not only how much: a tick that woke ``L`` ms late at ``t`` means
+the loop was blocked over ``[t - L, t]``, and an arrival stamped in that stretch (or just after,
+while the loop catches up) may be late by up to ``L``. An arrival stamped while the loop ran
+freely is not. The recording therefore also keeps every tick later than
+``LATE_TICK_FLOOR_MS`` with its moment (the ``trial.ended`` event's ``late_ticks``), each
+response's timing stamps get a bound on their error from the ticks around them
+(:func:`stamp_error_bounds`), and only a response whose stamps may be late beyond the tolerances
+is ``timing_degraded``. A bundle recorded before the ticks were kept is judged on its whole-trial
+statistics, as it was then.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..artifacts import LoopLag, MeasurementQuality, MeasurementTolerances
+from ..artifacts import LoopLag, MeasurementQuality, MeasurementTolerances, TurnMetrics
 from ..config import MeasurementConfig
 from ..recording import EventType, Recording
 
+logger = logging.getLogger(__name__)
+
 #: The ``trial.ended`` attribute holding the loop-lag statistics (the runner records it).
 LOOP_LAG_ATTRIBUTE = "loop_lag"
+#: The ``trial.ended`` attribute holding the late ticks: ``{"floor_ms": f, "ticks": [[wake
+#: offset us, lateness us], ...]}``, every tick later than ``floor_ms``, the offset on the
+#: recording's clock.
+LATE_TICKS_ATTRIBUTE = "late_ticks"
+#: Ticks later than this (ms) are kept with their moment: a quiet loop's selector rounds its
+#: timeout to the millisecond (a free loop reads 0-1 ms), so later than that means busy.
+LATE_TICK_FLOOR_MS = 1.0
+#: The arrivals a response's timing metrics rest on: its audio chunks (first audio, speech
+#: onset and end as heard, playback stall, dead air, stop latency) and its ``response.done``
+#: (response duration). The references they are measured from are sends (a commit, the user's
+#: speech end on the line, a barge-in): stamped when they really left, a blocked loop delays
+#: them and their stamp alike.
+TIMED_ARRIVALS = (EventType.PRODUCT_AUDIO, EventType.PRODUCT_RESPONSE_DONE)
 
 
 def loop_lag_statistics(lateness_ns: Sequence[int] | np.ndarray, *, interval_ms: float
@@ -42,8 +69,132 @@ def tolerances_of(config: MeasurementConfig) -> MeasurementTolerances:
                                  max_loop_lag_max_ms=config.max_loop_lag_max_ms)
 
 
+def late_ticks_record(pairs: Sequence[Sequence[int]], *,
+                      floor_ms: float = LATE_TICK_FLOOR_MS) -> dict[str, Any]:
+    """The ``late_ticks`` attribute of ``trial.ended`` (see ``LATE_TICKS_ATTRIBUTE``)."""
+    return {"floor_ms": floor_ms, "ticks": [[int(offset), int(late)] for offset, late in pairs]}
+
+
+@dataclass(frozen=True)
+class LateTicks:
+    """The recorded late ticks: when each woke (ns offset on the recording's clock) and how
+    late (ns); ticks no later than ``floor_ms`` are not in it."""
+
+    floor_ms: float
+    woke_ns: np.ndarray
+    lateness_ns: np.ndarray
+
+
+def late_ticks_of(recording: Recording) -> LateTicks | None:
+    """The late ticks the trial recorded (``None``: a bundle written before they were kept)."""
+    ended = list(recording.of_type(EventType.TRIAL_ENDED))
+    recorded: Any = ended[-1].attributes.get(LATE_TICKS_ATTRIBUTE) if ended else None
+    if not isinstance(recorded, Mapping):
+        return None
+    try:
+        pairs = np.asarray(recorded.get("ticks") or [], dtype=np.int64).reshape(-1, 2)
+        floor_ms = float(recorded.get("floor_ms", LATE_TICK_FLOOR_MS))
+    except (TypeError, ValueError):  # not pairs of integers: judged on the whole trial
+        logger.warning("trial.ended: unreadable %s, judging the whole trial's loop lag",
+                       LATE_TICKS_ATTRIBUTE)
+        return None
+    pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]  # in the order they woke
+    return LateTicks(floor_ms, pairs[:, 0] * 1000, pairs[:, 1] * 1000)
+
+
+@dataclass(frozen=True)
+class StampBound:
+    """How late a response's timing stamps may be: the worst and the 99th percentile over its
+    stamps (ms; 0: no late tick around any of them) and how many stamps it has."""
+
+    max_ms: float
+    p99_ms: float
+    stamps: int
+
+
+def timed_arrivals(recording: Recording) -> dict[str, list[int]]:
+    """Each response's timing stamps (``TIMED_ARRIVALS`` from the product; ns offsets)."""
+    stamps: dict[str, list[int]] = {}
+    for event in recording.events:
+        if event.type in TIMED_ARRIVALS and event.source == "product" and event.turn_id:
+            stamps.setdefault(event.turn_id, []).append(event.offset_ns)
+    return stamps
+
+
+def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
+                       interval_ms: float) -> dict[str, StampBound]:
+    """Bound each stamp's error by the loop lag around it, then each response's by its stamps.
+
+    A tick that woke ``L`` late at ``t`` covers the stamps in ``[t - L, t + min(L, interval_ms)]``:
+    the loop was blocked from ``t - L`` to ``t`` (whatever arrived then was stamped when the loop
+    got to it), and what queued up meanwhile is read and stamped right around the wake-up (its
+    socket callbacks run in the same iteration as the tick, ahead of it; catching up on ``L`` of
+    backlog is allowed as long again, up to one interval; a loop still busy after that makes
+    the next tick late, which covers the rest). The busy stretch began at ``t - L`` at the latest; when the tick
+    before was late too (and woke one interval before this one was due: the ticker re-arms on
+    each wake-up, so no on-time tick came between), it may have begun when that one was due (on
+    a saturated loop a tick waits behind a whole iteration of callbacks, and what arrived at the
+    start of that iteration waited as long). A covered stamp ``s`` may be late by up to
+    ``max(L, s - start)``; the largest over the ticks covering it is its bound.
+    A block shorter than the tick interval that ends before a tick was due is invisible to the
+    ticker: every bound is uncertain by up to one interval, which the tolerances absorb.
+    """
+    turns = list(stamps)
+    flat = np.asarray([s for turn in turns for s in stamps[turn]], dtype=np.int64)
+    owner = np.repeat(np.arange(len(turns)), [len(stamps[turn]) for turn in turns])
+    order = np.argsort(flat, kind="stable")
+    flat, owner = flat[order], owner[order]
+    bound = np.zeros(flat.size, dtype=np.int64)
+    if flat.size and ticks.woke_ns.size:
+        low = np.searchsorted(flat, ticks.woke_ns - ticks.lateness_ns, side="left")
+        interval_ns = int(interval_ms * 1_000_000)
+        catch_up = np.minimum(ticks.lateness_ns, interval_ns)
+        high = np.searchsorted(flat, ticks.woke_ns + catch_up, side="right")
+        due = ticks.woke_ns - ticks.lateness_ns
+        # the tick before was late too and no on-time tick came between: busy since it was due
+        chained = np.zeros(due.size, dtype=bool)
+        chained[1:] = due[1:] - ticks.woke_ns[:-1] < interval_ns * 3 // 2
+        start = np.where(chained, np.roll(due, 1), due)
+        for tick in np.flatnonzero(high > low):
+            covered = slice(low[tick], high[tick])
+            # a stamp after the wake-up waited for the iterations before it too
+            late = np.maximum(flat[covered] - start[tick], ticks.lateness_ns[tick])
+            np.maximum(bound[covered], late, out=bound[covered])
+    bounds: dict[str, StampBound] = {}
+    for index, turn in enumerate(turns):
+        own = bound[owner == index] / 1e6
+        bounds[turn] = StampBound(
+            max_ms=round(float(own.max()), 3) if own.size else 0.0,
+            p99_ms=round(float(np.percentile(own, 99)), 3) if own.size else 0.0,
+            stamps=int(own.size))
+    return bounds
+
+
+def judge_turns(turns: Sequence[TurnMetrics], bounds: Mapping[str, StampBound],
+                config: MeasurementConfig) -> list[str]:
+    """Mark each turn's ``stamp_error_bound_ms`` and ``timing_degraded`` (in place); the reasons
+    of the degraded ones, each starting with its turn id."""
+    tolerances = tolerances_of(config)
+    reasons: list[str] = []
+    for turn in turns:
+        bound = bounds.get(turn.turn_id, StampBound(0.0, 0.0, 0))
+        turn.stamp_error_bound_ms = bound.max_ms
+        why = []
+        if bound.p99_ms > tolerances.max_loop_lag_p99_ms:
+            why.append(f"p99 {bound.p99_ms:.1f} ms > {tolerances.max_loop_lag_p99_ms:g} ms")
+        if bound.max_ms > tolerances.max_loop_lag_max_ms:
+            why.append(f"max {bound.max_ms:.1f} ms > {tolerances.max_loop_lag_max_ms:g} ms")
+        turn.timing_degraded = bool(why)
+        if why:
+            reasons.append(f"{turn.turn_id}: the loop lagged around its arrivals, its "
+                           f"{bound.stamps} timing stamp(s) may be late by "
+                           f"{' and '.join(why)}")
+    return reasons
+
+
 def judge_measurement(lag: LoopLag | None, config: MeasurementConfig) -> MeasurementQuality:
-    """``degraded`` when the lag's p99 or max exceeds its tolerance (each reason says which)."""
+    """The whole-trial judgement (a bundle without late ticks): ``degraded`` when the lag's p99
+    or max exceeds its tolerance (each reason says which)."""
     tolerances = tolerances_of(config)
     reasons: list[str] = []
     if lag is not None and lag.p99 is not None and lag.p99 > tolerances.max_loop_lag_p99_ms:
@@ -63,8 +214,21 @@ def loop_lag_of(recording: Recording) -> LoopLag | None:
     return LoopLag.model_validate(dict(recorded))
 
 
-def measurement_quality(recording: Recording, config: MeasurementConfig) -> MeasurementQuality:
-    return judge_measurement(loop_lag_of(recording), config)
+def measurement_quality(recording: Recording, config: MeasurementConfig,
+                        turns: Sequence[TurnMetrics] = ()) -> MeasurementQuality:
+    """Judge the trial's loop lag where it matters: per turn (``turns`` get their
+    ``stamp_error_bound_ms`` and ``timing_degraded``, in place) when the recording kept its late
+    ticks, else on the whole trial's statistics."""
+    lag = loop_lag_of(recording)
+    ticks = late_ticks_of(recording) if lag is not None else None
+    if lag is None or ticks is None:
+        return judge_measurement(lag, config)
+    bounds = stamp_error_bounds(timed_arrivals(recording), ticks, interval_ms=lag.interval_ms)
+    reasons = judge_turns(turns, bounds, config)
+    return MeasurementQuality(
+        loop_lag_ms=lag, tolerances=tolerances_of(config), degraded=bool(reasons),
+        reasons=reasons, scope="turn",
+        degraded_turns=[turn.turn_id for turn in turns if turn.timing_degraded])
 
 
 def degraded_note(quality: MeasurementQuality | None) -> str | None:

@@ -92,7 +92,8 @@ def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
 
 def _judge_measurement(evidence: Evidence, recording: Recording,
                        measurement: MeasurementConfig) -> Evidence:
-    evidence.metrics.measurement_quality = measurement_quality(recording, measurement)
+    evidence.metrics.measurement_quality = measurement_quality(recording, measurement,
+                                                               evidence.metrics.turns)
     return evidence
 
 

@@ -6,7 +6,9 @@ stamped meanwhile waited as long. Trials sharing a loop share its lag, so they s
 its cost stays ~100 wake-ups a second whatever the number of concurrent trials (a ticker per
 trial would itself load a saturated loop). Each trial opens a :class:`LagWindow` when its
 conversation starts and closes it when the conversation ends; the window receives every
-lateness measured in between. The ticker stops when the last window closes.
+lateness measured in between, and the moment of each wake-up (so a trial can tell *where* its
+loop lagged: :func:`voicelab.metrics.stamp_error_bounds`). The ticker stops when the last
+window closes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 
 from ..artifacts import LoopLag
 from ..metrics import loop_lag_statistics
+from ..metrics._measurement import LATE_TICK_FLOOR_MS
 
 #: How often the ticker wakes (ms). Finer costs more wake-ups; coarser misses short stalls
 #: between ticks only in the count, never in the lateness (a block delays the next wake-up).
@@ -27,16 +30,30 @@ TICK_INTERVAL_MS = 10.0
 
 class LagWindow:
     """One trial's view of the ticker: the ticks from ``start`` (an absolute tick number) until
-    it is closed; ``lateness_ns`` holds them once closed."""
+    it is closed; ``lateness_ns`` and ``woke_ns`` (when each tick ran, on the monotonic clock)
+    hold them once closed."""
 
     def __init__(self, interval_ms: float, start: int):
         self.interval_ms = interval_ms
         self.start = start
         self.lateness_ns: array.array[int] | None = None
+        self.woke_ns: array.array[int] | None = None
 
     def statistics(self) -> LoopLag:
         return loop_lag_statistics(self.lateness_ns if self.lateness_ns is not None else [],
                                    interval_ms=self.interval_ms)
+
+    def late_ticks(self, *, start_ns: int, floor_ms: float = LATE_TICK_FLOOR_MS
+                   ) -> list[list[int]]:
+        """The ticks later than ``floor_ms``, as ``[wake offset, lateness]`` pairs in whole
+        microseconds, the offset on a recording's clock starting at ``start_ns`` (the quiet
+        ticks are left out: a free loop keeps nothing, a saturated one a pair per tick)."""
+        if self.lateness_ns is None or self.woke_ns is None:
+            return []
+        floor_ns = int(floor_ms * 1_000_000)
+        return [[(woke - start_ns) // 1000, late // 1000]
+                for late, woke in zip(self.lateness_ns, self.woke_ns, strict=True)
+                if late > floor_ns]
 
 
 class LoopLagMonitor:
@@ -54,6 +71,7 @@ class LoopLagMonitor:
         self.clock_ns = clock_ns
         self._windows: weakref.WeakSet[LagWindow] = weakref.WeakSet()
         self._log: array.array[int] = array.array("q")
+        self._woke: array.array[int] = array.array("q")  # when each tick of _log ran
         self._first = 0  # the absolute tick number of _log[0]
         #: the next tick (a bare timer callback: no task or future per tick)
         self._timer: asyncio.TimerHandle | None = None
@@ -73,6 +91,7 @@ class LoopLagMonitor:
     def close(self, window: LagWindow) -> LoopLag:
         if window.lateness_ns is None:
             window.lateness_ns = self._log[max(0, window.start - self._first):]
+            window.woke_ns = self._woke[max(0, window.start - self._first):]
         self._windows.discard(window)
         if not self._windows:
             self._forget()
@@ -81,6 +100,7 @@ class LoopLagMonitor:
     def _forget(self) -> None:
         self._first += len(self._log)
         self._log = array.array("q")
+        self._woke = array.array("q")
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -91,7 +111,9 @@ class LoopLagMonitor:
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
         # the selector rounds its timeout to the millisecond: a quiet loop reads 0-1 ms
-        self._log.append(max(0, self.clock_ns() - self._intended_ns))
+        woke = self.clock_ns()
+        self._log.append(max(0, woke - self._intended_ns))
+        self._woke.append(woke)
         if not self._windows:  # the last window was dropped without being closed
             self._timer = None
             self._forget()
@@ -99,6 +121,7 @@ class LoopLagMonitor:
         if len(self._log) > self.TRIM_TICKS:
             oldest = min(window.start for window in self._windows)
             del self._log[:max(0, oldest - self._first)]
+            del self._woke[:max(0, oldest - self._first)]
             self._first = max(self._first, oldest)
         self._schedule(loop)
 

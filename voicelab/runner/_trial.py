@@ -36,6 +36,7 @@ from ..endpoints import (
     new_trace_id,
 )
 from ..errors import ConfigError
+from ..metrics import late_ticks_record
 from ..personas import PersonaContext
 from ..recording import EventType, Recording
 from ..scoring import trial_passed
@@ -281,7 +282,9 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
             conversation.failures.append(Failure("cancelled", "the run was interrupted"))
     loop_lag = lag_monitor.close(lag_window)
     recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
-                     exit_reason=exit_reason, loop_lag=loop_lag.model_dump(mode="json"))
+                     exit_reason=exit_reason, loop_lag=loop_lag.model_dump(mode="json"),
+                     late_ticks=late_ticks_record(  # LATE_TICKS_ATTRIBUTE
+                         lag_window.late_ticks(start_ns=recording.start_ns)))
 
     outcome_status, outcome, outcome_error, probe_name = await _run_probe(
         plan, endpoint, session_id, scrubber)

@@ -277,19 +277,25 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
     from ..metrics import TIMING_METRICS  # not at import: validate does not need the metrics
 
     responses: dict[str, list[float]] = {}
-    # a degraded trial's clock stamps may be late: its timing figures judge no gate (as its
-    # timing verdicts are inconclusive)
-    trusted = [i for i in counted if not reports[i].measurement_degraded]
+    # a degraded response's clock stamps may be late: its timing figures judge no gate (as the
+    # timing verdicts resting on it are inconclusive); a trial judged whole (a bundle without
+    # late ticks, ``timing_degraded`` unset) leaves all its responses out
+    untrusted = {(i, index) for i in counted for index, metrics in enumerate(turns[i])
+                 if (metrics.timing_degraded if metrics.timing_degraded is not None
+                     else reports[i].measurement_degraded)}
     for gate in gates:
         if gate.metric != PASS_RATE and gate.metric not in responses:
-            judged = trusted if gate.metric in TIMING_METRICS else counted
-            values = (getattr(metrics, gate.metric) for i in judged for metrics in turns[i])
+            timing = gate.metric in TIMING_METRICS
+            values = (getattr(metrics, gate.metric) for i in counted
+                      for index, metrics in enumerate(turns[i])
+                      if not (timing and (i, index) in untrusted))
             responses[gate.metric] = [float(v) for v in values
                                       if v is not None and np.isfinite(v)]
     checks = judge_gates(gates, rate=rate, responses=responses, statistics=statistics)
-    degraded = len(counted) - len(trusted)
+    degraded = len({i for i, _ in untrusted})
     if degraded:
-        checks = [check.model_copy(update={"message": f"{check.message} (the responses of "
+        checks = [check.model_copy(update={"message": f"{check.message} (the "
+                                           f"{len(untrusted)} timing-degraded response(s) of "
                                            f"{degraded} degraded trial(s) left out)"})
                   if check.metric in TIMING_METRICS else check for check in checks]
     rates, rows = selectivity([(reports[i].trial, probes[i]) for i in counted], statistics) \

@@ -18,7 +18,8 @@ from ..config import PersonaConfig, ScenarioConfig
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
 
-#: Verdicts judged on clock stamps: inconclusive when the trial's measurement is degraded.
+#: Verdicts judged on clock stamps: inconclusive when a turn they rest on is timing-degraded
+#: (or, for a bundle judged on its whole trial, when the trial is degraded).
 TIMING_VERDICTS = ("interruption_honoured", "first_audio_latency")
 
 
@@ -48,8 +49,10 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            outcome_error: str | None, turn_metrics: Sequence[TurnMetrics],
                            probes: Sequence[ProbeOutcome] = (),
                            measurement: MeasurementQuality | None = None) -> list[Verdict]:
-    """``measurement``: when it is ``degraded``, the timing verdicts (``TIMING_VERDICTS``) are
-    ``inconclusive``, whatever the figures say (they are still in ``observed``)."""
+    """``measurement``: when it is ``degraded``, the timing verdicts (``TIMING_VERDICTS``) that
+    rest on a timing-degraded turn (``interruption_honoured``: the interrupted turns;
+    ``first_audio_latency``: the turns with a first audio) are ``inconclusive``, whatever the
+    figures say (they are still in ``observed``)."""
     spec = scenario.eval_spec
     verdicts: list[Verdict] = []
     assistant_turns = [t for t in transcript if t.role == "assistant"]
@@ -142,8 +145,12 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                                        "stops"))
 
     if measurement is not None and measurement.degraded:
-        verdicts = [_untrusted(v, measurement) if v.name in TIMING_VERDICTS
-                    and v.status != "inconclusive" else v for v in verdicts]
+        rests_on = {"interruption_honoured": [t for t in turn_metrics if t.interrupted],
+                    "first_audio_latency": [t for t in turn_metrics
+                                            if t.first_audio_latency_ms is not None]}
+        verdicts = [_untrusted(v, measurement, rests_on[v.name])
+                    if v.name in TIMING_VERDICTS and v.status != "inconclusive" else v
+                    for v in verdicts]
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:
         if verdict.name in advisory:
@@ -174,13 +181,22 @@ def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:
                    observed=None, why=f"inconclusive: {missing}")
 
 
-def _untrusted(verdict: Verdict, measurement: MeasurementQuality) -> Verdict:
-    """A timing verdict of a degraded trial: the figure is kept, the judgement withheld."""
+def _untrusted(verdict: Verdict, measurement: MeasurementQuality,
+               turns: Sequence[TurnMetrics]) -> Verdict:
+    """A timing verdict of a degraded trial: the figure is kept, the judgement withheld when it
+    rests on a turn whose timings are degraded (judged per turn), or on any turn of a trial
+    judged whole (a bundle without late ticks)."""
+    reasons = measurement.reasons
+    if measurement.scope == "turn":
+        affected = {t.turn_id for t in turns if t.timing_degraded}
+        if not affected:
+            return verdict
+        reasons = [r for r in reasons if r.split(":", 1)[0] in affected]
     return Verdict(name=verdict.name, passed=False, status="inconclusive",
                    critical=verdict.critical, expected=verdict.expected,
                    observed=verdict.observed,
                    why=f"inconclusive: the evaluator's event loop lagged "
-                       f"({'; '.join(measurement.reasons)}), so its clock stamps may be late "
+                       f"({'; '.join(reasons)}), so its clock stamps may be late "
                        f"by as much; measured: {verdict.why}")
 
 

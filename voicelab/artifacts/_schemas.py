@@ -11,18 +11,20 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from . import _models as m
+from . import _report_models as reports
+from . import _voice_models as voice
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "trial-report": m.TrialReport,
-    "run-report": m.RunReport,
-    "matrix-report": m.MatrixReport,
+    "run-report": reports.RunReport,
+    "matrix-report": reports.MatrixReport,
     "transcript": m.Transcript,
     "tool-calls": m.ToolCalls,
     "raw-endpoint-events": m.RawEndpointEvents,
-    "voice-event": m.VoiceEvent,
-    "voice-metrics": m.VoiceMetrics,
+    "voice-event": voice.VoiceEvent,
+    "voice-metrics": voice.VoiceMetrics,
     "interoperability": m.Interoperability,
     "resolved-document": m.ResolvedDocument,
 }

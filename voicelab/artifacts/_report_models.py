@@ -1,0 +1,229 @@
+"""The models of ``run-report.json`` and ``matrix-report.json``: pass rates with their
+intervals, pass@k curves, gates, judge calibration, the selectivity rates of a run's probes.
+Versioning: see :mod:`._models`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ._models import ArtifactModel, TrialSummary, Versioned
+from ._voice_models import MetricSummary, ProbeOutcome
+
+
+class PassRate(ArtifactModel):
+    """A pass rate with its two-sided confidence interval (``None`` with no trials)."""
+
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    method: Literal["wilson", "clopper_pearson"] = "wilson"
+    confidence: float = 0.95
+    n: int = 0
+    passed: int = 0
+
+
+class PassCurvePoint(ArtifactModel):
+    """Unbiased estimates from n trials with c passes: pass@k = 1 - C(n-c,k)/C(n,k) (at least
+    one of k trials passes), pass^k = C(c,k)/C(n,k) (all k pass)."""
+
+    k: int
+    pass_at_k: float
+    pass_power_k: float
+
+
+class VerdictPassRate(ArtifactModel):
+    name: str
+    critical: bool
+    pass_rate: PassRate
+
+
+class GateCheck(ArtifactModel):
+    """A run-config gate, judged on the conservative end of an interval. ``inconclusive``
+    (too few trials or responses to bound) blocks like ``failed``."""
+
+    metric: str
+    status: Literal["passed", "failed", "inconclusive"]
+    message: str
+    min_lower_bound: float | None = None
+    quantile: float | None = None
+    max: float | None = None
+    min: float | None = None
+    #: the pass rate, or the metric's sample quantile over the responses
+    observed: float | None = None
+    #: the end of the interval that was judged: the pass rate's lower bound, or the quantile's
+    #: distribution-free upper bound (``max``) or lower bound (``min``), an order statistic
+    bound: float | None = None
+    method: str
+    confidence: float
+    n: int
+    #: a quantile gate: the responses a bound needs at this confidence
+    needed: int | None = None
+
+
+class JudgeCalibration(ArtifactModel):
+    """A judge's confusion counts against human labels (the calibration notebook's result)."""
+
+    criterion: str = Field(min_length=1)
+    tp: int = Field(ge=0)
+    fn: int = Field(ge=0)
+    fp: int = Field(ge=0)
+    tn: int = Field(ge=0)
+    source: str | None = None
+
+
+class JudgeCorrectedRate(ArtifactModel):
+    """A judge's raw pass rate beside the Rogan-Gladen rate corrected for its measured error."""
+
+    judge: str
+    #: the judge's verdicts on this run's trials (judge errors left out), with its interval
+    judge_pass_rate: PassRate
+    corrected: float | None = None
+    low: float | None = None
+    high: float | None = None
+    sensitivity: float | None = None
+    specificity: float | None = None
+    confidence: float
+    method: str
+    n_bootstrap: int
+    seed: int
+    calibration: JudgeCalibration
+    note: str = ""
+
+
+class ReplayOrigin(ArtifactModel):
+    """The run a replay re-sent the user's audio of (``voice-evaluator replay``)."""
+
+    run_id: str
+    bundle_path: str
+
+
+class SelectivityRate(ArtifactModel):
+    """A selectivity rate over a run's probes with its confidence interval: the product's
+    wrong reactions (a stop on a backchannel or a noise; no stop on an interruption) per probe
+    it could react to (its speech was going on at the probe's onset)."""
+
+    name: Literal["false_stop_rate_backchannel", "false_stop_rate_noise",
+                  "missed_stop_rate_interruption"]
+    kind: Literal["backchannel", "noise", "interruption"]
+    probes: int
+    errors: int
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    method: str = "wilson"
+    confidence: float = 0.95
+    #: probes whose onset found the product silent (not counted)
+    not_applicable: int = 0
+    #: onset to the end of the product's speech, over the probes where it stopped
+    stop_ms: MetricSummary | None = None
+
+
+class ProbeRow(ProbeOutcome):
+    """One probe of a run (run-report.json ``probes``): the trial's outcome with its trial."""
+
+    trial: int
+
+
+class RunReport(Versioned):
+    run_id: str
+    status: Literal["running", "complete", "interrupted", "failed"]
+    scenario_id: str
+    persona: str
+    environment: str
+    adapter: str
+    suite_hash: str
+    bundle_path: str
+    started_at: str
+    ended_at: str
+    trial_count: int
+    planned_trials: int
+    executed_trials: int
+    passed_trials: int
+    pass_at_k: bool
+    pass_power_k: bool
+    exit_code: int
+    trials: list[TrialSummary] = Field(default_factory=list)
+    message: str = ""
+    #: ``--label``: names the run in frames and reports
+    label: str | None = None
+    #: the run file, so ``run --resume RUN_DIR`` finds it
+    run_file: str | None = None
+    resumed_at: list[str] = Field(default_factory=list)
+    #: over the trials that ran to an end (interrupted ones are left out; resume runs them)
+    pass_rate: PassRate | None = None
+    #: every k from 1 to pass_rate.n (in the final report)
+    pass_curve: list[PassCurvePoint] = Field(default_factory=list)
+    verdict_pass_rates: list[VerdictPassRate] = Field(default_factory=list)
+    gates: list[GateCheck] = Field(default_factory=list)
+    judge_corrected_pass_rates: list[JudgeCorrectedRate] = Field(default_factory=list)
+    #: a replay: the run whose recorded user turns it sent again, trial by trial (same seeds)
+    replay_of: ReplayOrigin | None = None
+
+
+    #: selectivity probes (docs/probes.md): the three rates, and every probe with its timing
+    selectivity: list[SelectivityRate] = Field(default_factory=list)
+    probes: list[ProbeRow] = Field(default_factory=list)
+    #: trials whose timings the evaluator's own loop lag degraded (their timing verdicts are
+    #: inconclusive): fewer concurrent trials per worker, or more workers, avoid it
+    degraded_trials: int = 0
+    #: ``measurement.lag_budget_ms``: the loop-lag p99 the run kept its trials under by
+    #: lowering concurrency, and the lowest concurrency it went down to
+    lag_budget_ms: float | None = None
+    lowest_concurrency: int | None = None
+
+
+class MatrixCell(ArtifactModel):
+    cell_id: str
+    scenario: str
+    persona: str
+    environment: str
+    bundle_path: str
+    trial_count: int
+    executed_trials: int
+    passed_trials: int
+    pass_at_k: bool
+    pass_power_k: bool
+    exit_code: int
+    suite_hash: str
+    pass_rate: PassRate | None = None
+    pass_curve: list[PassCurvePoint] = Field(default_factory=list)
+
+
+class MarginPassRate(ArtifactModel):
+    """The pass rate of every trial of the matrix sharing one scenario, persona or environment."""
+
+    dimension: Literal["scenario", "persona", "environment"]
+    value: str
+    cells: int
+    pass_rate: PassRate
+
+
+class MatrixReport(Versioned):
+    name: str
+    run_id: str
+    status: Literal["running", "complete", "interrupted"]
+    suite_path: str
+    run_dir: str
+    started_at: str
+    ended_at: str
+    scenarios: list[str]
+    personas: list[str]
+    environments: list[str]
+    trials_per_cell: int
+    cell_count: int
+    conversations: int
+    passed_trials: int
+    executed_trials: int
+    pass_at_k: bool = Field(description="every cell passed at least one trial")
+    pass_power_k: bool = Field(description="every trial of every cell passed")
+    exit_code: int
+    cells: list[MatrixCell] = Field(default_factory=list)
+    label: str | None = None
+    resumed_at: list[str] = Field(default_factory=list)
+    #: every trial of the matrix pooled (a design-weighted rate over the cells)
+    pass_rate: PassRate | None = None
+    margins: list[MarginPassRate] = Field(default_factory=list)
+    #: a replayed sweep: the sweep whose cells' recorded user turns it sent again
+    replay_of: ReplayOrigin | None = None

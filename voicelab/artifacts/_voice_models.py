@@ -1,0 +1,236 @@
+"""The models of ``voice-metrics.json`` and ``voice-events.jsonl``: per-turn timing and signal
+metrics, their summaries, the selectivity probes' outcomes and the measurement's quality (the
+evaluator's own loop lag). Versioning: see :mod:`._models`."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ..audio._signal import SignalAnalysis
+from ._models import ArtifactModel, Versioned
+
+#: The seed's signal-analysis fields: one definition, shared with :mod:`voicelab.audio`.
+SignalStats = SignalAnalysis
+
+
+class ProbeOutcome(ArtifactModel):
+    """What the product did about one selectivity probe (docs/probes.md). Times are ms on
+    the listener timeline."""
+
+    probe_id: str
+    kind: Literal["backchannel", "noise", "interruption"]
+    #: the turn whose reply was probed, and the user turn of the probe (None: a noise)
+    response_turn_id: str
+    turn_id: str | None = None
+    label: str = ""
+    #: the first and last audible sample of the probe's sound on the line
+    onset_ms: float
+    #: when the line frame carrying the onset was sent: the product can hear the probe from
+    #: here (a frame's samples arrive at once), and its reaction is timed from here
+    sent_ms: float
+    end_ms: float | None = None
+    #: when the probe was aimed (after the onset of the reply's speech)
+    after_product_speech_ms: float | None = None
+    #: False: a noise probe whose reply was over before its moment (``probe.skipped``; its
+    #: onset and sent times are that moment); never judged
+    played: bool = True
+    #: the product's speech was going on at the onset (else nothing to judge: stopped is None)
+    product_speaking: bool
+    stopped: bool | None = None
+    #: ``sent_ms`` to the end of the product's audible speech, when it stopped
+    stop_ms: float | None = None
+    #: what showed the stop: ``cancelled`` (the response ended cancelled), ``interruption``
+    #: (the product said so), ``speech_end`` (its speech ended within the window)
+    stop_evidence: Literal["cancelled", "interruption", "speech_end"] | None = None
+    #: the product's speech heard after the onset, until its speech ran out
+    speech_after_onset_ms: float | None = None
+    #: kept talking (backchannel, noise) or stopped (interruption); None: not applicable
+    correct: bool | None = None
+
+
+class SelfInterruption(ArtifactModel):
+    """The product stopped or answered while no user speech and no probe was on the line
+    (only its own echo, or nothing) in the ``lookback_ms`` before."""
+
+    kind: Literal["stopped", "answered"]
+    at_ms: float
+    turn_id: str | None = None
+    #: stopped: how long the product had been talking; answered: how long it had been quiet
+    after_product_speech_ms: float | None = None
+    silence_before_ms: float | None = None
+    lookback_ms: float
+
+
+# --- timeline and metrics (written as plain dicts for speed; these models give their schemas) --
+
+class PcmInfo(ArtifactModel):
+    encoding: Literal["pcm_s16le"]
+    sample_rate_hz: int
+    channels: int
+    byte_count: int
+    duration_ms: float
+
+
+class TraceInfo(ArtifactModel):
+    trace_id: str
+    span_id: str | None = None
+    parent_span_id: str | None = None
+
+
+class VoiceEvent(ArtifactModel):
+    """One line of voice-events.jsonl."""
+
+    contract_version: str
+    event_id: str
+    sequence: int
+    session_id: str
+    turn_id: str | None = None
+    timestamp_utc: str
+    monotonic_offset_ns: int
+    listener_offset_ns: int | None = Field(
+        None, description="where the simulated listener was: monotonic_offset_ns plus every "
+                          "virtual advance before the event (2.0; absent in 1.0 bundles)")
+    offset_ms: float
+    source: str
+    direction: Literal["outbound", "inbound", "internal"]
+    event_type: str
+    speaker_role: Literal["user", "assistant"] | None = None
+    pcm: PcmInfo | None = None
+    trace: TraceInfo | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class TurnMetrics(ArtifactModel):
+    turn_id: str
+    index: int
+    status: str
+    reference: Literal["commit", "init", "speech_end"] | None = None
+    #: end of the user's speech to the onset of the product's speech (listener timeline)
+    response_latency_ms: float | None = None
+    first_audio_latency_ms: float | None = None
+    response_duration_ms: float | None = None
+    output_audio_seconds: float
+    user_speech_end_ms: float | None = None
+    speech_start_ms: float | None = None
+    playback_start_ms: float | None = None
+    playback_end_ms: float | None = None
+    playback_stall_ms: float | None = None
+    dead_air_ms: float | None = None
+    interrupted: bool
+    interruption_stop_latency_ms: float | None = None
+    audio_after_interrupt_ms: float | None = None
+    transcript: str = ""
+    tool_calls: int = 0
+    input_speech_to_noise_db: float | None = None
+    input: SignalStats | None = None
+    output: SignalStats | None = None
+    # advisory speech metrics (``speech_metrics: true``): flattened headline numbers, and the
+    # full per-role detail under ``speech``
+    input_wer: float | None = None
+    input_stoi: float | None = None
+    input_pesq_wb: float | None = None
+    output_completeness: float | None = None
+    output_completeness_flagged: bool | None = None
+    output_dnsmos_ovrl: float | None = None
+    # the product's voice in the reply as heard (advisory, ``speech_metrics: true``; definitions
+    # in voicelab/metrics/_product_voice.py and docs/artifacts.md); detail under
+    # ``speech["product_voice"]``
+    output_speech_rate_onsets_per_s: float | None = None
+    output_pitch_median_hz: float | None = None
+    output_pitch_range_semitones: float | None = None
+    output_loudness_dbfs: float | None = None
+    output_pause_count: int | None = None
+    output_pause_total_ms: float | None = None
+    output_longest_pause_ms: float | None = None
+    overlap_with_user_ms: float | None = None
+    #: double talk: the product's speech in this response heard while the user's speech (any
+    #: user turn, backchannels included) was on the line, in ms
+    double_talk_ms: float | None = None
+    speech: dict[str, Any] | None = None
+    # a telephony line (an environment's ``channel:``): this turn's packets on each direction
+    # (``to_product``: the user's turn; ``to_user``: the product's reply as heard); the loss
+    # rate counts packets dropped or too late to play. Full counts under ``channel``.
+    to_product_packets_sent: int | None = None
+    to_product_packets_dropped: int | None = None
+    to_product_loss_rate: float | None = None
+    to_user_packets_sent: int | None = None
+    to_user_packets_dropped: int | None = None
+    to_user_loss_rate: float | None = None
+    channel: dict[str, Any] | None = None
+    #: how late this response's timing stamps (its audio chunks' and response.done's arrivals)
+    #: may be, from the evaluator's loop lag around them, in ms (0: no late tick near them);
+    #: ``None``: not judged per turn (docs/artifacts.md, measurement_quality)
+    stamp_error_bound_ms: float | None = None
+    #: the bound exceeds the ``measurement`` tolerances: this turn's timing figures cannot be
+    #: trusted, and a timing verdict resting on it is inconclusive
+    timing_degraded: bool | None = None
+
+
+class MetricSummary(ArtifactModel):
+    count: int
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+class LoopLag(ArtifactModel):
+    """How late the evaluator's event loop ran while the conversation went: a ticker asleep for
+    ``interval_ms`` at a time, and the lateness of each wake-up (actual minus intended, ms, on
+    the recording's monotonic clock). ``None`` statistics: no tick completed."""
+
+    p50: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    ticks: int = 0
+    interval_ms: float
+
+
+class MeasurementTolerances(ArtifactModel):
+    """The loop-lag bounds a trial's timings were judged against (run config ``measurement``)."""
+
+    max_loop_lag_p99_ms: float
+    max_loop_lag_max_ms: float
+
+
+class MeasurementQuality(ArtifactModel):
+    """Whether the trial's timing metrics can be trusted. ``degraded``: the loop lagged beyond a
+    tolerance around some turn's arrivals (``degraded_turns``), so their stamps (and every
+    latency, stall and dead-air figure built on them) may be late by up to the lag; the metrics
+    are still written, the timing verdicts resting on those turns are ``inconclusive``. ``loop_lag_ms`` is ``None`` when the lag was not measured (a bundle
+    written before it was)."""
+
+    loop_lag_ms: LoopLag | None = None
+    tolerances: MeasurementTolerances
+    degraded: bool = False
+    reasons: list[str] = Field(default_factory=list)
+    #: ``turn``: judged per turn from the lag around each turn's timing stamps (the turns'
+    #: ``stamp_error_bound_ms``); ``trial``: on the whole conversation's ``loop_lag_ms`` (a
+    #: bundle recorded before the late ticks were kept)
+    scope: Literal["turn", "trial"] = "trial"
+    #: the turns whose timings cannot be trusted (``scope: turn``)
+    degraded_turns: list[str] = Field(default_factory=list)
+
+
+class VoiceMetrics(Versioned):
+    audio_format: dict[str, Any]
+    #: the simulated listener the timing metrics assume (jitter buffer depth, reply hangover)
+    listener: dict[str, Any] = Field(default_factory=dict)
+    #: the telephony line, per direction: its parameters and whole-call packet counts (empty:
+    #: a clean line both ways)
+    channel: dict[str, Any] = Field(default_factory=dict)
+    input: SignalStats
+    output: SignalStats
+    turns: list[TurnMetrics] = Field(default_factory=list)
+    summary: dict[str, MetricSummary] = Field(default_factory=dict)
+    #: selectivity probes and self-interruptions (docs/probes.md); the echo path, when the
+    #: environment has one
+    probes: list[ProbeOutcome] = Field(default_factory=list)
+    self_interruptions: list[SelfInterruption] = Field(default_factory=list)
+    echo: dict[str, Any] | None = None
+    #: the evaluator's own event-loop lag during the call, and whether it degraded the timings
+    measurement_quality: MeasurementQuality | None = None

@@ -3,9 +3,10 @@ records every call it receives)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import fsspec
@@ -94,8 +95,11 @@ def test_an_unknown_scheme_is_a_configuration_error():
     assert raised.value.one_line().startswith("artifacts_dir: unknown storage scheme nope://")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed")
-def test_a_store_without_its_package_names_the_extra_to_install():
+def test_a_store_without_its_package_names_the_extra_to_install(monkeypatch):
+    # as on a machine without gcsfs, whether or not this one has it
+    implementations = importlib.import_module("fsspec.registry")
+    monkeypatch.setitem(sys.modules, "gcsfs", None)  # importing it raises ImportError
+    monkeypatch.delitem(implementations._registry, "gs", raising=False)
     with pytest.raises(MissingDependencyError) as raised:
         open_location("gs://bucket/runs", source="CLI", key="--artifacts-dir")
     assert raised.value.one_line() == ("CLI: --artifacts-dir: the gs:// artifact store needs "

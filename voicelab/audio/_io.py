@@ -140,17 +140,22 @@ def write_wav(path: str | Path, audio: PcmAudio) -> Path:
     Python, so a write failure is an ``OSError`` that names its cause (a full disk...)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(wav_bytes(audio))
+    with open(path, "wb") as stream:
+        stream.write(_encoded_wav(audio).getbuffer())  # no copy of the encoded file
     return path
 
 
 def wav_bytes(audio: PcmAudio) -> bytes:
     """A complete 16-bit mono WAV file in memory."""
+    return _encoded_wav(audio).getvalue()
+
+
+def _encoded_wav(audio: PcmAudio) -> io.BytesIO:
     import soundfile
 
     buffer = io.BytesIO()
     soundfile.write(buffer, audio.samples, audio.sample_rate_hz, subtype="PCM_16", format="WAV")
-    return buffer.getvalue()
+    return buffer
 
 
 def read_wav_pcm(source: str | Path | bytes, *, sample_rate_hz: int | None = None

@@ -1,0 +1,162 @@
+"""Runs whose artifacts live in Google Cloud Storage (``gs://``, through gcsfs) and Azure Blob
+Storage (``az://``, through adlfs), each against a server started here on 127.0.0.1:
+
+- ``gs``: gcp-storage-emulator (a GCS JSON-API server) reached the way gcsfs documents for
+  emulators: ``STORAGE_EMULATOR_HOST`` and anonymous credentials (``FSSPEC_GCS_TOKEN=anon``,
+  fsspec's configuration);
+- ``az``: voicelab's Azure Blob service double, which checks every request's SharedKey
+  signature, reached through ``AZURE_STORAGE_CONNECTION_STRING`` as a user's shell would.
+
+The flow is the S3 tests' (test_remote_store.py), kept short: a run, ``latest``, ``report``,
+``load_frames`` and a resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pytest
+
+from voicelab.analysis import load_frames, read_trial_audio
+from voicelab.artifacts import TRIAL_FILES
+
+from voicelab.endpoints import pick_free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
+BUCKET = "voicelab-runs"
+
+
+@dataclass
+class Store:
+    """A store's root URL (``gs://voicelab-runs``), the CLI's environment and a file system of
+    this process on the same server."""
+
+    root: str
+    env: dict[str, str]
+    fs: Any
+
+    def path(self, relative: str) -> str:
+        return f"{BUCKET}/{relative}"
+
+    def text(self, relative: str) -> str:
+        self.fs.invalidate_cache()
+        return bytes(self.fs.cat_file(self.path(relative))).decode()
+
+    def names(self, relative: str) -> set[str]:
+        self.fs.invalidate_cache()
+        return {p.rpartition("/")[2] for p in self.fs.find(self.path(relative))}
+
+    def versions(self, relative: str) -> dict[str, Any]:
+        """Each object's identity of content and write (an object rewritten gets a new one)."""
+        self.fs.invalidate_cache()
+        found = self.fs.find(self.path(relative), detail=True)
+        return {path: (info.get("generation") or info.get("etag"), info["size"])
+                for path, info in found.items()}
+
+
+def _needs(module: str, extra: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"needs {module} (pip install 'voicelab[{extra}]')")
+
+
+@contextlib.contextmanager
+def _gcs() -> Iterator[Store]:
+    _needs("gcsfs", "gcs")
+    _needs("gcp_storage_emulator", "dev")
+    from gcp_storage_emulator.server import create_server
+
+    port = pick_free_port()
+    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
+    server.start()
+    settings = {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}", "FSSPEC_GCS_TOKEN": "anon",
+                # gcsfs's default file system asks a gRPC control API for each bucket's
+                # layout first; the emulator (like other GCS emulators) speaks JSON over HTTP
+                # only, and every call would wait out that API's retries
+                "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in settings.items():
+                patch.setenv(name, value)
+            patch.setitem(fsspec.config.conf, "gcs", {"token": "anon"})
+            import gcsfs.core
+
+            for scheme in ("gs", "gcs"):  # gcsfs imported earlier chose its class already
+                if fsspec.get_filesystem_class(scheme) is not gcsfs.core.GCSFileSystem:
+                    fsspec.register_implementation(scheme, gcsfs.core.GCSFileSystem,
+                                                   clobber=True)
+            fs = gcsfs.core.GCSFileSystem(token="anon", skip_instance_cache=True)
+            yield Store(f"gs://{BUCKET}", {**os.environ, **settings}, fs)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module", params=["gs"])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    with _gcs() as opened:
+        yield opened
+
+
+def cli(store: Store, *args: str, cwd: Path, timeout: float = 180
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "voicelab", *args], capture_output=True,
+                          text=True, timeout=timeout, env=store.env, cwd=cwd)
+
+
+def test_run_latest_report_frames_and_resume_in_the_store(store, tmp_path):
+    root = store.root
+    result = cli(store, "run", str(EXAMPLE), "--trials", "2", "--concurrency", "2",
+                 "--artifacts-dir", f"{root}/runs", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_id = store.text("runs/LATEST").strip()
+    assert f"bundle: {root}/runs/{run_id}" in result.stdout
+    for trial in ("trial-001", "trial-002"):
+        assert store.names(f"runs/{run_id}/{trial}") == set(TRIAL_FILES)
+    assert "evaluator.log" in store.names(f"runs/{run_id}")
+    assert f'"bundle_path": "{root}/runs/{run_id}"' in store.text(f"runs/{run_id}/run-report.json")
+
+    frames = load_frames(f"{root}/runs/latest")
+    assert list(frames.trials["trial_id"]) == ["trial-001", "trial-002"]
+    assert set(frames.runs["run_id"]) == {run_id} and len(frames.turns) >= 2
+    samples, rate = read_trial_audio(frames.trial_dir(trial_id="trial-002"))  # fetched now
+    assert rate == 24_000 and samples.size > 0
+
+    page = cli(store, "report", f"{root}/runs/latest", "--output", f"{root}/pages/report.html",
+               cwd=tmp_path, timeout=300)
+    assert page.returncode == 0, page.stdout + page.stderr
+    assert f"report: {root}/pages/report.html" in page.stdout
+    html = store.text("pages/report.html")
+    assert run_id in html and 'src="data:audio/wav;base64,UklGR' in html
+
+    # a trial cut short (its report, written last, never arrived) and one more planned
+    kept = store.versions(f"runs/{run_id}/trial-001")
+    store.fs.rm_file(store.path(f"runs/{run_id}/trial-002/trial-report.json"))
+    resumed = cli(store, "run", "--resume", f"{root}/runs/latest", "--trials", "3", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "3/3 trial(s) passed" in resumed.stdout
+    assert store.versions(f"runs/{run_id}/trial-001") == kept  # untouched
+    for trial in ("trial-002", "trial-003"):
+        assert store.names(f"runs/{run_id}/{trial}") == set(TRIAL_FILES)
+    report = store.text(f"runs/{run_id}/run-report.json")
+    assert '"status": "complete"' in report and '"executed_trials": 3' in report
+    assert "resumed: 2 of 3 planned trial(s) to run" in store.text(f"runs/{run_id}/evaluator.log")
+    assert list(tmp_path.iterdir()) == []  # nothing local: no folder named after a scheme
+
+
+def test_a_missing_bucket_is_a_configuration_error_in_one_line(store, tmp_path):
+    scheme = store.root.partition("://")[0]
+    result = cli(store, "run", str(EXAMPLE), "--artifacts-dir", f"{scheme}://no-such-bucket/runs",
+                 cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--artifacts-dir: cannot write to the store folder " \
+        f"{scheme}://no-such-bucket/runs" in lines[0]

@@ -44,6 +44,8 @@ class Store:
     root: str
     env: dict[str, str]
     fs: Any
+    #: the Azure Blob service double (None for the emulator of another store)
+    server: Any = None
 
     def path(self, relative: str) -> str:
         return f"{BUCKET}/{relative}"
@@ -60,8 +62,10 @@ class Store:
         """Each object's identity of content and write (an object rewritten gets a new one)."""
         self.fs.invalidate_cache()
         found = self.fs.find(self.path(relative), detail=True)
-        return {path: (info.get("generation") or info.get("etag"), info["size"])
-                for path, info in found.items()}
+        versions = {path: (info.get("generation") or info.get("etag"), info["size"])
+                    for path, info in found.items()}
+        assert versions and all(version for version, _ in versions.values())
+        return versions
 
 
 def _needs(module: str, extra: str) -> None:
@@ -100,9 +104,26 @@ def _gcs() -> Iterator[Store]:
         server.stop()
 
 
-@pytest.fixture(scope="module", params=["gs"])
+@contextlib.contextmanager
+def _azure() -> Iterator[Store]:
+    _needs("adlfs", "azure-storage")
+    from voicelab.doubles.azure_blob import AzureBlobServer
+
+    with AzureBlobServer(containers=(BUCKET,)) as server:
+        settings = {"AZURE_STORAGE_CONNECTION_STRING": server.connection_string}
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in settings.items():
+                patch.setenv(name, value)
+            fs = fsspec.filesystem("az", skip_instance_cache=True)
+            yield Store(f"az://{BUCKET}", {**os.environ, **settings}, fs, server)
+        # every request the clients made was signed with the account key and understood
+        assert server.rejected_signatures == 0
+        assert {r.operation for r in server.requests if r.status == 501} == set()
+
+
+@pytest.fixture(scope="module", params=["gs", "az"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
-    with _gcs() as opened:
+    with (_gcs() if request.param == "gs" else _azure()) as opened:
         yield opened
 
 

@@ -7,12 +7,14 @@ Storage (``az://``, through adlfs), each against a server started here on 127.0.
 - ``az``: voicelab's Azure Blob service double, which checks every request's SharedKey
   signature, reached through ``AZURE_STORAGE_CONNECTION_STRING`` as a user's shell would.
 
-The flow is the S3 tests' (test_remote_store.py), kept short: a run, ``latest``, ``report``,
-``load_frames`` and a resume.
+The flow is the S3 tests' (test_remote_store.py), kept short: a run, ``latest``,
+``load_frames`` and a resume in each store, and one ``report`` reading a run from each.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
 import importlib.util
 import os
@@ -26,6 +28,7 @@ from typing import Any
 import fsspec
 import pytest
 
+import voicelab
 from voicelab.analysis import load_frames, read_trial_audio
 from voicelab.artifacts import TRIAL_FILES
 
@@ -121,21 +124,33 @@ def _azure() -> Iterator[Store]:
         assert {r.operation for r in server.requests if r.status == 501} == set()
 
 
-@pytest.fixture(scope="module", params=["gs", "az"])
-def store(request: pytest.FixtureRequest) -> Iterator[Store]:
-    with (_gcs() if request.param == "gs" else _azure()) as opened:
+@pytest.fixture(scope="module")
+def gs_store() -> Iterator[Store]:
+    with _gcs() as opened:
         yield opened
 
 
-def cli(store: Store, *args: str, cwd: Path, timeout: float = 180
+@pytest.fixture(scope="module")
+def az_store() -> Iterator[Store]:
+    with _azure() as opened:
+        yield opened
+
+
+@pytest.fixture(params=["gs", "az"])
+def store(request: pytest.FixtureRequest) -> Store:
+    opened: Store = request.getfixturevalue(f"{request.param}_store")
+    return opened
+
+
+def cli(env: dict[str, str], *args: str, cwd: Path, timeout: float = 180
         ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "voicelab", *args], capture_output=True,
-                          text=True, timeout=timeout, env=store.env, cwd=cwd)
+                          text=True, timeout=timeout, env=env, cwd=cwd)
 
 
-def test_run_latest_report_frames_and_resume_in_the_store(store, tmp_path):
+def test_run_latest_frames_and_resume_in_the_store(store, tmp_path):
     root = store.root
-    result = cli(store, "run", str(EXAMPLE), "--trials", "2", "--concurrency", "2",
+    result = cli(store.env, "run", str(EXAMPLE), "--trials", "2", "--concurrency", "2",
                  "--artifacts-dir", f"{root}/runs", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     run_id = store.text("runs/LATEST").strip()
@@ -144,6 +159,7 @@ def test_run_latest_report_frames_and_resume_in_the_store(store, tmp_path):
         assert store.names(f"runs/{run_id}/{trial}") == set(TRIAL_FILES)
     assert "evaluator.log" in store.names(f"runs/{run_id}")
     assert f'"bundle_path": "{root}/runs/{run_id}"' in store.text(f"runs/{run_id}/run-report.json")
+    assert list(tmp_path.iterdir()) == []  # nothing local: no folder named after a scheme
 
     frames = load_frames(f"{root}/runs/latest")
     assert list(frames.trials["trial_id"]) == ["trial-001", "trial-002"]
@@ -151,33 +167,58 @@ def test_run_latest_report_frames_and_resume_in_the_store(store, tmp_path):
     samples, rate = read_trial_audio(frames.trial_dir(trial_id="trial-002"))  # fetched now
     assert rate == 24_000 and samples.size > 0
 
-    page = cli(store, "report", f"{root}/runs/latest", "--output", f"{root}/pages/report.html",
-               cwd=tmp_path, timeout=300)
-    assert page.returncode == 0, page.stdout + page.stderr
-    assert f"report: {root}/pages/report.html" in page.stdout
-    html = store.text("pages/report.html")
-    assert run_id in html and 'src="data:audio/wav;base64,UklGR' in html
-
-    # a trial cut short (its report, written last, never arrived) and one more planned
+    # a trial cut short (its report, written last, never arrived) and one more planned; the
+    # resume runs in this process (the CLI's --resume is the same call, tested with S3)
     kept = store.versions(f"runs/{run_id}/trial-001")
     store.fs.rm_file(store.path(f"runs/{run_id}/trial-002/trial-report.json"))
-    resumed = cli(store, "run", "--resume", f"{root}/runs/latest", "--trials", "3", cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "3/3 trial(s) passed" in resumed.stdout
+    resumed = asyncio.run(voicelab.arun(voicelab.load_run(EXAMPLE), trials=3,
+                                        resume=f"{root}/runs/latest"))
+    assert resumed.exit_code == 0 and resumed.report.run_id == run_id
+    assert resumed.location == f"{root}/runs/{run_id}"
     assert store.versions(f"runs/{run_id}/trial-001") == kept  # untouched
     for trial in ("trial-002", "trial-003"):
         assert store.names(f"runs/{run_id}/{trial}") == set(TRIAL_FILES)
+        assert '"exit_reason": "endpoint_completion"' in store.text(
+            f"runs/{run_id}/{trial}/trial-report.json")
     report = store.text(f"runs/{run_id}/run-report.json")
     assert '"status": "complete"' in report and '"executed_trials": 3' in report
     assert "resumed: 2 of 3 planned trial(s) to run" in store.text(f"runs/{run_id}/evaluator.log")
-    assert list(tmp_path.iterdir()) == []  # nothing local: no folder named after a scheme
 
 
-def test_a_missing_bucket_is_a_configuration_error_in_one_line(store, tmp_path):
+def test_one_report_reads_runs_from_both_stores_and_writes_to_one(gs_store, az_store, tmp_path):
+    loaded = voicelab.load_run(EXAMPLE)
+    run_ids = {}
+    for opened in (gs_store, az_store):
+        outcome = asyncio.run(voicelab.arun(loaded, trials=1,
+                                            artifacts_dir=f"{opened.root}/report"))
+        assert outcome.exit_code == 0
+        run_ids[opened.root] = outcome.report.run_id
+    env = {**gs_store.env, **az_store.env}
+    page = cli(env, "report", f"{gs_store.root}/report/latest", f"{az_store.root}/report/latest",
+               "--output", f"{az_store.root}/pages/report.html", cwd=tmp_path, timeout=300)
+    assert page.returncode == 0, page.stdout + page.stderr
+    assert f"report: {az_store.root}/pages/report.html" in page.stdout
+    html = az_store.text("pages/report.html")
+    assert all(run_id in html for run_id in run_ids.values())
+    assert 'src="data:audio/wav;base64,UklGR' in html  # the audio was fetched for the page
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_bucket_or_a_wrong_key_is_a_configuration_error_in_one_line(store, tmp_path):
     scheme = store.root.partition("://")[0]
-    result = cli(store, "run", str(EXAMPLE), "--artifacts-dir", f"{scheme}://no-such-bucket/runs",
-                 cwd=tmp_path, timeout=60)
-    assert result.returncode == 2, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--artifacts-dir: cannot write to the store folder " \
-        f"{scheme}://no-such-bucket/runs" in lines[0]
+    refusals = [(store.env, f"{scheme}://no-such-bucket/runs")]
+    if store.server is not None:  # Azure: the connection string's key is not the account's
+        wrong = store.env["AZURE_STORAGE_CONNECTION_STRING"].replace(
+            store.server.account_key, base64.b64encode(b"another key" * 3).decode())
+        refusals.append(({**store.env, "AZURE_STORAGE_CONNECTION_STRING": wrong},
+                         f"{store.root}/refused"))
+    for env, url in refusals:
+        result = cli(env, "run", str(EXAMPLE), "--artifacts-dir", url, cwd=tmp_path, timeout=60)
+        assert result.returncode == 2, result.stdout + result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"--artifacts-dir: cannot write to the store folder {url}" \
+            in lines[0]
+        assert "AccountKey" not in lines[0]
+    if store.server is not None:
+        assert store.server.blob_names(BUCKET, "refused") == []
+        store.server.rejected_signatures = 0  # those were meant to be refused

@@ -31,7 +31,6 @@ import pytest
 import voicelab
 from voicelab.analysis import load_frames, read_trial_audio
 from voicelab.artifacts import TRIAL_FILES
-
 from voicelab.endpoints import pick_free_port
 
 ROOT = Path(__file__).resolve().parents[2]

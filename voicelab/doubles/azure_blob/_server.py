@@ -86,7 +86,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -237,11 +237,12 @@ class _Handler(BaseHTTPRequestHandler):
         listed = ElementTree.SubElement(root, "Blobs")
         include = query.get("include", "").split(",")
         for name in page:
-            item = entries[name]
-            if item is None:
+            entry = entries[name]
+            if entry is None:
                 ElementTree.SubElement(ElementTree.SubElement(listed, "BlobPrefix"),
                                        "Name").text = name
                 continue
+            item = entry
             element = ElementTree.SubElement(listed, "Blob")
             ElementTree.SubElement(element, "Name").text = name
             properties = ElementTree.SubElement(element, "Properties")

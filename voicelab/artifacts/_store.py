@@ -118,8 +118,15 @@ def open_remote(location: str | os.PathLike[str], *, source: str | Path | None =
 
 
 def _reason(error: BaseException) -> str:
-    return getattr(error, "strerror", None) or " ".join(str(error).split()) or \
-        type(error).__name__
+    strerror = getattr(error, "strerror", None)
+    if strerror:
+        return str(strerror)
+    # azure-core's errors append "ErrorCode:..." and the whole XML reply on further lines
+    first = next((line for line in str(error).splitlines() if line.strip()), "")
+    text = " ".join(first.split()) or type(error).__name__
+    code = getattr(error, "error_code", None)
+    code = getattr(code, "value", code)  # azure-storage-blob's StorageErrorCode is an enum
+    return f"{text} ({code})" if isinstance(code, str) and code and code not in text else text
 
 
 def read_remote_bytes(location: RemoteLocation) -> bytes:
@@ -196,8 +203,11 @@ def check_writable(location: RemoteLocation, *, source: str | Path | None,
         location.fs.pipe_file(probe.path, b"")
         location.fs.rm_file(probe.path)
     except Exception as error:  # noqa: BLE001 - every store raises its own types
-        raise ConfigError(f"cannot write to the store folder {location.url}: "
-                          f"{_reason(error)}", source=source, key=key) from None
+        reason = _reason(error)
+        if isinstance(error, FileNotFoundError) and not error.strerror:
+            reason = f"no such bucket or container ({reason})"  # gcsfs says only the URL
+        raise ConfigError(f"cannot write to the store folder {location.url}: {reason}",
+                          source=source, key=key) from None
 
 
 def _relative(location: RemoteLocation, found: str) -> PurePosixPath | None:

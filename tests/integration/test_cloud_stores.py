@@ -18,6 +18,7 @@ import base64
 import contextlib
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -235,3 +236,27 @@ def test_a_missing_bucket_or_a_wrong_key_is_a_configuration_error_in_one_line(st
     if store.server is not None:
         assert store.server.blob_names(BUCKET, "refused") == []
         store.server.rejected_signatures = 0  # those were meant to be refused
+
+
+def test_a_store_that_denies_the_trial_uploads_fails_the_run_and_keeps_the_evidence(az_store):
+    """Azure accepts the write probe and LATEST but denies the trial objects (a role without
+    write permission on that prefix): exit 4, the store's reason in one line, nothing lost."""
+    server = az_store.server
+    server.deny_writes_containing = "/trial-"
+    try:
+        outcome = asyncio.run(voicelab.arun(voicelab.load_run(EXAMPLE), trials=1,
+                                            artifacts_dir=f"{az_store.root}/denied"))
+    finally:
+        server.deny_writes_containing = None
+    try:
+        assert outcome.exit_code == 4
+        [problem] = outcome.write_errors
+        assert problem.startswith(f"could not publish to {az_store.root}/denied: ")
+        assert "not authorized to perform this operation using this permission. " \
+            "(AuthorizationPermissionMismatch); the evidence is kept in " in problem
+        assert "<?xml" not in problem and "\n" not in problem
+        kept = outcome.bundle_path / "trial-001"
+        assert {p.name for p in kept.iterdir()} >= set(TRIAL_FILES)
+        assert not [n for n in server.blob_names(BUCKET, "denied/") if "/trial-" in n]
+    finally:
+        shutil.rmtree(outcome.bundle_path, ignore_errors=True)

@@ -117,7 +117,8 @@ def open_remote(location: str | os.PathLike[str], *, source: str | Path | None =
     return opened if isinstance(opened, RemoteLocation) else None
 
 
-def _reason(error: BaseException) -> str:
+def store_error_reason(error: BaseException) -> str:
+    """A store error in one line: its message's first line (and the service's error code)."""
     strerror = getattr(error, "strerror", None)
     if strerror:
         return str(strerror)
@@ -135,7 +136,7 @@ def read_remote_bytes(location: RemoteLocation) -> bytes:
     except FileNotFoundError:
         raise ConfigError("not found in the store", source=location.url) from None
     except Exception as error:  # noqa: BLE001 - every store raises its own types
-        raise ConfigError(f"cannot read from the store: {_reason(error)}",
+        raise ConfigError(f"cannot read from the store: {store_error_reason(error)}",
                           source=location.url) from None
     return data
 
@@ -203,7 +204,7 @@ def check_writable(location: RemoteLocation, *, source: str | Path | None,
         location.fs.pipe_file(probe.path, b"")
         location.fs.rm_file(probe.path)
     except Exception as error:  # noqa: BLE001 - every store raises its own types
-        reason = _reason(error)
+        reason = store_error_reason(error)
         if isinstance(error, FileNotFoundError) and not error.strerror:
             reason = f"no such bucket or container ({reason})"  # gcsfs says only the URL
         raise ConfigError(f"cannot write to the store folder {location.url}: {reason}",
@@ -230,7 +231,7 @@ def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None
     try:
         found = fs.find(location.path)
     except Exception as error:  # noqa: BLE001 - every store raises its own types
-        raise ConfigError(f"cannot list the store folder: {_reason(error)}",
+        raise ConfigError(f"cannot list the store folder: {store_error_reason(error)}",
                           source=location.url) from None
     if not found:
         raise ConfigError("no such run directory or trial folder in the store",
@@ -254,7 +255,7 @@ def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None
         try:
             fs.get(remote, local)
         except Exception as error:  # noqa: BLE001 - every store raises its own types
-            raise ConfigError(f"cannot download from the store: {_reason(error)}",
+            raise ConfigError(f"cannot download from the store: {store_error_reason(error)}",
                               source=location.url) from None
     (into / ORIGIN_MARKER).write_text(location.url + "\n", encoding="utf-8")
     return into
@@ -300,8 +301,8 @@ def put_file(local: Path, location: str) -> str:
     try:
         target.fs.put_file(str(local), target.path)
     except Exception as error:  # noqa: BLE001 - every store raises its own types
-        raise ConfigError(f"cannot write to the store: {_reason(error)}", source=location,
-                          key="output") from None
+        raise ConfigError(f"cannot write to the store: {store_error_reason(error)}",
+                          source=location, key="output") from None
     return target.url
 
 

@@ -7,7 +7,8 @@ XML). Blob: Put Blob, Put Block, Put Block List, Get Blob (whole or a range), Ge
 Properties (HEAD), Delete Blob. Every request must carry a valid SharedKey signature of the
 account key and an ``x-ms-date`` within 15 minutes; otherwise 403 ``AuthenticationFailed``, as
 Azure answers. Everything else is 501 ``UnsupportedOperation`` (recorded, so a test sees it).
-Every request is recorded (its operation name and status), without its Authorization header::
+Writes can be denied (``deny_writes_containing``: a permission a role or SAS lacks). Every
+request is recorded (its operation name and status), without its Authorization header::
 
     with AzureBlobServer() as server:
         os.environ["AZURE_STORAGE_CONNECTION_STRING"] = server.connection_string
@@ -18,6 +19,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import hashlib
+import sys
 import threading
 import time
 import uuid
@@ -261,6 +263,12 @@ class _Handler(BaseHTTPRequestHandler):
         document = b'<?xml version="1.0" encoding="utf-8"?>' + ElementTree.tostring(root)
         self._reply(200, document, content_type="application/xml")
 
+    def _check_write_permission(self, name: str) -> None:
+        denied = self.server.owner.deny_writes_containing
+        if denied is not None and denied in name:
+            raise _Failure(403, "AuthorizationPermissionMismatch", "This request is not "
+                           "authorized to perform this operation using this permission.")
+
     def _store(self, container: str, name: str, data: bytes) -> _Blob:
         stored = _Blob(data, self.headers.get("x-ms-blob-content-type")
                        or self.headers.get("Content-Type") or "application/octet-stream",
@@ -284,6 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _op_put_blob(self, container: str, blob: str, query: dict[str, str],
                      body: bytes) -> None:
+        self._check_write_permission(blob)
         if self.headers.get("x-ms-blob-type") != "BlockBlob":
             raise _Failure(501, "UnsupportedOperation", "only block blobs are implemented")
         sent_md5 = self.headers.get("Content-MD5")
@@ -294,6 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _op_put_block(self, container: str, blob: str, query: dict[str, str],
                       body: bytes) -> None:
+        self._check_write_permission(blob)
         with self.server.owner._lock:
             self._container(container).blocks.setdefault(blob, {})[query["blockid"]] = body
         self._reply(201, headers={"x-ms-request-server-encrypted": "false"})
@@ -359,6 +369,12 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     owner: AzureBlobServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that gives up on a connection (an upload batch cancelled after one failed)
+        # is not the server's error
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class AzureBlobServer:
     """The local Blob service of one account (by default the emulators' development account
@@ -371,6 +387,9 @@ class AzureBlobServer:
         self.requests: list[RecordedBlobRequest] = []
         #: requests answered 403 because their signature did not match
         self.rejected_signatures = 0
+        #: writes (Put Blob, Put Block) to a blob whose name contains this are answered 403
+        #: ``AuthorizationPermissionMismatch``, as a role or SAS without write permission is
+        self.deny_writes_containing: str | None = None
         self._containers: dict[str, _Container] = {name: _Container() for name in containers}
         self._lock = threading.Lock()
         self._server: _Server | None = None

@@ -24,11 +24,12 @@ import threading
 import time
 import uuid
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ._model import Blob, Container, enumeration_results, http_date, operation_name
 from ._signing import DEV_ACCOUNT, DEV_ACCOUNT_KEY, signature_is_valid, string_to_sign
 
 #: How far ``x-ms-date`` may be from the server's clock (Azure's limit).
@@ -42,33 +43,6 @@ class RecordedBlobRequest:
     path: str
     operation: str
     status: int = 0
-
-
-@dataclass
-class _Blob:
-    data: bytes
-    content_type: str
-    metadata: dict[str, str]
-    etag: str = field(default_factory=lambda: f'"0x{uuid.uuid4().hex[:15].upper()}"')
-    modified: float = field(default_factory=time.time)
-    created: float = field(default_factory=time.time)
-
-    @property
-    def content_md5(self) -> str:
-        return base64.b64encode(hashlib.md5(self.data).digest()).decode()  # noqa: S324
-
-
-@dataclass
-class _Container:
-    blobs: dict[str, _Blob] = field(default_factory=dict)
-    #: uncommitted blocks by blob name and block id (Put Block before Put Block List)
-    blocks: dict[str, dict[str, bytes]] = field(default_factory=dict)
-    etag: str = field(default_factory=lambda: f'"0x{uuid.uuid4().hex[:15].upper()}"')
-    modified: float = field(default_factory=time.time)
-
-
-def _http_date(seconds: float) -> str:
-    return email.utils.formatdate(seconds, usegmt=True)
 
 
 class _Failure(Exception):
@@ -104,7 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("x-ms-request-id", str(uuid.uuid4()))
         self.send_header("x-ms-version", self.headers.get("x-ms-version") or "2021-08-06")
-        self.send_header("Date", _http_date(time.time()))
+        self.send_header("Date", http_date(time.time()))
         if content_type is not None:
             self.send_header("Content-Type", content_type)
         for name, value in (headers or {}).items():
@@ -150,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
         account, _, rest = parts.path.lstrip("/").partition("/")
         container, _, blob = rest.partition("/")
         blob = unquote(blob)
-        operation = self.server.owner._operation(self.command, container, blob, query)
+        operation = operation_name(self.command, blob, query, container=container)
         self._record = RecordedBlobRequest(self.command, parts.path, operation)
         with self.server.owner._lock:
             self.server.owner.requests.append(self._record)
@@ -171,13 +145,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- operations -----------------------------------------------------------------------
 
-    def _container(self, name: str) -> _Container:
+    def _container(self, name: str) -> Container:
         found = self.server.owner._containers.get(name)
         if found is None:
             raise _Failure(404, "ContainerNotFound", "The specified container does not exist.")
         return found
 
-    def _blob(self, container: str, name: str) -> _Blob:
+    def _blob(self, container: str, name: str) -> Blob:
         found = self._container(container).blobs.get(name)
         if found is None:
             raise _Failure(404, "BlobNotFound", "The specified blob does not exist.")
@@ -193,14 +167,14 @@ class _Handler(BaseHTTPRequestHandler):
             if container in self.server.owner._containers:
                 raise _Failure(409, "ContainerAlreadyExists",
                                "The specified container already exists.")
-            created = self.server.owner._containers[container] = _Container()
+            created = self.server.owner._containers[container] = Container()
         self._reply(201, headers={"ETag": created.etag,
-                                  "Last-Modified": _http_date(created.modified)})
+                                  "Last-Modified": http_date(created.modified)})
 
     def _op_get_container_properties(self, container: str, blob: str, query: dict[str, str],
                                      body: bytes) -> None:
         found = self._container(container)
-        self._reply(200, headers={"ETag": found.etag, "Last-Modified": _http_date(found.modified),
+        self._reply(200, headers={"ETag": found.etag, "Last-Modified": http_date(found.modified),
                                   "x-ms-lease-status": "unlocked",
                                   "x-ms-lease-state": "available"})
 
@@ -219,47 +193,10 @@ class _Handler(BaseHTTPRequestHandler):
         limit = int(query.get("maxresults") or _DEFAULT_MAX_RESULTS)
         with self.server.owner._lock:
             blobs = dict(found.blobs)
-        entries: dict[str, _Blob | None] = {}  # name -> blob, or None for a BlobPrefix
-        for name, item in blobs.items():
-            if not name.startswith(prefix):
-                continue
-            cut = name.find(delimiter, len(prefix)) if delimiter else -1
-            if cut >= 0:
-                entries.setdefault(name[:cut + len(delimiter)], None)
-            else:
-                entries[name] = item
-        names = [name for name in sorted(entries) if name >= marker]
-        page, rest = names[:limit], names[limit:]
-        root = ElementTree.Element("EnumerationResults", {
-            "ServiceEndpoint": f"{self.server.owner.endpoint}/", "ContainerName": container})
-        for tag, value in (("Prefix", prefix), ("Marker", marker), ("MaxResults", str(limit)),
-                           ("Delimiter", delimiter)):
-            if value:
-                ElementTree.SubElement(root, tag).text = value
-        listed = ElementTree.SubElement(root, "Blobs")
-        include = query.get("include", "").split(",")
-        for name in page:
-            entry = entries[name]
-            if entry is None:
-                ElementTree.SubElement(ElementTree.SubElement(listed, "BlobPrefix"),
-                                       "Name").text = name
-                continue
-            item = entry
-            element = ElementTree.SubElement(listed, "Blob")
-            ElementTree.SubElement(element, "Name").text = name
-            properties = ElementTree.SubElement(element, "Properties")
-            for tag, value in (("Creation-Time", _http_date(item.created)),
-                               ("Last-Modified", _http_date(item.modified)),
-                               ("Etag", item.etag), ("Content-Length", str(len(item.data))),
-                               ("Content-Type", item.content_type),
-                               ("Content-MD5", item.content_md5), ("BlobType", "BlockBlob"),
-                               ("LeaseStatus", "unlocked"), ("LeaseState", "available")):
-                ElementTree.SubElement(properties, tag).text = value
-            if "metadata" in include:
-                metadata = ElementTree.SubElement(element, "Metadata")
-                for key, value in item.metadata.items():
-                    ElementTree.SubElement(metadata, key).text = value
-        ElementTree.SubElement(root, "NextMarker").text = rest[0] if rest else None
+        root = enumeration_results(blobs, container=container, prefix=prefix,
+                                   delimiter=delimiter, marker=marker, limit=limit,
+                                   include=query.get("include", "").split(","),
+                                   service_endpoint=f"{self.server.owner.endpoint}/")
         document = b'<?xml version="1.0" encoding="utf-8"?>' + ElementTree.tostring(root)
         self._reply(200, document, content_type="application/xml")
 
@@ -269,8 +206,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Failure(403, "AuthorizationPermissionMismatch", "This request is not "
                            "authorized to perform this operation using this permission.")
 
-    def _store(self, container: str, name: str, data: bytes) -> _Blob:
-        stored = _Blob(data, self.headers.get("x-ms-blob-content-type")
+    def _store(self, container: str, name: str, data: bytes) -> Blob:
+        stored = Blob(data, self.headers.get("x-ms-blob-content-type")
                        or self.headers.get("Content-Type") or "application/octet-stream",
                        self._metadata())
         with self.server.owner._lock:
@@ -284,9 +221,9 @@ class _Handler(BaseHTTPRequestHandler):
             found.blocks.pop(name, None)
         return stored
 
-    def _written(self, stored: _Blob, status: int = 201) -> None:
+    def _written(self, stored: Blob, status: int = 201) -> None:
         self._reply(status, headers={"ETag": stored.etag,
-                                     "Last-Modified": _http_date(stored.modified),
+                                     "Last-Modified": http_date(stored.modified),
                                      "Content-MD5": stored.content_md5,
                                      "x-ms-request-server-encrypted": "false"})
 
@@ -322,9 +259,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Failure(400, "InvalidBlockList", "The specified block list is invalid.")
         self._written(self._store(container, blob, b"".join(staged[block] for block in ids)))
 
-    def _properties(self, stored: _Blob) -> dict[str, str]:
-        return {"ETag": stored.etag, "Last-Modified": _http_date(stored.modified),
-                "x-ms-creation-time": _http_date(stored.created), "x-ms-blob-type": "BlockBlob",
+    def _properties(self, stored: Blob) -> dict[str, str]:
+        return {"ETag": stored.etag, "Last-Modified": http_date(stored.modified),
+                "x-ms-creation-time": http_date(stored.created), "x-ms-blob-type": "BlockBlob",
                 "Content-MD5": stored.content_md5, "Accept-Ranges": "bytes",
                 "x-ms-lease-status": "unlocked", "x-ms-lease-state": "available",
                 "x-ms-server-encrypted": "false",
@@ -390,31 +327,10 @@ class AzureBlobServer:
         #: writes (Put Blob, Put Block) to a blob whose name contains this are answered 403
         #: ``AuthorizationPermissionMismatch``, as a role or SAS without write permission is
         self.deny_writes_containing: str | None = None
-        self._containers: dict[str, _Container] = {name: _Container() for name in containers}
+        self._containers: dict[str, Container] = {name: Container() for name in containers}
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
-
-    @staticmethod
-    def _operation(method: str, container: str, blob: str, query: dict[str, str]) -> str:
-        """The REST operation a request names (Azure's names, snake_case)."""
-        restype, comp = query.get("restype"), query.get("comp")
-        if not blob:
-            if restype == "container" and comp is None:
-                return {"PUT": "create_container", "GET": "get_container_properties",
-                        "HEAD": "get_container_properties",
-                        "DELETE": "delete_container"}.get(method, f"{method} container")
-            if restype == "container" and comp == "list" and method == "GET":
-                return "list_blobs"
-            return f"{method} {container or 'account'} restype={restype} comp={comp}"
-        if comp is None:
-            return {"PUT": "put_blob", "GET": "get_blob", "HEAD": "get_blob_properties",
-                    "DELETE": "delete_blob"}.get(method, f"{method} blob")
-        if method == "PUT" and comp == "block":
-            return "put_block"
-        if method == "PUT" and comp == "blocklist":
-            return "put_block_list"
-        return f"{method} blob comp={comp}"
 
     def blob(self, container: str, name: str) -> bytes | None:
         """A blob's content as stored (None when there is none)."""
@@ -427,12 +343,6 @@ class AzureBlobServer:
         with self._lock:
             found = self._containers.get(container)
             return sorted(n for n in (found.blobs if found else {}) if n.startswith(prefix))
-
-    def blob_etag(self, container: str, name: str) -> str | None:
-        with self._lock:
-            found = self._containers.get(container)
-            stored = None if found is None else found.blobs.get(name)
-            return None if stored is None else stored.etag
 
     # --- lifecycle ------------------------------------------------------------------------
 

@@ -3,9 +3,9 @@ records every call it receives)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from voicelab.artifacts._store import (
     resolve_local_latest,
     unregister_staging,
 )
-from voicelab.errors import ConfigError, MissingDependencyError
+from voicelab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
@@ -95,15 +95,23 @@ def test_an_unknown_scheme_is_a_configuration_error():
     assert raised.value.one_line().startswith("artifacts_dir: unknown storage scheme nope://")
 
 
-def test_a_store_without_its_package_names_the_extra_to_install(monkeypatch):
-    # as on a machine without gcsfs, whether or not this one has it
-    implementations = importlib.import_module("fsspec.registry")
-    monkeypatch.setitem(sys.modules, "gcsfs", None)  # importing it raises ImportError
-    monkeypatch.delitem(implementations._registry, "gs", raising=False)
-    with pytest.raises(MissingDependencyError) as raised:
-        open_location("gs://bucket/runs", source="CLI", key="--artifacts-dir")
-    assert raised.value.one_line() == ("CLI: --artifacts-dir: the gs:// artifact store needs "
-                                       "the 'gcsfs' package: pip install 'voicelab[gcs]'")
+@pytest.mark.parametrize(("url", "package", "extra"), [
+    ("gs://bucket/runs", "gcsfs", "gcs"), ("az://container/runs", "adlfs", "azure-storage")])
+def test_a_store_without_its_package_names_the_extra_to_install(url, package, extra):
+    # in a process of its own where the package cannot be imported (it may be installed here,
+    # and fsspec keeps a class it has loaded once)
+    probe = (f"import sys; sys.modules[{package!r}] = None\n"
+             "from voicelab.artifacts._store import open_location\n"
+             "from voicelab.errors import MissingDependencyError\n"
+             "try:\n"
+             f"    open_location({url!r}, source='CLI', key='--artifacts-dir')\n"
+             "except MissingDependencyError as error:\n"
+             "    print(error.one_line())\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT)
+    assert result.stdout.strip() == (
+        f"CLI: --artifacts-dir: the {url.partition(':')[0]}:// artifact store needs the "
+        f"{package!r} package: pip install 'voicelab[{extra}]'"), result.stderr
 
 
 def test_a_store_url_in_the_config_stays_a_url(tmp_path):

@@ -117,9 +117,17 @@ def open_remote(location: str | os.PathLike[str], *, source: str | Path | None =
     return opened if isinstance(opened, RemoteLocation) else None
 
 
-def _reason(error: BaseException) -> str:
-    return getattr(error, "strerror", None) or " ".join(str(error).split()) or \
-        type(error).__name__
+def store_error_reason(error: BaseException) -> str:
+    """A store error in one line: its message's first line (and the service's error code)."""
+    strerror = getattr(error, "strerror", None)
+    if strerror:
+        return str(strerror)
+    # azure-core's errors append "ErrorCode:..." and the whole XML reply on further lines
+    first = next((line for line in str(error).splitlines() if line.strip()), "")
+    text = " ".join(first.split()) or type(error).__name__
+    code = getattr(error, "error_code", None)
+    code = getattr(code, "value", code)  # azure-storage-blob's StorageErrorCode is an enum
+    return f"{text} ({code})" if isinstance(code, str) and code and code not in text else text
 
 
 def read_remote_bytes(location: RemoteLocation) -> bytes:
@@ -128,7 +136,7 @@ def read_remote_bytes(location: RemoteLocation) -> bytes:
     except FileNotFoundError:
         raise ConfigError("not found in the store", source=location.url) from None
     except Exception as error:  # noqa: BLE001 - every store raises its own types
-        raise ConfigError(f"cannot read from the store: {_reason(error)}",
+        raise ConfigError(f"cannot read from the store: {store_error_reason(error)}",
                           source=location.url) from None
     return data
 
@@ -196,8 +204,11 @@ def check_writable(location: RemoteLocation, *, source: str | Path | None,
         location.fs.pipe_file(probe.path, b"")
         location.fs.rm_file(probe.path)
     except Exception as error:  # noqa: BLE001 - every store raises its own types
-        raise ConfigError(f"cannot write to the store folder {location.url}: "
-                          f"{_reason(error)}", source=source, key=key) from None
+        reason = store_error_reason(error)
+        if isinstance(error, FileNotFoundError) and not error.strerror:
+            reason = f"no such bucket or container ({reason})"  # gcsfs says only the URL
+        raise ConfigError(f"cannot write to the store folder {location.url}: {reason}",
+                          source=source, key=key) from None
 
 
 def _relative(location: RemoteLocation, found: str) -> PurePosixPath | None:
@@ -220,7 +231,7 @@ def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None
     try:
         found = fs.find(location.path)
     except Exception as error:  # noqa: BLE001 - every store raises its own types
-        raise ConfigError(f"cannot list the store folder: {_reason(error)}",
+        raise ConfigError(f"cannot list the store folder: {store_error_reason(error)}",
                           source=location.url) from None
     if not found:
         raise ConfigError("no such run directory or trial folder in the store",
@@ -244,7 +255,7 @@ def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None
         try:
             fs.get(remote, local)
         except Exception as error:  # noqa: BLE001 - every store raises its own types
-            raise ConfigError(f"cannot download from the store: {_reason(error)}",
+            raise ConfigError(f"cannot download from the store: {store_error_reason(error)}",
                               source=location.url) from None
     (into / ORIGIN_MARKER).write_text(location.url + "\n", encoding="utf-8")
     return into
@@ -290,8 +301,8 @@ def put_file(local: Path, location: str) -> str:
     try:
         target.fs.put_file(str(local), target.path)
     except Exception as error:  # noqa: BLE001 - every store raises its own types
-        raise ConfigError(f"cannot write to the store: {_reason(error)}", source=location,
-                          key="output") from None
+        raise ConfigError(f"cannot write to the store: {store_error_reason(error)}",
+                          source=location, key="output") from None
     return target.url
 
 

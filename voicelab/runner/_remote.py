@@ -38,6 +38,7 @@ from ..artifacts._store import (
     register_staging,
     remote_exists,
     resolve_latest,
+    store_error_reason,
     unregister_staging,
 )
 from ..errors import ConfigError
@@ -175,7 +176,7 @@ def published_trial(store_url: str, index: int, seed: int) -> TrialResult | None
             return read_trial_result(folder, report)
     except Exception as error:  # noqa: BLE001 - the trial is then reported lost
         logger.warning("trial-%03d: could not read what its worker published to %s: %s",
-                       index, store_url, " ".join(str(error).split()) or type(error).__name__)
+                       index, store_url, store_error_reason(error))
         return None
 
 
@@ -186,7 +187,7 @@ async def _publish_periodically(publisher: Publisher) -> None:
         try:
             await asyncio.to_thread(publisher.sync)
         except Exception as error:  # noqa: BLE001 - tried again next time, and at the end
-            message = " ".join(str(error).split()) or type(error).__name__
+            message = store_error_reason(error)
             if message not in reported:
                 reported.add(message)
                 logger.warning("publishing to %s failed (trying again): %s",
@@ -227,7 +228,7 @@ async def run_staged(stage: Stage, start: Callable[[Path, Path | None], Awaitabl
         try:
             await asyncio.to_thread(stage.publisher.sync, final=True)
         except Exception as error:  # noqa: BLE001 - reported with the outcome
-            reason = " ".join(str(error).split()) or type(error).__name__
+            reason = store_error_reason(error)
             problem = (f"could not publish to {stage.target.url}: {reason}; the evidence is "
                        f"kept in {stage.staging}")
             logger.error("%s", problem)

@@ -15,13 +15,21 @@ class RecordingPlayback:
     is recorded, so the moment sample N of the product's audio plays is known once it arrived."""
 
     def __init__(self, recording: Recording):
-        self.recording = recording
+        self.recording: Recording | None = recording
+
+    def release(self) -> None:
+        """The call is over: forget the recording. An adapter keeps its context (and so this
+        object) as long as it lives, and an adapter in a reference cycle lives until the
+        garbage collector's next full pass: the trial's audio must not wait for it."""
+        self.recording = None
 
     def played_at_ns(self, samples: int) -> int | None:
         """Listener time at which the first ``samples`` product samples have played (None: not
-        all of them have arrived yet)."""
+        all of them have arrived yet, or the call is over)."""
         if samples <= 0:
             return 0
+        if self.recording is None:
+            return None
         last = samples - 1
         for chunk in reversed(self.recording.listener.heard):
             begin = chunk.event.audio_start
@@ -33,7 +41,7 @@ class RecordingPlayback:
         return None
 
     async def until_played(self, samples: int) -> None:
-        while True:
+        while self.recording is not None:
             at = self.played_at_ns(samples)
             now = self.recording.listener_now_ns()
             if at is not None and now >= at:

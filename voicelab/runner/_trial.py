@@ -209,13 +209,13 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
                      turn_taking=plan.turn_taking,
                      listener=loaded.run.listener.model_dump(mode="json"))
 
+    playback = RecordingPlayback(recording)
     context = EndpointContext(session_id=session_id, data=trial_data(loaded, session_id),
                               trace_id=trace_id, span_id=root_span,
                               audio_format=CANONICAL_FORMAT, scrubber=scrubber,
                               clock_ns=recording.clock_ns, base_dir=loaded.base_dir,
                               trial_index=plan.index, seed=plan.seed,
-                              scenario_id=loaded.scenario.id,
-                              playback=RecordingPlayback(recording))
+                              scenario_id=loaded.scenario.id, playback=playback)
     settings: Mapping[str, Any] = plan.run_product_settings or loaded.run.endpoint.settings
     launch_failure = plan.run_product_failure
     product: ProductProcess | None = None
@@ -288,6 +288,7 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
 
     outcome_status, outcome, outcome_error, probe_name = await _run_probe(
         plan, endpoint, session_id, scrubber)
+    playback.release()  # the recording is freed with the trial, whatever holds the adapter
     recording.record(EventType.OUTCOME_PROBED, source="probe", direction="internal",
                      probe=probe_name, status=outcome_status, error=outcome_error)
     texts: dict[str, str] = {}

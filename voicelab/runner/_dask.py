@@ -49,6 +49,14 @@ logger = logging.getLogger(__name__)
 
 #: Connecting to a scheduler gives up after this long (a wrong address is a configuration error).
 CONNECT_TIMEOUT_SECONDS = 20.0
+#: The Dask configuration of the ``LocalCluster`` a run starts. A worker's event loop woke ~125
+#: times a second, ~100 of them for its statistical profiler (which samples only tasks running
+#: in threads: a trial's task is a coroutine that waits) and ~50 for its health tick; on a
+#: 2-core machine that is CPU taken from the trial processes. Without the profiler and with a
+#: 500 ms tick: ~15 wake-ups a second per worker, and ~0.5 s less CPU per worker and in the
+#: caller (its scheduler) over a 20 s run of 50 trials.
+LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False,
+                        "distributed.admin.tick.interval": "500ms"}
 
 
 def require_distributed() -> Any:
@@ -210,10 +218,14 @@ class DaskExecutor:
             address = self._given.scheduler.address
         if address is None:
             workers = self.workers or 1
+            import dask
+
             # a trial's task only waits on the worker's trial process: one thread per trial
-            self._cluster = await distributed.LocalCluster(
-                n_workers=workers, threads_per_worker=max(1, math.ceil(self.parallel / workers)),
-                processes=True, asynchronous=True, dashboard_address=None)
+            with dask.config.set(LOCAL_CLUSTER_CONFIG):  # the nannies pass it to their workers
+                self._cluster = await distributed.LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=max(1, math.ceil(self.parallel / workers)),
+                    processes=True, asynchronous=True, dashboard_address=None)
             address = self._cluster.scheduler_address
         try:
             self._client = await asyncio.wait_for(

@@ -277,6 +277,35 @@ def test_a_dask_worker_killed_mid_run_loses_only_its_trials(tmp_path, dask_clust
     assert not alive
 
 
+def test_the_local_cluster_leaves_the_callers_environment_alone(monkeypatch):
+    """A nanny sets its pre-spawn variables in the caller's own os.environ; the LocalCluster a
+    run starts has no MALLOC_TRIM_THRESHOLD_ among them (it would reach every process the
+    caller starts later), and its workers run without Dask's profiler."""
+    pytest.importorskip("distributed")
+    import asyncio
+
+    from voicelab.runner import DaskExecutor
+
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+
+    def worker_settings() -> tuple[str | None, bool]:
+        import dask
+
+        return (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+                dask.config.get("distributed.worker.profile.enabled"))
+
+    async def started() -> list[tuple[str | None, bool]]:
+        executor = DaskExecutor(workers=1)
+        await executor.start()
+        try:
+            return list((await executor._client.run(worker_settings)).values())
+        finally:
+            await executor.aclose()
+
+    assert asyncio.run(started()) == [(None, False)]
+    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
+
+
 def test_executor_options_are_checked_in_one_line(monkeypatch, capsys, tmp_path):
     assert main(["run", str(EXAMPLE), "--scheduler", "tcp://127.0.0.1:1"]) == 2
     assert "CLI: --scheduler: needs --executor dask" in capsys.readouterr().err

@@ -55,8 +55,12 @@ CONNECT_TIMEOUT_SECONDS = 20.0
 #: 2-core machine that is CPU taken from the trial processes. Without the profiler and with a
 #: 500 ms tick: ~15 wake-ups a second per worker, and ~0.5 s less CPU per worker and in the
 #: caller (its scheduler) over a 20 s run of 50 trials.
+#: Nor does its nanny set ``MALLOC_TRIM_THRESHOLD_`` (see :mod:`._trial_process`): it would set
+#: it in the caller's own environment too, inherited by every process the caller starts after
+#: (a product launched per run, local worker processes of a later run).
 LOCAL_CLUSTER_CONFIG = {"distributed.worker.profile.enabled": False,
-                        "distributed.admin.tick.interval": "500ms"}
+                        "distributed.admin.tick.interval": "500ms",
+                        "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
 
 def require_distributed() -> Any:

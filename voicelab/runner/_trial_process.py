@@ -1,13 +1,14 @@
 """A Dask worker's trials run in a process of their own, beside the worker: its trial process.
 
 A Dask worker's own event loop (the scheduler's messages, heartbeats, its health and profiling
-ticks: ~125 wake-ups a second measured on an idle worker) runs in its main thread. A trial loop
-in a thread of that process shares its GIL: every time the worker's loop runs, an arrival
-waits for it, and when the machine is busy the worker's thread can be descheduled while it
-holds the GIL, holding up every trial of the worker for a scheduler time slice. A trial loop in
-a process of its own shares nothing with the worker but the machine's cores, like a local
-worker process (``--workers``): it *is* one, the same :func:`._executors._worker_main` on the
-other end of a socket pair.
+ticks: ~125 wake-ups a second measured on a worker running 25 paced trials) runs in its main
+thread. A trial loop in a thread of that process shares its GIL: every time the worker's loop
+runs, an arrival waits for it, and when the machine is busy the worker's thread can be
+descheduled while it holds the GIL. And a nanny starts its worker with a malloc setting that
+stalled the trial loops by tens of milliseconds (:data:`NOT_INHERITED`), which only a process
+started without it escapes. A trial loop in a process of its own shares nothing with the
+worker but the machine's cores, like a local worker process (``--workers``): it *is* one, the
+same :func:`._executors._worker_main` on the other end of a socket pair.
 
 One trial process per Dask worker process, started on the worker's first trial and reused by
 every trial and run after it (each run is prepared there once, as in a local worker). It ends

@@ -99,7 +99,10 @@ def _truth(bundle: Path) -> dict[str, Any]:
     per_response: dict[str, list[list[float | None]]] = {"stall": [], "dead_air": []}
     worst_latency: list[float] = []  # per trial: its largest |first-audio error|
     degraded: list[bool] = []        # per trial: measurement_quality.degraded
+    loop_lag: list[tuple[float, float]] = []  # per trial: its loop lag p99 and max (ms)
+    names: list[str] = []
     for trial in sorted(bundle.glob("trial-*")):
+        names.append(trial.name)
         errors = _trial_truth_errors(trial)
         latency += errors
         worst_latency.append(max((abs(e) for e in errors), default=0.0))
@@ -107,9 +110,12 @@ def _truth(bundle: Path) -> dict[str, Any]:
         turns = metrics["turns"]
         per_response["stall"].append([t["playback_stall_ms"] for t in turns])
         per_response["dead_air"].append([t["dead_air_ms"] for t in turns])
-        degraded.append(bool((metrics.get("measurement_quality") or {}).get("degraded")))
+        quality = metrics.get("measurement_quality") or {}
+        degraded.append(bool(quality.get("degraded")))
+        lag = quality.get("loop_lag_ms") or {}
+        loop_lag.append((lag.get("p99") or 0.0, lag.get("max") or 0.0))
     return {"latency_errors": latency, **per_response, "worst_latency": worst_latency,
-            "degraded": degraded}
+            "degraded": degraded, "loop_lag": loop_lag, "names": names}
 
 
 def _silently_wrong(reference: dict[str, Any], measured: dict[str, Any]) -> tuple[int, int, int]:
@@ -125,6 +131,11 @@ def _silently_wrong(reference: dict[str, Any], measured: dict[str, Any]) -> tupl
         flagged += is_degraded
         wrong += is_wrong
         silent += is_wrong and not is_degraded
+        if is_wrong and not is_degraded:
+            print(f"    {measured['names'][index]} wrong and not flagged: first audio off by "
+                  f"{measured['worst_latency'][index]:.1f} ms, stall/dead air by "
+                  f"{worst_timing:.1f} ms, its loop lag p99/max "
+                  f"{'/'.join(f'{v:.1f}' for v in measured['loop_lag'][index])} ms")
     return flagged, wrong, silent
 
 
@@ -257,6 +268,10 @@ def main() -> None:
             for name in ("stall", "dead_air"):
                 errors = _errors_against(reference, result, name)
                 print(f"  {name}_ms - quiet reference: {_describe(errors)}  (target |p99| <= 40)")
+            lag = np.asarray(result["loop_lag"], dtype=float).reshape(-1, 2)
+            print(f"  trial loop lag (ms), over trials: p99 median {np.median(lag[:, 0]):.1f}, "
+                  f"worst {lag[:, 0].max():.1f}; max median {np.median(lag[:, 1]):.1f}, "
+                  f"worst {lag[:, 1].max():.1f}")
             flagged, wrong, silent = _silently_wrong(reference, result)
             print(f"  trials flagged degraded {flagged}/{size}, wrong (first audio > 20 ms, "
                   f"stall or dead air > 40 ms) {wrong}, wrong and not flagged {silent}  "

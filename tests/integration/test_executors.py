@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -82,12 +83,20 @@ def _worker_children(pid: int) -> list[psutil.Process]:
 
 
 def _talking(process: psutil.Process) -> int:
-    """Established TCP connections of a worker (a trial in flight: its client and the fake
-    product it runs in-process)."""
+    """Established TCP connections of a worker and its children (a Dask worker's trial
+    process): a trial in flight has its client and the fake product it runs in-process."""
     try:
-        return sum(c.status == psutil.CONN_ESTABLISHED for c in process.net_connections("tcp"))
+        family = [process, *process.children(recursive=True)]
     except psutil.NoSuchProcess:
         return 0
+    count = 0
+    for member in family:
+        try:
+            count += sum(c.status == psutil.CONN_ESTABLISHED
+                         for c in member.net_connections("tcp"))
+        except psutil.NoSuchProcess:
+            pass
+    return count
 
 
 def test_a_local_worker_killed_mid_run_loses_only_its_trials_in_flight(tmp_path):
@@ -183,7 +192,7 @@ def _free_port() -> int:
 
 
 def test_a_sweep_on_a_dask_cluster_equals_the_same_sweep_in_process(tmp_path, dask_cluster):
-    address, _pids = dask_cluster
+    address, pids = dask_cluster
     common = [str(SUITE), "--trials", "2", "--quiet"]
     local = cli("sweep", *common, "--workers", "1", "--artifacts-dir", str(tmp_path / "local"))
     remote = cli("sweep", *common, "--executor", "dask", "--scheduler", address,
@@ -218,8 +227,13 @@ def test_a_sweep_on_a_dask_cluster_equals_the_same_sweep_in_process(tmp_path, da
     # results stream back one by one as the trials finish
     assert sorted(progress) == sorted([(progress[0][0], 1, 2), (progress[1][0], 2, 2)])
     assert {p[0] for p in progress} == {"trial-001", "trial-002"}
-    assert f"executor: dask, scheduler {address}" in \
-        (outcome.bundle_path / "evaluator.log").read_text()
+    log = (outcome.bundle_path / "evaluator.log").read_text()
+    assert f"executor: dask, scheduler {address}" in log
+    # the trials ran in the workers' trial processes, beside the workers and not in them
+    # (a Dask worker's event loop would share the trial loop's GIL): each is a worker's child
+    ran_in = {int(pid) for pid in re.findall(r"\[worker [^\]:]+:(\d+)\]", log)}
+    assert ran_in and not ran_in & set(pids.values())
+    assert {psutil.Process(pid).ppid() for pid in ran_in} <= set(pids.values())
 
 
 def test_a_dask_worker_killed_mid_run_loses_only_its_trials(tmp_path, dask_cluster):
@@ -240,7 +254,10 @@ def test_a_dask_worker_killed_mid_run_loses_only_its_trials(tmp_path, dask_clust
             time.sleep(0.1)
         else:
             pytest.fail("the trials never started on both workers")
-        os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
+        killed = psutil.Process(pids[sorted(pids)[0]])
+        its_trial_processes = killed.children()
+        assert its_trial_processes  # the trials run in a process of its own beside it
+        killed.send_signal(signal.SIGKILL)
         stdout, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
@@ -255,6 +272,38 @@ def test_a_dask_worker_killed_mid_run_loses_only_its_trials(tmp_path, dask_clust
     assert all("Dask worker running it was lost" in r["failures"][0]["message"] for r in lost)
     assert sum(r["passed"] for r in reports.values()) == 2  # the other worker's, run once
     assert not list(bundle.glob(".trial-*.running"))
+    # its trial process ended with it (no orphan running trials on)
+    _gone, alive = psutil.wait_procs(its_trial_processes, timeout=30)
+    assert not alive
+
+
+def test_the_local_cluster_leaves_the_callers_environment_alone(monkeypatch):
+    """A nanny sets its pre-spawn variables in the caller's own os.environ; the LocalCluster a
+    run starts has no MALLOC_TRIM_THRESHOLD_ among them (it would reach every process the
+    caller starts later), and its workers run without Dask's profiler."""
+    pytest.importorskip("distributed")
+    import asyncio
+
+    from voicelab.runner import DaskExecutor
+
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+
+    def worker_settings() -> tuple[str | None, bool]:
+        import dask
+
+        return (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+                dask.config.get("distributed.worker.profile.enabled"))
+
+    async def started() -> list[tuple[str | None, bool]]:
+        executor = DaskExecutor(workers=1)
+        await executor.start()
+        try:
+            return list((await executor._client.run(worker_settings)).values())
+        finally:
+            await executor.aclose()
+
+    assert asyncio.run(started()) == [(None, False)]
+    assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
 
 
 def test_executor_options_are_checked_in_one_line(monkeypatch, capsys, tmp_path):

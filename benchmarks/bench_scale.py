@@ -15,11 +15,14 @@ means the peak per process does not grow with the number of trials.
 
 Accuracy at scale: the fake product runs in its own process with real-time paced audio, known
 reply latencies and a known 400 ms stall in the second response after 0.5 s of its audio;
-``--paced-trials`` run at once with ``--workers 2``. First-audio latency error: the measured
-``first_audio_latency_ms`` minus the truth from the fake's own send time of the first audio frame
-(on the shared monotonic clock, as in bench_runner.py). Playback stall and dead air: the measured
-values minus the same response's value in a quiet reference run (8 trials, 4 at a time, in
-process): the product's schedule is the same in every trial, so the reference is its truth.
+``--paced-trials`` run at once with ``--workers 2``. Every error is against the fake product's own
+send times (``report_frame_times``: each audio frame's send time on the shared monotonic clock):
+first-audio latency, the measured ``first_audio_latency_ms`` minus the truth from the send time
+of the first audio frame (as in bench_runner.py); playback stall and dead air, the measured
+values minus those of a listener fed at the frames' send times (as in bench_saturation.py), so a
+product that really served late under the machine's load is not counted against voicelab. A
+response is wrong past 20 ms (first audio) or 40 ms (stall, dead air); "wrong and not flagged"
+counts the trials not flagged ``degraded`` and the responses not flagged ``timing_degraded``.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 PACED_FAKE = {"audio_pacing": "realtime", "reply_latency_ms": [120.0, 240.0, 360.0],
               "complete_after_turns": 1, "stall_ms": 400.0, "stall_after_seconds": 0.5,
-              "stall_on_response": 2}
+              "stall_on_response": 2, "report_frame_times": True}
 
 
 def _peak_rss_kib() -> int:
@@ -94,49 +97,57 @@ async def _one_case(case: dict[str, Any]) -> dict[str, Any]:
 
 def _truth(bundle: Path) -> dict[str, Any]:
     from bench_runner import _trial_truth_errors  # type: ignore[import-not-found]
+    from bench_saturation import _true_metrics  # type: ignore[import-not-found]
 
     latency: list[float] = []
-    per_response: dict[str, list[list[float | None]]] = {"stall": [], "dead_air": []}
-    worst_latency: list[float] = []  # per trial: its largest |first-audio error|
-    degraded: list[bool] = []        # per trial: measurement_quality.degraded
-    loop_lag: list[tuple[float, float]] = []  # per trial: its loop lag p99 and max (ms)
-    names: list[str] = []
+    errors: dict[str, list[float]] = {"stall": [], "dead_air": []}
+    trials: list[dict[str, Any]] = []  # per trial: flags, its worst errors, its loop lag
     for trial in sorted(bundle.glob("trial-*")):
-        names.append(trial.name)
-        errors = _trial_truth_errors(trial)
-        latency += errors
-        worst_latency.append(max((abs(e) for e in errors), default=0.0))
+        first_audio = _trial_truth_errors(trial)
+        latency += first_audio
         metrics = json.loads((trial / "voice-metrics.json").read_text())
-        turns = metrics["turns"]
-        per_response["stall"].append([t["playback_stall_ms"] for t in turns])
-        per_response["dead_air"].append([t["dead_air_ms"] for t in turns])
+        truth = _true_metrics(trial)
+        responses = []  # (wrong, flagged) per response
+        for turn in metrics["turns"]:
+            true = truth.get(turn["turn_id"], {})
+            worst = 0.0
+            for name, metric in (("stall", "playback_stall_ms"), ("dead_air", "dead_air_ms")):
+                if turn[metric] is not None and true.get(metric) is not None:
+                    error = turn[metric] - true[metric]
+                    errors[name].append(error)
+                    worst = max(worst, abs(error))
+            if turn.get("first_audio_latency_ms") is not None and \
+                    true.get("first_audio_latency_ms") is not None:
+                late = abs(turn["first_audio_latency_ms"] - true["first_audio_latency_ms"])
+                wrong = worst > 40.0 or late > 20.0
+            else:
+                wrong = worst > 40.0
+            responses.append((wrong, bool(turn.get("timing_degraded"))))
         quality = metrics.get("measurement_quality") or {}
-        degraded.append(bool(quality.get("degraded")))
         lag = quality.get("loop_lag_ms") or {}
-        loop_lag.append((lag.get("p99") or 0.0, lag.get("max") or 0.0))
-    return {"latency_errors": latency, **per_response, "worst_latency": worst_latency,
-            "degraded": degraded, "loop_lag": loop_lag, "names": names}
+        trials.append({"name": trial.name, "degraded": bool(quality.get("degraded")),
+                       "first_audio": max((abs(e) for e in first_audio), default=0.0),
+                       "responses": responses,
+                       "loop_lag": (lag.get("p99") or 0.0, lag.get("max") or 0.0)})
+    return {"latency_errors": latency, **errors, "trials": trials}
 
 
-def _silently_wrong(reference: dict[str, Any], measured: dict[str, Any]) -> tuple[int, int, int]:
-    """(trials flagged degraded, trials wrong, trials wrong and not flagged): wrong is a
-    first-audio error over 20 ms, or a stall or dead-air error over 40 ms, in any response."""
-    flagged = wrong = silent = 0
-    for index, is_degraded in enumerate(measured["degraded"]):
-        worst_timing = max(
-            (float(np.max(np.abs(_errors_against(reference, {name: [measured[name][index]]},
-                                                 name)), initial=0.0))
-             for name in ("stall", "dead_air")), default=0.0)
-        is_wrong = measured["worst_latency"][index] > 20.0 or worst_timing > 40.0
-        flagged += is_degraded
+def _silently_wrong(measured: dict[str, Any]) -> tuple[int, int, int, int, int]:
+    """(trials flagged degraded, trials wrong, trials wrong and not flagged, responses wrong,
+    responses wrong and not flagged ``timing_degraded``)."""
+    flagged = wrong = silent = responses_wrong = responses_silent = 0
+    for trial in measured["trials"]:
+        is_wrong = trial["first_audio"] > 20.0 or any(w for w, _ in trial["responses"])
+        flagged += trial["degraded"]
         wrong += is_wrong
-        silent += is_wrong and not is_degraded
-        if is_wrong and not is_degraded:
-            print(f"    {measured['names'][index]} wrong and not flagged: first audio off by "
-                  f"{measured['worst_latency'][index]:.1f} ms, stall/dead air by "
-                  f"{worst_timing:.1f} ms, its loop lag p99/max "
-                  f"{'/'.join(f'{v:.1f}' for v in measured['loop_lag'][index])} ms")
-    return flagged, wrong, silent
+        silent += is_wrong and not trial["degraded"]
+        responses_wrong += sum(w for w, _ in trial["responses"])
+        responses_silent += sum(w and not f for w, f in trial["responses"])
+        if is_wrong and not trial["degraded"]:
+            print(f"    {trial['name']} wrong and not flagged: first audio off by "
+                  f"{trial['first_audio']:.1f} ms, its loop lag p99/max "
+                  f"{'/'.join(f'{v:.1f}' for v in trial['loop_lag'])} ms")
+    return flagged, wrong, silent, responses_wrong, responses_silent
 
 
 def _run_case(case: dict[str, Any]) -> dict[str, Any]:
@@ -163,20 +174,6 @@ def _paced_overrides(uri: str) -> list[str]:
     return ["endpoint.adapter=websocket", f"endpoint.settings={{uri: '{uri}'}}",
             "pace_audio=true", "outcome_probe=null", "scenario.eval_spec.outcome_spec={}",
             "scenario.eval_spec.response_timeout_seconds=120"]
-
-
-def _errors_against(reference: dict[str, Any], measured: dict[str, Any], name: str
-                    ) -> np.ndarray:
-    """Measured minus the reference's median of the same response (by its number)."""
-    columns = max(len(r) for r in reference[name])
-    truth = []
-    for column in range(columns):
-        values = [r[column] for r in reference[name] if len(r) > column and r[column] is not None]
-        truth.append(float(np.median(values)) if values else None)
-    errors = [value - truth[column] for row in measured[name]
-              for column, value in enumerate(row)
-              if value is not None and column < len(truth) and truth[column] is not None]
-    return np.asarray(errors, dtype=float)
 
 
 def _describe(values: np.ndarray) -> str:
@@ -248,8 +245,6 @@ def main() -> None:
     process, uri = _start_fake(PACED_FAKE)
     try:
         overrides = _paced_overrides(uri)
-        reference = _run_case({**base, "executor": "local", "workers": 1, "trials": 8,
-                               "concurrency": 4, "overrides": overrides, "truth": True})
         cases = [(choice.split(":")[0], int(choice.split(":")[1]), size)
                  for size in args.paced_trials for choice in args.paced_executors
                  if not (args.skip_dask and choice.startswith("dask"))]
@@ -266,16 +261,18 @@ def main() -> None:
             print(f"  first_audio_latency_ms - truth (fake's send time): {_describe(latency)}"
                   f"  (target |p99| <= 3)")
             for name in ("stall", "dead_air"):
-                errors = _errors_against(reference, result, name)
-                print(f"  {name}_ms - quiet reference: {_describe(errors)}  (target |p99| <= 40)")
-            lag = np.asarray(result["loop_lag"], dtype=float).reshape(-1, 2)
+                errors = np.asarray(result[name], dtype=float)
+                print(f"  {name}_ms - truth (a listener fed at the send times): "
+                      f"{_describe(errors)}  (target |p99| <= 40)")
+            lag = np.asarray([t["loop_lag"] for t in result["trials"]], dtype=float).reshape(-1, 2)
             print(f"  trial loop lag (ms), over trials: p99 median {np.median(lag[:, 0]):.1f}, "
                   f"worst {lag[:, 0].max():.1f}; max median {np.median(lag[:, 1]):.1f}, "
                   f"worst {lag[:, 1].max():.1f}")
-            flagged, wrong, silent = _silently_wrong(reference, result)
+            flagged, wrong, silent, responses_wrong, responses_silent = _silently_wrong(result)
             print(f"  trials flagged degraded {flagged}/{size}, wrong (first audio > 20 ms, "
-                  f"stall or dead air > 40 ms) {wrong}, wrong and not flagged {silent}  "
-                  f"(target 0)")
+                  f"stall or dead air > 40 ms) {wrong}, wrong and not flagged {silent}; "
+                  f"responses wrong {responses_wrong}, wrong and not flagged "
+                  f"{responses_silent}  (target 0)")
             print(f"  peak RSS per worker: "
                   f"{', '.join(f'{v:.0f}' for v in result['worker_peak_rss_mib']) or '-'} MiB,"
                   f" parent {result['parent_peak_rss_mib']:.0f} MiB", flush=True)

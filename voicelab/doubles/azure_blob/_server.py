@@ -25,10 +25,11 @@ import time
 import uuid
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from .._http_server import DoubleHTTPServer, ThreadedHttpDouble
 from ._model import Blob, Container, enumeration_results, http_date, operation_name
 from ._signing import DEV_ACCOUNT, DEV_ACCOUNT_KEY, signature_is_valid, string_to_sign
 
@@ -302,10 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(202, headers={"x-ms-delete-type-permanent": "true"})
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: AzureBlobServer
-
+class _Server(DoubleHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         # a client that gives up on a connection (an upload batch cancelled after one failed)
         # is not the server's error
@@ -313,9 +311,13 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class AzureBlobServer:
+class AzureBlobServer(ThreadedHttpDouble):
     """The local Blob service of one account (by default the emulators' development account
     and key). ``containers`` are created at start."""
+
+    handler = _Handler
+    server_class = _Server
+    thread_name = "azure-blob-server"
 
     def __init__(self, *, account: str = DEV_ACCOUNT, account_key: str = DEV_ACCOUNT_KEY,
                  containers: tuple[str, ...] = ()) -> None:
@@ -329,8 +331,6 @@ class AzureBlobServer:
         self.deny_writes_containing: str | None = None
         self._containers: dict[str, Container] = {name: Container() for name in containers}
         self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     def blob(self, container: str, name: str) -> bytes | None:
         """A blob's content as stored (None when there is none)."""
@@ -347,12 +347,6 @@ class AzureBlobServer:
     # --- lifecycle ------------------------------------------------------------------------
 
     @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("the server is not started")
-        return int(self._server.server_address[1])
-
-    @property
     def endpoint(self) -> str:
         """The account's blob endpoint (path-style, as the emulators serve)."""
         return f"http://127.0.0.1:{self.port}/{self.account}"
@@ -363,28 +357,4 @@ class AzureBlobServer:
         return (f"DefaultEndpointsProtocol=http;AccountName={self.account};"
                 f"AccountKey={self.account_key};BlobEndpoint={self.endpoint};")
 
-    def start(self) -> AzureBlobServer:
-        if self._server is None:
-            server = _Server(("127.0.0.1", 0), _Handler)
-            server.owner = self
-            self._server = server
-            self._thread = threading.Thread(target=server.serve_forever,
-                                            kwargs={"poll_interval": 0.05},
-                                            name="azure-blob-server", daemon=True)
-            self._thread.start()
-        return self
 
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> AzureBlobServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()

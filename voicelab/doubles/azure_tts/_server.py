@@ -24,11 +24,12 @@ import wave
 import xml.etree.ElementTree as ElementTree
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from ...audio import tone_speech
 from ...config import MASK, is_secret_name
+from .._http_server import DoubleHTTPServer, ThreadedHttpDouble
 
 __all__ = ["AzureTtsServer", "RecordedTtsRequest"]
 
@@ -81,7 +82,7 @@ def _voice_seed(voice: str) -> int:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+    server: DoubleHTTPServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -166,15 +167,13 @@ class _Handler(BaseHTTPRequestHandler):
         return 200
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: AzureTtsServer
-
-
-class AzureTtsServer:
+class AzureTtsServer(ThreadedHttpDouble):
     """The local TTS server. Accepts the key ``api_key`` and, when ``bearer_token`` is set, the
     header ``Bearer aad#{resource_id}#{bearer_token}`` (or ``Bearer {bearer_token}`` without a
     ``resource_id``)."""
+
+    handler = _Handler
+    thread_name = "azure-tts-server"
 
     def __init__(self, *, api_key: str | None = "test-speech-key", bearer_token: str | None = None,
                  resource_id: str | None = None, response_delay_seconds: float = 0.0):
@@ -185,8 +184,6 @@ class AzureTtsServer:
         self.requests: list[RecordedTtsRequest] = []
         self._failures: deque[_ScriptedFailure] = deque()
         self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     # --- control --------------------------------------------------------------------------
 
@@ -219,41 +216,9 @@ class AzureTtsServer:
     # --- lifecycle ------------------------------------------------------------------------
 
     @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("the server is not started")
-        return int(self._server.server_address[1])
-
-    @property
     def endpoint(self) -> str:
         """The value for ``providers.azure_speech.endpoint``."""
         return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> AzureTtsServer:
-        if self._server is None:
-            server = _Server(("127.0.0.1", 0), _Handler)
-            server.owner = self
-            self._server = server
-            self._thread = threading.Thread(target=server.serve_forever,
-                                            kwargs={"poll_interval": 0.05},
-                                            name="azure-tts-server", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> AzureTtsServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     async def __aenter__(self) -> AzureTtsServer:
         return self.start()

@@ -241,8 +241,12 @@ ERROR_CASES = {
 @pytest.fixture(scope="module")
 def error_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     """Every error case run once, a few subprocesses at a time (they are independent)."""
+    # made here, one after another: pytest's temporary folders are not made safely from threads
+    # (the first mktemp of an xdist worker creates its base folder, and two threads race there)
+    roots = {case: tmp_path_factory.mktemp("case") for case in ERROR_CASES}
+
     def run_case(case: str) -> Outcome:
-        folder = seed_folder(tmp_path_factory.mktemp("case") / "suite")
+        folder = seed_folder(roots[case] / "suite")
         run_file, options = ERROR_CASES[case][0](folder)
         environ = {"VOICE_AGENT_ACCESS_TOKEN": SECRET} if case == "secret in a bad value" else {}
         return validate(folder, run_file, *options, environ=environ)

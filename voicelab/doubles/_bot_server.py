@@ -1,12 +1,12 @@
-"""The WebSocket server part of the framework-bot doubles (pipecat, Twilio): start on a free
-port of 127.0.0.1, say the ``ws://`` URI, stop, use as an async context manager. Each bot says
-how one connection goes (:meth:`BotServer._handle`)."""
+"""The WebSocket server part of the doubles (the pipecat and Twilio bots, the protocol-v1
+products): start on a free port of 127.0.0.1, say the ``ws://`` URI, stop, use as an async
+context manager. Each double says how one connection goes (:meth:`BotServer._handle`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Self
+from typing import Any, Self
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 
@@ -39,10 +39,19 @@ class BotServer:
     async def _handle(self, ws: ServerConnection) -> None:
         raise NotImplementedError
 
-    async def start(self) -> str:
+    async def _before_serving(self) -> None:
+        """Called by :meth:`start` before the server listens."""
         self._warm_up()
+
+    def _serve_options(self) -> dict[str, Any]:
+        """More keywords for ``websockets.serve`` (e.g. ``process_request``)."""
+        return {}
+
+    async def start(self) -> str:
+        await self._before_serving()
         self._server = await serve(self._handle, self.host, self._requested_port,
-                                   compression=None, max_size=self._max_message_bytes)
+                                   compression=None, max_size=self._max_message_bytes,
+                                   **self._serve_options())
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.uri
 

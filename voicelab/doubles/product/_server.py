@@ -8,25 +8,24 @@ they decide, what they persist, their faults).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
-from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
 from ...endpoints._settings import parse_settings
+from .._bot_server import BotServer
 from ._connection import ProductConnection
 from ._store import ProductDatabaseDir, ProductProbe, ProductStore
 
 logger = logging.getLogger(__name__)
 
 
-class ProductServer:
+class ProductServer(BotServer):
     """A protocol-v1 product as a server. ``await start()`` returns its ``ws://host:port/`` URI.
 
     A subclass names its behaviour settings, store, probe, temporary database directory and
@@ -46,8 +45,11 @@ class ProductServer:
                  host: str = "127.0.0.1", port: int = 0,
                  database_path: str | Path | None = None,
                  default_session_id: str | None = None):
-        self.behaviour: Any = parse_settings(self.behaviour_model, behaviour)
-        self.host, self._requested_port = host, port
+        settings: Any = parse_settings(self.behaviour_model, behaviour)
+        self.behaviour: Any = settings
+        super().__init__(host=host, port=port,
+                         max_message_bytes=settings.max_client_message_bytes)
+        self.name = f"the {self.label}"
         self._temporary: ProductDatabaseDir | None = None
         path = database_path or getattr(self.behaviour, "database_path", None)
         if path is None:
@@ -57,14 +59,6 @@ class ProductServer:
         self.default_session_id = default_session_id
         self.store: Any = None
         self.sessions: list[Any] = []
-        self.port: int | None = None
-        self._server: Server | None = None
-
-    @property
-    def uri(self) -> str:
-        if self.port is None:
-            raise RuntimeError(f"the {self.label} is not started")
-        return f"ws://{self.host}:{self.port}/"
 
     def outcome_probe(self) -> Any:
         return self.probe_class({"database_path": str(self.database_path)},
@@ -73,33 +67,23 @@ class ProductServer:
     async def prepare(self) -> None:
         """Called by :meth:`start` before the store opens (e.g. to load models)."""
 
-    async def start(self) -> str:
+    async def _before_serving(self) -> None:
         await self.prepare()
         self.store = self.store_class(self.database_path)
-        self._server = await serve(self._handle, self.host, self._requested_port,
-                                   compression=None,
-                                   max_size=self.behaviour.max_client_message_bytes,
-                                   process_request=self._authorize)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        self.log.debug("%s listening on %s", self.label, self.uri)
-        return self.uri
+
+    def _serve_options(self) -> dict[str, Any]:
+        return {"process_request": self._authorize}
+
+    async def start(self) -> str:
+        uri = await super().start()
+        self.log.debug("%s listening on %s", self.label, uri)
+        return uri
 
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(server.wait_closed(), 3.0)
+        await super().stop()
         if self.store is not None:
             self.store.close()
             self.store = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     def _authorize(self, connection: ServerConnection, request: Request) -> Response | None:
         token = getattr(self.behaviour, "access_token", None)

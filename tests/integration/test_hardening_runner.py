@@ -379,3 +379,31 @@ def test_a_full_disk_gives_up_the_trials_audio_for_its_report(tmp_path, monkeypa
 def _bundle_of_a_run(tmp_path: Path) -> Path:
     outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path / "runs")
     return outcome.bundle_path
+
+
+def test_a_report_that_does_not_fit_after_the_audio_takes_the_room_of_other_files(
+        tmp_path, monkeypatch):
+    """No audio made it to disk but the event log did (the files are written side by side, so
+    which ones land is a race): the event log makes room, so the trial keeps its report."""
+    from voicelab.artifacts import TrialReport
+    from voicelab.runner import _trial as trial_module
+
+    trial_dir = tmp_path / "trial-001"
+    trial_dir.mkdir()
+    (trial_dir / "voice-events.jsonl").write_bytes(b"{}\n" * 5000)
+    (trial_dir / "transcript.md").write_text("hello")
+    real = trial_module.write_json
+
+    def full_until_the_log_is_gone(path, document):
+        if (trial_dir / "voice-events.jsonl").exists():
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, document)
+
+    monkeypatch.setattr(trial_module, "write_json", full_until_the_log_is_gone)
+    report = TrialReport.model_validate(_trial_report(_bundle_of_a_run(tmp_path)))
+    trial_module.write_unfinished_bundle(
+        trial_dir, report, OSError(errno.ENOSPC, "No space left on device", "x.wav"))
+    written = json.loads((trial_dir / "trial-report.json").read_text())
+    assert written["failures"][-1]["message"].startswith(
+        "voice-events.jsonl (15000 bytes) was removed")
+    assert sorted(written["files"]) == ["transcript.md", "trial-report.json"]

@@ -418,8 +418,9 @@ def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError
         message=f"could not write the trial's bundle{where}: {reason}")]
     logger.error("%s: %s", report.trial_id, failures[-1].message)
     # Without its report the trial is unknown to every reader: on a full disk the trial's own
-    # audio (largest first) makes room for it, and the report says what was removed.
-    removable = _audio_by_size(trial_dir)
+    # files make room for it (audio first, then the rest, largest first), and the report says
+    # what was removed.
+    removable = _removable_by_size(trial_dir)
     while True:
         try:
             present = sorted(p.name for p in trial_dir.iterdir() if not p.name.startswith("."))
@@ -448,12 +449,15 @@ def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError
         logger.error("%s: %s", report.trial_id, failures[-1].message)
 
 
-def _audio_by_size(trial_dir: Path) -> list[tuple[Path, int]]:
+def _removable_by_size(trial_dir: Path) -> list[tuple[Path, int]]:
+    """The trial's files but its report: audio first (the bulk), then the others; largest
+    first within each."""
     try:
-        sizes = [(path, path.stat().st_size) for path in trial_dir.glob("*.wav")]
+        sizes = [(path, path.stat().st_size) for path in trial_dir.iterdir()
+                 if path.is_file() and path.name != "trial-report.json"]
     except OSError:
         return []
-    return sorted(sizes, key=lambda item: -item[1])
+    return sorted(sizes, key=lambda item: (item[0].suffix != ".wav", -item[1]))
 
 
 def new_run_id() -> str:

@@ -188,3 +188,27 @@ def test_playback_says_when_the_product_audio_has_played():
     assert playback.played_at_ns(4800) == 150_000_000  # dropped: it never plays
     now[0] = 150_000_000
     asyncio.run(asyncio.wait_for(playback.until_played(4800), 1))
+
+
+def test_a_recording_sent_to_another_process_arrives_whole():
+    """Pickled for the scoring process: every event field, the streams and the trace; the
+    listener is rebuilt from the events (not sent) and follows them as it did live."""
+    import dataclasses
+    import pickle
+
+    live = _recording()
+    live.events[-1].raw = {"type": "response.done"}
+    arrived = pickle.loads(pickle.dumps(live))
+    assert [dataclasses.astuple(e) for e in arrived.events] == \
+        [dataclasses.astuple(e) for e in live.events]
+    assert _streams(arrived) == _streams(live)
+    assert (arrived.session_id, arrived.trace_id, arrived.root_span_id, arrived.start_ns,
+            arrived.start_utc_ns, arrived.shift_ns) == \
+        (live.session_id, live.trace_id, live.root_span_id, live.start_ns, live.start_utc_ns,
+         live.shift_ns)
+    for turn, playback in live.listener.responses.items():
+        again = arrived.listener.responses[turn]
+        assert [(c.start, c.heard, c.after_cancel) for c in again.chunks] == \
+            [(c.start, c.heard, c.after_cancel) for c in playback.chunks]
+        assert again.barge_in_ns == playback.barge_in_ns
+    assert "listener" not in live.__getstate__()  # rebuilt, not sent

@@ -45,6 +45,23 @@ class Recording:
         self.shift_ns = 0
         self.listener = Listener()
 
+    # --- crossing to another process (the scoring process) --------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Events and streams; not the clock (a trial's own, maybe a closure) nor the listener
+        (rebuilt from the events by the same code that followed them live)."""
+        state = {name: value for name, value in self.__dict__.items()
+                 if name not in ("clock_ns", "listener", "shift_ns")}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.clock_ns = time.perf_counter_ns
+        self.shift_ns = 0
+        self.listener = Listener()
+        for event in self.events:
+            self._follow(event)
+
     # --- the clock ------------------------------------------------------------------------
 
     def now_offset_ns(self) -> int:

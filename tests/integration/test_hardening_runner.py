@@ -173,7 +173,10 @@ def test_a_write_failure_fails_the_trial_not_the_run(tmp_path, monkeypatch):
         real(path, content)
 
     monkeypatch.setattr(bundle_module, "_write_file", failing)
-    outcome = voicelab.run(EXAMPLE, trials=3, concurrency=2, artifacts_dir=tmp_path)
+    # scored on this loop: the patch is not in the scoring process (the tmpfs test above
+    # fails the writes of the scoring process for real)
+    outcome = voicelab.run(EXAMPLE, trials=3, concurrency=2, artifacts_dir=tmp_path,
+                           scoring="loop")
     assert outcome.exit_code == 4 and outcome.report.status == "complete"
     assert outcome.report.executed_trials == 3
     for index in (1, 2, 3):
@@ -186,14 +189,14 @@ def test_a_write_failure_fails_the_trial_not_the_run(tmp_path, monkeypatch):
 def test_a_broken_trial_is_reported_and_the_others_run(tmp_path, monkeypatch):
     from voicelab.runner import _run as run_module
 
-    real = run_module.run_trial
+    real = run_module.run_call
 
-    async def sometimes_broken(plan, **options):
+    async def sometimes_broken(plan):
         if plan.index == 2:
             raise RuntimeError("adapter bug")
-        return await real(plan, **options)
+        return await real(plan)
 
-    monkeypatch.setattr(run_module, "run_trial", sometimes_broken)
+    monkeypatch.setattr(run_module, "run_call", sometimes_broken)
     outcome = voicelab.run(EXAMPLE, trials=3, concurrency=3, artifacts_dir=tmp_path)
     assert outcome.exit_code == 4 and outcome.report.executed_trials == 3
     assert [t.report.passed for t in outcome.trials] == [True, False, True]
@@ -350,23 +353,23 @@ def test_a_full_disk_gives_up_the_trials_audio_for_its_report(tmp_path, monkeypa
     """The report is written once removing the trial's largest audio freed the room it needs;
     the report names what was removed."""
     from voicelab.artifacts import TrialReport
-    from voicelab.runner import _trial as trial_module
+    from voicelab.runner import _scoring as scoring_module
 
     trial_dir = tmp_path / "trial-001"
     trial_dir.mkdir()
     (trial_dir / "mixed.wav").write_bytes(b"\0" * 5000)
     (trial_dir / "user-sent.wav").write_bytes(b"\0" * 3000)
     (trial_dir / "transcript.json").write_text("{}")
-    real = trial_module.write_json
+    real = scoring_module.write_json
 
     def full_until_mixed_is_gone(path, document):
         if (trial_dir / "mixed.wav").exists():
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         real(path, document)
 
-    monkeypatch.setattr(trial_module, "write_json", full_until_mixed_is_gone)
+    monkeypatch.setattr(scoring_module, "write_json", full_until_mixed_is_gone)
     report = TrialReport.model_validate(_trial_report(_bundle_of_a_run(tmp_path)))
-    failed = trial_module.write_unfinished_bundle(
+    failed = scoring_module.write_unfinished_bundle(
         trial_dir, report, OSError(errno.ENOSPC, "No space left on device", "x.wav"))
     written = json.loads((trial_dir / "trial-report.json").read_text())
     assert written == json.loads(failed.model_dump_json())
@@ -386,22 +389,22 @@ def test_a_report_that_does_not_fit_after_the_audio_takes_the_room_of_other_file
     """No audio made it to disk but the event log did (the files are written side by side, so
     which ones land is a race): the event log makes room, so the trial keeps its report."""
     from voicelab.artifacts import TrialReport
-    from voicelab.runner import _trial as trial_module
+    from voicelab.runner import _scoring as scoring_module
 
     trial_dir = tmp_path / "trial-001"
     trial_dir.mkdir()
     (trial_dir / "voice-events.jsonl").write_bytes(b"{}\n" * 5000)
     (trial_dir / "transcript.md").write_text("hello")
-    real = trial_module.write_json
+    real = scoring_module.write_json
 
     def full_until_the_log_is_gone(path, document):
         if (trial_dir / "voice-events.jsonl").exists():
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         real(path, document)
 
-    monkeypatch.setattr(trial_module, "write_json", full_until_the_log_is_gone)
+    monkeypatch.setattr(scoring_module, "write_json", full_until_the_log_is_gone)
     report = TrialReport.model_validate(_trial_report(_bundle_of_a_run(tmp_path)))
-    trial_module.write_unfinished_bundle(
+    scoring_module.write_unfinished_bundle(
         trial_dir, report, OSError(errno.ENOSPC, "No space left on device", "x.wav"))
     written = json.loads((trial_dir / "trial-report.json").read_text())
     assert written["failures"][-1]["message"].startswith(

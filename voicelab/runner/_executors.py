@@ -35,10 +35,10 @@ from ..artifacts import ExecutionFailure, TrialReport
 from ..artifacts._bundle import write_json
 from ..audio import CANONICAL_FORMAT
 from ..errors import ConfigError
+from ._scoring import utc_iso
 from ._trial import (
     TrialResult,
     _TrialCancelled,
-    _utc,
     configured_session_id,
     trial_session_id,
     trial_summary,
@@ -213,7 +213,7 @@ def lost_trial(context: RunContext, job: TrialJob, reason: str, *,
         configured_session_id=configured_session_id(loaded), scenario_id=loaded.scenario.id,
         persona=loaded.persona.name, environment=loaded.environment.name or "quiet",
         adapter=loaded.run.endpoint.adapter, trace_id="", execution_status="failed",
-        exit_reason="error", passed=False, started_at=_utc(now), ended_at=_utc(now),
+        exit_reason="error", passed=False, started_at=utc_iso(now), ended_at=utc_iso(now),
         duration_seconds=0.0,
         failures=[ExecutionFailure(kind="runner", code=code, message=message)],
         audio_format=CANONICAL_FORMAT.to_dict(),

@@ -36,6 +36,7 @@ from ._executors import TrialExecutor, execute_trial, resolve_executor
 from ._lag_budget import LagBudget, admitted
 from ._remote import open_stage, run_staged, store_target, worker_store
 from ._resume import ResumePoint, resume_point
+from ._scoring import Call, Scorer, scoring_mode
 from ._speech import open_speech
 from ._trial import (
     TrialPlan,
@@ -43,7 +44,8 @@ from ._trial import (
     _TrialCancelled,
     crashed_trial,
     new_run_id,
-    run_trial,
+    run_call,
+    scored_result,
 )
 from ._worker import RunContext, TrialJob
 
@@ -278,7 +280,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                replay_of: ReplayOrigin | None = None,
                executor: TrialExecutor | str | Any = None, workers: int | None = None,
                scheduler: str | None = None,
-               lag_budget_ms: float | None = None) -> RunOutcome:
+               lag_budget_ms: float | None = None, scoring: str = "process") -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -303,7 +305,13 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
 
     ``lag_budget_ms`` (default: the run config's ``measurement.lag_budget_ms``) lowers the
     concurrency while finished trials saw a loop-lag p99 above it (:mod:`._lag_budget`).
+
+    ``scoring`` is where a finished call is scored and its files written, in-process runs
+    only: ``"process"`` (a scoring process beside this event loop, while the next calls run;
+    runs with judges score on the loop) or ``"loop"`` (this event loop: no extra process, and
+    a debugger or a patched function sees the scoring). The bundle is the same either way.
     """
+    scoring_mode(scoring)
     if isinstance(run, RunPlan):
         plan = run
     else:
@@ -326,7 +334,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             on_trial_done=on_trial_done, semaphore=semaphore, link_latest=link_latest,
             bundle_name=bundle_name, label=label, calibrations=calibrations, resume=local,
             rerun_failed=rerun_failed, replay_of=replay_of, executor=executor, workers=workers,
-            scheduler=scheduler, lag_budget_ms=lag_budget_ms))
+            scheduler=scheduler, lag_budget_ms=lag_budget_ms, scoring=scoring))
     point: ResumePoint | None = None
     if resume is not None:
         point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
@@ -348,7 +356,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                                run_id=run_id, on_trial_done=on_trial_done, semaphore=semaphore,
                                link_latest=link_latest, bundle_name=bundle_name, label=label,
                                calibrations=calibrations, configured=configured,
-                               replay_of=replay_of, lag_budget_ms=lag_budget_ms)
+                               replay_of=replay_of, lag_budget_ms=lag_budget_ms,
+                               scoring=scoring)
     finally:
         if owned and pool is not None:
             await pool.aclose()
@@ -361,7 +370,8 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                     semaphore: asyncio.Semaphore | None, link_latest: bool,
                     bundle_name: str | None, label: str | None,
                     calibrations: Sequence[JudgeCalibration], configured: str | Path,
-                    replay_of: ReplayOrigin | None, lag_budget_ms: float | None) -> RunOutcome:
+                    replay_of: ReplayOrigin | None, lag_budget_ms: float | None,
+                    scoring: str) -> RunOutcome:
     loaded = plan.loaded
     statistics = loaded.run.statistics
     # scipy.stats is imported here, not by the first report in the middle of the trials (its
@@ -471,12 +481,14 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                 if point is not None and trial.trial_dir.exists():
                     # what an interrupted (or, rerun, failed) attempt left must not mix in
                     await asyncio.to_thread(shutil.rmtree, trial.trial_dir)
+                call: Call | None = None
                 try:
-                    result = await (run_trial(trial, write_behind=True) if executor is None
-                                    else remote(index))
+                    if executor is None:
+                        call = await run_call(trial)
+                    else:
+                        result = await remote(index)
                 except _TrialCancelled as cancelled:
-                    results.append(cancelled.result)
-                    await write_behind(cancelled.result)
+                    await finished(cancelled.result)
                     raise
                 except asyncio.CancelledError:
                     raise
@@ -484,45 +496,54 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                     logger.exception("trial-%03d failed outside the conversation", index)
                     result = await asyncio.to_thread(crashed_trial, trial, error,
                                                      started_wall=started_wall)
-                results.append(result)
-                slot.loop_lag = result.loop_lag
-                await write_behind(result)
-                logger.info("%s: %s (%s)", result.summary.trial_id,
-                            "passed" if result.report.passed else "failed",
-                            result.report.exit_reason)
-                nonlocal last_report
-                now = loop.time()
-                if now - last_report >= RUNNING_REPORT_INTERVAL_SECONDS and not report_lock.locked():
-                    last_report = now
-                    async with report_lock:
-                        with contextlib.suppress(OSError):  # the final report says it all
-                            # built in the thread too: its statistics cost O(trials), and the
-                            # loop keeps stamping arrivals meanwhile (results only grow)
-                            await asyncio.to_thread(
-                                lambda: write_json(bundle / "run-report.json",
-                                                   report("running")))
-                if on_trial_done is not None:
-                    on_trial_done(result, len(results), trial_count)
-
-        # A trial's files are written while the next conversation runs (disk latency is most of
-        # a short trial's cost). One trial's bundle at a time (its files side by side): a
-        # failing disk then fails trials one by one, each keeping what fit and its report.
-        write_slots = asyncio.Semaphore(1)
-
-        async def finish(result: TrialResult, pending: Any) -> None:
-            try:
-                result.finish_write(await pending)
-            finally:
-                write_slots.release()
-
-        async def write_behind(result: TrialResult) -> None:
-            pending, result.pending_write = result.pending_write, None
-            if pending is None:
+                slot.loop_lag = call.loop_lag if call is not None else result.loop_lag
+            if call is None:
+                await finished(result)
                 return
-            await write_slots.acquire()
-            task = asyncio.create_task(finish(result, pending))
+            # The call's slot is free: the next call starts while this one is scored (in the
+            # scoring process, or on this loop). At most `parallel` calls wait to be scored.
+            await scoring_slots.acquire()
+            task = asyncio.create_task(score_behind(trial, call))
             writes.add(task)
             task.add_done_callback(writes.discard)
+            if call.cancelled:
+                raise asyncio.CancelledError
+
+        async def score_behind(trial: TrialPlan, call: Call) -> None:
+            try:
+                try:
+                    result = scored_result(call, await scorer.score(call))
+                except Exception as error:  # noqa: BLE001 - a scoring bug fails one trial
+                    logger.error("%s failed while it was scored", call.trial_id,
+                                 exc_info=(type(error), error, error.__traceback__))
+                    result = await asyncio.to_thread(crashed_trial, trial, error,
+                                                     started_wall=call.started_wall)
+                await finished(result)
+            finally:
+                scoring_slots.release()
+
+        async def finished(result: TrialResult) -> None:
+            results.append(result)
+            logger.info("%s: %s (%s)", result.summary.trial_id,
+                        "passed" if result.report.passed else "failed",
+                        result.report.exit_reason)
+            nonlocal last_report
+            now = loop.time()
+            if now - last_report >= RUNNING_REPORT_INTERVAL_SECONDS and not report_lock.locked():
+                last_report = now
+                async with report_lock:
+                    with contextlib.suppress(OSError):  # the final report says it all
+                        # built in the thread too: its statistics cost O(trials), and the
+                        # loop keeps stamping arrivals meanwhile (results only grow)
+                        await asyncio.to_thread(
+                            lambda: write_json(bundle / "run-report.json", report("running")))
+            if on_trial_done is not None:
+                on_trial_done(result, len(results), trial_count)
+
+        scorer = Scorer(loaded, run_key=run_id, mode=scoring)
+        if executor is None:
+            scorer.warm()
+        scoring_slots = asyncio.Semaphore(parallel)
 
         # trials are started lazily by at most `parallel` workers: a huge --trials costs no
         # memory up front

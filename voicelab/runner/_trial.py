@@ -1,31 +1,28 @@
-"""One trial end to end: conversation, cleanup, outcome probe, evidence, verdicts, judges, bundle."""
+"""One trial: its call (conversation, cleanup, outcome probe), then its scoring (:mod:`._scoring`)."""
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._steps import arun_steps
 from ..artifacts import (
     SCHEMA_VERSION,
     ExecutionFailure,
-    JudgeResult,
     LoopLag,
     ProbeOutcome,
     TrialReport,
     TrialSummary,
     TurnMetrics,
 )
-from ..artifacts._bundle import RESOLVED_KINDS, EncodedFile, write_json, write_trial_files
+from ..artifacts._bundle import write_json
 from ..audio import CANONICAL_FORMAT, PcmAudio, PreparedEnvironment
 from ..config import LoadedRun
 from ..endpoints import (
@@ -39,19 +36,13 @@ from ..errors import ConfigError
 from ..metrics import late_ticks_record
 from ..personas import PersonaContext
 from ..recording import EventType, Recording
-from ..scoring import trial_passed
 from ._conversation import Conversation, Failure
-from ._evidence import (
-    Evidence,
-    assemble,
-    evidence_files,
-    failed_verdict_names,
-    verdicts_of,
-)
+from ._evidence import failed_verdict_names
 from ._intake import AudioFloodLimit
 from ._listening import ListeningConversation
 from ._loop_lag import loop_monitor
 from ._playback import RecordingPlayback
+from ._scoring import Call, Scored, score_on_loop, utc_iso
 
 logger = logging.getLogger(__name__)
 
@@ -86,19 +77,8 @@ class TrialResult:
     cancelled: bool = False
     turn_metrics: list[TurnMetrics] = field(default_factory=list)
     probes: list[ProbeOutcome] = field(default_factory=list)
-    #: with ``write_behind``, the bundle write still to await: it returns the final report (the
-    #: same, or one saying which files could not be written)
-    pending_write: Coroutine[Any, Any, TrialReport] | None = None
     #: the event loop's lag while the conversation ran (``None``: it did not run)
     loop_lag: LoopLag | None = None
-
-    def finish_write(self, report: TrialReport) -> None:
-        """Take the report the bundle write ended with (a failed write fails the trial)."""
-        if report is self.report:
-            return
-        self.report = report
-        self.summary = self.summary.model_copy(update={
-            "passed": report.passed, "execution_status": report.execution_status})
 
 
 def trial_summary(report: TrialReport) -> TrialSummary:
@@ -111,11 +91,6 @@ def trial_summary(report: TrialReport) -> TrialSummary:
         first_audio_latency_ms_p50=latency.get("p50"),
         first_audio_latency_ms_p95=latency.get("p95"), path=report.trial_id,
         measurement_degraded=report.measurement_degraded)
-
-
-def _utc(moment: float) -> str:
-    return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="milliseconds") \
-        .replace("+00:00", "Z")
 
 
 #: A run id longer than this is shortened (with a digest, so it stays unique) inside session ids.
@@ -192,10 +167,9 @@ async def _run_probe(plan: TrialPlan, endpoint: Any, session_id: str, scrubber: 
     return "available", scrubber.scrub(dict(outcome)), None, name
 
 
-async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResult:
-    """Run one trial and write its bundle. With ``write_behind`` the files are serialized
-    here but written afterwards: ``result.pending_write`` must be awaited (the caller overlaps
-    the disk with the next conversation)."""
+async def run_call(plan: TrialPlan) -> Call:
+    """The trial's call: the conversation, its cleanup and the outcome probe; what it left is
+    scored afterwards (:mod:`._scoring`), here or in the scoring process."""
     loaded = plan.loaded
     scrubber = loaded.scrubber
     session_id = trial_session_id(loaded, plan.index, plan.run_id)
@@ -295,49 +269,35 @@ async def run_trial(plan: TrialPlan, *, write_behind: bool = False) -> TrialResu
     if product is not None:  # stopped after the probe: a probe may ask the running product
         await product.stop()
         texts["product.log"] = product.log_text()
-
-    evidence = await assemble(recording, adapter=loaded.run.endpoint.adapter,
-                              speech_metrics=plan.speech_metrics,
-                              measurement=loaded.run.measurement)
-    failures = [ExecutionFailure(kind=f.kind, message=f.message, code=f.code)  # type: ignore[arg-type]
-                for f in conversation.failures]
-    verdicts = verdicts_of(evidence, scenario=loaded.scenario, persona=loaded.persona,
-                           exit_reason=exit_reason, outcome_status=outcome_status,
-                           outcome=outcome, outcome_error=outcome_error)
-
-    judges: list[JudgeResult] = []
-    executed = not failures
-    if executed and loaded.run.quality_evaluation is not None:
-        from ..scoring import run_judges
-
-        judges = await run_judges(loaded, evidence.transcript.turns,
-                                  evidence.tool_calls.tool_calls)
-    passed = trial_passed(executed=executed, verdicts=verdicts, judges=judges)
-    ended_wall = time.time()
-    report = TrialReport(
-        trial=plan.index, trial_id=trial_id, seed=plan.seed, session_id=session_id,
-        configured_session_id=configured_session_id(loaded), scenario_id=loaded.scenario.id,
-        persona=loaded.persona.name,
-        environment=loaded.environment.name or "quiet", adapter=loaded.run.endpoint.adapter,
-        trace_id=trace_id, execution_status="succeeded" if executed else "failed",
-        exit_reason=exit_reason, passed=passed, started_at=_utc(started_wall),
-        ended_at=_utc(ended_wall), duration_seconds=round(ended_wall - started_wall, 4),
+    documents: dict[str, Any] = {}
+    session_evidence = persona.evidence() if callable(getattr(persona, "evidence", None)) else {}
+    if session_evidence:
+        documents["persona-session.json"] = {"schema_version": SCHEMA_VERSION,
+                                             **scrubber.scrub(session_evidence)}
+    return Call(
+        recording=recording, index=plan.index, seed=plan.seed, trial_dir=plan.trial_dir,
+        speech_metrics=plan.speech_metrics, session_id=session_id,
+        configured_session_id=configured_session_id(loaded), started_wall=started_wall,
+        exit_reason=exit_reason,
+        failures=[ExecutionFailure(kind=f.kind, message=f.message, code=f.code)  # type: ignore[arg-type]
+                  for f in conversation.failures],
+        outcome_status=outcome_status, outcome=outcome, outcome_error=outcome_error,
         user_turns=conversation.user_turns,
-        product_responses=len(conversation.intake.responses), failures=failures,
-        verdicts=verdicts, judges=judges, outcome_status=outcome_status,  # type: ignore[arg-type]
-        outcome=outcome, outcome_error=outcome_error,
-        metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
-        audio_format=CANONICAL_FORMAT.to_dict(), measurement_degraded=evidence.degraded)
-    files = await _encode(plan, recording, evidence, report, persona, texts=texts)
-    pending: Coroutine[Any, Any, TrialReport] | None = _write(plan.trial_dir, files, report)
-    if not write_behind and pending is not None:
-        report = await pending
-        pending = None
-    turns = evidence.metrics.turns
-    result = TrialResult(report, trial_summary(report), cancelled=cancelled, turn_metrics=turns,
-                         probes=evidence.metrics.probes, pending_write=pending,
-                         loop_lag=loop_lag)
-    if cancelled:
+        product_responses=len(conversation.intake.responses), texts=texts,
+        documents=documents, loop_lag=loop_lag, cancelled=cancelled)
+
+
+def scored_result(call: Call, scored: Scored) -> TrialResult:
+    return TrialResult(scored.report, trial_summary(scored.report), cancelled=call.cancelled,
+                       turn_metrics=scored.turn_metrics, probes=scored.probes,
+                       loop_lag=call.loop_lag)
+
+
+async def run_trial(plan: TrialPlan) -> TrialResult:
+    """Run one trial and write its bundle, scored on this event loop (a worker process's)."""
+    call = await run_call(plan)
+    result = scored_result(call, await score_on_loop(plan.loaded, call))
+    if call.cancelled:
         raise _TrialCancelled(result)
     return result
 
@@ -346,37 +306,6 @@ class _TrialCancelled(asyncio.CancelledError):
     def __init__(self, result: TrialResult):
         super().__init__("trial cancelled")
         self.result = result
-
-
-async def _write(trial_dir: Path, files: list[EncodedFile], report: TrialReport) -> TrialReport:
-    """Write the files from a thread (I/O only); the report the trial ends with."""
-    try:
-        await asyncio.to_thread(write_trial_files, trial_dir, files, report)
-        return report
-    except OSError as error:
-        return await asyncio.to_thread(write_unfinished_bundle, trial_dir, report, error)
-
-
-async def _encode(plan: TrialPlan, recording: Recording, evidence: Evidence,
-                  report: TrialReport, persona: Any, *, texts: Mapping[str, str] | None = None
-                  ) -> list[EncodedFile]:
-    """Serialize the trial's files on the loop, in steps."""
-    loaded = plan.loaded
-    resolved = loaded.resolved_documents()
-    documents: dict[str, Any] = {}
-    for kind in RESOLVED_KINDS:
-        source = loaded.sources.get("run" if kind == "settings" else kind)
-        documents[f"resolved-{kind}.json"] = {"schema_version": SCHEMA_VERSION, "kind": kind,
-                                              "source": str(source) if source else None,
-                                              "resolved": resolved[kind]}
-    session_evidence = persona.evidence() if callable(getattr(persona, "evidence", None)) else {}
-    if session_evidence:
-        documents["persona-session.json"] = {"schema_version": SCHEMA_VERSION,
-                                             **loaded.scrubber.scrub(session_evidence)}
-    title = f"{loaded.scenario.id} — {report.trial_id} (seed {report.seed})"
-    return await arun_steps(evidence_files(recording, evidence, report, title=title,
-                                           keep_clean_speech=plan.speech_metrics,
-                                           extra_documents=documents, extra_texts=texts))
 
 
 def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float) -> TrialResult:
@@ -393,8 +322,8 @@ def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float)
         configured_session_id=configured_session_id(loaded), scenario_id=loaded.scenario.id,
         persona=loaded.persona.name, environment=loaded.environment.name or "quiet",
         adapter=loaded.run.endpoint.adapter, trace_id="", execution_status="failed",
-        exit_reason="error", passed=False, started_at=_utc(started_wall),
-        ended_at=_utc(ended_wall), duration_seconds=round(ended_wall - started_wall, 4),
+        exit_reason="error", passed=False, started_at=utc_iso(started_wall),
+        ended_at=utc_iso(ended_wall), duration_seconds=round(ended_wall - started_wall, 4),
         failures=[ExecutionFailure(kind="runner", message=message)],
         audio_format=CANONICAL_FORMAT.to_dict(), files=["trial-report.json"])
     try:
@@ -404,60 +333,6 @@ def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float)
         logger.error("%s: the trial report could not be written: %s", trial_id,
                      write_error.strerror or type(write_error).__name__)
     return TrialResult(report, trial_summary(report))
-
-
-def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError) -> TrialReport:
-    """The bundle could not be written (disk full, permissions): the trial failed to execute.
-
-    Keeps whatever files made it to disk and tries to write the (small) trial report saying
-    what is missing; returns that report (also when even it could not be written)."""
-    reason = error.strerror or type(error).__name__
-    where = f" ({Path(error.filename).name})" if error.filename else ""
-    failures = [*report.failures, ExecutionFailure(
-        kind="artifacts", code="bundle_write_failed",
-        message=f"could not write the trial's bundle{where}: {reason}")]
-    logger.error("%s: %s", report.trial_id, failures[-1].message)
-    # Without its report the trial is unknown to every reader: on a full disk the trial's own
-    # files make room for it (audio first, then the rest, largest first), and the report says
-    # what was removed.
-    removable = _removable_by_size(trial_dir)
-    while True:
-        try:
-            present = sorted(p.name for p in trial_dir.iterdir() if not p.name.startswith("."))
-        except OSError:
-            present = []
-        failed = report.model_copy(update={
-            "execution_status": "failed", "passed": False, "failures": failures,
-            "files": [*present, "trial-report.json"]})
-        try:
-            write_json(trial_dir / "trial-report.json", failed)
-            return failed
-        except OSError as second:
-            if second.errno != errno.ENOSPC or not removable:
-                logger.error("%s: the trial report could not be written either: %s",
-                             report.trial_id, second.strerror or type(second).__name__)
-                return failed
-        victim, size = removable.pop(0)
-        try:
-            victim.unlink()
-        except OSError:
-            continue
-        failures = [*failures, ExecutionFailure(
-            kind="artifacts", code="bundle_file_removed",
-            message=f"{victim.name} ({size} bytes) was removed to make room for the trial "
-                    f"report on a full disk")]
-        logger.error("%s: %s", report.trial_id, failures[-1].message)
-
-
-def _removable_by_size(trial_dir: Path) -> list[tuple[Path, int]]:
-    """The trial's files but its report: audio first (the bulk), then the others; largest
-    first within each."""
-    try:
-        sizes = [(path, path.stat().st_size) for path in trial_dir.iterdir()
-                 if path.is_file() and path.name != "trial-report.json"]
-    except OSError:
-        return []
-    return sorted(sizes, key=lambda item: (item[0].suffix != ".wav", -item[1]))
 
 
 def new_run_id() -> str:

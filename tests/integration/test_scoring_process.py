@@ -1,0 +1,129 @@
+"""The scoring process: calls scored beside the event loop write the same bundle as on the loop;
+a lost scoring process costs a warning, not a trial; its log records reach the run's log."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import pickle
+import signal
+from pathlib import Path
+
+import pytest
+
+import voicelab
+from voicelab.errors import ConfigError
+from voicelab.runner import _scoring
+from voicelab.runner._scoring import Scorer, score_on_loop, scoring_process
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
+#: the only fields of a trial report that depend on when it was scored
+SCORED_AT = ("ended_at", "duration_seconds")
+
+
+@pytest.fixture(scope="module")
+def finished_call(tmp_path_factory):
+    """A real call, caught on its way to the scorer, and its run's configuration."""
+    calls = []
+    real = Scorer.score
+
+    async def catch(self, call):
+        calls.append(call)
+        return await real(self, call)
+
+    Scorer.score = catch
+    try:
+        outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path_factory.mktemp("run"))
+    finally:
+        Scorer.score = real
+    assert outcome.exit_code == 0
+    return voicelab.load_run(EXAMPLE), calls[0]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def _report_but_its_time(data: bytes) -> dict:
+    report = json.loads(data)
+    return {key: value for key, value in report.items() if key not in SCORED_AT}
+
+
+def test_a_call_scored_in_the_process_writes_the_bundle_the_loop_writes(finished_call, tmp_path):
+    loaded, call = finished_call
+    on_loop = asyncio.run(score_on_loop(loaded, _to(call, tmp_path / "loop")))
+    in_process = asyncio.run(scoring_process().score("one run", pickle_of(loaded),
+                                                      _to(call, tmp_path / "process")))
+    loop_files, process_files = _files(tmp_path / "loop"), _files(tmp_path / "process")
+    assert sorted(loop_files) == sorted(process_files) and "mixed.wav" in loop_files
+    for name, content in loop_files.items():
+        if name == "trial-report.json":
+            assert _report_but_its_time(content) == _report_but_its_time(process_files[name])
+        else:
+            assert content == process_files[name], name
+    assert in_process.report.passed and on_loop.report.passed
+    assert [t.model_dump() for t in in_process.turn_metrics] == \
+        [t.model_dump() for t in on_loop.turn_metrics]
+
+
+def test_the_scoring_process_log_records_are_logged_by_the_parent(finished_call, tmp_path,
+                                                                   caplog):
+    """A bundle that cannot be written: the scoring process's ERROR lines are the parent's."""
+    loaded, call = finished_call
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with caplog.at_level(logging.INFO, logger="voicelab"):
+        scored = asyncio.run(scoring_process().score("another run", pickle_of(loaded),
+                                                     _to(call, blocker / "trial-001")))
+    assert scored.report.execution_status == "failed"
+    assert scored.report.failures[-1].code == "bundle_write_failed"
+    errors = [r for r in caplog.records if r.name == "voicelab.runner._scoring"
+              and r.levelno == logging.ERROR]
+    assert errors and "could not write the trial's bundle" in errors[0].getMessage()
+    assert errors[0].process != os.getpid()  # logged over there, handled here
+
+
+def test_a_lost_scoring_process_costs_a_warning_not_a_trial(tmp_path):
+    killed: list[int] = []
+
+    def kill_after_the_first(result, finished, total):
+        process = scoring_process()._process
+        if finished == 1 and process is not None:
+            os.kill(process.pid, signal.SIGKILL)
+            killed.append(process.pid)
+
+    outcome = voicelab.run(EXAMPLE, trials=4, concurrency=1, artifacts_dir=tmp_path,
+                           on_trial_done=kill_after_the_first)
+    assert killed and outcome.exit_code == 0
+    assert [t.report.passed for t in outcome.trials] == [True] * 4
+    for trial in outcome.trials:
+        folder = outcome.bundle_path / trial.report.trial_id
+        assert sorted(json.loads((folder / "trial-report.json").read_text())["files"]) == \
+            sorted(p.name for p in folder.iterdir())
+    log = (outcome.bundle_path / "evaluator.log").read_text()
+    assert "the scoring process was lost (killed by SIGKILL): scored on the event loop" in log
+    replacement = scoring_process()._process
+    assert replacement is not None and replacement.pid != killed[0]  # the next trials' process
+
+
+def test_runs_with_judges_and_runs_that_ask_are_scored_on_the_loop(tmp_path):
+    loaded = voicelab.load_run(EXAMPLE)
+    assert Scorer(loaded, run_key="a").in_process
+    assert not Scorer(loaded, run_key="b", mode="loop").in_process
+    judged = dataclasses.replace(loaded, run=loaded.run.model_copy(
+        update={"quality_evaluation": object()}))
+    assert not Scorer(judged, run_key="c").in_process
+    with pytest.raises(ConfigError, match="scoring"):
+        voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path, scoring="thread")
+
+
+def pickle_of(loaded) -> bytes:
+    return pickle.dumps(loaded)
+
+
+def _to(call: _scoring.Call, trial_dir: Path) -> _scoring.Call:
+    return dataclasses.replace(call, trial_dir=trial_dir)

@@ -1,0 +1,449 @@
+"""Scoring a finished call: from what the call left (:class:`Call`) to the trial's bundle.
+
+Everything after the call is a pure function of the recording, the call's ending (exit reason,
+failures, outcome) and the run's configuration: evidence, verdicts, the trial report and every
+file of the bundle. A run scores its calls in a *scoring process* of its own while the event
+loop goes on with the next calls: on two cores the loop that timestamps arrivals no longer
+spends half its time on placement, metrics and serialization, nor waits for the GIL behind the
+threads that write the files (measured: 22 to ~35 trials/s at concurrency 1, see
+``benchmarks/bench_runner.py``). The bundle is the same, byte for byte, wherever it is scored.
+
+A trial is scored on the event loop instead (:func:`score_on_loop`) when its run has judges
+(LLM calls: concurrent on the loop, not one after another in one process), in a worker process
+(``--workers``, Dask: the worker is already off the parent's loop), when the caller asks
+(``arun(..., scoring="loop")``), and when the scoring process is lost (a warning says so; the
+recording is still in the parent, so nothing is lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import errno
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from .._steps import Steps, arun_steps, run_steps
+from ..artifacts import (
+    SCHEMA_VERSION,
+    ExecutionFailure,
+    JudgeResult,
+    LoopLag,
+    ProbeOutcome,
+    TrialReport,
+    TurnMetrics,
+)
+from ..artifacts._bundle import RESOLVED_KINDS, EncodedFile, write_json, write_trial_files
+from ..audio import CANONICAL_FORMAT
+from ..config import LoadedRun
+from ..errors import ConfigError
+from ..recording import Recording
+from ..scoring import trial_passed
+from ._evidence import Evidence, assemble, assemble_now, evidence_files, verdicts_of
+
+logger = logging.getLogger(__name__)
+
+#: Where a run's calls are scored (``arun(..., scoring=...)``).
+SCORING_MODES = ("process", "loop")
+
+
+@dataclass
+class Call:
+    """What a trial's call left: the input of scoring (picklable: it crosses to the scoring
+    process)."""
+
+    recording: Recording
+    index: int
+    seed: int
+    trial_dir: Path
+    speech_metrics: bool
+    session_id: str
+    configured_session_id: str | None
+    started_wall: float
+    exit_reason: str
+    failures: list[ExecutionFailure]
+    outcome_status: str
+    outcome: dict[str, Any] | None
+    outcome_error: str | None
+    user_turns: int
+    product_responses: int
+    #: files of the bundle the call made (``product.log``, ``persona-session.json``)
+    texts: dict[str, str] = field(default_factory=dict)
+    documents: dict[str, Any] = field(default_factory=dict)
+    loop_lag: LoopLag | None = None
+    cancelled: bool = False
+
+    @property
+    def trial_id(self) -> str:
+        return f"trial-{self.index:03d}"
+
+
+@dataclass
+class Scored:
+    """A scored trial: its final report (after the bundle write) and what the run report
+    aggregates."""
+
+    report: TrialReport
+    turn_metrics: list[TurnMetrics]
+    probes: list[ProbeOutcome]
+
+
+def utc_iso(moment: float) -> str:
+    return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
+
+
+# --- the scoring itself (the same code on the loop and in the scoring process) -----------------
+
+def _assemble_options(loaded: LoadedRun, call: Call) -> dict[str, Any]:
+    return {"adapter": loaded.run.endpoint.adapter, "speech_metrics": call.speech_metrics,
+            "measurement": loaded.run.measurement}
+
+
+def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
+                  judges: list[JudgeResult]) -> Steps[tuple[TrialReport, list[EncodedFile]]]:
+    """The trial report and every other file of the bundle, serialized, in steps."""
+    verdicts = verdicts_of(evidence, scenario=loaded.scenario, persona=loaded.persona,
+                           exit_reason=call.exit_reason, outcome_status=call.outcome_status,
+                           outcome=call.outcome, outcome_error=call.outcome_error)
+    executed = not call.failures
+    passed = trial_passed(executed=executed, verdicts=verdicts, judges=judges)
+    ended_wall = time.time()
+    report = TrialReport(
+        trial=call.index, trial_id=call.trial_id, seed=call.seed, session_id=call.session_id,
+        configured_session_id=call.configured_session_id, scenario_id=loaded.scenario.id,
+        persona=loaded.persona.name,
+        environment=loaded.environment.name or "quiet", adapter=loaded.run.endpoint.adapter,
+        trace_id=call.recording.trace_id, execution_status="succeeded" if executed else "failed",
+        exit_reason=call.exit_reason, passed=passed,  # type: ignore[arg-type]
+        started_at=utc_iso(call.started_wall), ended_at=utc_iso(ended_wall),
+        duration_seconds=round(ended_wall - call.started_wall, 4),
+        user_turns=call.user_turns, product_responses=call.product_responses,
+        failures=call.failures, verdicts=verdicts, judges=judges,
+        outcome_status=call.outcome_status,  # type: ignore[arg-type]
+        outcome=call.outcome, outcome_error=call.outcome_error,
+        metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
+        audio_format=CANONICAL_FORMAT.to_dict(), measurement_degraded=evidence.degraded)
+    yield
+    resolved = loaded.resolved_documents()
+    documents: dict[str, Any] = {}
+    for kind in RESOLVED_KINDS:
+        source = loaded.sources.get("run" if kind == "settings" else kind)
+        documents[f"resolved-{kind}.json"] = {"schema_version": SCHEMA_VERSION, "kind": kind,
+                                              "source": str(source) if source else None,
+                                              "resolved": resolved[kind]}
+    documents.update(call.documents)
+    title = f"{loaded.scenario.id} — {report.trial_id} (seed {report.seed})"
+    files = yield from evidence_files(call.recording, evidence, report, title=title,
+                                      keep_clean_speech=call.speech_metrics,
+                                      extra_documents=documents, extra_texts=call.texts)
+    return report, files
+
+
+def write_bundle(trial_dir: Path, files: list[EncodedFile], report: TrialReport) -> TrialReport:
+    """Write the trial's files, its report last; the report the trial ends with (the same, or
+    one saying which files could not be written). I/O only."""
+    try:
+        write_trial_files(trial_dir, files, report)
+        return report
+    except OSError as error:
+        return write_unfinished_bundle(trial_dir, report, error)
+
+
+def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError) -> TrialReport:
+    """The bundle could not be written (disk full, permissions): the trial failed to execute.
+
+    Keeps whatever files made it to disk and tries to write the (small) trial report saying
+    what is missing; returns that report (also when even it could not be written)."""
+    reason = error.strerror or type(error).__name__
+    where = f" ({Path(error.filename).name})" if error.filename else ""
+    failures = [*report.failures, ExecutionFailure(
+        kind="artifacts", code="bundle_write_failed",
+        message=f"could not write the trial's bundle{where}: {reason}")]
+    logger.error("%s: %s", report.trial_id, failures[-1].message)
+    # Without its report the trial is unknown to every reader: on a full disk the trial's own
+    # files make room for it (audio first, then the rest, largest first), and the report says
+    # what was removed.
+    removable = _removable_by_size(trial_dir)
+    while True:
+        try:
+            present = sorted(p.name for p in trial_dir.iterdir() if not p.name.startswith("."))
+        except OSError:
+            present = []
+        failed = report.model_copy(update={
+            "execution_status": "failed", "passed": False, "failures": failures,
+            "files": [*present, "trial-report.json"]})
+        try:
+            write_json(trial_dir / "trial-report.json", failed)
+            return failed
+        except OSError as second:
+            if second.errno != errno.ENOSPC or not removable:
+                logger.error("%s: the trial report could not be written either: %s",
+                             report.trial_id, second.strerror or type(second).__name__)
+                return failed
+        victim, size = removable.pop(0)
+        try:
+            victim.unlink()
+        except OSError:
+            continue
+        failures = [*failures, ExecutionFailure(
+            kind="artifacts", code="bundle_file_removed",
+            message=f"{victim.name} ({size} bytes) was removed to make room for the trial "
+                    f"report on a full disk")]
+        logger.error("%s: %s", report.trial_id, failures[-1].message)
+
+
+def _removable_by_size(trial_dir: Path) -> list[tuple[Path, int]]:
+    """The trial's files but its report: audio first (the bulk), then the others; largest
+    first within each."""
+    try:
+        sizes = [(path, path.stat().st_size) for path in trial_dir.iterdir()
+                 if path.is_file() and path.name != "trial-report.json"]
+    except OSError:
+        return []
+    return sorted(sizes, key=lambda item: (item[0].suffix != ".wav", -item[1]))
+
+
+async def score_on_loop(loaded: LoadedRun, call: Call, *,
+                        write_lock: asyncio.Lock | None = None) -> Scored:
+    """Score on the event loop, in steps (judges run here); the files are written from a
+    thread, under ``write_lock`` when given (one bundle at a time)."""
+    evidence = await assemble(call.recording, **_assemble_options(loaded, call))
+    judges: list[JudgeResult] = []
+    if not call.failures and loaded.run.quality_evaluation is not None:
+        from ..scoring import run_judges
+
+        judges = await run_judges(loaded, evidence.transcript.turns,
+                                  evidence.tool_calls.tool_calls)
+    report, files = await arun_steps(_report_steps(loaded, call, evidence, judges))
+    async with write_lock or contextlib.nullcontext():
+        report = await asyncio.to_thread(write_bundle, call.trial_dir, files, report)
+    return Scored(report, evidence.metrics.turns, evidence.metrics.probes)
+
+
+def score_now(loaded: LoadedRun, call: Call) -> Scored:
+    """Score and write synchronously (the scoring process; no judges)."""
+    evidence = assemble_now(call.recording, **_assemble_options(loaded, call))
+    report, files = run_steps(_report_steps(loaded, call, evidence, []))
+    report = write_bundle(call.trial_dir, files, report)
+    return Scored(report, evidence.metrics.turns, evidence.metrics.probes)
+
+
+# --- the scoring process -------------------------------------------------------------------------
+
+#: The command the scoring process runs (the socket's file descriptor is appended). A plain
+#: subprocess, not a :mod:`multiprocessing` child: spawning one re-runs the caller's main script
+#: unless it is guarded by ``if __name__ == "__main__"``, which a script calling
+#: ``voicelab.run(...)`` need not be.
+SERVE = "import sys; from voicelab.runner._scoring import serve; serve(int(sys.argv[1]))"
+
+
+class ScoringProcessLost(Exception):
+    """The scoring process ended (or could not start) while it scored a trial."""
+
+
+class _Collected(logging.Handler):
+    """The scoring process's log records, sent back with the result and logged by the parent
+    (its evaluator.log and console)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        record.msg, record.args = record.getMessage(), None
+        if record.exc_info:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        self.records.append(record)
+
+
+def serve(fd: int) -> None:
+    """The scoring process: score each call it is sent, one at a time, until its parent's end of
+    the socket closes."""
+    # Ctrl-C reaches the whole process group: the parent decides (the trials in flight are
+    # still scored and written); a SIGINT here would lose them
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    package = logging.getLogger("voicelab")
+    package.setLevel(logging.DEBUG)  # the parent's handlers filter
+    package.propagate = False
+    connection = Connection(fd)
+    loaded: LoadedRun | None = None
+    while True:
+        try:
+            blob, call = connection.recv()
+        except (EOFError, OSError):
+            return
+        if blob is not None:
+            loaded = pickle.loads(blob)
+        handler = _Collected()
+        package.addHandler(handler)
+        try:
+            assert loaded is not None
+            reply: tuple[Any, ...] = ("scored", score_now(loaded, call), handler.records)
+        except Exception as error:  # noqa: BLE001 - the parent fails the trial, not the run
+            logging.getLogger(__name__).debug("scoring failed", exc_info=True)
+            reply = ("failed", f"{type(error).__name__}: {error}", handler.records)
+        finally:
+            package.removeHandler(handler)
+        try:
+            connection.send(reply)
+        except (OSError, pickle.PicklingError):
+            return
+
+
+class CannotSend(Exception):
+    """A call that cannot be pickled (an adapter's object in its events): scored on the loop."""
+
+
+class ScoringFailed(Exception):
+    """Scoring raised in the scoring process (a bug): the message names the error."""
+
+
+class ScoringProcess:
+    """The parent's end of one scoring process: started on first use, reused by every run of
+    this Python process, replaced when it dies. Calls are sent one at a time from a thread of
+    its own (pickling a recording is ~1 ms of work the loop does not do)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="voicelab-scoring")
+        self._process: subprocess.Popen[bytes] | None = None
+        self._connection: Connection | None = None
+        self._run_key: str | None = None
+
+    def _start(self) -> Connection:
+        ours, theirs = socket.socketpair()
+        # the parent's own import path: plug-ins found through it are found in the child too
+        environment = dict(os.environ)
+        environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", SERVE, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                env=environment, stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self._connection = Connection(ours.detach())
+        self._run_key = None
+        return self._connection
+
+    def warm(self) -> None:
+        """Start the process now, from its thread (its imports overlap the first call)."""
+        self._thread.submit(self._warm_now)
+
+    def _warm_now(self) -> None:
+        with self._lock:
+            if self._connection is None:
+                self._start()
+
+    def _roundtrip(self, run_key: str, loaded_blob: bytes, call: Call
+                   ) -> tuple[Any, ...]:
+        with self._lock:
+            connection = self._connection or self._start()
+            blob = loaded_blob if run_key != self._run_key else None
+            try:  # pickled whole before a byte is sent: a failure leaves the socket clean
+                message = pickle.dumps((blob, call), protocol=pickle.HIGHEST_PROTOCOL)
+            except (pickle.PicklingError, TypeError, AttributeError) as error:
+                raise CannotSend(f"{type(error).__name__}: {error}") from None
+            try:
+                connection.send_bytes(message)
+                self._run_key = run_key
+                return pickle.loads(connection.recv_bytes())  # type: ignore[no-any-return]
+            except (EOFError, OSError) as error:
+                raise ScoringProcessLost(self._lost(error)) from None
+
+    def _lost(self, error: BaseException) -> str:
+        process, self._process = self._process, None
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        code = None
+        if process is not None:
+            try:
+                code = process.wait(5.0)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                code = process.wait()
+        if code is not None and code < 0 and -code in signal.valid_signals():
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit code {code}" if code is not None else type(error).__name__
+
+    async def score(self, run_key: str, loaded_blob: bytes, call: Call) -> Scored:
+        loop = asyncio.get_running_loop()
+        kind, value, records = await loop.run_in_executor(
+            self._thread, self._roundtrip, run_key, loaded_blob, call)
+        for record in records:
+            logging.getLogger(record.name).handle(record)
+        if kind == "failed":
+            raise ScoringFailed(value)
+        return value  # type: ignore[no-any-return]
+
+
+_PROCESS: ScoringProcess | None = None
+
+
+def scoring_process() -> ScoringProcess:
+    """This Python process's scoring process."""
+    global _PROCESS
+    if _PROCESS is None:
+        _PROCESS = ScoringProcess()
+    return _PROCESS
+
+
+class Scorer:
+    """Where one run's calls are scored: its scoring process, else the event loop."""
+
+    def __init__(self, loaded: LoadedRun, *, run_key: str, mode: str = "process"):
+        self.loaded = loaded
+        self.run_key = run_key
+        self._write_lock = asyncio.Lock()
+        self._process: ScoringProcess | None = None
+        self._blob = b""
+        if mode == "process" and loaded.run.quality_evaluation is None:
+            try:
+                self._blob = pickle.dumps(loaded)
+                self._process = scoring_process()
+            except (pickle.PicklingError, TypeError, AttributeError) as error:
+                logger.info("scoring on the event loop: the run's configuration cannot be "
+                            "sent to a scoring process (%s)", error)
+
+    @property
+    def in_process(self) -> bool:
+        return self._process is not None
+
+    def warm(self) -> None:
+        if self._process is not None:
+            self._process.warm()
+
+    async def score(self, call: Call) -> Scored:
+        if self._process is not None:
+            try:
+                return await self._process.score(self.run_key, self._blob, call)
+            except ScoringProcessLost as lost:
+                logger.warning("%s: the scoring process was lost (%s): scored on the event "
+                               "loop instead", call.trial_id, lost)
+            except CannotSend as error:
+                logger.info("%s: scored on the event loop: its recording cannot be sent to the "
+                            "scoring process (%s)", call.trial_id, error)
+        return await score_on_loop(self.loaded, call, write_lock=self._write_lock)
+
+
+def scoring_mode(value: str, *, key: str = "scoring") -> str:
+    if value not in SCORING_MODES:
+        raise ConfigError(f"expected one of {', '.join(SCORING_MODES)}, got {value!r}", key=key)
+    return value
+

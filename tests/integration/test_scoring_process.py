@@ -127,3 +127,15 @@ def pickle_of(loaded) -> bytes:
 
 def _to(call: _scoring.Call, trial_dir: Path) -> _scoring.Call:
     return dataclasses.replace(call, trial_dir=trial_dir)
+
+
+def test_a_call_that_cannot_be_pickled_is_scored_on_the_loop(finished_call, tmp_path, caplog):
+    """An adapter's own object in the call's evidence: said in the log, scored all the same."""
+    loaded, call = finished_call
+    odd = dataclasses.replace(call, trial_dir=tmp_path / "trial-001",
+                              documents={"persona-session.json": {"handle": lambda: None}})
+    with caplog.at_level(logging.INFO, logger="voicelab"):
+        scored = asyncio.run(Scorer(loaded, run_key="odd").score(odd))
+    assert scored.report.passed
+    assert "persona-session.json" in scored.report.files
+    assert any("cannot be sent to the scoring process" in r.getMessage() for r in caplog.records)

@@ -79,7 +79,7 @@ def _trial_truth_errors(trial: Path) -> list[float]:
     return errors
 
 
-async def accuracy(trials: int, workdir: Path) -> dict:
+async def accuracy(trials: int, workdir: Path, scoring: str = "process") -> dict:
     latencies = [120.0, 180.0, 240.0, 300.0, 360.0, 420.0]
     process, uri = _start_fake_server({"audio_pacing": "realtime",
                                        "reply_latency_ms": latencies,
@@ -92,7 +92,7 @@ async def accuracy(trials: int, workdir: Path) -> dict:
             "scenario.eval_spec.outcome_spec={}"])
         started = time.perf_counter()
         outcome = await voicelab.arun(loaded, trials=trials, concurrency=trials,
-                                      artifacts_dir=workdir)
+                                      artifacts_dir=workdir, scoring=scoring)
         wall = time.perf_counter() - started
     finally:
         process.terminate()
@@ -144,7 +144,7 @@ def _listening_truth(bundle: Path) -> dict[str, list[float]]:
     return errors
 
 
-async def listening_accuracy(trials: int, workdir: Path) -> dict:
+async def listening_accuracy(trials: int, workdir: Path, scoring: str = "process") -> dict:
     process, uri = _start_fake_server({"turn_detection": "server_vad",
                                        "complete_after_turns": 2})
     try:
@@ -155,7 +155,7 @@ async def listening_accuracy(trials: int, workdir: Path) -> dict:
             LISTENING_SCRIPT])
         started = time.perf_counter()
         outcome = await voicelab.arun(loaded, trials=trials, concurrency=trials,
-                                      artifacts_dir=workdir)
+                                      artifacts_dir=workdir, scoring=scoring)
         wall = time.perf_counter() - started
     finally:
         process.terminate()
@@ -250,7 +250,8 @@ async def main() -> None:
                   f"{min(rates):.1f}-{max(rates):.1f}, bare {min(bares):.1f}-{max(bares):.1f})")
         print("targets: voicelab >= 10 trials/s and >= 1/2 of the bare rate")
         if not args.skip_accuracy:
-            results = [await accuracy(args.accuracy_trials, workdir / f"round-{r}")
+            results = [await accuracy(args.accuracy_trials, workdir / f"round-{r}",
+                                     args.scoring)
                        for r in range(args.accuracy_rounds)]
             errors = np.concatenate([r["errors"] for r in results])
             print(f"\naccuracy: {args.accuracy_rounds} rounds of {args.accuracy_trials} "
@@ -262,7 +263,8 @@ async def main() -> None:
                   f"{args.accuracy_trials * args.accuracy_rounds} trials passed)")
             print("target: p99 within 3 ms")
         if args.listening_trials:
-            result = await listening_accuracy(args.listening_trials, workdir / "listening")
+            result = await listening_accuracy(args.listening_trials, workdir / "listening",
+                                                args.scoring)
             print(f"\nlistening (server_vad): {args.listening_trials} concurrent paced trials, "
                   f"fake product in its own process, {result['wall_seconds']:.1f} s, "
                   f"{result['passed']}/{args.listening_trials} passed")

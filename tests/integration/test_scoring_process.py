@@ -110,6 +110,17 @@ def test_a_lost_scoring_process_costs_a_warning_not_a_trial(tmp_path):
     assert replacement is not None and replacement.pid != killed[0]  # the next trials' process
 
 
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling classes")
+def test_the_scoring_process_only_uses_cores_nothing_else_wants(finished_call):
+    """SCHED_IDLE from its first line: the loop stamping arrivals never waits for a core."""
+    scoring_process().warm()
+    asyncio.run(scoring_process().score("a run", pickle_of(finished_call[0]),
+                                        _to(finished_call[1], Path("/dev/null/nowhere"))))
+    process = scoring_process()._process
+    assert process is not None
+    assert os.sched_getscheduler(process.pid) == os.SCHED_IDLE
+
+
 def test_runs_with_judges_and_runs_that_ask_are_scored_on_the_loop(tmp_path):
     loaded = voicelab.load_run(EXAMPLE)
     assert Scorer(loaded, run_key="a").in_process

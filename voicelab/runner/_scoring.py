@@ -248,7 +248,15 @@ def score_now(loaded: LoadedRun, call: Call) -> Scored:
 #: subprocess, not a :mod:`multiprocessing` child: spawning one re-runs the caller's main script
 #: unless it is guarded by ``if __name__ == "__main__"``, which a script calling
 #: ``voicelab.run(...)`` need not be.
-SERVE = "import sys; from voicelab.runner._scoring import serve; serve(int(sys.argv[1]))"
+#: Its priority is lowered first, so even its imports use only idle cores (see
+#: :func:`_yield_the_cores`).
+SERVE = ("import os, sys\n"
+         "try:\n"
+         "    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+         "except (AttributeError, OSError):\n"
+         "    pass\n"
+         "from voicelab.runner._scoring import serve\n"
+         "serve(int(sys.argv[1]))")
 
 
 class ScoringProcessLost(Exception):
@@ -277,6 +285,7 @@ def serve(fd: int) -> None:
     # Ctrl-C reaches the whole process group: the parent decides (the trials in flight are
     # still scored and written); a SIGINT here would lose them
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _yield_the_cores()
     package = logging.getLogger("voicelab")
     package.setLevel(logging.DEBUG)  # the parent's handlers filter
     package.propagate = False
@@ -307,6 +316,18 @@ def serve(fd: int) -> None:
 
 class CannotSend(Exception):
     """A call that cannot be pickled (an adapter's object in its events): scored on the loop."""
+
+
+def _yield_the_cores() -> None:
+    """Score only on cores nothing else wants (its writer threads inherit it): the event loop
+    that stamps arrivals, and a product on this machine, must never wait for a core behind
+    scoring. Measured with 50 concurrent paced trials on 2 cores: at normal priority the
+    scoring process delayed arrival stamps by up to 50 ms (first-audio |p99| 34 ms)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):  # not Linux: the lowest priority it has
+        with contextlib.suppress(AttributeError, OSError):
+            os.nice(19)
 
 
 class ScoringFailed(Exception):

@@ -150,3 +150,19 @@ def test_a_call_that_cannot_be_pickled_is_scored_on_the_loop(finished_call, tmp_
     assert scored.report.passed
     assert "persona-session.json" in scored.report.files
     assert any("cannot be sent to the scoring process" in r.getMessage() for r in caplog.records)
+
+
+def test_a_machine_that_cannot_start_the_scoring_process_scores_on_the_loop(tmp_path,
+                                                                            monkeypatch):
+    """One warning, then every trial of the run on the loop: nothing is lost."""
+    from voicelab.runner._scoring import ScoringProcess
+
+    def cannot(self):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(ScoringProcess, "_spawn", cannot)
+    monkeypatch.setattr(_scoring, "_PROCESS", None)  # a fresh one, which cannot start
+    outcome = voicelab.run(EXAMPLE, trials=3, concurrency=1, artifacts_dir=tmp_path)
+    assert outcome.exit_code == 0 and [t.report.passed for t in outcome.trials] == [True] * 3
+    log = (outcome.bundle_path / "evaluator.log").read_text()
+    assert log.count("no scoring process (it could not be started: OSError") == 1

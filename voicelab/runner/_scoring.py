@@ -260,7 +260,11 @@ SERVE = ("import os, sys\n"
 
 
 class ScoringProcessLost(Exception):
-    """The scoring process ended (or could not start) while it scored a trial."""
+    """The scoring process ended while it scored a trial."""
+
+
+class ScoringProcessUnavailable(ScoringProcessLost):
+    """No scoring process can be started here (the run scores on its loop from then on)."""
 
 
 class _Collected(logging.Handler):
@@ -348,6 +352,13 @@ class ScoringProcess:
         self._run_key: str | None = None
 
     def _start(self) -> Connection:
+        try:
+            return self._spawn()
+        except (OSError, ValueError) as error:
+            raise ScoringProcessUnavailable(
+                f"it could not be started: {type(error).__name__}: {error}") from None
+
+    def _spawn(self) -> Connection:
         ours, theirs = socket.socketpair()
         # the parent's own import path: plug-ins found through it are found in the child too
         environment = dict(os.environ)
@@ -367,7 +378,7 @@ class ScoringProcess:
         self._thread.submit(self._warm_now)
 
     def _warm_now(self) -> None:
-        with self._lock:
+        with self._lock, contextlib.suppress(ScoringProcessUnavailable):  # said when used
             if self._connection is None:
                 self._start()
 
@@ -454,6 +465,10 @@ class Scorer:
         if self._process is not None:
             try:
                 return await self._process.score(self.run_key, self._blob, call)
+            except ScoringProcessUnavailable as unavailable:
+                self._process = None
+                logger.warning("%s: no scoring process (%s): this run's trials are scored on "
+                               "the event loop", call.trial_id, unavailable)
             except ScoringProcessLost as lost:
                 logger.warning("%s: the scoring process was lost (%s): scored on the event "
                                "loop instead", call.trial_id, lost)

@@ -349,29 +349,37 @@ def test_pipes_and_devices_are_named_as_such_not_as_directories(tmp_path):
     assert process.returncode == 2 and "found a device: /dev/null" in process.stderr
 
 
-def test_a_full_disk_gives_up_the_trials_audio_for_its_report(tmp_path, monkeypatch):
-    """The report is written once removing the trial's largest audio freed the room it needs;
-    the report names what was removed."""
+def _report_on_a_disk_full_until(tmp_path: Path, monkeypatch, files: dict[str, bytes],
+                                 until_gone: str) -> tuple[dict, object]:
+    """A trial folder holding ``files`` on a disk with no room for the report until
+    ``until_gone`` is removed: the report written (and the one returned)."""
     from voicelab.artifacts import TrialReport
     from voicelab.runner import _scoring as scoring_module
 
     trial_dir = tmp_path / "trial-001"
     trial_dir.mkdir()
-    (trial_dir / "mixed.wav").write_bytes(b"\0" * 5000)
-    (trial_dir / "user-sent.wav").write_bytes(b"\0" * 3000)
-    (trial_dir / "transcript.json").write_text("{}")
+    for name, content in files.items():
+        (trial_dir / name).write_bytes(content)
     real = scoring_module.write_json
 
-    def full_until_mixed_is_gone(path, document):
-        if (trial_dir / "mixed.wav").exists():
+    def full_until_gone(path, document):
+        if (trial_dir / until_gone).exists():
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         real(path, document)
 
-    monkeypatch.setattr(scoring_module, "write_json", full_until_mixed_is_gone)
+    monkeypatch.setattr(scoring_module, "write_json", full_until_gone)
     report = TrialReport.model_validate(_trial_report(_bundle_of_a_run(tmp_path)))
     failed = scoring_module.write_unfinished_bundle(
         trial_dir, report, OSError(errno.ENOSPC, "No space left on device", "x.wav"))
-    written = json.loads((trial_dir / "trial-report.json").read_text())
+    return json.loads((trial_dir / "trial-report.json").read_text()), failed
+
+
+def test_a_full_disk_gives_up_the_trials_audio_for_its_report(tmp_path, monkeypatch):
+    """The report is written once removing the trial's largest audio freed the room it needs;
+    the report names what was removed."""
+    written, failed = _report_on_a_disk_full_until(
+        tmp_path, monkeypatch, {"mixed.wav": b"\0" * 5000, "user-sent.wav": b"\0" * 3000,
+                                "transcript.json": b"{}"}, until_gone="mixed.wav")
     assert written == json.loads(failed.model_dump_json())
     codes = [f["code"] for f in written["failures"] if f["kind"] == "artifacts"]
     assert codes == ["bundle_write_failed", "bundle_file_removed"]
@@ -388,25 +396,9 @@ def test_a_report_that_does_not_fit_after_the_audio_takes_the_room_of_other_file
         tmp_path, monkeypatch):
     """No audio made it to disk but the event log did (the files are written side by side, so
     which ones land is a race): the event log makes room, so the trial keeps its report."""
-    from voicelab.artifacts import TrialReport
-    from voicelab.runner import _scoring as scoring_module
-
-    trial_dir = tmp_path / "trial-001"
-    trial_dir.mkdir()
-    (trial_dir / "voice-events.jsonl").write_bytes(b"{}\n" * 5000)
-    (trial_dir / "transcript.md").write_text("hello")
-    real = scoring_module.write_json
-
-    def full_until_the_log_is_gone(path, document):
-        if (trial_dir / "voice-events.jsonl").exists():
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        real(path, document)
-
-    monkeypatch.setattr(scoring_module, "write_json", full_until_the_log_is_gone)
-    report = TrialReport.model_validate(_trial_report(_bundle_of_a_run(tmp_path)))
-    scoring_module.write_unfinished_bundle(
-        trial_dir, report, OSError(errno.ENOSPC, "No space left on device", "x.wav"))
-    written = json.loads((trial_dir / "trial-report.json").read_text())
+    written, _ = _report_on_a_disk_full_until(
+        tmp_path, monkeypatch, {"voice-events.jsonl": b"{}\n" * 5000, "transcript.md": b"hello"},
+        until_gone="voice-events.jsonl")
     assert written["failures"][-1]["message"].startswith(
         "voice-events.jsonl (15000 bytes) was removed")
     assert sorted(written["files"]) == ["transcript.md", "trial-report.json"]

@@ -25,9 +25,7 @@ import logging
 import os
 import pickle
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -52,6 +50,7 @@ from ..config import LoadedRun
 from ..errors import ConfigError
 from ..recording import Recording
 from ..scoring import trial_passed
+from ._child import start_child
 from ._evidence import Evidence, assemble, assemble_now, evidence_files, verdicts_of
 
 logger = logging.getLogger(__name__)
@@ -244,11 +243,7 @@ def score_now(loaded: LoadedRun, call: Call) -> Scored:
 
 # --- the scoring process -------------------------------------------------------------------------
 
-#: The command the scoring process runs (the socket's file descriptor is appended). A plain
-#: subprocess, not a :mod:`multiprocessing` child: spawning one re-runs the caller's main script
-#: unless it is guarded by ``if __name__ == "__main__"``, which a script calling
-#: ``voicelab.run(...)`` need not be.
-#: Its priority is lowered first, so even its imports use only idle cores (see
+#: The command the scoring process runs (:func:`._child.start_child`). Its priority is lowered first, so even its imports use only idle cores (see
 #: :func:`_yield_the_cores`).
 SERVE = ("import os, sys\n"
          "try:\n"
@@ -359,17 +354,7 @@ class ScoringProcess:
                 f"it could not be started: {type(error).__name__}: {error}") from None
 
     def _spawn(self) -> Connection:
-        ours, theirs = socket.socketpair()
-        # the parent's own import path: plug-ins found through it are found in the child too
-        environment = dict(os.environ)
-        environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
-        try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-c", SERVE, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                env=environment, stdin=subprocess.DEVNULL)
-        finally:
-            theirs.close()
-        self._connection = Connection(ours.detach())
+        self._process, self._connection = start_child(SERVE)
         self._run_key = None
         return self._connection
 

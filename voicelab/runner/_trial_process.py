@@ -27,12 +27,11 @@ import concurrent.futures
 import itertools
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 from multiprocessing.connection import Connection
 
+from ._child import start_child
 from ._worker import TrialJob, TrialOutcome
 
 #: The command the trial process runs (the socket's file descriptor is appended).
@@ -68,19 +67,7 @@ class TrialProcess:
     :func:`trial_process`)."""
 
     def __init__(self) -> None:
-        ours, theirs = socket.socketpair()
-        # the worker's own import path: a worker started with PYTHONPATH or from a folder of
-        # plug-ins imports the same modules in its trial process
-        environment = {name: value for name, value in os.environ.items()
-                       if name not in NOT_INHERITED}
-        environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", SERVE, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                env=environment, stdin=subprocess.DEVNULL)
-        finally:
-            theirs.close()
-        self._connection = Connection(ours.detach())
+        self.process, self._connection = start_child(SERVE, drop_environment=NOT_INHERITED)
         self.name = f"{os.uname().nodename}:{self.process.pid}"
         self.alive = True
         self._lock = threading.Lock()

@@ -123,6 +123,10 @@ def test_resume_of_an_interrupted_run_in_s3(s3, tmp_path):
     finished = {p: s3.fs.info(p)["ETag"] for p in s3.fs.find(f"{BUCKET}/resume/{run_id}/trial-001")}
     reasons = [t["exit_reason"] for t in before["trials"]]
     assert reasons[0] == "endpoint_completion"
+    # trial-002's call starts while trial-001 is scored and published: on a loaded machine it
+    # may finish before the interrupt lands, which leaves only trial-003 to run
+    to_run = 3 - reasons.count("endpoint_completion")
+    assert to_run >= 1
 
     result = cli(s3, "run", "--resume", f"s3://{BUCKET}/resume/latest", "--set", LATENCY,
                  cwd=tmp_path)
@@ -142,7 +146,7 @@ def test_resume_of_an_interrupted_run_in_s3(s3, tmp_path):
             "endpoint_completion"
     s3.fs.invalidate_cache()
     log = s3.fs.cat_file(f"{BUCKET}/resume/{run_id}/evaluator.log").decode()
-    assert "resumed: 2 of 3 planned trial(s) to run" in log and "interrupted" in log
+    assert f"resumed: {to_run} of 3 planned trial(s) to run" in log and "interrupted" in log
     assert list(tmp_path.iterdir()) == []
 
 

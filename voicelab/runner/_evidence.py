@@ -72,9 +72,10 @@ class Evidence:
 def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
     """Voice events, placement, metrics and documents, in steps of well under a millisecond.
 
-    Evidence is built on the event loop, not in a worker thread: a CPU-bound thread takes the
-    GIL each time the loop thread makes a socket call, which made concurrent conversations a
-    third slower. Between steps the loop timestamps what has arrived for other trials, so their
+    Built in the scoring process (all steps at once), or on the event loop (:mod:`._scoring`),
+    never in a worker thread of the loop's process: a CPU-bound thread takes the GIL each time
+    the loop thread makes a socket call, which made concurrent conversations a third slower. On
+    the loop, between steps, it timestamps what has arrived for other trials, so their
     measurements stay within a step of the truth.
     """
     encoded: list[bytes] = []

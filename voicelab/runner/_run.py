@@ -502,14 +502,23 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                 return
             # The call's slot is free: the next call starts while this one is scored (in the
             # scoring process, or on this loop). At most `parallel` calls wait to be scored.
-            await scoring_slots.acquire()
-            task = asyncio.create_task(score_behind(trial, call))
-            writes.add(task)
-            task.add_done_callback(writes.discard)
+            try:
+                await scoring_slots.acquire()
+            except asyncio.CancelledError:  # interrupted while waiting: scored all the same
+                schedule_scoring(trial, call, holding_slot=False)
+                raise
+            schedule_scoring(trial, call, holding_slot=True)
             if call.cancelled:
                 raise asyncio.CancelledError
 
-        async def score_behind(trial: TrialPlan, call: Call) -> None:
+        def schedule_scoring(trial: TrialPlan, call: Call, *, holding_slot: bool) -> None:
+            task = asyncio.create_task(score_behind(trial, call, holding_slot=holding_slot))
+            writes.add(task)
+            task.add_done_callback(writes.discard)
+
+        async def score_behind(trial: TrialPlan, call: Call, *, holding_slot: bool) -> None:
+            if not holding_slot:
+                await scoring_slots.acquire()
             try:
                 try:
                     result = scored_result(call, await scorer.score(call))

@@ -3,6 +3,7 @@ records every call it receives)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -299,3 +300,34 @@ def test_a_trial_in_a_store_reads_as_a_local_one(tmp_path, store):
     store.pipe_file("/runs/run-1/newer.json", b'{"schema_version": "9.0"}')
     with pytest.raises(ConfigError, match="newer than this voicelab reads"):
         read_json("recordingmem://runs/run-1/newer.json")
+
+
+def test_the_last_publish_is_finished_when_a_ctrl_c_lands_during_it():
+    """A cancellation during the final publish waits for it (the store must not keep a
+    "running" report), then goes on."""
+    import threading
+
+    from voicelab.runner._remote import _to_the_end
+
+    started, release, published = threading.Event(), threading.Event(), threading.Event()
+
+    def publish() -> str:
+        started.set()
+        release.wait(30)
+        published.set()
+        return "done"
+
+    async def main() -> None:
+        task = asyncio.ensure_future(_to_the_end(asyncio.to_thread(publish)))
+        await asyncio.to_thread(started.wait, 30)
+        task.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not task.done()  # the cancellation waits for the publish
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert published.is_set()
+        assert await _to_the_end(asyncio.to_thread(lambda: "again")) == "again"
+
+    asyncio.run(main())

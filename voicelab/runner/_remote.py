@@ -194,6 +194,27 @@ async def _publish_periodically(publisher: Publisher) -> None:
                                publisher.target.url, message)
 
 
+async def _to_the_end(work: Awaitable[T]) -> T:
+    """Await ``work`` to its end even when this task is cancelled meanwhile; the cancellation
+    is raised afterwards (``CancelledError``, once ``work`` is done)."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done() and task.cancelled():  # the work itself was cancelled
+                raise
+            cancelled = True
+            if task.done():
+                result = task.result()
+                break
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
+
 def _finish(stage: Stage, outcome: Any, problem: str | None) -> None:
     """Say where the bundle is; keep the staging folder only when something was not
     published (the run then reports it as a write failure: exit code 4)."""
@@ -225,11 +246,18 @@ async def run_staged(stage: Stage, start: Callable[[Path, Path | None], Awaitabl
         with contextlib.suppress(asyncio.CancelledError):
             await periodic
         problem = None
+        interrupted = False
         try:
-            await asyncio.to_thread(stage.publisher.sync, final=True)
+            # a Ctrl-C landing now must not cut the last publish short (the store would keep a
+            # "running" report): it is finished, then the cancellation goes on
+            await _to_the_end(asyncio.to_thread(stage.publisher.sync, final=True))
+        except asyncio.CancelledError:
+            interrupted = True
         except Exception as error:  # noqa: BLE001 - reported with the outcome
             reason = store_error_reason(error)
             problem = (f"could not publish to {stage.target.url}: {reason}; the evidence is "
                        f"kept in {stage.staging}")
             logger.error("%s", problem)
         _finish(stage, outcome, problem)
+        if interrupted:
+            raise asyncio.CancelledError

@@ -100,8 +100,8 @@ def voice_events_jsonl(records: list[dict[str, Any]]) -> bytes:
 def encode_voice_events(recording: Recording, start: int = 0, stop: int | None = None) -> bytes:
     """voice-events.jsonl of ``events[start:stop]`` straight from the events: the same bytes as
     :func:`voice_events_jsonl` of :func:`to_records` (tested), without building a dict per event.
-    Audio chunks are most of a trial's events and differ only in numbers, ids and times, so the
-    text of the few repeated values (sources, types, turns, PCM metadata) is encoded once."""
+    Audio chunks are most of a trial's events and differ only in numbers and times: the text
+    around the numbers is encoded once per (turn, source, direction, type, role, span)."""
     encoded: dict[Any, str] = {}
 
     def text(value: str | None) -> str:
@@ -112,14 +112,28 @@ def encode_voice_events(recording: Recording, start: int = 0, stop: int | None =
         return found
 
     pcm_text: dict[int, str] = {}
+    # the text between the numbers of one kind of event: before the timestamp, and between
+    # the offset and the PCM metadata, then between it and the attributes
+    around: dict[tuple[Any, ...], tuple[str, str, str]] = {}
     prefix = str(uuid.UUID(recording.trace_id))[:24]
     head = f'{{"contract_version":{text(CONTRACT_VERSION)},"event_id":"{prefix}'
-    session = text(recording.session_id)
-    trace_head = f'{{"trace_id":{text(recording.trace_id)},"span_id":'
-    trace_tail = f',"parent_span_id":{text(recording.root_span_id)}}}'
+    session = f',"session_id":{text(recording.session_id)},"turn_id":'
+    trace_head = f',"trace":{{"trace_id":{text(recording.trace_id)},"span_id":'
+    trace_tail = f',"parent_span_id":{text(recording.root_span_id)}}},"attributes":'
     start_utc = recording.start_utc_ns
     lines = []
     for event in recording.events[start:stop]:
+        kind = (event.turn_id, event.source, event.direction, event.type, event.speaker_role,
+                event.span_id)
+        parts = around.get(kind)
+        if parts is None:
+            parts = around[kind] = (
+                f'{session}{text(event.turn_id)},"timestamp_utc":"',
+                f',"source":{text(event.source)},"direction":{text(event.direction)},'
+                f'"event_type":{text(event.type.value)},'
+                f'"speaker_role":{text(event.speaker_role)},"pcm":',
+                f"{trace_head}{text(event.span_id)}{trace_tail}" if event.span_id
+                else ',"trace":null,"attributes":')
         if event.audio_start >= 0:
             pcm = pcm_text.get(event.audio_samples)
             if pcm is None:
@@ -127,19 +141,14 @@ def encode_voice_events(recording: Recording, start: int = 0, stop: int | None =
                     pcm_metadata(event.audio_samples * BYTES_PER_SAMPLE))
         else:
             pcm = "null"
-        micros = (start_utc + event.offset_ns) // 1000
-        second, fraction = divmod(micros, 1_000_000)
-        trace = f"{trace_head}{text(event.span_id)}{trace_tail}" if event.span_id else "null"
+        offset = event.offset_ns
+        second, fraction = divmod((start_utc + offset) // 1000, 1_000_000)
         attributes = event.attributes
         lines.append(
-            f'{head}{event.sequence:012x}","sequence":{event.sequence},"session_id":{session},'
-            f'"turn_id":{text(event.turn_id)},'
-            f'"timestamp_utc":"{_utc_second(second)}.{fraction:06d}Z",'
-            f'"monotonic_offset_ns":{event.offset_ns},"listener_offset_ns":{event.listener_ns},'
-            f'"offset_ms":{round(event.offset_ns / 1e6, 3)!r},"source":{text(event.source)},'
-            f'"direction":{text(event.direction)},"event_type":{text(event.type.value)},'
-            f'"speaker_role":{text(event.speaker_role)},"pcm":{pcm},"trace":{trace},'
-            f'"attributes":{_compact_json(attributes) if attributes else "{}"}}}')
+            f'{head}{event.sequence:012x}","sequence":{event.sequence}{parts[0]}'
+            f'{_utc_second(second)}.{fraction:06d}Z","monotonic_offset_ns":{offset},'
+            f'"listener_offset_ns":{event.listener_ns},"offset_ms":{round(offset / 1e6, 3)!r}'
+            f'{parts[1]}{pcm}{parts[2]}{_compact_json(attributes) if attributes else "{}"}}}')
     return ("\n".join(lines) + ("\n" if lines else "")).encode()
 
 

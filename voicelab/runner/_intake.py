@@ -173,8 +173,26 @@ class Intake:
         logger.warning("audio flood: %s; further product audio is not recorded", problem)
         return True
 
+    def _audio(self, event: EndpointEvent, audio: bytes) -> None:
+        """:meth:`handle` of one product audio chunk (hundreds a response): the same event."""
+        if self._flooding(event):
+            return
+        response = self.current
+        if self.listening:
+            response = self._period_response()
+        elif response is None or response.completed_ns is not None:
+            response = self._open_response()
+        recorded = self.recording.record_product_audio(event.received_ns, response.turn_id,
+                                                       audio, event.raw)
+        self.last_event_ns = event.received_ns
+        response.events.append(recorded)
+        response.audio_chunks += 1
+
     def handle(self, event: EndpointEvent) -> None:
         kind = event.type
+        if kind == "audio_delta" and event.audio is not None:
+            self._audio(event, event.audio)
+            return
         if kind == "audio_delta" and self._flooding(event):
             return
         response = self.current

@@ -154,11 +154,12 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
     return report, files
 
 
-def write_bundle(trial_dir: Path, files: list[EncodedFile], report: TrialReport) -> TrialReport:
+def write_bundle(trial_dir: Path, files: list[EncodedFile], report: TrialReport, *,
+                 side_by_side: bool = True) -> TrialReport:
     """Write the trial's files, its report last; the report the trial ends with (the same, or
     one saying which files could not be written). I/O only."""
     try:
-        write_trial_files(trial_dir, files, report)
+        write_trial_files(trial_dir, files, report, side_by_side=side_by_side)
         return report
     except OSError as error:
         return write_unfinished_bundle(trial_dir, report, error)
@@ -236,10 +237,11 @@ async def score_on_loop(loaded: LoadedRun, call: Call, *,
 
 
 def score_now(loaded: LoadedRun, call: Call) -> Scored:
-    """Score and write synchronously (the scoring process; no judges)."""
+    """Score and write synchronously, the files one after another (the scoring process; no
+    judges)."""
     evidence = assemble_now(call.recording, **_assemble_options(loaded, call))
     report, files = run_steps(_report_steps(loaded, call, evidence, []))
-    report = write_bundle(call.trial_dir, files, report)
+    report = write_bundle(call.trial_dir, files, report, side_by_side=False)
     return Scored(report, evidence.metrics.turns, evidence.metrics.probes)
 
 

@@ -80,35 +80,49 @@ def _tone_speech(text: str, seed: int, sample_rate_hz: int) -> PcmAudio:
         k = _sample_numbers(count)
         pitch = base_pitch_hz * float(rng.uniform(0.85, 1.2))
         glide = float(rng.uniform(-0.12, 0.12))
-        # phase in table steps: the running sum of pitch * (1 + glide * t / duration) / rate
+        # phase in table steps: the running sum of pitch * (1 + glide * t / duration) / rate,
+        # (k + 1) * (step + step * curve / 2 * k), computed in place
         step = pitch * _TABLE_SIZE / sample_rate_hz
         curve = glide / (duration * sample_rate_hz)
-        phase = (k + 1.0) * (step + (0.5 * step * curve) * k)
-        wave = _WAVE_TABLE[phase.astype(np.int64) & (_TABLE_SIZE - 1)]
+        phase = k * (0.5 * step * curve)
+        phase += step
+        phase *= _sample_numbers(count, 1.0)
+        wave = _WAVE_TABLE[_table_index(phase)]
         syllable_rate_hz = float(rng.uniform(3.5, 5.5))
         # envelope 0.65 + 0.35 * |sin(pi * syllable rate * t)|, |sin| read from a table
-        syllable = k * (syllable_rate_hz * _TABLE_SIZE / sample_rate_hz)
-        envelope = _ENVELOPE_TABLE[syllable.astype(np.int64) & (_TABLE_SIZE - 1)]
+        envelope = _ENVELOPE_TABLE[_table_index(
+            np.multiply(k, syllable_rate_hz * _TABLE_SIZE / sample_rate_hz, out=phase))]
         edge = min(int(EDGE_SECONDS * sample_rate_hz), count // 2)
         if edge > 0:
             ramp = _ramp(edge)
             envelope[:edge] *= ramp
             envelope[-edge:] *= ramp[::-1]
         wave *= envelope
-        wave *= peak / max(1e-9, float(np.max(np.abs(wave))))
+        loudest = max(float(wave.max()), -float(wave.min()))
+        wave *= peak / max(1e-9, loudest)
         out[start:start + count] = wave
-    samples = np.round(out).astype(np.int16)
+    samples = np.rint(out, out=out).astype(np.int16)
     samples.flags.writeable = False  # shared by the cache: nobody may change it in place
     return PcmAudio(samples, sample_rate_hz)
+
+
+def _table_index(phase: np.ndarray) -> np.ndarray:
+    """Table positions of ``phase`` (in table steps, >= 0): its whole part, modulo the size."""
+    index = phase.astype(np.int64)
+    index &= _TABLE_SIZE - 1
+    return index
 
 
 #: 0.65 + 0.35 * |sin|, one period of |sin| (half a sine period) per table.
 _ENVELOPE_TABLE = 0.65 + 0.35 * np.abs(np.sin(np.arange(_TABLE_SIZE) * (np.pi / _TABLE_SIZE)))
 
 
-@lru_cache(maxsize=64)
-def _sample_numbers(count: int) -> np.ndarray:
+@lru_cache(maxsize=128)
+def _sample_numbers(count: int, first: float = 0.0) -> np.ndarray:
+    """``first, first + 1, ... `` (``count`` of them), read-only."""
     numbers = np.arange(count, dtype=np.float64)
+    if first:
+        numbers += first
     numbers.flags.writeable = False
     return numbers
 

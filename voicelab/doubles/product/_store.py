@@ -8,7 +8,6 @@ holding it is collected (or at exit).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import sqlite3
@@ -143,5 +142,6 @@ class ProductProbe:
         raise NotImplementedError
 
     async def probe(self, context: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        session_id = str(context["session_id"])
-        return await asyncio.to_thread(self.read_outcome, self.database_path, session_id)
+        # read on the loop: a double's local database answers in ~0.15 ms, less than handing
+        # the read to a thread costs a busy loop (its GIL hand-offs delay every arrival stamp)
+        return self.read_outcome(self.database_path, str(context["session_id"]))

@@ -102,8 +102,7 @@ class Event:
         return self.audio_start + self.audio_samples
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # a recording crosses to the scoring process: its fields as a tuple pickle in half the
-        # time of a slotted dataclass's state
+        # an event pickled on its own (a recording pickles its events as field tuples)
         return (Event, (self.sequence, self.offset_ns, self.listener_ns, self.type, self.source,
                         self.direction, self.speaker_role, self.turn_id, self.span_id,
                         self.attributes, self.audio_start, self.audio_samples, self.raw))

@@ -127,7 +127,8 @@ class MessageInbox:
         if getter is not None and not getter.done():
             getter.set_result(None)
         message = item[1]
-        if not isinstance(message, str | bytes):
+        kind = type(message)
+        if kind is not bytes and kind is not str and not isinstance(message, str | bytes):
             return  # a Closure or the adapter's own item: nothing more to read behind it
         self._bytes += len(message)
         if not self._paused and self._reading is not None and (
@@ -141,7 +142,8 @@ class MessageInbox:
             raise asyncio.QueueEmpty
         item = self._items.popleft()
         message = item[1]
-        if isinstance(message, str | bytes):
+        kind = type(message)
+        if kind is bytes or kind is str or isinstance(message, str | bytes):
             self._bytes -= len(message)
         if self._paused and self._bytes <= self.max_bytes // 2 and \
                 len(self._items) <= self.max_messages // 2:

@@ -68,21 +68,15 @@ _MAX_CLOSE_REASON_BYTES = 123
 BytesLike = bytes | bytearray | memoryview  # a frame's payload (Frame.data)
 
 
-def _wire_length(frame: Frame) -> int:
-    """Bytes ``frame`` took on the wire: a server's frames are unmasked and, with no extension
-    negotiated, carry their payload as is (RFC 6455 section 5.2)."""
-    size = len(frame.data)
-    return size + (2 if size < 126 else 4 if size < 65536 else 10)
-
-
 class WebSocketConnection(asyncio.Protocol):
     """One client connection: a :class:`ClientProtocol` driven by the event loop's callbacks.
 
     ``data_received`` stamps each chunk of bytes before parsing it; a message gets the stamp of
-    the chunk that held its first byte (counted with :func:`_wire_length`), so a busy loop or a
-    message spread over many reads delays its processing, not its measurement. Complete
-    messages go straight into the inbox (no task wake-up per message); once the connection is
-    gone, its :class:`Closure` follows.
+    the chunk that held its first byte (found by each frame's length on the wire: a server's
+    frames are unmasked and, with no extension negotiated, carry their payload as is, RFC 6455
+    section 5.2), so a busy loop or a message spread over many reads delays its processing,
+    not its measurement. Complete messages go straight into the inbox (no task wake-up per
+    message); once the connection is gone, its :class:`Closure` follows.
     """
 
     def __init__(self, protocol: ClientProtocol, *, clock_ns: Callable[[], int],
@@ -212,19 +206,24 @@ class WebSocketConnection(asyncio.Protocol):
 
     def _frame(self, frame: Frame) -> bool:
         start = self._parsed_bytes
-        self._parsed_bytes += _wire_length(frame)
+        data = frame.data
+        size = len(data)  # its bytes on the wire: the payload and a 2, 4 or 10-byte header
+        self._parsed_bytes = start + size + (2 if size < 126 else 4 if size < 65536 else 10)
         stamps = self._chunk_stamps
         while len(stamps) > 1 and stamps[0][0] <= start:
             stamps.popleft()
         arrival_ns = stamps[0][1]
         opcode = frame.opcode
+        if opcode is Opcode.BINARY and frame.fin:  # audio, most frames: straight in
+            self._inbox.put_nowait((arrival_ns, bytes(data)))
+            return True
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
             if not frame.fin:
-                self._fragments = [frame.data]
+                self._fragments = [data]
                 self._fragments_text = opcode is Opcode.TEXT
                 self._fragments_ns = arrival_ns
                 return True
-            return self._deliver(arrival_ns, opcode is Opcode.TEXT, frame.data)
+            return self._deliver(arrival_ns, opcode is Opcode.TEXT, data)
         if opcode is Opcode.CONT:
             self._fragments.append(frame.data)
             if not frame.fin:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
@@ -10,39 +12,55 @@ from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 class PcmStream:
     """One direction's canonical PCM (pcm_s16le, 24 kHz, mono) in arrival order.
 
-    Appending copies the chunk once into a growing buffer; an event keeps the chunk's position
-    (first sample, sample count), so no chunk is stored twice.
+    Appending keeps the chunk as it is (a received frame's bytes are not copied); an event keeps
+    the chunk's position (first sample, sample count), so no chunk is stored twice. The chunks
+    are joined into one buffer when the stream is first read after appends: during a call
+    nothing is copied per chunk (a growing buffer was reallocated and copied dozens of times a
+    response, among eight concurrent calls' allocations).
     """
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_joined", "_pending", "_samples")
 
     sample_rate_hz = CANONICAL_SAMPLE_RATE_HZ
 
     def __init__(self, initial: bytes | bytearray | memoryview = b""):
         if len(initial) % BYTES_PER_SAMPLE:
             raise ValueError("a PCM stream holds whole 16-bit samples")
-        self._buffer = bytearray(initial)
+        self._joined = bytearray(initial)
+        self._pending: list[bytes] = []  # appended since the last read
+        self._samples = len(initial) // BYTES_PER_SAMPLE
 
     def append(self, pcm: bytes | bytearray | memoryview) -> tuple[int, int]:
         """Append whole samples; returns (first sample, sample count)."""
-        start = len(self._buffer) // BYTES_PER_SAMPLE
-        self._buffer += pcm
-        return start, len(pcm) // BYTES_PER_SAMPLE
+        start = self._samples
+        count = len(pcm) // BYTES_PER_SAMPLE
+        self._pending.append(bytes(pcm))  # bytes are kept as they are; anything else, copied
+        self._samples = start + count
+        return start, count
+
+    def _buffer(self) -> bytearray:
+        if self._pending:
+            self._joined += b"".join(self._pending)
+            self._pending.clear()
+        return self._joined
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PcmStream, (self._buffer(),))
 
     @property
     def num_samples(self) -> int:
-        return len(self._buffer) // BYTES_PER_SAMPLE
+        return self._samples
 
     def samples(self, start: int = 0, count: int | None = None) -> np.ndarray:
         """int16 samples ``[start, start + count)``, copied (a view would pin the buffer: no
         appends while it lives)."""
-        stop = self.num_samples if count is None else start + count
-        return np.frombuffer(self._buffer[start * BYTES_PER_SAMPLE:stop * BYTES_PER_SAMPLE],
+        stop = self._samples if count is None else start + count
+        return np.frombuffer(self._buffer()[start * BYTES_PER_SAMPLE:stop * BYTES_PER_SAMPLE],
                              dtype="<i2").astype(np.int16, copy=False)
 
     def pcm(self, start: int = 0, count: int | None = None) -> bytes:
-        stop = self.num_samples if count is None else start + count
-        return bytes(self._buffer[start * BYTES_PER_SAMPLE:stop * BYTES_PER_SAMPLE])
+        stop = self._samples if count is None else start + count
+        return bytes(self._buffer()[start * BYTES_PER_SAMPLE:stop * BYTES_PER_SAMPLE])
 
     def audio(self) -> PcmAudio:
         """The whole stream as audio (a copy)."""

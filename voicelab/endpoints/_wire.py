@@ -12,6 +12,7 @@ import binascii
 import json
 import logging
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from ..audio import BYTES_PER_SAMPLE
@@ -140,7 +141,7 @@ class WireV1Decoder:
         return [EndpointEvent("raw", received_ns, raw=raw)]
 
     def _binary_audio(self, received_ns: int, frame: bytes) -> EndpointEvent:
-        raw = {"binary": True, "byte_count": len(frame)}
+        raw = binary_note(len(frame))
         if len(frame) % BYTES_PER_SAMPLE:
             return _error(received_ns, "invalid_audio",
                           f"product sent an odd-length audio frame ({len(frame)} bytes); "
@@ -174,6 +175,14 @@ class WireV1Decoder:
             events.append(EndpointEvent("interruption", received_ns, data=dict(data), raw=raw))
         events.append(EndpointEvent("turn_complete", received_ns, data=data, raw=raw))
         return events
+
+
+@lru_cache(maxsize=256)
+def binary_note(byte_count: int) -> dict[str, Any]:
+    """The raw record of a binary frame of ``byte_count`` bytes, shared by every frame of that
+    size (hundreds a response: one dict to allocate, pickle and collect, not one each; nobody
+    changes a raw record)."""
+    return {"binary": True, "byte_count": byte_count}
 
 
 def field_mapping(message: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -159,12 +159,13 @@ def build_raw_events(recording: Recording, adapter: str) -> dict[str, Any]:
         if kind is None:
             continue
         raw = event.raw
-        if raw is not None and not isinstance(raw, str | bytes | int | float | bool):
+        if type(raw) is dict and raw.get("binary") is True:
+            pass  # a binary frame's note: one event per frame, the note shared by frames of a size
+        elif raw is not None and not isinstance(raw, str | bytes | int | float | bool):
             if id(raw) in seen:
                 continue
             seen.add(id(raw))
-            if not (type(raw) is dict and raw.get("binary") is True):  # a binary frame's note
-                raw = _elide_audio(raw)                               # holds no text
+            raw = _elide_audio(raw)
         events.append({"sequence": event.sequence, "received_offset_ns": event.offset_ns,
                        "type": kind, "raw": raw})
     return {"schema_version": SCHEMA_VERSION, "adapter": adapter, "events": events}

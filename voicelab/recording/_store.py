@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ class PcmStream:
     response, among eight concurrent calls' allocations).
     """
 
-    __slots__ = ("_joined", "_pending", "_samples")
+    __slots__ = ("_join_lock", "_joined", "_pending", "_samples")
 
     sample_rate_hz = CANONICAL_SAMPLE_RATE_HZ
 
@@ -29,6 +30,7 @@ class PcmStream:
         self._joined = bytearray(initial)
         self._pending: list[bytes] = []  # appended since the last read
         self._samples = len(initial) // BYTES_PER_SAMPLE
+        self._join_lock = threading.Lock()  # a scoring thread may read what the loop reads
 
     def append(self, pcm: bytes | bytearray | memoryview) -> tuple[int, int]:
         """Append whole samples; returns (first sample, sample count)."""
@@ -40,8 +42,10 @@ class PcmStream:
 
     def _buffer(self) -> bytearray:
         if self._pending:
-            self._joined += b"".join(self._pending)
-            self._pending.clear()
+            with self._join_lock:
+                if self._pending:
+                    self._joined += b"".join(self._pending)
+                    self._pending = []
         return self._joined
 
     def __reduce__(self) -> tuple[Any, ...]:

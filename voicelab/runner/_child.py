@@ -21,14 +21,17 @@ def start_child(command: str, *, drop_environment: Iterable[str] = ()
     """Start ``python -c command FD``; the parent's end of the socket ``FD`` as a connection.
 
     The child imports what the parent imports: its import path is the parent's (a process
-    started with PYTHONPATH or from a folder of plug-ins finds the same modules)."""
+    started with PYTHONPATH or from a folder of plug-ins finds the same modules), and only that:
+    ``-P`` keeps ``python -c`` from putting the working directory first, where another copy of
+    a package (a checkout the user stands in) would shadow the parent's."""
     dropped = set(drop_environment)
     environment = {name: value for name, value in os.environ.items() if name not in dropped}
     environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
     ours, theirs = socket.socketpair()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-c", command, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+            [sys.executable, "-P", "-c", command, str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
             env=environment, stdin=subprocess.DEVNULL)
     except BaseException:
         ours.close()

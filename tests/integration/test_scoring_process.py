@@ -202,3 +202,70 @@ def test_an_interrupt_while_a_finished_call_waits_to_be_scored_loses_nothing(tmp
         ("trial-001", "endpoint_completion"), ("trial-002", "endpoint_completion")]
     assert outcome.report.status == "interrupted" and outcome.report.executed_trials == 2
     assert (outcome.bundle_path / "trial-002" / "trial-report.json").is_file()
+
+
+def test_the_run_s_last_calls_are_scored_on_the_idle_loop_too(tmp_path, monkeypatch):
+    """Four calls end together while the scoring process is slow: once no call is left to
+    run, the loop scores the newest waiting ones and the process the oldest; every bundle is
+    whole."""
+    real_roundtrip, real_on_loop = _scoring.ScoringProcess._roundtrip, _scoring.score_on_loop
+    by_process, on_loop = [], []
+
+    def slow_roundtrip(self, run_key, blob, call_bytes, claim):
+        import time
+
+        reply = real_roundtrip(self, run_key, blob, call_bytes, claim)
+        if reply is not None:
+            by_process.append(pickle.loads(reply)[1].report.trial)
+            time.sleep(0.3)
+        return reply
+
+    async def scored_on_loop(loaded, call, **options):
+        on_loop.append(call.index)
+        return await real_on_loop(loaded, call, **options)
+
+    monkeypatch.setattr(_scoring.ScoringProcess, "_roundtrip", slow_roundtrip)
+    monkeypatch.setattr(_scoring, "score_on_loop", scored_on_loop)
+    outcome = voicelab.run(EXAMPLE, trials=4, concurrency=4, artifacts_dir=tmp_path)
+    assert outcome.exit_code == 0 and [t.report.passed for t in outcome.trials] == [True] * 4
+    assert by_process and on_loop, (by_process, on_loop)
+    assert sorted(by_process + on_loop) == [1, 2, 3, 4]
+    assert 1 in by_process and max(on_loop) == 4  # the oldest, the newest
+    for trial in outcome.trials:
+        folder = outcome.bundle_path / trial.report.trial_id
+        assert sorted(json.loads((folder / "trial-report.json").read_text())["files"]) == \
+            sorted(p.name for p in folder.iterdir())
+
+
+def test_the_loop_scores_no_waiting_call_while_a_call_is_in_progress(finished_call,
+                                                                     monkeypatch):
+    """A sweep's other run may still have calls on the loop: their stamps come first."""
+    loaded, call = finished_call
+    release = asyncio.Event()
+
+    class Busy:
+        """A scoring process that stays busy with an earlier call until released."""
+
+        async def score(self, run_key, blob, call, *, claim):
+            await release.wait()
+            return None if not claim() else "by the process"
+
+    async def on_loop(loaded, call, **options):
+        return "on the loop"
+
+    monkeypatch.setattr(_scoring, "score_on_loop", on_loop)
+
+    async def main():
+        scorer = Scorer(loaded, run_key="sweep")
+        scorer._process = Busy()
+        with _scoring.live_call():  # another run's call
+            first = asyncio.create_task(scorer.score(call))
+            second = asyncio.create_task(scorer.score(call))
+            scorer.finishing()
+            await asyncio.sleep(5 * _scoring.HELP_POLL_SECONDS)
+            assert [w.taken for w in scorer._waiting] == [None, None]
+        await asyncio.sleep(5 * _scoring.HELP_POLL_SECONDS)  # the loop is free: it helps
+        release.set()
+        return await first, await second
+
+    assert asyncio.run(main()) == ("on the loop", "on the loop")

@@ -36,7 +36,7 @@ from ._executors import TrialExecutor, execute_trial, resolve_executor
 from ._lag_budget import LagBudget, admitted
 from ._remote import open_stage, run_staged, store_target, worker_store
 from ._resume import ResumePoint, resume_point
-from ._scoring import Call, Scorer, scoring_mode
+from ._scoring import Call, Scorer, live_call, scoring_mode
 from ._speech import open_speech
 from ._trial import (
     TrialPlan,
@@ -418,6 +418,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
     context: RunContext | None = None
     blob = b""
     budget: LagBudget | None = None
+    scorer: Scorer | None = None
     try:
         if executor is None:  # the workers open their own
             speech = open_speech(loaded, plan.speech_cls, cache_dir=root / ".speech-cache")
@@ -484,7 +485,8 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                 call: Call | None = None
                 try:
                     if executor is None:
-                        call = await run_call(trial)
+                        with live_call():
+                            call = await run_call(trial)
                     else:
                         result = await remote(index)
                 except _TrialCancelled as cancelled:
@@ -576,6 +578,8 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
             interrupted = True
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
+        if scorer is not None:  # no call starts any more: the loop helps score the last ones
+            scorer.finishing()
         if writes:  # every planned file reaches the disk (or its failure the report) first
             await asyncio.gather(*writes, return_exceptions=True)
         if speech is not None:

@@ -418,7 +418,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
     context: RunContext | None = None
     blob = b""
     budget: LagBudget | None = None
-    scorer: Scorer | None = None
+    scorer = Scorer(loaded, run_key=run_id, mode=scoring)
     try:
         if executor is None:  # the workers open their own
             speech = open_speech(loaded, plan.speech_cls, cache_dir=root / ".speech-cache")
@@ -551,7 +551,6 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
             if on_trial_done is not None:
                 on_trial_done(result, len(results), trial_count)
 
-        scorer = Scorer(loaded, run_key=run_id, mode=scoring)
         if executor is None:
             scorer.warm()
         scoring_slots = asyncio.Semaphore(parallel)
@@ -578,8 +577,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
             interrupted = True
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
-        if scorer is not None:  # no call starts any more: the loop helps score the last ones
-            scorer.finishing()
+        scorer.finishing()  # no call starts any more: the loop helps score the last ones
         if writes:  # every planned file reaches the disk (or its failure the report) first
             await asyncio.gather(*writes, return_exceptions=True)
         if speech is not None:

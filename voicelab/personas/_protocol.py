@@ -23,7 +23,7 @@ A :class:`PersonaEnd` stops the conversation with its ``exit_reason``, after wai
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -68,13 +68,35 @@ class PersonaContext:
                    script_audio=script_audio or {})
 
 
+class _RenderedWhenRead:
+    """A dataclass field that may be given a zero-argument function instead of its value: the
+    function is called once, when the field is first read. A response's audio is joined from
+    hundreds of received chunks, and most personas never read it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = f"_{name}_value"
+
+    def __get__(self, instance: Any, owner: type | None = None) -> PcmAudio | None:
+        if instance is None:
+            return None  # the field's default
+        value = instance.__dict__[self._key]
+        if callable(value):
+            value = instance.__dict__[self._key] = value()
+        return value  # type: ignore[no-any-return]
+
+    def __set__(self, instance: Any,
+                value: PcmAudio | Callable[[], PcmAudio] | None) -> None:
+        instance.__dict__[self._key] = value
+
+
 @dataclass
 class ProductResponse:
     """One product response as the persona sees it."""
 
     index: int
     transcript: str = ""
-    audio: PcmAudio | None = None
+    #: the response's audio (what the user heard of it); the runner renders it when first read
+    audio: _RenderedWhenRead = _RenderedWhenRead()
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[dict[str, Any]] = field(default_factory=list)
     input_transcript: str | None = None

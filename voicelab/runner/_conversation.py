@@ -240,12 +240,13 @@ class Conversation:
         lag = self.ear.lag_ns if self.ear is not None else 0  # the end comes down the line too
         await self._reach(self.recording.listener.cursor_ns + lag, "product playback")
 
-    def _heard_audio(self, response: ProductResponseState) -> PcmAudio:
-        """The response's audio: as sent, or through the ``to_user`` line when there is one
-        (what the user heard of it, up to now)."""
+    def _heard_audio(self, response: ProductResponseState
+                     ) -> PcmAudio | Callable[[], PcmAudio]:
+        """The response's audio: as sent (joined when the persona first reads it), or through
+        the ``to_user`` line when there is one (what the user heard of it, up to now)."""
         if self.ear is None or self.hearing is None:
-            return PcmAudio.from_bytes(b"".join(self.recording.audio_of(e)
-                                                for e in response.audio_events))
+            events, audio_of = response.audio_events, self.recording.audio_of
+            return lambda: PcmAudio.from_bytes(b"".join(audio_of(e) for e in events))
         self.hearing.listen_until(self.recording.listener_now_ns())
         playback = self.recording.listener.responses.get(response.turn_id)
         if playback is None or playback.start_ns is None or playback.end_ns is None:

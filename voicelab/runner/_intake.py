@@ -178,7 +178,8 @@ class Intake:
         limit, recording = self.flood_limit, self.recording
         received = (self.product_audio_bytes + len(audio)) / BYTES_PER_SECOND
         elapsed = (event.received_ns - recording.start_ns + recording.shift_ns) / 1e9
-        if self.flood is None and limit.max_total_seconds is None and \
+        total = limit.max_total_seconds
+        if self.flood is None and (total is None or received <= total) and \
                 received <= limit.speed * elapsed + limit.burst_seconds:
             self.product_audio_bytes += len(audio)  # well within the limit (_flooding, inlined)
         elif self._flooding(event):

@@ -269,3 +269,33 @@ def test_the_loop_scores_no_waiting_call_while_a_call_is_in_progress(finished_ca
         return await first, await second
 
     assert asyncio.run(main()) == ("on the loop", "on the loop")
+
+
+def test_the_channel_carries_a_pickle_and_hundreds_of_buffers_in_order():
+    """More buffers than one sendmsg takes and more bytes than the socket holds: the receiver
+    gets every byte in order (partial sends resume mid-buffer)."""
+    import socket
+    import threading
+    from multiprocessing.connection import Connection
+
+    ours, theirs = socket.socketpair()
+    sender, receiver = Connection(os.dup(ours.fileno())), Connection(os.dup(theirs.fileno()))
+    payload = {"chunks": [pickle.PickleBuffer(bytes([n % 251]) * (997 + n)) for n in range(1300)],
+               "empty": pickle.PickleBuffer(b""), "name": "call"}
+    buffers: list[pickle.PickleBuffer] = []
+    message = _scoring._Pickled(pickle.dumps(payload, protocol=5,
+                                             buffer_callback=buffers.append), buffers)
+
+    def send():
+        sender.send_bytes(message.header())
+        _scoring._send_parts(ours, message.parts())
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    received = _scoring._receive_pickled(receiver, theirs)
+    thread.join()
+    assert received["name"] == "call" and bytes(received["empty"]) == b""
+    assert [bytes(c) for c in received["chunks"]] == \
+        [bytes([n % 251]) * (997 + n) for n in range(1300)]
+    for end in (ours, theirs, sender, receiver):
+        end.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pickle
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -48,8 +50,15 @@ class PcmStream:
                     self._pending = []
         return self._joined
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (PcmStream, (self._buffer(),))
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        if not isinstance(protocol, int) or protocol < 5:
+            return (PcmStream, (self._buffer(),))
+        # protocol 5: the chunks as they are, each a buffer a pickler with a buffer_callback
+        # sends out of band (the scoring process's channel: no join, no copy into the pickle)
+        with self._join_lock:
+            chunks: list[bytes] = [bytes(self._joined)] if self._joined else []
+            chunks += self._pending
+        return (_stream_of, ([pickle.PickleBuffer(chunk) for chunk in chunks],))
 
     @property
     def num_samples(self) -> int:
@@ -69,3 +78,8 @@ class PcmStream:
     def audio(self) -> PcmAudio:
         """The whole stream as audio (a copy)."""
         return PcmAudio(self.samples())
+
+
+def _stream_of(chunks: Sequence[bytes | bytearray | memoryview]) -> PcmStream:
+    """A stream unpickled from its chunks (see :meth:`PcmStream.__reduce_ex__`)."""
+    return PcmStream(b"".join(chunks))

@@ -27,6 +27,8 @@ import logging
 import os
 import pickle
 import signal
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -294,11 +296,12 @@ def serve(fd: int) -> None:
     package.setLevel(logging.DEBUG)  # the parent's handlers filter
     package.propagate = False
     connection = Connection(fd)
+    raw = socket.fromfd(fd, socket.AF_UNIX, socket.SOCK_STREAM)
     loaded: LoadedRun | None = None
     while True:
         try:  # the run (when it changed), then the call
             blob = pickle.loads(connection.recv_bytes())
-            call = pickle.loads(connection.recv_bytes())
+            call = _receive_pickled(connection, raw)
         except (EOFError, OSError):
             return
         if blob is not None:
@@ -335,18 +338,82 @@ def _yield_the_cores() -> None:
             os.setpriority(os.PRIO_PROCESS, 0, SCORING_NICENESS)
 
 
-def _pickled(call: Call) -> bytes:
+@dataclass
+class _Pickled:
+    """A pickle and its out-of-band buffers: a call's PCM chunks as they were received, neither
+    joined nor copied into the pickle (the sending thread hands them to the kernel)."""
+
+    data: bytes
+    buffers: list[pickle.PickleBuffer]
+
+    def header(self) -> bytes:
+        """The pickle's size, then the buffers' count and sizes."""
+        sizes = [buffer.raw().nbytes for buffer in self.buffers]
+        return struct.pack(f"<QI{len(sizes)}Q", len(self.data), len(sizes), *sizes)
+
+    def parts(self) -> list[memoryview]:
+        return [part for part in (memoryview(self.data), *(b.raw() for b in self.buffers))
+                if part.nbytes]
+
+
+def _pickled(call: Call) -> _Pickled:
     """``call`` as the scoring process receives it: without the clean speech when there are
     no speech metrics (only they read it; a fifth of the bytes)."""
+    buffers: list[pickle.PickleBuffer] = []
+
+    def dumps() -> _Pickled:
+        data = pickle.dumps(call, protocol=5, buffer_callback=buffers.append)
+        return _Pickled(data, buffers)
+
     streams = call.recording.streams
     clean = streams.get(USER_CLEAN)
     if call.speech_metrics or clean is None:
-        return pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL)
+        return dumps()
     streams[USER_CLEAN] = PcmStream()
     try:
-        return pickle.dumps(call, protocol=pickle.HIGHEST_PROTOCOL)
+        return dumps()
     finally:
         streams[USER_CLEAN] = clean
+
+
+#: Buffers per ``sendmsg`` (Linux takes up to 1024).
+_PARTS_PER_SEND = 512
+
+
+def _send_parts(raw: socket.socket, parts: list[memoryview]) -> None:
+    """Send every part, in order, with as few system calls as the kernel allows (the GIL is
+    released during each)."""
+    at = 0
+    while at < len(parts):
+        sent = raw.sendmsg(parts[at:at + _PARTS_PER_SEND])
+        while sent:
+            size = parts[at].nbytes
+            if sent < size:
+                parts[at] = parts[at][sent:]
+                break
+            sent -= size
+            at += 1
+
+
+def _receive_pickled(connection: Connection, raw: socket.socket) -> Any:
+    """The object a :class:`_Pickled` was made of: its header (a message of ``connection``),
+    then the pickle and its buffers, read from ``raw`` (the same socket) into one buffer."""
+    header = connection.recv_bytes()
+    size, count = struct.unpack_from("<QI", header)
+    sizes = struct.unpack_from(f"<{count}Q", header, struct.calcsize("<QI"))
+    data = bytearray(size + sum(sizes))
+    view = memoryview(data)
+    received = 0
+    while received < len(data):
+        got = raw.recv_into(view[received:])
+        if not got:
+            raise EOFError("the parent closed the socket mid-call")
+        received += got
+    buffers, at = [], size
+    for length in sizes:
+        buffers.append(view[at:at + length])
+        at += length
+    return pickle.loads(view[:size], buffers=buffers)
 
 
 class ScoringFailed(Exception):
@@ -364,6 +431,7 @@ class ScoringProcess:
             max_workers=1, thread_name_prefix="voicelab-scoring")
         self._process: subprocess.Popen[bytes] | None = None
         self._connection: Connection | None = None
+        self._raw: socket.socket | None = None  # the same socket, for the calls' buffers
         self._run_key: str | None = None
 
     def _start(self) -> Connection:
@@ -375,6 +443,7 @@ class ScoringProcess:
 
     def _spawn(self) -> Connection:
         self._process, self._connection = start_child(SERVE)
+        self._raw = socket.fromfd(self._connection.fileno(), socket.AF_UNIX, socket.SOCK_STREAM)
         self._run_key = None
         return self._connection
 
@@ -387,7 +456,7 @@ class ScoringProcess:
             if self._connection is None:
                 self._start()
 
-    def _roundtrip(self, run_key: str, loaded_blob: bytes, call_bytes: bytes,
+    def _roundtrip(self, run_key: str, loaded_blob: bytes, call: _Pickled,
                    claim: Callable[[], bool] | None) -> bytes | None:
         """Send one pickled call (with its run, when the process has another) and wait for
         the pickled reply: the thread holds the GIL only between the socket calls. ``None``:
@@ -400,7 +469,9 @@ class ScoringProcess:
                                protocol=pickle.HIGHEST_PROTOCOL)
             try:
                 connection.send_bytes(run)
-                connection.send_bytes(call_bytes)
+                connection.send_bytes(call.header())
+                assert self._raw is not None
+                _send_parts(self._raw, call.parts())
                 self._run_key = run_key
                 return connection.recv_bytes()
             except (EOFError, OSError) as error:
@@ -411,6 +482,9 @@ class ScoringProcess:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
         code = None
         if process is not None:
             try:
@@ -429,12 +503,12 @@ class ScoringProcess:
         # pickled here, on the loop (~0.2 ms): from the sending thread it cost the loop ~2 ms
         # a trial, the two threads handing the GIL back and forth while it ran
         try:
-            call_bytes = _pickled(call)
+            pickled = _pickled(call)
         except (pickle.PicklingError, TypeError, AttributeError) as error:
             raise CannotSend(f"{type(error).__name__}: {error}") from None
         loop = asyncio.get_running_loop()
         reply = await loop.run_in_executor(self._thread, self._roundtrip, run_key,
-                                           loaded_blob, call_bytes, claim)
+                                           loaded_blob, pickled, claim)
         if reply is None:
             return None
         kind, value, records = pickle.loads(reply)

@@ -283,12 +283,12 @@ def test_the_channel_carries_a_pickle_and_hundreds_of_buffers_in_order():
     payload = {"chunks": [pickle.PickleBuffer(bytes([n % 251]) * (997 + n)) for n in range(1300)],
                "empty": pickle.PickleBuffer(b""), "name": "call"}
     buffers: list[pickle.PickleBuffer] = []
-    message = _scoring._Pickled(pickle.dumps(payload, protocol=5,
-                                             buffer_callback=buffers.append), buffers)
+    message = _scoring._Pickled.of(pickle.dumps(payload, protocol=5,
+                                                buffer_callback=buffers.append), buffers)
 
     def send():
-        sender.send_bytes(message.header())
-        _scoring._send_parts(ours, message.parts())
+        sender.send_bytes(message.header)
+        _scoring._send_parts(ours, message.parts)
 
     thread = threading.Thread(target=send)
     thread.start()

@@ -341,19 +341,18 @@ def _yield_the_cores() -> None:
 @dataclass
 class _Pickled:
     """A pickle and its out-of-band buffers: a call's PCM chunks as they were received, neither
-    joined nor copied into the pickle (the sending thread hands them to the kernel)."""
+    joined nor copied into the pickle. Made on the loop; the sending thread only hands
+    ``header`` and ``parts`` to the kernel."""
 
-    data: bytes
-    buffers: list[pickle.PickleBuffer]
+    header: bytes  # the pickle's size, then the buffers' count and sizes
+    parts: list[memoryview]  # the pickle, then the buffers (empty ones left out)
 
-    def header(self) -> bytes:
-        """The pickle's size, then the buffers' count and sizes."""
-        sizes = [buffer.raw().nbytes for buffer in self.buffers]
-        return struct.pack(f"<QI{len(sizes)}Q", len(self.data), len(sizes), *sizes)
-
-    def parts(self) -> list[memoryview]:
-        return [part for part in (memoryview(self.data), *(b.raw() for b in self.buffers))
-                if part.nbytes]
+    @classmethod
+    def of(cls, data: bytes, buffers: list[pickle.PickleBuffer]) -> _Pickled:
+        views = [buffer.raw() for buffer in buffers]
+        sizes = [view.nbytes for view in views]
+        header = struct.pack(f"<QI{len(sizes)}Q", len(data), len(sizes), *sizes)
+        return cls(header, [view for view in (memoryview(data), *views) if view.nbytes])
 
 
 def _pickled(call: Call) -> _Pickled:
@@ -363,7 +362,7 @@ def _pickled(call: Call) -> _Pickled:
 
     def dumps() -> _Pickled:
         data = pickle.dumps(call, protocol=5, buffer_callback=buffers.append)
-        return _Pickled(data, buffers)
+        return _Pickled.of(data, buffers)
 
     streams = call.recording.streams
     clean = streams.get(USER_CLEAN)
@@ -469,9 +468,9 @@ class ScoringProcess:
                                protocol=pickle.HIGHEST_PROTOCOL)
             try:
                 connection.send_bytes(run)
-                connection.send_bytes(call.header())
+                connection.send_bytes(call.header)
                 assert self._raw is not None
-                _send_parts(self._raw, call.parts())
+                _send_parts(self._raw, call.parts)
                 self._run_key = run_key
                 return connection.recv_bytes()
             except (EOFError, OSError) as error:

@@ -81,5 +81,7 @@ class PcmStream:
 
 
 def _stream_of(chunks: Sequence[bytes | bytearray | memoryview]) -> PcmStream:
-    """A stream unpickled from its chunks (see :meth:`PcmStream.__reduce_ex__`)."""
-    return PcmStream(b"".join(chunks))
+    """A stream unpickled from its chunks (see :meth:`PcmStream.__reduce_ex__`), joined once."""
+    stream = PcmStream()
+    stream.append(b"".join(chunks))  # bytes: kept as they are
+    return stream

@@ -16,19 +16,31 @@ a bare websockets client doing the same exchange against the same in-process fak
 no evaluation at all; same concurrency; trials per second and their ratio. The two are measured
 alternately, 3 times each, and the medians compared (single runs vary by ±15 % on this machine).
 ``--scoring loop`` scores every call on the event loop (the runner before the scoring process)
-for comparison.
+for comparison. Each row also gives the CPU time a trial costs, medians: the event loop's
+thread with voicelab and with the bare client (the loop is the bottleneck of an in-process run),
+and the scoring process's (user + system, from ``/proc``; 0 off Linux). Work on one core slows
+the other on this machine (a busy loop beside the bare client made its calls ~50 % slower), so
+the scoring process's CPU costs the loop too.
+
+``--workdir DIR`` puts the bundles (and the temporary folder of the product double's databases:
+``TMPDIR``) under ``DIR`` instead of the system's temporary folder. A trial's bundle is about
+twenty new files, the bare client's only its double's database: a file system that creates
+files slowly (this machine's ``/tmp``: ~300 us a file against ~16 us under ``/work``) weighs on
+voicelab's side alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -211,6 +223,31 @@ async def voicelab_rate(trials: int, concurrency: int, workdir: Path, scoring: s
     return trials / (time.perf_counter() - started), outcome.report.passed_trials
 
 
+def _process_cpu_seconds(pid: int | None) -> float:
+    """User plus system CPU time of process ``pid`` (Linux; 0 elsewhere or when gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def cpu_meter() -> Iterator[dict[str, float]]:
+    """CPU seconds spent inside the block by this thread (the event loop's: the bottleneck of
+    an in-process run) and by the scoring process (its other core)."""
+    from voicelab.runner._scoring import scoring_process
+
+    used: dict[str, float] = {}
+    loop_start = time.thread_time()
+    scoring_start = _process_cpu_seconds(scoring_process().pid)
+    yield used
+    used["loop"] = time.thread_time() - loop_start
+    used["scoring"] = max(0.0, _process_cpu_seconds(scoring_process().pid) - scoring_start)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--accuracy-trials", type=int, default=50)
@@ -222,30 +259,46 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--scoring", choices=("process", "loop"), default="process",
                         help="where voicelab scores its calls (arun's scoring=)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="folder for the bundles and temporary files (default: the "
+                             "system's temporary folder)")
     parser.add_argument("--skip-accuracy", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--listening-trials", type=int, default=50,
                         help="concurrent server_vad trials (0 skips the listening section)")
     args = parser.parse_args()
     logging_quiet()
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        os.environ["TMPDIR"] = str(args.workdir.resolve())
+        tempfile.tempdir = None  # read TMPDIR again
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         workdir = Path(tmp)
         print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
         print("\nthroughput: seed example, pace_audio false "
               f"({args.throughput_trials} trials per measurement, median of {args.repeats} "
               "alternating measurements)")
-        print(f"{'concurrency':>11} {'voicelab/s':>11} {'bare/s':>9} {'ratio':>7}")
+        print(f"{'concurrency':>11} {'voicelab/s':>11} {'bare/s':>9} {'ratio':>7}"
+              f"   CPU ms a trial: {'loop':>5} {'bare':>5} {'scoring':>7}")
         for concurrency in ([] if args.skip_throughput else args.concurrency):
             await voicelab_rate(4, concurrency, workdir, args.scoring)  # warm up imports, caches
             rates, bares, passed = [], [], 0
+            loop_cpu, bare_cpu, scoring_cpu = [], [], []
             for _ in range(args.repeats):
-                rate, ok = await voicelab_rate(args.throughput_trials, concurrency, workdir,
-                                               args.scoring)
+                trials = args.throughput_trials
+                with cpu_meter() as used:
+                    rate, ok = await voicelab_rate(trials, concurrency, workdir, args.scoring)
+                loop_cpu.append(used["loop"] / trials)
+                scoring_cpu.append(used["scoring"] / trials)
                 rates.append(rate)
                 passed += ok
-                bares.append(await bare_rate(args.throughput_trials, concurrency))
+                with cpu_meter() as used:
+                    bares.append(await bare_rate(trials, concurrency))
+                bare_cpu.append(used["loop"] / trials)
             rate, bare = float(np.median(rates)), float(np.median(bares))
             print(f"{concurrency:>11} {rate:>11.1f} {bare:>9.1f} {rate / bare:>7.2f}"
+                  f"   {'':>15} {np.median(loop_cpu) * 1e3:>5.1f} "
+                  f"{np.median(bare_cpu) * 1e3:>5.1f} {np.median(scoring_cpu) * 1e3:>7.1f}"
                   f"   ({passed}/{args.throughput_trials * args.repeats} passed; voicelab "
                   f"{min(rates):.1f}-{max(rates):.1f}, bare {min(bares):.1f}-{max(bares):.1f})")
         print("targets: voicelab >= 10 trials/s and >= 1/2 of the bare rate")

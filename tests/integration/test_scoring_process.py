@@ -10,6 +10,7 @@ import logging
 import os
 import pickle
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -91,10 +92,14 @@ def test_a_lost_scoring_process_costs_a_warning_not_a_trial(tmp_path):
     killed: list[int] = []
 
     def kill_after_the_first(result, finished, total):
-        process = scoring_process()._process
-        if finished == 1 and process is not None:
-            os.kill(process.pid, signal.SIGKILL)
-            killed.append(process.pid)
+        pid = scoring_process().pid
+        if finished == 1 and pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while scoring_process().pid is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert scoring_process().pid is None  # gone: no id to read its CPU time by
+            killed.append(pid)
 
     outcome = voicelab.run(EXAMPLE, trials=4, concurrency=1, artifacts_dir=tmp_path,
                            on_trial_done=kill_after_the_first)
@@ -106,8 +111,8 @@ def test_a_lost_scoring_process_costs_a_warning_not_a_trial(tmp_path):
             sorted(p.name for p in folder.iterdir())
     log = (outcome.bundle_path / "evaluator.log").read_text()
     assert "the scoring process was lost (killed by SIGKILL): scored on the event loop" in log
-    replacement = scoring_process()._process
-    assert replacement is not None and replacement.pid != killed[0]  # the next trials' process
+    replacement = scoring_process().pid
+    assert replacement is not None and replacement != killed[0]  # the next trials' process
 
 
 def test_the_scoring_process_yields_the_cores(finished_call):
@@ -115,10 +120,10 @@ def test_the_scoring_process_yields_the_cores(finished_call):
     behind scoring (and, unlike SCHED_IDLE, a busy machine slows scoring, never stops it)."""
     asyncio.run(scoring_process().score("a run", pickle_of(finished_call[0]),
                                         _to(finished_call[1], Path("/dev/null/nowhere"))))
-    process = scoring_process()._process
-    assert process is not None
-    assert os.getpriority(os.PRIO_PROCESS, process.pid) == _scoring.SCORING_NICENESS
-    assert os.sched_getscheduler(process.pid) == os.SCHED_OTHER
+    pid = scoring_process().pid
+    assert pid is not None
+    assert os.getpriority(os.PRIO_PROCESS, pid) == _scoring.SCORING_NICENESS
+    assert os.sched_getscheduler(pid) == os.SCHED_OTHER
 
 
 def test_runs_with_judges_and_runs_that_ask_are_scored_on_the_loop(tmp_path):

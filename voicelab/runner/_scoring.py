@@ -433,6 +433,13 @@ class ScoringProcess:
         self._raw: socket.socket | None = None  # the same socket, for the calls' buffers
         self._run_key: str | None = None
 
+    @property
+    def pid(self) -> int | None:
+        """The process's id while it runs (``None`` before it is started), for a benchmark or
+        a monitor that reads its CPU time."""
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
+
     def _start(self) -> Connection:
         try:
             return self._spawn()

@@ -242,10 +242,13 @@ def cpu_meter() -> Iterator[dict[str, float]]:
 
     used: dict[str, float] = {}
     loop_start = time.thread_time()
-    scoring_start = _process_cpu_seconds(scoring_process().pid)
+    pid = scoring_process().pid
+    scoring_start = _process_cpu_seconds(pid)
     yield used
     used["loop"] = time.thread_time() - loop_start
-    used["scoring"] = max(0.0, _process_cpu_seconds(scoring_process().pid) - scoring_start)
+    now = scoring_process().pid
+    # a process started (or replaced) inside the block counts from its own start
+    used["scoring"] = _process_cpu_seconds(now) - (scoring_start if now == pid else 0.0)
 
 
 async def main() -> None:

@@ -4,6 +4,7 @@ AIMD controller (fed a fake lag source)."""
 
 from __future__ import annotations
 
+import array
 import asyncio
 import time
 
@@ -38,6 +39,21 @@ def test_lag_statistics_are_percentiles_of_the_lateness_in_ms():
     assert_allclose(lag.p99, np.percentile(lateness_ns, 99) / 1e6, atol=5e-4)
     assert_allclose(lag.max, lateness_ns.max() / 1e6, atol=5e-4)
     assert (lag.ticks, lag.interval_ms) == (1000, 10.0)
+
+
+def test_lag_statistics_equal_numpy_s_to_the_microsecond_for_a_trial_s_few_ticks():
+    """Sorted in Python (a trial's ticks are few; numpy's overhead was most of the cost on
+    the loop): the very numbers numpy's linear percentile gives, for the ticker's array too."""
+    rng = np.random.default_rng(11)
+    for size in [1, 2, 3, 7, 10, 33, 99, 100, 101, 257]:
+        for _ in range(20):
+            lateness_ns = array.array("q", rng.choice(
+                [0, 1_000, 123_456_789, *rng.integers(0, 90_000_000, size=5)], size=size))
+            values = np.asarray(lateness_ns, dtype=np.float64) / 1e6
+            p50, p99 = np.percentile(values, [50, 99])
+            lag = loop_lag_statistics(lateness_ns, interval_ms=10.0)
+            assert (lag.p50, lag.p99, lag.max, lag.ticks) == (
+                round(float(p50), 3), round(float(p99), 3), round(float(values.max()), 3), size)
 
 
 def test_no_tick_has_no_statistics_and_is_not_degraded():

@@ -114,6 +114,10 @@ class SocketEndpoint:
         """The events of one inbox item: a message (str or bytes) or a subclass's marker."""
         raise NotImplementedError
 
+    #: ``_receive`` as a plain method, for a subclass whose decoding never waits: the receive
+    #: path calls it without making a coroutine for each of a response's hundreds of frames
+    _receive_now: Callable[[int, Any], list[EndpointEvent]] | None = None
+
     def _receive_pending(self) -> bool:
         """The product owes a message: the receive timeout runs (default: while open)."""
         return self._state == "open"
@@ -187,6 +191,7 @@ class SocketEndpoint:
         if self._events_finished:
             return
         queue = self._queue
+        receive_now = self._receive_now
         while True:
             if queue.empty():
                 if self._receive_pending():
@@ -210,7 +215,8 @@ class SocketEndpoint:
                 return
             if isinstance(item, str | bytes):
                 self._progress_ns = received_ns
-            for event in await self._receive(received_ns, item):
+            for event in (receive_now(received_ns, item) if receive_now is not None
+                          else await self._receive(received_ns, item)):
                 yield event
 
     def _timed_out(self) -> bool:

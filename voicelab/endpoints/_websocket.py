@@ -118,6 +118,9 @@ class WebSocketEndpoint(SocketEndpoint):
         return self._receive_pending()
 
     async def _receive(self, received_ns: int, item: Any) -> list[EndpointEvent]:
+        return self._receive_now(received_ns, item)
+
+    def _receive_now(self, received_ns: int, item: Any) -> list[EndpointEvent]:
         events = self._decoder.decode(received_ns, item)
         for event in events:
             self._track(event)

@@ -215,9 +215,9 @@ def test_a_recording_sent_to_another_process_arrives_whole():
     assert "listener" not in live.__getstate__()  # rebuilt, not sent
 
 
-def test_a_pcm_stream_pickles_its_chunks_out_of_band_without_joining_them():
-    """Protocol 5 with a buffer callback (the scoring process's channel): each chunk is a
-    buffer of its own, not copied into the pickle; any other protocol carries the samples."""
+def test_a_pcm_stream_pickles_its_samples_out_of_band():
+    """Protocol 5 with a buffer callback (the scoring process's channel): the stream is one
+    buffer, joined once, not copied into the pickle; any other protocol carries the samples."""
     import pickle
 
     stream = PcmStream()
@@ -226,10 +226,13 @@ def test_a_pcm_stream_pickles_its_chunks_out_of_band_without_joining_them():
         stream.append(chunk)
     buffers: list[pickle.PickleBuffer] = []
     data = pickle.dumps(stream, protocol=5, buffer_callback=buffers.append)
-    assert [b.raw().tobytes() for b in buffers] == chunks and len(data) < 200
+    assert [b.raw().tobytes() for b in buffers] == [b"".join(chunks)] and len(data) < 200
     assert pickle.loads(data, buffers=[b.raw() for b in buffers]).pcm() == b"".join(chunks)
     stream.pcm()  # joined once read; later chunks stay apart until the next read
     stream.append(b"\x09\x00")
+    buffers.clear()
+    pickle.dumps(stream, protocol=5, buffer_callback=buffers.append)
+    assert [b.raw().tobytes() for b in buffers] == [b"".join(chunks) + b"\x09\x00"]
     for protocol in (2, 4, 5):
         assert pickle.loads(pickle.dumps(stream, protocol=protocol)).pcm() == \
             b"".join(chunks) + b"\x09\x00"

@@ -340,8 +340,8 @@ def _yield_the_cores() -> None:
 
 @dataclass
 class _Pickled:
-    """A pickle and its out-of-band buffers: a call's PCM chunks as they were received, neither
-    joined nor copied into the pickle. Made on the loop; the sending thread only hands
+    """A pickle and its out-of-band buffers: a call's PCM streams, each joined once and not
+    copied into the pickle. Made on the loop; the sending thread only hands
     ``header`` and ``parts`` to the kernel."""
 
     header: bytes  # the pickle's size, then the buffers' count and sizes
@@ -506,7 +506,7 @@ class ScoringProcess:
                     claim: Callable[[], bool] | None = None) -> Scored | None:
         """The call scored in the process; ``None`` when ``claim`` (asked by the sending thread
         when the call's turn comes) says it was taken elsewhere."""
-        # pickled here, on the loop (~0.7 ms in place, the chunks out of band): from the
+        # pickled here, on the loop (~0.8-1.0 ms in place, the streams out of band): from the
         # sending thread it cost the loop ~2 ms a trial, the two threads handing the GIL back
         # and forth while it ran
         try:

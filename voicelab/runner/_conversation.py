@@ -278,9 +278,11 @@ class Conversation:
     async def _warm_up(self) -> None:
         """Synthesize every turn the persona already knows (a script) before the call, so no
         synthesis delay ever sits between a decision to speak and the first sample on the
-        line."""
+        line. Not for a provider that synthesizes in about a millisecond
+        (``synthesize_ahead = False``): a turn is synthesized when spoken, one never spoken
+        costs nothing."""
         planned = getattr(self.persona, "planned_turns", None)
-        if not callable(planned):
+        if not callable(planned) or not getattr(self.speech, "synthesize_ahead", True):
             return
         texts = list(dict.fromkeys(t.text for t in planned() if t.audio is None and t.text))
         for text in texts:

@@ -15,6 +15,7 @@ class _UncachedSpeech:
     def __init__(self, provider: Any, name: str):
         self.provider = provider
         self.name = name
+        self.synthesize_ahead = bool(getattr(provider, "synthesize_ahead", True))
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> Synthesis:
         audio = await self.provider.synthesize(text, voice=voice, seed=seed)

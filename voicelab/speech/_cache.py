@@ -68,6 +68,7 @@ class SpeechService:
         self.provider = provider
         self.provider_name = str(getattr(provider, "name", type(provider).__name__))
         self.cacheable = bool(getattr(provider, "cacheable", False))
+        self.synthesize_ahead = bool(getattr(provider, "synthesize_ahead", True))
         self.seed_dependent = bool(getattr(provider, "seed_dependent", True))
         identity = getattr(provider, "cache_identity", None)
         self._identity = _jsonable(identity if isinstance(identity, Mapping) else settings or {})

@@ -6,6 +6,12 @@ open connections or import a cloud SDK at module import time. An optional classm
 ``check(settings, context)`` is called by ``validate``: it raises
 :class:`~voicelab.errors.ConfigError` (or ``MissingDependencyError``) for a missing package or
 credential without any network call.
+
+An optional class attribute ``synthesize_ahead`` (default ``True``) says whether the runner
+synthesizes every turn a persona already knows (a script's turns and its repeat request) before
+the call, so no synthesis delay sits between a decision to speak and the first sample. A
+provider whose synthesis costs about a millisecond of CPU sets it to ``False``: each turn is
+synthesized when it is spoken, and a turn never spoken (most repeat requests) costs nothing.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 
 __all__ = ["EXIT_CONFIG", "EXIT_EXECUTION", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_QUALITY",
-           "EXIT_TERMINATED"]
+           "EXIT_TERMINATED", "run_exit_code", "worst_exit_code"]
 
 #: All trials executed and passed pass^k.
 EXIT_OK = 0
@@ -23,3 +23,27 @@ EXIT_EXECUTION = 4
 EXIT_INTERRUPTED = 130
 #: Stopped by SIGTERM (CI systems, container runtimes) after writing what was gathered.
 EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+def run_exit_code(*, passed: list[bool], executed: list[bool], planned: int,
+                  interrupted: bool = False, gates_blocked: bool = False) -> int:
+    """A run's exit code from its trials (``passed`` and ``executed`` per trial that ran), the
+    number planned and its gates: 130 interrupted, 4 a trial failed to execute or did not run,
+    3 a trial did not pass (pass^k; an inconclusive trial did not pass) or a gate blocks, else
+    0. The one decision behind ``run``, ``sweep`` cells, ``resume`` and ``rescore``."""
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if not all(executed) or len(executed) < planned:
+        return EXIT_EXECUTION
+    if gates_blocked or not passed or not all(passed):
+        return EXIT_QUALITY
+    return EXIT_OK
+
+
+def worst_exit_code(codes: list[int]) -> int:
+    """Several runs' codes as one (a sweep, a rescore of several runs): interrupted, then an
+    execution failure, then a quality failure, else 0."""
+    for code in (EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_EXECUTION, EXIT_QUALITY):
+        if code in codes:
+            return code
+    return EXIT_OK

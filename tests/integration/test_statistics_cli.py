@@ -62,7 +62,7 @@ def test_config_gates_block_with_exit_3_and_say_which_and_why(tmp_path):
     assert report["gates"][1]["n"] == 6  # the opening and the answer of each of 3 trials
     assert report["pass_rate"] == {"estimate": 1.0, "low": pytest.approx(0.43850, abs=1e-5),
                                    "high": 1.0, "method": "wilson", "confidence": 0.95, "n": 3,
-                                   "passed": 3}
+                                   "passed": 3, "inconclusive": 0}
     assert [p["k"] for p in report["pass_curve"]] == [1, 2, 3]
     assert {r["name"] for r in report["verdict_pass_rates"]} >= {"expected_topics"}
     # JUnit, as CI servers read it: one suite (the plain run's one cell), a case per trial

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from voicelab.artifacts import LoopLag, TrialReport, TurnMetrics
+from voicelab.artifacts import LoopLag, MeasurementQuality, TrialReport, TurnMetrics
 from voicelab.config import (
     GateConfig,
     MeasurementConfig,
@@ -21,6 +21,7 @@ from voicelab.config import (
     StatisticsConfig,
 )
 from voicelab.metrics import degraded_note, judge_measurement, loop_lag_of, loop_lag_statistics
+from voicelab.metrics._measurement import tolerances_of
 from voicelab.recording import EventType, Recording
 from voicelab.runner._lag_budget import Admission, LagBudget, admitted
 from voicelab.runner._loop_lag import LoopLagMonitor
@@ -123,21 +124,77 @@ def _verdicts(measurement) -> dict:
     return {v.name: v for v in verdicts}
 
 
-def test_a_degraded_trial_withholds_its_timing_verdicts_and_keeps_the_figures():
-    lag = LoopLag(p50=10.0, p99=80.0, max=120.0, ticks=50, interval_ms=10.0)
-    degraded = _verdicts(judge_measurement(lag, MeasurementConfig()))
-    trusted = _verdicts(judge_measurement(LoopLag(p50=0.5, p99=2.0, max=3.0, ticks=50,
-                                                  interval_ms=10.0), MeasurementConfig()))
-    assert trusted["first_audio_latency"].status == "passed"
-    assert trusted["interruption_honoured"].status == "failed"  # 120 ms > 100 ms
+def _timed(measurement, *, latencies, stop_ms, limit_ms=500, stop_limit_ms=100) -> dict:
+    scenario = ScenarioConfig.model_validate({"id": "s", "eval_spec": {
+        "expected_exit": "max_turns", "max_first_audio_latency_ms": limit_ms,
+        "max_interruption_stop_ms": stop_limit_ms,
+        "advisory_verdicts": ["interruption_honoured"]}})
+    turns = [_turn(i, latency=value) for i, value in enumerate(latencies)]
+    turns[-1].interrupted, turns[-1].interruption_stop_latency_ms = True, stop_ms
+    verdicts = deterministic_verdicts(
+        scenario=scenario, persona=PersonaConfig(name="p"), transcript=[],
+        exit_reason="max_turns", outcome_status="unavailable", outcome=None,
+        outcome_error=None, measurement=measurement, turn_metrics=turns)
+    return {v.name: v for v in verdicts}
+
+
+_LAGGED = LoopLag(p50=10.0, p99=80.0, max=120.0, ticks=50, interval_ms=10.0)
+
+
+def test_a_timing_verdict_the_error_cannot_change_is_decided():
+    degraded = judge_measurement(_LAGGED, MeasurementConfig())
+    # 300 ms and 200 ms against 500 ms: even 120 ms too low, both are under the limit
+    verdicts = _timed(degraded, latencies=[300.0, 200.0], stop_ms=30.0)
+    assert verdicts["first_audio_latency"].status == "passed"
+    assert "possible timing error 120.0 ms" in verdicts["first_audio_latency"].why
+    # 700 ms against 500 ms: even 120 ms too high, it is over the limit
+    verdicts = _timed(degraded, latencies=[300.0, 700.0], stop_ms=300.0)
+    assert verdicts["first_audio_latency"].status == "failed"
+    assert verdicts["interruption_honoured"].status == "failed"
+    assert verdicts["interruption_honoured"].critical is False  # advisory stays advisory
+
+
+def test_a_timing_verdict_is_inconclusive_only_when_the_error_straddles_its_limit():
+    degraded = judge_measurement(_LAGGED, MeasurementConfig())
+    trusted = judge_measurement(LoopLag(p50=0.5, p99=2.0, max=3.0, ticks=50, interval_ms=10.0),
+                                MeasurementConfig())
+    undecided = _timed(degraded, latencies=[450.0, 200.0], stop_ms=150.0)
+    decided = _timed(trusted, latencies=[450.0, 200.0], stop_ms=150.0)
+    assert decided["first_audio_latency"].status == "passed"
+    assert decided["interruption_honoured"].status == "failed"  # 150 ms > 100 ms
     for name in TIMING_VERDICTS:
-        verdict = degraded[name]
+        verdict = undecided[name]
         assert verdict.status == "inconclusive" and verdict.passed is False
-        assert verdict.observed == trusted[name].observed  # the figure is kept
+        assert verdict.observed == decided[name].observed  # the figure is kept
+        assert "possible timing error 120.0 ms" in verdict.why
         assert "loop lag p99 80.0 ms > 20 ms" in verdict.why
-        assert verdict.critical == trusted[name].critical  # advisory stays advisory
-    assert degraded["interruption_honoured"].critical is False
-    assert degraded["expected_exit"] == trusted["expected_exit"]  # not a timing verdict
+        assert verdict.critical == decided[name].critical
+    assert undecided["expected_exit"] == decided["expected_exit"]  # not a timing verdict
+
+
+def test_a_trial_judged_per_turn_uses_each_turns_own_error_bound():
+    turns = [_turn(0, latency=480.0), _turn(1, latency=100.0)]
+    turns[0].timing_degraded, turns[0].stamp_error_bound_ms = True, 2.0
+    turns[1].timing_degraded, turns[1].stamp_error_bound_ms = True, 300.0
+    quality = MeasurementQuality(loop_lag_ms=_LAGGED, degraded=True, scope="turn",
+                                 tolerances=tolerances_of(MeasurementConfig()),
+                                 reasons=["turn-000: x", "turn-001: y"],
+                                 degraded_turns=["turn-000", "turn-001"])
+    scenario = ScenarioConfig.model_validate({"id": "s", "eval_spec": {
+        "max_first_audio_latency_ms": 500}})
+    verdict, = [v for v in deterministic_verdicts(
+        scenario=scenario, persona=PersonaConfig(name="p"), transcript=[],
+        exit_reason="max_turns", outcome_status="unavailable", outcome=None, outcome_error=None,
+        measurement=quality, turn_metrics=turns) if v.name == "first_audio_latency"]
+    # 480 + 2 and 100 + 300 are both under 500: decided although both turns are degraded
+    assert verdict.status == "passed"
+    turns[0].stamp_error_bound_ms = 30.0  # 480 + 30 straddles 500
+    verdict, = [v for v in deterministic_verdicts(
+        scenario=scenario, persona=PersonaConfig(name="p"), transcript=[],
+        exit_reason="max_turns", outcome_status="unavailable", outcome=None, outcome_error=None,
+        measurement=quality, turn_metrics=turns) if v.name == "first_audio_latency"]
+    assert verdict.status == "inconclusive"
+    assert "measured 480.0 ms, possible timing error 30.0 ms, limit 500 ms" in verdict.why
 
 
 def test_without_a_measurement_the_verdicts_are_judged_as_before():

@@ -177,8 +177,9 @@ def test_the_late_ticks_survive_the_bundle_and_judge_the_same_again():
 # --- verdicts ---------------------------------------------------------------------------------
 
 def _verdicts(quality, turns) -> dict:
+    # limits within the 150 ms the late tick may hide of turn-002's 300 ms and 50 ms
     scenario = ScenarioConfig.model_validate({"id": "s", "eval_spec": {
-        "expected_exit": "max_turns", "max_first_audio_latency_ms": 500,
+        "expected_exit": "max_turns", "max_first_audio_latency_ms": 400,
         "max_interruption_stop_ms": 100}})
     verdicts = deterministic_verdicts(
         scenario=scenario, persona=PersonaConfig(name="p"), transcript=[],
@@ -189,7 +190,7 @@ def _verdicts(quality, turns) -> dict:
 
 @pytest.mark.parametrize(("interrupted", "stop_status"), [("turn-001", "passed"),
                                                           ("turn-002", "inconclusive")])
-def test_a_timing_verdict_is_inconclusive_only_when_it_rests_on_a_degraded_turn(
+def test_a_timing_verdict_is_inconclusive_only_when_a_degraded_turns_error_straddles_it(
         interrupted, stop_status):
     recording = _recording({"turn-001": _every(1000, 50), "turn-002": [4050, 4060]},
                            late=[(4050, 150)])

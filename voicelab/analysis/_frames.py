@@ -49,7 +49,7 @@ KEY_COLUMNS = ("run_id", "cell", "trial_id")
 GROUP_COLUMNS = ("scenario_id", "persona", "environment")
 JUDGE_COLUMNS = ("name", "kind", "critical", "status", "passed", "label", "score", "threshold",
                  "rationale", "model", "model_version", "error")
-VERDICT_COLUMNS = ("name", "passed", "critical", "why", "expected", "observed")
+VERDICT_COLUMNS = ("name", "status", "passed", "critical", "why", "expected", "observed")
 _TRIAL_CATEGORIES = ("session_id", "adapter", "execution_status", "exit_reason",
                      "outcome_status")
 _TEXT_COLUMNS = ("trace_id", "failure_message", "outcome_error", "message", "rationale", "error",
@@ -464,7 +464,7 @@ def _settings(report: dict[str, Any] | None) -> tuple[float, str]:
 
 
 _RATE_FRAME_COLUMNS = ("run_id", "cell", "kind", "name", "critical", *RATE_COLUMNS,
-                       "sensitivity", "specificity", "note")
+                       "inconclusive", "sensitivity", "specificity", "note")
 
 
 def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
@@ -475,6 +475,8 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
     keep = counted(trials)
     passed = trials["passed"].fillna(False).astype(bool).to_numpy() if len(trials) else \
         np.zeros(0, dtype=bool)
+    undecided = (trials["status"].astype(object) == "inconclusive").to_numpy(dtype=bool) \
+        if "status" in trials else np.zeros(len(trials), dtype=bool)
 
     def child_table(frame: pd.DataFrame, counts: list[int], *, errors: bool) -> pd.DataFrame:
         index = np.repeat(np.arange(len(trials)), np.asarray(counts, dtype=np.int64))
@@ -484,6 +486,9 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
         return pd.DataFrame({"run": run_index[index][mask] if len(index) else [],
                              "name": frame["name"].astype(object).to_numpy()[mask],
                              "passed": frame["passed"].to_numpy(dtype=bool)[mask],
+                             "inconclusive": (frame["status"].astype(object) == "inconclusive")
+                             .to_numpy(dtype=bool)[mask] if "status" in frame
+                             else np.zeros(int(mask.sum()), dtype=bool),
                              "critical": frame["critical"].to_numpy(dtype=bool)[mask]})
 
     children = {"verdict": child_table(verdicts, verdict_counts, errors=False),
@@ -500,13 +505,15 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
 
         mine = (run_index == number) & keep
         rows.append({**base, "kind": "run", "name": None, "critical": None,
-                     **rate(int(passed[mine].sum()), int(mine.sum()))})
+                     **rate(int(passed[mine].sum()), int(mine.sum())),
+                     "inconclusive": int(undecided[mine].sum())})
         for kind, table in children.items():
             part = table[table["run"] == number]
             for name, group in part.groupby("name", sort=False):
                 rows.append({**base, "kind": kind, "name": name,
                              "critical": bool(group["critical"].any()),
-                             **rate(int(group["passed"].sum()), len(group))})
+                             **rate(int(group["passed"].sum()), len(group)),
+                             "inconclusive": int(group["inconclusive"].sum())})
         for corrected in (run.report or {}).get("judge_corrected_pass_rates") or []:
             judged = corrected.get("judge_pass_rate") or {}
             rows.append({**base, "kind": "judge_corrected", "name": corrected.get("judge"),
@@ -520,7 +527,7 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
     frame = pd.DataFrame(rows, columns=list(_RATE_FRAME_COLUMNS))
     for column in ("estimate", "low", "high", "confidence", "sensitivity", "specificity"):
         frame[column] = pd.to_numeric(frame[column]).astype(float)
-    for column in ("n", "passed"):
+    for column in ("n", "passed", "inconclusive"):
         frame[column] = pd.array(frame[column], dtype="Int64")
     for column in ("run_id", "cell", "kind"):
         frame[column] = frame[column].astype("category")

@@ -6,7 +6,9 @@ trial and seed so a CI's history follows the same trial across builds:
 - a trial whose execution failed is an ``<error>`` (the execution failures, then any failed
   verdicts);
 - a trial that ran but did not pass is a ``<failure>`` carrying each failed verdict's ``why``
-  (critical first) and each failed critical judge;
+  (critical first) and each failed critical judge; an inconclusive trial (nothing failed, a
+  critical verdict undecided after its retries) is a ``<failure type="inconclusive">`` whose
+  message says so and why (not judged is not passed);
 - planned trials that never ran (an interrupted run) are one ``<error>`` test case;
 - ``compare`` gates are test cases of a ``compare`` suite: a gate that blocks is a failure, an
   inconclusive gate that does not block is ``<skipped>`` (not judged is not passed).
@@ -140,6 +142,12 @@ def _trial_case(cell: str, trial_dir: Path) -> _Case:
                              f"({report.get('exit_reason')})"]
         case.outcome, case.kind = "error", "execution"
         case.message, case.details = _one_line(lines[0]), "\n".join([*lines, *verdicts])
+    elif report.get("status") == "inconclusive":  # not passed, but not a failed verdict
+        attempts = int(report.get("attempt") or 1)
+        lines = [f"inconclusive after {attempts} attempt(s): " + (verdicts[0] if verdicts
+                 else "a critical verdict could not be decided"), *verdicts[1:]]
+        case.outcome, case.kind = "failure", "inconclusive"
+        case.message, case.details = _one_line(lines[0]), "\n".join(lines)
     elif not report.get("passed"):
         lines = verdicts or [f"the trial did not pass ({report.get('exit_reason')})"]
         case.outcome, case.kind = "failure", "verdict"

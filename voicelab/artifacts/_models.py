@@ -124,6 +124,19 @@ class ExecutionFailure(ArtifactModel):
 
 # --- reports ----------------------------------------------------------------------------------
 
+class TrialAttempt(ArtifactModel):
+    """An earlier attempt of a trial that ended inconclusive and was run again."""
+
+    attempt: int
+    status: Literal["passed", "failed", "inconclusive"]
+    #: the undecided verdicts and why
+    inconclusive: list[str] = Field(default_factory=list)
+    #: trials in flight when it ran
+    concurrency: int | None = None
+    #: its evidence, relative to the run folder (``attempts/trial-001.1``)
+    path: str
+
+
 class TrialReport(Versioned):
     trial: int
     trial_id: str
@@ -157,8 +170,21 @@ class TrialReport(Versioned):
     audio_format: dict[str, Any] = Field(default_factory=dict)
     files: list[str] = Field(default_factory=list)
     #: the evaluator's loop lagged beyond its tolerances during the call (voice-metrics.json
-    #: ``measurement_quality``): timing verdicts are inconclusive
+    #: ``measurement_quality``): timing verdicts the error could change are inconclusive
     measurement_degraded: bool = False
+    #: ``passed`` / ``failed``; ``inconclusive``: nothing failed but a critical verdict could
+    #: not be decided (never a pass). Absent in bundles written before it was kept.
+    status: Literal["passed", "failed", "inconclusive"] | None = None
+    #: which attempt of this trial this report is (an inconclusive trial is run again, same
+    #: seed); the earlier attempts are listed in ``attempts``, their evidence kept
+    attempt: int = 1
+    attempts: list[TrialAttempt] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _status_of_older_bundles(self) -> TrialReport:
+        if self.status is None:
+            self.status = "passed" if self.passed else "failed"
+        return self
 
 
 class TrialSummary(ArtifactModel):
@@ -174,6 +200,15 @@ class TrialSummary(ArtifactModel):
     path: str
     #: the trial's timings were degraded by the evaluator's own loop lag
     measurement_degraded: bool = False
+    status: Literal["passed", "failed", "inconclusive"] | None = None
+    inconclusive_verdicts: list[str] = Field(default_factory=list)
+    attempts: int = 1
+
+    @model_validator(mode="after")
+    def _status_of_older_bundles(self) -> TrialSummary:
+        if self.status is None:
+            self.status = "passed" if self.passed else "failed"
+        return self
 
 
 class Interoperability(Versioned):

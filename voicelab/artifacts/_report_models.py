@@ -22,6 +22,8 @@ class PassRate(ArtifactModel):
     confidence: float = 0.95
     n: int = 0
     passed: int = 0
+    #: of the ``n - passed`` not passed, how many were inconclusive (undecided, not failed)
+    inconclusive: int = 0
 
 
 class PassCurvePoint(ArtifactModel):
@@ -145,6 +147,10 @@ class RunReport(Versioned):
     pass_power_k: bool
     exit_code: int
     trials: list[TrialSummary] = Field(default_factory=list)
+    #: executed trials still inconclusive after their retries (counted as not passed) and
+    #: trials run again because an attempt was inconclusive
+    inconclusive_trials: int = 0
+    retried_trials: int = 0
     message: str = ""
     #: ``--label``: names the run in frames and reports
     label: str | None = None

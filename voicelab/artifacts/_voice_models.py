@@ -201,8 +201,10 @@ class MeasurementQuality(ArtifactModel):
     """Whether the trial's timing metrics can be trusted. ``degraded``: the loop lagged beyond a
     tolerance around some turn's arrivals (``degraded_turns``), so their stamps (and every
     latency, stall and dead-air figure built on them) may be late by up to the lag; the metrics
-    are still written, the timing verdicts resting on those turns are ``inconclusive``. ``loop_lag_ms`` is ``None`` when the lag was not measured (a bundle
-    written before it was)."""
+    are still written, and a timing verdict resting on those turns is ``inconclusive`` when
+    that error could change its answer (its interval straddles the limit), decided otherwise.
+    ``loop_lag_ms`` is ``None`` when the lag was not measured (a bundle written before it
+    was)."""
 
     loop_lag_ms: LoopLag | None = None
     tolerances: MeasurementTolerances

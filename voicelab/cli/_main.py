@@ -21,7 +21,8 @@ from ._output import PROG, relative
 _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
                    "artifacts_dir": "--artifacts-dir", "output": "--output",
                    "resume": "--resume",
-                   "executor": "--executor", "workers": "--workers", "scheduler": "--scheduler"}
+                   "executor": "--executor", "workers": "--workers", "scheduler": "--scheduler",
+                   "retry_inconclusive": "--retry-inconclusive"}
 
 
 def _error_line(error: BaseException) -> str:
@@ -60,6 +61,10 @@ def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
                              "not done (interrupted or missing)")
     parser.add_argument("--rerun-failed", action="store_true",
                         help="with --resume: run the trials that did not pass again too")
+    parser.add_argument("--retry-inconclusive", type=int, default=1, metavar="N",
+                        help="run a trial that ended inconclusive (nothing failed, a critical "
+                             "verdict undecided) again up to N times, same seed, at lower "
+                             "concurrency; still inconclusive counts as not passed (default 1)")
 
 
 def _add_executor_options(parser: argparse.ArgumentParser) -> None:

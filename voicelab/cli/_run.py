@@ -17,7 +17,14 @@ from typing import Any, TypeVar
 
 from .._exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
 from .._progress import TrialProgress
-from ..artifacts import GateCheck, JudgeCalibration, PassRate, RunReport
+from ..artifacts import (
+    GateCheck,
+    JudgeCalibration,
+    PassRate,
+    RunReport,
+    TrialReport,
+    TrialSummary,
+)
 from ..errors import ConfigError
 from ..metrics import summarize
 from ..runner import (
@@ -84,14 +91,16 @@ def _fmt_ms(value: Any) -> str:
 
 
 def rate_text(rate: PassRate | None) -> str:
-    """``66.7% [20.8%, 93.9%] (2/3, Wilson 95%)``."""
+    """``66.7% [20.8%, 93.9%] (2/3, Wilson 95%)``; ``(2/3, 1 inconclusive, ...)`` when some
+    of those not passed were undecided."""
     if rate is None:
         return "n/a"
     if rate.estimate is None or rate.low is None or rate.high is None:
         return f"n/a ({rate.passed}/{rate.n})"
     method = "Wilson" if rate.method == "wilson" else "Clopper-Pearson"
-    return (f"{rate.estimate:.1%} [{rate.low:.1%}, {rate.high:.1%}] ({rate.passed}/{rate.n}, "
-            f"{method} {rate.confidence:.0%})")
+    undecided = f", {rate.inconclusive} inconclusive" if rate.inconclusive else ""
+    return (f"{rate.estimate:.1%} [{rate.low:.1%}, {rate.high:.1%}] ({rate.passed}/{rate.n}"
+            f"{undecided}, {method} {rate.confidence:.0%})")
 
 
 def _print_statistics(report: RunReport) -> None:
@@ -189,27 +198,44 @@ def _lag_budget_line(report: RunReport) -> str | None:
             f"{report.lowest_concurrency}")
 
 
+#: How the summary line names a trial's status.
+_STATUS_WORD = {"passed": "pass", "failed": "FAIL", "inconclusive": "INCONCLUSIVE"}
+
+
+def trial_line(summary: TrialSummary, report: TrialReport) -> str:
+    """``trial-001 seed 42: pass (exit endpoint_completion)``; an inconclusive trial is named
+    so (never "failed") with the verdicts that could not be decided."""
+    status = summary.status or ("passed" if summary.passed else "failed")
+    detail = f"exit {summary.exit_reason}"
+    if summary.execution_status != "succeeded":
+        failures = "; ".join(f.message for f in report.failures)
+        detail += f", execution failed: {failures}"
+    else:
+        if summary.failed_verdicts:
+            detail += f", failed: {', '.join(summary.failed_verdicts)}"
+        if summary.inconclusive_verdicts:
+            detail += f", undecided: {', '.join(summary.inconclusive_verdicts)}"
+    if summary.attempts > 1:
+        detail += f", attempt {summary.attempts} (earlier inconclusive)"
+    if summary.measurement_degraded:
+        detail += ", measurement degraded"
+    return f"{summary.trial_id} seed {summary.seed}: {_STATUS_WORD[status]} ({detail})"
+
+
 def print_run_summary(outcome: RunOutcome) -> None:
     report = outcome.report
     for trial in outcome.trials:
-        summary = trial.summary
-        status = "pass" if summary.passed else "FAIL"
-        detail = f"exit {summary.exit_reason}"
-        if summary.execution_status != "succeeded":
-            failures = "; ".join(f.message for f in trial.report.failures)
-            detail += f", execution failed: {failures}"
-        elif summary.failed_verdicts:
-            detail += f", failed: {', '.join(summary.failed_verdicts)}"
-        if summary.measurement_degraded:
-            detail += ", measurement degraded: timing verdicts on its degraded responses " \
-                "inconclusive"
-        print(f"{summary.trial_id} seed {summary.seed}: {status} ({detail})")
+        print(trial_line(trial.summary, trial.report))
     stats = summarize([t.first_audio_latency_ms for r in outcome.trials
                        for t in r.turn_metrics])
     print(f"first-audio latency p50 {_fmt_ms(stats.p50)}, p95 {_fmt_ms(stats.p95)} "
           f"over {stats.count} response(s)")
-    print(f"{report.passed_trials}/{report.trial_count} trial(s) passed; pass@k "
-          f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
+    undecided = f", {report.inconclusive_trials} inconclusive (not passed)" \
+        if report.inconclusive_trials else ""
+    retried = f", {report.retried_trials} retried after an inconclusive attempt" \
+        if report.retried_trials else ""
+    print(f"{report.passed_trials}/{report.trial_count} trial(s) passed{undecided}{retried}; "
+          f"pass@k {str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
     _print_statistics(report)
     for line in (_lag_budget_line(report),
                  degraded_warning(report.degraded_trials, report.executed_trials)):
@@ -236,7 +262,7 @@ def run_command(args: argparse.Namespace) -> int:
         run_file, trials=args.trials, concurrency=args.concurrency,
         artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
         label=args.label, calibrations=calibrations, resume=args.resume,
-        rerun_failed=args.rerun_failed, **options))
+        rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive, **options))
 
 
 def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[Any]], *,
@@ -312,4 +338,4 @@ def sweep_command(args: argparse.Namespace) -> int:
     return run_to_the_end(args, lambda progress: arun_matrix(
         plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
         calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
-        **options))
+        retry_inconclusive=args.retry_inconclusive, **options))

@@ -186,4 +186,10 @@ def evidence_files(recording: Recording, evidence: Evidence, report: TrialReport
 
 
 def failed_verdict_names(verdicts: Sequence[Verdict], judges: Sequence[Any]) -> list[str]:
-    return [v.name for v in verdicts if not v.passed] + [j.name for j in judges if not j.passed]
+    """The verdicts that failed (not the undecided ones) and the judges that did not pass."""
+    return [v.name for v in verdicts if v.status == "failed"] \
+        + [j.name for j in judges if not j.passed]
+
+
+def inconclusive_verdict_names(verdicts: Sequence[Verdict]) -> list[str]:
+    return [v.name for v in verdicts if v.status == "inconclusive"]

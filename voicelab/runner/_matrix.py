@@ -292,7 +292,8 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                       label: str | None = None, calibrations: Sequence[JudgeCalibration] = (),
                       resume: str | Path | None = None, rerun_failed: bool = False,
                       executor: Any = None, workers: int | None = None,
-                      scheduler: str | None = None) -> MatrixOutcome:
+                      scheduler: str | None = None, retry_inconclusive: int = 1
+                      ) -> MatrixOutcome:
     """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json.
 
     ``resume`` is a sweep folder of this suite to finish: each cell resumes its bundle (see
@@ -300,7 +301,8 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     sweep's. Every cell's suite hash is checked before anything runs.
 
     ``executor``, ``workers`` and ``scheduler`` are :func:`voicelab.arun`'s: one executor (its
-    worker processes or cluster) serves every cell.
+    worker processes or cluster) serves every cell. ``retry_inconclusive`` is
+    :func:`voicelab.arun`'s, for each cell.
     """
     previous = read_matrix_report(resume) if resume is not None else None
     if previous is not None and trials is None and not isinstance(suite, MatrixPlan):
@@ -322,7 +324,8 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
         return await run_staged(stage, lambda staging, local: arun_matrix(
             plan, artifacts_dir=staging if local is None else None, run_id=run_id,
             on_trial_done=on_trial_done, label=label, calibrations=calibrations, resume=local,
-            rerun_failed=rerun_failed, executor=executor, workers=workers, scheduler=scheduler))
+            rerun_failed=rerun_failed, executor=executor, workers=workers, scheduler=scheduler,
+            retry_inconclusive=retry_inconclusive))
     resumed_at: list[str] = []
     if previous is not None:
         run_id = previous.run_id
@@ -349,7 +352,8 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
         return await _run_cells(plan, pool, run_id=run_id, run_dir=run_dir, started=started,
                                 previous=previous, label=label, calibrations=calibrations,
                                 resumed_at=resumed_at, rerun_failed=rerun_failed,
-                                on_trial_done=on_trial_done)
+                                on_trial_done=on_trial_done,
+                                retry_inconclusive=retry_inconclusive)
     finally:
         if owned and pool is not None:
             await pool.aclose()
@@ -359,8 +363,8 @@ async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id
                      run_dir: Path, started: str, previous: MatrixReport | None,
                      label: str | None, calibrations: Sequence[JudgeCalibration],
                      resumed_at: list[str], rerun_failed: bool,
-                     on_trial_done: Callable[[TrialResult, int, int], None] | None
-                     ) -> MatrixOutcome:
+                     on_trial_done: Callable[[TrialResult, int, int], None] | None,
+                     retry_inconclusive: int = 1) -> MatrixOutcome:
     semaphore = asyncio.Semaphore(plan.concurrency)
     outcomes: list[RunOutcome] = []
     total = plan.conversations
@@ -392,7 +396,8 @@ async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id
                                  on_trial_done=progress_of(one.cell_id), semaphore=semaphore,
                                  link_latest=False, label=label, calibrations=calibrations,
                                  resume=cell_dir if started_before else None,
-                                 rerun_failed=rerun_failed, executor=executor)
+                                 rerun_failed=rerun_failed, executor=executor,
+                                 retry_inconclusive=retry_inconclusive)
         except RunInterrupted as stopped:
             outcomes.append(stopped.outcome)
             raise

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._exit_codes import EXIT_EXECUTION, EXIT_OK, EXIT_QUALITY
+from .._exit_codes import run_exit_code, worst_exit_code
 from .._location import as_local_path, is_url
 from ..artifacts import (
     ProbeOutcome,
@@ -44,15 +44,15 @@ from ..artifacts._store import (
 from ..config import MeasurementConfig, PersonaConfig, ScenarioConfig, parse_settings
 from ..errors import ConfigError, ExecutionError
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
-from ..scoring import pass_at_k, pass_power_k, run_statistics, trial_passed
+from ..scoring import pass_at_k, pass_power_k, run_statistics, trial_status
 from ..scoring._run_statistics import gate_config_of, settings_of
 from ._evidence import (
     STREAM_FILES,
     assemble_now,
     evidence_files,
-    failed_verdict_names,
     verdicts_of,
 )
+from ._trial import trial_summary
 
 #: Files ``rescore`` writes again (everything else in a trial folder is a raw fact it keeps).
 RESCORED_FILES = ("transcript.json", "transcript.md", "tool-calls.json", "voice-metrics.json",
@@ -83,12 +83,24 @@ class Rescored:
     def __post_init__(self) -> None:
         self.location = self.location or str(self.path)
 
+    #: the exit codes the rewritten run reports say (their gates included)
+    run_exit_codes: list[int] = field(default_factory=list)
+
     @property
     def exit_code(self) -> int:
-        reports = [t.report for t in self.trials]
-        if any(r.execution_status != "succeeded" for r in reports):
-            return EXIT_EXECUTION
-        return EXIT_OK if pass_power_k([r.passed for r in reports]) else EXIT_QUALITY
+        """What ``run`` would exit with for the re-scored bundle: the rewritten run reports'
+        codes (gates included), and for trial folders outside a run the same decision on the
+        trials alone."""
+        in_runs = {t.trial_dir.parent for t in self.trials} & \
+            {path.parent for path in self.run_reports}
+        alone = [t.report for t in self.trials if t.trial_dir.parent not in in_runs]
+        codes = list(self.run_exit_codes)
+        if alone:
+            codes.append(run_exit_code(
+                passed=[r.passed for r in alone],
+                executed=[r.execution_status == "succeeded" for r in alone],
+                planned=len(alone)))
+        return worst_exit_code(codes)
 
 
 def _document(trial_dir: Path, name: str) -> dict[str, Any]:
@@ -151,9 +163,10 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
 
         judges = asyncio.run(run_judges(judges_run, evidence.transcript.turns,
                                         evidence.tool_calls.tool_calls))
-    passed = trial_passed(executed=executed, verdicts=verdicts, judges=judges)
+    status = trial_status(executed=executed, verdicts=verdicts, judges=judges)
     report = previous.model_copy(update={
-        "verdicts": verdicts, "judges": judges, "passed": passed,
+        "verdicts": verdicts, "judges": judges, "passed": status == "passed",
+        "status": status,
         "metrics_summary": evidence.metrics.model_dump(mode="json")["summary"],
         "measurement_degraded": evidence.degraded})
     title = f"{report.scenario_id} — {report.trial_id} (seed {report.seed})"
@@ -171,7 +184,7 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                          evidence.metrics.probes)
 
 
-def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | None:
+def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport | None:
     path = run_dir / "run-report.json"
     if not path.is_file():
         return None
@@ -183,16 +196,8 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | Non
         if trial is None:
             summaries.append(summary)
             continue
-        latency = trial.metrics_summary.get("first_audio_latency_ms", {})
-        summaries.append(summary.model_copy(update={
-            "passed": trial.passed,
-            "failed_verdicts": failed_verdict_names(trial.verdicts, trial.judges),
-            "first_audio_latency_ms_p50": latency.get("p50"),
-            "first_audio_latency_ms_p95": latency.get("p95"),
-            "measurement_degraded": trial.measurement_degraded}))
+        summaries.append(trial_summary(trial).model_copy(update={"path": summary.path}))
     flags = [s.passed for s in summaries]
-    executed_all = all(s.execution_status == "succeeded" for s in summaries) \
-        and report.executed_trials == report.planned_trials
     # the statistics again, with the settings, gates and calibrations the report was written
     # with (the trials of the run folder, in order)
     ordered = sorted(trials, key=lambda t: t.report.trial)
@@ -204,16 +209,19 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> Path | Non
         curve=report.status != "running", probes=[t.probes for t in ordered])
     code = report.exit_code
     if report.status == "complete":
-        code = EXIT_EXECUTION if not executed_all else (
-            EXIT_OK if pass_power_k(flags) and not statistics.blocking_gates else EXIT_QUALITY)
+        code = run_exit_code(passed=flags,
+                             executed=[s.execution_status == "succeeded" for s in summaries],
+                             planned=report.planned_trials,
+                             gates_blocked=bool(statistics.blocking_gates))
     updated = report.model_copy(update={
         "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(flags),
         "pass_power_k": pass_power_k(flags) and report.executed_trials == report.planned_trials,
         "exit_code": code,
         "degraded_trials": sum(s.measurement_degraded for s in summaries),
+        "inconclusive_trials": sum(s.status == "inconclusive" for s in summaries),
         **(statistics.report_fields() if report.pass_rate is not None else {})})
     write_json(path, updated)
-    return path
+    return updated
 
 
 def rescore(path: str | Path, *, output: str | Path | None = None,
@@ -262,7 +270,8 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     for run_dir, trials in by_run.items():
         updated = _update_run_report(run_dir, trials)
         if updated is not None:
-            result.run_reports.append(updated)
+            result.run_reports.append(run_dir / "run-report.json")
+            result.run_exit_codes.append(updated.exit_code)
     for matrix in target.rglob("matrix-report.json"):
         _update_matrix_report(matrix)
     return result
@@ -321,8 +330,7 @@ def _update_matrix_report(path: Path) -> None:
     codes = [c.exit_code for c in cells]
     code = report.exit_code
     if report.status == "complete":
-        code = EXIT_EXECUTION if EXIT_EXECUTION in codes else (
-            EXIT_QUALITY if EXIT_QUALITY in codes else EXIT_OK)
+        code = worst_exit_code(codes)
     complete = len(cells) == report.cell_count
     rates: dict[str, Any] = {}
     if report.pass_rate is not None:

@@ -21,16 +21,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
+from .._exit_codes import EXIT_EXECUTION, EXIT_OK, EXIT_QUALITY, run_exit_code
 from .._location import as_local_path
 from .._validate import RunPlan, validate_run
-from ..artifacts import JudgeCalibration, ReplayOrigin, RunReport, TrialSummary
+from ..artifacts import JudgeCalibration, ReplayOrigin, RunReport, TrialAttempt, TrialSummary
 from ..artifacts._bundle import write_json
 from ..artifacts._store import published_location
 from ..config import LoadedRun, load_run
 from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
 from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statistics
+from ._attempts import as_later_attempt, keep_earlier_attempt, retry_concurrency
 from ._conversation import Failure
 from ._executors import TrialExecutor, execute_trial, resolve_executor
 from ._lag_budget import LagBudget, admitted
@@ -182,6 +183,8 @@ class RunInterrupted(asyncio.CancelledError):
 #: a sweep or several runs.
 MAX_TRIALS = 100_000
 MAX_CONCURRENCY = 1_000
+#: Retries of an inconclusive trial (``--retry-inconclusive``).
+MAX_RETRIES = 5
 
 
 def trial_seed(base_seed: int, index: int) -> int:
@@ -192,14 +195,10 @@ def trial_seed(base_seed: int, index: int) -> int:
 def exit_code_for(results: Sequence[TrialResult], *, interrupted: bool, planned: int,
                   gates_blocked: bool = False) -> int:
     """130 interrupted, 4 a trial failed to execute (or did not run), 3 a trial did not pass
-    (pass^k) or a run-config gate blocks, else 0."""
-    if interrupted:
-        return EXIT_INTERRUPTED
-    if any(r.report.execution_status != "succeeded" for r in results) or len(results) < planned:
-        return EXIT_EXECUTION
-    if gates_blocked:
-        return EXIT_QUALITY
-    return EXIT_OK if pass_power_k([r.report.passed for r in results]) else EXIT_QUALITY
+    (pass^k) or a run-config gate blocks, else 0 (:func:`voicelab._exit_codes.run_exit_code`)."""
+    return run_exit_code(passed=[r.report.passed for r in results],
+                         executed=[r.report.execution_status == "succeeded" for r in results],
+                         planned=planned, interrupted=interrupted, gates_blocked=gates_blocked)
 
 
 def _utc_now() -> str:
@@ -280,7 +279,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                replay_of: ReplayOrigin | None = None,
                executor: TrialExecutor | str | Any = None, workers: int | None = None,
                scheduler: str | None = None,
-               lag_budget_ms: float | None = None, scoring: str = "process") -> RunOutcome:
+               lag_budget_ms: float | None = None, scoring: str = "process",
+               retry_inconclusive: int = 1) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -310,6 +310,10 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     only: ``"process"`` (a scoring process beside this event loop, while the next calls run;
     runs with judges score on the loop) or ``"loop"`` (this event loop: no extra process, and
     a debugger or a patched function sees the scoring). The bundle is the same either way.
+
+    ``retry_inconclusive``: how many times a trial that ends inconclusive (nothing failed, a
+    critical verdict undecided) is run again, same seed, at half the concurrency each time
+    (:mod:`._attempts`); one still inconclusive after that counts as not passed.
     """
     scoring_mode(scoring)
     if isinstance(run, RunPlan):
@@ -334,7 +338,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             on_trial_done=on_trial_done, semaphore=semaphore, link_latest=link_latest,
             bundle_name=bundle_name, label=label, calibrations=calibrations, resume=local,
             rerun_failed=rerun_failed, replay_of=replay_of, executor=executor, workers=workers,
-            scheduler=scheduler, lag_budget_ms=lag_budget_ms, scoring=scoring))
+            scheduler=scheduler, lag_budget_ms=lag_budget_ms, scoring=scoring,
+            retry_inconclusive=retry_inconclusive))
     point: ResumePoint | None = None
     if resume is not None:
         point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
@@ -357,7 +362,10 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                                link_latest=link_latest, bundle_name=bundle_name, label=label,
                                calibrations=calibrations, configured=configured,
                                replay_of=replay_of, lag_budget_ms=lag_budget_ms,
-                               scoring=scoring)
+                               scoring=scoring,
+                               retry_inconclusive=_bounded(
+                                   retry_inconclusive, low=0, high=MAX_RETRIES,
+                                   key="retry_inconclusive", source=None))
     finally:
         if owned and pool is not None:
             await pool.aclose()
@@ -371,7 +379,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                     bundle_name: str | None, label: str | None,
                     calibrations: Sequence[JudgeCalibration], configured: str | Path,
                     replay_of: ReplayOrigin | None, lag_budget_ms: float | None,
-                    scoring: str) -> RunOutcome:
+                    scoring: str, retry_inconclusive: int) -> RunOutcome:
     loaded = plan.loaded
     statistics = loaded.run.statistics
     # scipy.stats is imported here, not by the first report in the middle of the trials (its
@@ -463,8 +471,8 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
             job = TrialJob(index, trial_seed(loaded.run.trial_seed, index))
             return await execute_trial(executor, context, blob, job)
 
-        async def one(index: int) -> None:
-            async with admitted(budget) as slot, semaphore:
+        async def one(index: int, gate: asyncio.Semaphore | None = None) -> None:
+            async with admitted(budget) as slot, gate or contextlib.nullcontext(), semaphore:
                 if executor is None:  # a worker spaces the starts on its own loop
                     await _start_slot()
                 trial = TrialPlan(loaded=loaded, index=index,
@@ -534,6 +542,10 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                 scoring_slots.release()
 
         async def finished(result: TrialResult) -> None:
+            earlier = attempts.get(result.report.trial)
+            if earlier:  # a retry: it takes the place of the inconclusive attempt
+                result = await asyncio.to_thread(as_later_attempt, bundle, result, earlier)
+                results[:] = [r for r in results if r.report.trial != result.report.trial]
             results.append(result)
             logger.info("%s: %s (%s)", result.summary.trial_id,
                         "passed" if result.report.passed else "failed",
@@ -555,27 +567,61 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
             scorer.warm()
         scoring_slots = asyncio.Semaphore(parallel)
 
-        # trials are started lazily by at most `parallel` workers: a huge --trials costs no
+        # trials are started lazily by at most `width` workers: a huge --trials costs no
         # memory up front
-        indices = iter(pending)
+        async def run_pass(todo: Sequence[int], width: int,
+                           gate: asyncio.Semaphore | None = None) -> bool:
+            """Run ``todo``; True when the run was interrupted meanwhile."""
+            indices = iter(todo)
 
-        async def worker() -> None:
-            me = asyncio.current_task()
-            for index in indices:
-                if me is not None and me.cancelling():
-                    # a cancellation some cleanup absorbed still ends the run: never start
-                    # another trial once interrupted
-                    raise asyncio.CancelledError
-                await one(index)
+            async def worker() -> None:
+                me = asyncio.current_task()
+                for index in indices:
+                    if me is not None and me.cancelling():
+                        # a cancellation some cleanup absorbed still ends the run: never start
+                        # another trial once interrupted
+                        raise asyncio.CancelledError
+                    await one(index, gate)
 
-        tasks = [asyncio.create_task(worker()) for _ in range(min(parallel, len(pending)))]
-        try:
-            await asyncio.gather(*tasks)
-        except asyncio.CancelledError:
-            # gather has already cancelled every trial once; a second cancel would cut short
-            # the cleanup in which an interrupted trial writes its evidence
-            interrupted = True
-            await asyncio.gather(*tasks, return_exceptions=True)
+            tasks = [asyncio.create_task(worker()) for _ in range(min(width, len(todo)))]
+            try:
+                await asyncio.gather(*tasks)
+            except asyncio.CancelledError:
+                # gather has already cancelled every trial once; a second cancel would cut
+                # short the cleanup in which an interrupted trial writes its evidence
+                await asyncio.gather(*tasks, return_exceptions=True)
+                return True
+            return False
+
+        attempts: dict[int, list[TrialAttempt]] = {}
+        interrupted = await run_pass(pending, parallel)
+        width = parallel
+        for attempt in range(1, retry_inconclusive + 1):
+            if interrupted:
+                break
+            try:
+                while writes:  # every call of this pass scored: its status is known
+                    await asyncio.gather(*list(writes), return_exceptions=True)
+                again = sorted(r.report.trial for r in results
+                               if r.report.status == "inconclusive"
+                               and r.report.trial in pending and r.report.attempt == attempt)
+                if not again:
+                    break
+                if not getattr(executor, "shares_disk", True):
+                    logger.warning("%d inconclusive trial(s) not retried: the workers publish "
+                                   "their own trials to the store", len(again))
+                    break
+                for index in again:
+                    previous = next(r for r in results if r.report.trial == index)
+                    attempts.setdefault(index, []).append(await asyncio.to_thread(
+                        keep_earlier_attempt, bundle, previous, concurrency=width))
+            except asyncio.CancelledError:
+                interrupted = True
+                break
+            width = retry_concurrency(width)
+            logger.info("retrying %d inconclusive trial(s) (attempt %d), %d at a time",
+                        len(again), attempt + 1, width)
+            interrupted = await run_pass(again, width, asyncio.Semaphore(width))
     finally:
         scorer.finishing()  # no call starts any more: the loop helps score the last ones
         if writes:  # every planned file reaches the disk (or its failure the report) first
@@ -656,6 +702,8 @@ def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequen
         exit_code=code, trials=summaries, message=message, label=label,
         run_file=str(loaded.run_path), resumed_at=list(resumed_at), replay_of=replay_of,
         degraded_trials=sum(s.measurement_degraded for s in summaries),
+        inconclusive_trials=sum(s.status == "inconclusive" for s in summaries),
+        retried_trials=sum(s.attempts > 1 for s in summaries),
         lag_budget_ms=budget.budget_ms if budget else None,
         lowest_concurrency=budget.lowest if budget else None,
         **statistics.report_fields())

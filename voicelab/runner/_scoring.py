@@ -55,7 +55,7 @@ from ..audio import CANONICAL_FORMAT
 from ..config import LoadedRun
 from ..errors import ConfigError
 from ..recording import USER_CLEAN, PcmStream, Recording
-from ..scoring import trial_passed
+from ..scoring import trial_status
 from ._child import start_child
 from ._evidence import Evidence, assemble, assemble_now, evidence_files, verdicts_of
 
@@ -125,7 +125,7 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
                            exit_reason=call.exit_reason, outcome_status=call.outcome_status,
                            outcome=call.outcome, outcome_error=call.outcome_error)
     executed = not call.failures
-    passed = trial_passed(executed=executed, verdicts=verdicts, judges=judges)
+    status = trial_status(executed=executed, verdicts=verdicts, judges=judges)
     ended_wall = time.time()
     report = TrialReport(
         trial=call.index, trial_id=call.trial_id, seed=call.seed, session_id=call.session_id,
@@ -133,7 +133,7 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
         persona=loaded.persona.name,
         environment=loaded.environment.name or "quiet", adapter=loaded.run.endpoint.adapter,
         trace_id=call.recording.trace_id, execution_status="succeeded" if executed else "failed",
-        exit_reason=call.exit_reason, passed=passed,  # type: ignore[arg-type]
+        exit_reason=call.exit_reason, passed=status == "passed", status=status,  # type: ignore[arg-type]
         started_at=utc_iso(call.started_wall), ended_at=utc_iso(ended_wall),
         duration_seconds=round(ended_wall - call.started_wall, 4),
         user_turns=call.user_turns, product_responses=call.product_responses,

@@ -37,7 +37,7 @@ from ..metrics import late_ticks_record
 from ..personas import PersonaContext
 from ..recording import EventType, Recording
 from ._conversation import Conversation, Failure
-from ._evidence import failed_verdict_names
+from ._evidence import failed_verdict_names, inconclusive_verdict_names
 from ._intake import AudioFloodLimit
 from ._listening import ListeningConversation
 from ._loop_lag import loop_monitor
@@ -90,7 +90,9 @@ def trial_summary(report: TrialReport) -> TrialSummary:
         failed_verdicts=failed_verdict_names(report.verdicts, report.judges),
         first_audio_latency_ms_p50=latency.get("p50"),
         first_audio_latency_ms_p95=latency.get("p95"), path=report.trial_id,
-        measurement_degraded=report.measurement_degraded)
+        measurement_degraded=report.measurement_degraded, status=report.status,
+        inconclusive_verdicts=inconclusive_verdict_names(report.verdicts),
+        attempts=report.attempt)
 
 
 #: A run id longer than this is shortened (with a digest, so it stays unique) inside session ids.

@@ -37,7 +37,14 @@ from ._statistics import (
     quantile_bound,
     trials_for_width,
 )
-from ._verdicts import deterministic_verdicts, pass_at_k, pass_power_k, trial_passed
+from ._verdicts import (
+    TrialStatus,
+    deterministic_verdicts,
+    pass_at_k,
+    pass_power_k,
+    trial_passed,
+    trial_status,
+)
 
 __all__ = [
     "ConversationEvidence",
@@ -68,6 +75,8 @@ __all__ = [
     "pass_curves",
     "pass_power_k_estimate",
     "trial_passed",
+    "trial_status",
+    "TrialStatus",
     "proportion_interval",
     "trials_for_width",
     "CorrectedRate",

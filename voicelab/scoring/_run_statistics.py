@@ -64,10 +64,13 @@ def counts_toward_rates(exit_reason: str) -> bool:
     return exit_reason != "cancelled"
 
 
-def pass_rate(passed: int, n: int, statistics: StatisticsConfig) -> PassRate:
+def pass_rate(passed: int, n: int, statistics: StatisticsConfig, *,
+              inconclusive: int = 0) -> PassRate:
+    """``inconclusive``: how many of the ``n - passed`` were undecided (counted as not passed,
+    shown on their own)."""
     interval = proportion_interval(passed, n, confidence=statistics.confidence,
                                    method=statistics.interval)
-    return PassRate(**interval.to_dict())
+    return PassRate(**interval.to_dict(), inconclusive=inconclusive)
 
 
 def pass_curve(n: int, passed: int) -> list[PassCurvePoint]:
@@ -252,13 +255,14 @@ def verdict_pass_rates(reports: Sequence[TrialReport],
     critical: dict[str, bool] = {}
     for report in reports:
         for verdict in report.verdicts:
-            tally = counts.setdefault(verdict.name, [0, 0])
+            tally = counts.setdefault(verdict.name, [0, 0, 0])
             tally[0] += int(verdict.passed)
             tally[1] += 1
+            tally[2] += int(verdict.status == "inconclusive")
             critical[verdict.name] = critical.get(verdict.name, False) or verdict.critical
     return [VerdictPassRate(name=name, critical=critical[name],
-                            pass_rate=pass_rate(passed, n, statistics))
-            for name, (passed, n) in counts.items()]
+                            pass_rate=pass_rate(passed, n, statistics, inconclusive=undecided))
+            for name, (passed, n, undecided) in counts.items()]
 
 
 def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[TurnMetrics]], *,
@@ -273,7 +277,8 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
     counted = [i for i, report in enumerate(reports) if counts_toward_rates(report.exit_reason)]
     kept = [reports[i] for i in counted]
     passed = sum(report.passed for report in kept)
-    rate = pass_rate(passed, len(kept), statistics)
+    rate = pass_rate(passed, len(kept), statistics,
+                     inconclusive=sum(report.status == "inconclusive" for report in kept))
     from ..metrics import TIMING_METRICS  # not at import: validate does not need the metrics
 
     responses: dict[str, list[float]] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ..artifacts import (
     JudgeResult,
@@ -49,10 +49,10 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            outcome_error: str | None, turn_metrics: Sequence[TurnMetrics],
                            probes: Sequence[ProbeOutcome] = (),
                            measurement: MeasurementQuality | None = None) -> list[Verdict]:
-    """``measurement``: when it is ``degraded``, the timing verdicts (``TIMING_VERDICTS``) that
-    rest on a timing-degraded turn (``interruption_honoured``: the interrupted turns;
-    ``first_audio_latency``: the turns with a first audio) are ``inconclusive``, whatever the
-    figures say (they are still in ``observed``)."""
+    """``measurement``: the trial's measurement quality. A timing verdict (``TIMING_VERDICTS``)
+    resting on turns whose stamps may be off beyond the tolerances is decided when the stated
+    error cannot change its answer, and inconclusive only when it could (the error interval
+    straddles the limit); the figures are kept in ``observed`` either way."""
     spec = scenario.eval_spec
     verdicts: list[Verdict] = []
     assistant_turns = [t for t in transcript if t.role == "assistant"]
@@ -108,34 +108,35 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                                 why=f"persisted {key} = {observed!r}"
                                 + ("" if ok else f", expected {expected!r}")))
 
+    errors = _timing_errors(turn_metrics, measurement)
     if spec.max_interruption_stop_ms is not None:
         interrupted = [t for t in turn_metrics if t.interrupted]
         if interrupted:
-            worst = max(float(t.interruption_stop_latency_ms or 0.0) for t in interrupted)
-            ok = worst <= spec.max_interruption_stop_ms
-            verdicts.append(Verdict(
-                name="interruption_honoured", passed=ok,
-                expected=f"<= {spec.max_interruption_stop_ms} ms", observed=worst,
-                why=f"the product stopped {worst:.0f} ms after the cancel at worst"))
+            verdicts.append(_decide_on_timing(
+                "interruption_honoured", limit_ms=spec.max_interruption_stop_ms,
+                measured=[(float(t.interruption_stop_latency_ms or 0.0), errors.get(t.turn_id))
+                          for t in interrupted],
+                describe=lambda worst: f"the product stopped {worst:.0f} ms after the "
+                                       f"barge-in at worst",
+                measurement=measurement))
         else:
             verdicts.append(_inconclusive(
                 "interruption_honoured", f"<= {spec.max_interruption_stop_ms} ms",
                 "the scenario bounds interruption but no barge-in happened"))
 
     if spec.max_first_audio_latency_ms is not None:
-        latencies = [t.first_audio_latency_ms for t in turn_metrics
-                     if t.first_audio_latency_ms is not None]
-        if not latencies:
+        timed = [t for t in turn_metrics if t.first_audio_latency_ms is not None]
+        if not timed:
             verdicts.append(_inconclusive("first_audio_latency",
                                           f"<= {spec.max_first_audio_latency_ms} ms",
                                           "no product audio was received to time"))
         else:
-            worst_latency = max(latencies)
-            verdicts.append(Verdict(
-                name="first_audio_latency",
-                passed=worst_latency <= spec.max_first_audio_latency_ms,
-                expected=f"<= {spec.max_first_audio_latency_ms} ms", observed=worst_latency,
-                why=f"the slowest first audio took {worst_latency:.0f} ms"))
+            verdicts.append(_decide_on_timing(
+                "first_audio_latency", limit_ms=spec.max_first_audio_latency_ms,
+                measured=[(float(t.first_audio_latency_ms or 0.0), errors.get(t.turn_id))
+                          for t in timed],
+                describe=lambda worst: f"the slowest first audio took {worst:.0f} ms",
+                measurement=measurement))
 
     if spec.keeps_talking_through_backchannel:
         verdicts.append(_probe_verdict("keeps_talking_through_backchannel", probes,
@@ -144,13 +145,6 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
         verdicts.append(_probe_verdict("stops_when_interrupted", probes, ("interruption",),
                                        "stops"))
 
-    if measurement is not None and measurement.degraded:
-        rests_on = {"interruption_honoured": [t for t in turn_metrics if t.interrupted],
-                    "first_audio_latency": [t for t in turn_metrics
-                                            if t.first_audio_latency_ms is not None]}
-        verdicts = [_untrusted(v, measurement, rests_on[v.name])
-                    if v.name in TIMING_VERDICTS and v.status != "inconclusive" else v
-                    for v in verdicts]
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:
         if verdict.name in advisory:
@@ -181,23 +175,52 @@ def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:
                    observed=None, why=f"inconclusive: {missing}")
 
 
-def _untrusted(verdict: Verdict, measurement: MeasurementQuality,
-               turns: Sequence[TurnMetrics]) -> Verdict:
-    """A timing verdict of a degraded trial: the figure is kept, the judgement withheld when it
-    rests on a turn whose timings are degraded (judged per turn), or on any turn of a trial
-    judged whole (a bundle without late ticks)."""
-    reasons = measurement.reasons
+def _timing_errors(turns: Sequence[TurnMetrics], measurement: MeasurementQuality | None
+                   ) -> dict[str, float]:
+    """How far each untrusted turn's timing figures may be off (ms), by turn id. A turn is
+    untrusted when its stamps may be late beyond the run's tolerances: judged per turn
+    (``timing_degraded``, with its ``stamp_error_bound_ms``), or, for a bundle judged on its
+    whole trial, every turn of a degraded trial (by the trial's worst loop lag)."""
+    if measurement is None or not measurement.degraded:
+        return {}
     if measurement.scope == "turn":
-        affected = {t.turn_id for t in turns if t.timing_degraded}
-        if not affected:
-            return verdict
-        reasons = [r for r in reasons if r.split(":", 1)[0] in affected]
-    return Verdict(name=verdict.name, passed=False, status="inconclusive",
-                   critical=verdict.critical, expected=verdict.expected,
-                   observed=verdict.observed,
-                   why=f"inconclusive: the evaluator's event loop lagged "
-                       f"({'; '.join(reasons)}), so its clock stamps may be late "
-                       f"by as much; measured: {verdict.why}")
+        return {t.turn_id: float(t.stamp_error_bound_ms or 0.0) for t in turns
+                if t.timing_degraded}
+    lag = measurement.loop_lag_ms
+    worst = max((v for v in (lag.max, lag.p99) if v is not None), default=0.0) if lag else 0.0
+    return {t.turn_id: float(worst) for t in turns}
+
+
+def _decide_on_timing(name: str, *, limit_ms: float,
+                      measured: Sequence[tuple[float, float | None]],
+                      describe: Any, measurement: MeasurementQuality | None) -> Verdict:
+    """A timing verdict over figures that may each be off by a stated error (``None``: none).
+
+    A figure decides when its whole error interval lies on one side of the limit: every figure
+    at most the limit even if it is ``error`` too low, passed; some figure beyond the limit even
+    if it is ``error`` too high, failed. Only when the worst case and the best case disagree is
+    the verdict inconclusive: the error could change the answer."""
+    expected = f"<= {limit_ms:g} ms"
+    worst = max(value for value, _ in measured)
+    error_of_worst = max((error or 0.0) for value, error in measured if value == worst)
+    surely_over = [(value, error) for value, error in measured
+                   if value - (error or 0.0) > limit_ms]
+    maybe_over = [(value, error) for value, error in measured
+                  if value + (error or 0.0) > limit_ms]
+    if surely_over or not maybe_over:
+        why = describe(worst)
+        if error_of_worst:
+            why += f" (possible timing error {error_of_worst:.1f} ms, limit {limit_ms:g} ms)"
+        return Verdict(name=name, passed=not surely_over, expected=expected, observed=worst,
+                       why=why)
+    value, error = max(maybe_over, key=lambda pair: pair[0])
+    reasons = "; ".join(measurement.reasons) if measurement is not None else ""
+    return Verdict(name=name, passed=False, status="inconclusive", expected=expected,
+                   observed=worst,
+                   why=f"inconclusive: measured {value:.1f} ms, possible timing error "
+                       f"{error or 0.0:.1f} ms, limit {limit_ms:g} ms: the evaluator's event "
+                       f"loop lagged ({reasons}), so the clock stamps may be off by as much and "
+                       f"the error could change the answer; measured: {describe(worst)}")
 
 
 def pass_at_k(results: Sequence[bool]) -> bool:
@@ -210,10 +233,28 @@ def pass_power_k(results: Sequence[bool]) -> bool:
     return bool(results) and all(results)
 
 
-def trial_passed(*, executed: bool, verdicts: Sequence[Verdict],
-                 judges: Sequence[JudgeResult]) -> bool:
-    """The trial gate: it executed, every critical verdict passed and no critical judge failed
-    or errored (advisory ones never count)."""
+TrialStatus = Literal["passed", "failed", "inconclusive"]
+
+
+def trial_status(*, executed: bool, verdicts: Sequence[Verdict],
+                 judges: Sequence[JudgeResult]) -> TrialStatus:
+    """The trial gate: ``passed`` when it executed, every critical verdict passed and no
+    critical judge failed or errored (advisory ones never count); ``failed`` when it did not
+    execute, or a critical verdict or judge failed; else ``inconclusive``: nothing failed, but a
+    critical verdict could not be decided (not a pass: it fails closed once retries are spent)."""
     from ._quality import judges_pass
 
-    return executed and all(v.passed for v in verdicts if v.critical) and judges_pass(judges)
+    if not executed or not judges_pass(judges):
+        return "failed"
+    critical = [v for v in verdicts if v.critical]
+    if any(v.status == "failed" for v in critical):
+        return "failed"
+    if any(v.status == "inconclusive" for v in critical):
+        return "inconclusive"
+    return "passed"
+
+
+def trial_passed(*, executed: bool, verdicts: Sequence[Verdict],
+                 judges: Sequence[JudgeResult]) -> bool:
+    """True only when :func:`trial_status` is ``passed``."""
+    return trial_status(executed=executed, verdicts=verdicts, judges=judges) == "passed"

@@ -1,0 +1,73 @@
+"""Attempts of a trial: an inconclusive trial is run again, and its earlier attempt is kept.
+
+A trial is *inconclusive* when nothing failed but a critical verdict could not be decided (no
+transcript to judge, a timing whose stated error straddles its limit). That is a fact about the
+measurement, not the product, so the run retries it (same seed, fewer trials in flight) before
+it counts: ``arun(..., retry_inconclusive=N)``. The earlier attempt's folder moves to
+``attempts/trial-NNN.K`` (its report renamed ``attempt-report.json``, so no reader takes it
+for a trial of the run), and the new attempt's ``trial-report.json`` lists it in ``attempts``.
+A trial still inconclusive after its retries counts as not passed (fail closed).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from ..artifacts import TrialAttempt, TrialReport
+from ..artifacts._bundle import write_json
+from ._evidence import inconclusive_verdict_names
+from ._trial import TrialResult, trial_summary
+
+logger = logging.getLogger(__name__)
+
+#: Where a run folder keeps the earlier attempts of its retried trials.
+ATTEMPTS_FOLDER = "attempts"
+#: An earlier attempt's trial report, renamed so only the final attempt reads as the trial.
+ATTEMPT_REPORT = "attempt-report.json"
+#: Retries run at this fraction of the run's concurrency (at least one trial at a time): an
+#: inconclusive timing usually means the evaluator's loop was too busy.
+RETRY_CONCURRENCY_DIVISOR = 2
+
+
+def retry_concurrency(concurrency: int) -> int:
+    return max(1, concurrency // RETRY_CONCURRENCY_DIVISOR)
+
+
+def inconclusive_reasons(report: TrialReport) -> list[str]:
+    return [f"{v.name}: {v.why}" for v in report.verdicts
+            if v.status == "inconclusive" and v.critical]
+
+
+def keep_earlier_attempt(bundle: Path, result: TrialResult, *, concurrency: int) -> TrialAttempt:
+    """Move the trial's folder aside as an earlier attempt; what the new attempt will list."""
+    report = result.report
+    trial_dir = bundle / report.trial_id
+    name = f"{report.trial_id}.{report.attempt}"
+    target = bundle / ATTEMPTS_FOLDER / name
+    target.parent.mkdir(exist_ok=True)
+    os.rename(trial_dir, target)  # a new name in the same folder tree: never a copy
+    report_path = target / "trial-report.json"
+    if report_path.is_file() and not report_path.is_symlink():
+        os.rename(report_path, target / ATTEMPT_REPORT)
+    logger.info("%s attempt %d was inconclusive (%s): run again, its evidence kept in %s",
+                report.trial_id, report.attempt,
+                "; ".join(inconclusive_verdict_names(report.verdicts)) or "no decision",
+                f"{ATTEMPTS_FOLDER}/{name}")
+    return TrialAttempt(attempt=report.attempt, status=report.status or "inconclusive",
+                        inconclusive=inconclusive_reasons(report), concurrency=concurrency,
+                        path=f"{ATTEMPTS_FOLDER}/{name}")
+
+
+def as_later_attempt(bundle: Path, result: TrialResult, earlier: list[TrialAttempt]
+                     ) -> TrialResult:
+    """The retried trial's result with its attempt number and earlier attempts, its report on
+    disk rewritten to say so (still written last: the folder is complete)."""
+    report = result.report.model_copy(update={"attempt": len(earlier) + 1,
+                                              "attempts": list(earlier)})
+    path = bundle / report.trial_id / "trial-report.json"
+    if path.is_file():
+        write_json(path, report)
+    return replace(result, report=report, summary=trial_summary(report))

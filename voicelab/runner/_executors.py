@@ -209,7 +209,7 @@ def lost_trial(context: RunContext, job: TrialJob, reason: str, *,
     now = time.time()
     report = TrialReport(
         trial=job.index, trial_id=f"trial-{job.index:03d}", seed=job.seed,
-        session_id=trial_session_id(loaded, job.index, context.run_id),
+        session_id=trial_session_id(loaded, job.index, context.run_id, attempt=job.attempt),
         configured_session_id=configured_session_id(loaded), scenario_id=loaded.scenario.id,
         persona=loaded.persona.name, environment=loaded.environment.name or "quiet",
         adapter=loaded.run.endpoint.adapter, trace_id="", execution_status="failed",

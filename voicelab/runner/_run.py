@@ -468,7 +468,8 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
 
         async def remote(index: int) -> TrialResult:
             assert executor is not None and context is not None
-            job = TrialJob(index, trial_seed(loaded.run.trial_seed, index))
+            job = TrialJob(index, trial_seed(loaded.run.trial_seed, index),
+                           attempt=len(attempts.get(index, ())) + 1)
             return await execute_trial(executor, context, blob, job)
 
         async def one(index: int, gate: asyncio.Semaphore | None = None) -> None:
@@ -485,7 +486,8 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                                   script_audio=plan.script_audio,
                                   turn_taking=plan.turn_taking,
                                   run_product_settings=run_product_settings,
-                                  run_product_failure=run_product_failure)
+                                  run_product_failure=run_product_failure,
+                                  attempt=len(attempts.get(index, ())) + 1)
                 started_wall = time.time()
                 if point is not None and trial.trial_dir.exists():
                     # what an interrupted (or, rerun, failed) attempt left must not mix in
@@ -547,8 +549,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                 result = await asyncio.to_thread(as_later_attempt, bundle, result, earlier)
                 results[:] = [r for r in results if r.report.trial != result.report.trial]
             results.append(result)
-            logger.info("%s: %s (%s)", result.summary.trial_id,
-                        "passed" if result.report.passed else "failed",
+            logger.info("%s: %s (%s)", result.summary.trial_id, result.report.status,
                         result.report.exit_reason)
             nonlocal last_report
             now = loop.time()

@@ -68,6 +68,8 @@ class TrialPlan:
     #: why it could not start
     run_product_settings: Mapping[str, Any] | None = None
     run_product_failure: Failure | None = None
+    #: 1, or the number of this run of an inconclusive trial (its own session id)
+    attempt: int = 1
 
 
 @dataclass
@@ -104,19 +106,22 @@ def configured_session_id(loaded: LoadedRun) -> str | None:
     return str(base) if isinstance(base, str | int) and str(base) else None
 
 
-def trial_session_id(loaded: LoadedRun, index: int, run_id: str) -> str:
+def trial_session_id(loaded: LoadedRun, index: int, run_id: str, *, attempt: int = 1) -> str:
     """The session id this trial presents to the product (``evaluator.init`` and the probe).
 
     Unique per run and trial, so a product shared by several runs can never answer the probe of
     one trial with another's rows; it keeps the configured id (or the scenario id) readable in
-    front: ``planning-session-001-20261201T065000Z-1a2b3c-t001``.
+    front: ``planning-session-001-20261201T065000Z-1a2b3c-t001``. A trial run again (an
+    inconclusive attempt) is a new session: ``...-t001-a2``, so state the product persisted
+    for the earlier attempt never answers the new one's outcome probe.
     """
     base = configured_session_id(loaded) or loaded.scenario.id
     token = run_id or "run"
     if len(token) > RUN_TOKEN_MAX_CHARS:
         digest = hashlib.sha256(token.encode()).hexdigest()[:8]
         token = f"{token[:RUN_TOKEN_MAX_CHARS - 9]}-{digest}"
-    return f"{base}-{token}-t{index:03d}"
+    again = f"-a{attempt}" if attempt > 1 else ""
+    return f"{base}-{token}-t{index:03d}{again}"
 
 
 def trial_data(loaded: LoadedRun, session_id: str) -> dict[str, Any]:
@@ -174,7 +179,7 @@ async def run_call(plan: TrialPlan) -> Call:
     scored afterwards (:mod:`._scoring`), here or in the scoring process."""
     loaded = plan.loaded
     scrubber = loaded.scrubber
-    session_id = trial_session_id(loaded, plan.index, plan.run_id)
+    session_id = trial_session_id(loaded, plan.index, plan.run_id, attempt=plan.attempt)
     trace_id, root_span = new_trace_id(), new_span_id()
     recording = Recording(session_id=session_id, trace_id=trace_id, root_span_id=root_span)
     started_wall = time.time()
@@ -318,7 +323,7 @@ def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float)
     trial_id = f"trial-{plan.index:03d}"
     message = loaded.scrubber.scrub_text(f"{type(error).__name__}: {error}")
     ended_wall = time.time()
-    session_id = trial_session_id(loaded, plan.index, plan.run_id)
+    session_id = trial_session_id(loaded, plan.index, plan.run_id, attempt=plan.attempt)
     report = TrialReport(
         trial=plan.index, trial_id=trial_id, seed=plan.seed, session_id=session_id,
         configured_session_id=configured_session_id(loaded), scenario_id=loaded.scenario.id,

@@ -57,6 +57,8 @@ class RunContext:
 class TrialJob:
     index: int
     seed: int
+    #: an inconclusive trial run again is attempt 2, ... (its own session id)
+    attempt: int = 1
 
 
 @dataclass
@@ -234,6 +236,7 @@ class TrialService:
             return
         plan = prepared.plan
         trial = TrialPlan(loaded=plan.loaded, index=job.index, seed=job.seed,
+                          attempt=job.attempt,
                           trial_dir=context.bundle / f"trial-{job.index:03d}",
                           environment=plan.environment, adapter_cls=plan.adapter_cls,
                           persona_cls=plan.persona_cls, speech=prepared.speech,

@@ -107,8 +107,8 @@ def test_barge_in_flushes_buffered_audio_and_keeps_audio_after_the_cancel():
     turn = metrics["turns"][0]
     assert turn["interrupted"] is True
     # from the onset of the barge-in speech (1101 ms) to the end of the product's audible
-    # speech: the chunk that came after the cancel plays 1250-1350 ms; speech edges are found in
-    # 10 ms frames, refined to the sample
+    # audio: the chunk that came after the cancel plays 1250-1350 ms; its last sample above the
+    # silence threshold ends it, to the sample (a tone's last zero crossing within a period)
     assert turn["interruption_stop_latency_ms"] == pytest.approx(249.0, abs=1.0)
     assert turn["audio_after_interrupt_ms"] == pytest.approx(100.0, abs=1.0)
     placement = place_channels(t.recording)
@@ -204,3 +204,55 @@ def test_a_jitter_buffer_absorbs_uneven_arrival_and_counts_underruns():
     late = chunks([0, 20, 40, 460], 20)
     assert jitter_buffer_stall_ns(late, depth_ns=60 * MS) == pytest.approx(
         (460 - (60 + 60)) * MS, abs=MS)
+
+
+# --- what the caller hears: dead air inside a reply, its tail, the stop after a barge-in ------
+
+def test_a_replys_trailing_silence_is_its_tail_not_dead_air():
+    t = Timeline()
+    t.add(0, "session.connected", expects_response="turn-000")
+    # a TTS reply: 50 ms of lead-in, 800 ms of speech, then 400 ms of silence in the same stream
+    t.add(100, "product.audio_chunk", "turn-000", "product",
+          samples=np.concatenate([silence(50), tone(800), silence(400)]))
+    t.add(1400, "product.response_done", "turn-000", "product", status="completed")
+    turn = metrics_of(t)["turns"][0]
+    assert turn["dead_air_ms"] == 0.0
+    assert turn["trailing_silence_ms"] == pytest.approx(400.0, abs=1.0)
+
+
+def test_a_gap_between_the_words_of_a_reply_is_dead_air():
+    t = Timeline()
+    t.add(0, "session.connected", expects_response="turn-000")
+    t.add(100, "product.audio_chunk", "turn-000", "product",
+          samples=np.concatenate([tone(300), silence(500), tone(300), silence(350)]))
+    t.add(1500, "product.response_done", "turn-000", "product", status="completed")
+    turn = metrics_of(t)["turns"][0]
+    assert turn["dead_air_ms"] == pytest.approx(500.0, abs=10.0)  # 10 ms frames
+    assert turn["trailing_silence_ms"] == pytest.approx(350.0, abs=1.0)
+
+
+def fading(ms: float, *, peak: int = 14000, floor: int = 300) -> np.ndarray:
+    """A tone fading exponentially from ``peak`` to ``floor`` (still audible: above 256)."""
+    count = int(RATE * ms / 1000)
+    envelope = peak * (floor / peak) ** (np.arange(count) / count)
+    return (envelope * np.sin(np.arange(count) * 2 * np.pi * 220 / RATE)).astype(np.int16)
+
+
+def test_the_stop_latency_is_the_end_of_what_the_caller_can_hear():
+    t = Timeline()
+    t.add(0, "session.connected", expects_response="turn-000")
+    # the product speaks, and after the barge-in at 1100 ms goes on for 250 ms at full level and
+    # fades out over another 130 ms: audible until 1480 ms (380 ms after the barge-in)
+    t.add(100, "product.audio_chunk", "turn-000", "product", samples=tone(1250))
+    t.add(1350, "product.audio_chunk", "turn-000", "product",
+          samples=np.concatenate([fading(130), silence(300)]))
+    t.add(1100, "user.barge_in", "turn-001", response_turn_id="turn-000", cancel_sent=False,
+          flush=False)
+    t.add(1100, "user.turn_started", "turn-001", speech_start_sample=0, speech_end_sample=7200)
+    t.add(1100, "user.audio_chunk", "turn-001", samples=tone(300, amplitude=3000))
+    t.add(1800, "product.response_done", "turn-000", "product", status="completed")
+    turn = metrics_of(t)["turns"][0]
+    assert turn["interrupted"] is True
+    # to the last sample above the silence threshold: within one 220 Hz period of 380 ms
+    assert turn["interruption_stop_latency_ms"] == pytest.approx(380.0, abs=4.6)
+    assert turn["audio_after_interrupt_ms"] == pytest.approx(380.0, abs=4.6)

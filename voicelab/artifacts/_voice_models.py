@@ -107,7 +107,8 @@ class TurnMetrics(ArtifactModel):
     index: int
     status: str
     reference: Literal["commit", "init", "speech_end"] | None = None
-    #: end of the user's speech to the onset of the product's speech (listener timeline)
+    #: end of the user's speech to the onset of the product's speech as the caller hears it
+    #: (listener timeline, plus a ``to_user`` line's constant delay)
     response_latency_ms: float | None = None
     first_audio_latency_ms: float | None = None
     response_duration_ms: float | None = None
@@ -117,7 +118,11 @@ class TurnMetrics(ArtifactModel):
     playback_start_ms: float | None = None
     playback_end_ms: float | None = None
     playback_stall_ms: float | None = None
+    #: silences of 300 ms or more between the reply's first and last audible sample
     dead_air_ms: float | None = None
+    #: the reply's last audible sample to the end of its audio (not a wait: the caller has
+    #: heard the whole reply)
+    trailing_silence_ms: float | None = None
     interrupted: bool
     interruption_stop_latency_ms: float | None = None
     audio_after_interrupt_ms: float | None = None
@@ -158,6 +163,8 @@ class TurnMetrics(ArtifactModel):
     to_user_packets_sent: int | None = None
     to_user_packets_dropped: int | None = None
     to_user_loss_rate: float | None = None
+    #: the ``to_user`` line's constant path delay, included in ``response_latency_ms``
+    to_user_delay_ms: float | None = None
     channel: dict[str, Any] | None = None
     #: how late this response's timing stamps (its audio chunks' and response.done's arrivals)
     #: may be, from the evaluator's loop lag around them, in ms (0: no late tick near them);

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._steps import Steps, run_steps
-from ..audio import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
+from ..audio import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, SILENCE_THRESHOLD, PcmAudio
 from ..recording import (
     PRODUCT,
     USER,
@@ -112,8 +112,41 @@ def place_channels_steps(recording: Recording) -> Steps[Placement]:
                      turn_start)
 
 
+def audible_extent_ns(samples: np.ndarray, *, start_ns: int, end_ns: int,
+                      threshold: int = SILENCE_THRESHOLD) -> tuple[int, int] | None:
+    """The first audible sample in [start_ns, end_ns) and the end of the last (ns on the
+    channel's timeline): a sample is audible when its magnitude is above ``threshold`` (the
+    seed's silence threshold, -42 dBFS: the same line ``silence_ratio`` draws). None: silence."""
+    start = max(0, ns_to_samples(start_ns))
+    end = min(samples.shape[0], ns_to_samples(end_ns))
+    if end <= start:
+        return None
+    loud = np.flatnonzero(np.abs(samples[start:end].astype(np.int32)) > threshold)
+    if not loud.size:
+        return None
+    return samples_to_ns(start + int(loud[0])), samples_to_ns(start + int(loud[-1]) + 1)
+
+
+def audible_ns(samples: np.ndarray, *, start_ns: int, end_ns: int, bridge_ms: float = 10.0,
+               threshold: int = SILENCE_THRESHOLD) -> int:
+    """How much of [start_ns, end_ns) is audible, to the sample: the stretches from an audible
+    sample (above ``threshold``) to the last one before a gap longer than ``bridge_ms`` (the
+    quiet samples around a waveform's zero crossings are part of a sound)."""
+    start = max(0, ns_to_samples(start_ns))
+    end = min(samples.shape[0], ns_to_samples(end_ns))
+    if end <= start:
+        return 0
+    loud = np.flatnonzero(np.abs(samples[start:end].astype(np.int32)) > threshold)
+    if not loud.size:
+        return 0
+    breaks = np.flatnonzero(np.diff(loud) > int(_RATE * bridge_ms / 1000))
+    firsts = np.concatenate([loud[:1], loud[breaks + 1]])
+    lasts = np.concatenate([loud[breaks], loud[-1:]])
+    return samples_to_ns(int((lasts - firsts + 1).sum()))
+
+
 def silent_runs_ns(samples: np.ndarray, *, start_ns: int, end_ns: int, min_run_ms: float = 300.0,
-                   frame_ms: float = 10.0, threshold: int = 256) -> int:
+                   frame_ms: float = 10.0, threshold: int = SILENCE_THRESHOLD) -> int:
     """Total length of silent stretches of at least ``min_run_ms`` inside [start_ns, end_ns).
 
     A 10 ms frame is silent when its peak magnitude is at or below ``threshold`` (the seed's

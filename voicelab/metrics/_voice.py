@@ -4,7 +4,9 @@ Definitions (all pure functions of the recording; docs/artifacts.md has the full
 
 * ``response_latency_ms``: the end of the user's speech, as sent on the line, to the onset of
   the product's *speech* as the listener hears it (voice activity on the product channel, so
-  silence frames before the speech do not count as an answer). Null for an opening.
+  silence frames before the speech do not count as an answer), plus a ``to_user`` telephony
+  line's constant path delay (``to_user_delay_ms``): the caller hears everything that much
+  later. Null for an opening.
 * ``first_audio_latency_ms``: the reference (commit sent; the user's speech end on a live line;
   the init for an opening) to the first product audio *packet* received.
 * ``response_duration_ms``: the same reference to the product's ``response.done``.
@@ -12,11 +14,18 @@ Definitions (all pure functions of the recording; docs/artifacts.md has the full
 * ``playback_stall_ms``: jitter-buffer underruns: playback starts ``jitter_buffer_ms`` after the
   first packet; a packet arriving after everything before it has played stalls the listener
   for the difference (uneven arrival the buffer absorbs is no stall).
-* ``dead_air_ms``: silent stretches of at least 300 ms a listener hears inside the response.
+* ``dead_air_ms``: silent stretches of at least 300 ms (10 ms frames no louder than the
+  silence threshold) the caller waits through *inside* the reply: between its first and its
+  last audible sample (stalls included). The silence before the reply's first sound is its
+  latency; the silence after its last sound is ``trailing_silence_ms``, not a wait.
+* ``trailing_silence_ms``: from the reply's last audible sample to the end of its audio.
 * ``interrupted``: the simulated user barged in on this response.
 * ``interruption_stop_latency_ms``: the onset of the user's barge-in speech to the end of the
-  product's audible speech in the response (0 when it had already stopped).
-* ``audio_after_interrupt_ms``: the product speech heard after that onset.
+  product's last *audible* sample of the response (magnitude above the silence threshold, 256,
+  -42 dBFS: what the caller can hear, fade-outs included; no voice-activity hangover or edge
+  refinement); 0 when it had already stopped.
+* ``audio_after_interrupt_ms``: how much audible product audio of the response played after
+  that onset (stretches of samples above the threshold, gaps under 10 ms bridged).
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ from ..recording import (
     ResponsePlayback,
     samples_to_ns,
 )
-from ._placement import STEP_EVENTS, Placement, silent_runs_ns
+from ._placement import STEP_EVENTS, Placement, audible_extent_ns, audible_ns, silent_runs_ns
 from ._selectivity import echo_of, overlap_ns, probe_outcomes, self_interruptions
 
 TIMING_METRICS = ("response_latency_ms", "first_audio_latency_ms", "response_duration_ms",
@@ -268,6 +277,9 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     product_samples = placement.product.samples
     lines = {str(e.attributes.get("line")): e.attributes
              for e in recording.of_type(EventType.CHANNEL_PACKETS)}
+    to_user = lines.get("to_user")
+    heard_delay_ns = int(float(to_user.get("base_delay_ms") or 0.0) * 1_000_000) \
+        if to_user else 0
     line_turns = {name: {t.get("turn_id"): t for t in line.get("turns", [])}
                   for name, line in lines.items()}
     user_speech = sorted((start, end) for start, end in
@@ -280,28 +292,29 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
         playback = placement.responses.get(turn_id)
         heard_from = playback.start_ns if playback else None
         heard_until = playback.end_ns if playback else None
-        dead_air = None
+        dead_air = tail = None
         if heard_from is not None and heard_until is not None:
             yield
-            dead_air = _ms(silent_runs_ns(product_samples, start_ns=heard_from,
-                                          end_ns=heard_until))
+            audible = audible_extent_ns(product_samples, start_ns=heard_from,
+                                        end_ns=heard_until)
+            dead_air = _ms(silent_runs_ns(product_samples, start_ns=audible[0],
+                                          end_ns=audible[1])) if audible else 0.0
+            tail = _ms(heard_until - audible[1]) if audible else None
         _, user_speech_end = _user_speech_ns(turn_id, users, placement)
         span = _span(playback)
         speech_onset = next((start for start, end in speech
                              if span and end > span[0] and start < span[1]
                              and (user_speech_end is None or start >= user_speech_end)), None)
-        latency = speech_onset - user_speech_end \
+        latency = speech_onset + heard_delay_ns - user_speech_end \
             if speech_onset is not None and user_speech_end is not None else None
         stop_latency = audio_after = None
         if found.barge_turn is not None and span:
             barge_onset, _ = _user_speech_ns(found.barge_turn, users, placement)
             if barge_onset is not None:
-                after = [(max(start, barge_onset, span[0]), min(end, span[1]))
-                         for start, end in speech if end > barge_onset and start < span[1]
-                         and end > span[0]]
-                last = max((end for _, end in after), default=barge_onset)
-                stop_latency = _ms(max(0, last - barge_onset))
-                audio_after = _ms(sum(max(0, end - start) for start, end in after))
+                after = max(barge_onset, span[0])
+                heard = audible_extent_ns(product_samples, start_ns=after, end_ns=span[1])
+                stop_latency = _ms(max(0, heard[1] - barge_onset)) if heard else 0.0
+                audio_after = _ms(audible_ns(product_samples, start_ns=after, end_ns=span[1]))
         turns.append(TurnMetrics(
             turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
             reference=reference[1] if reference else None,  # type: ignore[arg-type]
@@ -315,7 +328,8 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
             playback_stall_ms=_ms(jitter_buffer_stall_ns(_before_barge(found, playback),
                                                          depth_ns=depth_ns))
             if playback and playback.chunks else None,
-            dead_air_ms=dead_air, interrupted=found.barge_turn is not None,
+            dead_air_ms=dead_air, trailing_silence_ms=tail,
+            interrupted=found.barge_turn is not None,
             interruption_stop_latency_ms=stop_latency, audio_after_interrupt_ms=audio_after,
             transcript=" ".join(found.transcript).strip(), tool_calls=found.tool_calls,
             input_speech_to_noise_db=snr.get(turn_id),
@@ -323,6 +337,7 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
             double_talk_ms=_ms(overlap_ns([(max(a, span[0]), min(b, span[1])) for a, b in speech
                                            if b > span[0] and a < span[1]], user_speech))
             if span else None,
+            to_user_delay_ms=_ms(heard_delay_ns) if to_user else None,
             **_line_fields(line_turns, turn_id)))
     yield
     hangover_ms = float(listener.get("reply_end_hangover_ms", 700.0))

@@ -8,12 +8,15 @@ time on the line (never before the packet ahead of it). Speech times (``user.spe
 caller's, so timing metrics include the line's delay, as the caller experiences it.
 
 ``to_user`` is what the simulated user hears (:class:`Ear`): the product's audio, as placed on
-the listener timeline (silence between replies included), through the line. It changes *what*
-is heard, not when: the listener's jitter buffer (``listener.jitter_buffer_ms``) absorbs packet
-delays up to its depth, and a packet later than that is late and concealed like a lost one. The
-codec's own delay is taken out so the heard audio lines up with the listener timeline. Listening
-turn taking decides from the heard audio, a speech-to-speech persona hears it, and the bundle
-keeps it as ``user-heard.wav``.
+the listener timeline (silence between replies included), through the line. A constant path
+delay (``jitter.base_delay_ms``) is delay: the user hears everything that much later (heard
+sample ``k + delay`` is listener sample ``k``), and the per-turn ``response_latency_ms``
+includes it, as the caller experiences it. The listener's jitter buffer
+(``listener.jitter_buffer_ms``) absorbs only the variation around that delay: a packet later
+than ``base_delay_ms + jitter_buffer_ms`` is late and concealed like a lost one. The codec's own
+delay is taken out so the heard audio lines up with the listener timeline (plus the path
+delay). Listening turn taking decides from the heard audio, a speech-to-speech persona hears
+it, and the bundle keeps it as ``user-heard.wav``.
 
 Both directions record their packets' fate per turn in one ``channel.packets`` event each, at
 the end of the call: the numbers behind the per-turn ``to_product_*`` / ``to_user_*`` metrics.
@@ -108,6 +111,11 @@ class ProductLine:
         return source.stats(), source.total_stats()
 
 
+def path_delay_ms(config: LineConfig | None) -> float:
+    """A line's constant one-way delay (``jitter.base_delay_ms``; 0 without jitter)."""
+    return float(config.jitter.base_delay_ms) if config is not None and config.jitter else 0.0
+
+
 class Ear:
     """The product's audio as the simulated user hears it through the ``to_user`` line."""
 
@@ -115,12 +123,17 @@ class Ear:
                  heard: PcmStream, codec: str | None = None):
         self.config = config
         self.codec = codec or config.codec
+        #: the constant path delay, in 24 kHz samples: heard that much later
+        self.delay_samples = int(round(path_delay_ms(config) * _RATE / 1000))
         self.stream = ChannelStream(config, seed=seed, direction="to_user",
-                                    playout_delay_ms=jitter_buffer_ms)
+                                    playout_delay_ms=path_delay_ms(config) + jitter_buffer_ms)
         self._trim = self.stream.latency_samples  # the codec's delay, taken out
-        #: how far the heard audio lags what was fed: a partial packet and the codec's delay
+        self._lead = self.delay_samples  # silence before the first sound: the path delay
+        #: how far the heard audio lags what was fed: the path delay, a partial packet and the
+        #: codec's delay
         self.lag_ns = (config.packet_ms * 1_000_000
-                       + self.stream.latency_samples * 1_000_000_000 // _RATE)
+                       + (self.stream.latency_samples + self.delay_samples)
+                       * 1_000_000_000 // _RATE)
         self._heard = heard
 
     def hear(self, samples: np.ndarray, *, turn_id: str | None) -> np.ndarray:
@@ -133,12 +146,16 @@ class Ear:
         if self._trim:
             cut = min(self._trim, out.shape[0])
             out, self._trim = out[cut:], self._trim - cut
+        if self._lead and out.shape[0]:
+            out, self._lead = np.concatenate([np.zeros(self._lead, dtype=out.dtype), out]), 0
         self._heard.append(out.astype("<i2").tobytes())
         return out
 
     def heard(self, start: int, end: int) -> PcmAudio:
-        """The heard audio between two listener samples (clipped to what has been heard)."""
-        end = min(end, self._heard.num_samples)
+        """What was heard of the listener samples ``start`` to ``end`` (the path delay later;
+        clipped to what has been heard)."""
+        start, end = start + self.delay_samples, min(end + self.delay_samples,
+                                                     self._heard.num_samples)
         return PcmAudio(self._heard.samples(start, max(0, end - start)))
 
     def stats(self) -> tuple[list[ChannelStats], ChannelStats]:
@@ -155,7 +172,7 @@ def record_line_stats(recording: Recording, direction: str, config: LineConfig,
     recording.record(
         EventType.CHANNEL_PACKETS, source="channel", direction="internal", line=direction,
         codec=codec or config.codec,
-        packet_ms=config.packet_ms,
+        packet_ms=config.packet_ms, base_delay_ms=path_delay_ms(config),
         configured_loss_rate=loss.stationary_loss_rate if loss is not None else 0.0,
         turns=[_plain(s) for s in per_turn], total=_plain(total))
 

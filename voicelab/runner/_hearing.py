@@ -5,7 +5,9 @@ The product's chunks are heard where the recording's listener placed them; a str
 audio (the product sent nothing, or not yet) is silence to the listener, exactly as on a call.
 The detector is only ever fed up to "now", so a barge-in that flushes buffered audio never
 un-hears anything. With a ``to_user`` line (an :class:`~._channel.Ear`) the detector hears the
-line's output: coded, with lost packets concealed, a packet and the codec's delay behind.
+line's output: coded, with lost packets concealed, a packet and the codec's delay behind, and
+the line's constant path delay later: at listener time ``t`` the user has heard the product up
+to ``t - delay``, and the speech segments are on the user's own (heard) timeline.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ class Hearing:
         self._heard_samples = 0
 
     def listen_until(self, listener_ns: int) -> None:
-        """Feed everything heard up to ``listener_ns`` (silence where nothing plays)."""
-        target = ns_to_samples(listener_ns)
+        """Feed everything heard up to ``listener_ns`` (silence where nothing plays): the
+        product's sound up to the path delay before it."""
+        target = ns_to_samples(listener_ns) - (self.ear.delay_samples if self.ear else 0)
         heard = self.recording.listener.heard
         stream = self.recording.streams[PRODUCT]
         while self._next_chunk < len(heard) and heard[self._next_chunk].start < target:

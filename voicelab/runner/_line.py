@@ -103,6 +103,12 @@ class UserLine:
         """Queue ``utterance``: it starts with the next free frame."""
         self._queue.append(utterance)
 
+    def sample_at(self, listener_ns: int) -> int:
+        """The line sample said at listener time ``listener_ns`` (sample ``k`` is said ``k``
+        samples after the line started: frames leave on that grid)."""
+        origin = self.recording.offset_of(self._start_ns) + self.recording.shift_ns
+        return (listener_ns - origin) * _RATE // 1_000_000_000
+
     @property
     def busy(self) -> bool:
         return self._current is not None or bool(self._queue)

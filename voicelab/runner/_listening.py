@@ -15,6 +15,9 @@ packet is ``first_audio_latency_ms``, the onset of its speech ``response_latency
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+
+import numpy as np
 
 from ..audio import PcmAudio
 from ..endpoints import EndpointError
@@ -24,6 +27,7 @@ from ._conversation import (
     Conversation,
     ConversationEnded,
     Failure,
+    Prepared,
     _turn_id,
 )
 from ._line import UserLine, Utterance
@@ -31,8 +35,39 @@ from ._probes import LineEcho, ProbeMark, audible_bounds, noise_probes_for, nois
 
 #: How often the listener checks what it has heard while nothing else wakes it.
 LISTEN_TICK_SECONDS = 0.02
+#: A timed utterance (a barge-in, a backchannel) is queued this many line frames before its
+#: speech is due, and padded (or its leading silence trimmed) so that its first speech sample
+#: is said exactly then: the frame it starts in is not yet cut when it is queued.
+TIMED_LEAD_FRAMES = 3
 #: How long a failed send on the line waits for the product's own account of the call's end.
 LINE_FAILURE_GRACE_SECONDS = 1.0
+
+
+def aligned(prepared: Prepared, samples: int) -> Prepared:
+    """``prepared`` moved so its speech starts ``samples`` after the line position it is queued
+    at: leading silence added (the environment is mixed into it like any other), or the
+    utterance's own leading silence trimmed (never its speech: a moment already past is met as
+    soon as the line can)."""
+    bounds = prepared.bounds
+    speech_start = bounds.start_sample if bounds is not None else 0
+    pad = samples - speech_start
+    if pad < 0:
+        pad = -min(-pad, speech_start)
+    if pad == 0:
+        return prepared
+
+    def moved(audio: PcmAudio) -> PcmAudio:
+        if pad > 0:
+            return PcmAudio(np.concatenate([np.zeros(pad, dtype=np.int16), audio.samples]),
+                            audio.sample_rate_hz)
+        return PcmAudio(audio.samples[-pad:], audio.sample_rate_hz)
+
+    return replace(prepared, clean=moved(prepared.clean),
+                   delivered=moved(prepared.delivered) if prepared.delivered is not None
+                   else None,
+                   bounds=replace(bounds, start_sample=bounds.start_sample + pad,
+                                  end_sample=bounds.end_sample + pad)
+                   if bounds is not None else None)
 
 
 class ListeningConversation(Conversation):
@@ -113,13 +148,17 @@ class ListeningConversation(Conversation):
     # --- speaking ---------------------------------------------------------------------------
 
     async def _say(self, turn: UserTurn, *, barge_in_of: str | None = None,
-                   probe_of: str | None = None) -> Utterance:
+                   probe_of: str | None = None, speech_at_ns: int | None = None) -> Utterance:
         """Queue ``turn`` on the line (it starts with the next frame); ``probe_of``: the turn
-        whose reply it probes (a backchannel or an interruption)."""
+        whose reply it probes (a backchannel or an interruption); ``speech_at_ns``: the
+        listener time its first speech sample is to be said (see :func:`aligned`)."""
         assert self.line is not None
         number = self.user_turns + 1
         turn_id = _turn_id(number)
         prepared = await self._prepare(turn)
+        if speech_at_ns is not None:
+            prepared = aligned(prepared, self.line.sample_at(speech_at_ns)
+                               - self.line.next_line_sample)
         delivered, summary = prepared.delivered, prepared.mix_summary
         if delivered is None:  # (a replayed turn has its environment in it already)
             delivered, summary = self.line.mix_for_line(prepared.clean, turn_number=number)
@@ -160,10 +199,11 @@ class ListeningConversation(Conversation):
         self.line.say(Utterance(None, delivered, speech_start=start, speech_end=end,
                                 probe=mark))
 
-    async def _backchannel(self, turn: UserTurn, response_turn: str) -> None:
+    async def _backchannel(self, turn: UserTurn, response_turn: str, *,
+                           speech_at_ns: int | None = None) -> None:
         """A short acknowledgement said into the reply; the user keeps listening to it."""
         self.persona.confirm_barge_in(turn)
-        await self._say(turn, probe_of=response_turn)
+        await self._say(turn, probe_of=response_turn, speech_at_ns=speech_at_ns)
 
     def _speech_ended(self, utterance: Utterance) -> None:
         if utterance.probe is not None and utterance.probe.kind != "interruption":
@@ -255,13 +295,14 @@ class ListeningConversation(Conversation):
                 if candidate is not None and candidate.interrupt_after_seconds is not None:
                     barge = candidate
                     self._prepare_soon(candidate)
-            if barge is not None and speech_onset is not None and \
-                    now >= speech_onset + int(float(barge.interrupt_after_seconds or 0) * 1e9):
+            due_ns = None if barge is None or speech_onset is None else \
+                speech_onset + int(float(barge.interrupt_after_seconds or 0) * 1e9)
+            if barge is not None and due_ns is not None and now >= due_ns - self._lead_ns():
                 if barge.kind == "backchannel":
-                    await self._backchannel(barge, turn_id)
+                    await self._backchannel(barge, turn_id, speech_at_ns=due_ns)
                     barge, asked = None, False  # the next probe may come into the same reply
                     continue
-                utterance = await self._barge_in_on_line(barge, turn_id)
+                utterance = await self._barge_in_on_line(barge, turn_id, speech_at_ns=due_ns)
                 assert utterance.turn_id is not None
                 await self._until(utterance.speech_over)
                 assert utterance.speech_ended_ns is not None
@@ -276,9 +317,17 @@ class ListeningConversation(Conversation):
             if speech_onset is None and \
                     now - since_ns >= self.response_timeout_seconds * 1e9:
                 raise ConversationEnded("no_response", self._no_speech(turn_id))
-            await intake.wait_signal(LISTEN_TICK_SECONDS)
+            wait = LISTEN_TICK_SECONDS
+            if barge is not None and due_ns is not None:  # wake when it is time to queue it
+                wait = min(wait, max(0.0, (due_ns - self._lead_ns() - now) / 1e9))
+            await intake.wait_signal(wait)
 
-    async def _barge_in_on_line(self, turn: UserTurn, response_turn: str) -> Utterance:
+    def _lead_ns(self) -> int:
+        assert self.line is not None
+        return TIMED_LEAD_FRAMES * self.line.frame_ns
+
+    async def _barge_in_on_line(self, turn: UserTurn, response_turn: str, *,
+                                speech_at_ns: int | None = None) -> Utterance:
         self.recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
                               turn_id=_turn_id(self.user_turns + 1), speaker_role="user",
                               response_turn_id=response_turn, cancel_sent=False, flush=False,
@@ -286,7 +335,8 @@ class ListeningConversation(Conversation):
                                   float(turn.interrupt_after_seconds or 0) * 1000, 3),
                               kind=turn.kind)
         self.persona.confirm_barge_in(turn)
-        return await self._say(turn, barge_in_of=response_turn, probe_of=response_turn)
+        return await self._say(turn, barge_in_of=response_turn, probe_of=response_turn,
+                               speech_at_ns=speech_at_ns)
 
     def _reply_view(self, response: object) -> ProductResponse:
         from ._intake import ProductResponseState

@@ -5,9 +5,11 @@ Messages" reference defines it, written independently of the adapter's own messa
 two check each other: it expects ``connected`` then ``start``, reads ``customParameters``, hears
 the caller's ``media`` (8 kHz mu-law) with voice activity detection (an utterance ends after
 ``vad_silence_ms`` of silence) and answers each utterance with tone speech, sent as 20 ms
-``media`` messages in real time (or all at once with ``burst``), followed by a ``mark``. It
-greets first, and while its audio plays (until the mark comes back) a caller who speaks for
-``barge_in_after_ms`` makes it stop and send ``clear`` (unless ``barge_in`` is off). After
+``media`` messages in real time (or all at once with ``burst``), followed by a ``mark``. Like a
+TTS engine it may end each reply with ``tail_silence_ms`` of silence and fade its last word out
+over ``fade_out_ms``. It greets first, and while its audio plays (until the mark comes back) a
+caller who speaks for ``barge_in_after_ms`` makes it stop (fading out over ``stop_fade_ms``
+first, when set) and send ``clear`` (unless ``barge_in`` is off). After
 ``hang_up_after_replies`` answers it hangs up (closes the socket) once the last one has played.
 
 A message out of protocol (anything before ``connected``/``start``, a gap in
@@ -40,6 +42,7 @@ from websockets.exceptions import ConnectionClosed
 from ...audio import (
     G711_SAMPLE_RATE_HZ,
     SILENCE_THRESHOLD,
+    PcmAudio,
     StreamingVad,
     mulaw_decode,
     mulaw_encode,
@@ -76,6 +79,12 @@ class TwilioBotSettings(AdapterSettings):
     vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0
     #: send each answer's frames all at once (Twilio queues them) instead of in real time
     burst: bool = False
+    #: silence after each reply's speech, in the same stream (a TTS engine's trailing pause)
+    tail_silence_ms: Annotated[float, Field(ge=0, le=5000)] = 0.0
+    #: the last word of each reply fades out linearly over this long
+    fade_out_ms: Annotated[float, Field(ge=0, le=2000)] = 0.0
+    #: stopping for a barge-in, go on this long fading out before the ``clear``
+    stop_fade_ms: Annotated[float, Field(ge=0, le=2000)] = 0.0
     #: hang up after this many answers have played (0: never; the caller hangs up)
     hang_up_after_replies: Annotated[int, Field(ge=0)] = 0
     voice_seed: int = 11
@@ -94,6 +103,9 @@ class ReplyRecord:
     frames_sent: int = 0
     first_frame_ns: int | None = None
     speech_start_ns: int | None = None  # when the first speech sample was sent
+    #: when the sample after its last audible one (magnitude above the silence threshold) was
+    #: due: the end of what a listener can hear of it
+    audible_until_ns: int | None = None
     last_frame_ns: int | None = None
     mark_sent_ns: int | None = None
     mark_echoed_ns: int | None = None
@@ -113,6 +125,8 @@ class CallRecord:
     exchange: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     start: dict[str, Any] | None = None
     caller_audio: bytearray = field(default_factory=bytearray)  # every inbound payload, mu-law
+    #: when each inbound ``media`` frame arrived (its first sample's moment on the line)
+    caller_frame_ns: list[int] = field(default_factory=list)
     dtmf: str = ""
     replies: list[ReplyRecord] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -156,6 +170,7 @@ class _Call:
         self.speaking: ReplyRecord | None = None  # sent, and its mark not yet back
         self.sending: asyncio.Task[None] | None = None  # the answer whose frames are going out
         self.answers: asyncio.Task[None] | None = None  # the newest answer (they queue)
+        self.stopping: asyncio.Task[None] | None = None  # a fade-out before a clear
         self.send_lock = asyncio.Lock()
 
     def note(self, kind: str, **details: Any) -> None:
@@ -184,11 +199,11 @@ class _Call:
         except ConnectionClosed:
             pass
         finally:
-            for task in (self.sending, self.answers):
-                if task is not None and not task.done():
+            tasks = [t for t in (self.sending, self.answers, self.stopping) if t is not None]
+            for task in tasks:
+                if not task.done():
                     task.cancel()
-            await asyncio.gather(*(t for t in (self.sending, self.answers) if t is not None),
-                                 return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             self.note("call_ended", stopped=self.record.stopped)
 
     async def violation(self, reason: str) -> None:
@@ -286,10 +301,12 @@ class _Call:
         if len(payload) != FRAME_BYTES:
             raise _Violation(f"media payload of {len(payload)} bytes, not 20 ms")
         self.record.caller_audio += payload
+        self.record.caller_frame_ns.append(self.record.exchange[-1][1])
         for transition in self.vad.push(mulaw_decode(payload).samples):
             if transition.kind == "onset":
                 self.onset, self.barged = transition.sample, False
-                self.note("caller_speech_started")
+                self.note("caller_speech_started", first_sound_ns=self.first_sound_ns(
+                    transition.sample))
             else:
                 self.onset = None
                 self.utterances += 1
@@ -299,7 +316,21 @@ class _Call:
                 self.speaking is not None and \
                 self.vad.samples_seen - self.onset >= self.barge_in_samples:
             self.barged = True
-            await self.clear()
+            if self.settings.stop_fade_ms:  # the fade goes out in real time: keep listening
+                self.stopping = asyncio.create_task(self.clear())
+            else:
+                await self.clear()
+
+    def first_sound_ns(self, onset: int) -> int | None:
+        """When the caller's first sample above the silence threshold at or after ``onset``
+        (inbound 8 kHz samples) was said: its frame's arrival plus its offset in the frame."""
+        samples = mulaw_decode(bytes(self.record.caller_audio[onset:])).samples
+        loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > SILENCE_THRESHOLD)
+        if not loud.size:
+            return None
+        sample = onset + int(loud[0])
+        frame = sample // FRAME_BYTES
+        return self.record.caller_frame_ns[frame] + (sample % FRAME_BYTES) * NS_PER_SAMPLE
 
     async def echoed(self, message: dict[str, Any], received_ns: int) -> bool:
         name = (message.get("mark") or {}).get("name")
@@ -334,8 +365,7 @@ class _Call:
             await asyncio.gather(previous, return_exceptions=True)
         if number:
             await asyncio.sleep(self.settings.reply_latency_ms / 1000)
-        audio = tone_speech(text, seed=self.settings.voice_seed,
-                            sample_rate_hz=G711_SAMPLE_RATE_HZ)
+        audio = self.voice(text)
         codes = mulaw_encode(audio)
         frames = [codes[i:i + FRAME_BYTES] for i in range(0, len(codes), FRAME_BYTES)]
         reply = ReplyRecord(number, text, f"reply-{number}", len(frames))
@@ -351,6 +381,7 @@ class _Call:
             sent_ns = await self.send({"event": "media", "streamSid": self.stream_sid, "media": {
                 "payload": base64.b64encode(frame).decode("ascii")}})
             reply.frames_sent += 1
+            self.heard_until(reply, frame, sent_ns)
             if index == 0:
                 reply.first_frame_ns = sent_ns
             if speech_at is not None and index * FRAME_BYTES <= speech_at < \
@@ -363,10 +394,58 @@ class _Call:
         self.sending = None
         self.note("reply_sent", reply=number, frames=reply.frames,
                   first_frame_ns=reply.first_frame_ns, speech_start_ns=reply.speech_start_ns,
-                  last_frame_ns=reply.last_frame_ns, mark_sent_ns=reply.mark_sent_ns)
+                  audible_until_ns=reply.audible_until_ns, last_frame_ns=reply.last_frame_ns,
+                  mark_sent_ns=reply.mark_sent_ns)
+
+    def voice(self, text: str) -> PcmAudio:
+        """The reply's audio at 8 kHz: tone speech, its last ``fade_out_ms`` faded out, then
+        ``tail_silence_ms`` of silence."""
+        audio = tone_speech(text, seed=self.settings.voice_seed,
+                            sample_rate_hz=G711_SAMPLE_RATE_HZ)
+        samples = audio.samples.astype(np.float64)
+        fade = min(samples.size, int(self.settings.fade_out_ms * SAMPLES_PER_MS))
+        if fade:
+            loud = np.flatnonzero(np.abs(samples) > SILENCE_THRESHOLD)
+            end = int(loud[-1]) + 1 if loud.size else samples.size
+            begin = max(0, end - fade)
+            samples[begin:end] *= np.linspace(1.0, 0.0, end - begin, endpoint=False)
+            samples[end:] = 0.0
+        tail = np.zeros(int(self.settings.tail_silence_ms * SAMPLES_PER_MS))
+        return PcmAudio(np.concatenate([samples, tail]).astype(np.int16), G711_SAMPLE_RATE_HZ)
+
+    def heard_until(self, reply: ReplyRecord, frame: bytes, sent_ns: int) -> None:
+        """Note the end of the frame's audible audio (paced: each sample is due its offset
+        after the frame was sent)."""
+        loud = np.flatnonzero(np.abs(mulaw_decode(frame).samples.astype(np.int32))
+                              > SILENCE_THRESHOLD)
+        if loud.size:
+            offset = 0 if self.settings.burst else int(loud[-1]) + 1
+            reply.audible_until_ns = sent_ns + offset * NS_PER_SAMPLE
+
+    async def fade_out(self, reply: ReplyRecord) -> None:
+        """Go on speaking ``stop_fade_ms`` more, fading out, from where the reply was."""
+        audio = self.voice(reply.text).samples
+        start = reply.frames_sent * FRAME_BYTES
+        length = min(int(self.settings.stop_fade_ms * SAMPLES_PER_MS), audio.size - start)
+        if length <= 0:
+            return
+        faded = audio[start:start + length] * np.linspace(1.0, 0.0, length, endpoint=False)
+        codes = mulaw_encode(PcmAudio(faded.astype(np.int16), G711_SAMPLE_RATE_HZ))
+        codes += bytes([0xFF]) * (-len(codes) % FRAME_BYTES)  # mu-law silence to a whole frame
+        loop = asyncio.get_running_loop()
+        begin = loop.time()
+        for index in range(0, len(codes), FRAME_BYTES):
+            await asyncio.sleep(max(0.0, begin + index / FRAME_BYTES * FRAME_SECONDS
+                                    - loop.time()))
+            frame = codes[index:index + FRAME_BYTES]
+            sent_ns = await self.send({"event": "media", "streamSid": self.stream_sid, "media": {
+                "payload": base64.b64encode(frame).decode("ascii")}})
+            self.heard_until(reply, frame, sent_ns)
+            reply.last_frame_ns = sent_ns
 
     async def clear(self) -> None:
-        """The caller talks over the bot: stop sending, and drop what Twilio has queued."""
+        """The caller talks over the bot: stop sending (fading out first, when configured),
+        and drop what Twilio has queued."""
         reply = self.speaking
         assert reply is not None
         sending = self.sending
@@ -374,10 +453,14 @@ class _Call:
             sending.cancel()
             await asyncio.gather(sending, return_exceptions=True)
             self.sending = None
+            if self.settings.stop_fade_ms:
+                await self.fade_out(reply)
         reply.cleared_ns = await self.send({"event": "clear", "streamSid": self.stream_sid})
         self.speaking = None
         self.note("clear", reply=reply.number, frames_sent=reply.frames_sent,
-                  frames=reply.frames, mark_sent=reply.mark_sent_ns is not None)
+                  frames=reply.frames, mark_sent=reply.mark_sent_ns is not None,
+                  speech_start_ns=reply.speech_start_ns,
+                  audible_until_ns=reply.audible_until_ns)
 
 
 class TwilioBot(BotServer):

@@ -126,6 +126,8 @@ class TurnMetrics(ArtifactModel):
     interrupted: bool
     interruption_stop_latency_ms: float | None = None
     audio_after_interrupt_ms: float | None = None
+    #: the user's barge-in speech onset minus this response's speech onset as heard
+    barge_in_after_speech_ms: float | None = None
     transcript: str = ""
     tool_calls: int = 0
     input_speech_to_noise_db: float | None = None

@@ -29,7 +29,13 @@ from ._io import read_audio, read_wav_pcm, wav_bytes, write_wav
 from ._mixer import MixResult, PreparedEnvironment, mix, prepare_environment
 from ._polyphase import FixedLatencyResampler, kaiser_lowpass
 from ._resample import StreamingResampler
-from ._signal import SILENCE_THRESHOLD, SignalAnalysis, analyze_signal, analyze_signals
+from ._signal import (
+    SILENCE_THRESHOLD,
+    SignalAnalysis,
+    analyze_signal,
+    analyze_signals,
+    audible_edges,
+)
 from ._tone import tone_speech
 from ._vad import (
     FRAME_MS,
@@ -56,6 +62,7 @@ __all__ = [
     "PCM16_MAX",
     "PCM16_MIN",
     "SILENCE_THRESHOLD",
+    "audible_edges",
     "VAD_BACKENDS",
     "AudioFormat",
     "Channel",

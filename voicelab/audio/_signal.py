@@ -19,6 +19,9 @@ from ._format import (
 
 SILENCE_THRESHOLD = 256
 TRUNCATION_WINDOW_SECONDS = 0.010
+#: Quiet stretches shorter than this inside a sound (a waveform's zero crossings, a plosive's
+#: closure) do not end it: what ``audible_edges`` bridges.
+AUDIBLE_BRIDGE_SECONDS = 0.010
 _BLOCK_SAMPLES = 1 << 16
 
 
@@ -141,3 +144,44 @@ def analyze_signals(parts: Sequence[PcmAudio], *, sample_rate_hz: int = CANONICA
         needed -= min(needed, part.samples.shape[0])
     truncated = any(_tail_sounds(piece) for piece in pieces if piece.shape[0])
     return each, _analysis(total, sample_rate_hz, truncated)
+
+
+def audible_edges(samples: np.ndarray, start: int, end: int, *, low: int = 0,
+                  high: int | None = None, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ,
+                  threshold: int = SILENCE_THRESHOLD) -> tuple[int, int]:
+    """A detected sound ``[start, end)`` moved to the edges a listener hears: its first and
+    last samples above ``threshold`` (the silence threshold, -42 dBFS), following the sound
+    out from the detected edges across quiet gaps shorter than ``AUDIBLE_BRIDGE_SECONDS`` (a
+    quiet attack before a detector's onset frame, a fade-out after its offset), never beyond
+    ``low`` and ``high``. An edge with no audible sample near it stays where it was."""
+    high = samples.shape[0] if high is None else min(high, samples.shape[0])
+    low = max(0, low)
+    bridge = max(1, int(round(AUDIBLE_BRIDGE_SECONDS * sample_rate_hz)))
+    return (_first_audible(samples, start, low=low, bridge=bridge, threshold=threshold),
+            _last_audible(samples, end, high=high, bridge=bridge, threshold=threshold))
+
+
+def _first_audible(samples: np.ndarray, start: int, *, low: int, bridge: int,
+                   threshold: int) -> int:
+    begin = max(low, start - 50 * bridge)  # far enough back for any attack
+    window = np.abs(samples[begin:start + bridge].astype(np.int32))
+    loud = np.flatnonzero(window > threshold)
+    anchor = np.searchsorted(loud, start - begin)  # the first audible sample at the onset
+    if anchor >= loud.size:
+        return start
+    chain = loud[:anchor + 1]
+    breaks = np.flatnonzero(np.diff(chain) > bridge)
+    return begin + int(chain[breaks[-1] + 1] if breaks.size else chain[0])
+
+
+def _last_audible(samples: np.ndarray, end: int, *, high: int, bridge: int,
+                  threshold: int) -> int:
+    begin = max(0, end - bridge)
+    window = np.abs(samples[begin:min(high, end + 50 * bridge)].astype(np.int32))
+    loud = np.flatnonzero(window > threshold)
+    anchor = np.searchsorted(loud, end - begin, side="left") - 1  # the last one before the end
+    if anchor < 0:
+        return end
+    chain = loud[anchor:]
+    breaks = np.flatnonzero(np.diff(chain) > bridge)
+    return begin + int(chain[breaks[0]] if breaks.size else chain[-1]) + 1

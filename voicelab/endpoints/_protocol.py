@@ -26,6 +26,13 @@ An adapter may also offer ``outcome_probe() -> OutcomeProbe | None``: the produc
 used when the run config names none (the embedded fake product does this), and a classmethod
 ``product_can_speak_first(settings) -> bool`` when, with some settings, the product cannot open
 the conversation (``validate`` then refuses a scenario whose ``first_speaker`` is ``product``).
+
+**Conversion delays.** An adapter whose own audio conversion delays the audio by a constant
+(a resampling filter's group delay) says so in a class attribute ``conversion_delay_ms =
+{"to_product": ms, "to_user": ms}``. That delay is the evaluator's processing, not the product's:
+the runner records it at connect (``session.connected``), received audio is placed that much
+earlier on the listener timeline, and the product's reaction times (response latency, stop
+latency) leave out what the audio toward the product spent in it.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from ._protocol import EndpointContext, EndpointError, EndpointEvent, Playback
 from ._settings import auth_headers, parse_settings, secret_values
 from ._socket import WebSocketConnection
 from ._socket_endpoint import SocketEndpoint, SocketSettings
-from ._twilio_audio import FRAME_MS, LineDecoder
+from ._twilio_audio import FRAME_MS, LINE_LATENCY_MS, LineDecoder
 from ._twilio_line import CallerLine
 from ._twilio_playback import ArrivalPlayback
 from ._twilio_wire import (
@@ -99,6 +99,8 @@ class TwilioEndpoint(SocketEndpoint):
     #: the codec this wire carries: an environment's channel line with this codec codes once,
     #: here, and only loses, delays and conceals packets itself (see docs/channel.md)
     wire_codec = "mulaw"
+    #: the rate conversion's constant group delay each way (voicelab's own processing)
+    conversion_delay_ms = {"to_product": LINE_LATENCY_MS, "to_user": LINE_LATENCY_MS}
     USER_AGENT = "voicelab-evaluator (twilio media streams)"
 
     def __init__(self, settings: Mapping[str, Any] | TwilioSettings, context: EndpointContext):

@@ -6,7 +6,10 @@ Definitions (all pure functions of the recording; docs/artifacts.md has the full
   the product's *speech* as the listener hears it (voice activity on the product channel, so
   silence frames before the speech do not count as an answer), plus a ``to_user`` telephony
   line's constant path delay (``to_user_delay_ms``): the caller hears everything that much
-  later. Null for an opening.
+  later. An adapter's own constant conversion delay (a resampling filter: ``session.connected``
+  ``conversion_delay_ms``) is not the product's: toward the user it is taken out of the
+  placement, toward the product out of this figure and the stop latency. Null for an
+  opening.
 * ``first_audio_latency_ms``: the reference (commit sent; the user's speech end on a live line;
   the init for an opening) to the first product audio *packet* received.
 * ``response_duration_ms``: the same reference to the product's ``response.done``.
@@ -26,6 +29,8 @@ Definitions (all pure functions of the recording; docs/artifacts.md has the full
   refinement); 0 when it had already stopped.
 * ``audio_after_interrupt_ms``: how much audible product audio of the response played after
   that onset (stretches of samples above the threshold, gaps under 10 ms bridged).
+* ``barge_in_after_speech_ms``: how far into the response's speech (its onset as heard) the
+  user's barge-in speech began: the moment ``interrupt_after_seconds`` configures.
 """
 
 from __future__ import annotations
@@ -42,9 +47,9 @@ from ..artifacts import MetricSummary, TurnMetrics, VoiceMetrics
 from ..audio import (
     CANONICAL_FORMAT,
     CANONICAL_SAMPLE_RATE_HZ,
-    SILENCE_THRESHOLD,
     PcmAudio,
     analyze_signals,
+    audible_edges,
     detect_speech,
 )
 from ..recording import (
@@ -54,6 +59,7 @@ from ..recording import (
     EventType,
     Recording,
     ResponsePlayback,
+    conversion_delay_ns,
     samples_to_ns,
 )
 from ._placement import STEP_EVENTS, Placement, audible_extent_ns, audible_ns, silent_runs_ns
@@ -196,22 +202,19 @@ def _joined(stream: np.ndarray, events: list[Event]) -> PcmAudio:
 
 def speech_segments_ns(channel: PcmAudio) -> list[tuple[int, int]]:
     """Speech segments of a channel as (start, end) ns: voice activity finds them in 10 ms
-    frames; each edge is then refined to the sample, the first (last) sample of the edge frame
-    above a tenth of that frame's peak (and above the silence threshold)."""
+    frames; each edge then moves to what a listener hears, to the sample: the first (last)
+    sample above the silence threshold, following the sound out from the detected frame across
+    gaps under 10 ms (a quiet attack, a fade-out), never into the neighbouring segment."""
     samples = channel.samples
-    segments = []
-    for bounds in detect_speech(channel, hangover_ms=SEGMENT_GAP_MS):
-        start, end = bounds.start_sample, bounds.end_sample
-        first = np.abs(samples[start:start + _FRAME].astype(np.int32))
-        last = np.abs(samples[max(start, end - _FRAME):end].astype(np.int32))
-        if first.size:
-            loud = np.flatnonzero(first > max(SILENCE_THRESHOLD, first.max() // 10))
-            start += int(loud[0]) if loud.size else 0
-        if last.size:
-            loud = np.flatnonzero(last > max(SILENCE_THRESHOLD, last.max() // 10))
-            end = max(start, end - last.size + int(loud[-1]) + 1) if loud.size else end
-        segments.append((samples_to_ns(start), samples_to_ns(end)))
-    return segments
+    found = [(b.start_sample, b.end_sample)
+             for b in detect_speech(channel, hangover_ms=SEGMENT_GAP_MS)]
+    segments: list[tuple[int, int]] = []
+    for index, (start, end) in enumerate(found):
+        low = segments[-1][1] if segments else 0
+        high = found[index + 1][0] if index + 1 < len(found) else samples.shape[0]
+        start, end = audible_edges(samples, start, end, low=low, high=high)
+        segments.append((start, max(start, end)))
+    return [(samples_to_ns(start), samples_to_ns(end)) for start, end in segments]
 
 
 def jitter_buffer_stall_ns(chunks: Sequence[Event], *, depth_ns: int) -> int:
@@ -280,6 +283,9 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     to_user = lines.get("to_user")
     heard_delay_ns = int(float(to_user.get("base_delay_ms") or 0.0) * 1_000_000) \
         if to_user else 0
+    connected = next(recording.of_type(EventType.CONNECTED), None)
+    # the adapter's own conversion toward the product: the product heard the user that late
+    converting_ns = conversion_delay_ns(connected.attributes, "to_product") if connected else 0
     line_turns = {name: {t.get("turn_id"): t for t in line.get("turns", [])}
                   for name, line in lines.items()}
     user_speech = sorted((start, end) for start, end in
@@ -305,15 +311,18 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
         speech_onset = next((start for start, end in speech
                              if span and end > span[0] and start < span[1]
                              and (user_speech_end is None or start >= user_speech_end)), None)
-        latency = speech_onset + heard_delay_ns - user_speech_end \
+        latency = speech_onset + heard_delay_ns - user_speech_end - converting_ns \
             if speech_onset is not None and user_speech_end is not None else None
-        stop_latency = audio_after = None
+        stop_latency = audio_after = barge_after = None
         if found.barge_turn is not None and span:
             barge_onset, _ = _user_speech_ns(found.barge_turn, users, placement)
             if barge_onset is not None:
+                barge_after = _ms(barge_onset - speech_onset - heard_delay_ns) \
+                    if speech_onset is not None else None
                 after = max(barge_onset, span[0])
                 heard = audible_extent_ns(product_samples, start_ns=after, end_ns=span[1])
-                stop_latency = _ms(max(0, heard[1] - barge_onset)) if heard else 0.0
+                stop_latency = _ms(max(0, heard[1] - barge_onset - converting_ns)) \
+                    if heard else 0.0
                 audio_after = _ms(audible_ns(product_samples, start_ns=after, end_ns=span[1]))
         turns.append(TurnMetrics(
             turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
@@ -331,6 +340,7 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
             dead_air_ms=dead_air, trailing_silence_ms=tail,
             interrupted=found.barge_turn is not None,
             interruption_stop_latency_ms=stop_latency, audio_after_interrupt_ms=audio_after,
+            barge_in_after_speech_ms=barge_after,
             transcript=" ".join(found.transcript).strip(), tool_calls=found.tool_calls,
             input_speech_to_noise_db=snr.get(turn_id),
             input=inputs.get(turn_id), output=outputs.get(turn_id),

@@ -24,18 +24,20 @@ from ._jsonl import (
     voice_events_jsonl,
 )
 from ._listener import (
+    CONVERSION_DELAY_ATTRIBUTE,
     HeardChunk,
     Listener,
     ResponsePlayback,
     ns_to_samples,
     samples_to_ns,
 )
-from ._recording import USER_CLEAN, USER_HEARD, Recording
+from ._recording import USER_CLEAN, USER_HEARD, Recording, conversion_delay_ns
 from ._store import PcmStream
 
 __all__ = [
     "AUDIO_STREAMS",
     "CONTRACT_VERSION",
+    "CONVERSION_DELAY_ATTRIBUTE",
     "ENDPOINT_EVENT_TYPES",
     "ENDPOINT_KINDS",
     "PRODUCT",
@@ -51,6 +53,7 @@ __all__ = [
     "Recording",
     "RecordingError",
     "ResponsePlayback",
+    "conversion_delay_ns",
     "encode_voice_events",
     "ns_to_samples",
     "pcm_metadata",

@@ -5,6 +5,9 @@
 * Product audio plays in arrival order and never faster than real time: a chunk starts at
   ``max(arrival, end of the previous chunk)``; a later arrival than needed, inside one response,
   is a playback stall.
+* An adapter's own constant conversion delay toward the user (``session.connected``'s
+  ``conversion_delay_ms.to_user``: a resampling filter) is taken out: received audio is placed
+  that much earlier, where its sound really arrived.
 * A barge-in flushes the listener's buffer: the interrupted response's audio that arrived before
   the barge-in stops at the barge-in point; audio of that response arriving afterwards still
   plays (over the user), so a product that ignores a cancel stays audible.
@@ -23,6 +26,9 @@ from ..audio import CANONICAL_SAMPLE_RATE_HZ
 from ._events import Event
 
 RATE = CANONICAL_SAMPLE_RATE_HZ
+#: The ``session.connected`` attribute with an adapter's constant conversion delays (ms):
+#: ``{"to_product": ..., "to_user": ...}`` (see ``ConversationEndpoint``).
+CONVERSION_DELAY_ATTRIBUTE = "conversion_delay_ms"
 
 
 def samples_to_ns(count: int) -> int:
@@ -92,6 +98,8 @@ class Listener:
         #: every chunk in the order placed (which is the order of their start samples)
         self.heard: list[HeardChunk] = []
         self._cancelled: set[str] = set()
+        #: the adapter's conversion delay toward the user, taken out of every placement
+        self.lead_ns = 0
 
     @property
     def cursor_ns(self) -> int:
@@ -104,7 +112,7 @@ class Listener:
         playback = self.responses.get(turn)
         if playback is None:
             playback = self.responses[turn] = ResponsePlayback(turn)
-        start = max(ns_to_samples(event.listener_ns), self.cursor)
+        start = max(ns_to_samples(event.listener_ns - self.lead_ns), self.cursor)
         after_cancel = turn in self._cancelled
         if playback.chunks and not after_cancel and playback.barge_in_ns is None:
             gap = start - playback.chunks[-1].end

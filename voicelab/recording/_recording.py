@@ -14,7 +14,7 @@ from typing import Any
 
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
 from ._events import AUDIO_STREAMS, PRODUCT, USER, Event, EventType
-from ._listener import Listener
+from ._listener import CONVERSION_DELAY_ATTRIBUTE, Listener
 from ._store import PcmStream
 
 #: The clean (unmixed) speech of each user turn, kept beside the two directions for the advisory
@@ -126,6 +126,8 @@ class Recording:
             event.attributes["dropped_ms"] = round(dropped * 1000 / CANONICAL_SAMPLE_RATE_HZ, 3)
         elif event.type is EventType.VIRTUAL_ADVANCE:
             self.shift_ns += int(event.attributes["advance_ns"])
+        elif event.type is EventType.CONNECTED:
+            self.listener.lead_ns = conversion_delay_ns(event.attributes, "to_user")
 
     def advance(self, advance_ns: int, reason: str) -> None:
         """Move the listener timeline ahead of real time (``pace_audio: false``: the runner
@@ -153,3 +155,15 @@ class Recording:
     @property
     def audio_bytes(self) -> dict[str, int]:
         return {name: s.num_samples * BYTES_PER_SAMPLE for name, s in self.streams.items()}
+
+
+def conversion_delay_ns(connected: dict[str, Any], direction: str) -> int:
+    """An adapter's constant conversion delay in one direction, from ``session.connected``'s
+    attributes (0 when it declared none)."""
+    delays = connected.get(CONVERSION_DELAY_ATTRIBUTE)
+    if not isinstance(delays, dict):
+        return 0
+    try:
+        return max(0, int(float(delays.get(direction) or 0.0) * 1_000_000))
+    except (TypeError, ValueError):
+        return 0

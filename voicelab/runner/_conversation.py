@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,15 @@ from ..config import ListenerConfig
 from ..endpoints import EndpointError
 from ..errors import ExecutionError
 from ..personas import PersonaEnd, ProductResponse, UserTurn
-from ..recording import USER_HEARD, Event, EventType, PcmStream, Recording, ns_to_samples
+from ..recording import (
+    CONVERSION_DELAY_ATTRIBUTE,
+    USER_HEARD,
+    Event,
+    EventType,
+    PcmStream,
+    Recording,
+    ns_to_samples,
+)
 from ._channel import Ear, ProductLine, line_config, record_line_stats
 from ._hearing import Hearing
 from ._intake import AudioFloodLimit, Intake, ProductResponseState
@@ -172,10 +180,20 @@ class Conversation:
         if self.first_speaker == "product":
             self.intake.expect_response("turn-000")
         self.recording.record(EventType.CONNECTED, source="evaluator", direction="outbound",
-                              expects_response=expects, span_id=root)
+                              expects_response=expects, span_id=root,
+                              **self._conversion_delays())
         self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
         await self._start_persona()
         return await self._take_turns(lambda: self._await_response("turn-000"))
+
+    def _conversion_delays(self) -> dict[str, Any]:
+        """The adapter's constant conversion delays, for ``session.connected`` (none: {})."""
+        delays = getattr(type(self.endpoint), "conversion_delay_ms", None)
+        if not isinstance(delays, Mapping) or not any(delays.values()):
+            return {}
+        return {CONVERSION_DELAY_ATTRIBUTE: {
+            direction: round(float(delays.get(direction, 0.0)), 6)
+            for direction in ("to_product", "to_user")}}
 
     async def _take_turns(self, await_opening: Callable[[], Awaitable[Any]]) -> str:
         """The conversation's turns until it ends (its exit reason): the product's opening

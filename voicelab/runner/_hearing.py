@@ -1,6 +1,10 @@
 """What the simulated user hears of the product, as it plays: voice activity on the listener
 timeline (listening turn-taking decides from this when a reply has ended).
 
+An onset is where the product's sound becomes audible (the detector's onset frame followed back
+to its first sample above the silence threshold: ``voicelab.audio.audible_edges``, as the
+metrics find speech), so a timed barge-in is timed from what the caller could hear.
+
 The product's chunks are heard where the recording's listener placed them; a stretch with no
 audio (the product sent nothing, or not yet) is silence to the listener, exactly as on a call.
 The detector is only ever fed up to "now", so a barge-in that flushes buffered audio never
@@ -16,9 +20,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..audio import StreamingVad
+from ..audio import StreamingVad, audible_edges
 from ..recording import PRODUCT, Recording, ns_to_samples, samples_to_ns
 from ._channel import Ear
+
+
+#: How much of the latest heard audio is kept to refine onsets (1 s).
+RECENT_SAMPLES = 24_000
 
 
 class Hearing:
@@ -33,6 +41,11 @@ class Hearing:
         #: called with (listener sample, samples) for everything heard, in order (the echo)
         self.taps: list[Callable[[int, np.ndarray], None]] = []
         self._heard_samples = 0
+        #: the latest heard audio (to follow an onset back to its first audible sample): the
+        #: first ``_kept`` samples of a buffer twice as long as what is kept, moved down once
+        #: it fills (one copy a second, not one a feed)
+        self._buffer = np.zeros(2 * RECENT_SAMPLES, dtype=np.int16)
+        self._kept = 0
 
     def listen_until(self, listener_ns: int) -> None:
         """Feed everything heard up to ``listener_ns`` (silence where nothing plays): the
@@ -66,11 +79,32 @@ class Hearing:
         for tap in self.taps:  # heard sample k is listener sample k (the line's delay in it)
             tap(self._heard_samples, samples)
         self._heard_samples += samples.shape[0]
+        self._keep(samples)
         for transition in self.vad.push(samples):
             if transition.kind == "onset":
-                self.segments.append([transition.sample, None])
+                self.segments.append([self._audible_onset(transition.sample), None])
             elif self.segments:
                 self.segments[-1][1] = transition.sample
+
+    def _keep(self, samples: np.ndarray) -> None:
+        if samples.shape[0] >= RECENT_SAMPLES:  # what is kept is all in this stretch
+            samples, self._kept = samples[-RECENT_SAMPLES:], 0
+        if self._kept + samples.shape[0] > self._buffer.shape[0]:
+            keep = RECENT_SAMPLES - samples.shape[0]
+            self._buffer[:keep] = self._buffer[self._kept - keep:self._kept]
+            self._kept = keep
+        self._buffer[self._kept:self._kept + samples.shape[0]] = samples
+        self._kept += samples.shape[0]
+
+    def _audible_onset(self, sample: int) -> int:
+        recent = self._buffer[:self._kept]
+        recent_start = self._heard_samples - self._kept
+        previous = self.segments[-1][1] if self.segments else None
+        low = max(0, (previous or 0) - recent_start)
+        if sample < recent_start:
+            return sample
+        start, _ = audible_edges(recent, sample - recent_start, sample - recent_start, low=low)
+        return recent_start + start
 
     def first_onset_ns(self, listener_ns: int) -> int | None:
         """When the product was first heard speaking at or after ``listener_ns``: the onset of

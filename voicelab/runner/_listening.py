@@ -95,7 +95,8 @@ class ListeningConversation(Conversation):
         expects = "turn-000" if self.first_speaker != "user" else None
         connected = self.recording.record(EventType.CONNECTED, source="evaluator",
                                           direction="outbound", expects_response=expects,
-                                          span_id=root, turn_detection="server_vad")
+                                          span_id=root, turn_detection="server_vad",
+                                          **self._conversion_delays())
         self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
         self.line = UserLine(endpoint=self.endpoint, recording=self.recording,
                              environment=self.environment, seed=self.seed,
@@ -302,7 +303,8 @@ class ListeningConversation(Conversation):
                     await self._backchannel(barge, turn_id, speech_at_ns=due_ns)
                     barge, asked = None, False  # the next probe may come into the same reply
                     continue
-                utterance = await self._barge_in_on_line(barge, turn_id, speech_at_ns=due_ns)
+                utterance = await self._barge_in_on_line(barge, turn_id, speech_at_ns=due_ns,
+                                                         heard_onset_ns=speech_onset)
                 assert utterance.turn_id is not None
                 await self._until(utterance.speech_over)
                 assert utterance.speech_ended_ns is not None
@@ -327,13 +329,16 @@ class ListeningConversation(Conversation):
         return TIMED_LEAD_FRAMES * self.line.frame_ns
 
     async def _barge_in_on_line(self, turn: UserTurn, response_turn: str, *,
-                                speech_at_ns: int | None = None) -> Utterance:
+                                speech_at_ns: int | None = None,
+                                heard_onset_ns: int | None = None) -> Utterance:
         self.recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
                               turn_id=_turn_id(self.user_turns + 1), speaker_role="user",
                               response_turn_id=response_turn, cancel_sent=False, flush=False,
                               after_product_audio_ms=round(
                                   float(turn.interrupt_after_seconds or 0) * 1000, 3),
-                              kind=turn.kind)
+                              kind=turn.kind,
+                              heard_speech_onset_ms=None if heard_onset_ns is None
+                              else round(heard_onset_ns / 1e6, 3))
         self.persona.confirm_barge_in(turn)
         return await self._say(turn, barge_in_of=response_turn, probe_of=response_turn,
                                speech_at_ns=speech_at_ns)

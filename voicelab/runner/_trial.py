@@ -124,6 +124,23 @@ def trial_session_id(loaded: LoadedRun, index: int, run_id: str, *, attempt: int
     return f"{base}-{token}-t{index:03d}{again}"
 
 
+#: The live line's chunk when an adapter's settings have none.
+DEFAULT_CHUNK_MS = 100.0
+
+
+def line_chunk_ms(endpoint: Any, settings: Any) -> float:
+    """How often the live line hands the adapter audio: the adapter's own ``chunk_ms``, its
+    settings model's default included (pipecat's 20 ms), else what the settings say, else
+    ``DEFAULT_CHUNK_MS``."""
+    parsed = getattr(getattr(endpoint, "settings", None), "chunk_ms", None)
+    if isinstance(parsed, int | float) and not isinstance(parsed, bool) and parsed > 0:
+        return float(parsed)
+    given = settings.get("chunk_ms") if isinstance(settings, Mapping) else None
+    if isinstance(given, int | float) and not isinstance(given, bool) and given > 0:
+        return float(given)
+    return DEFAULT_CHUNK_MS
+
+
 def trial_data(loaded: LoadedRun, session_id: str) -> dict[str, Any]:
     """The opaque run data as this trial sends it: the configured data with its session id."""
     return {**loaded.data, "session_id": session_id}
@@ -218,7 +235,7 @@ async def run_call(plan: TrialPlan) -> Call:
                           key=getattr(error, "key", None) or "endpoint.settings") from None
     persona = plan.persona_cls(loaded.run.persona_settings, PersonaContext.for_trial(
         loaded, trial_index=plan.index, seed=plan.seed, script_audio=plan.script_audio))
-    chunk_ms = float(settings.get("chunk_ms", 100)) if isinstance(settings, Mapping) else 100.0
+    chunk_ms = line_chunk_ms(endpoint, settings)
     conversation_class = ListeningConversation if plan.turn_taking == "server_vad" \
         else Conversation
     conversation = conversation_class(

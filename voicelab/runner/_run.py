@@ -601,6 +601,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
             if interrupted:
                 break
             try:
+                scorer.finishing()  # no call starts until this pass is scored: help score it
                 while writes:  # every call of this pass scored: its status is known
                     await asyncio.gather(*list(writes), return_exceptions=True)
                 again = sorted(r.report.trial for r in results

@@ -633,8 +633,9 @@ class Scorer:
             return True
 
     def finishing(self) -> None:
-        """The run starts no more calls: the loop helps score the waiting ones when it is free."""
-        if self._process is not None and self._helper is None:
+        """The run starts no more calls (for now: a retry pass may start some again): the loop
+        helps score the waiting ones when it is free."""
+        if self._process is not None and (self._helper is None or self._helper.done()):
             self._helper = asyncio.create_task(self._help())
 
     async def _help(self) -> None:

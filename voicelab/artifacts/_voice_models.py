@@ -122,6 +122,8 @@ class TurnMetrics(ArtifactModel):
     interruption_stop_latency_ms: float | None = None
     audio_after_interrupt_ms: float | None = None
     transcript: str = ""
+    #: where ``transcript`` came from: ``wire`` or ``asr:<engine>`` (as in transcript.json)
+    transcript_source: str | None = None
     tool_calls: int = 0
     input_speech_to_noise_db: float | None = None
     input: SignalStats | None = None

@@ -18,12 +18,12 @@ from ..artifacts import Transcript, VoiceMetrics
 from ..audio import PcmAudio
 from ..config import LoadedRun, PersonaConfig, ScenarioConfig, TranscriptionConfig
 from ..recording import EventType, Recording
-from ..speech._asr import ASR_ENGINE, recognize, recognizer_installed
+from ..speech import _asr
 
 logger = logging.getLogger(__name__)
 
 #: A recognized transcript's ``text_source``.
-ASR_SOURCE = f"asr:{ASR_ENGINE}"
+ASR_SOURCE = f"asr:{_asr.ASR_ENGINE}"
 
 
 def text_readers(scenario: ScenarioConfig, persona: PersonaConfig, *, judges: bool) -> list[str]:
@@ -65,7 +65,7 @@ class ProductTranscription:
             return True
         if self.mode != "auto" or wire_text or not self.words_read:
             return False
-        return recognizer_installed()
+        return _asr.recognizer_installed()
 
     def recognizes_any(self, transcript: Transcript) -> bool:
         return any(self.recognizes(turn.text) for turn in transcript.turns
@@ -86,7 +86,7 @@ def transcribe_product(recording: Recording, transcript: Transcript, metrics: Vo
         if turn.role != "assistant" or not transcription.recognizes(turn.text):
             continue
         audio = PcmAudio.from_bytes(recording.turn_audio(EventType.PRODUCT_AUDIO, turn.turn_id))
-        turn.text = recognize(audio)
+        turn.text = _asr.recognize(audio)
         turn.text_source = ASR_SOURCE
         logger.debug("%s recognized from %.2f s of its audio: %r", turn.turn_id,
                      audio.duration_seconds, turn.text)

@@ -47,6 +47,7 @@ from ...audio import (
 )
 from ...endpoints import AdapterSettings, parse_settings
 from .._bot_server import BotServer
+from .._voice import DoubleVoice, VoiceKind
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,9 @@ class TwilioBotSettings(AdapterSettings):
     #: hang up after this many answers have played (0: never; the caller hangs up)
     hang_up_after_replies: Annotated[int, Field(ge=0)] = 0
     voice_seed: int = 11
+    #: ``tone`` (no words) or ``piper`` (real words, ``voicelab[speech]``; its lines are
+    #: synthesized before the bot serves)
+    voice: VoiceKind = "tone"
     max_message_bytes: Annotated[int, Field(ge=1024)] = 1024 * 1024
 
 
@@ -334,8 +338,7 @@ class _Call:
             await asyncio.gather(previous, return_exceptions=True)
         if number:
             await asyncio.sleep(self.settings.reply_latency_ms / 1000)
-        audio = tone_speech(text, seed=self.settings.voice_seed,
-                            sample_rate_hz=G711_SAMPLE_RATE_HZ)
+        audio = self.bot.voice.speak(text)
         codes = mulaw_encode(audio)
         frames = [codes[i:i + FRAME_BYTES] for i in range(0, len(codes), FRAME_BYTES)]
         reply = ReplyRecord(number, text, f"reply-{number}", len(frames))
@@ -393,6 +396,8 @@ class TwilioBot(BotServer):
         super().__init__(host=host, port=port, max_message_bytes=self.settings.max_message_bytes)
         self.on_event = on_event
         self.calls: list[CallRecord] = []
+        self.voice = DoubleVoice(self.settings.voice, seed=self.settings.voice_seed,
+                                 sample_rate_hz=G711_SAMPLE_RATE_HZ)
 
     def report(self, entry: dict[str, Any]) -> None:
         if self.on_event is not None:
@@ -404,6 +409,8 @@ class TwilioBot(BotServer):
                            hangover_ms=self.settings.vad_silence_ms)
         vad.push(mulaw_decode(mulaw_encode(tone_speech("warm up", seed=1,
                                                        sample_rate_hz=G711_SAMPLE_RATE_HZ))).samples)
+        settings = self.settings
+        self.voice.prepare([settings.greeting, *settings.replies, settings.reply_text])
 
     async def _handle(self, ws: ServerConnection) -> None:
         record = CallRecord(index=len(self.calls) + 1)

@@ -77,19 +77,23 @@ def test_an_unknown_transcription_mode_is_a_configuration_error():
 
 # --- which responses are recognized -------------------------------------------------------------
 
-@pytest.mark.parametrize(("mode", "words_read", "wire_text", "recognized"), [
-    ("auto", True, "", True),
-    ("auto", True, "the wire's words", False),
-    ("auto", False, "", False),  # nothing reads the words: no recognition to pay for
-    ("wire", True, "", False),
-    ("asr", False, "the wire's words", True),
+@pytest.mark.parametrize(("mode", "words_read", "wire_text", "sends", "recognized"), [
+    ("auto", True, "", False, True),  # a Twilio bot
+    ("auto", True, "", None, True),  # a recording that does not say what the wire sends
+    ("auto", True, "the wire's words", None, False),
+    # a wire that sends transcripts: a response without one (cut off) keeps none
+    ("auto", True, "", True, False),
+    ("auto", False, "", False, False),  # nothing reads the words: no recognition to pay for
+    ("wire", True, "", False, False),
+    ("asr", False, "the wire's words", True, True),
 ])
-def test_which_responses_are_recognized(mode, words_read, wire_text, recognized):
-    assert ProductTranscription(mode, words_read).recognizes(wire_text) is recognized
+def test_which_responses_are_recognized(mode, words_read, wire_text, sends, recognized):
+    transcription = ProductTranscription(mode, words_read)
+    assert transcription.recognizes(wire_text, wire_sends_transcripts=sends) is recognized
 
 
 def test_auto_recognizes_nothing_without_the_recognizer(no_recognizer):
-    assert not ProductTranscription("auto", True).recognizes("")
+    assert not ProductTranscription("auto", True).recognizes("", wire_sends_transcripts=False)
 
 
 # --- the words, from a recording ------------------------------------------------------------------
@@ -105,10 +109,12 @@ def spoken() -> bytes:
         .synthesize_sync(SAID).to_bytes()
 
 
-def recording_of(spoken: bytes) -> Recording:
+def recording_of(spoken: bytes, *, wire_sends_transcripts: bool = False) -> Recording:
     """Two responses: ``turn-000`` audio only (a Twilio bot), ``turn-001`` with the wire's
     transcript of words its audio does not say."""
     recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="0" * 16)
+    recording.record(EventType.TRIAL_STARTED, source="runner", direction="internal",
+                     capabilities={"output_transcripts": wire_sends_transcripts})
     for turn, text in (("turn-000", None), ("turn-001", "the wire says this")):
         for start in range(0, len(spoken), 1920):
             recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
@@ -143,6 +149,9 @@ def test_each_response_says_where_its_words_came_from(spoken):
     assert words_of(recording, "wire") == [("", None, None), wire]
     # asr: every response from its audio, the wire's words set aside; the same words each time
     assert words_of(recording, "asr") == [(recognized, "asr:pocketsphinx", "asr:pocketsphinx")] * 2
+    # auto on a wire that sends transcripts: a response without one keeps none
+    assert words_of(recording_of(spoken, wire_sends_transcripts=True), "auto") == \
+        [("", None, None), wire]
 
 
 @pytest.mark.slow

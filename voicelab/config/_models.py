@@ -392,9 +392,10 @@ ProductTranscription = Literal["auto", "wire", "asr"]
 class TranscriptionConfig(StrictModel):
     """Where the product's words come from, for the transcript, the text verdicts and the
     judges (docs/artifacts.md, "The product's words"). ``auto``: each response's transcript
-    from the wire when the product sent one, else its received audio recognized locally
-    (``voicelab[speech]``) when a text verdict or judge reads the words; ``wire``: the wire's
-    transcripts only (no recognition); ``asr``: every response recognized from its audio."""
+    from the wire when the product sent one; on an adapter that declares no
+    ``output_transcripts``, else its received audio recognized locally (``voicelab[speech]``)
+    when a text verdict or judge reads the words; ``wire``: the wire's transcripts only (no
+    recognition); ``asr``: every response recognized from its audio."""
 
     product: ProductTranscription = "auto"
 

@@ -117,7 +117,7 @@ async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
     ``transcription``: which responses are recognized from their audio."""
     evidence = _judge_measurement(await arun_steps(evidence_steps(recording, adapter=adapter)),
                                   recording, measurement)
-    if speech_metrics or transcription.recognizes_any(evidence.transcript):
+    if speech_metrics or transcription.to_recognize(recording, evidence.transcript):
         # seconds of numeric work (ASR, STOI, DNSMOS, pitch): a worker thread
         return await asyncio.to_thread(_recognized_and_measured, evidence, recording,
                                        speech_metrics=speech_metrics,

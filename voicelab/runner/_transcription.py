@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..artifacts import Transcript, VoiceMetrics
+from ..artifacts import Transcript, TranscriptTurn, VoiceMetrics
 from ..audio import PcmAudio
 from ..config import LoadedRun, PersonaConfig, ScenarioConfig, TranscriptionConfig
 from ..recording import EventType, Recording
@@ -58,18 +58,32 @@ class ProductTranscription:
            persona: PersonaConfig, *, judges: bool) -> ProductTranscription:
         return cls(transcription.product, bool(text_readers(scenario, persona, judges=judges)))
 
-    def recognizes(self, wire_text: str) -> bool:
+    def recognizes(self, wire_text: str, *, wire_sends_transcripts: bool | None) -> bool:
         """Whether a response whose wire transcript is ``wire_text`` is recognized from its
-        audio (``auto``: only without one, and only when the recognizer is installed)."""
+        audio. ``auto``: only on a wire that sends no transcripts (the adapter's declared
+        ``output_transcripts``; ``None``, not recorded: each response without one), only
+        when something reads the words, and only when the recognizer is installed."""
         if self.mode == "asr":
             return True
-        if self.mode != "auto" or wire_text or not self.words_read:
+        if self.mode != "auto" or wire_text or not self.words_read or wire_sends_transcripts:
             return False
         return _asr.recognizer_installed()
 
-    def recognizes_any(self, transcript: Transcript) -> bool:
-        return any(self.recognizes(turn.text) for turn in transcript.turns
-                   if turn.role == "assistant")
+    def to_recognize(self, recording: Recording, transcript: Transcript) -> list[TranscriptTurn]:
+        """The responses of ``transcript`` (made from ``recording``) to recognize."""
+        sends = wire_sends_transcripts(recording)
+        return [turn for turn in transcript.turns if turn.role == "assistant"
+                and self.recognizes(turn.text, wire_sends_transcripts=sends)]
+
+
+def wire_sends_transcripts(recording: Recording) -> bool | None:
+    """The adapter's declared ``output_transcripts``, as the trial recorded it when it started
+    (``None``: a recording made before it was recorded)."""
+    started = next(recording.of_type(EventType.TRIAL_STARTED), None)
+    capabilities = started.attributes.get("capabilities") if started is not None else None
+    if not isinstance(capabilities, dict) or "output_transcripts" not in capabilities:
+        return None
+    return bool(capabilities["output_transcripts"])
 
 
 #: The wire's transcripts only (a caller that names no transcription).
@@ -82,9 +96,7 @@ def transcribe_product(recording: Recording, transcript: Transcript, metrics: Vo
     response's received audio), with its source, in ``transcript`` and in the turns of
     ``metrics``. Blocking CPU work (pocketsphinx, about a third of the audio's duration): call
     it from a worker thread in async code."""
-    for turn in transcript.turns:
-        if turn.role != "assistant" or not transcription.recognizes(turn.text):
-            continue
+    for turn in transcription.to_recognize(recording, transcript):
         audio = PcmAudio.from_bytes(recording.turn_audio(EventType.PRODUCT_AUDIO, turn.turn_id))
         turn.text = _asr.recognize(audio)
         turn.text_source = ASR_SOURCE
@@ -93,6 +105,8 @@ def transcribe_product(recording: Recording, transcript: Transcript, metrics: Vo
     responses = {turn.turn_id: turn for turn in transcript.turns if turn.role == "assistant"}
     for entry in metrics.turns:
         response = responses.get(entry.turn_id)
-        if response is not None:
+        if response is None:
+            continue
+        entry.transcript_source = response.text_source
+        if response.text_source == ASR_SOURCE:  # the metrics have the wire's words already
             entry.transcript = response.text
-            entry.transcript_source = response.text_source

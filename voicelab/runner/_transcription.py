@@ -94,7 +94,7 @@ def transcribe_product(recording: Recording, transcript: Transcript, metrics: Vo
                        transcription: ProductTranscription) -> None:
     """Fill each response's transcript as ``transcription`` says (the recognized ones from the
     response's received audio), with its source, in ``transcript`` and in the turns of
-    ``metrics``. Blocking CPU work (pocketsphinx, about a third of the audio's duration): call
+    ``metrics``. Blocking CPU work (pocketsphinx, about a fifth of the audio's duration): call
     it from a worker thread in async code."""
     for turn in transcription.to_recognize(recording, transcript):
         audio = PcmAudio.from_bytes(recording.turn_audio(EventType.PRODUCT_AUDIO, turn.turn_id))

@@ -39,8 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import voicelab  # noqa: E402
 from bench_runner import EXAMPLE, _start_fake_server, logging_quiet  # noqa: E402
+
+import voicelab  # noqa: E402
 
 LIMIT_MS = 2000
 

@@ -49,6 +49,7 @@ class EchoDialectAdapter:
         "interruption": False,
         "tool_events": False,
         "input_transcripts": True,
+        "output_transcripts": True,
     }
 
     def __init__(self, settings: Mapping[str, Any], context: EndpointContext):

@@ -44,6 +44,10 @@ class ValidationSummary:
     launch: str | None = None
     statistics: str = ""
     gates: list[str] = field(default_factory=list)
+    #: where the product's words come from (the run's ``transcription``)
+    transcription: str = ""
+    #: one line each: what this run cannot judge as configured, and how to fix it
+    warnings: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         enabled = [name for name, on in self.capabilities.items() if on]
@@ -59,7 +63,9 @@ class ValidationSummary:
             f"judges     {', '.join(self.judges) or 'none'}",
             f"statistics {self.statistics}",
             f"gates      {'; '.join(self.gates) or 'none'}",
+            f"transcript {self.transcription}",
             f"suite hash {self.suite_hash}",
+            *(f"warning    {warning}" for warning in self.warnings),
         ]
 
 
@@ -260,6 +266,8 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
 
         judges = check_quality_evaluation(loaded)
 
+    capabilities = declared_capabilities(adapter)
+    transcription, warnings = _product_words(loaded, adapter_name, capabilities, run_file)
     summary = ValidationSummary(
         run_path=run_file,
         scenario_id=loaded.scenario.id,
@@ -267,7 +275,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         persona_mode=loaded.run.persona_mode,
         speech_provider=loaded.run.speech_provider,
         adapter=adapter_name if inspect.isclass(adapter) else str(adapter),
-        capabilities=declared_capabilities(adapter),
+        capabilities=capabilities,
         environment=(loaded.environment.name or (loaded.run.environment_path.name
                      if loaded.run.environment_path else "quiet")),
         assets=assets,
@@ -279,10 +287,50 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         statistics=(f"{loaded.run.statistics.confidence:.0%} "
                     f"{loaded.run.statistics.interval} intervals"),
         gates=[_describe_gate(gate) for gate in loaded.run.gates],
+        transcription=transcription,
+        warnings=warnings,
     )
     return RunPlan(loaded=loaded, adapter_cls=adapter, persona_cls=persona_cls,
                    speech_cls=speech_cls, probe_factory=probe_factory, environment=environment,
                    script_audio=script_audio, summary=summary, turn_taking=turn_taking)
+
+
+def _product_words(loaded: LoadedRun, adapter_name: str, capabilities: Mapping[str, bool],
+                   run_file: str) -> tuple[str, list[str]]:
+    """Where the product's words will come from (the summary's line), and a warning when a
+    configured text verdict or judge cannot be judged: the adapter says it sends no transcript
+    and nothing will recognize its audio. ``asr`` without the recognizer is an error."""
+    from .runner._transcription import ASR_SOURCE, text_readers
+    from .speech._asr import recognizer_installed, recognizer_missing
+
+    mode = loaded.run.transcription.product
+    installed = recognizer_installed()
+    if mode == "asr" and not installed:
+        raise recognizer_missing("transcription.product: asr (recognizing the product's audio)",
+                                 source=run_file, key="transcription.product")
+    readers = text_readers(loaded.scenario, loaded.persona,
+                           judges=loaded.run.quality_evaluation is not None)
+    if mode == "asr":
+        described = f"the product's audio recognized ({ASR_SOURCE})"
+    elif mode == "wire":
+        described = "the product's transcripts from the wire only"
+    elif not installed:
+        described = "the product's transcripts from the wire (no recognizer installed)"
+    else:
+        described = (f"the product's transcripts from the wire, else its audio recognized "
+                     f"({ASR_SOURCE})" + ("" if readers else
+                                          " when a text verdict or judge reads them"))
+    warnings = []
+    if readers and not capabilities.get("output_transcripts") and mode != "asr" \
+            and (mode == "wire" or not installed):
+        fix = "pip install 'voicelab[speech]'" if not installed else ""
+        if mode == "wire":
+            fix = " and ".join(part for part in (fix, "set transcription.product: auto") if part)
+        why = "transcription.product is wire" if mode == "wire" else "no recognizer is installed"
+        warnings.append(f"{', '.join(readers)} cannot be judged: adapter {adapter_name!r} sends "
+                        f"no transcript of the product's words and {why}; to recognize its "
+                        f"audio: {fix}")
+    return described, warnings
 
 
 def _check_line_only(loaded: LoadedRun, run_file: str) -> None:

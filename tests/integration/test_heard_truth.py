@@ -17,15 +17,12 @@ accuracy under load.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from test_twilio_runs import GREETING, Call, write_call
 
 from voicelab.audio import G711_SAMPLE_RATE_HZ, SILENCE_THRESHOLD
-from voicelab.doubles.twilio import TwilioBotSettings
-from voicelab.doubles.twilio._bot import _Call as BotCall
+from voicelab.doubles.twilio import TwilioBot
 
 MS = 1_000_000
 #: the Twilio adapter's own conversion delay each way, not part of the bot's timing
@@ -47,10 +44,8 @@ def _mono(call: Call, event: dict) -> int:
 
 
 def _bot_reply_audio(settings: dict, text: str) -> np.ndarray:
-    """The reply exactly as the bot synthesizes it (8 kHz)."""
-    bot = BotCall.__new__(BotCall)
-    bot.settings = TwilioBotSettings.model_validate(settings)
-    return bot.voice(text).samples
+    """The reply exactly as the bot says it (8 kHz)."""
+    return TwilioBot(settings).reply_audio(text).samples
 
 
 def test_a_tts_tail_is_not_dead_air(tmp_path):

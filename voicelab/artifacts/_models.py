@@ -42,6 +42,10 @@ class TranscriptTurn(ArtifactModel):
     started_offset_ms: float | None = None
     ended_offset_ms: float | None = None
     heard_as: str | None = Field(None, description="user turns: what the product recognized")
+    text_source: str | None = Field(
+        None, description="assistant turns: where ``text`` came from: ``wire`` (the product's "
+                          "own transcript) or ``asr:<engine>`` (its received audio recognized "
+                          "locally); null: no text")
 
 
 class Transcript(Versioned):

@@ -129,6 +129,8 @@ class TurnMetrics(ArtifactModel):
     #: the user's barge-in speech onset minus this response's speech onset as heard
     barge_in_after_speech_ms: float | None = None
     transcript: str = ""
+    #: where ``transcript`` came from: ``wire`` or ``asr:<engine>`` (as in transcript.json)
+    transcript_source: str | None = None
     tool_calls: int = 0
     input_speech_to_noise_db: float | None = None
     input: SignalStats | None = None

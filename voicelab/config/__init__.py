@@ -43,6 +43,7 @@ from ._models import (
     StatisticsConfig,
     SuiteConfig,
     SuitePersona,
+    TranscriptionConfig,
     TransientEvent,
     VoiceLiveProvider,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "StatisticsConfig",
     "SuiteConfig",
     "SuitePersona",
+    "TranscriptionConfig",
     "TransientEvent",
     "VoiceLiveProvider",
     "file_sha256",

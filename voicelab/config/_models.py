@@ -16,7 +16,7 @@ from ._channel import ChannelConfig
 from ._launch import LaunchConfig
 
 Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
-                     "input_transcripts"]
+                     "input_transcripts", "output_transcripts"]
 #: What an endpoint may declare and a scenario may require (``Capability``'s values).
 CAPABILITY_NAMES: tuple[str, ...] = Capability.__args__  # type: ignore[attr-defined]
 
@@ -386,6 +386,20 @@ class MeasurementConfig(StrictModel):
     lag_budget_ms: PositiveFloat | None = None
 
 
+ProductTranscription = Literal["auto", "wire", "asr"]
+
+
+class TranscriptionConfig(StrictModel):
+    """Where the product's words come from, for the transcript, the text verdicts and the
+    judges (docs/artifacts.md, "The product's words"). ``auto``: each response's transcript
+    from the wire when the product sent one; on an adapter that declares no
+    ``output_transcripts``, else its received audio recognized locally (``voicelab[speech]``)
+    when a text verdict or judge reads the words; ``wire``: the wire's transcripts only (no
+    recognition); ``asr``: every response recognized from its audio."""
+
+    product: ProductTranscription = "auto"
+
+
 # --- run ------------------------------------------------------------------------------------
 
 class RunConfig(StrictModel):
@@ -414,6 +428,7 @@ class RunConfig(StrictModel):
     statistics: StatisticsConfig = Field(default_factory=StatisticsConfig)
     gates: list[GateConfig] = Field(default_factory=list)
     measurement: MeasurementConfig = Field(default_factory=MeasurementConfig)
+    transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
 
 
 # --- suite (scenario x persona x environment x trial matrix) --------------------------------

@@ -82,6 +82,7 @@ class HttpEndpoint:
         "interruption": False,
         "tool_events": True,
         "input_transcripts": True,
+        "output_transcripts": True,
     }
 
     def __init__(self, settings: Mapping[str, Any] | HttpSettings, context: EndpointContext):

@@ -55,6 +55,9 @@ class PipecatEndpoint(SocketEndpoint):
         "interruption": True,
         "tool_events": False,
         "input_transcripts": True,
+        # the bot's text frames are read when it sends them; most pipelines do not (their TTS
+        # takes the text), so a run cannot count on them
+        "output_transcripts": False,
     }
     USER_AGENT = "voicelab-evaluator (pipecat frames)"
     TIMEOUT_MESSAGE = "no frame from the bot within {timeout:g} s"

@@ -92,6 +92,7 @@ class RealtimeEndpoint:
         "interruption": True,
         "tool_events": True,
         "input_transcripts": True,
+        "output_transcripts": True,
     }
 
     def __init__(self, settings: Mapping[str, Any] | RealtimeSettings, context: EndpointContext):

@@ -95,6 +95,7 @@ class TwilioEndpoint(SocketEndpoint):
         "interruption": True,  # the product's own clear
         "tool_events": False,
         "input_transcripts": False,
+        "output_transcripts": False,  # Twilio's wire carries audio only
     }
     #: the codec this wire carries: an environment's channel line with this codec codes once,
     #: here, and only loses, delays and conceals packets itself (see docs/channel.md)

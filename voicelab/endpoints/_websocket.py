@@ -43,6 +43,7 @@ class WebSocketEndpoint(SocketEndpoint):
         "interruption": True,
         "tool_events": True,
         "input_transcripts": True,
+        "output_transcripts": True,
     }
     USER_AGENT = "voicelab-evaluator (protocol v1)"
     TIMEOUT_MESSAGE = "no product message within {timeout:g} s while a response was pending"

@@ -38,6 +38,12 @@ DNSMOS_WINDOW_SECONDS = 9.01
 #: STOI needs 30 frames (384 ms at its 10 kHz) of speech after dropping silent frames.
 INTELLIGIBILITY_MIN_SECONDS = 0.5
 USER_METRICS = ("input_wer", "intelligibility")
+#: Why a user turn has no ``input_wer``: what the product heard is only known when it says so
+#: (its input transcript); the local recognizer's reading of the delivered audio would be
+#: another listener's, not the product's (``intelligibility`` measures that audio instead).
+NOT_HEARD_IN_TURN = "the product sent no input transcript of this turn"
+NOT_HEARD_IN_CALL = ("the product sent no input transcript in this call (a wire without them, "
+                     "e.g. Twilio Media Streams, never does)")
 ASSISTANT_METRICS = ("completeness", "dnsmos")
 
 _NON_WORD = re.compile(r"[^\w']+|_+")
@@ -331,13 +337,22 @@ def add_speech_metrics(recording: Any, metrics: Any, *, placement: Placement | N
             user = speech["user"] = speech_metrics_for_turn(
                 role="user", text=said[entry.turn_id], audio=joined(USER, entry.turn_id),
                 clean_audio=clean.get(entry.turn_id), heard_as=" ".join(parts) if parts else None)
+            if parts is None:
+                user["input_wer"]["reason"] = NOT_HEARD_IN_TURN if heard else NOT_HEARD_IN_CALL
             entry.input_wer = user["input_wer"]["wer"]
             entry.input_stoi = user["intelligibility"]["stoi"]
             entry.input_pesq_wb = user["intelligibility"]["pesq_wb"]
         audio = joined(PRODUCT, entry.turn_id)
         if audio is not None and audio.num_samples:
+            recognized = (entry.transcript_source or "").startswith("asr:")
             assistant = speech["assistant"] = speech_metrics_for_turn(
-                role="assistant", text=entry.transcript, audio=audio)
+                role="assistant", text=entry.transcript, audio=audio,
+                include=("dnsmos",) if recognized else None)
+            if recognized:  # the transcript is this audio recognized: nothing to compare
+                assistant["completeness"] = {
+                    **transcript_completeness(None, None, recognized_text=entry.transcript),
+                    "reason": f"the transcript is this audio recognized "
+                              f"({entry.transcript_source})"}
             entry.output_completeness = assistant["completeness"]["completeness"]
             entry.output_completeness_flagged = assistant["completeness"]["flagged"]
             entry.output_dnsmos_ovrl = assistant["dnsmos"]["ovrl_mos"]

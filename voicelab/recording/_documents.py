@@ -15,6 +15,8 @@ from ..artifacts._models import (
 from ._events import ENDPOINT_KINDS, Event, EventType
 from ._recording import Recording
 
+#: A transcript's ``text_source`` when the product's own transcript (from its wire) gave it.
+WIRE = "wire"
 #: Raw JSON audio payload fields are replaced by a size note: the audio itself is in the streams.
 _AUDIO_FIELDS = ("delta", "audio", "payload")
 
@@ -64,9 +66,10 @@ def build_transcript(recording: Recording) -> Transcript:
             heard_as=" ".join(parts) if parts else None)))
     for turn, response in responses.items():
         first = response["first"] if response["first"] is not None else response["opened"]
+        text = " ".join(p for p in response["text"] if p).strip()
         entries.append((first, TranscriptTurn(
-            turn_id=turn, index=0, role="assistant",
-            text=" ".join(p for p in response["text"] if p).strip(), source="product",
+            turn_id=turn, index=0, role="assistant", text=text, source="product",
+            text_source=WIRE if text else None,
             status=response["status"] or "incomplete",
             interrupted=bool(response.get("interrupted")), started_offset_ms=_ms(first),
             ended_offset_ms=_ms(response["done"]))))
@@ -91,6 +94,8 @@ def transcript_markdown(transcript: Transcript, *, title: str) -> str:
             notes.append(turn.status)
         if turn.source and turn.role == "user" and turn.source != "script":
             notes.append(turn.source)
+        if turn.role == "assistant" and turn.text_source not in (None, WIRE):
+            notes.append(f"recognized from its audio: {turn.text_source}")
         suffix = f" _({', '.join(notes)})_" if notes else ""
         lines.append(f"- `{when}` {speaker} [{turn.turn_id}]: {turn.text or '_(no transcript)_'}"
                      f"{suffix}")

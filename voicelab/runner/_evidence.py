@@ -45,6 +45,7 @@ from ..recording._documents import (
     transcript_markdown,
 )
 from ..scoring._verdicts import deterministic_verdicts
+from ._transcription import WIRE_ONLY, ProductTranscription, transcribe_product
 
 #: The bundle's arrival-ordered audio streams (what was sent and received, as it happened).
 STREAM_FILES = {USER: "user-sent.wav", PRODUCT: "product-received.wav",
@@ -98,25 +99,41 @@ def _judge_measurement(evidence: Evidence, recording: Recording,
     return evidence
 
 
-async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
-                   measurement: MeasurementConfig) -> Evidence:
-    """``measurement``: the tolerances the trial's loop lag is judged against."""
-    evidence = _judge_measurement(await arun_steps(evidence_steps(recording, adapter=adapter)),
-                                  recording, measurement)
-    if speech_metrics:  # seconds of numeric work (ASR, STOI, DNSMOS, pitch): a worker thread
-        await asyncio.to_thread(add_speech_metrics, recording, evidence.metrics,
-                                placement=evidence.placement)
-    return evidence
-
-
-def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool,
-                 measurement: MeasurementConfig) -> Evidence:
-    """:func:`assemble` without an event loop (``rescore``)."""
-    evidence = _judge_measurement(run_steps(evidence_steps(recording, adapter=adapter)),
-                                  recording, measurement)
+def _recognized_and_measured(evidence: Evidence, recording: Recording, *,
+                             speech_metrics: bool,
+                             transcription: ProductTranscription) -> Evidence:
+    """The product's words recognized where ``transcription`` says, then the speech metrics
+    (which read where each transcript came from)."""
+    transcribe_product(recording, evidence.transcript, evidence.metrics, transcription)
     if speech_metrics:
         add_speech_metrics(recording, evidence.metrics, placement=evidence.placement)
     return evidence
+
+
+async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
+                   measurement: MeasurementConfig,
+                   transcription: ProductTranscription = WIRE_ONLY) -> Evidence:
+    """``measurement``: the tolerances the trial's loop lag is judged against;
+    ``transcription``: which responses are recognized from their audio."""
+    evidence = _judge_measurement(await arun_steps(evidence_steps(recording, adapter=adapter)),
+                                  recording, measurement)
+    if speech_metrics or transcription.to_recognize(recording, evidence.transcript):
+        # seconds of numeric work (ASR, STOI, DNSMOS, pitch): a worker thread
+        return await asyncio.to_thread(_recognized_and_measured, evidence, recording,
+                                       speech_metrics=speech_metrics,
+                                       transcription=transcription)
+    return _recognized_and_measured(evidence, recording, speech_metrics=False,
+                                    transcription=transcription)
+
+
+def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool,
+                 measurement: MeasurementConfig,
+                 transcription: ProductTranscription = WIRE_ONLY) -> Evidence:
+    """:func:`assemble` without an event loop (``rescore``)."""
+    evidence = _judge_measurement(run_steps(evidence_steps(recording, adapter=adapter)),
+                                  recording, measurement)
+    return _recognized_and_measured(evidence, recording, speech_metrics=speech_metrics,
+                                    transcription=transcription)
 
 
 def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: PersonaConfig,

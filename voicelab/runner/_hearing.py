@@ -24,7 +24,6 @@ from ..audio import StreamingVad, audible_edges
 from ..recording import PRODUCT, Recording, ns_to_samples, samples_to_ns
 from ._channel import Ear
 
-
 #: How much of the latest heard audio is kept to refine onsets (1 s).
 RECENT_SAMPLES = 24_000
 

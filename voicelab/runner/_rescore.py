@@ -41,7 +41,13 @@ from ..artifacts._store import (
     resolve_latest,
     resolve_local_latest,
 )
-from ..config import MeasurementConfig, PersonaConfig, ScenarioConfig, parse_settings
+from ..config import (
+    MeasurementConfig,
+    PersonaConfig,
+    ScenarioConfig,
+    TranscriptionConfig,
+    parse_settings,
+)
 from ..errors import ConfigError, ExecutionError
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
 from ..scoring import pass_at_k, pass_power_k, run_statistics, trial_status
@@ -52,6 +58,7 @@ from ._evidence import (
     evidence_files,
     verdicts_of,
 )
+from ._transcription import ProductTranscription
 from ._trial import trial_summary
 
 #: Files ``rescore`` writes again (everything else in a trial folder is a raw fact it keeps).
@@ -150,8 +157,13 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
         speech_metrics = bool(settings.get("speech_metrics"))
     measurement = _model(MeasurementConfig, settings.get("measurement") or {},
                          source=trial_dir / "resolved-settings.json")
+    judged = settings.get("quality_evaluation") is not None or (
+        judges_run is not None and judges_run.run.quality_evaluation is not None)
+    transcription = ProductTranscription.of(
+        _model(TranscriptionConfig, settings.get("transcription") or {},
+               source=trial_dir / "resolved-settings.json"), scenario, persona, judges=judged)
     evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics,
-                            measurement=measurement)
+                            measurement=measurement, transcription=transcription)
     verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
                            exit_reason=previous.exit_reason,
                            outcome_status=previous.outcome_status, outcome=previous.outcome,

@@ -58,6 +58,7 @@ from ..recording import USER_CLEAN, PcmStream, Recording
 from ..scoring import trial_status
 from ._child import start_child
 from ._evidence import Evidence, assemble, assemble_now, evidence_files, verdicts_of
+from ._transcription import ProductTranscription
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ def utc_iso(moment: float) -> str:
 
 def _assemble_options(loaded: LoadedRun, call: Call) -> dict[str, Any]:
     return {"adapter": loaded.run.endpoint.adapter, "speech_metrics": call.speech_metrics,
-            "measurement": loaded.run.measurement}
+            "measurement": loaded.run.measurement,
+            "transcription": ProductTranscription.of_run(loaded)}
 
 
 def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,

@@ -29,6 +29,7 @@ from ..endpoints import (
     EndpointContext,
     EndpointError,
     ProductProcess,
+    declared_capabilities,
     new_span_id,
     new_trace_id,
 )
@@ -205,7 +206,8 @@ async def run_call(plan: TrialPlan) -> Call:
                      trial=plan.index, seed=plan.seed, clock_start_ns=recording.start_ns,
                      clock="time.perf_counter_ns", span_id=root_span,
                      turn_taking=plan.turn_taking,
-                     listener=loaded.run.listener.model_dump(mode="json"))
+                     listener=loaded.run.listener.model_dump(mode="json"),
+                     capabilities=declared_capabilities(plan.adapter_cls))
 
     playback = RecordingPlayback(recording)
     context = EndpointContext(session_id=session_id, data=trial_data(loaded, session_id),

@@ -9,6 +9,7 @@ are pooled per process (one per concurrent recognition) and reused.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import threading
 from typing import Any
@@ -21,10 +22,24 @@ from ..errors import MissingDependencyError
 logger = logging.getLogger(__name__)
 
 ASR_SAMPLE_RATE_HZ = 16_000
+#: The local recognizer's name, as a recognized transcript's source says it (``asr:pocketsphinx``).
+ASR_ENGINE = "pocketsphinx"
 
 _CONFIG: Any = None
 _IDLE_DECODERS: list[Any] = []
 _POOL_LOCK = threading.Lock()
+
+
+def recognizer_installed() -> bool:
+    """The local recognizer can be loaded here (imports nothing)."""
+    return importlib.util.find_spec("pocketsphinx") is not None
+
+
+def recognizer_missing(purpose: str, *, source: str | None = None,
+                       key: str | None = None) -> MissingDependencyError:
+    """The error (its message the exact ``pip install`` line) for a missing recognizer."""
+    return MissingDependencyError("pocketsphinx", extra="speech", purpose=purpose,
+                                  source=source, key=key)
 
 
 def _decoder_config() -> Any:
@@ -34,8 +49,7 @@ def _decoder_config() -> Any:
         try:
             from pocketsphinx import Config
         except ImportError:
-            raise MissingDependencyError("pocketsphinx", extra="speech",
-                                         purpose="local speech recognition") from None
+            raise recognizer_missing("local speech recognition") from None
         _CONFIG = Config(loglevel="FATAL")
     return _CONFIG
 

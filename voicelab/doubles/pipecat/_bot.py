@@ -33,7 +33,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ..._atomic import atomic_write
-from ...audio import SILENCE_THRESHOLD, PcmAudio, StreamingResampler, StreamingVad, tone_speech
+from ...audio import SILENCE_THRESHOLD, PcmAudio, StreamingResampler, StreamingVad
 from ...endpoints._pipecat_wire import (
     DecodedFrame,
     FrameError,
@@ -45,6 +45,7 @@ from ...endpoints._pipecat_wire import (
 )
 from ...endpoints._settings import AdapterSettings, parse_settings
 from .._bot_server import BotServer
+from .._voice import DoubleVoice, VoiceKind
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,11 @@ class PipecatBotSettings(AdapterSettings):
     stop_on_speech_ms: Annotated[float, Field(ge=0)] | None = 150.0
     reply_delay_ms: Annotated[float, Field(ge=0)] = 0.0  # "thinking" before each answer
     voice_seed: int = 7
+    #: ``tone`` (no words) or ``piper`` (real words, ``voicelab[speech]``; its lines are
+    #: synthesized before the bot serves)
+    voice: VoiceKind = "tone"
+    #: send each reply's ``text`` frame (a pipeline whose TTS takes the text sends none)
+    send_text: bool = True
     user_id: str = "caller"
     timings_path: str | None = None
     max_client_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
@@ -187,7 +193,8 @@ class _Connection:
         try:
             await self.send("message", data=json.dumps(
                 {"label": "rtvi-ai", "type": "bot-started-speaking"}))
-            await self.send("text", text=timing.text)
+            if self.settings.send_text:
+                await self.send("text", text=timing.text)
             if await self.stream(timing):
                 await self.send("interruption")
                 timing.stopped_ns = time.perf_counter_ns()
@@ -201,7 +208,7 @@ class _Connection:
 
     async def stream(self, timing: ReplyTiming) -> bool:
         """Send the reply's audio in real time; True when the bot was stopped."""
-        audio = tone_speech(timing.text, seed=self.settings.voice_seed, sample_rate_hz=self.rate)
+        audio = self.bot.voice.speak(timing.text)
         loop = asyncio.get_running_loop()
         start = loop.time()
         sent_seconds = 0.0
@@ -255,6 +262,12 @@ class PipecatBot(BotServer):
         super().__init__(host=host, port=port,
                          max_message_bytes=self.settings.max_client_message_bytes)
         self.calls: list[BotCall] = []
+        self.voice = DoubleVoice(self.settings.voice, seed=self.settings.voice_seed,
+                                 sample_rate_hz=self.settings.sample_rate_hz)
+
+    def _warm_up(self) -> None:
+        settings = self.settings
+        self.voice.prepare([settings.greeting, *settings.replies])
 
     async def _handle(self, ws: ServerConnection) -> None:
         call = BotCall()

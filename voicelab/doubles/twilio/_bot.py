@@ -50,6 +50,7 @@ from ...audio import (
 )
 from ...endpoints import AdapterSettings, parse_settings
 from .._bot_server import BotServer
+from .._voice import DoubleVoice, VoiceKind
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,9 @@ class TwilioBotSettings(AdapterSettings):
     #: hang up after this many answers have played (0: never; the caller hangs up)
     hang_up_after_replies: Annotated[int, Field(ge=0)] = 0
     voice_seed: int = 11
+    #: ``tone`` (no words) or ``piper`` (real words, ``voicelab[speech]``; its lines are
+    #: synthesized before the bot serves)
+    voice: VoiceKind = "tone"
     max_message_bytes: Annotated[int, Field(ge=1024)] = 1024 * 1024
 
 
@@ -365,7 +369,7 @@ class _Call:
             await asyncio.gather(previous, return_exceptions=True)
         if number:
             await asyncio.sleep(self.settings.reply_latency_ms / 1000)
-        audio = self.voice(text)
+        audio = self.bot.reply_audio(text)
         codes = mulaw_encode(audio)
         frames = [codes[i:i + FRAME_BYTES] for i in range(0, len(codes), FRAME_BYTES)]
         reply = ReplyRecord(number, text, f"reply-{number}", len(frames))
@@ -397,22 +401,6 @@ class _Call:
                   audible_until_ns=reply.audible_until_ns, last_frame_ns=reply.last_frame_ns,
                   mark_sent_ns=reply.mark_sent_ns)
 
-    def voice(self, text: str) -> PcmAudio:
-        """The reply's audio at 8 kHz: tone speech, its last ``fade_out_ms`` faded out, then
-        ``tail_silence_ms`` of silence."""
-        audio = tone_speech(text, seed=self.settings.voice_seed,
-                            sample_rate_hz=G711_SAMPLE_RATE_HZ)
-        samples = audio.samples.astype(np.float64)
-        fade = min(samples.size, int(self.settings.fade_out_ms * SAMPLES_PER_MS))
-        if fade:
-            loud = np.flatnonzero(np.abs(samples) > SILENCE_THRESHOLD)
-            end = int(loud[-1]) + 1 if loud.size else samples.size
-            begin = max(0, end - fade)
-            samples[begin:end] *= np.linspace(1.0, 0.0, end - begin, endpoint=False)
-            samples[end:] = 0.0
-        tail = np.zeros(int(self.settings.tail_silence_ms * SAMPLES_PER_MS))
-        return PcmAudio(np.concatenate([samples, tail]).astype(np.int16), G711_SAMPLE_RATE_HZ)
-
     def heard_until(self, reply: ReplyRecord, frame: bytes, sent_ns: int) -> None:
         """Note the end of the frame's audible audio (paced: each sample is due its offset
         after the frame was sent)."""
@@ -424,7 +412,7 @@ class _Call:
 
     async def fade_out(self, reply: ReplyRecord) -> None:
         """Go on speaking ``stop_fade_ms`` more, fading out, from where the reply was."""
-        audio = self.voice(reply.text).samples
+        audio = self.bot.reply_audio(reply.text).samples
         start = reply.frames_sent * FRAME_BYTES
         length = min(int(self.settings.stop_fade_ms * SAMPLES_PER_MS), audio.size - start)
         if length <= 0:
@@ -476,6 +464,23 @@ class TwilioBot(BotServer):
         super().__init__(host=host, port=port, max_message_bytes=self.settings.max_message_bytes)
         self.on_event = on_event
         self.calls: list[CallRecord] = []
+        self.voice = DoubleVoice(self.settings.voice, seed=self.settings.voice_seed,
+                                 sample_rate_hz=G711_SAMPLE_RATE_HZ)
+
+    def reply_audio(self, text: str) -> PcmAudio:
+        """What the bot says for ``text`` at 8 kHz: its voice, the last ``fade_out_ms`` faded
+        out, then ``tail_silence_ms`` of silence."""
+        audio = self.voice.speak(text)
+        samples = audio.samples.astype(np.float64)
+        fade = min(samples.size, int(self.settings.fade_out_ms * SAMPLES_PER_MS))
+        if fade:
+            loud = np.flatnonzero(np.abs(samples) > SILENCE_THRESHOLD)
+            end = int(loud[-1]) + 1 if loud.size else samples.size
+            begin = max(0, end - fade)
+            samples[begin:end] *= np.linspace(1.0, 0.0, end - begin, endpoint=False)
+            samples[end:] = 0.0
+        tail = np.zeros(int(self.settings.tail_silence_ms * SAMPLES_PER_MS))
+        return PcmAudio(np.concatenate([samples, tail]).astype(np.int16), G711_SAMPLE_RATE_HZ)
 
     def report(self, entry: dict[str, Any]) -> None:
         if self.on_event is not None:
@@ -487,6 +492,8 @@ class TwilioBot(BotServer):
                            hangover_ms=self.settings.vad_silence_ms)
         vad.push(mulaw_decode(mulaw_encode(tone_speech("warm up", seed=1,
                                                        sample_rate_hz=G711_SAMPLE_RATE_HZ))).samples)
+        settings = self.settings
+        self.voice.prepare([settings.greeting, *settings.replies, settings.reply_text])
 
     async def _handle(self, ws: ServerConnection) -> None:
         record = CallRecord(index=len(self.calls) + 1)

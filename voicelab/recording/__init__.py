@@ -14,6 +14,7 @@ from ._events import (
     EventType,
 )
 from ._jsonl import (
+    MAX_TIMELINE_SECONDS,
     CONTRACT_VERSION,
     RECORD_FIELDS,
     RecordingError,
@@ -34,6 +35,7 @@ from ._recording import USER_CLEAN, USER_HEARD, Recording
 from ._store import PcmStream
 
 __all__ = [
+    "MAX_TIMELINE_SECONDS",
     "AUDIO_STREAMS",
     "CONTRACT_VERSION",
     "ENDPOINT_EVENT_TYPES",

@@ -20,6 +20,7 @@ from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALIT
 from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
+    BundleLock,
     JudgeCalibration,
     MarginPassRate,
     MatrixCell,
@@ -341,18 +342,20 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                                   else plan.suite.path)
         _point_latest(root, run_dir)
         started = _now()
-    pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
-                                   parallel=min(plan.concurrency, plan.conversations))
-    if owned and pool is not None:
-        await pool.start()
-    try:
-        return await _run_cells(plan, pool, run_id=run_id, run_dir=run_dir, started=started,
-                                previous=previous, label=label, calibrations=calibrations,
-                                resumed_at=resumed_at, rerun_failed=rerun_failed,
-                                on_trial_done=on_trial_done)
-    finally:
-        if owned and pool is not None:
-            await pool.aclose()
+    owned, pool = False, None
+    with BundleLock(run_dir, command="sweep"):  # one writer of the sweep folder at a time
+        try:
+            pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
+                                           parallel=min(plan.concurrency, plan.conversations))
+            if owned and pool is not None:
+                await pool.start()
+            return await _run_cells(plan, pool, run_id=run_id, run_dir=run_dir,
+                                    started=started, previous=previous, label=label,
+                                    calibrations=calibrations, resumed_at=resumed_at,
+                                    rerun_failed=rerun_failed, on_trial_done=on_trial_done)
+        finally:
+            if owned and pool is not None:
+                await pool.aclose()
 
 
 async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id: str,

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from .._location import as_local_path, is_url
-from ..artifacts import ProbeOutcome, RunReport, TrialReport, TurnMetrics, read_json
+from ..artifacts import (
+    BundleLock,
+    ProbeOutcome,
+    RunReport,
+    TrialReport,
+    TurnMetrics,
+    read_json,
+)
 from ..artifacts._store import open_location, read_remote_json, resolve_latest, resolve_local_latest
 from ..config import LoadedRun, parse_settings
 from ..errors import ConfigError
@@ -55,6 +62,12 @@ def read_run_report(bundle: str | Path) -> RunReport:
 
 def _local(bundle: str | Path) -> Path:
     return resolve_local_latest(as_local_path(bundle)).expanduser().resolve()
+
+
+def lock_resumed(bundle: str | Path) -> BundleLock:
+    """The lock of a bundle to resume, taken (:class:`ConfigError` naming the process that
+    writes it)."""
+    return BundleLock(_local(bundle), command="run --resume").acquire()
 
 
 def check_suite_hash(report: RunReport, loaded: LoadedRun, *, bundle: Path) -> None:

@@ -24,7 +24,15 @@ from pydantic import BaseModel
 from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
 from .._location import as_local_path
 from .._validate import RunPlan, validate_run
-from ..artifacts import JudgeCalibration, ReplayOrigin, RunReport, TrialSummary
+from ..artifacts import (
+    BundleLock,
+    JudgeCalibration,
+    ReplayOrigin,
+    RunReport,
+    TrialSummary,
+    open_member_append,
+    write_member,
+)
 from ..artifacts._bundle import write_json
 from ..artifacts._store import published_location
 from ..config import LoadedRun, load_run
@@ -35,7 +43,7 @@ from ._conversation import Failure
 from ._executors import TrialExecutor, execute_trial, resolve_executor
 from ._lag_budget import LagBudget, admitted
 from ._remote import open_stage, run_staged, store_target, worker_store
-from ._resume import ResumePoint, resume_point
+from ._resume import ResumePoint, lock_resumed, resume_point
 from ._scoring import Call, Scorer, live_call, scoring_mode
 from ._speech import open_speech
 from ._trial import (
@@ -228,11 +236,21 @@ def make_bundle_dir(root: Path, name: str, *, source: str | Path | None) -> Path
     return bundle
 
 
-class _BundleLogHandler(logging.FileHandler):
-    """evaluator.log: a write failure (a full disk) stops the file quietly instead of printing a
-    traceback per record to stderr; the run reports the failure once."""
+class _BundleLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """evaluator.log, appended to (a resumed run continues it) but never through a link; a
+    write failure (a full disk) stops the file quietly instead of printing a traceback per
+    record to stderr; the run reports the failure once."""
 
     failed: str | None = None
+
+    def __init__(self, path: Path):
+        super().__init__(open_member_append(path))
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        finally:
+            super().close()
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
         if self.failed is None:
@@ -336,8 +354,14 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             rerun_failed=rerun_failed, replay_of=replay_of, executor=executor, workers=workers,
             scheduler=scheduler, lag_budget_ms=lag_budget_ms, scoring=scoring))
     point: ResumePoint | None = None
-    if resume is not None:
-        point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
+    lock: BundleLock | None = None
+    if resume is not None:  # locked before its trials are counted: one writer at a time
+        lock = lock_resumed(resume)
+        try:
+            point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
+        except BaseException:
+            lock.release()
+            raise
         trials = point.planned
     trial_count = _bounded(trials if trials is not None else loaded.run.trials, low=1,
                            high=MAX_TRIALS, key="trials",
@@ -346,21 +370,25 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                         low=1, high=MAX_CONCURRENCY, key="concurrency",
                         source=None if concurrency is not None else loaded.run_path)
     pending = point.pending if point is not None else range(1, trial_count + 1)
-    pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
-                                   parallel=min(parallel, max(1, len(pending))))
-    if owned and pool is not None:
-        await pool.start()  # an unreachable scheduler is refused before the bundle exists
+    owned = False
+    pool = None
     try:
+        pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
+                                       parallel=min(parallel, max(1, len(pending))))
+        if owned and pool is not None:
+            await pool.start()  # an unreachable scheduler is refused before the bundle exists
         return await _run_with(plan, pool, point=point, trial_count=trial_count,
                                parallel=parallel, pending=pending, artifacts_dir=artifacts_dir,
                                run_id=run_id, on_trial_done=on_trial_done, semaphore=semaphore,
                                link_latest=link_latest, bundle_name=bundle_name, label=label,
                                calibrations=calibrations, configured=configured,
                                replay_of=replay_of, lag_budget_ms=lag_budget_ms,
-                               scoring=scoring)
+                               scoring=scoring, lock=lock)
     finally:
         if owned and pool is not None:
             await pool.aclose()
+        if lock is not None:
+            lock.release()
 
 
 async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: ResumePoint | None,
@@ -371,7 +399,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                     bundle_name: str | None, label: str | None,
                     calibrations: Sequence[JudgeCalibration], configured: str | Path,
                     replay_of: ReplayOrigin | None, lag_budget_ms: float | None,
-                    scoring: str) -> RunOutcome:
+                    scoring: str, lock: BundleLock | None) -> RunOutcome:
     loaded = plan.loaded
     statistics = loaded.run.statistics
     # scipy.stats is imported here, not by the first report in the middle of the trials (its
@@ -388,10 +416,15 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
         run_id = run_id or new_run_id()
         bundle = make_bundle_dir(root, bundle_name or run_id,
                                  source=None if artifacts_dir is not None else loaded.run_path)
+        lock = BundleLock(bundle, command="run").acquire()
         if link_latest:
             _point_latest(root, bundle)
-
-    handler = _BundleLogHandler(bundle / "evaluator.log", encoding="utf-8")
+    assert lock is not None
+    try:
+        handler = _BundleLogHandler(bundle / "evaluator.log")
+    except BaseException:
+        lock.release()
+        raise
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_RunLogFilter(run_id, loaded.scrubber))
     handler.setLevel(logging.INFO)
@@ -587,7 +620,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
         if run_product is not None:
             await run_product.stop()
             try:
-                (bundle / "product.log").write_text(run_product.log_text(), encoding="utf-8")
+                write_member(bundle / "product.log", run_product.log_text().encode())
             except OSError as error:
                 write_errors.append(f"could not write product.log: {error.strerror}")
         final = _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
@@ -606,6 +639,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
         _tuning.__exit__()
         package_logger.removeHandler(handler)
         handler.close()
+        lock.release()
     outcome = RunOutcome(final, bundle, sorted(results, key=lambda r: r.report.trial),
                          write_errors)
     if interrupted:

@@ -68,6 +68,33 @@ def read_voice_events(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+#: The fields of a trial report readers key and count on, with the types they must have
+#: (a bundle is hostile input: a seed of text must be refused naming it, not crash a join).
+_REPORT_TYPES: dict[str, tuple[type, ...]] = {
+    "seed": (int,), "trial": (int,), "passed": (bool,), "trial_id": (str,),
+    "scenario_id": (str,), "persona": (str,), "environment": (str,),
+    "execution_status": (str,), "exit_reason": (str,), "verdicts": (list,),
+    "failures": (list,), "judges": (list,), "metrics_summary": (dict,), "outcome": (dict,),
+    "duration_seconds": (int, float)}
+
+
+def read_trial_report_json(path: Path) -> dict[str, Any]:
+    """A trial-report.json as a document, the fields readers key and count on type-checked."""
+    report = read_json(path)
+    for key, types in _REPORT_TYPES.items():
+        value = report.get(key)
+        if value is None:
+            continue
+        wrong = not isinstance(value, types) or (bool not in types and isinstance(value, bool))
+        if wrong or (isinstance(value, list) and not all(isinstance(i, dict) for i in value)):
+            expected = "a list of objects" if list in types else " or ".join(
+                {int: "a whole number", float: "a number", bool: "true or false",
+                 str: "text", dict: "an object"}[t] for t in types)
+            raise ConfigError(f"must be {expected}, got {type(value).__name__}", source=path,
+                              key=key)
+    return report
+
+
 def find_trial_dirs(path: Path) -> list[Path]:
     """Trial folders under ``path`` (a trial folder, a run folder or a folder of runs)."""
     path = Path(path)

@@ -26,6 +26,7 @@ from ..artifacts import (
     MatrixCell,
     MatrixReport,
     PassRate,
+    check_tree,
     read_json,
 )
 from ..artifacts._store import (
@@ -280,6 +281,7 @@ def read_matrix_report(run_dir: str | Path) -> MatrixReport:
         return remote
     path = resolve_local_latest(as_local_path(run_dir)).expanduser().resolve() \
         / "matrix-report.json"
+    check_tree(path.parent)  # regular files and folders only, before anything is read
     if not path.is_file():
         raise ConfigError("not a sweep (no matrix-report.json)", source=path.parent)
     report: MatrixReport = parse_settings(MatrixReport, read_json(path), key=None, source=path)

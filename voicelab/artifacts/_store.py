@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .._location import as_local_path, url_scheme
+from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_secret_values
 from ..errors import ConfigError, MissingDependencyError
 
 LATEST = "latest"
@@ -86,6 +87,18 @@ def _missing_package(scheme: str, error: ImportError, *, source: str | Path | No
                        f"installed: {error}", source=source, key=key)
 
 
+#: the URLs this process opened with credentials, by their masked text (a location's ``url``)
+_masked_urls: dict[str, str] = {}
+
+
+def _unmasked(text: str) -> str:
+    """The real URL of a masked one this process made (or of a folder below it)."""
+    for shown, real in _masked_urls.items():
+        if text == shown or text.startswith(shown + "/"):
+            return real + text[len(shown):]
+    return text
+
+
 def open_location(location: str | os.PathLike[str], *, source: str | Path | None = None,
                   key: str | None = None) -> Path | RemoteLocation:
     """A local folder (a path or ``file://``) or a store folder; an unknown scheme or a store
@@ -94,6 +107,14 @@ def open_location(location: str | os.PathLike[str], *, source: str | Path | None
     if scheme is None:
         return as_local_path(location)
     text = os.fspath(location).rstrip("/")
+    # credentials in the URL (user info, a signature in the query) are never shown: the
+    # location carries the URL masked (which this process opens again as the real one), and
+    # every message of this process masks them
+    text = _unmasked(text)
+    remember_secrets(url_secret_values(text))
+    shown = mask_url(text)
+    if shown != text:
+        _masked_urls[shown] = text
     import fsspec
     from fsspec.registry import known_implementations, registry
 
@@ -106,8 +127,9 @@ def open_location(location: str | os.PathLike[str], *, source: str | Path | None
     except ImportError as error:
         raise _missing_package(scheme, error, source=source, key=key) from None
     except Exception as error:  # noqa: BLE001 - an implementation's own refusal of the URL
-        raise ConfigError(f"cannot open {text}: {error}", source=source, key=key) from None
-    return RemoteLocation(text, fs, str(path).rstrip("/") or str(path))
+        raise ConfigError(f"cannot open {shown}: {store_error_reason(error)}", source=source,
+                          key=key) from None
+    return RemoteLocation(shown, fs, str(path).rstrip("/") or str(path))
 
 
 def open_remote(location: str | os.PathLike[str], *, source: str | Path | None = None,
@@ -119,6 +141,10 @@ def open_remote(location: str | os.PathLike[str], *, source: str | Path | None =
 
 def store_error_reason(error: BaseException) -> str:
     """A store error in one line: its message's first line (and the service's error code)."""
+    return known_secrets_scrubber().scrub_text(_first_line(error))
+
+
+def _first_line(error: BaseException) -> str:
     strerror = getattr(error, "strerror", None)
     if strerror:
         return str(strerror)

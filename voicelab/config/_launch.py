@@ -49,6 +49,10 @@ class LaunchConfig(StrictModel):
     stop_grace_seconds: Seconds = 5.0
     #: added to (and overriding) the evaluator's own environment
     env: dict[str, str] = Field(default_factory=dict)
+    #: names in ``env`` whose values are secrets whatever the name (masked in every artifact,
+    #: log and message, like values under names that look secret and the argument after a
+    #: ``--token``/``--api-key``-like flag in ``command``)
+    secret_env: list[str] = Field(default_factory=list)
     cwd: Path | None = None
 
     @field_validator("command", mode="before")

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 from urllib.parse import urlsplit
 
-from ..config import SecretScrubber, is_secret_env_var, is_secret_name
+from ..config import SecretScrubber, command_secret_values, is_secret_env_var, is_secret_name
 from ..config._launch import LaunchConfig
 from ..errors import ConfigError
 from ._protocol import EndpointError
@@ -291,7 +291,9 @@ class ProductProcess:
         self._ready_regex = launch.ready_regex
         self._environ = os.environ if environ is None else environ
         self._env_secrets = [value for name, value in launch.env.items()
-                             if is_secret_name(name) or is_secret_env_var(name)]
+                             if is_secret_name(name) or is_secret_env_var(name)
+                             or name in launch.secret_env]
+        self._env_secrets += sorted(command_secret_values(launch.command))
         self._scrubber = (scrubber or SecretScrubber()).with_values(self._env_secrets)
         self._clock_ns = clock_ns
         self._log = _OutputLog(max_bytes=max_log_bytes, max_lines=max_log_lines)

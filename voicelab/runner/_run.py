@@ -35,7 +35,7 @@ from ..artifacts import (
 )
 from ..artifacts._bundle import write_json
 from ..artifacts._store import published_location
-from ..config import LoadedRun, load_run
+from ..config import LoadedRun, known_secrets_scrubber, load_run
 from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
 from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statistics
@@ -426,7 +426,9 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
         lock.release()
         raise
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_RunLogFilter(run_id, loaded.scrubber))
+    # the run's secrets, and those met outside its configuration (a store URL's credentials)
+    handler.addFilter(_RunLogFilter(run_id, loaded.scrubber.with_values(
+        known_secrets_scrubber().secret_values)))
     handler.setLevel(logging.INFO)
     package_logger = logging.getLogger("voicelab")
     package_logger.addHandler(handler)

@@ -22,14 +22,16 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from .._location import as_local_path, url_scheme
 from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_secret_values
 from ..errors import ConfigError, MissingDependencyError
+
+T = TypeVar("T")
 
 LATEST = "latest"
 #: The object at a store's root that names its newest run folder (a store has no symlinks).
@@ -122,8 +124,11 @@ def open_location(location: str | os.PathLike[str], *, source: str | Path | None
         raise ConfigError(f"unknown storage scheme {scheme}:// (fsspec has no such file "
                           "system; a store is s3://, gs://, az://, memory://... or a local "
                           "path)", source=source, key=key)
-    try:
-        fs, path = fsspec.core.url_to_fs(text)
+    try:  # a store library may look for credentials on the network (gcsfs: ~16 s offline)
+        fs, path = answered_within(lambda: fsspec.core.url_to_fs(text),
+                                   seconds=STORE_ANSWER_SECONDS, source=source or shown, key=key)
+    except ConfigError:
+        raise
     except ImportError as error:
         raise _missing_package(scheme, error, source=source, key=key) from None
     except Exception as error:  # noqa: BLE001 - an implementation's own refusal of the URL
@@ -158,7 +163,10 @@ def _first_line(error: BaseException) -> str:
 
 def read_remote_bytes(location: RemoteLocation) -> bytes:
     try:
-        data: bytes = location.fs.cat_file(location.path)
+        data: bytes = answered_within(lambda: location.fs.cat_file(location.path),
+                                      seconds=STORE_ANSWER_SECONDS, source=location.url)
+    except ConfigError:
+        raise
     except FileNotFoundError:
         raise ConfigError("not found in the store", source=location.url) from None
     except Exception as error:  # noqa: BLE001 - every store raises its own types
@@ -185,6 +193,48 @@ def remote_exists(location: RemoteLocation) -> bool:
     return bool(location.fs.exists(location.path))
 
 
+#: How long a store may take to answer a command's first contact (does this folder exist?):
+#: an unreachable store's own retries (a DNS failure, a refused or silent endpoint) take up to
+#: a minute, and are refused in one line after this instead.
+STORE_ANSWER_SECONDS = 10.0
+
+
+def answered_within(call: Callable[[], T], *, seconds: float, source: str | Path | None,
+                    key: str | None = None) -> T:
+    """``call()`` (blocking store I/O) within ``seconds``; a store that does not answer is a
+    :class:`ConfigError` (the call is left to finish in a daemon thread)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True, name="voicelab-store-answer")
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise ConfigError(f"the store did not answer within {seconds:g} s (unreachable?)",
+                          source=source, key=key)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]
+
+
+def probe_exists(location: RemoteLocation, *, key: str | None = None) -> bool:
+    """:func:`remote_exists` for a command's first contact with a store: within
+    :data:`STORE_ANSWER_SECONDS`, any failure a :class:`ConfigError` in one line."""
+    try:
+        return answered_within(lambda: remote_exists(location), seconds=STORE_ANSWER_SECONDS,
+                               source=location.url, key=key)
+    except ConfigError:
+        raise
+    except Exception as error:  # noqa: BLE001 - every store raises its own types
+        raise ConfigError(f"cannot reach the store: {store_error_reason(error)}",
+                          source=location.url, key=key) from None
+
+
 def _pointer_target(text: str, *, source: str) -> str:
     name = text.strip()
     if not name or "/" in name or "\\" in name or name in (".", ".."):
@@ -198,7 +248,7 @@ def resolve_latest(location: RemoteLocation) -> RemoteLocation:
     if location.name != LATEST:
         return location
     pointer = location.parent.child(LATEST_POINTER)
-    if not remote_exists(pointer):
+    if not probe_exists(pointer):
         return location
     return location.parent.child(_pointer_target(read_remote_bytes(pointer).decode("utf-8"),
                                                  source=pointer.url))
@@ -226,9 +276,16 @@ def check_writable(location: RemoteLocation, *, source: str | Path | None,
     """Put and remove a probe object: no bucket, no credentials or no permission is a
     configuration error before any trial runs."""
     probe = location.child(".voicelab-write-check")
-    try:
+
+    def put_and_remove() -> None:
         location.fs.pipe_file(probe.path, b"")
         location.fs.rm_file(probe.path)
+
+    try:
+        answered_within(put_and_remove, seconds=STORE_ANSWER_SECONDS, source=location.url,
+                        key=key)
+    except ConfigError:
+        raise
     except Exception as error:  # noqa: BLE001 - every store raises its own types
         reason = store_error_reason(error)
         if isinstance(error, FileNotFoundError) and not error.strerror:
@@ -253,7 +310,9 @@ def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None
     file, or only those whose name is in ``names`` or ends with one of ``suffixes``. ``into``
     remembers the URL, so a file left out can be fetched later (:func:`fetch_missing`)."""
     fs = location.fs
-    fs.invalidate_cache(location.path)
+    if not probe_exists(location):  # an unreachable store answers in seconds, not a minute
+        raise ConfigError("no such run directory or trial folder in the store",
+                          source=location.url)
     try:
         found = fs.find(location.path)
     except Exception as error:  # noqa: BLE001 - every store raises its own types

@@ -238,7 +238,17 @@ class _OneLineFormatter(_ScrubbingFormatter):
             record.exc_info, record.exc_text = saved
 
 
+#: The loggers of store libraries that log their retries with tracebacks (gcsfs logs each
+#: exhausted retry at ERROR): their failure reaches the user as one line of ours instead.
+_STORE_LOGGERS = ("gcsfs", "s3fs", "adlfs", "fsspec", "aiobotocore", "botocore")
+
+
 def _configure_logging(debug: bool) -> None:
+    if not debug:
+        for name in _STORE_LOGGERS:
+            store_logger = logging.getLogger(name)
+            if not store_logger.handlers:  # no handler: Python's last resort prints them
+                store_logger.addHandler(logging.NullHandler())
     logger = logging.getLogger("voicelab")
     if not any(getattr(h, "_voicelab_cli", False) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)

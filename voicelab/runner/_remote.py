@@ -36,6 +36,7 @@ from ..artifacts._store import (
     open_remote,
     published_location,
     register_staging,
+    probe_exists,
     remote_exists,
     resolve_latest,
     store_error_reason,
@@ -83,7 +84,7 @@ def store_target(artifacts_dir: str | os.PathLike[str] | None, resume: Any, *,
         if bundle is None:
             return None
         bundle = resolve_latest(bundle)
-        if not remote_exists(bundle):
+        if not probe_exists(bundle, key="resume"):
             raise ConfigError("no such run folder in the store", source=bundle.url,
                               key="resume")
         return bundle.parent, bundle

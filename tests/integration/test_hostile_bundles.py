@@ -10,6 +10,7 @@ gigabytes: it then fails with a MemoryError instead of swapping.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import resource
@@ -255,6 +256,26 @@ def test_resume_of_an_endless_plan_is_refused_before_counting(suite, bundle):
     (bundle / "run-report.json").write_text(json.dumps(report))
     completed = capped("run", "--resume", str(bundle), "--quiet", cwd=suite)
     refused_capped(completed, "run-report.json", "planned_trials", "100,000")
+
+
+def test_a_long_count_of_planned_trials_lets_a_signal_stop_it(suite, bundle):
+    from voicelab.runner._resume import aresume_point
+
+    report = json.loads((bundle / "run-report.json").read_text())
+    report["planned_trials"] = report["trial_count"] = 100_000
+    (bundle / "run-report.json").write_text(json.dumps(report))
+    loaded = voicelab.load_run(suite / RUN)
+
+    async def count_and_cancel() -> None:
+        task = asyncio.create_task(aresume_point(bundle, loaded))
+        for _ in range(3):  # the count lets the loop run: a signal handler would run here
+            await asyncio.sleep(0)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(count_and_cancel())
 
 
 def _shift_events(path: Path, *, by_ns: int, fields: tuple[str, ...] = (

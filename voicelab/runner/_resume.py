@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._location import as_local_path, is_url
+from .._steps import Steps, arun_steps
 from ..artifacts import (
     BundleLock,
     ProbeOutcome,
@@ -124,9 +125,21 @@ def read_trial_result(trial_dir: Path, report: TrialReport) -> TrialResult:
     return TrialResult(report, trial_summary(report), turn_metrics=turns, probes=probes)
 
 
-def resume_point(bundle: str | Path, loaded: LoadedRun, *, trials: int | None = None,
-                 rerun_failed: bool = False) -> ResumePoint:
-    """What a resumed run keeps and runs. ``trials`` may extend the plan, never shrink it."""
+#: trial folders read between two turns of the event loop: a signal stops a long count
+COUNT_STEP = 256
+
+
+async def aresume_point(bundle: str | Path, loaded: LoadedRun, *, trials: int | None = None,
+                        rerun_failed: bool = False) -> ResumePoint:
+    """What a resumed run keeps and runs (``trials`` may extend the plan, never shrink it),
+    letting the event loop run every :data:`COUNT_STEP` trials, so SIGINT and SIGTERM stop a
+    long count (``arun``'s signal handlers are the loop's)."""
+    return await arun_steps(resume_steps(bundle, loaded, trials=trials,
+                                         rerun_failed=rerun_failed))
+
+
+def resume_steps(bundle: str | Path, loaded: LoadedRun, *, trials: int | None,
+                 rerun_failed: bool) -> Steps[ResumePoint]:
     directory = _local(bundle)
     check_tree(directory)  # regular files and folders only, before anything is read
     report = read_run_report(directory)
@@ -139,6 +152,8 @@ def resume_point(bundle: str | Path, loaded: LoadedRun, *, trials: int | None = 
     point = ResumePoint(directory, report, planned)
     present = {entry.name for entry in os.scandir(directory) if entry.is_dir(follow_symlinks=False)}
     for index in range(1, planned + 1):
+        if index % COUNT_STEP == 0:
+            yield
         trial_dir = directory / f"trial-{index:03d}"
         path = trial_dir / "trial-report.json"
         done: TrialReport | None = _model(TrialReport, path) \

@@ -43,7 +43,7 @@ from ._conversation import Failure
 from ._executors import TrialExecutor, execute_trial, resolve_executor
 from ._lag_budget import LagBudget, admitted
 from ._remote import open_stage, run_staged, store_target, worker_store
-from ._resume import ResumePoint, lock_resumed, resume_point
+from ._resume import ResumePoint, aresume_point, lock_resumed
 from ._scoring import Call, Scorer, live_call, scoring_mode
 from ._speech import open_speech
 from ._trial import (
@@ -358,7 +358,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     if resume is not None:  # locked before its trials are counted: one writer at a time
         lock = lock_resumed(resume)
         try:
-            point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
+            point = await aresume_point(resume, loaded, trials=trials,
+                                        rerun_failed=rerun_failed)
         except BaseException:
             lock.release()
             raise

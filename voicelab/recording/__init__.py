@@ -14,8 +14,8 @@ from ._events import (
     EventType,
 )
 from ._jsonl import (
-    MAX_TIMELINE_SECONDS,
     CONTRACT_VERSION,
+    MAX_TIMELINE_SECONDS,
     RECORD_FIELDS,
     RecordingError,
     encode_voice_events,

@@ -468,25 +468,21 @@ def test_a_product_that_never_binds_fails_within_the_ready_timeout(tmp_path: Pat
     assert is_reaped(product.pid)
 
 
-def test_the_audited_catastrophic_ready_pattern_keeps_the_ready_timeout(tmp_path: Path) -> None:
-    # ^(a+)+$ against 4,000 a's and a b backtracks for ever with Python's re: the launch
-    # must still give up after ready_timeout_seconds
-    script = "import time; print('a' * 4000 + 'b', flush=True); time.sleep(60)"
-    launch = python(script, ready_pattern="^(a+)+$", ready_timeout_seconds=1.5)
-    product = ProductProcess(launch, base_dir=tmp_path)
+@pytest.mark.parametrize(("line", "pattern", "timeout", "code", "says"), [
+    # the audited pattern: 4,000 a's and a b backtrack for ever with Python's re, and the
+    # launch must still give up after ready_timeout_seconds
+    ("a" * 4000 + "b", "^(a+)+$", 1.5, "launch_timeout", "within 1.5 s"),
+    # one that takes the regex module longer than a line's matching time: failed at once
+    ("a" * 40 + "!", "^(a|a)+$", 30, "launch_failed",
+     "to match ready_pattern '^(a|a)+$' against one output line"),
+], ids=["audited-pattern", "too-slow-for-one-line"])
+def test_a_catastrophic_ready_pattern_never_outlasts_the_ready_timeout(
+        tmp_path: Path, line: str, pattern: str, timeout: float, code: str, says: str) -> None:
+    script = f"import time; print({line!r}, flush=True); time.sleep(60)"
+    product = ProductProcess(python(script, ready_pattern=pattern, ready_timeout_seconds=timeout),
+                             base_dir=tmp_path)
     with pytest.raises(EndpointError) as caught:
-        run(asyncio.wait_for(product.start(), 20))
-    assert caught.value.code == "launch_timeout"
-    assert "within 1.5 s" in str(caught.value)
-    assert is_reaped(product.pid)
-
-
-def test_a_ready_pattern_too_slow_for_one_line_fails_the_launch(tmp_path: Path) -> None:
-    script = "import time; print('a' * 40 + '!', flush=True); time.sleep(60)"
-    launch = python(script, ready_pattern="^(a|a)+$", ready_timeout_seconds=30)
-    product = ProductProcess(launch, base_dir=tmp_path)
-    with pytest.raises(EndpointError) as caught:
-        run(asyncio.wait_for(product.start(), 20))  # long before the 30 s ready timeout
-    assert caught.value.code == "launch_failed"
-    assert "to match ready_pattern '^(a|a)+$' against one output line" in str(caught.value)
+        run(asyncio.wait_for(product.start(), 20))  # well before a 30 s ready timeout
+    assert caught.value.code == code
+    assert says in str(caught.value)
     assert is_reaped(product.pid)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -30,6 +29,7 @@ from typing import Any, TypeVar
 from .._location import as_local_path, url_scheme
 from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_secret_values
 from ..errors import ConfigError, MissingDependencyError
+from ._members import MAX_DOCUMENT_BYTES, MAX_TEXT_BYTES, decode_json, read_member
 
 T = TypeVar("T")
 
@@ -161,10 +161,20 @@ def _first_line(error: BaseException) -> str:
     return f"{text} ({code})" if isinstance(code, str) and code and code not in text else text
 
 
-def read_remote_bytes(location: RemoteLocation) -> bytes:
+def read_remote_bytes(location: RemoteLocation, *, limit: int = MAX_TEXT_BYTES) -> bytes:
+    """A small object of a store (a report, a pointer), refused past ``limit`` bytes before
+    it is downloaded."""
+
+    def bounded() -> bytes:
+        size = location.fs.size(location.path)
+        if size is not None and size > limit:
+            raise ConfigError(f"too large ({size / 2 ** 20:,.1f} MiB; a store's documents are "
+                              f"read up to {limit / 2 ** 20:,.1f} MiB)", source=location.url)
+        data: bytes = location.fs.cat_file(location.path)
+        return data
+
     try:
-        data: bytes = answered_within(lambda: location.fs.cat_file(location.path),
-                                      seconds=STORE_ANSWER_SECONDS, source=location.url)
+        data = answered_within(bounded, seconds=STORE_ANSWER_SECONDS, source=location.url)
     except ConfigError:
         raise
     except FileNotFoundError:
@@ -179,11 +189,8 @@ def read_remote_json(location: RemoteLocation) -> dict[str, Any]:
     """A JSON artifact in a store (its schema version checked, as :func:`read_json` does)."""
     from ._reader import check_version
 
-    try:
-        document = json.loads(read_remote_bytes(location))
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"invalid JSON at line {error.lineno}: {error.msg}",
-                          source=location.url) from None
+    document = decode_json(read_remote_bytes(location, limit=MAX_DOCUMENT_BYTES),
+                           source=location.url)
     check_version(document, source=Path(location.url))
     return document  # type: ignore[no-any-return]
 
@@ -250,8 +257,8 @@ def resolve_latest(location: RemoteLocation) -> RemoteLocation:
     pointer = location.parent.child(LATEST_POINTER)
     if not probe_exists(pointer):
         return location
-    return location.parent.child(_pointer_target(read_remote_bytes(pointer).decode("utf-8"),
-                                                 source=pointer.url))
+    text = read_remote_bytes(pointer, limit=4096).decode("utf-8", errors="replace")
+    return location.parent.child(_pointer_target(text, source=pointer.url))
 
 
 def resolve_local_latest(path: Path) -> Path:
@@ -262,8 +269,8 @@ def resolve_local_latest(path: Path) -> Path:
     pointer = path.parent / LATEST_POINTER
     if not pointer.is_file():
         return path
-    return path.parent / _pointer_target(pointer.read_text(encoding="utf-8"),
-                                         source=str(pointer))
+    text = read_member(pointer, limit=4096).decode("utf-8", errors="replace")
+    return path.parent / _pointer_target(text, source=str(pointer))
 
 
 def point_latest(root: RemoteLocation, name: str) -> None:

@@ -19,9 +19,11 @@ from typing import Annotated
 
 from pydantic import Field
 
+from ._protocol import EndpointEvent
 from ._settings import AdapterSettings
 
-__all__ = ["MAX_WIRE_SAMPLE_RATE_HZ", "MIN_WIRE_SAMPLE_RATE_HZ", "InboundBudget", "InboundLimits"]
+__all__ = ["MAX_WIRE_SAMPLE_RATE_HZ", "MIN_WIRE_SAMPLE_RATE_HZ", "InboundBudget", "InboundLimits",
+           "limit_error"]
 
 #: The sample rates a product's audio frame may declare (telephony's 8 kHz to 48 kHz).
 MIN_WIRE_SAMPLE_RATE_HZ = 8_000
@@ -101,3 +103,19 @@ class InboundBudget:
             top, count = self.events_by_type.most_common(1)[0]
             self.exceeded += f", {count:,} of them {top}"
         return self.exceeded
+
+    def charge(self, event: EndpointEvent, size: int, now_ns: int) -> str | None:
+        """:meth:`charge_event` for a decoded event (audio is bounded where it is recorded)."""
+        if event.type == "audio_delta":
+            return self.exceeded
+        raw = event.raw if isinstance(event.raw, dict) else {}
+        name = raw.get("type") or raw.get("event")
+        kind = str(name)[:64] if isinstance(name, str) and name else event.type
+        return self.charge_event(kind, size, now_ns)
+
+
+def limit_error(problem: str, now_ns: int) -> EndpointEvent:
+    """The ``resource_limit`` error that ends the call."""
+    message = f"{problem}; its further messages are dropped (endpoint.settings.limits)"
+    return EndpointEvent("error", now_ns, text=message, data={
+        "code": "resource_limit", "message": message, "origin": "adapter"})

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 
 from ..config import SecretScrubber
 from ._inbox import Closure, MessageInbox, SocketClosed, closure_error
-from ._limits import InboundBudget, InboundLimits
+from ._limits import InboundBudget, InboundLimits, limit_error
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
 from ._settings import AdapterSettings, redacted_url
 from ._socket import WebSocketConnection, open_websocket
@@ -47,13 +47,6 @@ class SocketSettings(AdapterSettings):
         if not value.startswith(("ws://", "wss://")):
             raise ValueError("must be a ws:// or wss:// URI")
         return value
-
-
-def _kind(event: EndpointEvent) -> str:
-    """An event's message type for the limits' message: the wire's own name when it has one."""
-    raw = event.raw if isinstance(event.raw, dict) else {}
-    name = raw.get("type") or raw.get("event")
-    return str(name)[:64] if isinstance(name, str) and name else event.type
 
 
 class QuietTimer:
@@ -237,7 +230,7 @@ class SocketEndpoint:
             for event in (receive_now(received_ns, item) if receive_now is not None
                           else await self._receive(received_ns, item)):
                 if event.type != "audio_delta":
-                    problem = self._budget.charge_event(_kind(event), size, received_ns)
+                    problem = self._budget.charge(event, size, received_ns)
                     size = 0  # the events of one message share its raw record
                     if problem is not None:
                         yield self._over_limit(problem)
@@ -247,10 +240,9 @@ class SocketEndpoint:
     def _over_limit(self, problem: str) -> EndpointEvent:
         """The ``resource_limit`` error, which ends the call; from here on the product's
         messages are dropped undecoded until the connection closes."""
-        message = f"{problem}; its further messages are dropped (endpoint.settings.limits)"
-        logger.warning("%s: %s", self._where(), message)
-        return EndpointEvent("error", self._context.clock_ns(), text=message, data={
-            "code": "resource_limit", "message": message, "origin": "adapter"})
+        error = limit_error(problem, self._context.clock_ns())
+        logger.warning("%s: %s", self._where(), error.text)
+        return error
 
     def _timed_out(self) -> bool:
         quiet_ns = self._context.clock_ns() - self._progress_ns

@@ -224,7 +224,7 @@ def test_a_product_that_exits_before_ready_fails_with_its_exit_code(tmp_path: Pa
     with pytest.raises(EndpointError) as caught:
         run(product.start())
     assert caught.value.code == "launch_failed"
-    assert "exited with code 3 before a stdout line matched ready_pattern 'listening on'" in str(
+    assert "exited with code 3 before an output line matched ready_pattern 'listening on'" in str(
         caught.value)
     assert str(caught.value).endswith("; last stderr line: bad config")
     assert run(product.stop()) == 3  # already stopped: the same status, in any event loop
@@ -418,3 +418,71 @@ print(pid, flush=True)
     pid = int(stdout)
     wait_not_running([pid])
     assert not is_running(pid)
+
+
+# --- ready on stderr, a late bind, a pattern that backtracks ----------------------------------
+
+#: logs its readiness to stderr (as uvicorn does) well before it binds, then serves one client
+LATE_BINDER = r"""
+import socket, sys, time
+print("INFO: Uvicorn running on 127.0.0.1:" + sys.argv[1], file=sys.stderr, flush=True)
+time.sleep(1.0)
+server = socket.socket()
+server.bind(("127.0.0.1", int(sys.argv[1])))
+server.listen()
+client, _ = server.accept()
+client.sendall(b"served")
+client.close()
+"""
+
+
+def test_a_product_ready_on_stderr_that_binds_late_is_waited_for(tmp_path: Path) -> None:
+    launch = python(LATE_BINDER, "{port}", ready_pattern="Uvicorn running on",
+                    ready_timeout_seconds=20)
+
+    async def scenario() -> tuple[ProductProcess, bytes]:
+        async with ProductProcess(launch, settings={"uri": "ws://127.0.0.1:{port}/"},
+                                  base_dir=tmp_path) as product:
+            # the first connection after start(): refused had start() returned at the log line
+            reader, writer = await asyncio.open_connection("127.0.0.1", product.port)
+            served = await reader.read()
+            writer.close()
+        return product, served
+
+    product, served = run(scenario())
+    assert served == b"served"  # its one client was the adapter's, not spent on a probe
+    log = product.log_text()
+    assert "stderr] INFO: Uvicorn running on" in log
+    assert "accepts connections (after" in log  # it was not listening when the line came
+
+
+def test_a_product_that_never_binds_fails_within_the_ready_timeout(tmp_path: Path) -> None:
+    script = "import sys, time; print('ready', file=sys.stderr, flush=True); time.sleep(60)"
+    launch = python(script, "{port}", ready_pattern="ready", ready_timeout_seconds=1.5)
+    product = ProductProcess(launch, settings={"uri": "ws://127.0.0.1:{port}/"},
+                             base_dir=tmp_path)
+    with pytest.raises(EndpointError) as caught:
+        run(product.start())
+    assert caught.value.code == "launch_timeout"
+    assert f"refused connections on 127.0.0.1:{product.port} for 1.5 s" in str(caught.value)
+    assert is_reaped(product.pid)
+
+
+@pytest.mark.parametrize(("line", "pattern", "timeout", "code", "says"), [
+    # the audited pattern: 4,000 a's and a b backtrack for ever with Python's re, and the
+    # launch must still give up after ready_timeout_seconds
+    ("a" * 4000 + "b", "^(a+)+$", 1.5, "launch_timeout", "within 1.5 s"),
+    # one that takes the regex module longer than a line's matching time: failed at once
+    ("a" * 40 + "!", "^(a|a)+$", 30, "launch_failed",
+     "to match ready_pattern '^(a|a)+$' against one output line"),
+], ids=["audited-pattern", "too-slow-for-one-line"])
+def test_a_catastrophic_ready_pattern_never_outlasts_the_ready_timeout(
+        tmp_path: Path, line: str, pattern: str, timeout: float, code: str, says: str) -> None:
+    script = f"import time; print({line!r}, flush=True); time.sleep(60)"
+    product = ProductProcess(python(script, ready_pattern=pattern, ready_timeout_seconds=timeout),
+                             base_dir=tmp_path)
+    with pytest.raises(EndpointError) as caught:
+        run(asyncio.wait_for(product.start(), 20))  # well before a 30 s ready timeout
+    assert caught.value.code == code
+    assert says in str(caught.value)
+    assert is_reaped(product.pid)

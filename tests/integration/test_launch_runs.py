@@ -66,3 +66,14 @@ def test_a_product_that_never_gets_ready_fails_with_its_log_kept(tmp_path):
     assert report["failures"][0]["code"] == "launch_timeout"
     log = (bundle / "trial-001" / "product.log").read_text()
     assert '"uri"' in log  # what the product did print is kept
+
+
+def test_a_product_that_logs_ready_to_stderr_before_binding_is_tested(tmp_path):
+    overrides = launched(tmp_path, per="trial", ready="Uvicorn running on")
+    overrides[2] = overrides[2].replace('"--settings"', '"--announce-early", "1.0", "--settings"')
+    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path / "runs",
+                           overrides=overrides)
+    assert outcome.exit_code == 0, [t.report.failures for t in outcome.trials]
+    log = (outcome.bundle_path / "trial-001" / "product.log").read_text()
+    said_ready = log.index("stderr] INFO:     Uvicorn running on")
+    assert log.index("accepts connections") > said_ready  # it was waited for, not refused

@@ -311,3 +311,26 @@ def test_a_too_short_commit_is_reported_like_the_service_does() -> None:
     (error,) = of(events, "error")
     assert error.data["code"] == "input_audio_buffer_commit_empty"
     assert "50.00ms" in error.text
+
+
+def test_a_storm_of_unknown_events_ends_in_a_resource_limit_error() -> None:
+    """Whether the storm outruns the session setup (connect fails) or comes after it (an
+    error event), it ends in ``resource_limit`` with at most the burst recorded."""
+    async def scenario() -> tuple[str, str, list[EndpointEvent]]:
+        config = RealtimeServerConfig(hostile="event_storm")
+        async with RealtimeServer(config) as server:
+            endpoint = RealtimeEndpoint(settings_for(server, "ga", limits={
+                "events_per_second": 100, "events_burst": 500}), context())
+            try:
+                await endpoint.connect()
+            except EndpointError as error:
+                return error.code, str(error), []
+            events = await collect(endpoint, until=lambda e: e.type == "error",
+                                   timeout_seconds=20)
+            await endpoint.close()
+            return str(events[-1].data["code"]), str(events[-1].text), events
+
+    code, text, events = asyncio.run(scenario())
+    assert code == "resource_limit", text
+    assert "of them telemetry.unknown" in text
+    assert len(of(events, "raw")) <= 500  # what was recorded stayed within the burst

@@ -13,7 +13,6 @@ before the event).
 
 from __future__ import annotations
 
-import json
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..artifacts import BundleMemberError, read_member
+from ..artifacts._members import decode_json
 from ..artifacts._reader import check_version, read_voice_events
 
 VIRTUAL_ADVANCE = "timeline.virtual_advance"
@@ -29,16 +30,19 @@ VIRTUAL_ADVANCE = "timeline.virtual_advance"
 def read_events(path: Path) -> list[dict[str, Any]]:
     """All lines of a voice-events.jsonl in one decode (lines joined into a JSON array)."""
     try:
-        data = path.read_bytes()
+        data = read_member(path)  # never through a link, within the size limit
     except FileNotFoundError:
         return []
     body = data.strip()
     if not body:
         return []
     try:
-        return json.loads(b"[" + body.replace(b"\n", b",") + b"]")
-    except json.JSONDecodeError:
+        records = decode_json(b"[" + body.replace(b"\n", b",") + b"]", source=path)
+    except BundleMemberError:
         return read_voice_events(path)  # blank lines, or a precise error with the line number
+    if not all(isinstance(record, dict) for record in records):
+        return read_voice_events(path)  # names the line that is no object
+    return records  # type: ignore[no-any-return]
 
 
 

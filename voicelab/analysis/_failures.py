@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..artifacts import read_member
 from ..artifacts._reader import read_json
 from ._frames import Frames
 
@@ -56,7 +57,7 @@ def transcript_markdown(trial_dir: str | Path) -> str:
     path = Path(trial_dir) / "transcript.md"
     if not path.is_file():
         return "_(no transcript.md in this trial folder)_"
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_member(path).decode("utf-8", errors="replace").splitlines()
     # the heading repeats what the report's own heading says
     return "\n".join(line for line in lines if not line.startswith("# ")).strip()
 

@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..artifacts._reader import read_json
+from ..artifacts import check_tree
+from ..artifacts._reader import read_json, read_trial_report_json
 from ..artifacts._store import mirror, open_location, resolve_latest, resolve_local_latest
 from ..errors import ConfigError
 from ..scoring import proportion_interval
@@ -189,6 +190,7 @@ def _discover(paths: Iterable[str | os.PathLike[str]]) -> list[_Run]:
         path = _local(given).resolve()
         if not path.exists():
             raise ConfigError("no such run directory or trial folder", source=path)
+        check_tree(path)  # regular files and folders only, before anything is read
         if (path / "trial-report.json").is_file():
             run = runs.setdefault(path.parent, _run_of(path.parent, [], cache))
             if path not in run.trial_dirs:
@@ -374,7 +376,7 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
                             and k not in ("run_id", *_SKIPPED_FIELDS)},
                          "path": str(run.run_dir) if run.run_dir else None})
         for trial_dir in run.trial_dirs:
-            trial_report = read_json(trial_dir / "trial-report.json")
+            trial_report = read_trial_report_json(trial_dir / "trial-report.json")
             trial_rows.append(_trial_row(trial_report, trial_dir))
             trial_run.append(number)
             metrics_path = trial_dir / "voice-metrics.json"

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..artifacts import read_member
 from ..artifacts._reader import read_json
 from ..artifacts._store import fetch_missing
 from ..audio import PcmAudio, read_wav_pcm
@@ -57,7 +58,7 @@ def read_trial_audio(trial_dir: str | os.PathLike[str], *, channel: str = "mixed
     path = Path(trial_dir) / f"{channel}.wav"
     if not path.is_file() and not fetch_missing(path):  # a store's mirror fetches it now
         raise ConfigError(f"no {channel}.wav in this trial folder", source=Path(trial_dir))
-    samples, rate = read_wav_pcm(path)
+    samples, rate = read_wav_pcm(read_member(path))  # never through a link, bounded
     total = samples.shape[0]
     first = 0 if start_ms is None else min(total, max(0, int(start_ms * rate / 1000)))
     last = total if end_ms is None else min(total, max(first, int(end_ms * rate / 1000)))

@@ -2,6 +2,15 @@
 
 from ._bundle import TRIAL_FILES, write_json
 from ._junit import junit_xml
+from ._lock import BundleLock
+from ._members import (
+    BundleMemberError,
+    check_output_target,
+    check_tree,
+    open_member_append,
+    read_member,
+    write_member,
+)
 from ._models import (
     SCHEMA_VERSION,
     ExecutionFailure,
@@ -58,6 +67,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "TRIAL_FILES",
     "ArtifactVersionError",
+    "BundleLock",
+    "BundleMemberError",
     "ExecutionFailure",
     "GateCheck",
     "JudgeCalibration",
@@ -92,6 +103,8 @@ __all__ = [
     "VoiceEvent",
     "VerdictPassRate",
     "VoiceMetrics",
+    "check_output_target",
+    "check_tree",
     "check_version",
     "export_schemas",
     "find_trial_dirs",
@@ -100,4 +113,7 @@ __all__ = [
     "read_voice_events",
     "write_json",
     "junit_xml",
+    "open_member_append",
+    "read_member",
+    "write_member",
 ]

@@ -16,12 +16,16 @@ Layout (the seed's tree)::
         persona-session.json      (only when the persona kept session evidence)
 
 ``trial-report.json`` and ``run-report.json`` are written atomically (temporary name, then
-rename) and the trial report last, so a folder with a trial report is complete.
+rename) and the trial report last, so a folder with a trial report is complete. Every other file
+is created exclusively, never through a link (:func:`~._members.write_member`): a bundle being
+re-scored or resumed cannot redirect a write outside itself.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._atomic import atomic_write
-from ..audio import PcmAudio, write_wav
+from ..audio import PcmAudio, wav_buffer
+from ._members import BundleMemberError, describe_mode, write_member
 
 TRIAL_FILES = (
     "transcript.json", "transcript.md", "tool-calls.json", "raw-endpoint-events.json",
@@ -60,9 +65,7 @@ def _json_bytes(document: Any, *, pretty: bool = True) -> bytes:
 
 
 def _plain_write(path: Path, *parts: bytes | memoryview) -> None:
-    with open(path, "wb") as stream:
-        for part in parts:
-            stream.write(part)
+    write_member(path, *parts)
 
 
 def write_json(path: Path, document: Any, *, pretty: bool = True, atomic: bool = True) -> Path:
@@ -113,7 +116,7 @@ def encode_trial_files(*, documents: Mapping[str, Any], texts: Mapping[str, str]
 
 def _write_file(path: Path, content: tuple[bytes | memoryview, ...] | PcmAudio) -> None:
     if isinstance(content, PcmAudio):
-        write_wav(path, content)
+        _plain_write(path, wav_buffer(content))
     else:
         _plain_write(path, *content)
 
@@ -142,6 +145,14 @@ def _written_side_by_side(trial_dir: Path, files: list[EncodedFile]) -> list[OSE
     return failures
 
 
+def _check_folder(folder: Path) -> None:
+    """A trial folder written into must be a folder itself, not a link to one elsewhere."""
+    mode = os.lstat(folder).st_mode
+    if not stat.S_ISDIR(mode):
+        raise BundleMemberError(f"{describe_mode(mode) or 'no folder'} where a trial folder is "
+                                f"written: refused", source=folder)
+
+
 def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseModel, *,
                       also_present: Iterable[str] = (), side_by_side: bool = True) -> list[str]:
     """Write encoded files, then ``trial-report.json`` last, so its presence means the folder
@@ -154,6 +165,7 @@ def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseMod
     file to a thread. Every file is attempted either way: what fits on the disk is kept, and a
     file cut short is removed (no evidence; it frees room for the trial report)."""
     trial_dir.mkdir(parents=True, exist_ok=True)
+    _check_folder(trial_dir)
     written = [name for name, _ in files]
     failures = (_written_side_by_side if side_by_side else _written_in_order)(trial_dir, files)
     if failures:

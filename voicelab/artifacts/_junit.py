@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from .._atomic import atomic_write
 from ..errors import ConfigError
-from ._reader import read_json
+from ._reader import read_json, read_trial_report_json
 
 #: The suite that holds ``compare`` gates.
 GATE_SUITE = "compare"
@@ -89,8 +89,13 @@ def _cells(path: Path) -> list[tuple[str, Path]]:
     """(cell name, run dir) of a sweep directory or a run directory."""
     if (path / "matrix-report.json").is_file():
         matrix = read_json(path / "matrix-report.json")
-        return [(str(cell["cell_id"]), path / Path(str(cell["bundle_path"])).name)
-                for cell in matrix.get("cells", [])]
+        cells = matrix.get("cells") or []
+        if not isinstance(cells, list) or not all(
+                isinstance(cell, dict) and isinstance(cell.get("cell_id"), str)
+                and isinstance(cell.get("bundle_path"), str) for cell in cells):
+            raise ConfigError("must be a list of cells, each with a cell_id and a bundle_path",
+                              source=path / "matrix-report.json", key="cells")
+        return [(cell["cell_id"], path / Path(cell["bundle_path"]).name) for cell in cells]
     if (path / "run-report.json").is_file():
         report = read_json(path / "run-report.json")
         name = "__".join(str(report.get(k, "")) for k in ("scenario_id", "persona",
@@ -131,7 +136,7 @@ def _verdict_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _trial_case(cell: str, trial_dir: Path) -> _Case:
-    report = read_json(trial_dir / "trial-report.json")
+    report = read_trial_report_json(trial_dir / "trial-report.json")
     case = _Case(classname=cell, name=f"{report.get('trial_id', trial_dir.name)} seed "
                  f"{report.get('seed')}", seconds=float(report.get("duration_seconds") or 0.0),
                  output=f"bundle: {trial_dir}")
@@ -165,7 +170,10 @@ def _run_suite(cell: str, run_dir: Path) -> _Suite:
         trial_dirs = sorted((Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)
                              and (Path(e.path) / "trial-report.json").is_file()), key=_natural)
     suite.cases = [_trial_case(cell, trial_dir) for trial_dir in trial_dirs]
-    planned = int(report.get("planned_trials") or 0)
+    planned = report.get("planned_trials") or 0
+    if type(planned) is not int:
+        raise ConfigError("must be a whole number", source=run_dir / "run-report.json",
+                          key="planned_trials")
     if planned > len(trial_dirs) and report.get("status") != "running":
         missing = planned - len(trial_dirs)
         suite.cases.append(_Case(

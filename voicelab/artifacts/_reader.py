@@ -1,13 +1,18 @@
-"""Reading bundles back (for re-scoring, notebooks and frames), refusing newer schema versions."""
+"""Reading bundles back (for re-scoring, notebooks and frames), refusing newer schema versions.
+
+Every member is read through :mod:`._members` (regular files only, never through a link, within
+its size limit, JSON within its depth and number limits): a bundle is hostile input.
+"""
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
 
 from .._location import is_url
 from ..errors import ConfigError
+from ._members import json_lines, read_json_member, read_member
 from ._models import READABLE_MAJORS, SCHEMA_VERSION
 
 SUPPORTED_MAJOR = max(READABLE_MAJORS)
@@ -43,29 +48,51 @@ def read_json(path: Path | str) -> dict[str, Any]:
         assert location is not None
         return read_remote_json(location)
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        document = read_json_member(path)
     except FileNotFoundError:
         raise ConfigError(f"file not found: {path}", source=path) from None
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"invalid JSON at line {error.lineno}: {error.msg}", source=path) from None
     check_version(document, source=Path(path))
-    return document
+    return document  # type: ignore[no-any-return]
 
 
 def read_voice_events(path: Path) -> list[dict[str, Any]]:
     records = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ConfigError(f"invalid JSON on line {number}: {error.msg}",
-                                  source=path) from None
+    try:
+        for number, record in json_lines(path):
+            if not isinstance(record, dict):
+                raise ConfigError(f"line {number}: expected a JSON object", source=path)
             check_version(record, source=Path(path), field="contract_version")
             records.append(record)
+    except FileNotFoundError:
+        raise ConfigError(f"file not found: {path}", source=path) from None
     return records
+
+
+#: The fields of a trial report readers key and count on, with the types they must have
+#: (a bundle is hostile input: a seed of text must be refused naming it, not crash a join).
+_REPORT_TYPES: dict[str, tuple[type, ...]] = {
+    "seed": (int,), "trial": (int,), "passed": (bool,), "trial_id": (str,),
+    "scenario_id": (str,), "persona": (str,), "environment": (str,),
+    "execution_status": (str,), "exit_reason": (str,), "verdicts": (list,),
+    "failures": (list,), "judges": (list,), "metrics_summary": (dict,), "outcome": (dict,),
+    "duration_seconds": (int, float)}
+
+
+def read_trial_report_json(path: Path) -> dict[str, Any]:
+    """A trial-report.json as a document, the fields readers key and count on type-checked."""
+    report = read_json(path)
+    for key, types in _REPORT_TYPES.items():
+        value = report.get(key)
+        if value is None:
+            continue
+        wrong = not isinstance(value, types) or (bool not in types and isinstance(value, bool))
+        if wrong or (isinstance(value, list) and not all(isinstance(i, dict) for i in value)):
+            expected = "a list of objects" if list in types else " or ".join(
+                {int: "a whole number", float: "a number", bool: "true or false",
+                 str: "text", dict: "an object"}[t] for t in types)
+            raise ConfigError(f"must be {expected}, got {type(value).__name__}", source=path,
+                              key=key)
+    return report
 
 
 def find_trial_dirs(path: Path) -> list[Path]:
@@ -73,9 +100,12 @@ def find_trial_dirs(path: Path) -> list[Path]:
     path = Path(path)
     if (path / "trial-report.json").is_file():
         return [path]
-    # skip the `latest` convenience link below ``path`` (not ``path`` itself: it may be one)
-    return sorted(p.parent for p in path.rglob("trial-report.json")
-                  if "latest" not in p.relative_to(path).parts)
+    found = []
+    for root, folders, files in os.walk(path):  # links (``latest``) are never followed
+        folders.sort()
+        if "trial-report.json" in files:
+            found.append(Path(root))
+    return sorted(found)
 
 
 def read_trial(trial_dir: Path | str) -> dict[str, Any]:
@@ -100,6 +130,10 @@ def read_trial(trial_dir: Path | str) -> dict[str, Any]:
 def read_audio_stream(path: Path) -> bytes:
     """A bundle's arrival-ordered audio stream (16-bit mono 24 kHz WAV) as PCM bytes."""
     from ..audio import CANONICAL_SAMPLE_RATE_HZ, read_wav_pcm
+    from ..errors import AudioFileError
 
-    samples, _ = read_wav_pcm(path, sample_rate_hz=CANONICAL_SAMPLE_RATE_HZ)
+    try:
+        samples, _ = read_wav_pcm(read_member(path), sample_rate_hz=CANONICAL_SAMPLE_RATE_HZ)
+    except AudioFileError as error:
+        raise AudioFileError(error.message, source=path) from None
     return samples.astype("<i2", copy=False).tobytes()

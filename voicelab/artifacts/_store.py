@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from .._location import as_local_path, url_scheme
+from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_secret_values
 from ..errors import ConfigError, MissingDependencyError
+from ._members import MAX_DOCUMENT_BYTES, MAX_TEXT_BYTES, decode_json, read_member
+
+T = TypeVar("T")
 
 LATEST = "latest"
 #: The object at a store's root that names its newest run folder (a store has no symlinks).
@@ -86,6 +89,18 @@ def _missing_package(scheme: str, error: ImportError, *, source: str | Path | No
                        f"installed: {error}", source=source, key=key)
 
 
+#: the URLs this process opened with credentials, by their masked text (a location's ``url``)
+_masked_urls: dict[str, str] = {}
+
+
+def _unmasked(text: str) -> str:
+    """The real URL of a masked one this process made (or of a folder below it)."""
+    for shown, real in _masked_urls.items():
+        if text == shown or text.startswith(shown + "/"):
+            return real + text[len(shown):]
+    return text
+
+
 def open_location(location: str | os.PathLike[str], *, source: str | Path | None = None,
                   key: str | None = None) -> Path | RemoteLocation:
     """A local folder (a path or ``file://``) or a store folder; an unknown scheme or a store
@@ -94,6 +109,14 @@ def open_location(location: str | os.PathLike[str], *, source: str | Path | None
     if scheme is None:
         return as_local_path(location)
     text = os.fspath(location).rstrip("/")
+    # credentials in the URL (user info, a signature in the query) are never shown: the
+    # location carries the URL masked (which this process opens again as the real one), and
+    # every message of this process masks them
+    text = _unmasked(text)
+    remember_secrets(url_secret_values(text))
+    shown = mask_url(text)
+    if shown != text:
+        _masked_urls[shown] = text
     import fsspec
     from fsspec.registry import known_implementations, registry
 
@@ -101,13 +124,17 @@ def open_location(location: str | os.PathLike[str], *, source: str | Path | None
         raise ConfigError(f"unknown storage scheme {scheme}:// (fsspec has no such file "
                           "system; a store is s3://, gs://, az://, memory://... or a local "
                           "path)", source=source, key=key)
-    try:
-        fs, path = fsspec.core.url_to_fs(text)
+    try:  # a store library may look for credentials on the network (gcsfs: ~16 s offline)
+        fs, path = answered_within(lambda: fsspec.core.url_to_fs(text),
+                                   seconds=STORE_ANSWER_SECONDS, source=source or shown, key=key)
+    except ConfigError:
+        raise
     except ImportError as error:
         raise _missing_package(scheme, error, source=source, key=key) from None
     except Exception as error:  # noqa: BLE001 - an implementation's own refusal of the URL
-        raise ConfigError(f"cannot open {text}: {error}", source=source, key=key) from None
-    return RemoteLocation(text, fs, str(path).rstrip("/") or str(path))
+        raise ConfigError(f"cannot open {shown}: {store_error_reason(error)}", source=source,
+                          key=key) from None
+    return RemoteLocation(shown, fs, str(path).rstrip("/") or str(path))
 
 
 def open_remote(location: str | os.PathLike[str], *, source: str | Path | None = None,
@@ -119,6 +146,10 @@ def open_remote(location: str | os.PathLike[str], *, source: str | Path | None =
 
 def store_error_reason(error: BaseException) -> str:
     """A store error in one line: its message's first line (and the service's error code)."""
+    return known_secrets_scrubber().scrub_text(_first_line(error))
+
+
+def _first_line(error: BaseException) -> str:
     strerror = getattr(error, "strerror", None)
     if strerror:
         return str(strerror)
@@ -130,9 +161,22 @@ def store_error_reason(error: BaseException) -> str:
     return f"{text} ({code})" if isinstance(code, str) and code and code not in text else text
 
 
-def read_remote_bytes(location: RemoteLocation) -> bytes:
-    try:
+def read_remote_bytes(location: RemoteLocation, *, limit: int = MAX_TEXT_BYTES) -> bytes:
+    """A small object of a store (a report, a pointer), refused past ``limit`` bytes before
+    it is downloaded."""
+
+    def bounded() -> bytes:
+        size = location.fs.size(location.path)
+        if size is not None and size > limit:
+            raise ConfigError(f"too large ({size / 2 ** 20:,.1f} MiB; a store's documents are "
+                              f"read up to {limit / 2 ** 20:,.1f} MiB)", source=location.url)
         data: bytes = location.fs.cat_file(location.path)
+        return data
+
+    try:
+        data = answered_within(bounded, seconds=STORE_ANSWER_SECONDS, source=location.url)
+    except ConfigError:
+        raise
     except FileNotFoundError:
         raise ConfigError("not found in the store", source=location.url) from None
     except Exception as error:  # noqa: BLE001 - every store raises its own types
@@ -145,11 +189,8 @@ def read_remote_json(location: RemoteLocation) -> dict[str, Any]:
     """A JSON artifact in a store (its schema version checked, as :func:`read_json` does)."""
     from ._reader import check_version
 
-    try:
-        document = json.loads(read_remote_bytes(location))
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"invalid JSON at line {error.lineno}: {error.msg}",
-                          source=location.url) from None
+    document = decode_json(read_remote_bytes(location, limit=MAX_DOCUMENT_BYTES),
+                           source=location.url)
     check_version(document, source=Path(location.url))
     return document  # type: ignore[no-any-return]
 
@@ -157,6 +198,48 @@ def read_remote_json(location: RemoteLocation) -> dict[str, Any]:
 def remote_exists(location: RemoteLocation) -> bool:
     location.fs.invalidate_cache(location.path)
     return bool(location.fs.exists(location.path))
+
+
+#: How long a store may take to answer a command's first contact (does this folder exist?):
+#: an unreachable store's own retries (a DNS failure, a refused or silent endpoint) take up to
+#: a minute, and are refused in one line after this instead.
+STORE_ANSWER_SECONDS = 10.0
+
+
+def answered_within(call: Callable[[], T], *, seconds: float, source: str | Path | None,
+                    key: str | None = None) -> T:
+    """``call()`` (blocking store I/O) within ``seconds``; a store that does not answer is a
+    :class:`ConfigError` (the call is left to finish in a daemon thread)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True, name="voicelab-store-answer")
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise ConfigError(f"the store did not answer within {seconds:g} s (unreachable?)",
+                          source=source, key=key)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]
+
+
+def probe_exists(location: RemoteLocation, *, key: str | None = None) -> bool:
+    """:func:`remote_exists` for a command's first contact with a store: within
+    :data:`STORE_ANSWER_SECONDS`, any failure a :class:`ConfigError` in one line."""
+    try:
+        return answered_within(lambda: remote_exists(location), seconds=STORE_ANSWER_SECONDS,
+                               source=location.url, key=key)
+    except ConfigError:
+        raise
+    except Exception as error:  # noqa: BLE001 - every store raises its own types
+        raise ConfigError(f"cannot reach the store: {store_error_reason(error)}",
+                          source=location.url, key=key) from None
 
 
 def _pointer_target(text: str, *, source: str) -> str:
@@ -172,10 +255,10 @@ def resolve_latest(location: RemoteLocation) -> RemoteLocation:
     if location.name != LATEST:
         return location
     pointer = location.parent.child(LATEST_POINTER)
-    if not remote_exists(pointer):
+    if not probe_exists(pointer):
         return location
-    return location.parent.child(_pointer_target(read_remote_bytes(pointer).decode("utf-8"),
-                                                 source=pointer.url))
+    text = read_remote_bytes(pointer, limit=4096).decode("utf-8", errors="replace")
+    return location.parent.child(_pointer_target(text, source=pointer.url))
 
 
 def resolve_local_latest(path: Path) -> Path:
@@ -186,8 +269,8 @@ def resolve_local_latest(path: Path) -> Path:
     pointer = path.parent / LATEST_POINTER
     if not pointer.is_file():
         return path
-    return path.parent / _pointer_target(pointer.read_text(encoding="utf-8"),
-                                         source=str(pointer))
+    text = read_member(pointer, limit=4096).decode("utf-8", errors="replace")
+    return path.parent / _pointer_target(text, source=str(pointer))
 
 
 def point_latest(root: RemoteLocation, name: str) -> None:
@@ -200,9 +283,16 @@ def check_writable(location: RemoteLocation, *, source: str | Path | None,
     """Put and remove a probe object: no bucket, no credentials or no permission is a
     configuration error before any trial runs."""
     probe = location.child(".voicelab-write-check")
-    try:
+
+    def put_and_remove() -> None:
         location.fs.pipe_file(probe.path, b"")
         location.fs.rm_file(probe.path)
+
+    try:
+        answered_within(put_and_remove, seconds=STORE_ANSWER_SECONDS, source=location.url,
+                        key=key)
+    except ConfigError:
+        raise
     except Exception as error:  # noqa: BLE001 - every store raises its own types
         reason = store_error_reason(error)
         if isinstance(error, FileNotFoundError) and not error.strerror:
@@ -227,7 +317,9 @@ def fetch(location: RemoteLocation, into: Path, *, names: Collection[str] | None
     file, or only those whose name is in ``names`` or ends with one of ``suffixes``. ``into``
     remembers the URL, so a file left out can be fetched later (:func:`fetch_missing`)."""
     fs = location.fs
-    fs.invalidate_cache(location.path)
+    if not probe_exists(location):  # an unreachable store answers in seconds, not a minute
+        raise ConfigError("no such run directory or trial folder in the store",
+                          source=location.url)
     try:
         found = fs.find(location.path)
     except Exception as error:  # noqa: BLE001 - every store raises its own types

@@ -25,7 +25,7 @@ from ._format import (
     PcmAudio,
 )
 from ._g711 import G711_SAMPLE_RATE_HZ, alaw_decode, alaw_encode, mulaw_decode, mulaw_encode
-from ._io import read_audio, read_wav_pcm, wav_bytes, write_wav
+from ._io import read_audio, read_wav_pcm, wav_buffer, wav_bytes, write_wav
 from ._mixer import MixResult, PreparedEnvironment, mix, prepare_environment
 from ._polyphase import FixedLatencyResampler, kaiser_lowpass
 from ._resample import StreamingResampler
@@ -91,6 +91,7 @@ __all__ = [
     "prepare_environment",
     "read_audio",
     "read_wav_pcm",
+    "wav_buffer",
     "speech_bounds",
     "tone_speech",
     "wav_bytes",

@@ -145,6 +145,11 @@ def write_wav(path: str | Path, audio: PcmAudio) -> Path:
     return path
 
 
+def wav_buffer(audio: PcmAudio) -> memoryview:
+    """A complete 16-bit mono WAV file in memory, without copying the encoded bytes."""
+    return _encoded_wav(audio).getbuffer()
+
+
 def wav_bytes(audio: PcmAudio) -> bytes:
     """A complete 16-bit mono WAV file in memory."""
     return _encoded_wav(audio).getvalue()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .._exit_codes import EXIT_CONFIG, EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK
+from ..config import known_secrets_scrubber
 from ..errors import ConfigError, ExecutionError, VoicelabError
 from ._output import PROG, relative
 
@@ -29,8 +30,11 @@ def _error_line(error: BaseException) -> str:
     if isinstance(error, ConfigError):
         if error.source is None and error.key in _OPTION_FOR_KEY:
             error = ConfigError(error.message, source="CLI", key=_OPTION_FOR_KEY[error.key])
-        return relative(error.one_line())
-    return relative(" ".join(str(error).split()) or type(error).__name__)
+        line = error.one_line()
+    else:
+        line = " ".join(str(error).split()) or type(error).__name__
+    # a store URL's credentials, wherever the message quotes the URL
+    return relative(known_secrets_scrubber().scrub_text(line))
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -220,7 +224,14 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     return getattr(importlib.import_module(f"{__package__}.{module_name}"), function)
 
 
-class _OneLineFormatter(logging.Formatter):
+class _ScrubbingFormatter(logging.Formatter):
+    """Log lines with the secrets this process met masked (a store URL's credentials)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return known_secrets_scrubber().scrub_text(super().format(record))
+
+
+class _OneLineFormatter(_ScrubbingFormatter):
     """Log lines without tracebacks (they are one ``--debug`` away, and in evaluator.log)."""
 
     def format(self, record: logging.LogRecord) -> str:
@@ -232,11 +243,21 @@ class _OneLineFormatter(logging.Formatter):
             record.exc_info, record.exc_text = saved
 
 
+#: The loggers of store libraries that log their retries with tracebacks (gcsfs logs each
+#: exhausted retry at ERROR): their failure reaches the user as one line of ours instead.
+_STORE_LOGGERS = ("gcsfs", "s3fs", "adlfs", "fsspec", "aiobotocore", "botocore")
+
+
 def _configure_logging(debug: bool) -> None:
+    if not debug:
+        for name in _STORE_LOGGERS:
+            store_logger = logging.getLogger(name)
+            if not store_logger.handlers:  # no handler: Python's last resort prints them
+                store_logger.addHandler(logging.NullHandler())
     logger = logging.getLogger("voicelab")
     if not any(getattr(h, "_voicelab_cli", False) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)
-        formatter = logging.Formatter if debug else _OneLineFormatter
+        formatter = _ScrubbingFormatter if debug else _OneLineFormatter
         handler.setFormatter(formatter("%(levelname)s %(name)s: %(message)s"))
         handler._voicelab_cli = True  # type: ignore[attr-defined]
         handler.setLevel(logging.DEBUG if debug else logging.WARNING)

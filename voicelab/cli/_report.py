@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .._exit_codes import EXIT_OK
 from .._location import is_url
+from ..artifacts import check_output_target, check_tree
 from ..artifacts._store import local_folder, open_location, put_file
 from ..errors import ConfigError
 
@@ -16,6 +17,7 @@ from ..errors import ConfigError
 def _check_run_dir(run_dir: Path, given: str) -> None:
     if not run_dir.exists():
         raise ConfigError(f"run directory not found: {given}", source="CLI", key="RUN_DIR")
+    check_tree(run_dir)  # regular files and folders only: a linked WAV is never embedded
     if not (run_dir / "run-report.json").is_file() \
             and not (run_dir / "matrix-report.json").is_file() \
             and not any(run_dir.rglob("trial-report.json")):
@@ -25,6 +27,8 @@ def _check_run_dir(run_dir: Path, given: str) -> None:
 
 def report_command(args: argparse.Namespace) -> int:
     open_location(args.output, source="CLI", key="--output")  # an unknown scheme: before work
+    if not is_url(args.output):
+        check_output_target(args.output, key="--output")
     with contextlib.ExitStack() as copies:  # a run in a store is rendered from a local copy
         folders = []
         for given in args.run_dir:

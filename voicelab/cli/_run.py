@@ -24,6 +24,7 @@ from ..artifacts import (
     RunReport,
     TrialReport,
     TrialSummary,
+    check_output_target,
 )
 from ..errors import ConfigError
 from ..metrics import summarize
@@ -154,7 +155,9 @@ def _resumed_config(args: argparse.Namespace, *, given: Path | None, recorded: s
     if recorded is None:
         raise ConfigError(f"the bundle does not name its {what} file: give it", source="CLI",
                           key="--resume")
-    return Path(recorded)
+    from ..runner._resume import recorded_config_file
+
+    return recorded_config_file(recorded, bundle=args.resume)
 
 
 def _check_resume_options(args: argparse.Namespace) -> None:
@@ -269,6 +272,8 @@ def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[An
                    after: Callable[[Any], None] | None = None) -> int:
     """Run ``start(progress)`` (a run or a sweep) to its end or a signal, print its summary
     (also for an interrupted one), ``after`` it, write --junit; the exit code."""
+    if args.junit is not None:  # refused before anything runs, not after
+        check_output_target(args.junit, key="--junit")
     progress = _progress(args)
     outcome, number, stopped = run_until_signal(lambda: start(progress))
     progress.close()

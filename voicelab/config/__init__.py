@@ -53,8 +53,12 @@ from ._resolved import file_sha256
 from ._secrets import (
     MASK,
     SecretScrubber,
+    command_secret_values,
     is_secret_env_var,
     is_secret_name,
+    known_secrets_scrubber,
+    mask_url,
+    remember_secrets,
     url_secret_values,
 )
 from ._settings import parse_settings, settings_error
@@ -114,7 +118,11 @@ __all__ = [
     "parse_settings",
     "settings_error",
     "is_secret_env_var",
+    "command_secret_values",
     "is_secret_name",
+    "known_secrets_scrubber",
+    "mask_url",
+    "remember_secrets",
     "load_environment",
     "load_run",
     "load_recorded_run",

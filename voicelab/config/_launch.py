@@ -7,7 +7,6 @@ the run file, which the loader (or ``ProductProcess(base_dir=...)``) resolves.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -37,15 +36,23 @@ class LaunchConfig(StrictModel):
 
     #: argv, run without a shell; argv[0] is looked up on PATH (or relative to ``cwd``)
     command: Annotated[list[str], Field(min_length=1)]
-    #: a regular expression searched in each stdout line; the first match means "ready"
+    #: a regular expression searched in each line of stdout and stderr (uvicorn logs to stderr);
+    #: the first match means "ready". Each line gets at most a quarter of a second of matching
+    #: time: a pattern that backtracks catastrophically fails the launch, never hangs it
     ready_pattern: Annotated[str, Field(min_length=1)]
     #: a fresh process for every trial, or one for the whole run
     per: Literal["trial", "run"] = "trial"
+    #: for the ready line, and then for the product to accept a connection on its port (a
+    #: refused connection is retried while the server binds)
     ready_timeout_seconds: Seconds = 30.0
     #: SIGTERM, then this long for the process group to exit, then SIGKILL
     stop_grace_seconds: Seconds = 5.0
     #: added to (and overriding) the evaluator's own environment
     env: dict[str, str] = Field(default_factory=dict)
+    #: names in ``env`` whose values are secrets whatever the name (masked in every artifact,
+    #: log and message, like values under names that look secret and the argument after a
+    #: ``--token``/``--api-key``-like flag in ``command``)
+    secret_env: list[str] = Field(default_factory=list)
     cwd: Path | None = None
 
     @field_validator("command", mode="before")
@@ -65,9 +72,11 @@ class LaunchConfig(StrictModel):
     @field_validator("ready_pattern")
     @classmethod
     def _ready_pattern_compiles(cls, pattern: str) -> str:
+        import regex
+
         try:
-            re.compile(pattern)
-        except re.error as error:
+            regex.compile(pattern)
+        except regex.error as error:
             raise ValueError(f"not a valid regular expression: {error}") from None
         return pattern
 
@@ -89,5 +98,8 @@ class LaunchConfig(StrictModel):
         return env
 
     @property
-    def ready_regex(self) -> re.Pattern[str]:
-        return re.compile(self.ready_pattern)
+    def ready_regex(self) -> Any:
+        """The compiled ``ready_pattern`` (the ``regex`` module's, so matching can time out)."""
+        import regex
+
+        return regex.compile(self.ready_pattern)

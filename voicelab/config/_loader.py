@@ -35,6 +35,7 @@ from ._secrets import (
     SecretScrubber,
     collect_named_secrets,
     is_secret_env_var,
+    launch_secret_values,
     transport_secret_values,
 )
 from ._yaml import ExpansionError, not_a_regular_file, read_config_text, safe_load
@@ -271,6 +272,7 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
     secret_values = set(raw_run.interpolation.secret_values)
     secret_values |= collect_named_secrets(raw_run.data)
     secret_values |= transport_secret_values(raw_run.data)  # header values, URL credentials
+    secret_values |= launch_secret_values(raw_run.data)  # --token VALUE, declared env secrets
     run = validate_model(RunConfig, raw_run.data, source=run_path,
                          overrides=by_document.get("run", []), secret_values=secret_values)
     run = run.model_copy(update={

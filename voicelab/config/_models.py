@@ -31,7 +31,8 @@ Volume = Annotated[float, Field(ge=0, le=4)]
 
 class Limits(StrictModel):
     max_turns: Annotated[int, Field(gt=0)] | None = None
-    max_time_seconds: PositiveFloat | None = None
+    #: at most an hour: a bundle's timeline is read back within that (docs/artifacts.md)
+    max_time_seconds: Annotated[float, Field(gt=0, le=3600)] | None = None
     #: product audio may arrive at most this many times faster than the listener's clock runs,
     #: beyond ``product_audio_burst_seconds`` (a whole reply sent at once is fine; 500 s of
     #: audio in 2 s is an ``audio_flood`` failure). The total is also bounded by max_time_seconds.

@@ -27,7 +27,12 @@ from ._models import (
     ScriptConfig,
 )
 from ._overrides import Override, apply_overrides, validate_model
-from ._secrets import SecretScrubber, collect_named_secrets, transport_secret_values
+from ._secrets import (
+    SecretScrubber,
+    collect_named_secrets,
+    launch_secret_values,
+    transport_secret_values,
+)
 
 #: The resolved documents of a bundle: ``settings`` is the run file.
 RECORDED_KINDS = ("settings", "scenario", "persona", "data", "script", "environment")
@@ -68,7 +73,7 @@ def load_recorded_run(documents: Mapping[str, Any], *, run_path: Path,
     settings = prepared.get("settings")
     if settings is None:
         raise ConfigError("the bundle keeps no run settings", source=sources["settings"])
-    secret_values |= transport_secret_values(settings[0])
+    secret_values |= transport_secret_values(settings[0]) | launch_secret_values(settings[0])
 
     def validated(model: type[Any], kind: str) -> Any:
         data, kind_overrides = prepared[kind]

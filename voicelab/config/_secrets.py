@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -265,3 +266,72 @@ def mask_transport(document: Any) -> Any:
     if isinstance(document, str):
         return mask_url(document)
     return document
+
+
+# --- launch command lines -----------------------------------------------------------------------
+
+#: ``--name value`` or ``--name=value`` (one or two dashes) on a command line
+_FLAG = re.compile(r"^--?([A-Za-z][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
+
+
+def command_secret_values(command: Iterable[Any]) -> set[str]:
+    """The arguments of a command line that follow a flag whose name looks secret
+    (``--api-key VALUE``, ``--token=VALUE``, ``-password VALUE``)."""
+    found: set[str] = set()
+    arguments = [str(item) for item in command]
+    for index, argument in enumerate(arguments[1:], start=1):
+        match = _FLAG.match(argument)
+        if match is None or not is_secret_name(match.group(1)):
+            continue
+        if match.group(2) is not None:
+            found.add(match.group(2))
+        elif index + 1 < len(arguments) and not arguments[index + 1].startswith("-"):
+            found.add(arguments[index + 1])
+    return {value for value in found if value}
+
+
+def launch_secret_values(run_document: Any) -> set[str]:
+    """The secrets of a run document's ``endpoint.launch``: arguments after secret-looking
+    flags, and the ``env`` values named in ``secret_env`` (names that look secret are found
+    by :func:`collect_named_secrets` already)."""
+    endpoint = run_document.get("endpoint") if isinstance(run_document, Mapping) else None
+    launch = endpoint.get("launch") if isinstance(endpoint, Mapping) else None
+    if not isinstance(launch, Mapping):
+        return set()
+    found: set[str] = set()
+    command = launch.get("command")
+    if isinstance(command, list):
+        found |= command_secret_values(command)
+    env = launch.get("env")
+    declared = launch.get("secret_env")
+    if isinstance(env, Mapping) and isinstance(declared, list):
+        found |= {str(env[name]) for name in declared
+                  if isinstance(name, str) and env.get(name) not in (None, "")}
+    return found
+
+
+# --- secrets the process has met outside any run (store URLs on the command line) --------------
+
+_remembered: set[str] = set()
+_remembered_lock = threading.Lock()
+
+
+def remember_secrets(values: Iterable[str]) -> None:
+    """Secrets met outside a run's configuration (a store URL's credentials given on the
+    command line): every later :func:`known_secrets_scrubber` masks them too."""
+    fresh = {v for v in values if isinstance(v, str) and len(v) >= MIN_SCRUB_LENGTH}
+    if fresh:
+        with _remembered_lock:
+            _remembered.update(fresh)
+
+
+def known_secrets_scrubber() -> SecretScrubber:
+    """A scrubber of every secret :func:`remember_secrets` was given in this process."""
+    with _remembered_lock:
+        values = frozenset(_remembered)
+    return _scrubber_of(values)
+
+
+@lru_cache(maxsize=16)
+def _scrubber_of(values: frozenset[str]) -> SecretScrubber:
+    return SecretScrubber(values)

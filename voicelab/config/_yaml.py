@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from .._atomic import file_kind
 from ..errors import ConfigError
 
 #: Largest configuration file (run, scenario, persona, data, script, environment, suite) read.
@@ -76,15 +77,7 @@ def not_a_regular_file(path: Path) -> str | None:
         return None  # missing or unreadable: the open reports it precisely
     if stat.S_ISREG(mode):
         return None
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "no regular file"
+    return "a directory" if stat.S_ISDIR(mode) else file_kind(mode)
 
 
 def _too_large(path: Path, size: int | None) -> ConfigError:

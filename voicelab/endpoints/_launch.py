@@ -7,6 +7,15 @@ monotonic clock and its stream name, in a bounded buffer (``MAX_LOG_BYTES``, ``M
 the first quarter of each budget keeps the start of the output, the rest the latest lines, and
 ``log_text`` says how many lines in between were dropped).
 
+The product is ready once a line of its stdout or stderr (uvicorn logs to stderr) matches
+``ready_pattern`` and then, when its address is on this machine (``{port}``, or a loopback
+``uri``/``url`` in the endpoint settings), once it listens there (a server that prints its ready
+line before it binds would refuse the first connection: it is waited for, within
+``ready_timeout_seconds``; the kernel's list of listening sockets is read, so no connection is
+spent on the check). Each line gets
+at most ``MAX_MATCH_SECONDS`` of matching (the ``regex`` module's timeout): a pattern that
+backtracks catastrophically fails the launch instead of hanging the event loop.
+
 ``stop()`` sends SIGTERM to the whole group, waits ``stop_grace_seconds`` for the process and
 every member of its group to exit, then sends SIGKILL. A cancelled ``start()`` or ``stop()``
 (Ctrl-C) still stops the group: the sequence runs on, shielded, and a second cancellation sends
@@ -30,9 +39,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
+from urllib.parse import urlsplit
 
-from ..config import SecretScrubber, is_secret_env_var, is_secret_name
+from ..config import SecretScrubber, command_secret_values, is_secret_env_var, is_secret_name
 from ..config._launch import LaunchConfig
 from ..errors import ConfigError
 from ._protocol import EndpointError
@@ -54,6 +64,14 @@ MAX_LINE_BYTES = 4096
 _DRAIN_SECONDS = 2.0
 _POLL_SECONDS = 0.05
 _LAST_STDERR_CHARS = 200
+#: the most time ``ready_pattern`` may take on one output line (a plain pattern takes
+#: microseconds on the longest line kept, ``MAX_LINE_BYTES``)
+MAX_MATCH_SECONDS = 0.25
+#: between connection attempts while the product binds its port
+_CONNECT_RETRY_SECONDS = 0.05
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+_URL_KEYS = ("uri", "url", "base_url")
+_DEFAULT_PORTS = {"ws": 80, "http": 80, "wss": 443, "https": 443}
 
 Stream = Literal["stdout", "stderr", "voicelab"]
 _STREAMS: dict[int, Stream] = {1: "stdout", 2: "stderr"}
@@ -273,7 +291,9 @@ class ProductProcess:
         self._ready_regex = launch.ready_regex
         self._environ = os.environ if environ is None else environ
         self._env_secrets = [value for name, value in launch.env.items()
-                             if is_secret_name(name) or is_secret_env_var(name)]
+                             if is_secret_name(name) or is_secret_env_var(name)
+                             or name in launch.secret_env]
+        self._env_secrets += sorted(command_secret_values(launch.command))
         self._scrubber = (scrubber or SecretScrubber()).with_values(self._env_secrets)
         self._clock_ns = clock_ns
         self._log = _OutputLog(max_bytes=max_log_bytes, max_lines=max_log_lines)
@@ -282,6 +302,9 @@ class ProductProcess:
         self._transport: asyncio.SubprocessTransport | None = None
         self._started_ns = 0
         self._ready, self._exited = asyncio.Event(), asyncio.Event()
+        #: why the launch cannot become ready although the process runs (a pattern too slow)
+        self._unready: str | None = None
+        self._stalled = asyncio.Event()
         self._stdout_closed, self._pipes_closed = asyncio.Event(), asyncio.Event()
         self._stop_task: asyncio.Future[int | None] | None = None
         self._stopped = False
@@ -325,7 +348,8 @@ class ProductProcess:
     # --- start ---
 
     async def start(self) -> None:
-        """Start the command and return once a stdout line matches ``ready_pattern``.
+        """Start the command and return once an output line matches ``ready_pattern`` and the
+        product accepts connections (see the module docstring).
 
         Raises ``EndpointError`` ``launch_failed`` (cannot start, or exited before the ready
         line) or ``launch_timeout``; the process is stopped first and its output kept."""
@@ -362,23 +386,78 @@ class ProductProcess:
 
     async def _wait_ready(self) -> None:
         timeout = self.launch.ready_timeout_seconds
-        await _first_of(self._ready, self._exited, timeout=timeout)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        await _first_of(self._ready, self._exited, self._stalled, timeout=timeout)
         if self._exited.is_set() and not self._ready.is_set():
             # output written just before the exit may still be in the pipe
-            await _first_of(self._ready, self._stdout_closed, timeout=_DRAIN_SECONDS)
+            await _first_of(self._ready, self._pipes_closed, timeout=_DRAIN_SECONDS)
         if self._ready.is_set():
-            self._note("ready")
-            return
+            address = self._address()
+            if address is None or await self._accepts(address, deadline):
+                self._note("ready")
+                return
+            code = "launch_failed" if self._exited.is_set() else "launch_timeout"
+            host, port = address
+            what = (f"{_describe_exit(self.returncode)} before accepting a connection on "
+                    f"{host}:{port}" if self._exited.is_set() else
+                    f"printed its ready line but refused connections on {host}:{port} for "
+                    f"{timeout:g} s")
+            self._fail(what, code)
         pattern = f"ready_pattern {self.launch.ready_pattern!r}"
+        if self._unready is not None:
+            self._fail(self._unready, "launch_failed")
         if self._exited.is_set():
-            code = "launch_failed"
-            what = f"{_describe_exit(self.returncode)} before a stdout line matched {pattern}"
-        else:
-            code = "launch_timeout"
-            what = f"printed no stdout line matching {pattern} within {timeout:g} s"
+            self._fail(f"{_describe_exit(self.returncode)} before an output line matched "
+                       f"{pattern}", "launch_failed")
+        self._fail(f"printed no line matching {pattern} within {timeout:g} s", "launch_timeout")
+
+    def _fail(self, what: str, code: str) -> NoReturn:
         self._note(f"not ready: {what}")
         message = f"the product {self.program!r} {what}; {self._last_stderr()}"
         raise EndpointError(self._scrubber.scrub_text(" ".join(message.split())), code=code)
+
+    def _address(self) -> tuple[str, int] | None:
+        """Where the product is reached, when that is this machine (else None: not probed)."""
+        settings = fill_placeholders(self._settings, self.port) if self.port is not None \
+            or not self._needs_port else {}
+        for key in _URL_KEYS:
+            value = settings.get(key)
+            if not isinstance(value, str):
+                continue
+            try:
+                parts = urlsplit(value)
+                port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+            except ValueError:
+                return None
+            host = parts.hostname or ""
+            if host in _LOOPBACK_HOSTS and port:
+                return host, port
+            return None
+        return ("127.0.0.1", self.port) if self.port is not None else None
+
+    async def _accepts(self, address: tuple[str, int], deadline: float) -> bool:
+        """Wait until something listens on ``address``'s port, the process exits or ``deadline``
+        passes. Where the kernel lists listening sockets (``/proc/net/tcp``) nothing connects:
+        a product that serves one client keeps it for the trial."""
+        loop = asyncio.get_running_loop()
+        polls = 0
+        while not self._exited.is_set():
+            polls += 1
+            listening = await asyncio.to_thread(listening_ports)
+            if listening is None:
+                ready = await _connects(address, deadline - loop.time())
+            else:
+                ready = address[1] in listening
+            if ready:
+                if polls > 1:
+                    self._note(f"{address[0]}:{address[1]} accepts connections (after "
+                               f"{polls} checks)")
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(_CONNECT_RETRY_SECONDS)
+        return False
 
     def _last_stderr(self) -> str:
         for line in reversed(self._log.lines()):
@@ -516,8 +595,51 @@ class ProductProcess:
             text += f" [... {cut} more bytes]"
         stream = _STREAMS[fd]
         self._log.append(LogLine(now, stream, text), len(raw))
-        if stream == "stdout" and not self._ready.is_set() and self._ready_regex.search(text):
+        if not self._ready.is_set() and self._unready is None and self._matches(text):
             self._ready.set()
+
+    def _matches(self, text: str) -> bool:
+        try:
+            return self._ready_regex.search(text, timeout=MAX_MATCH_SECONDS) is not None
+        except TimeoutError:
+            self._unready = (f"took more than {MAX_MATCH_SECONDS:g} s to match ready_pattern "
+                             f"{self.launch.ready_pattern!r} against one output line (a pattern "
+                             f"that backtracks catastrophically?)")
+            self._stalled.set()
+            return False
+
+
+def listening_ports() -> set[int] | None:
+    """The TCP ports something listens on in this network namespace (Linux: ``/proc/net``),
+    or None where the kernel does not list them."""
+    ports: set[int] = set()
+    listed = False
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name, encoding="ascii", errors="replace") as table:
+                rows = table.read().splitlines()[1:]
+        except OSError:
+            continue
+        listed = True
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 3 and fields[3] == "0A":  # TCP_LISTEN
+                with contextlib.suppress(ValueError, IndexError):
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports if listed else None
+
+
+async def _connects(address: tuple[str, int], seconds: float) -> bool:
+    """Whether a TCP connection to ``address`` opens within ``seconds`` (closed at once)."""
+    try:
+        async with asyncio.timeout(max(seconds, _CONNECT_RETRY_SECONDS)):
+            _, writer = await asyncio.open_connection(*address)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
 
 
 async def _first_of(*events: asyncio.Event, timeout: float) -> None:

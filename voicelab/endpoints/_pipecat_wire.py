@@ -43,6 +43,7 @@ from ..audio import (
 )
 from ..config import SecretScrubber
 from . import _pipecat_proto as proto
+from ._limits import MAX_WIRE_SAMPLE_RATE_HZ, MIN_WIRE_SAMPLE_RATE_HZ
 from ._protocol import EndpointEvent
 
 logger = logging.getLogger(__name__)
@@ -113,9 +114,19 @@ def parse_message_data(data: str) -> tuple[Any, bool]:
         return data, False
 
 
+class SampleRateOutOfRange(ValueError):
+    """An audio frame declaring a rate outside the wire's range (see :mod:`._limits`)."""
+
+
 def pcm_of(frame: DecodedFrame, *, default_rate_hz: int) -> PcmAudio:
     """The mono PCM of an ``audio`` frame at its own rate (several channels are averaged; an unset
-    rate is ``default_rate_hz``). Raises ``ValueError`` for a payload of partial samples."""
+    rate is ``default_rate_hz``). Raises ``ValueError`` for a payload of partial samples and
+    :class:`SampleRateOutOfRange` for a rate a frame may not declare, before any resampling."""
+    rate = int(frame.fields.get("sample_rate") or default_rate_hz)
+    if not MIN_WIRE_SAMPLE_RATE_HZ <= rate <= MAX_WIRE_SAMPLE_RATE_HZ:
+        raise SampleRateOutOfRange(f"a declared sample rate of {rate:,} Hz (audio frames may "
+                                   f"declare {MIN_WIRE_SAMPLE_RATE_HZ:,} to "
+                                   f"{MAX_WIRE_SAMPLE_RATE_HZ:,} Hz)")
     payload = frame.fields.get("audio", b"")
     channels = max(1, int(frame.fields.get("num_channels", 1)))
     if len(payload) % (BYTES_PER_SAMPLE * channels):
@@ -125,7 +136,7 @@ def pcm_of(frame: DecodedFrame, *, default_rate_hz: int) -> PcmAudio:
     if channels > 1:
         mixed = np.rint(samples.reshape(-1, channels).mean(axis=1, dtype=np.float64))
         samples = np.clip(mixed, PCM16_MIN, PCM16_MAX).astype(np.int16)
-    return PcmAudio(samples, int(frame.fields.get("sample_rate") or default_rate_hz))
+    return PcmAudio(samples, rate)
 
 
 class OutboundAudio:
@@ -280,6 +291,10 @@ class PipecatDecoder:
         raw = self._raw(frame, None)
         try:
             audio = pcm_of(frame, default_rate_hz=self.sample_rate_hz)
+        except SampleRateOutOfRange as error:
+            return self._stamped([_error(received_ns, "resource_limit",
+                                         f"product sent an audio frame with {error}; dropped",
+                                         raw)])
         except ValueError as error:
             return self._stamped([_error(received_ns, "invalid_audio",
                                          f"product sent an audio frame of {error}; dropped", raw)])

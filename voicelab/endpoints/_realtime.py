@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 
 from ..audio import PcmAudio
 from ..realtime import Closure, RealtimeConnection, wire
+from ._limits import InboundBudget, InboundLimits, limit_error
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
 from ._settings import AdapterSettings, parse_settings
 from ._socket import closure_error
@@ -46,6 +47,8 @@ class RealtimeSettings(AdapterSettings):
     chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
     tool_outputs: dict[str, Any] = Field(default_factory=dict)
     opening_response: bool = False
+    #: what the service may send (events other than audio: see :mod:`._limits`)
+    limits: InboundLimits = Field(default_factory=InboundLimits)
 
     @property
     def turn_detection(self) -> str:
@@ -102,6 +105,7 @@ class RealtimeEndpoint:
         self._scrubber = context.scrubber.with_values(self._target.secrets())
         self._conn: RealtimeConnection | None = None
         self._backlog: list[tuple[int, dict[str, Any]]] = []  # received while connecting
+        self._budget = InboundBudget(self._settings.limits)
         self._state = "new"  # new -> open -> closed
         self._events_finished = False
         self._appended_bytes = 0      # audio appended since the last commit
@@ -189,6 +193,12 @@ class RealtimeEndpoint:
                 raise EndpointError(self._scrubber.scrub_text(
                     f"{self._conn.where} rejected session.update: {code}: {text}"),
                     code="session_rejected")
+            name = message.get("type")
+            problem = self._budget.charge_event(str(name)[:64] if isinstance(name, str) else kind,
+                                                0, received_ns)
+            if problem is not None:  # the backlog is bounded too
+                raise EndpointError(self._scrubber.scrub_text(
+                    f"{self._conn.where} during session setup: {problem}"), code="resource_limit")
             self._backlog.append((received_ns, message))
             if kind == "session_updated":
                 return
@@ -257,6 +267,7 @@ class RealtimeEndpoint:
             for event in await self._decode(received_ns, message):
                 yield event
         timeout = self._settings.receive_timeout_seconds
+        budget = self._budget  # the backlog was charged as it came
         while True:
             try:
                 received_ns, item = await self._conn.next(
@@ -273,7 +284,13 @@ class RealtimeEndpoint:
                     yield event
                 self._events_finished = True
                 return
+            if budget.exceeded is not None:
+                continue  # past a limit: dropped until the connection closes
             for event in await self._decode(received_ns, item):
+                problem = budget.charge(event, 0, received_ns)
+                if problem is not None:
+                    yield limit_error(problem, self._context.clock_ns())
+                    break
                 yield event
 
     def _raw(self, message: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pydantic import Field, field_validator
 
 from ..config import SecretScrubber
 from ._inbox import Closure, MessageInbox, SocketClosed, closure_error
+from ._limits import InboundBudget, InboundLimits, limit_error
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
 from ._settings import AdapterSettings, redacted_url
 from ._socket import WebSocketConnection, open_websocket
@@ -37,6 +38,8 @@ class SocketSettings(AdapterSettings):
     receive_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
     max_message_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
+    #: what the product may send (see :mod:`._limits`)
+    limits: InboundLimits = Field(default_factory=InboundLimits)
 
     @field_validator("uri")
     @classmethod
@@ -99,6 +102,7 @@ class SocketEndpoint:
         self._close_initiator: str | None = None
         self._close_reason: str | None = None
         self._progress_ns = 0  # when the last product message arrived (or the wait began)
+        self._budget = InboundBudget(self._settings.limits)
         clock = context.clock_ns
         self._watchdog = QuietTimer(
             clock, lambda: self._progress_ns,
@@ -213,11 +217,32 @@ class SocketEndpoint:
                     yield event
                 self._events_finished = True
                 return
+            size = 0
             if isinstance(item, str | bytes):
                 self._progress_ns = received_ns
+                size = len(item)
+                if self._budget.exceeded is not None:
+                    continue  # past a limit: nothing more is decoded or recorded
+                problem = self._budget.charge_message(size, received_ns)
+                if problem is not None:
+                    yield self._over_limit(problem)
+                    continue
             for event in (receive_now(received_ns, item) if receive_now is not None
                           else await self._receive(received_ns, item)):
+                if event.type != "audio_delta":
+                    problem = self._budget.charge(event, size, received_ns)
+                    size = 0  # the events of one message share its raw record
+                    if problem is not None:
+                        yield self._over_limit(problem)
+                        break
                 yield event
+
+    def _over_limit(self, problem: str) -> EndpointEvent:
+        """The ``resource_limit`` error, which ends the call; from here on the product's
+        messages are dropped undecoded until the connection closes."""
+        error = limit_error(problem, self._context.clock_ns())
+        logger.warning("%s: %s", self._where(), error.text)
+        return error
 
     def _timed_out(self) -> bool:
         quiet_ns = self._context.clock_ns() - self._progress_ns

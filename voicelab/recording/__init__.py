@@ -15,6 +15,7 @@ from ._events import (
 )
 from ._jsonl import (
     CONTRACT_VERSION,
+    MAX_TIMELINE_SECONDS,
     RECORD_FIELDS,
     RecordingError,
     encode_voice_events,
@@ -35,6 +36,7 @@ from ._recording import USER_CLEAN, USER_HEARD, Recording, conversion_delay_ns
 from ._store import PcmStream
 
 __all__ = [
+    "MAX_TIMELINE_SECONDS",
     "AUDIO_STREAMS",
     "CONTRACT_VERSION",
     "CONVERSION_DELAY_ATTRIBUTE",

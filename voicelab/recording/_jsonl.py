@@ -154,8 +154,58 @@ def encode_voice_events(recording: Recording, start: int = 0, stop: int | None =
 
 # --- reading back -------------------------------------------------------------------------------
 
+#: The longest timeline a recording read back may span (event offsets, listener offsets,
+#: virtual advances): a bundle's stamps decide how much audio placement renders, so stamps
+#: shifted by hours would allocate gigabytes. Scenarios' ``max_time_seconds`` stays within it.
+MAX_TIMELINE_SECONDS = 3600
+MAX_TIMELINE_NS = MAX_TIMELINE_SECONDS * 1_000_000_000
+
+
 class RecordingError(ConfigError):
     """A bundle whose events and audio streams do not fit together."""
+
+
+def _whole(value: Any, *, name: str, line: int, where: str, low: int, high: int) -> int:
+    """A whole number of a record within [low, high] (a bool, float or text is refused)."""
+    if type(value) is not int:
+        raise RecordingError(f"line {line}: {name} must be a whole number, got "
+                             f"{type(value).__name__}", source=where)
+    if not low <= value <= high:
+        raise RecordingError(f"line {line}: {name} {value:.3g} is outside [{low:,}, {high:,}] "
+                             f"(a recording spans at most {MAX_TIMELINE_SECONDS:,} s)",
+                             source=where)
+    return value
+
+
+def _offset(value: Any, *, name: str, line: int, where: str) -> int:
+    return _whole(value, name=name, line=line, where=where, low=-MAX_TIMELINE_NS,
+                  high=MAX_TIMELINE_NS)
+
+
+def _mapping(value: Any, *, name: str, line: int, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise RecordingError(f"line {line}: {name} must be an object, got "
+                             f"{type(value).__name__}", source=where)
+    return value
+
+
+def _text(value: Any, *, name: str, line: int, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise RecordingError(f"line {line}: {name} must be text, got {type(value).__name__}",
+                             source=where)
+    return value
+
+
+def _start_utc_ns(record: Mapping[str, Any], offset_ns: int, *, where: str) -> int:
+    text = record.get("timestamp_utc")
+    try:
+        started = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        return int(started.timestamp()) * 1_000_000_000 + started.microsecond * 1000 - offset_ns
+    except (ValueError, OverflowError, OSError):
+        raise RecordingError(f"line 1: timestamp_utc {str(text)[:40]!r} is no ISO 8601 time",
+                             source=where) from None
 
 
 def _event_type(name: Any, *, where: str) -> EventType:
@@ -176,15 +226,15 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
     """
     records = list(records)
     first = records[0] if records else {}
-    trace = next((r["trace"] for r in records if r.get("trace")), None) or {}
+    trace = next((r["trace"] for r in records if isinstance(r.get("trace"), Mapping)), None) or {}
     recording = Recording(session_id=str(first.get("session_id", "")),
                           trace_id=str(trace.get("trace_id") or uuid.UUID(int=0).hex),
                           root_span_id=str(trace.get("parent_span_id") or ""),
                           clock_ns=lambda: 0, start_ns=0, start_utc_ns=0)
     if first:
-        started = datetime.fromisoformat(str(first["timestamp_utc"]).replace("Z", "+00:00"))
-        recording.start_utc_ns = int(started.timestamp()) * 1_000_000_000 \
-            + started.microsecond * 1000 - int(first["monotonic_offset_ns"])
+        recording.start_utc_ns = _start_utc_ns(first, _offset(
+            first.get("monotonic_offset_ns"), name="monotonic_offset_ns", line=1, where=where),
+            where=where)
     sources = {name: PcmStream(streams.get(name, b"")) for name in recording.streams}
     cursors = dict.fromkeys(sources, 0)
     if USER_HEARD in streams:  # no event references it: the heard line, kept whole
@@ -195,20 +245,31 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
             raise RecordingError(f"line {position + 1}: sequence {record.get('sequence')!r}, "
                                  f"expected {position}", source=where)
         kind = _event_type(record.get("event_type"), where=where)
-        offset = int(record["monotonic_offset_ns"])
+        line = position + 1
+        offset = _offset(record.get("monotonic_offset_ns"), name="monotonic_offset_ns",
+                         line=line, where=where)
         listener = record.get("listener_offset_ns")
-        trace_info = record.get("trace") or {}
-        event = Event(position, offset, int(listener) if listener is not None else offset + shift,
-                      kind, str(record.get("source")), str(record.get("direction")),
-                      record.get("speaker_role"), record.get("turn_id"),
-                      trace_info.get("span_id"), dict(record.get("attributes") or {}))
+        listener = _offset(listener if listener is not None else offset + shift,
+                           name="listener_offset_ns", line=line, where=where)
+        trace_info = _mapping(record.get("trace"), name="trace", line=line, where=where)
+        attributes = _mapping(record.get("attributes"), name="attributes", line=line, where=where)
+        event = Event(position, offset, listener, kind, str(record.get("source")),
+                      str(record.get("direction")),
+                      _text(record.get("speaker_role"), name="speaker_role", line=line,
+                            where=where),
+                      _text(record.get("turn_id"), name="turn_id", line=line, where=where),
+                      _text(trace_info.get("span_id"), name="trace.span_id", line=line,
+                            where=where), dict(attributes))
         if kind is EventType.VIRTUAL_ADVANCE:
-            shift += int(event.attributes.get("advance_ns", 0))
-        pcm = record.get("pcm")
+            shift += _offset(event.attributes.get("advance_ns", 0), name="advance_ns",
+                             line=line, where=where)
+        pcm = _mapping(record.get("pcm"), name="pcm", line=line, where=where)
         stream_name = USER_CLEAN if kind is CLEAN_SPEECH else AUDIO_STREAMS.get(kind)
         # a stream the bundle did not keep (clean speech without speech metrics): no reference
         if pcm and stream_name is not None and stream_name in streams:
-            count = int(pcm["byte_count"]) // BYTES_PER_SAMPLE
+            available = sources[stream_name].num_samples * BYTES_PER_SAMPLE
+            count = _whole(pcm.get("byte_count"), name="pcm.byte_count", line=line, where=where,
+                           low=0, high=available) // BYTES_PER_SAMPLE
             event.audio_start, event.audio_samples = cursors[stream_name], count
             cursors[stream_name] += count
         recording.events.append(event)

@@ -26,6 +26,7 @@ execution of the same submission returns the trial as lost instead of running it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import math
@@ -193,6 +194,15 @@ def _release_on_worker(key: str) -> None:
         process.release_run(key)
 
 
+def _connect_failure(error: BaseException) -> str:
+    """Why connecting failed, in one line. Something other than a scheduler at the address
+    (an HTTP server, a database) answers with bytes that Dask reads as a frame length of
+    exabytes: that is not a memory problem of this machine but the wrong address."""
+    if isinstance(error, MemoryError):
+        return "what answers there is not a Dask scheduler (its reply is no Dask message)"
+    return " ".join(str(error).split()) or type(error).__name__
+
+
 class DaskExecutor:
     """Trials as tasks of a ``dask.distributed`` cluster: at ``scheduler``, of a given
     ``client``'s cluster, or of a ``LocalCluster`` of ``workers`` processes started here."""
@@ -231,16 +241,19 @@ class DaskExecutor:
                     threads_per_worker=max(1, math.ceil(self.parallel / workers)),
                     processes=True, asynchronous=True, dashboard_address=None)
             address = self._cluster.scheduler_address
+        client = None
         try:
-            self._client = await asyncio.wait_for(
-                distributed.Client(address, asynchronous=True, timeout=CONNECT_TIMEOUT_SECONDS),
-                CONNECT_TIMEOUT_SECONDS + 5)
-        except (OSError, TimeoutError, ValueError) as error:
+            client = distributed.Client(address, asynchronous=True,
+                                        timeout=CONNECT_TIMEOUT_SECONDS)
+            self._client = await asyncio.wait_for(client, CONNECT_TIMEOUT_SECONDS + 5)
+        except Exception as error:  # noqa: BLE001 - a peer that is no scheduler says anything
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.close(), 5)
             if self._cluster is not None:
                 await self._cluster.close()
-            reason = " ".join(str(error).split()) or type(error).__name__
-            raise ConfigError(f"cannot connect to the Dask scheduler at {address}: {reason}",
-                              key="scheduler") from None
+            raise ConfigError(f"cannot connect to the Dask scheduler at {address}: "
+                              f"{_connect_failure(error)}", key="scheduler") from None
         self.description = f"dask, scheduler {address}"
 
     def submit(self, context: RunContext, blob: bytes, job: TrialJob

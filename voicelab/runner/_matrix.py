@@ -20,11 +20,13 @@ from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALIT
 from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
+    BundleLock,
     JudgeCalibration,
     MarginPassRate,
     MatrixCell,
     MatrixReport,
     PassRate,
+    check_tree,
     read_json,
 )
 from ..artifacts._store import (
@@ -279,6 +281,7 @@ def read_matrix_report(run_dir: str | Path) -> MatrixReport:
         return remote
     path = resolve_local_latest(as_local_path(run_dir)).expanduser().resolve() \
         / "matrix-report.json"
+    check_tree(path.parent)  # regular files and folders only, before anything is read
     if not path.is_file():
         raise ConfigError("not a sweep (no matrix-report.json)", source=path.parent)
     report: MatrixReport = parse_settings(MatrixReport, read_json(path), key=None, source=path)
@@ -344,19 +347,21 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                                   else plan.suite.path)
         _point_latest(root, run_dir)
         started = _now()
-    pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
-                                   parallel=min(plan.concurrency, plan.conversations))
-    if owned and pool is not None:
-        await pool.start()
-    try:
-        return await _run_cells(plan, pool, run_id=run_id, run_dir=run_dir, started=started,
-                                previous=previous, label=label, calibrations=calibrations,
-                                resumed_at=resumed_at, rerun_failed=rerun_failed,
-                                on_trial_done=on_trial_done,
-                                retry_inconclusive=retry_inconclusive)
-    finally:
-        if owned and pool is not None:
-            await pool.aclose()
+    owned, pool = False, None
+    with BundleLock(run_dir, command="sweep"):  # one writer of the sweep folder at a time
+        try:
+            pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
+                                           parallel=min(plan.concurrency, plan.conversations))
+            if owned and pool is not None:
+                await pool.start()
+            return await _run_cells(plan, pool, run_id=run_id, run_dir=run_dir,
+                                    started=started, previous=previous, label=label,
+                                    calibrations=calibrations, resumed_at=resumed_at,
+                                    rerun_failed=rerun_failed, on_trial_done=on_trial_done,
+                                    retry_inconclusive=retry_inconclusive)
+        finally:
+            if owned and pool is not None:
+                await pool.aclose()
 
 
 async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id: str,

@@ -34,6 +34,7 @@ from ..artifacts._store import (
     check_writable,
     fetch,
     open_remote,
+    probe_exists,
     published_location,
     register_staging,
     remote_exists,
@@ -83,7 +84,7 @@ def store_target(artifacts_dir: str | os.PathLike[str] | None, resume: Any, *,
         if bundle is None:
             return None
         bundle = resolve_latest(bundle)
-        if not remote_exists(bundle):
+        if not probe_exists(bundle, key="resume"):
             raise ConfigError("no such run folder in the store", source=bundle.url,
                               key="resume")
         return bundle.parent, bundle

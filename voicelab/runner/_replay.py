@@ -30,18 +30,21 @@ from pathlib import Path
 from typing import Any
 
 from .._validate import RunPlan, validate_run
-from ..artifacts import ReplayOrigin, RunReport, read_json
+from ..artifacts import ReplayOrigin, RunReport, check_tree, read_json
 from ..config import (
     MASK,
     RECORDED_KINDS,
     LoadedRun,
+    Override,
     format_key_path,
     load_recorded_run,
     load_run,
     parse_settings,
 )
+from ..endpoints import ENDPOINTS
 from ..errors import ConfigError
 from ..personas._replay import TRIAL_FOLDER, read_recorded_trial
+from ..scoring import PROBES
 from ._run import RunOutcome, arun, run_sync, trial_seed
 from ._trial import TrialResult
 
@@ -70,6 +73,7 @@ def read_source(run_dir: str | Path) -> ReplaySource:
     if not folder.is_dir():
         raise ConfigError("no such run folder", source=folder)
     folder = folder.resolve()
+    check_tree(folder)  # regular files and folders only, before anything is read
     if (folder / "matrix-report.json").is_file():
         raise ConfigError("a sweep folder: replay it with replay_sweep (voice-evaluator replay "
                           "does), or replay one cell's run folder", source=folder)
@@ -107,6 +111,49 @@ def _recorded_documents(trial_dir: Path) -> tuple[dict[str, Any], dict[str, Path
             continue
         documents[kind] = read_json(path).get("resolved")
     return documents, sources
+
+
+def without_executables(documents: dict[str, Any], overrides: Sequence[str | Override], *,
+                        source: Path) -> dict[str, Any]:
+    """The recorded documents without what would run code a bundle names: its product launch
+    command (with its environment) is dropped, and a plug-in class path (an adapter or an
+    outcome probe that is no built-in) is refused, unless ``overrides`` (the user's ``--set``)
+    give them; a run file (``--run-file``) gives them all."""
+    settings = documents.get("settings")
+    if not isinstance(settings, dict):
+        return documents
+    given = [o if isinstance(o, Override) else Override.parse(o) for o in overrides]
+
+    def overridden(*path: str) -> bool:
+        return any(o.document == "run" and (o.path[:len(path)] == path
+                                            or path[:len(o.path)] == o.path) for o in given)
+
+    settings = dict(settings)
+    endpoint = settings.get("endpoint")
+    if isinstance(endpoint, dict):
+        endpoint = settings["endpoint"] = dict(endpoint)
+        if endpoint.pop("launch", None) is not None and not overridden("endpoint", "launch"):
+            raise ConfigError(
+                "the run launched its product with a command, and replay never runs a command "
+                "a bundle names: give the launch (--set endpoint.launch={command: [...], "
+                "ready_pattern: ...}), a run file (--run-file), or a running product "
+                "(--set endpoint.launch=null --set endpoint.settings.uri=...)", source=source,
+                key="endpoint.launch")
+        adapter = endpoint.get("adapter")
+        if isinstance(adapter, str) and not ENDPOINTS.is_builtin(adapter) \
+                and not overridden("endpoint", "adapter"):
+            raise ConfigError(f"the adapter {adapter!r} is a class path, and replay never "
+                              f"imports code a bundle names: give it (--set endpoint.adapter="
+                              f"...) or a run file (--run-file)", source=source,
+                              key="endpoint.adapter")
+    probe = settings.get("outcome_probe")
+    name = probe.get("probe") if isinstance(probe, dict) else None
+    if isinstance(name, str) and not PROBES.is_builtin(name) \
+            and not overridden("outcome_probe", "probe"):
+        raise ConfigError(f"the outcome probe {name!r} is a class path, and replay never imports "
+                          f"code a bundle names: give it (--set outcome_probe.probe=...) or a "
+                          f"run file (--run-file)", source=source, key="outcome_probe.probe")
+    return {**documents, "settings": settings}
 
 
 def _masked(node: Any, location: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
@@ -176,6 +223,7 @@ def plan_replay(run_dir: str | Path, *, overrides: Sequence[str] = (),
     else:
         first = source.run_dir / TRIAL_FOLDER.format(index=1)
         documents, sources = _recorded_documents(first)
+        documents = without_executables(documents, overrides, source=sources["settings"])
         recorded_run = source.report.run_file
         loaded = load_recorded_run(documents, sources=sources, overrides=overrides,
                                    run_path=Path(recorded_run) if recorded_run

@@ -13,20 +13,25 @@ and a newer one re-scores old runs with its own definitions. Judges run again on
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._atomic import file_kind
 from .._exit_codes import run_exit_code, worst_exit_code
 from .._location import as_local_path, is_url
 from ..artifacts import (
+    BundleLock,
     ProbeOutcome,
     RunReport,
     TrialReport,
     TrialSummary,
     TurnMetrics,
+    check_tree,
     read_json,
 )
 from ..artifacts._bundle import write_json, write_trial_files
@@ -258,12 +263,17 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     if not source.exists():
         raise ConfigError(f"no such folder: {source}", source=source)
     source = source.resolve()
+    check_tree(source)  # regular files and folders only, before anything is read or copied
     target = source
     if output is not None:
-        target = as_local_path(output).resolve()
-        if target.exists() and any(target.iterdir()):
-            raise ConfigError(f"the output folder {target} is not empty", key="output")
-        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+        target = _output_folder(as_local_path(output))
+        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)  # only `latest`
+    with BundleLock(target, command="rescore"):
+        return _rescore_folder(target, speech_metrics=speech_metrics, judges_from=judges_from)
+
+
+def _rescore_folder(target: Path, *, speech_metrics: bool | None,
+                    judges_from: str | Path | None) -> Rescored:
     trial_dirs = find_trial_dirs(target)
     if not trial_dirs:
         raise ConfigError("no trial folders (trial-NNN/trial-report.json) found", source=target)
@@ -287,6 +297,23 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     for matrix in target.rglob("matrix-report.json"):
         _update_matrix_report(matrix)
     return result
+
+
+def _output_folder(target: Path) -> Path:
+    """``--output``: a new path or an empty folder (not a link, a file, a FIFO...)."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return target.resolve()
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"cannot use {target}: {getattr(error, 'strerror', None) or error}",
+                          key="output") from None
+    if not stat.S_ISDIR(mode):
+        raise ConfigError(f"{target} is {file_kind(mode)}: the output must be a new path or an "
+                          f"empty folder", key="output")
+    if any(target.iterdir()):
+        raise ConfigError(f"the output folder {target} is not empty", key="output")
+    return target.resolve()
 
 
 def _rescore_in_store(path: str | Path, *, output: str | Path | None,

@@ -10,12 +10,22 @@ suite hash differs from the configuration's is refused: its trials tested someth
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._location import as_local_path, is_url
-from ..artifacts import ProbeOutcome, RunReport, TrialReport, TurnMetrics, read_json
+from .._steps import Steps, arun_steps
+from ..artifacts import (
+    BundleLock,
+    ProbeOutcome,
+    RunReport,
+    TrialReport,
+    TurnMetrics,
+    check_tree,
+    read_json,
+)
 from ..artifacts._store import open_location, read_remote_json, resolve_latest, resolve_local_latest
 from ..config import LoadedRun, parse_settings
 from ..errors import ConfigError
@@ -57,6 +67,42 @@ def _local(bundle: str | Path) -> Path:
     return resolve_local_latest(as_local_path(bundle)).expanduser().resolve()
 
 
+def recorded_config_file(recorded: str, *, bundle: str | Path) -> Path:
+    """The config file a bundle names to resume with, refused when it lies inside the bundle:
+    a file that came with a bundle is not the user's configuration, and a resumed run takes
+    its launch command and plug-in classes from the user's configuration only."""
+    path = Path(recorded)
+    if is_url(bundle):
+        return path
+    folder = _local(bundle)
+    try:
+        inside = path.expanduser().resolve().is_relative_to(folder)
+    except (OSError, ValueError):
+        inside = False
+    if inside:
+        raise ConfigError(f"the bundle names a config file inside itself ({path.name}): a "
+                          "resumed run never takes its configuration from a bundle; give the "
+                          "config file", source="CLI", key="--resume")
+    return path
+
+
+def check_planned(report: RunReport, bundle: Path) -> None:
+    """A bundle's plan within what a run may plan, checked before any trial is counted (a
+    hostile ``planned_trials: 10**15`` would loop for ever)."""
+    from ._run import MAX_TRIALS
+
+    if not 1 <= report.planned_trials <= MAX_TRIALS:
+        raise ConfigError(f"must be a whole number from 1 to {MAX_TRIALS:,}, got "
+                          f"{report.planned_trials:.3g}", source=bundle / "run-report.json",
+                          key="planned_trials")
+
+
+def lock_resumed(bundle: str | Path) -> BundleLock:
+    """The lock of a bundle to resume, taken (:class:`ConfigError` naming the process that
+    writes it)."""
+    return BundleLock(_local(bundle), command="run --resume").acquire()
+
+
 def check_suite_hash(report: RunReport, loaded: LoadedRun, *, bundle: Path) -> None:
     expected = loaded.suite_hash()
     if report.suite_hash != expected:
@@ -79,21 +125,39 @@ def read_trial_result(trial_dir: Path, report: TrialReport) -> TrialResult:
     return TrialResult(report, trial_summary(report), turn_metrics=turns, probes=probes)
 
 
-def resume_point(bundle: str | Path, loaded: LoadedRun, *, trials: int | None = None,
-                 rerun_failed: bool = False) -> ResumePoint:
-    """What a resumed run keeps and runs. ``trials`` may extend the plan, never shrink it."""
+#: trial folders read between two turns of the event loop: a signal stops a long count
+COUNT_STEP = 256
+
+
+async def aresume_point(bundle: str | Path, loaded: LoadedRun, *, trials: int | None = None,
+                        rerun_failed: bool = False) -> ResumePoint:
+    """What a resumed run keeps and runs (``trials`` may extend the plan, never shrink it),
+    letting the event loop run every :data:`COUNT_STEP` trials, so SIGINT and SIGTERM stop a
+    long count (``arun``'s signal handlers are the loop's)."""
+    return await arun_steps(resume_steps(bundle, loaded, trials=trials,
+                                         rerun_failed=rerun_failed))
+
+
+def resume_steps(bundle: str | Path, loaded: LoadedRun, *, trials: int | None,
+                 rerun_failed: bool) -> Steps[ResumePoint]:
     directory = _local(bundle)
+    check_tree(directory)  # regular files and folders only, before anything is read
     report = read_run_report(directory)
+    check_planned(report, directory)
     check_suite_hash(report, loaded, bundle=directory)
     planned = report.planned_trials if trials is None else trials
     if planned < report.planned_trials:
         raise ConfigError(f"must be at least the {report.planned_trials} trials the bundle "
                           f"planned, got {planned}", key="trials")
     point = ResumePoint(directory, report, planned)
+    present = {entry.name for entry in os.scandir(directory) if entry.is_dir(follow_symlinks=False)}
     for index in range(1, planned + 1):
+        if index % COUNT_STEP == 0:
+            yield
         trial_dir = directory / f"trial-{index:03d}"
         path = trial_dir / "trial-report.json"
-        done: TrialReport | None = _model(TrialReport, path) if path.is_file() else None
+        done: TrialReport | None = _model(TrialReport, path) \
+            if trial_dir.name in present and path.is_file() else None
         if done is None or done.exit_reason == "cancelled" or (rerun_failed and not done.passed):
             point.pending.append(index)
         else:

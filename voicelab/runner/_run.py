@@ -24,10 +24,19 @@ from pydantic import BaseModel
 from .._exit_codes import EXIT_EXECUTION, EXIT_OK, EXIT_QUALITY, run_exit_code
 from .._location import as_local_path
 from .._validate import RunPlan, validate_run
-from ..artifacts import JudgeCalibration, ReplayOrigin, RunReport, TrialAttempt, TrialSummary
+from ..artifacts import (
+    BundleLock,
+    JudgeCalibration,
+    ReplayOrigin,
+    RunReport,
+    TrialAttempt,
+    TrialSummary,
+    open_member_append,
+    write_member,
+)
 from ..artifacts._bundle import write_json
 from ..artifacts._store import published_location
-from ..config import LoadedRun, load_run
+from ..config import LoadedRun, known_secrets_scrubber, load_run
 from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
 from ..scoring import pass_at_k, pass_power_k, proportion_interval, run_statistics
@@ -36,7 +45,7 @@ from ._conversation import Failure
 from ._executors import TrialExecutor, execute_trial, resolve_executor
 from ._lag_budget import LagBudget, admitted
 from ._remote import open_stage, run_staged, store_target, worker_store
-from ._resume import ResumePoint, resume_point
+from ._resume import ResumePoint, aresume_point, lock_resumed
 from ._scoring import Call, Scorer, live_call, scoring_mode
 from ._speech import open_speech
 from ._trial import (
@@ -227,11 +236,21 @@ def make_bundle_dir(root: Path, name: str, *, source: str | Path | None) -> Path
     return bundle
 
 
-class _BundleLogHandler(logging.FileHandler):
-    """evaluator.log: a write failure (a full disk) stops the file quietly instead of printing a
-    traceback per record to stderr; the run reports the failure once."""
+class _BundleLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """evaluator.log, appended to (a resumed run continues it) but never through a link; a
+    write failure (a full disk) stops the file quietly instead of printing a traceback per
+    record to stderr; the run reports the failure once."""
 
     failed: str | None = None
+
+    def __init__(self, path: Path):
+        super().__init__(open_member_append(path))
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        finally:
+            super().close()
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
         if self.failed is None:
@@ -341,8 +360,15 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
             scheduler=scheduler, lag_budget_ms=lag_budget_ms, scoring=scoring,
             retry_inconclusive=retry_inconclusive))
     point: ResumePoint | None = None
-    if resume is not None:
-        point = resume_point(resume, loaded, trials=trials, rerun_failed=rerun_failed)
+    lock: BundleLock | None = None
+    if resume is not None:  # locked before its trials are counted: one writer at a time
+        lock = lock_resumed(resume)
+        try:
+            point = await aresume_point(resume, loaded, trials=trials,
+                                        rerun_failed=rerun_failed)
+        except BaseException:
+            lock.release()
+            raise
         trials = point.planned
     trial_count = _bounded(trials if trials is not None else loaded.run.trials, low=1,
                            high=MAX_TRIALS, key="trials",
@@ -351,24 +377,28 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                         low=1, high=MAX_CONCURRENCY, key="concurrency",
                         source=None if concurrency is not None else loaded.run_path)
     pending = point.pending if point is not None else range(1, trial_count + 1)
-    pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
-                                   parallel=min(parallel, max(1, len(pending))))
-    if owned and pool is not None:
-        await pool.start()  # an unreachable scheduler is refused before the bundle exists
+    owned = False
+    pool = None
     try:
+        pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
+                                       parallel=min(parallel, max(1, len(pending))))
+        if owned and pool is not None:
+            await pool.start()  # an unreachable scheduler is refused before the bundle exists
         return await _run_with(plan, pool, point=point, trial_count=trial_count,
                                parallel=parallel, pending=pending, artifacts_dir=artifacts_dir,
                                run_id=run_id, on_trial_done=on_trial_done, semaphore=semaphore,
                                link_latest=link_latest, bundle_name=bundle_name, label=label,
                                calibrations=calibrations, configured=configured,
                                replay_of=replay_of, lag_budget_ms=lag_budget_ms,
-                               scoring=scoring,
+                               scoring=scoring, lock=lock,
                                retry_inconclusive=_bounded(
                                    retry_inconclusive, low=0, high=MAX_RETRIES,
                                    key="retry_inconclusive", source=None))
     finally:
         if owned and pool is not None:
             await pool.aclose()
+        if lock is not None:
+            lock.release()
 
 
 async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: ResumePoint | None,
@@ -379,7 +409,8 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
                     bundle_name: str | None, label: str | None,
                     calibrations: Sequence[JudgeCalibration], configured: str | Path,
                     replay_of: ReplayOrigin | None, lag_budget_ms: float | None,
-                    scoring: str, retry_inconclusive: int) -> RunOutcome:
+                    scoring: str, lock: BundleLock | None,
+                    retry_inconclusive: int) -> RunOutcome:
     loaded = plan.loaded
     statistics = loaded.run.statistics
     # scipy.stats is imported here, not by the first report in the middle of the trials (its
@@ -396,12 +427,19 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
         run_id = run_id or new_run_id()
         bundle = make_bundle_dir(root, bundle_name or run_id,
                                  source=None if artifacts_dir is not None else loaded.run_path)
+        lock = BundleLock(bundle, command="run").acquire()
         if link_latest:
             _point_latest(root, bundle)
-
-    handler = _BundleLogHandler(bundle / "evaluator.log", encoding="utf-8")
+    assert lock is not None
+    try:
+        handler = _BundleLogHandler(bundle / "evaluator.log")
+    except BaseException:
+        lock.release()
+        raise
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_RunLogFilter(run_id, loaded.scrubber))
+    # the run's secrets, and those met outside its configuration (a store URL's credentials)
+    handler.addFilter(_RunLogFilter(run_id, loaded.scrubber.with_values(
+        known_secrets_scrubber().secret_values)))
     handler.setLevel(logging.INFO)
     package_logger = logging.getLogger("voicelab")
     package_logger.addHandler(handler)
@@ -635,7 +673,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
         if run_product is not None:
             await run_product.stop()
             try:
-                (bundle / "product.log").write_text(run_product.log_text(), encoding="utf-8")
+                write_member(bundle / "product.log", run_product.log_text().encode())
             except OSError as error:
                 write_errors.append(f"could not write product.log: {error.strerror}")
         final = _run_report(loaded, run_id=run_id, bundle=bundle, results=results,
@@ -654,6 +692,7 @@ async def _run_with(plan: RunPlan, executor: TrialExecutor | None, *, point: Res
         _tuning.__exit__()
         package_logger.removeHandler(handler)
         handler.close()
+        lock.release()
     outcome = RunOutcome(final, bundle, sorted(results, key=lambda r: r.report.trial),
                          write_errors)
     if interrupted:

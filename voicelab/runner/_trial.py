@@ -36,7 +36,7 @@ from ..endpoints import (
 from ..errors import ConfigError
 from ..metrics import late_ticks_record
 from ..personas import PersonaContext
-from ..recording import EventType, Recording
+from ..recording import MAX_TIMELINE_SECONDS, EventType, Recording
 from ._conversation import Conversation, Failure
 from ._evidence import failed_verdict_names, inconclusive_verdict_names
 from ._intake import AudioFloodLimit
@@ -253,7 +253,8 @@ async def run_call(plan: TrialPlan) -> Call:
         listener=loaded.run.listener, wire_codec=getattr(plan.adapter_cls, "wire_codec", None))
 
     cancelled = False
-    max_time = loaded.scenario.eval_spec.limits.max_time_seconds
+    # a trial's timeline stays within what a bundle is read back with, so it can be re-scored
+    max_time = loaded.scenario.eval_spec.limits.max_time_seconds or MAX_TIMELINE_SECONDS
     lag_monitor = loop_monitor()
     lag_window = lag_monitor.open()  # closed with the conversation (or dropped with the trial)
     try:

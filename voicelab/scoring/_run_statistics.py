@@ -172,8 +172,9 @@ def read_calibration(path: str | Path) -> JudgeCalibration:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError("calibration file not found", source=path) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConfigError(f"not a calibration result (JSON): {error}", source=path) from None
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: bad JSON, huge ints
+        reason = "nested too deep" if isinstance(error, RecursionError) else error
+        raise ConfigError(f"not a calibration result (JSON): {reason}", source=path) from None
     if not isinstance(document, Mapping):
         raise ConfigError("not a calibration result: expected a JSON object", source=path)
     fields = {key: document.get(key) for key in ("criterion", "tp", "fn", "fp", "tn")}

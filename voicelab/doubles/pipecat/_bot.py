@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -75,6 +75,9 @@ class PipecatBotSettings(AdapterSettings):
     user_id: str = "caller"
     timings_path: str | None = None
     max_client_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
+    #: a hostile bot: ``low_rate_audio`` labels its audio frames 1 Hz (their samples are at
+    #: ``sample_rate_hz``): resampled as labelled, a 40 ms frame would become 16 minutes
+    hostile: Literal["low_rate_audio"] | None = None
 
 
 @dataclass
@@ -239,6 +242,9 @@ class _Connection:
             chunk: PcmAudio = fields.pop("audio")
             name = f"OutputAudioRawFrame#{self.frame_ids}"
             payload = audio_frame(chunk, id=self.frame_ids, name=name)
+            if self.settings.hostile == "low_rate_audio":
+                payload = encode_frame("audio", audio=chunk.to_bytes(), sample_rate=1,
+                                       num_channels=1, id=self.frame_ids, name=name)
         elif kind == "message":
             payload = message_frame(fields["data"])
         else:

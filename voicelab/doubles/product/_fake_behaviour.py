@@ -64,6 +64,9 @@ class FakeBehaviour(AdapterSettings):
     access_token: str | None = None  # when set, the handshake needs "Authorization: Bearer <it>"
     database_path: str | None = None  # SQLite file; default: a fresh temporary directory
     max_client_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
+    #: a hostile product: ``event_storm`` sends messages of an unknown type (1 kB each) as fast
+    #: as the socket takes them once the session starts, and never answers
+    hostile: Literal["event_storm"] | None = None
     # --- listening (turn_detection: server_vad) ---
     #: client: the evaluator commits each turn; server_vad: the fake detects the end of the
     #: caller's speech itself on the live line (and replies in real time)

@@ -114,10 +114,24 @@ class _FakeConnection(ProductConnection):
         return topic_from_request(request)
 
     async def opened(self) -> None:
+        if self.behaviour.hostile == "event_storm":
+            self.spawn(self.event_storm())
+            return
         if self.behaviour.idle_silence:
             self.spawn(self.idle_line())
         if self.behaviour.opening_text:
             self.start_response(0, b"", None)
+
+    async def event_storm(self) -> None:
+        """``hostile: event_storm``: unknown events until the connection ends, sent straight to
+        the socket (not recorded, which would fill this process instead)."""
+        filler = "x" * 1000
+        number = 0
+        while True:
+            number += 1
+            async with self.send_lock:
+                await self.ws.send(json.dumps({"type": "telemetry.unknown", "n": number,
+                                               "filler": filler}))
 
     async def idle_line(self) -> None:
         """Silence frames in real time whenever no reply is being sent (a phone line's media

@@ -31,11 +31,18 @@ def settings_argument(text: str | None) -> dict[str, Any]:
     return value
 
 
-async def serve_until_stopped(product: ProductServer) -> None:
+async def serve_until_stopped(product: ProductServer, *, announce_early: float = 0.0,
+                              address: str = "") -> None:
+    """Serve until SIGINT/SIGTERM. ``announce_early`` > 0: first log a uvicorn-style ready line
+    to stderr, then bind that many seconds later (as servers that log before they bind do)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    if announce_early > 0:
+        print(f"INFO:     Uvicorn running on {address} (Press CTRL+C to quit)", file=sys.stderr,
+              flush=True)
+        await asyncio.sleep(announce_early)
     await product.start()
     print(json.dumps({"uri": product.uri, "port": product.port,
                       "database_path": str(product.database_path)}), flush=True)
@@ -55,6 +62,8 @@ def serve_product_main(argv: list[str] | None, *, product: Callable[..., Product
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--settings", help=settings_help)
+    parser.add_argument("--announce-early", type=float, default=0.0, metavar="SECONDS",
+                        help="log a ready line to stderr this long before binding the port")
     if database_path_option:
         parser.add_argument("--database-path", help="SQLite file (default: a temporary one)")
     args = parser.parse_args(argv)
@@ -67,7 +76,8 @@ def serve_product_main(argv: list[str] | None, *, product: Callable[..., Product
         print(f"{name}: {error}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve_until_stopped(server))
+        asyncio.run(serve_until_stopped(server, announce_early=args.announce_early,
+                                        address=f"ws://{args.host}:{args.port}"))
     except OSError as error:
         print(f"{name}: cannot listen on {args.host}:{args.port}: {error.strerror or error}",
               file=sys.stderr)

@@ -72,6 +72,9 @@ class RealtimeServerConfig:
     drop_on_response: int | None = None
     silent_from_response: int | None = None
     ignore_session_update: bool = False
+    #: a hostile service: ``event_storm`` sends events of an unknown type as fast as the
+    #: socket takes them once the session is created (not recorded)
+    hostile: Literal["event_storm"] | None = None
 
 
 @dataclass
@@ -228,6 +231,8 @@ class _Session:
     async def run(self) -> None:
         try:
             await self.send({"type": "session.created", "session": dict(self.record.session)})
+            if self.config.hostile == "event_storm":
+                self.active = asyncio.create_task(self._storm())
             async for frame in self.ws:
                 await self._handle(frame)
         except ConnectionClosed:
@@ -235,6 +240,13 @@ class _Session:
         finally:
             if self.active is not None and not self.active.done():
                 self.active.cancel()
+
+    async def _storm(self) -> None:
+        number = 0
+        while True:
+            number += 1
+            await self.ws.send(json.dumps({"type": "telemetry.unknown", "n": number,
+                                           "filler": "x" * 1000}))
 
     def _remember(self, event: dict[str, Any]) -> None:
         kept = dict(event)

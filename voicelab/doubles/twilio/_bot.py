@@ -32,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -88,6 +88,9 @@ class TwilioBotSettings(AdapterSettings):
     stop_fade_ms: Annotated[float, Field(ge=0, le=2000)] = 0.0
     #: hang up after this many answers have played (0: never; the caller hangs up)
     hang_up_after_replies: Annotated[int, Field(ge=0)] = 0
+    #: a hostile bot: ``mark_storm`` sends ``mark`` messages as fast as the socket takes them
+    #: once the stream starts, and never speaks (the evaluator's limits must end the call)
+    hostile: Literal["mark_storm"] | None = None
     voice_seed: int = 11
     #: ``tone`` (no words) or ``piper`` (real words, ``voicelab[speech]``; its lines are
     #: synthesized before the bot serves)
@@ -287,7 +290,9 @@ class _Call:
         self.record.start = start
         self.note("call_started", stream_sid=self.stream_sid,
                   custom_parameters=start["customParameters"])
-        if self.settings.greeting:
+        if self.settings.hostile == "mark_storm":
+            self.answers = asyncio.create_task(self.storm())
+        elif self.settings.greeting:
             self.answer(0, self.settings.greeting)
 
     async def hear(self, message: dict[str, Any]) -> None:
@@ -336,8 +341,20 @@ class _Call:
         frame = sample // FRAME_BYTES
         return self.record.caller_frame_ns[frame] + (sample % FRAME_BYTES) * NS_PER_SAMPLE
 
+    async def storm(self) -> None:
+        """``hostile: mark_storm``: marks until the call ends, sent straight to the socket (not
+        kept in the call's record, which would fill this process instead)."""
+        self.note("storm_started")
+        number = 0
+        while True:
+            number += 1
+            await self.ws.send(json.dumps({"event": "mark", "streamSid": self.stream_sid,
+                                           "mark": {"name": f"storm-{number}"}}))
+
     async def echoed(self, message: dict[str, Any], received_ns: int) -> bool:
         name = (message.get("mark") or {}).get("name")
+        if self.settings.hostile == "mark_storm":
+            return True  # the echoes of its storm
         reply = next((r for r in self.record.replies
                       if r.mark == name and r.mark_sent_ns is not None
                       and r.mark_echoed_ns is None), None)

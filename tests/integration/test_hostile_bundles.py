@@ -1,0 +1,357 @@
+"""Bundles are hostile input: every command that reads one (rescore, replay, report, compare,
+run --resume) refuses links, devices and oversized or malformed members in one line with exit 2,
+never writes through a link, never runs what a bundle names, and stays in bounded memory.
+
+The bundle is built once per module by a real run (the fake product); each test damages a copy.
+Commands run in-process (``voicelab.cli.main``) where the outcome is a line and a code, and as a
+subprocess with a capped address space (``RLIMIT_AS``) where a regression would allocate
+gigabytes: it then fails with a MemoryError instead of swapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import voicelab
+from voicelab.artifacts import BundleLock
+from voicelab.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = ROOT / "tests" / "fixtures" / "seed"
+RUN = "run-workload-neutral-voice.yaml"
+#: Far above what re-scoring a short bundle needs (~0.7 GB of address space), far below the
+#: gigabytes the audited inputs allocated.
+ADDRESS_SPACE_BYTES = 2 * 1024 ** 3
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("suite")
+    for path in SEED.glob("*.yaml"):
+        shutil.copy(path, folder / path.name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def original(suite: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    outcome = voicelab.run(suite / RUN, trials=2, artifacts_dir=tmp_path_factory.mktemp("runs"))
+    assert outcome.exit_code == 0
+    return outcome.bundle_path
+
+
+@pytest.fixture()
+def bundle(original: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "bundle"
+    shutil.copytree(original, copy)
+    return copy
+
+
+def cli(capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[int, str, str]:
+    code = main([*arguments])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def refused(result: tuple[int, str, str], *words: str) -> str:
+    code, _, err = result
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("voice-evaluator: error: "), err
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def _cap_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
+
+
+def capped(*arguments: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "voicelab", *arguments], capture_output=True,
+                          text=True, timeout=120, preexec_fn=_cap_memory, cwd=cwd)
+
+
+def refused_capped(completed: subprocess.CompletedProcess[str], *words: str) -> str:
+    return refused((completed.returncode, completed.stdout, completed.stderr), *words)
+
+
+# --- writes never follow a link ---------------------------------------------------------------
+
+def test_rescore_refuses_a_linked_member_and_leaves_its_target_alone(bundle, tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    member = bundle / "trial-001" / "transcript.md"
+    member.unlink()
+    member.symlink_to(victim)
+    line = refused(cli(capsys, "rescore", str(bundle)), "transcript.md", "a symbolic link")
+    assert "regular file" in line
+    line = refused(cli(capsys, "rescore", str(bundle), "--output", str(tmp_path / "copy")),
+                   "transcript.md")
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "copy").exists()
+
+
+def test_rescore_refuses_a_linked_trial_folder(bundle, tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(bundle / "trial-002", elsewhere)
+    (bundle / "trial-002").symlink_to(elsewhere)
+    before = sorted(p.name for p in elsewhere.iterdir())
+    refused(cli(capsys, "rescore", str(bundle)), "trial-002", "a symbolic link")
+    assert sorted(p.name for p in elsewhere.iterdir()) == before
+
+
+def test_a_member_is_written_by_replacing_the_link_never_through_it(tmp_path):
+    from voicelab.artifacts import write_member
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    member = tmp_path / "transcript.md"
+    member.symlink_to(victim)
+    write_member(member, b"new\n")
+    assert victim.read_text() == "precious\n"
+    assert not member.is_symlink() and member.read_text() == "new\n"
+
+
+def test_resume_refuses_a_linked_evaluator_log(suite, bundle, tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (bundle / "evaluator.log").unlink()
+    (bundle / "evaluator.log").symlink_to(victim)
+    refused(cli(capsys, "run", str(suite / RUN), "--resume", str(bundle), "--quiet"),
+            "evaluator.log", "a symbolic link")
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_bundle_log_is_never_appended_through_a_link(tmp_path):
+    from voicelab.artifacts import BundleMemberError, open_member_append
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "evaluator.log").symlink_to(victim)
+    with pytest.raises(BundleMemberError, match="symbolic link"):
+        open_member_append(tmp_path / "evaluator.log")
+    assert victim.read_text() == "precious\n"
+
+
+# --- output targets ---------------------------------------------------------------------------
+
+@pytest.fixture()
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+def test_output_targets_refuse_a_fifo_a_folder_and_a_link(original, suite, fifo, tmp_path,
+                                                          capsys):
+    link = tmp_path / "link.xml"
+    link.symlink_to(tmp_path / "elsewhere.xml")
+    for target, what in ((fifo, "named pipe"), (tmp_path, "folder"), (link, "symbolic link")):
+        refused(cli(capsys, "compare", str(original), str(original), "--junit", str(target)),
+                str(target), what)
+        refused(cli(capsys, "compare", str(original), str(original), "--output", str(target)),
+                str(target), what)
+        refused(cli(capsys, "report", str(original), "--output", str(target)), "--output", what)
+    refused(cli(capsys, "run", str(suite / RUN), "--junit", str(fifo), "--quiet",
+                "--artifacts-dir", str(tmp_path / "runs")), "--junit", "named pipe")
+    assert not (tmp_path / "runs").exists()  # refused before anything ran
+    assert fifo.exists() and not fifo.is_file() and not (tmp_path / "elsewhere.xml").exists()
+
+
+def test_rescore_output_must_be_a_new_path_or_an_empty_folder(bundle, fifo, capsys):
+    refused(cli(capsys, "rescore", str(bundle), "--output", str(fifo)), "--output",
+            "named pipe")
+    assert fifo.exists() and not fifo.is_file()
+
+
+def test_atomic_replacement_never_replaces_a_device_node(tmp_path):
+    from voicelab._atomic import atomic_write
+    from voicelab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="a device"):
+        atomic_write(Path("/dev/null"), b"x")
+    assert Path("/dev/null").is_char_device()
+
+
+# --- nothing executable is taken from a bundle ------------------------------------------------
+
+def _recorded_settings(bundle: Path) -> tuple[Path, dict]:
+    path = bundle / "trial-001" / "resolved-settings.json"
+    return path, json.loads(path.read_text())
+
+
+def test_replay_never_runs_a_launch_command_a_bundle_names(bundle, tmp_path, capsys):
+    marker = tmp_path / "ran"
+    for trial in ("trial-001", "trial-002"):
+        path = bundle / trial / "resolved-settings.json"
+        document = json.loads(path.read_text())
+        document["resolved"]["endpoint"]["launch"] = {
+            "command": ["/bin/sh", "-c", f"touch {marker}; echo ready"],
+            "ready_pattern": "ready", "per": "run"}
+        path.write_text(json.dumps(document))
+    line = refused(cli(capsys, "replay", str(bundle), "--quiet"), "endpoint.launch",
+                   "never runs a command a bundle names")
+    assert "--run-file" in line
+    assert not marker.exists()
+
+
+def test_replay_never_imports_an_adapter_class_a_bundle_names(bundle, tmp_path, capsys):
+    path, document = _recorded_settings(bundle)
+    document["resolved"]["endpoint"]["adapter"] = "os.system"
+    path.write_text(json.dumps(document))
+    refused(cli(capsys, "replay", str(bundle), "--quiet"), "endpoint.adapter", "class path")
+    path, document = _recorded_settings(bundle)
+    document["resolved"]["endpoint"]["adapter"] = "fake"
+    document["resolved"]["outcome_probe"] = {"probe": "evil_module.Probe"}
+    path.write_text(json.dumps(document))
+    refused(cli(capsys, "replay", str(bundle), "--quiet"), "outcome_probe.probe", "class path")
+    assert "evil_module" not in sys.modules
+
+
+def test_resume_never_takes_a_run_file_from_inside_the_bundle(suite, bundle, capsys):
+    shutil.copy(suite / RUN, bundle / "evil-run.yaml")
+    report = json.loads((bundle / "run-report.json").read_text())
+    report["run_file"] = str(bundle / "evil-run.yaml")
+    (bundle / "run-report.json").write_text(json.dumps(report))
+    refused(cli(capsys, "run", "--resume", str(bundle), "--quiet"), "--resume",
+            "never takes its configuration from a bundle")
+
+
+# --- one writer -------------------------------------------------------------------------------
+
+def test_a_second_writer_is_refused_naming_the_holder(suite, bundle, capsys):
+    with BundleLock(bundle, command="run"):
+        line = refused(cli(capsys, "run", str(suite / RUN), "--resume", str(bundle),
+                           "--quiet"), "another voicelab process", f"pid {os.getpid()}")
+        assert "voice-evaluator run" in line
+        refused(cli(capsys, "rescore", str(bundle)), "another voicelab process")
+    assert not (bundle / ".voicelab.lock").exists()
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(suite, bundle, capsys):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    (bundle / ".voicelab.lock").write_text(json.dumps({
+        "pid": int(dead.stdout), "host": os.uname().nodename, "command": "run"}))
+    code, out, err = cli(capsys, "run", str(suite / RUN), "--resume", str(bundle), "--quiet")
+    assert code == 0, err
+    assert not (bundle / ".voicelab.lock").exists()
+
+
+# --- bounded reading --------------------------------------------------------------------------
+
+def test_resume_of_an_endless_plan_is_refused_before_counting(suite, bundle):
+    report = json.loads((bundle / "run-report.json").read_text())
+    report["planned_trials"] = report["trial_count"] = 10 ** 15
+    (bundle / "run-report.json").write_text(json.dumps(report))
+    completed = capped("run", "--resume", str(bundle), "--quiet", cwd=suite)
+    refused_capped(completed, "run-report.json", "planned_trials", "100,000")
+
+
+def test_a_long_count_of_planned_trials_lets_a_signal_stop_it(suite, bundle):
+    from voicelab.runner._resume import aresume_point
+
+    report = json.loads((bundle / "run-report.json").read_text())
+    report["planned_trials"] = report["trial_count"] = 100_000
+    (bundle / "run-report.json").write_text(json.dumps(report))
+    loaded = voicelab.load_run(suite / RUN)
+
+    async def count_and_cancel() -> None:
+        task = asyncio.create_task(aresume_point(bundle, loaded))
+        for _ in range(3):  # the count lets the loop run: a signal handler would run here
+            await asyncio.sleep(0)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(count_and_cancel())
+
+
+def _shift_events(path: Path, *, by_ns: int, fields: tuple[str, ...] = (
+        "monotonic_offset_ns", "listener_offset_ns")) -> None:
+    lines = []
+    for number, line in enumerate(path.read_text().splitlines()):
+        record = json.loads(line)
+        for name in fields if number else ():  # the trial's start stays where it was
+            record[name] += by_ns
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("fields", [("monotonic_offset_ns", "listener_offset_ns"),
+                                    ("listener_offset_ns",)])
+def test_event_stamps_shifted_by_hours_are_refused_within_bounded_memory(bundle, fields):
+    _shift_events(bundle / "trial-002" / "voice-events.jsonl", by_ns=5 * 3600 * 10 ** 9,
+                  fields=fields)
+    refused_capped(capped("rescore", str(bundle)), "voice-events.jsonl", "line 2",
+                   fields[0], "at most 3,600 s")
+
+
+def test_stamps_of_10_to_the_30_are_refused(bundle, capsys):
+    _shift_events(bundle / "trial-001" / "voice-events.jsonl", by_ns=10 ** 30)
+    refused(cli(capsys, "rescore", str(bundle)), "voice-events.jsonl", "monotonic_offset_ns")
+
+
+def test_a_sample_count_beyond_the_stream_is_refused(bundle, capsys):
+    path = bundle / "trial-001" / "voice-events.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    chunk = next(r for r in records if r["pcm"])
+    chunk["pcm"]["byte_count"] = 10 ** 12
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    refused(cli(capsys, "rescore", str(bundle)), "voice-events.jsonl", "pcm.byte_count")
+
+
+def test_a_sparse_2_gb_report_and_a_link_to_dev_zero_are_never_read_whole(bundle, tmp_path):
+    report = bundle / "trial-001" / "trial-report.json"
+    with report.open("r+b") as handle:
+        handle.truncate(2 * 1024 ** 3)
+    refused_capped(capped("rescore", str(bundle)), "trial-report.json", "file too large")
+    report.unlink()
+    report.symlink_to("/dev/zero")
+    refused_capped(capped("compare", str(bundle), str(bundle)), "trial-report.json",
+                   "a symbolic link")
+
+
+def test_report_never_embeds_a_wav_linked_from_outside(bundle, tmp_path, capsys):
+    outside = tmp_path / "secret.wav"
+    shutil.copy(bundle / "trial-001" / "mixed.wav", outside)
+    (bundle / "trial-001" / "mixed.wav").unlink()
+    (bundle / "trial-001" / "mixed.wav").symlink_to(outside)
+    refused(cli(capsys, "report", str(bundle), "--output", str(tmp_path / "r.html")),
+            "mixed.wav", "a symbolic link")
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("member", ["trial-001/trial-report.json", "run-report.json",
+                                    "trial-001/resolved-scenario.json"])
+def test_json_nested_100k_deep_exits_2(bundle, member, capsys):
+    (bundle / member).write_text("[" * 100_000 + "]" * 100_000)
+    refused(cli(capsys, "rescore", str(bundle)), member.rpartition("/")[2], "nested")
+
+
+def test_a_number_of_5000_digits_exits_2(bundle, capsys):
+    path = bundle / "trial-001" / "trial-report.json"
+    document = json.loads(path.read_text())
+    path.write_text(json.dumps(document).replace('"seed": ', '"seed": ' + "9" * 5000 + ", "
+                                                 '"was": ', 1))
+    refused(cli(capsys, "rescore", str(bundle)), "trial-report.json", "number")
+
+
+def test_compare_refuses_a_seed_of_text(bundle, original, capsys):
+    path = bundle / "trial-002" / "trial-report.json"
+    document = json.loads(path.read_text())
+    document["seed"] = "forty-three"
+    path.write_text(json.dumps(document))
+    refused(cli(capsys, "compare", str(original), str(bundle)), "trial-report.json", "seed",
+            "whole number")

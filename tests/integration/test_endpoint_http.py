@@ -177,3 +177,50 @@ def test_rejected_opening_and_secrets_stay_out_of_errors_and_logs(caplog):
     for secret in (TOKEN, "tok-WRONG-0000", "tenant-SECRET-88"):
         assert secret not in dumped
     assert events[0].data["status_code"] == 500
+
+
+async def _endless_reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                         *, declare: int | None) -> None:
+    """A hostile product: reads the request, then streams a reply that never ends (or
+    declares an enormous length)."""
+    await reader.readuntil(b"\r\n\r\n")
+    if declare is not None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n{" % declare)
+    else:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+    piece = b"a" * (256 * 1024)
+    try:
+        for _ in range(4096):  # 1 GiB at most: far past any limit
+            if declare is None:
+                writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            else:
+                writer.write(piece)
+            await writer.drain()
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("declare", [None, 10 * 1024 ** 3])
+def test_a_reply_past_the_size_limit_is_refused_before_it_is_held(declare):
+    async def scenario():
+        server = await asyncio.start_server(
+            lambda r, w: _endless_reply(r, w, declare=declare), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            endpoint = HttpEndpoint({"url": f"http://127.0.0.1:{port}/",
+                                     "max_response_bytes": 2 * 1024 * 1024}, context())
+            await endpoint.connect()
+            await endpoint.send_audio(user_audio())
+            await endpoint.commit_turn()
+            events = await until(endpoint.events(), "closed", timeout=10)
+            await endpoint.close()
+            return events
+
+    events = run(scenario())
+    assert [e.type for e in events] == ["error", "closed"]
+    assert events[0].data["code"] == "resource_limit"
+    assert "max_response_bytes (2,097,152)" in events[0].data["message"]

@@ -44,6 +44,9 @@ class HttpSettings(AdapterSettings):
     access_token: str | None = None
     timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
     opening_request: bool = False
+    #: a reply larger than this is refused as it streams in, before it is decoded (a product
+    #: is hostile input too): the turn ends in ``error{resource_limit}``
+    max_response_bytes: Annotated[int, Field(gt=0, le=1024 * 1024 * 1024)] = 64 * 1024 * 1024
 
     @field_validator("url")
     @classmethod
@@ -149,13 +152,12 @@ class HttpEndpoint:
         timeout = self._settings.timeout_seconds
         where = self._where()
         try:
-            response = await asyncio.wait_for(client.post(
-                self._settings.url, content=body,
-                headers={"Content-Type": "application/json"}), timeout)
+            outcome: _Reply | _Failure = await asyncio.wait_for(
+                self._bounded_post(client, turn_index, body), timeout)
         except (TimeoutError, httpx.TimeoutException) as error:
             code = "connect_timeout" if isinstance(error, httpx.ConnectTimeout) else \
                 "receive_timeout"
-            outcome: _Reply | _Failure = _Failure(
+            outcome = _Failure(
                 turn_index, code, f"no reply from {where} to turn {turn_index} within "
                 f"{timeout:g} s")
         except httpx.ConnectError as error:
@@ -166,9 +168,30 @@ class HttpEndpoint:
         except httpx.HTTPError as error:
             outcome = _Failure(turn_index, "connection_failed",
                                f"POST to {where} failed: {type(error).__name__}")
-        else:
-            outcome = _Reply(turn_index, response.status_code, response.content)
         return self._context.clock_ns(), outcome
+
+    async def _bounded_post(self, client: httpx.AsyncClient, turn_index: int, body: bytes
+                            ) -> _Reply | _Failure:
+        """POST and read the reply as it streams, refusing it past ``max_response_bytes``
+        (before it is held whole, let alone decoded)."""
+        limit = self._settings.max_response_bytes
+        async with client.stream("POST", self._settings.url, content=body,
+                                 headers={"Content-Type": "application/json"}) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                return self._too_large(turn_index, f"declares {int(declared):,} bytes")
+            content = bytearray()
+            async for piece in response.aiter_bytes():
+                content += piece
+                if len(content) > limit:
+                    return self._too_large(turn_index, f"went past {limit:,} bytes")
+            return _Reply(turn_index, response.status_code, bytes(content))
+
+    def _too_large(self, turn_index: int, what: str) -> _Failure:
+        return _Failure(turn_index, "resource_limit",
+                        f"the reply from {self._where()} to turn {turn_index} {what}: over "
+                        f"endpoint.settings.max_response_bytes "
+                        f"({self._settings.max_response_bytes:,}); refused before decoding")
 
     async def _post_after(self, previous: asyncio.Task[None] | None, turn_index: int,
                           audio: bytes) -> None:

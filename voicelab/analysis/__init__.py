@@ -10,6 +10,7 @@ imports it. Judge calibration against human labels is :mod:`voicelab.analysis.ca
 """
 
 from ._compare import (
+    DEFAULT_GATES,
     Comparison,
     Gate,
     MetricComparison,
@@ -97,6 +98,7 @@ __all__ = [
     "worst_turns",
     "write_report",
     "Comparison",
+    "DEFAULT_GATES",
     "Gate",
     "MetricComparison",
     "PassRateComparison",

@@ -177,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--max-increase", action="append", default=[],
                          metavar="METRIC:STATISTIC=VALUE",
                          help="gate on any per-response metric, e.g. dead_air_ms:p95=200")
+    compare.add_argument("--no-default-gates", action="store_true",
+                         help="judge only the gates given (default: also a pass-rate drop "
+                              "beyond 5 points and p95 latency increases beyond 100 ms, "
+                              "each judged on the whole interval)")
     compare.add_argument("--strict", action="store_true",
                          help="gates fail unless the interval shows no regression (needs more "
                               "trials; the output says how many)")

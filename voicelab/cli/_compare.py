@@ -65,8 +65,8 @@ def _gates(args: argparse.Namespace) -> tuple[list, list[str]]:  # Gates: import
     defaults = () if args.no_default_gates else DEFAULT_GATES
     given = {gate.name: gate for gate in gates}
     kept = [gate.name for gate in defaults if gate.name not in given]
-    chosen = [given.pop(gate.name, None) or Gate(gate.metric, gate.allowed_change,
-                                                  gate.statistic, args.strict)
+    chosen = [given.pop(gate.name) if gate.name in given
+              else Gate(gate.metric, gate.allowed_change, gate.statistic, args.strict)
               for gate in defaults]
     return [*chosen, *given.values()], kept
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._extras import REPORT_MODULES, require_modules
 from ..artifacts._store import local_folder
 from ..errors import ConfigError, ExecutionError
 
@@ -52,6 +53,7 @@ def _run_folder(path: str | os.PathLike[str]) -> Path:
 
 def _render(notebook: Path, *, parameters: Mapping[str, Any], output_path: str | os.PathLike[str],
             title: str, kernel_name: str | None, cell_timeout_seconds: float) -> Path:
+    require_report_packages()
     import jinja2
     import nbformat
     import papermill
@@ -91,6 +93,12 @@ def _render(notebook: Path, *, parameters: Mapping[str, Any], output_path: str |
     output.write_text(body, encoding="utf-8")
     logger.info("report written to %s", output)
     return output
+
+
+def require_report_packages() -> None:
+    """Raise :class:`~voicelab.errors.MissingDependencyError` (``pip install
+    'voicelab[notebooks]'``) unless what executes and exports a report is installed."""
+    require_modules(REPORT_MODULES, purpose="an HTML report")
 
 
 def write_report(run_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
@@ -138,4 +146,5 @@ def write_compare_report(baseline: str | os.PathLike[str], candidate: str | os.P
                        kernel_name=kernel_name, cell_timeout_seconds=cell_timeout_seconds)
 
 
-__all__ = ["COMPARE_NOTEBOOK", "DEFAULT_NOTEBOOK", "write_compare_report", "write_report"]
+__all__ = ["COMPARE_NOTEBOOK", "DEFAULT_NOTEBOOK", "require_report_packages",
+           "write_compare_report", "write_report"]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .._atomic import atomic_write
 from .._exit_codes import EXIT_OK, EXIT_QUALITY
+from .._extras import REPORT_MODULES, require_modules
 from ..artifacts._store import local_folder
 from ..errors import ConfigError
 from ._output import relative
@@ -86,6 +87,9 @@ def compare_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"must be between 0 and 1, got {args.confidence}", source="CLI",
                           key="--confidence")
     gates, kept = _gates(args)
+    if args.html is not None:
+        # a missing extra: exit 2 and the pip line before comparing, not after
+        require_modules(REPORT_MODULES, purpose="compare --html")
     with contextlib.ExitStack() as copies:  # a run in a store is compared from a local copy
         baseline, candidate = (
             _folder(copies.enter_context(local_folder(given, names=_COMPARED_FILES,

@@ -1,14 +1,21 @@
-"""A tqdm progress bar as an ``on_trial_done`` hook, for the CLI and for notebooks.
+"""Progress as an ``on_trial_done`` hook, for the CLI and for notebooks.
 
     progress = voicelab.TrialProgress()                 # tqdm.auto: a widget in Jupyter
     await voicelab.arun(loaded, trials=20, on_trial_done=progress)
 
-The bar is created at the first finished trial (the total is known then) and closed at the
-last; a resumed run starts from the trials it already has. tqdm is imported on first use.
+:class:`TrialProgress` is a tqdm bar, created at the first finished trial (the total is known
+then) and closed at the last; a resumed run starts from the trials it already has. tqdm is
+imported on first use. :class:`TrialLines` is the same for a log without a terminal (CI): a
+bar's redraws are unreadable there, so it writes one line per finished trial (the summary's
+line, :func:`trial_line`) and every ``every_seconds`` a line with the counts.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import IO, Any
 
 
@@ -49,3 +56,86 @@ class TrialProgress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def trial_line(result: Any) -> str:
+    """``trial-001 seed 42: FAIL (exit ..., failed: a, b)``: a finished trial in one line, as
+    the run's summary and the progress lines print it."""
+    summary = result.summary
+    status = "pass" if summary.passed else "FAIL"
+    detail = f"exit {summary.exit_reason}"
+    if summary.execution_status != "succeeded":
+        failures = "; ".join(f.message for f in result.report.failures)
+        detail += f", execution failed: {failures}"
+    elif summary.failed_verdicts:
+        detail += f", failed: {', '.join(summary.failed_verdicts)}"
+    if summary.measurement_degraded:
+        detail += ", measurement degraded: timing verdicts on its degraded responses " \
+            "inconclusive"
+    return f"{summary.trial_id} seed {summary.seed}: {status} ({detail})"
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
+class TrialLines:
+    """Progress for a log: a line per finished trial and a periodic count (see the module
+    docstring). ``cells=True`` prefixes each trial with its scenario / persona / environment
+    (a sweep). ``every_seconds=None``: no periodic line. Call :meth:`close` at the end."""
+
+    def __init__(self, *, file: IO[str] | None = None, every_seconds: float | None = 30.0,
+                 cells: bool = False, clock: Callable[[], float] = time.monotonic):
+        self.file = file
+        self.cells = cells
+        self.failed = 0
+        self.done = 0
+        self.total: int | None = None
+        self._clock = clock
+        self._started = clock()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if every_seconds is not None:
+            self._thread = threading.Thread(target=self._tick, args=(every_seconds,),
+                                            name="voicelab-progress", daemon=True)
+            self._thread.start()
+
+    def _write(self, line: str) -> None:
+        with self._lock:
+            print(line, file=self.file or sys.stderr, flush=True)
+
+    def __call__(self, result: Any, done: int, total: int) -> None:
+        if not result.report.passed:
+            self.failed += 1
+        self.done, self.total = done, total
+        prefix = ""
+        if self.cells:
+            report = result.report
+            prefix = f"{report.scenario_id} / {report.persona} / {report.environment}: "
+        self._write(prefix + trial_line(result))
+        if done >= total:
+            self._write(self.progress_line())
+
+    def progress_line(self) -> str:
+        """``progress: 4/10 trials finished, 1 not passed, 40s elapsed, about 1m00s to go``."""
+        elapsed = self._clock() - self._started
+        if self.total is None:
+            return f"progress: no trial finished yet, {_duration(elapsed)} elapsed"
+        line = (f"progress: {self.done}/{self.total} trials finished, {self.failed} not passed, "
+                f"{_duration(elapsed)} elapsed")
+        remaining = self.total - self.done
+        if remaining > 0 and self.done > 0:
+            line += f", about {_duration(elapsed / self.done * remaining)} to go"
+        return line
+
+    def _tick(self, every_seconds: float) -> None:
+        while not self._stop.wait(every_seconds):
+            self._write(self.progress_line())
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None

@@ -41,4 +41,4 @@ def _replay_sweep(args: argparse.Namespace) -> int:
     return run_to_the_end(args, lambda progress: areplay_sweep(
         args.run_dir, overrides=args.overrides, artifacts_dir=args.artifacts_dir,
         concurrency=args.concurrency, label=args.label, on_trial_done=progress),
-        after=lambda outcome: _compare_hint(outcome, outcome.run_dir))
+        after=lambda outcome: _compare_hint(outcome, outcome.run_dir), cells=True)

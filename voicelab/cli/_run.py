@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
-from .._progress import TrialProgress
+from .._progress import TrialLines, TrialProgress, trial_line
 from ..artifacts import GateCheck, JudgeCalibration, PassRate, RunReport
 from ..errors import ConfigError
 from ..metrics import summarize
@@ -38,10 +38,12 @@ T = TypeVar("T")
 _SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 
 
-def _progress(args: argparse.Namespace) -> TrialProgress:
-    """tqdm's text bar on stderr, when stderr is a terminal and --quiet is not given."""
-    return TrialProgress(auto=False, file=sys.stderr,
-                         enabled=sys.stderr.isatty() and not args.quiet)
+def _progress(args: argparse.Namespace, *, cells: bool = False) -> TrialProgress | TrialLines:
+    """On stderr: tqdm's text bar on a terminal; elsewhere (a CI log) a line per finished trial
+    and a periodic count; nothing with --quiet."""
+    if sys.stderr.isatty() or args.quiet:
+        return TrialProgress(auto=False, file=sys.stderr, enabled=not args.quiet)
+    return TrialLines(file=sys.stderr, cells=cells)
 
 
 def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None,
@@ -192,18 +194,7 @@ def _lag_budget_line(report: RunReport) -> str | None:
 def print_run_summary(outcome: RunOutcome) -> None:
     report = outcome.report
     for trial in outcome.trials:
-        summary = trial.summary
-        status = "pass" if summary.passed else "FAIL"
-        detail = f"exit {summary.exit_reason}"
-        if summary.execution_status != "succeeded":
-            failures = "; ".join(f.message for f in trial.report.failures)
-            detail += f", execution failed: {failures}"
-        elif summary.failed_verdicts:
-            detail += f", failed: {', '.join(summary.failed_verdicts)}"
-        if summary.measurement_degraded:
-            detail += ", measurement degraded: timing verdicts on its degraded responses " \
-                "inconclusive"
-        print(f"{summary.trial_id} seed {summary.seed}: {status} ({detail})")
+        print(trial_line(trial))
     stats = summarize([t.first_audio_latency_ms for r in outcome.trials
                        for t in r.turn_metrics])
     print(f"first-audio latency p50 {_fmt_ms(stats.p50)}, p95 {_fmt_ms(stats.p95)} "
@@ -240,12 +231,14 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[Any]], *,
-                   after: Callable[[Any], None] | None = None) -> int:
-    """Run ``start(progress)`` (a run or a sweep) to its end or a signal, print its summary
-    (also for an interrupted one), ``after`` it, write --junit; the exit code."""
-    progress = _progress(args)
-    outcome, number, stopped = run_until_signal(lambda: start(progress))
-    progress.close()
+                   after: Callable[[Any], None] | None = None, cells: bool = False) -> int:
+    """Run ``start(progress)`` (a run or a sweep: ``cells``) to its end or a signal, print its
+    summary (also for an interrupted one), ``after`` it, write --junit; the exit code."""
+    progress = _progress(args, cells=cells)
+    try:
+        outcome, number, stopped = run_until_signal(lambda: start(progress))
+    finally:
+        progress.close()
     if number is not None:
         if isinstance(stopped, RunInterrupted | MatrixInterrupted):
             _summary(stopped.outcome)
@@ -312,4 +305,4 @@ def sweep_command(args: argparse.Namespace) -> int:
     return run_to_the_end(args, lambda progress: arun_matrix(
         plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
         calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
-        **options))
+        **options), cells=True)

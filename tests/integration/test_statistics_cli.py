@@ -181,9 +181,12 @@ def test_resume_after_sigint_completes_the_bundle(interrupted, tmp_path):
     # the finished trials, then the one in flight when the interrupt landed (if one was)
     assert 1 <= done < PLANNED and reasons[done:] in ([], ["cancelled"])
     assert before["pass_rate"]["n"] == done  # an interrupted trial is no evidence
-    # the run file is the one the bundle names; the --set override must be given again
-    result = cli("run", "--resume", str(copy), "--set", LATENCY)
+    # the run file is the one the bundle names, and the --set overrides the ones it keeps
+    assert before["overrides"] == [LATENCY]
+    result = cli("run", "--resume", str(copy))
     assert result.returncode == 0, result.stdout + result.stderr
+    assert f"resuming with the run's --set overrides (kept in the bundle): {LATENCY}" in \
+        result.stdout
     report = json.loads((copy / "run-report.json").read_text())
     assert report["status"] == "complete" and report["exit_code"] == 0
     assert report["run_id"] == before["run_id"] and report["started_at"] == before["started_at"]
@@ -201,8 +204,15 @@ def test_resume_after_sigint_completes_the_bundle(interrupted, tmp_path):
 
 def test_resume_refuses_another_configuration_and_needs_a_bundle(interrupted, tmp_path):
     bundle, _ = interrupted
-    changed = cli("run", "--resume", str(bundle), "--set",
-                  "endpoint.settings.reply_latency_ms=0", timeout=60)
+    conflicting = cli("run", "--resume", str(bundle), "--set",
+                      "endpoint.settings.reply_latency_ms=0", timeout=60)
+    assert conflicting.returncode == 2, conflicting.stdout + conflicting.stderr
+    lines = conflicting.stderr.strip().splitlines()
+    assert lines == [f"voice-evaluator: error: --set endpoint.settings.reply_latency_ms=0: "
+                     f"conflicts with the run's --set {LATENCY} (kept in the bundle): a resumed "
+                     "run keeps its configuration"]
+    changed = cli("run", "--resume", str(bundle), "--set", "endpoint.settings.stall_ms=900",
+                  timeout=60)
     assert changed.returncode == 2, changed.stdout + changed.stderr
     lines = changed.stderr.strip().splitlines()
     assert len(lines) == 1 and "the suite hash differs" in lines[0]

@@ -150,6 +150,12 @@ def _resumed_config(args: argparse.Namespace, *, given: Path | None, recorded: s
     return Path(recorded)
 
 
+def _say_resumed_overrides(overrides: list[str]) -> None:
+    if overrides:
+        print(f"resuming with the run's --set overrides (kept in the bundle): "
+              f"{', '.join(overrides)}")
+
+
 def _check_resume_options(args: argparse.Namespace) -> None:
     if args.rerun_failed and args.resume is None:
         raise ConfigError("--rerun-failed needs --resume DIR", source="CLI")
@@ -219,7 +225,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.resume is not None:
         from ..runner._resume import read_run_report
 
-        recorded = read_run_report(args.resume).run_file
+        report = read_run_report(args.resume)
+        recorded = report.run_file
+        _say_resumed_overrides(report.overrides)
     run_file = _resumed_config(args, given=args.run_file, recorded=recorded, what="run")
     calibrations = _calibrations(args)
     options = _executor_options(args)

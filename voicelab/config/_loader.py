@@ -32,9 +32,11 @@ from ._overrides import (
     validate_model,
 )
 from ._secrets import (
+    MASK,
     SecretScrubber,
     collect_named_secrets,
     is_secret_env_var,
+    is_secret_name,
     transport_secret_values,
 )
 from ._yaml import ExpansionError, not_a_regular_file, read_config_text, safe_load
@@ -185,10 +187,24 @@ class LoadedRun:
     sources: dict[str, Path]
     scrubber: SecretScrubber
     secret_keys: dict[str, frozenset[str]]
+    #: the ``--set`` overrides as given (``key=value`` texts), in order
+    overrides: tuple[str, ...] = ()
 
     @property
     def base_dir(self) -> Path:
         return self.run_path.parent
+
+    def recorded_overrides(self) -> list[str]:
+        """The ``--set`` overrides as a bundle keeps them (so a resumed run applies them
+        again): a value under a secret-named key, or holding a configured secret, is masked."""
+        recorded = []
+        for text in self.overrides:
+            key = text.partition("=")[0]
+            if any(is_secret_name(part) for part in re.split(r"[.\[\]]", key) if part):
+                recorded.append(f"{key}={MASK}")
+            else:
+                recorded.append(self.scrubber.scrub_text(text))
+        return recorded
 
     def resolved_documents(self) -> dict[str, Any]:
         """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing).
@@ -337,7 +353,7 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
     loaded = LoadedRun(
         run_path=run_path, run=run, scenario=scenario, persona=persona, data=data, script=script,
         environment=environment, sources=sources, scrubber=SecretScrubber(secret_values),
-        secret_keys=secret_keys)
+        secret_keys=secret_keys, overrides=tuple(o.text for o in parsed))
     for document, key, asset in loaded.asset_paths():
         require_file(asset, source=document, key=key)
     return loaded

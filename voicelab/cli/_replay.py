@@ -23,6 +23,10 @@ def _compare_hint(outcome: Any, replayed: Path) -> None:
     original = origin.bundle_path
     print(f"replay of: {relative(original)} (compare them: voice-evaluator compare "
           f"{relative(original)} {relative(str(replayed))})")
+    latest = Path(replayed).parent / "latest"
+    if latest.is_symlink() and latest.resolve() == Path(replayed).resolve():
+        print(f"latest: {relative(str(latest))} now points to this replay "
+              f"({Path(replayed).name}), not to the run it replayed")
 
 
 def replay_command(args: argparse.Namespace) -> int:

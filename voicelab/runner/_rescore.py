@@ -69,6 +69,11 @@ class RescoredTrial:
     turn_metrics: list[TurnMetrics] = field(default_factory=list)
     probes: list[ProbeOutcome] = field(default_factory=list)
 
+    @property
+    def failed_verdicts(self) -> list[str]:
+        """The verdicts (and judges) that did not pass after re-scoring."""
+        return failed_verdict_names(self.report.verdicts, self.report.judges)
+
 
 @dataclass
 class Rescored:

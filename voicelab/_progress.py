@@ -21,8 +21,10 @@ from typing import IO, Any
 
 class TrialProgress:
     """Counts finished trials and how many did not pass. ``auto=True`` (the default) uses
-    ``tqdm.auto`` (a notebook widget, text elsewhere); ``auto=False`` the text bar, written to
-    ``file`` (default stderr). ``enabled=False`` draws nothing."""
+    ``tqdm.auto`` (a notebook widget, text elsewhere) and prints the final count as a line when
+    the bar closes (a notebook exported to HTML without its widgets still shows it);
+    ``auto=False`` the text bar, written to ``file`` (default stderr). ``enabled=False`` draws
+    nothing."""
 
     def __init__(self, *, description: str = "trials", auto: bool = True,
                  file: IO[str] | None = None, enabled: bool = True):
@@ -54,8 +56,12 @@ class TrialProgress:
 
     def close(self) -> None:
         if self._bar is not None:
+            done, total = self._bar.n, self._bar.total
             self._bar.close()
             self._bar = None
+            if self.auto:  # a notebook: the count also as text, which an exported page keeps
+                print(f"{self.description}: {done}/{total} trials finished, {self.failed} not "
+                      "passed")
 
 
 def trial_line(result: Any) -> str:

@@ -18,6 +18,15 @@ from ._compare import (
     RunSide,
     compare,
 )
+from ._embed import (
+    AUDIO_FORMATS,
+    audio_data_uri,
+    audio_html,
+    encode_audio,
+    read_trial_audio,
+    turn_audio_html,
+    turn_windows,
+)
 from ._failures import failing_trials, transcript_markdown
 from ._frames import GROUP_COLUMNS, KEY_COLUMNS, Frames, check_metric, load_frames, worst_turns
 from ._labels import label_rows, load_labels, save_labels
@@ -35,17 +44,7 @@ from ._rates import pass_curve_table, pass_rate_table
 from ._report import write_compare_report, write_report
 from ._selectivity import probes_table, selectivity_table
 from ._tables import show_table
-from ._widgets import (
-    LabelingWidget,
-    MatrixBrowser,
-    TrialPlayer,
-    audio_data_uri,
-    audio_html,
-    default_criteria,
-    read_trial_audio,
-    turn_audio_html,
-    turn_windows,
-)
+from ._widgets import LabelingWidget, MatrixBrowser, TrialPlayer, default_criteria
 from .calibration import (
     HUMAN_LABEL_COLUMNS,
     CalibrationReport,
@@ -79,7 +78,9 @@ __all__ = [
     "LabelingWidget",
     "MatrixBrowser",
     "TrialPlayer",
+    "AUDIO_FORMATS",
     "audio_data_uri",
+    "encode_audio",
     "audio_html",
     "default_criteria",
     "figure_png",

@@ -6,8 +6,8 @@
 :class:`TrialProgress` is a tqdm bar, created at the first finished trial (the total is known
 then) and closed at the last; a resumed run starts from the trials it already has. tqdm is
 imported on first use. :class:`TrialLines` is the same for a log without a terminal (CI): a
-bar's redraws are unreadable there, so it writes one line per finished trial (the summary's
-line, :func:`trial_line`) and every ``every_seconds`` a line with the counts.
+bar's redraws are unreadable there, so it writes one line per finished trial (the CLI gives
+it the line its summary prints) and every ``every_seconds`` a line with the counts.
 """
 
 from __future__ import annotations
@@ -64,21 +64,9 @@ class TrialProgress:
                       "passed")
 
 
-def trial_line(result: Any) -> str:
-    """``trial-001 seed 42: FAIL (exit ..., failed: a, b)``: a finished trial in one line, as
-    the run's summary and the progress lines print it."""
+def _trial_text(result: Any) -> str:
     summary = result.summary
-    status = "pass" if summary.passed else "FAIL"
-    detail = f"exit {summary.exit_reason}"
-    if summary.execution_status != "succeeded":
-        failures = "; ".join(f.message for f in result.report.failures)
-        detail += f", execution failed: {failures}"
-    elif summary.failed_verdicts:
-        detail += f", failed: {', '.join(summary.failed_verdicts)}"
-    if summary.measurement_degraded:
-        detail += ", measurement degraded: timing verdicts on its degraded responses " \
-            "inconclusive"
-    return f"{summary.trial_id} seed {summary.seed}: {status} ({detail})"
+    return f"{summary.trial_id} seed {summary.seed}: {'pass' if summary.passed else 'FAIL'}"
 
 
 def _duration(seconds: float) -> str:
@@ -88,13 +76,16 @@ def _duration(seconds: float) -> str:
 
 class TrialLines:
     """Progress for a log: a line per finished trial and a periodic count (see the module
-    docstring). ``cells=True`` prefixes each trial with its scenario / persona / environment
-    (a sweep). ``every_seconds=None``: no periodic line. Call :meth:`close` at the end."""
+    docstring). ``describe(result)`` is a finished trial's line (default: id, seed, pass or
+    FAIL); ``cells=True`` prefixes it with the trial's scenario / persona / environment (a
+    sweep). ``every_seconds=None``: no periodic line. Call :meth:`close` at the end."""
 
     def __init__(self, *, file: IO[str] | None = None, every_seconds: float | None = 30.0,
-                 cells: bool = False, clock: Callable[[], float] = time.monotonic):
+                 cells: bool = False, describe: Callable[[Any], str] = _trial_text,
+                 clock: Callable[[], float] = time.monotonic):
         self.file = file
         self.cells = cells
+        self.describe = describe
         self.failed = 0
         self.done = 0
         self.total: int | None = None
@@ -120,7 +111,7 @@ class TrialLines:
         if self.cells:
             report = result.report
             prefix = f"{report.scenario_id} / {report.persona} / {report.environment}: "
-        self._write(prefix + trial_line(result))
+        self._write(prefix + self.describe(result))
         if done >= total:
             self._write(self.progress_line())
 

@@ -43,7 +43,10 @@ def test_without_a_terminal_each_finished_trial_is_a_line_and_the_end_a_count():
     from voicelab._progress import TrialLines
 
     stream, now = io.StringIO(), [100.0]
-    lines = TrialLines(file=stream, every_seconds=None, clock=lambda: now[0])
+    from voicelab.cli._run import trial_line
+
+    lines = TrialLines(file=stream, every_seconds=None, clock=lambda: now[0],
+                       describe=lambda result: trial_line(result.summary, result.report))
     assert lines.progress_line() == "progress: no trial finished yet, 0s elapsed"
     now[0] = 110.0
     lines(_finished("trial-001", 42, passed=True), 1, 3)
@@ -82,5 +85,5 @@ def test_a_sweep_names_the_cell_and_the_periodic_line_comes_from_a_thread():
     lines(_finished("trial-001", 42, passed=True), 1, 2)
     lines.close()
     text = stream.getvalue()
-    assert "booking / Jordan / quiet: trial-001 seed 42: pass" in text
+    assert "booking / Jordan / quiet: trial-001 seed 42: pass\n" in text
     assert "progress: no trial finished yet" in text

@@ -16,8 +16,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
-from .._progress import TrialLines, TrialProgress, trial_line
-from ..artifacts import GateCheck, JudgeCalibration, PassRate, RunReport
+from .._progress import TrialLines, TrialProgress
+from ..artifacts import (
+    GateCheck,
+    JudgeCalibration,
+    PassRate,
+    RunReport,
+    TrialReport,
+    TrialSummary,
+)
 from ..errors import ConfigError
 from ..metrics import summarize
 from ..runner import (
@@ -43,7 +50,8 @@ def _progress(args: argparse.Namespace, *, cells: bool = False) -> TrialProgress
     and a periodic count; nothing with --quiet."""
     if sys.stderr.isatty() or args.quiet:
         return TrialProgress(auto=False, file=sys.stderr, enabled=not args.quiet)
-    return TrialLines(file=sys.stderr, cells=cells)
+    return TrialLines(file=sys.stderr, cells=cells,
+                      describe=lambda result: trial_line(result.summary, result.report))
 
 
 def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None,
@@ -197,10 +205,26 @@ def _lag_budget_line(report: RunReport) -> str | None:
             f"{report.lowest_concurrency}")
 
 
+def trial_line(summary: TrialSummary, report: TrialReport) -> str:
+    """``trial-001 seed 42: pass (exit endpoint_completion)``: the summary's line of a trial,
+    and the progress line of a finished one in a log."""
+    status = "pass" if summary.passed else "FAIL"
+    detail = f"exit {summary.exit_reason}"
+    if summary.execution_status != "succeeded":
+        failures = "; ".join(f.message for f in report.failures)
+        detail += f", execution failed: {failures}"
+    elif summary.failed_verdicts:
+        detail += f", failed: {', '.join(summary.failed_verdicts)}"
+    if summary.measurement_degraded:
+        detail += ", measurement degraded: timing verdicts on its degraded responses " \
+            "inconclusive"
+    return f"{summary.trial_id} seed {summary.seed}: {status} ({detail})"
+
+
 def print_run_summary(outcome: RunOutcome) -> None:
     report = outcome.report
     for trial in outcome.trials:
-        print(trial_line(trial))
+        print(trial_line(trial.summary, trial.report))
     stats = summarize([t.first_audio_latency_ms for r in outcome.trials
                        for t in r.turn_metrics])
     print(f"first-audio latency p50 {_fmt_ms(stats.p50)}, p95 {_fmt_ms(stats.p95)} "

@@ -239,7 +239,8 @@ def test_rerun_failed_runs_the_trials_that_did_not_pass_again(tmp_path):
 
 
 def test_sweep_resume_runs_the_missing_cells_and_trials(tmp_path):
-    first = cli("sweep", str(SWEEP), "--trials", "2", "--artifacts-dir", str(tmp_path))
+    first = cli("sweep", str(SWEEP), "--trials", "2", "--artifacts-dir", str(tmp_path), "--set",
+                "endpoint.settings.reply_latency_ms=5")
     assert first.returncode == 0, first.stdout + first.stderr
     sweep = next(p.parent for p in tmp_path.glob("*/matrix-report.json"))
     matrix = json.loads((sweep / "matrix-report.json").read_text())
@@ -254,8 +255,11 @@ def test_sweep_resume_runs_the_missing_cells_and_trials(tmp_path):
     untouched = _digests(cells[0] / "trial-001")
     shutil.rmtree(cells[1])                        # a cell that never started
     shutil.rmtree(cells[2] / "trial-002")          # a trial that never ran
-    resumed = cli("sweep", "--resume", str(sweep))
+    assert matrix["overrides"] == ["endpoint.settings.reply_latency_ms=5"]
+    resumed = cli("sweep", "--resume", str(sweep))  # the --set is not given again
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming with the sweep's --set overrides (kept in the bundle): " \
+           "endpoint.settings.reply_latency_ms=5" in resumed.stdout
     matrix = json.loads((sweep / "matrix-report.json").read_text())
     assert matrix["status"] == "complete" and matrix["executed_trials"] == 8
     assert len(matrix["resumed_at"]) == 1

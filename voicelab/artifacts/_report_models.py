@@ -230,3 +230,6 @@ class MatrixReport(Versioned):
     margins: list[MarginPassRate] = Field(default_factory=list)
     #: a replayed sweep: the sweep whose cells' recorded user turns it sent again
     replay_of: ReplayOrigin | None = None
+    #: the ``--set`` overrides the sweep was started with (secrets ``***``): ``sweep --resume``
+    #: applies them again
+    overrides: list[str] = Field(default_factory=list)

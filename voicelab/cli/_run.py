@@ -158,9 +158,9 @@ def _resumed_config(args: argparse.Namespace, *, given: Path | None, recorded: s
     return Path(recorded)
 
 
-def _say_resumed_overrides(overrides: list[str]) -> None:
+def _say_resumed_overrides(overrides: list[str], *, what: str = "run") -> None:
     if overrides:
-        print(f"resuming with the run's --set overrides (kept in the bundle): "
+        print(f"resuming with the {what}'s --set overrides (kept in the bundle): "
               f"{', '.join(overrides)}")
 
 
@@ -320,17 +320,20 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
 
 def sweep_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
-    trials, recorded = args.trials, None
+    trials, recorded, overrides = args.trials, None, list(args.overrides)
     if args.resume is not None:
         from ..runner._matrix import read_matrix_report
+        from ..runner._resume_overrides import resumed_overrides
 
         previous = read_matrix_report(args.resume)
         recorded = previous.suite_path
         trials = trials if trials is not None else previous.trials_per_cell
+        overrides = resumed_overrides(previous.overrides, args.overrides, bundle=args.resume)
+        _say_resumed_overrides(previous.overrides, what="sweep")
     suite_file = _resumed_config(args, given=args.suite_file, recorded=recorded, what="suite")
     calibrations = _calibrations(args)
     plan = plan_matrix(suite_file, trials=trials, concurrency=args.concurrency,
-                       overrides=args.overrides)
+                       overrides=overrides)
     for line in plan.lines():
         print(line)
     options = _executor_options(args)

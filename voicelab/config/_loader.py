@@ -195,16 +195,8 @@ class LoadedRun:
         return self.run_path.parent
 
     def recorded_overrides(self) -> list[str]:
-        """The ``--set`` overrides as a bundle keeps them (so a resumed run applies them
-        again): a value under a secret-named key, or holding a configured secret, is masked."""
-        recorded = []
-        for text in self.overrides:
-            key = text.partition("=")[0]
-            if any(is_secret_name(part) for part in re.split(r"[.\[\]]", key) if part):
-                recorded.append(f"{key}={MASK}")
-            else:
-                recorded.append(self.scrubber.scrub_text(text))
-        return recorded
+        """The ``--set`` overrides as a bundle keeps them (:func:`recorded_overrides`)."""
+        return recorded_overrides(self.overrides, self.scrubber)
 
     def resolved_documents(self) -> dict[str, Any]:
         """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing).
@@ -266,6 +258,19 @@ def load_environment(path: str | Path, *, overrides: Sequence[str | Override] = 
     for key, asset in environment.asset_paths():
         require_file(asset, source=path, key=key)
     return environment
+
+
+def recorded_overrides(overrides: Sequence[str], scrubber: SecretScrubber) -> list[str]:
+    """``--set`` texts as a bundle keeps them (a resumed run applies them again): a value under
+    a secret-named key, or holding one of ``scrubber``'s secrets, is masked."""
+    recorded = []
+    for text in overrides:
+        key = text.partition("=")[0]
+        if any(is_secret_name(part) for part in re.split(r"[.\[\]]", key) if part):
+            recorded.append(f"{key}={MASK}")
+        else:
+            recorded.append(scrubber.scrub_text(text))
+    return recorded
 
 
 def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),

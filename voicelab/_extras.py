@@ -49,7 +49,8 @@ REPORT_MODULES = ("papermill", "nbformat", "nbconvert", "jinja2", "matplotlib", 
                   "IPython")
 
 
-def _installed(module: str) -> bool:
+def is_installed(module: str) -> bool:
+    """True when ``module`` can be imported (a ``None`` entry in ``sys.modules`` counts as absent)."""
     if module in sys.modules:
         return sys.modules[module] is not None
     try:
@@ -62,7 +63,7 @@ def require_modules(modules: Iterable[str], *, purpose: str) -> None:
     """Raise :class:`MissingDependencyError` (the ``pip install`` line) for the first of
     ``modules`` that cannot be imported; each must be listed in :data:`OPTIONAL_MODULES`."""
     for module in modules:
-        if not _installed(module):
+        if not is_installed(module):
             package, extra = OPTIONAL_MODULES[module]
             raise MissingDependencyError(package, extra=extra, purpose=purpose)
 
@@ -78,4 +79,5 @@ def missing_dependency(error: ModuleNotFoundError, *,
     return MissingDependencyError(package, extra=extra, purpose=purpose)
 
 
-__all__ = ["OPTIONAL_MODULES", "REPORT_MODULES", "missing_dependency", "require_modules"]
+__all__ = ["OPTIONAL_MODULES", "REPORT_MODULES", "is_installed", "missing_dependency",
+           "require_modules"]

@@ -16,10 +16,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -159,24 +157,14 @@ def test_compare_with_and_without_gates(user):
     assert nothing.returncode == 2 and "CANDIDATE: not a run or sweep folder" in nothing.stderr
 
 
-def test_resume_after_sigint_without_repeating_the_overrides(user):
+def test_resume_after_sigint_without_repeating_the_overrides(user, interrupt_after_first_trial):
     artifacts = user.home / "interrupted"
-    process = subprocess.Popen(
+    process = interrupt_after_first_trial(
         ["bash", "-c", f". {user.bin}/activate && exec voice-evaluator run suite/run.yaml "
                        f"--trials 4 --concurrency 1 --artifacts-dir {artifacts} --set {SLOW}"],
-        cwd=user.home, env=user.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not list(
-                artifacts.glob("*/trial-001/trial-report.json")):
-            time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, stdout + stderr
-    bundle = _bundle(stdout)
+        artifacts, env=user.env, cwd=user.home)
+    assert process.returncode == 130, process.stdout + process.stderr
+    bundle = _bundle(process.stdout)
     assert json.loads((bundle / "run-report.json").read_text())["status"] == "interrupted"
     resumed = user.sh(f"voice-evaluator run --resume {bundle}")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

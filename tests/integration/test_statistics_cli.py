@@ -6,10 +6,8 @@ import asyncio
 import hashlib
 import json
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -147,25 +145,15 @@ def _digests(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def interrupted(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+def interrupted(tmp_path_factory, interrupt_after_first_trial) -> tuple[Path, dict[str, str]]:
     """A 5-trial run stopped by SIGINT once trial-001 is written. Calls go on while earlier
     ones are scored, so on a loaded machine the interrupt may land a trial or two later."""
     artifacts = tmp_path_factory.mktemp("resume")
-    process = subprocess.Popen(
+    process = interrupt_after_first_trial(
         [sys.executable, "-m", "voicelab", "run", str(EXAMPLE), "--trials", str(PLANNED),
-         "--concurrency", "1", "--artifacts-dir", str(artifacts), "--set", LATENCY],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not list(
-                artifacts.glob("*/trial-001/trial-report.json")):
-            time.sleep(0.02)
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, stdout + stderr
+         "--concurrency", "1", "--artifacts-dir", str(artifacts), "--set", LATENCY], artifacts,
+        wait_seconds=60)
+    assert process.returncode == 130, process.stdout + process.stderr
     bundle = bundle_of(artifacts)
     return bundle, _digests(bundle / "trial-001")
 

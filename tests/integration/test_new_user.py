@@ -25,9 +25,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
+#: the README's example (the main command runs it)
+EXAMPLE = "examples/run-workload-neutral-voice.yaml"
 #: a regression the default gates catch: the product claims "saved" and saves nothing
 BROKEN = "endpoint.settings.claim_without_tool=true"
-#: each trial of the starter suite then takes about 1.5 s: an interrupt lands mid-run
+#: each trial then takes about 1.5 s: an interrupt lands mid-run
 SLOW = "endpoint.settings.reply_latency_ms=700"
 
 
@@ -120,11 +122,10 @@ def test_init_then_run(user):
     run = user.sh("voice-evaluator run suite/run.yaml")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "3/3 trial(s) passed" in run.stdout
-    (user.home / "baseline.txt").write_text(str(_bundle(run.stdout)))
 
 
 def test_report_on_the_core_install_names_the_extra(user):
-    baseline = (user.home / "baseline.txt").read_text()
+    baseline = _bundle(user.main.stdout)
     report = user.sh(f"voice-evaluator report {baseline} --output report.html")
     assert report.returncode == 2, report.stdout + report.stderr
     assert report.stderr.strip().splitlines() == [
@@ -132,13 +133,14 @@ def test_report_on_the_core_install_names_the_extra(user):
         "pip install 'voicelab[notebooks]'"]
     assert not (user.home / "report.html").exists()
     # the global flag after the sub-command is accepted
-    debug = user.sh("voice-evaluator validate suite/run.yaml --debug")
+    debug = user.sh(f"voice-evaluator validate {EXAMPLE} --debug")
     assert debug.returncode == 0, debug.stderr
 
 
 def test_compare_with_and_without_gates(user):
-    baseline = (user.home / "baseline.txt").read_text()
-    broken = user.sh(f"voice-evaluator run suite/run.yaml --set {BROKEN} --label candidate")
+    baseline = _bundle(user.main.stdout)  # the main command's run: 3 trials, seeds 42-44
+    broken = user.sh(f"voice-evaluator run {EXAMPLE} --trials 3 --set {BROKEN} "
+                     "--label candidate")
     assert broken.returncode == 3, broken.stdout + broken.stderr
     candidate = _bundle(broken.stdout)
     judged = user.sh(f"voice-evaluator compare {baseline} {candidate} --junit compare.xml")
@@ -153,14 +155,14 @@ def test_compare_with_and_without_gates(user):
     assert "gates: none" in unjudged.stdout
     same = user.sh(f"voice-evaluator compare {baseline} {baseline}")
     assert same.returncode == 0 and "gate FAILED" not in same.stdout, same.stdout
-    nothing = user.sh(f"voice-evaluator compare {baseline} {user.home / 'suite'}")
+    nothing = user.sh(f"voice-evaluator compare {baseline} {user.home / 'examples'}")
     assert nothing.returncode == 2 and "CANDIDATE: not a run or sweep folder" in nothing.stderr
 
 
 def test_resume_after_sigint_without_repeating_the_overrides(user, interrupt_after_first_trial):
     artifacts = user.home / "interrupted"
     process = interrupt_after_first_trial(
-        ["bash", "-c", f". {user.bin}/activate && exec voice-evaluator run suite/run.yaml "
+        ["bash", "-c", f". {user.bin}/activate && exec voice-evaluator run {EXAMPLE} "
                        f"--trials 4 --concurrency 1 --artifacts-dir {artifacts} --set {SLOW}"],
         artifacts, env=user.env, cwd=user.home)
     assert process.returncode == 130, process.stdout + process.stderr
@@ -179,19 +181,20 @@ def test_resume_after_sigint_without_repeating_the_overrides(user, interrupt_aft
 
 def test_a_tiny_suite_through_the_pytest_plugin(user):
     project = user.home / "my-agent-tests"
-    shutil.copytree(user.home / "suite", project / "suite")
-    (project / "pytest.ini").write_text("[pytest]\nvoicelab_run_files =\n    suite/run.yaml\n")
+    shutil.copytree(user.home / "examples", project / "suite")
+    run_file = "suite/run-workload-neutral-voice.yaml"
+    (project / "pytest.ini").write_text(f"[pytest]\nvoicelab_run_files =\n    {run_file}\n")
     (project / "test_agent.py").write_text(
-        "def test_booking(voicelab_run):\n"
-        "    outcome = voicelab_run('suite/run.yaml', trials=2)\n"
+        "def test_planning(voicelab_run):\n"
+        f"    outcome = voicelab_run('{run_file}', trials=2)\n"
         "    assert outcome.report.passed_trials == 2\n\n\n"
         "def test_a_regression_says_why(voicelab_run):\n"
-        f"    voicelab_run('suite/run.yaml', trials=1, overrides=['{BROKEN}'])\n")
+        f"    voicelab_run('{run_file}', trials=1, overrides=['{BROKEN}'])\n")
     installed = user.sh("pip install -q pytest")
     assert installed.returncode == 0, installed.stderr
     result = user.sh("python -m pytest -q -p no:cacheprovider --voicelab-trials 2", cwd=project)
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout
     assert re.search(r"^1 failed, 3 passed", out.splitlines()[-1]), out[-2000:]
-    assert "failed verdicts:" in out and "outcome_reminder_created" in out
+    assert "failed verdicts:" in out and "outcome_follow_up_created" in out
     assert "transcript:" in out and "bundle: " in out

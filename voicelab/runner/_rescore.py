@@ -72,7 +72,9 @@ class RescoredTrial:
     @property
     def failed_verdicts(self) -> list[str]:
         """The verdicts (and judges) that did not pass after re-scoring."""
-        return failed_verdict_names(self.report.verdicts, self.report.judges)
+        from ._evidence import failed_verdict_names as names  # what the trial summary lists
+
+        return names(self.report.verdicts, self.report.judges)
 
 
 @dataclass

@@ -124,6 +124,7 @@ def _compare(args: argparse.Namespace, baseline: Path, candidate: Path, gates: l
         output = write_compare_report(baseline, candidate, output_path=args.html,
                                       parameters={"confidence": args.confidence,
                                                   "seed": args.seed,
-                                                  "gates": [asdict(g) for g in gates]})
+                                                  "gates": [asdict(g) for g in gates],
+                                                  "default_gates": False})  # chosen above
         print(f"report: {relative(str(output))}")
     return EXIT_OK if comparison.passed else EXIT_QUALITY

@@ -31,9 +31,10 @@ def test_a_disabled_bar_draws_nothing():
 
 
 def _finished(trial_id: str, seed: int, *, passed: bool, failed=()) -> SimpleNamespace:
-    summary = SimpleNamespace(trial_id=trial_id, seed=seed, passed=passed,
+    summary = SimpleNamespace(trial_id=trial_id, seed=seed, passed=passed, status=None,
                               execution_status="succeeded", exit_reason="endpoint_completion",
-                              failed_verdicts=list(failed), measurement_degraded=False)
+                              failed_verdicts=list(failed), inconclusive_verdicts=[],
+                              attempts=1, measurement_degraded=False)
     report = SimpleNamespace(passed=passed, failures=[], scenario_id="booking",
                              persona="Jordan", environment="quiet")
     return SimpleNamespace(report=report, summary=summary)

@@ -1,21 +1,30 @@
-"""A tqdm progress bar as an ``on_trial_done`` hook, for the CLI and for notebooks.
+"""Progress as an ``on_trial_done`` hook, for the CLI and for notebooks.
 
     progress = voicelab.TrialProgress()                 # tqdm.auto: a widget in Jupyter
     await voicelab.arun(loaded, trials=20, on_trial_done=progress)
 
-The bar is created at the first finished trial (the total is known then) and closed at the
-last; a resumed run starts from the trials it already has. tqdm is imported on first use.
+:class:`TrialProgress` is a tqdm bar, created at the first finished trial (the total is known
+then) and closed at the last; a resumed run starts from the trials it already has. tqdm is
+imported on first use. :class:`TrialLines` is the same for a log without a terminal (CI): a
+bar's redraws are unreadable there, so it writes one line per finished trial (the CLI gives
+it the line its summary prints) and every ``every_seconds`` a line with the counts.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import IO, Any
 
 
 class TrialProgress:
     """Counts finished trials and how many did not pass. ``auto=True`` (the default) uses
-    ``tqdm.auto`` (a notebook widget, text elsewhere); ``auto=False`` the text bar, written to
-    ``file`` (default stderr). ``enabled=False`` draws nothing."""
+    ``tqdm.auto`` (a notebook widget, text elsewhere) and prints the final count as a line when
+    the bar closes (a notebook exported to HTML without its widgets still shows it);
+    ``auto=False`` the text bar, written to ``file`` (default stderr). ``enabled=False`` draws
+    nothing."""
 
     def __init__(self, *, description: str = "trials", auto: bool = True,
                  file: IO[str] | None = None, enabled: bool = True):
@@ -47,5 +56,83 @@ class TrialProgress:
 
     def close(self) -> None:
         if self._bar is not None:
+            done, total = self._bar.n, self._bar.total
             self._bar.close()
             self._bar = None
+            if self.auto:  # a notebook: the count also as text, which an exported page keeps
+                print(f"{self.description}: {done}/{total} trials finished, {self.failed} not "
+                      "passed")
+
+
+def _trial_text(result: Any) -> str:
+    summary = result.summary
+    return f"{summary.trial_id} seed {summary.seed}: {'pass' if summary.passed else 'FAIL'}"
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
+class TrialLines:
+    """Progress for a log: a line per finished trial and a periodic count (see the module
+    docstring). ``describe(result)`` is a finished trial's line (default: id, seed, pass or
+    FAIL); ``cells=True`` prefixes it with the trial's scenario / persona / environment (a
+    sweep). ``every_seconds=None``: no periodic line. Call :meth:`close` at the end."""
+
+    def __init__(self, *, file: IO[str] | None = None, every_seconds: float | None = 30.0,
+                 cells: bool = False, describe: Callable[[Any], str] = _trial_text,
+                 clock: Callable[[], float] = time.monotonic):
+        self.file = file
+        self.cells = cells
+        self.describe = describe
+        self.failed = 0
+        self.done = 0
+        self.total: int | None = None
+        self._clock = clock
+        self._started = clock()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if every_seconds is not None:
+            self._thread = threading.Thread(target=self._tick, args=(every_seconds,),
+                                            name="voicelab-progress", daemon=True)
+            self._thread.start()
+
+    def _write(self, line: str) -> None:
+        with self._lock:
+            print(line, file=self.file or sys.stderr, flush=True)
+
+    def __call__(self, result: Any, done: int, total: int) -> None:
+        if not result.report.passed:
+            self.failed += 1
+        self.done, self.total = done, total
+        prefix = ""
+        if self.cells:
+            report = result.report
+            prefix = f"{report.scenario_id} / {report.persona} / {report.environment}: "
+        self._write(prefix + self.describe(result))
+        if done >= total:
+            self._write(self.progress_line())
+
+    def progress_line(self) -> str:
+        """``progress: 4/10 trials finished, 1 not passed, 40s elapsed, about 1m00s to go``."""
+        elapsed = self._clock() - self._started
+        if self.total is None:
+            return f"progress: no trial finished yet, {_duration(elapsed)} elapsed"
+        line = (f"progress: {self.done}/{self.total} trials finished, {self.failed} not passed, "
+                f"{_duration(elapsed)} elapsed")
+        remaining = self.total - self.done
+        if remaining > 0 and self.done > 0:
+            line += f", about {_duration(elapsed / self.done * remaining)} to go"
+        return line
+
+    def _tick(self, every_seconds: float) -> None:
+        while not self._stop.wait(every_seconds):
+            self._write(self.progress_line())
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None

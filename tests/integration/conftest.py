@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,3 +122,30 @@ def dask_cluster(tmp_path: Path, dask_worker_env: dict[str, str]
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait(10)
+
+
+def _interrupt_after_first_trial(command: Sequence[str], artifacts: Path, *,
+                                env: Mapping[str, str] | None = None, cwd: Path | None = None,
+                                wait_seconds: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` (a run writing below ``artifacts``) and send it SIGINT once its first
+    trial's report is written; the finished process (its output, its exit code)."""
+    process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=None if env is None else dict(env), cwd=cwd)
+    try:
+        deadline = time.monotonic() + wait_seconds
+        while time.monotonic() < deadline and not list(
+                artifacts.glob("*/trial-001/trial-report.json")):
+            time.sleep(0.02)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=wait_seconds)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+@pytest.fixture(scope="session")
+def interrupt_after_first_trial():
+    """``interrupt_after_first_trial(command, artifacts, env=, cwd=, wait_seconds=)``: run a
+    command and SIGINT it once its first trial is written (the finished process)."""
+    return _interrupt_after_first_trial

@@ -209,7 +209,7 @@ def test_one_report_reads_runs_from_both_stores_and_writes_to_one(gs_store, az_s
     assert f"report: {az_store.root}/pages/report.html" in page.stdout
     html = az_store.text("pages/report.html")
     assert all(run_id in html for run_id in run_ids.values())
-    assert 'src="data:audio/wav;base64,UklGR' in html  # the audio was fetched for the page
+    assert 'src="data:audio/ogg;base64,T2dnUw' in html  # the audio was fetched for the page
     assert list(tmp_path.iterdir()) == []
 
 

@@ -143,8 +143,38 @@ def test_cli_passes_an_identical_rerun_with_exit_0(runs, tmp_path):
         "response_latency_ms_p95_increase", "dead_air_ms_median_increase"]
     assert not any(g["blocks"] for g in document["gates"])
     suites = list(junitparser.JUnitXml.fromfile(str(junit)))
-    assert [s.name for s in suites][-1] == "compare" and suites[-1].tests == 4
+    cell = "workload-neutral-voice-exchange__Jordan__quiet"
+    assert [s.name for s in suites] == [f"baseline.{cell}", f"candidate.{cell}", "compare"]
+    assert suites[-1].tests == 4
     assert sum(s.failures for s in suites) == 0
+    ids = [(case.classname, case.name) for suite in suites for case in suite]
+    assert len(ids) == len(set(ids)) == 2 * TRIALS + 4  # no test id twice
+
+
+def test_cli_without_gate_options_judges_the_default_gates(runs, tmp_path):
+    result = _cli(str(runs["baseline"]), str(runs["regressed"]))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "gates: pass_rate_drop, first_audio_latency_ms_p95_increase, " \
+           "response_latency_ms_p95_increase (defaults: " in result.stdout
+    assert "gate FAILED: pass_rate_drop: " in result.stdout
+    # a gate option replaces its default; --no-default-gates leaves only the given ones
+    relaxed = _cli(str(runs["baseline"]), str(runs["regressed"]), "--no-default-gates",
+                   "--max-increase", "dead_air_ms:p95=1000")
+    assert relaxed.returncode == 0, relaxed.stdout + relaxed.stderr
+    assert "gates: dead_air_ms_p95_increase (no defaults)" in relaxed.stdout
+    assert "gate FAILED" not in relaxed.stdout
+
+
+def test_cli_with_nothing_to_compare_exits_2_with_the_reason(runs, tmp_path):
+    empty = tmp_path / "empty-run"
+    empty.mkdir()
+    report = json.loads((runs["baseline"] / "run-report.json").read_text())
+    report.update(trials=[], trial_count=0, executed_trials=0, passed_trials=0)
+    (empty / "run-report.json").write_text(json.dumps(report))
+    result = _cli(str(runs["baseline"]), str(empty))
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nothing to compare: the candidate has no trials" in lines[0]
 
 
 def test_cli_catches_the_injected_regression_with_exit_3(runs, tmp_path):

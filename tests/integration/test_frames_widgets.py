@@ -8,8 +8,10 @@ import io
 import wave
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+import soundfile
 
 import voicelab
 from voicelab.analysis import (
@@ -18,8 +20,10 @@ from voicelab.analysis import (
     MatrixBrowser,
     TrialPlayer,
     audio_html,
+    encode_audio,
     load_frames,
     load_labels,
+    read_trial_audio,
     turn_audio_html,
     turn_windows,
     worst_turns,
@@ -32,9 +36,10 @@ SUITE = ROOT / "examples" / "sweep-workload-neutral.yaml"
 
 
 def wav_seconds(data: bytes) -> float:
-    with wave.open(io.BytesIO(bytes(data)), "rb") as handle:
-        assert handle.getsampwidth() == 2 and handle.getnchannels() == 1
-        return handle.getnframes() / handle.getframerate()
+    """The duration of an audio file in memory (WAV, FLAC or Ogg Opus)."""
+    info = soundfile.info(io.BytesIO(bytes(data)))
+    assert info.channels == 1
+    return info.frames / info.samplerate
 
 
 @pytest.fixture(scope="module")
@@ -155,13 +160,33 @@ def test_labeling_refuses_to_save_without_annotator_or_labels(run, tmp_path):
     assert labeler.index == 1  # clamped at the last trial
 
 
-def test_audio_elements_embed_wav(run):
+@pytest.mark.parametrize(("audio_format", "mime"), [("opus", "audio/ogg"),
+                                                     ("flac", "audio/flac"), ("wav", "audio/wav")])
+def test_audio_elements_embed_compressed_audio(run, audio_format, mime):
     trial_dir = run.trial_dir(trial_id="trial-001")
-    element = audio_html(trial_dir, channel="product", start_ms=0, end_ms=500, caption="opening")
-    prefix = 'src="data:audio/wav;base64,'
+    element = audio_html(trial_dir, channel="product", start_ms=0, end_ms=500, caption="opening",
+                         audio_format=audio_format)
+    prefix = f'src="data:{mime};base64,'
     assert "<audio" in element.data and prefix in element.data
     encoded = element.data.split(prefix, 1)[1].split('"', 1)[0]
-    assert wav_seconds(base64.b64decode(encoded)) == pytest.approx(0.5)
+    assert wav_seconds(base64.b64decode(encoded)) == pytest.approx(0.5, abs=0.001)
+
+
+def test_opus_keeps_the_speech_and_is_far_smaller(run):
+    samples, rate = read_trial_audio(run.trial_dir(trial_id="trial-001"))
+    opus, mime = encode_audio(samples, sample_rate_hz=rate)
+    wav, _ = encode_audio(samples, sample_rate_hz=rate, audio_format="wav")
+    assert mime == "audio/ogg" and len(opus) * 6 < len(wav)
+    decoded, decoded_rate = soundfile.read(io.BytesIO(opus), dtype="int16")
+    assert decoded_rate == rate and abs(len(decoded) - len(samples)) <= rate // 50
+    # lossy, but the same signal: the envelope of speech survives (correlation of |x|, 20 ms)
+    n = min(len(decoded), len(samples)) // 480 * 480
+    before = np.abs(samples[:n].astype(float)).reshape(-1, 480).mean(axis=1)
+    after = np.abs(decoded[:n].astype(float)).reshape(-1, 480).mean(axis=1)
+    assert np.corrcoef(before, after)[0, 1] > 0.95
+    # a rate Opus does not take is sent lossless
+    _, fallback = encode_audio(samples[:4410], sample_rate_hz=44_100)
+    assert fallback == "audio/flac"
     worst = worst_turns(run.turns, n=2)
     assert worst["first_audio_latency_ms"].tolist() == sorted(
         run.turns["first_audio_latency_ms"], reverse=True)[:2]
@@ -169,3 +194,18 @@ def test_audio_elements_embed_wav(run):
     assert block.data.count("<audio") == 2
     windows = turn_windows(worst)
     assert (windows["end_ms"] > windows["start_ms"]).all()
+
+
+def test_a_displayed_widget_is_followed_by_its_static_copy(matrix, monkeypatch):
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objects: shown.extend(objects))
+    browser = MatrixBrowser(matrix)
+    browser._ipython_display_()
+    assert shown[0] is browser.widget
+    copy = shown[1].data
+    assert 'class="voicelab-static-copy"' in copy and ".jp-NotebookPanel" in copy
+    assert copy.count("<li>") == 4 + 1  # every cell, the selected cell's one trial
+    assert 'src="data:audio/ogg;base64,T2dnUw' in copy  # the selected trial's call
+    assert "trial-001" in copy and "every verdict passed" in copy

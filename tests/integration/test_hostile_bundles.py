@@ -161,6 +161,8 @@ def test_output_targets_refuse_a_fifo_a_folder_and_a_link(original, suite, fifo,
                 str(target), what)
         refused(cli(capsys, "compare", str(original), str(original), "--output", str(target)),
                 str(target), what)
+        refused(cli(capsys, "compare", str(original), str(original), "--html", str(target)),
+                "--html", what)
         refused(cli(capsys, "report", str(original), "--output", str(target)), "--output", what)
     refused(cli(capsys, "run", str(suite / RUN), "--junit", str(fifo), "--quiet",
                 "--artifacts-dir", str(tmp_path / "runs")), "--junit", "named pipe")

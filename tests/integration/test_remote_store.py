@@ -95,7 +95,7 @@ def test_report_of_a_run_in_s3_is_written_back_to_s3(s3, tmp_path):
     s3.fs.invalidate_cache()
     page = s3.fs.cat_file(f"{BUCKET}/pages/report.html").decode()
     assert outcome.report.run_id in page and "trial-001" in page
-    assert 'src="data:audio/wav;base64,UklGR' in page  # the audio was fetched for the page
+    assert 'src="data:audio/ogg;base64,T2dnUw' in page  # the audio was fetched for the page
     assert list(tmp_path.iterdir()) == []
 
 

@@ -163,6 +163,8 @@ def test_a_slower_product_is_waited_for_and_compare_shows_the_latency(original, 
     assert process.returncode == 0, process.stdout + process.stderr
     assert "replay of: " in process.stdout
     replayed = Path(process.stdout.split("bundle: ")[1].split()[0])
+    assert f"latest: {tmp_path / 'latest'} now points to this replay ({replayed.name}), not " \
+           "to the run it replayed" in process.stdout
     for trial in _trials(replayed):
         checked = _never_talked_over(trial)
         assert [turn for turn, _, _ in checked] == ["turn-002"]

@@ -15,7 +15,7 @@ from voicelab.errors import ConfigError, ExecutionError
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 IMAGE = re.compile(r'<img[^>]*src="data:image/png;base64,')
-AUDIO = re.compile(r'<audio[^>]*src="data:audio/wav;base64,UklGR')  # "RIFF", base64-encoded
+AUDIO = re.compile(r'<audio[^>]*src="data:audio/ogg;base64,T2dnUw')  # "OggS", base64-encoded
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +67,22 @@ def test_several_labeled_runs_side_by_side_with_every_failing_trial(tmp_path):
     assert len(AUDIO.findall(page)) == 2 + 1  # each failing trial's call, the worst turn
     for label in ("baseline", "candidate"):
         assert f"{label} pass^k" in page or label in page
+
+
+@pytest.mark.slow
+def test_a_report_of_ten_failing_trials_stays_within_its_size_budget(tmp_path):
+    from voicelab.analysis._report import REPORT_SIZE_BUDGET_BYTES
+
+    loaded = voicelab.load_run(EXAMPLE, overrides=["endpoint.settings.claim_without_tool=true"])
+    run = asyncio.run(voicelab.arun(loaded, trials=10, concurrency=5,
+                                    artifacts_dir=tmp_path / "runs")).bundle_path
+    output = write_report(run, output_path=tmp_path / "report.html")
+    page = output.read_text(encoding="utf-8")
+    assert len(AUDIO.findall(page)) == 10 + 3  # every failing call, the three worst turns
+    assert output.stat().st_size < REPORT_SIZE_BUDGET_BYTES
+    # counts are integers, headers and words are not broken
+    assert ">10<" in page and ">10.0<" not in page and ">10.000000<" not in page
+    assert "break-word; }" in page and "word-break: break-word" not in page
 
 
 def test_a_failing_cell_keeps_the_executed_notebook(stalled_run, tmp_path):

@@ -67,7 +67,10 @@ def test_new_definitions_rescore_old_evidence(bundle, tmp_path):
     scenario_path.write_text(json.dumps(scenario))
     process = _cli("rescore", str(copy))
     assert process.returncode == 3, process.stdout + process.stderr
-    assert "trial-002: FAIL (changed: concise)" in process.stdout
+    assert "trial-002: FAIL (failed: concise; changed: concise)" in process.stdout
+    assert f"re-scored in place: the derived files (trial reports, metrics, transcripts, run " \
+           f"report) of {copy} were rewritten; --output DIR re-scores a copy instead" \
+        in process.stdout
     report = read_json(copy / "trial-002" / "trial-report.json")
     concise = next(v for v in report["verdicts"] if v["name"] == "concise")
     assert concise["passed"] is False and report["passed"] is False

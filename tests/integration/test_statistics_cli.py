@@ -6,10 +6,8 @@ import asyncio
 import hashlib
 import json
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -147,25 +145,15 @@ def _digests(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def interrupted(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+def interrupted(tmp_path_factory, interrupt_after_first_trial) -> tuple[Path, dict[str, str]]:
     """A 5-trial run stopped by SIGINT once trial-001 is written. Calls go on while earlier
     ones are scored, so on a loaded machine the interrupt may land a trial or two later."""
     artifacts = tmp_path_factory.mktemp("resume")
-    process = subprocess.Popen(
+    process = interrupt_after_first_trial(
         [sys.executable, "-m", "voicelab", "run", str(EXAMPLE), "--trials", str(PLANNED),
-         "--concurrency", "1", "--artifacts-dir", str(artifacts), "--set", LATENCY],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not list(
-                artifacts.glob("*/trial-001/trial-report.json")):
-            time.sleep(0.02)
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, stdout + stderr
+         "--concurrency", "1", "--artifacts-dir", str(artifacts), "--set", LATENCY], artifacts,
+        wait_seconds=60)
+    assert process.returncode == 130, process.stdout + process.stderr
     bundle = bundle_of(artifacts)
     return bundle, _digests(bundle / "trial-001")
 
@@ -181,9 +169,12 @@ def test_resume_after_sigint_completes_the_bundle(interrupted, tmp_path):
     # the finished trials, then the one in flight when the interrupt landed (if one was)
     assert 1 <= done < PLANNED and reasons[done:] in ([], ["cancelled"])
     assert before["pass_rate"]["n"] == done  # an interrupted trial is no evidence
-    # the run file is the one the bundle names; the --set override must be given again
-    result = cli("run", "--resume", str(copy), "--set", LATENCY)
+    # the run file is the one the bundle names, and the --set overrides the ones it keeps
+    assert before["overrides"] == [LATENCY]
+    result = cli("run", "--resume", str(copy))
     assert result.returncode == 0, result.stdout + result.stderr
+    assert f"resuming with the run's --set overrides (kept in the bundle): {LATENCY}" in \
+        result.stdout
     report = json.loads((copy / "run-report.json").read_text())
     assert report["status"] == "complete" and report["exit_code"] == 0
     assert report["run_id"] == before["run_id"] and report["started_at"] == before["started_at"]
@@ -201,8 +192,15 @@ def test_resume_after_sigint_completes_the_bundle(interrupted, tmp_path):
 
 def test_resume_refuses_another_configuration_and_needs_a_bundle(interrupted, tmp_path):
     bundle, _ = interrupted
-    changed = cli("run", "--resume", str(bundle), "--set",
-                  "endpoint.settings.reply_latency_ms=0", timeout=60)
+    conflicting = cli("run", "--resume", str(bundle), "--set",
+                      "endpoint.settings.reply_latency_ms=0", timeout=60)
+    assert conflicting.returncode == 2, conflicting.stdout + conflicting.stderr
+    lines = conflicting.stderr.strip().splitlines()
+    assert lines == [f"voice-evaluator: error: --set endpoint.settings.reply_latency_ms=0: "
+                     f"conflicts with the run's --set {LATENCY} (kept in the bundle): a resumed "
+                     "run keeps its configuration"]
+    changed = cli("run", "--resume", str(bundle), "--set", "endpoint.settings.stall_ms=900",
+                  timeout=60)
     assert changed.returncode == 2, changed.stdout + changed.stderr
     lines = changed.stderr.strip().splitlines()
     assert len(lines) == 1 and "the suite hash differs" in lines[0]
@@ -229,7 +227,8 @@ def test_rerun_failed_runs_the_trials_that_did_not_pass_again(tmp_path):
 
 
 def test_sweep_resume_runs_the_missing_cells_and_trials(tmp_path):
-    first = cli("sweep", str(SWEEP), "--trials", "2", "--artifacts-dir", str(tmp_path))
+    first = cli("sweep", str(SWEEP), "--trials", "2", "--artifacts-dir", str(tmp_path), "--set",
+                "endpoint.settings.reply_latency_ms=5")
     assert first.returncode == 0, first.stdout + first.stderr
     sweep = next(p.parent for p in tmp_path.glob("*/matrix-report.json"))
     matrix = json.loads((sweep / "matrix-report.json").read_text())
@@ -244,8 +243,11 @@ def test_sweep_resume_runs_the_missing_cells_and_trials(tmp_path):
     untouched = _digests(cells[0] / "trial-001")
     shutil.rmtree(cells[1])                        # a cell that never started
     shutil.rmtree(cells[2] / "trial-002")          # a trial that never ran
-    resumed = cli("sweep", "--resume", str(sweep))
+    assert matrix["overrides"] == ["endpoint.settings.reply_latency_ms=5"]
+    resumed = cli("sweep", "--resume", str(sweep))  # the --set is not given again
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming with the sweep's --set overrides (kept in the bundle): " \
+           "endpoint.settings.reply_latency_ms=5" in resumed.stdout
     matrix = json.loads((sweep / "matrix-report.json").read_text())
     assert matrix["status"] == "complete" and matrix["executed_trials"] == 8
     assert len(matrix["resumed_at"]) == 1

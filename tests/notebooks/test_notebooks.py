@@ -57,7 +57,9 @@ def test_sweep_runs_a_matrix(tmp_path):
                        artifacts_dir=str(tmp_path / "artifacts"), worst_turns=2)
     assert list((tmp_path / "artifacts").glob("*/matrix-report.json"))
     assert mime_count(notebook, "image/png") >= 5  # heatmap, 2 latency, silence, timeline
-    assert mime_count(notebook, "text/html", containing="data:audio/wav;base64,") == 1
+    # the worst turns, and the matrix browser's static copy for pages without its widget
+    assert mime_count(notebook, "text/html", containing="data:audio/ogg;base64,") == 2
+    assert mime_count(notebook, "text/html", containing='class="voicelab-static-copy"') == 1
     assert mime_count(notebook, WIDGET) == 2  # the progress bar (tqdm.auto), the matrix browser
     assert any("4 cell(s), 4/4 trial(s) passed" in "".join(o.get("text", ""))
                for o in outputs(notebook))
@@ -69,7 +71,7 @@ def test_report_produces_a_run_when_given_none(tmp_path):
                        overrides=["endpoint.settings.stall_ms=900"])
     assert mime_count(notebook, "image/png") >= 4
     audio = [o for o in outputs(notebook)
-             if "data:audio/wav;base64," in str(o.get("data", {}).get("text/html", ""))]
+             if "data:audio/ogg;base64," in str(o.get("data", {}).get("text/html", ""))]
     assert len(audio) == 1 and str(audio[0]["data"]["text/html"]).count("<audio") == 2
     assert mime_count(notebook, "text/markdown", containing="2 trial(s)") == 1
 

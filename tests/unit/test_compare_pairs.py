@@ -1,5 +1,5 @@
 """compare() on hand-made frames: pairing by (cell, seed), unpaired and missing counts, flips,
-gates, JSON. Real runs of the fake product are in tests/integration/test_compare.py."""
+gates (the defaults too), nothing comparable, JSON. Real runs of the fake product are in tests/integration/test_compare.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from voicelab.analysis import Frames, Gate, compare
+from voicelab.analysis import DEFAULT_GATES, Frames, Gate, compare
 from voicelab.errors import ConfigError
 
 
@@ -21,6 +21,7 @@ def _frames(run_id: str, trials: list[dict], *, latency: dict | None = None) -> 
         trial_id = f"trial-{number:03d}"
         rows.append({"run_id": run_id, "cell": trial.get("cell"), "trial_id": trial_id,
                      "seed": trial["seed"], "passed": trial["passed"],
+                     "scenario_id": trial.get("scenario", "booking"),
                      "execution_status": trial.get("status", "succeeded"),
                      "path": f"/runs/{run_id}/{trial_id}"})
         for index, value in enumerate((latency or {}).get((trial.get("cell"), trial["seed"]),
@@ -65,18 +66,52 @@ def test_sweeps_pair_by_cell_and_seed_and_report_the_rest():
     assert document["pairs"] == 4
 
 
-def test_plain_runs_are_one_cell_and_a_sweep_does_not_pair_with_them():
+def test_plain_runs_are_one_cell():
     plain = _frames("plain", [{"seed": s, "passed": True} for s in (42, 43)])
     other = _frames("other", [{"seed": s, "passed": True} for s in (42, 43)])
     assert compare(plain, other, n_resamples=200).pairs == 2
-    sweep = _sweep("sweep", {"x": [42, 43]})
-    apart = compare(plain, sweep, gates=[Gate.pass_rate_drop(0.1, strict=True)],
-                    n_resamples=200)
-    assert apart.pairs == 0 and len(apart.unpaired) == 4
-    assert apart.pass_rate.difference.estimate is None
-    assert apart.pass_rate.baseline.estimate is None  # no paired trial: no rate
-    (gate,) = apart.gates
-    assert gate.status == "inconclusive" and gate.blocks  # strict: no evidence is no pass
+
+
+@pytest.mark.parametrize(("baseline", "candidate", "reason"), [
+    (_frames("plain", [{"seed": 42, "passed": True}]), _sweep("sweep", {"x": [42]}),
+     "the baseline is a run and the candidate a sweep"),
+    (_sweep("sweep", {"x": [42]}), _frames("plain", [{"seed": 42, "passed": True}]),
+     "the candidate is a run and the baseline a sweep"),
+    (_frames("full", [{"seed": 42, "passed": True}]), _frames("empty", []),
+     "the candidate has no trials"),
+    (_frames("empty", []), _frames("full", [{"seed": 42, "passed": True}]),
+     "the baseline has no trials"),
+    (_frames("a", [{"seed": 42, "passed": True, "scenario": "booking"}]),
+     _frames("b", [{"seed": 42, "passed": True, "scenario": "refund"}]),
+     "different scenarios (baseline 'booking', candidate 'refund' in cell run)"),
+    (_frames("a", [{"seed": 1, "passed": True}]), _frames("b", [{"seed": 2, "passed": False}]),
+     "no trial of the candidate has the cell and seed of a baseline trial"),
+    (_sweep("a", {"x": [1]}), _sweep("b", {"y": [1]}),
+     "no trial of the candidate has the cell and seed of a baseline trial"),
+])
+def test_nothing_comparable_is_an_error_not_a_pass(baseline, candidate, reason):
+    # with a strict gate too: no comparison is made that a gate could wave through
+    for gates in (DEFAULT_GATES, [Gate.pass_rate_drop(0.1, strict=True)], []):
+        with pytest.raises(ConfigError, match="nothing to compare") as caught:
+            compare(baseline, candidate, gates=gates, n_resamples=200)
+        assert reason in str(caught.value)
+
+
+def test_the_default_gates_judge_a_comparison_given_no_gates():
+    seeds = range(1, 11)
+    baseline = _frames("base", [{"seed": s, "passed": True} for s in seeds])
+    broken = _frames("cand", [{"seed": s, "passed": False} for s in seeds])
+    result = compare(baseline, broken, n_resamples=200)
+    assert [g.name for g in result.gates] == [g.name for g in DEFAULT_GATES] == [
+        "pass_rate_drop", "first_audio_latency_ms_p95_increase",
+        "response_latency_ms_p95_increase"]
+    assert not result.passed
+    assert [g.name for g in result.failed_gates] == ["pass_rate_drop"]
+    assert compare(baseline, broken, gates=(), n_resamples=200).passed  # switched off
+    same = compare(baseline, _frames("same", [{"seed": s, "passed": True} for s in seeds]),
+                   n_resamples=200)
+    # 10 pairs that all pass twice: an interval of about +-28 points straddles 5, not beyond
+    assert same.passed and same.gates[0].status == "inconclusive"
 
 
 def test_two_trials_with_one_cell_and_seed_on_a_side_are_refused():

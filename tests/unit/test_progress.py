@@ -28,3 +28,63 @@ def test_a_disabled_bar_draws_nothing():
     progress = voicelab.TrialProgress(auto=False, file=stream, enabled=False)
     progress(_result("trial-001", True), 1, 1)
     assert stream.getvalue() == ""
+
+
+def _finished(trial_id: str, seed: int, *, passed: bool, failed=()) -> SimpleNamespace:
+    summary = SimpleNamespace(trial_id=trial_id, seed=seed, passed=passed, status=None,
+                              execution_status="succeeded", exit_reason="endpoint_completion",
+                              failed_verdicts=list(failed), inconclusive_verdicts=[],
+                              attempts=1, measurement_degraded=False)
+    report = SimpleNamespace(passed=passed, failures=[], scenario_id="booking",
+                             persona="Jordan", environment="quiet")
+    return SimpleNamespace(report=report, summary=summary)
+
+
+def test_without_a_terminal_each_finished_trial_is_a_line_and_the_end_a_count():
+    from voicelab._progress import TrialLines
+
+    stream, now = io.StringIO(), [100.0]
+    from voicelab.cli._run import trial_line
+
+    lines = TrialLines(file=stream, every_seconds=None, clock=lambda: now[0],
+                       describe=lambda result: trial_line(result.summary, result.report))
+    assert lines.progress_line() == "progress: no trial finished yet, 0s elapsed"
+    now[0] = 110.0
+    lines(_finished("trial-001", 42, passed=True), 1, 3)
+    now[0] = 120.0
+    lines(_finished("trial-002", 43, passed=False, failed=["outcome_saved"]), 2, 3)
+    assert lines.progress_line() == ("progress: 2/3 trials finished, 1 not passed, 20s "
+                                     "elapsed, about 10s to go")
+    now[0] = 190.0
+    lines(_finished("trial-003", 44, passed=True), 3, 3)
+    lines.close()
+    assert stream.getvalue().splitlines() == [
+        "trial-001 seed 42: pass (exit endpoint_completion)",
+        "trial-002 seed 43: FAIL (exit endpoint_completion, failed: outcome_saved)",
+        "trial-003 seed 44: pass (exit endpoint_completion)",
+        "progress: 3/3 trials finished, 1 not passed, 1m30s elapsed"]
+
+
+def test_a_sweep_names_the_cell_and_the_periodic_line_comes_from_a_thread():
+    import threading
+
+    from voicelab._progress import TrialLines
+
+    class Recorder(io.StringIO):
+        def __init__(self):
+            super().__init__()
+            self.written = threading.Event()
+
+        def write(self, text):
+            if text.startswith("progress:"):
+                self.written.set()
+            return super().write(text)
+
+    stream = Recorder()
+    lines = TrialLines(file=stream, every_seconds=0.01, cells=True)
+    assert stream.written.wait(30)  # the periodic line needs no finished trial
+    lines(_finished("trial-001", 42, passed=True), 1, 2)
+    lines.close()
+    text = stream.getvalue()
+    assert "booking / Jordan / quiet: trial-001 seed 42: pass\n" in text
+    assert "progress: no trial finished yet" in text

@@ -10,12 +10,22 @@ imports it. Judge calibration against human labels is :mod:`voicelab.analysis.ca
 """
 
 from ._compare import (
+    DEFAULT_GATES,
     Comparison,
     Gate,
     MetricComparison,
     PassRateComparison,
     RunSide,
     compare,
+)
+from ._embed import (
+    AUDIO_FORMATS,
+    audio_data_uri,
+    audio_html,
+    encode_audio,
+    read_trial_audio,
+    turn_audio_html,
+    turn_windows,
 )
 from ._failures import failing_trials, transcript_markdown
 from ._frames import GROUP_COLUMNS, KEY_COLUMNS, Frames, check_metric, load_frames, worst_turns
@@ -34,17 +44,7 @@ from ._rates import pass_curve_table, pass_rate_table
 from ._report import write_compare_report, write_report
 from ._selectivity import probes_table, selectivity_table
 from ._tables import show_table
-from ._widgets import (
-    LabelingWidget,
-    MatrixBrowser,
-    TrialPlayer,
-    audio_data_uri,
-    audio_html,
-    default_criteria,
-    read_trial_audio,
-    turn_audio_html,
-    turn_windows,
-)
+from ._widgets import LabelingWidget, MatrixBrowser, TrialPlayer, default_criteria
 from .calibration import (
     HUMAN_LABEL_COLUMNS,
     CalibrationReport,
@@ -78,7 +78,9 @@ __all__ = [
     "LabelingWidget",
     "MatrixBrowser",
     "TrialPlayer",
+    "AUDIO_FORMATS",
     "audio_data_uri",
+    "encode_audio",
     "audio_html",
     "default_criteria",
     "figure_png",
@@ -97,6 +99,7 @@ __all__ = [
     "worst_turns",
     "write_report",
     "Comparison",
+    "DEFAULT_GATES",
     "Gate",
     "MetricComparison",
     "PassRateComparison",

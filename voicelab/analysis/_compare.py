@@ -11,7 +11,12 @@ counted and listed (``Comparison.unpaired``), never silently dropped.
   (the trial, not the turn, is the unit that is paired and resampled: turns of one conversation
   are not independent); the median and p95 over trials get paired bootstrap intervals of
   their difference. Pairs where either trial has no value are counted as missing.
-- Gates (:class:`Gate`) judge those intervals (:func:`voicelab.scoring.gate_on_interval`).
+- Gates (:class:`Gate`) judge those intervals (:func:`voicelab.scoring.gate_on_interval`);
+  without a word about gates, :data:`DEFAULT_GATES` are judged, so a comparison always judges
+  something. ``gates=()`` switches them off.
+- Nothing comparable (a side without trials, a run against a sweep, different scenarios, no
+  common cell and seed) is a :class:`~voicelab.errors.ConfigError`, never a comparison that
+  passes for lack of evidence.
 
 Differences are always candidate minus baseline.
 """
@@ -99,6 +104,16 @@ class Gate:
         return f"{self.metric}_{self.statistic}_increase"
 
 
+#: Judged when no gates are given (``voice-evaluator compare`` without gate options): a pass-rate
+#: drop whose whole interval lies beyond 5 points, and a p95 increase beyond 100 ms of the
+#: first-audio and the speech-to-speech latency (each interval wholly beyond the limit).
+DEFAULT_GATES: tuple[Gate, ...] = (
+    Gate.pass_rate_drop(0.05),
+    Gate.metric_increase("first_audio_latency_ms", 100.0, statistic="p95"),
+    Gate.metric_increase("response_latency_ms", 100.0, statistic="p95"),
+)
+
+
 # --- results ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -177,7 +192,7 @@ class Comparison:
 
     @property
     def passed(self) -> bool:
-        """No gate blocks (a CI exits 3 otherwise). Without gates, True."""
+        """No gate blocks (a CI exits 3 otherwise). With ``gates=()``, True."""
         return not self.failed_gates
 
     def metric(self, metric: str, statistic: str) -> MetricComparison:
@@ -263,7 +278,8 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 # --- pairing ----------------------------------------------------------------------------------
 
-_TRIAL_COLUMNS = ["cell", "seed", "run_id", "trial_id", "passed", "executed", "path"]
+_TRIAL_COLUMNS = ["cell", "seed", "run_id", "trial_id", "scenario_id", "passed", "executed",
+                  "path"]
 _EMPTY_TYPES = {"seed": "int64", "passed": bool, "executed": bool}
 
 
@@ -281,6 +297,8 @@ def _trial_table(frames: Frames, side: Side) -> pd.DataFrame:
         "cell": cells.where(cells.notna(), PLAIN_RUN_CELL).astype(str),
         "seed": trials["seed"].astype("int64"),
         "run_id": trials["run_id"].astype(str), "trial_id": trials["trial_id"].astype(str),
+        "scenario_id": (trials["scenario_id"].astype(str) if "scenario_id" in trials
+                        else pd.Series("", index=trials.index, dtype=object)),
         "passed": trials["passed"].fillna(False).astype(bool),
         "executed": (trials["execution_status"].astype(str) == "succeeded").to_numpy(),
         "path": trials["path"].astype(str)})
@@ -314,6 +332,32 @@ def _pair(baseline: pd.DataFrame, candidate: pd.DataFrame) -> tuple[pd.DataFrame
                                   "trial_id": alone[f"trial_id_{side}"],
                                   "path": alone[f"path_{side}"]}))
     return paired, pd.concat(rows, ignore_index=True)
+
+
+def _check_comparable(baseline: pd.DataFrame, candidate: pd.DataFrame,
+                      paired: pd.DataFrame) -> None:
+    """Refuse what has nothing to compare: a comparison without pairs would pass every gate for
+    lack of evidence, and pairs of different scenarios compare unrelated conversations."""
+    for side, table in (("baseline", baseline), ("candidate", candidate)):
+        if table.empty:
+            raise ConfigError(f"nothing to compare: the {side} has no trials", source=side)
+    plain = {side: bool((table["cell"] == PLAIN_RUN_CELL).all())
+             for side, table in (("baseline", baseline), ("candidate", candidate))}
+    if plain["baseline"] != plain["candidate"]:
+        run, sweep = ("baseline", "candidate") if plain["baseline"] else ("candidate", "baseline")
+        raise ConfigError(f"nothing to compare: the {run} is a run and the {sweep} a sweep; "
+                          "compare a run with a run, a sweep with a sweep", source="candidate")
+    different = paired[paired["scenario_id_baseline"] != paired["scenario_id_candidate"]]
+    if len(different):
+        first = different.iloc[0]
+        raise ConfigError(f"nothing to compare: different scenarios (baseline "
+                          f"{first['scenario_id_baseline']!r}, candidate "
+                          f"{first['scenario_id_candidate']!r} in cell {first['cell']})",
+                          source="candidate")
+    if paired.empty:
+        raise ConfigError("nothing to compare: no trial of the candidate has the cell and seed "
+                          "of a baseline trial (run both with the same seeds and matrix)",
+                          source="candidate")
 
 
 # --- pass rate --------------------------------------------------------------------------------
@@ -425,18 +469,22 @@ def _flips(paired: pd.DataFrame, baseline: Frames, candidate: Frames) -> pd.Data
 # --- entry point ------------------------------------------------------------------------------
 
 def compare(baseline: RunInput, candidate: RunInput, *, confidence: float = 0.95, seed: int = 0,
-            gates: Sequence[Gate] = (), n_resamples: int = DEFAULT_RESAMPLES) -> Comparison:
+            gates: Sequence[Gate] = DEFAULT_GATES,
+            n_resamples: int = DEFAULT_RESAMPLES) -> Comparison:
     """Compare a candidate run (or sweep) against a baseline, trial by trial.
 
     ``baseline`` and ``candidate`` are run directories, sweep directories or loaded
     :class:`Frames` (one run or one sweep per side). ``seed`` seeds every bootstrap, so the
     same inputs give the same result. ``gates`` are judged on the intervals
-    (``Comparison.passed`` is False when one blocks).
+    (``Comparison.passed`` is False when one blocks); by default :data:`DEFAULT_GATES`,
+    ``gates=()`` for none. Raises :class:`ConfigError` when there is nothing to compare (see
+    the module docstring).
     """
     before_frames, after_frames = _frames_of(baseline), _frames_of(candidate)
     before_table = _trial_table(before_frames, "baseline")
     after_table = _trial_table(after_frames, "candidate")
     paired, unpaired = _pair(before_table, after_table)
+    _check_comparable(before_table, after_table, paired)
     pass_rate = _pass_rate(paired, confidence)
 
     wanted = {(metric, statistic) for metric in METRICS for statistic in STATISTICS}

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ._embed import read_trial_audio
 from ._frames import Frames, check_metric, load_frames
 from ._rates import pass_curve_table, pass_rate_table
-from ._widgets import read_trial_audio
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

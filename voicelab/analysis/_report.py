@@ -2,9 +2,10 @@
 
 ``write_report`` renders runs (report.ipynb); ``write_compare_report`` a baseline against a
 candidate (compare.ipynb). Plots are PNG outputs (nbconvert embeds them as ``data:image/png``
-images) and audio are ``<audio>`` elements with WAV data URIs, so the page needs no files beside
-it. Code cells are left out of the page, and wide tables scroll inside the page instead of
-widening it. When a cell fails, the partially executed notebook is kept next to the HTML path
+images) and audio are ``<audio>`` elements with data URIs, so the page needs no files beside
+it. Audio is Ogg Opus (:mod:`._embed`): a report of 10 failing trials stays under
+:data:`REPORT_SIZE_BUDGET_BYTES`. Code cells are left out of the page, and wide tables scroll
+inside the page instead of widening it. When a cell fails, the partially executed notebook is kept next to the HTML path
 (``<output>.ipynb``) and the error names the cell.
 """
 
@@ -18,22 +19,30 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._extras import REPORT_MODULES, require_modules
 from ..artifacts._store import local_folder
 from ..errors import ConfigError, ExecutionError
 
 logger = logging.getLogger(__name__)
 
+#: The size a report of 10 trials, every one failing (each call's audio, the worst turns, the
+#: plots), stays under: its audio is Ogg Opus (:mod:`._embed`). Tested.
+REPORT_SIZE_BUDGET_BYTES = 3_000_000
+
 #: Shipped inside the package (links to notebooks/*.ipynb in a checkout, copies in a wheel).
 DEFAULT_NOTEBOOK = Path(__file__).resolve().with_name("report.ipynb")
 COMPARE_NOTEBOOK = Path(__file__).resolve().with_name("compare.ipynb")
 
-# Tables fit the page: a wide one scrolls sideways inside it, long text wraps.
+# Tables fit the page: a wide one scrolls sideways inside it. No header or cell breaks inside a
+# word (a column is as wide as its longest word); long text wraps between words.
 _PAGE_CSS = """
 <style>
   .jp-RenderedHTMLCommon table { display: block; max-width: 100%; overflow-x: auto;
                                   font-size: 12px; }
-  .jp-RenderedHTMLCommon td, .jp-RenderedHTMLCommon th { max-width: 40em; white-space: normal;
-                                                         word-break: break-word; }
+  .jp-RenderedHTMLCommon th { word-break: normal; overflow-wrap: normal; hyphens: none;
+                              white-space: normal; min-width: 4em; }
+  .jp-RenderedHTMLCommon td { max-width: 40em; white-space: normal; word-break: normal;
+                              overflow-wrap: break-word; }
   .jp-RenderedImage img { max-width: 100%; height: auto; }
 </style>
 """
@@ -52,6 +61,7 @@ def _run_folder(path: str | os.PathLike[str]) -> Path:
 
 def _render(notebook: Path, *, parameters: Mapping[str, Any], output_path: str | os.PathLike[str],
             title: str, kernel_name: str | None, cell_timeout_seconds: float) -> Path:
+    require_report_packages()
     import jinja2
     import nbformat
     import papermill
@@ -91,6 +101,12 @@ def _render(notebook: Path, *, parameters: Mapping[str, Any], output_path: str |
     output.write_text(body, encoding="utf-8")
     logger.info("report written to %s", output)
     return output
+
+
+def require_report_packages() -> None:
+    """Raise :class:`~voicelab.errors.MissingDependencyError` (``pip install
+    'voicelab[notebooks]'``) unless what executes and exports a report is installed."""
+    require_modules(REPORT_MODULES, purpose="an HTML report")
 
 
 def write_report(run_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
@@ -138,4 +154,6 @@ def write_compare_report(baseline: str | os.PathLike[str], candidate: str | os.P
                        kernel_name=kernel_name, cell_timeout_seconds=cell_timeout_seconds)
 
 
-__all__ = ["COMPARE_NOTEBOOK", "DEFAULT_NOTEBOOK", "write_compare_report", "write_report"]
+__all__ = ["COMPARE_NOTEBOOK", "DEFAULT_NOTEBOOK", "REPORT_SIZE_BUDGET_BYTES",
+           "require_report_packages",
+           "write_compare_report", "write_report"]

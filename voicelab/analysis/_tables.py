@@ -4,17 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+
+def _counts_as_integers(frame: pd.DataFrame, *, keep: tuple[str, ...]) -> pd.DataFrame:
+    """Float columns that hold only whole numbers (counts made float by a missing value) as
+    nullable integers, so they print ``10``, not ``10.0``."""
+    columns = {}
+    for column in frame.columns:
+        values = frame[column]
+        if column in keep or not pd.api.types.is_float_dtype(values):
+            continue
+        present = values.dropna().to_numpy(dtype=float)
+        if present.size and np.all(np.isfinite(present)) and np.all(present == np.round(present)) \
+                and np.all(np.abs(present) < 2**53):
+            columns[column] = values.astype("Int64")
+    return frame.assign(**columns) if columns else frame
 
 
 def show_table(frame: pd.DataFrame, *, precision: int = 1, percent: tuple[str, ...] = ()
                ) -> Any:
     """A :class:`pandas.io.formats.style.Styler` of ``frame`` for display: NaN/None cells blank
-    (not "NaN"), floats to ``precision`` decimals, the ``percent`` columns as percentages, the
-    index hidden. Needs jinja2 (installed with the notebooks extra)."""
-    formats = {column: "{:.1%}" for column in percent if column in frame.columns}
-    return (frame.style.format(precision=precision, na_rep="")
-            .format(formats, na_rep="").hide(axis="index"))
+    (not "NaN"), floats to ``precision`` decimals, whole-number columns as integers, the
+    ``percent`` columns as percentages, the index hidden. Needs jinja2 (the notebooks extra)."""
+    shown = [column for column in percent if column in frame.columns]
+    table = _counts_as_integers(frame, keep=tuple(shown))
+    styler = table.style.format(precision=precision, na_rep="")
+    if shown:  # a subset: the other columns keep the precision above
+        styler = styler.format("{:.1%}", subset=shown, na_rep="")
+    return styler.hide(axis="index")
 
 
 __all__ = ["show_table"]

@@ -1,9 +1,16 @@
-"""Inline audio and ipywidgets: a trial player, a matrix browser and a labeling widget.
+"""ipywidgets: a trial player, a matrix browser and a labeling widget.
 
 The widgets keep their state in plain attributes (``player.turn.value``, ``player.audio.value``,
 ``labeler.choices[criterion].value``) and expose methods for every action a click performs, so
 they are built and driven without a browser (tests, scripts). Display one with ``display(w)`` or
 as a cell's value. ipywidgets and IPython are imported inside the functions.
+
+Displayed, each widget is followed by a static copy of what it shows (``static_html()``: audio,
+transcript, tables, as plain HTML). A page exported with ``jupyter nbconvert --to html`` and
+opened without network cannot load the widget manager (nbconvert links it from a CDN), so the
+copy is what such a page shows; in JupyterLab, and in an exported page whose widgets did load,
+the copy hides itself. The widgets' audio is Ogg Opus (:mod:`._embed`), so a notebook's saved
+widget state stays small.
 """
 
 from __future__ import annotations
@@ -18,12 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..artifacts import read_member
 from ..artifacts._reader import read_json
-from ..artifacts._store import fetch_missing
-from ..audio import PcmAudio, read_wav_pcm
-from ..audio import wav_bytes as audio_wav_bytes
-from ..errors import ConfigError
+from ._embed import AudioFormat, audio_figure, encode_audio, read_trial_audio, turn_windows
 from ._frames import Frames, load_frames
 from ._labels import label_rows, load_labels, save_labels
 
@@ -34,86 +37,31 @@ _TURN_COLUMNS = ("turn_id", "status", "first_audio_latency_ms", "response_durati
 _KEY_COLUMNS = ("run_id", "cell", "trial_id", "scenario_id", "persona", "environment")
 
 
-def turn_windows(turns: pd.DataFrame, *, lead_ms: float = 250.0,
-                 tail_ms: float = 250.0) -> pd.DataFrame:
-    """Where each turn sounds on the listener timeline: from the user's first audio (the
-    response's first audio for an opening) to the end of the response, padded.
-
-    Returns ``start_ms`` and ``end_ms`` aligned with ``turns``' index.
-    """
-    user = pd.to_numeric(turns.get("user_start_ms", pd.Series(np.nan, index=turns.index)))
-    playback = pd.to_numeric(turns["playback_start_ms"])
-    end = pd.to_numeric(turns["playback_end_ms"]).fillna(playback)
-    start = user.fillna(playback).fillna(0.0)
-    return pd.DataFrame({"start_ms": (start - lead_ms).clip(lower=0.0),
-                         "end_ms": end.fillna(start) + tail_ms}, index=turns.index)
-
-
-
-def read_trial_audio(trial_dir: str | os.PathLike[str], *, channel: str = "mixed",
-                     start_ms: float | None = None,
-                     end_ms: float | None = None) -> tuple[np.ndarray, int]:
-    """int16 samples of ``technician``/``product``/``mixed``.wav between two listener-timeline
-    offsets (the whole file by default), and the sample rate. Reads only that stretch."""
-    path = Path(trial_dir) / f"{channel}.wav"
-    if not path.is_file() and not fetch_missing(path):  # a store's mirror fetches it now
-        raise ConfigError(f"no {channel}.wav in this trial folder", source=Path(trial_dir))
-    samples, rate = read_wav_pcm(read_member(path))  # never through a link, bounded
-    total = samples.shape[0]
-    first = 0 if start_ms is None else min(total, max(0, int(start_ms * rate / 1000)))
-    last = total if end_ms is None else min(total, max(first, int(end_ms * rate / 1000)))
-    return samples[first:last], rate
-
-
-def wav_bytes(samples: np.ndarray, *, sample_rate_hz: int) -> bytes:
-    """A 16-bit mono WAV file in memory."""
-    return audio_wav_bytes(PcmAudio(np.asarray(samples, dtype=np.int16), sample_rate_hz))
-
-
-def audio_data_uri(trial_dir: str | os.PathLike[str], *, channel: str = "mixed",
-                   start_ms: float | None = None, end_ms: float | None = None) -> str:
-    samples, rate = read_trial_audio(trial_dir, channel=channel, start_ms=start_ms, end_ms=end_ms)
-    encoded = base64.b64encode(wav_bytes(samples, sample_rate_hz=rate)).decode("ascii")
-    return f"data:audio/wav;base64,{encoded}"
-
-
-def audio_html(trial_dir: str | os.PathLike[str], *, channel: str = "mixed",
-               start_ms: float | None = None, end_ms: float | None = None,
-               caption: str | None = None) -> Any:
-    """An ``<audio>`` element with the WAV embedded (a data URI): it survives HTML export."""
-    from IPython.display import HTML
-
-    uri = audio_data_uri(trial_dir, channel=channel, start_ms=start_ms, end_ms=end_ms)
-    return HTML(_audio_figure(uri, caption))
-
-
-def _audio_figure(uri: str, caption: str | None) -> str:
-    label = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
-    return (f'<figure style="margin:0.3em 0">{label}'
-            f'<audio controls preload="none" src="{uri}"></audio></figure>')
-
-
-def turn_audio_html(frames: Frames, turns: pd.DataFrame, *, channel: str = "mixed",
-                    metric: str | None = "first_audio_latency_ms") -> Any:
-    """One ``<audio>`` per row of ``turns`` (a slice of ``frames.turns``, e.g. the worst turns),
-    cut to the turn and captioned with its ids and ``metric``."""
-    from IPython.display import HTML
-
-    windows = turn_windows(turns)
-    parts = []
-    for (_, turn), (_, window) in zip(turns.iterrows(), windows.iterrows(), strict=True):
-        trial_dir = frames.trial_dir(run_id=turn["run_id"], trial_id=turn["trial_id"])
-        caption = f"{turn['run_id']} / {turn['trial_id']} / {turn['turn_id']}"
-        if metric and metric in turn.index and pd.notna(turn[metric]):
-            caption += f": {metric} = {float(turn[metric]):.1f}"
-        uri = audio_data_uri(trial_dir, channel=channel, start_ms=window["start_ms"],
-                             end_ms=window["end_ms"])
-        parts.append(_audio_figure(uri, caption))
-    return HTML("".join(parts) or "<i>no turns</i>")
-
-
 def _table_html(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, border=0, float_format=lambda v: f"{v:.1f}", na_rep="")
+
+
+#: Hides a static copy where the live widget shows: inside JupyterLab (and Notebook 7), and in an
+#: exported page whose widget manager loaded (it brings require.js; offline it does not).
+_COPY_HEAD = (
+    "<style>.jp-NotebookPanel .voicelab-static-copy, .jp-LinkedOutputView "
+    ".voicelab-static-copy { display: none; }</style>"
+    "<script>(function (copy) { if (copy && typeof window.require === 'function') "
+    "{ copy.style.display = 'none'; } })(document.currentScript && "
+    "document.currentScript.parentElement);</script>")
+
+
+def static_copy(body: str) -> str:
+    """``body`` wrapped as the static copy of a widget (see the module docstring)."""
+    return (f'<div class="voicelab-static-copy">{_COPY_HEAD}<p style="color:#666">'
+            f'<i>a static copy of the widget above (for pages without it)</i></p>{body}</div>')
+
+
+def _display_with_copy(widget: Any, body: str) -> None:
+    from IPython.display import HTML, display
+
+    display(widget)
+    display(HTML(static_copy(body)))
 
 
 class TrialPlayer:
@@ -121,8 +69,11 @@ class TrialPlayer:
     turn selector that cuts the audio to that turn (``select_turn``)."""
 
     def __init__(self, source: Frames | str | os.PathLike[str], *, run_id: str | None = None,
-                 trial_id: str | None = None, channel: str = "mixed"):
+                 trial_id: str | None = None, channel: str = "mixed",
+                 audio_format: AudioFormat = "opus"):
         import ipywidgets as widgets
+
+        self.audio_format = audio_format
 
         frames = source if isinstance(source, Frames) else load_frames(source)
         self.frames = frames.select(run_id=run_id, trial_id=trial_id)
@@ -144,7 +95,7 @@ class TrialPlayer:
         self.channel = widgets.ToggleButtons(options=list(CHANNELS), value=channel,
                                              description="channel")
         self.turn = widgets.Dropdown(options=options, value=None, description="turn")
-        self.audio = widgets.Audio(format="wav", autoplay=False, loop=False)
+        self.audio = widgets.Audio(format="ogg", autoplay=False, loop=False)
         self.transcript = widgets.HTML()
         self.metrics = widgets.HTML()
         self.header = widgets.HTML(self._header_html())
@@ -184,7 +135,10 @@ class TrialPlayer:
         if (self.trial_dir / f"{self.channel.value}.wav").is_file():
             samples, rate = read_trial_audio(self.trial_dir, channel=self.channel.value,
                                              start_ms=start_ms, end_ms=end_ms)
-            self.audio.value = wav_bytes(samples, sample_rate_hz=rate)
+            data, mime = encode_audio(samples, sample_rate_hz=rate,
+                                      audio_format=self.audio_format)
+            self.audio.format = mime.split("/", 1)[1]
+            self.audio.value = data
         else:
             self.audio.value = b""
         self.transcript.value = self._transcript_html()
@@ -207,6 +161,20 @@ class TrialPlayer:
         row = self.turns[self.turns["turn_id"] == self.turn.value].iloc[0]
         shown = row.drop(labels=[c for c in (*_KEY_COLUMNS, "transcript") if c in row.index])
         return _table_html(shown.rename("value").rename_axis("metric").reset_index())
+
+    def static_html(self) -> str:
+        """What the player shows now, as plain HTML: header, audio, transcript, metrics."""
+        audio = ""
+        if self.audio.value:
+            encoded = base64.b64encode(bytes(self.audio.value)).decode("ascii")
+            where = "whole conversation" if self.turn.value is None else str(self.turn.value)
+            audio = audio_figure(f"data:audio/{self.audio.format};base64,{encoded}",
+                                 f"{self.channel.value} audio, {where}")
+        return (f"<div>{self.header.value}</div>{audio}<div>{self.transcript.value}</div>"
+                f"{self.metrics.value}")
+
+    def _ipython_display_(self) -> None:
+        _display_with_copy(self.widget, self.static_html())
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -270,6 +238,18 @@ class MatrixBrowser:
         self.summary.value = ("<i>every verdict passed</i>" if failing.empty else _table_html(
             failing[["name", "critical", "why"]]))
         self.player_box.children = [self.player.widget]
+
+    def static_html(self) -> str:
+        """The cells, the selected cell's trials and the selected trial, as plain HTML."""
+        cells = "".join(f"<li>{html.escape(str(label))}</li>" for label, _ in self.cell.options)
+        trials = "".join(f"<li>{html.escape(str(label))}</li>" for label, _ in self.trial.options)
+        player = self.player.static_html() if self.player is not None else ""
+        return (f"<p><b>cells</b></p><ul>{cells}</ul><p><b>trials of "
+                f"{html.escape(str(self.cell.value))}</b></p><ul>{trials}</ul>"
+                f"{self.summary.value}{player}")
+
+    def _ipython_display_(self) -> None:
+        _display_with_copy(self.widget, self.static_html())
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -367,6 +347,17 @@ class LabelingWidget:
         if advance:
             self.show(self.index + 1)
 
+    def static_html(self) -> str:
+        """The trial being labeled and the criteria, as plain HTML (labels are given in the
+        live notebook)."""
+        player = self.player.static_html() if self.player is not None else ""
+        criteria = ", ".join(html.escape(c) for c in self.criteria)
+        return (f"<p>{self.position.value}; criteria: {criteria} (labels are given in the live "
+                f"notebook and saved to {html.escape(str(self.labels_path))})</p>{player}")
+
+    def _ipython_display_(self) -> None:
+        _display_with_copy(self.widget, self.static_html())
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
 
@@ -379,6 +370,5 @@ def default_criteria(frames: Frames) -> list[str]:
     return []
 
 
-__all__ = ["CHANNELS", "LabelingWidget", "MatrixBrowser", "TrialPlayer", "audio_data_uri",
-           "audio_html", "default_criteria", "read_trial_audio", "turn_audio_html", "turn_windows",
-           "wav_bytes"]
+__all__ = ["CHANNELS", "LabelingWidget", "MatrixBrowser", "TrialPlayer", "default_criteria",
+           "static_copy"]

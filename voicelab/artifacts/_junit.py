@@ -13,7 +13,9 @@ trial and seed so a CI's history follows the same trial across builds:
 - ``compare`` gates are test cases of a ``compare`` suite: a gate that blocks is a failure, an
   inconclusive gate that does not block is ``<skipped>`` (not judged is not passed).
 
-Every test case's ``<system-out>`` names its trial bundle. Reports are read from disk, so the
+``labels`` (``compare``: baseline and candidate) prefix each run's suite names and test ids, so
+two runs of the same cells stay two suites. Every test case's ``<system-out>`` names its trial
+bundle. Reports are read from disk, so the
 XML can be written for any finished or interrupted bundle, not only the one just run.
 """
 
@@ -240,15 +242,21 @@ def _element(suites: Sequence[_Suite], name: str) -> ET.Element:
 
 def junit_xml(runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (), *,
               gates: Sequence[GateOutcome] = (), path: str | os.PathLike[str] | None = None,
-              name: str = "voicelab") -> str:
+              name: str = "voicelab", labels: Sequence[str] | None = None) -> str:
     """JUnit XML for run and sweep directories (``runs``) and ``compare`` gate results.
+
+    ``labels``, one per run, prefix that run's suites and test ids (``baseline.<cell>``).
 
     Returns the document; with ``path``, also writes it there (atomically). Raises
     :class:`~voicelab.errors.ConfigError` for a directory that is neither a run nor a sweep.
     """
     if isinstance(runs, (str, os.PathLike)):
         runs = [runs]
-    suites = [_run_suite(cell, run_dir) for run in runs
+    runs = list(runs)
+    if labels is not None and len(labels) != len(runs):
+        raise ValueError(f"{len(labels)} labels for {len(runs)} runs")
+    prefixes = [f"{label}." for label in labels] if labels is not None else [""] * len(runs)
+    suites = [_run_suite(prefix + cell, run_dir) for run, prefix in zip(runs, prefixes, strict=True)
               for cell, run_dir in _cells(Path(run).expanduser().resolve())]
     if gates:
         suites.append(_gate_suite(gates))

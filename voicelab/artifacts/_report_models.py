@@ -166,6 +166,9 @@ class RunReport(Versioned):
     judge_corrected_pass_rates: list[JudgeCorrectedRate] = Field(default_factory=list)
     #: a replay: the run whose recorded user turns it sent again, trial by trial (same seeds)
     replay_of: ReplayOrigin | None = None
+    #: the ``--set`` overrides the run was started with (secrets ``***``): ``run --resume``
+    #: applies them again
+    overrides: list[str] = Field(default_factory=list)
 
 
     #: selectivity probes (docs/probes.md): the three rates, and every probe with its timing
@@ -233,3 +236,6 @@ class MatrixReport(Versioned):
     margins: list[MarginPassRate] = Field(default_factory=list)
     #: a replayed sweep: the sweep whose cells' recorded user turns it sent again
     replay_of: ReplayOrigin | None = None
+    #: the ``--set`` overrides the sweep was started with (secrets ``***``): ``sweep --resume``
+    #: applies them again
+    overrides: list[str] = Field(default_factory=list)

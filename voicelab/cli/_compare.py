@@ -1,7 +1,9 @@
 """`voice-evaluator compare BASELINE CANDIDATE`: paired comparison and regression gates.
 
 Exit 3 when a gate blocks (evidence of a regression, or with ``--strict`` no evidence of its
-absence), 0 otherwise, 2 for bad input. The analysis package (pandas, scipy) is imported here,
+absence), 0 otherwise, 2 for bad input and for nothing to compare. Without gate options the
+default gates are judged (:data:`voicelab.analysis.DEFAULT_GATES`); a gate option replaces the
+default of the same name, ``--no-default-gates`` leaves only the gates given. The analysis package (pandas, scipy) is imported here,
 inside the command, never on the CLI's start-up path.
 """
 
@@ -16,6 +18,8 @@ from pathlib import Path
 
 from .._atomic import atomic_write
 from .._exit_codes import EXIT_OK, EXIT_QUALITY
+from .._extras import REPORT_MODULES, require_modules
+from ..artifacts import check_output_target
 from ..artifacts._store import local_folder
 from ..errors import ConfigError
 from ._output import relative
@@ -37,8 +41,10 @@ def _folder(path: Path, *, key: str, given: str) -> Path:
     return path
 
 
-def _gates(args: argparse.Namespace) -> list:  # list[Gate]: analysis is imported lazily
-    from ..analysis import Gate
+def _gates(args: argparse.Namespace) -> tuple[list, list[str]]:  # Gates: imported lazily
+    """The gates to judge: the defaults (unless --no-default-gates), each replaced by a given
+    gate of its name, then the other given gates; and the names of the defaults kept."""
+    from ..analysis import DEFAULT_GATES, Gate
 
     gates = []
     try:
@@ -58,28 +64,53 @@ def _gates(args: argparse.Namespace) -> list:  # list[Gate]: analysis is importe
                                               statistic=match["statistic"], strict=args.strict))
     except ValueError as error:
         raise ConfigError(str(error), source="CLI") from None
-    return gates
+    defaults = () if args.no_default_gates else DEFAULT_GATES
+    given = {gate.name: gate for gate in gates}
+    kept = [gate.name for gate in defaults if gate.name not in given]
+    chosen = [given.pop(gate.name) if gate.name in given
+              else Gate(gate.metric, gate.allowed_change, gate.statistic, args.strict)
+              for gate in defaults]
+    return [*chosen, *given.values()], kept
+
+
+def _gates_line(args: argparse.Namespace, gates: list, kept: list[str]) -> str:
+    """Which gates are judged: a CI log shows that a comparison judged something, and what."""
+    if not gates:
+        return "gates: none (--no-default-gates without gate options): nothing can block"
+    hint = "" if args.no_default_gates else \
+        "; a gate option replaces its default, --no-default-gates drops the defaults"
+    defaults = f"defaults: {', '.join(kept)}" if kept else "no defaults"
+    return f"gates: {', '.join(g.name for g in gates)} ({defaults}{hint})"
 
 
 def compare_command(args: argparse.Namespace) -> int:
     if not 0.0 < args.confidence < 1.0:
         raise ConfigError(f"must be between 0 and 1, got {args.confidence}", source="CLI",
                           key="--confidence")
-    gates = _gates(args)
+    gates, kept = _gates(args)
+    for target, key in ((args.output, "--output"), (args.junit, "--junit"),
+                        (args.html, "--html")):
+        if target is not None:  # refused before comparing: never a device, a link or a folder
+            check_output_target(target, key=key)
+    if args.html is not None:
+        # a missing extra: exit 2 and the pip line before comparing, not after
+        require_modules(REPORT_MODULES, purpose="compare --html")
     with contextlib.ExitStack() as copies:  # a run in a store is compared from a local copy
         baseline, candidate = (
             _folder(copies.enter_context(local_folder(given, names=_COMPARED_FILES,
                                                       source="CLI", key=key)),
                     key=key, given=given)
             for given, key in ((args.baseline, "BASELINE"), (args.candidate, "CANDIDATE")))
-        return _compare(args, baseline, candidate, gates)
+        return _compare(args, baseline, candidate, gates, kept)
 
 
-def _compare(args: argparse.Namespace, baseline: Path, candidate: Path, gates: list) -> int:
+def _compare(args: argparse.Namespace, baseline: Path, candidate: Path, gates: list,
+             kept: list[str]) -> int:
     from ..analysis import compare
 
     comparison = compare(baseline, candidate, confidence=args.confidence, seed=args.seed,
                          gates=gates)
+    print(_gates_line(args, gates, kept))
     for line in comparison.lines():
         print(relative(line))
     if args.output is not None:
@@ -89,7 +120,8 @@ def _compare(args: argparse.Namespace, baseline: Path, candidate: Path, gates: l
     if args.junit is not None:
         from ..artifacts import junit_xml
 
-        junit_xml([baseline, candidate], gates=comparison.gates, path=args.junit)
+        junit_xml([baseline, candidate], gates=comparison.gates, path=args.junit,
+                  labels=("baseline", "candidate"))
         print(f"junit: {relative(str(Path(args.junit).resolve()))}")
     if args.html is not None:
         from ..analysis import write_compare_report
@@ -97,6 +129,7 @@ def _compare(args: argparse.Namespace, baseline: Path, candidate: Path, gates: l
         output = write_compare_report(baseline, candidate, output_path=args.html,
                                       parameters={"confidence": args.confidence,
                                                   "seed": args.seed,
-                                                  "gates": [asdict(g) for g in gates]})
+                                                  "gates": [asdict(g) for g in gates],
+                                                  "default_gates": False})  # chosen above
         print(f"report: {relative(str(output))}")
     return EXIT_OK if comparison.passed else EXIT_QUALITY

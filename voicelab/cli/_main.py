@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .._exit_codes import EXIT_CONFIG, EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK
+from .._extras import missing_dependency
 from ..config import known_secrets_scrubber
 from ..errors import ConfigError, ExecutionError, VoicelabError
 from ._output import PROG, relative
@@ -84,10 +85,18 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
                              "(e.g. tcp://10.0.0.5:8786); default: start a LocalCluster")
 
 
+def _add_global_options(parser: argparse.ArgumentParser, *, default: object) -> None:
+    """--debug and --version, before or after the sub-command. A sub-command's copies default
+    to SUPPRESS, so they never reset what was given before the sub-command."""
+    parser.add_argument("--debug", action="store_true", default=default,
+                        help="show tracebacks and debug logs")
+    parser.add_argument("--version", action="store_true", default=default,
+                        help="print the version and exit")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(prog=PROG, description="Test deployed voice agents by simulation.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    _add_global_options(parser, default=False)
     commands = parser.add_subparsers(dest="command", parser_class=_ArgumentParser)
 
     validate = commands.add_parser("validate", help="check a run without opening connections")
@@ -186,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--max-increase", action="append", default=[],
                          metavar="METRIC:STATISTIC=VALUE",
                          help="gate on any per-response metric, e.g. dead_air_ms:p95=200")
+    compare.add_argument("--no-default-gates", action="store_true",
+                         help="judge only the gates given (default: also a pass-rate drop "
+                              "beyond 5 points and p95 latency increases beyond 100 ms, "
+                              "each judged on the whole interval)")
     compare.add_argument("--strict", action="store_true",
                          help="gates fail unless the interval shows no regression (needs more "
                               "trials; the output says how many)")
@@ -201,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     init = commands.add_parser("init", help="copy starter suite files into DIR")
     init.add_argument("directory", type=Path)
     init.add_argument("--force", action="store_true", help="overwrite existing files")
+    for command in commands.choices.values():
+        _add_global_options(command, default=argparse.SUPPRESS)
     return parser
 
 
@@ -285,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - every failure ends as one line and an exit code
         if args.debug:
             raise
+        if isinstance(error, ModuleNotFoundError):  # an optional package not installed
+            error = missing_dependency(error, purpose=args.command) or error
         if isinstance(error, ConfigError):
             print(f"{PROG}: error: {_error_line(error)}", file=sys.stderr)
             return EXIT_CONFIG

@@ -23,6 +23,10 @@ def _compare_hint(outcome: Any, replayed: Path) -> None:
     original = origin.bundle_path
     print(f"replay of: {relative(original)} (compare them: voice-evaluator compare "
           f"{relative(original)} {relative(str(replayed))})")
+    latest = Path(replayed).parent / "latest"
+    if latest.is_symlink() and latest.resolve() == Path(replayed).resolve():
+        print(f"latest: {relative(str(latest))} now points to this replay "
+              f"({Path(replayed).name}), not to the run it replayed")
 
 
 def replay_command(args: argparse.Namespace) -> int:
@@ -41,4 +45,4 @@ def _replay_sweep(args: argparse.Namespace) -> int:
     return run_to_the_end(args, lambda progress: areplay_sweep(
         args.run_dir, overrides=args.overrides, artifacts_dir=args.artifacts_dir,
         concurrency=args.concurrency, label=args.label, on_trial_done=progress),
-        after=lambda outcome: _compare_hint(outcome, outcome.run_dir))
+        after=lambda outcome: _compare_hint(outcome, outcome.run_dir), cells=True)

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from .._exit_codes import EXIT_OK
+from .._extras import REPORT_MODULES, require_modules
 from .._location import is_url
 from ..artifacts import check_output_target, check_tree
 from ..artifacts._store import local_folder, open_location, put_file
@@ -26,6 +27,7 @@ def _check_run_dir(run_dir: Path, given: str) -> None:
 
 
 def report_command(args: argparse.Namespace) -> int:
+    require_modules(REPORT_MODULES, purpose="report")  # a core install: exit 2, the pip line
     open_location(args.output, source="CLI", key="--output")  # an unknown scheme: before work
     if not is_url(args.output):
         check_output_target(args.output, key="--output")

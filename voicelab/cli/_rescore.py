@@ -1,25 +1,46 @@
-"""`voice-evaluator rescore RUN_DIR [--output DIR] [--judges RUN_FILE]`."""
+"""`voice-evaluator rescore RUN_DIR [--output DIR] [--judges RUN_FILE]`.
+
+Each trial's line names the verdicts that failed and those whose outcome changed; the last
+lines say where the re-scored files were written (in place, or a copy).
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..runner import rescore
 from ._output import relative
 
 
+def _trial_line(trial: Any, where: str) -> str:  # a voicelab.runner RescoredTrial
+    if trial.report.passed:
+        detail = []
+    elif trial.report.execution_status != "succeeded":
+        detail = [f"execution {trial.report.execution_status}"]
+    else:
+        detail = [f"failed: {', '.join(trial.failed_verdicts) or 'not passed'}"]
+    if trial.changed_verdicts:
+        detail.append(f"changed: {', '.join(trial.changed_verdicts)}")
+    status = "pass" if trial.report.passed else "FAIL"
+    return f"{where}: {status}" + (f" ({'; '.join(detail)})" if detail else "")
+
+
 def rescore_command(args: argparse.Namespace) -> int:
     result = rescore(args.run_dir, output=args.output, judges_from=args.judges)
     for trial in result.trials:
-        status = "pass" if trial.report.passed else "FAIL"
-        changed = f" (changed: {', '.join(trial.changed_verdicts)})" \
-            if trial.changed_verdicts else ""
         where = relative(str(trial.trial_dir))
         if result.location != str(result.path):  # published to a store
             inner = trial.trial_dir.relative_to(result.path).as_posix()
             where = result.location if inner == "." else f"{result.location}/{inner}"
-        print(f"{where}: {status}{changed}")
+        print(_trial_line(trial, where))
     passed = sum(t.report.passed for t in result.trials)
     print(f"{passed}/{len(result.trials)} trial(s) passed after re-scoring")
+    if args.output is None:
+        print(f"re-scored in place: the derived files (trial reports, metrics, transcripts, run "
+              f"report) of {relative(result.location)} were rewritten; --output DIR re-scores "
+              "a copy instead")
+    else:
+        print(f"re-scored copy: {relative(result.location)} (the original bundle is untouched)")
     print(f"bundle: {result.location}")
     return result.exit_code

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
-from .._progress import TrialProgress
+from .._progress import TrialLines, TrialProgress
 from ..artifacts import (
     GateCheck,
     JudgeCalibration,
@@ -46,10 +46,13 @@ T = TypeVar("T")
 _SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 
 
-def _progress(args: argparse.Namespace) -> TrialProgress:
-    """tqdm's text bar on stderr, when stderr is a terminal and --quiet is not given."""
-    return TrialProgress(auto=False, file=sys.stderr,
-                         enabled=sys.stderr.isatty() and not args.quiet)
+def _progress(args: argparse.Namespace, *, cells: bool = False) -> TrialProgress | TrialLines:
+    """On stderr: tqdm's text bar on a terminal; elsewhere (a CI log) a line per finished trial
+    and a periodic count; nothing with --quiet."""
+    if sys.stderr.isatty() or args.quiet:
+        return TrialProgress(auto=False, file=sys.stderr, enabled=not args.quiet)
+    return TrialLines(file=sys.stderr, cells=cells,
+                      describe=lambda result: trial_line(result.summary, result.report))
 
 
 def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None,
@@ -160,6 +163,12 @@ def _resumed_config(args: argparse.Namespace, *, given: Path | None, recorded: s
     return recorded_config_file(recorded, bundle=args.resume)
 
 
+def _say_resumed_overrides(overrides: list[str], *, what: str = "run") -> None:
+    if overrides:
+        print(f"resuming with the {what}'s --set overrides (kept in the bundle): "
+              f"{', '.join(overrides)}")
+
+
 def _check_resume_options(args: argparse.Namespace) -> None:
     if args.rerun_failed and args.resume is None:
         raise ConfigError("--rerun-failed needs --resume DIR", source="CLI")
@@ -257,7 +266,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.resume is not None:
         from ..runner._resume import read_run_report
 
-        recorded = read_run_report(args.resume).run_file
+        report = read_run_report(args.resume)
+        recorded = report.run_file
+        _say_resumed_overrides(report.overrides)
     run_file = _resumed_config(args, given=args.run_file, recorded=recorded, what="run")
     calibrations = _calibrations(args)
     options = _executor_options(args)
@@ -269,14 +280,16 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[Any]], *,
-                   after: Callable[[Any], None] | None = None) -> int:
-    """Run ``start(progress)`` (a run or a sweep) to its end or a signal, print its summary
-    (also for an interrupted one), ``after`` it, write --junit; the exit code."""
+                   after: Callable[[Any], None] | None = None, cells: bool = False) -> int:
+    """Run ``start(progress)`` (a run or a sweep: ``cells``) to its end or a signal, print its
+    summary (also for an interrupted one), ``after`` it, write --junit; the exit code."""
     if args.junit is not None:  # refused before anything runs, not after
         check_output_target(args.junit, key="--junit")
-    progress = _progress(args)
-    outcome, number, stopped = run_until_signal(lambda: start(progress))
-    progress.close()
+    progress = _progress(args, cells=cells)
+    try:
+        outcome, number, stopped = run_until_signal(lambda: start(progress))
+    finally:
+        progress.close()
     if number is not None:
         if isinstance(stopped, RunInterrupted | MatrixInterrupted):
             _summary(stopped.outcome)
@@ -326,21 +339,24 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
 
 def sweep_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
-    trials, recorded = args.trials, None
+    trials, recorded, overrides = args.trials, None, list(args.overrides)
     if args.resume is not None:
         from ..runner._matrix import read_matrix_report
+        from ..runner._resume_overrides import resumed_overrides
 
         previous = read_matrix_report(args.resume)
         recorded = previous.suite_path
         trials = trials if trials is not None else previous.trials_per_cell
+        overrides = resumed_overrides(previous.overrides, args.overrides, bundle=args.resume)
+        _say_resumed_overrides(previous.overrides, what="sweep")
     suite_file = _resumed_config(args, given=args.suite_file, recorded=recorded, what="suite")
     calibrations = _calibrations(args)
     plan = plan_matrix(suite_file, trials=trials, concurrency=args.concurrency,
-                       overrides=args.overrides)
+                       overrides=overrides)
     for line in plan.lines():
         print(line)
     options = _executor_options(args)
     return run_to_the_end(args, lambda progress: arun_matrix(
         plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
         calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
-        retry_inconclusive=args.retry_inconclusive, **options))
+        retry_inconclusive=args.retry_inconclusive, **options), cells=True)

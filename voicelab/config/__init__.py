@@ -10,7 +10,7 @@ from ._channel import (
     OpusConfig,
 )
 from ._launch import LaunchConfig
-from ._loader import LoadedRun, load_environment, load_run, read_yaml
+from ._loader import LoadedRun, load_environment, load_run, read_yaml, recorded_overrides
 from ._models import (
     CAPABILITY_NAMES,
     QUIET_ENVIRONMENT,
@@ -125,6 +125,7 @@ __all__ = [
     "remember_secrets",
     "load_environment",
     "load_run",
+    "recorded_overrides",
     "load_recorded_run",
     "load_suite",
     "LoadedSuite",

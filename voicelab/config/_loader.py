@@ -32,9 +32,11 @@ from ._overrides import (
     validate_model,
 )
 from ._secrets import (
+    MASK,
     SecretScrubber,
     collect_named_secrets,
     is_secret_env_var,
+    is_secret_name,
     launch_secret_values,
     transport_secret_values,
 )
@@ -186,10 +188,16 @@ class LoadedRun:
     sources: dict[str, Path]
     scrubber: SecretScrubber
     secret_keys: dict[str, frozenset[str]]
+    #: the ``--set`` overrides as given (``key=value`` texts), in order
+    overrides: tuple[str, ...] = ()
 
     @property
     def base_dir(self) -> Path:
         return self.run_path.parent
+
+    def recorded_overrides(self) -> list[str]:
+        """The ``--set`` overrides as a bundle keeps them (:func:`recorded_overrides`)."""
+        return recorded_overrides(self.overrides, self.scrubber)
 
     def resolved_documents(self) -> dict[str, Any]:
         """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing).
@@ -251,6 +259,19 @@ def load_environment(path: str | Path, *, overrides: Sequence[str | Override] = 
     for key, asset in environment.asset_paths():
         require_file(asset, source=path, key=key)
     return environment
+
+
+def recorded_overrides(overrides: Sequence[str], scrubber: SecretScrubber) -> list[str]:
+    """``--set`` texts as a bundle keeps them (a resumed run applies them again): a value under
+    a secret-named key, or holding one of ``scrubber``'s secrets, is masked."""
+    recorded = []
+    for text in overrides:
+        key = text.partition("=")[0]
+        if any(is_secret_name(part) for part in re.split(r"[.\[\]]", key) if part):
+            recorded.append(f"{key}={MASK}")
+        else:
+            recorded.append(scrubber.scrub_text(text))
+    return recorded
 
 
 def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
@@ -339,7 +360,7 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
     loaded = LoadedRun(
         run_path=run_path, run=run, scenario=scenario, persona=persona, data=data, script=script,
         environment=environment, sources=sources, scrubber=SecretScrubber(secret_values),
-        secret_keys=secret_keys)
+        secret_keys=secret_keys, overrides=tuple(o.text for o in parsed))
     for document, key, asset in loaded.asset_paths():
         require_file(asset, source=document, key=key)
     return loaded

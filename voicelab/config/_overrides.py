@@ -125,6 +125,16 @@ class Override:
             parts = parts[1:]
         return cls(label=label, document=document, path=tuple(parts), value=value)
 
+    @property
+    def text(self) -> str:
+        """``key=value`` as given on the command line."""
+        return self.label.removeprefix("--set ")
+
+    @property
+    def key(self) -> tuple[str, tuple[str | int, ...]]:
+        """What the override sets: its document and key path (``turns[0]`` = ``turns.0``)."""
+        return (self.document, self.path)
+
     def source_for(self, file: str | Path) -> str:
         """The error source of this override applied to ``file``: both the argument and the file."""
         return f"{self.label} ({Path(file).name})"

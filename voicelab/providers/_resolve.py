@@ -3,13 +3,12 @@ validate-time checks (package installed, credential present) that need no networ
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._extras import is_installed
 from ..config import Providers
 from ..errors import ConfigError, MissingDependencyError
 
@@ -52,16 +51,6 @@ class LLMProvider:
         else:
             described["base_url"] = self.base_url
         return described
-
-
-def is_installed(module: str) -> bool:
-    """True when ``module`` can be imported (a ``None`` entry in ``sys.modules`` counts as absent)."""
-    if module in sys.modules:
-        return sys.modules[module] is not None
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def require_package(module: str, package: str, *, purpose: str, key: str | None = None,

@@ -36,13 +36,23 @@ from ..artifacts._store import (
     resolve_latest,
     resolve_local_latest,
 )
-from ..config import LoadedRun, LoadedSuite, StatisticsConfig, load_run, load_suite, parse_settings
+from ..config import (
+    LoadedRun,
+    LoadedSuite,
+    SecretScrubber,
+    StatisticsConfig,
+    load_run,
+    load_suite,
+    parse_settings,
+    recorded_overrides,
+)
 from ..config._suite import cell_overrides, check_names_unique
 from ..errors import ConfigError
 from ..scoring._run_statistics import pass_rate
 from ._executors import TrialExecutor, resolve_executor
 from ._remote import open_stage, run_staged, store_target
 from ._resume import check_suite_hash, read_run_report
+from ._resume_overrides import resumed_overrides
 from ._run import (
     MAX_CONCURRENCY,
     MAX_TRIALS,
@@ -80,6 +90,14 @@ class MatrixPlan:
     estimated_product_audio_seconds: float
     #: the suite's ``statistics``, else the base run's (every cell reports with it)
     statistics: StatisticsConfig = field(default_factory=StatisticsConfig)
+    #: the ``--set`` overrides every cell was loaded with (as given)
+    overrides: tuple[str, ...] = ()
+
+    def recorded_overrides(self) -> list[str]:
+        """The overrides as the matrix report keeps them, masked with every cell's secrets."""
+        secrets = {value for cell in self.cells
+                   for value in cell.plan.loaded.scrubber.secret_values}
+        return recorded_overrides(self.overrides, SecretScrubber(secrets))
 
     @property
     def conversations(self) -> int:
@@ -204,7 +222,7 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
     check_names_unique([c.cell_id for c in cells], source=loaded_suite.path,
                        key="scenarios/personas/environments")
     return MatrixPlan(loaded_suite, cells, k, parallel, user_seconds * k, product_seconds * k,
-                      cells[0].plan.loaded.run.statistics)
+                      cells[0].plan.loaded.run.statistics, overrides=tuple(overrides))
 
 
 def _now() -> str:
@@ -261,6 +279,7 @@ def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: li
         ended_at=_now(), scenarios=sorted({c.scenario for c in plan.cells}),
         personas=sorted({c.persona for c in plan.cells}),
         environments=sorted({c.environment for c in plan.cells}), trials_per_cell=k,
+        overrides=plan.recorded_overrides(),
         cell_count=len(plan.cells), conversations=plan.conversations,
         passed_trials=sum(c.passed_trials for c in cells),
         executed_trials=sum(c.executed_trials for c in cells),
@@ -308,8 +327,9 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     :func:`voicelab.arun`'s, for each cell.
     """
     previous = read_matrix_report(resume) if resume is not None else None
-    if previous is not None and trials is None and not isinstance(suite, MatrixPlan):
-        trials = previous.trials_per_cell
+    if previous is not None and not isinstance(suite, MatrixPlan):
+        trials = previous.trials_per_cell if trials is None else trials
+        overrides = resumed_overrides(previous.overrides, overrides, bundle=str(resume))
     plan = suite if isinstance(suite, MatrixPlan) else plan_matrix(
         suite, trials=trials, concurrency=concurrency, overrides=overrides)
     for one in plan.cells:

@@ -81,6 +81,13 @@ class RescoredTrial:
     turn_metrics: list[TurnMetrics] = field(default_factory=list)
     probes: list[ProbeOutcome] = field(default_factory=list)
 
+    @property
+    def failed_verdicts(self) -> list[str]:
+        """The verdicts (and judges) that did not pass after re-scoring."""
+        from ._evidence import failed_verdict_names as names  # what the trial summary lists
+
+        return names(self.report.verdicts, self.report.judges)
+
 
 @dataclass
 class Rescored:

@@ -45,7 +45,8 @@ from ._conversation import Failure
 from ._executors import TrialExecutor, execute_trial, resolve_executor
 from ._lag_budget import LagBudget, admitted
 from ._remote import open_stage, run_staged, store_target, worker_store
-from ._resume import ResumePoint, aresume_point, lock_resumed
+from ._resume import ResumePoint, aresume_point, lock_resumed, read_run_report
+from ._resume_overrides import resumed_overrides
 from ._scoring import Call, Scorer, live_call, scoring_mode
 from ._speech import open_speech
 from ._trial import (
@@ -335,6 +336,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     (:mod:`._attempts`); one still inconclusive after that counts as not passed.
     """
     scoring_mode(scoring)
+    if resume is not None and not isinstance(run, RunPlan | LoadedRun):
+        overrides = _resumed_overrides(resume, overrides)
     if isinstance(run, RunPlan):
         plan = run
     else:
@@ -742,12 +745,19 @@ def _run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequen
         and len(ordered) == planned,
         exit_code=code, trials=summaries, message=message, label=label,
         run_file=str(loaded.run_path), resumed_at=list(resumed_at), replay_of=replay_of,
+        overrides=loaded.recorded_overrides(),
         degraded_trials=sum(s.measurement_degraded for s in summaries),
         inconclusive_trials=sum(s.status == "inconclusive" for s in summaries),
         retried_trials=sum(s.attempts > 1 for s in summaries),
         lag_budget_ms=budget.budget_ms if budget else None,
         lowest_concurrency=budget.lowest if budget else None,
         **statistics.report_fields())
+
+
+def _resumed_overrides(resume: str | Path, given: Sequence[str]) -> list[str]:
+    """The run's recorded --set overrides, with the given ones (:mod:`._resume_overrides`)."""
+    report = read_run_report(resume)
+    return resumed_overrides(report.overrides, given, bundle=str(resume))
 
 
 def run_sync(coroutine_function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,212 @@
+"""voicelab from pytest: a fixture that runs a suite, and run files collected as tests.
+
+Installed with the package (entry point ``pytest11``), so nothing is needed to enable it.
+
+The fixture::
+
+    def test_booking(voicelab_run):
+        outcome = voicelab_run("suite/run.yaml", trials=5)   # a voicelab RunOutcome
+        assert outcome.report.pass_rate.estimate == 1.0
+
+fails the test when the run does not pass (exit code not 0: a trial failed, failed to execute,
+or a gate of the run config blocked), naming each failed trial's failed verdicts, a transcript
+excerpt and its bundle; ``check=False`` returns the outcome whatever it is. A configuration
+error fails the test with its one-line message.
+
+Collected run files: list them (globs, relative to the rootdir) in the ini option
+``voicelab_run_files``; each trial of each is a test item (``suite/run.yaml::trial-001``). The
+trials of a file run together, once, when its first item runs (with ``pytest-xdist`` keep a
+file on one worker: ``--dist loadfile``).
+
+Options: ``--voicelab-trials N`` (every collected file's trial count), ``--voicelab-artifacts-dir
+DIR`` (where bundles go; default: each run config's ``artifacts_dir``). voicelab's own modules
+are imported when a fixture or item first runs, not when pytest starts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: Lines of a failed trial's transcript shown in the failure.
+TRANSCRIPT_LINES = 12
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("voicelab", "voicelab: voice agent simulation runs")
+    group.addoption("--voicelab-trials", type=int, default=None, metavar="N",
+                    help="trials of every run file collected by voicelab (default: each "
+                         "config's trials)")
+    group.addoption("--voicelab-artifacts-dir", default=None, metavar="DIR",
+                    help="where voicelab bundles go (default: each run config's artifacts_dir)")
+    parser.addini("voicelab_run_files", type="linelist", default=[],
+                  help="voicelab run files (globs, relative to the rootdir) whose trials are "
+                       "collected as test items")
+
+
+# --- failure text -----------------------------------------------------------------------------
+
+def _transcript_excerpt(trial_dir: Path) -> list[str]:
+    path = trial_dir / "transcript.md"
+    if not path.is_file():
+        return ["(no transcript.md)"]
+    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+             if line.strip() and not line.startswith("# ")]
+    more = len(lines) - TRANSCRIPT_LINES
+    return lines[:TRANSCRIPT_LINES] + ([f"... ({more} more lines)"] if more > 0 else [])
+
+
+def trial_failure(result: Any, bundle: Path) -> str:
+    """Why one trial (a ``voicelab.runner.TrialResult``) did not pass: its execution failures,
+    failed verdicts (with why) and judges, a transcript excerpt and its bundle folder."""
+    report = result.report
+    trial_dir = bundle / report.trial_id
+    lines = [f"{report.trial_id} seed {report.seed} did not pass (exit {report.exit_reason})"]
+    for failure in report.failures:
+        lines.append(f"  execution failed: {failure.kind}: {failure.message}")
+    failed = [v for v in report.verdicts if not v.passed]
+    if failed:
+        lines.append("  failed verdicts:")
+        for verdict in sorted(failed, key=lambda v: not v.critical):
+            advisory = "" if verdict.critical else " (advisory)"
+            lines.append(f"    - {verdict.name}{advisory}: {verdict.why or 'failed'}")
+    for judge in report.judges:
+        if not judge.passed:
+            lines.append(f"  judge {judge.name}: {judge.status}")
+    lines.append("  transcript:")
+    lines.extend(f"    {line}" for line in _transcript_excerpt(trial_dir))
+    lines.append(f"  bundle: {trial_dir}")
+    return "\n".join(lines)
+
+
+def run_failure(outcome: Any) -> str:
+    """Why a run (a ``voicelab.runner.RunOutcome``) did not pass: every failed trial, every
+    blocking gate, the run's bundle."""
+    report = outcome.report
+    parts = [f"voicelab run {report.run_id}: {report.passed_trials}/{report.trial_count} "
+             f"trial(s) passed, exit code {outcome.exit_code}"]
+    parts += [trial_failure(trial, outcome.bundle_path) for trial in outcome.trials
+              if not trial.report.passed]
+    parts += [f"gate {gate.status}: {gate.message}" for gate in report.gates
+              if gate.status != "passed"]
+    parts += [f"could not write: {problem}" for problem in outcome.write_errors]
+    parts.append(f"bundle: {outcome.location}")
+    return "\n".join(parts)
+
+
+# --- the fixture ------------------------------------------------------------------------------
+
+def _run(run_file: str | Path, *, trials: int | None, overrides: Sequence[str],
+         artifacts_dir: str | Path | None, **options: Any) -> Any:
+    import voicelab
+    from voicelab.errors import ConfigError
+
+    try:
+        return voicelab.run(run_file, trials=trials, overrides=list(overrides),
+                            artifacts_dir=artifacts_dir, **options)
+    except ConfigError as error:
+        pytest.fail(f"voicelab: {error.one_line()}", pytrace=False)
+
+
+@pytest.fixture
+def voicelab_run(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``voicelab_run(run_file, trials=None, *, overrides=(), check=True, **options)``: run a
+    suite (``options`` as for ``voicelab.run``: concurrency, label, artifacts_dir, ...) and
+    return its ``RunOutcome``; with ``check`` the test fails when the run did not pass."""
+    default_dir = request.config.getoption("voicelab_artifacts_dir")
+
+    def run(run_file: str | Path, trials: int | None = None, *, overrides: Sequence[str] = (),
+            check: bool = True, artifacts_dir: str | Path | None = None,
+            **options: Any) -> Any:
+        outcome = _run(run_file, trials=trials, overrides=overrides,
+                       artifacts_dir=artifacts_dir if artifacts_dir is not None else default_dir,
+                       **options)
+        if check and outcome.exit_code != 0:
+            pytest.fail(run_failure(outcome), pytrace=False)
+        return outcome
+
+    return run
+
+
+# --- collected run files ----------------------------------------------------------------------
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    patterns = parent.config.getini("voicelab_run_files")
+    if not patterns or file_path.suffix not in (".yaml", ".yml"):
+        return None
+    root = parent.config.rootpath
+    try:
+        relative = file_path.relative_to(root).as_posix()
+    except ValueError:
+        return None
+    if any(fnmatch.fnmatch(relative, pattern) for pattern in patterns):
+        return VoicelabFile.from_parent(parent, path=file_path)
+    return None
+
+
+class VoicelabTrialFailed(Exception):
+    """A collected trial did not pass; the message is :func:`trial_failure`'s text."""
+
+
+class VoicelabFile(pytest.File):
+    """A run file: one item per planned trial; the run happens once, at the first item."""
+
+    _outcome: Any = None
+
+    def _trials(self) -> int:
+        from voicelab.config import load_run
+        from voicelab.errors import ConfigError
+
+        given = self.config.getoption("voicelab_trials")
+        if given is not None:
+            return int(given)
+        try:
+            return load_run(self.path).run.trials
+        except ConfigError as error:
+            raise self.CollectError(f"voicelab: {error.one_line()}") from None
+
+    def collect(self) -> Iterator[pytest.Item]:
+        for index in range(1, self._trials() + 1):
+            yield VoicelabTrial.from_parent(self, name=f"trial-{index:03d}", index=index)
+
+    def outcome(self) -> Any:
+        if self._outcome is None:
+            self._outcome = _run(self.path, trials=self.config.getoption("voicelab_trials"),
+                                 overrides=(),
+                                 artifacts_dir=self.config.getoption("voicelab_artifacts_dir"))
+        return self._outcome
+
+
+class VoicelabTrial(pytest.Item):
+    """One trial of a collected run file."""
+
+    def __init__(self, *, index: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.index = index
+
+    def runtest(self) -> None:
+        assert isinstance(self.parent, VoicelabFile)
+        outcome = self.parent.outcome()
+        result = next((t for t in outcome.trials if t.report.trial == self.index), None)
+        if result is None:
+            raise VoicelabTrialFailed(f"{self.name} did not run (the run ended early; bundle: "
+                                      f"{outcome.location})")
+        if not result.report.passed:
+            raise VoicelabTrialFailed(trial_failure(result, outcome.bundle_path))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str | Any:
+        if isinstance(excinfo.value, VoicelabTrialFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"voicelab {self.name}"
+
+
+__all__ = ["TRANSCRIPT_LINES", "VoicelabFile", "VoicelabTrial", "VoicelabTrialFailed",
+           "run_failure", "trial_failure", "voicelab_run"]

@@ -8,8 +8,9 @@ figure a verdict uses agrees with the product's own truth.
    runs in its own process with real-time audio and known reply latencies and reports, on the
    shared monotonic clock, when it sent each response's first audio frame. The error of
    ``first_audio_latency_ms`` against that truth is split into the responses voicelab flagged
-   ``timing_degraded`` (their stated ``stamp_error_bound_ms`` must cover the error) and the
-   unflagged ones (|p50|, |p99|, max, and how many exceed 3 ms). The trials carry a
+   ``first_audio_degraded`` (their stated ``first_audio_error_bound_ms`` must cover the error)
+   and the unflagged ones (|p50|, |p99|, max, and how many exceed 3 ms, the default
+   ``measurement.max_first_audio_error_ms``). The trials carry a
    ``first_audio_latency`` verdict of 2000 ms and the default retry of inconclusive trials: the
    table counts how many passed, were retried, ended inconclusive or failed (a healthy product:
    all pass).
@@ -79,8 +80,9 @@ def _turn_errors(trial: Path) -> list[tuple[float, bool, float]]:
                 or turn_id not in references:
             continue
         truth = (sent[turn_id] - (start_ns + references[turn_id])) / 1e6
-        rows.append((turn["first_audio_latency_ms"] - truth, bool(turn["timing_degraded"]),
-                     float(turn["stamp_error_bound_ms"] or 0.0)))
+        rows.append((turn["first_audio_latency_ms"] - truth,
+                     bool(turn["first_audio_degraded"]),
+                     float(turn["first_audio_error_bound_ms"] or 0.0)))
     return rows
 
 
@@ -127,7 +129,7 @@ def accuracy(trials: int, rounds: int, workdir: Path) -> None:
     if flagged:
         errors = np.asarray([e for e, _ in flagged])
         covered = sum(e <= bound + 1.0 for e, bound in flagged)  # within its stated bound
-        print(f"| timing_degraded | {len(flagged)} | {np.percentile(errors, 50):.3f} | "
+        print(f"| first_audio_degraded | {len(flagged)} | {np.percentile(errors, 50):.3f} | "
               f"{np.percentile(errors, 99):.3f} | {errors.max():.3f} | "
               f"{int((errors > 3).sum())} (bound covers {covered}/{len(flagged)}) |")
     counts = {s: statuses.count(s) for s in ("passed", "inconclusive", "failed")}

@@ -150,7 +150,8 @@ def test_a_blocked_loop_degrades_the_trial_and_its_timing_verdicts(blocked):
         assert lag["max"] >= ADAPTER_BLOCK_SECONDS * 1000 - lag["interval_ms"]
         assert lag["ticks"] >= 3 and lag["p50"] <= lag["p99"] <= lag["max"]
         assert quality["tolerances"] == {"max_loop_lag_p99_ms": 20.0,
-                                         "max_loop_lag_max_ms": 25.0}
+                                         "max_loop_lag_max_ms": 25.0,
+                                         "max_first_audio_error_ms": 3.0}
         # the reply's arrivals were stamped when the loop got free again
         reply = metrics["turns"][-1]["turn_id"]
         assert quality["scope"] == "turn" and reply in quality["degraded_turns"]
@@ -222,7 +223,7 @@ def test_a_free_loop_leaves_the_trial_trusted(tmp_path):
     # generous tolerances: a busy test machine lags too, but not by a second
     outcome = voicelab.run(EXAMPLE, trials=2, artifacts_dir=tmp_path, overrides=[
         LATENCY_VERDICT, "measurement.max_loop_lag_p99_ms=1000",
-        "measurement.max_loop_lag_max_ms=1000"])
+        "measurement.max_loop_lag_max_ms=1000", "measurement.max_first_audio_error_ms=1000"])
     assert outcome.exit_code == 0
     assert outcome.report.degraded_trials == 0
     for trial in ("trial-001", "trial-002"):

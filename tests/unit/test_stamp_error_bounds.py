@@ -99,6 +99,10 @@ def test_a_spike_over_a_first_audio_degrades_that_turn_only():
     assert turns[1].stamp_error_bound_ms == 160.0
     assert len(quality.reasons) == 1 and quality.reasons[0].startswith("turn-002: ")
     assert "max 160.0 ms > 25 ms" in quality.reasons[0]
+    # its first chunk, stamped at the wake-up, is the stamp first_audio_latency_ms rests on
+    assert turns[1].first_audio_degraded is True and turns[1].first_audio_error_bound_ms == 150
+    assert "its first audio's stamp by 150.0 ms > 3 ms" in quality.reasons[0]
+    assert turns[0].first_audio_degraded is False  # 2 ms: within the 3 ms it may be off
 
 
 def test_the_bound_of_a_stamp_is_the_worst_covering_tick():
@@ -239,3 +243,29 @@ def test_the_window_keeps_the_late_ticks_on_the_recording_clock():
     assert lateness_us >= 120_000 - 5_000
     assert (woke_us - lateness_us) * 1000 >= before - start_ns - 5 * MS
     assert all(lateness > 1000 for _, lateness in late)  # quiet ticks are not kept
+
+
+def test_a_first_audio_stamp_late_by_more_than_3_ms_is_flagged_on_its_own():
+    # a 12 ms block just before turn-002's first chunk: within the turn's tolerances (p99 20,
+    # max 25 ms), but first_audio_latency_ms rests on that one stamp
+    recording = _recording({"turn-001": _every(1000, 20), "turn-002": _every(4000, 20)},
+                           late=[(4000, 12)])
+    turns = _turns("turn-001", "turn-002")
+    quality = measurement_quality(recording, MeasurementConfig(), turns)
+    assert [t.timing_degraded for t in turns] == [False, False]
+    assert [t.first_audio_degraded for t in turns] == [False, True]
+    assert turns[1].first_audio_error_bound_ms == 12.0
+    assert quality.degraded is True and quality.degraded_turns == ["turn-002"]
+    assert quality.reasons == ["turn-002: the loop lagged around its first audio, whose stamp "
+                               "may be late by 12.0 ms > 3 ms"]
+    # a limit within those 12 ms of turn-002's measured 300 ms is undecided, one beyond them
+    # decided (turn-001, trusted, answered in 200 ms)
+    turns[0].first_audio_latency_ms = 200.0
+    scenario = ScenarioConfig.model_validate({"id": "s", "eval_spec": {
+        "max_first_audio_latency_ms": 295}})
+    verdict = {v.name: v for v in deterministic_verdicts(
+        scenario=scenario, persona=PersonaConfig(name="p"), transcript=[],
+        exit_reason="max_turns", outcome_status="unavailable", outcome=None,
+        outcome_error=None, measurement=quality, turn_metrics=turns)}["first_audio_latency"]
+    assert verdict.status == "inconclusive"
+    assert _verdicts(quality, turns)["first_audio_latency"].status == "passed"  # 300 vs 400

@@ -175,8 +175,13 @@ class TurnMetrics(ArtifactModel):
     #: ``None``: not judged per turn (docs/artifacts.md, measurement_quality)
     stamp_error_bound_ms: float | None = None
     #: the bound exceeds the ``measurement`` tolerances: this turn's timing figures cannot be
-    #: trusted, and a timing verdict resting on it is inconclusive
+    #: trusted (a timing verdict resting on it is decided only when the error cannot change it)
     timing_degraded: bool | None = None
+    #: how late the first audio packet's own stamp may be (ms; ``first_audio_latency_ms``
+    #: rests on that one stamp), and whether that exceeds ``max_first_audio_error_ms``:
+    #: ``first_audio_latency_ms`` is then not trusted (gates leave it out)
+    first_audio_error_bound_ms: float | None = None
+    first_audio_degraded: bool | None = None
 
 
 class MetricSummary(ArtifactModel):
@@ -206,6 +211,8 @@ class MeasurementTolerances(ArtifactModel):
 
     max_loop_lag_p99_ms: float
     max_loop_lag_max_ms: float
+    #: absent in bundles judged before the first audio's own stamp was
+    max_first_audio_error_ms: float | None = None
 
 
 class MeasurementQuality(ArtifactModel):

@@ -373,15 +373,19 @@ class MeasurementConfig(StrictModel):
     """When a response's timings can be trusted: the evaluator's own event-loop lag (how late a
     10 ms ticker wakes while the conversation runs) around the arrivals its timing metrics rest
     on bounds how late their stamps may be; beyond these tolerances the response is
-    ``timing_degraded``, the trial ``degraded``, and the timing verdicts resting on it are
-    inconclusive (docs/artifacts.md). A bundle recorded without the late ticks is judged on the
-    whole conversation's lag against the same tolerances."""
+    ``timing_degraded``, the trial ``degraded``, and a timing verdict resting on it is
+    inconclusive when that error could change its answer (docs/artifacts.md). A bundle recorded
+    without the late ticks is judged on the whole conversation's lag against the same
+    tolerances."""
 
     #: the 99th percentile of a response's stamp error bounds, in ms
     max_loop_lag_p99_ms: PositiveFloat = 20.0
     #: the largest stamp error bound of a response, in ms (one blocked moment delays every
     #: arrival behind it)
     max_loop_lag_max_ms: PositiveFloat = 25.0
+    #: how late a response's first audio packet may have been stamped (its own stamp's bound,
+    #: ms) for ``first_audio_latency_ms`` to be trusted: one stamp carries that whole figure
+    max_first_audio_error_ms: PositiveFloat = 3.0
     #: lower the number of concurrent trials while finished trials saw a loop-lag p99 above
     #: this (ms); ``null``: concurrency stays as configured
     lag_budget_ms: PositiveFloat | None = None

@@ -67,7 +67,8 @@ def loop_lag_statistics(lateness_ns: Sequence[int] | np.ndarray, *, interval_ms:
 
 def tolerances_of(config: MeasurementConfig) -> MeasurementTolerances:
     return MeasurementTolerances(max_loop_lag_p99_ms=config.max_loop_lag_p99_ms,
-                                 max_loop_lag_max_ms=config.max_loop_lag_max_ms)
+                                 max_loop_lag_max_ms=config.max_loop_lag_max_ms,
+                                 max_first_audio_error_ms=config.max_first_audio_error_ms)
 
 
 def late_ticks_record(pairs: Sequence[Sequence[int]], *,
@@ -111,6 +112,16 @@ class StampBound:
     max_ms: float
     p99_ms: float
     stamps: int
+
+
+def first_audio_arrivals(recording: Recording) -> dict[str, list[int]]:
+    """Each response's first audio packet's stamp: ``first_audio_latency_ms`` rests on it."""
+    stamps: dict[str, list[int]] = {}
+    for event in recording.events:
+        if event.type is EventType.PRODUCT_AUDIO and event.source == "product" \
+                and event.turn_id and event.turn_id not in stamps:
+            stamps[event.turn_id] = [event.offset_ns]
+    return stamps
 
 
 def timed_arrivals(recording: Recording) -> dict[str, list[int]]:
@@ -172,12 +183,21 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
 
 
 def judge_turns(turns: Sequence[TurnMetrics], bounds: Mapping[str, StampBound],
-                config: MeasurementConfig) -> list[str]:
-    """Mark each turn's ``stamp_error_bound_ms`` and ``timing_degraded`` (in place); the reasons
-    of the degraded ones, each starting with its turn id."""
+                config: MeasurementConfig,
+                first_audio: Mapping[str, StampBound] | None = None) -> list[str]:
+    """Mark each turn's ``stamp_error_bound_ms`` and ``timing_degraded``, and (given the first
+    audio stamps' bounds) its ``first_audio_error_bound_ms`` and ``first_audio_degraded`` (in
+    place); the reasons of the degraded ones, each starting with its turn id."""
     tolerances = tolerances_of(config)
     reasons: list[str] = []
     for turn in turns:
+        first_why = ""
+        if first_audio is not None and turn.first_audio_latency_ms is not None:
+            first = first_audio.get(turn.turn_id, StampBound(0.0, 0.0, 0)).max_ms
+            turn.first_audio_error_bound_ms = first
+            turn.first_audio_degraded = first > config.max_first_audio_error_ms
+            if turn.first_audio_degraded:
+                first_why = f"{first:.1f} ms > {config.max_first_audio_error_ms:g} ms"
         bound = bounds.get(turn.turn_id, StampBound(0.0, 0.0, 0))
         turn.stamp_error_bound_ms = bound.max_ms
         why = []
@@ -189,7 +209,11 @@ def judge_turns(turns: Sequence[TurnMetrics], bounds: Mapping[str, StampBound],
         if why:
             reasons.append(f"{turn.turn_id}: the loop lagged around its arrivals, its "
                            f"{bound.stamps} timing stamp(s) may be late by "
-                           f"{' and '.join(why)}")
+                           f"{' and '.join(why)}"
+                           + (f"; its first audio's stamp by {first_why}" if first_why else ""))
+        elif first_why:
+            reasons.append(f"{turn.turn_id}: the loop lagged around its first audio, whose "
+                           f"stamp may be late by {first_why}")
     return reasons
 
 
@@ -225,11 +249,14 @@ def measurement_quality(recording: Recording, config: MeasurementConfig,
     if lag is None or ticks is None:
         return judge_measurement(lag, config)
     bounds = stamp_error_bounds(timed_arrivals(recording), ticks, interval_ms=lag.interval_ms)
-    reasons = judge_turns(turns, bounds, config)
+    first = stamp_error_bounds(first_audio_arrivals(recording), ticks,
+                               interval_ms=lag.interval_ms)
+    reasons = judge_turns(turns, bounds, config, first)
     return MeasurementQuality(
         loop_lag_ms=lag, tolerances=tolerances_of(config), degraded=bool(reasons),
         reasons=reasons, scope="turn",
-        degraded_turns=[turn.turn_id for turn in turns if turn.timing_degraded])
+        degraded_turns=[turn.turn_id for turn in turns
+                        if turn.timing_degraded or turn.first_audio_degraded])
 
 
 def degraded_note(quality: MeasurementQuality | None) -> str | None:

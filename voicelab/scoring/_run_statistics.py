@@ -283,27 +283,31 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
     from ..metrics import TIMING_METRICS  # not at import: validate does not need the metrics
 
     responses: dict[str, list[float]] = {}
-    # a degraded response's clock stamps may be late: its timing figures judge no gate (as the
-    # timing verdicts resting on it are inconclusive); a trial judged whole (a bundle without
-    # late ticks, ``timing_degraded`` unset) leaves all its responses out
+    # a degraded response's clock stamps may be late: its timing figures judge no gate; a trial
+    # judged whole (a bundle without late ticks, ``timing_degraded`` unset) leaves all its
+    # responses out. ``first_audio_latency_ms`` rests on one stamp, judged on its own.
     untrusted = {(i, index) for i in counted for index, metrics in enumerate(turns[i])
                  if (metrics.timing_degraded if metrics.timing_degraded is not None
                      else reports[i].measurement_degraded)}
+    first_untrusted = {(i, index) for i in counted for index, metrics in enumerate(turns[i])
+                       if metrics.first_audio_degraded
+                       or (metrics.first_audio_degraded is None and (i, index) in untrusted)}
+    left_out: dict[str, set[tuple[int, int]]] = {}
     for gate in gates:
         if gate.metric != PASS_RATE and gate.metric not in responses:
-            timing = gate.metric in TIMING_METRICS
+            skipped = (first_untrusted if gate.metric == "first_audio_latency_ms" else
+                       untrusted if gate.metric in TIMING_METRICS else set())
+            left_out[gate.metric] = skipped
             values = (getattr(metrics, gate.metric) for i in counted
-                      for index, metrics in enumerate(turns[i])
-                      if not (timing and (i, index) in untrusted))
+                      for index, metrics in enumerate(turns[i]) if (i, index) not in skipped)
             responses[gate.metric] = [float(v) for v in values
                                       if v is not None and np.isfinite(v)]
     checks = judge_gates(gates, rate=rate, responses=responses, statistics=statistics)
-    degraded = len({i for i, _ in untrusted})
-    if degraded:
-        checks = [check.model_copy(update={"message": f"{check.message} (the "
-                                           f"{len(untrusted)} timing-degraded response(s) of "
-                                           f"{degraded} degraded trial(s) left out)"})
-                  if check.metric in TIMING_METRICS else check for check in checks]
+    checks = [check.model_copy(update={"message": f"{check.message} (the "
+                                       f"{len(left_out[check.metric])} timing-degraded "
+                                       f"response(s) of {len({i for i, _ in left_out[check.metric]})}"
+                                       f" degraded trial(s) left out)"})
+              if left_out.get(check.metric) else check for check in checks]
     rates, rows = selectivity([(reports[i].trial, probes[i]) for i in counted], statistics) \
         if probes is not None else ([], [])
     return RunStatistics(

@@ -109,6 +109,7 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                                 + ("" if ok else f", expected {expected!r}")))
 
     errors = _timing_errors(turn_metrics, measurement)
+    first_audio_errors = _timing_errors(turn_metrics, measurement, first_audio=True)
     if spec.max_interruption_stop_ms is not None:
         interrupted = [t for t in turn_metrics if t.interrupted]
         if interrupted:
@@ -133,8 +134,8 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
         else:
             verdicts.append(_decide_on_timing(
                 "first_audio_latency", limit_ms=spec.max_first_audio_latency_ms,
-                measured=[(float(t.first_audio_latency_ms or 0.0), errors.get(t.turn_id))
-                          for t in timed],
+                measured=[(float(t.first_audio_latency_ms or 0.0),
+                           first_audio_errors.get(t.turn_id)) for t in timed],
                 describe=lambda worst: f"the slowest first audio took {worst:.0f} ms",
                 measurement=measurement))
 
@@ -175,14 +176,22 @@ def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:
                    observed=None, why=f"inconclusive: {missing}")
 
 
-def _timing_errors(turns: Sequence[TurnMetrics], measurement: MeasurementQuality | None
-                   ) -> dict[str, float]:
+def _timing_errors(turns: Sequence[TurnMetrics], measurement: MeasurementQuality | None, *,
+                   first_audio: bool = False) -> dict[str, float]:
     """How far each untrusted turn's timing figures may be off (ms), by turn id. A turn is
     untrusted when its stamps may be late beyond the run's tolerances: judged per turn
-    (``timing_degraded``, with its ``stamp_error_bound_ms``), or, for a bundle judged on its
-    whole trial, every turn of a degraded trial (by the trial's worst loop lag)."""
+    (``timing_degraded``, with its ``stamp_error_bound_ms``; with ``first_audio``, the first
+    audio packet's own stamp: ``first_audio_degraded``, ``first_audio_error_bound_ms``), or,
+    for a bundle judged on its whole trial, every turn of a degraded trial (by the trial's
+    worst loop lag)."""
     if measurement is None or not measurement.degraded:
         return {}
+    if measurement.scope == "turn" and first_audio:  # (judged before it had its own bound)
+        return {t.turn_id: float(t.first_audio_error_bound_ms
+                                 if t.first_audio_error_bound_ms is not None
+                                 else t.stamp_error_bound_ms or 0.0) for t in turns
+                if t.first_audio_degraded
+                or (t.first_audio_degraded is None and t.timing_degraded)}
     if measurement.scope == "turn":
         return {t.turn_id: float(t.stamp_error_bound_ms or 0.0) for t in turns
                 if t.timing_degraded}

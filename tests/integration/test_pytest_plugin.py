@@ -25,10 +25,19 @@ def suite(pytester: pytest.Pytester) -> Path:
     return pytester.path / "suite"
 
 
+def _installed_entry_point() -> bool:
+    from importlib.metadata import entry_points
+
+    return any(point.value == "voicelab.pytest_plugin"
+               for point in entry_points(group="pytest11"))
+
+
 def _pytest(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    # the plugin as the entry point loads it (this checkout may not be the installed one)
-    return pytester.runpytest_subprocess("-p", "voicelab.pytest_plugin", "-p", "no:cacheprovider",
-                                         *args, timeout=240)
+    # installed as the README says, the entry point loads the plugin; a checkout that is not
+    # the installed one (no entry point) names it, as the entry point would
+    plugin = () if _installed_entry_point() else ("-p", "voicelab.pytest_plugin")
+    return pytester.runpytest_subprocess(*plugin, "-p", "no:cacheprovider", *args,
+                                         timeout=240)
 
 
 def test_the_entry_point_names_the_plugin():

@@ -371,7 +371,7 @@ class GateConfig(StrictModel):
 
 class MeasurementConfig(StrictModel):
     """When a response's timings can be trusted: the evaluator's own event-loop lag (how late a
-    10 ms ticker wakes while the conversation runs) around the arrivals its timing metrics rest
+    ticker wakes while the conversation runs: every 2 ms in real time, 10 ms unpaced) around the arrivals its timing metrics rest
     on bounds how late their stamps may be; beyond these tolerances the response is
     ``timing_degraded``, the trial ``degraded``, and a timing verdict resting on it is
     inconclusive when that error could change its answer (docs/artifacts.md). A bundle recorded

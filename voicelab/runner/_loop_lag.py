@@ -1,7 +1,7 @@
 """Watching the event loop's lag while trials run: one light ticker per loop, one window per trial.
 
-The ticker sleeps ``TICK_INTERVAL_MS`` and notes how late it woke (actual minus intended, on the
-recording's clock). A late wake-up means the loop was busy (or blocked) and every arrival
+The ticker sleeps ``TICK_INTERVAL_MS`` (``PACED_TICK_INTERVAL_MS`` while a trial in real time
+is open) and notes how late it woke (actual minus intended, on the recording's clock). A late wake-up means the loop was busy (or blocked) and every arrival
 stamped meanwhile waited as long. Trials sharing a loop share its lag, so they share one ticker:
 its cost stays ~100 wake-ups a second whatever the number of concurrent trials (a ticker per
 trial would itself load a saturated loop). Each trial opens a :class:`LagWindow` when its
@@ -23,9 +23,13 @@ from ..artifacts import LoopLag
 from ..metrics import loop_lag_statistics
 from ..metrics._measurement import LATE_TICK_FLOOR_MS
 
-#: How often the ticker wakes (ms). Finer costs more wake-ups; coarser misses short stalls
-#: between ticks only in the count, never in the lateness (a block delays the next wake-up).
+#: How often the ticker wakes (ms). Finer costs more wake-ups; coarser misses a block shorter
+#: than the interval that ends before a tick is due (a longer one delays the next wake-up).
 TICK_INTERVAL_MS = 10.0
+#: ... while a trial whose timings are real time (paced audio, a live line) is open: a first
+#: audio packet delayed 3-5 ms by a short block between 10 ms ticks went unflagged; every 2 ms
+#: such blocks are seen (each wake-up costs the loop, so unpaced runs keep the coarser tick).
+PACED_TICK_INTERVAL_MS = 2.0
 
 
 class LagWindow:
@@ -81,8 +85,10 @@ class LoopLagMonitor:
     def ticking(self) -> bool:
         return self._timer is not None
 
-    def open(self) -> LagWindow:
-        window = LagWindow(self.interval_ms, self._first + len(self._log))
+    def open(self, *, interval_ms: float | None = None) -> LagWindow:
+        """A trial's window; ``interval_ms``: how often it wants the loop watched (the ticker
+        wakes at the finest interval any open window wants)."""
+        window = LagWindow(interval_ms or self.interval_ms, self._first + len(self._log))
         self._windows.add(window)
         if self._timer is None:
             self._schedule(asyncio.get_running_loop())
@@ -106,8 +112,12 @@ class LoopLagMonitor:
             self._timer = None
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._intended_ns = self.clock_ns() + int(self.interval_ms * 1_000_000)
-        self._timer = loop.call_later(self.interval_ms / 1000.0, self._tick, loop)
+        # a window that wants a coarser interval gets finer ticks: its bounds, computed with
+        # its own interval, are only more cautious
+        interval = min((window.interval_ms for window in self._windows),
+                       default=self.interval_ms)
+        self._intended_ns = self.clock_ns() + int(interval * 1_000_000)
+        self._timer = loop.call_later(interval / 1000.0, self._tick, loop)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
         # the selector rounds its timeout to the millisecond: a quiet loop reads 0-1 ms

@@ -41,7 +41,7 @@ from ._conversation import Conversation, Failure
 from ._evidence import failed_verdict_names, inconclusive_verdict_names
 from ._intake import AudioFloodLimit
 from ._listening import ListeningConversation
-from ._loop_lag import loop_monitor
+from ._loop_lag import PACED_TICK_INTERVAL_MS, loop_monitor
 from ._playback import RecordingPlayback
 from ._scoring import Call, Scored, score_on_loop, utc_iso
 
@@ -256,7 +256,10 @@ async def run_call(plan: TrialPlan) -> Call:
     # a trial's timeline stays within what a bundle is read back with, so it can be re-scored
     max_time = loaded.scenario.eval_spec.limits.max_time_seconds or MAX_TIMELINE_SECONDS
     lag_monitor = loop_monitor()
-    lag_window = lag_monitor.open()  # closed with the conversation (or dropped with the trial)
+    # closed with the conversation (or dropped with the trial); real-time calls watched finely
+    lag_window = lag_monitor.open(
+        interval_ms=PACED_TICK_INTERVAL_MS
+        if loaded.run.pace_audio or plan.turn_taking == "server_vad" else None)
     try:
         if launch_failure is not None:  # no product to talk to
             conversation.failures.append(launch_failure)

@@ -343,14 +343,23 @@ def test_a_block_over_the_first_audio_flags_that_turn(first_audio_block):
     # the truth: the reply's first audio sat in the socket while the loop was blocked
     assert late == [metrics["turns"][1]["turn_id"]], errors
     assert quality["degraded"] is True
-    assert quality["degraded_turns"] == late
+    # the late turn is flagged; on a busy machine another turn may carry a bound over the
+    # tolerance of its own (a flag is a bound, not an accusation), but no turn left unflagged
+    # is off by more than the tolerance
+    assert late[0] in quality["degraded_turns"]
+    unflagged = [t for t in turns if t not in quality["degraded_turns"]]
+    assert all(abs(errors[t]) <= TOLERANCE_MS for t in unflagged), errors
     flagged = turns[late[0]]
     assert flagged["timing_degraded"] is True
     # the bound covers the error it hides
     assert flagged["stamp_error_bound_ms"] >= errors[late[0]]
     assert any(reason.startswith(f"{late[0]}: ") for reason in quality["reasons"])
+    # the block did not touch the first reply
     first = metrics["turns"][0]
-    assert first["timing_degraded"] is False and errors[first["turn_id"]] <= TOLERANCE_MS
+    assert errors[first["turn_id"]] <= TOLERANCE_MS
+    if first["turn_id"] in quality["degraded_turns"]:
+        # flagged on a busy machine: for a bound of its own, which a reason names
+        assert any(reason.startswith(f"{first['turn_id']}: ") for reason in quality["reasons"])
     report = read_json(first_audio_block / "trial-report.json")
     assert report["measurement_degraded"] is True
     latency = {v["name"]: v for v in report["verdicts"]}["first_audio_latency"]

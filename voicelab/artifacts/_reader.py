@@ -52,7 +52,7 @@ def read_json(path: Path | str) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"file not found: {path}", source=path) from None
     check_version(document, source=Path(path))
-    return document  # type: ignore[no-any-return]
+    return document
 
 
 def read_voice_events(path: Path) -> list[dict[str, Any]]:

@@ -192,7 +192,7 @@ def read_remote_json(location: RemoteLocation) -> dict[str, Any]:
     document = decode_json(read_remote_bytes(location, limit=MAX_DOCUMENT_BYTES),
                            source=location.url)
     check_version(document, source=Path(location.url))
-    return document  # type: ignore[no-any-return]
+    return document
 
 
 def remote_exists(location: RemoteLocation) -> bool:
@@ -226,7 +226,7 @@ def answered_within(call: Callable[[], T], *, seconds: float, source: str | Path
                           source=source, key=key)
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
+    return outcome["value"]
 
 
 def probe_exists(location: RemoteLocation, *, key: str | None = None) -> bool:

@@ -180,7 +180,7 @@ def probe_outcomes(recording: Recording, speech: Sequence[Interval], *,
         outcomes.append(ProbeOutcome(
             **common, product_speaking=True, stopped=stopped,
             stop_ms=_ms(stop_end - onset) if stop_end is not None else None,
-            stop_evidence=evidence,  # type: ignore[arg-type]
+            stop_evidence=evidence,
             speech_after_onset_ms=_ms(after),
             correct=stopped if probe.kind == "interruption" else not stopped))
     return outcomes
@@ -209,7 +209,7 @@ def self_interruptions(recording: Recording, speech: Sequence[Interval],
         if quiet(at - stop_lookback, at):
             spurt = next(((a, b) for a, b in spurts if a <= at <= b + stop_lookback), None)
             found.append(SelfInterruption(
-                kind="stopped", at_ms=_ms(at), turn_id=turn,  # type: ignore[arg-type]
+                kind="stopped", at_ms=_ms(at), turn_id=turn,
                 after_product_speech_ms=_ms(min(at, spurt[1]) - spurt[0]) if spurt else None,
                 lookback_ms=SELF_LOOKBACK_MS))
     if echo_of(recording) is None:

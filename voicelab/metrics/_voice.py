@@ -326,7 +326,7 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
                 audio_after = _ms(audible_ns(product_samples, start_ns=after, end_ns=span[1]))
         turns.append(TurnMetrics(
             turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
-            reference=reference[1] if reference else None,  # type: ignore[arg-type]
+            reference=reference[1] if reference else None,
             first_audio_latency_ms=_ms(first - reference[0])
             if first is not None and reference else None,
             response_latency_ms=_ms(latency),

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..artifacts import TRANSCRIPT_JSON
 from ..artifacts._reader import read_json
 from ._embed import AudioFormat, audio_figure, encode_audio, read_trial_audio, turn_windows
 from ._frames import Frames, load_frames
@@ -81,7 +82,7 @@ class TrialPlayer:
         self.trial_dir = Path(self.row["path"])
         self.turns = self.frames.turns.reset_index(drop=True)
         self.windows = turn_windows(self.turns)
-        transcript_path = self.trial_dir / "transcript.json"
+        transcript_path = self.trial_dir / TRANSCRIPT_JSON
         self.transcript_turns: list[dict[str, Any]] = (
             read_json(transcript_path).get("turns", []) if transcript_path.is_file() else [])
         options: list[tuple[str, str | None]] = [("whole conversation", None)]

@@ -35,19 +35,10 @@ from pydantic import BaseModel
 from .._atomic import atomic_write
 from ..audio import PcmAudio, wav_buffer
 from ._members import BundleMemberError, describe_mode, write_member
-
-TRIAL_FILES = (
-    "transcript.json", "transcript.md", "tool-calls.json", "raw-endpoint-events.json",
-    "voice-events.jsonl", "voice-metrics.json", "interoperability.json", "technician.wav",
-    "product.wav", "mixed.wav", "user-sent.wav", "product-received.wav",
-    "resolved-scenario.json", "resolved-persona.json", "resolved-data.json", "resolved-environment.json", "resolved-script.json",
-    "resolved-settings.json", "trial-report.json",
-)
-RESOLVED_KINDS = ("scenario", "persona", "data", "environment", "script", "settings")
-
+from ._names import INTEROPERABILITY, RAW_ENDPOINT_EVENTS, TRIAL_REPORT
 
 #: Large machine-oriented documents are written compactly (the C JSON encoder is ~10x faster).
-COMPACT_DOCUMENTS = frozenset({"raw-endpoint-events.json", "interoperability.json"})
+COMPACT_DOCUMENTS = frozenset({RAW_ENDPOINT_EVENTS, INTEROPERABILITY})
 
 
 def _json_bytes(document: Any, *, pretty: bool = True) -> bytes:
@@ -170,8 +161,8 @@ def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseMod
     failures = (_written_side_by_side if side_by_side else _written_in_order)(trial_dir, files)
     if failures:
         raise failures[0]
-    written.append("trial-report.json")
+    written.append(TRIAL_REPORT)
     if hasattr(report, "files"):
         report.files = sorted({*written, *also_present})
-    write_json(trial_dir / "trial-report.json", report)
+    write_json(trial_dir / TRIAL_REPORT, report)
     return written

@@ -30,10 +30,10 @@ from .._location import as_local_path, url_scheme
 from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_secret_values
 from ..errors import ConfigError, MissingDependencyError
 from ._members import MAX_DOCUMENT_BYTES, MAX_TEXT_BYTES, decode_json, read_member
+from ._names import LATEST
 
 T = TypeVar("T")
 
-LATEST = "latest"
 #: The object at a store's root that names its newest run folder (a store has no symlinks).
 LATEST_POINTER = "LATEST"
 #: A local mirror's marker file: the URL it was downloaded from.

@@ -25,7 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import read_json, read_voice_events
+from ..artifacts import (
+    TRIAL_REPORT,
+    USER_CLEAN_WAV,
+    USER_SENT_WAV,
+    VOICE_EVENTS,
+    read_json,
+    read_voice_events,
+    trial_folder,
+)
 from ..artifacts._reader import read_audio_stream
 from ..audio import PcmAudio
 from ..errors import ConfigError, ExecutionError
@@ -38,10 +46,8 @@ from ._protocol import (
     UserTurn,
 )
 
-#: The folder of one trial in a run folder.
-TRIAL_FOLDER = "trial-{index:03d}"
 #: What a recorded trial must hold to be replayed.
-REPLAY_FILES = ("trial-report.json", "voice-events.jsonl", "user-sent.wav")
+REPLAY_FILES = (TRIAL_REPORT, VOICE_EVENTS, USER_SENT_WAV)
 #: Arguments of ``Recording.record`` a recorded attribute must not be passed again as.
 _RECORD_FIELDS = frozenset({"source", "direction", "at_ns", "speaker_role", "turn_id",
                             "span_id", "raw", "audio"})
@@ -89,10 +95,10 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
         if not (trial_dir / name).is_file():
             raise ConfigError(f"the trial folder has no {name}: it cannot be replayed",
                               source=trial_dir / name)
-    report = read_json(trial_dir / "trial-report.json")
-    records = read_voice_events(trial_dir / "voice-events.jsonl")
-    stream = _stream(trial_dir / "user-sent.wav")
-    clean_path = trial_dir / "user-clean.wav"
+    report = read_json(trial_dir / TRIAL_REPORT)
+    records = read_voice_events(trial_dir / VOICE_EVENTS)
+    stream = _stream(trial_dir / USER_SENT_WAV)
+    clean_path = trial_dir / USER_CLEAN_WAV
     clean_stream = _stream(clean_path) if clean_path.is_file() else None
 
     started: dict[str, Mapping[str, Any]] = {}
@@ -131,7 +137,7 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
                                      0.0, str(attributes.get("message") or ""))
     if position > stream.shape[0]:
         raise ConfigError(f"the voice events reference {position} samples of the user's audio, "
-                          f"which holds {stream.shape[0]}", source=trial_dir / "user-sent.wav")
+                          f"which holds {stream.shape[0]}", source=trial_dir / USER_SENT_WAV)
     if clean_stream is not None and clean_position > clean_stream.shape[0]:
         raise ConfigError(f"the voice events reference {clean_position} samples of the clean "
                           f"speech, which holds {clean_stream.shape[0]}", source=clean_path)
@@ -184,7 +190,7 @@ class ReplayPersona:
     def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
         self.check_settings(settings, context)
         self.bundle = Path(str(settings["bundle"]))
-        self.trial_dir = self.bundle / TRIAL_FOLDER.format(index=context.trial_index)
+        self.trial_dir = self.bundle / trial_folder(context.trial_index)
         self.context = context
         self.trial: RecordedTrial | None = None
         self._given = 0  # recorded turns handed to the runner

@@ -16,6 +16,7 @@ from functools import lru_cache
 from json.encoder import encode_basestring  # what json.dumps uses with ensure_ascii=False
 from typing import Any
 
+from ..artifacts import VOICE_EVENTS
 from ..artifacts._models import SCHEMA_VERSION
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
 from ..errors import ConfigError
@@ -217,7 +218,7 @@ def _event_type(name: Any, *, where: str) -> EventType:
 
 def recording_from_records(records: Iterable[Mapping[str, Any]], *,
                            streams: Mapping[str, bytes | bytearray | memoryview],
-                           where: str = "voice-events.jsonl") -> Recording:
+                           where: str = VOICE_EVENTS) -> Recording:
     """A :class:`Recording` rebuilt from voice-event records and the arrival-ordered streams.
 
     The listener follows the events again (the same code as during the call), so placement,

@@ -14,7 +14,21 @@ from typing import Any
 
 from .._steps import Steps, arun_steps, run_steps
 from ..artifacts import (
+    INTEROPERABILITY,
+    MIXED_WAV,
+    PRODUCT_RECEIVED_WAV,
+    PRODUCT_WAV,
+    RAW_ENDPOINT_EVENTS,
     SCHEMA_VERSION,
+    TOOL_CALLS,
+    TRANSCRIPT_JSON,
+    TRANSCRIPT_MD,
+    USER_CLEAN_WAV,
+    USER_HEARD_WAV,
+    USER_SENT_WAV,
+    USER_WAV,
+    VOICE_EVENTS,
+    VOICE_METRICS,
     ToolCalls,
     Transcript,
     TrialReport,
@@ -48,8 +62,8 @@ from ..scoring._verdicts import deterministic_verdicts
 from ._transcription import WIRE_ONLY, ProductTranscription, transcribe_product
 
 #: The bundle's arrival-ordered audio streams (what was sent and received, as it happened).
-STREAM_FILES = {USER: "user-sent.wav", PRODUCT: "product-received.wav",
-                USER_CLEAN: "user-clean.wav", USER_HEARD: "user-heard.wav"}
+STREAM_FILES = {USER: USER_SENT_WAV, PRODUCT: PRODUCT_RECEIVED_WAV,
+                USER_CLEAN: USER_CLEAN_WAV, USER_HEARD: USER_HEARD_WAV}
 
 
 @dataclass
@@ -183,17 +197,17 @@ def evidence_files(recording: Recording, evidence: Evidence, report: TrialReport
     if USER_HEARD in recording.streams:  # a to_user telephony line: what the user heard
         streams[STREAM_FILES[USER_HEARD]] = recording.streams[USER_HEARD].audio()
     files = encode_trial_files(
-        documents={}, encoded={"voice-events.jsonl": evidence.voice_events},
-        texts={"transcript.md": transcript_markdown(evidence.transcript, title=title),
+        documents={}, encoded={VOICE_EVENTS: evidence.voice_events},
+        texts={TRANSCRIPT_MD: transcript_markdown(evidence.transcript, title=title),
                **(extra_texts or {})},
-        audio={"technician.wav": placement.technician, "product.wav": placement.product,
-               "mixed.wav": placement.mixed, **streams})
+        audio={USER_WAV: placement.technician, PRODUCT_WAV: placement.product,
+               MIXED_WAV: placement.mixed, **streams})
     documents: dict[str, Any] = {
-        "transcript.json": evidence.transcript,
-        "tool-calls.json": evidence.tool_calls,
-        "raw-endpoint-events.json": evidence.raw_events,
-        "voice-metrics.json": evidence.metrics,
-        "interoperability.json": interoperability(report, evidence, recording),
+        TRANSCRIPT_JSON: evidence.transcript,
+        TOOL_CALLS: evidence.tool_calls,
+        RAW_ENDPOINT_EVENTS: evidence.raw_events,
+        VOICE_METRICS: evidence.metrics,
+        INTEROPERABILITY: interoperability(report, evidence, recording),
         **(extra_documents or {}),
     }
     for name, document in documents.items():

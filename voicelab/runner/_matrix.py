@@ -20,6 +20,8 @@ from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALIT
 from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
+    MATRIX_REPORT,
+    RUN_REPORT,
     BundleLock,
     JudgeCalibration,
     MarginPassRate,
@@ -294,12 +296,12 @@ def read_matrix_report(run_dir: str | Path) -> MatrixReport:
     if is_url(run_dir):
         folder = open_location(run_dir, key="resume")
         assert not isinstance(folder, Path)
-        document = read_remote_json(resolve_latest(folder).child("matrix-report.json"))
+        document = read_remote_json(resolve_latest(folder).child(MATRIX_REPORT))
         remote: MatrixReport = parse_settings(MatrixReport, document, key=None,
                                               source=folder.url)
         return remote
     path = resolve_local_latest(as_local_path(run_dir)).expanduser().resolve() \
-        / "matrix-report.json"
+        / MATRIX_REPORT
     check_tree(path.parent)  # regular files and folders only, before anything is read
     if not path.is_file():
         raise ConfigError("not a sweep (no matrix-report.json)", source=path.parent)
@@ -354,7 +356,7 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
         run_id = previous.run_id
         run_dir = resolve_local_latest(as_local_path(resume)).expanduser().resolve()  # type: ignore[arg-type]
         for one in plan.cells:  # refuse before anything runs
-            if (run_dir / one.cell_id / "run-report.json").is_file():
+            if (run_dir / one.cell_id / RUN_REPORT).is_file():
                 check_suite_hash(read_run_report(run_dir / one.cell_id), one.plan.loaded,
                                  bundle=run_dir / one.cell_id)
         label = label if label is not None else previous.label
@@ -405,7 +407,7 @@ async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id
 
     write_errors: list[str] = []
     running_error = _write_report_robustly(
-        run_dir / "matrix-report.json",
+        run_dir / MATRIX_REPORT,
         _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes, started=started,
                        status="running", label=label, resumed_at=resumed_at))
     if running_error:
@@ -414,7 +416,7 @@ async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id
     async def cell(one: MatrixCellPlan) -> None:
         # run ids stay unique across sweeps (labels join on them); folders are named by cell
         cell_dir = run_dir / one.cell_id
-        started_before = previous is not None and (cell_dir / "run-report.json").is_file()
+        started_before = previous is not None and (cell_dir / RUN_REPORT).is_file()
         try:
             outcome = await arun(one.plan, trials=plan.trials, artifacts_dir=run_dir,
                                  run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
@@ -456,7 +458,7 @@ async def conclude_cells(tasks: list[asyncio.Task[None]], outcomes: list[RunOutc
     for cell_outcome in outcomes:
         write_errors.extend(cell_outcome.write_errors)
     final = report("interrupted" if interrupted else "complete")
-    final_error = _write_report_robustly(run_dir / "matrix-report.json", final)
+    final_error = _write_report_robustly(run_dir / MATRIX_REPORT, final)
     if final_error:
         write_errors.append(final_error)
     if failure is not None:

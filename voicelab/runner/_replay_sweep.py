@@ -15,7 +15,7 @@ from typing import Any
 
 from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
 from .._validate import RunPlan
-from ..artifacts import MatrixCell, MatrixReport, ReplayOrigin
+from ..artifacts import MATRIX_REPORT, MatrixCell, MatrixReport, ReplayOrigin
 from ..errors import ConfigError
 from ..scoring._run_statistics import settings_of
 from ._matrix import MatrixOutcome, conclude_cells, matrix_rates, read_matrix_report
@@ -100,7 +100,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         plan, source = plan_replay(cell_dir, overrides=overrides)
         cells.append(_Cell(row.cell_id, plan, source))
     if not cells:
-        raise ConfigError("the sweep has no cells to replay", source=folder / "matrix-report.json")
+        raise ConfigError("the sweep has no cells to replay", source=folder / MATRIX_REPORT)
     parallel = _bounded(concurrency if concurrency is not None else
                         max(c.plan.loaded.run.concurrency for c in cells),
                         low=1, high=MAX_CONCURRENCY, key="concurrency", source=None)
@@ -129,7 +129,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         return progress
 
     write_errors: list[str] = []
-    error = _write_report_robustly(run_dir / "matrix-report.json", report("running"))
+    error = _write_report_robustly(run_dir / MATRIX_REPORT, report("running"))
     if error:
         write_errors.append(error)
 

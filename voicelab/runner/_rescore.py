@@ -25,6 +25,18 @@ from .._atomic import file_kind
 from .._exit_codes import run_exit_code, worst_exit_code
 from .._location import as_local_path, is_url
 from ..artifacts import (
+    INTEROPERABILITY,
+    MATRIX_REPORT,
+    MIXED_WAV,
+    PRODUCT_WAV,
+    RUN_REPORT,
+    TOOL_CALLS,
+    TRANSCRIPT_JSON,
+    TRANSCRIPT_MD,
+    TRIAL_REPORT,
+    USER_WAV,
+    VOICE_EVENTS,
+    VOICE_METRICS,
     BundleLock,
     ProbeOutcome,
     RunReport,
@@ -33,6 +45,7 @@ from ..artifacts import (
     TurnMetrics,
     check_tree,
     read_json,
+    resolved_document,
 )
 from ..artifacts._bundle import write_json, write_trial_files
 from ..artifacts._publish import Publisher
@@ -67,9 +80,9 @@ from ._transcription import ProductTranscription
 from ._trial import trial_summary
 
 #: Files ``rescore`` writes again (everything else in a trial folder is a raw fact it keeps).
-RESCORED_FILES = ("transcript.json", "transcript.md", "tool-calls.json", "voice-metrics.json",
-                  "interoperability.json", "technician.wav", "product.wav", "mixed.wav",
-                  "trial-report.json")
+RESCORED_FILES = (TRANSCRIPT_JSON, TRANSCRIPT_MD, TOOL_CALLS, VOICE_METRICS,
+                  INTEROPERABILITY, USER_WAV, PRODUCT_WAV, MIXED_WAV,
+                  TRIAL_REPORT)
 
 
 @dataclass
@@ -127,7 +140,7 @@ def _document(trial_dir: Path, name: str) -> dict[str, Any]:
 
 
 def _resolved(trial_dir: Path, kind: str) -> Any:
-    return _document(trial_dir, f"resolved-{kind}.json").get("resolved")
+    return _document(trial_dir, resolved_document(kind)).get("resolved")
 
 
 def read_recording(trial_dir: Path) -> Recording:
@@ -144,9 +157,9 @@ def read_recording(trial_dir: Path) -> Recording:
             raise ArtifactVersionError(
                 f"no {STREAM_FILES[name]}: a bundle written before schema 2.0 keeps no "
                 f"arrival-ordered audio and cannot be re-scored", source=trial_dir)
-    records = read_voice_events(trial_dir / "voice-events.jsonl")
+    records = read_voice_events(trial_dir / VOICE_EVENTS)
     return recording_from_records(records, streams=streams,
-                                  where=str(trial_dir / "voice-events.jsonl"))
+                                  where=str(trial_dir / VOICE_EVENTS))
 
 
 def _model(model: type[Any], document: Any, *, source: Path) -> Any:
@@ -157,23 +170,23 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                   judges_run: Any = None) -> RescoredTrial:
     """Recompute one trial folder in place (see the module docstring)."""
     trial_dir = Path(trial_dir)
-    previous = _model(TrialReport, _document(trial_dir, "trial-report.json"),
-                      source=trial_dir / "trial-report.json")
+    previous = _model(TrialReport, _document(trial_dir, TRIAL_REPORT),
+                      source=trial_dir / TRIAL_REPORT)
     scenario = _model(ScenarioConfig, _resolved(trial_dir, "scenario"),
-                      source=trial_dir / "resolved-scenario.json")
+                      source=trial_dir / resolved_document("scenario"))
     persona = _model(PersonaConfig, _resolved(trial_dir, "persona"),
-                     source=trial_dir / "resolved-persona.json")
+                     source=trial_dir / resolved_document("persona"))
     settings = _resolved(trial_dir, "settings") or {}
     recording = read_recording(trial_dir)
     if speech_metrics is None:
         speech_metrics = bool(settings.get("speech_metrics"))
     measurement = _model(MeasurementConfig, settings.get("measurement") or {},
-                         source=trial_dir / "resolved-settings.json")
+                         source=trial_dir / resolved_document("settings"))
     judged = settings.get("quality_evaluation") is not None or (
         judges_run is not None and judges_run.run.quality_evaluation is not None)
     transcription = ProductTranscription.of(
         _model(TranscriptionConfig, settings.get("transcription") or {},
-               source=trial_dir / "resolved-settings.json"), scenario, persona, judges=judged)
+               source=trial_dir / resolved_document("settings")), scenario, persona, judges=judged)
     evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics,
                             measurement=measurement, transcription=transcription)
     verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
@@ -209,7 +222,7 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
 
 
 def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport | None:
-    path = run_dir / "run-report.json"
+    path = run_dir / RUN_REPORT
     if not path.is_file():
         return None
     report = _model(RunReport, read_json(path), source=path)
@@ -299,9 +312,9 @@ def _rescore_folder(target: Path, *, speech_metrics: bool | None,
     for run_dir, trials in by_run.items():
         updated = _update_run_report(run_dir, trials)
         if updated is not None:
-            result.run_reports.append(run_dir / "run-report.json")
+            result.run_reports.append(run_dir / RUN_REPORT)
             result.run_exit_codes.append(updated.exit_code)
-    for matrix in target.rglob("matrix-report.json"):
+    for matrix in target.rglob(MATRIX_REPORT):
         _update_matrix_report(matrix)
     return result
 
@@ -364,7 +377,7 @@ def _update_matrix_report(path: Path) -> None:
     report = _model(MatrixReport, read_json(path), source=path)
     cells = []
     for cell in report.cells:
-        run_report = path.parent / cell.cell_id / "run-report.json"
+        run_report = path.parent / cell.cell_id / RUN_REPORT
         if not run_report.is_file():
             cells.append(cell)
             continue

@@ -42,15 +42,19 @@ from typing import Any
 
 from .._steps import Steps, arun_steps, run_steps
 from ..artifacts import (
+    RESOLVED_KINDS,
     SCHEMA_VERSION,
+    TRIAL_REPORT,
     ExecutionFailure,
     JudgeResult,
     LoopLag,
     ProbeOutcome,
     TrialReport,
     TurnMetrics,
+    resolved_document,
+    trial_folder,
 )
-from ..artifacts._bundle import RESOLVED_KINDS, EncodedFile, write_json, write_trial_files
+from ..artifacts._bundle import EncodedFile, write_json, write_trial_files
 from ..audio import CANONICAL_FORMAT
 from ..config import LoadedRun
 from ..errors import ConfigError
@@ -94,7 +98,7 @@ class Call:
 
     @property
     def trial_id(self) -> str:
-        return f"trial-{self.index:03d}"
+        return trial_folder(self.index)
 
 
 @dataclass
@@ -149,7 +153,7 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
     documents: dict[str, Any] = {}
     for kind in RESOLVED_KINDS:
         source = loaded.sources.get("run" if kind == "settings" else kind)
-        documents[f"resolved-{kind}.json"] = {"schema_version": SCHEMA_VERSION, "kind": kind,
+        documents[resolved_document(kind)] = {"schema_version": SCHEMA_VERSION, "kind": kind,
                                               "source": str(source) if source else None,
                                               "resolved": resolved[kind]}
     documents.update(call.documents)
@@ -193,9 +197,9 @@ def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError
             present = []
         failed = report.model_copy(update={
             "execution_status": "failed", "passed": False, "failures": failures,
-            "files": [*present, "trial-report.json"]})
+            "files": [*present, TRIAL_REPORT]})
         try:
-            write_json(trial_dir / "trial-report.json", failed)
+            write_json(trial_dir / TRIAL_REPORT, failed)
             return failed
         except OSError as second:
             if second.errno != errno.ENOSPC or not removable:
@@ -219,7 +223,7 @@ def _removable_by_size(trial_dir: Path) -> list[tuple[Path, int]]:
     first within each."""
     try:
         sizes = [(path, path.stat().st_size) for path in trial_dir.iterdir()
-                 if path.is_file() and path.name != "trial-report.json"]
+                 if path.is_file() and path.name != TRIAL_REPORT]
     except OSError:
         return []
     return sorted(sizes, key=lambda item: (item[0].suffix != ".wav", -item[1]))

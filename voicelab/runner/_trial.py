@@ -14,13 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import (
+    PERSONA_SESSION,
+    PRODUCT_LOG,
     SCHEMA_VERSION,
+    TRIAL_REPORT,
     ExecutionFailure,
     LoopLag,
     ProbeOutcome,
     TrialReport,
     TrialSummary,
     TurnMetrics,
+    trial_folder,
 )
 from ..artifacts._bundle import write_json
 from ..audio import CANONICAL_FORMAT, PcmAudio, PreparedEnvironment
@@ -201,7 +205,7 @@ async def run_call(plan: TrialPlan) -> Call:
     trace_id, root_span = new_trace_id(), new_span_id()
     recording = Recording(session_id=session_id, trace_id=trace_id, root_span_id=root_span)
     started_wall = time.time()
-    trial_id = f"trial-{plan.index:03d}"
+    trial_id = trial_folder(plan.index)
     recording.record(EventType.TRIAL_STARTED, source="runner", direction="internal",
                      trial=plan.index, seed=plan.seed, clock_start_ns=recording.start_ns,
                      clock="time.perf_counter_ns", span_id=root_span,
@@ -295,11 +299,11 @@ async def run_call(plan: TrialPlan) -> Call:
     texts: dict[str, str] = {}
     if product is not None:  # stopped after the probe: a probe may ask the running product
         await product.stop()
-        texts["product.log"] = product.log_text()
+        texts[PRODUCT_LOG] = product.log_text()
     documents: dict[str, Any] = {}
     session_evidence = persona.evidence() if callable(getattr(persona, "evidence", None)) else {}
     if session_evidence:
-        documents["persona-session.json"] = {"schema_version": SCHEMA_VERSION,
+        documents[PERSONA_SESSION] = {"schema_version": SCHEMA_VERSION,
                                              **scrubber.scrub(session_evidence)}
     return Call(
         recording=recording, index=plan.index, seed=plan.seed, trial_dir=plan.trial_dir,
@@ -340,7 +344,7 @@ def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float)
     adapter's constructor, in evidence assembly...): reported as a failed execution, with a
     trial report written when the disk allows, so no planned trial silently disappears."""
     loaded = plan.loaded
-    trial_id = f"trial-{plan.index:03d}"
+    trial_id = trial_folder(plan.index)
     message = loaded.scrubber.scrub_text(f"{type(error).__name__}: {error}")
     ended_wall = time.time()
     session_id = trial_session_id(loaded, plan.index, plan.run_id, attempt=plan.attempt)
@@ -352,10 +356,10 @@ def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float)
         exit_reason="error", passed=False, started_at=utc_iso(started_wall),
         ended_at=utc_iso(ended_wall), duration_seconds=round(ended_wall - started_wall, 4),
         failures=[ExecutionFailure(kind="runner", message=message)],
-        audio_format=CANONICAL_FORMAT.to_dict(), files=["trial-report.json"])
+        audio_format=CANONICAL_FORMAT.to_dict(), files=[TRIAL_REPORT])
     try:
         plan.trial_dir.mkdir(parents=True, exist_ok=True)
-        write_json(plan.trial_dir / "trial-report.json", report)
+        write_json(plan.trial_dir / TRIAL_REPORT, report)
     except OSError as write_error:
         logger.error("%s: the trial report could not be written: %s", trial_id,
                      write_error.strerror or type(write_error).__name__)

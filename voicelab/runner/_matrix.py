@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
+from .._exit_codes import exit_code_after_writing, sweep_exit_code
 from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
@@ -142,9 +142,8 @@ class MatrixOutcome:
 
     @property
     def exit_code(self) -> int:
-        if self.write_errors and self.report.exit_code in (EXIT_OK, EXIT_QUALITY):
-            return EXIT_EXECUTION
-        return self.report.exit_code
+        return exit_code_after_writing(self.report.exit_code,
+                                       write_failed=bool(self.write_errors))
 
 
 class MatrixInterrupted(asyncio.CancelledError):
@@ -249,29 +248,27 @@ def matrix_rates(cells: list[MatrixCell], statistics: StatisticsConfig
     return pooled(cells), margins
 
 
+def matrix_cell(outcome: RunOutcome, *, bundle_path: str) -> MatrixCell:
+    """A sweep's line for one of its runs (a cell), from the run's report."""
+    report = outcome.report
+    return MatrixCell(
+        cell_id=Path(outcome.bundle_path).name, scenario=report.scenario_id,
+        persona=report.persona, environment=report.environment, bundle_path=bundle_path,
+        trial_count=report.trial_count, executed_trials=report.executed_trials,
+        passed_trials=report.passed_trials, pass_at_k=report.pass_at_k,
+        pass_power_k=report.pass_power_k, exit_code=report.exit_code,
+        suite_hash=report.suite_hash, pass_rate=report.pass_rate, pass_curve=report.pass_curve)
+
+
 def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: list[RunOutcome],
                    started: str, status: str, label: str | None = None,
                    resumed_at: Sequence[str] = ()) -> MatrixReport:
-    cells = [MatrixCell(
-        cell_id=Path(o.bundle_path).name, scenario=o.report.scenario_id, persona=o.report.persona,
-        environment=o.report.environment, bundle_path=published_location(o.bundle_path),
-        trial_count=o.report.trial_count, executed_trials=o.report.executed_trials,
-        passed_trials=o.report.passed_trials, pass_at_k=o.report.pass_at_k,
-        pass_power_k=o.report.pass_power_k, exit_code=o.report.exit_code,
-        suite_hash=o.report.suite_hash, pass_rate=o.report.pass_rate,
-        pass_curve=o.report.pass_curve) for o in outcomes]
-    cells.sort(key=lambda c: c.cell_id)
+    cells = sorted((matrix_cell(o, bundle_path=published_location(o.bundle_path))
+                    for o in outcomes), key=lambda c: c.cell_id)
     pooled, margins = matrix_rates(cells, plan.statistics)
     complete = len(cells) == len(plan.cells)
-    codes = [c.exit_code for c in cells]
-    if status == "interrupted":
-        code = EXIT_INTERRUPTED
-    elif EXIT_EXECUTION in codes or not complete:
-        code = EXIT_EXECUTION
-    elif EXIT_QUALITY in codes:
-        code = EXIT_QUALITY
-    else:
-        code = EXIT_OK
+    code = sweep_exit_code([c.exit_code for c in cells], planned_cells=len(plan.cells),
+                           interrupted=status == "interrupted")
     s, p, e, k = plan.dimensions
     return MatrixReport(
         name=plan.suite.suite.name or plan.suite.path.stem, run_id=run_id,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import file_kind
-from .._exit_codes import run_exit_code, worst_exit_code
+from .._exit_codes import run_exit_code, sweep_exit_code, worst_exit_code
 from .._location import as_local_path, is_url
 from ..artifacts import (
     INTEROPERABILITY,
@@ -386,10 +386,9 @@ def _update_matrix_report(path: Path) -> None:
             "passed_trials": run.passed_trials, "pass_at_k": run.pass_at_k,
             "pass_power_k": run.pass_power_k, "exit_code": run.exit_code,
             "pass_rate": run.pass_rate, "pass_curve": run.pass_curve}))
-    codes = [c.exit_code for c in cells]
     code = report.exit_code
     if report.status == "complete":
-        code = worst_exit_code(codes)
+        code = sweep_exit_code([c.exit_code for c in cells], planned_cells=report.cell_count)
     complete = len(cells) == report.cell_count
     rates: dict[str, Any] = {}
     if report.pass_rate is not None:

@@ -28,7 +28,7 @@ from voicelab.doubles.twilio import TwilioBot
 from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
 from voicelab.endpoints._twilio import TwilioEndpoint
 from voicelab.endpoints._twilio_audio import LINE_LATENCY_MS
-from voicelab.recording import EventType, Recording
+from voicelab.recording import ATTRIBUTES, EventType, Recording, ReportedAttributes
 from voicelab.runner._playback import RecordingPlayback
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "twilio_exchange.json"
@@ -248,10 +248,13 @@ class MiniIntake:
                  "interruption": EventType.PRODUCT_INTERRUPTION,
                  "closed": EventType.PRODUCT_CLOSED, "error": EventType.PRODUCT_ERROR,
                  "conversation_complete": EventType.PRODUCT_CONVERSATION_COMPLETED}
-        self.recording.record(kinds[event.type], source="product", direction="inbound",
+        kind = kinds[event.type]
+        model = ATTRIBUTES[kind]
+        attributes = model.reported(event.data) if issubclass(model, ReportedAttributes) \
+            else None
+        self.recording.record(kind, attributes, source="product", direction="inbound",
                               at_ns=event.received_ns, turn_id="turn-000", raw=event.raw,
-                              audio=event.audio if event.type == "audio_delta" else None,
-                              **(event.data if event.type != "audio_delta" else {}))
+                              audio=event.audio if event.type == "audio_delta" else None)
 
     def of(self, kind: EventType) -> list[Any]:
         return [e for e in self.recording.events if e.type is kind]

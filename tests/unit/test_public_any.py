@@ -39,6 +39,8 @@ def _callables(cls: type) -> Iterator[object]:
     for name, member in vars(cls).items():
         if name.startswith("_") and name not in ("__init__", "__call__"):
             continue
+        if not getattr(member, "__module__", "voicelab").startswith("voicelab"):
+            continue  # made by a library (pydantic's own methods)
         if isinstance(member, staticmethod | classmethod):
             yield member.__func__
         elif isinstance(member, property):

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..artifacts import LoopLag, MeasurementQuality, MeasurementTolerances, TurnMetrics
 from ..config import MeasurementConfig
-from ..recording import EventType, Recording
+from ..recording import EventType, Recording, TrialEnded
 from ._voice import percentile
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class LateTicks:
 def late_ticks_of(recording: Recording) -> LateTicks | None:
     """The late ticks the trial recorded (``None``: a bundle written before they were kept)."""
     ended = list(recording.of_type(EventType.TRIAL_ENDED))
-    recorded: Any = ended[-1].attributes.get(LATE_TICKS_ATTRIBUTE) if ended else None
+    recorded: Any = TrialEnded.of(ended[-1]).late_ticks if ended else None
     if not isinstance(recorded, Mapping):
         return None
     try:
@@ -233,7 +233,7 @@ def judge_measurement(lag: LoopLag | None, config: MeasurementConfig) -> Measure
 def loop_lag_of(recording: Recording) -> LoopLag | None:
     """The loop lag the trial recorded (``None``: a bundle written before it was measured)."""
     ended = list(recording.of_type(EventType.TRIAL_ENDED))
-    recorded: Any = ended[-1].attributes.get(LOOP_LAG_ATTRIBUTE) if ended else None
+    recorded: Any = TrialEnded.of(ended[-1]).loop_lag if ended else None
     if not isinstance(recorded, Mapping):
         return None
     return LoopLag.model_validate(dict(recorded))

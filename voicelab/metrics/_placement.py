@@ -21,6 +21,7 @@ from ..recording import (
     EventType,
     Recording,
     ResponsePlayback,
+    UserAudio,
     ns_to_samples,
     samples_to_ns,
 )
@@ -84,7 +85,7 @@ def place_channels_steps(recording: Recording) -> Steps[Placement]:
         if event.type is not EventType.USER_AUDIO:
             continue
         turn = event.turn_id or "turn-?"
-        burst = "line" if event.attributes.get("line") else turn  # what plays contiguously
+        burst = "line" if UserAudio.of(event).line else turn  # what plays contiguously
         if burst not in cursor:
             cursor[burst] = ns_to_samples(event.listener_ns)
         if turn not in turn_start:

@@ -92,10 +92,10 @@ class Event:
     speaker_role: str | None = None
     turn_id: str | None = None
     span_id: str | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, object] = field(default_factory=dict)
     audio_start: int = -1
     audio_samples: int = 0
-    raw: Any = None
+    raw: object = None
 
     @property
     def audio_end(self) -> int:

@@ -20,6 +20,7 @@ from ..artifacts import VOICE_EVENTS
 from ..artifacts._models import SCHEMA_VERSION
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
 from ..errors import ConfigError
+from ._attributes import ATTRIBUTES, VirtualAdvance
 from ._events import AUDIO_STREAMS, Event, EventType
 from ._recording import CLEAN_SPEECH, USER_CLEAN, USER_HEARD, Recording
 from ._store import PcmStream
@@ -254,6 +255,9 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
                            name="listener_offset_ns", line=line, where=where)
         trace_info = _mapping(record.get("trace"), name="trace", line=line, where=where)
         attributes = _mapping(record.get("attributes"), name="attributes", line=line, where=where)
+        problem = ATTRIBUTES[kind].check(attributes)
+        if problem is not None:
+            raise RecordingError(f"line {line}: {kind.value} attributes.{problem}", source=where)
         event = Event(position, offset, listener, kind, str(record.get("source")),
                       str(record.get("direction")),
                       _text(record.get("speaker_role"), name="speaker_role", line=line,
@@ -262,7 +266,7 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
                       _text(trace_info.get("span_id"), name="trace.span_id", line=line,
                             where=where), dict(attributes))
         if kind is EventType.VIRTUAL_ADVANCE:
-            shift += _offset(event.attributes.get("advance_ns", 0), name="advance_ns",
+            shift += _offset(VirtualAdvance.of(event).advance_ns, name="advance_ns",
                              line=line, where=where)
         pcm = _mapping(record.get("pcm"), name="pcm", line=line, where=where)
         stream_name = USER_CLEAN if kind is CLEAN_SPEECH else AUDIO_STREAMS.get(kind)

@@ -26,9 +26,6 @@ from ..audio import CANONICAL_SAMPLE_RATE_HZ
 from ._events import Event
 
 RATE = CANONICAL_SAMPLE_RATE_HZ
-#: The ``session.connected`` attribute with an adapter's constant conversion delays (ms):
-#: ``{"to_product": ..., "to_user": ...}`` (see ``ConversationEndpoint``).
-CONVERSION_DELAY_ATTRIBUTE = "conversion_delay_ms"
 
 
 def samples_to_ns(count: int) -> int:

@@ -31,7 +31,7 @@ import numpy as np
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, Channel, ChannelStream, PcmAudio
 from ..audio._channel import ChannelStats, DeliveredPacket, PacketRecord
 from ..config import ChannelConfig, LineConfig
-from ..recording import EventType, PcmStream, Recording
+from ..recording import ChannelPackets, EventType, PcmStream, Recording
 
 _RATE = CANONICAL_SAMPLE_RATE_HZ
 
@@ -169,12 +169,12 @@ def record_line_stats(recording: Recording, direction: str, config: LineConfig,
     (``turn_id`` None: the line between turns)."""
     per_turn, total = stats
     loss = config.loss
-    recording.record(
-        EventType.CHANNEL_PACKETS, source="channel", direction="internal", line=direction,
-        codec=codec or config.codec,
-        packet_ms=config.packet_ms, base_delay_ms=path_delay_ms(config),
+    recording.record(EventType.CHANNEL_PACKETS, ChannelPackets(
+        line=direction, codec=codec or config.codec, packet_ms=config.packet_ms,
+        base_delay_ms=path_delay_ms(config),
         configured_loss_rate=loss.stationary_loss_rate if loss is not None else 0.0,
-        turns=[_plain(s) for s in per_turn], total=_plain(total))
+        turns=[_plain(s) for s in per_turn], total=_plain(total)),
+        source="channel", direction="internal")
 
 
 def _plain(stats: ChannelStats) -> dict[str, Any]:

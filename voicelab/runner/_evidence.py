@@ -29,6 +29,7 @@ from ..artifacts import (
     USER_WAV,
     VOICE_EVENTS,
     VOICE_METRICS,
+    JudgeResult,
     ToolCalls,
     Transcript,
     TrialReport,
@@ -59,6 +60,7 @@ from ..recording._documents import (
     transcript_markdown,
 )
 from ..scoring._verdicts import deterministic_verdicts
+from ._report import CallEnding, TrialScore
 from ._transcription import WIRE_ONLY, ProductTranscription, transcribe_product
 
 #: The bundle's arrival-ordered audio streams (what was sent and received, as it happened).
@@ -159,6 +161,19 @@ def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: Person
         outcome_error=outcome_error, turn_metrics=evidence.metrics.turns,
         probes=evidence.metrics.probes,
         measurement=evidence.metrics.measurement_quality)
+
+
+def score_of(evidence: Evidence, ending: CallEnding, judges: Sequence[JudgeResult], *,
+             scenario: ScenarioConfig, persona: PersonaConfig) -> TrialScore:
+    """What the trial report says of the evidence: the verdicts (of the evidence and of how
+    the call ended), the judges' results, the metrics' summary and whether the timings were
+    degraded."""
+    verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
+                           exit_reason=ending.exit_reason, outcome_status=ending.outcome_status,
+                           outcome=ending.outcome, outcome_error=ending.outcome_error)
+    return TrialScore(verdicts=verdicts, judges=list(judges),
+                      metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
+                      measurement_degraded=evidence.degraded)
 
 
 def interoperability(report: TrialReport, evidence: Evidence, recording: Recording

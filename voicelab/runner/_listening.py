@@ -22,7 +22,7 @@ import numpy as np
 from ..audio import PcmAudio
 from ..endpoints import EndpointError
 from ..personas import ProductResponse, UserTurn
-from ..recording import EventType
+from ..recording import EventType, ProbeSkipped, ProductTurn, UserBargeIn
 from ._conversation import (
     Conversation,
     ConversationEnded,
@@ -93,10 +93,10 @@ class ListeningConversation(Conversation):
             raise ConversationEnded("error", Failure("endpoint", self._scrub(str(error)),
                                                      error.code)) from None
         expects = "turn-000" if self.first_speaker != "user" else None
-        connected = self.recording.record(EventType.CONNECTED, source="evaluator",
-                                          direction="outbound", expects_response=expects,
-                                          span_id=root, turn_detection="server_vad",
-                                          **self._conversion_delays())
+        connected = self.recording.record(
+            EventType.CONNECTED, self._connected(expects_response=expects,
+                                                 turn_detection="server_vad"),
+            source="evaluator", direction="outbound", span_id=root)
         self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
         self.line = UserLine(endpoint=self.endpoint, recording=self.recording,
                              environment=self.environment, seed=self.seed,
@@ -107,9 +107,9 @@ class ListeningConversation(Conversation):
         if echo is not None:
             assert self.hearing is not None
             self.line.echo = LineEcho(echo, hearing=self.hearing, seed=self.seed)
-            self.recording.record(EventType.ENVIRONMENT_ECHO, source="environment",
-                                  direction="internal",
-                                  **self.line.echo.describe(self.line.frame_samples))
+            self.recording.record(EventType.ENVIRONMENT_ECHO,
+                                  self.line.echo.describe(self.line.frame_samples),
+                                  source="environment", direction="internal")
         self.line.start()
         await self._start_persona()
         return await self._take_turns(
@@ -182,10 +182,11 @@ class ListeningConversation(Conversation):
         return utterance
 
     def _probe_mark(self, kind: str, response_turn: str, start: int, end: int,
-                    **attributes: object) -> ProbeMark:
+                    **details: str | int | float) -> ProbeMark:
+        """The next probe; ``details``: what its events record besides (``ProbeMarked``)."""
         self.probes_played += 1
         return ProbeMark(f"probe-{self.probes_played:03d}", kind, response_turn, start, end,
-                         dict(attributes))
+                         details)
 
     async def _play_noise(self, index: int, response_turn: str) -> None:
         """An environment noise probe on the line (not the user speaking: no turn)."""
@@ -259,12 +260,11 @@ class ListeningConversation(Conversation):
                     reason: str = "the reply was over before the probe's moment") -> None:
         probe = self.environment.config.noise_probes[index]
         self.probes_played += 1
-        self.recording.record(EventType.PROBE_SKIPPED, source="evaluator", direction="internal",
-                              probe_id=f"probe-{self.probes_played:03d}", kind="noise",
-                              response_turn_id=response_turn, label=probe.sound.name,
-                              noise_probe_index=index,
-                              after_product_speech_ms=round(probe.after_seconds * 1000, 3),
-                              reason=reason)
+        self.recording.record(EventType.PROBE_SKIPPED, ProbeSkipped(
+            probe_id=f"probe-{self.probes_played:03d}", kind="noise",
+            response_turn_id=response_turn, label=probe.sound.name, noise_probe_index=index,
+            after_product_speech_ms=round(probe.after_seconds * 1000, 3), reason=reason),
+            source="evaluator", direction="internal")
 
     async def _listen_to_reply(self, turn_id: str, *, since_ns: int, noise: list[int]) -> None:
         intake, hearing = self.intake, self.hearing
@@ -331,22 +331,19 @@ class ListeningConversation(Conversation):
     async def _barge_in_on_line(self, turn: UserTurn, response_turn: str, *,
                                 speech_at_ns: int | None = None,
                                 heard_onset_ns: int | None = None) -> Utterance:
-        self.recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
-                              turn_id=_turn_id(self.user_turns + 1), speaker_role="user",
-                              response_turn_id=response_turn, cancel_sent=False, flush=False,
-                              after_product_audio_ms=round(
-                                  float(turn.interrupt_after_seconds or 0) * 1000, 3),
-                              kind=turn.kind,
-                              heard_speech_onset_ms=None if heard_onset_ns is None
-                              else round(heard_onset_ns / 1e6, 3))
+        self.recording.record(EventType.USER_BARGE_IN, UserBargeIn(
+            response_turn_id=response_turn, cancel_sent=False, flush=False,
+            after_product_audio_ms=round(float(turn.interrupt_after_seconds or 0) * 1000, 3),
+            kind=turn.kind, heard_speech_onset_ms=None if heard_onset_ns is None
+            else round(heard_onset_ns / 1e6, 3)),
+            source="evaluator", direction="outbound", turn_id=_turn_id(self.user_turns + 1),
+            speaker_role="user")
         self.persona.confirm_barge_in(turn)
         return await self._say(turn, barge_in_of=response_turn, probe_of=response_turn,
                                speech_at_ns=speech_at_ns)
 
     def _reply_view(self, response: object) -> ProductResponse:
-        from ._intake import ProductResponseState
-
-        if isinstance(response, ProductResponseState):
+        if isinstance(response, ProductTurn):
             return self._view_of(response)
         return ProductResponse(index=-1, status="in_progress")
 

@@ -2,8 +2,9 @@
 
 A trial folder holds the raw facts of its call: every event with its clock stamps
 (``voice-events.jsonl``), each direction's audio in arrival order (``user-sent.wav``,
-``product-received.wav``), the configuration it ran with (``resolved-*.json``) and how the
-execution ended (``trial-report.json``: exit reason, failures, the outcome probe's answer). From
+``product-received.wav``), the configuration it ran with (``resolved-*.json``); how the call
+ended (exit reason, failures, the outcome probe's answer) is in its events (``trial.ended``,
+``outcome.probed``; a bundle written before 3.0 keeps it in ``trial-report.json``). From
 these the recording is rebuilt and everything derived from it is computed again by the same
 code that ran after the call, so an unchanged voicelab reproduces the documents byte for byte
 and a newer one re-scores old runs with its own definitions. Judges run again only when asked
@@ -68,14 +69,15 @@ from ..config import (
 )
 from ..errors import ConfigError, ExecutionError
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
-from ..scoring import pass_at_k, pass_power_k, run_statistics, trial_status
+from ..scoring import pass_at_k, pass_power_k, run_statistics
 from ..scoring._run_statistics import gate_config_of, settings_of
 from ._evidence import (
     STREAM_FILES,
     assemble_now,
     evidence_files,
-    verdicts_of,
+    score_of,
 )
+from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
 from ._transcription import ProductTranscription
 from ._trial import trial_summary
 
@@ -189,23 +191,21 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                source=trial_dir / resolved_document("settings")), scenario, persona, judges=judged)
     evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics,
                             measurement=measurement, transcription=transcription)
-    verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
-                           exit_reason=previous.exit_reason,
-                           outcome_status=previous.outcome_status, outcome=previous.outcome,
-                           outcome_error=previous.outcome_error)
+    ending = CallEnding.of_recording(recording, report=previous)
+    # files that could not be written when the trial ran: a fact of the bundle, not the call
+    bundle_failures = [f for f in previous.failures if f.kind == "artifacts"]
     judges = previous.judges
-    executed = previous.execution_status == "succeeded"
-    if judges_run is not None and executed:
+    if judges_run is not None and ending.executed and not bundle_failures:
         from ..scoring import run_judges
 
         judges = asyncio.run(run_judges(judges_run, evidence.transcript.turns,
                                         evidence.tool_calls.tool_calls))
-    status = trial_status(executed=executed, verdicts=verdicts, judges=judges)
-    report = previous.model_copy(update={
-        "verdicts": verdicts, "judges": judges, "passed": status == "passed",
-        "status": status,
-        "metrics_summary": evidence.metrics.model_dump(mode="json")["summary"],
-        "measurement_degraded": evidence.degraded})
+    report = trial_report(
+        TrialIdentity.of_report(previous), ending, CallTiming.of_report(previous),
+        score=score_of(evidence, ending, judges, scenario=scenario, persona=persona),
+        trace_id=recording.trace_id, bundle_failures=bundle_failures, files=previous.files,
+        attempt=previous.attempt, attempts=previous.attempts, extra=previous.model_extra)
+    verdicts = report.verdicts
     title = f"{report.scenario_id} — {report.trial_id} (seed {report.seed})"
     from .._steps import run_steps
 

@@ -118,8 +118,8 @@ def test_a_recording_rebuilt_from_its_records_and_streams_is_the_same():
         if event.audio_start >= 0:
             assert rebuilt.audio_of(event) == live.audio_of(event)
     # the listener follows the rebuilt events exactly as it followed the live ones
-    for turn, playback in live.listener.responses.items():
-        again = rebuilt.listener.responses[turn]
+    for turn, playback in live.timeline.responses.items():
+        again = rebuilt.timeline.responses[turn]
         assert [(c.start, c.heard, c.after_cancel) for c in again.chunks] == \
             [(c.start, c.heard, c.after_cancel) for c in playback.chunks]
         assert again.stall_samples == playback.stall_samples
@@ -179,18 +179,18 @@ def test_a_product_clear_drops_its_unplayed_audio_and_says_how_much():
                                ProductInterruption.reported({"flush": True}), source="product",
                                direction="inbound", at_ns=400_000_000, turn_id="turn-000")
     assert cleared.attributes["dropped_ms"] == 600.0
-    assert recording.listener.cursor_ns == 400_000_000
+    assert recording.timeline.cursor_ns == 400_000_000
 
 
 def test_playback_says_when_the_product_audio_has_played():
     import asyncio
 
-    from voicelab.runner._playback import RecordingPlayback
+    from voicelab.runner._playback import PlaybackClock
 
     now = [0]
     recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="r",
                           clock_ns=lambda: now[0])
-    playback = RecordingPlayback(recording)
+    playback = PlaybackClock(recording)
     assert playback.played_at_ns(2400) is None  # not arrived yet
     recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
                      at_ns=100_000_000, turn_id="turn-000", audio=bytes(9600))  # 200 ms
@@ -220,8 +220,8 @@ def test_a_recording_sent_to_another_process_arrives_whole():
             arrived.start_utc_ns, arrived.shift_ns) == \
         (live.session_id, live.trace_id, live.root_span_id, live.start_ns, live.start_utc_ns,
          live.shift_ns)
-    for turn, playback in live.listener.responses.items():
-        again = arrived.listener.responses[turn]
+    for turn, playback in live.timeline.responses.items():
+        again = arrived.timeline.responses[turn]
         assert [(c.start, c.heard, c.after_cancel) for c in again.chunks] == \
             [(c.start, c.heard, c.after_cancel) for c in playback.chunks]
         assert again.barge_in_ns == playback.barge_in_ns

@@ -19,8 +19,8 @@ from ..recording import (
     PRODUCT,
     USER,
     EventType,
+    HeardResponse,
     Recording,
-    ResponsePlayback,
     UserAudio,
     ns_to_samples,
     samples_to_ns,
@@ -36,7 +36,7 @@ class Placement:
     technician: PcmAudio
     product: PcmAudio
     mixed: PcmAudio
-    responses: dict[str, ResponsePlayback]
+    responses: dict[str, HeardResponse]
     user_turn_start_ns: dict[str, int]
     sample_rate_hz: int = _RATE
 
@@ -92,7 +92,7 @@ def place_channels_steps(recording: Recording) -> Steps[Placement]:
             turn_start[turn] = samples_to_ns(cursor[burst])
         user_pieces.append((cursor[burst], user_stream[event.audio_start:event.audio_end]))
         cursor[burst] += event.audio_samples
-    responses = recording.listener.responses
+    responses = recording.timeline.responses
     product_pieces: list[Piece] = [
         (chunk.start, product_stream[chunk.event.audio_start:
                                      chunk.event.audio_start + chunk.heard])

@@ -256,7 +256,7 @@ def answer_onsets(recording: Recording, speech: Sequence[Interval],
 
 def _turn_at(recording: Recording, listener_ns: int) -> str | None:
     """The turn of the product audio heard at ``listener_ns``."""
-    for chunk in recording.listener.heard:
+    for chunk in recording.timeline.heard:
         if samples_to_ns(chunk.start) <= listener_ns < samples_to_ns(chunk.end):
             return chunk.event.turn_id
     return None

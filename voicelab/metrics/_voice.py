@@ -62,10 +62,10 @@ from ..recording import (
     Event,
     EventType,
     ExpectsResponse,
+    HeardResponse,
     ProductTurn,
     ProductTurns,
     Recording,
-    ResponsePlayback,
     TrialStarted,
     UserTurnStarted,
     conversion_delay_ns,
@@ -361,7 +361,7 @@ def _line_fields(line_turns: dict[str, dict[Any, dict[str, JsonValue]]], turn_id
     return fields
 
 
-def _span(playback: ResponsePlayback | None) -> tuple[int, int] | None:
+def _span(playback: HeardResponse | None) -> tuple[int, int] | None:
     """Where a response sounds on the listener timeline: from its first chunk to the end of the
     last sound of it heard (a flush, the user's or the product's own ``clear``, cuts what was
     buffered; audio sent after a cancel is still heard)."""
@@ -372,7 +372,7 @@ def _span(playback: ResponsePlayback | None) -> tuple[int, int] | None:
             samples_to_ns(max(ends)) if ends else samples_to_ns(playback.chunks[0].start))
 
 
-def _before_barge(found: ProductTurn, playback: ResponsePlayback | None) -> list[Event]:
+def _before_barge(found: ProductTurn, playback: HeardResponse | None) -> list[Event]:
     """The response's chunks that arrived before a barge-in flushed the listener's buffer
     (stalls after it are the product stopping, not stalls)."""
     if playback is None:

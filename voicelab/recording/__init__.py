@@ -62,8 +62,8 @@ from ._jsonl import (
 )
 from ._listener import (
     HeardChunk,
-    Listener,
-    ResponsePlayback,
+    HeardResponse,
+    ListenerTimeline,
     ns_to_samples,
     samples_to_ns,
 )
@@ -118,11 +118,11 @@ __all__ = [
     "Event",
     "EventType",
     "HeardChunk",
-    "Listener",
+    "ListenerTimeline",
     "PcmStream",
     "Recording",
     "RecordingError",
-    "ResponsePlayback",
+    "HeardResponse",
     "conversion_delay_ns",
     "encode_voice_events",
     "ns_to_samples",

@@ -22,7 +22,7 @@ from ._attributes import (
     check_attributes,
 )
 from ._events import AUDIO_STREAMS, PRODUCT, USER, Event, EventType
-from ._listener import Listener
+from ._listener import ListenerTimeline
 from ._store import PcmStream
 
 #: The clean (unmixed) speech of each user turn, kept beside the two directions for the advisory
@@ -52,7 +52,7 @@ class Recording:
                                               USER_CLEAN: PcmStream()}
         #: the listener timeline's lead over real time (the sum of recorded virtual advances)
         self.shift_ns = 0
-        self.listener = Listener()
+        self.timeline = ListenerTimeline()
 
     # --- crossing to another process (the scoring process) --------------------------------
 
@@ -62,7 +62,7 @@ class Recording:
         tuples of their fields, made in one pass: pickling calls no Python code per event
         (a ``__reduce__`` per event cost the sending loop ~1 ms a trial)."""
         state = {name: value for name, value in self.__dict__.items()
-                 if name not in ("clock_ns", "listener", "shift_ns", "events")}
+                 if name not in ("clock_ns", "timeline", "shift_ns", "events")}
         state["event_fields"] = [
             (e.sequence, e.offset_ns, e.listener_ns, e.type, e.source, e.direction,
              e.speaker_role, e.turn_id, e.span_id, e.attributes, e.audio_start,
@@ -75,7 +75,7 @@ class Recording:
         self.events = [Event(*values) for values in fields]
         self.clock_ns = time.perf_counter_ns
         self.shift_ns = 0
-        self.listener = Listener()
+        self.timeline = ListenerTimeline()
         for event in self.events:
             self._follow(event)
 
@@ -121,26 +121,26 @@ class Recording:
                       "product", "inbound", "assistant", turn_id, None, {}, raw=raw)
         event.audio_start, event.audio_samples = self.streams[PRODUCT].append(audio)
         self.events.append(event)
-        self.listener.hear(event)
+        self.timeline.hear(event)
         return event
 
     def _follow(self, event: Event) -> None:
         kind = event.type
         if kind is EventType.PRODUCT_AUDIO:
-            self.listener.hear(event)
+            self.timeline.hear(event)
         elif kind is EventType.USER_BARGE_IN:
             barge_in = UserBargeIn.of(event)
             if barge_in.flush:
-                self.listener.barge_in(barge_in.response_turn_id, event.listener_ns)
+                self.timeline.barge_in(barge_in.response_turn_id, event.listener_ns)
         elif kind is EventType.PRODUCT_INTERRUPTION and ProductInterruption.of(event).flush:
             # the product drops its own audio still unplayed (a Twilio ``clear``): how much is
             # kept with the event
-            dropped = self.listener.barge_in(event.turn_id, event.listener_ns)
+            dropped = self.timeline.barge_in(event.turn_id, event.listener_ns)
             event.attributes["dropped_ms"] = round(dropped * 1000 / CANONICAL_SAMPLE_RATE_HZ, 3)
         elif kind is EventType.VIRTUAL_ADVANCE:
             self.shift_ns += VirtualAdvance.of(event).advance_ns
         elif kind is EventType.CONNECTED:
-            self.listener.lead_ns = conversion_delay_ns(Connected.of(event), "to_user")
+            self.timeline.lead_ns = conversion_delay_ns(Connected.of(event), "to_user")
 
     def advance(self, advance_ns: int, reason: str) -> None:
         """Move the listener timeline ahead of real time (``pace_audio: false``: the runner

@@ -1,14 +1,14 @@
 """The telephony line of a trial (an environment's ``channel:`` block), in both directions.
 
 ``to_product`` is what the product hears: the user's mixed audio is cut into packets, coded,
-lost, concealed and delayed (:class:`ProductLine`). The audio the runner sends, and records as
+lost, concealed and delayed (:class:`ToProductLine`). The audio the runner sends, and records as
 ``user.audio_chunk``, is what arrives: a lost packet's slot holds what the receiver's
 concealment plays there, and each packet is written to the product ``delay`` after its slot's
 time on the line (never before the packet ahead of it). Speech times (``user.speech_*``) stay the
 caller's, so timing metrics include the line's delay, as the caller experiences it.
 
-``to_user`` is what the simulated user hears (:class:`Ear`): the product's audio, as placed on
-the listener timeline (silence between replies included), through the line. A constant path
+``to_user`` is what the simulated user hears (:class:`ToUserLine`): the product's audio, as placed
+on the listener timeline (silence between replies included), through the line. A constant path
 delay (``jitter.base_delay_ms``) is delay: the user hears everything that much later (heard
 sample ``k + delay`` is listener sample ``k``), and the per-turn ``response_latency_ms``
 includes it, as the caller experiences it. The listener's jitter buffer
@@ -64,7 +64,7 @@ def _arrivals(records: list[PacketRecord], start_ns: int, packet_ns: int,
     return arrivals, last_arrival_ns
 
 
-class ProductLine:
+class ToProductLine:
     """The user's side of the line, toward the product (see the module docstring)."""
 
     def __init__(self, config: LineConfig, *, seed: int, codec: str | None = None):
@@ -116,7 +116,7 @@ def path_delay_ms(config: LineConfig | None) -> float:
     return float(config.jitter.base_delay_ms) if config is not None and config.jitter else 0.0
 
 
-class Ear:
+class ToUserLine:
     """The product's audio as the simulated user hears it through the ``to_user`` line."""
 
     def __init__(self, config: LineConfig, *, seed: int, jitter_buffer_ms: float,

@@ -56,8 +56,8 @@ from ..recording import (
     UserTurnStarted,
     ns_to_samples,
 )
-from ._channel import Ear, ProductLine, line_config, record_line_stats
-from ._hearing import Hearing
+from ._channel import ToProductLine, ToUserLine, line_config, record_line_stats
+from ._heard_speech import HeardSpeech
 from ._intake import AudioFloodLimit, Intake
 
 logger = logging.getLogger(__name__)
@@ -137,17 +137,20 @@ class Conversation:
         # the telephony line, when the environment has one (see ._channel)
         to_product, codec = line_config(environment.config.channel, "to_product",
                                         wire_codec=wire_codec)
-        self.product_line = ProductLine(to_product, seed=seed, codec=codec) \
+        self.product_line = ToProductLine(to_product, seed=seed, codec=codec) \
             if to_product is not None else None
         to_user, codec = line_config(environment.config.channel, "to_user",
                                      wire_codec=wire_codec)
-        self.ear: Ear | None = None
+        self.to_user_line: ToUserLine | None = None
         if to_user is not None:
             heard = recording.streams[USER_HEARD] = PcmStream()
-            self.ear = Ear(to_user, seed=seed, jitter_buffer_ms=self.listener.jitter_buffer_ms,
-                           heard=heard, codec=codec)
-        self.hearing = Hearing(recording, hangover_ms=self.listener.reply_end_hangover_ms,
-                               ear=self.ear) if self.listening or self.ear is not None else None
+            self.to_user_line = ToUserLine(
+                to_user, seed=seed, jitter_buffer_ms=self.listener.jitter_buffer_ms,
+                heard=heard, codec=codec)
+        self.heard_speech = HeardSpeech(
+            recording, hangover_ms=self.listener.reply_end_hangover_ms,
+            to_user_line=self.to_user_line) \
+            if self.listening or self.to_user_line is not None else None
         self.intake = Intake(recording, flood_limit=flood_limit, listening=self.listening)
         self.user_turns = 0
         self.mic_offset_seconds = 0.0
@@ -275,21 +278,23 @@ class Conversation:
             await asyncio.sleep(0)
 
     async def _wait_for_playback_end(self) -> None:
-        lag = self.ear.lag_ns if self.ear is not None else 0  # the end comes down the line too
-        await self._reach(self.recording.listener.cursor_ns + lag, "product playback")
+        # the end comes down the line too
+        lag = self.to_user_line.lag_ns if self.to_user_line is not None else 0
+        await self._reach(self.recording.timeline.cursor_ns + lag, "product playback")
 
     def _heard_audio(self, response: ProductTurn
                      ) -> PcmAudio | Callable[[], PcmAudio]:
         """The response's audio: as sent (joined when the persona first reads it), or through
         the ``to_user`` line when there is one (what the user heard of it, up to now)."""
-        if self.ear is None or self.hearing is None:
+        if self.to_user_line is None or self.heard_speech is None:
             events, audio_of = list(response.audio), self.recording.audio_of
             return lambda: PcmAudio.from_bytes(b"".join(audio_of(e) for e in events))
-        self.hearing.listen_until(self.recording.listener_now_ns())
-        playback = self.recording.listener.responses.get(response.turn_id)
+        self.heard_speech.listen_until(self.recording.listener_now_ns())
+        playback = self.recording.timeline.responses.get(response.turn_id)
         if playback is None or playback.start_ns is None or playback.end_ns is None:
             return PcmAudio.from_bytes(b"")
-        return self.ear.heard(ns_to_samples(playback.start_ns), ns_to_samples(playback.end_ns))
+        return self.to_user_line.heard(ns_to_samples(playback.start_ns),
+                                       ns_to_samples(playback.end_ns))
 
     def _response_view(self) -> ProductResponse:
         response = self.intake.current
@@ -609,11 +614,11 @@ class Conversation:
             line = self.product_line
             record_line_stats(recording, "to_product", line.config, line.stats(),
                               codec=line.codec)
-        if self.ear is not None and self.hearing is not None:
-            end = max(recording.listener.cursor_ns, recording.listener_now_ns())
-            self.hearing.listen_until(end + self.ear.lag_ns)
-            record_line_stats(recording, "to_user", self.ear.config, self.ear.stats(),
-                              codec=self.ear.codec)
+        if self.to_user_line is not None and self.heard_speech is not None:
+            end = max(recording.timeline.cursor_ns, recording.listener_now_ns())
+            heard = self.to_user_line
+            self.heard_speech.listen_until(end + heard.lag_ns)
+            record_line_stats(recording, "to_user", heard.config, heard.stats(), codec=heard.codec)
 
     def _scrub(self, text: str) -> str:
         return self.scrubber.scrub_text(text) if self.scrubber is not None else text

@@ -20,6 +20,7 @@ from ..recording import (
     Event,
     EventAttributes,
     EventType,
+    HeardResponse,
     ProductClosed,
     ProductError,
     ProductInterruption,
@@ -29,7 +30,6 @@ from ..recording import (
     Recording,
     ReportedAttributes,
     ResponseDone,
-    ResponsePlayback,
     ToolCall,
     ToolResult,
 )
@@ -125,9 +125,9 @@ class Intake:
                 return response
         return None
 
-    def playback(self, response: ProductTurn) -> ResponsePlayback | None:
+    def playback(self, response: ProductTurn) -> HeardResponse | None:
         """How the listener has heard ``response`` so far."""
-        return self.recording.listener.responses.get(response.turn_id)
+        return self.recording.timeline.responses.get(response.turn_id)
 
     def input_transcript(self, turn_id: str) -> str | None:
         """What the product said it heard of user turn ``turn_id``."""

@@ -9,7 +9,7 @@ with the turn id of the utterance it belongs to. The moments an utterance's spee
 ends on the line are recorded exactly (``user.speech_started`` / ``user.speech_ended``: the
 send time of the frame holding that sample plus its offset in the frame).
 
-With a ``to_product`` telephony line (:class:`~._channel.ProductLine`) a frame is one packet:
+With a ``to_product`` telephony line (:class:`~._channel.ToProductLine`) a frame is one packet:
 what is sent is the packet as it arrives (coded, or concealed when lost), when it arrives (its
 slot plus its network delay); the speech moments stay the caller's (the frame's slot).
 """
@@ -27,7 +27,7 @@ import numpy as np
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, PreparedEnvironment, add_echo, mix
 from ..endpoints import ConversationEndpoint, EndpointError
 from ..recording import EventType, ExpectsResponse, Recording, UserAudio
-from ._channel import ProductLine
+from ._channel import ToProductLine
 from ._probes import LineEcho, ProbeMark
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class UserLine:
                  environment: PreparedEnvironment, seed: int, chunk_ms: float,
                  on_failure: Callable[[EndpointError], None],
                  on_speech_ended: Callable[[Utterance], None] = lambda utterance: None,
-                 product_line: ProductLine | None = None):
+                 product_line: ToProductLine | None = None):
         self.endpoint = endpoint
         self.recording = recording
         self.environment = environment

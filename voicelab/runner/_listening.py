@@ -3,8 +3,8 @@
 The product decides by voice activity when the caller has finished; the evaluator never commits
 a turn. The user's side is a :class:`~._line.UserLine` (speech, then silence or room noise, in
 real time). A product reply is over when the simulated user has heard its speech followed by
-``listener.reply_end_hangover_ms`` of silence (:class:`~._hearing.Hearing`), or earlier when the
-wire says the response is done and its audio has played. A barge-in is the user speaking over
+``listener.reply_end_hangover_ms`` of silence (:class:`~._heard_speech.HeardSpeech`), or earlier
+when the wire says the response is done and its audio has played. A barge-in is the user speaking over
 the product (no cancel is sent: on a line, a caller can only speak).
 
 Product output is attributed to the turn whose speech ended last (``turn-000`` before any), so
@@ -70,7 +70,7 @@ def aligned(prepared: Prepared, samples: int) -> Prepared:
                    if bounds is not None else None)
 
 
-class ListeningConversation(Conversation):
+class ServerVadConversation(Conversation):
     listening = True
 
     def __init__(self, **options: object):
@@ -105,8 +105,8 @@ class ListeningConversation(Conversation):
                              product_line=self.product_line)
         echo = self.environment.config.echo
         if echo is not None:
-            assert self.hearing is not None
-            self.line.echo = LineEcho(echo, hearing=self.hearing, seed=self.seed)
+            assert self.heard_speech is not None
+            self.line.echo = LineEcho(echo, heard_speech=self.heard_speech, seed=self.seed)
             self.recording.record(EventType.ENVIRONMENT_ECHO,
                                   self.line.echo.describe(self.line.frame_samples),
                                   source="environment", direction="internal")
@@ -135,13 +135,13 @@ class ListeningConversation(Conversation):
     async def _product_opens(self) -> bool:
         if self.first_speaker != "auto":
             return self.first_speaker == "product"
-        hearing = self.hearing
-        assert hearing is not None
+        heard_speech = self.heard_speech
+        assert heard_speech is not None
         deadline = self.recording.listener_now_ns() + int(self.first_speaker_wait_seconds * 1e9)
         while self.recording.listener_now_ns() < deadline:
             self._check()
-            hearing.listen_until(self.recording.listener_now_ns())
-            if hearing.spoke_after(0):
+            heard_speech.listen_until(self.recording.listener_now_ns())
+            if heard_speech.spoke_after(0):
                 return True
             await self.intake.wait_signal(LISTEN_TICK_SECONDS)
         return False
@@ -267,8 +267,8 @@ class ListeningConversation(Conversation):
             source="evaluator", direction="internal")
 
     async def _listen_to_reply(self, turn_id: str, *, since_ns: int, noise: list[int]) -> None:
-        intake, hearing = self.intake, self.hearing
-        assert hearing is not None
+        intake, heard_speech = self.intake, self.heard_speech
+        assert heard_speech is not None
         barge: UserTurn | None = None
         asked = False
         speech_onset: int | None = None
@@ -277,9 +277,9 @@ class ListeningConversation(Conversation):
             if intake.conversation_complete:
                 return
             now = self.recording.listener_now_ns()
-            hearing.listen_until(now)
+            heard_speech.listen_until(now)
             if speech_onset is None:
-                speech_onset = hearing.first_onset_ns(since_ns)
+                speech_onset = heard_speech.first_onset_ns(since_ns)
                 if speech_onset is not None:
                     self.replies_heard += 1
                     noise.extend(index for index, _ in noise_probes_for(
@@ -311,10 +311,10 @@ class ListeningConversation(Conversation):
                 await self._await_reply(utterance.turn_id, since_ns=self.recording.offset_of(
                     utterance.speech_ended_ns))
                 return
-            if hearing.reply_over(since_ns):
+            if heard_speech.reply_over(since_ns):
                 return
             if response is not None and response.completed and speech_onset is not None \
-                    and self.recording.listener.cursor_ns <= now:
+                    and self.recording.timeline.cursor_ns <= now:
                 return  # the wire says the reply is done and all of it has played
             if speech_onset is None and \
                     now - since_ns >= self.response_timeout_seconds * 1e9:

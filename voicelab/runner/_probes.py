@@ -24,7 +24,7 @@ import numpy as np
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, SILENCE_THRESHOLD, EchoPath
 from ..config import EchoConfig, NoiseProbe
 from ..recording import EnvironmentEcho, EventType, ProbeMarked, Recording
-from ._hearing import Hearing
+from ._heard_speech import HeardSpeech
 
 _RATE = CANONICAL_SAMPLE_RATE_HZ
 
@@ -88,7 +88,7 @@ def noise_sound(sound: np.ndarray, volume: float) -> np.ndarray:
 class LineEcho:
     """The speakerphone echo the line adds to each frame (see the module docstring)."""
 
-    def __init__(self, config: EchoConfig, *, hearing: Hearing, seed: int):
+    def __init__(self, config: EchoConfig, *, heard_speech: HeardSpeech, seed: int):
         self.config = config
         self.seed = config.rir.seed if config.rir.seed is not None else seed
         self.path = EchoPath.speakerphone(rt60_ms=config.rir.rt60_ms,
@@ -96,8 +96,8 @@ class LineEcho:
                                           echo_return_loss_db=config.echo_return_loss_db,
                                           seed=self.seed)
         self.delay_samples = int(round(config.delay_ms * _RATE / 1000))
-        self.hearing = hearing
-        hearing.taps.append(self._heard)
+        self.heard_speech = heard_speech
+        heard_speech.taps.append(self._heard)
         self._buffer = np.zeros(0)
         self._buffer_start = 0  # listener sample of _buffer[0]
         self._cursor: int | None = None  # the next heard sample to convolve
@@ -116,7 +116,7 @@ class LineEcho:
 
     def _heard(self, position: int, samples: np.ndarray) -> None:
         if position != self._buffer_start + self._buffer.shape[0]:
-            raise RuntimeError("the echo path missed heard audio")  # Hearing feeds contiguously
+            raise RuntimeError("the echo path missed heard audio")  # HeardSpeech feeds contiguously
         self._buffer = np.concatenate([self._buffer, samples.astype(np.float64)])
 
     def _take(self, start: int, end: int) -> np.ndarray:
@@ -138,7 +138,7 @@ class LineEcho:
         end = self._line_start + index * frame_samples - self.delay_samples
         start = end - frame_samples
         if end > 0:  # hear everything up to ``end`` (it is in the past: the frame is due now)
-            self.hearing.listen_until(-(-end * 1_000_000_000 // _RATE))
+            self.heard_speech.listen_until(-(-end * 1_000_000_000 // _RATE))
         if self._cursor is None:
             self._cursor = start
         elif self._cursor < start:  # frames skipped: keep the room's state continuous

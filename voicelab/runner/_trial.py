@@ -51,9 +51,9 @@ from ..recording import (
 from ._conversation import Conversation, Failure
 from ._evidence import failed_verdict_names, inconclusive_verdict_names
 from ._intake import AudioFloodLimit
-from ._listening import ListeningConversation
+from ._listening import ServerVadConversation
 from ._loop_lag import loop_monitor
-from ._playback import RecordingPlayback
+from ._playback import PlaybackClock
 from ._report import (
     CallEnding,
     CallTiming,
@@ -222,7 +222,7 @@ async def run_call(plan: TrialPlan) -> Call:
         capabilities=declared_capabilities(plan.adapter_cls)),
         source="runner", direction="internal", span_id=root_span)
 
-    playback = RecordingPlayback(recording)
+    playback = PlaybackClock(recording)
     context = EndpointContext(session_id=session_id, data=trial_data(loaded, session_id),
                               trace_id=trace_id, span_id=root_span,
                               audio_format=CANONICAL_FORMAT, scrubber=scrubber,
@@ -251,7 +251,7 @@ async def run_call(plan: TrialPlan) -> Call:
     persona = plan.persona_cls(loaded.run.persona_settings, PersonaContext.for_trial(
         loaded, trial_index=plan.index, seed=plan.seed, script_audio=plan.script_audio))
     chunk_ms = line_chunk_ms(endpoint, settings)
-    conversation_class = ListeningConversation if plan.turn_taking == "server_vad" \
+    conversation_class = ServerVadConversation if plan.turn_taking == "server_vad" \
         else Conversation
     conversation = conversation_class(
         endpoint=endpoint, persona=persona, speech=plan.speech, environment=plan.environment,

@@ -112,7 +112,7 @@ def test_a_newer_bundle_is_refused(bundle, tmp_path):
     shutil.copytree(bundle / "trial-001", copy / "trial-001")
     report_path = copy / "trial-001" / "trial-report.json"
     report = json.loads(report_path.read_text())
-    report["schema_version"] = "3.0"
+    report["schema_version"] = "4.0"
     report_path.write_text(json.dumps(report))
     with pytest.raises(ArtifactVersionError, match="newer than this voicelab reads"):
         voicelab.rescore(copy)

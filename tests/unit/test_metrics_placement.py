@@ -175,8 +175,8 @@ def test_channels_are_the_clipped_sum_of_every_heard_piece(steps):
                 begin = ns_to_samples(event.listener_ns)
             user[begin:begin + samples.size] += samples
             starts[event.turn_id] = begin + samples.size
-    assert np.array_equal(placement.technician.samples, np.clip(user, -32768, 32767))
-    both = placement.technician.samples.astype(np.int64) + placement.product.samples
+    assert np.array_equal(placement.user.samples, np.clip(user, -32768, 32767))
+    both = placement.user.samples.astype(np.int64) + placement.product.samples
     assert np.array_equal(placement.mixed.samples, np.clip(both, -32768, 32767))
 
 

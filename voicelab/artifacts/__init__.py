@@ -33,6 +33,7 @@ from ._names import (
     EVALUATOR_LOG,
     INTEROPERABILITY,
     LATEST,
+    LEGACY_NAMES,
     MATRIX_REPORT,
     MIXED_WAV,
     PERSONA_SESSION,
@@ -54,6 +55,7 @@ from ._names import (
     VOICE_EVENTS,
     VOICE_METRICS,
     is_trial_folder,
+    member_path,
     resolved_document,
     running_marker,
     running_markers,
@@ -96,6 +98,8 @@ from ._voice_models import (
 )
 
 __all__ = [
+    "LEGACY_NAMES",
+    "member_path",
     "ATTEMPT_REPORT",
     "ATTEMPTS_FOLDER",
     "EVALUATOR_LOG",

@@ -8,7 +8,7 @@ Layout (the seed's tree)::
       trial-001/
         transcript.json  transcript.md  tool-calls.json  raw-endpoint-events.json
         voice-events.jsonl  voice-metrics.json  interoperability.json
-        technician.wav  product.wav  mixed.wav
+        user.wav  product.wav  mixed.wav        (each channel on the listener timeline)
         user-sent.wav  product-received.wav   (each direction's audio in arrival order)
         resolved-scenario.json  resolved-persona.json  resolved-data.json
         resolved-environment.json  resolved-script.json  resolved-settings.json

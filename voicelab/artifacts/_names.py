@@ -9,6 +9,7 @@ the configuration it ran with, and its report, written last.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 # --- a run, a sweep ---------------------------------------------------------------------------
 
@@ -39,7 +40,7 @@ PERSONA_SESSION = "persona-session.json"
 PRODUCT_LOG = "product.log"
 
 #: The channels on the listener timeline: what the user said, what the product said, both.
-USER_WAV = "technician.wav"
+USER_WAV = "user.wav"
 PRODUCT_WAV = "product.wav"
 MIXED_WAV = "mixed.wav"
 #: Each direction's audio in arrival order (the recording's streams): what the user sent and
@@ -50,10 +51,23 @@ PRODUCT_RECEIVED_WAV = "product-received.wav"
 USER_CLEAN_WAV = "user-clean.wav"
 USER_HEARD_WAV = "user-heard.wav"
 
+#: Members an earlier bundle version named otherwise: the name now, and the names it had (a
+#: reader looks for each in turn, :func:`member_path`).
+LEGACY_NAMES: dict[str, tuple[str, ...]] = {USER_WAV: ("technician.wav",)}  # before 3.0
+
 #: The kinds of configuration a trial keeps (``resolved-<kind>.json``), in writing order.
 RESOLVED_KINDS = ("scenario", "persona", "data", "environment", "script", "settings")
 
 _TRIAL_FOLDER = re.compile(r"^trial-\d+$")
+
+
+def member_path(folder: Path, name: str) -> Path:
+    """Where ``folder`` keeps the member ``name``: under its name, else under the name an
+    earlier bundle version gave it (:data:`LEGACY_NAMES`), else (absent) its name."""
+    for candidate in (name, *LEGACY_NAMES.get(name, ())):
+        if (folder / candidate).is_file():
+            return folder / candidate
+    return folder / name
 
 
 def resolved_document(kind: str) -> str:

@@ -2,7 +2,7 @@
 
 Where each product chunk plays is the recording's listener clock (:mod:`voicelab.recording`,
 computed once, as the audio arrived); a user turn plays contiguously from the moment its first
-chunk was sent, and a live line (``server_vad``) is one contiguous stream from its first frame. This module only renders: ``technician.wav``, ``product.wav`` and ``mixed.wav``
+chunk was sent, and a live line (``server_vad``) is one contiguous stream from its first frame. This module only renders: ``user.wav``, ``product.wav`` and ``mixed.wav``
 of the bundle, and the silent runs the dead-air metric counts. Everything here is a pure
 function of the recording.
 """
@@ -33,7 +33,7 @@ STEP_EVENTS = 128
 
 @dataclass
 class Placement:
-    technician: PcmAudio
+    user: PcmAudio
     product: PcmAudio
     mixed: PcmAudio
     responses: dict[str, HeardResponse]
@@ -68,7 +68,7 @@ def _render(pieces: list[Piece], total: int) -> np.ndarray:
 
 
 def place_channels(recording: Recording) -> Placement:
-    """Render technician/product/mixed channels of ``recording`` on the listener timeline."""
+    """Render the user, product and mixed channels of ``recording`` on the listener timeline."""
     return run_steps(place_channels_steps(recording))
 
 
@@ -100,16 +100,16 @@ def place_channels_steps(recording: Recording) -> Steps[Placement]:
     ends = [start + samples.size for start, samples in user_pieces + product_pieces]
     total = max(ends) + 1 if ends else 0
     yield
-    technician = _render(user_pieces, total)
+    user = _render(user_pieces, total)
     yield
     product = _render(product_pieces, total)
     yield
     if _overlapping(user_pieces + product_pieces):
-        mixed = np.clip(technician.astype(np.int32) + product, PCM16_MIN, PCM16_MAX) \
+        mixed = np.clip(user.astype(np.int32) + product, PCM16_MIN, PCM16_MAX) \
             .astype(np.int16)
     else:  # at most one channel sounds at any sample: the sum cannot overflow
-        mixed = technician + product
-    return Placement(PcmAudio(technician), PcmAudio(product), PcmAudio(mixed), responses,
+        mixed = user + product
+    return Placement(PcmAudio(user), PcmAudio(product), PcmAudio(mixed), responses,
                      turn_start)
 
 

@@ -215,7 +215,7 @@ def evidence_files(recording: Recording, evidence: Evidence, report: TrialReport
         documents={}, encoded={VOICE_EVENTS: evidence.voice_events},
         texts={TRANSCRIPT_MD: transcript_markdown(evidence.transcript, title=title),
                **(extra_texts or {})},
-        audio={USER_WAV: placement.technician, PRODUCT_WAV: placement.product,
+        audio={USER_WAV: placement.user, PRODUCT_WAV: placement.product,
                MIXED_WAV: placement.mixed, **streams})
     documents: dict[str, Any] = {
         TRANSCRIPT_JSON: evidence.transcript,

@@ -27,10 +27,12 @@ from .._exit_codes import run_exit_code, sweep_exit_code, worst_exit_code
 from .._location import as_local_path, is_url
 from ..artifacts import (
     INTEROPERABILITY,
+    LEGACY_NAMES,
     MATRIX_REPORT,
     MIXED_WAV,
     PRODUCT_WAV,
     RUN_REPORT,
+    SCHEMA_VERSION,
     TOOL_CALLS,
     TRANSCRIPT_JSON,
     TRANSCRIPT_MD,
@@ -146,7 +148,7 @@ def _resolved(trial_dir: Path, kind: str) -> Any:
 
 
 def read_recording(trial_dir: Path) -> Recording:
-    """The recording of one trial folder (schema 2.0 or newer minor)."""
+    """The recording of one trial folder (schema 2.0 or newer)."""
     from ..artifacts import read_voice_events
 
     trial_dir = Path(trial_dir)
@@ -213,7 +215,12 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                                      keep_clean_speech=False))
     keep = set(RESCORED_FILES)
     files = [(name, parts) for name, parts in files if name in keep]
-    kept = [p.name for p in trial_dir.iterdir() if not p.name.startswith(".")]
+    # a derived file an earlier bundle version named otherwise is written under its name now
+    superseded = {old for name in keep for old in LEGACY_NAMES.get(name, ())}
+    for old in superseded:
+        (trial_dir / old).unlink(missing_ok=True)
+    kept = [p.name for p in trial_dir.iterdir()
+            if not p.name.startswith(".") and p.name not in superseded]
     write_trial_files(trial_dir, files, report, also_present=kept)
     before = {v.name: v.passed for v in previous.verdicts}
     changed = [v.name for v in verdicts if before.get(v.name) != v.passed]
@@ -251,6 +258,7 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport 
                              planned=report.planned_trials,
                              gates_blocked=bool(statistics.blocking_gates))
     updated = report.model_copy(update={
+        "schema_version": SCHEMA_VERSION,
         "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(flags),
         "pass_power_k": pass_power_k(flags) and report.executed_trials == report.planned_trials,
         "exit_code": code,
@@ -397,7 +405,8 @@ def _update_matrix_report(path: Path) -> None:
         pooled, margins = matrix_rates(cells, settings_of(report.pass_rate))
         rates = {"pass_rate": pooled, "margins": margins}
     write_json(path, report.model_copy(update={
-        "cells": cells, "passed_trials": sum(c.passed_trials for c in cells),
+        "schema_version": SCHEMA_VERSION, "cells": cells,
+        "passed_trials": sum(c.passed_trials for c in cells),
         "pass_at_k": complete and all(c.pass_at_k for c in cells),
         "pass_power_k": complete and all(c.pass_power_k for c in cells), "exit_code": code,
         **rates}))

@@ -1,4 +1,4 @@
-"""`voice-evaluator replay RUN_DIR`: the recorded caller audio of a run (or of every cell of a
+"""`voice-evaluator replay RUN_DIR`: the recorded user audio of a run (or of every cell of a
 sweep), sent again.
 
 The summary and exit codes are those of ``run`` / ``sweep`` (0 passed, 3 a trial did not pass,

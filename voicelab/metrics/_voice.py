@@ -5,7 +5,7 @@ Definitions (all pure functions of the recording; docs/artifacts.md has the full
 * ``response_latency_ms``: the end of the user's speech, as sent on the line, to the onset of
   the product's *speech* as the listener hears it (voice activity on the product channel, so
   silence frames before the speech do not count as an answer), plus a ``to_user`` telephony
-  line's constant path delay (``to_user_delay_ms``): the caller hears everything that much
+  line's constant path delay (``to_user_delay_ms``): the user hears everything that much
   later. An adapter's own constant conversion delay (a resampling filter: ``session.connected``
   ``conversion_delay_ms``) is not the product's: toward the user it is taken out of the
   placement, toward the product out of this figure and the stop latency. Null for an
@@ -18,14 +18,14 @@ Definitions (all pure functions of the recording; docs/artifacts.md has the full
   first packet; a packet arriving after everything before it has played stalls the listener
   for the difference (uneven arrival the buffer absorbs is no stall).
 * ``dead_air_ms``: silent stretches of at least 300 ms (10 ms frames no louder than the
-  silence threshold) the caller waits through *inside* the reply: between its first and its
+  silence threshold) the user waits through *inside* the reply: between its first and its
   last audible sample (stalls included). The silence before the reply's first sound is its
   latency; the silence after its last sound is ``trailing_silence_ms``, not a wait.
 * ``trailing_silence_ms``: from the reply's last audible sample to the end of its audio.
 * ``interrupted``: the simulated user barged in on this response.
 * ``interruption_stop_latency_ms``: the onset of the user's barge-in speech to the end of the
   product's last *audible* sample of the response (magnitude above the silence threshold, 256,
-  -42 dBFS: what the caller can hear, fade-outs included; no voice-activity hangover or edge
+  -42 dBFS: what the user can hear, fade-outs included; no voice-activity hangover or edge
   refinement); 0 when it had already stopped.
 * ``audio_after_interrupt_ms``: how much audible product audio of the response played after
   that onset (stretches of samples above the threshold, gaps under 10 ms bridged).

@@ -23,7 +23,7 @@ class EventType(StrEnum):
     USER_SPEECH_STARTED = "user.speech_started"  # on a live line: the first speech sample sent
     USER_SPEECH_ENDED = "user.speech_ended"  # ... and the last
     USER_BARGE_IN = "user.barge_in"
-    USER_DTMF = "user.dtmf"  # keys pressed on the caller's phone
+    USER_DTMF = "user.dtmf"  # keys pressed on the user's phone
     #: a selectivity probe's sound on the live line: its first and last audible sample sent
     #: (backchannel, noise or interruption; docs/probes.md)
     PROBE_STARTED = "probe.started"

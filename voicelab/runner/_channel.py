@@ -5,13 +5,13 @@ lost, concealed and delayed (:class:`ToProductLine`). The audio the runner sends
 ``user.audio_chunk``, is what arrives: a lost packet's slot holds what the receiver's
 concealment plays there, and each packet is written to the product ``delay`` after its slot's
 time on the line (never before the packet ahead of it). Speech times (``user.speech_*``) stay the
-caller's, so timing metrics include the line's delay, as the caller experiences it.
+user's, so timing metrics include the line's delay, as the user experiences it.
 
 ``to_user`` is what the simulated user hears (:class:`ToUserLine`): the product's audio, as placed
 on the listener timeline (silence between replies included), through the line. A constant path
 delay (``jitter.base_delay_ms``) is delay: the user hears everything that much later (heard
 sample ``k + delay`` is listener sample ``k``), and the per-turn ``response_latency_ms``
-includes it, as the caller experiences it. The listener's jitter buffer
+includes it, as the user experiences it. The listener's jitter buffer
 (``listener.jitter_buffer_ms``) absorbs only the variation around that delay: a packet later
 than ``base_delay_ms + jitter_buffer_ms`` is late and concealed like a lost one. The codec's own
 delay is taken out so the heard audio lines up with the listener timeline (plus the path
@@ -81,7 +81,7 @@ class ToProductLine:
 
     def turn(self, audio: PcmAudio, *, turn_id: str) -> list[tuple[PcmAudio, int]]:
         """The turn as it reaches the product: packets of ``packet_ms`` (the last one shorter)
-        and, for each, its arrival in ns after the turn's first sample left the caller."""
+        and, for each, its arrival in ns after the turn's first sample left the user."""
         result = self._turns.process(audio, turn_id=turn_id)
         samples = result.audio.samples
         frames = [PcmAudio(samples[start:start + self.packet_samples])

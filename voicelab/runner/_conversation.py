@@ -547,7 +547,7 @@ class Conversation:
                 and not self.intake.responses:
             return Failure("timeout", f"the product did not speak first within {seconds} "
                            f"(scenario conversation.first_speaker: product); if it waits for "
-                           f"the caller, set first_speaker: user (or auto)", "response_timeout")
+                           f"the user, set first_speaker: user (or auto)", "response_timeout")
         return Failure("timeout", f"the product sent nothing for {seconds} while a response "
                        f"was due", "response_timeout")
 

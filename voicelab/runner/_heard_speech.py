@@ -3,7 +3,7 @@ timeline (listening turn-taking decides from this when a reply has ended).
 
 An onset is where the product's sound becomes audible (the detector's onset frame followed back
 to its first sample above the silence threshold: ``voicelab.audio.audible_edges``, as the
-metrics find speech), so a timed barge-in is timed from what the caller could hear.
+metrics find speech), so a timed barge-in is timed from what the user could hear.
 
 The product's chunks are heard where the recording's listener placed them; a stretch with no
 audio (the product sent nothing, or not yet) is silence to the listener, exactly as on a call.
@@ -113,7 +113,7 @@ class HeardSpeech:
     def first_onset_ns(self, listener_ns: int) -> int | None:
         """When the product was first heard speaking at or after ``listener_ns``: the onset of
         the first speech after it, or ``listener_ns`` itself when speech that began earlier was
-        still going on (a product talking on over the caller). None: no speech yet."""
+        still going on (a product talking on over the user). None: no speech yet."""
         at = ns_to_samples(listener_ns)
         for onset, offset in self.segments:
             assert onset is not None

@@ -11,7 +11,7 @@ send time of the frame holding that sample plus its offset in the frame).
 
 With a ``to_product`` telephony line (:class:`~._channel.ToProductLine`) a frame is one packet:
 what is sent is the packet as it arrives (coded, or concealed when lost), when it arrives (its
-slot plus its network delay); the speech moments stay the caller's (the frame's slot).
+slot plus its network delay); the speech moments stay the user's (the frame's slot).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Listening turn taking (``server_vad``): a live line and a simulated user that listens.
 
-The product decides by voice activity when the caller has finished; the evaluator never commits
+The product decides by voice activity when the user has finished; the evaluator never commits
 a turn. The user's side is a :class:`~._line.UserLine` (speech, then silence or room noise, in
 real time). A product reply is over when the simulated user has heard its speech followed by
 ``listener.reply_end_hangover_ms`` of silence (:class:`~._heard_speech.HeardSpeech`), or earlier
 when the wire says the response is done and its audio has played. A barge-in is the user speaking over
-the product (no cancel is sent: on a line, a caller can only speak).
+the product (no cancel is sent: on a line, a user can only speak).
 
 Product output is attributed to the turn whose speech ended last (``turn-000`` before any), so
 silence frames a product streams between replies belong to the period they fall in: its first
@@ -352,7 +352,7 @@ class ServerVadConversation(Conversation):
         if turn_id == "turn-000" and self.first_speaker == "product":
             return Failure("timeout", f"the product did not speak first within {seconds} "
                            f"(scenario conversation.first_speaker: product); if it waits for "
-                           f"the caller, set first_speaker: user (or auto)", "response_timeout")
+                           f"the user, set first_speaker: user (or auto)", "response_timeout")
         return Failure("timeout", f"the product did not speak within {seconds} after the "
                        f"user's speech ended", "response_timeout")
 

@@ -1,4 +1,4 @@
-"""Replaying a run: the same caller audio, trial by trial, sent again to a product.
+"""Replaying a run: the same user audio, trial by trial, sent again to a product.
 
 ``replay(RUN_DIR)`` runs a new run whose persona is the :class:`~voicelab.personas._replay.
 ReplayPersona`: in trial N it says what the user said in ``RUN_DIR/trial-NNN``, sample for

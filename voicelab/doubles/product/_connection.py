@@ -244,7 +244,7 @@ class ProductConnection:
         for heard in self.turn_detector.hear(pcm):
             if heard.kind == "interrupted" and self.speaking and self.honours_cancel \
                     and self.active_cancel is not None:
-                self.active_cancel.set()  # the caller talks over the reply: stop it
+                self.active_cancel.set()  # the user talks over the reply: stop it
             elif heard.kind == "ended":
                 if len(heard.audio) / 48 < getattr(self.behaviour, "min_turn_ms", 0.0):
                     continue  # too short to be a turn ("mm-hmm"): the product talks on

@@ -1,4 +1,4 @@
-"""How a local product listens in ``server_vad`` mode: voice activity on the caller's line.
+"""How a local product listens in ``server_vad`` mode: voice activity on the user's line.
 
 The line carries speech and, between utterances, silence or room noise. An utterance ends after
 ``silence_ms`` without speech (the product's end-of-turn detection); while the product is

@@ -342,9 +342,9 @@ def _timeline_columns(turns: pd.DataFrame, events: pd.DataFrame, index: np.ndarr
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Decoding builds ~300 containers per trial and keeps them all alive: without a pause, the
-    cyclic collector rescans that growing heap over and over (measured: ~40% of the load time on
-    1,000 trials). Nothing here makes reference cycles; the previous state is restored."""
+    """Decoding builds hundreds of containers per trial and keeps them all alive: without a
+    pause, the cyclic collector rescans that growing heap over and over. Nothing here makes
+    reference cycles; the previous state is restored."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -37,15 +37,16 @@ from ..audio import PcmAudio, wav_buffer
 from ._members import BundleMemberError, describe_mode, write_member
 from ._names import INTEROPERABILITY, RAW_ENDPOINT_EVENTS, TRIAL_REPORT
 
-#: Large machine-oriented documents are written compactly (the C JSON encoder is ~10x faster).
+#: Large machine-oriented documents are written compactly (the C JSON encoder, not the
+#: pure-Python indenting one).
 COMPACT_DOCUMENTS = frozenset({RAW_ENDPOINT_EVENTS, INTEROPERABILITY})
 
 
 def _json_bytes(document: Any, *, pretty: bool = True) -> bytes:
     if isinstance(document, BaseModel):
         # pydantic's own encoder: the text json.dumps writes (same indentation, separators and
-        # key order, UTF-8 unescaped), about six times faster than the pure-Python indenting
-        # encoder; floats in shortest form (``1e-5``), NaN and infinities as null
+        # key order, UTF-8 unescaped) without the pure-Python indenting encoder; floats in
+        # shortest form (``1e-5``), NaN and infinities as null
         return document.model_dump_json(indent=2 if pretty else None,
                                         fallback=str).encode() + b"\n"
     if pretty:
@@ -74,8 +75,8 @@ _WRITERS = None
 
 
 def _writer_pool() -> Any:
-    """A small shared pool: creating a file costs ~0.3 ms of disk latency here, and the
-    syscalls release the GIL, so a trial's 17 files are written side by side."""
+    """A small shared pool: creating a file waits for the disk, and the syscalls release the
+    GIL, so a trial's files are written side by side."""
     global _WRITERS
     if _WRITERS is None:
         from concurrent.futures import ThreadPoolExecutor

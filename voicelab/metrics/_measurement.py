@@ -56,8 +56,8 @@ TIMED_ARRIVALS = (EventType.PRODUCT_AUDIO, EventType.PRODUCT_RESPONSE_DONE)
 def loop_lag_statistics(lateness_ns: Sequence[int] | np.ndarray, *, interval_ms: float
                         ) -> LoopLag:
     """p50, p99 and max of the ticker's lateness (ns in, ms out, to the microsecond). Sorted in
-    Python: a trial's few dozen ticks cost a tenth of ``numpy.percentile``'s overhead (this
-    runs on the loop at every trial's end), with the same interpolation."""
+    Python, with ``numpy.percentile``'s interpolation but not its per-call overhead, which
+    outweighs a trial's few dozen ticks (this runs on the loop at every trial's end)."""
     if len(lateness_ns) == 0:
         return LoopLag(ticks=0, interval_ms=interval_ms)
     values = sorted(int(late) / 1e6 for late in lateness_ns)

@@ -60,7 +60,7 @@ def to_records(recording: Recording, start: int = 0, stop: int | None = None
                ) -> list[dict[str, Any]]:
     """JSON-ready voice events ``events[start:stop]``, ordered by sequence."""
     # event ids: the trace id with the sequence in its last 12 hex digits (a valid, stable
-    # UUID string per trial; uuid5 per event cost more than the rest of the record)
+    # UUID string per trial, made without hashing each event)
     prefix = str(uuid.UUID(recording.trace_id))[:24]
     root = recording.root_span_id
     records = []

@@ -59,8 +59,8 @@ class Recording:
     def __getstate__(self) -> dict[str, Any]:
         """Events and streams; not the clock (a trial's own, maybe a closure) nor the listener
         (rebuilt from the events by the same code that followed them live). Events go as
-        tuples of their fields, made in one pass: pickling calls no Python code per event
-        (a ``__reduce__`` per event cost the sending loop ~1 ms a trial)."""
+        tuples of their fields, made in one pass: pickling calls no Python code per event (it
+        runs on the event loop, for thousands of events a call)."""
         state = {name: value for name, value in self.__dict__.items()
                  if name not in ("clock_ns", "timeline", "shift_ns", "events")}
         state["event_fields"] = [

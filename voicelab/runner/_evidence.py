@@ -91,9 +91,9 @@ def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
 
     Built in the scoring process (all steps at once), or on the event loop (:mod:`._scoring`),
     never in a worker thread of the loop's process: a CPU-bound thread takes the GIL each time
-    the loop thread makes a socket call, which made concurrent conversations a third slower. On
-    the loop, between steps, it timestamps what has arrived for other trials, so their
-    measurements stay within a step of the truth.
+    the loop thread makes a socket call, and every concurrent conversation waits for it. On the
+    loop, between steps, it timestamps what has arrived for other trials, so their measurements
+    stay within a step of the truth.
     """
     encoded: list[bytes] = []
     for start in range(0, len(recording.events), STEP_EVENTS):

@@ -142,3 +142,36 @@ def test_the_responses_are_one_view_of_the_product_s_events():
     assert heard.heard == ["wait"] and not heard.answered
     assert TrialEnded.of(record(EventType.TRIAL_ENDED, TrialEnded(exit_reason="max_turns"),
                                 source="runner", direction="internal")).failures is None
+
+
+def test_the_intake_s_live_responses_are_the_responses_read_back():
+    from voicelab.endpoints import EndpointEvent
+    from voicelab.runner._intake import Intake
+
+    recording = _recording()
+    intake = Intake(recording)
+
+    def event(kind: str, **values: object) -> None:
+        intake.handle(EndpointEvent(kind, received_ns=len(recording.events) * 1_000_000,
+                                    **values))  # type: ignore[arg-type]
+
+    event("audio_delta", audio=bytes(960))
+    event("transcript_final", text="Hello")
+    event("turn_complete", data={"status": "completed"})
+    intake.user_turn_id = "turn-001"
+    intake.expect_response("turn-001")
+    event("input_transcript", text="plan please")
+    event("audio_delta", audio=bytes(960))
+    event("tool_call", data={"call_id": "c1", "name": "save", "arguments": {"at": "16:00"}})
+    event("tool_result", data={"call_id": "c1", "output": {"ok": True}})
+    event("turn_complete", data={"status": "completed"})
+    event("turn_complete", data={})  # a stray one: no response expected, kept unattached
+    event("audio_delta", audio=bytes(480))  # a response nobody expected: turn-001.2
+    live = [(r.turn_id, r.events, r.status) for r in intake.responses]
+    again = ProductTurns.of(_read_back(recording))
+    read = [(r.turn_id, r.events, r.status) for r in again.responses]
+    assert [turn for turn, _, _ in live] == ["turn-000", "turn-001", "turn-001.2"]
+    assert [(t, [e.sequence for e in es], s) for t, es, s in live] == \
+        [(t, [e.sequence for e in es], s) for t, es, s in read]
+    assert again.by_turn["turn-001"].heard == ["plan please"]
+    assert again.by_turn["turn-001"].tool_calls == 1

@@ -87,10 +87,16 @@ class LateTicks:
     lateness_ns: np.ndarray
 
 
+def _trial_ended(recording: Recording) -> TrialEnded | None:
+    """The trial's last ``trial.ended`` (it comes at the end: looked for from there)."""
+    return next((TrialEnded.of(e) for e in reversed(recording.events)
+                 if e.type is EventType.TRIAL_ENDED), None)
+
+
 def late_ticks_of(recording: Recording) -> LateTicks | None:
     """The late ticks the trial recorded (``None``: a bundle written before they were kept)."""
-    ended = list(recording.of_type(EventType.TRIAL_ENDED))
-    recorded: Any = TrialEnded.of(ended[-1]).late_ticks if ended else None
+    ended = _trial_ended(recording)
+    recorded: Any = ended.late_ticks if ended else None
     if not isinstance(recorded, Mapping):
         return None
     try:
@@ -232,8 +238,8 @@ def judge_measurement(lag: LoopLag | None, config: MeasurementConfig) -> Measure
 
 def loop_lag_of(recording: Recording) -> LoopLag | None:
     """The loop lag the trial recorded (``None``: a bundle written before it was measured)."""
-    ended = list(recording.of_type(EventType.TRIAL_ENDED))
-    recorded: Any = TrialEnded.of(ended[-1]).loop_lag if ended else None
+    ended = _trial_ended(recording)
+    recorded: Any = ended.loop_lag if ended else None
     if not isinstance(recorded, Mapping):
         return None
     return LoopLag.model_validate(dict(recorded))

@@ -6,7 +6,7 @@ Public API (the CLI and notebooks use the same calls)::
     report = await voicelab.arun(loaded, trials=3)     # in a notebook (an event loop is running)
     report = voicelab.run(loaded, trials=3)            # in a script
     voicelab.rescore(report.bundle_path)               # metrics and verdicts again, from a bundle
-    voicelab.replay(report.bundle_path)                # the same caller audio, sent again
+    voicelab.replay(report.bundle_path)                # the same user audio, sent again
 """
 
 from __future__ import annotations

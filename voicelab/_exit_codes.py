@@ -1,7 +1,9 @@
 """The exit codes of ``voice-evaluator`` (and of ``RunOutcome.exit_code``), defined once.
 
-The runner decides a run's code (passed, a critical verdict failed, a trial failed to execute,
-interrupted); the CLI adds the configuration error and the signal codes.
+Every code a run, a sweep or a re-scored bundle ends with is decided here: a run's from its
+trials (:func:`run_exit_code`), a sweep's from its cells (:func:`sweep_exit_code`), several at
+once (:func:`worst_exit_code`), and a report that could not be written
+(:func:`exit_code_after_writing`). The CLI adds the configuration error and the signal codes.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import signal
 
 __all__ = ["EXIT_CONFIG", "EXIT_EXECUTION", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_QUALITY",
-           "EXIT_TERMINATED", "run_exit_code", "worst_exit_code"]
+           "EXIT_TERMINATED", "exit_code_after_writing", "run_exit_code", "sweep_exit_code",
+           "worst_exit_code"]
 
 #: All trials executed and passed pass^k.
 EXIT_OK = 0
@@ -47,3 +50,22 @@ def worst_exit_code(codes: list[int]) -> int:
         if code in codes:
             return code
     return EXIT_OK
+
+
+def sweep_exit_code(cell_codes: list[int], *, planned_cells: int,
+                    interrupted: bool = False) -> int:
+    """A sweep's exit code from its cells' codes: 130 interrupted, else the worst cell's code
+    (:func:`worst_exit_code`), a planned cell that did not run counting as an execution
+    failure. The one decision behind ``sweep``, ``replay`` of a sweep and ``rescore``."""
+    if interrupted:
+        return EXIT_INTERRUPTED
+    missing = [EXIT_EXECUTION] if len(cell_codes) < planned_cells else []
+    return worst_exit_code([*cell_codes, *missing])
+
+
+def exit_code_after_writing(code: int, *, write_failed: bool) -> int:
+    """A run's (or sweep's) code once its files are written: a report or a trial folder that
+    could not be written is an execution failure, unless the run already ended worse."""
+    if write_failed and code in (EXIT_OK, EXIT_QUALITY):
+        return EXIT_EXECUTION
+    return code

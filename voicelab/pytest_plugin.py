@@ -32,6 +32,8 @@ from typing import Any
 
 import pytest
 
+from .artifacts import TRANSCRIPT_MD, trial_folder
+
 #: Lines of a failed trial's transcript shown in the failure.
 TRANSCRIPT_LINES = 12
 
@@ -51,7 +53,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # --- failure text -----------------------------------------------------------------------------
 
 def _transcript_excerpt(trial_dir: Path) -> list[str]:
-    path = trial_dir / "transcript.md"
+    path = trial_dir / TRANSCRIPT_MD
     if not path.is_file():
         return ["(no transcript.md)"]
     lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -171,7 +173,7 @@ class VoicelabFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         for index in range(1, self._trials() + 1):
-            yield VoicelabTrial.from_parent(self, name=f"trial-{index:03d}", index=index)
+            yield VoicelabTrial.from_parent(self, name=trial_folder(index), index=index)
 
     def outcome(self) -> Any:
         if self._outcome is None:

@@ -244,7 +244,7 @@ def test_refuses_newer_schema_and_missing_paths(clean, tmp_path):
     shutil.copytree(outcome.bundle_path / "trial-001", copy / "trial-001")
     report_path = copy / "trial-001" / "trial-report.json"
     report = json.loads(report_path.read_text())
-    report["schema_version"] = "3.0"
+    report["schema_version"] = "4.0"
     report_path.write_text(json.dumps(report))
     with pytest.raises(ArtifactVersionError, match="newer"):
         load_frames(copy)

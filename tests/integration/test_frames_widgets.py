@@ -78,7 +78,7 @@ def test_selecting_a_turn_cuts_the_audio_to_it(run):
     assert "background:#fff3cd" in player.transcript.value  # the selected turn is highlighted
     assert "first_audio_latency_ms" in player.metrics.value
 
-    player.select_channel("technician")
+    player.select_channel("user")
     assert bytes(player.audio.value) != reply
     assert wav_seconds(player.audio.value) == pytest.approx(wav_seconds(reply), abs=1e-3)
     player.select_turn(None)

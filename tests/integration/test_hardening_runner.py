@@ -183,7 +183,7 @@ def test_a_write_failure_fails_the_trial_not_the_run(tmp_path, monkeypatch):
         trial = _trial_report(outcome.bundle_path, index)
         assert trial["execution_status"] == "failed" and not trial["passed"]
         assert trial["failures"][-1]["code"] == "bundle_write_failed"
-        assert "technician.wav" not in trial["files"] and "transcript.json" in trial["files"]
+        assert "user.wav" not in trial["files"] and "transcript.json" in trial["files"]
 
 
 def test_a_broken_trial_is_reported_and_the_others_run(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """Full runs through the command line against the pipecat-protocol bot, launched by voicelab
-(``endpoint.launch``) for each trial: the bot greets or waits, a caller who barges in on a bot
+(``endpoint.launch``) for each trial: the bot greets or waits, a user who barges in on a bot
 that stops and on one that talks on; voicelab's timing figures against the bot's own send
 times, what the bot heard, product.log; and settings errors as one line, exit 2."""
 
@@ -21,7 +21,7 @@ from voicelab.artifacts import read_json, read_voice_events
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 #: voicelab's response latency against the truth (the bot's first speech sample sent, from the
-#: caller's last speech sample sent): measured errors are a few ms (the socket, the event loop)
+#: user's last speech sample sent): measured errors are a few ms (the socket, the event loop)
 LATENCY_TOLERANCE_MS = 30.0
 
 GREETING = ("Hello! Tell me your daily plan and the reminder you want saved, with every detail "
@@ -152,7 +152,7 @@ def test_a_call_with_a_pipecat_bot_through_the_cli(outcomes, name):
     assert "trial-001 seed 42: pass (exit script_exhaustion)" in outcome.output
     expected_turns = ["turn-000", "turn-001"] if name == "product first" else ["turn-001"]
     assert [t["turn_id"] for t in metrics["turns"]] == expected_turns
-    # never a commit on this wire: the bot heard the end of the caller's speech itself
+    # never a commit on this wire: the bot heard the end of the user's speech itself
     assert not [e for e in events if e["event_type"] == "user.turn_committed"]
     errors = latency_errors(outcome)
     assert len(errors) == 1 and abs(errors[0]) <= LATENCY_TOLERANCE_MS, errors
@@ -179,7 +179,7 @@ def test_a_barge_in_on_a_bot_that_stops(outcomes):
     assert stopped[0]["attributes"]["dropped_ms"] >= 0
     assert outcome.timings[0]["stopped_ns"] is not None
     # the true stop latency: the bot's last speech sample sent (no later than its interruption
-    # frame), from the first sample of the caller's barge-in speech
+    # frame), from the first sample of the user's barge-in speech
     started, _ = line_times(events)
     bot = outcome.timings[0]
     true_ms = (min(bot["speech_end_ns"], bot["stopped_ns"]) - started["turn-001"]) / 1e6

@@ -13,7 +13,7 @@ import pytest
 
 import voicelab
 from voicelab.analysis import load_frames
-from voicelab.artifacts import ArtifactVersionError, read_json
+from voicelab.artifacts import ArtifactVersionError, read_json, read_voice_events
 from voicelab.runner._rescore import RESCORED_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +112,29 @@ def test_a_newer_bundle_is_refused(bundle, tmp_path):
     shutil.copytree(bundle / "trial-001", copy / "trial-001")
     report_path = copy / "trial-001" / "trial-report.json"
     report = json.loads(report_path.read_text())
-    report["schema_version"] = "3.0"
+    report["schema_version"] = "4.0"
     report_path.write_text(json.dumps(report))
     with pytest.raises(ArtifactVersionError, match="newer than this voicelab reads"):
         voicelab.rescore(copy)
+
+
+def test_rescore_reads_how_the_call_ended_from_its_events(bundle, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle / "trial-001", copy / "trial-001")
+    events = read_voice_events(copy / "trial-001" / "voice-events.jsonl")
+    ended = next(e["attributes"] for e in events if e["event_type"] == "trial.ended")
+    probed = next(e["attributes"] for e in events if e["event_type"] == "outcome.probed")
+    assert ended["failures"] == [] and ended["user_turns"] == 2
+    assert probed["outcome"] and probed["status"] == "available"
+    path = copy / "trial-001" / "trial-report.json"
+    report = json.loads(path.read_text())
+    kept = ("exit_reason", "outcome", "outcome_status", "failures", "user_turns",
+            "product_responses")
+    before = {key: report[key] for key in kept}
+    # a report that says otherwise is re-written from the events
+    report.update(exit_reason="max_time", outcome=None, outcome_status="error", user_turns=0,
+                  product_responses=0)
+    path.write_text(json.dumps(report))
+    voicelab.rescore(copy)
+    after = read_json(path)
+    assert {key: after[key] for key in kept} == before

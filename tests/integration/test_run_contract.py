@@ -98,7 +98,7 @@ def test_execution_properties_and_files(contract_run, trial):
     assert report.passed is True
     assert report.outcome_status == "available"
     # the seed's contract says "1.0"; schema 2.0 changed the meaning of session_id (per trial)
-    assert report.voice_event_schema_versions == [SCHEMA_VERSION] == ["2.0"]
+    assert report.voice_event_schema_versions == [SCHEMA_VERSION] == ["3.0"]
     assert report.interoperability_schema_version == SCHEMA_VERSION
     assert report.audio_format == {"encoding": "pcm_s16le", "sample_rate_hz": 24000,
                                    "channels": 1}
@@ -106,7 +106,7 @@ def test_execution_properties_and_files(contract_run, trial):
     assert all(v.passed and v.critical for v in report.verdicts)
 
     assert sorted(p.name for p in folder.iterdir()) == sorted(TRIAL_FILES)
-    for name in ("technician.wav", "product.wav", "mixed.wav"):
+    for name in ("user.wav", "product.wav", "mixed.wav"):
         with wave.open(str(folder / name)) as handle:
             assert (handle.getframerate(), handle.getnchannels(), handle.getsampwidth()) == \
                 (24000, 1, 2)

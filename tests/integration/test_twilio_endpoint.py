@@ -28,8 +28,8 @@ from voicelab.doubles.twilio import TwilioBot
 from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
 from voicelab.endpoints._twilio import TwilioEndpoint
 from voicelab.endpoints._twilio_audio import LINE_LATENCY_MS
-from voicelab.recording import EventType, Recording
-from voicelab.runner._playback import RecordingPlayback
+from voicelab.recording import ATTRIBUTES, EventType, Recording, ReportedAttributes
+from voicelab.runner._playback import PlaybackClock
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "twilio_exchange.json"
 UPDATE = os.environ.get("VOICELAB_UPDATE_GOLDEN") == "1"
@@ -233,11 +233,11 @@ def test_the_adapter_and_the_bot_produce_the_golden_exchange():
 
 class MiniIntake:
     """Records product events as the runner's intake does, so the recording's listener places
-    the audio and ``RecordingPlayback`` answers the adapter's waits."""
+    the audio and ``PlaybackClock`` answers the adapter's waits."""
 
     def __init__(self) -> None:
         self.recording = Recording(session_id="s", trace_id="t" * 32, root_span_id="r" * 16)
-        self.playback = RecordingPlayback(self.recording)
+        self.playback = PlaybackClock(self.recording)
 
     def context(self) -> EndpointContext:
         return EndpointContext(session_id="s", playback=self.playback,
@@ -248,10 +248,13 @@ class MiniIntake:
                  "interruption": EventType.PRODUCT_INTERRUPTION,
                  "closed": EventType.PRODUCT_CLOSED, "error": EventType.PRODUCT_ERROR,
                  "conversation_complete": EventType.PRODUCT_CONVERSATION_COMPLETED}
-        self.recording.record(kinds[event.type], source="product", direction="inbound",
+        kind = kinds[event.type]
+        model = ATTRIBUTES[kind]
+        attributes = model.reported(event.data) if issubclass(model, ReportedAttributes) \
+            else None
+        self.recording.record(kind, attributes, source="product", direction="inbound",
                               at_ns=event.received_ns, turn_id="turn-000", raw=event.raw,
-                              audio=event.audio if event.type == "audio_delta" else None,
-                              **(event.data if event.type != "audio_delta" else {}))
+                              audio=event.audio if event.type == "audio_delta" else None)
 
     def of(self, kind: EventType) -> list[Any]:
         return [e for e in self.recording.events if e.type is kind]

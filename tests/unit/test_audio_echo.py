@@ -12,7 +12,7 @@ from scipy.signal import fftconvolve
 from voicelab.audio import EchoPath, room_impulse_response
 from voicelab.config import EchoConfig
 from voicelab.recording import EventType, Recording
-from voicelab.runner._hearing import Hearing
+from voicelab.runner._heard_speech import HeardSpeech
 from voicelab.runner._probes import LineEcho
 
 RATE = 24_000
@@ -85,9 +85,9 @@ def test_the_line_sends_what_was_heard_no_earlier_than_the_delay():
     audio[click_at:click_at + 240] = 20_000
     recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
                      turn_id="turn-000", audio=audio.tobytes())
-    hearing = Hearing(recording, hangover_ms=700)
+    heard_speech = HeardSpeech(recording, hangover_ms=700)
     config = EchoConfig(delay_ms=50, echo_return_loss_db=10)
-    echo = LineEcho(config, hearing=hearing, seed=0)
+    echo = LineEcho(config, heard_speech=heard_speech, seed=0)
     echo.start(0)
     frame = 480  # 20 ms frames
     first_loud_send = None

@@ -83,7 +83,7 @@ def test_event_columns_put_each_trial_on_its_listener_timeline():
 
 def test_event_columns_refuse_a_newer_contract():
     newer = _event(0, "trial.started", 0)
-    newer["contract_version"] = "3.0"
+    newer["contract_version"] = "4.0"
     with pytest.raises(ArtifactVersionError, match="newer"):
         EventColumns().add([newer], source=None)
 

@@ -12,7 +12,7 @@ from voicelab.endpoints._pipecat import PipecatEndpoint
 from voicelab.endpoints._protocol import EndpointContext
 from voicelab.recording import Recording
 from voicelab.runner._conversation import Prepared
-from voicelab.runner._hearing import RECENT_SAMPLES, Hearing
+from voicelab.runner._heard_speech import RECENT_SAMPLES, HeardSpeech
 from voicelab.runner._listening import aligned
 from voicelab.runner._trial import DEFAULT_CHUNK_MS, line_chunk_ms
 
@@ -22,15 +22,15 @@ RATE = 24_000
 def test_the_ear_keeps_the_latest_second_whatever_the_feeds():
     rng = np.random.default_rng(7)
     for _ in range(5):
-        hearing = Hearing(Recording(session_id="s", trace_id="t" * 32, root_span_id="r"),
+        heard_speech = HeardSpeech(Recording(session_id="s", trace_id="t" * 32, root_span_id="r"),
                           hangover_ms=700.0)
         data = rng.integers(-3000, 3000, 200_000).astype(np.int16)
         fed = 0
         while fed < data.size:
             size = int(rng.integers(1, 30_000))
-            hearing._keep(data[fed:fed + size])
-            hearing._heard_samples = fed = min(fed + size, data.size)
-            kept = hearing._buffer[:hearing._kept]
+            heard_speech._keep(data[fed:fed + size])
+            heard_speech._heard_samples = fed = min(fed + size, data.size)
+            kept = heard_speech._buffer[:heard_speech._kept]
             assert np.array_equal(kept, data[fed - kept.size:fed])
             assert kept.size >= min(fed, RECENT_SAMPLES)
 
@@ -47,12 +47,12 @@ def attack(ms: float, *, peak: float = 8000.0, quiet_ms: float = 40.0) -> np.nda
 def test_the_ear_hears_a_reply_begin_at_its_first_audible_sample():
     recording = Recording(session_id="s", trace_id="t" * 32, root_span_id="r",
                           clock_ns=lambda: 0)
-    hearing = Hearing(recording, hangover_ms=300.0)
+    heard_speech = HeardSpeech(recording, hangover_ms=300.0)
     reply = np.concatenate([np.zeros(RATE // 2, dtype=np.int16), attack(600),
                             np.zeros(RATE // 2, dtype=np.int16)])
     for start in range(0, reply.size, 480):  # fed 20 ms at a time, as the listener ticks
-        hearing._feed(reply[start:start + 480])
-    onset, _ = hearing.segments[0]
+        heard_speech._feed(reply[start:start + 480])
+    onset, _ = heard_speech.segments[0]
     loud = np.flatnonzero(np.abs(reply.astype(np.int32)) > 256)
     # the first sample above the silence threshold, within the waveform's first half period
     assert loud[0] <= onset <= loud[0] + RATE // 400

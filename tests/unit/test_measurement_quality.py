@@ -22,7 +22,7 @@ from voicelab.config import (
 )
 from voicelab.metrics import degraded_note, judge_measurement, loop_lag_of, loop_lag_statistics
 from voicelab.metrics._measurement import tolerances_of
-from voicelab.recording import EventType, Recording
+from voicelab.recording import EventType, Recording, TrialEnded
 from voicelab.runner._lag_budget import Admission, LagBudget, admitted
 from voicelab.runner._loop_lag import LoopLagMonitor
 from voicelab.scoring import run_statistics
@@ -88,8 +88,8 @@ def test_the_tolerances_come_from_the_config():
 
 def test_an_unmeasured_trial_says_so_and_is_not_degraded():
     recording = Recording(session_id="s", trace_id="t", root_span_id="r")
-    recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
-                     exit_reason="max_turns")
+    recording.record(EventType.TRIAL_ENDED, TrialEnded(exit_reason="max_turns"),
+                     source="runner", direction="internal")
     assert loop_lag_of(recording) is None
     quality = judge_measurement(None, MeasurementConfig())
     assert quality.loop_lag_ms is None and quality.degraded is False
@@ -98,8 +98,9 @@ def test_an_unmeasured_trial_says_so_and_is_not_degraded():
 def test_the_lag_is_read_back_from_the_trial_ended_event():
     recording = Recording(session_id="s", trace_id="t", root_span_id="r")
     lag = LoopLag(p50=0.5, p99=3.0, max=4.0, ticks=12, interval_ms=10.0)
-    recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
-                     exit_reason="max_turns", loop_lag=lag.model_dump(mode="json"))
+    recording.record(EventType.TRIAL_ENDED,
+                     TrialEnded(exit_reason="max_turns", loop_lag=lag.model_dump(mode="json")),
+                     source="runner", direction="internal")
     assert loop_lag_of(recording) == lag
 
 

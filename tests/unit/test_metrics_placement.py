@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from voicelab.metrics import compute_voice_metrics, place_channels, silent_runs_ns, summarize
-from voicelab.recording import EventType, Recording, ns_to_samples
+from voicelab.recording import ATTRIBUTES, EventType, Recording, ns_to_samples
 
 RATE = 24_000
 MS = 1_000_000  # ns
@@ -23,10 +23,12 @@ class Timeline:
 
     def add(self, at_ms: float, kind: str, turn: str | None = None, source: str = "evaluator",
             samples: np.ndarray | None = None, **attributes) -> int:
+        kind = EventType(kind)
         event = self.recording.record(
-            EventType(kind), source=source, direction="internal", at_ns=int(at_ms * MS),
+            kind, ATTRIBUTES[kind](**attributes) if attributes else None, source=source,
+            direction="internal", at_ns=int(at_ms * MS),
             turn_id=turn, speaker_role="assistant" if source == "product" else None,
-            audio=None if samples is None else samples.astype("<i2").tobytes(), **attributes)
+            audio=None if samples is None else samples.astype("<i2").tobytes())
         return event.sequence
 
 
@@ -173,8 +175,8 @@ def test_channels_are_the_clipped_sum_of_every_heard_piece(steps):
                 begin = ns_to_samples(event.listener_ns)
             user[begin:begin + samples.size] += samples
             starts[event.turn_id] = begin + samples.size
-    assert np.array_equal(placement.technician.samples, np.clip(user, -32768, 32767))
-    both = placement.technician.samples.astype(np.int64) + placement.product.samples
+    assert np.array_equal(placement.user.samples, np.clip(user, -32768, 32767))
+    both = placement.user.samples.astype(np.int64) + placement.product.samples
     assert np.array_equal(placement.mixed.samples, np.clip(both, -32768, 32767))
 
 

@@ -13,7 +13,14 @@ import voicelab
 from voicelab._validate import validate_run
 from voicelab.config import MeasurementConfig
 from voicelab.errors import MissingDependencyError
-from voicelab.recording import EventType, Recording
+from voicelab.recording import (
+    EventType,
+    ProductText,
+    Recording,
+    ResponseDone,
+    TrialStarted,
+    UserTurnStarted,
+)
 from voicelab.runner._evidence import assemble_now, verdicts_of
 from voicelab.runner._transcription import ProductTranscription
 from voicelab.speech import _asr
@@ -113,19 +120,21 @@ def recording_of(spoken: bytes, *, wire_sends_transcripts: bool = False) -> Reco
     """Two responses: ``turn-000`` audio only (a Twilio bot), ``turn-001`` with the wire's
     transcript of words its audio does not say."""
     recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="0" * 16)
-    recording.record(EventType.TRIAL_STARTED, source="runner", direction="internal",
-                     capabilities={"output_transcripts": wire_sends_transcripts})
+    recording.record(EventType.TRIAL_STARTED,
+                     TrialStarted(capabilities={"output_transcripts": wire_sends_transcripts}),
+                     source="runner", direction="internal")
     for turn, text in (("turn-000", None), ("turn-001", "the wire says this")):
         for start in range(0, len(spoken), 1920):
             recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
                              turn_id=turn, speaker_role="assistant",
                              audio=spoken[start:start + 1920])
         if text is not None:
-            recording.record(EventType.PRODUCT_TRANSCRIPT, source="product",
-                             direction="inbound", turn_id=turn, speaker_role="assistant",
-                             text=text)
-        recording.record(EventType.PRODUCT_RESPONSE_DONE, source="product", direction="inbound",
-                         turn_id=turn, speaker_role="assistant", status="completed")
+            recording.record(EventType.PRODUCT_TRANSCRIPT, ProductText(text=text),
+                             source="product", direction="inbound", turn_id=turn,
+                             speaker_role="assistant")
+        recording.record(EventType.PRODUCT_RESPONSE_DONE, ResponseDone(status="completed"),
+                         source="product", direction="inbound", turn_id=turn,
+                         speaker_role="assistant")
     return recording
 
 
@@ -181,8 +190,9 @@ def test_the_text_verdicts_are_judged_on_the_recognized_words(spoken):
 def test_the_speech_metrics_say_why_a_figure_is_missing(spoken):
     recording = recording_of(spoken)
     # a user turn the product answered without saying what it heard (a Twilio bot)
-    recording.record(EventType.USER_TURN_STARTED, source="evaluator", direction="outbound",
-                     turn_id="turn-001", speaker_role="user", text=SAID)
+    recording.record(EventType.USER_TURN_STARTED, UserTurnStarted(text=SAID),
+                     source="evaluator", direction="outbound", turn_id="turn-001",
+                     speaker_role="user")
     recording.record(EventType.USER_AUDIO, source="evaluator", direction="outbound",
                      turn_id="turn-001", speaker_role="user", audio=spoken)
     evidence = assemble_now(recording, adapter="twilio", speech_metrics=True,

@@ -16,7 +16,7 @@ from voicelab.metrics._product_voice import (
     overlap_ns,
     reply_voice,
 )
-from voicelab.recording import EventType, Recording
+from voicelab.recording import ATTRIBUTES, EventType, Recording
 
 RATE = 24_000
 MS = 1_000_000  # ns
@@ -153,11 +153,13 @@ def test_the_analysis_is_deterministic():
 
 def record(recording: Recording, at_ms: float, kind: str, turn: str, source: str = "evaluator",
            samples: np.ndarray | None = None, **attributes) -> None:
-    recording.record(EventType(kind), source=source, direction="internal",
+    kind = EventType(kind)
+    recording.record(kind, ATTRIBUTES[kind](**attributes) if attributes else None,
+                     source=source, direction="internal",
                      at_ns=int(at_ms * MS), turn_id=turn,
                      speaker_role="assistant" if source == "product" else None,
                      audio=None if samples is None else
-                     np.round(samples).astype("<i2").tobytes(), **attributes)
+                     np.round(samples).astype("<i2").tobytes())
 
 
 def test_a_reply_that_starts_before_the_user_finished_overlaps_by_the_difference():

@@ -14,9 +14,17 @@ from voicelab.recording import (
     USER,
     USER_CLEAN,
     EventType,
+    OutcomeProbed,
     PcmStream,
+    ProductInterruption,
+    ProductText,
     Recording,
     RecordingError,
+    SpeechSynthesized,
+    TrialStarted,
+    UserAudio,
+    UserBargeIn,
+    UserTurnStarted,
     encode_voice_events,
     recording_from_records,
     to_records,
@@ -39,30 +47,34 @@ def _recording() -> Recording:
     ticks = iter(range(0, 10**12, 7_654_321))
     recording = Recording(session_id="sess-ü-001", trace_id="0af7651916cd43dd8448eb211c80319c",
                           root_span_id="b7ad6b7169203331", clock_ns=lambda: next(ticks))
-    recording.record(EventType.TRIAL_STARTED, source="runner", direction="internal", trial=1,
-                     span_id="b7ad6b7169203331")
-    recording.record(EventType.SPEECH_SYNTHESIZED, source="speech", direction="internal",
-                     turn_id="turn-001", audio=_pcm(2400, 1), text="hello")
-    recording.record(EventType.USER_TURN_STARTED, source="persona", direction="outbound",
-                     turn_id="turn-001", speaker_role="user", text='Grüße "quoted" \\ \n line',
-                     metadata={"nested": [1, 2.5, None, True]})
+    recording.record(EventType.TRIAL_STARTED, TrialStarted(trial=1), source="runner",
+                     direction="internal", span_id="b7ad6b7169203331")
+    recording.record(EventType.SPEECH_SYNTHESIZED, SpeechSynthesized(text="hello"),
+                     source="speech", direction="internal", turn_id="turn-001",
+                     audio=_pcm(2400, 1))
+    recording.record(EventType.USER_TURN_STARTED, UserTurnStarted(
+        text='Grüße "quoted" \\ \n line', metadata={"nested": [1, 2.5, None, True]}),
+        source="persona", direction="outbound", turn_id="turn-001", speaker_role="user")
     for index in range(5):
-        recording.record(EventType.USER_AUDIO, source="evaluator", direction="outbound",
-                         turn_id="turn-001", speaker_role="user", audio=_pcm(2400, 10 + index),
-                         chunk_index=index)
+        recording.record(EventType.USER_AUDIO, UserAudio(chunk_index=index), source="evaluator",
+                         direction="outbound", turn_id="turn-001", speaker_role="user",
+                         audio=_pcm(2400, 10 + index))
     recording.advance(3_000_000_000, "user speech")
     for index in range(5):
         recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
                          turn_id="turn-001", speaker_role="assistant",
                          audio=_pcm(960 + index, 20 + index))
-    recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
-                     turn_id="turn-002", response_turn_id="turn-001", cancel_sent=True)
+    recording.record(EventType.USER_BARGE_IN,
+                     UserBargeIn(response_turn_id="turn-001", cancel_sent=True),
+                     source="evaluator", direction="outbound", turn_id="turn-002")
     recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
                      turn_id="turn-001", speaker_role="assistant", audio=_pcm(480, 30))
-    recording.record(EventType.PRODUCT_TRANSCRIPT, source="product", direction="inbound",
-                     turn_id="turn-001", speaker_role="assistant", text="Done — 16:00 ✓")
-    recording.record(EventType.OUTCOME_PROBED, source="probe", direction="internal",
-                     error=None, odd=b"bytes are written with str()")
+    recording.record(EventType.PRODUCT_TRANSCRIPT, ProductText(text="Done — 16:00 ✓"),
+                     source="product", direction="inbound", turn_id="turn-001",
+                     speaker_role="assistant")
+    recording.record(EventType.OUTCOME_PROBED,
+                     OutcomeProbed(error=None, odd=b"bytes are written with str()"),
+                     source="probe", direction="internal")
     return recording
 
 
@@ -106,8 +118,8 @@ def test_a_recording_rebuilt_from_its_records_and_streams_is_the_same():
         if event.audio_start >= 0:
             assert rebuilt.audio_of(event) == live.audio_of(event)
     # the listener follows the rebuilt events exactly as it followed the live ones
-    for turn, playback in live.listener.responses.items():
-        again = rebuilt.listener.responses[turn]
+    for turn, playback in live.timeline.responses.items():
+        again = rebuilt.timeline.responses[turn]
         assert [(c.start, c.heard, c.after_cancel) for c in again.chunks] == \
             [(c.start, c.heard, c.after_cancel) for c in playback.chunks]
         assert again.stall_samples == playback.stall_samples
@@ -150,8 +162,8 @@ def test_the_streams_are_each_direction_in_arrival_order():
 def test_any_text_and_offset_round_trips(texts, offset_ms):
     recording = _recording()
     for text in texts:
-        recording.record(EventType.PRODUCT_TRANSCRIPT, source="product", direction="inbound",
-                         at_ns=recording.start_ns + int(offset_ms * 1e6), text=text)
+        recording.record(EventType.PRODUCT_TRANSCRIPT, ProductText(text=text), source="product",
+                         direction="inbound", at_ns=recording.start_ns + int(offset_ms * 1e6))
     records = to_records(recording)
     encoded = encode_voice_events(recording)
     assert encoded == _reference_jsonl(records)
@@ -163,29 +175,30 @@ def test_a_product_clear_drops_its_unplayed_audio_and_says_how_much():
     recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="r", clock_ns=lambda: 0)
     recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound", at_ns=0,
                      turn_id="turn-000", audio=bytes(48_000))  # one second, from 0
-    cleared = recording.record(EventType.PRODUCT_INTERRUPTION, source="product",
-                               direction="inbound", at_ns=400_000_000, turn_id="turn-000",
-                               flush=True)
+    cleared = recording.record(EventType.PRODUCT_INTERRUPTION,
+                               ProductInterruption.reported({"flush": True}), source="product",
+                               direction="inbound", at_ns=400_000_000, turn_id="turn-000")
     assert cleared.attributes["dropped_ms"] == 600.0
-    assert recording.listener.cursor_ns == 400_000_000
+    assert recording.timeline.cursor_ns == 400_000_000
 
 
 def test_playback_says_when_the_product_audio_has_played():
     import asyncio
 
-    from voicelab.runner._playback import RecordingPlayback
+    from voicelab.runner._playback import PlaybackClock
 
     now = [0]
     recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="r",
                           clock_ns=lambda: now[0])
-    playback = RecordingPlayback(recording)
+    playback = PlaybackClock(recording)
     assert playback.played_at_ns(2400) is None  # not arrived yet
     recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
                      at_ns=100_000_000, turn_id="turn-000", audio=bytes(9600))  # 200 ms
     assert playback.played_at_ns(2400) == 200_000_000  # 100 ms into a chunk placed at 100 ms
     assert playback.played_at_ns(4800) == 300_000_000
-    recording.record(EventType.PRODUCT_INTERRUPTION, source="product", direction="inbound",
-                     at_ns=150_000_000, turn_id="turn-000", flush=True)
+    recording.record(EventType.PRODUCT_INTERRUPTION, ProductInterruption.reported({"flush": True}),
+                     source="product", direction="inbound", at_ns=150_000_000,
+                     turn_id="turn-000")
     assert playback.played_at_ns(4800) == 150_000_000  # dropped: it never plays
     now[0] = 150_000_000
     asyncio.run(asyncio.wait_for(playback.until_played(4800), 1))
@@ -207,8 +220,8 @@ def test_a_recording_sent_to_another_process_arrives_whole():
             arrived.start_utc_ns, arrived.shift_ns) == \
         (live.session_id, live.trace_id, live.root_span_id, live.start_ns, live.start_utc_ns,
          live.shift_ns)
-    for turn, playback in live.listener.responses.items():
-        again = arrived.listener.responses[turn]
+    for turn, playback in live.timeline.responses.items():
+        again = arrived.timeline.responses[turn]
         assert [(c.start, c.heard, c.after_cancel) for c in again.chunks] == \
             [(c.start, c.heard, c.after_cancel) for c in playback.chunks]
         assert again.barge_in_ns == playback.barge_in_ns

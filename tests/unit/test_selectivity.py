@@ -25,7 +25,15 @@ from voicelab.metrics._selectivity import (
 )
 from voicelab.personas import PersonaContext, PersonaEnd, ProductResponse, UserTurn
 from voicelab.personas._scripted import ScriptedPersona
-from voicelab.recording import EventType, Recording
+from voicelab.recording import (
+    EnvironmentEcho,
+    EventType,
+    ProbeMarked,
+    ProbeSkipped,
+    Recording,
+    ResponseDone,
+    UserBargeIn,
+)
 from voicelab.scoring._selectivity import selectivity
 from voicelab.scoring._statistics import proportion_interval
 from voicelab.scoring._verdicts import deterministic_verdicts
@@ -51,14 +59,15 @@ def _probe(recording: Recording, *, at_ms: int, kind: str, turn: str = "turn-000
            probe_id: str = "probe-001", lead_ms: float = 40.0) -> None:
     for event_type, when in ((EventType.PROBE_STARTED, at_ms), (EventType.PROBE_ENDED,
                                                                  at_ms + 400)):
-        recording.record(event_type, source="evaluator", direction="outbound",
-                         at_ns=when * MS, turn_id=None, probe_id=probe_id, kind=kind,
-                         response_turn_id=turn, label="x", frame_lead_ms=lead_ms)
+        recording.record(event_type, ProbeMarked(probe_id=probe_id, kind=kind,
+                                                 response_turn_id=turn, label="x",
+                                                 frame_lead_ms=lead_ms),
+                         source="evaluator", direction="outbound", at_ns=when * MS, turn_id=None)
 
 
 def _cancel(recording: Recording, *, at_ms: int, turn: str = "turn-000") -> None:
-    recording.record(EventType.PRODUCT_RESPONSE_DONE, source="product", direction="inbound",
-                     at_ns=at_ms * MS, turn_id=turn, status="cancelled")
+    recording.record(EventType.PRODUCT_RESPONSE_DONE, ResponseDone(status="cancelled"),
+                     source="product", direction="inbound", at_ns=at_ms * MS, turn_id=turn)
 
 
 def test_talk_spurts_join_pauses_shorter_than_the_hangover():
@@ -108,8 +117,8 @@ def test_a_probe_into_silence_is_not_judged():
 
 def test_self_interruptions_are_stops_and_answers_nothing_on_the_line_explains():
     recording, _ = _recording()
-    recording.record(EventType.ENVIRONMENT_ECHO, source="environment", direction="internal",
-                     at_ns=0, delay_ms=40.0)
+    recording.record(EventType.ENVIRONMENT_ECHO, EnvironmentEcho(delay_ms=40.0),
+                     source="environment", direction="internal", at_ns=0)
     _cancel(recording, at_ms=1300)  # nobody spoke: its own echo stopped it
     speech = [(0, 1300 * MS), (2000 * MS, 3000 * MS),  # ... then it answered its echo
               (6000 * MS, 7000 * MS)]  # an answer to the user
@@ -182,9 +191,10 @@ def test_without_an_echo_only_stops_are_self_interruptions():
 
 def test_a_barge_in_explains_the_stop_it_asked_for():
     recording, _ = _recording()
-    recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
-                     at_ns=1290 * MS, turn_id="turn-001", response_turn_id="turn-000",
-                     cancel_sent=True)
+    recording.record(EventType.USER_BARGE_IN,
+                     UserBargeIn(response_turn_id="turn-000", cancel_sent=True),
+                     source="evaluator", direction="outbound", at_ns=1290 * MS,
+                     turn_id="turn-001")
     _cancel(recording, at_ms=1300)
     assert self_interruptions(recording, [(0, 1300 * MS)], [(1330 * MS, 2500 * MS)]) == []
 
@@ -229,9 +239,10 @@ def test_a_backchannel_is_never_an_opening_or_a_reply():
 
 def test_a_skipped_noise_probe_is_reported_not_judged():
     recording, _ = _recording()
-    recording.record(EventType.PROBE_SKIPPED, source="evaluator", direction="internal",
-                     at_ns=5000 * MS, probe_id="probe-002", kind="noise", response_turn_id="",
-                     label="door-close.wav", after_product_speech_ms=800.0, reason="no reply")
+    recording.record(EventType.PROBE_SKIPPED, ProbeSkipped(
+        probe_id="probe-002", kind="noise", response_turn_id="", label="door-close.wav",
+        after_product_speech_ms=800.0, reason="no reply"),
+        source="evaluator", direction="internal", at_ns=5000 * MS)
     (outcome,) = probe_outcomes(recording, [(4000 * MS, 6000 * MS)])
     assert outcome.played is False and outcome.product_speaking is False
     assert outcome.correct is None and outcome.onset_ms == 5000.0

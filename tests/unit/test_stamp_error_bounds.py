@@ -22,7 +22,15 @@ from voicelab.metrics import (
     timed_arrivals,
 )
 from voicelab.recording import PRODUCT as PRODUCT_STREAM
-from voicelab.recording import USER, EventType, Recording, encode_voice_events
+from voicelab.recording import (
+    USER,
+    Connected,
+    EventType,
+    Recording,
+    ResponseDone,
+    TrialEnded,
+    encode_voice_events,
+)
 from voicelab.recording._jsonl import recording_from_records
 from voicelab.runner._loop_lag import LoopLagMonitor
 from voicelab.scoring._verdicts import deterministic_verdicts
@@ -40,21 +48,21 @@ def _recording(responses: dict[str, list[int]], late: list[tuple[int, int]] | No
     recording = Recording(session_id="s", trace_id=uuid.UUID(int=1).hex,
                           root_span_id=uuid.UUID(int=2).hex[:16], clock_ns=lambda: 0,
                           start_ns=0, start_utc_ns=0)
-    recording.record(EventType.CONNECTED, source="evaluator", direction="internal", at_ns=0,
-                     expects_response=None)
+    recording.record(EventType.CONNECTED, Connected(expects_response=None), source="evaluator",
+                     direction="internal", at_ns=0)
     stamps = sorted((ms, turn) for turn, times in responses.items() for ms in times)
     for ms, turn in stamps:
         recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
                          at_ns=ms * MS, turn_id=turn, speaker_role="assistant", audio=CHUNK)
     for turn, ms in (done_at or {}).items():
-        recording.record(EventType.PRODUCT_RESPONSE_DONE, source="product",
-                         direction="inbound", at_ns=ms * MS, turn_id=turn, status="completed")
+        recording.record(EventType.PRODUCT_RESPONSE_DONE, ResponseDone(status="completed"),
+                         source="product", direction="inbound", at_ns=ms * MS, turn_id=turn)
     extra = {} if late is None else {LATE_TICKS_ATTRIBUTE: late_ticks_record(
         [[wake * 1000, lateness * 1000] for wake, lateness in late])}
     last = max((ms for ms, _ in stamps), default=0) + 1000
-    recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
-                     at_ns=last * MS, exit_reason="max_turns",
-                     loop_lag=lag.model_dump(mode="json"), **extra)
+    recording.record(EventType.TRIAL_ENDED, TrialEnded(
+        exit_reason="max_turns", loop_lag=lag.model_dump(mode="json"), **extra),
+        source="runner", direction="internal", at_ns=last * MS)
     return recording
 
 

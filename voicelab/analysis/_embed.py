@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ..artifacts import read_member
+from ..artifacts import LEGACY_NAMES, MIXED_WAV, PRODUCT_WAV, USER_WAV, read_member
 from ..artifacts._store import fetch_missing
 from ..audio import PcmAudio, read_wav_pcm
 from ..audio import wav_bytes as audio_wav_bytes
@@ -49,14 +49,37 @@ def turn_windows(turns: pd.DataFrame, *, lead_ms: float = 250.0,
                          "end_ms": end.fillna(start) + tail_ms}, index=turns.index)
 
 
+#: The channels on the listener timeline, by name, and their files.
+CHANNEL_FILES = {"mixed": MIXED_WAV, "user": USER_WAV, "product": PRODUCT_WAV}
+#: The user channel's name in bundles before 3.0 (still accepted).
+_CHANNEL_ALIASES = {"technician": "user"}
+
+
+def _channel_file(channel: str) -> str:
+    return CHANNEL_FILES.get(_CHANNEL_ALIASES.get(channel, channel), f"{channel}.wav")
+
+
+def channel_path(trial_dir: str | os.PathLike[str], channel: str) -> Path | None:
+    """The file of ``channel`` (``mixed``, ``user``, ``product``, or any other ``<name>.wav`` of
+    the trial) in ``trial_dir``, under the name its bundle's version gave it (None: absent)."""
+    name = _channel_file(channel)
+    for candidate in (name, *LEGACY_NAMES.get(name, ())):
+        path = Path(trial_dir) / candidate
+        if path.is_file() or fetch_missing(path):  # a store's mirror fetches it now
+            return path
+    return None
+
+
 def read_trial_audio(trial_dir: str | os.PathLike[str], *, channel: str = "mixed",
                      start_ms: float | None = None,
                      end_ms: float | None = None) -> tuple[np.ndarray, int]:
-    """int16 samples of ``technician``/``product``/``mixed``.wav between two listener-timeline
-    offsets (the whole file by default), and the sample rate. Reads only that stretch."""
-    path = Path(trial_dir) / f"{channel}.wav"
-    if not path.is_file() and not fetch_missing(path):  # a store's mirror fetches it now
-        raise ConfigError(f"no {channel}.wav in this trial folder", source=Path(trial_dir))
+    """int16 samples of a channel (``user``/``product``/``mixed``: :func:`channel_path`) between
+    two listener-timeline offsets (the whole file by default), and the sample rate. Reads only
+    that stretch."""
+    path = channel_path(trial_dir, channel)
+    if path is None:
+        raise ConfigError(f"no {_channel_file(channel)} in this trial folder",
+                          source=Path(trial_dir))
     samples, rate = read_wav_pcm(read_member(path))  # never through a link, bounded
     total = samples.shape[0]
     first = 0 if start_ms is None else min(total, max(0, int(start_ms * rate / 1000)))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..artifacts import read_member
+from ..artifacts import TRANSCRIPT_MD, TRIAL_REPORT, read_member
 from ..artifacts._reader import read_json
 from ._frames import Frames
 
@@ -28,7 +28,7 @@ def failing_trials(frames: Frames) -> pd.DataFrame:
     for trial in failing.itertuples(index=False):
         key = (trial.run_id, trial.trial_id)
         reasons = []
-        report_path = Path(str(trial.path)) / "trial-report.json"
+        report_path = Path(str(trial.path)) / TRIAL_REPORT
         if report_path.is_file():
             for failure in read_json(report_path).get("failures") or []:
                 reasons.append(f"{failure.get('kind')}: {failure.get('message')}")
@@ -54,7 +54,7 @@ def failing_trials(frames: Frames) -> pd.DataFrame:
 
 def transcript_markdown(trial_dir: str | Path) -> str:
     """The trial's ``transcript.md`` (what both sides said, in time order), or a note."""
-    path = Path(trial_dir) / "transcript.md"
+    path = Path(trial_dir) / TRANSCRIPT_MD
     if not path.is_file():
         return "_(no transcript.md in this trial folder)_"
     lines = read_member(path).decode("utf-8", errors="replace").splitlines()

@@ -36,7 +36,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..artifacts import check_tree
+from ..artifacts import (
+    MATRIX_REPORT,
+    RUN_REPORT,
+    TRANSCRIPT_JSON,
+    TRANSCRIPT_MD,
+    TRIAL_REPORT,
+    VOICE_EVENTS,
+    VOICE_METRICS,
+    check_tree,
+)
 from ..artifacts._reader import read_json, read_trial_report_json
 from ..artifacts._store import mirror, open_location, resolve_latest, resolve_local_latest
 from ..errors import ConfigError
@@ -139,7 +148,7 @@ def _trial_dirs_of(run_dir: Path) -> list[Path]:
     with os.scandir(run_dir) as entries:
         found = [Path(e.path) for e in entries
                  if e.is_dir(follow_symlinks=False) and os.path.isfile(
-                     os.path.join(e.path, "trial-report.json"))]
+                     os.path.join(e.path, TRIAL_REPORT))]
     return sorted(found, key=_natural)
 
 
@@ -147,7 +156,7 @@ def _matrix_of(matrix_dir: Path, cache: dict[Path, tuple[str, dict[str, str]]]
                ) -> tuple[str, dict[str, str]]:
     """The matrix run id and folder name -> cell id, from matrix-report.json."""
     if matrix_dir not in cache:
-        document = read_json(matrix_dir / "matrix-report.json")
+        document = read_json(matrix_dir / MATRIX_REPORT)
         mapping = {Path(str(cell["bundle_path"])).name: str(cell["cell_id"])
                    for cell in document.get("cells", [])
                    if isinstance(cell, dict) and cell.get("cell_id") and cell.get("bundle_path")}
@@ -158,10 +167,10 @@ def _matrix_of(matrix_dir: Path, cache: dict[Path, tuple[str, dict[str, str]]]
 def _run_of(run_dir: Path, trial_dirs: list[Path],
             cache: dict[Path, tuple[str, dict[str, str]]]) -> _Run:
     report = None
-    if (run_dir / "run-report.json").is_file():
-        report = read_json(run_dir / "run-report.json")
+    if (run_dir / RUN_REPORT).is_file():
+        report = read_json(run_dir / RUN_REPORT)
     cell = matrix_id = None
-    if (run_dir.parent / "matrix-report.json").is_file():
+    if (run_dir.parent / MATRIX_REPORT).is_file():
         matrix_id, cells = _matrix_of(run_dir.parent, cache)
         cell = cells.get(run_dir.name, run_dir.name)
     run_id = str(report["run_id"]) if report and report.get("run_id") else run_dir.name
@@ -170,9 +179,9 @@ def _run_of(run_dir: Path, trial_dirs: list[Path],
 
 #: What the frames (and the failure and transcript views) read of a bundle in a store; the
 #: audio is fetched when a widget first plays it.
-STORE_FILES = frozenset({"run-report.json", "matrix-report.json", "trial-report.json",
-                         "voice-metrics.json", "voice-events.jsonl", "transcript.json",
-                         "transcript.md"})
+STORE_FILES = frozenset({RUN_REPORT, MATRIX_REPORT, TRIAL_REPORT,
+                         VOICE_METRICS, VOICE_EVENTS, TRANSCRIPT_JSON,
+                         TRANSCRIPT_MD})
 
 
 def _local(given: str | os.PathLike[str]) -> Path:
@@ -191,18 +200,18 @@ def _discover(paths: Iterable[str | os.PathLike[str]]) -> list[_Run]:
         if not path.exists():
             raise ConfigError("no such run directory or trial folder", source=path)
         check_tree(path)  # regular files and folders only, before anything is read
-        if (path / "trial-report.json").is_file():
+        if (path / TRIAL_REPORT).is_file():
             run = runs.setdefault(path.parent, _run_of(path.parent, [], cache))
             if path not in run.trial_dirs:
                 run.trial_dirs.append(path)
             continue
         for root, dirs, files in os.walk(path):  # symlinks (e.g. ``latest``) are not followed
             here = Path(root)
-            if "run-report.json" in files:
+            if RUN_REPORT in files:
                 dirs.clear()
                 if here not in runs:
                     runs[here] = _run_of(here, _trial_dirs_of(here), cache)
-            elif "trial-report.json" in files:  # a trial folder outside any run
+            elif TRIAL_REPORT in files:  # a trial folder outside any run
                 dirs.clear()
                 run = runs.setdefault(here.parent, _run_of(here.parent, [], cache))
                 run.trial_dirs.append(here)
@@ -333,9 +342,9 @@ def _timeline_columns(turns: pd.DataFrame, events: pd.DataFrame, index: np.ndarr
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Decoding builds ~300 containers per trial and keeps them all alive: without a pause, the
-    cyclic collector rescans that growing heap over and over (measured: ~40% of the load time on
-    1,000 trials). Nothing here makes reference cycles; the previous state is restored."""
+    """Decoding builds hundreds of containers per trial and keeps them all alive: without a
+    pause, the cyclic collector rescans that growing heap over and over. Nothing here makes
+    reference cycles; the previous state is restored."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -376,10 +385,10 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
                             and k not in ("run_id", *_SKIPPED_FIELDS)},
                          "path": str(run.run_dir) if run.run_dir else None})
         for trial_dir in run.trial_dirs:
-            trial_report = read_trial_report_json(trial_dir / "trial-report.json")
+            trial_report = read_trial_report_json(trial_dir / TRIAL_REPORT)
             trial_rows.append(_trial_row(trial_report, trial_dir))
             trial_run.append(number)
-            metrics_path = trial_dir / "voice-metrics.json"
+            metrics_path = trial_dir / VOICE_METRICS
             turns = read_json(metrics_path).get("turns", []) if metrics_path.is_file() else []
             turn_records.extend(_flatten(t) for t in turns)
             turn_counts.append(len(turns))
@@ -390,7 +399,7 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
             judge_records.extend({k: v for k, v in j.items() if k != "sent"} for j in judges)
             judge_counts.append(len(judges))
             if events:
-                path = trial_dir / "voice-events.jsonl"
+                path = trial_dir / VOICE_EVENTS
                 event_columns.add(read_events(path), source=path)
             else:
                 event_columns.add([], source=trial_dir)

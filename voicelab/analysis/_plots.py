@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ._embed import read_trial_audio
+from ._embed import channel_path, read_trial_audio
 from ._frames import Frames, check_metric, load_frames
 from ._rates import pass_curve_table, pass_rate_table
 
@@ -283,9 +283,9 @@ def plot_timeline(source: Frames | str | os.PathLike[str], *, run_id: str | None
     events, turns = one.events, one.turns
     figure = _figure(12, 4.5)
     user_axes, product_axes = figure.subplots(2, 1, sharex=True)
-    for axes, channel, colour in ((user_axes, "technician", "tab:blue"),
+    for axes, channel, colour in ((user_axes, "user", "tab:blue"),
                                   (product_axes, "product", "tab:orange")):
-        if (trial_dir / f"{channel}.wav").is_file():
+        if channel_path(trial_dir, channel) is not None:
             samples, rate = read_trial_audio(trial_dir, channel=channel)
             seconds, peaks = _envelope(samples, rate)
             axes.fill_between(seconds, -peaks, peaks, color=colour, linewidth=0)

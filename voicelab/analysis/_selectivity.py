@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..artifacts import read_json
+from ..artifacts import RUN_REPORT, read_json
 from ._frames import Frames
 
 RATE_COLUMNS = ["run_id", "name", "kind", "probes", "errors", "estimate", "low", "high",
@@ -21,7 +21,7 @@ PROBE_COLUMNS = ["run_id", "trial", "probe_id", "kind", "label", "response_turn_
 def _reports(frames: Frames) -> list[tuple[str, dict[str, Any]]]:
     found = []
     for run_id, path in zip(frames.runs["run_id"], frames.runs["path"], strict=True):
-        report = Path(str(path)) / "run-report.json" if isinstance(path, str) else None
+        report = Path(str(path)) / RUN_REPORT if isinstance(path, str) else None
         if report is not None and report.is_file():
             found.append((str(run_id), read_json(report)))
     return found

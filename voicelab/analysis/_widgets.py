@@ -25,12 +25,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..artifacts import TRANSCRIPT_JSON
 from ..artifacts._reader import read_json
-from ._embed import AudioFormat, audio_figure, encode_audio, read_trial_audio, turn_windows
+from ._embed import (
+    AudioFormat,
+    audio_figure,
+    channel_path,
+    encode_audio,
+    read_trial_audio,
+    turn_windows,
+)
 from ._frames import Frames, load_frames
 from ._labels import label_rows, load_labels, save_labels
 
-CHANNELS = ("mixed", "technician", "product")
+CHANNELS = ("mixed", "user", "product")
 _TURN_COLUMNS = ("turn_id", "status", "first_audio_latency_ms", "response_duration_ms",
                  "output_audio_seconds", "playback_stall_ms", "dead_air_ms", "interrupted",
                  "interruption_stop_latency_ms", "input_speech_to_noise_db", "tool_calls")
@@ -65,7 +73,7 @@ def _display_with_copy(widget: Any, body: str) -> None:
 
 
 class TrialPlayer:
-    """One trial: technician / product / mixed audio, the transcript, per-turn metrics, and a
+    """One trial: user / product / mixed audio, the transcript, per-turn metrics, and a
     turn selector that cuts the audio to that turn (``select_turn``)."""
 
     def __init__(self, source: Frames | str | os.PathLike[str], *, run_id: str | None = None,
@@ -81,7 +89,7 @@ class TrialPlayer:
         self.trial_dir = Path(self.row["path"])
         self.turns = self.frames.turns.reset_index(drop=True)
         self.windows = turn_windows(self.turns)
-        transcript_path = self.trial_dir / "transcript.json"
+        transcript_path = self.trial_dir / TRANSCRIPT_JSON
         self.transcript_turns: list[dict[str, Any]] = (
             read_json(transcript_path).get("turns", []) if transcript_path.is_file() else [])
         options: list[tuple[str, str | None]] = [("whole conversation", None)]
@@ -119,7 +127,8 @@ class TrialPlayer:
         self.turn.value = turn_id
 
     def select_channel(self, channel: str) -> None:
-        self.channel.value = channel
+        """Play ``channel`` (``technician``, its name before 3.0, is the user's)."""
+        self.channel.value = "user" if channel == "technician" else channel
 
     @property
     def window_ms(self) -> tuple[float | None, float | None]:
@@ -132,7 +141,7 @@ class TrialPlayer:
 
     def _refresh(self) -> None:
         start_ms, end_ms = self.window_ms
-        if (self.trial_dir / f"{self.channel.value}.wav").is_file():
+        if channel_path(self.trial_dir, self.channel.value) is not None:
             samples, rate = read_trial_audio(self.trial_dir, channel=self.channel.value,
                                              start_ms=start_ms, end_ms=end_ms)
             data, mime = encode_audio(samples, sample_rate_hz=rate,

@@ -1,6 +1,7 @@
-"""Versioned artifact models, bundle writing and reading, run reports."""
+"""Versioned artifact models, the names of a bundle's members, bundle writing and reading, run
+reports."""
 
-from ._bundle import TRIAL_FILES, write_json
+from ._bundle import write_json
 from ._junit import junit_xml
 from ._lock import BundleLock
 from ._members import (
@@ -25,6 +26,40 @@ from ._models import (
     TrialReport,
     TrialSummary,
     Verdict,
+)
+from ._names import (
+    ATTEMPT_REPORT,
+    ATTEMPTS_FOLDER,
+    EVALUATOR_LOG,
+    INTEROPERABILITY,
+    LATEST,
+    LEGACY_NAMES,
+    MATRIX_REPORT,
+    MIXED_WAV,
+    PERSONA_SESSION,
+    PRODUCT_LOG,
+    PRODUCT_RECEIVED_WAV,
+    PRODUCT_WAV,
+    RAW_ENDPOINT_EVENTS,
+    RESOLVED_KINDS,
+    RUN_REPORT,
+    TOOL_CALLS,
+    TRANSCRIPT_JSON,
+    TRANSCRIPT_MD,
+    TRIAL_FILES,
+    TRIAL_REPORT,
+    USER_CLEAN_WAV,
+    USER_HEARD_WAV,
+    USER_SENT_WAV,
+    USER_WAV,
+    VOICE_EVENTS,
+    VOICE_METRICS,
+    is_trial_folder,
+    member_path,
+    resolved_document,
+    running_marker,
+    running_markers,
+    trial_folder,
 )
 from ._reader import (
     ArtifactVersionError,
@@ -63,6 +98,37 @@ from ._voice_models import (
 )
 
 __all__ = [
+    "LEGACY_NAMES",
+    "member_path",
+    "ATTEMPT_REPORT",
+    "ATTEMPTS_FOLDER",
+    "EVALUATOR_LOG",
+    "INTEROPERABILITY",
+    "LATEST",
+    "MATRIX_REPORT",
+    "MIXED_WAV",
+    "PERSONA_SESSION",
+    "PRODUCT_LOG",
+    "PRODUCT_RECEIVED_WAV",
+    "PRODUCT_WAV",
+    "RAW_ENDPOINT_EVENTS",
+    "RESOLVED_KINDS",
+    "RUN_REPORT",
+    "TOOL_CALLS",
+    "TRANSCRIPT_JSON",
+    "TRANSCRIPT_MD",
+    "TRIAL_REPORT",
+    "USER_CLEAN_WAV",
+    "USER_HEARD_WAV",
+    "USER_SENT_WAV",
+    "USER_WAV",
+    "VOICE_EVENTS",
+    "VOICE_METRICS",
+    "is_trial_folder",
+    "resolved_document",
+    "running_marker",
+    "running_markers",
+    "trial_folder",
     "SCHEMA_DIR",
     "SCHEMA_VERSION",
     "TRIAL_FILES",

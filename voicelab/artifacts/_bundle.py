@@ -8,7 +8,7 @@ Layout (the seed's tree)::
       trial-001/
         transcript.json  transcript.md  tool-calls.json  raw-endpoint-events.json
         voice-events.jsonl  voice-metrics.json  interoperability.json
-        technician.wav  product.wav  mixed.wav
+        user.wav  product.wav  mixed.wav        (each channel on the listener timeline)
         user-sent.wav  product-received.wav   (each direction's audio in arrival order)
         resolved-scenario.json  resolved-persona.json  resolved-data.json
         resolved-environment.json  resolved-script.json  resolved-settings.json
@@ -35,26 +35,18 @@ from pydantic import BaseModel
 from .._atomic import atomic_write
 from ..audio import PcmAudio, wav_buffer
 from ._members import BundleMemberError, describe_mode, write_member
+from ._names import INTEROPERABILITY, RAW_ENDPOINT_EVENTS, TRIAL_REPORT
 
-TRIAL_FILES = (
-    "transcript.json", "transcript.md", "tool-calls.json", "raw-endpoint-events.json",
-    "voice-events.jsonl", "voice-metrics.json", "interoperability.json", "technician.wav",
-    "product.wav", "mixed.wav", "user-sent.wav", "product-received.wav",
-    "resolved-scenario.json", "resolved-persona.json", "resolved-data.json", "resolved-environment.json", "resolved-script.json",
-    "resolved-settings.json", "trial-report.json",
-)
-RESOLVED_KINDS = ("scenario", "persona", "data", "environment", "script", "settings")
-
-
-#: Large machine-oriented documents are written compactly (the C JSON encoder is ~10x faster).
-COMPACT_DOCUMENTS = frozenset({"raw-endpoint-events.json", "interoperability.json"})
+#: Large machine-oriented documents are written compactly (the C JSON encoder, not the
+#: pure-Python indenting one).
+COMPACT_DOCUMENTS = frozenset({RAW_ENDPOINT_EVENTS, INTEROPERABILITY})
 
 
 def _json_bytes(document: Any, *, pretty: bool = True) -> bytes:
     if isinstance(document, BaseModel):
         # pydantic's own encoder: the text json.dumps writes (same indentation, separators and
-        # key order, UTF-8 unescaped), about six times faster than the pure-Python indenting
-        # encoder; floats in shortest form (``1e-5``), NaN and infinities as null
+        # key order, UTF-8 unescaped) without the pure-Python indenting encoder; floats in
+        # shortest form (``1e-5``), NaN and infinities as null
         return document.model_dump_json(indent=2 if pretty else None,
                                         fallback=str).encode() + b"\n"
     if pretty:
@@ -83,8 +75,8 @@ _WRITERS = None
 
 
 def _writer_pool() -> Any:
-    """A small shared pool: creating a file costs ~0.3 ms of disk latency here, and the
-    syscalls release the GIL, so a trial's 17 files are written side by side."""
+    """A small shared pool: creating a file waits for the disk, and the syscalls release the
+    GIL, so a trial's files are written side by side."""
     global _WRITERS
     if _WRITERS is None:
         from concurrent.futures import ThreadPoolExecutor
@@ -170,8 +162,8 @@ def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseMod
     failures = (_written_side_by_side if side_by_side else _written_in_order)(trial_dir, files)
     if failures:
         raise failures[0]
-    written.append("trial-report.json")
+    written.append(TRIAL_REPORT)
     if hasattr(report, "files"):
         report.files = sorted({*written, *also_present})
-    write_json(trial_dir / "trial-report.json", report)
+    write_json(trial_dir / TRIAL_REPORT, report)
     return written

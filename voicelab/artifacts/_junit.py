@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from .._atomic import atomic_write
 from ..errors import ConfigError
+from ._names import MATRIX_REPORT, RUN_REPORT, TRIAL_REPORT
 from ._reader import read_json, read_trial_report_json
 
 #: The suite that holds ``compare`` gates.
@@ -89,17 +90,17 @@ def _natural(path: Path) -> tuple[int, str]:
 
 def _cells(path: Path) -> list[tuple[str, Path]]:
     """(cell name, run dir) of a sweep directory or a run directory."""
-    if (path / "matrix-report.json").is_file():
-        matrix = read_json(path / "matrix-report.json")
+    if (path / MATRIX_REPORT).is_file():
+        matrix = read_json(path / MATRIX_REPORT)
         cells = matrix.get("cells") or []
         if not isinstance(cells, list) or not all(
                 isinstance(cell, dict) and isinstance(cell.get("cell_id"), str)
                 and isinstance(cell.get("bundle_path"), str) for cell in cells):
             raise ConfigError("must be a list of cells, each with a cell_id and a bundle_path",
-                              source=path / "matrix-report.json", key="cells")
+                              source=path / MATRIX_REPORT, key="cells")
         return [(cell["cell_id"], path / Path(cell["bundle_path"]).name) for cell in cells]
-    if (path / "run-report.json").is_file():
-        report = read_json(path / "run-report.json")
+    if (path / RUN_REPORT).is_file():
+        report = read_json(path / RUN_REPORT)
         name = "__".join(str(report.get(k, "")) for k in ("scenario_id", "persona",
                                                           "environment"))
         return [(name, path)]
@@ -138,7 +139,7 @@ def _verdict_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _trial_case(cell: str, trial_dir: Path) -> _Case:
-    report = read_trial_report_json(trial_dir / "trial-report.json")
+    report = read_trial_report_json(trial_dir / TRIAL_REPORT)
     case = _Case(classname=cell, name=f"{report.get('trial_id', trial_dir.name)} seed "
                  f"{report.get('seed')}", seconds=float(report.get("duration_seconds") or 0.0),
                  output=f"bundle: {trial_dir}")
@@ -163,18 +164,18 @@ def _trial_case(cell: str, trial_dir: Path) -> _Case:
 
 
 def _run_suite(cell: str, run_dir: Path) -> _Suite:
-    report = read_json(run_dir / "run-report.json") if (run_dir / "run-report.json").is_file() \
+    report = read_json(run_dir / RUN_REPORT) if (run_dir / RUN_REPORT).is_file() \
         else {}
     suite = _Suite(cell, _timestamp(report.get("started_at")),
                    {k: str(report[k]) for k in ("run_id", "bundle_path", "suite_hash", "status")
                     if report.get(k) is not None})
     with os.scandir(run_dir) as entries:
         trial_dirs = sorted((Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)
-                             and (Path(e.path) / "trial-report.json").is_file()), key=_natural)
+                             and (Path(e.path) / TRIAL_REPORT).is_file()), key=_natural)
     suite.cases = [_trial_case(cell, trial_dir) for trial_dir in trial_dirs]
     planned = report.get("planned_trials") or 0
     if type(planned) is not int:
-        raise ConfigError("must be a whole number", source=run_dir / "run-report.json",
+        raise ConfigError("must be a whole number", source=run_dir / RUN_REPORT,
                           key="planned_trials")
     if planned > len(trial_dirs) and report.get("status") != "running":
         missing = planned - len(trial_dirs)

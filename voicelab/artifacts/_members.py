@@ -35,6 +35,7 @@ import numpy as np
 
 from .._atomic import file_kind
 from ..errors import ConfigError
+from ._names import LATEST
 
 __all__ = [
     "MAX_AUDIO_BYTES", "MAX_DOCUMENT_BYTES", "MAX_EVENTS_BYTES", "MAX_JSON_DEPTH",
@@ -58,8 +59,6 @@ MAX_TREE_ENTRIES = 500_000
 #: Deepest folder nesting under it (a folder of sweeps of runs of trials is 4).
 MAX_TREE_DEPTH = 12
 
-#: The convenience link voicelab writes beside runs (never followed inside a tree).
-_LATEST = "latest"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -101,7 +100,7 @@ def member_limit(name: str) -> int:
 # --- the tree ---------------------------------------------------------------------------------
 
 def _is_latest_link(entry: os.DirEntry[str]) -> bool:
-    if entry.name != _LATEST:
+    if entry.name != LATEST:  # the link beside runs, never followed
         return False
     try:
         target = os.readlink(entry.path)

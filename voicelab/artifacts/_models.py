@@ -8,6 +8,13 @@ to the product (unique per run and trial); every voice event carries ``listener_
 bundle keeps each direction's audio in arrival order (``user-sent.wav``,
 ``product-received.wav``) so it can be re-scored; ``voice-metrics.json`` turns have a fixed set
 of fields (the speech metrics are null when not computed). 1.0 bundles are still read.
+
+3.0: one name for the user's side. The user's channel on the listener timeline is ``user.wav``
+(it was ``technician.wav``; readers look for both, see ``LEGACY_NAMES``); the end of the call is
+kept once, in the events: ``trial.ended`` holds the execution ``failures``, ``user_turns`` and
+``product_responses``, ``outcome.probed`` the probe's ``outcome``, and ``rescore`` reads them
+there (a 2.0 bundle keeps them in its trial report only). Re-scoring a 2.0 bundle rewrites its
+derived files in the 3.0 layout: ``technician.wav`` becomes ``user.wav``.
 """
 
 from __future__ import annotations
@@ -16,9 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "3.0"
 #: Every major version this voicelab reads (older bundles stay readable).
-READABLE_MAJORS = (1, 2)
+READABLE_MAJORS = (1, 2, 3)
 
 
 class ArtifactModel(BaseModel):

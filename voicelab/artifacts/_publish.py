@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import threading
 from pathlib import Path
 
+from ._names import MATRIX_REPORT, RUN_REPORT, TRIAL_REPORT, is_trial_folder
 from ._store import RemoteLocation, point_latest
 
 logger = logging.getLogger(__name__)
 
-TRIAL_REPORT = "trial-report.json"
 #: Published after everything else of their folder (the deepest folders first).
-_RUN_DOCUMENTS = ("run-report.json", "matrix-report.json")
-_TRIAL_FOLDER = re.compile(r"^trial-\d+$")
+_RUN_DOCUMENTS = (RUN_REPORT, MATRIX_REPORT)
 
 Signature = tuple[int, int]
 
@@ -99,7 +97,7 @@ class Publisher:
             for root, dirs, files in os.walk(self.staging):
                 here = Path(root)
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                if _TRIAL_FOLDER.match(here.name):  # (the staging folder too: one trial)
+                if is_trial_folder(here.name):  # (the staging folder too: one trial)
                     dirs.clear()
                     report = here / TRIAL_REPORT
                     if (report.is_file() and self._changed(report)) or (

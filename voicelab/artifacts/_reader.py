@@ -14,6 +14,7 @@ from .._location import is_url
 from ..errors import ConfigError
 from ._members import json_lines, read_json_member, read_member
 from ._models import READABLE_MAJORS, SCHEMA_VERSION
+from ._names import TRIAL_REPORT, VOICE_EVENTS
 
 SUPPORTED_MAJOR = max(READABLE_MAJORS)
 
@@ -52,7 +53,7 @@ def read_json(path: Path | str) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"file not found: {path}", source=path) from None
     check_version(document, source=Path(path))
-    return document  # type: ignore[no-any-return]
+    return document
 
 
 def read_voice_events(path: Path) -> list[dict[str, Any]]:
@@ -98,12 +99,12 @@ def read_trial_report_json(path: Path) -> dict[str, Any]:
 def find_trial_dirs(path: Path) -> list[Path]:
     """Trial folders under ``path`` (a trial folder, a run folder or a folder of runs)."""
     path = Path(path)
-    if (path / "trial-report.json").is_file():
+    if (path / TRIAL_REPORT).is_file():
         return [path]
     found = []
     for root, folders, files in os.walk(path):  # links (``latest``) are never followed
         folders.sort()
-        if "trial-report.json" in files:
+        if TRIAL_REPORT in files:
             found.append(Path(root))
     return sorted(found)
 
@@ -117,13 +118,13 @@ def read_trial(trial_dir: Path | str) -> dict[str, Any]:
         with local_folder(trial_dir, suffixes=(".json", ".jsonl")) as local:
             return read_trial(local)
     trial_dir = Path(trial_dir)
-    documents: dict[str, Any] = {"trial-report.json": read_json(trial_dir / "trial-report.json")}
+    documents: dict[str, Any] = {TRIAL_REPORT: read_json(trial_dir / TRIAL_REPORT)}
     for path in sorted(trial_dir.glob("*.json")):
         if path.name not in documents:
             documents[path.name] = read_json(path)
-    events = trial_dir / "voice-events.jsonl"
+    events = trial_dir / VOICE_EVENTS
     if events.is_file():
-        documents["voice-events.jsonl"] = read_voice_events(events)
+        documents[VOICE_EVENTS] = read_voice_events(events)
     return documents
 
 

@@ -30,10 +30,10 @@ from .._location import as_local_path, url_scheme
 from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_secret_values
 from ..errors import ConfigError, MissingDependencyError
 from ._members import MAX_DOCUMENT_BYTES, MAX_TEXT_BYTES, decode_json, read_member
+from ._names import LATEST
 
 T = TypeVar("T")
 
-LATEST = "latest"
 #: The object at a store's root that names its newest run folder (a store has no symlinks).
 LATEST_POINTER = "LATEST"
 #: A local mirror's marker file: the URL it was downloaded from.
@@ -192,7 +192,7 @@ def read_remote_json(location: RemoteLocation) -> dict[str, Any]:
     document = decode_json(read_remote_bytes(location, limit=MAX_DOCUMENT_BYTES),
                            source=location.url)
     check_version(document, source=Path(location.url))
-    return document  # type: ignore[no-any-return]
+    return document
 
 
 def remote_exists(location: RemoteLocation) -> bool:
@@ -226,7 +226,7 @@ def answered_within(call: Callable[[], T], *, seconds: float, source: str | Path
                           source=source, key=key)
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
+    return outcome["value"]
 
 
 def probe_exists(location: RemoteLocation, *, key: str | None = None) -> bool:

@@ -107,7 +107,7 @@ class TurnMetrics(ArtifactModel):
     index: int
     status: str
     reference: Literal["commit", "init", "speech_end"] | None = None
-    #: end of the user's speech to the onset of the product's speech as the caller hears it
+    #: end of the user's speech to the onset of the product's speech as the user hears it
     #: (listener timeline, plus a ``to_user`` line's constant delay)
     response_latency_ms: float | None = None
     first_audio_latency_ms: float | None = None
@@ -120,7 +120,7 @@ class TurnMetrics(ArtifactModel):
     playback_stall_ms: float | None = None
     #: silences of 300 ms or more between the reply's first and last audible sample
     dead_air_ms: float | None = None
-    #: the reply's last audible sample to the end of its audio (not a wait: the caller has
+    #: the reply's last audible sample to the end of its audio (not a wait: the user has
     #: heard the whole reply)
     trailing_silence_ms: float | None = None
     interrupted: bool

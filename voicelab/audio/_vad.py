@@ -91,8 +91,7 @@ Parameters (keyword-only everywhere, with these defaults)
     ``sample_rate_hz`` = 24,000 Hz (:class:`StreamingVad` only; buffers carry their own rate)
         a whole number of samples per 10 ms; the webrtc backend needs a multiple of 8 kHz.
 
-Cost (``benchmarks/bench_vad.py``): a 20 or 40 ms push costs about 15 us on one core with the
-energy backend (webrtc: 60-90 us); a whole buffer runs at over 25,000x real time.
+Cost: ``benchmarks/bench_vad.py`` (the figures are in ``benchmarks/README.md``).
 """
 
 from __future__ import annotations

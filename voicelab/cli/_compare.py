@@ -19,7 +19,15 @@ from pathlib import Path
 from .._atomic import atomic_write
 from .._exit_codes import EXIT_OK, EXIT_QUALITY
 from .._extras import REPORT_MODULES, require_modules
-from ..artifacts import check_output_target
+from ..artifacts import (
+    MATRIX_REPORT,
+    RUN_REPORT,
+    TRANSCRIPT_JSON,
+    TRIAL_REPORT,
+    VOICE_EVENTS,
+    VOICE_METRICS,
+    check_output_target,
+)
 from ..artifacts._store import local_folder
 from ..errors import ConfigError
 from ._output import relative
@@ -28,14 +36,14 @@ _INCREASE = re.compile(r"^(?P<metric>[A-Za-z0-9_]+):(?P<statistic>[A-Za-z0-9]+)=
 
 
 #: What compare, its JUnit XML and its report read of a run in a store (not the audio).
-_COMPARED_FILES = frozenset({"run-report.json", "matrix-report.json", "trial-report.json",
-                             "voice-metrics.json", "voice-events.jsonl", "transcript.json"})
+_COMPARED_FILES = frozenset({RUN_REPORT, MATRIX_REPORT, TRIAL_REPORT,
+                             VOICE_METRICS, VOICE_EVENTS, TRANSCRIPT_JSON})
 
 
 def _folder(path: Path, *, key: str, given: str) -> Path:
     if not path.is_dir():
         raise ConfigError(f"{key}: no such run or sweep folder", source=given)
-    if not (path / "run-report.json").is_file() and not (path / "matrix-report.json").is_file():
+    if not (path / RUN_REPORT).is_file() and not (path / MATRIX_REPORT).is_file():
         raise ConfigError(f"{key}: not a run or sweep folder (no run-report.json or "
                           "matrix-report.json)", source=given)
     return path

@@ -1,4 +1,4 @@
-"""`voice-evaluator replay RUN_DIR`: the recorded caller audio of a run (or of every cell of a
+"""`voice-evaluator replay RUN_DIR`: the recorded user audio of a run (or of every cell of a
 sweep), sent again.
 
 The summary and exit codes are those of ``run`` / ``sweep`` (0 passed, 3 a trial did not pass,
@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..artifacts import LATEST, MATRIX_REPORT
 from ..errors import ConfigError
 from ..runner import areplay, areplay_sweep
 from ._output import relative
@@ -23,14 +24,14 @@ def _compare_hint(outcome: Any, replayed: Path) -> None:
     original = origin.bundle_path
     print(f"replay of: {relative(original)} (compare them: voice-evaluator compare "
           f"{relative(original)} {relative(str(replayed))})")
-    latest = Path(replayed).parent / "latest"
+    latest = Path(replayed).parent / LATEST
     if latest.is_symlink() and latest.resolve() == Path(replayed).resolve():
         print(f"latest: {relative(str(latest))} now points to this replay "
               f"({Path(replayed).name}), not to the run it replayed")
 
 
 def replay_command(args: argparse.Namespace) -> int:
-    if (args.run_dir / "matrix-report.json").is_file():
+    if (args.run_dir / MATRIX_REPORT).is_file():
         return _replay_sweep(args)
     return run_to_the_end(args, lambda progress: areplay(
         args.run_dir, overrides=args.overrides, run_file=args.run_file,

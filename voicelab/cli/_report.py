@@ -10,7 +10,7 @@ from pathlib import Path
 from .._exit_codes import EXIT_OK
 from .._extras import REPORT_MODULES, require_modules
 from .._location import is_url
-from ..artifacts import check_output_target, check_tree
+from ..artifacts import MATRIX_REPORT, RUN_REPORT, TRIAL_REPORT, check_output_target, check_tree
 from ..artifacts._store import local_folder, open_location, put_file
 from ..errors import ConfigError
 
@@ -19,9 +19,9 @@ def _check_run_dir(run_dir: Path, given: str) -> None:
     if not run_dir.exists():
         raise ConfigError(f"run directory not found: {given}", source="CLI", key="RUN_DIR")
     check_tree(run_dir)  # regular files and folders only: a linked WAV is never embedded
-    if not (run_dir / "run-report.json").is_file() \
-            and not (run_dir / "matrix-report.json").is_file() \
-            and not any(run_dir.rglob("trial-report.json")):
+    if not (run_dir / RUN_REPORT).is_file() \
+            and not (run_dir / MATRIX_REPORT).is_file() \
+            and not any(run_dir.rglob(TRIAL_REPORT)):
         raise ConfigError("not a voicelab run directory (no run-report.json or trial "
                           "bundles)", source=given)
 

@@ -18,6 +18,9 @@ from typing import Any, TypeVar
 from .._exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
 from .._progress import TrialLines, TrialProgress
 from ..artifacts import (
+    MATRIX_REPORT,
+    RUN_REPORT,
+    TRIAL_REPORT,
     GateCheck,
     JudgeCalibration,
     PassRate,
@@ -142,8 +145,8 @@ def _write_junit(args: argparse.Namespace, folder: str) -> None:
     from ..artifacts._store import local_folder
 
     # a bundle in a store: its reports are read from a local copy
-    with local_folder(folder, names=("run-report.json", "matrix-report.json",
-                                     "trial-report.json")) as local:
+    with local_folder(folder, names=(RUN_REPORT, MATRIX_REPORT,
+                                     TRIAL_REPORT)) as local:
         junit_xml(local, path=args.junit)
     print(f"junit: {relative(str(Path(args.junit).resolve()))}")
 

@@ -106,7 +106,7 @@ class ScriptTurn(StrictModel):
     #: acknowledgement spoken ``interrupt_after_seconds`` into the product's speech, after which
     #: the user keeps listening (the product should keep talking). See docs/probes.md.
     kind: Literal["speech", "backchannel", "interruption"] = "speech"
-    #: keys pressed on the caller's phone after the turn's speech (0-9, * and #), for adapters
+    #: keys pressed on the user's phone after the turn's speech (0-9, * and #), for adapters
     #: that carry DTMF (twilio); a turn may press keys and say nothing
     dtmf: Annotated[str, Field(pattern=r"^[0-9*#]+$")] | None = None
 

@@ -2,7 +2,7 @@
 and ``ProtobufFrameSerializer``, over a real socket.
 
 A pipecat bot takes turns by listening, so this adapter is ``server_vad`` only: the runner
-streams the caller's line through :meth:`PipecatEndpoint.send_audio` for the whole call and never
+streams the user's line through :meth:`PipecatEndpoint.send_audio` for the whole call and never
 commits a turn. The connection stamps each message as the loop reads it and puts it into the
 adapter's bounded inbox (see :mod:`._socket`); ``events()`` decodes on the consumer side (see
 :mod:`._pipecat_wire`), delivers the resampler's tail once the bot's audio has paused, and enforces
@@ -30,13 +30,13 @@ _QUIET = object()  # queued when the bot's audio may have paused
 
 
 class PipecatSettings(SocketSettings):
-    #: the rate the caller's audio is sent at (the bot's ``audio_in_sample_rate``); the bot's
+    #: the rate the user's audio is sent at (the bot's ``audio_in_sample_rate``); the bot's
     #: frames carry their own rate, and this one stands in when a frame leaves it unset
     sample_rate_hz: Annotated[int, Field(ge=8000, le=48000)] = 16000
     #: no frame at all from the bot for this long ends the call (``error{receive_timeout}``);
-    #: a bot says nothing while the caller talks, so this spans a turn plus its answer
+    #: a bot says nothing while the user talks, so this spans a turn plus its answer
     receive_timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
-    #: duration of each chunk of the caller's line (the runner sends one every ``chunk_ms``)
+    #: duration of each chunk of the user's line (the runner sends one every ``chunk_ms``)
     chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 20.0
     #: soxr's recipe for both directions (QQ, LQ, MQ, HQ, VHQ)
     resample_quality: Literal["QQ", "LQ", "MQ", "HQ", "VHQ"] = "HQ"
@@ -46,7 +46,7 @@ class PipecatSettings(SocketSettings):
 
 
 class PipecatEndpoint(SocketEndpoint):
-    """pipecat frames: the caller's audio as ``audio`` frames at the bot's rate; the bot's audio,
+    """pipecat frames: the user's audio as ``audio`` frames at the bot's rate; the bot's audio,
     text, transcriptions, messages and interruptions back as normalized events."""
 
     capabilities = {
@@ -83,7 +83,7 @@ class PipecatEndpoint(SocketEndpoint):
 
     @classmethod
     def turn_taking(cls, settings: Mapping[str, Any]) -> str:
-        return "server_vad"  # a pipecat bot detects the end of the caller's speech itself
+        return "server_vad"  # a pipecat bot detects the end of the user's speech itself
 
     @property
     def settings(self) -> PipecatSettings:
@@ -105,7 +105,7 @@ class PipecatEndpoint(SocketEndpoint):
     # --- sending -------------------------------------------------------------------------
 
     async def send_audio(self, audio: PcmAudio) -> None:
-        """The next chunk of the caller's line (canonical PCM), resampled to ``sample_rate_hz``
+        """The next chunk of the user's line (canonical PCM), resampled to ``sample_rate_hz``
         and sent as an ``audio`` frame; never sleeps (the runner paces)."""
         expected = self._context.audio_format.sample_rate_hz
         if audio.sample_rate_hz != expected:
@@ -115,12 +115,12 @@ class PipecatEndpoint(SocketEndpoint):
             await self._send(frame)
 
     async def commit_turn(self) -> None:
-        """Nothing to send: the bot hears the end of the caller's turn itself."""
+        """Nothing to send: the bot hears the end of the user's turn itself."""
         self._open_connection()
 
     async def interrupt(self) -> None:
         """An ``interruption`` frame: pipecat's serializer takes one from the client as a request
-        to stop the bot's output. (A caller on a live line barges in by speaking instead.)"""
+        to stop the bot's output. (A user on a live line barges in by speaking instead.)"""
         await self._send(encode_frame("interruption"))
 
     # --- receiving -----------------------------------------------------------------------

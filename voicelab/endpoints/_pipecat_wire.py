@@ -6,7 +6,7 @@ tested on its own and the transport (:mod:`._pipecat`) stays a thin shell. The s
 the mapping:
 
 * ``audio`` -> ``audio_delta`` (canonical 24 kHz PCM, resampled from the frame's own rate);
-* ``transcription`` -> ``input_transcript`` (what the bot heard the caller say);
+* ``transcription`` -> ``input_transcript`` (what the bot heard the user say);
 * ``text`` -> ``transcript_final`` (the bot's words);
 * ``interruption`` -> ``interruption`` with ``flush: true`` (the bot stopped and its queued audio
   is dropped, as pipecat's own clients do);
@@ -140,7 +140,7 @@ def pcm_of(frame: DecodedFrame, *, default_rate_hz: int) -> PcmAudio:
 
 
 class OutboundAudio:
-    """The caller's canonical PCM -> ``audio`` frames at the product's rate (one resampler, its
+    """The user's canonical PCM -> ``audio`` frames at the product's rate (one resampler, its
     state carried from one chunk to the next for the whole call)."""
 
     def __init__(self, *, sample_rate_hz: int, quality: str = "HQ"):
@@ -154,7 +154,7 @@ class OutboundAudio:
         return [audio_frame(resampled)] if resampled.num_samples else []
 
     def flush(self) -> list[bytes]:
-        """End the caller's stream: a frame of what the filter still held (if anything)."""
+        """End the user's stream: a frame of what the filter still held (if anything)."""
         tail = self._resampler.flush()
         return [audio_frame(tail)] if tail.num_samples else []
 

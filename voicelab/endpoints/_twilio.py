@@ -1,11 +1,11 @@
 """The Twilio Media Streams adapter (``adapter: twilio``): voicelab plays Twilio's part.
 
 A bot built for Twilio (``<Connect><Stream>``) runs a WebSocket server; Twilio connects to it,
-says ``connected`` and ``start``, streams the caller's audio as ``media`` messages (20 ms of
+says ``connected`` and ``start``, streams the user's audio as ``media`` messages (20 ms of
 8 kHz mu-law each), and plays what the bot sends back. This adapter connects the same way and
 speaks the same messages (see :mod:`._twilio_wire`), so such a bot is tested unchanged.
 
-* **The caller's line.** Twilio products take turns by listening (``turn_taking`` is
+* **The user's line.** Twilio products take turns by listening (``turn_taking`` is
   ``server_vad``): the runner hands :meth:`TwilioEndpoint.send_audio` the live line every
   ``chunk_ms``; the adapter cuts it into exact 20 ms mu-law frames (a remainder waits for the
   next call) and sends one every 20 ms, as Twilio does, whatever ``chunk_ms`` is: frame ``n``
@@ -132,7 +132,7 @@ class TwilioEndpoint(SocketEndpoint):
 
     @classmethod
     def turn_taking(cls, settings: Mapping[str, Any]) -> str:
-        """A Twilio bot listens: it detects the end of the caller's speech itself."""
+        """A Twilio bot listens: it detects the end of the user's speech itself."""
         return "server_vad"
 
     @property
@@ -201,12 +201,12 @@ class TwilioEndpoint(SocketEndpoint):
         if audio.sample_rate_hz != expected:
             raise ValueError(f"send_audio needs {expected} Hz PCM, got {audio.sample_rate_hz} Hz")
         if self._product_hung_up():
-            return  # a caller still talking after the bot hung up: nothing to send it to
+            return  # a user still talking after the bot hung up: nothing to send it to
         self._require_open()
         self._line.queue_audio(audio.samples)
 
     async def send_dtmf(self, digits: str) -> None:
-        """Press ``digits`` (0-9, ``*``, ``#``) on the caller's phone: one ``dtmf`` message a
+        """Press ``digits`` (0-9, ``*``, ``#``) on the user's phone: one ``dtmf`` message a
         digit, sent in order right after the line audio already queued."""
         check_digits(digits)
         if self._product_hung_up():
@@ -216,11 +216,11 @@ class TwilioEndpoint(SocketEndpoint):
 
     async def commit_turn(self) -> None:
         """Never called in ``server_vad`` mode (the product detects turns); does nothing."""
-        logger.debug("commit_turn() ignored: a Twilio product detects the caller's turns")
+        logger.debug("commit_turn() ignored: a Twilio product detects the user's turns")
 
     async def interrupt(self) -> None:
-        """Never called in ``server_vad`` mode (a caller barges in by speaking); does nothing."""
-        logger.debug("interrupt() ignored: on a phone line the caller can only speak")
+        """Never called in ``server_vad`` mode (a user barges in by speaking); does nothing."""
+        logger.debug("interrupt() ignored: on a phone line the user can only speak")
 
     # --- marks -----------------------------------------------------------------------------
 

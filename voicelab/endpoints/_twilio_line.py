@@ -1,4 +1,4 @@
-"""The caller's side of a Twilio media stream: line audio as 20 ms ``media`` messages, paced the
+"""The user's side of a Twilio media stream: line audio as 20 ms ``media`` messages, paced the
 way Twilio sends them, and key presses in their place among them.
 
 The runner hands over the live line every ``chunk_ms``; Twilio sends one 20 ms frame every
@@ -27,7 +27,7 @@ CATCH_UP_NS = 1_000_000_000
 
 
 class CallerLine:
-    """Queues the caller's frames and digits and sends each when due, in order.
+    """Queues the user's frames and digits and sends each when due, in order.
 
     ``send`` sends one message and returns False once the connection is gone; the line is then
     :attr:`broken` and drops what it still holds. Messages are numbered (``stream``) when they

@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 PROTOCOL = "Call"
 PROTOCOL_VERSION = "1.0.0"
 MEDIA_FORMAT = {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1}
-#: the caller's track in ``start.tracks`` and ``media.track`` (``dtmf.track`` says inbound_track)
+#: the user's track in ``start.tracks`` and ``media.track`` (``dtmf.track`` says inbound_track)
 INBOUND_TRACK = "inbound"
 DTMF_TRACK = "inbound_track"
 DTMF_DIGITS = frozenset("0123456789*#")
@@ -111,7 +111,7 @@ class CallerStream:
             "customParameters": self.parameters, "mediaFormat": dict(MEDIA_FORMAT)})
 
     def media(self, payload: bytes) -> str:
-        """One chunk of the caller's audio (160 mu-law bytes)."""
+        """One chunk of the user's audio (160 mu-law bytes)."""
         self.chunks += 1
         return self._numbered(MEDIA, media={
             "track": INBOUND_TRACK, "chunk": str(self.chunks),

@@ -2,7 +2,7 @@
 
 Where each product chunk plays is the recording's listener clock (:mod:`voicelab.recording`,
 computed once, as the audio arrived); a user turn plays contiguously from the moment its first
-chunk was sent, and a live line (``server_vad``) is one contiguous stream from its first frame. This module only renders: ``technician.wav``, ``product.wav`` and ``mixed.wav``
+chunk was sent, and a live line (``server_vad``) is one contiguous stream from its first frame. This module only renders: ``user.wav``, ``product.wav`` and ``mixed.wav``
 of the bundle, and the silent runs the dead-air metric counts. Everything here is a pure
 function of the recording.
 """
@@ -19,8 +19,9 @@ from ..recording import (
     PRODUCT,
     USER,
     EventType,
+    HeardResponse,
     Recording,
-    ResponsePlayback,
+    UserAudio,
     ns_to_samples,
     samples_to_ns,
 )
@@ -32,10 +33,10 @@ STEP_EVENTS = 128
 
 @dataclass
 class Placement:
-    technician: PcmAudio
+    user: PcmAudio
     product: PcmAudio
     mixed: PcmAudio
-    responses: dict[str, ResponsePlayback]
+    responses: dict[str, HeardResponse]
     user_turn_start_ns: dict[str, int]
     sample_rate_hz: int = _RATE
 
@@ -67,7 +68,7 @@ def _render(pieces: list[Piece], total: int) -> np.ndarray:
 
 
 def place_channels(recording: Recording) -> Placement:
-    """Render technician/product/mixed channels of ``recording`` on the listener timeline."""
+    """Render the user, product and mixed channels of ``recording`` on the listener timeline."""
     return run_steps(place_channels_steps(recording))
 
 
@@ -84,14 +85,14 @@ def place_channels_steps(recording: Recording) -> Steps[Placement]:
         if event.type is not EventType.USER_AUDIO:
             continue
         turn = event.turn_id or "turn-?"
-        burst = "line" if event.attributes.get("line") else turn  # what plays contiguously
+        burst = "line" if UserAudio.of(event).line else turn  # what plays contiguously
         if burst not in cursor:
             cursor[burst] = ns_to_samples(event.listener_ns)
         if turn not in turn_start:
             turn_start[turn] = samples_to_ns(cursor[burst])
         user_pieces.append((cursor[burst], user_stream[event.audio_start:event.audio_end]))
         cursor[burst] += event.audio_samples
-    responses = recording.listener.responses
+    responses = recording.timeline.responses
     product_pieces: list[Piece] = [
         (chunk.start, product_stream[chunk.event.audio_start:
                                      chunk.event.audio_start + chunk.heard])
@@ -99,16 +100,16 @@ def place_channels_steps(recording: Recording) -> Steps[Placement]:
     ends = [start + samples.size for start, samples in user_pieces + product_pieces]
     total = max(ends) + 1 if ends else 0
     yield
-    technician = _render(user_pieces, total)
+    user = _render(user_pieces, total)
     yield
     product = _render(product_pieces, total)
     yield
     if _overlapping(user_pieces + product_pieces):
-        mixed = np.clip(technician.astype(np.int32) + product, PCM16_MIN, PCM16_MAX) \
+        mixed = np.clip(user.astype(np.int32) + product, PCM16_MIN, PCM16_MAX) \
             .astype(np.int16)
     else:  # at most one channel sounds at any sample: the sum cannot overflow
-        mixed = technician + product
-    return Placement(PcmAudio(technician), PcmAudio(product), PcmAudio(mixed), responses,
+        mixed = user + product
+    return Placement(PcmAudio(user), PcmAudio(product), PcmAudio(mixed), responses,
                      turn_start)
 
 

@@ -221,7 +221,7 @@ def _pitch(floats: np.ndarray) -> dict[str, Any]:
 
 def user_speech_intervals(recording: Recording, placement: Placement) -> list[Interval]:
     """Where the user speaks on the listener timeline: each user turn's speech, start to end."""
-    _, _, _, users, _ = run_steps(_gather(recording))
+    users = run_steps(_gather(recording)).users
     intervals = []
     for turn in sorted(users):
         start, end = _user_speech_ns(turn, users, placement)

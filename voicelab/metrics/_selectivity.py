@@ -33,7 +33,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..artifacts import ProbeOutcome, SelfInterruption
-from ..recording import Event, EventType, Recording, samples_to_ns
+from ..recording import (
+    EnvironmentEcho,
+    Event,
+    EventType,
+    ProbeMarked,
+    ProbeSkipped,
+    Recording,
+    ResponseDone,
+    UserAudio,
+    samples_to_ns,
+)
 
 #: a talk spurt ending this soon after a probe's onset is a stop
 STOP_WINDOW_MS = 2000.0
@@ -88,21 +98,22 @@ class _Probe:
 def _probes(recording: Recording) -> list[_Probe]:
     found: dict[str, _Probe] = {}
     for event in recording.events:
-        attributes = event.attributes
         if event.type is EventType.PROBE_STARTED:
-            found[str(attributes["probe_id"])] = _Probe(
-                str(attributes["probe_id"]), str(attributes["kind"]),
-                str(attributes["response_turn_id"]), event.turn_id,
-                str(attributes.get("label", "")), event.listener_ns, None,
-                attributes.get("after_product_speech_ms"),
-                event.listener_ns - int(float(attributes.get("frame_lead_ms", 0.0)) * 1e6))
-        elif event.type is EventType.PROBE_ENDED and attributes.get("probe_id") in found:
-            found[str(attributes["probe_id"])].end = event.listener_ns
+            marked = ProbeMarked.of(event)
+            found[str(marked.probe_id)] = _Probe(
+                str(marked.probe_id), str(marked.kind), str(marked.response_turn_id),
+                event.turn_id, marked.label or "", event.listener_ns, None,
+                marked.after_product_speech_ms,
+                event.listener_ns - int(float(marked.frame_lead_ms or 0.0) * 1e6))
+        elif event.type is EventType.PROBE_ENDED:
+            marked = ProbeMarked.of(event)
+            if marked.probe_id in found:
+                found[marked.probe_id].end = event.listener_ns
         elif event.type is EventType.PROBE_SKIPPED:
-            found[str(attributes["probe_id"])] = _Probe(
-                str(attributes["probe_id"]), str(attributes["kind"]),
-                str(attributes["response_turn_id"]), None, str(attributes.get("label", "")),
-                event.listener_ns, None, attributes.get("after_product_speech_ms"),
+            skipped = ProbeSkipped.of(event)
+            found[str(skipped.probe_id)] = _Probe(
+                str(skipped.probe_id), str(skipped.kind), str(skipped.response_turn_id), None,
+                skipped.label or "", event.listener_ns, None, skipped.after_product_speech_ms,
                 event.listener_ns, played=False)
     return list(found.values())
 
@@ -125,7 +136,7 @@ def _cancellations(recording: Recording) -> list[tuple[int, str | None, str]]:
         if event.source != "product":
             continue
         if event.type is EventType.PRODUCT_RESPONSE_DONE \
-                and event.attributes.get("status") == "cancelled":
+                and ResponseDone.of(event).status == "cancelled":
             evidence = "cancelled"
         elif event.type is EventType.PRODUCT_INTERRUPTION:
             evidence = "interruption"
@@ -142,7 +153,7 @@ def line_frame_ns(recording: Recording) -> int:
     """The live line's frame (0 without one): a frame carries its samples at once, so the
     product can hear a sound up to a frame before its place on the timeline."""
     return max((samples_to_ns(e.audio_samples) for e in recording.of_type(EventType.USER_AUDIO)
-                if e.attributes.get("line")), default=0)
+                if UserAudio.of(e).line), default=0)
 
 
 def probe_outcomes(recording: Recording, speech: Sequence[Interval], *,
@@ -180,7 +191,7 @@ def probe_outcomes(recording: Recording, speech: Sequence[Interval], *,
         outcomes.append(ProbeOutcome(
             **common, product_speaking=True, stopped=stopped,
             stop_ms=_ms(stop_end - onset) if stop_end is not None else None,
-            stop_evidence=evidence,  # type: ignore[arg-type]
+            stop_evidence=evidence,
             speech_after_onset_ms=_ms(after),
             correct=stopped if probe.kind == "interruption" else not stopped))
     return outcomes
@@ -209,7 +220,7 @@ def self_interruptions(recording: Recording, speech: Sequence[Interval],
         if quiet(at - stop_lookback, at):
             spurt = next(((a, b) for a, b in spurts if a <= at <= b + stop_lookback), None)
             found.append(SelfInterruption(
-                kind="stopped", at_ms=_ms(at), turn_id=turn,  # type: ignore[arg-type]
+                kind="stopped", at_ms=_ms(at), turn_id=turn,
                 after_product_speech_ms=_ms(min(at, spurt[1]) - spurt[0]) if spurt else None,
                 lookback_ms=SELF_LOOKBACK_MS))
     if echo_of(recording) is None:
@@ -245,7 +256,7 @@ def answer_onsets(recording: Recording, speech: Sequence[Interval],
 
 def _turn_at(recording: Recording, listener_ns: int) -> str | None:
     """The turn of the product audio heard at ``listener_ns``."""
-    for chunk in recording.listener.heard:
+    for chunk in recording.timeline.heard:
         if samples_to_ns(chunk.start) <= listener_ns < samples_to_ns(chunk.end):
             return chunk.event.turn_id
     return None
@@ -255,4 +266,4 @@ def echo_of(recording: Recording) -> dict[str, object] | None:
     """The call's echo path as recorded (``environment.echo``), if it had one."""
     event: Event | None = next((e for e in recording.events
                                 if e.type is EventType.ENVIRONMENT_ECHO), None)
-    return dict(event.attributes) if event is not None else None
+    return EnvironmentEcho.of(event).recorded() if event is not None else None

@@ -299,7 +299,14 @@ def add_speech_metrics(recording: Any, metrics: Any, *, placement: Placement | N
     (:mod:`voicelab.metrics._product_voice`, on ``placement``, the recording's
     :class:`~voicelab.metrics.Placement`: rendered again when not given). Seconds of numeric
     work: call it from a worker thread in async code."""
-    from ..recording import PRODUCT, USER, USER_CLEAN, EventType
+    from ..recording import (
+        PRODUCT,
+        USER,
+        USER_CLEAN,
+        EventType,
+        ProductText,
+        UserTurnStarted,
+    )
     from ._product_voice import add_product_voice_metrics  # imports this module
 
     said: dict[str, str] = {}
@@ -311,9 +318,9 @@ def add_speech_metrics(recording: Any, metrics: Any, *, placement: Placement | N
         if turn is None:
             continue
         if event.type is EventType.USER_TURN_STARTED:
-            said[turn] = str(event.attributes.get("text", ""))
+            said[turn] = UserTurnStarted.of(event).text or ""
         elif event.type is EventType.PRODUCT_INPUT_TRANSCRIPT:
-            heard.setdefault(turn, []).append(str(event.attributes.get("text") or ""))
+            heard.setdefault(turn, []).append(ProductText.of(event).text or "")
         elif event.type is EventType.SPEECH_SYNTHESIZED and event.audio_samples:
             clean[turn] = PcmAudio(recording.streams[USER_CLEAN].samples(
                 event.audio_start, event.audio_samples))

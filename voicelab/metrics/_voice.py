@@ -5,7 +5,7 @@ Definitions (all pure functions of the recording; docs/artifacts.md has the full
 * ``response_latency_ms``: the end of the user's speech, as sent on the line, to the onset of
   the product's *speech* as the listener hears it (voice activity on the product channel, so
   silence frames before the speech do not count as an answer), plus a ``to_user`` telephony
-  line's constant path delay (``to_user_delay_ms``): the caller hears everything that much
+  line's constant path delay (``to_user_delay_ms``): the user hears everything that much
   later. An adapter's own constant conversion delay (a resampling filter: ``session.connected``
   ``conversion_delay_ms``) is not the product's: toward the user it is taken out of the
   placement, toward the product out of this figure and the stop latency. Null for an
@@ -18,14 +18,14 @@ Definitions (all pure functions of the recording; docs/artifacts.md has the full
   first packet; a packet arriving after everything before it has played stalls the listener
   for the difference (uneven arrival the buffer absorbs is no stall).
 * ``dead_air_ms``: silent stretches of at least 300 ms (10 ms frames no louder than the
-  silence threshold) the caller waits through *inside* the reply: between its first and its
+  silence threshold) the user waits through *inside* the reply: between its first and its
   last audible sample (stalls included). The silence before the reply's first sound is its
   latency; the silence after its last sound is ``trailing_silence_ms``, not a wait.
 * ``trailing_silence_ms``: from the reply's last audible sample to the end of its audio.
 * ``interrupted``: the simulated user barged in on this response.
 * ``interruption_stop_latency_ms``: the onset of the user's barge-in speech to the end of the
   product's last *audible* sample of the response (magnitude above the silence threshold, 256,
-  -42 dBFS: what the caller can hear, fade-outs included; no voice-activity hangover or edge
+  -42 dBFS: what the user can hear, fade-outs included; no voice-activity hangover or edge
   refinement); 0 when it had already stopped.
 * ``audio_after_interrupt_ms``: how much audible product audio of the response played after
   that onset (stretches of samples above the threshold, gaps under 10 ms bridged).
@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import JsonValue
 
 from .._steps import Steps, run_steps
 from ..artifacts import MetricSummary, TurnMetrics, VoiceMetrics
@@ -55,10 +56,18 @@ from ..audio import (
 from ..recording import (
     PRODUCT,
     USER,
+    ChannelPackets,
+    Connected,
+    EnvironmentMixed,
     Event,
     EventType,
+    ExpectsResponse,
+    HeardResponse,
+    ProductTurn,
+    ProductTurns,
     Recording,
-    ResponsePlayback,
+    TrialStarted,
+    UserTurnStarted,
     conversion_delay_ns,
     samples_to_ns,
 )
@@ -106,19 +115,6 @@ def summarize(values: Sequence[float | None]) -> MetricSummary:
 
 
 @dataclass
-class _Response:
-    """What the recording says about one product response (gathered in one pass)."""
-
-    reference: tuple[int, str] | None = None
-    first_audio_ns: int | None = None
-    done: tuple[int, str] | None = None
-    barge_turn: str | None = None  # the user turn that barged in on it
-    chunks: list[Event] = field(default_factory=list)
-    transcript: list[str] = field(default_factory=list)
-    tool_calls: int = 0
-
-
-@dataclass
 class _UserTurn:
     speech_start: int | None = None  # samples into the turn's audio
     speech_end: int | None = None
@@ -130,68 +126,49 @@ _REFERENCES = {EventType.USER_TURN_COMMITTED: "commit", EventType.CONNECTED: "in
                EventType.USER_SPEECH_ENDED: "speech_end"}
 
 
-def _gather(recording: Recording) -> Steps[tuple[dict[str, _Response], dict[str, list[Event]],
-                                                  dict[str, float | None], dict[str, _UserTurn],
-                                                  dict[str, Any]]]:
-    responses: dict[str, _Response] = {}
-    references: dict[str, tuple[int, str]] = {}
-    user_chunks: dict[str, list[Event]] = {}
-    users: dict[str, _UserTurn] = {}
-    snr: dict[str, float | None] = {}
-    listener: dict[str, Any] = {}
+@dataclass
+class _Gathered:
+    """What the recording says about each response and each user turn (gathered in one
+    pass)."""
 
-    def response(turn: str) -> _Response:
-        found = responses.get(turn)
-        if found is None:
-            found = responses[turn] = _Response(reference=references.get(turn))
-        return found
+    responses: ProductTurns = field(default_factory=ProductTurns)
+    #: what each response is timed from: (offset, ``commit`` / ``init`` / ``speech_end``)
+    references: dict[str, tuple[int, str]] = field(default_factory=dict)
+    user_chunks: dict[str, list[Event]] = field(default_factory=dict)
+    users: dict[str, _UserTurn] = field(default_factory=dict)
+    snr: dict[str, float | None] = field(default_factory=dict)
+    listener: dict[str, Any] = field(default_factory=dict)
 
+
+def _gather(recording: Recording) -> Steps[_Gathered]:
+    found = _Gathered()
+    references, users = found.references, found.users
     for position, event in enumerate(recording.events):
         if position % STEP_EVENTS == STEP_EVENTS - 1:
             yield
-        kind, attributes, turn = event.type, event.attributes, event.turn_id
-        expects = attributes.get("expects_response")
-        if expects and kind in _REFERENCES:
-            references.setdefault(expects, (event.offset_ns, _REFERENCES[kind]))
-            if expects in responses and responses[expects].reference is None:
-                responses[expects].reference = references[expects]
-        if kind is EventType.TRIAL_STARTED:
-            listener = dict(attributes.get("listener") or {})
+        kind, turn = event.type, event.turn_id
+        if kind in _REFERENCES:
+            expects = ExpectsResponse.of(event).expects_response if kind is not \
+                EventType.CONNECTED else Connected.of(event).expects_response
+            if expects:
+                references.setdefault(expects, (event.offset_ns, _REFERENCES[kind]))
+        elif kind is EventType.TRIAL_STARTED:
+            found.listener = dict(TrialStarted.of(event).listener or {})
+        found.responses.follow(event)
         if not turn:
             continue
         if kind is EventType.USER_AUDIO:
-            user_chunks.setdefault(turn, []).append(event)
+            found.user_chunks.setdefault(turn, []).append(event)
         elif kind is EventType.USER_TURN_STARTED:
-            users[turn] = _UserTurn(attributes.get("speech_start_sample"),
-                                    attributes.get("speech_end_sample"))
+            started = UserTurnStarted.of(event)
+            users[turn] = _UserTurn(started.speech_start_sample, started.speech_end_sample)
         elif kind is EventType.USER_SPEECH_STARTED and turn in users:
             users[turn].line_speech_start_ns = event.listener_ns
         elif kind is EventType.USER_SPEECH_ENDED and turn in users:
             users[turn].line_speech_end_ns = event.listener_ns
         elif kind is EventType.ENVIRONMENT_MIXED:
-            snr[turn] = attributes.get("speech_to_noise_db")
-        elif kind is EventType.USER_BARGE_IN and attributes.get("response_turn_id"):
-            target = response(str(attributes["response_turn_id"]))
-            if target.barge_turn is None:
-                target.barge_turn = turn
-        elif event.source != "product":
-            continue
-        elif kind is EventType.PRODUCT_AUDIO:
-            found = response(turn)
-            if found.first_audio_ns is None:
-                found.first_audio_ns = event.offset_ns
-            found.chunks.append(event)
-        elif kind is EventType.PRODUCT_RESPONSE_DONE:
-            found = response(turn)
-            if found.done is None:
-                found.done = (event.offset_ns, str(attributes.get("status", "completed")))
-        elif kind is EventType.PRODUCT_TRANSCRIPT:
-            response(turn).transcript.append(str(attributes.get("text", "")))
-        elif kind is EventType.PRODUCT_TOOL_CALL:
-            response(turn).tool_calls += 1
-        else:
-            response(turn)
-    return responses, user_chunks, snr, users, listener
+            found.snr[turn] = EnvironmentMixed.of(event).speech_to_noise_db
+    return found
 
 
 def _joined(stream: np.ndarray, events: list[Event]) -> PcmAudio:
@@ -257,7 +234,9 @@ def compute_voice_metrics(recording: Recording, placement: Placement) -> VoiceMe
 def compute_voice_metrics_steps(recording: Recording, placement: Placement
                                 ) -> Steps[VoiceMetrics]:
     """:func:`compute_voice_metrics` in steps (see :mod:`voicelab._steps`)."""
-    responses, user_chunks, snr, users, listener = yield from _gather(recording)
+    gathered = yield from _gather(recording)
+    responses, user_chunks, users = gathered.responses.by_turn, gathered.user_chunks, gathered.users
+    listener, references = gathered.listener, gathered.references
     depth_ns = int(float(listener.get("jitter_buffer_ms", 0.0)) * 1_000_000)
     user_stream = recording.streams[USER].samples()
     product_stream = recording.streams[PRODUCT].samples()
@@ -268,8 +247,8 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     inputs = dict(zip(user_ids, each, strict=True))
     yield
     order = list(responses)
-    with_audio = [k for k in order if responses[k].chunks]
-    each, all_output = analyze_signals([_joined(product_stream, responses[k].chunks)
+    with_audio = [k for k in order if responses[k].audio]
+    each, all_output = analyze_signals([_joined(product_stream, responses[k].audio)
                                         for k in with_audio])
     outputs = dict(zip(with_audio, each, strict=True))
     yield
@@ -278,15 +257,15 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     yield
 
     product_samples = placement.product.samples
-    lines = {str(e.attributes.get("line")): e.attributes
-             for e in recording.of_type(EventType.CHANNEL_PACKETS)}
+    lines = {str(packets.line): packets for packets in
+             (ChannelPackets.of(e) for e in recording.of_type(EventType.CHANNEL_PACKETS))}
     to_user = lines.get("to_user")
-    heard_delay_ns = int(float(to_user.get("base_delay_ms") or 0.0) * 1_000_000) \
-        if to_user else 0
+    heard_delay_ns = int(float(to_user.base_delay_ms or 0.0) * 1_000_000) if to_user else 0
     connected = next(recording.of_type(EventType.CONNECTED), None)
     # the adapter's own conversion toward the product: the product heard the user that late
-    converting_ns = conversion_delay_ns(connected.attributes, "to_product") if connected else 0
-    line_turns = {name: {t.get("turn_id"): t for t in line.get("turns", [])}
+    converting_ns = conversion_delay_ns(Connected.of(connected), "to_product") \
+        if connected else 0
+    line_turns = {name: {t.get("turn_id"): t for t in line.turns or []}
                   for name, line in lines.items()}
     user_speech = sorted((start, end) for start, end in
                          (_user_speech_ns(turn, users, placement) for turn in users)
@@ -294,7 +273,8 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     turns: list[TurnMetrics] = []
     for index, turn_id in enumerate(order):
         found = responses[turn_id]
-        reference, first, done = found.reference, found.first_audio_ns, found.done
+        reference, first = references.get(turn_id), found.first_audio_ns
+        done = (found.done_ns, found.status) if found.done_ns is not None else None
         playback = placement.responses.get(turn_id)
         heard_from = playback.start_ns if playback else None
         heard_until = playback.end_ns if playback else None
@@ -314,8 +294,8 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
         latency = speech_onset + heard_delay_ns - user_speech_end - converting_ns \
             if speech_onset is not None and user_speech_end is not None else None
         stop_latency = audio_after = barge_after = None
-        if found.barge_turn is not None and span:
-            barge_onset, _ = _user_speech_ns(found.barge_turn, users, placement)
+        if found.barged_in_by is not None and span:
+            barge_onset, _ = _user_speech_ns(found.barged_in_by, users, placement)
             if barge_onset is not None:
                 barge_after = _ms(barge_onset - speech_onset - heard_delay_ns) \
                     if speech_onset is not None else None
@@ -326,23 +306,23 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
                 audio_after = _ms(audible_ns(product_samples, start_ns=after, end_ns=span[1]))
         turns.append(TurnMetrics(
             turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
-            reference=reference[1] if reference else None,  # type: ignore[arg-type]
+            reference=reference[1] if reference else None,
             first_audio_latency_ms=_ms(first - reference[0])
             if first is not None and reference else None,
             response_latency_ms=_ms(latency),
             response_duration_ms=_ms(done[0] - reference[0]) if done and reference else None,
-            output_audio_seconds=round(sum(e.audio_samples for e in found.chunks) / _RATE, 6),
+            output_audio_seconds=round(found.audio_samples / _RATE, 6),
             user_speech_end_ms=_ms(user_speech_end), speech_start_ms=_ms(speech_onset),
             playback_start_ms=_ms(heard_from), playback_end_ms=_ms(heard_until),
             playback_stall_ms=_ms(jitter_buffer_stall_ns(_before_barge(found, playback),
                                                          depth_ns=depth_ns))
             if playback and playback.chunks else None,
             dead_air_ms=dead_air, trailing_silence_ms=tail,
-            interrupted=found.barge_turn is not None,
+            interrupted=found.barged_in_by is not None,
             interruption_stop_latency_ms=stop_latency, audio_after_interrupt_ms=audio_after,
             barge_in_after_speech_ms=barge_after,
-            transcript=" ".join(found.transcript).strip(), tool_calls=found.tool_calls,
-            input_speech_to_noise_db=snr.get(turn_id),
+            transcript=found.transcript, tool_calls=found.tool_calls,
+            input_speech_to_noise_db=gathered.snr.get(turn_id),
             input=inputs.get(turn_id), output=outputs.get(turn_id),
             double_talk_ms=_ms(overlap_ns([(max(a, span[0]), min(b, span[1])) for a, b in speech
                                            if b > span[0] and a < span[1]], user_speech))
@@ -355,7 +335,7 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     return VoiceMetrics(
         audio_format=CANONICAL_FORMAT.to_dict(), input=all_input, output=all_output, turns=turns,
         listener=listener,
-        channel={name: {k: v for k, v in line.items() if k not in ("line", "turns")}
+        channel={name: {k: v for k, v in line.recorded().items() if k not in ("line", "turns")}
                  for name, line in lines.items()},
         summary={name: summarize([getattr(t, name) for t in turns]) for name in TIMING_METRICS},
         probes=probe_outcomes(recording, speech, hangover_ms=hangover_ms),
@@ -364,7 +344,7 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
         echo=echo_of(recording))
 
 
-def _line_fields(line_turns: dict[str, dict[Any, dict[str, Any]]], turn_id: str
+def _line_fields(line_turns: dict[str, dict[Any, dict[str, JsonValue]]], turn_id: str
                  ) -> dict[str, Any]:
     """A turn's packets on each telephony line (none: that direction is a clean line)."""
     fields: dict[str, Any] = {}
@@ -381,7 +361,7 @@ def _line_fields(line_turns: dict[str, dict[Any, dict[str, Any]]], turn_id: str
     return fields
 
 
-def _span(playback: ResponsePlayback | None) -> tuple[int, int] | None:
+def _span(playback: HeardResponse | None) -> tuple[int, int] | None:
     """Where a response sounds on the listener timeline: from its first chunk to the end of the
     last sound of it heard (a flush, the user's or the product's own ``clear``, cuts what was
     buffered; audio sent after a cancel is still heard)."""
@@ -392,7 +372,7 @@ def _span(playback: ResponsePlayback | None) -> tuple[int, int] | None:
             samples_to_ns(max(ends)) if ends else samples_to_ns(playback.chunks[0].start))
 
 
-def _before_barge(found: _Response, playback: ResponsePlayback | None) -> list[Event]:
+def _before_barge(found: ProductTurn, playback: HeardResponse | None) -> list[Event]:
     """The response's chunks that arrived before a barge-in flushed the listener's buffer
     (stalls after it are the product stopping, not stalls)."""
     if playback is None:

@@ -21,14 +21,30 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from ..artifacts import read_json, read_voice_events
+from ..artifacts import (
+    TRIAL_REPORT,
+    USER_CLEAN_WAV,
+    USER_SENT_WAV,
+    VOICE_EVENTS,
+    read_json,
+    read_voice_events,
+    trial_folder,
+)
 from ..artifacts._reader import read_audio_stream
 from ..audio import PcmAudio
 from ..errors import ConfigError, ExecutionError
+from ..recording import (
+    EnvironmentMixed,
+    EventAttributes,
+    PersonaEnded,
+    TrialEnded,
+    UserBargeIn,
+    UserTurnStarted,
+)
 from ._protocol import (
     PersonaContext,
     PersonaDecision,
@@ -38,13 +54,8 @@ from ._protocol import (
     UserTurn,
 )
 
-#: The folder of one trial in a run folder.
-TRIAL_FOLDER = "trial-{index:03d}"
 #: What a recorded trial must hold to be replayed.
-REPLAY_FILES = ("trial-report.json", "voice-events.jsonl", "user-sent.wav")
-#: Arguments of ``Recording.record`` a recorded attribute must not be passed again as.
-_RECORD_FIELDS = frozenset({"source", "direction", "at_ns", "speaker_role", "turn_id",
-                            "span_id", "raw", "audio"})
+REPLAY_FILES = (TRIAL_REPORT, VOICE_EVENTS, USER_SENT_WAV)
 #: Exit reasons a persona (not the product or the runner) gives; replay ends with the same.
 PERSONA_EXITS = ("script_exhaustion", "persona_ended", "repeat_limit")
 
@@ -77,8 +88,18 @@ class RecordedTrial:
     persona_end: PersonaEnd | None
 
 
-def _int_or_none(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+A = TypeVar("A", bound=EventAttributes)
+
+
+def _attributes(model: type[A], record: Mapping[str, Any], *, line: int, where: Path) -> A:
+    """A voice event's attributes as ``model`` (a bundle's value of the wrong type is refused,
+    naming its line)."""
+    attributes = record.get("attributes") or {}
+    problem = model.check(attributes) if isinstance(attributes, Mapping) else "not an object"
+    if problem is not None:
+        raise ConfigError(f"line {line}: {record.get('event_type')} attributes.{problem}",
+                          source=where)
+    return model.model_validate(attributes)
 
 
 def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
@@ -89,26 +110,27 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
         if not (trial_dir / name).is_file():
             raise ConfigError(f"the trial folder has no {name}: it cannot be replayed",
                               source=trial_dir / name)
-    report = read_json(trial_dir / "trial-report.json")
-    records = read_voice_events(trial_dir / "voice-events.jsonl")
-    stream = _stream(trial_dir / "user-sent.wav")
-    clean_path = trial_dir / "user-clean.wav"
+    report = read_json(trial_dir / TRIAL_REPORT)
+    records = read_voice_events(trial_dir / VOICE_EVENTS)
+    stream = _stream(trial_dir / USER_SENT_WAV)
+    clean_path = trial_dir / USER_CLEAN_WAV
     clean_stream = _stream(clean_path) if clean_path.is_file() else None
 
-    started: dict[str, Mapping[str, Any]] = {}
+    started: dict[str, UserTurnStarted] = {}
     order: list[str] = []
     lengths: dict[str, int] = {}
     pieces: dict[str, list[tuple[int, int]]] = {}
     clean_at: dict[str, int] = {}
     clean_position = 0
-    barges: dict[str, Mapping[str, Any]] = {}
+    barges: dict[str, UserBargeIn] = {}
     mixes: dict[str, Mapping[str, Any]] = {}
     position = 0
     persona_end: PersonaEnd | None = None
-    for record in records:
+    exit_reason = str(report.get("exit_reason", ""))
+    where = trial_dir / VOICE_EVENTS
+    for line, record in enumerate(records, start=1):
         kind = record.get("event_type")
         turn_id = record.get("turn_id")
-        attributes = record.get("attributes") or {}
         pcm = record.get("pcm") or {}
         if kind == "user.audio_chunk":
             count = int(pcm.get("byte_count", 0)) // 2
@@ -116,51 +138,56 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
                 pieces.setdefault(turn_id, []).append((position, count))
             position += count
         elif kind == "user.turn_started" and turn_id is not None:
-            started[turn_id] = attributes
+            started[turn_id] = _attributes(UserTurnStarted, record, line=line, where=where)
             order.append(turn_id)
         elif kind == "speech.synthesized" and turn_id is not None and pcm:
             lengths[turn_id] = int(pcm.get("byte_count", 0)) // 2
             clean_at[turn_id] = clean_position
             clean_position += lengths[turn_id]
         elif kind == "user.barge_in" and turn_id is not None:
-            barges[turn_id] = attributes
+            barges[turn_id] = _attributes(UserBargeIn, record, line=line, where=where)
         elif kind == "environment.mixed" and turn_id is not None:
-            mixes[turn_id] = {k: v for k, v in attributes.items() if k not in _RECORD_FIELDS}
+            mixes[turn_id] = _attributes(EnvironmentMixed, record, line=line,
+                                         where=where).recorded()
         elif kind == "persona.ended":
-            persona_end = PersonaEnd(str(attributes.get("exit_reason") or "script_exhaustion"),
-                                     0.0, str(attributes.get("message") or ""))
+            ended = _attributes(PersonaEnded, record, line=line, where=where)
+            persona_end = PersonaEnd(ended.exit_reason or "script_exhaustion", 0.0,
+                                     ended.message or "")
+        elif kind == "trial.ended":
+            exit_reason = _attributes(TrialEnded, record, line=line, where=where).exit_reason \
+                or exit_reason
     if position > stream.shape[0]:
         raise ConfigError(f"the voice events reference {position} samples of the user's audio, "
-                          f"which holds {stream.shape[0]}", source=trial_dir / "user-sent.wav")
+                          f"which holds {stream.shape[0]}", source=trial_dir / USER_SENT_WAV)
     if clean_stream is not None and clean_position > clean_stream.shape[0]:
         raise ConfigError(f"the voice events reference {clean_position} samples of the clean "
                           f"speech, which holds {clean_stream.shape[0]}", source=clean_path)
 
     turns = []
     for turn_id in order:
-        attributes = started[turn_id]
+        said = started[turn_id]
         audio = np.concatenate([stream[start:start + count]
                                 for start, count in pieces.get(turn_id, [])] or
                                [np.zeros(0, dtype=np.int16)])
         if turn_id in lengths:  # a line's last frame is padded with the line's background
             audio = audio[:lengths[turn_id]]
-        start, end = (_int_or_none(attributes.get("speech_start_sample")),
-                      _int_or_none(attributes.get("speech_end_sample")))
+        start, end = said.speech_start_sample, said.speech_end_sample
         barge = barges.get(turn_id)
         clean = None
         if clean_stream is not None and turn_id in clean_at:
             at = clean_at[turn_id]
             clean = PcmAudio(np.ascontiguousarray(clean_stream[at:at + lengths[turn_id]]))
         turns.append(RecordedTurn(
-            turn_id=turn_id, text=str(attributes.get("text") or ""),
+            turn_id=turn_id, text=said.text or "",
             audio=PcmAudio(np.ascontiguousarray(audio, dtype=np.int16)),
-            source_kind=attributes.get("source_kind"), dtmf=attributes.get("dtmf") or None,
+            source_kind=said.source_kind, dtmf=said.dtmf or None,
             speech_span=(start, end) if start is not None and end is not None else None,
-            clean_audio=clean, mix_summary=mixes.get(turn_id), barge_in_of=str(barge.get("response_turn_id")) if barge else None,
-            after_product_audio_ms=float(barge.get("after_product_audio_ms") or 0.0)
+            clean_audio=clean, mix_summary=mixes.get(turn_id),
+            barge_in_of=str(barge.response_turn_id) if barge else None,
+            after_product_audio_ms=float(barge.after_product_audio_ms or 0.0)
             if barge else None))
-    return RecordedTrial(trial_dir, int(report.get("seed", 0)),
-                         str(report.get("exit_reason", "")), tuple(turns), persona_end)
+    return RecordedTrial(trial_dir, int(report.get("seed", 0)), exit_reason, tuple(turns),
+                         persona_end)
 
 
 def _stream(path: Path) -> np.ndarray:
@@ -184,7 +211,7 @@ class ReplayPersona:
     def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
         self.check_settings(settings, context)
         self.bundle = Path(str(settings["bundle"]))
-        self.trial_dir = self.bundle / TRIAL_FOLDER.format(index=context.trial_index)
+        self.trial_dir = self.bundle / trial_folder(context.trial_index)
         self.context = context
         self.trial: RecordedTrial | None = None
         self._given = 0  # recorded turns handed to the runner

@@ -1,9 +1,45 @@
 """The recording of one trial: typed events on one clock, both directions' audio, the listener.
 
+Each event type's attributes are a model (:data:`ATTRIBUTES`): recorded from it and read
+through it (``TrialEnded.of(event)``).
+
 Everything written after a call derives from the recording; a bundle keeps enough to rebuild it
 (see :mod:`voicelab.artifacts` ``read_recording`` and ``voicelab.rescore``).
 """
 
+from ._attributes import (
+    ATTRIBUTES,
+    AudioFlood,
+    ChannelPackets,
+    Connected,
+    ConversationCompleted,
+    EnvironmentEcho,
+    EnvironmentMixed,
+    EventAttributes,
+    ExpectsResponse,
+    NoAttributes,
+    OutcomeProbed,
+    PersonaEnded,
+    ProbeMarked,
+    ProbeSkipped,
+    ProductClosed,
+    ProductError,
+    ProductInterruption,
+    ProductRaw,
+    ProductText,
+    ReportedAttributes,
+    ResponseDone,
+    SpeechSynthesized,
+    ToolCall,
+    ToolResult,
+    TrialEnded,
+    TrialStarted,
+    UserAudio,
+    UserBargeIn,
+    UserDtmf,
+    UserTurnStarted,
+    VirtualAdvance,
+)
 from ._events import (
     AUDIO_STREAMS,
     ENDPOINT_EVENT_TYPES,
@@ -25,21 +61,53 @@ from ._jsonl import (
     voice_events_jsonl,
 )
 from ._listener import (
-    CONVERSION_DELAY_ATTRIBUTE,
     HeardChunk,
-    Listener,
-    ResponsePlayback,
+    HeardResponse,
+    ListenerTimeline,
     ns_to_samples,
     samples_to_ns,
 )
 from ._recording import USER_CLEAN, USER_HEARD, Recording, conversion_delay_ns
+from ._responses import ProductTurn, ProductTurns
 from ._store import PcmStream
 
 __all__ = [
+    "ProductTurn",
+    "ProductTurns",
+    "ATTRIBUTES",
+    "AudioFlood",
+    "ChannelPackets",
+    "Connected",
+    "ConversationCompleted",
+    "EnvironmentEcho",
+    "EnvironmentMixed",
+    "EventAttributes",
+    "ExpectsResponse",
+    "NoAttributes",
+    "OutcomeProbed",
+    "PersonaEnded",
+    "ProbeMarked",
+    "ProbeSkipped",
+    "ProductClosed",
+    "ProductError",
+    "ProductInterruption",
+    "ProductRaw",
+    "ProductText",
+    "ReportedAttributes",
+    "ResponseDone",
+    "SpeechSynthesized",
+    "ToolCall",
+    "ToolResult",
+    "TrialEnded",
+    "TrialStarted",
+    "UserAudio",
+    "UserBargeIn",
+    "UserDtmf",
+    "UserTurnStarted",
+    "VirtualAdvance",
     "MAX_TIMELINE_SECONDS",
     "AUDIO_STREAMS",
     "CONTRACT_VERSION",
-    "CONVERSION_DELAY_ATTRIBUTE",
     "ENDPOINT_EVENT_TYPES",
     "ENDPOINT_KINDS",
     "PRODUCT",
@@ -50,11 +118,11 @@ __all__ = [
     "Event",
     "EventType",
     "HeardChunk",
-    "Listener",
+    "ListenerTimeline",
     "PcmStream",
     "Recording",
     "RecordingError",
-    "ResponsePlayback",
+    "HeardResponse",
     "conversion_delay_ns",
     "encode_voice_events",
     "ns_to_samples",

@@ -3,6 +3,8 @@ the tool calls and the raw endpoint events."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
 
 from ..artifacts._models import (
@@ -12,8 +14,10 @@ from ..artifacts._models import (
     Transcript,
     TranscriptTurn,
 )
+from ._attributes import ToolCall, ToolResult, UserTurnStarted
 from ._events import ENDPOINT_KINDS, Event, EventType
 from ._recording import Recording
+from ._responses import ProductTurns
 
 #: A transcript's ``text_source`` when the product's own transcript (from its wire) gave it.
 WIRE = "wire"
@@ -25,54 +29,44 @@ def _ms(ns: int | None) -> float | None:
     return None if ns is None else round(ns / 1e6, 3)
 
 
+@dataclass
+class _UserTurn:
+    said: UserTurnStarted
+    started_ns: int
+    ended_ns: int | None = None
+
+
 def build_transcript(recording: Recording) -> Transcript:
     """User turns (what the persona said, what the product heard) and product responses, in the
     order they started."""
-    users: dict[str, dict[str, Any]] = {}
-    heard: dict[str, list[str]] = {}
-    responses: dict[str, dict[str, Any]] = {}
+    users: dict[str, _UserTurn] = {}
+    responses = ProductTurns()
     for event in recording.events:
         kind, turn = event.type, event.turn_id
         if turn is None:
             continue
         if kind is EventType.USER_TURN_STARTED:
-            users[turn] = {"text": event.attributes.get("text", ""),
-                           "source": event.attributes.get("source_kind", "script"),
-                           "started": event.offset_ns, "ended": None}
+            users[turn] = _UserTurn(UserTurnStarted.of(event), event.offset_ns)
         elif kind is EventType.USER_TURN_COMMITTED and turn in users:
-            users[turn]["ended"] = event.offset_ns
-        elif kind is EventType.PRODUCT_INPUT_TRANSCRIPT:
-            heard.setdefault(turn, []).append(str(event.attributes.get("text") or ""))
-        elif event.source == "product" and event.speaker_role == "assistant":
-            response = responses.setdefault(turn, {"opened": event.offset_ns, "first": None,
-                                                   "text": [], "status": None, "done": None})
-            if kind is EventType.PRODUCT_AUDIO and response["first"] is None:
-                response["first"] = event.offset_ns
-            elif kind is EventType.PRODUCT_TRANSCRIPT:
-                response["text"].append(str(event.attributes.get("text") or ""))
-            elif kind is EventType.PRODUCT_RESPONSE_DONE and response["done"] is None:
-                response["status"] = str(event.attributes.get("status", "completed"))
-                response["done"] = event.offset_ns
-        elif kind is EventType.USER_BARGE_IN:
-            target = event.attributes.get("response_turn_id")
-            if target in responses:
-                responses[target]["interrupted"] = True
+            users[turn].ended_ns = event.offset_ns
+        responses.follow(event)
     entries: list[tuple[int, TranscriptTurn]] = []
     for turn, user in users.items():
-        parts = heard.get(turn)
-        entries.append((user["started"], TranscriptTurn(
-            turn_id=turn, index=0, role="user", text=user["text"], source=user["source"],
-            started_offset_ms=_ms(user["started"]), ended_offset_ms=_ms(user["ended"]),
-            heard_as=" ".join(parts) if parts else None)))
-    for turn, response in responses.items():
-        first = response["first"] if response["first"] is not None else response["opened"]
-        text = " ".join(p for p in response["text"] if p).strip()
+        heard = responses.by_turn[turn].heard if turn in responses.by_turn else []
+        entries.append((user.started_ns, TranscriptTurn(
+            turn_id=turn, index=0, role="user", text=user.said.text or "",
+            source=user.said.source_kind or "script", started_offset_ms=_ms(user.started_ns),
+            ended_offset_ms=_ms(user.ended_ns), heard_as=" ".join(heard) if heard else None)))
+    for response in responses.responses:
+        first = response.first_audio_ns if response.first_audio_ns is not None \
+            else response.opened_ns
+        assert first is not None  # a response has events
+        text = " ".join(p for p in response.transcript_parts if p).strip()
         entries.append((first, TranscriptTurn(
-            turn_id=turn, index=0, role="assistant", text=text, source="product",
-            text_source=WIRE if text else None,
-            status=response["status"] or "incomplete",
-            interrupted=bool(response.get("interrupted")), started_offset_ms=_ms(first),
-            ended_offset_ms=_ms(response["done"]))))
+            turn_id=response.turn_id, index=0, role="assistant", text=text, source="product",
+            text_source=WIRE if text else None, status=response.status or "incomplete",
+            interrupted=response.barged_in_by is not None, started_offset_ms=_ms(first),
+            ended_offset_ms=_ms(response.done_ns))))
     entries.sort(key=lambda item: item[0])
     turns = []
     for index, (_, turn_entry) in enumerate(entries):
@@ -105,33 +99,37 @@ def transcript_markdown(transcript: Transcript, *, title: str) -> str:
 
 
 def build_tool_calls(recording: Recording) -> ToolCalls:
-    calls: list[Event] = []
-    results: dict[Any, Event] = {}
+    calls: list[tuple[Event, ToolCall]] = []
+    results: dict[Any, tuple[Event, ToolResult]] = {}
     for event in recording.events:
         if event.type is EventType.PRODUCT_TOOL_CALL:
-            calls.append(event)
+            calls.append((event, ToolCall.of(event)))
         elif event.type is EventType.PRODUCT_TOOL_RESULT:
-            call_id = event.attributes.get("call_id")
-            if call_id is not None:
-                results[call_id] = event
+            result = ToolResult.of(event)
+            if result.call_id is not None:
+                results[_key(result.call_id)] = (event, result)
     records = []
-    for call in calls:
-        data = call.attributes
-        result = results.get(data.get("call_id"))
+    for event, call in calls:
+        found = results.get(_key(call.call_id))
         records.append(ToolCallRecord(
-            call_id=data.get("call_id"), name=str(data.get("name") or "unknown"),
-            arguments=data.get("arguments"), arguments_json=data.get("arguments_json"),
-            result=result.attributes.get("output") if result else None,
-            has_result=result is not None, turn_id=call.turn_id, offset_ms=_ms(call.offset_ns),
-            result_offset_ms=_ms(result.offset_ns) if result else None))
-    matched = {c.attributes.get("call_id") for c in calls}
-    for call_id, result in results.items():
-        if call_id not in matched:
-            records.append(ToolCallRecord(call_id=call_id, name="(unmatched result)",
-                                          result=result.attributes.get("output"), has_result=True,
-                                          turn_id=result.turn_id,
-                                          result_offset_ms=_ms(result.offset_ns)))
+            call_id=call.call_id, name=str(call.name or "unknown"), arguments=call.arguments,
+            arguments_json=call.arguments_json,
+            result=found[1].output if found else None, has_result=found is not None,
+            turn_id=event.turn_id, offset_ms=_ms(event.offset_ns),
+            result_offset_ms=_ms(found[0].offset_ns) if found else None))
+    matched = {_key(call.call_id) for _, call in calls}
+    for key, (event, result) in results.items():
+        if key not in matched:
+            records.append(ToolCallRecord(call_id=result.call_id, name="(unmatched result)",
+                                          result=result.output, has_result=True,
+                                          turn_id=event.turn_id,
+                                          result_offset_ms=_ms(event.offset_ns)))
     return ToolCalls(tool_calls=records)
+
+
+def _key(call_id: Any) -> Any:
+    """A call id as a dictionary key (a product may send a list or an object as its id)."""
+    return call_id if isinstance(call_id, Hashable) else repr(call_id)
 
 
 def _elide_audio(raw: Any) -> Any:

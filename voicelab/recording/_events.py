@@ -23,7 +23,7 @@ class EventType(StrEnum):
     USER_SPEECH_STARTED = "user.speech_started"  # on a live line: the first speech sample sent
     USER_SPEECH_ENDED = "user.speech_ended"  # ... and the last
     USER_BARGE_IN = "user.barge_in"
-    USER_DTMF = "user.dtmf"  # keys pressed on the caller's phone
+    USER_DTMF = "user.dtmf"  # keys pressed on the user's phone
     #: a selectivity probe's sound on the live line: its first and last audible sample sent
     #: (backchannel, noise or interruption; docs/probes.md)
     PROBE_STARTED = "probe.started"
@@ -92,10 +92,10 @@ class Event:
     speaker_role: str | None = None
     turn_id: str | None = None
     span_id: str | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, object] = field(default_factory=dict)
     audio_start: int = -1
     audio_samples: int = 0
-    raw: Any = None
+    raw: object = None
 
     @property
     def audio_end(self) -> int:

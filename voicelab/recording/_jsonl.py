@@ -16,9 +16,11 @@ from functools import lru_cache
 from json.encoder import encode_basestring  # what json.dumps uses with ensure_ascii=False
 from typing import Any
 
+from ..artifacts import VOICE_EVENTS
 from ..artifacts._models import SCHEMA_VERSION
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
 from ..errors import ConfigError
+from ._attributes import ATTRIBUTES, VirtualAdvance
 from ._events import AUDIO_STREAMS, Event, EventType
 from ._recording import CLEAN_SPEECH, USER_CLEAN, USER_HEARD, Recording
 from ._store import PcmStream
@@ -58,7 +60,7 @@ def to_records(recording: Recording, start: int = 0, stop: int | None = None
                ) -> list[dict[str, Any]]:
     """JSON-ready voice events ``events[start:stop]``, ordered by sequence."""
     # event ids: the trace id with the sequence in its last 12 hex digits (a valid, stable
-    # UUID string per trial; uuid5 per event cost more than the rest of the record)
+    # UUID string per trial, made without hashing each event)
     prefix = str(uuid.UUID(recording.trace_id))[:24]
     root = recording.root_span_id
     records = []
@@ -217,7 +219,7 @@ def _event_type(name: Any, *, where: str) -> EventType:
 
 def recording_from_records(records: Iterable[Mapping[str, Any]], *,
                            streams: Mapping[str, bytes | bytearray | memoryview],
-                           where: str = "voice-events.jsonl") -> Recording:
+                           where: str = VOICE_EVENTS) -> Recording:
     """A :class:`Recording` rebuilt from voice-event records and the arrival-ordered streams.
 
     The listener follows the events again (the same code as during the call), so placement,
@@ -253,6 +255,9 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
                            name="listener_offset_ns", line=line, where=where)
         trace_info = _mapping(record.get("trace"), name="trace", line=line, where=where)
         attributes = _mapping(record.get("attributes"), name="attributes", line=line, where=where)
+        problem = ATTRIBUTES[kind].check(attributes)
+        if problem is not None:
+            raise RecordingError(f"line {line}: {kind.value} attributes.{problem}", source=where)
         event = Event(position, offset, listener, kind, str(record.get("source")),
                       str(record.get("direction")),
                       _text(record.get("speaker_role"), name="speaker_role", line=line,
@@ -261,7 +266,7 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
                       _text(trace_info.get("span_id"), name="trace.span_id", line=line,
                             where=where), dict(attributes))
         if kind is EventType.VIRTUAL_ADVANCE:
-            shift += _offset(event.attributes.get("advance_ns", 0), name="advance_ns",
+            shift += _offset(VirtualAdvance.of(event).advance_ns, name="advance_ns",
                              line=line, where=where)
         pcm = _mapping(record.get("pcm"), name="pcm", line=line, where=where)
         stream_name = USER_CLEAN if kind is CLEAN_SPEECH else AUDIO_STREAMS.get(kind)

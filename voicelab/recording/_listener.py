@@ -12,8 +12,8 @@
   the barge-in stops at the barge-in point; audio of that response arriving afterwards still
   plays (over the user), so a product that ignores a cancel stays audible.
 
-The recording feeds its :class:`Listener` every product chunk and barge-in as they are recorded,
-live (the conversation waits for playback and times barge-ins with it) and again when a
+The recording feeds its :class:`ListenerTimeline` every product chunk and barge-in as they are
+recorded, live (the conversation waits for playback and times barge-ins with it) and again when a
 recording is read back from a bundle: a pure function of the events in sequence order, so both
 give the same placement.
 """
@@ -26,9 +26,6 @@ from ..audio import CANONICAL_SAMPLE_RATE_HZ
 from ._events import Event
 
 RATE = CANONICAL_SAMPLE_RATE_HZ
-#: The ``session.connected`` attribute with an adapter's constant conversion delays (ms):
-#: ``{"to_product": ..., "to_user": ...}`` (see ``ConversationEndpoint``).
-CONVERSION_DELAY_ATTRIBUTE = "conversion_delay_ms"
 
 
 def samples_to_ns(count: int) -> int:
@@ -55,7 +52,7 @@ class HeardChunk:
 
 
 @dataclass
-class ResponsePlayback:
+class HeardResponse:
     """How one product response sounded to the listener."""
 
     turn_id: str
@@ -89,12 +86,12 @@ class ResponsePlayback:
         return None
 
 
-class Listener:
+class ListenerTimeline:
     """Places product audio on the listener timeline as it arrives (see the module docstring)."""
 
     def __init__(self) -> None:
         self.cursor = 0  # sample where the next product sound can start
-        self.responses: dict[str, ResponsePlayback] = {}
+        self.responses: dict[str, HeardResponse] = {}
         #: every chunk in the order placed (which is the order of their start samples)
         self.heard: list[HeardChunk] = []
         self._cancelled: set[str] = set()
@@ -111,7 +108,7 @@ class Listener:
         turn = event.turn_id or "turn-?"
         playback = self.responses.get(turn)
         if playback is None:
-            playback = self.responses[turn] = ResponsePlayback(turn)
+            playback = self.responses[turn] = HeardResponse(turn)
         start = max(ns_to_samples(event.listener_ns - self.lead_ns), self.cursor)
         after_cancel = turn in self._cancelled
         if playback.chunks and not after_cancel and playback.barge_in_ns is None:

@@ -13,8 +13,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
+from ._attributes import (
+    Connected,
+    EventAttributes,
+    ProductInterruption,
+    UserBargeIn,
+    VirtualAdvance,
+    check_attributes,
+)
 from ._events import AUDIO_STREAMS, PRODUCT, USER, Event, EventType
-from ._listener import CONVERSION_DELAY_ATTRIBUTE, Listener
+from ._listener import ListenerTimeline
 from ._store import PcmStream
 
 #: The clean (unmixed) speech of each user turn, kept beside the two directions for the advisory
@@ -44,17 +52,17 @@ class Recording:
                                               USER_CLEAN: PcmStream()}
         #: the listener timeline's lead over real time (the sum of recorded virtual advances)
         self.shift_ns = 0
-        self.listener = Listener()
+        self.timeline = ListenerTimeline()
 
     # --- crossing to another process (the scoring process) --------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
         """Events and streams; not the clock (a trial's own, maybe a closure) nor the listener
         (rebuilt from the events by the same code that followed them live). Events go as
-        tuples of their fields, made in one pass: pickling calls no Python code per event
-        (a ``__reduce__`` per event cost the sending loop ~1 ms a trial)."""
+        tuples of their fields, made in one pass: pickling calls no Python code per event (it
+        runs on the event loop, for thousands of events a call)."""
         state = {name: value for name, value in self.__dict__.items()
-                 if name not in ("clock_ns", "listener", "shift_ns", "events")}
+                 if name not in ("clock_ns", "timeline", "shift_ns", "events")}
         state["event_fields"] = [
             (e.sequence, e.offset_ns, e.listener_ns, e.type, e.source, e.direction,
              e.speaker_role, e.turn_id, e.span_id, e.attributes, e.audio_start,
@@ -67,7 +75,7 @@ class Recording:
         self.events = [Event(*values) for values in fields]
         self.clock_ns = time.perf_counter_ns
         self.shift_ns = 0
-        self.listener = Listener()
+        self.timeline = ListenerTimeline()
         for event in self.events:
             self._follow(event)
 
@@ -84,16 +92,19 @@ class Recording:
 
     # --- recording ------------------------------------------------------------------------
 
-    def record(self, event_type: EventType, *, source: str, direction: str,
-               at_ns: int | None = None, speaker_role: str | None = None,
-               turn_id: str | None = None, span_id: str | None = None, raw: Any = None,
-               audio: bytes | bytearray | memoryview | None = None,
-               **attributes: Any) -> Event:
-        """Append an event; ``at_ns`` is a monotonic timestamp (default: now). ``audio`` (whole
-        samples) goes to the event type's stream."""
+    def record(self, event_type: EventType, attributes: EventAttributes | None = None, *,
+               source: str, direction: str, at_ns: int | None = None,
+               speaker_role: str | None = None, turn_id: str | None = None,
+               span_id: str | None = None, raw: object = None,
+               audio: bytes | bytearray | memoryview | None = None) -> Event:
+        """Append an event with its attributes (the event type's model, see
+        :mod:`._attributes`); ``at_ns`` is a monotonic timestamp (default: now). ``audio``
+        (whole samples) goes to the event type's stream."""
+        check_attributes(event_type, attributes)
         offset = (self.clock_ns() if at_ns is None else at_ns) - self.start_ns
         event = Event(len(self.events), offset, offset + self.shift_ns, event_type, source,
-                      direction, speaker_role, turn_id, span_id, attributes, raw=raw)
+                      direction, speaker_role, turn_id, span_id,
+                      attributes.recorded() if attributes is not None else {}, raw=raw)
         if audio is not None:
             stream = USER_CLEAN if event_type is CLEAN_SPEECH else AUDIO_STREAMS[event_type]
             event.audio_start, event.audio_samples = self.streams[stream].append(audio)
@@ -102,7 +113,7 @@ class Recording:
         return event
 
     def record_product_audio(self, at_ns: int, turn_id: str | None, audio: bytes,
-                             raw: Any) -> Event:
+                             raw: object) -> Event:
         """:meth:`record` of one received product chunk (``at_ns`` monotonic), the receive
         path's hot spot (hundreds a response): the same event, placed the same way."""
         offset = at_ns - self.start_ns
@@ -110,31 +121,34 @@ class Recording:
                       "product", "inbound", "assistant", turn_id, None, {}, raw=raw)
         event.audio_start, event.audio_samples = self.streams[PRODUCT].append(audio)
         self.events.append(event)
-        self.listener.hear(event)
+        self.timeline.hear(event)
         return event
 
     def _follow(self, event: Event) -> None:
-        if event.type is EventType.PRODUCT_AUDIO:
-            self.listener.hear(event)
-        elif event.type is EventType.USER_BARGE_IN and event.attributes.get("flush", True):
-            # a client that cancels also stops playing what it buffered; on a line the caller
-            # keeps hearing whatever the product still sends
-            self.listener.barge_in(event.attributes.get("response_turn_id"), event.listener_ns)
-        elif event.type is EventType.PRODUCT_INTERRUPTION and event.attributes.get("flush"):
-            # the product drops its own audio still unplayed (a Twilio ``clear``)
-            dropped = self.listener.barge_in(event.turn_id, event.listener_ns)
+        kind = event.type
+        if kind is EventType.PRODUCT_AUDIO:
+            self.timeline.hear(event)
+        elif kind is EventType.USER_BARGE_IN:
+            barge_in = UserBargeIn.of(event)
+            if barge_in.flush:
+                self.timeline.barge_in(barge_in.response_turn_id, event.listener_ns)
+        elif kind is EventType.PRODUCT_INTERRUPTION and ProductInterruption.of(event).flush:
+            # the product drops its own audio still unplayed (a Twilio ``clear``): how much is
+            # kept with the event
+            dropped = self.timeline.barge_in(event.turn_id, event.listener_ns)
             event.attributes["dropped_ms"] = round(dropped * 1000 / CANONICAL_SAMPLE_RATE_HZ, 3)
-        elif event.type is EventType.VIRTUAL_ADVANCE:
-            self.shift_ns += int(event.attributes["advance_ns"])
-        elif event.type is EventType.CONNECTED:
-            self.listener.lead_ns = conversion_delay_ns(event.attributes, "to_user")
+        elif kind is EventType.VIRTUAL_ADVANCE:
+            self.shift_ns += VirtualAdvance.of(event).advance_ns
+        elif kind is EventType.CONNECTED:
+            self.timeline.lead_ns = conversion_delay_ns(Connected.of(event), "to_user")
 
     def advance(self, advance_ns: int, reason: str) -> None:
         """Move the listener timeline ahead of real time (``pace_audio: false``: the runner
         records the time it would have waited instead of sleeping)."""
         if advance_ns > 0:
-            self.record(EventType.VIRTUAL_ADVANCE, source="runner", direction="internal",
-                        advance_ns=int(advance_ns), reason=reason)
+            self.record(EventType.VIRTUAL_ADVANCE,
+                        VirtualAdvance(advance_ns=int(advance_ns), reason=reason),
+                        source="runner", direction="internal")
 
     # --- reading --------------------------------------------------------------------------
 
@@ -157,13 +171,11 @@ class Recording:
         return {name: s.num_samples * BYTES_PER_SAMPLE for name, s in self.streams.items()}
 
 
-def conversion_delay_ns(connected: dict[str, Any], direction: str) -> int:
+def conversion_delay_ns(connected: Connected, direction: str) -> int:
     """An adapter's constant conversion delay in one direction, from ``session.connected``'s
     attributes (0 when it declared none)."""
-    delays = connected.get(CONVERSION_DELAY_ATTRIBUTE)
-    if not isinstance(delays, dict):
-        return 0
+    delays = connected.conversion_delay_ms or {}
     try:
         return max(0, int(float(delays.get(direction) or 0.0) * 1_000_000))
-    except (TypeError, ValueError):
+    except (ValueError, OverflowError):  # not a finite number
         return 0

@@ -18,8 +18,8 @@ class PcmStream:
     Appending keeps the chunk as it is (a received frame's bytes are not copied); an event keeps
     the chunk's position (first sample, sample count), so no chunk is stored twice. The chunks
     are joined into one buffer when the stream is first read after appends: during a call
-    nothing is copied per chunk (a growing buffer was reallocated and copied dozens of times a
-    response, among eight concurrent calls' allocations).
+    nothing is copied per chunk (one growing buffer would be reallocated and copied again and
+    again as a response arrives).
     """
 
     __slots__ = ("_join_lock", "_joined", "_pending", "_samples")
@@ -55,8 +55,8 @@ class PcmStream:
             return (PcmStream, (self._buffer(),))
         # protocol 5: the stream joined into one buffer, which a pickler with a buffer_callback
         # sends out of band (the scoring process's channel: not copied into the pickle). One
-        # join costs the loop less than handing over each chunk: a buffer, a view and a size
-        # for each of hundreds of chunks cost ~0.4-0.6 ms a call in place, measured
+        # join, not one buffer per chunk: a buffer, a view and a size for each of hundreds of
+        # chunks cost the loop more than the join (benchmarks/README.md)
         with self._join_lock:
             joined = b"".join([self._joined, *self._pending])
         return (_stream_of, ([pickle.PickleBuffer(joined)],))

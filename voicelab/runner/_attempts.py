@@ -16,17 +16,19 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from ..artifacts import TrialAttempt, TrialReport
+from ..artifacts import (
+    ATTEMPT_REPORT,
+    ATTEMPTS_FOLDER,
+    TRIAL_REPORT,
+    TrialAttempt,
+    TrialReport,
+)
 from ..artifacts._bundle import write_json
 from ._evidence import inconclusive_verdict_names
 from ._trial import TrialResult, trial_summary
 
 logger = logging.getLogger(__name__)
 
-#: Where a run folder keeps the earlier attempts of its retried trials.
-ATTEMPTS_FOLDER = "attempts"
-#: An earlier attempt's trial report, renamed so only the final attempt reads as the trial.
-ATTEMPT_REPORT = "attempt-report.json"
 #: Retries run at this fraction of the run's concurrency (at least one trial at a time): an
 #: inconclusive timing usually means the evaluator's loop was too busy.
 RETRY_CONCURRENCY_DIVISOR = 2
@@ -49,7 +51,7 @@ def keep_earlier_attempt(bundle: Path, result: TrialResult, *, concurrency: int)
     target = bundle / ATTEMPTS_FOLDER / name
     target.parent.mkdir(exist_ok=True)
     os.rename(trial_dir, target)  # a new name in the same folder tree: never a copy
-    report_path = target / "trial-report.json"
+    report_path = target / TRIAL_REPORT
     if report_path.is_file() and not report_path.is_symlink():
         os.rename(report_path, target / ATTEMPT_REPORT)
     logger.info("%s attempt %d was inconclusive (%s): run again, its evidence kept in %s",
@@ -67,7 +69,7 @@ def as_later_attempt(bundle: Path, result: TrialResult, earlier: list[TrialAttem
     disk rewritten to say so (still written last: the folder is complete)."""
     report = result.report.model_copy(update={"attempt": len(earlier) + 1,
                                               "attempts": list(earlier)})
-    path = bundle / report.trial_id / "trial-report.json"
+    path = bundle / report.trial_id / TRIAL_REPORT
     if path.is_file():
         write_json(path, report)
     return replace(result, report=report, summary=trial_summary(report))

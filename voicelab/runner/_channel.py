@@ -1,17 +1,17 @@
 """The telephony line of a trial (an environment's ``channel:`` block), in both directions.
 
 ``to_product`` is what the product hears: the user's mixed audio is cut into packets, coded,
-lost, concealed and delayed (:class:`ProductLine`). The audio the runner sends, and records as
+lost, concealed and delayed (:class:`ToProductLine`). The audio the runner sends, and records as
 ``user.audio_chunk``, is what arrives: a lost packet's slot holds what the receiver's
 concealment plays there, and each packet is written to the product ``delay`` after its slot's
 time on the line (never before the packet ahead of it). Speech times (``user.speech_*``) stay the
-caller's, so timing metrics include the line's delay, as the caller experiences it.
+user's, so timing metrics include the line's delay, as the user experiences it.
 
-``to_user`` is what the simulated user hears (:class:`Ear`): the product's audio, as placed on
-the listener timeline (silence between replies included), through the line. A constant path
+``to_user`` is what the simulated user hears (:class:`ToUserLine`): the product's audio, as placed
+on the listener timeline (silence between replies included), through the line. A constant path
 delay (``jitter.base_delay_ms``) is delay: the user hears everything that much later (heard
 sample ``k + delay`` is listener sample ``k``), and the per-turn ``response_latency_ms``
-includes it, as the caller experiences it. The listener's jitter buffer
+includes it, as the user experiences it. The listener's jitter buffer
 (``listener.jitter_buffer_ms``) absorbs only the variation around that delay: a packet later
 than ``base_delay_ms + jitter_buffer_ms`` is late and concealed like a lost one. The codec's own
 delay is taken out so the heard audio lines up with the listener timeline (plus the path
@@ -31,7 +31,7 @@ import numpy as np
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, Channel, ChannelStream, PcmAudio
 from ..audio._channel import ChannelStats, DeliveredPacket, PacketRecord
 from ..config import ChannelConfig, LineConfig
-from ..recording import EventType, PcmStream, Recording
+from ..recording import ChannelPackets, EventType, PcmStream, Recording
 
 _RATE = CANONICAL_SAMPLE_RATE_HZ
 
@@ -64,7 +64,7 @@ def _arrivals(records: list[PacketRecord], start_ns: int, packet_ns: int,
     return arrivals, last_arrival_ns
 
 
-class ProductLine:
+class ToProductLine:
     """The user's side of the line, toward the product (see the module docstring)."""
 
     def __init__(self, config: LineConfig, *, seed: int, codec: str | None = None):
@@ -81,7 +81,7 @@ class ProductLine:
 
     def turn(self, audio: PcmAudio, *, turn_id: str) -> list[tuple[PcmAudio, int]]:
         """The turn as it reaches the product: packets of ``packet_ms`` (the last one shorter)
-        and, for each, its arrival in ns after the turn's first sample left the caller."""
+        and, for each, its arrival in ns after the turn's first sample left the user."""
         result = self._turns.process(audio, turn_id=turn_id)
         samples = result.audio.samples
         frames = [PcmAudio(samples[start:start + self.packet_samples])
@@ -116,7 +116,7 @@ def path_delay_ms(config: LineConfig | None) -> float:
     return float(config.jitter.base_delay_ms) if config is not None and config.jitter else 0.0
 
 
-class Ear:
+class ToUserLine:
     """The product's audio as the simulated user hears it through the ``to_user`` line."""
 
     def __init__(self, config: LineConfig, *, seed: int, jitter_buffer_ms: float,
@@ -169,12 +169,12 @@ def record_line_stats(recording: Recording, direction: str, config: LineConfig,
     (``turn_id`` None: the line between turns)."""
     per_turn, total = stats
     loss = config.loss
-    recording.record(
-        EventType.CHANNEL_PACKETS, source="channel", direction="internal", line=direction,
-        codec=codec or config.codec,
-        packet_ms=config.packet_ms, base_delay_ms=path_delay_ms(config),
+    recording.record(EventType.CHANNEL_PACKETS, ChannelPackets(
+        line=direction, codec=codec or config.codec, packet_ms=config.packet_ms,
+        base_delay_ms=path_delay_ms(config),
         configured_loss_rate=loss.stationary_loss_rate if loss is not None else 0.0,
-        turns=[_plain(s) for s in per_turn], total=_plain(total))
+        turns=[_plain(s) for s in per_turn], total=_plain(total)),
+        source="channel", direction="internal")
 
 
 def _plain(stats: ChannelStats) -> dict[str, Any]:

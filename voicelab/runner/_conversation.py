@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,17 +38,27 @@ from ..endpoints import EndpointError
 from ..errors import ExecutionError
 from ..personas import PersonaEnd, ProductResponse, UserTurn
 from ..recording import (
-    CONVERSION_DELAY_ATTRIBUTE,
     USER_HEARD,
-    Event,
+    Connected,
+    EnvironmentMixed,
     EventType,
+    ExpectsResponse,
     PcmStream,
+    PersonaEnded,
+    ProductClosed,
+    ProductError,
+    ProductTurn,
     Recording,
+    SpeechSynthesized,
+    UserAudio,
+    UserBargeIn,
+    UserDtmf,
+    UserTurnStarted,
     ns_to_samples,
 )
-from ._channel import Ear, ProductLine, line_config, record_line_stats
-from ._hearing import Hearing
-from ._intake import AudioFloodLimit, Intake, ProductResponseState
+from ._channel import ToProductLine, ToUserLine, line_config, record_line_stats
+from ._heard_speech import HeardSpeech
+from ._intake import AudioFloodLimit, Intake
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +90,11 @@ class Failure:
     kind: str
     message: str
     code: str | None = None
+
+
+def _hashable(value: object) -> object:
+    """A product's value as a set member (an unhashable one is no member of any)."""
+    return value if isinstance(value, Hashable) else None
 
 
 def _turn_id(number: int) -> str:
@@ -122,17 +137,20 @@ class Conversation:
         # the telephony line, when the environment has one (see ._channel)
         to_product, codec = line_config(environment.config.channel, "to_product",
                                         wire_codec=wire_codec)
-        self.product_line = ProductLine(to_product, seed=seed, codec=codec) \
+        self.product_line = ToProductLine(to_product, seed=seed, codec=codec) \
             if to_product is not None else None
         to_user, codec = line_config(environment.config.channel, "to_user",
                                      wire_codec=wire_codec)
-        self.ear: Ear | None = None
+        self.to_user_line: ToUserLine | None = None
         if to_user is not None:
             heard = recording.streams[USER_HEARD] = PcmStream()
-            self.ear = Ear(to_user, seed=seed, jitter_buffer_ms=self.listener.jitter_buffer_ms,
-                           heard=heard, codec=codec)
-        self.hearing = Hearing(recording, hangover_ms=self.listener.reply_end_hangover_ms,
-                               ear=self.ear) if self.listening or self.ear is not None else None
+            self.to_user_line = ToUserLine(
+                to_user, seed=seed, jitter_buffer_ms=self.listener.jitter_buffer_ms,
+                heard=heard, codec=codec)
+        self.heard_speech = HeardSpeech(
+            recording, hangover_ms=self.listener.reply_end_hangover_ms,
+            to_user_line=self.to_user_line) \
+            if self.listening or self.to_user_line is not None else None
         self.intake = Intake(recording, flood_limit=flood_limit, listening=self.listening)
         self.user_turns = 0
         self.mic_offset_seconds = 0.0
@@ -179,21 +197,26 @@ class Conversation:
         expects = "turn-000" if self.first_speaker != "user" else None
         if self.first_speaker == "product":
             self.intake.expect_response("turn-000")
-        self.recording.record(EventType.CONNECTED, source="evaluator", direction="outbound",
-                              expects_response=expects, span_id=root,
-                              **self._conversion_delays())
+        self.recording.record(EventType.CONNECTED,
+                              self._connected(expects_response=expects),
+                              source="evaluator", direction="outbound", span_id=root)
         self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
         await self._start_persona()
         return await self._take_turns(lambda: self._await_response("turn-000"))
 
-    def _conversion_delays(self) -> dict[str, Any]:
-        """The adapter's constant conversion delays, for ``session.connected`` (none: {})."""
+    def _connected(self, *, expects_response: str | None,
+                   turn_detection: str | None = None) -> Connected:
+        """``session.connected``: the response it expects, and the adapter's constant
+        conversion delays (when it declares any)."""
+        values: dict[str, Any] = {"expects_response": expects_response}
+        if turn_detection is not None:
+            values["turn_detection"] = turn_detection
         delays = getattr(type(self.endpoint), "conversion_delay_ms", None)
-        if not isinstance(delays, Mapping) or not any(delays.values()):
-            return {}
-        return {CONVERSION_DELAY_ATTRIBUTE: {
-            direction: round(float(delays.get(direction, 0.0)), 6)
-            for direction in ("to_product", "to_user")}}
+        if isinstance(delays, Mapping) and any(delays.values()):
+            values["conversion_delay_ms"] = {
+                direction: round(float(delays.get(direction, 0.0)), 6)
+                for direction in ("to_product", "to_user")}
+        return Connected(**values)
 
     async def _take_turns(self, await_opening: Callable[[], Awaitable[Any]]) -> str:
         """The conversation's turns until it ends (its exit reason): the product's opening
@@ -211,9 +234,9 @@ class Conversation:
             if decision is None:
                 decision = await self._ask_persona(self.persona.reply(self._response_view()))
             if isinstance(decision, PersonaEnd):
-                self.recording.record(EventType.PERSONA_ENDED, source="persona",
-                                      direction="internal", exit_reason=decision.exit_reason,
-                                      message=decision.message)
+                self.recording.record(EventType.PERSONA_ENDED, PersonaEnded(
+                    exit_reason=decision.exit_reason, message=decision.message),
+                    source="persona", direction="internal")
                 wait = max(decision.wait_seconds, COMPLETION_GRACE_SECONDS)
                 if await self.intake.wait_for(lambda: self.intake.conversation_complete, wait):
                     return "endpoint_completion"
@@ -255,21 +278,23 @@ class Conversation:
             await asyncio.sleep(0)
 
     async def _wait_for_playback_end(self) -> None:
-        lag = self.ear.lag_ns if self.ear is not None else 0  # the end comes down the line too
-        await self._reach(self.recording.listener.cursor_ns + lag, "product playback")
+        # the end comes down the line too
+        lag = self.to_user_line.lag_ns if self.to_user_line is not None else 0
+        await self._reach(self.recording.timeline.cursor_ns + lag, "product playback")
 
-    def _heard_audio(self, response: ProductResponseState
+    def _heard_audio(self, response: ProductTurn
                      ) -> PcmAudio | Callable[[], PcmAudio]:
         """The response's audio: as sent (joined when the persona first reads it), or through
         the ``to_user`` line when there is one (what the user heard of it, up to now)."""
-        if self.ear is None or self.hearing is None:
-            events, audio_of = response.audio_events, self.recording.audio_of
+        if self.to_user_line is None or self.heard_speech is None:
+            events, audio_of = list(response.audio), self.recording.audio_of
             return lambda: PcmAudio.from_bytes(b"".join(audio_of(e) for e in events))
-        self.hearing.listen_until(self.recording.listener_now_ns())
-        playback = self.recording.listener.responses.get(response.turn_id)
+        self.heard_speech.listen_until(self.recording.listener_now_ns())
+        playback = self.recording.timeline.responses.get(response.turn_id)
         if playback is None or playback.start_ns is None or playback.end_ns is None:
             return PcmAudio.from_bytes(b"")
-        return self.ear.heard(ns_to_samples(playback.start_ns), ns_to_samples(playback.end_ns))
+        return self.to_user_line.heard(ns_to_samples(playback.start_ns),
+                                       ns_to_samples(playback.end_ns))
 
     def _response_view(self) -> ProductResponse:
         response = self.intake.current
@@ -281,13 +306,14 @@ class Conversation:
         return ProductResponse(
             index=response.index, transcript=response.transcript,
             audio=self._heard_audio(response), tool_calls=self._calls(response),
-            tool_results=response.of_type(EventType.PRODUCT_TOOL_RESULT),
-            input_transcript=heard, status=response.status or "incomplete",
+            tool_results=[dict(e.attributes) for e in
+                          response.of_type(EventType.PRODUCT_TOOL_RESULT)],
+            input_transcript=heard, status=response.latest_status or "incomplete",
             conversation_complete=self.intake.conversation_complete,
             audio_seconds_played=response.audio_seconds)
 
     @staticmethod
-    def _calls(response: ProductResponseState) -> list[dict[str, Any]]:
+    def _calls(response: ProductTurn) -> list[dict[str, Any]]:
         return [{**e.attributes, "turn_id": e.turn_id, "offset_ns": e.offset_ns}
                 for e in response.events if e.type is EventType.PRODUCT_TOOL_CALL]
 
@@ -353,21 +379,20 @@ class Conversation:
         ends in what is sent."""
         recording = self.recording
         clean = prepared.clean
-        recording.record(EventType.SPEECH_SYNTHESIZED, source="speech", direction="internal",
-                         turn_id=turn_id, speaker_role="user", audio=clean.to_bytes(),
-                         text=turn.text, duration_ms=round(clean.duration_seconds * 1000, 3),
-                         **prepared.info)
-        recording.record(EventType.ENVIRONMENT_MIXED, source="environment", direction="internal",
-                         turn_id=turn_id, **mix_summary)
+        recording.record(EventType.SPEECH_SYNTHESIZED, SpeechSynthesized(
+            text=turn.text, duration_ms=round(clean.duration_seconds * 1000, 3),
+            **prepared.info), source="speech", direction="internal", turn_id=turn_id,
+            speaker_role="user", audio=clean.to_bytes())
+        recording.record(EventType.ENVIRONMENT_MIXED, EnvironmentMixed(**mix_summary),
+                         source="environment", direction="internal", turn_id=turn_id)
         bounds = prepared.bounds
         kind: dict[str, Any] = {"kind": turn.kind} if turn.kind != "speech" else {}
-        recording.record(EventType.USER_TURN_STARTED, source="persona", direction="outbound",
-                         turn_id=turn_id, speaker_role="user", text=turn.text,
-                         source_kind=turn.source, barge_in_of=barge_in_of, dtmf=turn.dtmf,
-                         speech_start_sample=bounds.start_sample if bounds else None,
-                         speech_end_sample=bounds.end_sample if bounds else None,
-                         **kind,
-                         **{k: v for k, v in turn.metadata.items() if isinstance(k, str)})
+        recording.record(EventType.USER_TURN_STARTED, UserTurnStarted(
+            text=turn.text, source_kind=turn.source, barge_in_of=barge_in_of, dtmf=turn.dtmf,
+            speech_start_sample=bounds.start_sample if bounds else None,
+            speech_end_sample=bounds.end_sample if bounds else None, **kind,
+            **{k: v for k, v in turn.metadata.items() if isinstance(k, str)}),
+            source="persona", direction="outbound", turn_id=turn_id, speaker_role="user")
 
     # --- speaking -------------------------------------------------------------------------------
 
@@ -401,9 +426,9 @@ class Conversation:
                     if delay > 0:
                         await asyncio.sleep(delay / 1e9)
                 await self.endpoint.send_audio(frame)
-                recording.record(EventType.USER_AUDIO, source="evaluator", direction="outbound",
-                                 turn_id=turn_id, speaker_role="user", audio=frame.to_bytes(),
-                                 chunk_index=index)
+                recording.record(EventType.USER_AUDIO, UserAudio(chunk_index=index),
+                                 source="evaluator", direction="outbound", turn_id=turn_id,
+                                 speaker_role="user", audio=frame.to_bytes())
             last_arrival = packets[-1][1] if packets else 0
             duration_ns = max(int(delivered.duration_seconds * 1e9),
                               last_arrival + (int(packets[-1][0].duration_seconds * 1e9)
@@ -420,9 +445,9 @@ class Conversation:
         except EndpointError as error:
             raise ConversationEnded(self._closed_or_error(), Failure(
                 "endpoint", self._scrub(str(error)), error.code)) from None
-        recording.record(EventType.USER_TURN_COMMITTED, source="evaluator", direction="outbound",
-                         turn_id=turn_id, speaker_role="user", expects_response=turn_id,
-                         span_id=recording.root_span_id)
+        recording.record(EventType.USER_TURN_COMMITTED, ExpectsResponse(expects_response=turn_id),
+                         source="evaluator", direction="outbound", turn_id=turn_id,
+                         speaker_role="user", span_id=recording.root_span_id)
         return turn_id
 
     async def _press(self, turn: UserTurn, turn_id: str) -> None:
@@ -431,16 +456,17 @@ class Conversation:
         if not turn.dtmf:
             return
         await self.endpoint.send_dtmf(turn.dtmf)
-        self.recording.record(EventType.USER_DTMF, source="evaluator", direction="outbound",
-                              turn_id=turn_id, speaker_role="user", digits=turn.dtmf)
+        self.recording.record(EventType.USER_DTMF, UserDtmf(digits=turn.dtmf),
+                              source="evaluator", direction="outbound", turn_id=turn_id,
+                              speaker_role="user")
 
     # --- waiting for the product ----------------------------------------------------------------
 
-    def _product_errors(self) -> list[Event]:
+    def _product_errors(self) -> list[ProductError]:
         """Errors other than the adapter's own report of a closed connection."""
-        return [e for e in self.intake.errors
-                if not (e.attributes.get("origin") == "adapter"
-                        and e.attributes.get("code") in CLOSURE_CODES)]
+        errors = [ProductError.of(e) for e in self.intake.errors]
+        return [e for e in errors
+                if not (e.origin == "adapter" and _hashable(e.code) in CLOSURE_CODES)]
 
     def _closed_or_error(self) -> str:
         return "error" if self._product_errors() else "connection_closed"
@@ -451,30 +477,29 @@ class Conversation:
             raise ConversationEnded("error", Failure("endpoint", intake.flood, "audio_flood"))
         errors = self._product_errors()
         if errors:
-            error = errors[0].attributes
+            error = errors[0]
             raise ConversationEnded("error", Failure(
-                "endpoint", self._scrub(f"product error {error.get('code')}: "
-                                        f"{error.get('message')}"), str(error.get("code"))))
+                "endpoint", self._scrub(f"product error {error.code}: {error.message}"),
+                str(error.code)))
         if intake.ended and not intake.conversation_complete:
-            closure = next((e.attributes for e in intake.errors if e.attributes.get("message")),
-                           None)
-            reason = intake.closed.attributes.get("reason") if intake.closed is not None \
+            closure = next((error for error in (ProductError.of(e) for e in intake.errors)
+                            if error.message), None)
+            reason = ProductClosed.of(intake.closed).reason if intake.closed is not None \
                 else "event stream ended"
-            detail = closure.get("message") if closure else reason
+            detail = closure.message if closure else reason
             # the failure code is the adapter's error code (closed_mid_turn, connection_lost...);
             # the WebSocket close code is in the closed event itself
             raise ConversationEnded("connection_closed", Failure(
                 "endpoint", self._scrub(f"connection closed before the conversation completed "
                                         f"({detail})"),
-                str(closure.get("code")) if closure and closure.get("code")
-                else "connection_closed"))
+                str(closure.code) if closure and closure.code else "connection_closed"))
 
-    async def _await_response(self, target_turn: str) -> ProductResponseState | None:
+    async def _await_response(self, target_turn: str) -> ProductTurn | None:
         """Wait for the response to ``target_turn`` to complete, barging in if the persona wants."""
         intake = self.intake
-        barge: tuple[UserTurn, ProductResponseState] | None = None
+        barge: tuple[UserTurn, ProductTurn] | None = None
 
-        def response_for_target() -> ProductResponseState | None:
+        def response_for_target() -> ProductTurn | None:
             for response in reversed(intake.responses):
                 if response.turn_id == target_turn:
                     return response
@@ -488,7 +513,7 @@ class Conversation:
                 return response_for_target()
             self._check_product_failures()
             response = response_for_target()
-            if response is not None and barge is None and not response.barged_in \
+            if response is not None and barge is None and response.barged_in_by is None \
                     and checked != (response.turn_id, response.transcript):
                 checked = (response.turn_id, response.transcript)
                 candidate = self.persona.barge_in(self._view_of(response))
@@ -522,19 +547,19 @@ class Conversation:
                 and not self.intake.responses:
             return Failure("timeout", f"the product did not speak first within {seconds} "
                            f"(scenario conversation.first_speaker: product); if it waits for "
-                           f"the caller, set first_speaker: user (or auto)", "response_timeout")
+                           f"the user, set first_speaker: user (or auto)", "response_timeout")
         return Failure("timeout", f"the product sent nothing for {seconds} while a response "
                        f"was due", "response_timeout")
 
-    def _view_of(self, response: ProductResponseState) -> ProductResponse:
+    def _view_of(self, response: ProductTurn) -> ProductResponse:
         return ProductResponse(index=response.index, transcript=response.transcript,
                                tool_calls=self._calls(response),
-                               status=response.status or "in_progress",
+                               status=response.latest_status or "in_progress",
                                audio_seconds_played=response.audio_seconds)
 
-    async def _barge_in(self, turn: UserTurn, response: ProductResponseState) -> str:
+    async def _barge_in(self, turn: UserTurn, response: ProductTurn) -> str:
         cancel = not response.completed
-        response.barged_in = True
+        response.barged_in_by = _turn_id(self.user_turns + 1)
         if cancel:
             try:
                 await self.endpoint.interrupt()
@@ -542,11 +567,11 @@ class Conversation:
                 raise ConversationEnded(self._closed_or_error(), Failure(
                     "endpoint", self._scrub(str(error)), error.code)) from None
         # recording the barge-in also flushes the listener's buffer of this response
-        self.recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
-                              turn_id=_turn_id(self.user_turns + 1), speaker_role="user",
-                              response_turn_id=response.turn_id, cancel_sent=cancel,
-                              after_product_audio_ms=round(
-                                  float(turn.interrupt_after_seconds or 0) * 1000, 3))
+        self.recording.record(EventType.USER_BARGE_IN, UserBargeIn(
+            response_turn_id=response.turn_id, cancel_sent=cancel,
+            after_product_audio_ms=round(float(turn.interrupt_after_seconds or 0) * 1000, 3)),
+            source="evaluator", direction="outbound", turn_id=_turn_id(self.user_turns + 1),
+            speaker_role="user")
         self.persona.confirm_barge_in(turn)
         return await self._speak(turn, barge_in_of=response.turn_id)
 
@@ -589,11 +614,11 @@ class Conversation:
             line = self.product_line
             record_line_stats(recording, "to_product", line.config, line.stats(),
                               codec=line.codec)
-        if self.ear is not None and self.hearing is not None:
-            end = max(recording.listener.cursor_ns, recording.listener_now_ns())
-            self.hearing.listen_until(end + self.ear.lag_ns)
-            record_line_stats(recording, "to_user", self.ear.config, self.ear.stats(),
-                              codec=self.ear.codec)
+        if self.to_user_line is not None and self.heard_speech is not None:
+            end = max(recording.timeline.cursor_ns, recording.listener_now_ns())
+            heard = self.to_user_line
+            self.heard_speech.listen_until(end + heard.lag_ns)
+            record_line_stats(recording, "to_user", heard.config, heard.stats(), codec=heard.codec)
 
     def _scrub(self, text: str) -> str:
         return self.scrubber.scrub_text(text) if self.scrubber is not None else text

@@ -14,7 +14,22 @@ from typing import Any
 
 from .._steps import Steps, arun_steps, run_steps
 from ..artifacts import (
+    INTEROPERABILITY,
+    MIXED_WAV,
+    PRODUCT_RECEIVED_WAV,
+    PRODUCT_WAV,
+    RAW_ENDPOINT_EVENTS,
     SCHEMA_VERSION,
+    TOOL_CALLS,
+    TRANSCRIPT_JSON,
+    TRANSCRIPT_MD,
+    USER_CLEAN_WAV,
+    USER_HEARD_WAV,
+    USER_SENT_WAV,
+    USER_WAV,
+    VOICE_EVENTS,
+    VOICE_METRICS,
+    JudgeResult,
     ToolCalls,
     Transcript,
     TrialReport,
@@ -45,11 +60,12 @@ from ..recording._documents import (
     transcript_markdown,
 )
 from ..scoring._verdicts import deterministic_verdicts
+from ._report import CallEnding, TrialScore
 from ._transcription import WIRE_ONLY, ProductTranscription, transcribe_product
 
 #: The bundle's arrival-ordered audio streams (what was sent and received, as it happened).
-STREAM_FILES = {USER: "user-sent.wav", PRODUCT: "product-received.wav",
-                USER_CLEAN: "user-clean.wav", USER_HEARD: "user-heard.wav"}
+STREAM_FILES = {USER: USER_SENT_WAV, PRODUCT: PRODUCT_RECEIVED_WAV,
+                USER_CLEAN: USER_CLEAN_WAV, USER_HEARD: USER_HEARD_WAV}
 
 
 @dataclass
@@ -75,9 +91,9 @@ def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
 
     Built in the scoring process (all steps at once), or on the event loop (:mod:`._scoring`),
     never in a worker thread of the loop's process: a CPU-bound thread takes the GIL each time
-    the loop thread makes a socket call, which made concurrent conversations a third slower. On
-    the loop, between steps, it timestamps what has arrived for other trials, so their
-    measurements stay within a step of the truth.
+    the loop thread makes a socket call, and every concurrent conversation waits for it. On the
+    loop, between steps, it timestamps what has arrived for other trials, so their measurements
+    stay within a step of the truth.
     """
     encoded: list[bytes] = []
     for start in range(0, len(recording.events), STEP_EVENTS):
@@ -147,6 +163,19 @@ def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: Person
         measurement=evidence.metrics.measurement_quality)
 
 
+def score_of(evidence: Evidence, ending: CallEnding, judges: Sequence[JudgeResult], *,
+             scenario: ScenarioConfig, persona: PersonaConfig) -> TrialScore:
+    """What the trial report says of the evidence: the verdicts (of the evidence and of how
+    the call ended), the judges' results, the metrics' summary and whether the timings were
+    degraded."""
+    verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
+                           exit_reason=ending.exit_reason, outcome_status=ending.outcome_status,
+                           outcome=ending.outcome, outcome_error=ending.outcome_error)
+    return TrialScore(verdicts=verdicts, judges=list(judges),
+                      metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
+                      measurement_degraded=evidence.degraded)
+
+
 def interoperability(report: TrialReport, evidence: Evidence, recording: Recording
                      ) -> dict[str, Any]:
     metrics = evidence.metrics.model_dump(mode="json")
@@ -183,17 +212,17 @@ def evidence_files(recording: Recording, evidence: Evidence, report: TrialReport
     if USER_HEARD in recording.streams:  # a to_user telephony line: what the user heard
         streams[STREAM_FILES[USER_HEARD]] = recording.streams[USER_HEARD].audio()
     files = encode_trial_files(
-        documents={}, encoded={"voice-events.jsonl": evidence.voice_events},
-        texts={"transcript.md": transcript_markdown(evidence.transcript, title=title),
+        documents={}, encoded={VOICE_EVENTS: evidence.voice_events},
+        texts={TRANSCRIPT_MD: transcript_markdown(evidence.transcript, title=title),
                **(extra_texts or {})},
-        audio={"technician.wav": placement.technician, "product.wav": placement.product,
-               "mixed.wav": placement.mixed, **streams})
+        audio={USER_WAV: placement.user, PRODUCT_WAV: placement.product,
+               MIXED_WAV: placement.mixed, **streams})
     documents: dict[str, Any] = {
-        "transcript.json": evidence.transcript,
-        "tool-calls.json": evidence.tool_calls,
-        "raw-endpoint-events.json": evidence.raw_events,
-        "voice-metrics.json": evidence.metrics,
-        "interoperability.json": interoperability(report, evidence, recording),
+        TRANSCRIPT_JSON: evidence.transcript,
+        TOOL_CALLS: evidence.tool_calls,
+        RAW_ENDPOINT_EVENTS: evidence.raw_events,
+        VOICE_METRICS: evidence.metrics,
+        INTEROPERABILITY: interoperability(report, evidence, recording),
         **(extra_documents or {}),
     }
     for name, document in documents.items():

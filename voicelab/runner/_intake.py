@@ -10,54 +10,40 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ
+from ..audio import CANONICAL_FORMAT
 from ..endpoints import EndpointEvent
-from ..recording import ENDPOINT_EVENT_TYPES, Event, EventType, Recording, ResponsePlayback
+from ..recording import (
+    ENDPOINT_EVENT_TYPES,
+    AudioFlood,
+    Event,
+    EventAttributes,
+    EventType,
+    HeardResponse,
+    ProductClosed,
+    ProductError,
+    ProductInterruption,
+    ProductRaw,
+    ProductText,
+    ProductTurn,
+    Recording,
+    ReportedAttributes,
+    ResponseDone,
+    ToolCall,
+    ToolResult,
+)
 
 logger = logging.getLogger(__name__)
 
 _RESPONSE_KINDS = {"audio_delta", "transcript_final", "tool_call", "tool_result", "interruption",
                    "turn_complete"}
 _OPENING_KINDS = {"audio_delta", "transcript_final", "tool_call"}
-_ATTRIBUTE_KINDS = {"tool_call", "tool_result", "error", "closed", "turn_complete", "interruption"}
+#: The kinds whose ``data`` the adapter reported is recorded as it gave it.
+_REPORTED: dict[str, type[ReportedAttributes]] = {
+    "tool_call": ToolCall, "tool_result": ToolResult, "error": ProductError,
+    "closed": ProductClosed, "turn_complete": ResponseDone, "interruption": ProductInterruption}
 BYTES_PER_SECOND = CANONICAL_FORMAT.bytes_per_second
-
-
-@dataclass
-class ProductResponseState:
-    """A product response as received so far: its events (references into the recording)."""
-
-    turn_id: str
-    index: int
-    events: list[Event] = field(default_factory=list)
-    status: str | None = None
-    completed_ns: int | None = None
-    barged_in: bool = False
-    audio_chunks: int = 0
-
-    @property
-    def completed(self) -> bool:
-        return self.completed_ns is not None
-
-    @property
-    def transcript(self) -> str:
-        return " ".join(str(e.attributes.get("text") or "") for e in self.events
-                        if e.type is EventType.PRODUCT_TRANSCRIPT).strip()
-
-    @property
-    def audio_events(self) -> list[Event]:
-        return [e for e in self.events if e.type is EventType.PRODUCT_AUDIO]
-
-    @property
-    def audio_seconds(self) -> float:
-        return sum(e.audio_samples for e in self.events
-                   if e.type is EventType.PRODUCT_AUDIO) / CANONICAL_SAMPLE_RATE_HZ
-
-    def of_type(self, event_type: EventType) -> list[dict[str, Any]]:
-        return [dict(e.attributes) for e in self.events if e.type is event_type]
 
 
 @dataclass(frozen=True)
@@ -94,8 +80,8 @@ class Intake:
         self._wake = asyncio.Event()
         #: wake the conversation loop for every audio chunk (only while a barge-in is armed)
         self.watch_audio = False
-        self.responses: list[ProductResponseState] = []
-        self.current: ProductResponseState | None = None
+        self.responses: list[ProductTurn] = []
+        self.current: ProductTurn | None = None
         self.pending: list[str] = []  # turn ids whose responses are expected, oldest first
         self.user_turn_id: str | None = None
         self.errors: list[Event] = []
@@ -113,39 +99,39 @@ class Intake:
     def expect_response(self, turn_id: str) -> None:
         self.pending.append(turn_id)
 
-    def _open_response(self) -> ProductResponseState:
+    def _open_response(self) -> ProductTurn:
         if self.pending:
             turn_id = self.pending.pop(0)
         else:
             base = self.user_turn_id or "turn-000"
             same = sum(1 for r in self.responses if r.turn_id.split(".")[0] == base)
             turn_id = base if same == 0 else f"{base}.{same + 1}"
-        response = ProductResponseState(turn_id, len(self.responses))
+        response = ProductTurn(turn_id, len(self.responses))
         self.responses.append(response)
         self.current = response
         return response
 
-    def _period_response(self) -> ProductResponseState:
+    def _period_response(self) -> ProductTurn:
         current = self.current
         if current is None or current.turn_id != self.period_turn:
-            current = ProductResponseState(self.period_turn, len(self.responses))
+            current = ProductTurn(self.period_turn, len(self.responses))
             self.responses.append(current)
             self.current = current
         return current
 
-    def response_for(self, turn_id: str) -> ProductResponseState | None:
+    def response_for(self, turn_id: str) -> ProductTurn | None:
         for response in reversed(self.responses):
             if response.turn_id == turn_id:
                 return response
         return None
 
-    def playback(self, response: ProductResponseState) -> ResponsePlayback | None:
+    def playback(self, response: ProductTurn) -> HeardResponse | None:
         """How the listener has heard ``response`` so far."""
-        return self.recording.listener.responses.get(response.turn_id)
+        return self.recording.timeline.responses.get(response.turn_id)
 
     def input_transcript(self, turn_id: str) -> str | None:
         """What the product said it heard of user turn ``turn_id``."""
-        parts = [str(e.attributes.get("text") or "") for e in self.recording.events
+        parts = [ProductText.of(e).text or "" for e in self.recording.events
                  if e.type is EventType.PRODUCT_INPUT_TRANSCRIPT and e.turn_id == turn_id]
         return " ".join(parts) if parts else None
 
@@ -166,10 +152,10 @@ class Intake:
             return False
         self.flood = problem
         self.flood_dropped_bytes = size
-        recording.record(EventType.PRODUCT_AUDIO_FLOOD, source="product", direction="inbound",
-                         at_ns=event.received_ns, message=problem,
-                         received_audio_seconds=round(received, 3),
-                         elapsed_seconds=round(elapsed, 3))
+        recording.record(EventType.PRODUCT_AUDIO_FLOOD, AudioFlood(
+            message=problem, received_audio_seconds=round(received, 3),
+            elapsed_seconds=round(elapsed, 3)),
+            source="product", direction="inbound", at_ns=event.received_ns)
         logger.warning("audio flood: %s; further product audio is not recorded", problem)
         return True
 
@@ -187,13 +173,12 @@ class Intake:
         response = self.current
         if self.listening:
             response = self._period_response()
-        elif response is None or response.completed_ns is not None:
+        elif response is None or response.completed:
             response = self._open_response()
         recorded = self.recording.record_product_audio(event.received_ns, response.turn_id,
                                                        audio, event.raw)
         self.last_event_ns = event.received_ns
-        response.events.append(recorded)
-        response.audio_chunks += 1
+        response.add(recorded)
 
     def handle(self, event: EndpointEvent) -> None:
         kind = event.type
@@ -214,31 +199,27 @@ class Intake:
             response = self._open_response() if self.pending else None
         in_response = kind in _RESPONSE_KINDS and response is not None
         turn_id = response.turn_id if in_response and response else None
-        attributes: dict[str, Any] = {}
+        attributes: EventAttributes | None = None
         if kind in ("transcript_final", "input_transcript"):
-            attributes["text"] = event.text or ""
-        elif kind in _ATTRIBUTE_KINDS:
-            attributes.update(event.data)
+            attributes = ProductText(text=event.text or "")
+        elif kind in _REPORTED:
+            attributes = _REPORTED[kind].reported(event.data)
         elif kind == "raw":
             raw = event.raw if isinstance(event.raw, dict) else {}
-            attributes["message_type"] = raw.get("type") or raw.get("event")
-            logger.debug("unnormalized product message: %s", attributes["message_type"])
+            message_type = raw.get("type") or raw.get("event")
+            attributes = ProductRaw.reported({"message_type": message_type})
+            logger.debug("unnormalized product message: %s", message_type)
         if kind == "input_transcript":
             turn_id = self.user_turn_id
         recorded = self.recording.record(
-            ENDPOINT_EVENT_TYPES[kind], source="product", direction="inbound",
+            ENDPOINT_EVENT_TYPES[kind], attributes, source="product", direction="inbound",
             at_ns=event.received_ns,
             speaker_role="assistant" if kind in _RESPONSE_KINDS else None, turn_id=turn_id,
-            raw=event.raw, audio=event.audio if kind == "audio_delta" else None, **attributes)
+            raw=event.raw, audio=event.audio if kind == "audio_delta" else None)
         self.last_event_ns = event.received_ns
         if in_response and response is not None:
-            response.events.append(recorded)
-            if kind == "audio_delta":
-                response.audio_chunks += 1
-        if kind == "turn_complete" and response is not None:
-            response.status = str(event.data.get("status", "completed"))
-            response.completed_ns = event.received_ns
-        elif kind == "conversation_complete":
+            response.add(recorded)  # a turn_complete completes it
+        if kind == "conversation_complete":
             self.conversation_complete = True
         elif kind == "error":
             self.errors.append(recorded)
@@ -249,7 +230,7 @@ class Intake:
         if event.type != "audio_delta" or self.flood is not None:
             return True
         response = self.current
-        return self.watch_audio or (response is not None and response.audio_chunks == 1)
+        return self.watch_audio or (response is not None and len(response.audio) == 1)
 
     async def pump(self, events: AsyncIterator[EndpointEvent]) -> None:
         """Record every event from the endpoint until it closes (or the task is cancelled)."""

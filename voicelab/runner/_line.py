@@ -9,9 +9,9 @@ with the turn id of the utterance it belongs to. The moments an utterance's spee
 ends on the line are recorded exactly (``user.speech_started`` / ``user.speech_ended``: the
 send time of the frame holding that sample plus its offset in the frame).
 
-With a ``to_product`` telephony line (:class:`~._channel.ProductLine`) a frame is one packet:
+With a ``to_product`` telephony line (:class:`~._channel.ToProductLine`) a frame is one packet:
 what is sent is the packet as it arrives (coded, or concealed when lost), when it arrives (its
-slot plus its network delay); the speech moments stay the caller's (the frame's slot).
+slot plus its network delay); the speech moments stay the user's (the frame's slot).
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, PreparedEnvironment, add_echo, mix
 from ..endpoints import ConversationEndpoint, EndpointError
-from ..recording import EventType, Recording
-from ._channel import ProductLine
+from ..recording import EventType, ExpectsResponse, Recording, UserAudio
+from ._channel import ToProductLine
 from ._probes import LineEcho, ProbeMark
 
 logger = logging.getLogger(__name__)
@@ -61,7 +60,7 @@ class UserLine:
                  environment: PreparedEnvironment, seed: int, chunk_ms: float,
                  on_failure: Callable[[EndpointError], None],
                  on_speech_ended: Callable[[Utterance], None] = lambda utterance: None,
-                 product_line: ProductLine | None = None):
+                 product_line: ToProductLine | None = None):
         self.endpoint = endpoint
         self.recording = recording
         self.environment = environment
@@ -194,12 +193,16 @@ class UserLine:
             self._record(packet.audio, str(turn_id) if turn_id is not None else None, clock(),
                          packet.record.index, lost=packet.record.lost or packet.record.late)
 
-    def _record(self, frame: PcmAudio, turn_id: str | None, sent_ns: int, index: int,
-                **attributes: Any) -> None:
+    def _record(self, frame: PcmAudio, turn_id: str | None, sent_ns: int, index: int, *,
+                lost: bool | None = None) -> None:
+        """One frame sent on the line (``lost``: a telephony packet lost or late, its
+        concealment sent)."""
+        attributes = UserAudio(line=True, chunk_index=index) if lost is None \
+            else UserAudio(line=True, chunk_index=index, lost=lost)
         self.recording.record(
-            EventType.USER_AUDIO, source="evaluator", direction="outbound", at_ns=sent_ns,
-            turn_id=turn_id, speaker_role="user" if turn_id else None, audio=frame.to_bytes(),
-            line=True, chunk_index=index, **attributes)
+            EventType.USER_AUDIO, attributes, source="evaluator", direction="outbound",
+            at_ns=sent_ns, turn_id=turn_id, speaker_role="user" if turn_id else None,
+            audio=frame.to_bytes())
 
     def _mark(self, utterance: Utterance, begin: int, sent_ns: int) -> None:
         end = begin + self.frame_samples
@@ -228,10 +231,9 @@ class UserLine:
                                           speaker_role="user")
                 else:
                     utterance.speech_ended_ns = at
-                    self.recording.record(kind, source="evaluator", direction="outbound",
-                                          at_ns=at, turn_id=utterance.turn_id,
-                                          speaker_role="user",
-                                          expects_response=utterance.turn_id)
+                    self.recording.record(kind, ExpectsResponse(expects_response=utterance.turn_id),
+                                          source="evaluator", direction="outbound", at_ns=at,
+                                          turn_id=utterance.turn_id, speaker_role="user")
                     utterance.speech_over.set()
                     self.on_speech_ended(utterance)
         if end >= utterance.audio.num_samples:

@@ -1,11 +1,11 @@
 """Listening turn taking (``server_vad``): a live line and a simulated user that listens.
 
-The product decides by voice activity when the caller has finished; the evaluator never commits
+The product decides by voice activity when the user has finished; the evaluator never commits
 a turn. The user's side is a :class:`~._line.UserLine` (speech, then silence or room noise, in
 real time). A product reply is over when the simulated user has heard its speech followed by
-``listener.reply_end_hangover_ms`` of silence (:class:`~._hearing.Hearing`), or earlier when the
-wire says the response is done and its audio has played. A barge-in is the user speaking over
-the product (no cancel is sent: on a line, a caller can only speak).
+``listener.reply_end_hangover_ms`` of silence (:class:`~._heard_speech.HeardSpeech`), or earlier
+when the wire says the response is done and its audio has played. A barge-in is the user speaking over
+the product (no cancel is sent: on a line, a user can only speak).
 
 Product output is attributed to the turn whose speech ended last (``turn-000`` before any), so
 silence frames a product streams between replies belong to the period they fall in: its first
@@ -22,7 +22,7 @@ import numpy as np
 from ..audio import PcmAudio
 from ..endpoints import EndpointError
 from ..personas import ProductResponse, UserTurn
-from ..recording import EventType
+from ..recording import EventType, ProbeSkipped, ProductTurn, UserBargeIn
 from ._conversation import (
     Conversation,
     ConversationEnded,
@@ -70,7 +70,7 @@ def aligned(prepared: Prepared, samples: int) -> Prepared:
                    if bounds is not None else None)
 
 
-class ListeningConversation(Conversation):
+class ServerVadConversation(Conversation):
     listening = True
 
     def __init__(self, **options: object):
@@ -93,10 +93,10 @@ class ListeningConversation(Conversation):
             raise ConversationEnded("error", Failure("endpoint", self._scrub(str(error)),
                                                      error.code)) from None
         expects = "turn-000" if self.first_speaker != "user" else None
-        connected = self.recording.record(EventType.CONNECTED, source="evaluator",
-                                          direction="outbound", expects_response=expects,
-                                          span_id=root, turn_detection="server_vad",
-                                          **self._conversion_delays())
+        connected = self.recording.record(
+            EventType.CONNECTED, self._connected(expects_response=expects,
+                                                 turn_detection="server_vad"),
+            source="evaluator", direction="outbound", span_id=root)
         self._pump = asyncio.create_task(self.intake.pump(self.endpoint.events()))
         self.line = UserLine(endpoint=self.endpoint, recording=self.recording,
                              environment=self.environment, seed=self.seed,
@@ -105,11 +105,11 @@ class ListeningConversation(Conversation):
                              product_line=self.product_line)
         echo = self.environment.config.echo
         if echo is not None:
-            assert self.hearing is not None
-            self.line.echo = LineEcho(echo, hearing=self.hearing, seed=self.seed)
-            self.recording.record(EventType.ENVIRONMENT_ECHO, source="environment",
-                                  direction="internal",
-                                  **self.line.echo.describe(self.line.frame_samples))
+            assert self.heard_speech is not None
+            self.line.echo = LineEcho(echo, heard_speech=self.heard_speech, seed=self.seed)
+            self.recording.record(EventType.ENVIRONMENT_ECHO,
+                                  self.line.echo.describe(self.line.frame_samples),
+                                  source="environment", direction="internal")
         self.line.start()
         await self._start_persona()
         return await self._take_turns(
@@ -135,13 +135,13 @@ class ListeningConversation(Conversation):
     async def _product_opens(self) -> bool:
         if self.first_speaker != "auto":
             return self.first_speaker == "product"
-        hearing = self.hearing
-        assert hearing is not None
+        heard_speech = self.heard_speech
+        assert heard_speech is not None
         deadline = self.recording.listener_now_ns() + int(self.first_speaker_wait_seconds * 1e9)
         while self.recording.listener_now_ns() < deadline:
             self._check()
-            hearing.listen_until(self.recording.listener_now_ns())
-            if hearing.spoke_after(0):
+            heard_speech.listen_until(self.recording.listener_now_ns())
+            if heard_speech.spoke_after(0):
                 return True
             await self.intake.wait_signal(LISTEN_TICK_SECONDS)
         return False
@@ -182,10 +182,11 @@ class ListeningConversation(Conversation):
         return utterance
 
     def _probe_mark(self, kind: str, response_turn: str, start: int, end: int,
-                    **attributes: object) -> ProbeMark:
+                    **details: str | int | float) -> ProbeMark:
+        """The next probe; ``details``: what its events record besides (``ProbeMarked``)."""
         self.probes_played += 1
         return ProbeMark(f"probe-{self.probes_played:03d}", kind, response_turn, start, end,
-                         dict(attributes))
+                         details)
 
     async def _play_noise(self, index: int, response_turn: str) -> None:
         """An environment noise probe on the line (not the user speaking: no turn)."""
@@ -259,16 +260,15 @@ class ListeningConversation(Conversation):
                     reason: str = "the reply was over before the probe's moment") -> None:
         probe = self.environment.config.noise_probes[index]
         self.probes_played += 1
-        self.recording.record(EventType.PROBE_SKIPPED, source="evaluator", direction="internal",
-                              probe_id=f"probe-{self.probes_played:03d}", kind="noise",
-                              response_turn_id=response_turn, label=probe.sound.name,
-                              noise_probe_index=index,
-                              after_product_speech_ms=round(probe.after_seconds * 1000, 3),
-                              reason=reason)
+        self.recording.record(EventType.PROBE_SKIPPED, ProbeSkipped(
+            probe_id=f"probe-{self.probes_played:03d}", kind="noise",
+            response_turn_id=response_turn, label=probe.sound.name, noise_probe_index=index,
+            after_product_speech_ms=round(probe.after_seconds * 1000, 3), reason=reason),
+            source="evaluator", direction="internal")
 
     async def _listen_to_reply(self, turn_id: str, *, since_ns: int, noise: list[int]) -> None:
-        intake, hearing = self.intake, self.hearing
-        assert hearing is not None
+        intake, heard_speech = self.intake, self.heard_speech
+        assert heard_speech is not None
         barge: UserTurn | None = None
         asked = False
         speech_onset: int | None = None
@@ -277,9 +277,9 @@ class ListeningConversation(Conversation):
             if intake.conversation_complete:
                 return
             now = self.recording.listener_now_ns()
-            hearing.listen_until(now)
+            heard_speech.listen_until(now)
             if speech_onset is None:
-                speech_onset = hearing.first_onset_ns(since_ns)
+                speech_onset = heard_speech.first_onset_ns(since_ns)
                 if speech_onset is not None:
                     self.replies_heard += 1
                     noise.extend(index for index, _ in noise_probes_for(
@@ -311,10 +311,10 @@ class ListeningConversation(Conversation):
                 await self._await_reply(utterance.turn_id, since_ns=self.recording.offset_of(
                     utterance.speech_ended_ns))
                 return
-            if hearing.reply_over(since_ns):
+            if heard_speech.reply_over(since_ns):
                 return
             if response is not None and response.completed and speech_onset is not None \
-                    and self.recording.listener.cursor_ns <= now:
+                    and self.recording.timeline.cursor_ns <= now:
                 return  # the wire says the reply is done and all of it has played
             if speech_onset is None and \
                     now - since_ns >= self.response_timeout_seconds * 1e9:
@@ -331,22 +331,19 @@ class ListeningConversation(Conversation):
     async def _barge_in_on_line(self, turn: UserTurn, response_turn: str, *,
                                 speech_at_ns: int | None = None,
                                 heard_onset_ns: int | None = None) -> Utterance:
-        self.recording.record(EventType.USER_BARGE_IN, source="evaluator", direction="outbound",
-                              turn_id=_turn_id(self.user_turns + 1), speaker_role="user",
-                              response_turn_id=response_turn, cancel_sent=False, flush=False,
-                              after_product_audio_ms=round(
-                                  float(turn.interrupt_after_seconds or 0) * 1000, 3),
-                              kind=turn.kind,
-                              heard_speech_onset_ms=None if heard_onset_ns is None
-                              else round(heard_onset_ns / 1e6, 3))
+        self.recording.record(EventType.USER_BARGE_IN, UserBargeIn(
+            response_turn_id=response_turn, cancel_sent=False, flush=False,
+            after_product_audio_ms=round(float(turn.interrupt_after_seconds or 0) * 1000, 3),
+            kind=turn.kind, heard_speech_onset_ms=None if heard_onset_ns is None
+            else round(heard_onset_ns / 1e6, 3)),
+            source="evaluator", direction="outbound", turn_id=_turn_id(self.user_turns + 1),
+            speaker_role="user")
         self.persona.confirm_barge_in(turn)
         return await self._say(turn, barge_in_of=response_turn, probe_of=response_turn,
                                speech_at_ns=speech_at_ns)
 
     def _reply_view(self, response: object) -> ProductResponse:
-        from ._intake import ProductResponseState
-
-        if isinstance(response, ProductResponseState):
+        if isinstance(response, ProductTurn):
             return self._view_of(response)
         return ProductResponse(index=-1, status="in_progress")
 
@@ -355,7 +352,7 @@ class ListeningConversation(Conversation):
         if turn_id == "turn-000" and self.first_speaker == "product":
             return Failure("timeout", f"the product did not speak first within {seconds} "
                            f"(scenario conversation.first_speaker: product); if it waits for "
-                           f"the caller, set first_speaker: user (or auto)", "response_timeout")
+                           f"the user, set first_speaker: user (or auto)", "response_timeout")
         return Failure("timeout", f"the product did not speak within {seconds} after the "
                        f"user's speech ended", "response_timeout")
 

@@ -16,10 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
+from .._exit_codes import exit_code_after_writing, sweep_exit_code
 from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
+    MATRIX_REPORT,
+    RUN_REPORT,
     BundleLock,
     JudgeCalibration,
     MarginPassRate,
@@ -140,9 +142,8 @@ class MatrixOutcome:
 
     @property
     def exit_code(self) -> int:
-        if self.write_errors and self.report.exit_code in (EXIT_OK, EXIT_QUALITY):
-            return EXIT_EXECUTION
-        return self.report.exit_code
+        return exit_code_after_writing(self.report.exit_code,
+                                       write_failed=bool(self.write_errors))
 
 
 class MatrixInterrupted(asyncio.CancelledError):
@@ -247,29 +248,27 @@ def matrix_rates(cells: list[MatrixCell], statistics: StatisticsConfig
     return pooled(cells), margins
 
 
+def matrix_cell(outcome: RunOutcome, *, bundle_path: str) -> MatrixCell:
+    """A sweep's line for one of its runs (a cell), from the run's report."""
+    report = outcome.report
+    return MatrixCell(
+        cell_id=Path(outcome.bundle_path).name, scenario=report.scenario_id,
+        persona=report.persona, environment=report.environment, bundle_path=bundle_path,
+        trial_count=report.trial_count, executed_trials=report.executed_trials,
+        passed_trials=report.passed_trials, pass_at_k=report.pass_at_k,
+        pass_power_k=report.pass_power_k, exit_code=report.exit_code,
+        suite_hash=report.suite_hash, pass_rate=report.pass_rate, pass_curve=report.pass_curve)
+
+
 def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: list[RunOutcome],
                    started: str, status: str, label: str | None = None,
                    resumed_at: Sequence[str] = ()) -> MatrixReport:
-    cells = [MatrixCell(
-        cell_id=Path(o.bundle_path).name, scenario=o.report.scenario_id, persona=o.report.persona,
-        environment=o.report.environment, bundle_path=published_location(o.bundle_path),
-        trial_count=o.report.trial_count, executed_trials=o.report.executed_trials,
-        passed_trials=o.report.passed_trials, pass_at_k=o.report.pass_at_k,
-        pass_power_k=o.report.pass_power_k, exit_code=o.report.exit_code,
-        suite_hash=o.report.suite_hash, pass_rate=o.report.pass_rate,
-        pass_curve=o.report.pass_curve) for o in outcomes]
-    cells.sort(key=lambda c: c.cell_id)
+    cells = sorted((matrix_cell(o, bundle_path=published_location(o.bundle_path))
+                    for o in outcomes), key=lambda c: c.cell_id)
     pooled, margins = matrix_rates(cells, plan.statistics)
     complete = len(cells) == len(plan.cells)
-    codes = [c.exit_code for c in cells]
-    if status == "interrupted":
-        code = EXIT_INTERRUPTED
-    elif EXIT_EXECUTION in codes or not complete:
-        code = EXIT_EXECUTION
-    elif EXIT_QUALITY in codes:
-        code = EXIT_QUALITY
-    else:
-        code = EXIT_OK
+    code = sweep_exit_code([c.exit_code for c in cells], planned_cells=len(plan.cells),
+                           interrupted=status == "interrupted")
     s, p, e, k = plan.dimensions
     return MatrixReport(
         name=plan.suite.suite.name or plan.suite.path.stem, run_id=run_id,
@@ -294,12 +293,12 @@ def read_matrix_report(run_dir: str | Path) -> MatrixReport:
     if is_url(run_dir):
         folder = open_location(run_dir, key="resume")
         assert not isinstance(folder, Path)
-        document = read_remote_json(resolve_latest(folder).child("matrix-report.json"))
+        document = read_remote_json(resolve_latest(folder).child(MATRIX_REPORT))
         remote: MatrixReport = parse_settings(MatrixReport, document, key=None,
                                               source=folder.url)
         return remote
     path = resolve_local_latest(as_local_path(run_dir)).expanduser().resolve() \
-        / "matrix-report.json"
+        / MATRIX_REPORT
     check_tree(path.parent)  # regular files and folders only, before anything is read
     if not path.is_file():
         raise ConfigError("not a sweep (no matrix-report.json)", source=path.parent)
@@ -354,7 +353,7 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
         run_id = previous.run_id
         run_dir = resolve_local_latest(as_local_path(resume)).expanduser().resolve()  # type: ignore[arg-type]
         for one in plan.cells:  # refuse before anything runs
-            if (run_dir / one.cell_id / "run-report.json").is_file():
+            if (run_dir / one.cell_id / RUN_REPORT).is_file():
                 check_suite_hash(read_run_report(run_dir / one.cell_id), one.plan.loaded,
                                  bundle=run_dir / one.cell_id)
         label = label if label is not None else previous.label
@@ -405,7 +404,7 @@ async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id
 
     write_errors: list[str] = []
     running_error = _write_report_robustly(
-        run_dir / "matrix-report.json",
+        run_dir / MATRIX_REPORT,
         _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes, started=started,
                        status="running", label=label, resumed_at=resumed_at))
     if running_error:
@@ -414,7 +413,7 @@ async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id
     async def cell(one: MatrixCellPlan) -> None:
         # run ids stay unique across sweeps (labels join on them); folders are named by cell
         cell_dir = run_dir / one.cell_id
-        started_before = previous is not None and (cell_dir / "run-report.json").is_file()
+        started_before = previous is not None and (cell_dir / RUN_REPORT).is_file()
         try:
             outcome = await arun(one.plan, trials=plan.trials, artifacts_dir=run_dir,
                                  run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
@@ -456,7 +455,7 @@ async def conclude_cells(tasks: list[asyncio.Task[None]], outcomes: list[RunOutc
     for cell_outcome in outcomes:
         write_errors.extend(cell_outcome.write_errors)
     final = report("interrupted" if interrupted else "complete")
-    final_error = _write_report_robustly(run_dir / "matrix-report.json", final)
+    final_error = _write_report_robustly(run_dir / MATRIX_REPORT, final)
     if final_error:
         write_errors.append(final_error)
     if failure is not None:

@@ -10,7 +10,7 @@ from ..recording import Recording, samples_to_ns
 POLL_SECONDS = 0.01
 
 
-class RecordingPlayback:
+class PlaybackClock:
     """``until_played`` on a trial's recording: the listener places every product chunk as it
     is recorded, so the moment sample N of the product's audio plays is known once it arrived."""
 
@@ -24,14 +24,14 @@ class RecordingPlayback:
         self.recording = None
 
     def played_at_ns(self, samples: int) -> int | None:
-        """Listener time at which the first ``samples`` product samples have played (None: not
-        all of them have arrived yet, or the call is over)."""
+        """Listener time at which the first ``samples`` product samples have played (None: not all
+        of them have arrived yet, or the call is over)."""
         if samples <= 0:
             return 0
         if self.recording is None:
             return None
         last = samples - 1
-        for chunk in reversed(self.recording.listener.heard):
+        for chunk in reversed(self.recording.timeline.heard):
             begin = chunk.event.audio_start
             if begin <= last < begin + chunk.event.audio_samples:
                 # audio a flush cut off never plays: it is "played" when it was dropped

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, SILENCE_THRESHOLD, EchoPath
 from ..config import EchoConfig, NoiseProbe
-from ..recording import EventType, Recording
-from ._hearing import Hearing
+from ..recording import EnvironmentEcho, EventType, ProbeMarked, Recording
+from ._heard_speech import HeardSpeech
 
 _RATE = CANONICAL_SAMPLE_RATE_HZ
 
@@ -38,7 +38,8 @@ class ProbeMark:
     response_turn_id: str
     start_sample: int  # first audible sample, in the utterance's audio
     end_sample: int  # after the last audible sample
-    attributes: dict[str, Any] = field(default_factory=dict)
+    #: what else is recorded with its start and end (a ``ProbeMarked``'s other fields)
+    details: dict[str, str | int | float] = field(default_factory=dict)
     started_ns: int | None = None
     ended_ns: int | None = None
 
@@ -46,20 +47,22 @@ class ProbeMark:
              sent_ns: int) -> None:
         """Record the probe's start and end if they fall in the frame ``[begin, end)`` of the
         utterance, sent at ``sent_ns`` (same rules as the user's speech moments)."""
-        common = {"probe_id": self.probe_id, "kind": self.kind,
-                  "response_turn_id": self.response_turn_id, **self.attributes}
+        common: dict[str, Any] = {"probe_id": self.probe_id, "kind": self.kind,
+                                  "response_turn_id": self.response_turn_id, **self.details}
         if self.started_ns is None and begin <= self.start_sample < end:
             lead_ns = (self.start_sample - begin) * 1_000_000_000 // _RATE
             self.started_ns = sent_ns + lead_ns
             # the frame carries its samples at once: the product can hear the probe from the
             # frame's send time, ``frame_lead_ms`` before its onset
-            recording.record(EventType.PROBE_STARTED, source="evaluator", direction="outbound",
-                             at_ns=self.started_ns, turn_id=turn_id,
-                             frame_lead_ms=round(lead_ns / 1e6, 3), **common)
+            recording.record(EventType.PROBE_STARTED,
+                             ProbeMarked(frame_lead_ms=round(lead_ns / 1e6, 3), **common),
+                             source="evaluator", direction="outbound", at_ns=self.started_ns,
+                             turn_id=turn_id)
         if self.ended_ns is None and begin < self.end_sample <= end:
             self.ended_ns = sent_ns + (self.end_sample - begin) * 1_000_000_000 // _RATE
-            recording.record(EventType.PROBE_ENDED, source="evaluator", direction="outbound",
-                             at_ns=self.ended_ns, turn_id=turn_id, **common)
+            recording.record(EventType.PROBE_ENDED, ProbeMarked(**common),
+                             source="evaluator", direction="outbound", at_ns=self.ended_ns,
+                             turn_id=turn_id)
 
 
 def audible_bounds(samples: np.ndarray) -> tuple[int, int]:
@@ -85,7 +88,7 @@ def noise_sound(sound: np.ndarray, volume: float) -> np.ndarray:
 class LineEcho:
     """The speakerphone echo the line adds to each frame (see the module docstring)."""
 
-    def __init__(self, config: EchoConfig, *, hearing: Hearing, seed: int):
+    def __init__(self, config: EchoConfig, *, heard_speech: HeardSpeech, seed: int):
         self.config = config
         self.seed = config.rir.seed if config.rir.seed is not None else seed
         self.path = EchoPath.speakerphone(rt60_ms=config.rir.rt60_ms,
@@ -93,27 +96,27 @@ class LineEcho:
                                           echo_return_loss_db=config.echo_return_loss_db,
                                           seed=self.seed)
         self.delay_samples = int(round(config.delay_ms * _RATE / 1000))
-        self.hearing = hearing
-        hearing.taps.append(self._heard)
+        self.heard_speech = heard_speech
+        heard_speech.taps.append(self._heard)
         self._buffer = np.zeros(0)
         self._buffer_start = 0  # listener sample of _buffer[0]
         self._cursor: int | None = None  # the next heard sample to convolve
         self._line_start = 0  # listener sample of the line's first frame
 
-    def describe(self, frame_samples: int) -> dict[str, Any]:
+    def describe(self, frame_samples: int) -> EnvironmentEcho:
         """The echo path as recorded (``environment.echo``)."""
-        return {"delay_ms": self.config.delay_ms,
-                "echo_return_loss_db": self.config.echo_return_loss_db,
-                "rt60_ms": self.config.rir.rt60_ms, "lowpass_hz": self.config.rir.lowpass_hz,
-                "rir_seed": self.seed, "rir_samples": int(self.path.impulse.shape[0]),
-                "frame_ms": round(frame_samples * 1000 / _RATE, 3)}
+        return EnvironmentEcho(
+            delay_ms=self.config.delay_ms, echo_return_loss_db=self.config.echo_return_loss_db,
+            rt60_ms=self.config.rir.rt60_ms, lowpass_hz=self.config.rir.lowpass_hz,
+            rir_seed=self.seed, rir_samples=int(self.path.impulse.shape[0]),
+            frame_ms=round(frame_samples * 1000 / _RATE, 3))
 
     def start(self, listener_now_ns: int) -> None:
         self._line_start = listener_now_ns * _RATE // 1_000_000_000
 
     def _heard(self, position: int, samples: np.ndarray) -> None:
         if position != self._buffer_start + self._buffer.shape[0]:
-            raise RuntimeError("the echo path missed heard audio")  # Hearing feeds contiguously
+            raise RuntimeError("the echo path missed heard audio")  # HeardSpeech feeds contiguously
         self._buffer = np.concatenate([self._buffer, samples.astype(np.float64)])
 
     def _take(self, start: int, end: int) -> np.ndarray:
@@ -135,7 +138,7 @@ class LineEcho:
         end = self._line_start + index * frame_samples - self.delay_samples
         start = end - frame_samples
         if end > 0:  # hear everything up to ``end`` (it is in the past: the frame is due now)
-            self.hearing.listen_until(-(-end * 1_000_000_000 // _RATE))
+            self.heard_speech.listen_until(-(-end * 1_000_000_000 // _RATE))
         if self._cursor is None:
             self._cursor = start
         elif self._cursor < start:  # frames skipped: keep the room's state continuous

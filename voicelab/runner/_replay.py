@@ -1,4 +1,4 @@
-"""Replaying a run: the same caller audio, trial by trial, sent again to a product.
+"""Replaying a run: the same user audio, trial by trial, sent again to a product.
 
 ``replay(RUN_DIR)`` runs a new run whose persona is the :class:`~voicelab.personas._replay.
 ReplayPersona`: in trial N it says what the user said in ``RUN_DIR/trial-NNN``, sample for
@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from .._validate import RunPlan, validate_run
-from ..artifacts import ReplayOrigin, RunReport, check_tree, read_json
+from ..artifacts import (
+    MATRIX_REPORT,
+    RUN_REPORT,
+    ReplayOrigin,
+    RunReport,
+    check_tree,
+    read_json,
+    resolved_document,
+    trial_folder,
+)
 from ..config import (
     MASK,
     RECORDED_KINDS,
@@ -43,7 +52,7 @@ from ..config import (
 )
 from ..endpoints import ENDPOINTS
 from ..errors import ConfigError
-from ..personas._replay import TRIAL_FOLDER, read_recorded_trial
+from ..personas._replay import read_recorded_trial
 from ..scoring import PROBES
 from ._run import RunOutcome, arun, run_sync, trial_seed
 from ._trial import TrialResult
@@ -74,10 +83,10 @@ def read_source(run_dir: str | Path) -> ReplaySource:
         raise ConfigError("no such run folder", source=folder)
     folder = folder.resolve()
     check_tree(folder)  # regular files and folders only, before anything is read
-    if (folder / "matrix-report.json").is_file():
+    if (folder / MATRIX_REPORT).is_file():
         raise ConfigError("a sweep folder: replay it with replay_sweep (voice-evaluator replay "
                           "does), or replay one cell's run folder", source=folder)
-    report_path = folder / "run-report.json"
+    report_path = folder / RUN_REPORT
     if not report_path.is_file():
         raise ConfigError("not a run folder (no run-report.json)", source=folder)
     report: RunReport = parse_settings(RunReport, read_json(report_path), key=None,
@@ -90,10 +99,10 @@ def read_source(run_dir: str | Path) -> ReplaySource:
     if indices != list(range(1, len(indices) + 1)):
         missing = sorted(set(range(1, indices[-1] + 1)) - set(indices))
         raise ConfigError(f"trial {missing[0]} is missing: replay needs the trials 1 to "
-                          f"{indices[-1]}", source=folder / TRIAL_FOLDER.format(index=missing[0]))
+                          f"{indices[-1]}", source=folder / trial_folder(missing[0]))
     seeds = {}
     for index in indices:
-        recorded = read_recorded_trial(folder / TRIAL_FOLDER.format(index=index))
+        recorded = read_recorded_trial(folder / trial_folder(index))
         seeds[index] = recorded.seed
     return ReplaySource(folder, report, seeds)
 
@@ -102,7 +111,7 @@ def _recorded_documents(trial_dir: Path) -> tuple[dict[str, Any], dict[str, Path
     documents: dict[str, Any] = {}
     sources: dict[str, Path] = {}
     for kind in RECORDED_KINDS:
-        path = trial_dir / f"resolved-{kind}.json"
+        path = trial_dir / resolved_document(kind)
         sources[kind] = path
         if not path.is_file():
             if kind in ("settings", "scenario", "persona"):
@@ -221,7 +230,7 @@ def plan_replay(run_dir: str | Path, *, overrides: Sequence[str] = (),
     if run_file is not None:
         loaded = load_run(run_file, overrides=overrides)
     else:
-        first = source.run_dir / TRIAL_FOLDER.format(index=1)
+        first = source.run_dir / trial_folder(1)
         documents, sources = _recorded_documents(first)
         documents = without_executables(documents, overrides, source=sources["settings"])
         recorded_run = source.report.run_file

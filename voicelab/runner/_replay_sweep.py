@@ -13,12 +13,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALITY
+from .._exit_codes import sweep_exit_code
 from .._validate import RunPlan
-from ..artifacts import MatrixCell, MatrixReport, ReplayOrigin
+from ..artifacts import MATRIX_REPORT, MatrixReport, ReplayOrigin
 from ..errors import ConfigError
 from ..scoring._run_statistics import settings_of
-from ._matrix import MatrixOutcome, conclude_cells, matrix_rates, read_matrix_report
+from ._matrix import (
+    MatrixOutcome,
+    conclude_cells,
+    matrix_cell,
+    matrix_rates,
+    read_matrix_report,
+)
 from ._replay import ReplaySource, plan_replay
 from ._run import (
     MAX_CONCURRENCY,
@@ -48,24 +54,12 @@ def _now() -> str:
 def _report(original: MatrixReport, *, run_id: str, run_dir: Path, cells: list[_Cell],
             outcomes: list[RunOutcome], started: str, status: str, label: str | None,
             origin: ReplayOrigin) -> MatrixReport:
-    rows = sorted((MatrixCell(
-        cell_id=Path(o.bundle_path).name, scenario=o.report.scenario_id,
-        persona=o.report.persona, environment=o.report.environment,
-        bundle_path=str(o.bundle_path), trial_count=o.report.trial_count,
-        executed_trials=o.report.executed_trials, passed_trials=o.report.passed_trials,
-        pass_at_k=o.report.pass_at_k, pass_power_k=o.report.pass_power_k,
-        exit_code=o.report.exit_code, suite_hash=o.report.suite_hash,
-        pass_rate=o.report.pass_rate, pass_curve=o.report.pass_curve) for o in outcomes),
-        key=lambda c: c.cell_id)
+    rows = sorted((matrix_cell(o, bundle_path=str(o.bundle_path)) for o in outcomes),
+                  key=lambda c: c.cell_id)
     pooled, margins = matrix_rates(rows, settings_of(original.pass_rate))
     complete = len(rows) == len(cells)
-    codes = [c.exit_code for c in rows]
-    if status == "interrupted":
-        code = EXIT_INTERRUPTED
-    elif EXIT_EXECUTION in codes or not complete:
-        code = EXIT_EXECUTION
-    else:
-        code = EXIT_QUALITY if EXIT_QUALITY in codes else EXIT_OK
+    code = sweep_exit_code([c.exit_code for c in rows], planned_cells=len(cells),
+                           interrupted=status == "interrupted")
     return original.model_copy(update={
         "run_id": run_id, "status": status, "run_dir": str(run_dir), "started_at": started,
         "ended_at": _now(), "cell_count": len(cells),
@@ -100,7 +94,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         plan, source = plan_replay(cell_dir, overrides=overrides)
         cells.append(_Cell(row.cell_id, plan, source))
     if not cells:
-        raise ConfigError("the sweep has no cells to replay", source=folder / "matrix-report.json")
+        raise ConfigError("the sweep has no cells to replay", source=folder / MATRIX_REPORT)
     parallel = _bounded(concurrency if concurrency is not None else
                         max(c.plan.loaded.run.concurrency for c in cells),
                         low=1, high=MAX_CONCURRENCY, key="concurrency", source=None)
@@ -129,7 +123,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         return progress
 
     write_errors: list[str] = []
-    error = _write_report_robustly(run_dir / "matrix-report.json", report("running"))
+    error = _write_report_robustly(run_dir / MATRIX_REPORT, report("running"))
     if error:
         write_errors.append(error)
 

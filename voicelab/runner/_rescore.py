@@ -2,8 +2,9 @@
 
 A trial folder holds the raw facts of its call: every event with its clock stamps
 (``voice-events.jsonl``), each direction's audio in arrival order (``user-sent.wav``,
-``product-received.wav``), the configuration it ran with (``resolved-*.json``) and how the
-execution ended (``trial-report.json``: exit reason, failures, the outcome probe's answer). From
+``product-received.wav``), the configuration it ran with (``resolved-*.json``); how the call
+ended (exit reason, failures, the outcome probe's answer) is in its events (``trial.ended``,
+``outcome.probed``; a bundle written before 3.0 keeps it in ``trial-report.json``). From
 these the recording is rebuilt and everything derived from it is computed again by the same
 code that ran after the call, so an unchanged voicelab reproduces the documents byte for byte
 and a newer one re-scores old runs with its own definitions. Judges run again only when asked
@@ -22,9 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import file_kind
-from .._exit_codes import run_exit_code, worst_exit_code
+from .._exit_codes import run_exit_code, sweep_exit_code, worst_exit_code
 from .._location import as_local_path, is_url
 from ..artifacts import (
+    INTEROPERABILITY,
+    LEGACY_NAMES,
+    MATRIX_REPORT,
+    MIXED_WAV,
+    PRODUCT_WAV,
+    RUN_REPORT,
+    SCHEMA_VERSION,
+    TOOL_CALLS,
+    TRANSCRIPT_JSON,
+    TRANSCRIPT_MD,
+    TRIAL_REPORT,
+    USER_WAV,
+    VOICE_EVENTS,
+    VOICE_METRICS,
     BundleLock,
     ProbeOutcome,
     RunReport,
@@ -33,6 +48,7 @@ from ..artifacts import (
     TurnMetrics,
     check_tree,
     read_json,
+    resolved_document,
 )
 from ..artifacts._bundle import write_json, write_trial_files
 from ..artifacts._publish import Publisher
@@ -55,21 +71,22 @@ from ..config import (
 )
 from ..errors import ConfigError, ExecutionError
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
-from ..scoring import pass_at_k, pass_power_k, run_statistics, trial_status
+from ..scoring import pass_at_k, pass_power_k, run_statistics
 from ..scoring._run_statistics import gate_config_of, settings_of
 from ._evidence import (
     STREAM_FILES,
     assemble_now,
     evidence_files,
-    verdicts_of,
+    score_of,
 )
+from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
 from ._transcription import ProductTranscription
 from ._trial import trial_summary
 
 #: Files ``rescore`` writes again (everything else in a trial folder is a raw fact it keeps).
-RESCORED_FILES = ("transcript.json", "transcript.md", "tool-calls.json", "voice-metrics.json",
-                  "interoperability.json", "technician.wav", "product.wav", "mixed.wav",
-                  "trial-report.json")
+RESCORED_FILES = (TRANSCRIPT_JSON, TRANSCRIPT_MD, TOOL_CALLS, VOICE_METRICS,
+                  INTEROPERABILITY, USER_WAV, PRODUCT_WAV, MIXED_WAV,
+                  TRIAL_REPORT)
 
 
 @dataclass
@@ -127,11 +144,11 @@ def _document(trial_dir: Path, name: str) -> dict[str, Any]:
 
 
 def _resolved(trial_dir: Path, kind: str) -> Any:
-    return _document(trial_dir, f"resolved-{kind}.json").get("resolved")
+    return _document(trial_dir, resolved_document(kind)).get("resolved")
 
 
 def read_recording(trial_dir: Path) -> Recording:
-    """The recording of one trial folder (schema 2.0 or newer minor)."""
+    """The recording of one trial folder (schema 2.0 or newer)."""
     from ..artifacts import read_voice_events
 
     trial_dir = Path(trial_dir)
@@ -144,9 +161,9 @@ def read_recording(trial_dir: Path) -> Recording:
             raise ArtifactVersionError(
                 f"no {STREAM_FILES[name]}: a bundle written before schema 2.0 keeps no "
                 f"arrival-ordered audio and cannot be re-scored", source=trial_dir)
-    records = read_voice_events(trial_dir / "voice-events.jsonl")
+    records = read_voice_events(trial_dir / VOICE_EVENTS)
     return recording_from_records(records, streams=streams,
-                                  where=str(trial_dir / "voice-events.jsonl"))
+                                  where=str(trial_dir / VOICE_EVENTS))
 
 
 def _model(model: type[Any], document: Any, *, source: Path) -> Any:
@@ -157,42 +174,40 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                   judges_run: Any = None) -> RescoredTrial:
     """Recompute one trial folder in place (see the module docstring)."""
     trial_dir = Path(trial_dir)
-    previous = _model(TrialReport, _document(trial_dir, "trial-report.json"),
-                      source=trial_dir / "trial-report.json")
+    previous = _model(TrialReport, _document(trial_dir, TRIAL_REPORT),
+                      source=trial_dir / TRIAL_REPORT)
     scenario = _model(ScenarioConfig, _resolved(trial_dir, "scenario"),
-                      source=trial_dir / "resolved-scenario.json")
+                      source=trial_dir / resolved_document("scenario"))
     persona = _model(PersonaConfig, _resolved(trial_dir, "persona"),
-                     source=trial_dir / "resolved-persona.json")
+                     source=trial_dir / resolved_document("persona"))
     settings = _resolved(trial_dir, "settings") or {}
     recording = read_recording(trial_dir)
     if speech_metrics is None:
         speech_metrics = bool(settings.get("speech_metrics"))
     measurement = _model(MeasurementConfig, settings.get("measurement") or {},
-                         source=trial_dir / "resolved-settings.json")
+                         source=trial_dir / resolved_document("settings"))
     judged = settings.get("quality_evaluation") is not None or (
         judges_run is not None and judges_run.run.quality_evaluation is not None)
     transcription = ProductTranscription.of(
         _model(TranscriptionConfig, settings.get("transcription") or {},
-               source=trial_dir / "resolved-settings.json"), scenario, persona, judges=judged)
+               source=trial_dir / resolved_document("settings")), scenario, persona, judges=judged)
     evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics,
                             measurement=measurement, transcription=transcription)
-    verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
-                           exit_reason=previous.exit_reason,
-                           outcome_status=previous.outcome_status, outcome=previous.outcome,
-                           outcome_error=previous.outcome_error)
+    ending = CallEnding.of_recording(recording, report=previous)
+    # files that could not be written when the trial ran: a fact of the bundle, not the call
+    bundle_failures = [f for f in previous.failures if f.kind == "artifacts"]
     judges = previous.judges
-    executed = previous.execution_status == "succeeded"
-    if judges_run is not None and executed:
+    if judges_run is not None and ending.executed and not bundle_failures:
         from ..scoring import run_judges
 
         judges = asyncio.run(run_judges(judges_run, evidence.transcript.turns,
                                         evidence.tool_calls.tool_calls))
-    status = trial_status(executed=executed, verdicts=verdicts, judges=judges)
-    report = previous.model_copy(update={
-        "verdicts": verdicts, "judges": judges, "passed": status == "passed",
-        "status": status,
-        "metrics_summary": evidence.metrics.model_dump(mode="json")["summary"],
-        "measurement_degraded": evidence.degraded})
+    report = trial_report(
+        TrialIdentity.of_report(previous), ending, CallTiming.of_report(previous),
+        score=score_of(evidence, ending, judges, scenario=scenario, persona=persona),
+        trace_id=recording.trace_id, bundle_failures=bundle_failures, files=previous.files,
+        attempt=previous.attempt, attempts=previous.attempts, extra=previous.model_extra)
+    verdicts = report.verdicts
     title = f"{report.scenario_id} — {report.trial_id} (seed {report.seed})"
     from .._steps import run_steps
 
@@ -200,7 +215,12 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                                      keep_clean_speech=False))
     keep = set(RESCORED_FILES)
     files = [(name, parts) for name, parts in files if name in keep]
-    kept = [p.name for p in trial_dir.iterdir() if not p.name.startswith(".")]
+    # a derived file an earlier bundle version named otherwise is written under its name now
+    superseded = {old for name in keep for old in LEGACY_NAMES.get(name, ())}
+    for old in superseded:
+        (trial_dir / old).unlink(missing_ok=True)
+    kept = [p.name for p in trial_dir.iterdir()
+            if not p.name.startswith(".") and p.name not in superseded]
     write_trial_files(trial_dir, files, report, also_present=kept)
     before = {v.name: v.passed for v in previous.verdicts}
     changed = [v.name for v in verdicts if before.get(v.name) != v.passed]
@@ -209,7 +229,7 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
 
 
 def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport | None:
-    path = run_dir / "run-report.json"
+    path = run_dir / RUN_REPORT
     if not path.is_file():
         return None
     report = _model(RunReport, read_json(path), source=path)
@@ -238,6 +258,7 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport 
                              planned=report.planned_trials,
                              gates_blocked=bool(statistics.blocking_gates))
     updated = report.model_copy(update={
+        "schema_version": SCHEMA_VERSION,
         "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(flags),
         "pass_power_k": pass_power_k(flags) and report.executed_trials == report.planned_trials,
         "exit_code": code,
@@ -299,9 +320,9 @@ def _rescore_folder(target: Path, *, speech_metrics: bool | None,
     for run_dir, trials in by_run.items():
         updated = _update_run_report(run_dir, trials)
         if updated is not None:
-            result.run_reports.append(run_dir / "run-report.json")
+            result.run_reports.append(run_dir / RUN_REPORT)
             result.run_exit_codes.append(updated.exit_code)
-    for matrix in target.rglob("matrix-report.json"):
+    for matrix in target.rglob(MATRIX_REPORT):
         _update_matrix_report(matrix)
     return result
 
@@ -364,7 +385,7 @@ def _update_matrix_report(path: Path) -> None:
     report = _model(MatrixReport, read_json(path), source=path)
     cells = []
     for cell in report.cells:
-        run_report = path.parent / cell.cell_id / "run-report.json"
+        run_report = path.parent / cell.cell_id / RUN_REPORT
         if not run_report.is_file():
             cells.append(cell)
             continue
@@ -373,10 +394,9 @@ def _update_matrix_report(path: Path) -> None:
             "passed_trials": run.passed_trials, "pass_at_k": run.pass_at_k,
             "pass_power_k": run.pass_power_k, "exit_code": run.exit_code,
             "pass_rate": run.pass_rate, "pass_curve": run.pass_curve}))
-    codes = [c.exit_code for c in cells]
     code = report.exit_code
     if report.status == "complete":
-        code = worst_exit_code(codes)
+        code = sweep_exit_code([c.exit_code for c in cells], planned_cells=report.cell_count)
     complete = len(cells) == report.cell_count
     rates: dict[str, Any] = {}
     if report.pass_rate is not None:
@@ -385,7 +405,8 @@ def _update_matrix_report(path: Path) -> None:
         pooled, margins = matrix_rates(cells, settings_of(report.pass_rate))
         rates = {"pass_rate": pooled, "margins": margins}
     write_json(path, report.model_copy(update={
-        "cells": cells, "passed_trials": sum(c.passed_trials for c in cells),
+        "schema_version": SCHEMA_VERSION, "cells": cells,
+        "passed_trials": sum(c.passed_trials for c in cells),
         "pass_at_k": complete and all(c.pass_at_k for c in cells),
         "pass_power_k": complete and all(c.pass_power_k for c in cells), "exit_code": code,
         **rates}))

@@ -18,6 +18,9 @@ from typing import Any
 from .._location import as_local_path, is_url
 from .._steps import Steps, arun_steps
 from ..artifacts import (
+    RUN_REPORT,
+    TRIAL_REPORT,
+    VOICE_METRICS,
     BundleLock,
     ProbeOutcome,
     RunReport,
@@ -25,6 +28,7 @@ from ..artifacts import (
     TurnMetrics,
     check_tree,
     read_json,
+    trial_folder,
 )
 from ..artifacts._store import open_location, read_remote_json, resolve_latest, resolve_local_latest
 from ..config import LoadedRun, parse_settings
@@ -53,10 +57,10 @@ def read_run_report(bundle: str | Path) -> RunReport:
     if is_url(bundle):
         folder = open_location(bundle, key="resume")
         assert not isinstance(folder, Path)
-        document = read_remote_json(resolve_latest(folder).child("run-report.json"))
+        document = read_remote_json(resolve_latest(folder).child(RUN_REPORT))
         remote: RunReport = parse_settings(RunReport, document, key=None, source=folder.url)
         return remote
-    path = _local(bundle) / "run-report.json"
+    path = _local(bundle) / RUN_REPORT
     if not path.is_file():
         raise ConfigError("not a run bundle (no run-report.json)", source=path.parent)
     report: RunReport = _model(RunReport, path)
@@ -93,7 +97,7 @@ def check_planned(report: RunReport, bundle: Path) -> None:
 
     if not 1 <= report.planned_trials <= MAX_TRIALS:
         raise ConfigError(f"must be a whole number from 1 to {MAX_TRIALS:,}, got "
-                          f"{report.planned_trials:.3g}", source=bundle / "run-report.json",
+                          f"{report.planned_trials:.3g}", source=bundle / RUN_REPORT,
                           key="planned_trials")
 
 
@@ -115,7 +119,7 @@ def check_suite_hash(report: RunReport, loaded: LoadedRun, *, bundle: Path) -> N
 
 def read_trial_result(trial_dir: Path, report: TrialReport) -> TrialResult:
     """A finished trial read back from its folder (its responses from voice-metrics.json)."""
-    metrics_path = trial_dir / "voice-metrics.json"
+    metrics_path = trial_dir / VOICE_METRICS
     turns: list[TurnMetrics] = []
     probes: list[ProbeOutcome] = []
     if metrics_path.is_file():
@@ -154,8 +158,8 @@ def resume_steps(bundle: str | Path, loaded: LoadedRun, *, trials: int | None,
     for index in range(1, planned + 1):
         if index % COUNT_STEP == 0:
             yield
-        trial_dir = directory / f"trial-{index:03d}"
-        path = trial_dir / "trial-report.json"
+        trial_dir = directory / trial_folder(index)
+        path = trial_dir / TRIAL_REPORT
         done: TrialReport | None = _model(TrialReport, path) \
             if trial_dir.name in present and path.is_file() else None
         if done is None or done.exit_reason == "cancelled" or (rerun_failed and not done.passed):

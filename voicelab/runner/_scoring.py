@@ -35,29 +35,33 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from .._steps import Steps, arun_steps, run_steps
 from ..artifacts import (
+    RESOLVED_KINDS,
     SCHEMA_VERSION,
+    TRIAL_REPORT,
     ExecutionFailure,
     JudgeResult,
     LoopLag,
     ProbeOutcome,
     TrialReport,
     TurnMetrics,
+    resolved_document,
+    trial_folder,
 )
-from ..artifacts._bundle import RESOLVED_KINDS, EncodedFile, write_json, write_trial_files
-from ..audio import CANONICAL_FORMAT
+from ..artifacts._bundle import EncodedFile, write_json, write_trial_files
 from ..config import LoadedRun
 from ..errors import ConfigError
+from ..metrics import loop_lag_of
 from ..recording import USER_CLEAN, PcmStream, Recording
-from ..scoring import trial_status
 from ._child import start_child
-from ._evidence import Evidence, assemble, assemble_now, evidence_files, verdicts_of
+from ._evidence import Evidence, assemble, assemble_now, evidence_files, score_of
+from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
+from ._report import utc_iso as utc_iso  # the execution modules take it from here
 from ._transcription import ProductTranscription
 
 logger = logging.getLogger(__name__)
@@ -69,32 +73,36 @@ SCORING_MODES = ("process", "loop")
 @dataclass
 class Call:
     """What a trial's call left: the input of scoring (picklable: it crosses to the scoring
-    process)."""
+    process). How the call ended is in its recording (:attr:`ending`)."""
 
     recording: Recording
     index: int
     seed: int
     trial_dir: Path
     speech_metrics: bool
-    session_id: str
-    configured_session_id: str | None
-    started_wall: float
-    exit_reason: str
-    failures: list[ExecutionFailure]
-    outcome_status: str
-    outcome: dict[str, Any] | None
-    outcome_error: str | None
-    user_turns: int
-    product_responses: int
     #: files of the bundle the call made (``product.log``, ``persona-session.json``)
     texts: dict[str, str] = field(default_factory=dict)
     documents: dict[str, Any] = field(default_factory=dict)
-    loop_lag: LoopLag | None = None
+    #: the run was interrupted during the call
     cancelled: bool = False
 
     @property
     def trial_id(self) -> str:
-        return f"trial-{self.index:03d}"
+        return trial_folder(self.index)
+
+    @property
+    def started_wall(self) -> float:
+        """When the call started (``time.time()``): its recording's start."""
+        return self.recording.start_utc_ns / 1e9
+
+    @property
+    def ending(self) -> CallEnding:
+        return CallEnding.of_recording(self.recording)
+
+    @property
+    def loop_lag(self) -> LoopLag | None:
+        """The event loop's lag while the conversation ran (recorded with its end)."""
+        return loop_lag_of(self.recording)
 
 
 @dataclass
@@ -105,11 +113,6 @@ class Scored:
     report: TrialReport
     turn_metrics: list[TurnMetrics]
     probes: list[ProbeOutcome]
-
-
-def utc_iso(moment: float) -> str:
-    return datetime.fromtimestamp(moment, tz=UTC).isoformat(timespec="milliseconds") \
-        .replace("+00:00", "Z")
 
 
 # --- the scoring itself (the same code on the loop and in the scoring process) -----------------
@@ -123,33 +126,21 @@ def _assemble_options(loaded: LoadedRun, call: Call) -> dict[str, Any]:
 def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
                   judges: list[JudgeResult]) -> Steps[tuple[TrialReport, list[EncodedFile]]]:
     """The trial report and every other file of the bundle, serialized, in steps."""
-    verdicts = verdicts_of(evidence, scenario=loaded.scenario, persona=loaded.persona,
-                           exit_reason=call.exit_reason, outcome_status=call.outcome_status,
-                           outcome=call.outcome, outcome_error=call.outcome_error)
-    executed = not call.failures
-    status = trial_status(executed=executed, verdicts=verdicts, judges=judges)
-    ended_wall = time.time()
-    report = TrialReport(
-        trial=call.index, trial_id=call.trial_id, seed=call.seed, session_id=call.session_id,
-        configured_session_id=call.configured_session_id, scenario_id=loaded.scenario.id,
-        persona=loaded.persona.name,
-        environment=loaded.environment.name or "quiet", adapter=loaded.run.endpoint.adapter,
-        trace_id=call.recording.trace_id, execution_status="succeeded" if executed else "failed",
-        exit_reason=call.exit_reason, passed=status == "passed", status=status,  # type: ignore[arg-type]
-        started_at=utc_iso(call.started_wall), ended_at=utc_iso(ended_wall),
-        duration_seconds=round(ended_wall - call.started_wall, 4),
-        user_turns=call.user_turns, product_responses=call.product_responses,
-        failures=call.failures, verdicts=verdicts, judges=judges,
-        outcome_status=call.outcome_status,  # type: ignore[arg-type]
-        outcome=call.outcome, outcome_error=call.outcome_error,
-        metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
-        audio_format=CANONICAL_FORMAT.to_dict(), measurement_degraded=evidence.degraded)
+    recording = call.recording
+    ending = call.ending
+    identity = TrialIdentity.of_run(loaded, index=call.index, seed=call.seed,
+                                    session_id=recording.session_id)
+    report = trial_report(
+        identity, ending, CallTiming.between(call.started_wall, time.time()),
+        score=score_of(evidence, ending, judges, scenario=loaded.scenario,
+                       persona=loaded.persona),
+        trace_id=recording.trace_id)
     yield
     resolved = loaded.resolved_documents()
     documents: dict[str, Any] = {}
     for kind in RESOLVED_KINDS:
         source = loaded.sources.get("run" if kind == "settings" else kind)
-        documents[f"resolved-{kind}.json"] = {"schema_version": SCHEMA_VERSION, "kind": kind,
+        documents[resolved_document(kind)] = {"schema_version": SCHEMA_VERSION, "kind": kind,
                                               "source": str(source) if source else None,
                                               "resolved": resolved[kind]}
     documents.update(call.documents)
@@ -193,9 +184,9 @@ def write_unfinished_bundle(trial_dir: Path, report: TrialReport, error: OSError
             present = []
         failed = report.model_copy(update={
             "execution_status": "failed", "passed": False, "failures": failures,
-            "files": [*present, "trial-report.json"]})
+            "files": [*present, TRIAL_REPORT]})
         try:
-            write_json(trial_dir / "trial-report.json", failed)
+            write_json(trial_dir / TRIAL_REPORT, failed)
             return failed
         except OSError as second:
             if second.errno != errno.ENOSPC or not removable:
@@ -219,7 +210,7 @@ def _removable_by_size(trial_dir: Path) -> list[tuple[Path, int]]:
     first within each."""
     try:
         sizes = [(path, path.stat().st_size) for path in trial_dir.iterdir()
-                 if path.is_file() and path.name != "trial-report.json"]
+                 if path.is_file() and path.name != TRIAL_REPORT]
     except OSError:
         return []
     return sorted(sizes, key=lambda item: (item[0].suffix != ".wav", -item[1]))
@@ -231,7 +222,7 @@ async def score_on_loop(loaded: LoadedRun, call: Call, *,
     thread, under ``write_lock`` when given (one bundle at a time)."""
     evidence = await assemble(call.recording, **_assemble_options(loaded, call))
     judges: list[JudgeResult] = []
-    if not call.failures and loaded.run.quality_evaluation is not None:
+    if call.ending.executed and loaded.run.quality_evaluation is not None:
         from ..scoring import run_judges
 
         judges = await run_judges(loaded, evidence.transcript.turns,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..artifacts import Transcript, TranscriptTurn, VoiceMetrics
 from ..audio import PcmAudio
 from ..config import LoadedRun, PersonaConfig, ScenarioConfig, TranscriptionConfig
-from ..recording import EventType, Recording
+from ..recording import EventType, Recording, TrialStarted
 from ..speech import _asr
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def wire_sends_transcripts(recording: Recording) -> bool | None:
     """The adapter's declared ``output_transcripts``, as the trial recorded it when it started
     (``None``: a recording made before it was recorded)."""
     started = next(recording.of_type(EventType.TRIAL_STARTED), None)
-    capabilities = started.attributes.get("capabilities") if started is not None else None
+    capabilities = TrialStarted.of(started).capabilities if started is not None else None
     if not isinstance(capabilities, dict) or "output_transcripts" not in capabilities:
         return None
     return bool(capabilities["output_transcripts"])

@@ -7,20 +7,24 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..artifacts import (
+    PERSONA_SESSION,
+    PRODUCT_LOG,
     SCHEMA_VERSION,
+    TRIAL_REPORT,
     ExecutionFailure,
     LoopLag,
     ProbeOutcome,
     TrialReport,
     TrialSummary,
     TurnMetrics,
+    trial_folder,
 )
 from ..artifacts._bundle import write_json
 from ..audio import CANONICAL_FORMAT, PcmAudio, PreparedEnvironment
@@ -36,14 +40,29 @@ from ..endpoints import (
 from ..errors import ConfigError
 from ..metrics import late_ticks_record
 from ..personas import PersonaContext
-from ..recording import MAX_TIMELINE_SECONDS, EventType, Recording
+from ..recording import (
+    MAX_TIMELINE_SECONDS,
+    EventType,
+    OutcomeProbed,
+    Recording,
+    TrialEnded,
+    TrialStarted,
+)
 from ._conversation import Conversation, Failure
 from ._evidence import failed_verdict_names, inconclusive_verdict_names
 from ._intake import AudioFloodLimit
-from ._listening import ListeningConversation
+from ._listening import ServerVadConversation
 from ._loop_lag import PACED_TICK_INTERVAL_MS, loop_monitor
-from ._playback import RecordingPlayback
-from ._scoring import Call, Scored, score_on_loop, utc_iso
+from ._playback import PlaybackClock
+from ._report import (
+    CallEnding,
+    CallTiming,
+    TrialIdentity,
+    configured_session_id,
+    recorded_outcome,
+    trial_report,
+)
+from ._scoring import Call, Scored, score_on_loop
 
 logger = logging.getLogger(__name__)
 
@@ -100,11 +119,6 @@ def trial_summary(report: TrialReport) -> TrialSummary:
 
 #: A run id longer than this is shortened (with a digest, so it stays unique) inside session ids.
 RUN_TOKEN_MAX_CHARS = 32
-
-
-def configured_session_id(loaded: LoadedRun) -> str | None:
-    base = loaded.data.get("session_id")
-    return str(base) if isinstance(base, str | int) and str(base) else None
 
 
 def trial_session_id(loaded: LoadedRun, index: int, run_id: str, *, attempt: int = 1) -> str:
@@ -200,16 +214,15 @@ async def run_call(plan: TrialPlan) -> Call:
     session_id = trial_session_id(loaded, plan.index, plan.run_id, attempt=plan.attempt)
     trace_id, root_span = new_trace_id(), new_span_id()
     recording = Recording(session_id=session_id, trace_id=trace_id, root_span_id=root_span)
-    started_wall = time.time()
-    trial_id = f"trial-{plan.index:03d}"
-    recording.record(EventType.TRIAL_STARTED, source="runner", direction="internal",
-                     trial=plan.index, seed=plan.seed, clock_start_ns=recording.start_ns,
-                     clock="time.perf_counter_ns", span_id=root_span,
-                     turn_taking=plan.turn_taking,
-                     listener=loaded.run.listener.model_dump(mode="json"),
-                     capabilities=declared_capabilities(plan.adapter_cls))
+    trial_id = trial_folder(plan.index)
+    recording.record(EventType.TRIAL_STARTED, TrialStarted(
+        trial=plan.index, seed=plan.seed, clock_start_ns=recording.start_ns,
+        clock="time.perf_counter_ns", turn_taking=plan.turn_taking,
+        listener=loaded.run.listener.model_dump(mode="json"),
+        capabilities=declared_capabilities(plan.adapter_cls)),
+        source="runner", direction="internal", span_id=root_span)
 
-    playback = RecordingPlayback(recording)
+    playback = PlaybackClock(recording)
     context = EndpointContext(session_id=session_id, data=trial_data(loaded, session_id),
                               trace_id=trace_id, span_id=root_span,
                               audio_format=CANONICAL_FORMAT, scrubber=scrubber,
@@ -238,7 +251,7 @@ async def run_call(plan: TrialPlan) -> Call:
     persona = plan.persona_cls(loaded.run.persona_settings, PersonaContext.for_trial(
         loaded, trial_index=plan.index, seed=plan.seed, script_audio=plan.script_audio))
     chunk_ms = line_chunk_ms(endpoint, settings)
-    conversation_class = ListeningConversation if plan.turn_taking == "server_vad" \
+    conversation_class = ServerVadConversation if plan.turn_taking == "server_vad" \
         else Conversation
     conversation = conversation_class(
         endpoint=endpoint, persona=persona, speech=plan.speech, environment=plan.environment,
@@ -285,36 +298,34 @@ async def run_call(plan: TrialPlan) -> Call:
             cancelled = True
             conversation.failures.append(Failure("cancelled", "the run was interrupted"))
     loop_lag = lag_monitor.close(lag_window)
-    recording.record(EventType.TRIAL_ENDED, source="runner", direction="internal",
-                     exit_reason=exit_reason, loop_lag=loop_lag.model_dump(mode="json"),
-                     late_ticks=late_ticks_record(  # LATE_TICKS_ATTRIBUTE
-                         lag_window.late_ticks(start_ns=recording.start_ns)))
+    recording.record(EventType.TRIAL_ENDED, TrialEnded(
+        exit_reason=exit_reason, loop_lag=loop_lag.model_dump(mode="json"),
+        late_ticks=late_ticks_record(lag_window.late_ticks(start_ns=recording.start_ns)),
+        failures=[ExecutionFailure(kind=f.kind, message=f.message, code=f.code)  # type: ignore[arg-type]
+                  for f in conversation.failures],
+        user_turns=conversation.user_turns,
+        product_responses=len(conversation.intake.responses)),
+        source="runner", direction="internal")
 
     outcome_status, outcome, outcome_error, probe_name = await _run_probe(
         plan, endpoint, session_id, scrubber)
     playback.release()  # the recording is freed with the trial, whatever holds the adapter
-    recording.record(EventType.OUTCOME_PROBED, source="probe", direction="internal",
-                     probe=probe_name, status=outcome_status, error=outcome_error)
+    recording.record(EventType.OUTCOME_PROBED, OutcomeProbed(
+        probe=probe_name, status=outcome_status, error=outcome_error,
+        outcome=recorded_outcome(outcome) if outcome is not None else None),
+        source="probe", direction="internal")
     texts: dict[str, str] = {}
     if product is not None:  # stopped after the probe: a probe may ask the running product
         await product.stop()
-        texts["product.log"] = product.log_text()
+        texts[PRODUCT_LOG] = product.log_text()
     documents: dict[str, Any] = {}
     session_evidence = persona.evidence() if callable(getattr(persona, "evidence", None)) else {}
     if session_evidence:
-        documents["persona-session.json"] = {"schema_version": SCHEMA_VERSION,
-                                             **scrubber.scrub(session_evidence)}
-    return Call(
-        recording=recording, index=plan.index, seed=plan.seed, trial_dir=plan.trial_dir,
-        speech_metrics=plan.speech_metrics, session_id=session_id,
-        configured_session_id=configured_session_id(loaded), started_wall=started_wall,
-        exit_reason=exit_reason,
-        failures=[ExecutionFailure(kind=f.kind, message=f.message, code=f.code)  # type: ignore[arg-type]
-                  for f in conversation.failures],
-        outcome_status=outcome_status, outcome=outcome, outcome_error=outcome_error,
-        user_turns=conversation.user_turns,
-        product_responses=len(conversation.intake.responses), texts=texts,
-        documents=documents, loop_lag=loop_lag, cancelled=cancelled)
+        documents[PERSONA_SESSION] = {"schema_version": SCHEMA_VERSION,
+                                      **scrubber.scrub(session_evidence)}
+    return Call(recording=recording, index=plan.index, seed=plan.seed,
+                trial_dir=plan.trial_dir, speech_metrics=plan.speech_metrics, texts=texts,
+                documents=documents, cancelled=cancelled)
 
 
 def scored_result(call: Call, scored: Scored) -> TrialResult:
@@ -343,26 +354,32 @@ def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float)
     adapter's constructor, in evidence assembly...): reported as a failed execution, with a
     trial report written when the disk allows, so no planned trial silently disappears."""
     loaded = plan.loaded
-    trial_id = f"trial-{plan.index:03d}"
+    trial_id = trial_folder(plan.index)
     message = loaded.scrubber.scrub_text(f"{type(error).__name__}: {error}")
-    ended_wall = time.time()
-    session_id = trial_session_id(loaded, plan.index, plan.run_id, attempt=plan.attempt)
-    report = TrialReport(
-        trial=plan.index, trial_id=trial_id, seed=plan.seed, session_id=session_id,
-        configured_session_id=configured_session_id(loaded), scenario_id=loaded.scenario.id,
-        persona=loaded.persona.name, environment=loaded.environment.name or "quiet",
-        adapter=loaded.run.endpoint.adapter, trace_id="", execution_status="failed",
-        exit_reason="error", passed=False, started_at=utc_iso(started_wall),
-        ended_at=utc_iso(ended_wall), duration_seconds=round(ended_wall - started_wall, 4),
-        failures=[ExecutionFailure(kind="runner", message=message)],
-        audio_format=CANONICAL_FORMAT.to_dict(), files=["trial-report.json"])
+    report = unscored_report(loaded, index=plan.index, seed=plan.seed, run_id=plan.run_id,
+                             attempt=plan.attempt,
+                             failure=ExecutionFailure(kind="runner", message=message),
+                             started_wall=started_wall, ended_wall=time.time(),
+                             files=[TRIAL_REPORT])
     try:
         plan.trial_dir.mkdir(parents=True, exist_ok=True)
-        write_json(plan.trial_dir / "trial-report.json", report)
+        write_json(plan.trial_dir / TRIAL_REPORT, report)
     except OSError as write_error:
         logger.error("%s: the trial report could not be written: %s", trial_id,
                      write_error.strerror or type(write_error).__name__)
     return TrialResult(report, trial_summary(report))
+
+
+def unscored_report(loaded: LoadedRun, *, index: int, seed: int, run_id: str, attempt: int,
+                    failure: ExecutionFailure, started_wall: float, ended_wall: float,
+                    files: Sequence[str]) -> TrialReport:
+    """The report of a trial that failed before it could be scored (it crashed, its worker
+    was lost): the failure, and the files its folder holds."""
+    identity = TrialIdentity.of_run(
+        loaded, index=index, seed=seed,
+        session_id=trial_session_id(loaded, index, run_id, attempt=attempt))
+    return trial_report(identity, CallEnding.failed(failure),
+                        CallTiming.between(started_wall, ended_wall), files=files)
 
 
 def new_run_id() -> str:

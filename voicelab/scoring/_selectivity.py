@@ -41,7 +41,7 @@ def selectivity(trials: Sequence[tuple[int, Sequence[ProbeOutcome]]],
         values = interval.to_dict()
         stops = [row.stop_ms for row in judged if row.stopped and row.stop_ms is not None]
         rates.append(SelectivityRate(
-            name=name, kind=kind, probes=len(judged), errors=errors,  # type: ignore[arg-type]
+            name=name, kind=kind, probes=len(judged), errors=errors,
             estimate=values["estimate"], low=values["low"], high=values["high"],
             method=values["method"], confidence=values["confidence"],
             not_applicable=len(of_kind) - len(judged),

@@ -47,7 +47,7 @@ _MAX_TRIALS = 10**9  # searches for a trial count stop here: a plan beyond it is
 
 def _stats() -> Any:
     """scipy.stats, imported on first use: ``voice-evaluator validate`` imports this package
-    and must stay light (scipy.stats costs ~0.3 s)."""
+    and must stay light (``benchmarks/bench_validate.py``)."""
     from scipy import stats
 
     return stats
@@ -81,7 +81,7 @@ def _check_method(method: str) -> str:
 
 
 @lru_cache(maxsize=32)
-def _z(confidence: float) -> float:  # scipy's ppf costs ~50 us; reports ask it per rate
+def _z(confidence: float) -> float:  # memoized: reports ask it for every rate
     return float(_stats().norm.ppf(0.5 + confidence / 2.0))
 
 

@@ -13,8 +13,9 @@ class ToneSpeechProvider:
     """Tone bursts shaped by the text and the seed; the voice name is ignored."""
 
     name = "tone"
-    #: a turn costs ~1 ms of CPU: synthesized when spoken, not ahead of the call (ahead, every
-    #: trial paid for its repeat request, which a trial that goes to plan never says)
+    #: a turn costs less CPU than a scheduling decision: synthesized when spoken, not ahead of
+    #: the call (ahead, every trial would pay for its repeat request, which a trial that goes to
+    #: plan never says)
     synthesize_ahead = False
 
     def __init__(self, settings: Mapping[str, Any] | None = None,

@@ -1,11 +1,11 @@
 """A pipecat-protocol bot: pipecat's protobuf frames over a WebSocket, turns taken by listening.
 
 What a pipecat bot with the WebSocket transport and ``ProtobufFrameSerializer`` does, minus the
-models: it hears the caller's ``audio`` frames with voice activity detection (an utterance ends
+models: it hears the user's ``audio`` frames with voice activity detection (an utterance ends
 after ``vad_silence_ms`` of silence), sends a ``transcription`` frame of what it "heard"
 (configured text), answers with a ``text`` frame and tone speech as ``audio`` frames at its rate,
 paced in real time (``frame_ms`` each: pipecat's default output chunk is 4 x 10 ms), greets first
-(unless ``greeting`` is empty), and stops talking with an ``interruption`` frame once the caller
+(unless ``greeting`` is empty), and stops talking with an ``interruption`` frame once the user
 has spoken ``stop_on_speech_ms`` over it (null: talks on). RTVI-style ``bot-started-speaking`` /
 ``bot-stopped-speaking`` message frames bracket each reply.
 
@@ -57,13 +57,13 @@ DEFAULT_HEARD = "please record the plan and save the reminder"
 class PipecatBotSettings(AdapterSettings):
     sample_rate_hz: Annotated[int, Field(ge=8000, le=48000, multiple_of=100)] = 16000
     frame_ms: Annotated[float, Field(gt=0, le=1000)] = 40.0
-    greeting: str = DEFAULT_GREETING  # "": the bot waits for the caller
-    #: the answer to the caller's n-th utterance (the last one repeats)
+    greeting: str = DEFAULT_GREETING  # "": the bot waits for the user
+    #: the answer to the user's n-th utterance (the last one repeats)
     replies: Annotated[list[str], Field(min_length=1)] = [DEFAULT_REPLY]
-    #: what the bot "heard" in the caller's n-th utterance (the last one repeats)
+    #: what the bot "heard" in the user's n-th utterance (the last one repeats)
     heard: Annotated[list[str], Field(min_length=1)] = [DEFAULT_HEARD]
     vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0
-    #: stop replying once the caller has spoken this long over the reply (null: never stops)
+    #: stop replying once the user has spoken this long over the reply (null: never stops)
     stop_on_speech_ms: Annotated[float, Field(ge=0)] | None = 150.0
     reply_delay_ms: Annotated[float, Field(ge=0)] = 0.0  # "thinking" before each answer
     voice_seed: int = 7
@@ -88,11 +88,11 @@ class ReplyTiming:
     kind: str  # greeting | answer
     text: str
     utterance: int | None = None
-    utterance_end_detected_ns: int | None = None  # the caller's silence ended the utterance
+    utterance_end_detected_ns: int | None = None  # the user's silence ended the utterance
     first_audio_ns: int | None = None
     speech_start_ns: int | None = None  # the first speech sample sent (its frame + its offset)
     speech_end_ns: int | None = None    # the last speech sample sent so far
-    interrupted_ns: int | None = None   # the caller's speech over it was heard (or the client
+    interrupted_ns: int | None = None   # the user's speech over it was heard (or the client
                                         # asked it to stop)
     stopped_ns: int | None = None       # its interruption frame went out
 
@@ -115,7 +115,7 @@ class _Connection:
         self.vad = StreamingVad(sample_rate_hz=self.rate, hangover_ms=settings.vad_silence_ms)
         self.stop_samples = None if settings.stop_on_speech_ms is None else \
             int(settings.stop_on_speech_ms * self.rate / 1000)
-        self.resampler: StreamingResampler | None = None  # when the caller uses another rate
+        self.resampler: StreamingResampler | None = None  # when the user uses another rate
         self.onset: int | None = None
         self.utterances = 0
         self.frame_ids = 0

@@ -24,7 +24,7 @@ from websockets.exceptions import ConnectionClosed
 
 from ...audio import SILENCE_THRESHOLD
 from ...endpoints import _wire as wire
-from ._ear import Ear
+from ._turn_detector import TurnDetector
 
 if TYPE_CHECKING:
     from ._server import ProductServer
@@ -71,8 +71,9 @@ class ProductConnection:
         self.response_task: asyncio.Task[None] | None = None
         #: ``server_vad``: the product listens to a live line instead of taking commits
         self.listening = getattr(self.behaviour, "turn_detection", "client") == "server_vad"
-        self.ear = Ear(silence_ms=getattr(self.behaviour, "vad_silence_ms", 500.0),
-                       interrupt_after_ms=getattr(self.behaviour, "stop_on_speech_ms", 150.0)) \
+        self.turn_detector = TurnDetector(
+            silence_ms=getattr(self.behaviour, "vad_silence_ms", 500.0),
+            interrupt_after_ms=getattr(self.behaviour, "stop_on_speech_ms", 150.0)) \
             if self.listening else None
         #: a reply's audio is being sent (idle silence frames wait)
         self.speaking = False
@@ -175,7 +176,7 @@ class ProductConnection:
             if len(message) % 2:
                 return await self.violation("invalid_audio",
                                             f"odd-length audio frame ({len(message)} bytes)")
-            if self.ear is not None:
+            if self.turn_detector is not None:
                 await self.listen(message, received_ns)
                 return True
             self.turn_audio.extend(message)
@@ -238,12 +239,12 @@ class ProductConnection:
 
     async def listen(self, pcm: bytes, received_ns: int) -> None:
         """``server_vad``: the line's audio, as the product's voice activity detection hears it."""
-        assert self.ear is not None
+        assert self.turn_detector is not None
         pcm = self.cancel_echo(pcm, received_ns)
-        for heard in self.ear.hear(pcm):
+        for heard in self.turn_detector.hear(pcm):
             if heard.kind == "interrupted" and self.speaking and self.honours_cancel \
                     and self.active_cancel is not None:
-                self.active_cancel.set()  # the caller talks over the reply: stop it
+                self.active_cancel.set()  # the user talks over the reply: stop it
             elif heard.kind == "ended":
                 if len(heard.audio) / 48 < getattr(self.behaviour, "min_turn_ms", 0.0):
                     continue  # too short to be a turn ("mm-hmm"): the product talks on

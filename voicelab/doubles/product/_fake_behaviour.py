@@ -69,10 +69,10 @@ class FakeBehaviour(AdapterSettings):
     hostile: Literal["event_storm"] | None = None
     # --- listening (turn_detection: server_vad) ---
     #: client: the evaluator commits each turn; server_vad: the fake detects the end of the
-    #: caller's speech itself on the live line (and replies in real time)
+    #: user's speech itself on the live line (and replies in real time)
     turn_detection: Literal["client", "server_vad"] = "client"
-    vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0  # silence that ends a caller's turn
-    #: server_vad: stop replying once the caller has spoken this long over the reply
+    vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0  # silence that ends a user's turn
+    #: server_vad: stop replying once the user has spoken this long over the reply
     #: (0: stops on any sound; null: never stops, like a product without barge-in)
     stop_on_speech_ms: NonNegativeMs | None = 150.0
     #: server_vad: an utterance with less speech than this is no turn (no reply): a product

@@ -1,8 +1,8 @@
 """A voice bot behind Twilio Media Streams (the test double of ``adapter: twilio``).
 
 :class:`TwilioBot` is the WebSocket server a ``<Connect><Stream>`` points Twilio at: it listens
-to the caller with voice activity detection, answers in tone speech, marks its answers, clears
-them when the caller speaks over it, and records every call (:class:`CallRecord`). Run it on its
+to the user with voice activity detection, answers in tone speech, marks its answers, clears
+them when the user speaks over it, and records every call (:class:`CallRecord`). Run it on its
 own with ``python -m voicelab.doubles.twilio --port 8765 --settings '{"burst": true}'``.
 """
 

@@ -3,12 +3,12 @@
 It plays the bot's side of ``<Connect><Stream>`` as Twilio's "Media Streams - WebSocket
 Messages" reference defines it, written independently of the adapter's own message code so the
 two check each other: it expects ``connected`` then ``start``, reads ``customParameters``, hears
-the caller's ``media`` (8 kHz mu-law) with voice activity detection (an utterance ends after
+the user's ``media`` (8 kHz mu-law) with voice activity detection (an utterance ends after
 ``vad_silence_ms`` of silence) and answers each utterance with tone speech, sent as 20 ms
 ``media`` messages in real time (or all at once with ``burst``), followed by a ``mark``. Like a
 TTS engine it may end each reply with ``tail_silence_ms`` of silence and fade its last word out
 over ``fade_out_ms``. It greets first, and while its audio plays (until the mark comes back) a
-caller who speaks for ``barge_in_after_ms`` makes it stop (fading out over ``stop_fade_ms``
+user who speaks for ``barge_in_after_ms`` makes it stop (fading out over ``stop_fade_ms``
 first, when set) and send ``clear`` (unless ``barge_in`` is off). After
 ``hang_up_after_replies`` answers it hangs up (closes the socket) once the last one has played.
 
@@ -66,17 +66,17 @@ NS_PER_SAMPLE = 1_000_000_000 // G711_SAMPLE_RATE_HZ
 class TwilioBotSettings(AdapterSettings):
     """What the bot says and how it listens (``--settings`` JSON of the standalone bot)."""
 
-    #: said as soon as the stream starts ("" for a bot that waits for the caller)
+    #: said as soon as the stream starts ("" for a bot that waits for the user)
     greeting: str = "Hello! Thanks for calling. How can I help you today?"
-    #: the answer to the caller's first, second, ... utterance; past the list, ``reply_text``
+    #: the answer to the user's first, second, ... utterance; past the list, ``reply_text``
     replies: list[str] = Field(default_factory=list)
     reply_text: str = "Thank you. That is noted."
-    #: from the end of the caller's utterance (as the bot detects it) to its answer's first frame
+    #: from the end of the user's utterance (as the bot detects it) to its answer's first frame
     reply_latency_ms: Annotated[float, Field(ge=0)] = 200.0
-    #: stop and send ``clear`` when the caller speaks over the bot
+    #: stop and send ``clear`` when the user speaks over the bot
     barge_in: bool = True
     barge_in_after_ms: Annotated[float, Field(gt=0)] = 150.0
-    #: silence that ends a caller's utterance
+    #: silence that ends a user's utterance
     vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0
     #: send each answer's frames all at once (Twilio queues them) instead of in real time
     burst: bool = False
@@ -86,7 +86,7 @@ class TwilioBotSettings(AdapterSettings):
     fade_out_ms: Annotated[float, Field(ge=0, le=2000)] = 0.0
     #: stopping for a barge-in, go on this long fading out before the ``clear``
     stop_fade_ms: Annotated[float, Field(ge=0, le=2000)] = 0.0
-    #: hang up after this many answers have played (0: never; the caller hangs up)
+    #: hang up after this many answers have played (0: never; the user hangs up)
     hang_up_after_replies: Annotated[int, Field(ge=0)] = 0
     #: a hostile bot: ``mark_storm`` sends ``mark`` messages as fast as the socket takes them
     #: once the stream starts, and never speaks (the evaluator's limits must end the call)
@@ -137,7 +137,7 @@ class CallRecord:
     dtmf: str = ""
     replies: list[ReplyRecord] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
-    stopped: bool = False  # the caller hung up (``stop``)
+    stopped: bool = False  # the user hung up (``stop``)
     log: list[dict[str, Any]] = field(default_factory=list)
 
     def side(self, side: str) -> list[dict[str, Any]]:
@@ -171,7 +171,7 @@ class _Call:
         self.stream_sid: str | None = None
         self.sequence = 0
         self.chunks = 0
-        self.onset: int | None = None  # where the caller's current utterance began
+        self.onset: int | None = None  # where the user's current utterance began
         self.barged = False  # ... and whether it already stopped the bot
         self.utterances = 0
         self.speaking: ReplyRecord | None = None  # sent, and its mark not yet back
@@ -219,7 +219,7 @@ class _Call:
         with contextlib.suppress(ConnectionClosed):
             await self.ws.close(VIOLATION_CLOSE_CODE, reason[:120])
 
-    # --- what the caller's side sends ---------------------------------------------------------
+    # --- what the user's side sends ---------------------------------------------------------
 
     async def on_message(self, message: str | bytes, received_ns: int) -> bool:
         """Handle one message; False once the call is over."""
@@ -331,7 +331,7 @@ class _Call:
                 await self.clear()
 
     def first_sound_ns(self, onset: int) -> int | None:
-        """When the caller's first sample above the silence threshold at or after ``onset``
+        """When the user's first sample above the silence threshold at or after ``onset``
         (inbound 8 kHz samples) was said: its frame's arrival plus its offset in the frame."""
         samples = mulaw_decode(bytes(self.record.caller_audio[onset:])).samples
         loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > SILENCE_THRESHOLD)
@@ -449,7 +449,7 @@ class _Call:
             reply.last_frame_ns = sent_ns
 
     async def clear(self) -> None:
-        """The caller talks over the bot: stop sending (fading out first, when configured),
+        """The user talks over the bot: stop sending (fading out first, when configured),
         and drop what Twilio has queued."""
         reply = self.speaking
         assert reply is not None

@@ -3,13 +3,13 @@ timeline (listening turn-taking decides from this when a reply has ended).
 
 An onset is where the product's sound becomes audible (the detector's onset frame followed back
 to its first sample above the silence threshold: ``voicelab.audio.audible_edges``, as the
-metrics find speech), so a timed barge-in is timed from what the caller could hear.
+metrics find speech), so a timed barge-in is timed from what the user could hear.
 
 The product's chunks are heard where the recording's listener placed them; a stretch with no
 audio (the product sent nothing, or not yet) is silence to the listener, exactly as on a call.
 The detector is only ever fed up to "now", so a barge-in that flushes buffered audio never
-un-hears anything. With a ``to_user`` line (an :class:`~._channel.Ear`) the detector hears the
-line's output: coded, with lost packets concealed, a packet and the codec's delay behind, and
+un-hears anything. With a ``to_user`` line (a :class:`~._channel.ToUserLine`) the detector hears
+the line's output: coded, with lost packets concealed, a packet and the codec's delay behind, and
 the line's constant path delay later: at listener time ``t`` the user has heard the product up
 to ``t - delay``, and the speech segments are on the user's own (heard) timeline.
 """
@@ -22,16 +22,20 @@ import numpy as np
 
 from ..audio import StreamingVad, audible_edges
 from ..recording import PRODUCT, Recording, ns_to_samples, samples_to_ns
-from ._channel import Ear
+from ._channel import ToUserLine
 
 #: How much of the latest heard audio is kept to refine onsets (1 s).
 RECENT_SAMPLES = 24_000
 
 
-class Hearing:
-    def __init__(self, recording: Recording, *, hangover_ms: float, ear: Ear | None = None):
+class HeardSpeech:
+    """The product's speech as the simulated user has heard it so far (see the module
+    docstring)."""
+
+    def __init__(self, recording: Recording, *, hangover_ms: float,
+                 to_user_line: ToUserLine | None = None):
         self.recording = recording
-        self.ear = ear
+        self.to_user_line = to_user_line
         self.vad = StreamingVad(hangover_ms=hangover_ms)
         self.position = 0  # listener samples fed to the detector
         self._next_chunk = 0
@@ -49,8 +53,9 @@ class Hearing:
     def listen_until(self, listener_ns: int) -> None:
         """Feed everything heard up to ``listener_ns`` (silence where nothing plays): the
         product's sound up to the path delay before it."""
-        target = ns_to_samples(listener_ns) - (self.ear.delay_samples if self.ear else 0)
-        heard = self.recording.listener.heard
+        line = self.to_user_line
+        target = ns_to_samples(listener_ns) - (line.delay_samples if line else 0)
+        heard = self.recording.timeline.heard
         stream = self.recording.streams[PRODUCT]
         while self._next_chunk < len(heard) and heard[self._next_chunk].start < target:
             chunk = heard[self._next_chunk]
@@ -73,8 +78,8 @@ class Hearing:
         if not samples.shape[0]:
             return
         self.position += samples.shape[0]
-        if self.ear is not None:
-            samples = self.ear.hear(samples, turn_id=turn_id)
+        if self.to_user_line is not None:
+            samples = self.to_user_line.hear(samples, turn_id=turn_id)
         for tap in self.taps:  # heard sample k is listener sample k (the line's delay in it)
             tap(self._heard_samples, samples)
         self._heard_samples += samples.shape[0]
@@ -108,7 +113,7 @@ class Hearing:
     def first_onset_ns(self, listener_ns: int) -> int | None:
         """When the product was first heard speaking at or after ``listener_ns``: the onset of
         the first speech after it, or ``listener_ns`` itself when speech that began earlier was
-        still going on (a product talking on over the caller). None: no speech yet."""
+        still going on (a product talking on over the user). None: no speech yet."""
         at = ns_to_samples(listener_ns)
         for onset, offset in self.segments:
             assert onset is not None

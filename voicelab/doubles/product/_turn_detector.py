@@ -1,4 +1,4 @@
-"""How a local product listens in ``server_vad`` mode: voice activity on the caller's line.
+"""How a local product listens in ``server_vad`` mode: voice activity on the user's line.
 
 The line carries speech and, between utterances, silence or room noise. An utterance ends after
 ``silence_ms`` without speech (the product's end-of-turn detection); while the product is
@@ -18,7 +18,7 @@ BYTES_PER_SAMPLE = 2
 
 
 @dataclass(frozen=True)
-class Heard:
+class TurnDecision:
     """A decision of the ear: ``started`` (speech began), ``interrupted`` (speech long enough to
     stop a reply) or ``ended`` (an utterance is over; ``audio`` is its PCM)."""
 
@@ -26,7 +26,7 @@ class Heard:
     audio: bytes = b""
 
 
-class Ear:
+class TurnDetector:
     """Voice activity on the incoming line, one utterance at a time."""
 
     def __init__(self, *, silence_ms: float, interrupt_after_ms: float | None):
@@ -38,18 +38,18 @@ class Ear:
         self._onset: int | None = None
         self._interrupted = False
 
-    def hear(self, pcm: bytes) -> list[Heard]:
+    def hear(self, pcm: bytes) -> list[TurnDecision]:
         self._line += pcm
-        decisions: list[Heard] = []
+        decisions: list[TurnDecision] = []
         for transition in self._vad.push(np.frombuffer(pcm, dtype="<i2")):
             if transition.kind == "onset":
                 self._onset = transition.sample
                 self._interrupted = False
-                decisions.append(Heard("started"))
+                decisions.append(TurnDecision("started"))
             elif self._onset is not None:
                 start = (self._onset - self._first) * BYTES_PER_SAMPLE
                 end = (transition.sample - self._first) * BYTES_PER_SAMPLE
-                decisions.append(Heard("ended", bytes(self._line[start:end])))
+                decisions.append(TurnDecision("ended", bytes(self._line[start:end])))
                 self._onset = None
         # the speech heard so far (to its last voiced frame: the pauses the detector bridges
         # inside an utterance count, the silence after its end does not)
@@ -58,7 +58,7 @@ class Ear:
                 max(self._vad.voiced_until_sample, self._onset) - self._onset \
                 >= self._interrupt_samples:
             self._interrupted = True
-            decisions.append(Heard("interrupted"))
+            decisions.append(TurnDecision("interrupted"))
         if self._onset is None:  # keep only what an utterance may still need
             keep = len(self._line) - min(len(self._line), 48_000 * 2)
             del self._line[:keep]

@@ -1,0 +1,84 @@
+"""Bundles written by an earlier voicelab: read, and re-scored to the same bytes.
+
+``tests/fixtures/bundle-2.0`` was written by the voicelab that wrote schema 2.0 (a run with turn
+taking by commit: a barge-in into the opening, a stalled reply, input transcripts; a run with
+listening turn taking over a telephony line both ways). Re-scoring it reproduces every file it
+rewrites, byte for byte, but the schema version, in the current layout: the user's channel,
+``technician.wav`` in 2.0, is ``user.wav``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import voicelab
+from voicelab.analysis import load_frames, read_trial_audio
+from voicelab.artifacts import LEGACY_NAMES, SCHEMA_VERSION, TRIAL_REPORT, USER_WAV
+from voicelab.runner._rescore import RESCORED_FILES
+
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLE_2_0 = ROOT / "tests" / "fixtures" / "bundle-2.0"
+RUNS = ("client", "listening")
+#: Each member's name in 2.0.
+OLD_NAMES = {name: old[0] for name, old in LEGACY_NAMES.items()}
+
+
+def _same_but_version(old: bytes) -> bytes:
+    """A 2.0 document as the current voicelab writes it: only the schema version differs."""
+    for separator in (": ", ":"):  # pretty and compact documents
+        old = old.replace(f'"schema_version"{separator}"2.0"'.encode(),
+                          f'"schema_version"{separator}"{SCHEMA_VERSION}"'.encode())
+    return old
+
+
+def _report_as_now(old: bytes) -> dict:
+    """A 2.0 trial report as re-scoring writes it: the current version, the renamed members."""
+    report = json.loads(old)
+    report["schema_version"] = report["interoperability_schema_version"] = SCHEMA_VERSION
+    report["voice_event_schema_versions"] = [SCHEMA_VERSION]
+    renamed = {old_name: name for name, old_name in OLD_NAMES.items()}
+    report["files"] = sorted(renamed.get(name, name) for name in report["files"])
+    return report
+
+
+def test_a_2_0_bundle_is_read():
+    frames = load_frames([BUNDLE_2_0 / run for run in RUNS])
+    assert len(frames.trials) == 2 and frames.trials["passed"].all()
+    assert len(frames.turns) >= 5 and frames.events["listener_ms"].notna().all()
+    # its user channel, under its 2.0 name, and under the name before it
+    trial = BUNDLE_2_0 / "client" / "trial-001"
+    user, _ = read_trial_audio(trial, channel="user")
+    assert user.size and (user == read_trial_audio(trial, channel="technician")[0]).all()
+
+
+def test_a_2_0_bundle_rescores_to_the_same_bytes_but_the_version(tmp_path):
+    result = voicelab.rescore(BUNDLE_2_0, output=tmp_path / "again")
+    assert sorted(str(t.trial_dir.relative_to(tmp_path / "again")) for t in result.trials) == \
+        ["client/trial-001", "listening/trial-001"]
+    assert result.exit_code == 0 and not any(t.changed_verdicts for t in result.trials)
+    for run in RUNS:
+        old, new = BUNDLE_2_0 / run / "trial-001", tmp_path / "again" / run / "trial-001"
+        for name in RESCORED_FILES:
+            original = (old / OLD_NAMES.get(name, name)).read_bytes()
+            again = (new / name).read_bytes()
+            if name == TRIAL_REPORT:
+                assert json.loads(again) == _report_as_now(original), run
+            else:
+                assert again == _same_but_version(original), (run, name)
+        assert not (new / OLD_NAMES[USER_WAV]).exists()  # renamed, not kept twice
+        assert sorted(p.name for p in new.iterdir()) == json.loads(
+            (new / TRIAL_REPORT).read_bytes())["files"]
+        assert (tmp_path / "again" / run / "run-report.json").read_bytes() == \
+            _same_but_version((BUNDLE_2_0 / run / "run-report.json").read_bytes())
+
+
+def test_a_2_0_bundle_rescored_in_place_keeps_its_raw_facts(tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(BUNDLE_2_0 / "listening", copy)
+    raw = ("voice-events.jsonl", "user-sent.wav", "product-received.wav", "user-heard.wav",
+           "raw-endpoint-events.json", "resolved-scenario.json")
+    before = {name: (copy / "trial-001" / name).read_bytes() for name in raw}
+    voicelab.rescore(copy)
+    assert {name: (copy / "trial-001" / name).read_bytes() for name in raw} == before

@@ -8,7 +8,7 @@ from pathlib import Path
 import voicelab
 from voicelab.personas._scripted import ScriptedPersona
 from voicelab.recording import EventType
-from voicelab.runner._scoring import Scorer
+from voicelab.execution._scorer import Scorer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"

@@ -1,6 +1,6 @@
 """Versioned artifact models, bundle writing and reading, run reports."""
 
-from ._bundle import TRIAL_FILES, write_json
+from ._bundle import RESOLVED_KINDS, TRIAL_FILES, EncodedFile, write_json, write_trial_files
 from ._junit import junit_xml
 from ._lock import BundleLock
 from ._members import (
@@ -26,6 +26,7 @@ from ._models import (
     TrialSummary,
     Verdict,
 )
+from ._publish import TRIAL_REPORT, Publisher, publish_trial
 from ._reader import (
     ArtifactVersionError,
     check_version,
@@ -50,6 +51,22 @@ from ._report_models import (
     VerdictPassRate,
 )
 from ._schemas import SCHEMA_DIR, export_schemas
+from ._store import (
+    RemoteLocation,
+    check_writable,
+    fetch,
+    open_location,
+    open_remote,
+    probe_exists,
+    published_location,
+    read_remote_json,
+    register_staging,
+    remote_exists,
+    resolve_latest,
+    resolve_local_latest,
+    store_error_reason,
+    unregister_staging,
+)
 from ._voice_models import (
     LoopLag,
     MeasurementQuality,
@@ -116,4 +133,26 @@ __all__ = [
     "open_member_append",
     "read_member",
     "write_member",
+    # writing a trial's files
+    "RESOLVED_KINDS",
+    "EncodedFile",
+    "write_trial_files",
+    # stores (a bundle at a store URL) and publishing a staged bundle to one
+    "TRIAL_REPORT",
+    "Publisher",
+    "RemoteLocation",
+    "check_writable",
+    "fetch",
+    "open_location",
+    "open_remote",
+    "probe_exists",
+    "publish_trial",
+    "published_location",
+    "read_remote_json",
+    "register_staging",
+    "remote_exists",
+    "resolve_latest",
+    "resolve_local_latest",
+    "store_error_reason",
+    "unregister_staging",
 ]

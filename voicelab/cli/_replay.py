@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..runner import areplay, areplay_sweep
+from ..execution import areplay, areplay_sweep
 from ._output import relative
 from ._run import run_to_the_end
 

@@ -10,6 +10,7 @@ from ._protocol import (
     RecordedSpeech,
     UserTurn,
 )
+from ._replay import TRIAL_FOLDER, read_recorded_trial
 
 PERSONAS = Registry("persona mode", {
     "scripted": "voicelab.personas._scripted:ScriptedPersona",
@@ -20,6 +21,7 @@ PERSONAS = Registry("persona mode", {
 
 __all__ = [
     "PERSONAS",
+    "TRIAL_FOLDER",
     "Persona",
     "PersonaContext",
     "PersonaDecision",
@@ -27,4 +29,5 @@ __all__ = [
     "ProductResponse",
     "RecordedSpeech",
     "UserTurn",
+    "read_recorded_trial",
 ]

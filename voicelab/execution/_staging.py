@@ -1,9 +1,9 @@
 """Runs whose bundle lives in a store (``--artifacts-dir s3://bucket/runs``).
 
-The run itself is the local one, pointed at a staging folder that stands for the store folder;
-a publisher copies each finished trial folder to the store while the run goes on (report
-last, see :mod:`voicelab.artifacts._publish`) and everything else when it ends, Ctrl-C
-included. Resuming a bundle in a store first downloads what resuming reads (the reports and
+The run itself is the local one, pointed at a staging folder that stands for the store folder
+(:func:`published`, wrapped around the run); a publisher copies each finished trial folder to
+the store while the run goes on (report last, see :class:`voicelab.artifacts.Publisher`) and
+everything else when it ends, Ctrl-C included. Resuming a bundle in a store first downloads what resuming reads (the reports and
 each trial's voice-metrics.json), so the resumed run's report counts every trial.
 
 With the Dask executor the workers may run on other machines, which cannot write into the
@@ -21,16 +21,17 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .._location import url_scheme
-from ..artifacts import TrialReport
-from ..artifacts._publish import TRIAL_REPORT, Publisher
-from ..artifacts._store import (
+from ..artifacts import (
+    TRIAL_REPORT,
+    Publisher,
     RemoteLocation,
+    TrialReport,
     check_writable,
     fetch,
     open_remote,
@@ -43,8 +44,8 @@ from ..artifacts._store import (
     unregister_staging,
 )
 from ..errors import ConfigError
+from ..runner import TrialResult
 from ._resume import read_trial_result
-from ._trial import TrialResult
 
 logger = logging.getLogger(__name__)
 
@@ -230,14 +231,14 @@ def _finish(stage: Stage, outcome: Any, problem: str | None) -> None:
         shutil.rmtree(stage.staging, ignore_errors=True)
 
 
-async def run_staged(stage: Stage, start: Callable[[Path, Path | None], Awaitable[T]]) -> T:
-    """``start(staging folder, local bundle to resume)``, publishing as it goes and at the
-    end (also when the run is interrupted: its partial outcome carries the publishing
+async def published(stage: Stage, work: Awaitable[T]) -> T:
+    """Await ``work`` (a run or a sweep into ``stage``'s staging folder), publishing as it goes
+    and at the end (also when it is interrupted: its partial outcome carries the publishing
     result)."""
     periodic = asyncio.create_task(_publish_periodically(stage.publisher))
     outcome: Any = None
     try:
-        outcome = await start(stage.staging, stage.resume)
+        outcome = await work
         return outcome
     except BaseException as error:
         outcome = getattr(error, "outcome", None)  # RunInterrupted, MatrixInterrupted

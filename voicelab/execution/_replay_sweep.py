@@ -1,7 +1,7 @@
-"""Replaying a sweep: every cell's run folder replayed (see :mod:`._replay`) into a new sweep
-folder with the same cell folders, so ``compare ORIGINAL_SWEEP REPLAY_SWEEP`` pairs its trials by
-(cell, seed). One semaphore bounds the conversations in flight across the cells, as in a sweep;
-every cell is checked before anything runs.
+"""Replaying a sweep: every cell's run folder replayed (see :func:`._replay.areplay`) into a new
+sweep folder with the same cell folders, so ``compare ORIGINAL_SWEEP REPLAY_SWEEP`` pairs its
+trials by (cell, seed). One semaphore bounds the conversations in flight across the cells, as in
+a sweep; every cell is checked before anything runs.
 """
 
 from __future__ import annotations
@@ -17,21 +17,24 @@ from .._exit_codes import EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_QUALIT
 from .._validate import RunPlan
 from ..artifacts import MatrixCell, MatrixReport, ReplayOrigin
 from ..errors import ConfigError
-from ..scoring._run_statistics import settings_of
-from ._matrix import MatrixOutcome, conclude_cells, matrix_rates, read_matrix_report
-from ._replay import ReplaySource, plan_replay
-from ._run import (
+from ..runner import (
     MAX_CONCURRENCY,
+    MatrixOutcome,
+    ReplaySource,
     RunInterrupted,
     RunOutcome,
-    _bounded,
-    _point_latest,
-    _write_report_robustly,
-    arun,
-    make_bundle_dir,
-    run_sync,
+    TrialResult,
+    bounded_count,
+    conclude_cells,
+    matrix_rates,
+    new_run_id,
+    plan_replay,
+    read_matrix_report,
+    write_report_robustly,
 )
-from ._trial import TrialResult, new_run_id
+from ..scoring import settings_of
+from ._arun import arun, run_sync
+from ._run import make_bundle_dir, point_latest
 
 
 @dataclass(frozen=True)
@@ -101,13 +104,13 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         cells.append(_Cell(row.cell_id, plan, source))
     if not cells:
         raise ConfigError("the sweep has no cells to replay", source=folder / "matrix-report.json")
-    parallel = _bounded(concurrency if concurrency is not None else
+    parallel = bounded_count(concurrency if concurrency is not None else
                         max(c.plan.loaded.run.concurrency for c in cells),
                         low=1, high=MAX_CONCURRENCY, key="concurrency", source=None)
     root = Path(artifacts_dir) if artifacts_dir is not None else folder.parent
     run_id = new_run_id()
     run_dir = make_bundle_dir(root, run_id, source=None)
-    _point_latest(root, run_dir)
+    point_latest(root, run_dir)
     origin = ReplayOrigin(run_id=original.run_id, bundle_path=str(folder))
     started = _now()
     semaphore = asyncio.Semaphore(parallel)
@@ -129,7 +132,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         return progress
 
     write_errors: list[str] = []
-    error = _write_report_robustly(run_dir / "matrix-report.json", report("running"))
+    error = write_report_robustly(run_dir / "matrix-report.json", report("running"))
     if error:
         write_errors.append(error)
 

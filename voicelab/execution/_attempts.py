@@ -16,10 +16,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from ..artifacts import TrialAttempt, TrialReport
-from ..artifacts._bundle import write_json
-from ._evidence import inconclusive_verdict_names
-from ._trial import TrialResult, trial_summary
+from ..artifacts import TrialAttempt, TrialReport, write_json
+from ..runner import TrialResult, inconclusive_verdict_names, trial_summary
 
 logger = logging.getLogger(__name__)
 

@@ -74,6 +74,29 @@ def test_two_local_workers_write_the_bundle_one_process_writes(tmp_path):
     assert run_report["status"] == "complete" and run_report["passed_trials"] == 4
 
 
+#: A script that calls voicelab.run with local workers and has no ``if __name__ == "__main__"``
+#: guard: a multiprocessing child would run it again (and fail to start its own workers).
+UNGUARDED_SCRIPT = """
+import sys
+import voicelab
+
+print("script body ran", flush=True)
+outcome = voicelab.run(sys.argv[1], trials=3, concurrency=2, workers=2, artifacts_dir=sys.argv[2])
+print("exit code", outcome.exit_code, outcome.report.passed_trials, flush=True)
+"""
+
+
+def test_a_script_without_a_main_guard_runs_its_trials_in_local_workers(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(EXAMPLE), str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=180, env=ENV, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["script body ran", "exit code 0 3"]
+    log = (only_bundle(tmp_path / "runs") / "evaluator.log").read_text()
+    assert "executor: local, 2 worker process(es)" in log and "[worker " in log
+
+
 def _worker_children(pid: int) -> list[psutil.Process]:
     try:
         children = psutil.Process(pid).children()

@@ -10,11 +10,20 @@ import gc
 import sys
 from pathlib import Path
 
+import pytest
+
 import voicelab
 from voicelab.cli import main
 from voicelab.execution import tuned_process
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "run-workload-neutral-voice.yaml"
+
+
+@pytest.fixture(autouse=True)
+def nothing_frozen() -> None:
+    """A test process may have frozen objects (a worker's trial loop run in it earlier); the
+    tuning leaves a process's own frozen objects alone (tests/unit/test_process_tuning.py)."""
+    gc.unfreeze()
 
 
 def _overlapping_runs(loaded, folder: Path) -> list[tuple[float, int]]:

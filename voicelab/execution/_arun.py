@@ -27,11 +27,11 @@ from ..runner import (
     bounded_count,
     new_run_id,
 )
+from ._protocol import scoring_mode
 from ._registry import choose_executor
 from ._resume import aresume_point, lock_resumed, read_run_report
 from ._resume_overrides import resumed_overrides
 from ._run import Run, RunOptions
-from ._scorer import scoring_mode
 from ._staging import open_stage, published, store_target
 
 #: Retries of an inconclusive trial (``--retry-inconclusive``).

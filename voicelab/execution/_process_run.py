@@ -57,11 +57,12 @@ class ProcessRun:
     def __init__(self, executor: JobExecutor, run: RunSpec):
         self.executor = executor
         self.run = run
+        self.blob = run.blob  # pickled once, now: a run that cannot be sent fails before a trial
 
     async def submit(self, job: TrialJob) -> TrialCall:
         try:
             return TrialDone(self.run, await execute_trial(self.executor, self.run.context,
-                                                           self.run.blob, job))
+                                                           self.blob, job))
         except TrialCancelled as cancelled:
             return TrialDone(self.run, cancelled.result, cancelled=True)
 

@@ -23,7 +23,18 @@ from typing import Any, Protocol, runtime_checkable
 from .._validate import RunPlan
 from ..artifacts import LoopLag, ProbeOutcome, TrialReport, TurnMetrics
 from ..config import LoadedRun
+from ..errors import ConfigError
 from ..runner import Failure, TrialPlan, TrialResult
+
+#: Where a call run in this process is scored (``arun(..., scoring=...)``): in the scoring
+#: process beside the event loop, or on the loop.
+SCORING_MODES = ("process", "loop")
+
+
+def scoring_mode(value: str, *, key: str = "scoring") -> str:
+    if value not in SCORING_MODES:
+        raise ConfigError(f"expected one of {', '.join(SCORING_MODES)}, got {value!r}", key=key)
+    return value
 
 
 class WorkerLost(Exception):

@@ -21,7 +21,6 @@ import weakref
 from collections.abc import Iterator
 
 from ..config import LoadedRun
-from ..errors import ConfigError
 from ..runner import Call, Scored, score_on_loop
 from ._scoring_process import (
     CannotSend,
@@ -32,10 +31,6 @@ from ._scoring_process import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: Where a run's calls are scored (``arun(..., scoring=...)``).
-SCORING_MODES = ("process", "loop")
-
 
 #: Calls in progress on each event loop (a sweep's runs share one); see :func:`live_call`.
 _LIVE_CALLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = \
@@ -157,10 +152,3 @@ class Scorer:
                 raise
             except Exception as error:  # noqa: BLE001 - the call's own scoring reports it
                 waiting.on_loop.set_exception(error)
-
-
-def scoring_mode(value: str, *, key: str = "scoring") -> str:
-    if value not in SCORING_MODES:
-        raise ConfigError(f"expected one of {', '.join(SCORING_MODES)}, got {value!r}", key=key)
-    return value
-

@@ -8,7 +8,8 @@ pauses delay every arrival stamp on the loop). Both are process-global: in a not
 an application that embeds voicelab they would change the user's own code, so nothing changes
 unless the process opts in (:func:`tuned_process`; the command line does, and so does every
 worker process voicelab starts). Everything is restored when the last run ends, and at the
-latest when the opt-in ends.
+latest when the opt-in ends. A process that froze objects itself (a preforking server) keeps
+them frozen: nothing is frozen for the runs then, since unfreezing would release its own.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class ProcessTuning:
         self._runs = 0
         #: the switch interval to restore, while the tuning is applied
         self._saved_interval: float | None = None
+        #: whether the tuning froze the objects (nothing was frozen before it)
+        self._froze = False
 
     @property
     def applied(self) -> bool:
@@ -56,7 +59,9 @@ class ProcessTuning:
             if self._opted_in and not self.applied:
                 self._saved_interval = sys.getswitchinterval()
                 sys.setswitchinterval(min(self._saved_interval, GIL_SWITCH_INTERVAL_SECONDS))
-                gc.freeze()
+                self._froze = gc.get_freeze_count() == 0
+                if self._froze:
+                    gc.freeze()
         try:
             yield
         finally:
@@ -67,9 +72,11 @@ class ProcessTuning:
 
     def _restore(self) -> None:
         if self._saved_interval is not None:
-            gc.unfreeze()
+            if self._froze:
+                gc.unfreeze()
             sys.setswitchinterval(self._saved_interval)
             self._saved_interval = None
+            self._froze = False
 
 
 PROCESS_TUNING = ProcessTuning()

@@ -35,6 +35,7 @@ from ..runner import (
 from ..scoring import settings_of
 from ._arun import arun, run_sync
 from ._run import make_bundle_dir, point_latest
+from ._sweep import CellProgress
 
 
 @dataclass(frozen=True)
@@ -115,21 +116,12 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
     started = _now()
     semaphore = asyncio.Semaphore(parallel)
     outcomes: list[RunOutcome] = []
-    total = sum(len(c.source.seeds) for c in cells)
-    done_by_cell: dict[str, int] = {}
+    progress = CellProgress(on_trial_done, total=sum(len(c.source.seeds) for c in cells))
 
     def report(status: str) -> MatrixReport:
         return _report(original, run_id=run_id, run_dir=run_dir, cells=cells,
                        outcomes=outcomes, started=started, status=status, label=label,
                        origin=origin)
-
-    def progress_of(cell_id: str) -> Callable[[TrialResult, int, int], None]:
-        def progress(result: TrialResult, cell_done: int, _total: int) -> None:
-            done_by_cell[cell_id] = cell_done
-            if on_trial_done is not None:
-                on_trial_done(result, sum(done_by_cell.values()), total)
-
-        return progress
 
     write_errors: list[str] = []
     error = write_report_robustly(run_dir / "matrix-report.json", report("running"))
@@ -140,7 +132,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         try:
             outcome = await arun(cell.plan, trials=len(cell.source.seeds), artifacts_dir=run_dir,
                                  run_id=f"{run_id}__{cell.cell_id}", bundle_name=cell.cell_id,
-                                 on_trial_done=progress_of(cell.cell_id), semaphore=semaphore,
+                                 on_trial_done=progress.of(cell.cell_id), semaphore=semaphore,
                                  link_latest=False, label=label, replay_of=cell.source.origin)
         except RunInterrupted as stopped:
             outcomes.append(stopped.outcome)

@@ -90,6 +90,26 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                                               run_id=run_id, source=None))
 
 
+class CellProgress:
+    """A sweep's progress: the trials done in every cell (a resumed cell starts from the trials
+    it has), reported as one count to ``on_trial_done``."""
+
+    def __init__(self, on_trial_done: Callable[[TrialResult, int, int], None] | None, *,
+                 total: int):
+        self.on_trial_done = on_trial_done
+        self.total = total
+        self._done_by_cell: dict[str, int] = {}
+
+    def of(self, cell_id: str) -> Callable[[TrialResult, int, int], None]:
+        """The progress callback of the cell's run."""
+        def progress(result: TrialResult, cell_done: int, _total: int) -> None:
+            self._done_by_cell[cell_id] = cell_done
+            if self.on_trial_done is not None:
+                self.on_trial_done(result, sum(self._done_by_cell.values()), self.total)
+
+        return progress
+
+
 @dataclass(frozen=True)
 class _Sweep:
     """What the caller chose for a sweep, the same for every cell."""
@@ -144,19 +164,10 @@ class _Sweep:
     async def _cells(self, executor: Executor, *, run_id: str, run_dir: Path, started: str,
                      previous: MatrixReport | None, label: str | None,
                      resumed_at: list[str]) -> MatrixOutcome:
-        plan, on_trial_done = self.plan, self.on_trial_done
+        plan = self.plan
         semaphore = asyncio.Semaphore(plan.concurrency)
         outcomes: list[RunOutcome] = []
-        total = plan.conversations
-        done_by_cell: dict[str, int] = {}  # a resumed cell starts from the trials it has
-
-        def progress_of(cell_id: str) -> Callable[[TrialResult, int, int], None]:
-            def progress(result: TrialResult, cell_done: int, _total: int) -> None:
-                done_by_cell[cell_id] = cell_done
-                if on_trial_done is not None:
-                    on_trial_done(result, sum(done_by_cell.values()), total)
-
-            return progress
+        progress = CellProgress(self.on_trial_done, total=plan.conversations)
 
         def report(status: str) -> MatrixReport:
             return matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
@@ -175,7 +186,7 @@ class _Sweep:
             try:
                 outcome = await arun(one.plan, trials=plan.trials, artifacts_dir=run_dir,
                                      run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
-                                     on_trial_done=progress_of(one.cell_id), semaphore=semaphore,
+                                     on_trial_done=progress.of(one.cell_id), semaphore=semaphore,
                                      link_latest=False, label=label,
                                      calibrations=self.calibrations,
                                      resume=cell_dir if started_before else None,

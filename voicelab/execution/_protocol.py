@@ -170,8 +170,9 @@ class ExecutorRun(Protocol):
     """One run's trials on an executor."""
 
     async def submit(self, job: TrialJob) -> TrialCall:
-        """Run the trial ``job``; returns once its call has ended. Cancelled, it keeps the
-        evidence the trial gathered (the returned call says ``cancelled``)."""
+        """Run the trial ``job``; returns once its call has ended. Cancelled while the call
+        runs, it keeps the evidence the trial gathered (the returned call says ``cancelled``);
+        before the call started, it raises the cancellation."""
         ...
 
     def finishing(self) -> None:

@@ -22,6 +22,11 @@ and the scoring process's (user + system, from ``/proc``; 0 off Linux). Work on 
 the other on this machine (a busy loop beside the bare client made its calls ~50 % slower), so
 the scoring process's CPU costs the loop too.
 
+The benchmark's process opts in to the process tuning the command line uses
+(:func:`voicelab.execution.tuned_process`: a short GIL switch interval and older objects frozen
+out of garbage collection while runs are in progress); ``--untuned`` measures a library call
+that has not opted in (a notebook kernel's).
+
 ``--workdir DIR`` puts the bundles (and the temporary folder of the product double's databases:
 ``TMPDIR``) under ``DIR`` instead of the system's temporary folder. A trial's bundle is about
 twenty new files, the bare client's only its double's database: a file system that creates
@@ -238,7 +243,7 @@ def _process_cpu_seconds(pid: int | None) -> float:
 def cpu_meter() -> Iterator[dict[str, float]]:
     """CPU seconds spent inside the block by this thread (the event loop's: the bottleneck of
     an in-process run) and by the scoring process (its other core)."""
-    from voicelab.runner._scoring import scoring_process
+    from voicelab.execution._scoring_process import scoring_process
 
     used: dict[str, float] = {}
     loop_start = time.thread_time()
@@ -269,7 +274,16 @@ async def main() -> None:
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--listening-trials", type=int, default=50,
                         help="concurrent server_vad trials (0 skips the listening section)")
+    parser.add_argument("--untuned", action="store_true",
+                        help="do not opt in to the command line's process tuning")
     args = parser.parse_args()
+    from voicelab.execution import tuned_process
+
+    with contextlib.nullcontext() if args.untuned else tuned_process():
+        await measure(args)
+
+
+async def measure(args: argparse.Namespace) -> None:
     logging_quiet()
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
@@ -277,7 +291,8 @@ async def main() -> None:
         tempfile.tempdir = None  # read TMPDIR again
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         workdir = Path(tmp)
-        print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
+        print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, "
+              f"{'untuned' if args.untuned else 'tuned'} process")
         print("\nthroughput: seed example, pace_audio false "
               f"({args.throughput_trials} trials per measurement, median of {args.repeats} "
               "alternating measurements)")

@@ -61,7 +61,7 @@ async def _one_case(case: dict[str, Any]) -> dict[str, Any]:
     import logging
 
     import voicelab
-    from voicelab.runner import DaskExecutor, LocalExecutor
+    from voicelab.execution import DaskExecutor, LocalExecutor
 
     logging.getLogger("voicelab").setLevel(logging.WARNING)
     overrides = list(case.get("overrides", []))
@@ -81,7 +81,7 @@ async def _one_case(case: dict[str, Any]) -> dict[str, Any]:
                                       artifacts_dir=case["workdir"], executor=executor)
     finally:
         if executor is not None:
-            await executor.aclose()
+            await executor.close()
     wall = time.perf_counter() - started
     result: dict[str, Any] = {
         "wall_seconds": wall, "trials_per_second": case["trials"] / wall,

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import voicelab  # noqa: E402
-from voicelab.runner._run import START_SPACING_SECONDS  # noqa: E402
+from voicelab.execution._start_spacing import START_SPACING_SECONDS  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 

@@ -21,29 +21,29 @@ __all__ = ["TrialProgress", "__version__", "areplay", "areplay_sweep", "arun", "
 if TYPE_CHECKING:
     from ._progress import TrialProgress
     from .config import load_run
-    from .runner import (
+    from .execution import (
         areplay,
         areplay_sweep,
         arun,
         arun_matrix,
         replay,
         replay_sweep,
-        rescore,
         run,
         run_matrix,
     )
+    from .runner import rescore
 
 _LAZY = {
     "load_run": ("voicelab.config", "load_run"),
-    "arun": ("voicelab.runner", "arun"),
-    "run": ("voicelab.runner", "run"),
-    "arun_matrix": ("voicelab.runner", "arun_matrix"),
-    "run_matrix": ("voicelab.runner", "run_matrix"),
+    "arun": ("voicelab.execution", "arun"),
+    "run": ("voicelab.execution", "run"),
+    "arun_matrix": ("voicelab.execution", "arun_matrix"),
+    "run_matrix": ("voicelab.execution", "run_matrix"),
     "rescore": ("voicelab.runner", "rescore"),
-    "replay": ("voicelab.runner", "replay"),
-    "areplay": ("voicelab.runner", "areplay"),
-    "replay_sweep": ("voicelab.runner", "replay_sweep"),
-    "areplay_sweep": ("voicelab.runner", "areplay_sweep"),
+    "replay": ("voicelab.execution", "replay"),
+    "areplay": ("voicelab.execution", "areplay"),
+    "replay_sweep": ("voicelab.execution", "replay_sweep"),
+    "areplay_sweep": ("voicelab.execution", "areplay_sweep"),
     "TrialProgress": ("voicelab._progress", "TrialProgress"),
 }
 

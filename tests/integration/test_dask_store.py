@@ -29,9 +29,10 @@ from fsspec.implementations.memory import MemoryFileSystem
 import voicelab
 from voicelab.analysis import load_frames
 from voicelab.artifacts import TRIAL_FILES
-from voicelab.runner._dask import PUBLISH_FAILED, RESCHEDULED, dask_trial
-from voicelab.runner._executors import lost_trial
-from voicelab.runner._worker import RunContext, TrialJob, trial_service
+from voicelab.execution import RunContext, TrialJob
+from voicelab.execution._dask import PUBLISH_FAILED, RESCHEDULED, dask_trial
+from voicelab.execution._process_run import lost_trial
+from voicelab.execution._worker import trial_service
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
@@ -237,8 +238,8 @@ def test_a_trial_published_before_its_worker_was_lost_keeps_its_result(worker_si
     job = TrialJob(1, 42)
     outcome = asyncio.run(dask_trial(pickle.dumps(context), job, "attempt1"))
     assert outcome.report is not None and outcome.report.passed
-    assert any("published to voicelab-quota://runs/kept/trial-001 by the worker" in message
-               for _level, _name, message in outcome.logs)
+    assert any("published to voicelab-quota://runs/kept/trial-001 by the worker"
+               in record.getMessage() for record in outcome.logs)
     assert fs.exists("/runs/kept/trial-001/trial-report.json")
     assert list(worker_side.glob("voicelab-trial-*")) == []  # the scratch copy is gone
     assert list(context.bundle.iterdir()) == []  # the caller's staging was never written

@@ -74,12 +74,35 @@ def test_two_local_workers_write_the_bundle_one_process_writes(tmp_path):
     assert run_report["status"] == "complete" and run_report["passed_trials"] == 4
 
 
+#: A script that calls voicelab.run with local workers and has no ``if __name__ == "__main__"``
+#: guard: a multiprocessing child would run it again (and fail to start its own workers).
+UNGUARDED_SCRIPT = """
+import sys
+import voicelab
+
+print("script body ran", flush=True)
+outcome = voicelab.run(sys.argv[1], trials=3, concurrency=2, workers=2, artifacts_dir=sys.argv[2])
+print("exit code", outcome.exit_code, outcome.report.passed_trials, flush=True)
+"""
+
+
+def test_a_script_without_a_main_guard_runs_its_trials_in_local_workers(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(EXAMPLE), str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=180, env=ENV, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["script body ran", "exit code 0 3"]
+    log = (only_bundle(tmp_path / "runs") / "evaluator.log").read_text()
+    assert "executor: local, 2 worker process(es)" in log and "[worker " in log
+
+
 def _worker_children(pid: int) -> list[psutil.Process]:
     try:
         children = psutil.Process(pid).children()
     except psutil.NoSuchProcess:
         return []
-    return [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+    return [c for c in children if "voicelab.execution._worker" in " ".join(c.cmdline())]
 
 
 def _talking(process: psutil.Process) -> int:
@@ -284,7 +307,7 @@ def test_the_local_cluster_leaves_the_callers_environment_alone(monkeypatch):
     pytest.importorskip("distributed")
     import asyncio
 
-    from voicelab.runner import DaskExecutor
+    from voicelab.execution import DaskExecutor
 
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
 
@@ -300,7 +323,7 @@ def test_the_local_cluster_leaves_the_callers_environment_alone(monkeypatch):
         try:
             return list((await executor._client.run(worker_settings)).values())
         finally:
-            await executor.aclose()
+            await executor.close()
 
     assert asyncio.run(started()) == [(None, False)]
     assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
@@ -312,7 +335,7 @@ def test_executor_options_are_checked_in_one_line(monkeypatch, capsys, tmp_path)
     assert main(["run", str(EXAMPLE), "--workers", "0"]) == 2
     assert "CLI: --workers: must be a whole number from 1 to 256, got 0" in capsys.readouterr().err
     pytest.importorskip("distributed")
-    monkeypatch.setattr("voicelab.runner._dask.CONNECT_TIMEOUT_SECONDS", 2.0)
+    monkeypatch.setattr("voicelab.execution._dask.CONNECT_TIMEOUT_SECONDS", 2.0)
     assert main(["run", str(EXAMPLE), "--executor", "dask", "--scheduler",
                  f"tcp://127.0.0.1:{_free_port()}", "--artifacts-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -329,9 +352,8 @@ def test_a_run_that_cannot_be_prepared_in_a_worker_fails_its_trials_there(tmp_pa
     """The worker side in this process (its own trial loop in a thread): a trial runs and writes
     its folder; a run the worker cannot prepare comes back as a failed execution, not a hang."""
     import voicelab
-    from voicelab.runner import _worker
-    from voicelab.runner._executors import lost_trial
-    from voicelab.runner._worker import RunContext, TrialJob
+    from voicelab.execution import RunContext, TrialJob, _worker
+    from voicelab.execution._process_run import lost_trial
 
     loaded = voicelab.load_run(EXAMPLE)
     service = _worker.trial_service()

@@ -187,16 +187,16 @@ def test_a_write_failure_fails_the_trial_not_the_run(tmp_path, monkeypatch):
 
 
 def test_a_broken_trial_is_reported_and_the_others_run(tmp_path, monkeypatch):
-    from voicelab.runner import _run as run_module
+    from voicelab.execution import _inline
 
-    real = run_module.run_call
+    real = _inline.run_call
 
     async def sometimes_broken(plan):
         if plan.index == 2:
             raise RuntimeError("adapter bug")
         return await real(plan)
 
-    monkeypatch.setattr(run_module, "run_call", sometimes_broken)
+    monkeypatch.setattr(_inline, "run_call", sometimes_broken)
     outcome = voicelab.run(EXAMPLE, trials=3, concurrency=3, artifacts_dir=tmp_path)
     assert outcome.exit_code == 4 and outcome.report.executed_trials == 3
     assert [t.report.passed for t in outcome.trials] == [True, False, True]

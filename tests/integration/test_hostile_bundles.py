@@ -261,7 +261,7 @@ def test_resume_of_an_endless_plan_is_refused_before_counting(suite, bundle):
 
 
 def test_a_long_count_of_planned_trials_lets_a_signal_stop_it(suite, bundle):
-    from voicelab.runner._resume import aresume_point
+    from voicelab.execution._resume import aresume_point
 
     report = json.loads((bundle / "run-report.json").read_text())
     report["planned_trials"] = report["trial_count"] = 100_000

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import voicelab
+from voicelab.execution._scorer import Scorer
 from voicelab.personas._scripted import ScriptedPersona
 from voicelab.recording import EventType
-from voicelab.runner._scoring import Scorer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"

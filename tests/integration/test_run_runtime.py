@@ -1,5 +1,7 @@
-"""A run tunes the process for its duration only (GIL switch interval, frozen old objects),
-also when runs overlap on one event loop."""
+"""Process tuning (GIL switch interval, frozen old objects) is the caller's choice: a library
+call changes nothing process-wide (a notebook kernel, an application embedding voicelab); a
+process that opts in, as the command line does, is tuned while its runs are in progress, also
+when they overlap on one event loop, and restored when the last one ends."""
 
 from __future__ import annotations
 
@@ -8,15 +10,24 @@ import gc
 import sys
 from pathlib import Path
 
+import pytest
+
 import voicelab
+from voicelab.cli import main
+from voicelab.execution import tuned_process
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "run-workload-neutral-voice.yaml"
 
 
-def test_overlapping_runs_restore_the_switch_interval_and_garbage_collection(tmp_path):
-    loaded = voicelab.load_run(EXAMPLE)
-    interval = sys.getswitchinterval()
-    frozen = gc.get_freeze_count()
+@pytest.fixture(autouse=True)
+def nothing_frozen() -> None:
+    """A test process may have frozen objects (a worker's trial loop run in it earlier); the
+    tuning leaves a process's own frozen objects alone (tests/unit/test_process_tuning.py)."""
+    gc.unfreeze()
+
+
+def _overlapping_runs(loaded, folder: Path) -> list[tuple[float, int]]:
+    """Two runs at once on one loop; the process settings seen while they run."""
     seen_during: list[tuple[float, int]] = []
 
     async def both():
@@ -25,15 +36,54 @@ def test_overlapping_runs_restore_the_switch_interval_and_garbage_collection(tmp
             seen_during.append((sys.getswitchinterval(), gc.get_freeze_count()))
 
         outcomes = await asyncio.gather(
-            voicelab.arun(loaded, trials=2, artifacts_dir=tmp_path / "a"),
-            voicelab.arun(loaded, trials=3, artifacts_dir=tmp_path / "b"), watch())
+            voicelab.arun(loaded, trials=2, artifacts_dir=folder / "a"),
+            voicelab.arun(loaded, trials=3, artifacts_dir=folder / "b"), watch())
         return outcomes[:2]
 
     first, second = asyncio.run(both())
     assert first.report.passed_trials == 2 and second.report.passed_trials == 3
+    return seen_during
+
+
+def test_a_library_run_changes_nothing_process_wide(tmp_path):
+    loaded = voicelab.load_run(EXAMPLE)
+    interval, frozen = sys.getswitchinterval(), gc.get_freeze_count()
+    assert _overlapping_runs(loaded, tmp_path) == [(interval, frozen)]
+    assert (sys.getswitchinterval(), gc.get_freeze_count()) == (interval, frozen)
+
+
+def test_overlapping_runs_of_a_tuned_process_restore_what_they_changed(tmp_path):
+    loaded = voicelab.load_run(EXAMPLE)
+    interval, frozen = sys.getswitchinterval(), gc.get_freeze_count()
+    with tuned_process():
+        seen_during = _overlapping_runs(loaded, tmp_path)
+        # restored when the last run ended, not only when the opt-in ends
+        assert (sys.getswitchinterval(), gc.get_freeze_count()) == (interval, frozen)
     assert seen_during[0][0] < interval and seen_during[0][1] > frozen
-    assert sys.getswitchinterval() == interval
-    assert gc.get_freeze_count() == frozen
+    assert (sys.getswitchinterval(), gc.get_freeze_count()) == (interval, frozen)
+
+
+def test_the_command_line_tunes_its_process_while_the_run_is_in_progress(tmp_path,
+                                                                          monkeypatch):
+    from voicelab.cli import _run as cli_run
+
+    interval, frozen = sys.getswitchinterval(), gc.get_freeze_count()
+    seen_during: list[tuple[float, int]] = []
+    real = cli_run.arun
+
+    async def watched(*args, on_trial_done, **kwargs):
+        def done(*progress):
+            seen_during.append((sys.getswitchinterval(), gc.get_freeze_count()))
+            on_trial_done(*progress)
+
+        return await real(*args, on_trial_done=done, **kwargs)
+
+    monkeypatch.setattr(cli_run, "arun", watched)
+    assert main(["run", str(EXAMPLE), "--trials", "2", "--quiet",
+                 "--artifacts-dir", str(tmp_path)]) == 0
+    assert len(seen_during) == 2
+    assert all(seen < interval and count > frozen for seen, count in seen_during)
+    assert (sys.getswitchinterval(), gc.get_freeze_count()) == (interval, frozen)
 
 
 def test_a_finished_trials_recording_is_freed_without_the_garbage_collector(tmp_path):

@@ -17,8 +17,10 @@ import pytest
 
 import voicelab
 from voicelab.errors import ConfigError
-from voicelab.runner import _scoring
-from voicelab.runner._scoring import Scorer, score_on_loop, scoring_process
+from voicelab.execution import _inline, _scorer, _scoring_process
+from voicelab.execution._scorer import Scorer
+from voicelab.execution._scoring_process import scoring_process
+from voicelab.runner import Call, score_on_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
@@ -122,7 +124,7 @@ def test_the_scoring_process_yields_the_cores(finished_call):
                                         _to(finished_call[1], Path("/dev/null/nowhere"))))
     pid = scoring_process().pid
     assert pid is not None
-    assert os.getpriority(os.PRIO_PROCESS, pid) == _scoring.SCORING_NICENESS
+    assert os.getpriority(os.PRIO_PROCESS, pid) == _scoring_process.SCORING_NICENESS
     assert os.sched_getscheduler(pid) == os.SCHED_OTHER
 
 
@@ -141,7 +143,7 @@ def pickle_of(loaded) -> bytes:
     return pickle.dumps(loaded)
 
 
-def _to(call: _scoring.Call, trial_dir: Path) -> _scoring.Call:
+def _to(call: Call, trial_dir: Path) -> Call:
     return dataclasses.replace(call, trial_dir=trial_dir)
 
 
@@ -160,13 +162,11 @@ def test_a_call_that_cannot_be_pickled_is_scored_on_the_loop(finished_call, tmp_
 def test_a_machine_that_cannot_start_the_scoring_process_scores_on_the_loop(tmp_path,
                                                                             monkeypatch):
     """One warning, then every trial of the run on the loop: nothing is lost."""
-    from voicelab.runner._scoring import ScoringProcess
-
     def cannot(self):
         raise OSError(24, "Too many open files")
 
-    monkeypatch.setattr(ScoringProcess, "_spawn", cannot)
-    monkeypatch.setattr(_scoring, "_PROCESS", None)  # a fresh one, which cannot start
+    monkeypatch.setattr(_scoring_process.ScoringProcess, "_spawn", cannot)
+    monkeypatch.setattr(_scoring_process, "_PROCESS", None)  # a fresh one, which cannot start
     outcome = voicelab.run(EXAMPLE, trials=3, concurrency=1, artifacts_dir=tmp_path)
     assert outcome.exit_code == 0 and [t.report.passed for t in outcome.trials] == [True] * 3
     log = (outcome.bundle_path / "evaluator.log").read_text()
@@ -178,9 +178,8 @@ def test_an_interrupt_while_a_finished_call_waits_to_be_scored_loses_nothing(tmp
     """Trial 2's call ends while trial 1 is still being scored (one scoring slot at
     concurrency 1); the interrupt lands then: trial 2 is scored and written all the same."""
     from voicelab.runner import RunInterrupted
-    from voicelab.runner import _run as run_module
 
-    real_call, real_score = run_module.run_call, Scorer.score
+    real_call, real_score = _inline.run_call, Scorer.score
 
     async def slow_score(self, call):
         if call.index == 1:
@@ -196,7 +195,7 @@ def test_an_interrupt_while_a_finished_call_waits_to_be_scored_loses_nothing(tmp
                 asyncio.get_running_loop().call_soon(run.cancel)
             return call
 
-        monkeypatch.setattr(run_module, "run_call", call_then_interrupt)
+        monkeypatch.setattr(_inline, "run_call", call_then_interrupt)
         monkeypatch.setattr(Scorer, "score", slow_score)
         with pytest.raises(RunInterrupted) as stopped:
             await voicelab.arun(EXAMPLE, trials=3, concurrency=1, artifacts_dir=tmp_path)
@@ -213,15 +212,16 @@ def test_the_run_s_last_calls_are_scored_on_the_idle_loop_too(tmp_path, monkeypa
     """Four calls end together while the scoring process is slow: once no call is left to
     run, the loop scores the newest waiting ones and the process the oldest; every bundle is
     whole."""
-    real_roundtrip, real_on_loop = _scoring.ScoringProcess._roundtrip, _scoring.score_on_loop
+    real_roundtrip = _scoring_process.ScoringProcess._roundtrip
+    real_on_loop = _scorer.score_on_loop
     by_process, on_loop = [], []
 
-    def slow_roundtrip(self, run_key, blob, call_bytes, claim):
+    def slow_roundtrip(self, run_key, blob, call_frame, claim):
         import time
 
-        reply = real_roundtrip(self, run_key, blob, call_bytes, claim)
+        reply = real_roundtrip(self, run_key, blob, call_frame, claim)
         if reply is not None:
-            by_process.append(pickle.loads(reply)[1].report.trial)
+            by_process.append(reply.load()[1].report.trial)
             time.sleep(0.3)
         return reply
 
@@ -229,8 +229,8 @@ def test_the_run_s_last_calls_are_scored_on_the_idle_loop_too(tmp_path, monkeypa
         on_loop.append(call.index)
         return await real_on_loop(loaded, call, **options)
 
-    monkeypatch.setattr(_scoring.ScoringProcess, "_roundtrip", slow_roundtrip)
-    monkeypatch.setattr(_scoring, "score_on_loop", scored_on_loop)
+    monkeypatch.setattr(_scoring_process.ScoringProcess, "_roundtrip", slow_roundtrip)
+    monkeypatch.setattr(_scorer, "score_on_loop", scored_on_loop)
     outcome = voicelab.run(EXAMPLE, trials=4, concurrency=4, artifacts_dir=tmp_path)
     assert outcome.exit_code == 0 and [t.report.passed for t in outcome.trials] == [True] * 4
     assert by_process and on_loop, (by_process, on_loop)
@@ -258,49 +258,19 @@ def test_the_loop_scores_no_waiting_call_while_a_call_is_in_progress(finished_ca
     async def on_loop(loaded, call, **options):
         return "on the loop"
 
-    monkeypatch.setattr(_scoring, "score_on_loop", on_loop)
+    monkeypatch.setattr(_scorer, "score_on_loop", on_loop)
 
     async def main():
         scorer = Scorer(loaded, run_key="sweep")
         scorer._process = Busy()
-        with _scoring.live_call():  # another run's call
+        with _scorer.live_call():  # another run's call
             first = asyncio.create_task(scorer.score(call))
             second = asyncio.create_task(scorer.score(call))
             scorer.finishing()
-            await asyncio.sleep(5 * _scoring.HELP_POLL_SECONDS)
+            await asyncio.sleep(5 * _scorer.HELP_POLL_SECONDS)
             assert [w.taken for w in scorer._waiting] == [None, None]
-        await asyncio.sleep(5 * _scoring.HELP_POLL_SECONDS)  # the loop is free: it helps
+        await asyncio.sleep(5 * _scorer.HELP_POLL_SECONDS)  # the loop is free: it helps
         release.set()
         return await first, await second
 
     assert asyncio.run(main()) == ("on the loop", "on the loop")
-
-
-def test_the_channel_carries_a_pickle_and_hundreds_of_buffers_in_order():
-    """More buffers than one sendmsg takes and more bytes than the socket holds: the receiver
-    gets every byte in order (partial sends resume mid-buffer)."""
-    import socket
-    import threading
-    from multiprocessing.connection import Connection
-
-    ours, theirs = socket.socketpair()
-    sender, receiver = Connection(os.dup(ours.fileno())), Connection(os.dup(theirs.fileno()))
-    payload = {"chunks": [pickle.PickleBuffer(bytes([n % 251]) * (997 + n)) for n in range(1300)],
-               "empty": pickle.PickleBuffer(b""), "name": "call"}
-    buffers: list[pickle.PickleBuffer] = []
-    message = _scoring._Pickled.of(pickle.dumps(payload, protocol=5,
-                                                buffer_callback=buffers.append), buffers)
-
-    def send():
-        sender.send_bytes(message.header)
-        _scoring._send_parts(ours, message.parts)
-
-    thread = threading.Thread(target=send)
-    thread.start()
-    received = _scoring._receive_pickled(receiver, theirs)
-    thread.join()
-    assert received["name"] == "call" and bytes(received["empty"]) == b""
-    assert [bytes(c) for c in received["chunks"]] == \
-        [bytes([n % 251]) * (997 + n) for n in range(1300)]
-    for end in (ours, theirs, sender, receiver):
-        end.close()

@@ -1,4 +1,4 @@
-"""A Dask worker's trial process (voicelab.runner._trial_process), driven from this process as
+"""A Dask worker's trial process (voicelab.execution._trial_process), driven from this process as
 its worker: a real subprocess on a socket pair running the local workers' trial loop."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 import voicelab
-from voicelab.runner._trial_process import TrialProcess, TrialProcessLost
-from voicelab.runner._worker import RunContext, TrialJob
+from voicelab.execution import RunContext, TrialJob, WorkerLost
+from voicelab.execution._trial_process import start_trial_process
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
@@ -41,16 +41,16 @@ def test_a_trial_runs_in_the_trial_process_without_the_nannys_malloc_setting(tmp
     # must not inherit it (every audio buffer would be a fresh mmap: measured loop stalls)
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
     monkeypatch.setenv("VOICELAB_TEST_INHERITED", "yes")
-    process = TrialProcess()
+    process = start_trial_process()
     try:
-        environment = psutil.Process(process.process.pid).environ()
+        environment = psutil.Process(process.pid).environ()
         assert "MALLOC_TRIM_THRESHOLD_" not in environment
         assert environment["VOICELAB_TEST_INHERITED"] == "yes"  # the rest of the worker's
         assert str(ROOT) in environment["PYTHONPATH"].split(os.pathsep)  # its import path
         blob = pickle.dumps(_context(tmp_path, "first"))
         outcome = process.submit("first", blob, TrialJob(1, 42)).result(timeout=120)
         assert outcome.report is not None and outcome.report.passed, outcome.lost
-        assert outcome.worker == process.name == f"{os.uname().nodename}:{process.process.pid}"
+        assert outcome.worker == process.name == f"{os.uname().nodename}:{process.pid}"
         assert (tmp_path / "trial-001" / "trial-report.json").is_file()
         assert outcome.worker_peak_rss_kib > 0 and outcome.turn_metrics
         # the next trial of the run reuses the context it was sent (and the prepared run)
@@ -58,38 +58,38 @@ def test_a_trial_runs_in_the_trial_process_without_the_nannys_malloc_setting(tmp
         assert again.report is not None and again.report.trial_id == "trial-002"
         process.release_run("first")
     finally:
-        process.process.kill()
-        process.process.wait(30)
+        process.child.process.kill()
+        process.child.process.wait(30)
 
 
 def test_a_trial_process_that_dies_fails_its_trials_in_flight(tmp_path):
-    process = TrialProcess()
+    process = start_trial_process()
     try:
         in_flight = process.submit("run", pickle.dumps(_context(tmp_path, "run")),
                                    TrialJob(1, 42))
-        os.kill(process.process.pid, signal.SIGKILL)
-        with pytest.raises(TrialProcessLost) as lost:
+        os.kill(process.pid, signal.SIGKILL)
+        with pytest.raises(WorkerLost) as lost:
             in_flight.result(timeout=60)
         assert str(lost.value) == (f"the trial process {process.name} of the Dask worker "
                                    "ended while it ran (killed by SIGKILL)")
         assert not process.alive
         # a trial given to it afterwards fails at once; the worker starts a new one for it
-        with pytest.raises(TrialProcessLost):
+        with pytest.raises(WorkerLost):
             process.submit("run", b"", TrialJob(2, 43)).result(timeout=5)
     finally:
-        if process.process.poll() is None:
-            process.process.kill()
-        process.process.wait(30)
+        if process.child.process.poll() is None:
+            process.child.process.kill()
+        process.child.process.wait(30)
 
 
 def test_a_cancelled_run_writes_the_evidence_of_its_trials_in_the_trial_process(tmp_path):
     """What Ctrl-C does to a Dask run: the caller asks every worker to cancel the run, and the
     trial in flight in the trial process writes its evidence and comes back cancelled."""
-    process = TrialProcess()
+    process = start_trial_process()
     try:
         blob = pickle.dumps(_context(tmp_path, "stalling", STALLING))
         in_flight = process.submit("stalling", blob, TrialJob(1, 42))
-        trial_process = psutil.Process(process.process.pid)
+        trial_process = psutil.Process(process.pid)
         deadline = time.monotonic() + 90  # until the call is under way (the product stalls)
         while time.monotonic() < deadline and not in_flight.done() and \
                 _talking(trial_process) < 2:  # its client and the fake product it runs
@@ -105,5 +105,5 @@ def test_a_cancelled_run_writes_the_evidence_of_its_trials_in_the_trial_process(
         assert late.not_started and late.report is None
         assert not (tmp_path / "trial-002").exists()
     finally:
-        process.process.kill()
-        process.process.wait(30)
+        process.child.process.kill()
+        process.child.process.wait(30)

@@ -18,9 +18,6 @@ MEMBER_NAMES = {value for name, value in vars(artifacts).items()
                 and re.fullmatch(r"[\w-]+\.(json|jsonl|md|wav|log)", value)}
 #: ``trial-`` followed by a formatted index: a trial folder's name built by hand.
 TRIAL_FOLDER_FORMAT = re.compile(r"trial-\{[^}]*:03d\}")
-#: Modules that still spell names themselves (to be switched to the constants).
-NOT_YET = {"runner/_dask.py", "runner/_executors.py", "runner/_remote.py", "runner/_run.py",
-           "runner/_worker.py"}
 
 
 def _literals(path: Path) -> list[tuple[int, str]]:
@@ -53,7 +50,7 @@ def test_no_module_spells_a_member_name():
     offenders = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         relative = path.relative_to(PACKAGE_DIR).as_posix()
-        if path == NAMES_MODULE or relative in NOT_YET or relative.startswith("doubles/"):
+        if path == NAMES_MODULE or relative.startswith("doubles/"):
             continue
         for line, text in _literals(path):
             if text in MEMBER_NAMES or TRIAL_FOLDER_FORMAT.search(text):

@@ -20,10 +20,10 @@ from voicelab.config import (
     ScenarioConfig,
     StatisticsConfig,
 )
+from voicelab.execution._lag_budget import Admission, LagBudget, admitted
 from voicelab.metrics import degraded_note, judge_measurement, loop_lag_of, loop_lag_statistics
 from voicelab.metrics._measurement import tolerances_of
 from voicelab.recording import EventType, Recording, TrialEnded
-from voicelab.runner._lag_budget import Admission, LagBudget, admitted
 from voicelab.runner._loop_lag import LoopLagMonitor
 from voicelab.scoring import run_statistics
 from voicelab.scoring._verdicts import TIMING_VERDICTS, deterministic_verdicts

@@ -9,7 +9,7 @@ import pytest
 
 import voicelab
 from voicelab.errors import ConfigError
-from voicelab.runner._resume_overrides import resumed_overrides
+from voicelab.execution._resume_overrides import resumed_overrides
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "run-workload-neutral-voice.yaml"
 

@@ -245,7 +245,7 @@ def test_staged_folders_are_reported_by_their_store_url(tmp_path):
 
 
 def test_a_store_run_keeps_synthesized_speech_in_the_user_cache(tmp_path, monkeypatch, store):
-    from voicelab.runner._remote import open_stage
+    from voicelab.execution._staging import open_stage
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     stage = open_stage(open_location("recordingmem://runs"), resume=None, latest="run-1",
@@ -307,7 +307,7 @@ def test_the_last_publish_is_finished_when_a_ctrl_c_lands_during_it():
     "running" report), then goes on."""
     import threading
 
-    from voicelab.runner._remote import _to_the_end
+    from voicelab.execution._staging import _to_the_end
 
     started, release, published = threading.Event(), threading.Event(), threading.Event()
 

@@ -1,7 +1,7 @@
 """Versioned artifact models, the names of a bundle's members, bundle writing and reading, run
 reports."""
 
-from ._bundle import write_json
+from ._bundle import EncodedFile, write_json, write_trial_files
 from ._junit import junit_xml
 from ._lock import BundleLock
 from ._members import (
@@ -61,6 +61,7 @@ from ._names import (
     running_markers,
     trial_folder,
 )
+from ._publish import Publisher, publish_trial
 from ._reader import (
     ArtifactVersionError,
     check_version,
@@ -85,6 +86,22 @@ from ._report_models import (
     VerdictPassRate,
 )
 from ._schemas import SCHEMA_DIR, export_schemas
+from ._store import (
+    RemoteLocation,
+    check_writable,
+    fetch,
+    open_location,
+    open_remote,
+    probe_exists,
+    published_location,
+    read_remote_json,
+    register_staging,
+    remote_exists,
+    resolve_latest,
+    resolve_local_latest,
+    store_error_reason,
+    unregister_staging,
+)
 from ._voice_models import (
     LoopLag,
     MeasurementQuality,
@@ -182,4 +199,24 @@ __all__ = [
     "open_member_append",
     "read_member",
     "write_member",
+    # writing a trial's files
+    "EncodedFile",
+    "write_trial_files",
+    # stores (a bundle at a store URL) and publishing a staged bundle to one
+    "Publisher",
+    "RemoteLocation",
+    "check_writable",
+    "fetch",
+    "open_location",
+    "open_remote",
+    "probe_exists",
+    "publish_trial",
+    "published_location",
+    "read_remote_json",
+    "register_staging",
+    "remote_exists",
+    "resolve_latest",
+    "resolve_local_latest",
+    "store_error_reason",
+    "unregister_staging",
 ]

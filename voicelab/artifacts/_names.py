@@ -84,7 +84,7 @@ def is_trial_folder(name: str) -> bool:
     return _TRIAL_FOLDER.match(name) is not None
 
 
-def running_marker(index: int, attempt: int) -> str:
+def running_marker(index: int, attempt: int | str) -> str:
     """The hidden marker of a trial in progress on a worker: ``.trial-001.1.running``."""
     return f".{trial_folder(index)}.{attempt}.running"
 

@@ -24,13 +24,16 @@ import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._location import as_local_path, url_scheme
 from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_secret_values
 from ..errors import ConfigError, MissingDependencyError
 from ._members import MAX_DOCUMENT_BYTES, MAX_TEXT_BYTES, decode_json, read_member
 from ._names import LATEST
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 T = TypeVar("T")
 
@@ -54,7 +57,7 @@ class RemoteLocation:
     system and the file system's own path of it."""
 
     url: str
-    fs: Any
+    fs: AbstractFileSystem
     path: str
 
     @property

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..artifacts import LATEST, MATRIX_REPORT
 from ..errors import ConfigError
-from ..runner import areplay, areplay_sweep
+from ..execution import areplay, areplay_sweep
 from ._output import relative
 from ._run import run_to_the_end
 

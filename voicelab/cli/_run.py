@@ -30,17 +30,25 @@ from ..artifacts import (
     check_output_target,
 )
 from ..errors import ConfigError
+from ..execution import (
+    MAX_WORKERS,
+    arun,
+    arun_matrix,
+    read_run_report,
+    recorded_config_file,
+    require_distributed,
+    resumed_overrides,
+    tuned_process,
+)
 from ..metrics import summarize
 from ..runner import (
     MatrixInterrupted,
     MatrixOutcome,
     RunInterrupted,
     RunOutcome,
-    arun,
-    arun_matrix,
     plan_matrix,
+    read_matrix_report,
 )
-from ..runner._executors import MAX_WORKERS
 from ._output import PROG, relative
 
 T = TypeVar("T")
@@ -161,8 +169,6 @@ def _resumed_config(args: argparse.Namespace, *, given: Path | None, recorded: s
     if recorded is None:
         raise ConfigError(f"the bundle does not name its {what} file: give it", source="CLI",
                           key="--resume")
-    from ..runner._resume import recorded_config_file
-
     return recorded_config_file(recorded, bundle=args.resume)
 
 
@@ -188,8 +194,6 @@ def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"must be a whole number from 1 to {MAX_WORKERS}, got {args.workers}",
                           source="CLI", key="--workers")
     if args.executor == "dask":
-        from ..runner._dask import require_distributed
-
         require_distributed()
     return {"executor": args.executor, "workers": args.workers, "scheduler": args.scheduler}
 
@@ -267,8 +271,6 @@ def run_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
     recorded = None
     if args.resume is not None:
-        from ..runner._resume import read_run_report
-
         report = read_run_report(args.resume)
         recorded = report.run_file
         _say_resumed_overrides(report.overrides)
@@ -290,7 +292,9 @@ def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[An
         check_output_target(args.junit, key="--junit")
     progress = _progress(args, cells=cells)
     try:
-        outcome, number, stopped = run_until_signal(lambda: start(progress))
+        # the command line's process is the run's own: it tunes it while the run is in progress
+        with tuned_process():
+            outcome, number, stopped = run_until_signal(lambda: start(progress))
     finally:
         progress.close()
     if number is not None:
@@ -344,9 +348,6 @@ def sweep_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
     trials, recorded, overrides = args.trials, None, list(args.overrides)
     if args.resume is not None:
-        from ..runner._matrix import read_matrix_report
-        from ..runner._resume_overrides import resumed_overrides
-
         previous = read_matrix_report(args.resume)
         recorded = previous.suite_path
         trials = trials if trials is not None else previous.trials_per_cell

@@ -62,7 +62,7 @@ from ._secrets import (
     url_secret_values,
 )
 from ._settings import parse_settings, settings_error
-from ._suite import LoadedSuite, load_suite
+from ._suite import LoadedSuite, cell_overrides, check_names_unique, load_suite
 
 __all__ = [
     "CAPABILITY_NAMES",
@@ -128,6 +128,8 @@ __all__ = [
     "recorded_overrides",
     "load_recorded_run",
     "load_suite",
+    "cell_overrides",
+    "check_names_unique",
     "LoadedSuite",
     "read_yaml",
     "url_secret_values",

@@ -1,6 +1,7 @@
 """Metrics: per-turn timing and signal metrics of a recording (pure functions)."""
 
 from ._measurement import (
+    LATE_TICK_FLOOR_MS,
     LATE_TICKS_ATTRIBUTE,
     LateTicks,
     StampBound,
@@ -34,6 +35,7 @@ from ._voice import (
 )
 
 __all__ = [
+    "LATE_TICK_FLOOR_MS",
     "LATE_TICKS_ATTRIBUTE",
     "PERCENTILES",
     "TIMING_METRICS",

@@ -10,6 +10,7 @@ from ._protocol import (
     RecordedSpeech,
     UserTurn,
 )
+from ._replay import read_recorded_trial
 
 PERSONAS = Registry("persona mode", {
     "scripted": "voicelab.personas._scripted:ScriptedPersona",
@@ -27,4 +28,5 @@ __all__ = [
     "ProductResponse",
     "RecordedSpeech",
     "UserTurn",
+    "read_recorded_trial",
 ]

@@ -1,23 +1,60 @@
-"""The runner: one trial's conversation loop, multi-trial execution, matrices."""
+"""The runner: one trial's conversation, its call and its scoring; what a run of trials reports.
 
-from ._dask import DaskExecutor
-from ._executors import LocalExecutor, TrialExecutor
+Where trials run, and running many of them, is :mod:`voicelab.execution`'s: it builds on the
+names below (a trial's plan, its call, scoring a call, a run's report and outcome).
+"""
+
+from ._conversation import Failure
+from ._evidence import inconclusive_verdict_names
 from ._matrix import (
+    MatrixCellPlan,
     MatrixInterrupted,
     MatrixOutcome,
     MatrixPlan,
-    arun_matrix,
+    conclude_cells,
+    matrix_cell,
+    matrix_rates,
+    matrix_report,
     plan_matrix,
-    run_matrix,
+    read_matrix_report,
 )
-from ._replay import areplay, plan_replay, replay
-from ._replay_sweep import areplay_sweep, replay_sweep
+from ._replay import ReplaySource, plan_replay
+from ._report import configured_session_id, utc_iso
 from ._rescore import Rescored, read_recording, rescore
-from ._run import RunInterrupted, RunOutcome, arun, exit_code_for, run, trial_seed
-from ._trial import TrialResult
+from ._run import (
+    MAX_CONCURRENCY,
+    MAX_TRIALS,
+    RunInterrupted,
+    RunOutcome,
+    bounded_count,
+    exit_code_for,
+    run_report,
+    trial_seed,
+    utc_now,
+    write_report_robustly,
+)
+from ._scoring import Call, Scored, score_now, score_on_loop
+from ._speech import open_speech
+from ._trial import (
+    TrialPlan,
+    TrialResult,
+    crashed_trial,
+    new_run_id,
+    run_call,
+    run_trial,
+    scored_result,
+    trial_session_id,
+    trial_summary,
+    unscored_report,
+)
+from ._trial import _TrialCancelled as TrialCancelled
 
-__all__ = ["DaskExecutor", "LocalExecutor", "MatrixInterrupted", "MatrixOutcome", "MatrixPlan",
-           "Rescored", "RunInterrupted", "RunOutcome", "TrialExecutor", "TrialResult", "areplay",
-           "areplay_sweep", "arun", "arun_matrix", "exit_code_for", "plan_matrix", "plan_replay",
-           "read_recording", "replay", "replay_sweep", "rescore", "run",
-           "run_matrix", "trial_seed"]
+__all__ = ["MAX_CONCURRENCY", "MAX_TRIALS", "Call", "Failure", "MatrixCellPlan",
+           "MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "ReplaySource", "Rescored",
+           "RunInterrupted", "RunOutcome", "Scored", "TrialCancelled", "TrialPlan", "TrialResult",
+           "bounded_count", "conclude_cells", "configured_session_id", "crashed_trial",
+           "exit_code_for", "inconclusive_verdict_names", "matrix_cell", "matrix_rates", "matrix_report",
+           "new_run_id", "open_speech", "plan_matrix", "plan_replay", "read_matrix_report",
+           "read_recording", "rescore", "run_call", "run_report", "run_trial", "score_now",
+           "score_on_loop", "scored_result", "trial_seed", "trial_session_id", "trial_summary",
+           "unscored_report", "utc_iso", "utc_now", "write_report_robustly"]

@@ -28,8 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from ..audio import CANONICAL_SAMPLE_RATE_HZ, Channel, ChannelStream, PcmAudio
-from ..audio._channel import ChannelStats, DeliveredPacket, PacketRecord
+from ..audio import (
+    CANONICAL_SAMPLE_RATE_HZ,
+    Channel,
+    ChannelStats,
+    ChannelStream,
+    DeliveredPacket,
+    PacketRecord,
+    PcmAudio,
+)
 from ..config import ChannelConfig, LineConfig
 from ..recording import ChannelPackets, EventType, PcmStream, Recording
 

@@ -20,8 +20,7 @@ import weakref
 from collections.abc import Callable
 
 from ..artifacts import LoopLag
-from ..metrics import loop_lag_statistics
-from ..metrics._measurement import LATE_TICK_FLOOR_MS
+from ..metrics import LATE_TICK_FLOOR_MS, loop_lag_statistics
 
 #: How often the ticker wakes (ms). Finer costs more wake-ups; coarser misses a block shorter
 #: than the interval that ends before a tick is due (a longer one delays the next wake-up).

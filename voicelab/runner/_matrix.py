@@ -1,8 +1,8 @@
 """Scenario x persona x environment x trial matrices (`voice-evaluator sweep` / `plan`).
 
 Every cell is an ordinary run bundle under the matrix run directory (``<cell id>/trial-NNN``);
-``matrix-report.json`` aggregates them. All cells are loaded and validated before anything runs,
-and one semaphore bounds the conversations in flight across the whole matrix.
+``matrix-report.json`` aggregates them. All cells are loaded and validated before anything runs
+(:func:`plan_matrix`); running them is :func:`voicelab.execution.arun_matrix`.
 """
 
 from __future__ import annotations
@@ -12,28 +12,21 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from .._exit_codes import exit_code_after_writing, sweep_exit_code
 from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
     MATRIX_REPORT,
-    RUN_REPORT,
-    BundleLock,
-    JudgeCalibration,
     MarginPassRate,
     MatrixCell,
     MatrixReport,
     PassRate,
     check_tree,
-    read_json,
-)
-from ..artifacts._store import (
     open_location,
     published_location,
+    read_json,
     read_remote_json,
     resolve_latest,
     resolve_local_latest,
@@ -43,32 +36,23 @@ from ..config import (
     LoadedSuite,
     SecretScrubber,
     StatisticsConfig,
+    cell_overrides,
+    check_names_unique,
     load_run,
     load_suite,
     parse_settings,
     recorded_overrides,
 )
-from ..config._suite import cell_overrides, check_names_unique
 from ..errors import ConfigError
-from ..scoring._run_statistics import pass_rate
-from ._executors import TrialExecutor, resolve_executor
-from ._remote import open_stage, run_staged, store_target
-from ._resume import check_suite_hash, read_run_report
-from ._resume_overrides import resumed_overrides
+from ..scoring import pass_rate
 from ._run import (
     MAX_CONCURRENCY,
     MAX_TRIALS,
-    RunInterrupted,
     RunOutcome,
-    _bounded,
-    _point_latest,
-    _write_report_robustly,
-    arun,
-    check_calibrations,
-    make_bundle_dir,
-    run_sync,
+    bounded_count,
+    utc_now,
+    write_report_robustly,
 )
-from ._trial import TrialResult, new_run_id
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -194,9 +178,9 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
     """Load and validate every cell; nothing runs and nothing connects."""
     loaded_suite = suite if isinstance(suite, LoadedSuite) else load_suite(suite)
     spec = loaded_suite.suite
-    k = _bounded(trials if trials is not None else spec.trials, low=1, high=MAX_TRIALS,
+    k = bounded_count(trials if trials is not None else spec.trials, low=1, high=MAX_TRIALS,
                  key="trials", source=None if trials is not None else loaded_suite.path)
-    parallel = _bounded(concurrency if concurrency is not None else spec.concurrency, low=1,
+    parallel = bounded_count(concurrency if concurrency is not None else spec.concurrency, low=1,
                         high=MAX_CONCURRENCY, key="concurrency",
                         source=None if concurrency is not None else loaded_suite.path)
     cells: list[MatrixCellPlan] = []
@@ -224,10 +208,6 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
                        key="scenarios/personas/environments")
     return MatrixPlan(loaded_suite, cells, k, parallel, user_seconds * k, product_seconds * k,
                       cells[0].plan.loaded.run.statistics, overrides=tuple(overrides))
-
-
-def _now() -> str:
-    return datetime.now(tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def matrix_rates(cells: list[MatrixCell], statistics: StatisticsConfig
@@ -260,7 +240,7 @@ def matrix_cell(outcome: RunOutcome, *, bundle_path: str) -> MatrixCell:
         suite_hash=report.suite_hash, pass_rate=report.pass_rate, pass_curve=report.pass_curve)
 
 
-def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: list[RunOutcome],
+def matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: list[RunOutcome],
                    started: str, status: str, label: str | None = None,
                    resumed_at: Sequence[str] = ()) -> MatrixReport:
     cells = sorted((matrix_cell(o, bundle_path=published_location(o.bundle_path))
@@ -275,7 +255,7 @@ def _matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: li
         status=status,  # type: ignore[arg-type]
         suite_path=str(plan.suite.path), run_dir=published_location(run_dir),
         started_at=started,
-        ended_at=_now(), scenarios=sorted({c.scenario for c in plan.cells}),
+        ended_at=utc_now(), scenarios=sorted({c.scenario for c in plan.cells}),
         personas=sorted({c.persona for c in plan.cells}),
         environments=sorted({c.environment for c in plan.cells}), trials_per_cell=k,
         overrides=plan.recorded_overrides(),
@@ -306,135 +286,6 @@ def read_matrix_report(run_dir: str | Path) -> MatrixReport:
     return report
 
 
-async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: int | None = None,
-                      concurrency: int | None = None, artifacts_dir: str | Path | None = None,
-                      overrides: Sequence[str] = (), run_id: str | None = None,
-                      on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
-                      label: str | None = None, calibrations: Sequence[JudgeCalibration] = (),
-                      resume: str | Path | None = None, rerun_failed: bool = False,
-                      executor: Any = None, workers: int | None = None,
-                      scheduler: str | None = None, retry_inconclusive: int = 1
-                      ) -> MatrixOutcome:
-    """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json.
-
-    ``resume`` is a sweep folder of this suite to finish: each cell resumes its bundle (see
-    :func:`voicelab.arun`), a cell that never started runs; the trials per cell default to the
-    sweep's. Every cell's suite hash is checked before anything runs.
-
-    ``executor``, ``workers`` and ``scheduler`` are :func:`voicelab.arun`'s: one executor (its
-    worker processes or cluster) serves every cell. ``retry_inconclusive`` is
-    :func:`voicelab.arun`'s, for each cell.
-    """
-    previous = read_matrix_report(resume) if resume is not None else None
-    if previous is not None and not isinstance(suite, MatrixPlan):
-        trials = previous.trials_per_cell if trials is None else trials
-        overrides = resumed_overrides(previous.overrides, overrides, bundle=str(resume))
-    plan = suite if isinstance(suite, MatrixPlan) else plan_matrix(
-        suite, trials=trials, concurrency=concurrency, overrides=overrides)
-    for one in plan.cells:
-        check_calibrations(one.plan.loaded, calibrations)
-    spec = plan.suite.suite
-    configured = artifacts_dir if artifacts_dir is not None else (
-        spec.artifacts_dir or plan.suite.path.parent / "artifacts")
-    given_at = None if artifacts_dir is not None else plan.suite.path
-    store = store_target(configured, resume, source=given_at)
-    if store is not None:  # the sweep lives in a store: run locally into a staging folder
-        root_location, to_resume = store
-        run_id = run_id or new_run_id()
-        stage = await asyncio.to_thread(open_stage, root_location, resume=to_resume,
-                                        latest=None if to_resume else run_id, source=given_at)
-        return await run_staged(stage, lambda staging, local: arun_matrix(
-            plan, artifacts_dir=staging if local is None else None, run_id=run_id,
-            on_trial_done=on_trial_done, label=label, calibrations=calibrations, resume=local,
-            rerun_failed=rerun_failed, executor=executor, workers=workers, scheduler=scheduler,
-            retry_inconclusive=retry_inconclusive))
-    resumed_at: list[str] = []
-    if previous is not None:
-        run_id = previous.run_id
-        run_dir = resolve_local_latest(as_local_path(resume)).expanduser().resolve()  # type: ignore[arg-type]
-        for one in plan.cells:  # refuse before anything runs
-            if (run_dir / one.cell_id / RUN_REPORT).is_file():
-                check_suite_hash(read_run_report(run_dir / one.cell_id), one.plan.loaded,
-                                 bundle=run_dir / one.cell_id)
-        label = label if label is not None else previous.label
-        started = previous.started_at
-        resumed_at = [*previous.resumed_at, _now()]
-    else:
-        root = as_local_path(configured)
-        run_id = run_id or new_run_id()
-        run_dir = make_bundle_dir(root, run_id, source=None if artifacts_dir is not None
-                                  else plan.suite.path)
-        _point_latest(root, run_dir)
-        started = _now()
-    owned, pool = False, None
-    with BundleLock(run_dir, command="sweep"):  # one writer of the sweep folder at a time
-        try:
-            pool, owned = resolve_executor(executor, workers=workers, scheduler=scheduler,
-                                           parallel=min(plan.concurrency, plan.conversations))
-            if owned and pool is not None:
-                await pool.start()
-            return await _run_cells(plan, pool, run_id=run_id, run_dir=run_dir,
-                                    started=started, previous=previous, label=label,
-                                    calibrations=calibrations, resumed_at=resumed_at,
-                                    rerun_failed=rerun_failed, on_trial_done=on_trial_done,
-                                    retry_inconclusive=retry_inconclusive)
-        finally:
-            if owned and pool is not None:
-                await pool.aclose()
-
-
-async def _run_cells(plan: MatrixPlan, executor: TrialExecutor | None, *, run_id: str,
-                     run_dir: Path, started: str, previous: MatrixReport | None,
-                     label: str | None, calibrations: Sequence[JudgeCalibration],
-                     resumed_at: list[str], rerun_failed: bool,
-                     on_trial_done: Callable[[TrialResult, int, int], None] | None,
-                     retry_inconclusive: int = 1) -> MatrixOutcome:
-    semaphore = asyncio.Semaphore(plan.concurrency)
-    outcomes: list[RunOutcome] = []
-    total = plan.conversations
-    done_by_cell: dict[str, int] = {}  # a resumed cell starts from the trials it has
-
-    def progress_of(cell_id: str) -> Callable[[TrialResult, int, int], None]:
-        def progress(result: TrialResult, cell_done: int, _total: int) -> None:
-            done_by_cell[cell_id] = cell_done
-            if on_trial_done is not None:
-                on_trial_done(result, sum(done_by_cell.values()), total)
-
-        return progress
-
-    write_errors: list[str] = []
-    running_error = _write_report_robustly(
-        run_dir / MATRIX_REPORT,
-        _matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes, started=started,
-                       status="running", label=label, resumed_at=resumed_at))
-    if running_error:
-        write_errors.append(running_error)
-
-    async def cell(one: MatrixCellPlan) -> None:
-        # run ids stay unique across sweeps (labels join on them); folders are named by cell
-        cell_dir = run_dir / one.cell_id
-        started_before = previous is not None and (cell_dir / RUN_REPORT).is_file()
-        try:
-            outcome = await arun(one.plan, trials=plan.trials, artifacts_dir=run_dir,
-                                 run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
-                                 on_trial_done=progress_of(one.cell_id), semaphore=semaphore,
-                                 link_latest=False, label=label, calibrations=calibrations,
-                                 resume=cell_dir if started_before else None,
-                                 rerun_failed=rerun_failed, executor=executor,
-                                 retry_inconclusive=retry_inconclusive)
-        except RunInterrupted as stopped:
-            outcomes.append(stopped.outcome)
-            raise
-        outcomes.append(outcome)
-
-    tasks = [asyncio.create_task(cell(one)) for one in plan.cells]
-    return await conclude_cells(
-        tasks, outcomes, run_dir=run_dir, write_errors=write_errors,
-        report=lambda status: _matrix_report(plan, run_id=run_id, run_dir=run_dir,
-                                             outcomes=outcomes, started=started, status=status,
-                                             label=label, resumed_at=resumed_at))
-
-
 async def conclude_cells(tasks: list[asyncio.Task[None]], outcomes: list[RunOutcome], *,
                          run_dir: Path, write_errors: list[str],
                          report: Callable[[str], MatrixReport]) -> MatrixOutcome:
@@ -455,7 +306,7 @@ async def conclude_cells(tasks: list[asyncio.Task[None]], outcomes: list[RunOutc
     for cell_outcome in outcomes:
         write_errors.extend(cell_outcome.write_errors)
     final = report("interrupted" if interrupted else "complete")
-    final_error = _write_report_robustly(run_dir / MATRIX_REPORT, final)
+    final_error = write_report_robustly(run_dir / MATRIX_REPORT, final)
     if final_error:
         write_errors.append(final_error)
     if failure is not None:
@@ -465,8 +316,3 @@ async def conclude_cells(tasks: list[asyncio.Task[None]], outcomes: list[RunOutc
     if interrupted:
         raise MatrixInterrupted(outcome)
     return outcome
-
-
-def run_matrix(suite: Any, **kwargs: Any) -> MatrixOutcome:
-    """Synchronous wrapper of :func:`arun_matrix` for scripts."""
-    return run_sync(arun_matrix, suite, **kwargs)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,10 +52,9 @@ from ..config import (
 )
 from ..endpoints import ENDPOINTS
 from ..errors import ConfigError
-from ..personas._replay import read_recorded_trial
+from ..personas import read_recorded_trial
 from ..scoring import PROBES
-from ._run import RunOutcome, arun, run_sync, trial_seed
-from ._trial import TrialResult
+from ._run import trial_seed
 
 logger = logging.getLogger(__name__)
 
@@ -245,26 +244,3 @@ def plan_replay(run_dir: str | Path, *, overrides: Sequence[str] = (),
                               f"{expected}: a replay keeps the original seeds",
                               source=loaded.sources.get("run", loaded.run_path), key="trial_seed")
     return validate_run(replay_config(loaded, source)), source
-
-
-async def areplay(run_dir: str | Path, *, overrides: Sequence[str] = (),
-                  run_file: str | Path | None = None, artifacts_dir: str | Path | None = None,
-                  concurrency: int | None = None, label: str | None = None,
-                  on_trial_done: Callable[[TrialResult, int, int], None] | None = None
-                  ) -> RunOutcome:
-    """Replay ``run_dir`` (see the module docstring) into a new run folder beside it (or in
-    ``artifacts_dir``). Awaitable from a notebook; :func:`replay` for scripts.
-
-    ``overrides`` are ``--set`` values (``endpoint.settings.uri=ws://new-build``); ``run_file``
-    takes the configuration from a run file instead of the bundle. Raises ConfigError before any
-    trial; execution failures are in the outcome, as for :func:`voicelab.arun`."""
-    plan, source = plan_replay(run_dir, overrides=overrides, run_file=run_file)
-    return await arun(plan, trials=len(source.seeds), concurrency=concurrency,
-                      artifacts_dir=artifacts_dir if artifacts_dir is not None
-                      else source.run_dir.parent,
-                      label=label, on_trial_done=on_trial_done, replay_of=source.origin)
-
-
-def replay(run_dir: str | Path, **kwargs: Any) -> RunOutcome:
-    """Synchronous :func:`areplay` for scripts (not inside a running event loop)."""
-    return run_sync(areplay, run_dir, **kwargs)

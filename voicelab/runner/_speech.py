@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LoadedRun
-from ..speech import SpeechContext, Synthesis
+from ..speech import SpeechContext, SpeechService, Synthesis
 
 
 class _UncachedSpeech:
@@ -35,6 +35,4 @@ def open_speech(loaded: LoadedRun, provider_cls: type, *, cache_dir: Path | None
     provider = provider_cls(loaded.run.speech_settings, context)
     if not getattr(provider_cls, "cacheable", False):
         return _UncachedSpeech(provider, name)
-    from ..speech._cache import SpeechService
-
     return SpeechService(provider, settings=loaded.run.speech_settings, cache_dir=cache_dir)

@@ -16,8 +16,10 @@ from ._run_statistics import (
     GATE_METRICS,
     RunStatistics,
     check_gate_metrics,
+    pass_rate,
     read_calibration,
     run_statistics,
+    settings_of,
 )
 from ._statistics import (
     DifferenceInterval,
@@ -47,6 +49,8 @@ from ._verdicts import (
 )
 
 __all__ = [
+    "pass_rate",
+    "settings_of",
     "ConversationEvidence",
     "RedactedEvidence",
     "Redactor",

@@ -27,13 +27,16 @@ from ..artifacts import (
     TrialReport,
     TurnMetrics,
     check_tree,
+    open_location,
     read_json,
+    read_remote_json,
+    resolve_latest,
+    resolve_local_latest,
     trial_folder,
 )
-from ..artifacts._store import open_location, read_remote_json, resolve_latest, resolve_local_latest
 from ..config import LoadedRun, parse_settings
 from ..errors import ConfigError
-from ._trial import TrialResult, trial_summary
+from ..runner import MAX_TRIALS, TrialResult, trial_summary
 
 
 @dataclass
@@ -93,8 +96,6 @@ def recorded_config_file(recorded: str, *, bundle: str | Path) -> Path:
 def check_planned(report: RunReport, bundle: Path) -> None:
     """A bundle's plan within what a run may plan, checked before any trial is counted (a
     hostile ``planned_trials: 10**15`` would loop for ever)."""
-    from ._run import MAX_TRIALS
-
     if not 1 <= report.planned_trials <= MAX_TRIALS:
         raise ConfigError(f"must be a whole number from 1 to {MAX_TRIALS:,}, got "
                           f"{report.planned_trials:.3g}", source=bundle / RUN_REPORT,

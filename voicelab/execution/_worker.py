@@ -1,9 +1,10 @@
 """The worker side of the executors: a process's own event loop that runs trials of many runs.
 
-A :class:`TrialService` lives once per worker process (a local worker process, a Dask worker):
-one thread with its own event loop, on which every trial the process is given runs. What a run
-shares (the validated plan, the speech provider) is prepared once per process and run, on the
-first trial, and released when the run ends. A trial writes its own folder of the bundle (the
+A worker process (a local one, or a Dask worker's trial process) runs :func:`serve`: jobs come
+in on its channel, outcomes go back as trials finish. Its :class:`TrialService` (one per
+process) is one thread with its own event loop, on which every trial the process is given
+runs. What a run shares (the validated plan, the speech provider) is prepared once per process
+and run, on the first trial, and released when the run ends. A trial writes its own folder of the bundle (the
 parent never sees its audio) and hands back only its report and per-response metrics.
 """
 
@@ -11,102 +12,34 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
+import functools
 import gc
 import importlib
 import logging
 import os
 import pickle
 import resource
+import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from ..artifacts import LoopLag, ProbeOutcome, TrialReport, TurnMetrics
+from .._validate import RunPlan, validate_run
 from ..config import LoadedRun
-from ._conversation import Failure
-from ._speech import open_speech
-from ._trial import TrialPlan, _TrialCancelled, crashed_trial, run_trial
+from ..runner import TrialCancelled, crashed_trial, open_speech, run_trial
+from ._child import Channel, RecordCollector, collect_in_this_context
+from ._protocol import RunContext, TrialJob, TrialOutcome, trial_plan
+from ._start_spacing import start_slot
+from ._tuning import PROCESS_TUNING
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RunContext:
-    """What every trial of one run shares; pickled once by the parent, prepared once per worker."""
-
-    #: unique per run (its run id): the key of the prepared run in every worker
-    key: str
-    loaded: LoadedRun
-    run_id: str
-    bundle: Path
-    speech_cache_dir: Path
-    run_product_settings: Mapping[str, Any] | None = None
-    run_product_failure: Failure | None = None
-    #: the store folder of the bundle when the workers publish their trials there themselves
-    #: (Dask workers, which may not share this machine's disk): ``bundle`` is then only the
-    #: caller's staging folder, which a worker never writes
-    store_url: str | None = None
-
-
-@dataclass(frozen=True)
-class TrialJob:
-    index: int
-    seed: int
-    #: an inconclusive trial run again is attempt 2, ... (its own session id)
-    attempt: int = 1
-
-
-@dataclass
-class TrialOutcome:
-    """What comes back from a worker: the small summary of a trial, never its audio."""
-
-    index: int
-    report: TrialReport | None = None
-    turn_metrics: list[TurnMetrics] = field(default_factory=list)
-    #: the trial's selectivity probes (the run report's table) and its loop lag (a lag budget)
-    probes: list[ProbeOutcome] = field(default_factory=list)
-    loop_lag: LoopLag | None = None
-    cancelled: bool = False
-    #: the run was cancelled before this trial started: nothing ran, nothing was written
-    not_started: bool = False
-    #: the trial could not run here (the worker lost, its run could not be prepared): why
-    lost: str | None = None
-    #: the code of that failed execution
-    lost_code: str = "worker_lost"
-    #: the worker's log records of this trial: (level, logger name, message)
-    logs: list[tuple[int, str, str]] = field(default_factory=list)
-    worker: str = ""
-    #: the worker process's peak resident memory so far, in KiB (``ru_maxrss``)
-    worker_peak_rss_kib: int = 0
-
-
-_trial_logs: contextvars.ContextVar[list[tuple[int, str, str]] | None] = \
-    contextvars.ContextVar("voicelab_trial_logs", default=None)
-_FORMATTER = logging.Formatter()
-
-
-class _TrialLogCollector(logging.Handler):
-    """Keeps each trial's log records with its outcome: the parent writes them to the run's
-    evaluator.log, as if the trial had run in-process."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        records = _trial_logs.get()
-        if records is None:
-            return
-        message = record.getMessage()
-        if record.exc_info:
-            message += "\n" + _FORMATTER.formatException(record.exc_info)
-        records.append((record.levelno, record.name, message))
-
-
 @dataclass
 class _PreparedRun:
-    plan: Any  # RunPlan
+    plan: RunPlan
     speech: Any
 
 
@@ -126,7 +59,7 @@ class TrialService:
         self._tasks: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancelled: set[str] = set()
         self.name = f"{os.uname().nodename}:{os.getpid()}"
-        logging.getLogger("voicelab").addHandler(_TrialLogCollector(logging.INFO))
+        logging.getLogger("voicelab").addHandler(RecordCollector(logging.INFO))
         self._thread = threading.Thread(target=self._serve, name="voicelab-trials", daemon=True)
         self._thread.start()
 
@@ -191,8 +124,7 @@ class TrialService:
 
     async def _run(self, given: RunContext | bytes, job: TrialJob) -> TrialOutcome:
         context: RunContext = pickle.loads(given) if isinstance(given, bytes) else given
-        records: list[tuple[int, str, str]] = []
-        _trial_logs.set(records)
+        records = collect_in_this_context()
         outcome = TrialOutcome(job.index, logs=records, worker=self.name)
         task = asyncio.current_task()
         assert task is not None
@@ -200,15 +132,12 @@ class TrialService:
             outcome.not_started = True
             return outcome
         self._tasks.setdefault(context.key, set()).add(task)
-        from ._run import _tuning
-
-        # the process settings an in-process run uses, while trials run here (a Dask worker
-        # may be the caller's own process: they are restored when its last trial ends)
-        _tuning.__enter__()
         try:
-            await self._trial(context, job, outcome)
+            # the process settings of a tuned run while trials run here (a worker process
+            # opts in; restored when its last trial ends)
+            with PROCESS_TUNING.during_run():
+                await self._trial(context, job, outcome)
         finally:
-            _tuning.__exit__()
             tasks = self._tasks.get(context.key)
             if tasks is not None:
                 tasks.discard(task)
@@ -218,11 +147,9 @@ class TrialService:
         return outcome
 
     async def _trial(self, context: RunContext, job: TrialJob, outcome: TrialOutcome) -> None:
-        from ._run import _start_slot
-
         try:
             prepared = await self._prepare(context)
-            await _start_slot()
+            await start_slot()
         except asyncio.CancelledError:
             outcome.not_started = True
             return
@@ -234,21 +161,11 @@ class TrialService:
                 f"{type(error).__name__}: {error}")
             outcome.lost_code = "worker_setup_failed"
             return
-        plan = prepared.plan
-        trial = TrialPlan(loaded=plan.loaded, index=job.index, seed=job.seed,
-                          attempt=job.attempt,
-                          trial_dir=context.bundle / f"trial-{job.index:03d}",
-                          environment=plan.environment, adapter_cls=plan.adapter_cls,
-                          persona_cls=plan.persona_cls, speech=prepared.speech,
-                          probe_factory=plan.probe_factory,
-                          speech_metrics=plan.loaded.run.speech_metrics, run_id=context.run_id,
-                          script_audio=plan.script_audio, turn_taking=plan.turn_taking,
-                          run_product_settings=context.run_product_settings,
-                          run_product_failure=context.run_product_failure)
+        trial = trial_plan(prepared.plan, context, job, speech=prepared.speech)
         started_wall = time.time()
         try:
             result = await run_trial(trial)
-        except _TrialCancelled as cancelled:
+        except TrialCancelled as cancelled:
             result = cancelled.result
         except asyncio.CancelledError:
             outcome.not_started = True
@@ -270,9 +187,7 @@ class TrialService:
 WARM_IMPORTS = ("scipy.ndimage", "scipy.signal", "scipy.stats", "soundfile")
 
 
-def _prepare_plan(loaded: LoadedRun) -> Any:
-    from .._validate import validate_run
-
+def _prepare_plan(loaded: LoadedRun) -> RunPlan:
     plan = validate_run(loaded)
     for module in WARM_IMPORTS:
         importlib.import_module(module)
@@ -292,5 +207,55 @@ def trial_service() -> TrialService:
         return _service
 
 
-def existing_trial_service() -> TrialService | None:
-    return _service
+def serve(fd: int) -> None:
+    """A worker process (a local one, a Dask worker's trial process): jobs in on the channel,
+    outcomes out as trials finish. It ends with its parent, and its trials in flight with it."""
+    # the parent owns the signals: it cancels the run and the trials write their evidence
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    package = logging.getLogger("voicelab")
+    package.addHandler(logging.NullHandler())  # the parent logs the records
+    package.setLevel(logging.INFO)  # evaluator.log keeps INFO records
+    PROCESS_TUNING.opt_in()  # a process of voicelab's own
+    channel = Channel.of_fd(fd)
+    service = trial_service()
+    contexts: dict[str, RunContext] = {}
+
+    def reply(job_id: int, index: int, done: concurrent.futures.Future[TrialOutcome]) -> None:
+        try:
+            outcome = done.result()
+        except BaseException as error:  # noqa: BLE001 - the parent must hear of every job
+            outcome = TrialOutcome(index, lost=f"{type(error).__name__}: {error}",
+                                   worker=service.name)
+        try:
+            channel.send(("done", job_id, outcome))
+        except (pickle.PicklingError, TypeError, AttributeError) as error:
+            channel.send(("done", job_id, TrialOutcome(
+                index, worker=service.name,
+                lost=f"the trial's outcome could not be sent back: {error}")))
+        except OSError:
+            pass  # the parent is gone
+
+    while True:
+        try:
+            message = channel.receive()
+        except (EOFError, OSError):
+            break  # the parent is gone: so are we
+        kind = message[0]
+        if kind == "run":
+            _, job_id, key, blob, job = message
+            if blob is not None:
+                contexts[key] = pickle.loads(blob)
+            done = service.submit(contexts[key], job)
+            done.add_done_callback(functools.partial(reply, job_id, job.index))
+        elif kind == "cancel":
+            service.cancel_run(message[1])
+        elif kind == "release":
+            contexts.pop(message[1], None)
+            service.release_run(message[1])
+        elif kind == "stop":
+            break
+    # without waiting for the threads of the trials in flight (they end with the process)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

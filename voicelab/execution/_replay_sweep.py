@@ -1,7 +1,7 @@
-"""Replaying a sweep: every cell's run folder replayed (see :mod:`._replay`) into a new sweep
-folder with the same cell folders, so ``compare ORIGINAL_SWEEP REPLAY_SWEEP`` pairs its trials by
-(cell, seed). One semaphore bounds the conversations in flight across the cells, as in a sweep;
-every cell is checked before anything runs.
+"""Replaying a sweep: every cell's run folder replayed (see :func:`._replay.areplay`) into a new
+sweep folder with the same cell folders, so ``compare ORIGINAL_SWEEP REPLAY_SWEEP`` pairs its
+trials by (cell, seed). One semaphore bounds the conversations in flight across the cells, as in
+a sweep; every cell is checked before anything runs.
 """
 
 from __future__ import annotations
@@ -17,27 +17,26 @@ from .._exit_codes import sweep_exit_code
 from .._validate import RunPlan
 from ..artifacts import MATRIX_REPORT, MatrixReport, ReplayOrigin
 from ..errors import ConfigError
-from ..scoring._run_statistics import settings_of
-from ._matrix import (
+from ..runner import (
+    MAX_CONCURRENCY,
     MatrixOutcome,
+    ReplaySource,
+    RunInterrupted,
+    RunOutcome,
+    TrialResult,
+    bounded_count,
     conclude_cells,
     matrix_cell,
     matrix_rates,
+    new_run_id,
+    plan_replay,
     read_matrix_report,
+    write_report_robustly,
 )
-from ._replay import ReplaySource, plan_replay
-from ._run import (
-    MAX_CONCURRENCY,
-    RunInterrupted,
-    RunOutcome,
-    _bounded,
-    _point_latest,
-    _write_report_robustly,
-    arun,
-    make_bundle_dir,
-    run_sync,
-)
-from ._trial import TrialResult, new_run_id
+from ..scoring import settings_of
+from ._arun import arun, run_sync
+from ._run import make_bundle_dir, point_latest
+from ._sweep import CellProgress
 
 
 @dataclass(frozen=True)
@@ -95,35 +94,26 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         cells.append(_Cell(row.cell_id, plan, source))
     if not cells:
         raise ConfigError("the sweep has no cells to replay", source=folder / MATRIX_REPORT)
-    parallel = _bounded(concurrency if concurrency is not None else
+    parallel = bounded_count(concurrency if concurrency is not None else
                         max(c.plan.loaded.run.concurrency for c in cells),
                         low=1, high=MAX_CONCURRENCY, key="concurrency", source=None)
     root = Path(artifacts_dir) if artifacts_dir is not None else folder.parent
     run_id = new_run_id()
     run_dir = make_bundle_dir(root, run_id, source=None)
-    _point_latest(root, run_dir)
+    point_latest(root, run_dir)
     origin = ReplayOrigin(run_id=original.run_id, bundle_path=str(folder))
     started = _now()
     semaphore = asyncio.Semaphore(parallel)
     outcomes: list[RunOutcome] = []
-    total = sum(len(c.source.seeds) for c in cells)
-    done_by_cell: dict[str, int] = {}
+    progress = CellProgress(on_trial_done, total=sum(len(c.source.seeds) for c in cells))
 
     def report(status: str) -> MatrixReport:
         return _report(original, run_id=run_id, run_dir=run_dir, cells=cells,
                        outcomes=outcomes, started=started, status=status, label=label,
                        origin=origin)
 
-    def progress_of(cell_id: str) -> Callable[[TrialResult, int, int], None]:
-        def progress(result: TrialResult, cell_done: int, _total: int) -> None:
-            done_by_cell[cell_id] = cell_done
-            if on_trial_done is not None:
-                on_trial_done(result, sum(done_by_cell.values()), total)
-
-        return progress
-
     write_errors: list[str] = []
-    error = _write_report_robustly(run_dir / MATRIX_REPORT, report("running"))
+    error = write_report_robustly(run_dir / MATRIX_REPORT, report("running"))
     if error:
         write_errors.append(error)
 
@@ -131,7 +121,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
         try:
             outcome = await arun(cell.plan, trials=len(cell.source.seeds), artifacts_dir=run_dir,
                                  run_id=f"{run_id}__{cell.cell_id}", bundle_name=cell.cell_id,
-                                 on_trial_done=progress_of(cell.cell_id), semaphore=semaphore,
+                                 on_trial_done=progress.of(cell.cell_id), semaphore=semaphore,
                                  link_latest=False, label=label, replay_of=cell.source.origin)
         except RunInterrupted as stopped:
             outcomes.append(stopped.outcome)

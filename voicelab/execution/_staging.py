@@ -1,9 +1,9 @@
 """Runs whose bundle lives in a store (``--artifacts-dir s3://bucket/runs``).
 
-The run itself is the local one, pointed at a staging folder that stands for the store folder;
-a publisher copies each finished trial folder to the store while the run goes on (report
-last, see :mod:`voicelab.artifacts._publish`) and everything else when it ends, Ctrl-C
-included. Resuming a bundle in a store first downloads what resuming reads (the reports and
+The run itself is the local one, pointed at a staging folder that stands for the store folder
+(:func:`published`, wrapped around the run); a publisher copies each finished trial folder to
+the store while the run goes on (report last, see :class:`voicelab.artifacts.Publisher`) and
+everything else when it ends, Ctrl-C included. Resuming a bundle in a store first downloads what resuming reads (the reports and
 each trial's voice-metrics.json), so the resumed run's report counts every trial.
 
 With the Dask executor the workers may run on other machines, which cannot write into the
@@ -21,16 +21,21 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .._location import url_scheme
-from ..artifacts import TrialReport
-from ..artifacts._publish import TRIAL_REPORT, Publisher
-from ..artifacts._store import (
+from ..artifacts import (
+    EVALUATOR_LOG,
+    MATRIX_REPORT,
+    RUN_REPORT,
+    TRIAL_REPORT,
+    VOICE_METRICS,
+    Publisher,
     RemoteLocation,
+    TrialReport,
     check_writable,
     fetch,
     open_remote,
@@ -39,12 +44,14 @@ from ..artifacts._store import (
     register_staging,
     remote_exists,
     resolve_latest,
+    running_marker,
     store_error_reason,
+    trial_folder,
     unregister_staging,
 )
 from ..errors import ConfigError
+from ..runner import TrialResult
 from ._resume import read_trial_result
-from ._trial import TrialResult
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +63,7 @@ _PROCESS_LOCAL_SCHEMES = frozenset({"memory"})
 #: How often finished trials are copied to the store while a run goes on.
 PUBLISH_INTERVAL_SECONDS = 1.0
 #: What resuming reads of a bundle (its audio and timelines stay in the store).
-RESUME_FILES = frozenset({"run-report.json", "matrix-report.json", "trial-report.json",
-                          "voice-metrics.json", "evaluator.log"})
+RESUME_FILES = frozenset({RUN_REPORT, MATRIX_REPORT, TRIAL_REPORT, VOICE_METRICS, EVALUATOR_LOG})
 
 
 @dataclass
@@ -148,7 +154,7 @@ def worker_store(bundle: Path) -> str | None:
 def attempt_marker(run: RemoteLocation, index: int, attempt: str) -> RemoteLocation:
     """The object a worker keeps in the run's store folder while it runs a trial (hidden:
     readers and downloads skip names that start with a dot)."""
-    return run.child(f".trial-{index:03d}.{attempt}.running")
+    return run.child(running_marker(index, attempt))
 
 
 def published_trial(store_url: str, index: int, seed: int) -> TrialResult | None:
@@ -165,12 +171,12 @@ def published_trial(store_url: str, index: int, seed: int) -> TrialResult | None
         if markers:
             run.fs.rm(markers)
             return None
-        trial = run.child(f"trial-{index:03d}")
+        trial = run.child(trial_folder(index))
         if not remote_exists(trial.child(TRIAL_REPORT)):
             return None
         with tempfile.TemporaryDirectory(prefix="voicelab-lost-") as scratch:
             folder = fetch(trial, Path(scratch) / trial.name,
-                           names={TRIAL_REPORT, "voice-metrics.json"})
+                           names={TRIAL_REPORT, VOICE_METRICS})
             report = TrialReport.model_validate_json((folder / TRIAL_REPORT).read_bytes())
             if report.trial != index or report.seed != seed:
                 return None
@@ -230,14 +236,14 @@ def _finish(stage: Stage, outcome: Any, problem: str | None) -> None:
         shutil.rmtree(stage.staging, ignore_errors=True)
 
 
-async def run_staged(stage: Stage, start: Callable[[Path, Path | None], Awaitable[T]]) -> T:
-    """``start(staging folder, local bundle to resume)``, publishing as it goes and at the
-    end (also when the run is interrupted: its partial outcome carries the publishing
+async def published(stage: Stage, work: Awaitable[T]) -> T:
+    """Await ``work`` (a run or a sweep into ``stage``'s staging folder), publishing as it goes
+    and at the end (also when it is interrupted: its partial outcome carries the publishing
     result)."""
     periodic = asyncio.create_task(_publish_periodically(stage.publisher))
     outcome: Any = None
     try:
-        outcome = await start(stage.staging, stage.resume)
+        outcome = await work
         return outcome
     except BaseException as error:
         outcome = getattr(error, "outcome", None)  # RunInterrupted, MatrixInterrupted

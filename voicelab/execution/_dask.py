@@ -38,13 +38,29 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..artifacts._publish import TRIAL_REPORT, publish_trial
-from ..artifacts._store import RemoteLocation, open_remote, remote_exists
+from ..artifacts import (
+    TRIAL_REPORT,
+    RemoteLocation,
+    open_remote,
+    publish_trial,
+    remote_exists,
+    running_marker,
+    trial_folder,
+)
 from ..errors import ConfigError, MissingDependencyError
-from ._executors import WorkerLost
-from ._remote import attempt_marker, speech_cache_dir
-from ._trial_process import TrialProcessLost, existing_trial_process, trial_process
-from ._worker import RunContext, TrialJob, TrialOutcome
+from ._process_run import ProcessRun
+from ._protocol import (
+    Executor,
+    ExecutorRun,
+    RunContext,
+    RunSpec,
+    TrialJob,
+    TrialOutcome,
+    WorkerLost,
+)
+from ._registry import check_workers
+from ._staging import attempt_marker, speech_cache_dir
+from ._trial_process import existing_trial_process, trial_process
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +102,7 @@ async def dask_trial(blob: bytes, job: TrialJob, attempt: str) -> TrialOutcome:
     context: RunContext = pickle.loads(blob)
     if context.store_url is not None:
         return await _published_trial(context, job, attempt)
-    marker = context.bundle / f".trial-{job.index:03d}.{attempt}.running"
+    marker = context.bundle / running_marker(job.index, attempt)
     if marker.exists():  # a rescheduled task: the worker that started it died
         return TrialOutcome(job.index, lost=RESCHEDULED)
     marker.touch()
@@ -100,7 +116,7 @@ async def _in_trial_process(key: str, blob: bytes, job: TrialJob) -> TrialOutcom
     process = trial_process()
     try:
         return await asyncio.wrap_future(process.submit(key, blob, job))
-    except TrialProcessLost as lost:
+    except WorkerLost as lost:
         return TrialOutcome(job.index, lost=str(lost), worker=process.name)
 
 
@@ -149,7 +165,7 @@ async def _published_trial(context: RunContext, job: TrialJob, attempt: str) -> 
     scratch copy removed. A trial that cannot be published is a failed execution that says
     why and where its evidence stayed."""
     worker = _worker_name()
-    name = f"trial-{job.index:03d}"
+    name = trial_folder(job.index)
     try:
         run, new = await asyncio.to_thread(_claim, str(context.store_url), job.index, attempt)
     except Exception as error:  # noqa: BLE001 - every store raises its own types
@@ -166,9 +182,9 @@ async def _published_trial(context: RunContext, job: TrialJob, attempt: str) -> 
         outcome = await _in_trial_process(here.key, pickle.dumps(here), job)
         try:
             if await asyncio.to_thread(_publish, scratch / name, run, job.index, attempt):
-                outcome.logs.append((logging.INFO, __name__,
-                                     f"{name}: published to {run.child(name).url} by the "
-                                     f"worker"))
+                outcome.logs.append(logging.makeLogRecord({
+                    "name": __name__, "levelno": logging.INFO, "levelname": "INFO",
+                    "msg": f"{name}: published to {run.child(name).url} by the worker"}))
         except Exception as error:  # noqa: BLE001 - every store raises its own types
             keep = True
             outcome.report = None
@@ -223,6 +239,12 @@ class DaskExecutor:
     #: own trials (see :func:`dask_trial`)
     shares_disk = False
 
+    @classmethod
+    def for_run(cls, *, workers: int | None, scheduler: str | None, parallel: int) -> Executor:
+        """The cluster at ``scheduler``, else a ``LocalCluster`` of ``workers`` processes
+        (default: one per core) started for the run."""
+        return cls(scheduler=scheduler, workers=check_workers(workers), parallel=parallel)
+
     async def start(self) -> None:
         if self._client is not None:
             return
@@ -256,11 +278,14 @@ class DaskExecutor:
                               f"{_connect_failure(error)}", key="scheduler") from None
         self.description = f"dask, scheduler {address}"
 
-    def submit(self, context: RunContext, blob: bytes, job: TrialJob
-               ) -> asyncio.Future[TrialOutcome]:
+    async def open_run(self, run: RunSpec) -> ExecutorRun:
+        return ProcessRun(self, run)
+
+    def submit_job(self, context: RunContext, blob: bytes, job: TrialJob
+                   ) -> asyncio.Future[TrialOutcome]:
         attempt = uuid.uuid4().hex[:12]
         task = self._client.submit(dask_trial, blob, job, attempt, pure=False, retries=0,
-                                   key=f"voicelab-{context.key}-trial-{job.index:03d}-{attempt}")
+                                   key=f"voicelab-{context.key}-{trial_folder(job.index)}-{attempt}")
         return asyncio.ensure_future(self._outcome(task))
 
     async def _outcome(self, task: Any) -> TrialOutcome:
@@ -288,7 +313,7 @@ class DaskExecutor:
         self._cancelled.discard(key)
         await self._run_everywhere(_release_on_worker, key)
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
             self._client = None

@@ -22,10 +22,9 @@ from ..artifacts import (
     TRIAL_REPORT,
     TrialAttempt,
     TrialReport,
+    write_json,
 )
-from ..artifacts._bundle import write_json
-from ._evidence import inconclusive_verdict_names
-from ._trial import TrialResult, trial_summary
+from ..runner import TrialResult, inconclusive_verdict_names, trial_summary
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,39 @@
+"""Where trials run, and runs of many trials: ``arun``, sweeps, replays, executors.
+
+An :class:`Executor` runs a run's trials: ``inline`` on the caller's event loop (scored in a
+scoring process beside it), ``local`` in worker processes of this machine, ``dask`` on a Dask
+cluster, or a plug-in named by its dotted path (:data:`EXECUTORS`). Every child process is
+started and spoken to the same way (``_child``). Nothing process-wide changes in the caller's
+process unless it opts in (:func:`tuned_process`).
+"""
+
+from ._arun import arun, run
+from ._dask import DaskExecutor, require_distributed
+from ._inline import InlineExecutor
+from ._local import LocalExecutor
+from ._process_run import JobExecutor, ProcessRun
+from ._protocol import (
+    Executor,
+    ExecutorRun,
+    RunContext,
+    RunSpec,
+    TrialCall,
+    TrialDone,
+    TrialJob,
+    TrialOutcome,
+    WorkerLost,
+)
+from ._registry import EXECUTORS, MAX_WORKERS, choose_executor
+from ._replay import areplay, replay
+from ._replay_sweep import areplay_sweep, replay_sweep
+from ._resume import read_run_report, recorded_config_file
+from ._resume_overrides import resumed_overrides
+from ._sweep import arun_matrix, run_matrix
+from ._tuning import tuned_process
+
+__all__ = ["EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
+           "InlineExecutor", "JobExecutor", "LocalExecutor", "ProcessRun", "RunContext", "RunSpec", "TrialCall", "TrialDone",
+           "TrialJob", "TrialOutcome", "WorkerLost", "areplay", "areplay_sweep", "arun",
+           "arun_matrix", "choose_executor", "read_run_report", "recorded_config_file",
+           "replay", "replay_sweep", "require_distributed", "resumed_overrides", "run",
+           "run_matrix", "tuned_process"]

@@ -1,0 +1,198 @@
+"""``arun`` / ``run``: a run config's seeded trials, from the configuration to the bundle.
+
+The configuration is checked (counts, calibrations, a bundle to resume and its lock) before
+anything runs; the executor is chosen (:mod:`._registry`) and started, so an unreachable
+scheduler is refused before the bundle exists; then a :class:`._run.Run` runs the trials. A run
+whose bundle lives in a store runs the same way into a local staging folder, published as it
+goes (:func:`._staging.published`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._validate import RunPlan, validate_run
+from ..artifacts import JudgeCalibration, ReplayOrigin
+from ..config import LoadedRun, load_run
+from ..errors import ConfigError
+from ..runner import (
+    MAX_CONCURRENCY,
+    MAX_TRIALS,
+    RunOutcome,
+    TrialResult,
+    bounded_count,
+    new_run_id,
+)
+from ._protocol import scoring_mode
+from ._registry import choose_executor
+from ._resume import aresume_point, lock_resumed, read_run_report
+from ._resume_overrides import resumed_overrides
+from ._run import Run, RunOptions
+from ._staging import open_stage, published, store_target
+
+#: Retries of an inconclusive trial (``--retry-inconclusive``).
+MAX_RETRIES = 5
+
+
+def check_calibrations(loaded: LoadedRun, calibrations: Sequence[JudgeCalibration]) -> None:
+    """Each calibration must be of a judge the run runs (its ``criterion`` is the judge name)."""
+    quality = loaded.run.quality_evaluation
+    judges = [] if quality is None else [
+        *(judge.name for judge in quality.custom_judges),
+        *(evaluator.type for evaluator in quality.azure_evaluators)]
+    for calibration in calibrations:
+        if calibration.criterion not in judges:
+            raise ConfigError(f"calibrates the judge {calibration.criterion!r}, which this run "
+                              f"does not run (judges: {', '.join(judges) or 'none'})",
+                              source=calibration.source, key="criterion")
+
+
+async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = None,
+               concurrency: int | None = None, artifacts_dir: str | Path | None = None,
+               overrides: Sequence[str] = (), run_id: str | None = None,
+               on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
+               semaphore: asyncio.Semaphore | None = None, link_latest: bool = True,
+               bundle_name: str | None = None, label: str | None = None,
+               calibrations: Sequence[JudgeCalibration] = (),
+               resume: str | Path | None = None, rerun_failed: bool = False,
+               replay_of: ReplayOrigin | None = None,
+               executor: Any = None, workers: int | None = None,
+               scheduler: str | None = None,
+               lag_budget_ms: float | None = None, scoring: str = "process",
+               retry_inconclusive: int = 1) -> RunOutcome:
+    """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
+
+    Raises ConfigError before any trial when the configuration is invalid (including an
+    artifacts folder that cannot be created). Trial execution failures do not raise: they are
+    in the report (``exit_code`` 4). Cancellation raises :class:`RunInterrupted` once the
+    evidence gathered so far is written.
+
+    ``label`` names the run in frames and reports; ``calibrations`` (judge confusion counts,
+    :func:`voicelab.scoring.read_calibration`) add judge-corrected pass rates to the report.
+    ``resume`` is a bundle of this configuration to finish: only the planned trials that are
+    not done run (interrupted or missing; with ``rerun_failed`` also those that did not pass),
+    into the same bundle under the same run id and seeds; ``trials`` may extend its plan. A
+    bundle of another configuration (suite hash) is refused with :class:`ConfigError`.
+    ``replay_of`` names the run a replay re-sends (:func:`voicelab.areplay`) in the report.
+
+    ``executor`` is where the trials run (:data:`voicelab.execution.EXECUTORS`): ``None`` or
+    ``"inline"`` (this event loop), ``"local"`` (``workers`` processes of this machine,
+    default one per core; one worker is this event loop), ``"dask"`` (a Dask cluster at
+    ``scheduler``, else a ``LocalCluster`` of ``workers``), a plug-in's dotted path, a
+    ``dask.distributed.Client``, or an executor (:class:`voicelab.execution.LocalExecutor`,
+    :class:`voicelab.execution.DaskExecutor`) shared by several runs. ``workers`` without
+    ``executor`` is ``"local"``. The bundle is the same whatever runs the trials.
+
+    ``lag_budget_ms`` (default: the run config's ``measurement.lag_budget_ms``) lowers the
+    concurrency while finished trials saw a loop-lag p99 above it (:mod:`._lag_budget`).
+
+    ``scoring`` is where a finished call is scored and its files written, in-process runs
+    only: ``"process"`` (a scoring process beside this event loop, while the next calls run;
+    runs with judges score on the loop) or ``"loop"`` (this event loop: no extra process, and
+    a debugger or a patched function sees the scoring). The bundle is the same either way.
+
+    ``retry_inconclusive``: how many times a trial that ends inconclusive (nothing failed, a
+    critical verdict undecided) is run again, same seed, at half the concurrency each time
+    (:mod:`._attempts`); one still inconclusive after that counts as not passed.
+
+    Nothing process-wide changes (garbage collection, the GIL switch interval) unless the
+    caller opted in with :func:`voicelab.execution.tuned_process`, as the command line does.
+    """
+    scoring_mode(scoring)
+    if resume is not None and not isinstance(run, RunPlan | LoadedRun):
+        overrides = _resumed_overrides(resume, overrides)
+    if isinstance(run, RunPlan):
+        plan = run
+    else:
+        plan = validate_run(run if isinstance(run, LoadedRun) else load_run(run,
+                                                                            overrides=overrides))
+    loaded = plan.loaded
+    check_calibrations(loaded, calibrations)
+    options = RunOptions(
+        trials=trials, concurrency=concurrency, artifacts_dir=artifacts_dir,
+        overrides=tuple(overrides), run_id=run_id, on_trial_done=on_trial_done,
+        semaphore=semaphore, link_latest=link_latest, bundle_name=bundle_name, label=label,
+        calibrations=tuple(calibrations), resume=resume, rerun_failed=rerun_failed,
+        replay_of=replay_of, executor=executor, workers=workers, scheduler=scheduler,
+        lag_budget_ms=lag_budget_ms, scoring=scoring, retry_inconclusive=retry_inconclusive)
+    configured = artifacts_dir if artifacts_dir is not None else loaded.run.artifacts_dir
+    given_at = None if artifacts_dir is not None else loaded.run_path
+    store = store_target(configured, resume, source=given_at)
+    if store is None:
+        return await _run_here(plan, options)
+    # the bundle lives in a store: the run writes a local staging folder, published as it goes
+    root_location, to_resume = store
+    run_id = run_id or new_run_id()
+    latest = (bundle_name or run_id) if link_latest and to_resume is None else None
+    stage = await asyncio.to_thread(open_stage, root_location, resume=to_resume,
+                                    latest=latest, source=given_at)
+    staged = dataclasses.replace(
+        options, artifacts_dir=stage.staging if stage.resume is None else None,
+        resume=stage.resume, run_id=run_id)
+    return await published(stage, _run_here(plan, staged))
+
+
+async def _run_here(plan: RunPlan, options: RunOptions) -> RunOutcome:
+    """The run into a local folder (or a local bundle to resume)."""
+    loaded = plan.loaded
+    point, lock = None, None
+    trials = options.trials
+    if options.resume is not None:  # locked before its trials are counted: one writer at a time
+        lock = lock_resumed(options.resume)
+        try:
+            point = await aresume_point(options.resume, loaded, trials=trials,
+                                        rerun_failed=options.rerun_failed)
+        except BaseException:
+            lock.release()
+            raise
+        trials = point.planned
+    trial_count = bounded_count(trials if trials is not None else loaded.run.trials, low=1,
+                                high=MAX_TRIALS, key="trials",
+                                source=None if trials is not None else loaded.run_path)
+    concurrency = options.concurrency
+    parallel = bounded_count(concurrency if concurrency is not None else loaded.run.concurrency,
+                             low=1, high=MAX_CONCURRENCY, key="concurrency",
+                             source=None if concurrency is not None else loaded.run_path)
+    pending = point.pending if point is not None else range(1, trial_count + 1)
+    executor, owned = None, False
+    try:
+        executor, owned = choose_executor(options.executor, workers=options.workers,
+                                          scheduler=options.scheduler,
+                                          parallel=min(parallel, max(1, len(pending))))
+        if owned:
+            await executor.start()  # an unreachable scheduler is refused before the bundle exists
+        retries = bounded_count(options.retry_inconclusive, low=0, high=MAX_RETRIES,
+                                key="retry_inconclusive", source=None)
+        return await Run(plan, options, executor, planned=trial_count, parallel=parallel,
+                         pending=pending, point=point, lock=lock, retries=retries).execute()
+    finally:
+        if owned and executor is not None:
+            await executor.close()
+        if lock is not None:
+            lock.release()
+
+
+def _resumed_overrides(resume: str | Path, given: Sequence[str]) -> list[str]:
+    """The run's recorded --set overrides, with the given ones (:mod:`._resume_overrides`)."""
+    report = read_run_report(resume)
+    return resumed_overrides(report.overrides, given, bundle=str(resume))
+
+
+def run_sync(coroutine_function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run ``coroutine_function(*args, **kwargs)`` from synchronous code (scripts, not notebooks)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine_function(*args, **kwargs))
+    name = coroutine_function.__name__
+    raise RuntimeError(f"voicelab.{name[1:]}() cannot be called from a running event loop (a "
+                       f"notebook): use `await voicelab.{name}(...)`")
+
+
+def run(run_config: LoadedRun | str | Path, **kwargs: Any) -> RunOutcome:
+    """Synchronous wrapper of :func:`arun` for scripts (not inside a running event loop)."""
+    return run_sync(arun, run_config, **kwargs)

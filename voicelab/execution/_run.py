@@ -1,0 +1,407 @@
+"""A run: seeded trials of one plan on an executor, into one bundle.
+
+:class:`Run` owns the bundle (its folder and lock, evaluator.log, ``run-report.json`` refreshed
+while it runs and written last, Ctrl-C included), a product launched once for the run, and the
+admission of trials: the run's concurrency (or a sweep's shared semaphore), a loop-lag budget
+(:mod:`._lag_budget`) and, in a retry pass, a narrower gate. Trials are started lazily: at most
+``concurrency`` loops pull trial numbers, so a huge ``--trials`` costs no memory up front.
+Each trial goes to the executor (:mod:`._protocol`), which alone knows where it runs; an
+inconclusive trial is run again before it counts (:mod:`._attempts`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._location import as_local_path
+from .._validate import RunPlan
+from ..artifacts import (
+    EVALUATOR_LOG,
+    PRODUCT_LOG,
+    RUN_REPORT,
+    BundleLock,
+    JudgeCalibration,
+    ReplayOrigin,
+    RunReport,
+    TrialAttempt,
+    trial_folder,
+    write_json,
+    write_member,
+)
+from ..config import known_secrets_scrubber
+from ..endpoints import EndpointError, ProductProcess
+from ..errors import ConfigError
+from ..runner import (
+    Failure,
+    RunInterrupted,
+    RunOutcome,
+    TrialResult,
+    crashed_trial,
+    new_run_id,
+    run_report,
+    trial_seed,
+    utc_now,
+    write_report_robustly,
+)
+from ..scoring import proportion_interval
+from ._attempts import as_later_attempt, keep_earlier_attempt, retry_concurrency
+from ._lag_budget import LagBudget, admitted
+from ._protocol import Executor, ExecutorRun, RunContext, RunSpec, TrialCall, TrialDone, TrialJob
+from ._resume import ResumePoint
+from ._run_log import RunLog
+from ._staging import worker_store
+from ._tuning import PROCESS_TUNING
+
+logger = logging.getLogger(__name__)
+
+#: While running, run-report.json is refreshed at most this often (and always at the end, Ctrl-C
+#: included); every trial folder is complete on disk as soon as its trial ends.
+RUNNING_REPORT_INTERVAL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the caller chose for a run (:func:`voicelab.execution.arun`'s keywords)."""
+
+    trials: int | None = None
+    concurrency: int | None = None
+    artifacts_dir: str | Path | None = None
+    overrides: Sequence[str] = ()
+    run_id: str | None = None
+    on_trial_done: Callable[[TrialResult, int, int], None] | None = None
+    semaphore: asyncio.Semaphore | None = None
+    link_latest: bool = True
+    bundle_name: str | None = None
+    label: str | None = None
+    calibrations: Sequence[JudgeCalibration] = ()
+    resume: str | Path | None = None
+    rerun_failed: bool = False
+    replay_of: ReplayOrigin | None = None
+    executor: Any = None
+    workers: int | None = None
+    scheduler: str | None = None
+    lag_budget_ms: float | None = None
+    scoring: str = "process"
+    retry_inconclusive: int = 1
+
+
+def make_bundle_dir(root: Path, name: str, *, source: str | Path | None) -> Path:
+    """Create ``root/name``; an unusable artifacts folder is a configuration error naming it."""
+    bundle = (root / name).resolve()
+    try:
+        bundle.mkdir(parents=True, exist_ok=True)
+        probe = bundle / ".voicelab-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        raise ConfigError(f"cannot create the bundle folder {bundle}: {reason}", source=source,
+                          key="artifacts_dir") from None
+    return bundle
+
+
+def point_latest(root: Path, bundle: Path) -> None:
+    latest = root / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(bundle.name)
+    except OSError:
+        pass  # a convenience only (some filesystems have no symlinks)
+
+
+class Run:
+    """One run of ``plan``'s trials (``pending``, of ``planned``; a resumed run's ``point``
+    holds those done) on ``executor``; :meth:`execute` runs it to its end."""
+
+    def __init__(self, plan: RunPlan, options: RunOptions, executor: Executor, *,
+                 planned: int, parallel: int, pending: Sequence[int],
+                 point: ResumePoint | None, lock: BundleLock | None, retries: int):
+        self.plan = plan
+        self.loaded = plan.loaded
+        self.options = options
+        self.executor = executor
+        self.planned = planned
+        self.parallel = parallel
+        self.pending = pending
+        self.point = point
+        self.lock = lock
+        self.retries = retries
+        self.label = options.label
+        self.resumed_at: list[str] = []
+        self.results: list[TrialResult] = list(point.done) if point is not None else []
+        #: the earlier attempts of the trials retried (their folders moved aside)
+        self.attempts: dict[int, list[TrialAttempt]] = {}
+        self.write_errors: list[str] = []
+        self.interrupted = False
+        self.budget: LagBudget | None = None
+        self.run_product: ProductProcess | None = None
+        self.spec: RunSpec | None = None
+        self.session: ExecutorRun | None = None
+        self._report_lock = asyncio.Lock()
+        self._last_report = 0.0
+        # set when the run opens its bundle (:meth:`_open_bundle`), starts and ends
+        self.bundle: Path
+        self.root: Path
+        self.run_id: str
+        self.started: str
+        self.semaphore: asyncio.Semaphore
+        self.final: RunReport
+
+    # --- the bundle ---------------------------------------------------------------------------
+
+    def _open_bundle(self) -> None:
+        options, point = self.options, self.point
+        if point is not None:
+            self.bundle, self.run_id = point.bundle, point.report.run_id
+            self.root = self.bundle.parent
+            self.label = self.label if self.label is not None else point.report.label
+            self.resumed_at = [*point.report.resumed_at, utc_now()]
+            self.started = point.report.started_at
+            return
+        configured = options.artifacts_dir if options.artifacts_dir is not None \
+            else self.loaded.run.artifacts_dir
+        self.root = as_local_path(configured)
+        self.run_id = options.run_id or new_run_id()
+        self.bundle = make_bundle_dir(
+            self.root, options.bundle_name or self.run_id,
+            source=None if options.artifacts_dir is not None else self.loaded.run_path)
+        self.lock = BundleLock(self.bundle, command="run").acquire()
+        if options.link_latest:
+            point_latest(self.root, self.bundle)
+        self.started = utc_now()
+
+    def _report(self, status: str) -> RunReport:
+        return run_report(self.loaded, run_id=self.run_id, bundle=self.bundle,
+                          results=self.results, planned=self.planned, started=self.started,
+                          status=status, label=self.label, calibrations=self.options.calibrations,
+                          resumed_at=self.resumed_at, replay_of=self.options.replay_of,
+                          lag_budget_ms=self.budget.budget_ms if self.budget else None,
+                          lowest_concurrency=self.budget.lowest if self.budget else None)
+
+    # --- the run --------------------------------------------------------------------------------
+
+    async def execute(self) -> RunOutcome:
+        """Run the trials and write the bundle; raises :class:`RunInterrupted` (with the
+        partial outcome) once an interrupted run has written its evidence."""
+        statistics = self.loaded.run.statistics
+        # scipy.stats is imported here, not by the first report in the middle of the trials (its
+        # import takes ~0.3 s, which would stall the event loop's arrival timestamps)
+        proportion_interval(1, 2, confidence=statistics.confidence, method=statistics.interval)
+        self._open_bundle()
+        assert self.lock is not None
+        try:
+            # the run's secrets, and those met outside its configuration (a store URL's)
+            log = RunLog(self.bundle / EVALUATOR_LOG, run_id=self.run_id,
+                         scrubber=self.loaded.scrubber.with_values(
+                             known_secrets_scrubber().secret_values))
+        except BaseException:
+            self.lock.release()
+            raise
+        try:
+            with log, PROCESS_TUNING.during_run():
+                self._log_start()
+                try:
+                    await self._run()
+                finally:
+                    await self._end(log)
+        finally:
+            self.lock.release()
+        outcome = RunOutcome(self.final, self.bundle,
+                             sorted(self.results, key=lambda r: r.report.trial), self.write_errors)
+        if self.interrupted:
+            # re-raised as a cancellation: asyncio.run turns it into KeyboardInterrupt (exit 130)
+            raise RunInterrupted(outcome)
+        return outcome
+
+    def _log_start(self) -> None:
+        if self.point is not None:
+            logger.info("run %s resumed: %d of %d planned trial(s) to run, bundle %s",
+                        self.run_id, len(self.pending), self.planned, self.bundle)
+        else:
+            logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s, executor: %s",
+                        self.run_id, self.planned, self.loaded.scenario.id, self.parallel,
+                        self.bundle, self.executor.description)
+
+    async def _run(self) -> None:
+        loaded = self.loaded
+        run_product_settings, run_product_failure = await self._launch_product()
+        self.spec = RunSpec(
+            RunContext(key=self.run_id, loaded=loaded, run_id=self.run_id, bundle=self.bundle,
+                       speech_cache_dir=self.root / ".speech-cache",
+                       run_product_settings=run_product_settings,
+                       run_product_failure=run_product_failure,
+                       store_url=None if self.executor.shares_disk
+                       else worker_store(self.bundle)),
+            self.plan, concurrency=self.parallel, scoring=self.options.scoring,
+            finished=self._finished)
+        self.session = await self.executor.open_run(self.spec)
+        self.semaphore = self.options.semaphore or asyncio.Semaphore(self.parallel)
+        budget_ms = self.options.lag_budget_ms if self.options.lag_budget_ms is not None \
+            else loaded.run.measurement.lag_budget_ms
+        self.budget = LagBudget(budget_ms=budget_ms, ceiling=self.parallel) if budget_ms \
+            else None
+        running_error = write_report_robustly(self.bundle / RUN_REPORT,
+                                              self._report("running"))
+        if running_error:
+            self.write_errors.append(running_error)
+        self._last_report = asyncio.get_running_loop().time()
+        self.interrupted = await self._pass(self.pending, self.parallel)
+        await self._retry_inconclusive()
+
+    async def _launch_product(self) -> tuple[Mapping[str, Any] | None, Failure | None]:
+        """One product for every trial (``launch.per: run``): the settings it filled (its
+        port), or why it could not start."""
+        loaded = self.loaded
+        launch = loaded.run.endpoint.launch
+        if launch is None or launch.per != "run":
+            return None, None
+        self.run_product = ProductProcess(launch, settings=loaded.run.endpoint.settings,
+                                          base_dir=loaded.base_dir, scrubber=loaded.scrubber)
+        try:
+            await self.run_product.start()
+            return self.run_product.settings, None
+        except EndpointError as error:
+            return None, Failure("endpoint", loaded.scrubber.scrub_text(str(error)), error.code)
+
+    async def _pass(self, todo: Sequence[int], width: int,
+                    gate: asyncio.Semaphore | None = None) -> bool:
+        """Run ``todo`` with at most ``width`` trials pulled at once; True when the run was
+        interrupted meanwhile."""
+        indices = iter(todo)
+
+        async def puller() -> None:
+            me = asyncio.current_task()
+            for index in indices:
+                if me is not None and me.cancelling():
+                    # a cancellation some cleanup absorbed still ends the run: never start
+                    # another trial once interrupted
+                    raise asyncio.CancelledError
+                await self._trial(index, gate)
+
+        tasks = [asyncio.create_task(puller()) for _ in range(min(width, len(todo)))]
+        try:
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            # gather has already cancelled every trial once; a second cancel would cut
+            # short the cleanup in which an interrupted trial writes its evidence
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return True
+        return False
+
+    async def _trial(self, index: int, gate: asyncio.Semaphore | None) -> None:
+        assert self.spec is not None and self.session is not None
+        job = TrialJob(index, trial_seed(self.loaded.run.trial_seed, index),
+                       attempt=len(self.attempts.get(index, ())) + 1)
+        async with admitted(self.budget) as slot, gate or contextlib.nullcontext(), \
+                self.semaphore:
+            started_wall = time.time()
+            trial_dir = self.bundle / trial_folder(index)
+            if self.point is not None and trial_dir.exists():
+                # what an interrupted (or, rerun, failed) attempt left must not mix in
+                await asyncio.to_thread(shutil.rmtree, trial_dir)
+            call: TrialCall
+            try:
+                call = await self.session.submit(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - one broken trial must not stop the run
+                logger.exception("trial-%03d failed outside the conversation", index)
+                call = TrialDone(self.spec, await asyncio.to_thread(
+                    crashed_trial, self.spec.trial_plan(job), error, started_wall=started_wall))
+            slot.loop_lag = call.loop_lag
+        # the trial's slot is free: the next one starts while this one is settled
+        await call.settle()
+        if call.cancelled:
+            raise asyncio.CancelledError
+
+    async def _finished(self, result: TrialResult) -> None:
+        earlier = self.attempts.get(result.report.trial)
+        if earlier:  # a retry: it takes the place of the inconclusive attempt
+            result = await asyncio.to_thread(as_later_attempt, self.bundle, result, earlier)
+            self.results[:] = [r for r in self.results if r.report.trial != result.report.trial]
+        self.results.append(result)
+        logger.info("%s: %s (%s)", result.summary.trial_id, result.report.status,
+                    result.report.exit_reason)
+        now = asyncio.get_running_loop().time()
+        if now - self._last_report >= RUNNING_REPORT_INTERVAL_SECONDS and \
+                not self._report_lock.locked():
+            self._last_report = now
+            async with self._report_lock:
+                with contextlib.suppress(OSError):  # the final report says it all
+                    # built in the thread too: its statistics cost O(trials), and the
+                    # loop keeps stamping arrivals meanwhile (results only grow)
+                    await asyncio.to_thread(
+                        lambda: write_json(self.bundle / RUN_REPORT,
+                                           self._report("running")))
+        if self.options.on_trial_done is not None:
+            self.options.on_trial_done(result, len(self.results), self.planned)
+
+    async def _settled(self) -> None:
+        """Every trial submitted so far settled: its status is known."""
+        assert self.spec is not None and self.session is not None
+        self.session.finishing()  # no trial starts until this is done: help finish them
+        while self.spec.pending:
+            await asyncio.gather(*list(self.spec.pending), return_exceptions=True)
+
+    async def _retry_inconclusive(self) -> None:
+        width = self.parallel
+        for attempt in range(1, self.retries + 1):
+            if self.interrupted:
+                break
+            try:
+                await self._settled()
+                again = sorted(r.report.trial for r in self.results
+                               if r.report.status == "inconclusive"
+                               and r.report.trial in self.pending
+                               and r.report.attempt == attempt)
+                if not again:
+                    break
+                if not self.executor.shares_disk:
+                    logger.warning("%d inconclusive trial(s) not retried: the workers publish "
+                                   "their own trials to the store", len(again))
+                    break
+                for index in again:
+                    previous = next(r for r in self.results if r.report.trial == index)
+                    self.attempts.setdefault(index, []).append(await asyncio.to_thread(
+                        keep_earlier_attempt, self.bundle, previous, concurrency=width))
+            except asyncio.CancelledError:
+                self.interrupted = True
+                break
+            width = retry_concurrency(width)
+            logger.info("retrying %d inconclusive trial(s) (attempt %d), %d at a time",
+                        len(again), attempt + 1, width)
+            self.interrupted = await self._pass(again, width, asyncio.Semaphore(width))
+
+    async def _end(self, log: RunLog) -> None:
+        """Whatever happened: every planned file on disk (or its failure in the report), the
+        executor's share of the run released, the product stopped, the final report."""
+        if self.session is not None:
+            self.session.finishing()  # no trial starts any more: help finish the last ones
+        if self.spec is not None and self.spec.pending:
+            await asyncio.gather(*self.spec.pending, return_exceptions=True)
+        if self.session is not None:
+            await self.session.close()
+        if self.run_product is not None:
+            await self.run_product.stop()
+            try:
+                write_member(self.bundle / PRODUCT_LOG, self.run_product.log_text().encode())
+            except OSError as error:
+                self.write_errors.append(f"could not write {PRODUCT_LOG}: {error.strerror}")
+        self.final = self._report("interrupted" if self.interrupted else "complete")
+        final_error = write_report_robustly(self.bundle / RUN_REPORT, self.final)
+        if final_error:
+            self.write_errors.append(final_error)
+        if log.failed:
+            self.write_errors.append(f"could not write evaluator.log: {log.failed}")
+        logger.info("run %s %s: %d/%d trial(s) passed, exit code %d", self.run_id,
+                    self.final.status, self.final.passed_trials, self.final.executed_trials,
+                    self.final.exit_code)

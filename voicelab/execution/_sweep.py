@@ -1,0 +1,214 @@
+"""Running a sweep (`voice-evaluator sweep`): every cell of a matrix plan is a run.
+
+Every cell is an ordinary run bundle under the sweep folder (``<cell id>/trial-NNN``), run by
+:func:`._arun.arun` on one executor shared by every cell; one semaphore bounds the conversations
+in flight across the whole matrix, and ``matrix-report.json`` aggregates the cells
+(:func:`voicelab.runner.matrix_report`). A sweep whose folder is in a store runs the same way
+into a local staging folder, published as it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._location import as_local_path
+from ..artifacts import (
+    MATRIX_REPORT,
+    RUN_REPORT,
+    BundleLock,
+    JudgeCalibration,
+    MatrixReport,
+    resolve_local_latest,
+)
+from ..config import LoadedSuite
+from ..runner import (
+    MatrixCellPlan,
+    MatrixOutcome,
+    MatrixPlan,
+    RunInterrupted,
+    RunOutcome,
+    TrialResult,
+    conclude_cells,
+    matrix_report,
+    new_run_id,
+    plan_matrix,
+    read_matrix_report,
+    utc_now,
+    write_report_robustly,
+)
+from ._arun import arun, check_calibrations, run_sync
+from ._protocol import Executor
+from ._registry import choose_executor
+from ._resume import check_suite_hash, read_run_report
+from ._resume_overrides import resumed_overrides
+from ._run import make_bundle_dir, point_latest
+from ._staging import open_stage, published, store_target
+
+
+async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: int | None = None,
+                      concurrency: int | None = None, artifacts_dir: str | Path | None = None,
+                      overrides: Sequence[str] = (), run_id: str | None = None,
+                      on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
+                      label: str | None = None, calibrations: Sequence[JudgeCalibration] = (),
+                      resume: str | Path | None = None, rerun_failed: bool = False,
+                      executor: Any = None, workers: int | None = None,
+                      scheduler: str | None = None, retry_inconclusive: int = 1
+                      ) -> MatrixOutcome:
+    """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json.
+
+    ``resume`` is a sweep folder of this suite to finish: each cell resumes its bundle (see
+    :func:`voicelab.arun`), a cell that never started runs; the trials per cell default to the
+    sweep's. Every cell's suite hash is checked before anything runs.
+
+    ``executor``, ``workers`` and ``scheduler`` are :func:`voicelab.arun`'s: one executor (its
+    worker processes or cluster) serves every cell. ``retry_inconclusive`` is
+    :func:`voicelab.arun`'s, for each cell.
+    """
+    previous = read_matrix_report(resume) if resume is not None else None
+    if previous is not None and not isinstance(suite, MatrixPlan):
+        trials = previous.trials_per_cell if trials is None else trials
+        overrides = resumed_overrides(previous.overrides, overrides, bundle=str(resume))
+    plan = suite if isinstance(suite, MatrixPlan) else plan_matrix(
+        suite, trials=trials, concurrency=concurrency, overrides=overrides)
+    for one in plan.cells:
+        check_calibrations(one.plan.loaded, calibrations)
+    sweep = _Sweep(plan, on_trial_done=on_trial_done, label=label,
+                   calibrations=tuple(calibrations), rerun_failed=rerun_failed,
+                   executor=executor, workers=workers, scheduler=scheduler,
+                   retry_inconclusive=retry_inconclusive)
+    spec = plan.suite.suite
+    configured = artifacts_dir if artifacts_dir is not None else (
+        spec.artifacts_dir or plan.suite.path.parent / "artifacts")
+    given_at = None if artifacts_dir is not None else plan.suite.path
+    store = store_target(configured, resume, source=given_at)
+    if store is None:
+        return await sweep.here(configured, resume=resume, run_id=run_id,
+                                source=None if artifacts_dir is not None else plan.suite.path)
+    # the sweep lives in a store: it writes a local staging folder, published as it goes
+    root_location, to_resume = store
+    run_id = run_id or new_run_id()
+    stage = await asyncio.to_thread(open_stage, root_location, resume=to_resume,
+                                    latest=None if to_resume else run_id, source=given_at)
+    return await published(stage, sweep.here(stage.staging, resume=stage.resume,
+                                              run_id=run_id, source=None))
+
+
+class CellProgress:
+    """A sweep's progress: the trials done in every cell (a resumed cell starts from the trials
+    it has), reported as one count to ``on_trial_done``."""
+
+    def __init__(self, on_trial_done: Callable[[TrialResult, int, int], None] | None, *,
+                 total: int):
+        self.on_trial_done = on_trial_done
+        self.total = total
+        self._done_by_cell: dict[str, int] = {}
+
+    def of(self, cell_id: str) -> Callable[[TrialResult, int, int], None]:
+        """The progress callback of the cell's run."""
+        def progress(result: TrialResult, cell_done: int, _total: int) -> None:
+            self._done_by_cell[cell_id] = cell_done
+            if self.on_trial_done is not None:
+                self.on_trial_done(result, sum(self._done_by_cell.values()), self.total)
+
+        return progress
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """What the caller chose for a sweep, the same for every cell."""
+
+    plan: MatrixPlan
+    on_trial_done: Callable[[TrialResult, int, int], None] | None
+    label: str | None
+    calibrations: Sequence[JudgeCalibration]
+    rerun_failed: bool
+    executor: Any
+    workers: int | None
+    scheduler: str | None
+    retry_inconclusive: int
+
+    async def here(self, configured: str | Path, *, resume: str | Path | None,
+                   run_id: str | None, source: Path | None) -> MatrixOutcome:
+        """The sweep into a new folder of ``configured`` (a local folder), or the local sweep
+        folder ``resume`` finished."""
+        plan, label = self.plan, self.label
+        previous = read_matrix_report(resume) if resume is not None else None
+        resumed_at: list[str] = []
+        if previous is not None:
+            run_id = previous.run_id
+            run_dir = resolve_local_latest(as_local_path(resume)).expanduser().resolve()  # type: ignore[arg-type]
+            for one in plan.cells:  # refuse before anything runs
+                if (run_dir / one.cell_id / RUN_REPORT).is_file():
+                    check_suite_hash(read_run_report(run_dir / one.cell_id), one.plan.loaded,
+                                     bundle=run_dir / one.cell_id)
+            label = label if label is not None else previous.label
+            started = previous.started_at
+            resumed_at = [*previous.resumed_at, utc_now()]
+        else:
+            root = as_local_path(configured)
+            run_id = run_id or new_run_id()
+            run_dir = make_bundle_dir(root, run_id, source=source)
+            point_latest(root, run_dir)
+            started = utc_now()
+        owned, pool = False, None
+        with BundleLock(run_dir, command="sweep"):  # one writer of the sweep folder at a time
+            try:
+                pool, owned = choose_executor(self.executor, workers=self.workers,
+                                              scheduler=self.scheduler,
+                                              parallel=min(plan.concurrency, plan.conversations))
+                if owned:
+                    await pool.start()
+                return await self._cells(pool, run_id=run_id, run_dir=run_dir, started=started,
+                                         previous=previous, label=label, resumed_at=resumed_at)
+            finally:
+                if owned and pool is not None:
+                    await pool.close()
+
+    async def _cells(self, executor: Executor, *, run_id: str, run_dir: Path, started: str,
+                     previous: MatrixReport | None, label: str | None,
+                     resumed_at: list[str]) -> MatrixOutcome:
+        plan = self.plan
+        semaphore = asyncio.Semaphore(plan.concurrency)
+        outcomes: list[RunOutcome] = []
+        progress = CellProgress(self.on_trial_done, total=plan.conversations)
+
+        def report(status: str) -> MatrixReport:
+            return matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
+                                 started=started, status=status, label=label,
+                                 resumed_at=resumed_at)
+
+        write_errors: list[str] = []
+        running_error = write_report_robustly(run_dir / MATRIX_REPORT, report("running"))
+        if running_error:
+            write_errors.append(running_error)
+
+        async def cell(one: MatrixCellPlan) -> None:
+            # run ids stay unique across sweeps (labels join on them); folders are named by cell
+            cell_dir = run_dir / one.cell_id
+            started_before = previous is not None and (cell_dir / RUN_REPORT).is_file()
+            try:
+                outcome = await arun(one.plan, trials=plan.trials, artifacts_dir=run_dir,
+                                     run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
+                                     on_trial_done=progress.of(one.cell_id), semaphore=semaphore,
+                                     link_latest=False, label=label,
+                                     calibrations=self.calibrations,
+                                     resume=cell_dir if started_before else None,
+                                     rerun_failed=self.rerun_failed, executor=executor,
+                                     retry_inconclusive=self.retry_inconclusive)
+            except RunInterrupted as stopped:
+                outcomes.append(stopped.outcome)
+                raise
+            outcomes.append(outcome)
+
+        tasks = [asyncio.create_task(cell(one)) for one in plan.cells]
+        return await conclude_cells(tasks, outcomes, run_dir=run_dir, write_errors=write_errors,
+                                    report=report)
+
+
+def run_matrix(suite: Any, **kwargs: Any) -> MatrixOutcome:
+    """Synchronous wrapper of :func:`arun_matrix` for scripts."""
+    return run_sync(arun_matrix, suite, **kwargs)

@@ -66,12 +66,10 @@ logger = logging.getLogger(__name__)
 
 #: Connecting to a scheduler gives up after this long (a wrong address is a configuration error).
 CONNECT_TIMEOUT_SECONDS = 20.0
-#: The Dask configuration of the ``LocalCluster`` a run starts. A worker's event loop woke ~125
-#: times a second, ~100 of them for its statistical profiler (which samples only tasks running
-#: in threads: a trial's task is a coroutine that waits) and ~50 for its health tick; on a
-#: 2-core machine that is CPU taken from the trial processes. Without the profiler and with a
-#: 500 ms tick: ~15 wake-ups a second per worker, and ~0.5 s less CPU per worker and in the
-#: caller (its scheduler) over a 20 s run of 50 trials.
+#: The Dask configuration of the ``LocalCluster`` a run starts: no statistical profiler (it
+#: samples only tasks running in threads, and a trial's task is a coroutine that waits) and a
+#: slow health tick, so a worker's own loop wakes rarely and leaves the cores to the trial
+#: processes (benchmarks/README.md has the figures).
 #: Nor does its nanny set ``MALLOC_TRIM_THRESHOLD_`` (see :mod:`._trial_process`): it would set
 #: it in the caller's own environment too, inherited by every process the caller starts after
 #: (a product launched per run, local worker processes of a later run).

@@ -68,8 +68,8 @@ class Scorer:
 
     The scoring process takes the calls in the order they ended. Once the run starts no more
     calls (:meth:`finishing`) and no call is in progress on the loop, the loop scores waiting
-    calls too, the newest first: the run's last calls no longer wait in one queue while a
-    core sits idle (at concurrency 8 the run's end waited 60-280 ms for up to 7 calls)."""
+    calls too, the newest first, so the run's last calls do not wait in one queue while a
+    core sits idle."""
 
     def __init__(self, loaded: LoadedRun, *, run_key: str, mode: str = "process"):
         self.loaded = loaded

@@ -43,9 +43,8 @@ from ._child import (
 logger = logging.getLogger(__name__)
 
 #: The scoring process's niceness. CFS weighs nice 10 at a tenth of nice 0: a waking event loop
-#: takes the core from it at once, and beside a busy process it still gets ~10 % of a core.
-#: Nice 19 (~1.5 %) made a 3-trial run take 60 s beside two busy loops (its imports alone);
-#: ``SCHED_IDLE`` starved it for as long as other work kept the machine busy.
+#: takes the core from it at once, and beside a busy process it still gets a tenth of a core.
+#: Nice 19 (or ``SCHED_IDLE``) would starve it for as long as other work kept the machine busy.
 SCORING_NICENESS = 10
 #: The entry point of the scoring process (its priority is lowered before it imports anything).
 SCORING_ENTRY = "voicelab.execution._scoring_process:serve"

@@ -1,14 +1,13 @@
 """A Dask worker's trials run in a process of their own, beside the worker: its trial process.
 
 A Dask worker's own event loop (the scheduler's messages, heartbeats, its health and profiling
-ticks: ~125 wake-ups a second measured on a worker running 25 paced trials) runs in its main
-thread. A trial loop in a thread of that process shares its GIL: every time the worker's loop
-runs, an arrival waits for it, and when the machine is busy the worker's thread can be
-descheduled while it holds the GIL. And a nanny starts its worker with a malloc setting that
-stalled the trial loops by tens of milliseconds (:data:`NOT_INHERITED`), which only a process
-started without it escapes. A trial loop in a process of its own shares nothing with the
-worker but the machine's cores, like a local worker process (``--workers``): it *is* one, the
-same :func:`._worker.serve` on the other end of a socket pair.
+ticks) runs in its main thread. A trial loop in a thread of that process shares its GIL: every
+time the worker's loop runs, an arrival waits for it, and when the machine is busy the worker's
+thread can be descheduled while it holds the GIL. And a nanny starts its worker with a malloc
+setting that stalls the trial loops (:data:`NOT_INHERITED`), which only a process started
+without it escapes. A trial loop in a process of its own shares nothing with the worker but the
+machine's cores, like a local worker process (``--workers``): it *is* one, the same
+:func:`._worker.serve` on the other end of a socket pair.
 
 One trial process per Dask worker process, started on the worker's first trial and reused by
 every trial and run after it (each run is prepared there once, as in a local worker). It ends
@@ -31,9 +30,7 @@ from ._worker_process import WorkerProcess
 #: worker with ``MALLOC_TRIM_THRESHOLD_=65536`` (``distributed.nanny.pre-spawn-environ``, to
 #: hand memory back to the system); set at all, it turns off glibc's dynamic mmap threshold, so
 #: every allocation over 128 KiB (audio buffers) is a fresh mmap, faulted in page by page and
-#: unmapped when freed. Measured with 50 paced trials on 2 cores: local workers given it stalled
-#: their loops by 40-120 ms while the trials opened their calls (lag max median 75-81 ms, against
-#: 20-29 ms without it), as the Dask workers' trial loops did.
+#: unmapped when freed, which stalls a trial loop while its trials open their calls.
 NOT_INHERITED = ("MALLOC_TRIM_THRESHOLD_",)
 
 

@@ -182,8 +182,8 @@ class TrialService:
 
 
 #: Modules a trial imports on first use (evidence and metrics, after the first conversation).
-#: Imported before the first trial of a worker: importing scipy.ndimage there held the loop
-#: ~1 s and delayed the arrival stamps of every other trial of the worker by as much.
+#: Imported before the first trial of a worker: an import during a trial holds the loop and
+#: delays the arrival stamps of every other trial of the worker by as much.
 WARM_IMPORTS = ("scipy.ndimage", "scipy.signal", "scipy.stats", "soundfile")
 
 

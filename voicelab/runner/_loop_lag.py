@@ -25,9 +25,9 @@ from ..metrics import LATE_TICK_FLOOR_MS, loop_lag_statistics
 #: How often the ticker wakes (ms). Finer costs more wake-ups; coarser misses a block shorter
 #: than the interval that ends before a tick is due (a longer one delays the next wake-up).
 TICK_INTERVAL_MS = 10.0
-#: ... while a trial whose timings are real time (paced audio, a live line) is open: a first
-#: audio packet delayed 3-5 ms by a short block between 10 ms ticks went unflagged; every 2 ms
-#: such blocks are seen (each wake-up costs the loop, so unpaced runs keep the coarser tick).
+#: ... while a trial whose timings are real time (paced audio, a live line) is open: a block
+#: of a few ms between 10 ms ticks would delay a first audio packet unseen; a tick every 2 ms
+#: sees it (each wake-up costs the loop, so unpaced runs keep the coarser tick).
 PACED_TICK_INTERVAL_MS = 2.0
 
 

@@ -86,7 +86,8 @@ def test_init_templates_validate_run_and_sweep_at_once(tmp_path):
     assert (target / "run.yaml").is_file() and (target / "audio" / "office-hum.wav").is_file()
     assert cli("validate", "run.yaml", cwd=target).returncode == 0
     # the template's latency verdict judges the product, not the test machine's load
-    trusted = ["--set", "measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms: 1000}"]
+    trusted = ["--set", "measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms: 1000,"
+                        " max_first_audio_error_ms: 1000}"]
     ran = cli("run", "run.yaml", "--trials", "1", *trusted, cwd=target)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     swept = cli("sweep", "suite.yaml", "--trials", "1", *trusted, cwd=target)

@@ -209,3 +209,15 @@ def test_the_speech_metrics_say_why_a_figure_is_missing(spoken):
     assert wire.speech["user"]["input_wer"]["reason"] == (
         "the product sent no input transcript in this call (a wire without them, e.g. Twilio "
         "Media Streams, never does)")
+
+
+def test_run_says_what_validate_warns(monkeypatch, caplog, tmp_path):
+    import voicelab._validate as validate
+
+    said = "expected_topics cannot be judged: (a warning validate prints)"
+    real = validate._product_words
+    monkeypatch.setattr(validate, "_product_words",
+                        lambda *args, **kwargs: (real(*args, **kwargs)[0], [said]))
+    with caplog.at_level("WARNING", logger="voicelab"):
+        voicelab.run(RUN, trials=1, artifacts_dir=tmp_path)
+    assert said in [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

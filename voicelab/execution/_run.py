@@ -230,6 +230,8 @@ class Run:
             logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s, executor: %s",
                         self.run_id, self.planned, self.loaded.scenario.id, self.parallel,
                         self.bundle, self.executor.description)
+        for warning in self.plan.summary.warnings:  # what validate says, said by run too
+            logger.warning("%s", warning)
 
     async def _run(self) -> None:
         loaded = self.loaded

@@ -12,6 +12,7 @@ goes on: none may ever appear there.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pickle
 import shutil
@@ -50,7 +51,10 @@ def dask_worker_env(s3: Any, worker_home: Path) -> dict[str, str]:
     """As on another machine: a home and a temporary folder of the workers' own, and the
     store reached through the standard AWS variables (not fsspec's configuration)."""
     env = {key: value for key, value in s3.env.items() if not key.startswith("FSSPEC_")}
-    return {**env, "PYTHONPATH": str(ROOT), "HOME": str(worker_home),
+    # a user's own adapter module may be put in worker_home/adapters
+    (worker_home / "adapters").mkdir()
+    return {**env, "PYTHONPATH": os.pathsep.join((str(ROOT), str(worker_home / "adapters"))),
+            "HOME": str(worker_home),
             "TMPDIR": str(worker_home / "tmp"), "XDG_CACHE_HOME": str(worker_home / ".cache"),
             "AWS_ENDPOINT_URL": s3.endpoint}
 
@@ -141,6 +145,52 @@ def test_dask_workers_publish_their_own_trials_to_the_store(s3, dask_cluster, wo
     assert list(frames.trials["trial_id"]) == ["trial-001", "trial-002", "trial-003",
                                                "trial-004"]
     assert len(frames.turns) >= 4
+
+
+def test_an_inconclusive_trial_published_by_a_worker_is_retried_in_the_store(
+        s3, dask_cluster, worker_home, tmp_path):
+    from test_inconclusive_retry import DEAF_ONCE_ADAPTER
+
+    address, _pids = dask_cluster
+    adapters = worker_home / "adapters"  # on the workers' path, and the caller's below
+    (adapters / "deaf_once.py").write_text(DEAF_ONCE_ADAPTER, encoding="utf-8")
+    product = subprocess.Popen([sys.executable, "-m", "voicelab.doubles.product"],
+                               stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    uri = json.loads(product.stdout.readline())["uri"]  # type: ignore[union-attr]
+    runs = f"s3://{s3.bucket}/retried"
+    try:
+        # each worker's trial process loses the transcripts of its first call: with two
+        # workers, the third attempt at the latest finds one that has made a call
+        done = cli(s3, "run", str(EXAMPLE), "--trials", "1", "--artifacts-dir", runs,
+                   "--executor", "dask", "--scheduler", address, "--quiet",
+                   "--retry-inconclusive", "2",
+                   "--set", "endpoint.adapter=deaf_once.TranscriptsFromTheSecondCall",
+                   "--set", f"endpoint.settings={{uri: '{uri}'}}",
+                   "--set", "outcome_probe=null", "--set", "scenario.eval_spec.outcome_spec={}",
+                   cwd=tmp_path, env={**s3.env, "PYTHONPATH": os.pathsep.join(
+                       (str(ROOT), str(adapters)))})
+    finally:
+        product.terminate()
+        product.wait(10)
+    assert done.returncode == 0, done.stdout + done.stderr
+    s3.fs.invalidate_cache()
+    run_id = s3.fs.cat_file(f"{s3.bucket}/retried/LATEST").decode().strip()
+    bundle = f"retried/{run_id}"
+    report = s3.json(f"{bundle}/trial-001/trial-report.json")
+    assert report["status"] == "passed" and report["attempt"] >= 2
+    assert [a["attempt"] for a in report["attempts"]] == list(range(1, report["attempt"]))
+    for earlier in report["attempts"]:  # each earlier attempt kept in the store, as evidence
+        assert earlier["status"] == "inconclusive"
+        kept = s3.names(f"{bundle}/{earlier['path']}")
+        assert "attempt-report.json" in kept and "trial-report.json" not in kept
+        assert s3.json(f"{bundle}/{earlier['path']}/attempt-report.json")["attempt"] == \
+            earlier["attempt"]
+    assert s3.names(f"{bundle}/trial-001") == set(TRIAL_FILES)
+    run_report = s3.json(f"{bundle}/run-report.json")
+    assert run_report["exit_code"] == 0 and run_report["retried_trials"] == 1
+    assert [t["trial_id"] for t in run_report["trials"]] == ["trial-001"]
+    frames = load_frames(f"{runs}/latest")  # one trial: the attempts are evidence
+    assert list(frames.trials["trial_id"]) == ["trial-001"]
 
 
 # --- the worker's side, in this process (its trial loop in a thread), against a store double ---

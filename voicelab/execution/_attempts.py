@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..artifacts import (
     ATTEMPT_REPORT,
     ATTEMPTS_FOLDER,
     TRIAL_REPORT,
+    RemoteLocation,
     TrialAttempt,
     TrialReport,
     write_json,
@@ -45,14 +47,43 @@ def inconclusive_reasons(report: TrialReport) -> list[str]:
 def keep_earlier_attempt(bundle: Path, result: TrialResult, *, concurrency: int) -> TrialAttempt:
     """Move the trial's folder aside as an earlier attempt; what the new attempt will list."""
     report = result.report
-    trial_dir = bundle / report.trial_id
-    name = f"{report.trial_id}.{report.attempt}"
+    name = _attempt_name(report)
     target = bundle / ATTEMPTS_FOLDER / name
     target.parent.mkdir(exist_ok=True)
-    os.rename(trial_dir, target)  # a new name in the same folder tree: never a copy
+    os.rename(bundle / report.trial_id, target)  # a new name in the same folder tree
     report_path = target / TRIAL_REPORT
     if report_path.is_file() and not report_path.is_symlink():
         os.rename(report_path, target / ATTEMPT_REPORT)
+    return _kept(report, name, concurrency=concurrency)
+
+
+def keep_earlier_attempt_in_store(run: RemoteLocation, result: TrialResult, *,
+                                  concurrency: int) -> TrialAttempt:
+    """:func:`keep_earlier_attempt` for a run whose workers publish their own trials to a
+    store (blocking I/O). A store has no rename: the trial's objects are copied under
+    ``attempts/`` (its report last, as ``attempt-report.json``), then the trial's report is
+    removed first, so no reader takes what is left of the folder for a trial."""
+    report = result.report
+    name = _attempt_name(report)
+    source, target = run.child(report.trial_id), run.child(ATTEMPTS_FOLDER, name)
+    fs = run.fs
+    members = sorted(str(PurePosixPath(found).relative_to(PurePosixPath(source.path)))
+                     for found in fs.find(source.path))
+    for member in sorted(members, key=lambda m: m == TRIAL_REPORT):
+        kept = ATTEMPT_REPORT if member == TRIAL_REPORT else member
+        fs.copy(source.child(member).path, target.child(kept).path)
+    if TRIAL_REPORT in members:
+        fs.rm(source.child(TRIAL_REPORT).path)
+    if members:
+        fs.rm(source.path, recursive=True)
+    return _kept(report, name, concurrency=concurrency)
+
+
+def _attempt_name(report: TrialReport) -> str:
+    return f"{report.trial_id}.{report.attempt}"
+
+
+def _kept(report: TrialReport, name: str, *, concurrency: int) -> TrialAttempt:
     logger.info("%s attempt %d was inconclusive (%s): run again, its evidence kept in %s",
                 report.trial_id, report.attempt,
                 "; ".join(inconclusive_verdict_names(report.verdicts)) or "no decision",
@@ -62,13 +93,20 @@ def keep_earlier_attempt(bundle: Path, result: TrialResult, *, concurrency: int)
                         path=f"{ATTEMPTS_FOLDER}/{name}")
 
 
-def as_later_attempt(bundle: Path, result: TrialResult, earlier: list[TrialAttempt]
-                     ) -> TrialResult:
-    """The retried trial's result with its attempt number and earlier attempts, its report on
-    disk rewritten to say so (still written last: the folder is complete)."""
+def as_later_attempt(bundle: Path, result: TrialResult, earlier: list[TrialAttempt], *,
+                     store: RemoteLocation | None = None) -> TrialResult:
+    """The retried trial's result with its attempt number and earlier attempts, its report
+    rewritten to say so (still written last: the folder is complete): on disk, or in the
+    ``store`` its worker published it to."""
     report = result.report.model_copy(update={"attempt": len(earlier) + 1,
                                               "attempts": list(earlier)})
     path = bundle / report.trial_id / TRIAL_REPORT
-    if path.is_file():
+    if store is not None:
+        published = store.child(report.trial_id, TRIAL_REPORT)
+        if published.fs.exists(published.path):
+            with tempfile.TemporaryDirectory(prefix="voicelab-attempt-") as scratch:
+                local = write_json(Path(scratch) / TRIAL_REPORT, report)
+                published.fs.put_file(str(local), published.path)
+    elif path.is_file():
         write_json(path, report)
     return replace(result, report=report, summary=trial_summary(report))

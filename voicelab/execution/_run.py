@@ -29,9 +29,11 @@ from ..artifacts import (
     RUN_REPORT,
     BundleLock,
     JudgeCalibration,
+    RemoteLocation,
     ReplayOrigin,
     RunReport,
     TrialAttempt,
+    open_remote,
     trial_folder,
     write_json,
     write_member,
@@ -52,7 +54,12 @@ from ..runner import (
     write_report_robustly,
 )
 from ..scoring import proportion_interval
-from ._attempts import as_later_attempt, keep_earlier_attempt, retry_concurrency
+from ._attempts import (
+    as_later_attempt,
+    keep_earlier_attempt,
+    keep_earlier_attempt_in_store,
+    retry_concurrency,
+)
 from ._lag_budget import LagBudget, admitted
 from ._protocol import Executor, ExecutorRun, RunContext, RunSpec, TrialCall, TrialDone, TrialJob
 from ._resume import ResumePoint
@@ -328,7 +335,8 @@ class Run:
     async def _finished(self, result: TrialResult) -> None:
         earlier = self.attempts.get(result.report.trial)
         if earlier:  # a retry: it takes the place of the inconclusive attempt
-            result = await asyncio.to_thread(as_later_attempt, self.bundle, result, earlier)
+            result = await asyncio.to_thread(as_later_attempt, self.bundle, result, earlier,
+                                             store=self._worker_store())
             self.results[:] = [r for r in self.results if r.report.trial != result.report.trial]
         self.results.append(result)
         logger.info("%s: %s (%s)", result.summary.trial_id, result.report.status,
@@ -354,6 +362,11 @@ class Run:
         while self.spec.pending:
             await asyncio.gather(*list(self.spec.pending), return_exceptions=True)
 
+    def _worker_store(self) -> RemoteLocation | None:
+        """The store the workers publish their trials to (None: they write the bundle)."""
+        url = self.spec.context.store_url if self.spec is not None else None
+        return open_remote(url) if url is not None else None
+
     async def _retry_inconclusive(self) -> None:
         width = self.parallel
         for attempt in range(1, self.retries + 1):
@@ -367,14 +380,14 @@ class Run:
                                and r.report.attempt == attempt)
                 if not again:
                     break
-                if not self.executor.shares_disk:
-                    logger.warning("%d inconclusive trial(s) not retried: the workers publish "
-                                   "their own trials to the store", len(again))
-                    break
+                store = self._worker_store()
                 for index in again:
                     previous = next(r for r in self.results if r.report.trial == index)
-                    self.attempts.setdefault(index, []).append(await asyncio.to_thread(
-                        keep_earlier_attempt, self.bundle, previous, concurrency=width))
+                    kept = await asyncio.to_thread(
+                        keep_earlier_attempt, self.bundle, previous, concurrency=width
+                    ) if store is None else await asyncio.to_thread(
+                        keep_earlier_attempt_in_store, store, previous, concurrency=width)
+                    self.attempts.setdefault(index, []).append(kept)
             except asyncio.CancelledError:
                 self.interrupted = True
                 break

@@ -166,7 +166,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         turn_taking_of,
     )
     from .personas import PERSONAS, PersonaContext
-    from .scoring._probe_loader import load_probe_class
+    from .scoring import load_probe_class
     from .speech import SPEECH_PROVIDERS, SpeechContext
 
     run_file = str(loaded.run_path)

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..artifacts import TRANSCRIPT_MD, TRIAL_REPORT, read_member
-from ..artifacts._reader import read_json
+from ..artifacts import TRANSCRIPT_MD, TRIAL_REPORT, read_json, read_member
 from ._frames import Frames
 
 FAILURE_COLUMNS = ("run_id", "cell", "label", "trial_id", "seed", "execution_status",

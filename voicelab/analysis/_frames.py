@@ -549,7 +549,7 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
 
 def _turn_metric_names() -> frozenset[str]:
     from ..artifacts import TurnMetrics
-    from ..audio._signal import SignalAnalysis
+    from ..audio import SignalAnalysis
 
     signal = [name for name in SignalAnalysis.__dataclass_fields__]
     return frozenset([*TurnMetrics.model_fields, *(f"input_{n}" for n in signal),

@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..artifacts import TRANSCRIPT_JSON
-from ..artifacts._reader import read_json
+from ..artifacts import TRANSCRIPT_JSON, read_json
 from ._embed import (
     AudioFormat,
     audio_figure,

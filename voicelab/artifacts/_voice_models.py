@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..audio._signal import SignalAnalysis
+from ..audio import SignalAnalysis
 from ._models import ArtifactModel, Versioned
 
 #: The seed's signal-analysis fields: one definition, shared with :mod:`voicelab.audio`.

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..config._channel import LineConfig
+from ..config import LineConfig
 from ._format import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ._impairments import Concealer, JitterProcess, loss_process
 from ._line_codecs import build_codec, to_int16

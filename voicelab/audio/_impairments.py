@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config._channel import GilbertElliottLoss, IndependentLoss, JitterConfig, LineConfig
+from ..config import GilbertElliottLoss, IndependentLoss, JitterConfig, LineConfig
 
 
 class NoLoss:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config._channel import LineConfig, OpusConfig
+from ..config import LineConfig, OpusConfig
 from ..errors import MissingDependencyError
 from ._format import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN
 from ._g711 import G711_SAMPLE_RATE_HZ, g711_round_trip

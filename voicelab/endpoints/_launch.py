@@ -42,8 +42,13 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 from urllib.parse import urlsplit
 
-from ..config import SecretScrubber, command_secret_values, is_secret_env_var, is_secret_name
-from ..config._launch import LaunchConfig
+from ..config import (
+    LaunchConfig,
+    SecretScrubber,
+    command_secret_values,
+    is_secret_env_var,
+    is_secret_name,
+)
 from ..errors import ConfigError
 from ._protocol import EndpointError
 

@@ -143,7 +143,7 @@ def transcript_completeness(audio: PcmAudio | None, transcript: str | None, *,
         if audio is None or audio.num_samples == 0:
             result["reason"] = "no product audio"
             return result
-        from ..speech._asr import recognize
+        from ..speech import recognize
 
         recognized_text = recognize(audio)
     result["recognized_text"] = normalize_text(recognized_text)

@@ -7,13 +7,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifacts._models import (
-    SCHEMA_VERSION,
-    ToolCallRecord,
-    ToolCalls,
-    Transcript,
-    TranscriptTurn,
-)
+from ..artifacts import SCHEMA_VERSION, ToolCallRecord, ToolCalls, Transcript, TranscriptTurn
 from ._attributes import ToolCall, ToolResult, UserTurnStarted
 from ._events import ENDPOINT_KINDS, Event, EventType
 from ._recording import Recording

@@ -16,8 +16,7 @@ from functools import lru_cache
 from json.encoder import encode_basestring  # what json.dumps uses with ensure_ascii=False
 from typing import Any
 
-from ..artifacts import VOICE_EVENTS
-from ..artifacts._models import SCHEMA_VERSION
+from ..artifacts import SCHEMA_VERSION, VOICE_EVENTS
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
 from ..errors import ConfigError
 from ._attributes import ATTRIBUTES, VirtualAdvance

@@ -59,7 +59,7 @@ from ..recording._documents import (
     build_transcript,
     transcript_markdown,
 )
-from ..scoring._verdicts import deterministic_verdicts
+from ..scoring import deterministic_verdicts
 from ._report import CallEnding, TrialScore
 from ._transcription import WIRE_ONLY, ProductTranscription, transcribe_product
 

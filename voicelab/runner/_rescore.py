@@ -42,26 +42,25 @@ from ..artifacts import (
     VOICE_METRICS,
     BundleLock,
     ProbeOutcome,
+    Publisher,
+    RemoteLocation,
     RunReport,
     TrialReport,
     TrialSummary,
     TurnMetrics,
     check_tree,
-    read_json,
-    resolved_document,
-)
-from ..artifacts._bundle import write_json, write_trial_files
-from ..artifacts._publish import Publisher
-from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
-from ..artifacts._store import (
-    RemoteLocation,
     check_writable,
     fetch,
     open_location,
+    read_json,
     remote_exists,
     resolve_latest,
     resolve_local_latest,
+    resolved_document,
+    write_json,
+    write_trial_files,
 )
+from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
 from ..config import (
     MeasurementConfig,
     PersonaConfig,

@@ -25,8 +25,8 @@ from ..artifacts import (
     TrialSummary,
     TurnMetrics,
     trial_folder,
+    write_json,
 )
-from ..artifacts._bundle import write_json
 from ..audio import CANONICAL_FORMAT, PcmAudio, PreparedEnvironment
 from ..config import LoadedRun
 from ..endpoints import (

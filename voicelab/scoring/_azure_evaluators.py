@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..artifacts._models import JudgeResult
+from ..artifacts import JudgeResult
 from ..config import AzureEvaluator
 from ..providers import LLMProvider
 from ._judges import PreparedJudge, render_tool_evidence, run_in_daemon_thread

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifacts._models import JudgeResult
+from ..artifacts import JudgeResult
 from ..config import CustomJudge
 from ..providers import JSONChat, LLMProvider
 from ._redaction import RedactedEvidence

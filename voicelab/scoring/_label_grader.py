@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..artifacts._models import JudgeResult
+from ..artifacts import JudgeResult
 from ..config import CustomJudge
 from ..providers import LLMProvider, parse_json_object
 from ._judges import (

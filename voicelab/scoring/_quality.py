@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..artifacts._models import JudgeResult, ToolCallRecord, TranscriptTurn
+from ..artifacts import JudgeResult, ToolCallRecord, TranscriptTurn
 from ..config import PersonaConfig, Providers, QualityEvaluation, ScenarioConfig, SecretScrubber
 from ..errors import VoicelabError
 from ..providers import (

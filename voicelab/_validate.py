@@ -128,7 +128,7 @@ def _script_audio(loaded: LoadedRun) -> dict[int, PcmAudio]:
 
 def _check_channel(loaded: LoadedRun) -> None:
     """Each telephony line's codec can be built (opus needs its optional package)."""
-    from .audio._line_codecs import build_codec
+    from .audio import build_codec
     from .errors import MissingDependencyError
 
     channel = loaded.environment.channel
@@ -300,14 +300,15 @@ def _product_words(loaded: LoadedRun, adapter_name: str, capabilities: Mapping[s
     """Where the product's words will come from (the summary's line), and a warning when a
     configured text verdict or judge cannot be judged: the adapter says it sends no transcript
     and nothing will recognize its audio. ``asr`` without the recognizer is an error."""
-    from .runner._transcription import ASR_SOURCE, text_readers
-    from .speech._asr import recognizer_installed, recognizer_missing
+    from . import speech
+    from .runner import ASR_SOURCE, text_readers
 
     mode = loaded.run.transcription.product
-    installed = recognizer_installed()
+    installed = speech.recognizer_installed()
     if mode == "asr" and not installed:
-        raise recognizer_missing("transcription.product: asr (recognizing the product's audio)",
-                                 source=run_file, key="transcription.product")
+        raise speech.recognizer_missing(
+            "transcription.product: asr (recognizing the product's audio)",
+            source=run_file, key="transcription.product")
     readers = text_readers(loaded.scenario, loaded.persona,
                            judges=loaded.run.quality_evaluation is not None)
     if mode == "asr":

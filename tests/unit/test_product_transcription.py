@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import voicelab
+from voicelab import speech
 from voicelab._validate import validate_run
 from voicelab.config import MeasurementConfig
 from voicelab.errors import MissingDependencyError
@@ -23,7 +24,6 @@ from voicelab.recording import (
 )
 from voicelab.runner._evidence import assemble_now, verdicts_of
 from voicelab.runner._transcription import ProductTranscription
-from voicelab.speech import _asr
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RUN = EXAMPLES / "run-workload-neutral-voice.yaml"  # expected_topics and a concise persona
@@ -42,7 +42,7 @@ def warnings(*overrides: str) -> list[str]:
 
 @pytest.fixture
 def no_recognizer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_asr, "recognizer_installed", lambda: False)
+    monkeypatch.setattr(speech, "recognizer_installed", lambda: False)
 
 
 # --- validate ---------------------------------------------------------------------------------

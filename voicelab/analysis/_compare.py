@@ -34,6 +34,8 @@ import pandas as pd
 
 from ..errors import ConfigError
 from ..scoring import (
+    DEFAULT_RESAMPLES,
+    QUANTILE_STATISTICS,
     DifferenceInterval,
     GateResult,
     RateInterval,
@@ -44,7 +46,6 @@ from ..scoring import (
     paired_rate_projection,
     proportion_interval,
 )
-from ..scoring._statistics import DEFAULT_RESAMPLES, QUANTILE_STATISTICS
 from ._frames import Frames, load_frames
 
 #: Per-turn metrics compared by default (``response_latency_ms`` only where bundles have it).

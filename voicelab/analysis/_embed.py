@@ -21,8 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ..artifacts import LEGACY_NAMES, MIXED_WAV, PRODUCT_WAV, USER_WAV, read_member
-from ..artifacts._store import fetch_missing
+from ..artifacts import LEGACY_NAMES, MIXED_WAV, PRODUCT_WAV, USER_WAV, fetch_missing, read_member
 from ..audio import PcmAudio, read_wav_pcm
 from ..audio import wav_bytes as audio_wav_bytes
 from ..errors import ConfigError

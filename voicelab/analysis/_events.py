@@ -20,8 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..artifacts import BundleMemberError, check_version, read_member, read_voice_events
-from ..artifacts._members import decode_json
+from ..artifacts import (
+    BundleMemberError,
+    check_version,
+    decode_json,
+    read_member,
+    read_voice_events,
+)
 
 VIRTUAL_ADVANCE = "timeline.virtual_advance"
 

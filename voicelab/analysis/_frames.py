@@ -45,9 +45,13 @@ from ..artifacts import (
     VOICE_EVENTS,
     VOICE_METRICS,
     check_tree,
+    mirror,
+    open_location,
+    read_json,
+    read_trial_report_json,
+    resolve_latest,
+    resolve_local_latest,
 )
-from ..artifacts._reader import read_json, read_trial_report_json
-from ..artifacts._store import mirror, open_location, resolve_latest, resolve_local_latest
 from ..errors import ConfigError
 from ..scoring import proportion_interval
 from ._events import EventColumns, read_events

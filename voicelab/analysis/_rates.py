@@ -14,8 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..scoring import pass_curves, proportion_interval
-from ..scoring._statistics import INTERVAL_METHODS
+from ..scoring import INTERVAL_METHODS, pass_curves, proportion_interval
 
 RATE_COLUMNS = ("estimate", "low", "high", "method", "confidence", "n", "passed")
 CURVE_COLUMNS = ("k", "pass_at_k", "pass_power_k")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._extras import REPORT_MODULES, require_modules
-from ..artifacts._store import local_folder
+from ..artifacts import local_folder
 from ..errors import ConfigError, ExecutionError
 
 logger = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from ..scoring._judge_correction import METHOD, _ratio, corrected_rate, rogan_gladen
+from ..scoring import METHOD, corrected_rate, rogan_gladen, safe_ratio
 
 #: The human label CSV the labeling widget writes: one row per (item, criterion, annotator).
 #: ``human_label`` is ``pass`` or ``fail``; ``labeled_at`` is ISO 8601 (UTC recommended);
@@ -139,10 +139,10 @@ def confusion_counts(human_pass: Sequence[bool], judge_pass: Sequence[bool]) -> 
 
 def _kappa(tp: Any, fn: Any, fp: Any, tn: Any) -> Any:
     n = np.asarray(tp + fn + fp + tn, dtype=float)
-    observed = _ratio(tp + tn, n)
-    expected = _ratio((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn), n * n)
+    observed = safe_ratio(tp + tn, n)
+    expected = safe_ratio((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn), n * n)
     # Both raters constant (expected agreement 1): kappa is undefined.
-    return _ratio(observed - expected, 1.0 - expected)
+    return safe_ratio(observed - expected, 1.0 - expected)
 
 
 def cohens_kappa(human_pass: Sequence[bool], judge_pass: Sequence[bool]) -> float:
@@ -229,10 +229,10 @@ def calibrate(joined: pd.DataFrame, *, criterion: str | None = None, n_bootstrap
     return CalibrationReport(
         criterion=criterion, n=n, n_judge_errors=int((errors & ~ties).sum()),
         n_human_ties=int(ties.sum()), tp=tp, fn=fn, fp=fp, tn=tn,
-        agreement=float(_ratio(tp + tn, n)), kappa=float(_kappa(tp, fn, fp, tn)),
+        agreement=float(safe_ratio(tp + tn, n)), kappa=float(_kappa(tp, fn, fp, tn)),
         kappa_ci_low=kappa_low, kappa_ci_high=kappa_high,
-        sensitivity=float(_ratio(tp, tp + fn)), specificity=float(_ratio(tn, tn + fp)),
-        human_pass_rate=float(_ratio(tp + fn, n)), judge_pass_rate=float(_ratio(tp + fp, n)),
+        sensitivity=float(safe_ratio(tp, tp + fn)), specificity=float(safe_ratio(tn, tn + fp)),
+        human_pass_rate=float(safe_ratio(tp + fn, n)), judge_pass_rate=float(safe_ratio(tp + fp, n)),
         confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
 
 
@@ -252,11 +252,11 @@ def threshold_sweep(joined: pd.DataFrame, *, criterion: str | None = None,
         n = human.size
         records.append({
             "threshold": float(threshold), "n": n,
-            "agreement": float(_ratio(c["tp"] + c["tn"], n)),
+            "agreement": float(safe_ratio(c["tp"] + c["tn"], n)),
             "kappa": float(_kappa(c["tp"], c["fn"], c["fp"], c["tn"])),
-            "sensitivity": float(_ratio(c["tp"], c["tp"] + c["fn"])),
-            "specificity": float(_ratio(c["tn"], c["tn"] + c["fp"])),
-            "judge_pass_rate": float(_ratio(c["tp"] + c["fp"], n)), **c})
+            "sensitivity": float(safe_ratio(c["tp"], c["tp"] + c["fn"])),
+            "specificity": float(safe_ratio(c["tn"], c["tn"] + c["fp"])),
+            "judge_pass_rate": float(safe_ratio(c["tp"] + c["fp"], n)), **c})
     return pd.DataFrame.from_records(records, columns=[
         "threshold", "n", "agreement", "kappa", "sensitivity", "specificity", "judge_pass_rate",
         "tp", "fn", "fp", "tn"])

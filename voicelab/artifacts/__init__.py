@@ -1,13 +1,14 @@
 """Versioned artifact models, the names of a bundle's members, bundle writing and reading, run
 reports."""
 
-from ._bundle import EncodedFile, write_json, write_trial_files
+from ._bundle import EncodedFile, encode_trial_files, write_json, write_trial_files
 from ._junit import junit_xml
 from ._lock import BundleLock
 from ._members import (
     BundleMemberError,
     check_output_target,
     check_tree,
+    decode_json,
     open_member_append,
     read_member,
     write_member,
@@ -66,8 +67,10 @@ from ._reader import (
     ArtifactVersionError,
     check_version,
     find_trial_dirs,
+    read_audio_stream,
     read_json,
     read_trial,
+    read_trial_report_json,
     read_voice_events,
 )
 from ._report_models import (
@@ -90,10 +93,14 @@ from ._store import (
     RemoteLocation,
     check_writable,
     fetch,
+    fetch_missing,
+    local_folder,
+    mirror,
     open_location,
     open_remote,
     probe_exists,
     published_location,
+    put_file,
     read_remote_json,
     register_staging,
     remote_exists,
@@ -115,6 +122,14 @@ from ._voice_models import (
 )
 
 __all__ = [
+    "read_audio_stream",
+    "encode_trial_files",
+    "local_folder",
+    "put_file",
+    "mirror",
+    "read_trial_report_json",
+    "decode_json",
+    "fetch_missing",
     "LEGACY_NAMES",
     "member_path",
     "ATTEMPT_REPORT",

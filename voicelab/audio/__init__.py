@@ -26,6 +26,7 @@ from ._format import (
 )
 from ._g711 import G711_SAMPLE_RATE_HZ, alaw_decode, alaw_encode, mulaw_decode, mulaw_encode
 from ._io import read_audio, read_wav_pcm, wav_buffer, wav_bytes, write_wav
+from ._line_codecs import build_codec
 from ._mixer import MixResult, PreparedEnvironment, mix, prepare_environment
 from ._polyphase import FixedLatencyResampler, kaiser_lowpass
 from ._resample import StreamingResampler
@@ -48,6 +49,7 @@ from ._vad import (
 )
 
 __all__ = [
+    "build_codec",
     "EchoPath",
     "add_echo",
     "room_impulse_response",

@@ -27,8 +27,8 @@ from ..artifacts import (
     VOICE_EVENTS,
     VOICE_METRICS,
     check_output_target,
+    local_folder,
 )
-from ..artifacts._store import local_folder
 from ..errors import ConfigError
 from ._output import relative
 

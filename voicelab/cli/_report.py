@@ -10,8 +10,16 @@ from pathlib import Path
 from .._exit_codes import EXIT_OK
 from .._extras import REPORT_MODULES, require_modules
 from .._location import is_url
-from ..artifacts import MATRIX_REPORT, RUN_REPORT, TRIAL_REPORT, check_output_target, check_tree
-from ..artifacts._store import local_folder, open_location, put_file
+from ..artifacts import (
+    MATRIX_REPORT,
+    RUN_REPORT,
+    TRIAL_REPORT,
+    check_output_target,
+    check_tree,
+    local_folder,
+    open_location,
+    put_file,
+)
 from ..errors import ConfigError
 
 

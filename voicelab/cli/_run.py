@@ -149,8 +149,7 @@ def _calibrations(args: argparse.Namespace) -> list[JudgeCalibration]:
 def _write_junit(args: argparse.Namespace, folder: str) -> None:
     if args.junit is None:
         return
-    from ..artifacts import junit_xml
-    from ..artifacts._store import local_folder
+    from ..artifacts import junit_xml, local_folder
 
     # a bundle in a store: its reports are read from a local copy
     with local_folder(folder, names=(RUN_REPORT, MATRIX_REPORT,

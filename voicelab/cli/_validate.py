@@ -44,8 +44,7 @@ def _width_lines(plan: Any, *, width: float, confidence: float | None,
     """How many trials a cell needs for its pass-rate interval to be at most ``width`` wide,
     at the worst case (an observed rate of one half) and near the top (0.9), and how wide the
     interval is at the planned trials per cell."""
-    from ..scoring import proportion_interval, trials_for_width
-    from ..scoring._statistics import IntervalMethod
+    from ..scoring import IntervalMethod, proportion_interval, trials_for_width
 
     confidence = plan.statistics.confidence if confidence is None else confidence
     method: IntervalMethod = plan.statistics.interval if interval is None else \

@@ -30,8 +30,10 @@ from ._protocol import (
 )
 from ._settings import AdapterSettings, auth_headers, parse_settings, redacted_url, secret_values
 from ._socket import WebSocketConnection, open_websocket
+from ._wire import field_mapping
 
 __all__ = [
+    "field_mapping",
     "CAPABILITY_KEYS",
     "ENDPOINTS",
     "AdapterSettings",

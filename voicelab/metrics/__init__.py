@@ -16,7 +16,7 @@ from ._measurement import (
     stamp_error_bounds,
     timed_arrivals,
 )
-from ._placement import Placement, place_channels, place_channels_steps, silent_runs_ns
+from ._placement import STEP_EVENTS, Placement, place_channels, place_channels_steps, silent_runs_ns
 from ._speech import (
     add_speech_metrics,
     dnsmos,
@@ -35,6 +35,7 @@ from ._voice import (
 )
 
 __all__ = [
+    "STEP_EVENTS",
     "LATE_TICK_FLOOR_MS",
     "LATE_TICKS_ATTRIBUTE",
     "PERCENTILES",

@@ -24,7 +24,7 @@ from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..endpoints import EndpointError
 from ..errors import ExecutionError
 from ..realtime import Closure, RealtimeConnection, wire
-from ..speech._voice_live import normalized_words, parse_realtime_settings, provider_voice
+from ..speech import normalized_words, parse_realtime_settings, provider_voice
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
 
 logger = logging.getLogger(__name__)

@@ -30,11 +30,11 @@ from ..artifacts import (
     USER_CLEAN_WAV,
     USER_SENT_WAV,
     VOICE_EVENTS,
+    read_audio_stream,
     read_json,
     read_voice_events,
     trial_folder,
 )
-from ..artifacts._reader import read_audio_stream
 from ..audio import PcmAudio
 from ..errors import ConfigError, ExecutionError
 from ..recording import (

@@ -19,8 +19,7 @@ from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ
-from ..endpoints import EndpointError, redacted_url
-from ..endpoints._wire import field_mapping
+from ..endpoints import EndpointError, field_mapping, redacted_url
 from ..errors import MissingDependencyError
 
 logger = logging.getLogger(__name__)

@@ -40,6 +40,7 @@ from ._attributes import (
     UserTurnStarted,
     VirtualAdvance,
 )
+from ._documents import build_raw_events, build_tool_calls, build_transcript, transcript_markdown
 from ._events import (
     AUDIO_STREAMS,
     ENDPOINT_EVENT_TYPES,
@@ -72,6 +73,10 @@ from ._responses import ProductTurn, ProductTurns
 from ._store import PcmStream
 
 __all__ = [
+    "build_raw_events",
+    "build_tool_calls",
+    "build_transcript",
+    "transcript_markdown",
     "ProductTurn",
     "ProductTurns",
     "ATTRIBUTES",

@@ -35,6 +35,7 @@ from ._run import (
 )
 from ._scoring import Call, Scored, score_now, score_on_loop
 from ._speech import open_speech
+from ._transcription import ASR_SOURCE, text_readers
 from ._trial import (
     TrialPlan,
     TrialResult,
@@ -49,7 +50,9 @@ from ._trial import (
 )
 from ._trial import _TrialCancelled as TrialCancelled
 
-__all__ = ["MAX_CONCURRENCY", "MAX_TRIALS", "Call", "Failure", "MatrixCellPlan",
+__all__ = [
+    "ASR_SOURCE",
+    "text_readers","MAX_CONCURRENCY", "MAX_TRIALS", "Call", "Failure", "MatrixCellPlan",
            "MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "ReplaySource", "Rescored",
            "RunInterrupted", "RunOutcome", "Scored", "TrialCancelled", "TrialPlan", "TrialResult",
            "bounded_count", "conclude_cells", "configured_session_id", "crashed_trial",

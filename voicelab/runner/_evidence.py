@@ -29,34 +29,34 @@ from ..artifacts import (
     USER_WAV,
     VOICE_EVENTS,
     VOICE_METRICS,
+    EncodedFile,
     JudgeResult,
     ToolCalls,
     Transcript,
     TrialReport,
     Verdict,
     VoiceMetrics,
+    encode_trial_files,
 )
-from ..artifacts._bundle import EncodedFile, encode_trial_files
 from ..config import MeasurementConfig, PersonaConfig, ScenarioConfig
 from ..metrics import (
+    STEP_EVENTS,
     Placement,
     add_speech_metrics,
     compute_voice_metrics_steps,
     measurement_quality,
+    place_channels_steps,
 )
-from ..metrics._placement import STEP_EVENTS, place_channels_steps
 from ..recording import (
     PRODUCT,
     USER,
     USER_CLEAN,
     USER_HEARD,
     Recording,
-    encode_voice_events,
-)
-from ..recording._documents import (
     build_raw_events,
     build_tool_calls,
     build_transcript,
+    encode_voice_events,
     transcript_markdown,
 )
 from ..scoring import deterministic_verdicts

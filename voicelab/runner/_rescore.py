@@ -40,6 +40,7 @@ from ..artifacts import (
     USER_WAV,
     VOICE_EVENTS,
     VOICE_METRICS,
+    ArtifactVersionError,
     BundleLock,
     ProbeOutcome,
     Publisher,
@@ -51,7 +52,9 @@ from ..artifacts import (
     check_tree,
     check_writable,
     fetch,
+    find_trial_dirs,
     open_location,
+    read_audio_stream,
     read_json,
     remote_exists,
     resolve_latest,
@@ -60,7 +63,6 @@ from ..artifacts import (
     write_json,
     write_trial_files,
 )
-from ..artifacts._reader import ArtifactVersionError, find_trial_dirs, read_audio_stream
 from ..config import (
     MeasurementConfig,
     PersonaConfig,
@@ -70,8 +72,7 @@ from ..config import (
 )
 from ..errors import ConfigError, ExecutionError
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
-from ..scoring import pass_at_k, pass_power_k, run_statistics
-from ..scoring._run_statistics import gate_config_of, settings_of
+from ..scoring import gate_config_of, pass_at_k, pass_power_k, run_statistics, settings_of
 from ._evidence import (
     STREAM_FILES,
     assemble_now,

@@ -14,16 +14,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from .. import speech
 from ..artifacts import Transcript, TranscriptTurn, VoiceMetrics
 from ..audio import PcmAudio
 from ..config import LoadedRun, PersonaConfig, ScenarioConfig, TranscriptionConfig
 from ..recording import EventType, Recording, TrialStarted
-from ..speech import _asr
 
 logger = logging.getLogger(__name__)
 
 #: A recognized transcript's ``text_source``.
-ASR_SOURCE = f"asr:{_asr.ASR_ENGINE}"
+ASR_SOURCE = f"asr:{speech.ASR_ENGINE}"
 
 
 def text_readers(scenario: ScenarioConfig, persona: PersonaConfig, *, judges: bool) -> list[str]:
@@ -67,7 +67,7 @@ class ProductTranscription:
             return True
         if self.mode != "auto" or wire_text or not self.words_read or wire_sends_transcripts:
             return False
-        return _asr.recognizer_installed()
+        return speech.recognizer_installed()
 
     def to_recognize(self, recording: Recording, transcript: Transcript) -> list[TranscriptTurn]:
         """The responses of ``transcript`` (made from ``recording``) to recognize."""
@@ -98,7 +98,7 @@ def transcribe_product(recording: Recording, transcript: Transcript, metrics: Vo
     it from a worker thread in async code."""
     for turn in transcription.to_recognize(recording, transcript):
         audio = PcmAudio.from_bytes(recording.turn_audio(EventType.PRODUCT_AUDIO, turn.turn_id))
-        turn.text = _asr.recognize(audio)
+        turn.text = speech.recognize(audio)
         turn.text_source = ASR_SOURCE
         logger.debug("%s recognized from %.2f s of its audio: %r", turn.turn_id,
                      audio.duration_seconds, turn.text)

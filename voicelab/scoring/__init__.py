@@ -1,6 +1,6 @@
 """Scoring: outcome probes, deterministic verdicts, LLM judges, pass@k and pass^k."""
 
-from ._judge_correction import CorrectedRate, corrected_rate, rogan_gladen
+from ._judge_correction import METHOD, CorrectedRate, corrected_rate, rogan_gladen, safe_ratio
 from ._probe import OutcomeProbe
 from ._probe_loader import PROBES, load_probe_class
 from ._quality import (
@@ -16,14 +16,19 @@ from ._run_statistics import (
     GATE_METRICS,
     RunStatistics,
     check_gate_metrics,
+    gate_config_of,
     pass_rate,
     read_calibration,
     run_statistics,
     settings_of,
 )
 from ._statistics import (
+    DEFAULT_RESAMPLES,
+    INTERVAL_METHODS,
+    QUANTILE_STATISTICS,
     DifferenceInterval,
     GateResult,
+    IntervalMethod,
     QuantileBound,
     RateInterval,
     bootstrap_projection,
@@ -49,6 +54,13 @@ from ._verdicts import (
 )
 
 __all__ = [
+    "gate_config_of",
+    "IntervalMethod",
+    "METHOD",
+    "safe_ratio",
+    "INTERVAL_METHODS",
+    "DEFAULT_RESAMPLES",
+    "QUANTILE_STATISTICS",
     "pass_rate",
     "settings_of",
     "ConversationEvidence",

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 METHOD = "rogan-gladen; percentile bootstrap over judged and calibration samples"
 
@@ -45,7 +46,8 @@ class CorrectedRate:
         return asdict(self)
 
 
-def _ratio(numerator: Any, denominator: Any) -> Any:
+def safe_ratio(numerator: ArrayLike, denominator: ArrayLike) -> NDArray[np.float64]:
+    """numerator / denominator elementwise, NaN where the denominator is not positive."""
     numerator = np.asarray(numerator, dtype=float)
     denominator = np.asarray(denominator, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -57,7 +59,7 @@ def rogan_gladen(observed_pass_rate: Any, *, sensitivity: Any, specificity: Any)
     """True pass rate from an observed one and the judge's error, clipped to [0, 1]; NaN where
     sensitivity + specificity <= 1."""
     youden = np.asarray(sensitivity, dtype=float) + np.asarray(specificity, dtype=float) - 1.0
-    corrected = _ratio(np.asarray(observed_pass_rate, dtype=float) + specificity - 1.0,
+    corrected = safe_ratio(np.asarray(observed_pass_rate, dtype=float) + specificity - 1.0,
                        np.where(youden > 0, youden, np.nan))
     clipped = np.clip(corrected, 0.0, 1.0)
     return float(clipped) if np.ndim(clipped) == 0 else clipped
@@ -76,9 +78,9 @@ def corrected_rate(judged_passed: int, judged: int, *, tp: int, fn: int, fp: int
         raise ValueError(f"judged_passed ({judged_passed}) cannot exceed judged ({judged})")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
-    sensitivity = float(_ratio(tp, tp + fn))
-    specificity = float(_ratio(tn, tn + fp))
-    observed = float(_ratio(judged_passed, judged))
+    sensitivity = float(safe_ratio(tp, tp + fn))
+    specificity = float(safe_ratio(tn, tn + fp))
+    observed = float(safe_ratio(judged_passed, judged))
     corrected = rogan_gladen(observed, sensitivity=sensitivity, specificity=specificity)
     n_calibration = tp + fn + fp + tn
     low = high = math.nan
@@ -89,8 +91,8 @@ def corrected_rate(judged_passed: int, judged: int, *, tp: int, fn: int, fp: int
         counts = rng.multinomial(n_calibration, np.array([tp, fn, fp, tn]) / n_calibration,
                                  size=n_bootstrap)
         tp_b, fn_b, fp_b, tn_b = counts.T
-        replicates = rogan_gladen(observed_b, sensitivity=_ratio(tp_b, tp_b + fn_b),
-                                  specificity=_ratio(tn_b, tn_b + fp_b))
+        replicates = rogan_gladen(observed_b, sensitivity=safe_ratio(tp_b, tp_b + fn_b),
+                                  specificity=safe_ratio(tn_b, tn_b + fp_b))
         finite = replicates[np.isfinite(replicates)]
         undefined = int(n_bootstrap - finite.size)
         if finite.size:

@@ -1,11 +1,18 @@
 """Speech providers: text to canonical PCM."""
 
 from .._registry import Registry
-from ._asr import arecognize, recognize
+from ._asr import (
+    ASR_ENGINE,
+    arecognize,
+    recognize,
+    recognizer_installed,
+    recognizer_missing,
+)
 from ._azure import AzureSpeechError
 from ._cache import SpeechCacheStats, SpeechService
 from ._protocol import SpeechContext, SpeechProvider, Synthesis
 from ._tone import ToneSpeechProvider
+from ._voice_live import normalized_words, parse_realtime_settings, provider_voice
 
 SPEECH_PROVIDERS = Registry("speech provider", {
     "tone": "voicelab.speech._tone:ToneSpeechProvider",
@@ -14,6 +21,12 @@ SPEECH_PROVIDERS = Registry("speech provider", {
     "voice_live": "voicelab.speech._voice_live:VoiceLiveSpeechProvider",
 })
 
-__all__ = ["SPEECH_PROVIDERS", "AzureSpeechError", "SpeechCacheStats", "SpeechContext",
+__all__ = [
+    "ASR_ENGINE",
+    "normalized_words",
+    "parse_realtime_settings",
+    "provider_voice",
+    "recognizer_installed",
+    "recognizer_missing","SPEECH_PROVIDERS", "AzureSpeechError", "SpeechCacheStats", "SpeechContext",
            "SpeechProvider", "SpeechService", "Synthesis", "ToneSpeechProvider", "arecognize",
            "recognize"]

@@ -34,8 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..audio import PcmAudio
 from ..config import Providers, SecretScrubber, parse_settings
-from ..endpoints import EndpointError
-from ..endpoints._wire import field_mapping
+from ..endpoints import EndpointError, field_mapping
 from ..errors import ConfigError, ExecutionError
 from ..realtime import Closure, RealtimeConnection, wire
 from ._protocol import SpeechContext

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = ["TrialProgress", "__version__", "areplay", "areplay_sweep", "arun", "arun_matrix",
            "load_run", "replay", "replay_sweep", "rescore", "run", "run_matrix"]

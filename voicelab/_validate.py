@@ -300,13 +300,13 @@ def _product_words(loaded: LoadedRun, adapter_name: str, capabilities: Mapping[s
     """Where the product's words will come from (the summary's line), and a warning when a
     configured text verdict or judge cannot be judged: the adapter says it sends no transcript
     and nothing will recognize its audio. ``asr`` without the recognizer is an error."""
-    from . import speech
-    from .runner import ASR_SOURCE, text_readers
+    from .scoring import text_readers
+    from .speech import ASR_SOURCE, recognizer_installed, recognizer_missing
 
     mode = loaded.run.transcription.product
-    installed = speech.recognizer_installed()
+    installed = recognizer_installed()
     if mode == "asr" and not installed:
-        raise speech.recognizer_missing(
+        raise recognizer_missing(
             "transcription.product: asr (recognizing the product's audio)",
             source=run_file, key="transcription.product")
     readers = text_readers(loaded.scenario, loaded.persona,

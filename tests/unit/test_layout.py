@@ -205,3 +205,16 @@ def test_only_the_inline_executor_knows_the_scoring_process():
     scorer_users = sorted(module for module, imports in MODULES.items()
                           if f"{EXECUTION}._scorer" in imports)
     assert scorer_users == [f"{EXECUTION}._inline"]
+
+
+def test_the_packages_import_no_cycle():
+    """Between packages (each subpackage of voicelab, and the root's own modules) the imports
+    run one way: a package's modules never need one that needs it back."""
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    graph: dict[str, set[str]] = {}
+    for module, imports in MODULES.items():
+        graph.setdefault(package(module), set()).update(
+            package(m) for m in imports if m in MODULES and package(m) != package(module))
+    assert cycles(graph) == []

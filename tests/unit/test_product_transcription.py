@@ -22,6 +22,7 @@ from voicelab.recording import (
     TrialStarted,
     UserTurnStarted,
 )
+from voicelab.runner import _transcription
 from voicelab.runner._evidence import assemble_now, verdicts_of
 from voicelab.runner._transcription import ProductTranscription
 
@@ -42,7 +43,8 @@ def warnings(*overrides: str) -> list[str]:
 
 @pytest.fixture
 def no_recognizer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(speech, "recognizer_installed", lambda: False)
+    monkeypatch.setattr(speech, "recognizer_installed", lambda: False)  # what validate asks
+    monkeypatch.setattr(_transcription, "recognizer_installed", lambda: False)  # scoring
 
 
 # --- validate ---------------------------------------------------------------------------------

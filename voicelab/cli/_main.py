@@ -284,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from .. import __version__
+        from .._version import __version__
 
         print(f"{PROG} {__version__}")
         return EXIT_OK

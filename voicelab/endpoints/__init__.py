@@ -12,6 +12,7 @@ from ._launch import (
     pick_free_port,
     uses_port,
 )
+from ._limits import InboundBudget, InboundLimits, limit_error
 from ._loader import ENDPOINTS, check_capabilities, load_endpoint_class, missing_methods
 from ._protocol import (
     CAPABILITY_KEYS,
@@ -30,9 +31,13 @@ from ._protocol import (
 )
 from ._settings import AdapterSettings, auth_headers, parse_settings, redacted_url, secret_values
 from ._socket import WebSocketConnection, open_websocket
-from ._wire import field_mapping
+from ._wire import field_mapping, parse_arguments
 
 __all__ = [
+    "InboundBudget",
+    "InboundLimits",
+    "limit_error",
+    "parse_arguments",
     "field_mapping",
     "CAPABILITY_KEYS",
     "ENDPOINTS",

@@ -15,7 +15,7 @@ ENDPOINTS = Registry("endpoint adapter", {
     "fake": "voicelab.doubles.product:FakeProductEndpoint",
     "websocket": "voicelab.endpoints._websocket:WebSocketEndpoint",
     "http": "voicelab.endpoints._http:HttpEndpoint",
-    "realtime": "voicelab.endpoints._realtime:RealtimeEndpoint",
+    "realtime": "voicelab.realtime._endpoint:RealtimeEndpoint",
     "twilio": "voicelab.endpoints._twilio:TwilioEndpoint",
     "local_agent": "voicelab.doubles.demo_agent:LocalAgentEndpoint",
     "pipecat": "voicelab.endpoints._pipecat:PipecatEndpoint",

@@ -35,7 +35,6 @@ from ._run import (
 )
 from ._scoring import Call, Scored, score_now, score_on_loop
 from ._speech import open_speech
-from ._transcription import ASR_SOURCE, text_readers
 from ._trial import (
     TrialPlan,
     TrialResult,
@@ -51,8 +50,7 @@ from ._trial import (
 from ._trial import _TrialCancelled as TrialCancelled
 
 __all__ = [
-    "ASR_SOURCE",
-    "text_readers","MAX_CONCURRENCY", "MAX_TRIALS", "Call", "Failure", "MatrixCellPlan",
+"MAX_CONCURRENCY", "MAX_TRIALS", "Call", "Failure", "MatrixCellPlan",
            "MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "ReplaySource", "Rescored",
            "RunInterrupted", "RunOutcome", "Scored", "TrialCancelled", "TrialPlan", "TrialResult",
            "bounded_count", "conclude_cells", "configured_session_id", "crashed_trial",

@@ -14,30 +14,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from .. import speech
 from ..artifacts import Transcript, TranscriptTurn, VoiceMetrics
 from ..audio import PcmAudio
 from ..config import LoadedRun, PersonaConfig, ScenarioConfig, TranscriptionConfig
 from ..recording import EventType, Recording, TrialStarted
+from ..scoring import text_readers
+from ..speech import ASR_SOURCE, recognize, recognizer_installed
 
 logger = logging.getLogger(__name__)
-
-#: A recognized transcript's ``text_source``.
-ASR_SOURCE = f"asr:{speech.ASR_ENGINE}"
-
-
-def text_readers(scenario: ScenarioConfig, persona: PersonaConfig, *, judges: bool) -> list[str]:
-    """What reads the product's words in this run: the text verdicts configured, and
-    ``judges`` when the run has a quality evaluation."""
-    readers = []
-    if scenario.expected_topics:
-        readers.append("expected_topics")
-    if persona.is_concise:
-        readers.append("concise")
-    if judges:
-        readers.append("judges")
-    return readers
-
 
 @dataclass(frozen=True)
 class ProductTranscription:
@@ -67,7 +51,7 @@ class ProductTranscription:
             return True
         if self.mode != "auto" or wire_text or not self.words_read or wire_sends_transcripts:
             return False
-        return speech.recognizer_installed()
+        return recognizer_installed()
 
     def to_recognize(self, recording: Recording, transcript: Transcript) -> list[TranscriptTurn]:
         """The responses of ``transcript`` (made from ``recording``) to recognize."""
@@ -98,7 +82,7 @@ def transcribe_product(recording: Recording, transcript: Transcript, metrics: Vo
     it from a worker thread in async code."""
     for turn in transcription.to_recognize(recording, transcript):
         audio = PcmAudio.from_bytes(recording.turn_audio(EventType.PRODUCT_AUDIO, turn.turn_id))
-        turn.text = speech.recognize(audio)
+        turn.text = recognize(audio)
         turn.text_source = ASR_SOURCE
         logger.debug("%s recognized from %.2f s of its audio: %r", turn.turn_id,
                      audio.duration_seconds, turn.text)

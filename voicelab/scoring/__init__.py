@@ -44,6 +44,7 @@ from ._statistics import (
     quantile_bound,
     trials_for_width,
 )
+from ._text_readers import text_readers
 from ._verdicts import (
     TrialStatus,
     deterministic_verdicts,
@@ -54,6 +55,7 @@ from ._verdicts import (
 )
 
 __all__ = [
+    "text_readers",
     "gate_config_of",
     "IntervalMethod",
     "METHOD",

@@ -3,6 +3,7 @@
 from .._registry import Registry
 from ._asr import (
     ASR_ENGINE,
+    ASR_SOURCE,
     arecognize,
     recognize,
     recognizer_installed,
@@ -23,6 +24,7 @@ SPEECH_PROVIDERS = Registry("speech provider", {
 
 __all__ = [
     "ASR_ENGINE",
+    "ASR_SOURCE",
     "normalized_words",
     "parse_realtime_settings",
     "provider_voice",

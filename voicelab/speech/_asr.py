@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 ASR_SAMPLE_RATE_HZ = 16_000
 #: The local recognizer's name, as a recognized transcript's source says it (``asr:pocketsphinx``).
 ASR_ENGINE = "pocketsphinx"
+#: A recognized transcript's ``text_source``.
+ASR_SOURCE = f"asr:{ASR_ENGINE}"
 
 _CONFIG: Any = None
 _IDLE_DECODERS: list[Any] = []

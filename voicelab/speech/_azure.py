@@ -132,11 +132,9 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 
 
 def _user_agent() -> str:
-    try:
-        from .. import __version__ as version
-    except ImportError:  # a source tree without package metadata
-        version = "dev"
-    return f"voicelab/{version}"
+    from .._version import __version__
+
+    return f"voicelab/{__version__}"
 
 
 def _identity_installed() -> bool:

@@ -17,12 +17,21 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from ..audio import PcmAudio
-from ..realtime import Closure, RealtimeConnection, wire
-from ._limits import InboundBudget, InboundLimits, limit_error
-from ._protocol import EndpointContext, EndpointError, EndpointEvent
-from ._settings import AdapterSettings, parse_settings
-from ._socket import closure_error
-from ._wire import field_mapping, parse_arguments
+from ..endpoints import (
+    AdapterSettings,
+    EndpointContext,
+    EndpointError,
+    EndpointEvent,
+    InboundBudget,
+    InboundLimits,
+    closure_error,
+    field_mapping,
+    limit_error,
+    parse_arguments,
+    parse_settings,
+)
+from . import wire
+from ._connection import Closure, RealtimeConnection
 
 logger = logging.getLogger(__name__)
 

@@ -4,16 +4,19 @@ from .._registry import Registry
 from ._asr import arecognize, recognize
 from ._azure import AzureSpeechError
 from ._cache import SpeechCacheStats, SpeechService
-from ._protocol import SpeechContext, SpeechProvider, Synthesis
+from ._protocol import SpeechContext, SpeechProvider, Synthesis, rendering_of
 from ._tone import ToneSpeechProvider
+from ._voices import Prosody, VoiceProblem, turn_prosody, voice_problem
 
 SPEECH_PROVIDERS = Registry("speech provider", {
     "tone": "voicelab.speech._tone:ToneSpeechProvider",
     "piper": "voicelab.speech._piper:PiperSpeechProvider",
+    "espeak": "voicelab.speech._espeak:EspeakSpeechProvider",
     "azure_speech": "voicelab.speech._azure:AzureSpeechProvider",
     "voice_live": "voicelab.speech._voice_live:VoiceLiveSpeechProvider",
 })
 
 __all__ = ["SPEECH_PROVIDERS", "AzureSpeechError", "SpeechCacheStats", "SpeechContext",
-           "SpeechProvider", "SpeechService", "Synthesis", "ToneSpeechProvider", "arecognize",
-           "recognize"]
+           "SpeechProvider", "SpeechService", "Synthesis", "ToneSpeechProvider", "Prosody",
+           "VoiceProblem", "arecognize", "recognize", "rendering_of", "turn_prosody",
+           "voice_problem"]

@@ -104,3 +104,9 @@ def test_the_scripted_persona_speaks_and_records_the_disfluent_text() -> None:
     # a backchannel stays as written
     assert persona.planned_turns()[1].text == "mm-hmm"
     assert "disfluency" not in persona.planned_turns()[1].metadata
+
+
+def test_no_profile_asks_the_language_model_for_nothing() -> None:
+    from voicelab.personas._disfluency import disfluency_instructions
+
+    assert disfluency_instructions(DisfluencyConfig(), language="en-US") == []

@@ -149,3 +149,22 @@ def make_disfluent(text: str, profile: DisfluencyConfig, *, seed: int, turn_key:
         spoken_tokens += prefix.get(index, [])
         spoken_tokens.append(token)
     return DisfluentText(" ".join(spoken_tokens), applied)
+
+
+def disfluency_instructions(profile: DisfluencyConfig, *, language: str) -> list[str]:
+    """What a language-model persona is asked for to speak with ``profile`` (none: nothing)."""
+    if not profile.active:
+        return []
+    fillers = profile.filler_words or list(FILLERS.get(_primary(language), FILLERS["en"]))
+    asks = []
+    if profile.fillers:
+        asks.append(f"in about {profile.fillers:.0%} of your replies, hesitate once with a "
+                    f"filler such as {', '.join(repr(word) for word in fillers)}")
+    if profile.restarts:
+        asks.append(f"in about {profile.restarts:.0%} of your replies, start your first words "
+                    f"twice (\"I want- I want to\")")
+    if profile.self_corrections:
+        asks.append(f"in about {profile.self_corrections:.0%} of the replies that say a day, "
+                    f"month or number, say a wrong one first and correct yourself (\"Tuesday, "
+                    f"no, Wednesday\"); the last one you say must be the right one")
+    return ["Speak like a real caller, not a written text: " + "; ".join(asks) + "."]

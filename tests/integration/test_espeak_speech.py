@@ -162,3 +162,11 @@ def test_german_with_the_english_piper_voice_exits_2_and_with_espeak_validates(
     (line,) = done.stderr.strip().splitlines()
     assert "persona-workload-neutral-voice.yaml" in line and "language" in line
     assert _validate(_suite(tmp_path / "espeak", persona={"language": "de"})).returncode == 0
+
+
+def test_the_hesitant_caller_example_runs(tmp_path: Path) -> None:
+    outcome = voicelab.run(REPO / "examples" / "run-hesitant-caller.yaml", trials=1,
+                           artifacts_dir=tmp_path)
+    assert outcome.exit_code == 0
+    turns, _ = _user_turns(outcome)
+    assert turns[0]["attributes"]["rendering"]["voice"] == "gmw/en-GB-scotland"

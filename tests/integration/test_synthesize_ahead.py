@@ -23,9 +23,9 @@ def synthesized(monkeypatch):
     texts: list[str] = []
     real = tone_module.tone_speech
 
-    def spy(text, *, seed):
+    def spy(text, *, seed, **prosody):
         texts.append(text)
-        return real(text, seed=seed)
+        return real(text, seed=seed, **prosody)
 
     monkeypatch.setattr(tone_module, "tone_speech", spy)
     return texts

@@ -36,10 +36,12 @@ def _stable_seed(text: str, seed: int) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
-def tone_speech(text: str, *, seed: int,
-                sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> PcmAudio:
-    """Render ``text`` as tone bursts (memoized: the result is a pure function of its inputs)."""
-    return _tone_speech(text, seed, sample_rate_hz)
+def tone_speech(text: str, *, seed: int, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ,
+                rate: float = 1.0, pitch: float = 1.0) -> PcmAudio:
+    """Render ``text`` as tone bursts (memoized: the result is a pure function of its inputs).
+    ``rate`` and ``pitch`` multiply the speaking rate (words and pauses get shorter) and the
+    voice's pitch."""
+    return _tone_speech(text, seed, sample_rate_hz, rate, pitch)
 
 
 #: Renders kept: enough for the few texts every trial repeats (a double's replies stay hot);
@@ -49,7 +51,8 @@ TONE_CACHE_ENTRIES = 32
 
 
 @lru_cache(maxsize=TONE_CACHE_ENTRIES)
-def _tone_speech(text: str, seed: int, sample_rate_hz: int) -> PcmAudio:
+def _tone_speech(text: str, seed: int, sample_rate_hz: int, rate: float = 1.0,
+                 pitch_factor: float = 1.0) -> PcmAudio:
     """Render ``text`` as tone bursts, one per word, with gaps and soft edges.
 
     Duration grows with the text (about 0.08 s plus 55 ms a letter per word); punctuation adds
@@ -60,19 +63,19 @@ def _tone_speech(text: str, seed: int, sample_rate_hz: int) -> PcmAudio:
     tokens = _WORD.findall(text)
     rng = np.random.default_rng(_stable_seed(text, seed))
     voice_rng = np.random.default_rng(_stable_seed("voice", seed))
-    base_pitch_hz = float(voice_rng.uniform(105.0, 230.0))
+    base_pitch_hz = float(voice_rng.uniform(105.0, 230.0)) * pitch_factor
     peak = PEAK_FRACTION * 32767.0
 
     bursts: list[tuple[int, float, int]] = []  # (first sample, duration, sample count)
     position = int(LEAD_SECONDS * sample_rate_hz)
     for token in tokens:
         if token in _PAUSE_AFTER:
-            position += int(_PAUSE_AFTER[token] * sample_rate_hz)
+            position += int(_PAUSE_AFTER[token] / rate * sample_rate_hz)
             continue
-        duration = min(0.9, 0.08 + 0.055 * len(token))
+        duration = min(0.9, 0.08 + 0.055 * len(token)) / rate
         count = int(duration * sample_rate_hz)
         bursts.append((position, duration, count))
-        position += count + int(WORD_GAP_SECONDS * sample_rate_hz)
+        position += count + int(WORD_GAP_SECONDS / rate * sample_rate_hz)
     if not tokens:
         position += int(0.2 * sample_rate_hz)
     out = np.zeros(position, dtype=np.float32)

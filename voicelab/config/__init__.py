@@ -63,6 +63,7 @@ from ._secrets import (
 )
 from ._settings import parse_settings, settings_error
 from ._suite import LoadedSuite, cell_overrides, check_names_unique, load_suite
+from ._voice import DISFLUENCY_PROFILES, DisfluencyConfig, PersonaSpeech
 
 __all__ = [
     "CAPABILITY_NAMES",
@@ -134,4 +135,7 @@ __all__ = [
     "read_yaml",
     "url_secret_values",
     "validate_model",
+    "DISFLUENCY_PROFILES",
+    "DisfluencyConfig",
+    "PersonaSpeech",
 ]

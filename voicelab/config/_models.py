@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from ._base import NonNegativeFloat, PositiveFloat, StrictModel
 from ._channel import ChannelConfig
 from ._launch import LaunchConfig
+from ._voice import LanguageTag, VoicedPersona
 
 Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
                      "input_transcripts", "output_transcripts"]
@@ -69,6 +70,8 @@ class ScenarioConfig(StrictModel):
     expected_topics: list[str] = Field(default_factory=list)
     conversation: ConversationSpec = Field(default_factory=ConversationSpec)
     eval_spec: EvalSpec = Field(default_factory=EvalSpec)
+    #: the language the caller speaks in this scenario (overrides the persona's language)
+    language: LanguageTag | None = None
 
 
 # --- persona, data, script ------------------------------------------------------------------
@@ -80,12 +83,12 @@ class SessionBehavior(StrictModel):
     patience: Literal["low", "normal", "high"] = "normal"
 
 
-class PersonaConfig(StrictModel):
+class PersonaConfig(VoicedPersona):
     name: Annotated[str, Field(min_length=1)]
     experience_level: str | None = None
     communication_style: str | None = None
     specialization: str | None = None
-    language: str = "en-US"
+    language: LanguageTag = "en-US"
     description: str = ""
     goals: list[str] = Field(default_factory=list)
     session_behavior: SessionBehavior = Field(default_factory=SessionBehavior)

@@ -21,6 +21,7 @@ from typing import Any
 from ..audio import PcmAudio, read_audio
 from ..config import ScriptConfig, ScriptTurn
 from ..errors import ConfigError
+from ._disfluency import make_disfluent
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
 
 
@@ -61,10 +62,26 @@ class ScriptedPersona:
 
     def _turn(self, index: int, source: str = "script") -> UserTurn:
         script_turn = self.script.turns[index]
-        return UserTurn(text=script_turn.response, audio=self._audio.get(index),
+        text, disfluency = self._spoken_text(index)
+        return UserTurn(text=text, audio=self._audio.get(index),
                         interrupt_after_seconds=script_turn.interrupt_after_seconds,
                         source=source, dtmf=script_turn.dtmf, kind=script_turn.kind,
-                        metadata={"script_index": index, "trigger": script_turn.trigger})
+                        metadata={"script_index": index, "trigger": script_turn.trigger,
+                                  **disfluency})
+
+    def _spoken_text(self, index: int) -> tuple[str, dict[str, Any]]:
+        """The turn's text as the persona's disfluency profile says it (seeded), and the
+        ``disfluency`` metadata saying what was applied (none for a backchannel or a recording)."""
+        turn = self.script.turns[index]
+        persona, scenario = self.context.persona, self.context.scenario
+        if turn.kind == "backchannel" or turn.audio_path is not None:
+            return turn.response, {}
+        spoken = make_disfluent(turn.response, persona.disfluency, seed=self.context.seed,
+                                turn_key=f"script:{index}",
+                                language=scenario.language or persona.language)
+        if not spoken.applied:
+            return turn.response, {}
+        return spoken.text, {"disfluency": spoken.as_metadata(turn.response)}
 
     def planned_turns(self) -> list[UserTurn]:
         """Every turn the script may say (the runner synthesizes them before the call)."""

@@ -29,6 +29,7 @@ from ..providers import (
     check_llm_provider,
     resolve_llm_provider,
 )
+from ._disfluency import disfluency_instructions
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
 
 logger = logging.getLogger(__name__)
@@ -200,9 +201,10 @@ class SynthesizerPersona:
                       json.dumps(dict(self.context.data), indent=2, default=str,
                                  ensure_ascii=False)]
         length = "one short sentence" if persona.is_concise else "one to three short sentences"
+        language = scenario.language or persona.language
         lines += [
             "", "# How to answer",
-            f"Your reply is converted to speech in {persona.language}: write only the words you "
+            f"Your reply is converted to speech in {language}: write only the words you "
             "would say aloud, with no stage directions, markup, emojis or lists, in "
             f"{length}. Aim to reach your goals within about {self.max_turns_hint} of your "
             "turns.",
@@ -212,6 +214,7 @@ class SynthesizerPersona:
             "Set end_conversation to true when your goals are met, the assistant has ended the "
             "call, or continuing is pointless; reply may then hold a short farewell, or be empty.",
         ]
+        lines += disfluency_instructions(persona.disfluency, language=language)
         if self.settings.system_prompt_extra.strip():
             lines += ["", self.settings.system_prompt_extra.strip()]
         return "\n".join(lines)

@@ -160,6 +160,8 @@ class SpeechSynthesized(EventAttributes):
     text: str | None = None
     duration_ms: Number | None = None
     provider: str | None = None
+    #: what the provider applied to this turn (voice, rate, pitch), when it says
+    rendering: dict[str, JsonValue] | None = None
 
 
 class EnvironmentMixed(EventAttributes):
@@ -179,6 +181,8 @@ class UserTurnStarted(EventAttributes):
     speech_start_sample: int | None = None
     speech_end_sample: int | None = None
     kind: str | None = None
+    #: the persona's disfluencies in this turn: the script's own text and what was applied
+    disfluency: dict[str, JsonValue] | None = None
 
 
 class UserAudio(EventAttributes):

@@ -364,6 +364,8 @@ class Conversation:
             clean = synthesis.audio
             info = {"provider": synthesis.provider, "voice": synthesis.voice,
                     "cached": synthesis.cached, "cache": synthesis.metadata.get("cache", "none")}
+            if synthesis.metadata.get("rendering"):  # the voice, rate and pitch it applied
+                info["rendering"] = synthesis.metadata["rendering"]
         recorded = turn.recorded
         if recorded is None or turn.audio is None:
             return Prepared(clean, info, speech_bounds(clean))

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LoadedRun
-from ..speech import SpeechContext, SpeechService, Synthesis
+from ..speech import SpeechContext, SpeechService, Synthesis, rendering_of
 
 
 class _UncachedSpeech:
@@ -19,7 +19,9 @@ class _UncachedSpeech:
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> Synthesis:
         audio = await self.provider.synthesize(text, voice=voice, seed=seed)
-        return Synthesis(audio=audio, provider=self.name, voice=voice, text=text, cached=False)
+        rendering = rendering_of(self.provider, text, seed=seed)
+        return Synthesis(audio=audio, provider=self.name, voice=voice, text=text, cached=False,
+                         metadata={"rendering": rendering} if rendering else {})
 
     async def aclose(self) -> None:
         close = getattr(self.provider, "aclose", None)
@@ -30,8 +32,7 @@ class _UncachedSpeech:
 def open_speech(loaded: LoadedRun, provider_cls: type, *, cache_dir: Path | None) -> Any:
     """The run's speech provider (resolved by validation) behind the caching service."""
     name = loaded.run.speech_provider
-    context = SpeechContext(providers=loaded.run.providers, scrubber=loaded.scrubber,
-                            base_dir=loaded.base_dir, cache_dir=cache_dir)
+    context = SpeechContext.for_run(loaded, cache_dir=cache_dir)
     provider = provider_cls(loaded.run.speech_settings, context)
     if not getattr(provider_cls, "cacheable", False):
         return _UncachedSpeech(provider, name)

@@ -11,24 +11,21 @@ from ._asr import (
 )
 from ._azure import AzureSpeechError
 from ._cache import SpeechCacheStats, SpeechService
-from ._protocol import SpeechContext, SpeechProvider, Synthesis
+from ._protocol import SpeechContext, SpeechProvider, Synthesis, rendering_of
 from ._tone import ToneSpeechProvider
 from ._voice_live import normalized_words, parse_realtime_settings, provider_voice
+from ._voices import Prosody, VoiceProblem, turn_prosody, voice_problem
 
 SPEECH_PROVIDERS = Registry("speech provider", {
     "tone": "voicelab.speech._tone:ToneSpeechProvider",
     "piper": "voicelab.speech._piper:PiperSpeechProvider",
+    "espeak": "voicelab.speech._espeak:EspeakSpeechProvider",
     "azure_speech": "voicelab.speech._azure:AzureSpeechProvider",
     "voice_live": "voicelab.speech._voice_live:VoiceLiveSpeechProvider",
 })
 
-__all__ = [
-    "ASR_ENGINE",
-    "ASR_SOURCE",
-    "normalized_words",
-    "parse_realtime_settings",
-    "provider_voice",
-    "recognizer_installed",
-    "recognizer_missing","SPEECH_PROVIDERS", "AzureSpeechError", "SpeechCacheStats", "SpeechContext",
-           "SpeechProvider", "SpeechService", "Synthesis", "ToneSpeechProvider", "arecognize",
-           "recognize"]
+__all__ = ["ASR_ENGINE", "ASR_SOURCE", "SPEECH_PROVIDERS", "AzureSpeechError", "Prosody",
+           "SpeechCacheStats", "SpeechContext", "SpeechProvider", "SpeechService", "Synthesis",
+           "ToneSpeechProvider", "VoiceProblem", "arecognize", "normalized_words",
+           "parse_realtime_settings", "provider_voice", "recognize", "recognizer_installed",
+           "recognizer_missing", "rendering_of", "turn_prosody", "voice_problem"]

@@ -25,7 +25,7 @@ from typing import Any
 from .._atomic import atomic_write
 from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..errors import ExecutionError
-from ._protocol import SpeechProvider, Synthesis
+from ._protocol import SpeechProvider, Synthesis, rendering_of
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +180,15 @@ class SpeechService:
         return audio, "provider", synthesis_ms
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> Synthesis:
-        """Canonical PCM for ``text``; ``cached`` tells whether the provider was spared."""
+        """Canonical PCM for ``text``; ``cached`` tells whether the provider was spared and
+        ``metadata["rendering"]`` what it applied to the text (voice, rate, pitch) when it says."""
+        synthesis = await self._synthesize(text, voice=voice, seed=seed)
+        rendering = rendering_of(self.provider, text, seed=seed)
+        if rendering:
+            synthesis.metadata["rendering"] = rendering
+        return synthesis
+
+    async def _synthesize(self, text: str, *, voice: str | None, seed: int) -> Synthesis:
         if self._closed:
             raise ExecutionError("the speech service is closed")
         self.stats.requests += 1

@@ -15,7 +15,9 @@ speech cache then pins the first rendering for the run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
+import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -29,6 +31,13 @@ from ..audio import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
 from ..config import parse_settings
 from ..errors import ConfigError, ExecutionError, MissingDependencyError
 from ._protocol import SpeechContext
+from ._voices import (
+    VoiceProblem,
+    primary_language,
+    prosody_configured,
+    turn_prosody,
+    varies_with_seed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +117,8 @@ class PiperSpeechProvider:
     """Piper neural TTS resampled to 24 kHz mono pcm_s16le.
 
     ``voice`` (the script's ``persona_voice``) is ignored: it usually names a cloud voice; a
-    different piper voice is chosen with the ``model_path`` setting.
+    different piper voice is chosen with the ``model_path`` setting. The persona's ``speech``
+    rate (with its seeded per-turn jitter) divides ``length_scale``; its pitch is not applied.
     """
 
     name = "piper"
@@ -122,6 +132,25 @@ class PiperSpeechProvider:
         self.model_path, self.config_path = self._voice_paths(self.settings, self.context)
         _require_piper()
         self._voice: Any = None
+        self.persona_speech = self.context.persona_speech
+        # the persona's per-turn rate jitter is drawn from the trial's seed
+        self.seed_dependent = varies_with_seed(self.persona_speech)
+
+    @classmethod
+    def voice_problem(cls, settings: Mapping[str, Any],
+                      context: SpeechContext) -> VoiceProblem | None:
+        """The configured voice cannot speak the context's language (its config's family)."""
+        provider = cls(settings, context)
+        try:
+            config = json.loads(provider.config_path.read_text(encoding="utf-8"))
+            family = str(config["language"]["family"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # a voice that does not say its language is taken at its word
+        if context.language is None or family.lower() == primary_language(context.language):
+            return None
+        return VoiceProblem("language", f"cannot speak it: its voice {provider.model_path.name} "
+                                        f"speaks {family!r} (espeak speaks over 100 languages: "
+                                        f"speech_provider: espeak)")
 
     @staticmethod
     def _voice_paths(settings: PiperSettings, context: SpeechContext) -> tuple[Path, Path]:
@@ -152,7 +181,17 @@ class PiperSpeechProvider:
             model_bytes = self.model_path.stat().st_size
         except OSError:
             model_bytes = None
-        return {**values, "model": self.model_path.name, "model_bytes": model_bytes}
+        speech = self.persona_speech
+        prosody = {"rate": speech.rate, "rate_jitter": speech.rate_jitter} \
+            if prosody_configured(speech) and speech is not None else {}
+        return {**values, "model": self.model_path.name, "model_bytes": model_bytes, **prosody}
+
+    def rendering(self, text: str, *, seed: int) -> dict[str, Any]:
+        """The turn's speaking rate (piper has no pitch control that keeps audio seeded)."""
+        if not prosody_configured(self.persona_speech):
+            return {}
+        rate = turn_prosody(self.persona_speech, seed=seed, text=text).rate
+        return {"rate": rate, "length_scale": round(self.settings.length_scale / rate, 4)}
 
     async def _loaded_voice(self) -> Any:
         # load_voice serializes concurrent first loads with a process-wide lock.
@@ -160,14 +199,16 @@ class PiperSpeechProvider:
             self._voice = await asyncio.to_thread(load_voice, self.model_path, self.config_path)
         return self._voice
 
-    def synthesize_sync(self, text: str) -> PcmAudio:
-        """Blocking synthesis (the async :meth:`synthesize` runs this in a worker thread)."""
+    def synthesize_sync(self, text: str, *, rate: float = 1.0) -> PcmAudio:
+        """Blocking synthesis (the async :meth:`synthesize` runs this in a worker thread);
+        ``rate`` multiplies the speaking rate (divides ``length_scale``)."""
         voice = self._voice or load_voice(self.model_path, self.config_path)
         self._voice = voice
         from piper import SynthesisConfig
 
         options = self.settings
-        config = SynthesisConfig(speaker_id=options.speaker_id, length_scale=options.length_scale,
+        config = SynthesisConfig(speaker_id=options.speaker_id,
+                                 length_scale=options.length_scale / rate,
                                  noise_scale=options.noise_scale,
                                  noise_w_scale=options.noise_w_scale,
                                  normalize_audio=True, volume=options.volume)
@@ -189,7 +230,8 @@ class PiperSpeechProvider:
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> PcmAudio:
         await self._loaded_voice()
-        return await asyncio.to_thread(self.synthesize_sync, text)
+        rate = turn_prosody(self.persona_speech, seed=seed, text=text).rate
+        return await asyncio.to_thread(functools.partial(self.synthesize_sync, text, rate=rate))
 
     async def aclose(self) -> None:
         # The voice stays in the process-wide cache for the next provider instance.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..audio import PcmAudio
-from ..config import Providers, SecretScrubber
+from ..config import LoadedRun, PersonaSpeech, Providers, SecretScrubber
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,18 @@ class SpeechContext:
     base_dir: Path = field(default_factory=Path.cwd)
     cache_dir: Path | None = None
     environ: Mapping[str, str] | None = None
+    #: the persona's voice (engine voice, rate, pitch), for providers that honour it
+    persona_speech: PersonaSpeech | None = None
+    #: the language the persona speaks (the scenario's, else the persona's)
+    language: str | None = None
+
+    @classmethod
+    def for_run(cls, loaded: LoadedRun, *, cache_dir: Path | None = None) -> SpeechContext:
+        """The context a run's speech provider gets."""
+        return cls(providers=loaded.run.providers, scrubber=loaded.scrubber,
+                   base_dir=loaded.base_dir, cache_dir=cache_dir,
+                   persona_speech=loaded.persona.speech,
+                   language=loaded.scenario.language or loaded.persona.language)
 
 
 @runtime_checkable
@@ -43,6 +55,13 @@ class SpeechProvider(Protocol):
 
     async def aclose(self) -> None:
         """Release clients and sessions; safe to call twice."""
+
+
+def rendering_of(provider: object, text: str, *, seed: int) -> dict[str, Any] | None:
+    """What ``provider`` applies to ``text`` beyond its settings (voice, rate, pitch), for the
+    record, when it says (an optional ``rendering(text, *, seed)`` method)."""
+    rendering = getattr(provider, "rendering", None)
+    return dict(rendering(text, seed=seed)) if callable(rendering) else None
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,12 @@ from typing import Any
 
 from ..audio import PcmAudio, tone_speech
 from ._protocol import SpeechContext
+from ._voices import prosody_configured, turn_prosody
 
 
 class ToneSpeechProvider:
-    """Tone bursts shaped by the text and the seed; the voice name is ignored."""
+    """Tone bursts shaped by the text and the seed, at the persona's rate and pitch; the voice
+    name is ignored (tones speak no language, so any language is accepted)."""
 
     name = "tone"
     #: a turn costs less CPU than a scheduling decision: synthesized when spoken, not ahead of
@@ -23,13 +25,21 @@ class ToneSpeechProvider:
         unknown = set(settings or {})
         if unknown:
             raise ValueError(f"the tone provider takes no settings (got {', '.join(sorted(unknown))})")
+        self.persona_speech = context.persona_speech if context is not None else None
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
         cls(settings, context)
 
+    def rendering(self, text: str, *, seed: int) -> dict[str, Any]:
+        if not prosody_configured(self.persona_speech):
+            return {}
+        prosody = turn_prosody(self.persona_speech, seed=seed, text=text)
+        return {"rate": prosody.rate, "pitch": prosody.pitch}
+
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> PcmAudio:
-        return tone_speech(text, seed=seed)
+        prosody = turn_prosody(self.persona_speech, seed=seed, text=text)
+        return tone_speech(text, seed=seed, rate=prosody.rate, pitch=prosody.pitch)
 
     async def aclose(self) -> None:
         return None

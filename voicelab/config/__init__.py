@@ -48,6 +48,7 @@ from ._models import (
     VoiceLiveProvider,
 )
 from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_model
+from ._pauses import MAX_PAUSE_SECONDS, SpokenPieces, has_pause_markers, split_pauses
 from ._recorded import RECORDED_KINDS, load_recorded_run
 from ._resolved import file_sha256
 from ._secrets import (
@@ -66,6 +67,10 @@ from ._suite import LoadedSuite, cell_overrides, check_names_unique, load_suite
 
 __all__ = [
     "CAPABILITY_NAMES",
+    "MAX_PAUSE_SECONDS",
+    "SpokenPieces",
+    "split_pauses",
+    "has_pause_markers",
     "DOCUMENT_KINDS",
     "MASK",
     "QUIET_ENVIRONMENT",

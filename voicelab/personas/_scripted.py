@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..audio import PcmAudio, read_audio
-from ..config import ScriptConfig, ScriptTurn
+from ..config import ScriptConfig, ScriptTurn, has_pause_markers
 from ..errors import ConfigError
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
 
@@ -61,7 +61,12 @@ class ScriptedPersona:
 
     def _turn(self, index: int, source: str = "script") -> UserTurn:
         script_turn = self.script.turns[index]
-        return UserTurn(text=script_turn.response, audio=self._audio.get(index),
+        spoken = script_turn.spoken if script_turn.pauses is not None \
+            or has_pause_markers(script_turn.response) else None
+        hesitation: dict[str, Any] = {} if spoken is None or not spoken.pauses_seconds else {
+            "pieces": spoken.pieces, "pauses_seconds": spoken.pauses_seconds}
+        return UserTurn(text=spoken.text if spoken is not None else script_turn.response,
+                        audio=self._audio.get(index), **hesitation,
                         interrupt_after_seconds=script_turn.interrupt_after_seconds,
                         source=source, dtmf=script_turn.dtmf, kind=script_turn.kind,
                         metadata={"script_index": index, "trigger": script_turn.trigger})

@@ -179,6 +179,9 @@ class UserTurnStarted(EventAttributes):
     speech_start_sample: int | None = None
     speech_end_sample: int | None = None
     kind: str | None = None
+    #: a hesitation turn's pauses in the turn's audio: [first silent sample, first sample of
+    #: the next piece of speech] each (the same samples as ``speech_start_sample``)
+    pauses: list[list[int]] | None = None
 
 
 class UserAudio(EventAttributes):

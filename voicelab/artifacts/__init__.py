@@ -2,6 +2,7 @@
 reports."""
 
 from ._bundle import EncodedFile, write_json, write_trial_files
+from ._endpointing_models import EndpointingCurve, EndpointingPoint
 from ._junit import junit_xml
 from ._lock import BundleLock
 from ._members import (
@@ -115,6 +116,8 @@ from ._voice_models import (
 )
 
 __all__ = [
+    "EndpointingCurve",
+    "EndpointingPoint",
     "LEGACY_NAMES",
     "member_path",
     "ATTEMPT_REPORT",

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from ..audio._signal import SignalAnalysis
+from ._endpointing_models import without_absent
 from ._models import ArtifactModel, Versioned
 
 #: The seed's signal-analysis fields: one definition, shared with :mod:`voicelab.audio`.
@@ -188,11 +189,7 @@ class TurnMetrics(ArtifactModel):
                                        ) -> dict[str, Any]:
         """The hesitation fields are written only for a hesitation turn: every other turn's
         document stays as it was (a bundle re-scores to the same bytes)."""
-        data: dict[str, Any] = handler(self)
-        for name in HESITATION_FIELDS:
-            if name in data and data[name] is None:
-                del data[name]
-        return data
+        return without_absent(handler(self), HESITATION_FIELDS)
     #: how late this response's timing stamps (its audio chunks' and response.done's arrivals)
     #: may be, from the evaluator's loop lag around them, in ms (0: no late tick near them);
     #: ``None``: not judged per turn (docs/artifacts.md, measurement_quality)

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from ._base import NonNegativeFloat, PositiveFloat, StrictModel
 from ._channel import ChannelConfig
 from ._launch import LaunchConfig
-from ._pauses import SpokenPieces, has_pause_markers, split_pauses
+from ._pauses import SpokenPieces, check_pause_seconds, has_pause_markers, split_pauses
 
 Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
                      "input_transcripts", "output_transcripts"]
@@ -464,6 +464,23 @@ class SuitePersona(StrictModel):
     persona_mode: str | None = None
 
 
+class EndpointingAxis(StrictModel):
+    """A suite's endpointing sweep (docs/endpointing.md): every cell once per pause length,
+    given to the bare ``{pause}`` marker of script turn ``turn`` (``script.turns.N.pauses``)."""
+
+    turn: Annotated[int, Field(ge=0)] = 0
+    pause_seconds: Annotated[list[float], Field(min_length=1, max_length=100)]
+
+    @field_validator("pause_seconds")
+    @classmethod
+    def _pauses_in_range(cls, values: list[float]) -> list[float]:
+        for value in values:
+            check_pause_seconds(value)
+        if len(set(values)) != len(values):
+            raise ValueError("each pause length once")
+        return values
+
+
 class SuiteConfig(StrictModel):
     name: str = ""
     base: Path = Field(description="a run config every cell inherits (endpoint, speech, seeds...)")
@@ -477,3 +494,5 @@ class SuiteConfig(StrictModel):
     assumed_user_turn_seconds: PositiveFloat = 3.0
     #: when given, every cell reports with it (else each cell keeps its base run's)
     statistics: StatisticsConfig | None = None
+    #: the endpointing curve: every cell once per pause length (docs/endpointing.md)
+    endpointing: EndpointingAxis | None = None

@@ -1,5 +1,6 @@
 """Scoring: outcome probes, deterministic verdicts, LLM judges, pass@k and pass^k."""
 
+from ._endpointing import Hesitation, curve_of, endpointing_curve, half_cut_in, hesitations
 from ._judge_correction import CorrectedRate, corrected_rate, rogan_gladen
 from ._probe import OutcomeProbe
 from ._probe_loader import PROBES, load_probe_class
@@ -16,6 +17,7 @@ from ._run_statistics import (
     GATE_METRICS,
     RunStatistics,
     check_gate_metrics,
+    counts_toward_rates,
     pass_rate,
     read_calibration,
     run_statistics,
@@ -42,6 +44,7 @@ from ._statistics import (
 from ._verdicts import (
     TrialStatus,
     deterministic_verdicts,
+    no_cut_in_verdict,
     pass_at_k,
     pass_power_k,
     trial_passed,
@@ -49,6 +52,13 @@ from ._verdicts import (
 )
 
 __all__ = [
+    "counts_toward_rates",
+    "Hesitation",
+    "curve_of",
+    "endpointing_curve",
+    "half_cut_in",
+    "hesitations",
+    "no_cut_in_verdict",
     "pass_rate",
     "settings_of",
     "ConversationEvidence",

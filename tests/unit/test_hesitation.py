@@ -179,3 +179,40 @@ def test_no_cut_in_passes_and_is_inconclusive_without_hesitation():
     assert passed.status == "passed"
     nothing = no_cut_in_verdict([_turn("turn-001")])
     assert nothing.status == "inconclusive" and "no user turn with pauses" in nothing.why
+
+
+# --- the endpointing curve --------------------------------------------------------------------
+
+def _curve(*points: tuple[float, int, int], latency: float = 700.0):
+    from voicelab.config import StatisticsConfig
+    from voicelab.scoring import Hesitation, endpointing_curve
+
+    observations = [Hesitation(pause, index < cut, None if index < cut else latency)
+                    for pause, n, cut in points for index in range(n)]
+    return endpointing_curve(observations, StatisticsConfig())
+
+
+def test_the_half_cut_in_pause_is_interpolated_between_the_straddling_points():
+    curve = _curve((200, 4, 0), (400, 4, 1), (600, 4, 3), (800, 4, 4))
+    assert curve.half_cut_in == "interpolated"
+    assert curve.half_cut_in_pause_ms == pytest.approx(400 + 200 * (0.5 - 0.25) / 0.5)
+    assert [p.cut_in_probability for p in curve.points] == [0.0, 0.25, 0.75, 1.0]
+
+
+def test_a_curve_outside_its_range_says_so():
+    assert _curve((200, 2, 0), (400, 2, 0)).half_cut_in == "above_range"
+    below = _curve((200, 2, 2), (400, 2, 2))
+    assert below.half_cut_in == "below_range" and below.half_cut_in_pause_ms is None
+    at = _curve((200, 2, 0), (400, 2, 1), (600, 2, 2))
+    assert (at.half_cut_in, at.half_cut_in_pause_ms) == ("at_point", 400)
+    assert _curve() is None
+
+
+def test_no_cut_in_has_an_upper_bound_above_0_and_latency_a_median_interval():
+    (point,) = _curve((500, 10, 0)).points
+    assert point.cut_in_probability == 0.0 and point.cut_in_low == 0.0
+    assert point.cut_in_high == pytest.approx(0.2775, abs=1e-4)  # Wilson 95%, 0 of 10
+    assert point.latency_turns == 10 and point.latency_median_ms == 700.0
+    assert point.latency_median_low_ms == 700.0 and point.latency_median_high_ms == 700.0
+    (few,) = _curve((500, 3, 0)).points
+    assert few.latency_median_ms == 700.0 and few.latency_median_high_ms is None

@@ -216,3 +216,13 @@ def test_no_cut_in_has_an_upper_bound_above_0_and_latency_a_median_interval():
     assert point.latency_median_low_ms == 700.0 and point.latency_median_high_ms == 700.0
     (few,) = _curve((500, 3, 0)).points
     assert few.latency_median_ms == 700.0 and few.latency_median_high_ms is None
+
+
+def test_the_command_line_states_the_headline():
+    from voicelab.cli._run import endpointing_line
+
+    line = endpointing_line(_curve((200, 2, 0), (800, 2, 2)))
+    assert line == ("endpointing: cuts in half the time at a pause of 500 ms (interpolated); "
+                    "2 of 4 hesitation turn(s) cut into over pauses of 200-800 ms")
+    assert "not bracketed" in endpointing_line(_curve((200, 2, 0)))
+    assert "even at the shortest pause" in endpointing_line(_curve((200, 2, 2)))

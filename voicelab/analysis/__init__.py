@@ -27,6 +27,7 @@ from ._embed import (
     turn_audio_html,
     turn_windows,
 )
+from ._endpointing import endpointing_frame, half_cut_in_pause, plot_endpointing
 from ._failures import failing_trials, transcript_markdown
 from ._frames import GROUP_COLUMNS, KEY_COLUMNS, Frames, check_metric, load_frames, worst_turns
 from ._labels import label_rows, load_labels, save_labels
@@ -59,6 +60,9 @@ from .calibration import (
 )
 
 __all__ = [
+    "endpointing_frame",
+    "half_cut_in_pause",
+    "plot_endpointing",
     "probes_table",
     "selectivity_table",
     "GROUP_COLUMNS",

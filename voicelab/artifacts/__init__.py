@@ -2,6 +2,7 @@
 reports."""
 
 from ._bundle import EncodedFile, encode_trial_files, write_json, write_trial_files
+from ._endpointing_models import EndpointingCurve, EndpointingPoint
 from ._junit import junit_xml
 from ._lock import BundleLock
 from ._members import (
@@ -130,6 +131,8 @@ __all__ = [
     "read_trial_report_json",
     "decode_json",
     "fetch_missing",
+    "EndpointingCurve",
+    "EndpointingPoint",
     "LEGACY_NAMES",
     "member_path",
     "ATTEMPT_REPORT",

@@ -4,10 +4,11 @@ Versioning: see :mod:`._models`."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
+from ._endpointing_models import EndpointingCurve, without_absent
 from ._models import ArtifactModel, TrialSummary, Versioned
 from ._voice_models import MetricSummary, ProbeOutcome
 
@@ -181,6 +182,14 @@ class RunReport(Versioned):
     #: lowering concurrency, and the lowest concurrency it went down to
     lag_budget_ms: float | None = None
     lowest_concurrency: int | None = None
+    #: hesitation turns (docs/endpointing.md): cut-in probability and latency by pause length
+    #: (written only when the run had hesitation turns)
+    endpointing: EndpointingCurve | None = None
+
+    @model_serializer(mode="wrap")
+    def _endpointing_only_when_measured(self, handler: SerializerFunctionWrapHandler
+                                        ) -> dict[str, Any]:
+        return without_absent(handler(self), ("endpointing",))
 
 
 class MatrixCell(ArtifactModel):
@@ -198,6 +207,12 @@ class MatrixCell(ArtifactModel):
     suite_hash: str
     pass_rate: PassRate | None = None
     pass_curve: list[PassCurvePoint] = Field(default_factory=list)
+    #: a suite's ``endpointing`` axis: the pause length this cell's hesitation turn was given
+    pause_seconds: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _pause_only_when_swept(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return without_absent(handler(self), ("pause_seconds",))
 
 
 class MarginPassRate(ArtifactModel):
@@ -239,3 +254,10 @@ class MatrixReport(Versioned):
     #: the ``--set`` overrides the sweep was started with (secrets ``***``): ``sweep --resume``
     #: applies them again
     overrides: list[str] = Field(default_factory=list)
+    #: a suite's ``endpointing`` axis: one curve per scenario x persona x environment
+    endpointing: list[EndpointingCurve] | None = None
+
+    @model_serializer(mode="wrap")
+    def _endpointing_only_when_swept(self, handler: SerializerFunctionWrapHandler
+                                     ) -> dict[str, Any]:
+        return without_absent(handler(self), ("endpointing",))

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from ..audio import SignalAnalysis
+from ._endpointing_models import without_absent
 from ._models import ArtifactModel, Versioned
 
 #: The seed's signal-analysis fields: one definition, shared with :mod:`voicelab.audio`.
 SignalStats = SignalAnalysis
+#: TurnMetrics fields of a hesitation turn only (absent from every other turn's document)
+HESITATION_FIELDS = ("user_pauses_ms", "product_cut_in", "cut_in_pause_index",
+                     "cut_in_after_pause_ms")
 
 
 class ProbeOutcome(ArtifactModel):
@@ -170,6 +174,22 @@ class TurnMetrics(ArtifactModel):
     #: the ``to_user`` line's constant path delay, included in ``response_latency_ms``
     to_user_delay_ms: float | None = None
     channel: dict[str, Any] | None = None
+    #: a hesitation turn (script pauses, docs/endpointing.md): its pauses' lengths; whether the
+    #: product's speech, as heard, began before the user's last piece of speech ended; the
+    #: pause it began in or after (0-based; None: before the first pause); how long after
+    #: that pause began. None on every other turn. A hesitation turn the product answered
+    #: only by cutting in gets a row of its own (``status: no_response``).
+    user_pauses_ms: list[float] | None = None
+    product_cut_in: bool | None = None
+    cut_in_pause_index: int | None = None
+    cut_in_after_pause_ms: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _hesitation_only_when_measured(self, handler: SerializerFunctionWrapHandler
+                                       ) -> dict[str, Any]:
+        """The hesitation fields are written only for a hesitation turn: every other turn's
+        document stays as it was (a bundle re-scores to the same bytes)."""
+        return without_absent(handler(self), HESITATION_FIELDS)
     #: how late this response's timing stamps (its audio chunks' and response.done's arrivals)
     #: may be, from the evaluator's loop lag around them, in ms (0: no late tick near them);
     #: ``None``: not judged per turn (docs/artifacts.md, measurement_quality)

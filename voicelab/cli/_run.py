@@ -21,6 +21,7 @@ from ..artifacts import (
     MATRIX_REPORT,
     RUN_REPORT,
     TRIAL_REPORT,
+    EndpointingCurve,
     GateCheck,
     JudgeCalibration,
     PassRate,
@@ -255,6 +256,8 @@ def print_run_summary(outcome: RunOutcome) -> None:
     print(f"{report.passed_trials}/{report.trial_count} trial(s) passed{undecided}{retried}; "
           f"pass@k {str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
     _print_statistics(report)
+    if report.endpointing is not None:
+        print(endpointing_line(report.endpointing))
     for line in (_lag_budget_line(report),
                  degraded_warning(report.degraded_trials, report.executed_trials)):
         if line:
@@ -316,6 +319,21 @@ def _summary(outcome: RunOutcome | MatrixOutcome) -> None:
         print_run_summary(outcome)
 
 
+def endpointing_line(curve: EndpointingCurve) -> str:
+    """The endpointing curve's headline (docs/endpointing.md)."""
+    pauses = [p.pause_ms for p in curve.points]
+    span = f"{min(pauses):.0f}-{max(pauses):.0f} ms" if pauses else "no pauses"
+    cut = sum(p.cut_ins for p in curve.points)
+    turns = sum(p.turns for p in curve.points)
+    counts = f"{cut} of {turns} hesitation turn(s) cut into over pauses of {span}"
+    if curve.half_cut_in_pause_ms is not None:
+        return (f"endpointing: cuts in half the time at a pause of "
+                f"{curve.half_cut_in_pause_ms:.0f} ms ({curve.half_cut_in}); {counts}")
+    if curve.half_cut_in == "below_range":
+        return f"endpointing: cuts in at least half the time even at the shortest pause; {counts}"
+    return f"endpointing: cuts in less than half the time at every pause (not bracketed); {counts}"
+
+
 def print_matrix_summary(outcome: MatrixOutcome) -> None:
     report = outcome.report
     width = max((len(c.cell_id) for c in report.cells), default=10)
@@ -329,6 +347,9 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
     print(f"{report.passed_trials}/{report.conversations} conversation(s) passed; pass@k "
           f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}; "
           f"pass rate {rate_text(report.pass_rate)}")
+    for curve in report.endpointing or []:
+        print(f"{curve.scenario} / {curve.persona} / {curve.environment}: "
+              f"{endpointing_line(curve)}")
     for cell_outcome in outcome.cells:
         blocking = [g for g in cell_outcome.report.gates if g.status != "passed"]
         for gate in blocking:

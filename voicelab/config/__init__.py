@@ -21,6 +21,7 @@ from ._models import (
     CustomJudge,
     EchoConfig,
     EndpointConfig,
+    EndpointingAxis,
     EnvironmentConfig,
     EvalSpec,
     GateConfig,
@@ -48,6 +49,7 @@ from ._models import (
     VoiceLiveProvider,
 )
 from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_model
+from ._pauses import MAX_PAUSE_SECONDS, SpokenPieces, has_pause_markers, split_pauses
 from ._recorded import RECORDED_KINDS, load_recorded_run
 from ._resolved import file_sha256
 from ._secrets import (
@@ -67,6 +69,10 @@ from ._voice import DISFLUENCY_PROFILES, DisfluencyConfig, PersonaSpeech
 
 __all__ = [
     "CAPABILITY_NAMES",
+    "MAX_PAUSE_SECONDS",
+    "SpokenPieces",
+    "split_pauses",
+    "has_pause_markers",
     "DOCUMENT_KINDS",
     "MASK",
     "QUIET_ENVIRONMENT",
@@ -79,6 +85,7 @@ __all__ = [
     "ConversationSpec",
     "CustomJudge",
     "EndpointConfig",
+    "EndpointingAxis",
     "EchoConfig",
     "EnvironmentConfig",
     "EvalSpec",

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from ._base import NonNegativeFloat, PositiveFloat, StrictModel
 from ._channel import ChannelConfig
 from ._launch import LaunchConfig
+from ._pauses import SpokenPieces, check_pause_seconds, has_pause_markers, split_pauses
 from ._voice import LanguageTag, VoicedPersona
 
 Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
@@ -60,6 +61,9 @@ class EvalSpec(StrictModel):
     #: must leave the product talking; every interruption must stop it
     keeps_talking_through_backchannel: bool = False
     stops_when_interrupted: bool = False
+    #: hesitation turns (docs/endpointing.md): the product must not start speaking while the
+    #: user pauses mid-turn (critical unless listed in ``advisory_verdicts``)
+    no_cut_in: bool = False
     response_timeout_seconds: PositiveFloat = 15.0
     advisory_verdicts: list[str] = Field(default_factory=list)
 
@@ -112,9 +116,22 @@ class ScriptTurn(StrictModel):
     #: keys pressed on the user's phone after the turn's speech (0-9, * and #), for adapters
     #: that carry DTMF (twilio); a turn may press keys and say nothing
     dtmf: Annotated[str, Field(pattern=r"^[0-9*#]+$")] | None = None
+    #: the lengths (seconds) of the bare ``{pause}`` markers in ``response``, in order; a
+    #: marker may also carry its own, ``{pause: 1.2}`` (docs/endpointing.md)
+    pauses: list[float] | None = None
+
+    @property
+    def spoken(self) -> SpokenPieces:
+        """``response`` split at its pause markers (validated with the turn)."""
+        return split_pauses(self.response, self.pauses)
 
     @model_validator(mode="after")
     def _has_something_to_say(self) -> ScriptTurn:
+        if self.pauses is not None or has_pause_markers(self.response):
+            self.spoken  # noqa: B018 - raises ValueError naming a bad marker or length
+            if self.audio_path is not None:
+                raise ValueError("pause markers need a 'response' text to synthesize, not an "
+                                 "'audio_path'")
         if not self.response.strip() and self.audio_path is None and self.dtmf is None:
             raise ValueError("a script turn needs a 'response' text, an 'audio_path' or 'dtmf' "
                              "keys to press")
@@ -450,6 +467,23 @@ class SuitePersona(StrictModel):
     persona_mode: str | None = None
 
 
+class EndpointingAxis(StrictModel):
+    """A suite's endpointing sweep (docs/endpointing.md): every cell once per pause length,
+    given to the bare ``{pause}`` marker of script turn ``turn`` (``script.turns.N.pauses``)."""
+
+    turn: Annotated[int, Field(ge=0)] = 0
+    pause_seconds: Annotated[list[float], Field(min_length=1, max_length=100)]
+
+    @field_validator("pause_seconds")
+    @classmethod
+    def _pauses_in_range(cls, values: list[float]) -> list[float]:
+        for value in values:
+            check_pause_seconds(value)
+        if len(set(values)) != len(values):
+            raise ValueError("each pause length once")
+        return values
+
+
 class SuiteConfig(StrictModel):
     name: str = ""
     base: Path = Field(description="a run config every cell inherits (endpoint, speech, seeds...)")
@@ -463,3 +497,5 @@ class SuiteConfig(StrictModel):
     assumed_user_turn_seconds: PositiveFloat = 3.0
     #: when given, every cell reports with it (else each cell keeps its base run's)
     statistics: StatisticsConfig | None = None
+    #: the endpointing curve: every cell once per pause length (docs/endpointing.md)
+    endpointing: EndpointingAxis | None = None

@@ -71,6 +71,7 @@ from ..recording import (
     conversion_delay_ns,
     samples_to_ns,
 )
+from ._cut_in import cut_in_fields, pauses_on_timeline
 from ._placement import STEP_EVENTS, Placement, audible_extent_ns, audible_ns, silent_runs_ns
 from ._selectivity import echo_of, overlap_ns, probe_outcomes, self_interruptions
 
@@ -120,6 +121,7 @@ class _UserTurn:
     speech_end: int | None = None
     line_speech_start_ns: int | None = None  # listener ns, from a live line's exact events
     line_speech_end_ns: int | None = None
+    pauses: list[list[int]] | None = None  # a hesitation turn's, samples into its audio
 
 
 _REFERENCES = {EventType.USER_TURN_COMMITTED: "commit", EventType.CONNECTED: "init",
@@ -161,7 +163,8 @@ def _gather(recording: Recording) -> Steps[_Gathered]:
             found.user_chunks.setdefault(turn, []).append(event)
         elif kind is EventType.USER_TURN_STARTED:
             started = UserTurnStarted.of(event)
-            users[turn] = _UserTurn(started.speech_start_sample, started.speech_end_sample)
+            users[turn] = _UserTurn(started.speech_start_sample, started.speech_end_sample,
+                                    pauses=started.pauses)
         elif kind is EventType.USER_SPEECH_STARTED and turn in users:
             users[turn].line_speech_start_ns = event.listener_ns
         elif kind is EventType.USER_SPEECH_ENDED and turn in users:
@@ -328,7 +331,16 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
                                            if b > span[0] and a < span[1]], user_speech))
             if span else None,
             to_user_delay_ms=_ms(heard_delay_ns) if to_user else None,
-            **_line_fields(line_turns, turn_id)))
+            **_line_fields(line_turns, turn_id),
+            **_cut_in(turn_id, users, placement, speech, heard_delay_ns, converting_ns)))
+    # a hesitation turn the product never answered after its end (it cut in, or said nothing)
+    for turn_id in sorted(set(users) - set(order)):
+        cut_in = _cut_in(turn_id, users, placement, speech, heard_delay_ns, converting_ns)
+        if cut_in:
+            turns.append(TurnMetrics(turn_id=turn_id, index=len(turns), status="no_response",
+                                     output_audio_seconds=0.0, interrupted=False,
+                                     user_speech_end_ms=_ms(_user_speech_ns(
+                                         turn_id, users, placement)[1]), **cut_in))
     yield
     hangover_ms = float(listener.get("reply_end_hangover_ms", 700.0))
 
@@ -342,6 +354,22 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
         self_interruptions=self_interruptions(recording, speech, user_speech,
                                               hangover_ms=hangover_ms),
         echo=echo_of(recording))
+
+
+def _cut_in(turn_id: str, users: dict[str, _UserTurn], placement: Placement,
+            speech: list[tuple[int, int]], heard_delay_ns: int, converting_ns: int
+            ) -> dict[str, Any]:
+    """A hesitation turn's cut-in metrics (:mod:`._cut_in`); {} for any other turn."""
+    user = users.get(turn_id)
+    if user is None or not user.pauses:
+        return {}
+    start, end = _user_speech_ns(turn_id, users, placement)
+    pauses = pauses_on_timeline(user.pauses, speech_start_sample=user.speech_start,
+                                line_speech_start_ns=user.line_speech_start_ns,
+                                placed_start_ns=placement.user_turn_start_ns.get(turn_id))
+    return cut_in_fields(pauses, speech_start_ns=start, speech_end_ns=end,
+                         product_speech_ns=speech, heard_delay_ns=heard_delay_ns,
+                         converting_ns=converting_ns)
 
 
 def _line_fields(line_turns: dict[str, dict[Any, dict[str, JsonValue]]], turn_id: str

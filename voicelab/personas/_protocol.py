@@ -118,6 +118,10 @@ class UserTurn:
     dtmf: str | None = None
     #: a replayed recording: ``audio`` already carries the environment and is sent as it is
     recorded: RecordedSpeech | None = None
+    #: a hesitation turn: ``pieces`` are said one after another with ``pauses_seconds[i]`` of
+    #: silence after ``pieces[i]`` (``text`` is the pieces joined); empty: said in one go
+    pieces: tuple[str, ...] = ()
+    pauses_seconds: tuple[float, ...] = ()
     #: ``speech``, ``interruption`` or ``backchannel`` (spoken into the product's speech, after
     #: which the user keeps listening; see docs/probes.md)
     kind: str = "speech"

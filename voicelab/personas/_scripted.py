@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..audio import PcmAudio, read_audio
-from ..config import ScriptConfig, ScriptTurn
+from ..config import ScriptConfig, ScriptTurn, has_pause_markers, split_pauses
 from ..errors import ConfigError
 from ._disfluency import make_disfluent
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
@@ -63,7 +63,13 @@ class ScriptedPersona:
     def _turn(self, index: int, source: str = "script") -> UserTurn:
         script_turn = self.script.turns[index]
         text, disfluency = self._spoken_text(index)
-        return UserTurn(text=text, audio=self._audio.get(index),
+        # pauses are split after the disfluencies (which keep the markers where they are)
+        spoken = split_pauses(text, script_turn.pauses) if script_turn.pauses is not None \
+            or has_pause_markers(text) else None
+        hesitation: dict[str, Any] = {} if spoken is None or not spoken.pauses_seconds else {
+            "pieces": spoken.pieces, "pauses_seconds": spoken.pauses_seconds}
+        return UserTurn(text=spoken.text if spoken is not None else text,
+                        audio=self._audio.get(index), **hesitation,
                         interrupt_after_seconds=script_turn.interrupt_after_seconds,
                         source=source, dtmf=script_turn.dtmf, kind=script_turn.kind,
                         metadata={"script_index": index, "trigger": script_turn.trigger,

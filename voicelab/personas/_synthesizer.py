@@ -30,6 +30,7 @@ from ..providers import (
     resolve_llm_provider,
 )
 from ._disfluency import disfluency_instructions
+from ._hesitation import HesitationProfile, hesitate
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class SynthesizerSettings(BaseModel):
     max_turns_hint: int | None = Field(None, gt=0)
     system_prompt_extra: str = ""
     timeout_seconds: float = Field(60.0, gt=0)
+    #: seeded pauses inside the replies (docs/endpointing.md)
+    hesitation: HesitationProfile | None = None
 
 
 def parse_settings(settings: Mapping[str, Any]) -> SynthesizerSettings:
@@ -160,7 +163,10 @@ class SynthesizerPersona:
         if decision["end_conversation"]:
             self._pending_end = reason
         self._history.append(("user", decision["reply"]))
+        turn = sum(1 for role, _ in self._history if role == "user")
         return UserTurn(text=decision["reply"], source="synthesizer",
+                        **hesitate(decision["reply"], self.settings.hesitation, seed=self.seed,
+                                   turn=turn),
                         metadata={"exchange": exchange["exchange"], "reason": decision["reason"],
                                   "end_conversation": decision["end_conversation"],
                                   "model": self.provider.model,

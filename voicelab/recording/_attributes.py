@@ -183,6 +183,9 @@ class UserTurnStarted(EventAttributes):
     kind: str | None = None
     #: the persona's disfluencies in this turn: the script's own text and what was applied
     disfluency: dict[str, JsonValue] | None = None
+    #: a hesitation turn's pauses in the turn's audio: [first silent sample, first sample of
+    #: the next piece of speech] each (the same samples as ``speech_start_sample``)
+    pauses: list[list[int]] | None = None
 
 
 class UserAudio(EventAttributes):

@@ -58,6 +58,7 @@ from ..recording import (
 )
 from ._channel import ToProductLine, ToUserLine, line_config, record_line_stats
 from ._heard_speech import HeardSpeech
+from ._hesitation import PauseSpan, join_with_pauses
 from ._intake import AudioFloodLimit, Intake
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,8 @@ class Prepared:
     #: made it (a replayed turn); None: ``clean`` is mixed with the environment
     delivered: PcmAudio | None = None
     mix_summary: dict[str, Any] = field(default_factory=dict)
+    #: a hesitation turn's pauses in ``clean`` (samples: first silent, first of the next piece)
+    pauses: tuple[PauseSpan, ...] = ()
 
 
 @dataclass
@@ -328,14 +331,16 @@ class Conversation:
         planned = getattr(self.persona, "planned_turns", None)
         if not callable(planned) or not getattr(self.speech, "synthesize_ahead", True):
             return
-        texts = list(dict.fromkeys(t.text for t in planned() if t.audio is None and t.text))
-        for text in texts:
-            self._prepare_soon(UserTurn(text=text))
+        for turn in planned():
+            if turn.audio is None and turn.text:
+                self._prepare_soon(UserTurn(text=turn.text, pieces=turn.pieces,
+                                            pauses_seconds=turn.pauses_seconds))
         await asyncio.gather(*self._preparing.values(), return_exceptions=True)
 
     def _prepare_soon(self, turn: UserTurn) -> asyncio.Task[Prepared]:
         """Start preparing ``turn`` now (a barge-in is decided long before it is spoken)."""
-        key = turn.text if turn.audio is None else id(turn.audio)
+        key: Hashable = id(turn.audio) if turn.audio is not None else \
+            (turn.pieces, turn.pauses_seconds) if turn.pauses_seconds else turn.text
         task = self._preparing.get(key)
         if task is None:
             task = self._preparing[key] = asyncio.create_task(self._synthesize(turn))
@@ -356,6 +361,8 @@ class Conversation:
             silence = PcmAudio(np.zeros(int(KEYS_ONLY_SECONDS * CANONICAL_SAMPLE_RATE_HZ),
                                         dtype=np.int16))
             return Prepared(silence, {"provider": "dtmf", "cached": False}, None)
+        if turn.audio is None and turn.pauses_seconds:
+            return await self._synthesize_hesitation(turn)
         if turn.audio is not None:
             clean = turn.audio
             info: dict[str, Any] = {"provider": turn.source, "cached": False, "prerecorded": True}
@@ -374,6 +381,17 @@ class Conversation:
             else speech_bounds(clean)
         return Prepared(clean, info, bounds, turn.audio, dict(recorded.mix_summary or {}))
 
+    async def _synthesize_hesitation(self, turn: UserTurn) -> Prepared:
+        """A turn with pauses: each piece synthesized, joined with that much silence."""
+        syntheses = [await self.speech.synthesize(piece, voice=self.voice, seed=self.seed)
+                     for piece in turn.pieces]
+        clean, pauses = join_with_pauses([s.audio for s in syntheses], turn.pauses_seconds)
+        first = syntheses[0]
+        info = {"provider": first.provider, "voice": first.voice,
+                "cached": all(s.cached for s in syntheses),
+                "cache": first.metadata.get("cache", "none")}
+        return Prepared(clean, info, speech_bounds(clean), pauses=pauses)
+
     def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,
                      mix_summary: dict[str, Any], barge_in_of: str | None) -> None:
         """speech.synthesized, environment.mixed and user.turn_started of a turn about to be
@@ -388,11 +406,13 @@ class Conversation:
         recording.record(EventType.ENVIRONMENT_MIXED, EnvironmentMixed(**mix_summary),
                          source="environment", direction="internal", turn_id=turn_id)
         bounds = prepared.bounds
-        kind: dict[str, Any] = {"kind": turn.kind} if turn.kind != "speech" else {}
+        optional: dict[str, Any] = {"kind": turn.kind} if turn.kind != "speech" else {}
+        if prepared.pauses:
+            optional["pauses"] = [list(span) for span in prepared.pauses]
         recording.record(EventType.USER_TURN_STARTED, UserTurnStarted(
             text=turn.text, source_kind=turn.source, barge_in_of=barge_in_of, dtmf=turn.dtmf,
             speech_start_sample=bounds.start_sample if bounds else None,
-            speech_end_sample=bounds.end_sample if bounds else None, **kind,
+            speech_end_sample=bounds.end_sample if bounds else None, **optional,
             **{k: v for k, v in turn.metadata.items() if isinstance(k, str)}),
             source="persona", direction="outbound", turn_id=turn_id, speaker_role="user")
 

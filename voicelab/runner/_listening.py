@@ -67,7 +67,8 @@ def aligned(prepared: Prepared, samples: int) -> Prepared:
                    else None,
                    bounds=replace(bounds, start_sample=bounds.start_sample + pad,
                                   end_sample=bounds.end_sample + pad)
-                   if bounds is not None else None)
+                   if bounds is not None else None,
+                   pauses=tuple((start + pad, end + pad) for start, end in prepared.pauses))
 
 
 class ServerVadConversation(Conversation):

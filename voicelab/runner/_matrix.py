@@ -19,6 +19,8 @@ from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
     MATRIX_REPORT,
+    EndpointingCurve,
+    EndpointingPoint,
     MarginPassRate,
     MatrixCell,
     MatrixReport,
@@ -44,7 +46,7 @@ from ..config import (
     recorded_overrides,
 )
 from ..errors import ConfigError
-from ..scoring import pass_rate
+from ..scoring import curve_of, pass_rate
 from ._run import (
     MAX_CONCURRENCY,
     MAX_TRIALS,
@@ -64,6 +66,8 @@ class MatrixCellPlan:
     scenario: str
     persona: str
     environment: str
+    #: a suite's ``endpointing`` axis: the pause length of this cell's hesitation turn
+    pause_seconds: float | None = None
 
 
 @dataclass
@@ -188,22 +192,32 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
     statistics = [] if spec.statistics is None else [
         f"statistics.confidence={spec.statistics.confidence!r}",
         f"statistics.interval={spec.statistics.interval}"]
+    axis = spec.endpointing
+    pauses: list[float | None] = list(axis.pause_seconds) if axis is not None else [None]
     for scenario in loaded_suite.scenarios:
         for persona in loaded_suite.personas:
             for environment in loaded_suite.environments:
-                loaded = load_run(spec.base, overrides=[
-                    *cell_overrides(scenario, persona, environment), *statistics, *overrides])
-                run_plan = validate_run(loaded)
-                env_name = loaded.environment.name or (
-                    loaded.run.environment_path.stem if loaded.run.environment_path else "quiet")
-                cell_id = "__".join(_safe(x) for x in (loaded.scenario.id, loaded.persona.name,
-                                                        env_name))
-                cells.append(MatrixCellPlan(cell_id, run_plan, loaded.scenario.id,
-                                            loaded.persona.name, env_name))
-                user, product = _estimate(loaded, user_turn_seconds=spec.assumed_user_turn_seconds,
-                                          response_seconds=spec.assumed_response_seconds)
-                user_seconds += user
-                product_seconds += product
+                for pause in pauses:
+                    hesitation = [] if axis is None or pause is None else \
+                        [f"script.turns.{axis.turn}.pauses=[{pause!r}]"]
+                    loaded = load_run(spec.base, overrides=[
+                        *cell_overrides(scenario, persona, environment), *hesitation,
+                        *statistics, *overrides])
+                    run_plan = validate_run(loaded)
+                    env_name = loaded.environment.name or (
+                        loaded.run.environment_path.stem if loaded.run.environment_path
+                        else "quiet")
+                    parts = [loaded.scenario.id, loaded.persona.name, env_name]
+                    if pause is not None:
+                        parts.append(f"pause-{round(pause * 1000):05d}ms")
+                    cell_id = "__".join(_safe(x) for x in parts)
+                    cells.append(MatrixCellPlan(cell_id, run_plan, loaded.scenario.id,
+                                                loaded.persona.name, env_name, pause))
+                    user, product = _estimate(
+                        loaded, user_turn_seconds=spec.assumed_user_turn_seconds,
+                        response_seconds=spec.assumed_response_seconds)
+                    user_seconds += user + (pause or 0.0)
+                    product_seconds += product
     check_names_unique([c.cell_id for c in cells], source=loaded_suite.path,
                        key="scenarios/personas/environments")
     return MatrixPlan(loaded_suite, cells, k, parallel, user_seconds * k, product_seconds * k,
@@ -228,10 +242,11 @@ def matrix_rates(cells: list[MatrixCell], statistics: StatisticsConfig
     return pooled(cells), margins
 
 
-def matrix_cell(outcome: RunOutcome, *, bundle_path: str) -> MatrixCell:
+def matrix_cell(outcome: RunOutcome, *, bundle_path: str,
+                pause_seconds: float | None = None) -> MatrixCell:
     """A sweep's line for one of its runs (a cell), from the run's report."""
     report = outcome.report
-    return MatrixCell(
+    return MatrixCell(pause_seconds=pause_seconds,
         cell_id=Path(outcome.bundle_path).name, scenario=report.scenario_id,
         persona=report.persona, environment=report.environment, bundle_path=bundle_path,
         trial_count=report.trial_count, executed_trials=report.executed_trials,
@@ -243,7 +258,9 @@ def matrix_cell(outcome: RunOutcome, *, bundle_path: str) -> MatrixCell:
 def matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: list[RunOutcome],
                    started: str, status: str, label: str | None = None,
                    resumed_at: Sequence[str] = ()) -> MatrixReport:
-    cells = sorted((matrix_cell(o, bundle_path=published_location(o.bundle_path))
+    pauses = {cell.cell_id: cell.pause_seconds for cell in plan.cells}
+    cells = sorted((matrix_cell(o, bundle_path=published_location(o.bundle_path),
+                                pause_seconds=pauses.get(Path(o.bundle_path).name))
                     for o in outcomes), key=lambda c: c.cell_id)
     pooled, margins = matrix_rates(cells, plan.statistics)
     complete = len(cells) == len(plan.cells)
@@ -265,7 +282,22 @@ def matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: lis
         pass_at_k=complete and all(c.pass_at_k for c in cells),
         pass_power_k=complete and all(c.pass_power_k for c in cells), exit_code=code,
         cells=cells, label=label, resumed_at=list(resumed_at), pass_rate=pooled,
-        margins=margins)
+        margins=margins,
+        endpointing=matrix_endpointing(outcomes) if plan.suite.suite.endpointing else None)
+
+
+def matrix_endpointing(outcomes: Sequence[RunOutcome]) -> list[EndpointingCurve]:
+    """One endpointing curve per scenario x persona x environment of a swept suite: the
+    points its cells measured (each cell one pause length)."""
+    groups: dict[tuple[str, str, str], list[EndpointingPoint]] = {}
+    for outcome in outcomes:
+        report = outcome.report
+        key = (report.scenario_id, report.persona, report.environment)
+        points = groups.setdefault(key, [])
+        if report.endpointing is not None:
+            points.extend(report.endpointing.points)
+    return [curve_of(points, scenario=scenario, persona=persona, environment=environment)
+            for (scenario, persona, environment), points in sorted(groups.items())]
 
 
 def read_matrix_report(run_dir: str | Path) -> MatrixReport:

@@ -25,7 +25,14 @@ from ..artifacts import (
 )
 from ..config import LoadedRun
 from ..errors import ConfigError
-from ..scoring import pass_at_k, pass_power_k, run_statistics
+from ..scoring import (
+    counts_toward_rates,
+    endpointing_curve,
+    hesitations,
+    pass_at_k,
+    pass_power_k,
+    run_statistics,
+)
 from ._trial import TrialResult
 
 
@@ -148,4 +155,7 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
         inconclusive_trials=sum(s.status == "inconclusive" for s in summaries),
         retried_trials=sum(s.attempts > 1 for s in summaries),
         lag_budget_ms=lag_budget_ms, lowest_concurrency=lowest_concurrency,
+        endpointing=endpointing_curve(
+            (h for r in ordered if counts_toward_rates(r.report.exit_reason)
+             for h in hesitations(r.turn_metrics)), loaded.run.statistics),
         **statistics.report_fields())

@@ -1,5 +1,6 @@
 """Scoring: outcome probes, deterministic verdicts, LLM judges, pass@k and pass^k."""
 
+from ._endpointing import Hesitation, curve_of, endpointing_curve, half_cut_in, hesitations
 from ._judge_correction import METHOD, CorrectedRate, corrected_rate, rogan_gladen, safe_ratio
 from ._probe import OutcomeProbe
 from ._probe_loader import PROBES, load_probe_class
@@ -16,6 +17,7 @@ from ._run_statistics import (
     GATE_METRICS,
     RunStatistics,
     check_gate_metrics,
+    counts_toward_rates,
     gate_config_of,
     pass_rate,
     read_calibration,
@@ -48,6 +50,7 @@ from ._text_readers import text_readers
 from ._verdicts import (
     TrialStatus,
     deterministic_verdicts,
+    no_cut_in_verdict,
     pass_at_k,
     pass_power_k,
     trial_passed,
@@ -63,6 +66,13 @@ __all__ = [
     "INTERVAL_METHODS",
     "DEFAULT_RESAMPLES",
     "QUANTILE_STATISTICS",
+    "counts_toward_rates",
+    "Hesitation",
+    "curve_of",
+    "endpointing_curve",
+    "half_cut_in",
+    "hesitations",
+    "no_cut_in_verdict",
     "pass_rate",
     "settings_of",
     "ConversationEvidence",

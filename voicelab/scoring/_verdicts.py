@@ -146,6 +146,9 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
         verdicts.append(_probe_verdict("stops_when_interrupted", probes, ("interruption",),
                                        "stops"))
 
+    if spec.no_cut_in:
+        verdicts.append(no_cut_in_verdict(turn_metrics))
+
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:
         if verdict.name in advisory:
@@ -168,6 +171,31 @@ def _probe_verdict(name: str, probes: Sequence[ProbeOutcome], kinds: tuple[str, 
         observed=f"{len(judged) - len(wrong)} of {len(judged)}",
         why=f"right on all {len(judged)} probe(s)" if not wrong
         else f"wrong on {detail}")
+
+
+def no_cut_in_verdict(turn_metrics: Sequence[TurnMetrics]) -> Verdict:
+    """``no_cut_in``: the product's speech never began inside a hesitation turn (before the
+    user's last piece of speech ended); inconclusive when the trial had no hesitation turn."""
+    expected = "the product waits for the end of every hesitation turn"
+    judged = [t for t in turn_metrics if t.product_cut_in is not None]
+    if not judged:
+        return _inconclusive("no_cut_in", expected, "the trial had no user turn with pauses")
+    cut = [t for t in judged if t.product_cut_in]
+
+    def where(turn: TurnMetrics) -> str:
+        pauses = turn.user_pauses_ms or []
+        index = turn.cut_in_pause_index
+        if index is None or index >= len(pauses):
+            return f"{turn.turn_id}: before the user's first pause"
+        return (f"{turn.turn_id}: {turn.cut_in_after_pause_ms or 0.0:.0f} ms into pause "
+                f"{index + 1} of {pauses[index]:.0f} ms")
+
+    return Verdict(
+        name="no_cut_in", passed=not cut, expected=expected,
+        observed=f"{len(cut)} of {len(judged)} hesitation turn(s) cut into",
+        why=f"the product waited through all {len(judged)} hesitation turn(s)" if not cut
+        else "the product began speaking while the user was still mid-turn: "
+             + "; ".join(where(t) for t in cut))
 
 
 def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:

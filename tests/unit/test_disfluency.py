@@ -110,3 +110,18 @@ def test_no_profile_asks_the_language_model_for_nothing() -> None:
     from voicelab.personas._disfluency import disfluency_instructions
 
     assert disfluency_instructions(DisfluencyConfig(), language="en-US") == []
+
+
+def test_disfluencies_and_pauses_compose() -> None:
+    said = "My account number is {pause: 1.2} 4 4 7 1 and I moved on Friday."
+    script = ScriptConfig(turns=[ScriptTurn(response=said)])
+    context = PersonaContext(scenario=ScenarioConfig(id="s"),
+                             persona=PersonaConfig(name="p", disfluency=DisfluencyConfig(
+                                 fillers=1, restarts=1, self_corrections=1)),
+                             data={}, script=script, seed=3)
+    turn = asyncio.run(ScriptedPersona({}, context).opening())
+    # the pause stays where the script put it, between the disfluent pieces
+    assert turn.pauses_seconds == (1.2,) and len(turn.pieces) == 2
+    assert "{" not in turn.text and turn.text != said.replace(" {pause: 1.2}", "")
+    assert turn.pieces[1].startswith("4") or "4 4 7 1" in turn.pieces[1]
+    assert turn.metadata["disfluency"]["script_text"] == said

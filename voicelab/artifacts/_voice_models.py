@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from ..audio._signal import SignalAnalysis
 from ._models import ArtifactModel, Versioned
+from ._talk_models import EntityMetrics, TalkMetrics
 
 #: The seed's signal-analysis fields: one definition, shared with :mod:`voicelab.audio`.
 SignalStats = SignalAnalysis
@@ -254,3 +255,16 @@ class VoiceMetrics(Versioned):
     echo: dict[str, Any] | None = None
     #: the evaluator's own event-loop lag during the call, and whether it degraded the timings
     measurement_quality: MeasurementQuality | None = None
+    #: who talked how much (absent in bundles scored before it was measured)
+    talk: TalkMetrics | None = None
+    #: the scenario's key entities, heard and said (absent: the scenario marks none)
+    entities: EntityMetrics | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_entities(self, handler: SerializerFunctionWrapHandler
+                                 ) -> dict[str, Any]:
+        # a scenario without entities writes the document it always wrote
+        document: dict[str, Any] = handler(self)
+        if document.get("entities", 0) is None:
+            del document["entities"]
+        return document

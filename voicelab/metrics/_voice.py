@@ -73,6 +73,7 @@ from ..recording import (
 )
 from ._placement import STEP_EVENTS, Placement, audible_extent_ns, audible_ns, silent_runs_ns
 from ._selectivity import echo_of, overlap_ns, probe_outcomes, self_interruptions
+from ._talk import talk_metrics
 
 TIMING_METRICS = ("response_latency_ms", "first_audio_latency_ms", "response_duration_ms",
                   "playback_stall_ms", "dead_air_ms", "interruption_stop_latency_ms",
@@ -331,6 +332,8 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
             **_line_fields(line_turns, turn_id)))
     yield
     hangover_ms = float(listener.get("reply_end_hangover_ms", 700.0))
+    user_channel_speech = speech_segments_ns(placement.user)  # who talked how much
+    yield
 
     return VoiceMetrics(
         audio_format=CANONICAL_FORMAT.to_dict(), input=all_input, output=all_output, turns=turns,
@@ -341,7 +344,8 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
         probes=probe_outcomes(recording, speech, hangover_ms=hangover_ms),
         self_interruptions=self_interruptions(recording, speech, user_speech,
                                               hangover_ms=hangover_ms),
-        echo=echo_of(recording))
+        echo=echo_of(recording),
+        talk=talk_metrics(speech, user_channel_speech, user_speech))
 
 
 def _line_fields(line_turns: dict[str, dict[Any, dict[str, JsonValue]]], turn_id: str

@@ -54,7 +54,8 @@ class EntityCheck(ArtifactModel):
 
 
 class EntityMetrics(ArtifactModel):
-    """The scenario's key entities through the call (present when the scenario marks any)."""
+    """The scenario's key entities through the call, in the directions whose verdict the
+    scenario configures (``entities_heard``: input; ``entities_spoken``: output)."""
 
     input: list[EntityCheck] = Field(default_factory=list)
     output: list[EntityCheck] = Field(default_factory=list)

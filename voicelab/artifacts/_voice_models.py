@@ -257,7 +257,7 @@ class VoiceMetrics(Versioned):
     measurement_quality: MeasurementQuality | None = None
     #: who talked how much (absent in bundles scored before it was measured)
     talk: TalkMetrics | None = None
-    #: the scenario's key entities, heard and said (absent: the scenario marks none)
+    #: the scenario's key entities, heard and said (absent: no entity verdict configured)
     entities: EntityMetrics | None = None
 
     @model_serializer(mode="wrap")

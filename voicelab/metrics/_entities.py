@@ -49,15 +49,25 @@ def _asr() -> tuple[str, Recognize] | None:
 
 @dataclass(frozen=True)
 class EntityPlan:
-    """The scenario's entities and where the product's heard words come from."""
+    """The scenario's entities, the directions checked (those whose verdict the scenario
+    configures: recognition costs seconds of CPU a response) and where the product's heard
+    words come from."""
 
     entities: tuple[EntitySpec, ...]
     #: ``auto``, ``wire`` or ``asr`` (the run's ``transcription.product_input``)
     input_mode: str = "auto"
+    heard: bool = False
+    spoken: bool = False
 
     @classmethod
     def of(cls, scenario: ScenarioConfig, transcription: TranscriptionConfig) -> EntityPlan:
-        return cls(tuple(scenario.entities), transcription.product_input)
+        spec = scenario.eval_spec
+        return cls(tuple(scenario.entities), transcription.product_input,
+                   heard=spec.entities_heard, spoken=spec.entities_spoken)
+
+    @property
+    def checks(self) -> bool:
+        return bool(self.entities) and (self.heard or self.spoken)
 
 
 #: No entities: nothing checked, nothing recognized.
@@ -196,11 +206,12 @@ def _output_checks(plan: EntityPlan, recording: Recording, tool_calls: ToolCalls
 
 def entity_metrics(recording: Recording, transcript: Transcript, tool_calls: ToolCalls,
                    plan: EntityPlan) -> EntityMetrics | None:
-    """The entities of ``plan`` through the call (None: the scenario marks none)."""
-    if not plan.entities:
+    """The entities of ``plan`` through the call, in the directions it checks (None: it
+    checks none)."""
+    if not plan.checks:
         return None
     recognized = _Recognized(recording)
-    inputs, not_said = _input_checks(plan, transcript, recognized)
-    outputs = _output_checks(plan, recording, tool_calls, recognized)
+    inputs, not_said = _input_checks(plan, transcript, recognized) if plan.heard else ([], [])
+    outputs = _output_checks(plan, recording, tool_calls, recognized) if plan.spoken else []
     return EntityMetrics(input=inputs, output=outputs, input_accuracy=_accuracy(inputs),
                          output_accuracy=_accuracy(outputs), not_said=not_said)

@@ -143,7 +143,7 @@ async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
     scenario's key entities to check (recognized audio too)."""
     evidence = _judge_measurement(await arun_steps(evidence_steps(recording, adapter=adapter)),
                                   recording, measurement)
-    if speech_metrics or entities.entities \
+    if speech_metrics or entities.checks \
             or transcription.to_recognize(recording, evidence.transcript):
         # seconds of numeric work (ASR, STOI, DNSMOS, pitch): a worker thread
         return await asyncio.to_thread(_recognized_and_measured, evidence, recording,

@@ -18,7 +18,6 @@ import pytest
 import voicelab
 from voicelab.artifacts import read_json
 from voicelab.audio import SILENCE_THRESHOLD, tone_speech
-from voicelab.metrics import occurs
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"

@@ -18,6 +18,7 @@ import pytest
 import voicelab
 from voicelab.artifacts import read_json
 from voicelab.audio import SILENCE_THRESHOLD, tone_speech
+from voicelab.metrics import occurs
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
@@ -133,3 +134,51 @@ def test_talk_metrics_against_the_fakes_own_truth(tmp_path):
 def outcome_seed(trial: Path) -> int:
     """The seed the user's tone speech was made with (the trial's)."""
     return int(read_json(trial / "trial-report.json")["seed"])
+
+
+SPOKEN = "I have the number 4 4 7 1 for Tuesday."
+REPLY = "Your account number is 4 4 7 1, see you on Tuesday."
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("misspeaks", [False, True])
+def test_recognized_entities_heard_from_the_users_audio_and_said_in_the_products(
+        tmp_path, misspeaks):
+    pytest.importorskip("pocketsphinx")
+    pytest.importorskip("piper")
+    # no input transcript on the wire: what the product received is recognized; the product
+    # speaks with piper, its transcript says REPLY, its audio says it (or 4 4 1 7)
+    outcome = voicelab.run(EXAMPLE, artifacts_dir=tmp_path, overrides=[
+        ENTITIES, f'script.turns=[{{"response": "{SPOKEN}", "keywords": ["daily plan"]}}]',
+        "speech_provider=piper", "endpoint.settings.voice=piper",
+        f"endpoint.settings.reply_text='{REPLY}'", "scenario.expected_topics=[]",
+        f"endpoint.settings.misspeak_digits={str(misspeaks).lower()}",
+        "scenario.eval_spec.entities_heard=true", "scenario.eval_spec.entities_spoken=true",
+        # the words are judged here, not the test machine's load
+        "measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms: 1000}"])
+    trial = outcome.bundle_path / "trial-001"
+    report, metrics = read_json(trial / "trial-report.json"), read_json(trial / "voice-metrics.json")
+    entities = metrics["entities"]
+    heard = _verdict(report, "entities_heard")
+    assert heard["status"] == "passed", heard
+    assert {c["source"] for c in entities["input"]} == {"asr:pocketsphinx"}
+    spoken = _verdict(report, "entities_spoken")
+    said = {c["name"]: c for c in entities["output"]}
+    assert set(said) == {"account_number", "day"}  # the reply's text says both
+    assert said["day"]["correct"] is True
+    if misspeaks:
+        assert spoken["status"] == "failed", spoken
+        assert said["account_number"]["correct"] is False
+        assert said["account_number"]["numbers_found"] == ["4417"]
+        assert "account_number in turn-001: not said in its audio" in spoken["why"]
+        assert not report["passed"]
+    else:
+        assert spoken["status"] == "passed", spoken
+        assert entities["output_accuracy"] == 1.0 and report["passed"]
+    # the transcript keeps the product's text either way
+    transcript = read_json(trial / "transcript.json")
+    assert occurs("4471", "number", transcript["turns"][-1]["text"])
+    # rescore recognizes the same words from the bundle alone
+    before = (trial / "voice-metrics.json").read_bytes()
+    voicelab.rescore(trial.parent, output=tmp_path / "again")
+    assert (tmp_path / "again" / "trial-001" / "voice-metrics.json").read_bytes() == before

@@ -165,6 +165,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         load_endpoint_class,
         turn_taking_of,
     )
+    from .metrics import check_entities
     from .personas import PERSONAS, PersonaContext
     from .scoring._probe_loader import load_probe_class
     from .speech import SPEECH_PROVIDERS, SpeechContext
@@ -209,6 +210,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
                           key=f"turns[{pressed[0]}].dtmf")
     check_capabilities(adapter, loaded.scenario.conversation.required_capabilities,
                        adapter_name=adapter_name, source=str(loaded.sources["scenario"]))
+    check_entities(loaded.scenario, source=str(loaded.sources["scenario"]))
     speaks_first = getattr(adapter, "product_can_speak_first", None)
     if loaded.scenario.conversation.first_speaker == "product" and callable(speaks_first) \
             and not speaks_first(settings):

@@ -9,6 +9,8 @@ last two digits swapped while its transcript keeps the text: the recognizer catc
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +184,13 @@ def test_recognized_entities_heard_from_the_users_audio_and_said_in_the_products
     before = (trial / "voice-metrics.json").read_bytes()
     voicelab.rescore(trial.parent, output=tmp_path / "again")
     assert (tmp_path / "again" / "trial-001" / "voice-metrics.json").read_bytes() == before
+
+
+def test_an_entity_value_that_says_nothing_of_its_kind_is_a_configuration_error(tmp_path):
+    process = subprocess.run(
+        [sys.executable, "-m", "voicelab", "validate", str(EXAMPLE), "--set",
+         'scenario.entities=[{name: when, value: "Tuesday", kind: time}]'],
+        capture_output=True, text=True, timeout=120)
+    assert process.returncode == 2, process.stdout + process.stderr
+    assert "Traceback" not in process.stderr
+    assert "entities[0].value" in process.stderr and "'Tuesday' is not a time" in process.stderr

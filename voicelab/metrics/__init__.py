@@ -1,6 +1,6 @@
 """Metrics: per-turn timing and signal metrics of a recording (pure functions)."""
 
-from ._entities import NO_ENTITIES, EntityPlan, entity_metrics
+from ._entities import NO_ENTITIES, EntityPlan, check_entities, entity_metrics
 from ._entity_text import entity_value, numbers_in, occurs
 from ._measurement import (
     LATE_TICK_FLOOR_MS,
@@ -49,6 +49,7 @@ __all__ = [
     "StampBound",
     "add_speech_metrics",
     "add_words_per_minute",
+    "check_entities",
     "compute_voice_metrics",
     "compute_voice_metrics_steps",
     "degraded_note",

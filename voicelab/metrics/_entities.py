@@ -25,6 +25,7 @@ from typing import Any
 from ..artifacts import EntityCheck, EntityMetrics, ToolCalls, Transcript
 from ..audio import PcmAudio
 from ..config import EntitySpec, ScenarioConfig, TranscriptionConfig
+from ..errors import ConfigError
 from ..recording import EventType, ProductTurns, Recording
 from ._entity_text import entity_value, numbers_in, occurs
 
@@ -72,6 +73,16 @@ class EntityPlan:
 
 #: No entities: nothing checked, nothing recognized.
 NO_ENTITIES = EntityPlan(())
+
+
+def check_entities(scenario: ScenarioConfig, *, source: str) -> None:
+    """Every entity of ``scenario`` says something of its kind (a ``number`` has digits or
+    number words, a ``time`` is one clock time); else a ConfigError naming the entity."""
+    for index, entity in enumerate(scenario.entities):
+        if entity_value(entity.value, entity.kind) is None:
+            raise ConfigError(f"{entity.value!r} is not a {entity.kind} (entity "
+                              f"{entity.name!r})", source=source,
+                              key=f"entities[{index}].value")
 
 
 def _mentions(value: str, kind: str, text: str) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import voicelab
+from voicelab.analysis import load_frames
 from voicelab.artifacts import read_json
 from voicelab.audio import SILENCE_THRESHOLD, tone_speech
 from voicelab.metrics import occurs
@@ -131,6 +132,10 @@ def test_talk_metrics_against_the_fakes_own_truth(tmp_path):
     assert talk["product_words"] == words
     assert talk["product_words_per_minute"] == pytest.approx(
         words * 60_000 / talk["product_talk_ms"], rel=1e-3), talk
+    # a notebook reads them as trial columns
+    trials = load_frames([outcome.bundle_path]).trials
+    assert trials["talk_ratio"].iloc[0] == pytest.approx(talk["talk_ratio"])
+    assert trials["crosstalk_ms"].iloc[0] == 0.0
 
 
 def outcome_seed(trial: Path) -> int:

@@ -88,3 +88,17 @@ def test_entity_verdicts_need_entities():
         ScenarioConfig(id="s", eval_spec=EvalSpec(entities_heard=True))
     with pytest.raises(ValueError, match="its own name"):
         ScenarioConfig(id="s", entities=[{"name": "a", "value": "1"}, {"name": "a", "value": "2"}])
+
+
+def test_entities_spoken_without_the_recognizer_names_the_install_line(monkeypatch):
+    from voicelab.errors import MissingDependencyError
+    from voicelab.metrics import check_entities
+    from voicelab.speech import _asr
+
+    monkeypatch.setattr(_asr, "recognizer_installed", lambda: False)
+    scenario = ScenarioConfig(id="s", eval_spec=EvalSpec(entities_spoken=True), entities=[
+        {"name": "a", "value": "4471", "kind": "number"}])
+    with pytest.raises(MissingDependencyError, match=r"voicelab\[speech\]"):
+        check_entities(scenario, source="scenario.yaml")
+    check_entities(scenario.model_copy(update={"eval_spec": EvalSpec(entities_heard=True)}),
+                   source="scenario.yaml")  # heard: input transcripts need no recognizer

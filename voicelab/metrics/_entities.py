@@ -77,12 +77,19 @@ NO_ENTITIES = EntityPlan(())
 
 def check_entities(scenario: ScenarioConfig, *, source: str) -> None:
     """Every entity of ``scenario`` says something of its kind (a ``number`` has digits or
-    number words, a ``time`` is one clock time); else a ConfigError naming the entity."""
+    number words, a ``time`` is one clock time); else a ConfigError naming the entity.
+    ``entities_spoken`` recognizes the product's audio: without the recognizer, the error
+    whose message is the install line."""
     for index, entity in enumerate(scenario.entities):
         if entity_value(entity.value, entity.kind) is None:
             raise ConfigError(f"{entity.value!r} is not a {entity.kind} (entity "
                               f"{entity.name!r})", source=source,
                               key=f"entities[{index}].value")
+    if scenario.eval_spec.entities_spoken and _asr() is None:
+        from ..speech._asr import recognizer_missing
+
+        raise recognizer_missing("eval_spec.entities_spoken (recognizing the product's audio)",
+                                 source=source, key="eval_spec.entities_spoken")
 
 
 def _mentions(value: str, kind: str, text: str) -> bool:

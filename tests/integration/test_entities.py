@@ -199,3 +199,24 @@ def test_an_entity_value_that_says_nothing_of_its_kind_is_a_configuration_error(
     assert process.returncode == 2, process.stdout + process.stderr
     assert "Traceback" not in process.stderr
     assert "entities[0].value" in process.stderr and "'Tuesday' is not a time" in process.stderr
+
+
+def test_crosstalk_is_the_barge_in_heard_over_the_product(tmp_path):
+    # the user barges in 1.0 s into the opening, which the fake streams in real time and does
+    # not stop: both are audible from the barge-in's onset until the product's opening ends
+    outcome = voicelab.run(EXAMPLE, artifacts_dir=tmp_path, overrides=[
+        'script.turns=[{"response": "Wait one thing first", "interrupt_after_seconds": 1.0}]',
+        "endpoint.settings.audio_pacing=realtime", "endpoint.settings.ignore_cancel=true",
+        "pace_audio=true", "endpoint.settings.reply_text='Noted'",
+        "endpoint.settings.opening_text='Hello tell me your daily plan and your reminder'",
+        "scenario.expected_topics=[]"])
+    metrics = read_json(outcome.bundle_path / "trial-001" / "voice-metrics.json")
+    talk = metrics["talk"]
+    opening = metrics["turns"][0]
+    assert opening["interrupted"] and opening["interruption_stop_latency_ms"] > 0, opening
+    # the same overlap the per-response double talk measures: the user's speech there is its
+    # turns' bounds (voice activity in 10 ms frames), here its audible segments (edges to the
+    # sample), the same for tone speech without a pause but for a frame at each edge
+    double_talk = sum(float(t["double_talk_ms"] or 0.0) for t in metrics["turns"])
+    assert talk["crosstalk_ms"] > 0
+    assert talk["crosstalk_ms"] == pytest.approx(double_talk, abs=20.0), (talk, double_talk)

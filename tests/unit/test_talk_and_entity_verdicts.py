@@ -102,3 +102,15 @@ def test_entities_spoken_without_the_recognizer_names_the_install_line(monkeypat
         check_entities(scenario, source="scenario.yaml")
     check_entities(scenario.model_copy(update={"eval_spec": EvalSpec(entities_heard=True)}),
                    source="scenario.yaml")  # heard: input transcripts need no recognizer
+
+
+def test_tool_values_of_a_hostile_product_are_walked_within_bounds():
+    from voicelab.metrics._entities import MAX_TOOL_NODES, _tool_values
+
+    deep: object = "4471"
+    for _ in range(100_000):  # far deeper than Python's recursion limit
+        deep = [deep]
+    assert list(_tool_values(deep)) == []  # the value is past the node budget, never reached
+    assert list(_tool_values({"a": {"code": "K7Q2", "n": 12, "flag": True,
+                                    "long": "x1" * 40}})) == ["K7Q2", "12"]
+    assert len(list(_tool_values(list(range(3 * MAX_TOOL_NODES))))) < MAX_TOOL_NODES

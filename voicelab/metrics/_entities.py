@@ -35,6 +35,7 @@ WIRE = "wire"
 #: a tool value the product's text says is checked in its audio when it is this short and has
 #: a digit (a confirmation code, a time, an amount: what a voice garbles)
 MAX_TOOL_VALUE_CHARS = 24
+MAX_TOOL_NODES = 10_000
 
 Recognize = Callable[[PcmAudio], str]
 
@@ -97,18 +98,23 @@ def _mentions(value: str, kind: str, text: str) -> bool:
 
 
 def _tool_values(value: Any) -> Iterator[str]:
-    """The short scalar values with a digit anywhere in a tool call's arguments or result."""
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _tool_values(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _tool_values(item)
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        yield str(value)
-    elif isinstance(value, str) and len(value) <= MAX_TOOL_VALUE_CHARS \
-            and any(ch.isdigit() for ch in value):
-        yield value
+    """The short scalar values with a digit anywhere in a tool call's arguments or result
+    (walked without recursion, at most ``MAX_TOOL_NODES`` nodes: a product's JSON is hostile
+    input)."""
+    pending = [value]
+    seen = 0
+    while pending and seen < MAX_TOOL_NODES:
+        item = pending.pop()
+        seen += 1
+        if isinstance(item, dict):
+            pending.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            pending.extend(reversed(item))
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            yield str(item)
+        elif isinstance(item, str) and len(item) <= MAX_TOOL_VALUE_CHARS \
+                and any(ch.isdigit() for ch in item):
+            yield item
 
 
 def _kind_of_tool_value(value: str) -> str:

@@ -165,7 +165,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         load_endpoint_class,
         turn_taking_of,
     )
-    from .metrics import check_entities
+    from .metrics import check_entities, entity_warnings
     from .personas import PERSONAS, PersonaContext
     from .scoring._probe_loader import load_probe_class
     from .speech import SPEECH_PROVIDERS, SpeechContext
@@ -270,6 +270,8 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
 
     capabilities = declared_capabilities(adapter)
     transcription, warnings = _product_words(loaded, adapter_name, capabilities, run_file)
+    warnings += entity_warnings(loaded.scenario, loaded.run.transcription, adapter=adapter_name,
+                                input_transcripts=bool(capabilities.get("input_transcripts")))
     summary = ValidationSummary(
         run_path=run_file,
         scenario_id=loaded.scenario.id,

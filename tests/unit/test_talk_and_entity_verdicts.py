@@ -114,3 +114,22 @@ def test_tool_values_of_a_hostile_product_are_walked_within_bounds():
     assert list(_tool_values({"a": {"code": "K7Q2", "n": 12, "flag": True,
                                     "long": "x1" * 40}})) == ["K7Q2", "12"]
     assert len(list(_tool_values(list(range(3 * MAX_TOOL_NODES))))) < MAX_TOOL_NODES
+
+
+def test_an_entity_check_that_cannot_be_judged_is_warned_about():
+    from voicelab.config import TranscriptionConfig
+    from voicelab.metrics import entity_warnings
+
+    scenario = ScenarioConfig(id="s", eval_spec=EvalSpec(entities_heard=True), entities=[
+        {"name": "a", "value": "4471", "kind": "number"}])
+    wire = TranscriptionConfig(product_input="wire")
+    [line] = entity_warnings(scenario, wire, adapter="twilio", input_transcripts=False)
+    assert "adapter 'twilio' sends no input transcript" in line
+    assert "transcription.product_input: auto" in line
+    assert entity_warnings(scenario, wire, adapter="fake", input_transcripts=True) == []
+    auto = entity_warnings(scenario, TranscriptionConfig(), adapter="twilio",
+                           input_transcripts=False)  # the delivered audio recognized
+    from voicelab.speech._asr import recognizer_installed
+
+    assert auto == ([] if recognizer_installed() else [auto[0]])
+    assert all("pip install 'voicelab[speech]'" in line for line in auto)

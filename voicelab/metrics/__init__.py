@@ -1,6 +1,12 @@
 """Metrics: per-turn timing and signal metrics of a recording (pure functions)."""
 
-from ._entities import NO_ENTITIES, EntityPlan, check_entities, entity_metrics
+from ._entities import (
+    NO_ENTITIES,
+    EntityPlan,
+    check_entities,
+    entity_metrics,
+    entity_warnings,
+)
 from ._entity_text import entity_value, numbers_in, occurs
 from ._measurement import (
     LATE_TICK_FLOOR_MS,
@@ -55,6 +61,7 @@ __all__ = [
     "degraded_note",
     "dnsmos",
     "entity_metrics",
+    "entity_warnings",
     "entity_value",
     "input_wer",
     "intelligibility",

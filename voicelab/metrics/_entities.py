@@ -93,6 +93,24 @@ def check_entities(scenario: ScenarioConfig, *, source: str) -> None:
                                  source=source, key="eval_spec.entities_spoken")
 
 
+def entity_warnings(scenario: ScenarioConfig, transcription: TranscriptionConfig, *,
+                    adapter: str, input_transcripts: bool) -> list[str]:
+    """One line when ``entities_heard`` cannot be judged as configured: the adapter sends no
+    input transcript and nothing will recognize the delivered audio."""
+    if not scenario.eval_spec.entities_heard or input_transcripts:
+        return []
+    mode = transcription.product_input
+    if mode == "wire":
+        return [f"entities_heard cannot be judged: adapter {adapter!r} sends no input "
+                f"transcript and transcription.product_input is wire; to recognize the "
+                f"delivered audio: set transcription.product_input: auto"]
+    if _asr() is None:
+        return [f"entities_heard cannot be judged: adapter {adapter!r} sends no input "
+                f"transcript and no recognizer is installed; to recognize the delivered "
+                f"audio: pip install 'voicelab[speech]'"]
+    return []
+
+
 def _mentions(value: str, kind: str, text: str) -> bool:
     return bool(text) and occurs(value, kind, text)
 

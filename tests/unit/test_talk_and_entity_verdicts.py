@@ -91,11 +91,11 @@ def test_entity_verdicts_need_entities():
 
 
 def test_entities_spoken_without_the_recognizer_names_the_install_line(monkeypatch):
+    import voicelab.speech
     from voicelab.errors import MissingDependencyError
     from voicelab.metrics import check_entities
-    from voicelab.speech import _asr
 
-    monkeypatch.setattr(_asr, "recognizer_installed", lambda: False)
+    monkeypatch.setattr(voicelab.speech, "recognizer_installed", lambda: False)
     scenario = ScenarioConfig(id="s", eval_spec=EvalSpec(entities_spoken=True), entities=[
         {"name": "a", "value": "4471", "kind": "number"}])
     with pytest.raises(MissingDependencyError, match=r"voicelab\[speech\]"):
@@ -129,7 +129,7 @@ def test_an_entity_check_that_cannot_be_judged_is_warned_about():
     assert entity_warnings(scenario, wire, adapter="fake", input_transcripts=True) == []
     auto = entity_warnings(scenario, TranscriptionConfig(), adapter="twilio",
                            input_transcripts=False)  # the delivered audio recognized
-    from voicelab.speech._asr import recognizer_installed
+    from voicelab.speech import recognizer_installed
 
     assert auto == ([] if recognizer_installed() else [auto[0]])
     assert all("pip install 'voicelab[speech]'" in line for line in auto)

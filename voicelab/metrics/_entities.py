@@ -42,11 +42,11 @@ Recognize = Callable[[PcmAudio], str]
 
 def _asr() -> tuple[str, Recognize] | None:
     """The local recognizer's source name and function (None: not installed)."""
-    from ..speech import _asr
+    from ..speech import ASR_ENGINE, recognize, recognizer_installed
 
-    if not _asr.recognizer_installed():
+    if not recognizer_installed():
         return None
-    return f"asr:{_asr.ASR_ENGINE}", _asr.recognize
+    return f"asr:{ASR_ENGINE}", recognize
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def check_entities(scenario: ScenarioConfig, *, source: str) -> None:
                               f"{entity.name!r})", source=source,
                               key=f"entities[{index}].value")
     if scenario.eval_spec.entities_spoken and _asr() is None:
-        from ..speech._asr import recognizer_missing
+        from ..speech import recognizer_missing
 
         raise recognizer_missing("eval_spec.entities_spoken (recognizing the product's audio)",
                                  source=source, key="eval_spec.entities_spoken")

@@ -1,7 +1,7 @@
 """Speech providers: text to canonical PCM."""
 
 from .._registry import Registry
-from ._asr import arecognize, recognize
+from ._asr import ASR_ENGINE, arecognize, recognize, recognizer_installed, recognizer_missing
 from ._azure import AzureSpeechError
 from ._cache import SpeechCacheStats, SpeechService
 from ._protocol import SpeechContext, SpeechProvider, Synthesis
@@ -16,4 +16,4 @@ SPEECH_PROVIDERS = Registry("speech provider", {
 
 __all__ = ["SPEECH_PROVIDERS", "AzureSpeechError", "SpeechCacheStats", "SpeechContext",
            "SpeechProvider", "SpeechService", "Synthesis", "ToneSpeechProvider", "arecognize",
-           "recognize"]
+           "recognize", "ASR_ENGINE", "recognizer_installed", "recognizer_missing"]

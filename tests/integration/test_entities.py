@@ -128,10 +128,14 @@ def test_talk_metrics_against_the_fakes_own_truth(tmp_path):
     assert talk["crosstalk_ms"] == 0.0  # turns taken one after the other
     assert talk["talk_ratio"] == pytest.approx(
         talk["product_talk_ms"] / talk["user_talk_ms"], abs=1e-4)
+    # the words per minute: over each reply's speaking time (onset to last audible sample,
+    # a gap the listener heard included), the replies' audio up to the same tolerance
     words = len(opening.split()) + len(reply.split())
     assert talk["product_words"] == words
+    assert talk["product_speaking_ms"] == pytest.approx(
+        _audible_ms(opening, 7) + _audible_ms(reply, 7), abs=tolerance), talk
     assert talk["product_words_per_minute"] == pytest.approx(
-        words * 60_000 / talk["product_talk_ms"], rel=1e-3), talk
+        words * 60_000 / talk["product_speaking_ms"], rel=1e-3), talk
     # a notebook reads them as trial columns
     trials = load_frames([outcome.bundle_path]).trials
     assert trials["talk_ratio"].iloc[0] == pytest.approx(talk["talk_ratio"])

@@ -165,6 +165,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         load_endpoint_class,
         turn_taking_of,
     )
+    from .metrics import check_entities, entity_warnings
     from .personas import PERSONAS, PersonaContext
     from .scoring import load_probe_class
     from .speech import SPEECH_PROVIDERS, SpeechContext, voice_problem
@@ -209,6 +210,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
                           key=f"turns[{pressed[0]}].dtmf")
     check_capabilities(adapter, loaded.scenario.conversation.required_capabilities,
                        adapter_name=adapter_name, source=str(loaded.sources["scenario"]))
+    check_entities(loaded.scenario, source=str(loaded.sources["scenario"]))
     speaks_first = getattr(adapter, "product_can_speak_first", None)
     if loaded.scenario.conversation.first_speaker == "product" and callable(speaks_first) \
             and not speaks_first(settings):
@@ -273,6 +275,8 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
 
     capabilities = declared_capabilities(adapter)
     transcription, warnings = _product_words(loaded, adapter_name, capabilities, run_file)
+    warnings += entity_warnings(loaded.scenario, loaded.run.transcription, adapter=adapter_name,
+                                input_transcripts=bool(capabilities.get("input_transcripts")))
     summary = ValidationSummary(
         run_path=run_file,
         scenario_id=loaded.scenario.id,

@@ -4,7 +4,8 @@
 taking by commit: a barge-in into the opening, a stalled reply, input transcripts; a run with
 listening turn taking over a telephony line both ways). Re-scoring it reproduces every file it
 rewrites, byte for byte, but the schema version, in the current layout: the user's channel,
-``technician.wav`` in 2.0, is ``user.wav``.
+``technician.wav`` in 2.0, is ``user.wav``. The one addition: voice-metrics.json gains the
+``talk`` member (who talked how much), measured since; every byte before it is the same.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from pathlib import Path
 
 import voicelab
 from voicelab.analysis import load_frames, read_trial_audio
-from voicelab.artifacts import LEGACY_NAMES, SCHEMA_VERSION, TRIAL_REPORT, USER_WAV
+from voicelab.artifacts import (
+    LEGACY_NAMES,
+    SCHEMA_VERSION,
+    TRIAL_REPORT,
+    USER_WAV,
+    VOICE_METRICS,
+)
 from voicelab.runner._rescore import RESCORED_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +38,14 @@ def _same_but_version(old: bytes) -> bytes:
         old = old.replace(f'"schema_version"{separator}"2.0"'.encode(),
                           f'"schema_version"{separator}"{SCHEMA_VERSION}"'.encode())
     return old
+
+
+def _without_talk(document: bytes) -> bytes:
+    """voice-metrics.json without its ``talk`` member (the last one), as it is written."""
+    parsed = json.loads(document)
+    assert list(parsed)[-1] == "talk", list(parsed)
+    del parsed["talk"]
+    return json.dumps(parsed, indent=2, ensure_ascii=False).encode() + b"\n"
 
 
 def _report_as_now(old: bytes) -> dict:
@@ -65,6 +80,11 @@ def test_a_2_0_bundle_rescores_to_the_same_bytes_but_the_version(tmp_path):
             again = (new / name).read_bytes()
             if name == TRIAL_REPORT:
                 assert json.loads(again) == _report_as_now(original), run
+            elif name == VOICE_METRICS:
+                assert _without_talk(again) == _same_but_version(original), run
+                talk = json.loads(again)["talk"]
+                assert talk["user_talk_ms"] > 0 and talk["product_talk_ms"] > 0, (run, talk)
+                assert talk["product_words_per_minute"] > 0, (run, talk)
             else:
                 assert again == _same_but_version(original), (run, name)
         assert not (new / OLD_NAMES[USER_WAV]).exists()  # renamed, not kept twice

@@ -267,6 +267,20 @@ def _trial_row(report: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
     return row
 
 
+def _talk_and_entities(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A trial's talk metrics and entity accuracies (voice-metrics.json ``talk`` and
+    ``entities``), as trial columns (absent: a bundle scored before they were)."""
+    columns: dict[str, Any] = {}
+    talk = metrics.get("talk")
+    if isinstance(talk, dict):
+        columns.update({k: v for k, v in talk.items() if not isinstance(v, (dict, list))})
+    entities = metrics.get("entities")
+    if isinstance(entities, dict):
+        columns["entity_input_accuracy"] = entities.get("input_accuracy")
+        columns["entity_output_accuracy"] = entities.get("output_accuracy")
+    return columns
+
+
 # --- typing -----------------------------------------------------------------------------------
 
 def _typed(frame: pd.DataFrame, *, categories: Iterable[str] = (),
@@ -393,7 +407,9 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
             trial_rows.append(_trial_row(trial_report, trial_dir))
             trial_run.append(number)
             metrics_path = trial_dir / VOICE_METRICS
-            turns = read_json(metrics_path).get("turns", []) if metrics_path.is_file() else []
+            metrics = read_json(metrics_path) if metrics_path.is_file() else {}
+            turns = metrics.get("turns", [])
+            trial_rows[-1].update(_talk_and_entities(metrics))
             turn_records.extend(_flatten(t) for t in turns)
             turn_counts.append(len(turns))
             verdicts = trial_report.get("verdicts") or []

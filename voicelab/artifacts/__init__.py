@@ -110,6 +110,7 @@ from ._store import (
     store_error_reason,
     unregister_staging,
 )
+from ._talk_models import EntityCheck, EntityMetrics, TalkMetrics
 from ._voice_models import (
     LoopLag,
     MeasurementQuality,
@@ -204,6 +205,9 @@ __all__ = [
     "VoiceEvent",
     "VerdictPassRate",
     "VoiceMetrics",
+    "EntityCheck",
+    "EntityMetrics",
+    "TalkMetrics",
     "check_output_target",
     "check_tree",
     "check_version",

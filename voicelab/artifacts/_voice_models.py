@@ -11,6 +11,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from ..audio import SignalAnalysis
 from ._endpointing_models import without_absent
 from ._models import ArtifactModel, Versioned
+from ._talk_models import EntityMetrics, TalkMetrics
 
 #: The seed's signal-analysis fields: one definition, shared with :mod:`voicelab.audio`.
 SignalStats = SignalAnalysis
@@ -274,3 +275,16 @@ class VoiceMetrics(Versioned):
     echo: dict[str, Any] | None = None
     #: the evaluator's own event-loop lag during the call, and whether it degraded the timings
     measurement_quality: MeasurementQuality | None = None
+    #: who talked how much (absent in bundles scored before it was measured)
+    talk: TalkMetrics | None = None
+    #: the scenario's key entities, heard and said (absent: no entity verdict configured)
+    entities: EntityMetrics | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_entities(self, handler: SerializerFunctionWrapHandler
+                                 ) -> dict[str, Any]:
+        # a scenario without entities writes the document it always wrote
+        document: dict[str, Any] = handler(self)
+        if document.get("entities", 0) is None:
+            del document["entities"]
+        return document

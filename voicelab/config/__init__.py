@@ -9,6 +9,7 @@ from ._channel import (
     LineConfig,
     OpusConfig,
 )
+from ._entities import EntityKind, EntitySpec
 from ._launch import LaunchConfig
 from ._loader import LoadedRun, load_environment, load_run, read_yaml, recorded_overrides
 from ._models import (
@@ -119,6 +120,8 @@ __all__ = [
     "SuiteConfig",
     "SuitePersona",
     "TranscriptionConfig",
+    "EntityKind",
+    "EntitySpec",
     "TransientEvent",
     "VoiceLiveProvider",
     "file_sha256",

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ._base import NonNegativeFloat, PositiveFloat, StrictModel
 from ._channel import ChannelConfig
+from ._entities import EntitySpec, ProductInputTranscription
 from ._launch import LaunchConfig
 from ._pauses import SpokenPieces, check_pause_seconds, has_pause_markers, split_pauses
 from ._voice import LanguageTag, VoicedPersona
@@ -66,6 +67,11 @@ class EvalSpec(StrictModel):
     no_cut_in: bool = False
     response_timeout_seconds: PositiveFloat = 15.0
     advisory_verdicts: list[str] = Field(default_factory=list)
+    #: the scenario's ``entities`` (docs/artifacts.md): every one the user said was heard
+    #: exactly by the product (``entities_heard``); every one the product's text or tool
+    #: results say is said exactly in its audio (``entities_spoken``)
+    entities_heard: bool = False
+    entities_spoken: bool = False
 
 
 class ScenarioConfig(StrictModel):
@@ -76,6 +82,19 @@ class ScenarioConfig(StrictModel):
     eval_spec: EvalSpec = Field(default_factory=EvalSpec)
     #: the language the caller speaks in this scenario (overrides the persona's language)
     language: LanguageTag | None = None
+    #: key entities the user says (account numbers, dates, names): see :class:`EntitySpec`
+    entities: list[EntitySpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _entities_to_check(self) -> ScenarioConfig:
+        names = [entity.name for entity in self.entities]
+        if len(set(names)) != len(names):
+            raise ValueError("entities: each entity needs its own name")
+        spec = self.eval_spec
+        if (spec.entities_heard or spec.entities_spoken) and not self.entities:
+            raise ValueError("eval_spec.entities_heard / entities_spoken need the scenario's "
+                             "'entities'")
+        return self
 
 
 # --- persona, data, script ------------------------------------------------------------------
@@ -423,6 +442,9 @@ class TranscriptionConfig(StrictModel):
     recognition); ``asr``: every response recognized from its audio."""
 
     product: ProductTranscription = "auto"
+    #: what the product heard of the user, for the scenario's entities: its input transcripts,
+    #: else the user's audio recognized (``ProductInputTranscription``)
+    product_input: ProductInputTranscription = "auto"
 
 
 # --- run ------------------------------------------------------------------------------------

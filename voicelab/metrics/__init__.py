@@ -1,5 +1,13 @@
 """Metrics: per-turn timing and signal metrics of a recording (pure functions)."""
 
+from ._entities import (
+    NO_ENTITIES,
+    EntityPlan,
+    check_entities,
+    entity_metrics,
+    entity_warnings,
+)
+from ._entity_text import entity_value, numbers_in, occurs
 from ._measurement import (
     LATE_TICK_FLOOR_MS,
     LATE_TICKS_ATTRIBUTE,
@@ -26,6 +34,7 @@ from ._speech import (
     speech_metrics_for_turn,
     transcript_completeness,
 )
+from ._talk import add_words_per_minute, talk_metrics
 from ._voice import (
     PERCENTILES,
     TIMING_METRICS,
@@ -40,14 +49,21 @@ __all__ = [
     "LATE_TICKS_ATTRIBUTE",
     "PERCENTILES",
     "TIMING_METRICS",
+    "NO_ENTITIES",
+    "EntityPlan",
     "LateTicks",
     "Placement",
     "StampBound",
     "add_speech_metrics",
+    "add_words_per_minute",
+    "check_entities",
     "compute_voice_metrics",
     "compute_voice_metrics_steps",
     "degraded_note",
     "dnsmos",
+    "entity_metrics",
+    "entity_warnings",
+    "entity_value",
     "input_wer",
     "intelligibility",
     "judge_measurement",
@@ -58,12 +74,15 @@ __all__ = [
     "loop_lag_statistics",
     "measurement_quality",
     "normalize_text",
+    "numbers_in",
+    "occurs",
     "place_channels",
     "place_channels_steps",
     "silent_runs_ns",
     "stamp_error_bounds",
     "speech_metrics_for_turn",
     "summarize",
+    "talk_metrics",
     "timed_arrivals",
     "transcript_completeness",
 ]

@@ -74,6 +74,7 @@ from ..recording import (
 from ._cut_in import cut_in_fields, pauses_on_timeline
 from ._placement import STEP_EVENTS, Placement, audible_extent_ns, audible_ns, silent_runs_ns
 from ._selectivity import echo_of, overlap_ns, probe_outcomes, self_interruptions
+from ._talk import talk_metrics
 
 TIMING_METRICS = ("response_latency_ms", "first_audio_latency_ms", "response_duration_ms",
                   "playback_stall_ms", "dead_air_ms", "interruption_stop_latency_ms",
@@ -343,6 +344,8 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
                                          turn_id, users, placement)[1]), **cut_in))
     yield
     hangover_ms = float(listener.get("reply_end_hangover_ms", 700.0))
+    user_channel_speech = speech_segments_ns(placement.user)  # who talked how much
+    yield
 
     return VoiceMetrics(
         audio_format=CANONICAL_FORMAT.to_dict(), input=all_input, output=all_output, turns=turns,
@@ -353,7 +356,8 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
         probes=probe_outcomes(recording, speech, hangover_ms=hangover_ms),
         self_interruptions=self_interruptions(recording, speech, user_speech,
                                               hangover_ms=hangover_ms),
-        echo=echo_of(recording))
+        echo=echo_of(recording),
+        talk=talk_metrics(speech, user_channel_speech, user_speech))
 
 
 def _cut_in(turn_id: str, users: dict[str, _UserTurn], placement: Placement,

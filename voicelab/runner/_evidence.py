@@ -40,10 +40,14 @@ from ..artifacts import (
 )
 from ..config import MeasurementConfig, PersonaConfig, ScenarioConfig
 from ..metrics import (
+    NO_ENTITIES,
     STEP_EVENTS,
+    EntityPlan,
     Placement,
     add_speech_metrics,
+    add_words_per_minute,
     compute_voice_metrics_steps,
+    entity_metrics,
     measurement_quality,
     place_channels_steps,
 )
@@ -116,11 +120,15 @@ def _judge_measurement(evidence: Evidence, recording: Recording,
 
 
 def _recognized_and_measured(evidence: Evidence, recording: Recording, *,
-                             speech_metrics: bool,
-                             transcription: ProductTranscription) -> Evidence:
-    """The product's words recognized where ``transcription`` says, then the speech metrics
+                             speech_metrics: bool, transcription: ProductTranscription,
+                             entities: EntityPlan = NO_ENTITIES) -> Evidence:
+    """The product's words recognized where ``transcription`` says, the product's speaking
+    rate and the scenario's entities (both read the final words), then the speech metrics
     (which read where each transcript came from)."""
     transcribe_product(recording, evidence.transcript, evidence.metrics, transcription)
+    add_words_per_minute(evidence.metrics)
+    evidence.metrics.entities = entity_metrics(recording, evidence.transcript,
+                                               evidence.tool_calls, entities)
     if speech_metrics:
         add_speech_metrics(recording, evidence.metrics, placement=evidence.placement)
     return evidence
@@ -128,28 +136,32 @@ def _recognized_and_measured(evidence: Evidence, recording: Recording, *,
 
 async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
                    measurement: MeasurementConfig,
-                   transcription: ProductTranscription = WIRE_ONLY) -> Evidence:
+                   transcription: ProductTranscription = WIRE_ONLY,
+                   entities: EntityPlan = NO_ENTITIES) -> Evidence:
     """``measurement``: the tolerances the trial's loop lag is judged against;
-    ``transcription``: which responses are recognized from their audio."""
+    ``transcription``: which responses are recognized from their audio; ``entities``: the
+    scenario's key entities to check (recognized audio too)."""
     evidence = _judge_measurement(await arun_steps(evidence_steps(recording, adapter=adapter)),
                                   recording, measurement)
-    if speech_metrics or transcription.to_recognize(recording, evidence.transcript):
+    if speech_metrics or entities.checks \
+            or transcription.to_recognize(recording, evidence.transcript):
         # seconds of numeric work (ASR, STOI, DNSMOS, pitch): a worker thread
         return await asyncio.to_thread(_recognized_and_measured, evidence, recording,
                                        speech_metrics=speech_metrics,
-                                       transcription=transcription)
+                                       transcription=transcription, entities=entities)
     return _recognized_and_measured(evidence, recording, speech_metrics=False,
                                     transcription=transcription)
 
 
 def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool,
                  measurement: MeasurementConfig,
-                 transcription: ProductTranscription = WIRE_ONLY) -> Evidence:
+                 transcription: ProductTranscription = WIRE_ONLY,
+                 entities: EntityPlan = NO_ENTITIES) -> Evidence:
     """:func:`assemble` without an event loop (``rescore``)."""
     evidence = _judge_measurement(run_steps(evidence_steps(recording, adapter=adapter)),
                                   recording, measurement)
     return _recognized_and_measured(evidence, recording, speech_metrics=speech_metrics,
-                                    transcription=transcription)
+                                    transcription=transcription, entities=entities)
 
 
 def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: PersonaConfig,
@@ -160,7 +172,7 @@ def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: Person
         exit_reason=exit_reason, outcome_status=outcome_status, outcome=outcome,
         outcome_error=outcome_error, turn_metrics=evidence.metrics.turns,
         probes=evidence.metrics.probes,
-        measurement=evidence.metrics.measurement_quality)
+        measurement=evidence.metrics.measurement_quality, entities=evidence.metrics.entities)
 
 
 def score_of(evidence: Evidence, ending: CallEnding, judges: Sequence[JudgeResult], *,

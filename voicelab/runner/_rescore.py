@@ -71,6 +71,7 @@ from ..config import (
     parse_settings,
 )
 from ..errors import ConfigError, ExecutionError
+from ..metrics import EntityPlan
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
 from ..scoring import gate_config_of, pass_at_k, pass_power_k, run_statistics, settings_of
 from ._evidence import (
@@ -188,11 +189,13 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                          source=trial_dir / resolved_document("settings"))
     judged = settings.get("quality_evaluation") is not None or (
         judges_run is not None and judges_run.run.quality_evaluation is not None)
-    transcription = ProductTranscription.of(
-        _model(TranscriptionConfig, settings.get("transcription") or {},
-               source=trial_dir / resolved_document("settings")), scenario, persona, judges=judged)
+    transcription_config = _model(TranscriptionConfig, settings.get("transcription") or {},
+                                  source=trial_dir / resolved_document("settings"))
+    transcription = ProductTranscription.of(transcription_config, scenario, persona,
+                                            judges=judged)
     evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics,
-                            measurement=measurement, transcription=transcription)
+                            measurement=measurement, transcription=transcription,
+                            entities=EntityPlan.of(scenario, transcription_config))
     ending = CallEnding.of_recording(recording, report=previous)
     # files that could not be written when the trial ran: a fact of the bundle, not the call
     bundle_failures = [f for f in previous.failures if f.kind == "artifacts"]

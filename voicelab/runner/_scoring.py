@@ -37,7 +37,7 @@ from ..artifacts import (
     write_trial_files,
 )
 from ..config import LoadedRun
-from ..metrics import loop_lag_of
+from ..metrics import EntityPlan, loop_lag_of
 from ..recording import Recording
 from ._evidence import Evidence, assemble, assemble_now, evidence_files, score_of
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
@@ -96,7 +96,8 @@ class Scored:
 def _assemble_options(loaded: LoadedRun, call: Call) -> dict[str, Any]:
     return {"adapter": loaded.run.endpoint.adapter, "speech_metrics": call.speech_metrics,
             "measurement": loaded.run.measurement,
-            "transcription": ProductTranscription.of_run(loaded)}
+            "transcription": ProductTranscription.of_run(loaded),
+            "entities": EntityPlan.of(loaded.scenario, loaded.run.transcription)}
 
 
 def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..artifacts import (
+    EntityMetrics,
     JudgeResult,
     MeasurementQuality,
     ProbeOutcome,
@@ -15,6 +16,7 @@ from ..artifacts import (
     Verdict,
 )
 from ..config import PersonaConfig, ScenarioConfig
+from ._entity_verdicts import entity_verdicts
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
 
@@ -48,7 +50,8 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            outcome_status: str, outcome: Mapping[str, Any] | None,
                            outcome_error: str | None, turn_metrics: Sequence[TurnMetrics],
                            probes: Sequence[ProbeOutcome] = (),
-                           measurement: MeasurementQuality | None = None) -> list[Verdict]:
+                           measurement: MeasurementQuality | None = None,
+                           entities: EntityMetrics | None = None) -> list[Verdict]:
     """``measurement``: the trial's measurement quality. A timing verdict (``TIMING_VERDICTS``)
     resting on turns whose stamps may be off beyond the tolerances is decided when the stated
     error cannot change its answer, and inconclusive only when it could (the error interval
@@ -148,6 +151,7 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
 
     if spec.no_cut_in:
         verdicts.append(no_cut_in_verdict(turn_metrics))
+    verdicts += entity_verdicts(spec, entities)
 
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from ...audio import PCM16_MAX, PCM16_MIN, SILENCE_THRESHOLD, PcmAudio, tone_speech
 from ...endpoints._settings import AdapterSettings
+from .._voice import VoiceKind
 
 DEFAULT_OPENING = "Hello! Tell me your daily plan and the reminder you want saved."
 DEFAULT_REPLY = "Your daily plan is recorded and the reminder is saved for {reminder_time}."
@@ -90,6 +91,15 @@ class FakeBehaviour(AdapterSettings):
     #: response.done's server_timing lists when each audio frame was sent (frame_sent_ns, on
     #: the shared monotonic clock): the truth benchmarks rebuild a listener's timings from
     report_frame_times: bool = False
+    # --- what it hears and says (the entity checks' faults) ---
+    #: ``tone`` (instant, no words) or ``piper`` (real words a recognizer reads back,
+    #: ``voicelab[speech]``; synthesized off the event loop, so a reply starts later)
+    voice: VoiceKind = "tone"
+    #: mishears: its input transcript has the last two digits swapped ("4471" -> "4417")
+    mishear_digits: bool = False
+    #: misspeaks: its audio says its text with the last two digits swapped, while its
+    #: transcript and tool calls keep the text
+    misspeak_digits: bool = False
 
     def latency_seconds(self, response_number: int) -> float:
         latency = self.reply_latency_ms
@@ -154,10 +164,36 @@ def plan_reply(behaviour: FakeBehaviour, user_turn: int, reminder: Reminder) -> 
                      completes=is_final and behaviour.complete_after_turns > 0)
 
 
-def reply_audio(text: str, behaviour: FakeBehaviour) -> PcmAudio:
-    """Tone speech for ``text`` with the configured signal faults applied (leading silence,
-    silence, clip, cut)."""
-    audio = tone_speech(text, seed=behaviour.voice_seed)
+def swap_last_digits(text: str) -> str:
+    """``text`` with its last two digits swapped ("4471" -> "4417", "4 4 7 1" -> "4 4 1 7"):
+    a mishearing or misspeaking of one number."""
+    places = [index for index, char in enumerate(text) if char.isdigit()]
+    if len(places) < 2:
+        return text
+    chars = list(text)
+    a, b = places[-2], places[-1]
+    chars[a], chars[b] = chars[b], chars[a]
+    return "".join(chars)
+
+
+def heard_transcript(behaviour: FakeBehaviour) -> str | None:
+    """The input transcript the fake reports (its mishearing applied)."""
+    heard = behaviour.input_transcript
+    if heard is not None and behaviour.mishear_digits:
+        return swap_last_digits(heard)
+    return heard
+
+
+def spoken_text(text: str, behaviour: FakeBehaviour) -> str:
+    """What the fake's voice says for its reply ``text`` (its misspeaking applied)."""
+    return swap_last_digits(text) if behaviour.misspeak_digits else text
+
+
+def reply_audio(text: str, behaviour: FakeBehaviour, *, speech: PcmAudio | None = None
+                ) -> PcmAudio:
+    """The reply's speech (``speech``, else tone speech for ``text``) with the configured
+    signal faults applied (leading silence, silence, clip, cut)."""
+    audio = speech if speech is not None else tone_speech(text, seed=behaviour.voice_seed)
     samples = audio.samples
     rate = audio.sample_rate_hz
     if behaviour.leading_silence_ms > 0:

@@ -23,16 +23,20 @@ from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 
+from ...audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ...endpoints import _wire as wire
+from .._voice import DoubleVoice
 from ._connection import ClosedByProduct, ProductConnection
 from ._fake_behaviour import (
     FakeBehaviour,
     Reminder,
     audio_frames,
+    heard_transcript,
     plan_reply,
     reminder_from_request,
     reply_audio,
     speech_start_byte,
+    spoken_text,
     topic_from_request,
 )
 from ._fake_store import FakeProductProbe, FakeStore, TemporaryDatabaseDir
@@ -90,6 +94,7 @@ class _FakeConnection(ProductConnection):
     behaviour: FakeBehaviour
     record: FakeSessionRecord
     store: FakeStore
+    server: FakeProduct
 
     def __init__(self, product: FakeProduct, ws: ServerConnection, record: FakeSessionRecord,
                  store: FakeStore):
@@ -150,9 +155,10 @@ class _FakeConnection(ProductConnection):
                     return
 
     async def commit_turn(self, audio: bytes) -> bytes:
-        if self.behaviour.input_transcript is not None:
+        heard = heard_transcript(self.behaviour)
+        if heard is not None:
             await self.send({"type": wire.INPUT_TRANSCRIPT, "item_id": f"turn_{self.user_turns}",
-                             "transcript": self.behaviour.input_transcript})
+                             "transcript": heard})
         return audio
 
     def create_response(self, turn: bytes, received_ns: int) -> None:
@@ -180,7 +186,7 @@ class _FakeConnection(ProductConnection):
             text, completes = plan.text, plan.completes
             await self.persist(plan.records_plan, plan.saves_reminder, user_turn, len(turn),
                                response_id)
-        audio = reply_audio(text, behaviour)
+        audio = await self.reply_audio(text)
         frames = audio_frames(audio, behaviour.output_chunk_ms)
         self.stall_pending = behaviour.stalls_on(number)
         if await self.stream_audio(number, frames, cancel, timing,
@@ -191,11 +197,20 @@ class _FakeConnection(ProductConnection):
         if completes:
             await self.complete()
 
+    async def reply_audio(self, text: str) -> PcmAudio:
+        """The reply's audio in the fake's voice (piper: synthesized in a worker thread)."""
+        behaviour = self.behaviour
+        said = spoken_text(text, behaviour)
+        if behaviour.voice == "tone":
+            return reply_audio(said, behaviour)
+        voice = self.server.double_voice()
+        return reply_audio(said, behaviour, speech=await asyncio.to_thread(voice.speak, said))
+
     async def persist(self, records_plan: bool, saves_reminder: bool, user_turn: int,
                       audio_bytes: int, response_id: str) -> None:
         if records_plan:
             audio_ms = int(audio_bytes / 48)  # 24 kHz * 2 bytes = 48 bytes per ms
-            plan_text = self.behaviour.input_transcript or f"spoken plan ({audio_ms} ms of audio)"
+            plan_text = heard_transcript(self.behaviour) or f"spoken plan ({audio_ms} ms of audio)"
             self.store.record_plan(self.session_id, turn_index=user_turn, topic=self.topic,
                                    plan_text=plan_text, audio_ms=audio_ms)
         if saves_reminder:
@@ -244,6 +259,15 @@ class FakeProduct(ProductServer):
     behaviour: FakeBehaviour
     store: FakeStore | None
     sessions: list[FakeSessionRecord]
+
+    _voice: DoubleVoice | None = None
+
+    def double_voice(self) -> DoubleVoice:
+        """The fake's piper voice, loaded once per product (its renderings kept)."""
+        if self._voice is None:
+            self._voice = DoubleVoice(self.behaviour.voice, seed=self.behaviour.voice_seed,
+                                      sample_rate_hz=CANONICAL_SAMPLE_RATE_HZ)
+        return self._voice
 
     def new_record(self, ws: ServerConnection) -> FakeSessionRecord:
         return FakeSessionRecord(handshake_headers=_visible_headers(ws.request.headers

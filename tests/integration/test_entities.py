@@ -166,7 +166,8 @@ def test_recognized_entities_heard_from_the_users_audio_and_said_in_the_products
         f"endpoint.settings.misspeak_digits={str(misspeaks).lower()}",
         "scenario.eval_spec.entities_heard=true", "scenario.eval_spec.entities_spoken=true",
         # the words are judged here, not the test machine's load
-        "measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms: 1000}"])
+        "measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms: 1000,"
+        " max_first_audio_error_ms: 1000}"])
     trial = outcome.bundle_path / "trial-001"
     report, metrics = read_json(trial / "trial-report.json"), read_json(trial / "voice-metrics.json")
     entities = metrics["entities"]

@@ -73,7 +73,8 @@ def write_suite(folder: Path, case: dict[str, Any]) -> Path:
         "script_path": str(script), "persona_mode": "scripted", "speech_provider": "tone",
         "trial_seed": 42, "pace_audio": True, "artifacts_dir": "artifacts",
         # the bot's timings are judged here, not the test machine's load
-        "measurement": {"max_loop_lag_p99_ms": 1000, "max_loop_lag_max_ms": 1000},
+        "measurement": {"max_loop_lag_p99_ms": 1000, "max_loop_lag_max_ms": 1000,
+                        "max_first_audio_error_ms": 1000},
         "endpoint": {
             "adapter": "pipecat",
             "settings": {"uri": "ws://127.0.0.1:{port}/"},
@@ -184,7 +185,14 @@ def test_a_barge_in_on_a_bot_that_stops(outcomes):
     bot = outcome.timings[0]
     true_ms = (min(bot["speech_end_ns"], bot["stopped_ns"]) - started["turn-001"]) / 1e6
     stop_error_ms = greeting["interruption_stop_latency_ms"] - max(0.0, true_ms)
-    assert abs(stop_error_ms) <= LATENCY_TOLERANCE_MS, true_ms
+    # never later than the bot's own stop
+    assert stop_error_ms <= LATENCY_TOLERANCE_MS, true_ms
+    if bot["speech_end_ns"] < bot["stopped_ns"]:
+        # the bot had fallen silent before its interruption frame: all it said was heard
+        assert abs(stop_error_ms) <= LATENCY_TOLERANCE_MS, true_ms
+    # else the frame cut a sound short and the listener flushed what it had not played yet
+    # (dropped_ms): the bot cannot know which of its sounds were heard, so its stop is only
+    # an upper bound of the heard one
     verdicts = {v["name"]: v for v in report["verdicts"]}
     assert verdicts["interruption_honoured"]["passed"] is True
     assert all(abs(error) <= LATENCY_TOLERANCE_MS for error in latency_errors(outcome))

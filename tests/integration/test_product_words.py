@@ -56,7 +56,8 @@ def write_run(folder: Path, *, adapter: str, reply: str) -> Path:
             "speech_provider": "tone", "pace_audio": True, "trial_seed": 7,
             "artifacts_dir": "artifacts",
             # the words are judged here, not the test machine's load
-            "measurement": {"max_loop_lag_p99_ms": 1000, "max_loop_lag_max_ms": 1000},
+            "measurement": {"max_loop_lag_p99_ms": 1000, "max_loop_lag_max_ms": 1000,
+                            "max_first_audio_error_ms": 1000},
             "endpoint": {
                 "adapter": adapter, "settings": settings,
                 "launch": {"command": [sys.executable, "-m", f"voicelab.doubles.{adapter}",

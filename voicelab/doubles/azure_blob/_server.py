@@ -248,6 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _op_put_block_list(self, container: str, blob: str, query: dict[str, str],
                            body: bytes) -> None:
+        self._check_write_permission(blob)  # committing is a write too
         with self.server.owner._lock:
             staged = dict(self._container(container).blocks.get(blob, {}))
         try:
@@ -326,8 +327,9 @@ class AzureBlobServer(ThreadedHttpDouble):
         self.requests: list[RecordedBlobRequest] = []
         #: requests answered 403 because their signature did not match
         self.rejected_signatures = 0
-        #: writes (Put Blob, Put Block) to a blob whose name contains this are answered 403
-        #: ``AuthorizationPermissionMismatch``, as a role or SAS without write permission is
+        #: writes (Put Blob, Put Block, Put Block List) to a blob whose name contains this are
+        #: answered 403 ``AuthorizationPermissionMismatch``, as Azure answers a role or SAS
+        #: without write permission
         self.deny_writes_containing: str | None = None
         self._containers: dict[str, Container] = {name: Container() for name in containers}
         self._lock = threading.Lock()

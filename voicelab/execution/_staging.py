@@ -187,10 +187,16 @@ def published_trial(store_url: str, index: int, seed: int) -> TrialResult | None
         return None
 
 
-async def _publish_periodically(publisher: Publisher) -> None:
+async def _publish_periodically(publisher: Publisher, stop: asyncio.Event) -> None:
+    """Publish every PUBLISH_INTERVAL_SECONDS until ``stop`` is set. Stopped, never cancelled:
+    a sync runs in a thread, which a cancellation would leave running beside the final one
+    (and writing to the store after the run has ended)."""
     reported: set[str] = set()
     while True:
-        await asyncio.sleep(PUBLISH_INTERVAL_SECONDS)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), PUBLISH_INTERVAL_SECONDS)
+        if stop.is_set():
+            return
         try:
             await asyncio.to_thread(publisher.sync)
         except Exception as error:  # noqa: BLE001 - tried again next time, and at the end
@@ -240,7 +246,8 @@ async def published(stage: Stage, work: Awaitable[T]) -> T:
     """Await ``work`` (a run or a sweep into ``stage``'s staging folder), publishing as it goes
     and at the end (also when it is interrupted: its partial outcome carries the publishing
     result)."""
-    periodic = asyncio.create_task(_publish_periodically(stage.publisher))
+    stop = asyncio.Event()
+    periodic = asyncio.create_task(_publish_periodically(stage.publisher, stop))
     outcome: Any = None
     try:
         outcome = await work
@@ -249,11 +256,14 @@ async def published(stage: Stage, work: Awaitable[T]) -> T:
         outcome = getattr(error, "outcome", None)  # RunInterrupted, MatrixInterrupted
         raise
     finally:
-        periodic.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await periodic
+        stop.set()
         problem = None
         interrupted = False
+        try:
+            # the sync in progress, if any, ends first (a Ctrl-C now waits for it too)
+            await _to_the_end(periodic)
+        except asyncio.CancelledError:
+            interrupted = True
         try:
             # a Ctrl-C landing now must not cut the last publish short (the store would keep a
             # "running" report): it is finished, then the cancellation goes on

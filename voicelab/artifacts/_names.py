@@ -38,6 +38,8 @@ INTEROPERABILITY = "interoperability.json"
 PERSONA_SESSION = "persona-session.json"
 #: The output of a product the trial launched itself.
 PRODUCT_LOG = "product.log"
+#: An ingested call's provenance: the files it came from, its channel map, its turns.
+CALL_SOURCE = "call.json"
 
 #: The channels on the listener timeline: what the user said, what the product said, both.
 USER_WAV = "user.wav"

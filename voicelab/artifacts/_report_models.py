@@ -158,6 +158,8 @@ class RunReport(Versioned):
     #: the run file, so ``run --resume RUN_DIR`` finds it
     run_file: str | None = None
     resumed_at: list[str] = Field(default_factory=list)
+    #: ``production``: recorded real calls (``voice-evaluator ingest``), one trial per call
+    source: Literal["simulation", "production"] = "simulation"
     #: over the trials that ran to an end (interrupted ones are left out; resume runs them)
     pass_rate: PassRate | None = None
     #: every k from 1 to pass_rate.n (in the final report)

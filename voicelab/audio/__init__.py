@@ -25,7 +25,15 @@ from ._format import (
     PcmAudio,
 )
 from ._g711 import G711_SAMPLE_RATE_HZ, alaw_decode, alaw_encode, mulaw_decode, mulaw_encode
-from ._io import read_audio, read_wav_pcm, wav_buffer, wav_bytes, write_wav
+from ._io import (
+    channel_count,
+    read_audio,
+    read_channels,
+    read_wav_pcm,
+    wav_buffer,
+    wav_bytes,
+    write_wav,
+)
 from ._line_codecs import build_codec
 from ._mixer import MixResult, PreparedEnvironment, mix, prepare_environment
 from ._polyphase import FixedLatencyResampler, kaiser_lowpass
@@ -91,7 +99,9 @@ __all__ = [
     "mulaw_decode",
     "mulaw_encode",
     "prepare_environment",
+    "channel_count",
     "read_audio",
+    "read_channels",
     "read_wav_pcm",
     "wav_buffer",
     "speech_bounds",

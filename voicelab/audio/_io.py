@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +54,17 @@ def _check_container(handle: Any, path: Path) -> None:
                                  f"of samples, the file holds {present}", source=path)
 
 
-def _check_extent(handle: Any, path: Path) -> None:
-    """Refuse an implausible sample rate or a longer asset than :data:`MAX_DURATION_SECONDS`."""
+def _check_extent(handle: Any, path: Path, *, max_seconds: float = MAX_DURATION_SECONDS,
+                  what: str = "audio assets") -> None:
+    """Refuse an implausible sample rate or audio longer than ``max_seconds``."""
     rate = handle.samplerate
     if not MIN_SAMPLE_RATE_HZ <= rate <= MAX_SAMPLE_RATE_HZ:
         raise AudioFileError(f"implausible sample rate {rate:,} Hz (supported: "
                              f"{MIN_SAMPLE_RATE_HZ:,} to {MAX_SAMPLE_RATE_HZ:,} Hz)", source=path)
     duration_seconds = handle.frames / rate
-    if duration_seconds > MAX_DURATION_SECONDS:
-        raise AudioFileError(f"audio is {duration_seconds:,.1f} s long; audio assets are limited "
-                             f"to {MAX_DURATION_SECONDS} s", source=path)
+    if duration_seconds > max_seconds:
+        raise AudioFileError(f"audio is {duration_seconds:,.1f} s long; {what} are limited "
+                             f"to {max_seconds:g} s", source=path)
 
 
 def _to_int16(floats: np.ndarray) -> np.ndarray:
@@ -69,45 +72,49 @@ def _to_int16(floats: np.ndarray) -> np.ndarray:
     return scaled.astype(np.int16)
 
 
-def _read_mono(handle: Any, path: Path, *, sample_rate_hz: int) -> np.ndarray:
-    """Every frame as float32 mono at ``sample_rate_hz``, a block at a time.
+def _read_mono(handle: Any, path: Path, *, sample_rate_hz: int,
+               channels: Sequence[int] | None = None) -> list[np.ndarray]:
+    """Every frame as float32 at ``sample_rate_hz``, a block at a time: the channels averaged
+    to mono (``channels`` None), or each of ``channels`` on its own.
 
-    Channels are averaged; a rate other than ``sample_rate_hz`` is resampled with soxr at very
-    high quality, streamed (the result is bit-identical to resampling the whole signal at once).
+    A rate other than ``sample_rate_hz`` is resampled with soxr at very high quality, streamed
+    (the result is bit-identical to resampling the whole signal at once).
     """
-    resampler = None
+    count = 1 if channels is None else len(channels)
+    resamplers = None
     if handle.samplerate != sample_rate_hz:
         import soxr
 
-        resampler = soxr.ResampleStream(handle.samplerate, sample_rate_hz, 1, dtype="float32",
-                                        quality="VHQ")
-    parts: list[np.ndarray] = []
+        resamplers = [soxr.ResampleStream(handle.samplerate, sample_rate_hz, 1,
+                                          dtype="float32", quality="VHQ") for _ in range(count)]
+    parts: list[list[np.ndarray]] = [[] for _ in range(count)]
     remaining = handle.frames
     while remaining > 0:
         block = handle.read(min(_BLOCK_FRAMES, remaining), dtype="float32", always_2d=True)
         if block.shape[0] == 0:
             break
         remaining -= block.shape[0]
-        mono = block.mean(axis=1) if block.shape[1] > 1 else block[:, 0]
-        if not np.all(np.isfinite(mono)):
+        if not np.all(np.isfinite(block)):
             raise AudioFileError("audio holds non-finite samples", source=path)
-        parts.append(resampler.resample_chunk(mono) if resampler is not None else mono.copy())
-    if resampler is not None:
-        parts.append(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+        columns = [block.mean(axis=1) if block.shape[1] > 1 else block[:, 0]] \
+            if channels is None else [block[:, index] for index in channels]
+        for index, column in enumerate(columns):
+            parts[index].append(resamplers[index].resample_chunk(column)
+                                if resamplers is not None else column.copy())
+    if resamplers is not None:
+        for index, resampler in enumerate(resamplers):
+            parts[index].append(resampler.resample_chunk(np.zeros(0, dtype=np.float32),
+                                                         last=True))
+    return [np.concatenate(part) if part else np.zeros(0, dtype=np.float32) for part in parts]
 
 
-def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> PcmAudio:
-    """Decode WAV (PCM or float), FLAC or OGG into mono pcm_s16le at ``sample_rate_hz``.
-
-    Stereo is averaged to mono; other rates are resampled with soxr at very high quality.
-    Raises :class:`AudioFileError` for a missing, empty, corrupt or unsupported file, a sample
-    rate outside :data:`MIN_SAMPLE_RATE_HZ`..:data:`MAX_SAMPLE_RATE_HZ` or audio longer than
-    :data:`MAX_DURATION_SECONDS`.
-    """
+@contextmanager
+def _opened(path: Path, *, max_seconds: float = MAX_DURATION_SECONDS,
+            what: str = "audio assets") -> Iterator[Any]:
+    """An audio file opened with libsndfile and checked (container, rate, extent, not empty);
+    any decoding error becomes an :class:`AudioFileError` naming the file."""
     import soundfile  # deferred: keeps the CLI start-up path light
 
-    path = Path(path)
     if not path.exists():
         raise AudioFileError(f"audio file not found: {path}", source=path)
     if not path.is_file():
@@ -118,21 +125,59 @@ def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_
     try:
         with soundfile.SoundFile(str(path)) as handle:
             _check_container(handle, path)
-            _check_extent(handle, path)
+            _check_extent(handle, path, max_seconds=max_seconds, what=what)
             if handle.frames == 0:
                 raise AudioFileError("audio file holds no samples", source=path)
-            if handle.subtype in ("PCM_16", "PCM_S8", "PCM_U8") and handle.channels == 1 \
-                    and handle.samplerate == sample_rate_hz:
-                samples = handle.read(dtype="int16")
-                return PcmAudio(np.ascontiguousarray(samples), sample_rate_hz)
-            mono = _read_mono(handle, path, sample_rate_hz=sample_rate_hz)
+            yield handle
     except AudioFileError:
         raise
     except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as error:
         detail = str(error).strip() or type(error).__name__
         raise AudioFileError(f"cannot decode audio ({detail}); {_SUPPORTED_TEXT}",
                              source=path) from None
+
+
+def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> PcmAudio:
+    """Decode WAV (PCM or float), FLAC or OGG into mono pcm_s16le at ``sample_rate_hz``.
+
+    Stereo is averaged to mono; other rates are resampled with soxr at very high quality.
+    Raises :class:`AudioFileError` for a missing, empty, corrupt or unsupported file, a sample
+    rate outside :data:`MIN_SAMPLE_RATE_HZ`..:data:`MAX_SAMPLE_RATE_HZ` or audio longer than
+    :data:`MAX_DURATION_SECONDS`.
+    """
+    path = Path(path)
+    with _opened(path) as handle:
+        if handle.subtype in ("PCM_16", "PCM_S8", "PCM_U8") and handle.channels == 1 \
+                and handle.samplerate == sample_rate_hz:
+            samples = handle.read(dtype="int16")
+            return PcmAudio(np.ascontiguousarray(samples), sample_rate_hz)
+        [mono] = _read_mono(handle, path, sample_rate_hz=sample_rate_hz)
     return PcmAudio(_to_int16(np.asarray(mono, dtype=np.float64)), sample_rate_hz)
+
+
+def channel_count(path: str | Path) -> int:
+    """How many channels an audio file holds (it is checked as :func:`read_audio` checks)."""
+    path = Path(path)
+    with _opened(path, max_seconds=float("inf")) as handle:
+        return int(handle.channels)
+
+
+def read_channels(path: str | Path, channels: Sequence[int], *,
+                  sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ,
+                  max_seconds: float = MAX_DURATION_SECONDS,
+                  what: str = "audio assets") -> list[PcmAudio]:
+    """Each of ``channels`` (0-based) of a WAV, FLAC or OGG file on its own, as pcm_s16le at
+    ``sample_rate_hz`` (a recorded call's legs). Raises :class:`AudioFileError` as
+    :func:`read_audio` does, and for a channel the file does not have."""
+    path = Path(path)
+    with _opened(path, max_seconds=max_seconds, what=what) as handle:
+        for index in channels:
+            if not 0 <= index < handle.channels:
+                raise AudioFileError(f"the file has {handle.channels} channel(s): no channel "
+                                     f"{index}", source=path)
+        columns = _read_mono(handle, path, sample_rate_hz=sample_rate_hz, channels=channels)
+    return [PcmAudio(_to_int16(np.asarray(column, dtype=np.float64)), sample_rate_hz)
+            for column in columns]
 
 
 def write_wav(path: str | Path, audio: PcmAudio) -> Path:

@@ -179,6 +179,33 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_run_options(replay)
 
+    ingest = commands.add_parser(
+        "ingest", help="turn recorded real calls (stereo: caller and agent on their own "
+                       "channels, or two mono files) into a bundle with a run's metrics, "
+                       "transcripts and verdicts")
+    ingest.add_argument("calls", nargs="*", default=[],
+                        help="stereo recordings (WAV, FLAC, OGG; CALL.transcript.json beside "
+                             "one is its transcript) or manifests (.yaml/.json listing calls)")
+    ingest.add_argument("--pair", dest="pairs", nargs=2, action="append", default=[],
+                        metavar=("USER", "AGENT"),
+                        help="a call recorded as two mono files: the caller's, the agent's")
+    ingest.add_argument("--channels", default=None, metavar="user=N,agent=M",
+                        help="which channel of the stereo files is the caller and which the "
+                             "agent (default user=0,agent=1)")
+    ingest.add_argument("--artifacts-dir", required=True,
+                        help="where the bundle goes (a new run folder inside, and latest)")
+    ingest.add_argument("--run-file", type=Path, default=None,
+                        help="judge the calls by this run file's scenario (expected topics, "
+                             "eval_spec), judges, transcription, gates and retention")
+    ingest.add_argument("--turn-gap-ms", type=float, default=3000.0, metavar="MS",
+                        help="a caller silent this long (the agent too) ends the turn "
+                             "(default 3000)")
+    ingest.add_argument("--label", default=None, help="a name for the calls in frames and "
+                                                      "reports")
+    ingest.add_argument("--junit", type=Path, default=None, metavar="PATH",
+                        help="also write JUnit XML (one test case per call)")
+    _add_run_options(ingest)
+
     compare = commands.add_parser(
         "compare", help="compare a candidate run (or sweep) with a baseline, trial by trial; "
                         "exit 3 when a regression gate blocks")
@@ -230,6 +257,7 @@ COMMANDS = {
     "rescore": ("_rescore", "rescore_command"),
     "compare": ("_compare", "compare_command"),
     "replay": ("_replay", "replay_command"),
+    "ingest": ("_ingest", "ingest_command"),
     "init": ("_init", "init_command"),
 }
 

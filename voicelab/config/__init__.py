@@ -1,5 +1,6 @@
 """Configuration: models of every file a run reads, loading, overrides, secrets and hashing."""
 
+from ._base import StrictModel
 from ._channel import (
     ChannelConfig,
     ConcealmentConfig,
@@ -72,6 +73,7 @@ __all__ = [
     "CAPABILITY_NAMES",
     "MAX_PAUSE_SECONDS",
     "SpokenPieces",
+    "StrictModel",
     "split_pauses",
     "has_pause_markers",
     "DOCUMENT_KINDS",

@@ -40,6 +40,7 @@ from ._voice import (
     TIMING_METRICS,
     compute_voice_metrics,
     compute_voice_metrics_steps,
+    speech_segments_ns,
     summarize,
 )
 
@@ -58,6 +59,7 @@ __all__ = [
     "add_words_per_minute",
     "check_entities",
     "compute_voice_metrics",
+    "speech_segments_ns",
     "compute_voice_metrics_steps",
     "degraded_note",
     "dnsmos",

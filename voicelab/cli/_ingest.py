@@ -1,0 +1,72 @@
+"""`voice-evaluator ingest CALLS... --artifacts-dir DIR [--run-file RUN.yaml]`.
+
+One line per call (its turns, barge-ins, response latency and verdicts), the run's pass line
+and the bundle path. Exit codes are a run's: 0 every call passed what the run file judges, 3 a
+verdict failed or a gate blocks, 4 a call could not be scored, 2 a call that cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from ..artifacts import check_output_target
+from ..errors import ConfigError
+from ..metrics import summarize
+from ._output import relative
+from ._run import _fmt_ms, _print_statistics, _write_junit, trial_line
+
+_CHANNEL_MAP = re.compile(r"^\s*user\s*=\s*(\d+)\s*,\s*agent\s*=\s*(\d+)\s*$")
+
+
+def _channels(text: str | None) -> object:
+    from ..ingest import ChannelMap
+
+    if text is None:
+        return ChannelMap()
+    match = _CHANNEL_MAP.match(text)
+    if not match:
+        raise ConfigError(f"expected user=N,agent=M, got {text!r}", source="CLI",
+                          key="--channels")
+    try:
+        return ChannelMap(user=int(match[1]), agent=int(match[2]))
+    except ValueError as error:
+        raise ConfigError(" ".join(str(error).split("\n")[-1:]), source="CLI",
+                          key="--channels") from None
+
+
+def ingest_command(args: argparse.Namespace) -> int:
+    from ..ingest import IngestOptions, ingest, mono_pair, stereo_call
+
+    if args.junit is not None:
+        check_output_target(args.junit, key="--junit")
+    channels = _channels(args.channels)
+    calls: list[object] = []
+    for given in args.calls:
+        suffix = Path(given).suffix.lower()
+        calls.append(given if suffix in (".yaml", ".yml", ".json")
+                     else stereo_call(given, channels=channels))  # type: ignore[arg-type]
+    calls += [mono_pair(user, agent) for user, agent in args.pairs]
+    if not calls:
+        raise ConfigError("give the calls to ingest: stereo files, manifests or --pair USER "
+                          "AGENT", source="CLI")
+    outcome = ingest(calls, artifacts_dir=args.artifacts_dir,  # type: ignore[arg-type]
+                     run_file=args.run_file, overrides=args.overrides,
+                     options=IngestOptions(turn_gap_ms=args.turn_gap_ms, label=args.label))
+    report = outcome.report
+    for call, trial in zip(outcome.calls, outcome.trials, strict=False):
+        turns = trial.turn_metrics
+        latency = summarize([t.response_latency_ms for t in turns])
+        barge_ins = sum(t.interrupted for t in turns)
+        print(f"{call.call_id}: {trial.report.user_turns} caller turn(s), "
+              f"{trial.report.product_responses} response(s), {barge_ins} barge-in(s), "
+              f"response latency p50 {_fmt_ms(latency.p50)}; "
+              + trial_line(trial.summary, trial.report))
+    print(f"{report.passed_trials}/{report.trial_count} call(s) passed")
+    _print_statistics(report)
+    for problem in outcome.write_errors:
+        print(f"execution failed: {problem}")
+    _write_junit(args, str(outcome.bundle_path))
+    print(f"bundle: {relative(str(outcome.bundle_path))}")
+    return outcome.exit_code

@@ -33,6 +33,7 @@ from ._sources import (
     read_manifest,
     stereo_call,
 )
+from ._stereo import write_stereo_call
 from ._turns import DEFAULT_TURN_GAP_MS, CallTurns, Response, UserTurn, segment_call
 
 __all__ = [
@@ -65,4 +66,5 @@ __all__ = [
     "read_manifest",
     "segment_call",
     "stereo_call",
+    "write_stereo_call",
 ]

@@ -207,7 +207,8 @@ async def ingest_call(loaded: LoadedRun, call: CallSource, *, index: int, bundle
                 "duration_seconds": round(audio.duration_seconds, 3),
                 "user_words": source, "turn_gap_ms": options.turn_gap_ms,
                 "user_turns": len(turns.user_turns), "responses": len(turns.responses)}
-    scored_call = Call(recording, index, 0, trial_dir, speech_metrics=False,
+    # the call's number is its seed: compare pairs trials by seed (a replay keeps them)
+    scored_call = Call(recording, index, index, trial_dir, speech_metrics=False,
                        documents={CALL_SOURCE: {"schema_version": SCHEMA_VERSION, **document}})
     scored = await score_on_loop(_call_run(loaded, transcribed=audio.transcript is not None),
                                  scored_call)

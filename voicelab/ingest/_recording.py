@@ -7,7 +7,8 @@ each leg exactly where it was recorded and everything after (placement, metrics,
 verdicts, the bundle) is computed by the code that scores a simulated call.
 
 * the caller's leg is the line (``user.audio_chunk`` with ``line``), in turns
-  (:mod:`._turns`): ``user.turn_started`` (the turn's words, its speech bounds and pauses),
+  (:mod:`._turns`): ``user.turn_started`` at its speech (the turn's words, its speech bounds
+  and pauses in its audio),
   ``user.speech_started`` / ``user.speech_ended`` at the speech's first and last audible
   sample (``speech_ended`` times the response it expects), ``user.barge_in`` (``flush: false``:
   what the agent's leg holds is what the caller heard);
@@ -88,12 +89,12 @@ def _planned(turns: CallTurns, *, user: np.ndarray, agent: np.ndarray) -> list[_
     for turn in turns.user_turns:
         key = turn.turn_id
         utterance_end = min(turn.audio_end, turn.speech_end + rate * REPLAY_TAIL_MS // 1000)
-        planned.append(_Planned(turn.audio_start, 0, EventType.USER_TURN_STARTED, UserTurnStarted(
+        planned.append(_Planned(turn.speech_start, 0, EventType.USER_TURN_STARTED, UserTurnStarted(
             text=turn.text, source_kind=PRODUCTION, barge_in_of=turn.barge_in_of,
             speech_start_sample=turn.speech_start - turn.audio_start,
             speech_end_sample=turn.speech_end - turn.audio_start,
             pauses=turn.pauses() or None), key))
-        planned.append(_Planned(turn.audio_start, 1, EventType.SPEECH_SYNTHESIZED, SpeechSynthesized(
+        planned.append(_Planned(turn.speech_start, 1, EventType.SPEECH_SYNTHESIZED, SpeechSynthesized(
             text=turn.text, duration_ms=round((utterance_end - turn.audio_start) * 1000 / rate, 3),
             provider=PRODUCTION), key, user[turn.audio_start:utterance_end]))
         planned.append(_Planned(turn.speech_start, 2, EventType.USER_SPEECH_STARTED,
@@ -133,7 +134,7 @@ def call_recording(turns: CallTurns, *, user: PcmAudio, agent: PcmAudio, index: 
                           root_span_id=uuid.uuid4().hex[:16], clock_ns=lambda: 0, start_ns=0,
                           start_utc_ns=int(started.timestamp() * 1e9))
     recording.record(EventType.TRIAL_STARTED, TrialStarted(
-        trial=index, seed=0, clock_start_ns=0, clock="recording", turn_taking="server_vad",
+        trial=index, seed=index, clock_start_ns=0, clock="recording", turn_taking="server_vad",
         listener={"jitter_buffer_ms": 0.0, "reply_end_hangover_ms": 700.0},
         capabilities={"streaming_input": True, "streaming_output": True, "interruption": True,
                       "tool_events": False, "input_transcripts": False,

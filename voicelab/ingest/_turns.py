@@ -6,7 +6,7 @@ pauses under 100 ms bridged, edges moved to the first and last audible sample). 
 
 * **User turns.** The caller's segments join into one turn until the agent starts speaking
   after one of them, or the caller is silent longer than ``turn_gap_ms``; the silences inside a
-  turn are its pauses.
+  turn (at least :data:`MIN_PAUSE_MS`: shorter ones are between words) are its pauses.
 * **Responses.** Each agent segment belongs to the response to the latest user turn that had
   started when the segment began (``turn-000``: speech before the caller's first turn, an
   opening), so an agent that keeps talking over a barge-in keeps talking in its old response,
@@ -29,6 +29,10 @@ from ..recording import ns_to_samples
 #: A caller silent this long (with the agent silent too) has ended the turn; its next speech is
 #: a new turn the agent did not answer.
 DEFAULT_TURN_GAP_MS = 3000.0
+
+#: A silence inside a leg's speech shorter than this is part of the speech (between words),
+#: not a pause.
+MIN_PAUSE_MS = 200
 
 Span = tuple[int, int]  # [first sample, end sample) on the call's timeline
 
@@ -88,8 +92,18 @@ def turn_id(index: int) -> str:
 
 
 def _segments(audio: PcmAudio) -> list[Span]:
-    return [(ns_to_samples(start), ns_to_samples(end))
-            for start, end in speech_segments_ns(audio) if end > start]
+    """The leg's speech, silences shorter than :data:`MIN_PAUSE_MS` bridged."""
+    bridge = audio.sample_rate_hz * MIN_PAUSE_MS // 1000
+    segments: list[Span] = []
+    for start_ns, end_ns in speech_segments_ns(audio):
+        start, end = ns_to_samples(start_ns), ns_to_samples(end_ns)
+        if end <= start:
+            continue
+        if segments and start - segments[-1][1] < bridge:
+            segments[-1] = (segments[-1][0], end)
+        else:
+            segments.append((start, end))
+    return segments
 
 
 def _user_turns(user: list[Span], agent: list[Span], *, gap: int) -> list[list[Span]]:

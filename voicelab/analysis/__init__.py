@@ -51,6 +51,7 @@ from ._realism import (
     caller_behaviour,
     measure_turn,
 )
+from ._realism_plots import plot_qq, plot_realism
 from ._realism_stats import (
     DEFAULT_MIN_DIFFERENCES,
     DRIVERS,
@@ -63,8 +64,6 @@ from ._realism_stats import (
     hedges_g,
     hodges_lehmann,
     holm,
-    plot_qq,
-    plot_realism,
     realism_table,
 )
 from ._report import write_compare_report, write_report

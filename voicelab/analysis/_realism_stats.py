@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -35,11 +35,8 @@ from scipy import stats
 from ._frames import Frames
 from ._realism import CALLER_METRICS, PRODUCTION, SIMULATION, caller_behaviour
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 Test = Literal["mannwhitney", "ks"]
-BehaviourSource = (pd.DataFrame | Frames | str | os.PathLike[str]
+BehaviourSource: TypeAlias = (pd.DataFrame | Frames | str | os.PathLike[str]
                    | Iterable[str | os.PathLike[str]])
 
 REALISM_COLUMNS = ("metric", "unit", "n_simulated", "n_real", "median_simulated", "median_real",
@@ -155,7 +152,7 @@ class RealismReport:
             return (f"No caller metric differs between the simulation and the real calls "
                     f"(Holm-corrected {self.test} test at alpha {self.alpha:g}, and a shift "
                     f"of at least each metric's min_difference).")
-        parts = [f"{row.direction} (median {row.median_real:.3g} vs {row.median_simulated:.3g}"
+        parts = [f"{row.direction} (median {row.median_real:.4g} vs {row.median_simulated:.4g}"
                  f" {row.unit}, Cliff's delta {row.cliffs_delta:+.2f})"
                  for row in found.itertuples()]
         return "Compared with the simulation, " + "; ".join(parts) + "."
@@ -353,68 +350,3 @@ def realism_table(table: pd.DataFrame) -> pd.DataFrame:
                                         "cliffs_delta", "change", "settings"])
     return frame.sort_values("effect", ascending=False, na_position="last",
                              kind="stable").reset_index(drop=True)
-
-
-# --- plots --------------------------------------------------------------------------------------
-
-def _sides(simulated: BehaviourSource, real: BehaviourSource
-           ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    return _behaviour(simulated, SIMULATION), _behaviour(real, PRODUCTION)
-
-
-def plot_qq(simulated: BehaviourSource, real: BehaviourSource, metric: str) -> Figure:
-    """Quantiles of the real calls (y) against the simulation's (x) for one metric, with the
-    line y = x: points above it are real callers with more of the metric at that quantile."""
-    from ._plots import _figure, _no_data
-
-    sim, rea = _sides(simulated, real)
-    x, y = _values(sim, metric), _values(rea, metric)
-    figure = _figure(5, 5)
-    axes = figure.subplots()
-    unit = CALLER_METRICS.get(metric, "")
-    if not x.size or not y.size:
-        _no_data(axes, f"{metric} on the {'simulated' if not x.size else 'real'} side")
-        return figure
-    points = min(max(x.size, y.size), 200)
-    probabilities = (np.arange(points) + 0.5) / points
-    qx, qy = np.quantile(x, probabilities), np.quantile(y, probabilities)
-    axes.scatter(qx, qy, s=14)
-    low, high = float(min(qx.min(), qy.min())), float(max(qx.max(), qy.max()))
-    axes.plot([low, high], [low, high], color="grey", linewidth=0.8, linestyle="--")
-    axes.set_xlabel(f"simulated {metric} ({unit}), n={x.size}")
-    axes.set_ylabel(f"real {metric} ({unit}), n={y.size}")
-    axes.set_title(f"Q-Q: {metric}")
-    return figure
-
-
-def plot_realism(simulated: BehaviourSource, real: BehaviourSource, *,
-                 metrics: Sequence[str] | None = None) -> Figure:
-    """Both sides' distributions (empirical CDFs), one panel per metric."""
-    from ._plots import _figure, _no_data
-
-    sim, rea = _sides(simulated, real)
-    present = set(sim["metric"].astype(object)) | set(rea["metric"].astype(object))
-    chosen = list(metrics) if metrics is not None else [m for m in CALLER_METRICS
-                                                         if m in present]
-    columns = min(3, max(1, len(chosen)))
-    rows = max(1, -(-len(chosen) // columns))
-    figure = _figure(4 * columns, 3 * rows)
-    grid = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
-    for axes, metric in zip(grid, chosen, strict=False):
-        drawn = False
-        for label, frame in (("simulated", sim), ("real", rea)):
-            values = np.sort(_values(frame, metric))
-            if values.size:
-                axes.step(values, np.arange(1, values.size + 1) / values.size, where="post",
-                          label=f"{label} (n={values.size})")
-                drawn = True
-        if not drawn:
-            _no_data(axes, metric)
-            continue
-        axes.set_xlabel(f"{metric} ({CALLER_METRICS.get(metric, '')})")
-        axes.set_ylabel("fraction")
-        axes.legend(fontsize="small")
-    for axes in grid[len(chosen):]:
-        axes.set_visible(False)
-    figure.suptitle("callers: simulated against real")
-    return figure

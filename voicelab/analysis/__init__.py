@@ -6,7 +6,8 @@
 
 Importing this package loads numpy and pandas only: matplotlib, ipywidgets, IPython, papermill
 and nbconvert are imported inside the functions that use them. The CLI start-up path never
-imports it. Judge calibration against human labels is :mod:`voicelab.analysis.calibration`.
+imports it. Judge calibration against human labels is :mod:`voicelab.analysis.calibration`;
+simulated callers against recorded ones: ``caller_behaviour`` and ``compare_realism``.
 """
 
 from ._compare import (
@@ -42,6 +43,29 @@ from ._plots import (
     plot_timeline,
 )
 from ._rates import pass_curve_table, pass_rate_table
+from ._realism import (
+    BEHAVIOUR_COLUMNS,
+    CALLER_METRICS,
+    DEFAULT_MIN_PAUSE_MS,
+    TurnSpeech,
+    caller_behaviour,
+    measure_turn,
+)
+from ._realism_plots import plot_qq, plot_realism
+from ._realism_stats import (
+    DEFAULT_MIN_DIFFERENCES,
+    DRIVERS,
+    REALISM_COLUMNS,
+    Knob,
+    MetricDriver,
+    RealismReport,
+    cliffs_delta,
+    compare_realism,
+    hedges_g,
+    hodges_lehmann,
+    holm,
+    realism_table,
+)
 from ._report import write_compare_report, write_report
 from ._selectivity import probes_table, selectivity_table
 from ._tables import show_table
@@ -117,4 +141,24 @@ __all__ = [
     "write_compare_report",
     "failing_trials",
     "transcript_markdown",
+    "BEHAVIOUR_COLUMNS",
+    "CALLER_METRICS",
+    "DEFAULT_MIN_DIFFERENCES",
+    "DEFAULT_MIN_PAUSE_MS",
+    "DRIVERS",
+    "Knob",
+    "MetricDriver",
+    "REALISM_COLUMNS",
+    "RealismReport",
+    "TurnSpeech",
+    "caller_behaviour",
+    "cliffs_delta",
+    "compare_realism",
+    "hedges_g",
+    "hodges_lehmann",
+    "holm",
+    "measure_turn",
+    "plot_qq",
+    "plot_realism",
+    "realism_table",
 ]

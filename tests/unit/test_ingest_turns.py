@@ -90,3 +90,14 @@ def test_the_recording_places_both_legs_where_they_were_and_times_from_the_calle
     # events in time order on one clock
     times = [e.listener_ns for e in recording.events]
     assert times == sorted(times)
+
+
+def test_a_caller_who_starts_in_the_agents_pause_between_words_barges_in_on_it():
+    """The agent pauses 250 ms mid-sentence; the caller starts in the pause as the agent
+    resumes, and the agent stops 150 ms later: still its opening, talked over."""
+    user, agent = _legs(8.0, user=[(1.75, 3.0)], agent=[(0.2, 1.5), (1.75, 1.9), (3.6, 5.0)])
+    turns = segment_call(user, agent)
+    opening, reply = turns.responses
+    assert (opening.turn_id, reply.turn_id) == ("turn-000", "turn-001")
+    assert _s(opening.end) == pytest.approx(1.9, abs=0.011)
+    assert turns.user_turns[0].barge_in_of == "turn-000"

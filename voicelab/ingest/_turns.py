@@ -1,16 +1,16 @@
 """A recorded call cut into turns: who spoke when, from voice activity on each leg.
 
-Each leg's speech segments come from the same detector the metrics use on the product's
-channel (:func:`voicelab.metrics.speech_segments_ns`: energy voice activity in 10 ms frames,
-pauses under 100 ms bridged, edges moved to the first and last audible sample). Then:
+Each leg's speech comes from :func:`._legs.leg_speech` (the metrics' detector, held to the
+leg's own noise floor). Then:
 
 * **User turns.** The caller's segments join into one turn until the agent starts speaking
   after one of them, or the caller is silent longer than ``turn_gap_ms``; the silences inside a
   turn (at least :data:`MIN_PAUSE_MS`: shorter ones are between words) are its pauses.
 * **Responses.** Each agent segment belongs to the response to the latest user turn that had
   started when the segment began (``turn-000``: speech before the caller's first turn, an
-  opening), so an agent that keeps talking over a barge-in keeps talking in its old response,
-  and what it says after the barge-in answers the new turn.
+  opening); but an agent that speaks again within :data:`RESUME_GAP_MS` of its last sound,
+  when the caller began in that gap or over it, is still in its old response (it talks over
+  the barge-in); what it says after it stopped answers the new turn.
 * **Barge-ins.** A user turn that starts while a response sounds (between its first and last
   sample) barges in on it.
 
@@ -23,18 +23,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
-from ..metrics import speech_segments_ns
-from ..recording import ns_to_samples
+from ._legs import Span, leg_speech
 
 #: A caller silent this long (with the agent silent too) has ended the turn; its next speech is
 #: a new turn the agent did not answer.
 DEFAULT_TURN_GAP_MS = 3000.0
 
-#: A silence inside a leg's speech shorter than this is part of the speech (between words),
-#: not a pause.
-MIN_PAUSE_MS = 200
+#: An agent that speaks again within this of its last sound is still in the same response
+#: (between its sentences), whoever spoke in between.
+RESUME_GAP_MS = 500
 
-Span = tuple[int, int]  # [first sample, end sample) on the call's timeline
 
 
 @dataclass
@@ -91,21 +89,6 @@ def turn_id(index: int) -> str:
     return f"turn-{index:03d}"
 
 
-def _segments(audio: PcmAudio) -> list[Span]:
-    """The leg's speech, silences shorter than :data:`MIN_PAUSE_MS` bridged."""
-    bridge = audio.sample_rate_hz * MIN_PAUSE_MS // 1000
-    segments: list[Span] = []
-    for start_ns, end_ns in speech_segments_ns(audio):
-        start, end = ns_to_samples(start_ns), ns_to_samples(end_ns)
-        if end <= start:
-            continue
-        if segments and start - segments[-1][1] < bridge:
-            segments[-1] = (segments[-1][0], end)
-        else:
-            segments.append((start, end))
-    return segments
-
-
 def _user_turns(user: list[Span], agent: list[Span], *, gap: int) -> list[list[Span]]:
     turns: list[list[Span]] = []
     for segment in user:
@@ -119,12 +102,33 @@ def _user_turns(user: list[Span], agent: list[Span], *, gap: int) -> list[list[S
     return turns
 
 
+def _responses(agent: list[Span], starts: list[int], *, resume: int) -> list[Response]:
+    """Each agent segment to the response to the latest user turn started before it; but an
+    agent that resumes within ``resume`` samples of its last sound, after a caller who began
+    in that gap or over it, is still in its response (it talks over the barge-in)."""
+    responses: list[Response] = []
+    answered: list[int] = []  # the user turn each response answers
+    for segment in agent:
+        answering = sum(start <= segment[0] for start in starts)
+        if responses and answering != answered[-1]:
+            current = responses[-1]
+            caller = starts[answering - 1]
+            if caller < current.end + resume and segment[0] - current.end < resume:
+                current.segments.append(segment)
+                continue
+        if not responses or answering != answered[-1]:
+            responses.append(Response(turn_id(answering)))
+            answered.append(answering)
+        responses[-1].segments.append(segment)
+    return responses
+
+
 def segment_call(user: PcmAudio, agent: PcmAudio, *,
                  turn_gap_ms: float = DEFAULT_TURN_GAP_MS) -> CallTurns:
     """The turns of a call whose legs are ``user`` and ``agent`` (one timeline, one rate)."""
     rate = user.sample_rate_hz
     length = user.samples.shape[0]
-    user_segments, agent_segments = _segments(user), _segments(agent)
+    user_segments, agent_segments = leg_speech(user), leg_speech(agent)
     grouped = _user_turns(user_segments, agent_segments, gap=int(turn_gap_ms * rate / 1000))
     turns = [UserTurn(turn_id(index), segments)
              for index, segments in enumerate(grouped, start=1)]
@@ -132,13 +136,8 @@ def segment_call(user: PcmAudio, agent: PcmAudio, *,
         turn.audio_start = 0 if index == 0 else turn.speech_start
         turn.audio_end = turns[index + 1].speech_start if index + 1 < len(turns) else length
 
-    responses: dict[str, Response] = {}
-    starts = [turn.speech_start for turn in turns]
-    for segment in agent_segments:
-        answering = sum(start <= segment[0] for start in starts)
-        key = turn_id(answering)
-        responses.setdefault(key, Response(key)).segments.append(segment)
-    ordered = list(responses.values())
+    ordered = _responses(agent_segments, [turn.speech_start for turn in turns],
+                         resume=int(RESUME_GAP_MS * rate / 1000))
     for turn in turns:
         sounding = next((r for r in ordered if r.start < turn.speech_start < r.end), None)
         if sounding is not None:

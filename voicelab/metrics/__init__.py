@@ -37,6 +37,7 @@ from ._speech import (
 from ._talk import add_words_per_minute, talk_metrics
 from ._voice import (
     PERCENTILES,
+    SEGMENT_GAP_MS,
     TIMING_METRICS,
     compute_voice_metrics,
     compute_voice_metrics_steps,
@@ -49,6 +50,7 @@ __all__ = [
     "LATE_TICK_FLOOR_MS",
     "LATE_TICKS_ATTRIBUTE",
     "PERCENTILES",
+    "SEGMENT_GAP_MS",
     "TIMING_METRICS",
     "NO_ENTITIES",
     "EntityPlan",

@@ -141,7 +141,7 @@ def read_audio_stream(path: Path) -> bytes:
     return samples.astype("<i2", copy=False).tobytes()
 
 
-def audio_not_retained(report: Mapping[str, Any]) -> str | None:
+def audio_not_retained(report: Mapping[str, object]) -> str | None:
     """Why a trial keeps no audio, when its run's ``retention:`` left it out: ``"audio not
     retained (retention: failed)"``; None when it kept it (or the report does not say).
     ``report``: its trial-report.json as a document (from outside: only known values are

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .audio import PcmAudio, PreparedEnvironment
-from .config import GateConfig, LoadedRun
+from .config import GateConfig, LoadedRun, RetentionConfig
 from .errors import AudioFileError, ConfigError, MissingDependencyError
 
 #: The name of every plug-in's optional settings check.
@@ -46,6 +46,8 @@ class ValidationSummary:
     gates: list[str] = field(default_factory=list)
     #: where the product's words come from (the run's ``transcription``)
     transcription: str = ""
+    #: what the bundle keeps (the run's ``retention``)
+    retention: str = "all audio, full transcripts"
     #: one line each: what this run cannot judge as configured, and how to fix it
     warnings: list[str] = field(default_factory=list)
 
@@ -64,6 +66,7 @@ class ValidationSummary:
             f"statistics {self.statistics}",
             f"gates      {'; '.join(self.gates) or 'none'}",
             f"transcript {self.transcription}",
+            f"retention  {self.retention}",
             f"suite hash {self.suite_hash}",
             *(f"warning    {warning}" for warning in self.warnings),
         ]
@@ -144,6 +147,12 @@ def _check_channel(loaded: LoadedRun) -> None:
                                          purpose=f"channel.{direction}: the opus codec",
                                          source=str(source),
                                          key=f"channel.{direction}.codec") from None
+
+
+def _describe_retention(retention: RetentionConfig) -> str:
+    audio = {"all": "all audio", "failed": "audio of trials that did not pass only",
+             "none": "no audio"}[retention.audio]
+    return f"{audio}, {retention.transcripts} transcripts"
 
 
 def _describe_gate(gate: GateConfig) -> str:
@@ -297,6 +306,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
                     f"{loaded.run.statistics.interval} intervals"),
         gates=[_describe_gate(gate) for gate in loaded.run.gates],
         transcription=transcription,
+        retention=_describe_retention(loaded.run.retention),
         warnings=warnings,
     )
     return RunPlan(loaded=loaded, adapter_cls=adapter, persona_cls=persona_cls,

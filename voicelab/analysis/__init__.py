@@ -25,6 +25,7 @@ from ._embed import (
     audio_html,
     encode_audio,
     read_trial_audio,
+    retention_note,
     turn_audio_html,
     turn_windows,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "read_trial_audio",
     "save_labels",
     "turn_audio_html",
+    "retention_note",
     "turn_windows",
     "worst_turns",
     "write_report",

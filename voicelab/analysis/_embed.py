@@ -21,7 +21,17 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ..artifacts import LEGACY_NAMES, MIXED_WAV, PRODUCT_WAV, USER_WAV, fetch_missing, read_member
+from ..artifacts import (
+    LEGACY_NAMES,
+    MIXED_WAV,
+    PRODUCT_WAV,
+    TRIAL_REPORT,
+    USER_WAV,
+    audio_not_retained,
+    fetch_missing,
+    read_json,
+    read_member,
+)
 from ..audio import PcmAudio, read_wav_pcm
 from ..audio import wav_bytes as audio_wav_bytes
 from ..errors import ConfigError
@@ -67,6 +77,27 @@ def channel_path(trial_dir: str | os.PathLike[str], channel: str) -> Path | None
         if path.is_file() or fetch_missing(path):  # a store's mirror fetches it now
             return path
     return None
+
+
+def retention_note(trial_dir: str | os.PathLike[str]) -> str | None:
+    """Why the trial has no audio when its run's ``retention:`` left it out (``"audio not
+    retained (retention: failed)"``), else None."""
+    report = Path(trial_dir) / TRIAL_REPORT
+    if not report.is_file():
+        return None
+    try:
+        return audio_not_retained(read_json(report))
+    except ConfigError:  # an unreadable report says nothing about retention
+        return None
+
+
+def _absent_figure(trial_dir: str | os.PathLike[str], caption: str | None) -> str | None:
+    """A note in place of the audio its run did not retain (None: it was not dropped)."""
+    note = retention_note(trial_dir)
+    if note is None:
+        return None
+    label = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    return f'<figure style="margin:0.3em 0">{label}<i>{html.escape(note)}</i></figure>'
 
 
 def read_trial_audio(trial_dir: str | os.PathLike[str], *, channel: str = "mixed",
@@ -138,9 +169,14 @@ def audio_figure(uri: str, caption: str | None) -> str:
 def audio_html(trial_dir: str | os.PathLike[str], *, channel: str = "mixed",
                start_ms: float | None = None, end_ms: float | None = None,
                caption: str | None = None, audio_format: AudioFormat = "opus") -> Any:
-    """An ``<audio>`` element with the audio embedded (a data URI): it survives HTML export."""
+    """An ``<audio>`` element with the audio embedded (a data URI): it survives HTML export;
+    a note where the run's ``retention:`` did not keep the trial's audio."""
     from IPython.display import HTML
 
+    absent = _absent_figure(trial_dir, caption) if channel_path(trial_dir, channel) is None \
+        else None
+    if absent is not None:
+        return HTML(absent)
     uri = audio_data_uri(trial_dir, channel=channel, start_ms=start_ms, end_ms=end_ms,
                          audio_format=audio_format)
     return HTML(audio_figure(uri, caption))
@@ -150,7 +186,8 @@ def turn_audio_html(frames: Frames, turns: pd.DataFrame, *, channel: str = "mixe
                     metric: str | None = "first_audio_latency_ms",
                     audio_format: AudioFormat = "opus") -> Any:
     """One ``<audio>`` per row of ``turns`` (a slice of ``frames.turns``, e.g. the worst turns),
-    cut to the turn and captioned with its ids and ``metric``."""
+    cut to the turn and captioned with its ids and ``metric`` (a note for a trial whose audio
+    the run did not retain)."""
     from IPython.display import HTML
 
     windows = turn_windows(turns)
@@ -160,6 +197,11 @@ def turn_audio_html(frames: Frames, turns: pd.DataFrame, *, channel: str = "mixe
         caption = f"{turn['run_id']} / {turn['trial_id']} / {turn['turn_id']}"
         if metric and metric in turn.index and pd.notna(turn[metric]):
             caption += f": {metric} = {float(turn[metric]):.1f}"
+        absent = _absent_figure(trial_dir, caption) if channel_path(trial_dir, channel) is None \
+            else None
+        if absent is not None:
+            parts.append(absent)
+            continue
         uri = audio_data_uri(trial_dir, channel=channel, start_ms=window["start_ms"],
                              end_ms=window["end_ms"], audio_format=audio_format)
         parts.append(audio_figure(uri, caption))
@@ -167,4 +209,4 @@ def turn_audio_html(frames: Frames, turns: pd.DataFrame, *, channel: str = "mixe
 
 
 __all__ = ["AUDIO_FORMATS", "AudioFormat", "audio_data_uri", "audio_figure", "audio_html",
-           "encode_audio", "read_trial_audio", "turn_audio_html", "turn_windows", "wav_bytes"]
+           "encode_audio", "read_trial_audio", "retention_note", "turn_audio_html", "turn_windows", "wav_bytes"]

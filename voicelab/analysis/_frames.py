@@ -263,6 +263,10 @@ def _trial_row(report: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
     for key, value in (report.get("outcome") or {}).items():
         if not isinstance(value, (dict, list)):
             row.setdefault(f"outcome_{key}", value)
+    retention = report.get("retention")
+    if isinstance(retention, dict):  # what the run's ``retention:`` kept (known values only)
+        row["audio_retained"] = retention.get("audio") != "dropped"
+        row["transcripts_redacted"] = retention.get("transcripts") == "redacted"
     row["path"] = str(trial_dir)
     return row
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ._embed import channel_path, read_trial_audio
+from ._embed import channel_path, read_trial_audio, retention_note
 from ._frames import Frames, check_metric, load_frames
 from ._rates import pass_curve_table, pass_rate_table
 
@@ -289,6 +289,9 @@ def plot_timeline(source: Frames | str | os.PathLike[str], *, run_id: str | None
             samples, rate = read_trial_audio(trial_dir, channel=channel)
             seconds, peaks = _envelope(samples, rate)
             axes.fill_between(seconds, -peaks, peaks, color=colour, linewidth=0)
+        elif (note := retention_note(trial_dir)) is not None:
+            axes.text(0.5, 0.5, note, transform=axes.transAxes, ha="center", va="center",
+                      fontsize="small", color="grey")
         axes.set_ylim(-1.05, 1.05)
         axes.set_ylabel(channel)
         axes.grid(alpha=0.25)

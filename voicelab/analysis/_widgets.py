@@ -32,6 +32,7 @@ from ._embed import (
     channel_path,
     encode_audio,
     read_trial_audio,
+    retention_note,
     turn_windows,
 )
 from ._frames import Frames, load_frames
@@ -103,13 +104,16 @@ class TrialPlayer:
                                              description="channel")
         self.turn = widgets.Dropdown(options=options, value=None, description="turn")
         self.audio = widgets.Audio(format="ogg", autoplay=False, loop=False)
+        #: why there is no audio, when the run's ``retention:`` did not keep it
+        self.audio_note = widgets.HTML()
         self.transcript = widgets.HTML()
         self.metrics = widgets.HTML()
         self.header = widgets.HTML(self._header_html())
         self.channel.observe(lambda _: self._refresh(), names="value")
         self.turn.observe(lambda _: self._refresh(), names="value")
         self.widget = widgets.VBox([self.header, widgets.HBox([self.channel, self.turn]),
-                                    self.audio, self.transcript, self.metrics])
+                                    self.audio, self.audio_note, self.transcript,
+                                    self.metrics])
         self._refresh()
 
     def _header_html(self) -> str:
@@ -147,8 +151,11 @@ class TrialPlayer:
                                       audio_format=self.audio_format)
             self.audio.format = mime.split("/", 1)[1]
             self.audio.value = data
+            self.audio_note.value = ""
         else:
             self.audio.value = b""
+            note = retention_note(self.trial_dir)
+            self.audio_note.value = f"<i>{html.escape(note)}</i>" if note else ""
         self.transcript.value = self._transcript_html()
         self.metrics.value = self._metrics_html()
 
@@ -178,7 +185,8 @@ class TrialPlayer:
             where = "whole conversation" if self.turn.value is None else str(self.turn.value)
             audio = audio_figure(f"data:audio/{self.audio.format};base64,{encoded}",
                                  f"{self.channel.value} audio, {where}")
-        return (f"<div>{self.header.value}</div>{audio}<div>{self.transcript.value}</div>"
+        return (f"<div>{self.header.value}</div>{audio or self.audio_note.value}"
+                f"<div>{self.transcript.value}</div>"
                 f"{self.metrics.value}")
 
     def _ipython_display_(self) -> None:

@@ -26,6 +26,7 @@ from ._models import (
     TranscriptTurn,
     TrialAttempt,
     TrialReport,
+    TrialRetention,
     TrialSummary,
     Verdict,
 )
@@ -67,6 +68,7 @@ from ._names import (
 from ._publish import Publisher, publish_trial
 from ._reader import (
     ArtifactVersionError,
+    audio_not_retained,
     check_version,
     find_trial_dirs,
     read_audio_stream,
@@ -74,6 +76,7 @@ from ._reader import (
     read_trial,
     read_trial_report_json,
     read_voice_events,
+    require_retained_audio,
 )
 from ._report_models import (
     GateCheck,
@@ -87,6 +90,7 @@ from ._report_models import (
     ProbeRow,
     ReplayOrigin,
     RunReport,
+    RunRetention,
     SelectivityRate,
     VerdictPassRate,
 )
@@ -126,6 +130,8 @@ from ._voice_models import (
 
 __all__ = [
     "read_audio_stream",
+    "audio_not_retained",
+    "require_retained_audio",
     "encode_trial_files",
     "local_folder",
     "put_file",
@@ -193,6 +199,7 @@ __all__ = [
     "RawEndpointEvents",
     "ReplayOrigin",
     "RunReport",
+    "RunRetention",
     "SelectivityRate",
     "SelfInterruption",
     "ToolCallRecord",
@@ -200,6 +207,7 @@ __all__ = [
     "Transcript",
     "TranscriptTurn",
     "TrialReport",
+    "TrialRetention",
     "TrialAttempt",
     "TrialSummary",
     "TurnMetrics",

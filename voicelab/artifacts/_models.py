@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 SCHEMA_VERSION = "3.0"
 #: Every major version this voicelab reads (older bundles stay readable).
@@ -148,6 +155,17 @@ class TrialAttempt(ArtifactModel):
     path: str
 
 
+class TrialRetention(ArtifactModel):
+    """What the run's ``retention:`` setting kept of a trial (absent: everything, as said)."""
+
+    #: the run's settings the trial was written with
+    audio_policy: Literal["all", "failed", "none"] = "all"
+    transcripts: Literal["full", "redacted"] = "full"
+    #: ``dropped``: the trial's WAV files were not written (``dropped_files``)
+    audio: Literal["kept", "dropped"] = "kept"
+    dropped_files: list[str] = Field(default_factory=list)
+
+
 class TrialReport(Versioned):
     trial: int
     trial_id: str
@@ -190,12 +208,24 @@ class TrialReport(Versioned):
     #: seed); the earlier attempts are listed in ``attempts``, their evidence kept
     attempt: int = 1
     attempts: list[TrialAttempt] = Field(default_factory=list)
+    #: what the run's ``retention:`` kept of this trial; absent: all its audio and its full
+    #: transcripts
+    retention: TrialRetention | None = None
 
     @model_validator(mode="after")
     def _status_of_older_bundles(self) -> TrialReport:
         if self.status is None:
             self.status = "passed" if self.passed else "failed"
         return self
+
+    @model_serializer(mode="wrap")
+    def _retention_only_when_limited(self, handler: SerializerFunctionWrapHandler
+                                     ) -> dict[str, Any]:
+        # a trial that kept everything is written as before the field existed
+        data: dict[str, Any] = handler(self)
+        if data.get("retention", False) is None:
+            del data["retention"]
+        return data
 
 
 class TrialSummary(ArtifactModel):

@@ -7,6 +7,7 @@ its size limit, JSON within its depth and number limits): a bundle is hostile in
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from .._location import is_url
 from ..errors import ConfigError
 from ._members import json_lines, read_json_member, read_member
 from ._models import READABLE_MAJORS, SCHEMA_VERSION
-from ._names import TRIAL_REPORT, VOICE_EVENTS
+from ._names import TRIAL_REPORT, USER_SENT_WAV, VOICE_EVENTS
 
 SUPPORTED_MAJOR = max(READABLE_MAJORS)
 
@@ -138,3 +139,26 @@ def read_audio_stream(path: Path) -> bytes:
     except AudioFileError as error:
         raise AudioFileError(error.message, source=path) from None
     return samples.astype("<i2", copy=False).tobytes()
+
+
+def audio_not_retained(report: Mapping[str, object]) -> str | None:
+    """Why a trial keeps no audio, when its run's ``retention:`` left it out: ``"audio not
+    retained (retention: failed)"``; None when it kept it (or the report does not say).
+    ``report``: its trial-report.json as a document (from outside: only known values are
+    quoted)."""
+    retention = report.get("retention")
+    if not isinstance(retention, Mapping) or retention.get("audio") != "dropped":
+        return None
+    policy = retention.get("audio_policy")
+    return f"audio not retained (retention: {policy if policy in ('failed', 'none') else '?'})"
+
+
+def require_retained_audio(trial_dir: Path, *, purpose: str) -> None:
+    """Raise :class:`ConfigError` naming ``trial_dir`` when its run's retention left out its
+    audio (``purpose``: what needs it, ``"re-scored"``, ``"replayed"``)."""
+    trial_dir = Path(trial_dir)
+    if (trial_dir / USER_SENT_WAV).is_file() or not (trial_dir / TRIAL_REPORT).is_file():
+        return
+    note = audio_not_retained(read_json(trial_dir / TRIAL_REPORT))
+    if note is not None:
+        raise ConfigError(f"the trial cannot be {purpose}: {note}", source=trial_dir)

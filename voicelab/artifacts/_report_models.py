@@ -123,6 +123,16 @@ class SelectivityRate(ArtifactModel):
     stop_ms: MetricSummary | None = None
 
 
+class RunRetention(ArtifactModel):
+    """What the run's ``retention:`` setting kept (docs/artifacts.md, "Retention")."""
+
+    audio: Literal["all", "failed", "none"]
+    transcripts: Literal["full", "redacted"]
+    #: trials whose WAV files were not written, and trials that kept them
+    audio_dropped_trials: int = 0
+    audio_kept_trials: int = 0
+
+
 class ProbeRow(ProbeOutcome):
     """One probe of a run (run-report.json ``probes``): the trial's outcome with its trial."""
 
@@ -187,11 +197,13 @@ class RunReport(Versioned):
     #: hesitation turns (docs/endpointing.md): cut-in probability and latency by pause length
     #: (written only when the run had hesitation turns)
     endpointing: EndpointingCurve | None = None
+    #: what the run's ``retention:`` kept (written only when it keeps less than everything)
+    retention: RunRetention | None = None
 
     @model_serializer(mode="wrap")
     def _endpointing_only_when_measured(self, handler: SerializerFunctionWrapHandler
                                         ) -> dict[str, Any]:
-        return without_absent(handler(self), ("endpointing",))
+        return without_absent(handler(self), ("endpointing", "retention"))
 
 
 class MatrixCell(ArtifactModel):

@@ -54,6 +54,7 @@ from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_mode
 from ._pauses import MAX_PAUSE_SECONDS, SpokenPieces, has_pause_markers, split_pauses
 from ._recorded import RECORDED_KINDS, load_recorded_run
 from ._resolved import file_sha256
+from ._retention import AudioRetention, RetentionConfig, TranscriptRetention
 from ._secrets import (
     MASK,
     SecretScrubber,
@@ -122,6 +123,9 @@ __all__ = [
     "SuiteConfig",
     "SuitePersona",
     "TranscriptionConfig",
+    "TranscriptRetention",
+    "RetentionConfig",
+    "AudioRetention",
     "EntityKind",
     "EntitySpec",
     "TransientEvent",

@@ -16,6 +16,7 @@ from ._channel import ChannelConfig
 from ._entities import EntitySpec, ProductInputTranscription
 from ._launch import LaunchConfig
 from ._pauses import SpokenPieces, check_pause_seconds, has_pause_markers, split_pauses
+from ._retention import RetentionConfig
 from ._voice import LanguageTag, VoicedPersona
 
 Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
@@ -476,6 +477,8 @@ class RunConfig(StrictModel):
     gates: list[GateConfig] = Field(default_factory=list)
     measurement: MeasurementConfig = Field(default_factory=MeasurementConfig)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
+    #: which trials keep their audio, and whether transcripts are redacted (docs/artifacts.md)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
 
 # --- suite (scenario x persona x environment x trial matrix) --------------------------------

@@ -33,6 +33,7 @@ from ..artifacts import (
     read_audio_stream,
     read_json,
     read_voice_events,
+    require_retained_audio,
     trial_folder,
 )
 from ..audio import PcmAudio
@@ -106,6 +107,7 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
     """The user turns of one trial folder (raises :class:`ConfigError` naming a missing or
     inconsistent file)."""
     trial_dir = Path(trial_dir)
+    require_retained_audio(trial_dir, purpose="replayed")
     for name in REPLAY_FILES:
         if not (trial_dir / name).is_file():
             raise ConfigError(f"the trial folder has no {name}: it cannot be replayed",

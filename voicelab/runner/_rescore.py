@@ -57,6 +57,7 @@ from ..artifacts import (
     read_audio_stream,
     read_json,
     remote_exists,
+    require_retained_audio,
     resolve_latest,
     resolve_local_latest,
     resolved_document,
@@ -153,6 +154,7 @@ def read_recording(trial_dir: Path) -> Recording:
     from ..artifacts import read_voice_events
 
     trial_dir = Path(trial_dir)
+    require_retained_audio(trial_dir, purpose="re-scored")
     streams: dict[str, bytes] = {}
     for name in (USER, PRODUCT, USER_CLEAN, USER_HEARD):
         path = trial_dir / STREAM_FILES[name]
@@ -210,6 +212,7 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
         score=score_of(evidence, ending, judges, scenario=scenario, persona=persona),
         trace_id=recording.trace_id, bundle_failures=bundle_failures, files=previous.files,
         attempt=previous.attempt, attempts=previous.attempts, extra=previous.model_extra)
+    report.retention = previous.retention  # what the run kept stays what it kept
     verdicts = report.verdicts
     title = f"{report.scenario_id} — {report.trial_id} (seed {report.seed})"
     from .._steps import run_steps
@@ -295,12 +298,19 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
         raise ConfigError(f"no such folder: {source}", source=source)
     source = source.resolve()
     check_tree(source)  # regular files and folders only, before anything is read or copied
+    _require_audio(find_trial_dirs(source))
     target = source
     if output is not None:
         target = _output_folder(as_local_path(output))
         shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)  # only `latest`
     with BundleLock(target, command="rescore"):
         return _rescore_folder(target, speech_metrics=speech_metrics, judges_from=judges_from)
+
+
+def _require_audio(trial_dirs: list[Path]) -> None:
+    """Every trial kept its audio (checked before any is copied or rewritten)."""
+    for trial_dir in trial_dirs:
+        require_retained_audio(trial_dir, purpose="re-scored")
 
 
 def _rescore_folder(target: Path, *, speech_metrics: bool | None,
@@ -313,6 +323,7 @@ def _rescore_folder(target: Path, *, speech_metrics: bool | None,
         from ..config import load_run
 
         judges_run = load_run(judges_from)
+    _require_audio(trial_dirs)
     result = Rescored(target)
     for trial_dir in trial_dirs:
         result.trials.append(rescore_trial(trial_dir, speech_metrics=speech_metrics,

@@ -33,6 +33,7 @@ from ..scoring import (
     pass_power_k,
     run_statistics,
 )
+from ._retention import run_retention
 from ._trial import TrialResult
 
 
@@ -158,4 +159,5 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
         endpointing=endpointing_curve(
             (h for r in ordered if counts_toward_rates(r.report.exit_reason)
              for h in hesitations(r.turn_metrics)), loaded.run.statistics),
+        retention=run_retention(loaded.run.retention, (r.report for r in ordered)),
         **statistics.report_fields())

@@ -41,6 +41,7 @@ from ..metrics import EntityPlan, loop_lag_of
 from ..recording import Recording
 from ._evidence import Evidence, assemble, assemble_now, evidence_files, score_of
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
+from ._retention import retention_steps, run_redactor
 from ._transcription import ProductTranscription
 
 logger = logging.getLogger(__name__)
@@ -102,7 +103,8 @@ def _assemble_options(loaded: LoadedRun, call: Call) -> dict[str, Any]:
 
 def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
                   judges: list[JudgeResult]) -> Steps[tuple[TrialReport, list[EncodedFile]]]:
-    """The trial report and every other file of the bundle, serialized, in steps."""
+    """The trial report and every other file of the bundle, serialized, in steps; what the
+    run's ``retention:`` keeps of them (decided on the scored report, before any is written)."""
     recording = call.recording
     ending = call.ending
     identity = TrialIdentity.of_run(loaded, index=call.index, seed=call.seed,
@@ -125,6 +127,9 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
     files = yield from evidence_files(call.recording, evidence, report, title=title,
                                       keep_clean_speech=call.speech_metrics,
                                       extra_documents=documents, extra_texts=call.texts)
+    retention = loaded.run.retention
+    redactor = run_redactor(loaded) if retention.transcripts == "redacted" else None
+    files, report = yield from retention_steps(files, report, retention, redactor=redactor)
     return report, files
 
 

@@ -11,7 +11,7 @@ from ._quality import (
     judges_pass,
 )
 from ._quality_check import check_quality_evaluation, judge_provider_name
-from ._redaction import RedactedEvidence, Redactor
+from ._redaction import PII_PATTERNS, RedactedEvidence, Redactor, transcript_redactor
 from ._run_judges import run_judges
 from ._run_statistics import (
     GATE_METRICS,
@@ -78,6 +78,8 @@ __all__ = [
     "ConversationEvidence",
     "RedactedEvidence",
     "Redactor",
+    "PII_PATTERNS",
+    "transcript_redactor",
     "critical_judge_failures",
     "evaluate_quality",
     "judges_pass",

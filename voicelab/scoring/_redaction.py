@@ -11,7 +11,10 @@ Three layers, in order:
    with the run's :class:`SecretScrubber`.
 3. Patterns: every match of each regular expression in ``patterns`` becomes ``replacement``.
 
-What this module returns is what judges receive and what ``JudgeResult.sent`` records.
+What this module returns is what judges receive and what ``JudgeResult.sent`` records. The same
+rules, with :data:`PII_PATTERNS` in front of the configured patterns, redact the conversation's
+words a bundle keeps when the run says ``retention: {transcripts: redacted}``
+(:func:`transcript_redactor`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,16 @@ if TYPE_CHECKING:
 
 #: Shorter sensitive values are replaced only as field values, not as substrings of text.
 MIN_SENSITIVE_LENGTH = 3
+
+#: What a redacted transcript never keeps, whatever the run configures (docs/artifacts.md,
+#: "Retention"): an e-mail address; a run of 7 to 19 digits (phone, card, account and social
+#: security numbers), optionally after ``+`` or ``(``, its digits separated by at most two of
+#: space, dot, dash and parentheses, and not part of a longer word or identifier (an ISO date
+#: ``2026-12-02``, a clock time, ``turn-001`` or a session id's stamp stays).
+PII_PATTERNS: tuple[str, ...] = (
+    r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
+    r"(?<![\w-])(?!\d{4}-\d\d-\d\d(?![\w-]))\+?\(?\d(?:[ ().-]{0,2}\d){6,18}(?![\w-])",
+)
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,16 @@ class Redactor:
             tool_calls=[redactor.value(call) for call in calls],
             data=redactor.value(dict(evidence.data)),
         )
+
+
+def transcript_redactor(redaction: Redaction | None = None, *,
+                        scrubber: SecretScrubber | None = None) -> Redactor:
+    """The redactor of the words a bundle keeps: :data:`PII_PATTERNS`, then the rules judges
+    get (``redaction``: the run's ``quality_evaluation.redaction``: its sensitive fields, its
+    patterns and its replacement), and ``scrubber``'s secrets."""
+    rules = redaction or Redaction()
+    return Redactor(rules.model_copy(update={"patterns": [*PII_PATTERNS, *rules.patterns]}),
+                    scrubber=scrubber or SecretScrubber())
 
 
 def sensitive_values(value: Any, fields: set[str]) -> set[str]:

@@ -155,8 +155,9 @@ def test_a_barge_in_is_found_with_its_stop_latency(tmp_path):
 
 
 def test_a_transcript_and_a_run_file_judge_the_calls(tmp_path):
-    """Two mono legs with a transcript (manifest): the words are the transcript's, and the run
-    file's text verdict passes for the call that says its topics and fails for the other."""
+    """Two mono legs with a transcript (manifest): the words are the transcript's, the run
+    file's text verdict passes for the call that says its topics and fails for the other, and
+    its ``retention: {audio: failed}`` keeps the failed call's audio only."""
     rng = np.random.default_rng(3)
     rate = 8000
     t = np.arange(int(6.0 * rate)) / rate
@@ -181,7 +182,8 @@ def test_a_transcript_and_a_run_file_judge_the_calls(tmp_path):
                   str(tmp_path / "production"), "--run-file",
                   str(ROOT / "examples" / "run-workload-neutral-voice.yaml"),
                   "--set", "scenario.eval_spec.outcome_spec={}",
-                  "--set", "scenario.eval_spec.expected_exit=null")
+                  "--set", "scenario.eval_spec.expected_exit=null",
+                  "--set", "retention.audio=failed")
     assert result.returncode == 3, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert any(line.startswith("good:") and ": pass" in line for line in lines), lines
@@ -192,6 +194,9 @@ def test_a_transcript_and_a_run_file_judge_the_calls(tmp_path):
         ("user", "Save my plan."),
         ("assistant", "Your plan is recorded and the reminder saved.")]
     assert transcript[1]["text_source"] == "wire"
+    assert "retention: audio not kept for 1 of 2 trial(s)" in result.stdout
+    assert not list((bundle / "trial-001").glob("*.wav"))
+    assert (bundle / "trial-002" / "user.wav").is_file()
 
 
 @pytest.mark.parametrize("make, expected", [

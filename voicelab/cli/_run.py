@@ -133,6 +133,24 @@ def _print_statistics(report: RunReport) -> None:
               f"{rate_text(corrected.judge_pass_rate)}; corrected (Rogan-Gladen) "
               f"{value}{interval}{note}")
     _print_gates(report.gates)
+    line = retention_line(report)
+    if line:
+        print(line)
+
+
+def retention_line(report: RunReport) -> str | None:
+    """What the run's ``retention:`` did not keep (None: it kept everything)."""
+    kept = report.retention
+    if kept is None:
+        return None
+    parts = []
+    if kept.audio_dropped_trials:
+        parts.append(f"audio not kept for {kept.audio_dropped_trials} of "
+                     f"{kept.audio_dropped_trials + kept.audio_kept_trials} trial(s) "
+                     f"(retention audio: {kept.audio})")
+    if kept.transcripts == "redacted":
+        parts.append("transcripts redacted")
+    return f"retention: {'; '.join(parts)}" if parts else None
 
 
 def _print_gates(gates: list[GateCheck]) -> None:

@@ -47,8 +47,9 @@ def test_an_opening_two_turns_and_a_pause_inside_a_turn():
     assert _s(first.speech_end) == pytest.approx(4.5, abs=0.011)
     [(silent, speaking)] = first.pauses()
     assert _s(speaking - silent) == pytest.approx(0.8, abs=0.02)
-    # the turns' audio is the caller's leg, sample for sample, from the start
-    assert first.audio_start == 0 and first.audio_end == turns.user_turns[1].audio_start
+    # the turns' audio is the caller's leg, sample for sample, from its first speech
+    assert first.audio_start == first.speech_start
+    assert first.audio_end == turns.user_turns[1].audio_start
     assert turns.user_turns[-1].audio_end == user.samples.shape[0]
     assert all(t.barge_in_of is None for t in turns.user_turns)
 

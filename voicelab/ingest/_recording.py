@@ -6,8 +6,8 @@ recording: every event's offset is its position in the file, so the listener tim
 each leg exactly where it was recorded and everything after (placement, metrics, transcripts,
 verdicts, the bundle) is computed by the code that scores a simulated call.
 
-* the caller's leg is the line (``user.audio_chunk`` with ``line``), in turns
-  (:mod:`._turns`): ``user.turn_started`` at its speech (the turn's words, its speech bounds
+* the caller's leg is the line (``user.audio_chunk`` with ``line``; before the first turn, of
+  no turn), in turns (:mod:`._turns`): ``user.turn_started`` at its speech (the turn's words, its speech bounds
   and pauses in its audio),
   ``user.speech_started`` / ``user.speech_ended`` at the speech's first and last audible
   sample (``speech_ended`` times the response it expects), ``user.barge_in`` (``flush: false``:
@@ -65,7 +65,7 @@ class _Planned(NamedTuple):
     order: int
     kind: EventType
     attributes: EventAttributes | None
-    turn_id: str
+    turn_id: str | None
     audio: np.ndarray | None = None
 
 
@@ -85,7 +85,10 @@ _ORIGIN: dict[EventType, tuple[str, str, str | None]] = {
 def _planned(turns: CallTurns, *, user: np.ndarray, agent: np.ndarray) -> list[_Planned]:
     rate = turns.sample_rate_hz
     chunk = rate * CHUNK_MS // 1000
-    planned: list[_Planned] = []
+    # the leg before the caller's first turn: the line's, no turn's
+    lead = turns.user_turns[0].speech_start if turns.user_turns else turns.length
+    planned = [_Planned(start, 3, EventType.USER_AUDIO, UserAudio(line=True), None,
+                        user[start:min(start + chunk, lead)]) for start in range(0, lead, chunk)]
     for turn in turns.user_turns:
         key = turn.turn_id
         utterance_end = min(turn.audio_end, turn.speech_end + rate * REPLAY_TAIL_MS // 1000)

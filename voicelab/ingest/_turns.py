@@ -14,8 +14,9 @@ leg's own noise floor). Then:
 * **Barge-ins.** A user turn that starts while a response sounds (between its first and last
   sample) barges in on it.
 
-Each user turn's audio runs from its first sample (the first turn: from the recording's start)
-to the next turn's first sample, so the turns joined are the caller's leg, sample for sample.
+Each user turn's audio runs from its speech's first sample to the next turn's, so the leg
+before the first turn (the line's, no turn's) and the turns joined are the caller's leg, sample
+for sample.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class UserTurn:
     turn_id: str
     #: the speech segments of the turn, samples on the call's timeline
     segments: list[Span]
-    #: the turn's audio: from here to the next turn's start (the leg in turns)
+    #: the turn's audio: from its speech to the next turn's (the leg in turns)
     audio_start: int = 0
     audio_end: int = 0
     #: the response it barged in on, and how far into that response's speech
@@ -133,7 +134,7 @@ def segment_call(user: PcmAudio, agent: PcmAudio, *,
     turns = [UserTurn(turn_id(index), segments)
              for index, segments in enumerate(grouped, start=1)]
     for index, turn in enumerate(turns):
-        turn.audio_start = 0 if index == 0 else turn.speech_start
+        turn.audio_start = turn.speech_start
         turn.audio_end = turns[index + 1].speech_start if index + 1 < len(turns) else length
 
     ordered = _responses(agent_segments, [turn.speech_start for turn in turns],

@@ -226,8 +226,15 @@ def plan_replay(run_dir: str | Path, *, overrides: Sequence[str] = (),
     """The validated plan of a replay of ``run_dir`` (:class:`ConfigError` before anything
     runs: a folder that is not a run, a trial without its audio, a masked secret...)."""
     source = read_source(run_dir)
+    production = source.report.source == "production"
     if run_file is not None:
         loaded = load_run(run_file, overrides=overrides)
+    elif production and not any(Override.parse(o).path[:2] == ("endpoint", "adapter")
+                                for o in map(str, overrides)):
+        raise ConfigError("recorded calls (voice-evaluator ingest) name no product to replay "
+                          "their callers to: give the product's run file (--run-file RUN.yaml) "
+                          "or its adapter (--set endpoint.adapter=...)",
+                          source=source.run_dir / RUN_REPORT)
     else:
         first = source.run_dir / trial_folder(1)
         documents, sources = _recorded_documents(first)
@@ -237,6 +244,12 @@ def plan_replay(run_dir: str | Path, *, overrides: Sequence[str] = (),
                                    run_path=Path(recorded_run) if recorded_run
                                    else sources["settings"])
         _check_unmasked(loaded)
+    if production:
+        # a recorded call's number is its seed (the caller's audio is fixed), and the replay
+        # tests the same calls: compare pairs it with them
+        loaded = dataclasses.replace(
+            loaded, run=loaded.run.model_copy(update={"trial_seed": 1}),
+            scenario=loaded.scenario.model_copy(update={"id": source.report.scenario_id}))
     for index, seed in source.seeds.items():
         expected = trial_seed(loaded.run.trial_seed, index)
         if expected != seed:

@@ -216,3 +216,12 @@ def test_malformed_calls_exit_2_naming_the_file(tmp_path, make, expected):
     assert expected in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()  # checked before anything is written
+
+
+def test_a_store_url_is_refused_in_one_line(tmp_path):
+    call = tmp_path / "call.wav"
+    soundfile.write(call, np.zeros((8000, 2), np.int16), 8000)
+    result = _cli("ingest", str(call), "--artifacts-dir", "s3://bucket/calls")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("ingest writes to a local folder (publish the bundle "
+                                          "to a store afterwards, e.g. with rescore --output)")

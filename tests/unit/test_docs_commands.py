@@ -15,6 +15,8 @@ from voicelab.cli import build_parser
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "docs" / "github-actions.yml"
 RECIPE = ROOT / "docs" / "testing-your-agent.md"
+#: pages whose ``bash`` blocks are commands to type
+PAGES = (RECIPE, ROOT / "docs" / "ingest.md")
 
 
 def _commands(text: str) -> list[str]:
@@ -31,7 +33,8 @@ def _run_steps() -> list[str]:
 
 
 def _documented() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)```", RECIPE.read_text(), re.S)
+    blocks = [block for page in PAGES
+              for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)]
     return [command for block in blocks for command in _commands(block)]
 
 
@@ -39,7 +42,7 @@ def _documented() -> list[str]:
                          + _documented())
 def test_a_documented_command_parses(command):
     words = shlex.split(command.replace('"$baseline"', "baseline").replace("<", "").replace(
-        ">", ""))
+        ">", ""), comments=True)
     build_parser().parse_args(words[1:])  # a usage error exits 2 (SystemExit)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._location import as_local_path, is_url
 from ..artifacts import CALL_SOURCE, RUN_REPORT, SCHEMA_VERSION, BundleLock, trial_folder
 from ..config import (
     QUIET_ENVIRONMENT,
@@ -224,30 +225,39 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
     docstring). Raises :class:`~voicelab.errors.ConfigError` for a call that cannot be read
     (naming its file), before anything is written when the problem is in a file's header."""
     options = options or IngestOptions()
+    if is_url(artifacts_dir):
+        raise ConfigError("ingest writes to a local folder (publish the bundle to a store "
+                          "afterwards, e.g. with rescore --output)",
+                          key="artifacts_dir")
     sources = call_sources(calls)
     loaded = ingest_run(run_file, overrides=overrides)
-    root = Path(artifacts_dir).expanduser()
+    root = as_local_path(artifacts_dir)
     run_id = new_run_id()
     bundle = make_bundle_dir(root, run_id, source=None)
     started = utc_now()
     results: list[TrialResult] = []
-    status = "failed"
+    status, message = "interrupted", ""
     with BundleLock(bundle, command="ingest"):
         if options.link_latest:
             point_latest(root, bundle)
         try:
             for index, call in enumerate(sources, start=1):
-                results.append(await ingest_call(loaded, call, index=index, bundle=bundle,
-                                                 run_id=run_id, options=options))
+                try:
+                    results.append(await ingest_call(loaded, call, index=index, bundle=bundle,
+                                                     run_id=run_id, options=options))
+                except Exception as error:
+                    status = "failed"
+                    message = f"{call.call_id} could not be ingested: {error}"
+                    raise
                 logger.info("%s: %s ingested", trial_folder(index), call.call_id)
             status = "complete"
         finally:
             report = run_report(loaded, run_id=run_id, bundle=bundle, results=results,
-                                planned=len(sources), started=started,
-                                status=status if status == "complete" else "interrupted",
+                                planned=len(sources), started=started, status=status,
                                 label=options.label)
-            report = report.model_copy(update={"source": PRODUCTION, "run_file": str(
-                loaded.run_path) if run_file is not None else None})
+            report = report.model_copy(update={
+                "source": PRODUCTION, "message": message or report.message,
+                "run_file": str(loaded.run_path) if run_file is not None else None})
             problem = write_report_robustly(bundle / RUN_REPORT, report)
     return IngestOutcome(report, bundle, results, [problem] if problem else [],
                          calls=sources)

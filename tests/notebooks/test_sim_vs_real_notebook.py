@@ -1,7 +1,7 @@
 """notebooks/sim-vs-real.ipynb: committed clean and parameterized, and executed by papermill
-with its defaults (both sides built against the fake product: a plain caller, and a slower one
-who pauses, barges in and calls from an office) and with bundles given. CI also runs it as it
-is, under nbval."""
+with its defaults (the simulated side built against the fake product, a plain caller; the real
+side the shipped datasets/production-calls ingested: callers who speak slower, pause, barge in
+and call from a humming room) and with bundles given. CI also runs it as it is, under nbval."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_committed_notebook_is_clean_and_parameterized():
         "test": "str", "min_pause_ms": "float", "qq_metrics": "list[str]"}
 
 
-def test_the_defaults_name_the_stand_in_callers_differences(tmp_path):
+def test_the_defaults_name_the_shipped_callers_differences(tmp_path):
     text, pictures = execute(tmp_path, trials=4)
     summary = next(line for line in text.splitlines()
                    if line.startswith("Compared with the simulation"))

@@ -225,3 +225,52 @@ def test_a_store_url_is_refused_in_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().endswith("ingest writes to a local folder (publish the bundle "
                                           "to a store afterwards, e.g. with rescore --output)")
+
+
+def test_judges_read_an_ingested_call(tmp_path, monkeypatch):
+    """A run file's LLM judge (the local OpenAI-compatible server, real HTTP) reads each call's
+    transcript: the agent that says it saved a reminder with no tool evidence is flagged."""
+    from voicelab.doubles.openai import JudgePolicy, OpenAIServer, unsupported_claim_rule
+
+    monkeypatch.setenv("LOCAL_LLM_API_KEY", "sk-local-ingest")
+    rate = 8000
+    legs = {}
+    for name, (start, end) in {"user": (0.5, 2.0), "agent": (2.6, 4.5)}.items():
+        t = np.arange(int(6.0 * rate)) / rate
+        inside = (t >= start) & (t < end) & (((t - start) % 0.31) < 0.25)
+        samples = np.where(inside, 9000 * np.sin(2 * np.pi * 250 * t), 0.0)
+        legs[name] = tmp_path / f"{name}.wav"
+        soundfile.write(legs[name], samples.astype(np.int16), rate, subtype="PCM_16")
+    for call, words in (("claims", "Done, I saved the reminder for you."),
+                        ("asks", "Which time would you like for the reminder?")):
+        (tmp_path / f"{call}.json").write_text(json.dumps({"segments": [
+            {"speaker": "user", "start": 0.5, "end": 2.0, "text": "Remind me at four."},
+            {"speaker": "agent", "start": 2.6, "end": 4.5, "text": words}]}))
+    manifest = tmp_path / "calls.yaml"
+    manifest.write_text(
+        "calls:\n"
+        "  - {id: claims, user_audio: user.wav, agent_audio: agent.wav, transcript: claims.json}\n"
+        "  - {id: asks, user_audio: user.wav, agent_audio: agent.wav, transcript: asks.json}\n")
+    with OpenAIServer(JudgePolicy(rules=[unsupported_claim_rule()]),
+                      api_key="sk-local-ingest") as server:
+        run = tmp_path / "run.yaml"
+        run.write_text(f"""
+scenario_path: {ROOT / 'examples' / 'scenario-workload-neutral-voice.yaml'}
+persona_path: {ROOT / 'examples' / 'persona-workload-neutral-voice.yaml'}
+providers:
+  openai: {{base_url: "{server.base_url}", api_key: "${{LOCAL_LLM_API_KEY}}", model: judge}}
+quality_evaluation:
+  custom_judges:
+    - name: no_unsupported_commitments
+      criteria: The assistant must not claim a reminder was saved without tool evidence.
+      is_critical: true
+""")
+        outcome = ingest([manifest], artifacts_dir=tmp_path / "production", run_file=run,
+                         overrides=["scenario.eval_spec.outcome_spec={}",
+                                    "scenario.eval_spec.expected_exit=null",
+                                    "scenario.expected_topics=[]"])
+    judged = {t.report.session_id: {j.name: j.status for j in t.report.judges}
+              for t in outcome.trials}
+    assert judged == {"claims": {"no_unsupported_commitments": "failed"},
+                      "asks": {"no_unsupported_commitments": "passed"}}
+    assert outcome.exit_code == 3

@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: the tolerances docs/ingest.md states (the caller's speech edges found by voice activity on
 #: the recorded leg, where a run knows them from the clean speech)
 RESPONSE_LATENCY_MS = 50.0
-#: the same in an office (speech 15-20 dB over babble, hum and typing): the detector's offset
-#: comes before the speech's quiet tail, which the noise covers
-NOISY_RESPONSE_LATENCY_MS = 150.0
+#: the same in an office (speech 15-20 dB over babble, hum and typing; a leg with digital
+#: silence between turns, whose edges follow the sound to the silence threshold)
+NOISY_RESPONSE_LATENCY_MS = 50.0
 STOP_LATENCY_MS = 120.0
 #: the caller's talk time: a run counts it inside the clean speech's detected bounds, an
 #: ingested call to the leg's first and last audible samples (a few tens of ms more a turn)

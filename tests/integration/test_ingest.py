@@ -75,7 +75,7 @@ def office(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_ingested_calls_agree_with_the_runs_own_metrics(office):
     run, ingested = office
     assert read_json(ingested / "run-report.json")["source"] == "production"
-    assert read_json(run / "run-report.json")["source"] == "simulation"
+    assert "source" not in read_json(run / "run-report.json")  # a simulated run's
     for truth_dir, call_dir in zip(sorted(run.glob("trial-*")), sorted(ingested.glob("trial-*")),
                                    strict=True):
         truth, found = _turns(truth_dir), _turns(call_dir)

@@ -24,10 +24,14 @@ import logging
 import os
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ._names import MATRIX_REPORT, RUN_REPORT, TRIAL_REPORT, is_trial_folder
 from ._store import RemoteLocation, point_latest
+
+#: Objects of a batch uploaded at once.
+_PARALLEL_UPLOADS = 8
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +134,17 @@ class Publisher:
         fs = self.target.fs
         if len(paths) == 1:
             fs.put_file(str(paths[0]), self._remote(paths[0]).path)
-        else:  # one call: an async store (s3fs) uploads the files side by side
-            fs.put([str(p) for p in paths], [self._remote(p).path for p in paths])
+        else:
+            # side by side, and every upload over before this returns or raises: a batch that
+            # stops at its first failure leaves the others running on the store's own loop,
+            # writing objects after the run has ended (and said it could not publish them)
+            with ThreadPoolExecutor(max_workers=min(_PARALLEL_UPLOADS, len(paths)),
+                                    thread_name_prefix="voicelab-upload") as pool:
+                uploads = [pool.submit(fs.put_file, str(p), self._remote(p).path)
+                           for p in paths]
+            failed = next((u.exception() for u in uploads if u.exception() is not None), None)
+            if failed is not None:
+                raise failed
         self.objects_put += len(paths)
         for path, signature in zip(paths, signatures, strict=True):
             if signature is not None:

@@ -168,8 +168,9 @@ class RunReport(Versioned):
     #: the run file, so ``run --resume RUN_DIR`` finds it
     run_file: str | None = None
     resumed_at: list[str] = Field(default_factory=list)
-    #: ``production``: recorded real calls (``voice-evaluator ingest``), one trial per call
-    source: Literal["simulation", "production"] = "simulation"
+    #: ``production``: recorded real calls (``voice-evaluator ingest``), one trial per call;
+    #: absent (None): a simulated run (written only for production calls)
+    source: Literal["production"] | None = None
     #: over the trials that ran to an end (interrupted ones are left out; resume runs them)
     pass_rate: PassRate | None = None
     #: every k from 1 to pass_rate.n (in the final report)
@@ -203,7 +204,7 @@ class RunReport(Versioned):
     @model_serializer(mode="wrap")
     def _endpointing_only_when_measured(self, handler: SerializerFunctionWrapHandler
                                         ) -> dict[str, Any]:
-        return without_absent(handler(self), ("endpointing", "retention"))
+        return without_absent(handler(self), ("endpointing", "retention", "source"))
 
 
 class MatrixCell(ArtifactModel):

@@ -125,6 +125,11 @@ def test_a_childs_records_reach_the_parents_loggers(caplog):
     a caller attached, handled by the loggers of the same names here."""
     collector = RecordCollector(logging.INFO)
     package = logging.getLogger("voicelab")
+    # a worker's trial service started in this process by an earlier test left its own
+    # collector on the package logger: it would collect every record a second time
+    others = [h for h in package.handlers if isinstance(h, RecordCollector)]
+    for handler in others:
+        package.removeHandler(handler)
     package.addHandler(collector)
     level, package.level = package.level, logging.INFO  # as in a child
     try:
@@ -139,6 +144,8 @@ def test_a_childs_records_reach_the_parents_loggers(caplog):
         logging.getLogger("voicelab.test").warning("after: not collected")
     finally:
         package.removeHandler(collector)
+        for handler in others:
+            package.addHandler(handler)
         package.setLevel(level)
     crossed = pickle.loads(pickle.dumps(records))
     assert [r.getMessage() for r in crossed] == ["trial trial-001 done", "it failed"]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .._location import as_local_path, is_url
 from ..artifacts import CALL_SOURCE, RUN_REPORT, SCHEMA_VERSION, BundleLock, trial_folder
+from ..audio import PcmAudio
 from ..config import (
     QUIET_ENVIRONMENT,
     EndpointConfig,
@@ -33,7 +34,6 @@ from ..config import (
     RunConfig,
     ScenarioConfig,
     SecretScrubber,
-    TranscriptionConfig,
     load_run,
 )
 from ..errors import ConfigError
@@ -144,7 +144,7 @@ def _words_by_turn(spans: dict[str, tuple[int, int]], pieces: list[tuple[int, in
     return {key: " ".join(parts) for key, parts in words.items()}
 
 
-def _transcribe(turns: CallTurns, transcript: CallTranscript | None, user_leg: object) -> str:
+def _transcribe(turns: CallTurns, transcript: CallTranscript | None, user_leg: PcmAudio) -> str:
     """Each turn's and response's words: from the call's transcript, else the caller's turns
     recognized (the responses are recognized in scoring, ``transcription.product: asr``).
     Returns where the caller's words came from."""
@@ -165,9 +165,6 @@ def _transcribe(turns: CallTurns, transcript: CallTranscript | None, user_leg: o
         return "transcript"
     if not recognizer_installed():
         return "none"
-    from ..audio import PcmAudio
-
-    assert isinstance(user_leg, PcmAudio)
     for turn in turns.user_turns:
         turn.text = recognize(PcmAudio(user_leg.samples[turn.speech_start:turn.speech_end],
                                        user_leg.sample_rate_hz))
@@ -180,8 +177,7 @@ def _call_run(loaded: LoadedRun, *, transcribed: bool) -> LoadedRun:
     mode = "wire" if transcribed or not recognizer_installed() else "asr"
     transcription = loaded.run.transcription.model_copy(update={"product": mode})
     return dataclasses.replace(loaded, run=loaded.run.model_copy(
-        update={"transcription": TranscriptionConfig.model_validate(
-            transcription.model_dump())}))
+        update={"transcription": transcription}))
 
 
 async def ingest_call(loaded: LoadedRun, call: CallSource, *, index: int, bundle: Path,

@@ -54,6 +54,30 @@ def _events(trial_dir: Path, kind: str) -> list[dict]:
     return [e for e in map(json.loads, lines) if e["event_type"] == kind]
 
 
+def _two_calls(folder: Path, *, user: str, agents: dict[str, str]) -> Path:
+    """A manifest of calls that share two mono legs (the caller 0.5-2.0 s, the agent 2.6-4.5 s,
+    8 kHz, syllables over a faint noise) and differ in the agent's words (their transcripts)."""
+    rng = np.random.default_rng(3)
+    rate = 8000
+    t = np.arange(int(6.0 * rate)) / rate
+    for name, (start, end, frequency) in {"user": (0.5, 2.0, 200.0),
+                                          "agent": (2.6, 4.5, 300.0)}.items():
+        samples = rng.normal(0, 20, t.shape[0])
+        inside = (t >= start) & (t < end) & (((t - start) % 0.31) < 0.25)
+        samples[inside] += 9000 * np.sin(2 * np.pi * frequency * t[inside])
+        soundfile.write(folder / f"{name}.wav", samples.astype(np.int16), rate, subtype="PCM_16")
+    lines = ["calls:"]
+    for call, words in agents.items():
+        (folder / f"{call}.json").write_text(json.dumps({"segments": [
+            {"speaker": "user", "start": 0.5, "end": 2.0, "text": user},
+            {"speaker": "agent", "start": 2.6, "end": 4.5, "text": words}]}))
+        lines.append(f"  - {{id: {call}, user_audio: user.wav, agent_audio: agent.wav, "
+                     f"transcript: {call}.json}}")
+    manifest = folder / "calls.yaml"
+    manifest.write_text("\n".join(lines) + "\n")
+    return manifest
+
+
 @pytest.fixture(scope="module")
 def office(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two trials in the office (noise, a door, a phone), their calls as 8 kHz stereo FLAC with
@@ -158,26 +182,9 @@ def test_a_transcript_and_a_run_file_judge_the_calls(tmp_path):
     """Two mono legs with a transcript (manifest): the words are the transcript's, the run
     file's text verdict passes for the call that says its topics and fails for the other, and
     its ``retention: {audio: failed}`` keeps the failed call's audio only."""
-    rng = np.random.default_rng(3)
-    rate = 8000
-    t = np.arange(int(6.0 * rate)) / rate
-    legs = {}
-    for name, (start, end, frequency) in {"user": (0.5, 2.0, 200.0),
-                                          "agent": (2.6, 4.5, 300.0)}.items():
-        samples = rng.normal(0, 20, t.shape[0])
-        inside = (t >= start) & (t < end) & (((t - start) % 0.31) < 0.25)
-        samples[inside] += 9000 * np.sin(2 * np.pi * frequency * t[inside])
-        legs[name] = tmp_path / f"{name}.wav"
-        soundfile.write(legs[name], samples.astype(np.int16), rate, subtype="PCM_16")
-    for call, words in (("good", "Your plan is recorded and the reminder saved."),
-                        ("bad", "The weather is sunny today.")):
-        (tmp_path / f"{call}.json").write_text(json.dumps({"segments": [
-            {"speaker": "user", "start": 0.5, "end": 2.0, "text": "Save my plan."},
-            {"speaker": "agent", "start": 2.6, "end": 4.5, "text": words}]}))
-    (tmp_path / "calls.yaml").write_text(
-        "calls:\n"
-        "  - {id: good, user_audio: user.wav, agent_audio: agent.wav, transcript: good.json}\n"
-        "  - {id: bad, user_audio: user.wav, agent_audio: agent.wav, transcript: bad.json}\n")
+    _two_calls(tmp_path, user="Save my plan.",
+               agents={"good": "Your plan is recorded and the reminder saved.",
+                       "bad": "The weather is sunny today."})
     result = _cli("ingest", str(tmp_path / "calls.yaml"), "--artifacts-dir",
                   str(tmp_path / "production"), "--run-file",
                   str(ROOT / "examples" / "run-workload-neutral-voice.yaml"),
@@ -233,24 +240,9 @@ def test_judges_read_an_ingested_call(tmp_path, monkeypatch):
     from voicelab.doubles.openai import JudgePolicy, OpenAIServer, unsupported_claim_rule
 
     monkeypatch.setenv("LOCAL_LLM_API_KEY", "sk-local-ingest")
-    rate = 8000
-    legs = {}
-    for name, (start, end) in {"user": (0.5, 2.0), "agent": (2.6, 4.5)}.items():
-        t = np.arange(int(6.0 * rate)) / rate
-        inside = (t >= start) & (t < end) & (((t - start) % 0.31) < 0.25)
-        samples = np.where(inside, 9000 * np.sin(2 * np.pi * 250 * t), 0.0)
-        legs[name] = tmp_path / f"{name}.wav"
-        soundfile.write(legs[name], samples.astype(np.int16), rate, subtype="PCM_16")
-    for call, words in (("claims", "Done, I saved the reminder for you."),
-                        ("asks", "Which time would you like for the reminder?")):
-        (tmp_path / f"{call}.json").write_text(json.dumps({"segments": [
-            {"speaker": "user", "start": 0.5, "end": 2.0, "text": "Remind me at four."},
-            {"speaker": "agent", "start": 2.6, "end": 4.5, "text": words}]}))
-    manifest = tmp_path / "calls.yaml"
-    manifest.write_text(
-        "calls:\n"
-        "  - {id: claims, user_audio: user.wav, agent_audio: agent.wav, transcript: claims.json}\n"
-        "  - {id: asks, user_audio: user.wav, agent_audio: agent.wav, transcript: asks.json}\n")
+    manifest = _two_calls(tmp_path, user="Remind me at four.",
+                          agents={"claims": "Done, I saved the reminder for you.",
+                                  "asks": "Which time would you like for the reminder?"})
     with OpenAIServer(JudgePolicy(rules=[unsupported_claim_rule()]),
                       api_key="sk-local-ingest") as server:
         run = tmp_path / "run.yaml"

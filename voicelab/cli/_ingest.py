@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..artifacts import check_output_target
 from ..errors import ConfigError
@@ -17,10 +17,13 @@ from ..metrics import summarize
 from ._output import relative
 from ._run import _fmt_ms, _print_statistics, _write_junit, trial_line
 
+if TYPE_CHECKING:
+    from ..ingest import ChannelMap
+
 _CHANNEL_MAP = re.compile(r"^\s*user\s*=\s*(\d+)\s*,\s*agent\s*=\s*(\d+)\s*$")
 
 
-def _channels(text: str | None) -> object:
+def _channels(text: str | None) -> ChannelMap:
     from ..ingest import ChannelMap
 
     if text is None:
@@ -37,21 +40,17 @@ def _channels(text: str | None) -> object:
 
 
 def ingest_command(args: argparse.Namespace) -> int:
-    from ..ingest import IngestOptions, ingest, mono_pair, stereo_call
+    from ..ingest import IngestOptions, call_sources, ingest, mono_pair
 
     if args.junit is not None:
         check_output_target(args.junit, key="--junit")
-    channels = _channels(args.channels)
-    calls: list[object] = []
-    for given in args.calls:
-        suffix = Path(given).suffix.lower()
-        calls.append(given if suffix in (".yaml", ".yml", ".json")
-                     else stereo_call(given, channels=channels))  # type: ignore[arg-type]
-    calls += [mono_pair(user, agent) for user, agent in args.pairs]
-    if not calls:
+    if not args.calls and not args.pairs:
         raise ConfigError("give the calls to ingest: stereo files, manifests or --pair USER "
                           "AGENT", source="CLI")
-    outcome = ingest(calls, artifacts_dir=args.artifacts_dir,  # type: ignore[arg-type]
+    channels = _channels(args.channels)
+    calls = call_sources(args.calls, channels=channels) if args.calls else []
+    calls += [mono_pair(user, agent) for user, agent in args.pairs]
+    outcome = ingest(calls, artifacts_dir=args.artifacts_dir,
                      run_file=args.run_file, overrides=args.overrides,
                      options=IngestOptions(turn_gap_ms=args.turn_gap_ms, label=args.label))
     report = outcome.report

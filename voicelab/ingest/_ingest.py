@@ -54,6 +54,7 @@ from ._recording import call_recording
 from ._sources import (
     CallSource,
     CallTranscript,
+    ChannelMap,
     check_call,
     read_call,
     read_manifest,
@@ -85,9 +86,11 @@ class IngestOutcome(RunOutcome):
     calls: list[CallSource] = field(default_factory=list)
 
 
-def call_sources(calls: Sequence[CallSource | str | os.PathLike[str]]) -> list[CallSource]:
-    """Calls given as sources, stereo files or manifests (``.yaml``/``.yml``/``.json``),
-    every one checked (files, channels, transcripts) before any is read."""
+def call_sources(calls: Sequence[CallSource | str | os.PathLike[str]], *,
+                 channels: ChannelMap | None = None) -> list[CallSource]:
+    """Calls given as sources, stereo files (mapped by ``channels``) or manifests
+    (``.yaml``/``.yml``/``.json``), every one checked (files, channels, transcripts) before
+    any is read."""
     sources: list[CallSource] = []
     for call in calls:
         if isinstance(call, CallSource):
@@ -95,7 +98,7 @@ def call_sources(calls: Sequence[CallSource | str | os.PathLike[str]]) -> list[C
         elif Path(call).suffix.lower() in _MANIFEST_SUFFIXES:
             sources += read_manifest(Path(call))
         else:
-            sources.append(stereo_call(Path(call)))
+            sources.append(stereo_call(Path(call), channels=channels))
     if not sources:
         raise ConfigError("no calls to ingest", source="CLI")
     sources = unique_ids(sources)

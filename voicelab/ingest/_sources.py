@@ -136,24 +136,15 @@ class CallAudio:
 
 def call_id_of(path: Path) -> str:
     """A call's id from its file name (what a trial folder's report says)."""
-    name = path.name
-    for suffix in (".wav", ".flac", ".ogg"):
-        if name.lower().endswith(suffix):
-            name = name[: -len(suffix)]
-    return _CALL_ID.sub("-", name).strip("-") or "call"
+    return _CALL_ID.sub("-", path.stem).strip("-") or "call"
 
 
 def stereo_call(path: str | Path, *, channels: ChannelMap | None = None) -> CallSource:
     """A stereo recording; its transcript is ``NAME.transcript.json`` beside it, if present."""
     path = Path(path).expanduser()
-    beside = path.with_name(call_id_base(path) + TRANSCRIPT_SUFFIX)
+    beside = path.with_name(path.stem + TRANSCRIPT_SUFFIX)
     return CallSource(call_id_of(path), audio=path, channels=channels or ChannelMap(),
                       transcript=beside if beside.is_file() else None)
-
-
-def call_id_base(path: Path) -> str:
-    name = path.name
-    return name.rsplit(".", 1)[0] if "." in name else name
 
 
 def mono_pair(user_audio: str | Path, agent_audio: str | Path, *,

@@ -16,7 +16,40 @@ def _umask() -> int:
     return current
 
 
-_FILE_MODE = 0o666 & ~_umask()
+def current_umask() -> int:
+    return _umask()
+
+
+def make_folder(path: Path) -> Path:
+    """Create the folder ``path`` (and its missing parents), each with the permission bits of
+    the folder it is made in: a trial folder in a private run folder is private too. An
+    existing folder is left as it is."""
+    if path.is_dir():
+        return path
+    parent = path.parent
+    if parent != path and not parent.exists():
+        make_folder(parent)
+    try:
+        bits = stat.S_IMODE(os.stat(parent).st_mode) & 0o777
+    except OSError:
+        bits = 0o700
+    try:
+        path.mkdir(mode=bits)
+    except FileExistsError:
+        if not path.is_dir():
+            raise
+    return path
+
+
+def file_mode_in(folder: str | os.PathLike[str]) -> int:
+    """The mode of a file created in ``folder``: the folder's read and write bits, less what
+    the umask takes (a private bundle folder's files are private; a folder the umask made gives
+    the umask's files). Bundle members and outputs alike are created so."""
+    try:
+        bits = stat.S_IMODE(os.stat(folder).st_mode) & 0o666
+    except OSError:
+        bits = 0o600
+    return bits & ~_umask()
 
 
 def atomic_write(path: Path, data: bytes, *, durable: bool = False) -> None:
@@ -35,7 +68,7 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = False) -> None:
             if durable:
                 stream.flush()
                 os.fsync(stream.fileno())
-        os.chmod(temporary, _FILE_MODE)
+        os.chmod(temporary, file_mode_in(path.parent))
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

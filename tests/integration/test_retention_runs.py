@@ -94,7 +94,8 @@ def test_audio_is_kept_only_for_the_trial_that_did_not_pass(failed_only):
     assert (run.retention.audio, run.retention.audio_dropped_trials,
             run.retention.audio_kept_trials) == ("failed", 1, 1)
     settings = read_json(failed_only / "trial-001" / "resolved-settings.json")
-    assert settings["resolved"]["retention"] == {"audio": "failed", "transcripts": "full"}
+    assert settings["resolved"]["retention"] == {"audio": "failed", "transcripts": "full",
+                                                 "access": "owner"}
 
 
 def test_readers_cope_with_a_bundle_without_audio(failed_only, tmp_path):

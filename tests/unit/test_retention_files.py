@@ -149,12 +149,13 @@ def _redacted(**rules: Any) -> tuple[list[Any], TrialReport]:
                           RetentionConfig(transcripts="redacted"), redactor=redactor)
 
 
-def test_every_file_that_holds_the_words_is_redacted():
+def test_every_text_file_is_redacted():
     out, report = _redacted(sensitive_fields=["account"])
-    # the run data is configuration, kept as it is: its sensitive values leave the words
-    assert _text(out, "resolved-data.json") == _text(_files(), "resolved-data.json")
+    # the run data too: one rule for every text of the bundle
+    data = json.loads(_text(out, "resolved-data.json"))
+    assert data["resolved"] == {"customer": {"account": "[REDACTED]"}}
     for name, content in out:
-        if isinstance(content, PcmAudio) or name == "resolved-data.json":
+        if isinstance(content, PcmAudio):
             continue
         text = _text(out, name)
         for planted in (EMAIL, PHONE, "867-5309", ACCOUNT, SECRET):
@@ -175,7 +176,8 @@ def test_every_file_that_holds_the_words_is_redacted():
     assert events[0]["attributes"]["trigger"] == "planning prompt"
     assert events[1]["attributes"]["chunk_index"] == 5551234567
     assert events[2]["attributes"]["text"] == "noted [REDACTED]"
-    assert _text(out, "transcript.md").startswith("# x \u2014 trial-001 (seed 5551234567)\n")
+    # a text file is text: a number that looks like a phone number goes, even in a title
+    assert _text(out, "transcript.md").startswith("# x \u2014 trial-001 (seed [REDACTED])\n")
     metrics = json.loads(_text(out, "voice-metrics.json"))
     assert metrics["turns"][0] == {"turn_id": "turn-001", "transcript": "call [REDACTED]",
                                    "byte_count": 386400, "transcript_source": "wire"}
@@ -183,7 +185,60 @@ def test_every_file_that_holds_the_words_is_redacted():
     assert raw["events"][1]["raw"] == {"delta": "AAAA5551234567"}  # audio is not words
     assert "token=***" in _text(out, "product.log")
     scenario = _text(out, "resolved-scenario.json")
-    assert scenario == _text(_files(), "resolved-scenario.json")  # configuration, kept
+    assert scenario == _text(_files(), "resolved-scenario.json")  # nothing to redact: as it was
+
+
+def test_a_file_nobody_listed_is_redacted_by_its_kind():
+    """The rule is by kind (JSON, JSON lines, text), not a list of names: a member added later
+    is covered without anyone naming it."""
+    extra = [("future-document.json", (json.dumps({"note": SAID, "n": 5551234567}).encode(),)),
+             ("future-events.jsonl", (json.dumps({"said": SAID}).encode() + b"\n",)),
+             ("call-notes.txt", (f"caller said {SAID}".encode(),))]
+    redactor = transcript_redactor(Redaction(sensitive_fields=["account"]),
+                                   scrubber=SecretScrubber([SECRET]))
+    out, _ = retained_files([*_files(), *extra], _report(),
+                            RetentionConfig(transcripts="redacted"), redactor=redactor)
+    for name, _ in extra:
+        text = _text(out, name)
+        assert EMAIL not in text and PHONE not in text and ACCOUNT not in text, name
+    assert json.loads(_text(out, "future-document.json"))["n"] == 5551234567  # a number
+
+
+def test_the_report_is_redacted_too():
+    """Verdict explanations, observed values, failures and the outcome hold words as well."""
+    from voicelab.artifacts import ExecutionFailure, Verdict
+
+    report = _report("failed", verdicts=[Verdict(
+        name="entities_heard", passed=False, critical=True, status="failed",
+        why=f"the product heard {PHONE} instead", observed={"phone": PHONE},
+        expected=EMAIL)], failures=[ExecutionFailure(
+            kind="endpoint", message=f"product error: unknown caller {EMAIL}")],
+        outcome={"callback": PHONE, "account": 5551234567})
+    redactor = transcript_redactor(Redaction(sensitive_fields=["account"]),
+                                   scrubber=SecretScrubber([SECRET]))
+    _, redacted = retained_files(_files(), report, RetentionConfig(transcripts="redacted"),
+                                 redactor=redactor)
+    text = redacted.model_dump_json()
+    assert EMAIL not in text and PHONE not in text and "5551234567" not in text
+    assert redacted.verdicts[0].why == "the product heard [REDACTED] instead"
+    assert redacted.outcome == {"callback": "[REDACTED]", "account": "[REDACTED]"}
+    assert redacted.seed == 42 and redacted.status == "failed"
+
+
+def test_a_full_run_keeps_the_words_and_masks_its_secrets_everywhere():
+    files = _files()
+    extra = [("future-document.json", (json.dumps({"echo": f"token {SECRET}"}).encode(),))]
+    report = _report(failures=[], outcome={"echoed": SECRET})
+    out, same = retained_files([*files, *extra], report, RetentionConfig(),
+                               redactor=transcript_redactor(
+                                   Redaction(), scrubber=SecretScrubber([SECRET])).__class__(
+                                   Redaction(), scrubber=SecretScrubber([SECRET])))
+    assert same.retention is None and same.outcome == {"echoed": "***"}
+    assert json.loads(_text(out, "future-document.json")) == {"echo": "token ***"}
+    assert "token=***" in _text(out, "product.log")
+    assert EMAIL in _text(out, "transcript.md")  # the words: kept as they were said
+    # a file with no secret in it is the very bytes it was
+    assert dict(out)["transcript.json"] == dict(files)["transcript.json"]
 
 
 def test_the_configured_replacement_and_patterns_are_the_judges():

@@ -1,7 +1,13 @@
 """Versioned artifact models, the names of a bundle's members, bundle writing and reading, run
 reports."""
 
-from ._bundle import EncodedFile, encode_trial_files, write_json, write_trial_files
+from ._bundle import (
+    COMPACT_DOCUMENTS,
+    EncodedFile,
+    encode_trial_files,
+    write_json,
+    write_trial_files,
+)
 from ._endpointing_models import EndpointingCurve, EndpointingPoint
 from ._junit import junit_xml
 from ._lock import BundleLock
@@ -64,6 +70,15 @@ from ._names import (
     running_marker,
     running_markers,
     trial_folder,
+)
+from ._privacy import (
+    Redacts,
+    filter_member,
+    filter_model,
+    folder_mode,
+    is_audio_member,
+    make_private_folder,
+    member_mode,
 )
 from ._publish import Publisher, publish_trial
 from ._reader import (
@@ -232,7 +247,16 @@ __all__ = [
     "read_member",
     "write_member",
     # writing a trial's files
+    "COMPACT_DOCUMENTS",
     "EncodedFile",
+    # a bundle's privacy: one filter of words for every text written, owner-only access
+    "Redacts",
+    "filter_member",
+    "filter_model",
+    "folder_mode",
+    "is_audio_member",
+    "make_private_folder",
+    "member_mode",
     "write_trial_files",
     # stores (a bundle at a store URL) and publishing a staged bundle to one
     "Publisher",

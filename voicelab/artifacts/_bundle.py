@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._atomic import atomic_write
+from .._atomic import atomic_write, make_folder
 from ..audio import PcmAudio, wav_buffer
 from ._members import BundleMemberError, describe_mode, write_member
 from ._names import INTEROPERABILITY, RAW_ENDPOINT_EVENTS, TRIAL_REPORT
@@ -156,7 +156,7 @@ def write_trial_files(trial_dir: Path, files: list[EncodedFile], report: BaseMod
     (the scoring process) writes them in order, which costs it less CPU than handing each
     file to a thread. Every file is attempted either way: what fits on the disk is kept, and a
     file cut short is removed (no evidence; it frees room for the trial report)."""
-    trial_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(trial_dir)
     _check_folder(trial_dir)
     written = [name for name, _ in files]
     failures = (_written_side_by_side if side_by_side else _written_in_order)(trial_dir, files)

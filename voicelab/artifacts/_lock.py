@@ -9,6 +9,7 @@ taken over. The holder removes the file when it is done.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._atomic import file_mode_in
 from ..errors import ConfigError
 
 __all__ = ["LOCK_FILE", "BundleLock"]
@@ -91,18 +93,28 @@ class BundleLock:
     # --- steps ---
 
     def _open(self) -> int:
-        try:
-            handle = os.open(self.path, _FLAGS, 0o644)
-        except OSError as error:
-            what = "a link or a pipe is in its place" if error.errno in (
-                errno.ELOOP, errno.ENXIO) else error.strerror
-            raise ConfigError(f"cannot open the bundle's lock file {LOCK_FILE}: {what}",
-                              source=self.folder) from None
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
+        for _ in range(2):
+            try:
+                handle = os.open(self.path, _FLAGS, file_mode_in(self.folder))
+            except OSError as error:
+                what = "a link or a pipe is in its place" if error.errno in (
+                    errno.ELOOP, errno.ENXIO) else error.strerror
+                raise ConfigError(f"cannot open the bundle's lock file {LOCK_FILE}: {what}",
+                                  source=self.folder) from None
+            status = os.fstat(handle)
+            if not stat.S_ISREG(status.st_mode):
+                os.close(handle)
+                raise ConfigError(f"the bundle's lock file {LOCK_FILE} is not a regular file",
+                                  source=self.folder)
+            if status.st_nlink <= 1:
+                return handle
+            # a hard link to a file elsewhere: its holder note would be written there. The
+            # name is ours to replace (a lock lives in its file's inode, this one is foreign).
             os.close(handle)
-            raise ConfigError(f"the bundle's lock file {LOCK_FILE} is not a regular file",
-                              source=self.folder)
-        return handle
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+        raise ConfigError(f"the bundle's lock file {LOCK_FILE} keeps being linked elsewhere",
+                          source=self.folder)
 
     def _lock(self, handle: int) -> bool:
         try:

@@ -23,6 +23,7 @@ redirect a write outside itself. Output targets a user names (``--junit``, ``--o
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -33,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .._atomic import file_kind
+from .._atomic import file_kind, file_mode_in, make_folder
 from ..errors import ConfigError
 from ._names import LATEST
 
@@ -254,24 +255,30 @@ def write_member(path: str | Path, *parts: bytes | memoryview) -> None:
         pass
     except IsADirectoryError:
         raise BundleMemberError("a folder where a file is written", source=path) from None
-    handle = os.open(path, _WRITE_FLAGS, 0o666)
+    handle = os.open(path, _WRITE_FLAGS, file_mode_in(path.parent))
     with os.fdopen(handle, "wb") as stream:
         for part in parts:
             stream.write(part)
 
 
 def open_member_append(path: str | Path) -> Any:
-    """A text stream appending to a member (a log), never through a link; a link, device or
-    FIFO at ``path`` is refused."""
+    """A text stream appending to a member (a log), never through a link: a symbolic link,
+    device or FIFO at ``path`` is refused, and a file with other names (a hard link to a file
+    elsewhere) is first replaced by a copy of its own, so appending never writes outside the
+    bundle."""
     path = Path(path)
+    _unshare(path)
     try:
-        handle = os.open(path, _APPEND_FLAGS | os.O_NONBLOCK, 0o666)
+        handle = os.open(path, _APPEND_FLAGS | os.O_NONBLOCK, file_mode_in(path.parent))
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENXIO):
             raise _refused(path, "a symbolic link" if error.errno == errno.ELOOP
                            else "a named pipe (FIFO) or socket") from None
         raise
-    what = describe_mode(os.fstat(handle).st_mode)
+    status = os.fstat(handle)
+    what = describe_mode(status.st_mode)
+    if what is None and status.st_nlink > 1:
+        what = "a file with another name (a hard link) appeared meanwhile"
     if what is not None:
         os.close(handle)
         raise _refused(path, what)
@@ -279,10 +286,31 @@ def open_member_append(path: str | Path) -> Any:
     return os.fdopen(handle, "a", encoding="utf-8")
 
 
+def _unshare(path: Path) -> None:
+    """A regular file with more than one name becomes a file of its own, with the same bytes
+    (written beside it, then renamed over it): what is appended then stays in the bundle."""
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(status.st_mode) or status.st_nlink <= 1:
+        return
+    staged = path.with_name(f".{path.name}.unshared")
+    try:
+        with os.fdopen(os.open(path, _READ_FLAGS), "rb") as reading:
+            write_member(staged, *iter(lambda: reading.read(1 << 20), b""))
+        os.replace(staged, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+
+
 def check_output_target(path: str | os.PathLike[str], *, key: str) -> Path:
-    """An output file a user named: a regular file (replaced) or a new path in an existing
-    folder. A link, device, FIFO, socket or folder there is refused (exit 2), so writing never
-    replaces a device node or writes through a link."""
+    """An output file a user named: a regular file (replaced) or a new path, checked before any
+    work so a run never ends failing to write it. A link, device, FIFO, socket or folder there
+    is refused (exit 2), so writing never replaces a device node or writes through a link; a
+    missing folder is created (as ``pytest --junitxml`` does), and a folder that cannot be
+    created or written in is refused."""
     path = Path(path).expanduser()
     try:
         mode = os.lstat(path).st_mode
@@ -297,4 +325,14 @@ def check_output_target(path: str | os.PathLike[str], *, key: str) -> Path:
     parent = path.parent if str(path.parent) else Path(".")
     if mode is None and parent.exists() and not parent.is_dir():
         raise ConfigError(f"{parent} is not a folder", source="CLI", key=key)
+    if not parent.exists():
+        try:
+            make_folder(parent)
+        except (OSError, ValueError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            raise ConfigError(f"cannot create the folder {parent}: {reason}", source="CLI",
+                              key=key) from None
+    if not os.access(parent, os.W_OK | os.X_OK) or (mode is not None
+                                                    and not os.access(path, os.W_OK)):
+        raise ConfigError(f"cannot write {path}: permission denied", source="CLI", key=key)
     return path

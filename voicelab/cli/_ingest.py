@@ -12,13 +12,22 @@ import re
 from typing import TYPE_CHECKING
 
 from ..artifacts import check_output_target
+from ..config import mask_known
 from ..errors import ConfigError
 from ..metrics import summarize
+from ..runner import RunInterrupted
 from ._output import relative
-from ._run import _fmt_ms, _print_statistics, _write_junit, trial_line
+from ._run import (
+    SIGNAL_EXIT,
+    _fmt_ms,
+    _print_statistics,
+    _write_junit,
+    run_until_signal,
+    trial_line,
+)
 
 if TYPE_CHECKING:
-    from ..ingest import ChannelMap
+    from ..ingest import ChannelMap, IngestOutcome
 
 _CHANNEL_MAP = re.compile(r"^\s*user\s*=\s*(\d+)\s*,\s*agent\s*=\s*(\d+)\s*$")
 
@@ -40,7 +49,7 @@ def _channels(text: str | None) -> ChannelMap:
 
 
 def ingest_command(args: argparse.Namespace) -> int:
-    from ..ingest import IngestOptions, call_sources, ingest, mono_pair
+    from ..ingest import IngestOptions, IngestOutcome, aingest, call_sources, mono_pair
 
     if args.junit is not None:
         check_output_target(args.junit, key="--junit")
@@ -50,15 +59,28 @@ def ingest_command(args: argparse.Namespace) -> int:
     channels = _channels(args.channels)
     calls = call_sources(args.calls, channels=channels) if args.calls else []
     calls += [mono_pair(user, agent) for user, agent in args.pairs]
-    outcome = ingest(calls, artifacts_dir=args.artifacts_dir,
-                     run_file=args.run_file, overrides=args.overrides,
-                     options=IngestOptions(turn_gap_ms=args.turn_gap_ms, label=args.label))
+    options = IngestOptions(turn_gap_ms=args.turn_gap_ms, label=args.label)
+    outcome, number, stopped = run_until_signal(lambda: aingest(
+        calls, artifacts_dir=args.artifacts_dir, run_file=args.run_file,
+        overrides=args.overrides, options=options))
+    if number is not None:  # SIGINT or SIGTERM: what was ingested, said and kept
+        if isinstance(stopped, RunInterrupted) and isinstance(stopped.outcome, IngestOutcome):
+            _summary(stopped.outcome)
+            _write_junit(args, str(stopped.outcome.bundle_path))
+        return SIGNAL_EXIT[number]
+    assert outcome is not None
+    code = _summary(outcome)
+    _write_junit(args, str(outcome.bundle_path))
+    return code
+
+
+def _summary(outcome: IngestOutcome) -> int:
     report = outcome.report
     for call, trial in zip(outcome.calls, outcome.trials, strict=False):
         turns = trial.turn_metrics
         latency = summarize([t.response_latency_ms for t in turns])
         barge_ins = sum(t.interrupted for t in turns)
-        print(f"{call.call_id}: {trial.report.user_turns} caller turn(s), "
+        print(f"{mask_known(call.call_id)}: {trial.report.user_turns} caller turn(s), "
               f"{trial.report.product_responses} response(s), {barge_ins} barge-in(s), "
               f"response latency p50 {_fmt_ms(latency.p50)}; "
               + trial_line(trial.summary, trial.report))
@@ -66,6 +88,5 @@ def ingest_command(args: argparse.Namespace) -> int:
     _print_statistics(report)
     for problem in outcome.write_errors:
         print(f"execution failed: {problem}")
-    _write_junit(args, str(outcome.bundle_path))
     print(f"bundle: {relative(str(outcome.bundle_path))}")
     return outcome.exit_code

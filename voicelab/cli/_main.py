@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .._exit_codes import EXIT_CONFIG, EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK
 from .._extras import missing_dependency
-from ..config import known_secrets_scrubber
+from ..config import mask_known
 from ..errors import ConfigError, ExecutionError, VoicelabError
 from ._output import PROG, relative
 
@@ -34,8 +34,8 @@ def _error_line(error: BaseException) -> str:
         line = error.one_line()
     else:
         line = " ".join(str(error).split()) or type(error).__name__
-    # a store URL's credentials, wherever the message quotes the URL
-    return relative(known_secrets_scrubber().scrub_text(line))
+    # a store URL's credentials, wherever the message quotes the URL; a redacted run's words
+    return relative(mask_known(line))
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -268,10 +268,11 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 class _ScrubbingFormatter(logging.Formatter):
-    """Log lines with the secrets this process met masked (a store URL's credentials)."""
+    """Log lines with the secrets this process met masked (a store URL's credentials), and
+    redacted as the bundle of a redacted run is."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return known_secrets_scrubber().scrub_text(super().format(record))
+        return mask_known(super().format(record))
 
 
 class _OneLineFormatter(_ScrubbingFormatter):

@@ -55,7 +55,7 @@ from ._output import PROG, relative
 T = TypeVar("T")
 
 #: Exit code after a signal, as shells report it (128 + the signal number).
-_SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
+SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 
 
 def _progress(args: argparse.Namespace, *, cells: bool = False) -> TrialProgress | TrialLines:
@@ -86,7 +86,7 @@ def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int |
                 task.cancel()
             received.append(number)
 
-        for number in _SIGNAL_EXIT:
+        for number in SIGNAL_EXIT:
             loop.add_signal_handler(number, on_signal, number)
         try:
             return await start(), None
@@ -95,7 +95,7 @@ def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int |
                 raise
             return None, stopped
         finally:
-            for number in _SIGNAL_EXIT:
+            for number in SIGNAL_EXIT:
                 loop.remove_signal_handler(number)
 
     result, stopped = asyncio.run(main())
@@ -321,7 +321,7 @@ def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[An
         if isinstance(stopped, RunInterrupted | MatrixInterrupted):
             _summary(stopped.outcome)
             _write_junit(args, stopped.outcome.location)
-        return _SIGNAL_EXIT[number]
+        return SIGNAL_EXIT[number]
     assert outcome is not None
     _summary(outcome)
     if after is not None:

@@ -54,7 +54,7 @@ from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_mode
 from ._pauses import MAX_PAUSE_SECONDS, SpokenPieces, has_pause_markers, split_pauses
 from ._recorded import RECORDED_KINDS, load_recorded_run
 from ._resolved import file_sha256
-from ._retention import AudioRetention, RetentionConfig, TranscriptRetention
+from ._retention import AudioRetention, BundleAccess, RetentionConfig, TranscriptRetention
 from ._secrets import (
     MASK,
     SecretScrubber,
@@ -62,8 +62,10 @@ from ._secrets import (
     is_secret_env_var,
     is_secret_name,
     known_secrets_scrubber,
+    mask_known,
     mask_url,
     remember_secrets,
+    remember_text_filter,
     url_secret_values,
 )
 from ._settings import parse_settings, settings_error
@@ -126,6 +128,7 @@ __all__ = [
     "TranscriptRetention",
     "RetentionConfig",
     "AudioRetention",
+    "BundleAccess",
     "EntityKind",
     "EntitySpec",
     "TransientEvent",
@@ -138,6 +141,8 @@ __all__ = [
     "command_secret_values",
     "is_secret_name",
     "known_secrets_scrubber",
+    "mask_known",
+    "remember_text_filter",
     "mask_url",
     "remember_secrets",
     "load_environment",

@@ -14,7 +14,7 @@ import base64
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
@@ -335,3 +335,27 @@ def known_secrets_scrubber() -> SecretScrubber:
 @lru_cache(maxsize=16)
 def _scrubber_of(values: frozenset[str]) -> SecretScrubber:
     return SecretScrubber(values)
+
+
+# --- what this process's runs redact, for the lines it shows outside a bundle --------------------
+
+_text_filters: list[Callable[[str], str]] = []
+
+
+def remember_text_filter(text_filter: Callable[[str], str]) -> None:
+    """A run's filter of words (``retention.transcripts: redacted``): every later
+    :func:`mask_known` applies it too, so the command line's own lines (its log on stderr, its
+    error lines) redact what that run's bundle redacts."""
+    with _remembered_lock:
+        if text_filter not in _text_filters:
+            _text_filters.append(text_filter)
+
+
+def mask_known(text: str) -> str:
+    """``text`` with every secret this process met and every remembered run filter applied."""
+    text = known_secrets_scrubber().scrub_text(text)
+    with _remembered_lock:
+        filters = list(_text_filters)
+    for text_filter in filters:
+        text = text_filter(text)
+    return text

@@ -29,11 +29,12 @@ from ._replay_sweep import areplay_sweep, replay_sweep
 from ._resume import read_run_report, recorded_config_file
 from ._resume_overrides import resumed_overrides
 from ._run import make_bundle_dir, point_latest
+from ._run_log import RunLog
 from ._sweep import arun_matrix, run_matrix
 from ._tuning import tuned_process
 
 __all__ = ["EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
-           "InlineExecutor", "JobExecutor", "LocalExecutor", "ProcessRun", "RunContext", "RunSpec", "TrialCall", "TrialDone",
+           "InlineExecutor", "JobExecutor", "LocalExecutor", "ProcessRun", "RunContext", "RunLog", "RunSpec", "TrialCall", "TrialDone",
            "TrialJob", "TrialOutcome", "WorkerLost", "areplay", "areplay_sweep", "arun",
            "arun_matrix", "choose_executor", "make_bundle_dir", "point_latest", "read_run_report", "recorded_config_file",
            "replay", "replay_sweep", "require_distributed", "resumed_overrides", "run",

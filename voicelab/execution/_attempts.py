@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
+from .._atomic import make_folder
 from ..artifacts import (
     ATTEMPT_REPORT,
     ATTEMPTS_FOLDER,
@@ -49,7 +50,7 @@ def keep_earlier_attempt(bundle: Path, result: TrialResult, *, concurrency: int)
     report = result.report
     name = _attempt_name(report)
     target = bundle / ATTEMPTS_FOLDER / name
-    target.parent.mkdir(exist_ok=True)
+    make_folder(target.parent)
     os.rename(bundle / report.trial_id, target)  # a new name in the same folder tree
     report_path = target / TRIAL_REPORT
     if report_path.is_file() and not report_path.is_symlink():

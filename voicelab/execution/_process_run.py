@@ -15,15 +15,17 @@ import logging
 import time
 from typing import Protocol
 
+from .._atomic import make_folder
 from ..artifacts import (
     TRIAL_REPORT,
     ExecutionFailure,
     TrialReport,
+    filter_model,
     running_markers,
     trial_folder,
     write_json,
 )
-from ..runner import TrialCancelled, TrialResult, trial_summary, unscored_report
+from ..runner import TrialCancelled, TrialResult, run_redactor, trial_summary, unscored_report
 from ._child import handle_records
 from ._protocol import RunContext, RunSpec, TrialCall, TrialDone, TrialJob, TrialOutcome, WorkerLost
 from ._resume import read_trial_result
@@ -150,8 +152,8 @@ def lost_trial(context: RunContext, job: TrialJob, reason: str, *,
         started_wall=now, ended_wall=now,
         files=sorted({*present, TRIAL_REPORT} - {f"{TRIAL_REPORT}.tmp"}))
     try:
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        write_json(report_path, report)
+        make_folder(trial_dir)
+        write_json(report_path, filter_model(report, run_redactor(context.loaded)))
     except OSError as error:
         logger.error("trial-%03d: the trial report could not be written: %s", job.index,
                      error.strerror or type(error).__name__)

@@ -31,6 +31,8 @@ from ..runner import (
     new_run_id,
     plan_replay,
     read_matrix_report,
+    runs_redactor,
+    strictest_access,
     write_report_robustly,
 )
 from ..scoring import settings_of
@@ -99,8 +101,9 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
                         low=1, high=MAX_CONCURRENCY, key="concurrency", source=None)
     root = Path(artifacts_dir) if artifacts_dir is not None else folder.parent
     run_id = new_run_id()
-    run_dir = make_bundle_dir(root, run_id, source=None)
-    point_latest(root, run_dir)
+    runs = [cell.plan.loaded for cell in cells]
+    run_dir = make_bundle_dir(root, run_id, source=None, access=strictest_access(runs))
+    words = runs_redactor(runs)
     origin = ReplayOrigin(run_id=original.run_id, bundle_path=str(folder))
     started = _now()
     semaphore = asyncio.Semaphore(parallel)
@@ -113,7 +116,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
                        origin=origin)
 
     write_errors: list[str] = []
-    error = write_report_robustly(run_dir / MATRIX_REPORT, report("running"))
+    error = write_report_robustly(run_dir / MATRIX_REPORT, report("running"), words=words)
     if error:
         write_errors.append(error)
 
@@ -130,7 +133,8 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
 
     tasks = [asyncio.create_task(replay_cell(cell)) for cell in cells]
     return await conclude_cells(tasks, outcomes, run_dir=run_dir, write_errors=write_errors,
-                                report=report)
+                                report=report, words=words,
+                                written=lambda: point_latest(root, run_dir))
 
 
 def replay_sweep(sweep_dir: str | Path, **kwargs: Any) -> MatrixOutcome:

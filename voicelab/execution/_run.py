@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,20 +26,24 @@ from .._location import as_local_path
 from .._validate import RunPlan
 from ..artifacts import (
     EVALUATOR_LOG,
+    LATEST,
     PRODUCT_LOG,
     RUN_REPORT,
     BundleLock,
     JudgeCalibration,
+    Redacts,
     RemoteLocation,
     ReplayOrigin,
     RunReport,
     TrialAttempt,
+    filter_member,
+    filter_model,
+    make_private_folder,
     open_remote,
     trial_folder,
-    write_json,
     write_member,
 )
-from ..config import known_secrets_scrubber
+from ..config import BundleAccess, remember_text_filter
 from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
 from ..runner import (
@@ -48,6 +53,7 @@ from ..runner import (
     TrialResult,
     crashed_trial,
     new_run_id,
+    run_redactor,
     run_report,
     trial_seed,
     utc_now,
@@ -100,13 +106,16 @@ class RunOptions:
     retry_inconclusive: int = 1
 
 
-def make_bundle_dir(root: Path, name: str, *, source: str | Path | None) -> Path:
-    """Create ``root/name``; an unusable artifacts folder is a configuration error naming it."""
+def make_bundle_dir(root: Path, name: str, *, source: str | Path | None,
+                    access: BundleAccess = "owner") -> Path:
+    """Create ``root/name`` with the mode ``access`` gives (owner-only by default: a bundle
+    holds people's voices and words); an unusable artifacts folder is a configuration error
+    naming it."""
     bundle = (root / name).resolve()
     try:
-        bundle.mkdir(parents=True, exist_ok=True)
+        make_private_folder(bundle, access=access)
         probe = bundle / ".voicelab-write-check"
-        probe.write_bytes(b"")
+        write_member(probe)
         probe.unlink()
     except (OSError, ValueError) as error:
         reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
@@ -116,13 +125,18 @@ def make_bundle_dir(root: Path, name: str, *, source: str | Path | None) -> Path
 
 
 def point_latest(root: Path, bundle: Path) -> None:
-    latest = root / "latest"
+    """Point ``root/latest`` at ``bundle`` (a sibling folder), replacing the link at once (a
+    reader sees the old run or the new, never none); only a link is ever replaced there."""
+    latest = root / LATEST
+    if latest.exists() and not latest.is_symlink():
+        return  # someone's own file or folder: not ours to replace
+    staged = root / f".{LATEST}.{bundle.name}.tmp"
     try:
-        if latest.is_symlink() or latest.exists():
-            latest.unlink()
-        latest.symlink_to(bundle.name)
+        staged.unlink(missing_ok=True)
+        staged.symlink_to(bundle.name)
+        os.replace(staged, latest)
     except OSError:
-        pass  # a convenience only (some filesystems have no symlinks)
+        staged.unlink(missing_ok=True)  # a convenience only (some filesystems have no links)
 
 
 class Run:
@@ -149,6 +163,11 @@ class Run:
         self.attempts: dict[int, list[TrialAttempt]] = {}
         self.write_errors: list[str] = []
         self.interrupted = False
+        #: every text the run writes passes it: its secrets (and a store URL's), and its
+        #: redaction rules when it redacts (docs/artifacts.md, "Privacy")
+        self.words: Redacts = run_redactor(self.loaded)
+        if not self.words.changes_nothing:  # the command line's own lines say no more
+            remember_text_filter(self.words.text)
         self.budget: LagBudget | None = None
         self.run_product: ProductProcess | None = None
         self.spec: RunSpec | None = None
@@ -180,10 +199,9 @@ class Run:
         self.run_id = options.run_id or new_run_id()
         self.bundle = make_bundle_dir(
             self.root, options.bundle_name or self.run_id,
-            source=None if options.artifacts_dir is not None else self.loaded.run_path)
+            source=None if options.artifacts_dir is not None else self.loaded.run_path,
+            access=self.loaded.run.retention.access)
         self.lock = BundleLock(self.bundle, command="run").acquire()
-        if options.link_latest:
-            point_latest(self.root, self.bundle)
         self.started = utc_now()
 
     def _report(self, status: str) -> RunReport:
@@ -206,10 +224,7 @@ class Run:
         self._open_bundle()
         assert self.lock is not None
         try:
-            # the run's secrets, and those met outside its configuration (a store URL's)
-            log = RunLog(self.bundle / EVALUATOR_LOG, run_id=self.run_id,
-                         scrubber=self.loaded.scrubber.with_values(
-                             known_secrets_scrubber().secret_values))
+            log = RunLog(self.bundle / EVALUATOR_LOG, run_id=self.run_id, words=self.words)
         except BaseException:
             self.lock.release()
             raise
@@ -259,7 +274,7 @@ class Run:
         self.budget = LagBudget(budget_ms=budget_ms, ceiling=self.parallel) if budget_ms \
             else None
         running_error = write_report_robustly(self.bundle / RUN_REPORT,
-                                              self._report("running"))
+                                              self._report("running"), words=self.words)
         if running_error:
             self.write_errors.append(running_error)
         self._last_report = asyncio.get_running_loop().time()
@@ -350,8 +365,9 @@ class Run:
                     # built in the thread too: its statistics cost O(trials), and the
                     # loop keeps stamping arrivals meanwhile (results only grow)
                     await asyncio.to_thread(
-                        lambda: write_json(self.bundle / RUN_REPORT,
-                                           self._report("running")))
+                        lambda: write_report_robustly(self.bundle / RUN_REPORT,
+                                                      self._report("running"),
+                                                      words=self.words))
         if self.options.on_trial_done is not None:
             self.options.on_trial_done(result, len(self.results), self.planned)
 
@@ -408,13 +424,17 @@ class Run:
         if self.run_product is not None:
             await self.run_product.stop()
             try:
-                write_member(self.bundle / PRODUCT_LOG, self.run_product.log_text().encode())
+                write_member(self.bundle / PRODUCT_LOG, filter_member(
+                    PRODUCT_LOG, self.run_product.log_text().encode(), self.words))
             except OSError as error:
                 self.write_errors.append(f"could not write {PRODUCT_LOG}: {error.strerror}")
-        self.final = self._report("interrupted" if self.interrupted else "complete")
+        self.final = filter_model(self._report("interrupted" if self.interrupted
+                                               else "complete"), self.words)
         final_error = write_report_robustly(self.bundle / RUN_REPORT, self.final)
         if final_error:
             self.write_errors.append(final_error)
+        elif self.point is None and self.options.link_latest:
+            point_latest(self.root, self.bundle)  # last: latest names a run with its report
         if log.failed:
             self.write_errors.append(f"could not write evaluator.log: {log.failed}")
         logger.info("run %s %s: %d/%d trial(s) passed, exit code %d", self.run_id,

@@ -1,4 +1,5 @@
-"""A run's evaluator.log: the package's records of that run, scrubbed of its secrets.
+"""A run's evaluator.log: the package's records of that run, through the bundle's filter of words
+(its secrets; its redaction rules when the run redacts).
 
 Runs may overlap on one event loop (a sweep's cells); each record belongs to the run whose
 context logged it (a context variable set by the run, inherited by its trials' tasks), and only
@@ -16,8 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import open_member_append
-from ..config import SecretScrubber
+from ..artifacts import Redacts, open_member_append
 
 _current_run: contextvars.ContextVar[str | None] = contextvars.ContextVar("voicelab_run",
                                                                           default=None)
@@ -25,21 +25,21 @@ _FORMATTER = logging.Formatter()
 
 
 class _RunLogFilter(logging.Filter):
-    def __init__(self, run_id: str, scrubber: SecretScrubber):
+    def __init__(self, run_id: str, words: Redacts):
         super().__init__()
         self.run_id = run_id
-        self.scrubber = scrubber
+        self.words = words
 
     def filter(self, record: logging.LogRecord) -> bool:
         if _current_run.get() != self.run_id:
             return False
-        record.msg = self.scrubber.scrub_text(record.getMessage())
+        record.msg = self.words.text(record.getMessage())
         record.args = None
-        if record.exc_info:  # a traceback's text may quote a secret too: scrub it formatted
-            record.exc_text = self.scrubber.scrub_text(_FORMATTER.formatException(record.exc_info))
+        if record.exc_info:  # a traceback's text may quote a secret too: filter it formatted
+            record.exc_text = self.words.text(_FORMATTER.formatException(record.exc_info))
             record.exc_info = None
         elif record.exc_text:  # a child process's record: formatted over there
-            record.exc_text = self.scrubber.scrub_text(record.exc_text)
+            record.exc_text = self.words.text(record.exc_text)
         return True
 
 
@@ -96,12 +96,12 @@ class RunLog:
     """The run's evaluator.log while the run is in progress (``with``); opening it may raise
     (OSError, a link in its place)."""
 
-    def __init__(self, path: Path, *, run_id: str, scrubber: SecretScrubber):
+    def __init__(self, path: Path, *, run_id: str, words: Redacts):
         self.run_id = run_id
         self.handler = _BundleLogHandler(path)
         self.handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        self.handler.addFilter(_RunLogFilter(run_id, scrubber))
+        self.handler.addFilter(_RunLogFilter(run_id, words))
         self.handler.setLevel(logging.INFO)
         self._token: contextvars.Token[str | None] | None = None
 

@@ -24,7 +24,7 @@ from ..artifacts import (
     MatrixReport,
     resolve_local_latest,
 )
-from ..config import LoadedSuite
+from ..config import LoadedRun, LoadedSuite
 from ..runner import (
     MatrixCellPlan,
     MatrixOutcome,
@@ -37,6 +37,8 @@ from ..runner import (
     new_run_id,
     plan_matrix,
     read_matrix_report,
+    runs_redactor,
+    strictest_access,
     utc_now,
     write_report_robustly,
 )
@@ -151,8 +153,8 @@ class _Sweep:
         else:
             root = as_local_path(configured)
             run_id = run_id or new_run_id()
-            run_dir = make_bundle_dir(root, run_id, source=source)
-            point_latest(root, run_dir)
+            run_dir = make_bundle_dir(root, run_id, source=source,
+                                      access=strictest_access(self._runs))
             started = utc_now()
         owned, pool = False, None
         with BundleLock(run_dir, command="sweep"):  # one writer of the sweep folder at a time
@@ -162,15 +164,23 @@ class _Sweep:
                                               parallel=min(plan.concurrency, plan.conversations))
                 if owned:
                     await pool.start()
-                return await self._cells(pool, run_id=run_id, run_dir=run_dir, started=started,
-                                         previous=previous, label=label, resumed_at=resumed_at)
+                return await self._cells(
+                    pool, run_id=run_id, run_dir=run_dir, started=started, previous=previous,
+                    label=label, resumed_at=resumed_at,
+                    written=None if previous is not None else
+                    lambda: point_latest(run_dir.parent, run_dir))
             finally:
                 if owned and pool is not None:
                     await pool.close()
 
+    @property
+    def _runs(self) -> list[LoadedRun]:
+        return [one.plan.loaded for one in self.plan.cells]
+
     async def _cells(self, executor: Executor, *, run_id: str, run_dir: Path, started: str,
                      previous: MatrixReport | None, label: str | None,
-                     resumed_at: list[str]) -> MatrixOutcome:
+                     resumed_at: list[str], written: Callable[[], None] | None
+                     ) -> MatrixOutcome:
         plan = self.plan
         semaphore = asyncio.Semaphore(plan.concurrency)
         outcomes: list[RunOutcome] = []
@@ -182,7 +192,9 @@ class _Sweep:
                                  resumed_at=resumed_at)
 
         write_errors: list[str] = []
-        running_error = write_report_robustly(run_dir / MATRIX_REPORT, report("running"))
+        words = runs_redactor(self._runs)
+        running_error = write_report_robustly(run_dir / MATRIX_REPORT, report("running"),
+                                              words=words)
         if running_error:
             write_errors.append(running_error)
 
@@ -206,7 +218,7 @@ class _Sweep:
 
         tasks = [asyncio.create_task(cell(one)) for one in plan.cells]
         return await conclude_cells(tasks, outcomes, run_dir=run_dir, write_errors=write_errors,
-                                    report=report)
+                                    report=report, words=words, written=written)
 
 
 def run_matrix(suite: Any, **kwargs: Any) -> MatrixOutcome:

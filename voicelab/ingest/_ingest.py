@@ -23,8 +23,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._atomic import make_folder
 from .._location import as_local_path, is_url
-from ..artifacts import CALL_SOURCE, RUN_REPORT, SCHEMA_VERSION, BundleLock, trial_folder
+from ..artifacts import (
+    CALL_SOURCE,
+    EVALUATOR_LOG,
+    RUN_REPORT,
+    SCHEMA_VERSION,
+    BundleLock,
+    filter_model,
+    trial_folder,
+)
 from ..audio import PcmAudio
 from ..config import (
     QUIET_ENVIRONMENT,
@@ -35,14 +44,17 @@ from ..config import (
     ScenarioConfig,
     SecretScrubber,
     load_run,
+    remember_text_filter,
 )
 from ..errors import ConfigError
-from ..execution import make_bundle_dir, point_latest
+from ..execution import RunLog, make_bundle_dir, point_latest
 from ..runner import (
     Call,
+    RunInterrupted,
     RunOutcome,
     TrialResult,
     new_run_id,
+    run_redactor,
     run_report,
     score_on_loop,
     scored_result,
@@ -198,7 +210,7 @@ async def ingest_call(loaded: LoadedRun, call: CallSource, *, index: int, bundle
                                session_id=call.call_id,
                                output_transcripts=audio.transcript is not None)
     trial_dir = bundle / trial_folder(index)
-    trial_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(trial_dir)
     document = {"call_id": call.call_id, "run_id": run_id,
                 "files": [str(path) for path in call.files],
                 "transcript": str(call.transcript) if call.transcript else None,
@@ -230,16 +242,20 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
                           key="artifacts_dir")
     sources = call_sources(calls)
     loaded = ingest_run(run_file, overrides=overrides)
+    words = run_redactor(loaded)
+    if not words.changes_nothing:  # the command line's own lines say no more
+        remember_text_filter(words.text)
     root = as_local_path(artifacts_dir)
     run_id = new_run_id()
-    bundle = make_bundle_dir(root, run_id, source=None)
+    bundle = make_bundle_dir(root, run_id, source=None, access=loaded.run.retention.access)
     started = utc_now()
     results: list[TrialResult] = []
     status, message = "interrupted", ""
-    with BundleLock(bundle, command="ingest"):
-        if options.link_latest:
-            point_latest(root, bundle)
+    problems: list[str] = []
+    with BundleLock(bundle, command="ingest"), \
+            RunLog(bundle / EVALUATOR_LOG, run_id=run_id, words=words) as log:
         try:
+            logger.info("ingest %s: %d call(s), bundle %s", run_id, len(sources), bundle)
             for index, call in enumerate(sources, start=1):
                 try:
                     results.append(await ingest_call(loaded, call, index=index, bundle=bundle,
@@ -250,16 +266,28 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
                     raise
                 logger.info("%s: %s ingested", trial_folder(index), call.call_id)
             status = "complete"
+        except asyncio.CancelledError:
+            pass  # Ctrl-C, SIGTERM, a cancelled cell: the report says interrupted
         finally:
             report = run_report(loaded, run_id=run_id, bundle=bundle, results=results,
                                 planned=len(sources), started=started, status=status,
                                 label=options.label)
-            report = report.model_copy(update={
+            report = filter_model(report.model_copy(update={
                 "source": PRODUCTION, "message": message or report.message,
-                "run_file": str(loaded.run_path) if run_file is not None else None})
+                "run_file": str(loaded.run_path) if run_file is not None else None}), words)
             problem = write_report_robustly(bundle / RUN_REPORT, report)
-    return IngestOutcome(report, bundle, results, [problem] if problem else [],
-                         calls=sources)
+            if problem:
+                problems.append(problem)
+            elif options.link_latest:
+                point_latest(root, bundle)  # last: latest names a bundle with its report
+            logger.info("ingest %s %s: %d/%d call(s) passed", run_id, status,
+                        report.passed_trials, report.trial_count)
+            outcome = IngestOutcome(report, bundle, results, problems, calls=sources)
+    if log.failed:
+        problems.append(f"could not write {EVALUATOR_LOG}: {log.failed}")
+    if status == "interrupted":
+        raise RunInterrupted(outcome)
+    return outcome
 
 
 def ingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,

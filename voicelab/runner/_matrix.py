@@ -25,7 +25,9 @@ from ..artifacts import (
     MatrixCell,
     MatrixReport,
     PassRate,
+    Redacts,
     check_tree,
+    filter_model,
     open_location,
     published_location,
     read_json,
@@ -320,10 +322,13 @@ def read_matrix_report(run_dir: str | Path) -> MatrixReport:
 
 async def conclude_cells(tasks: list[asyncio.Task[None]], outcomes: list[RunOutcome], *,
                          run_dir: Path, write_errors: list[str],
-                         report: Callable[[str], MatrixReport]) -> MatrixOutcome:
-    """Await a sweep's cells, write its final ``matrix-report.json`` (``report(status)``) and
-    return its outcome; raises the first cell's failure, or :class:`MatrixInterrupted` when
-    the sweep was interrupted (after every cell has written its evidence)."""
+                         report: Callable[[str], MatrixReport], words: Redacts | None = None,
+                         written: Callable[[], None] | None = None) -> MatrixOutcome:
+    """Await a sweep's cells, write its final ``matrix-report.json`` (``report(status)``,
+    through ``words``, the sweep's filter of words), call ``written`` once it is on disk (the
+    sweep's ``latest`` moves last) and return its outcome; raises the first cell's failure,
+    or :class:`MatrixInterrupted` when the sweep was interrupted (after every cell has written
+    its evidence)."""
     interrupted = False
     failure: BaseException | None = None
     try:
@@ -338,9 +343,13 @@ async def conclude_cells(tasks: list[asyncio.Task[None]], outcomes: list[RunOutc
     for cell_outcome in outcomes:
         write_errors.extend(cell_outcome.write_errors)
     final = report("interrupted" if interrupted else "complete")
+    if words is not None:
+        final = filter_model(final, words)
     final_error = write_report_robustly(run_dir / MATRIX_REPORT, final)
     if final_error:
         write_errors.append(final_error)
+    elif written is not None:
+        written()
     if failure is not None:
         raise failure
     outcome = MatrixOutcome(final, run_dir, sorted(outcomes, key=lambda o: str(o.bundle_path)),

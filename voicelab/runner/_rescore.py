@@ -82,6 +82,7 @@ from ._evidence import (
     score_of,
 )
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
+from ._retention import filtered_steps, recorded_redactor
 from ._transcription import ProductTranscription
 from ._trial import trial_summary
 
@@ -221,6 +222,8 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                                      keep_clean_speech=False))
     keep = set(RESCORED_FILES)
     files = [(name, parts) for name, parts in files if name in keep]
+    # written as the run wrote it: redacted when it redacted (the one rule of its bundle)
+    files, report = run_steps(filtered_steps(files, report, recorded_redactor(settings)))
     # a derived file an earlier bundle version named otherwise is written under its name now
     superseded = {old for name in keep for old in LEGACY_NAMES.get(name, ())}
     for old in superseded:

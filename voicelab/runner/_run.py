@@ -17,9 +17,11 @@ from pydantic import BaseModel
 from .._exit_codes import exit_code_after_writing, run_exit_code
 from ..artifacts import (
     JudgeCalibration,
+    Redacts,
     ReplayOrigin,
     RunReport,
     TrialSummary,
+    filter_model,
     published_location,
     write_json,
 )
@@ -101,20 +103,20 @@ def bounded_count(value: int, *, low: int, high: int, key: str, source: str | Pa
     return value
 
 
-def write_report_robustly(path: Path, report: BaseModel) -> str | None:
-    """Write the run report; on a full disk, rewrite the existing file in place (its own blocks
-    are freed first, so the final status usually fits where the atomic copy did not). Returns
-    the error that remained, if any."""
+def write_report_robustly(path: Path, report: BaseModel, *, words: Redacts | None = None
+                          ) -> str | None:
+    """Write a run (or matrix) report atomically, through ``words`` (the bundle's filter of
+    words) when given. A report that cannot be written (a full disk) leaves the last one
+    written as it was, whole: the error is returned, never raised."""
+    if words is not None:
+        report = filter_model(report, words)
     try:
         write_json(path, report)
         return None
     except OSError as error:
-        first = error.strerror or type(error).__name__
-    try:
-        write_json(path, report, atomic=False)
-        return None
-    except OSError as error:
-        return f"could not write {path.name}: {error.strerror or first}"
+        return f"could not write {path.name}: {error.strerror or type(error).__name__}"
+    except ConfigError as error:  # a link or a device where the report goes
+        return f"could not write {path.name}: {error.message}"
 
 
 def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequence[TrialResult],

@@ -127,9 +127,8 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
     files = yield from evidence_files(call.recording, evidence, report, title=title,
                                       keep_clean_speech=call.speech_metrics,
                                       extra_documents=documents, extra_texts=call.texts)
-    retention = loaded.run.retention
-    redactor = run_redactor(loaded) if retention.transcripts == "redacted" else None
-    files, report = yield from retention_steps(files, report, retention, redactor=redactor)
+    files, report = yield from retention_steps(files, report, loaded.run.retention,
+                                               redactor=run_redactor(loaded))
     return report, files
 
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .._atomic import make_folder
 from ..artifacts import (
     PERSONA_SESSION,
     PRODUCT_LOG,
@@ -24,6 +25,7 @@ from ..artifacts import (
     TrialReport,
     TrialSummary,
     TurnMetrics,
+    filter_model,
     trial_folder,
     write_json,
 )
@@ -62,6 +64,7 @@ from ._report import (
     recorded_outcome,
     trial_report,
 )
+from ._retention import run_redactor
 from ._scoring import Call, Scored, score_on_loop
 
 logger = logging.getLogger(__name__)
@@ -362,8 +365,8 @@ def crashed_trial(plan: TrialPlan, error: BaseException, *, started_wall: float)
                              started_wall=started_wall, ended_wall=time.time(),
                              files=[TRIAL_REPORT])
     try:
-        plan.trial_dir.mkdir(parents=True, exist_ok=True)
-        write_json(plan.trial_dir / TRIAL_REPORT, report)
+        make_folder(plan.trial_dir)
+        write_json(plan.trial_dir / TRIAL_REPORT, filter_model(report, run_redactor(plan.loaded)))
     except OSError as write_error:
         logger.error("%s: the trial report could not be written: %s", trial_id,
                      write_error.strerror or type(write_error).__name__)

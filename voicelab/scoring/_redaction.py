@@ -66,16 +66,39 @@ class Redactor:
         self.scrubber = scrubber
         self._fields = {name.casefold() for name in redaction.sensitive_fields}
         self._patterns = [re.compile(p) for p in redaction.patterns]
-        values = sorted({v for v in sensitive_values if len(v) >= MIN_SENSITIVE_LENGTH},
-                        key=len, reverse=True)
+        self._sensitive = frozenset(v for v in sensitive_values
+                                    if len(v) >= MIN_SENSITIVE_LENGTH)
+        values = sorted(self._sensitive, key=len, reverse=True)
         self._values = re.compile("|".join(re.escape(v) for v in values)) if values else None
+
+    @property
+    def replacement(self) -> str:
+        return self.redaction.replacement
+
+    @property
+    def sensitive_fields(self) -> frozenset[str]:
+        """The casefolded names of the fields whose values are replaced whole."""
+        return frozenset(self._fields)
+
+    @property
+    def changes_nothing(self) -> bool:
+        """True when nothing would be replaced: no secrets, fields, values or patterns."""
+        return not (self._fields or self._patterns or self._values is not None
+                    or self.scrubber.secret_values)
+
+    def with_secrets(self, values: Iterable[str]) -> Redactor:
+        """A redactor that also masks ``values`` as secrets (met outside the configuration: a
+        store URL's credentials)."""
+        return Redactor(self.redaction, scrubber=self.scrubber.with_values(values),
+                        sensitive_values=self._sensitive)
 
     def with_sensitive_values_from(self, *payloads: Any) -> Redactor:
         """A redactor that also replaces, as substrings, the sensitive values ``payloads`` hold."""
         found: set[str] = set()
         for payload in payloads:
             found |= sensitive_values(payload, self._fields)
-        return Redactor(self.redaction, scrubber=self.scrubber, sensitive_values=found)
+        return Redactor(self.redaction, scrubber=self.scrubber,
+                        sensitive_values=self._sensitive | found)
 
     def text(self, text: str) -> str:
         if not text:

@@ -161,6 +161,32 @@ def test_a_full_disk_ends_with_exit_4_one_line_and_what_could_be_written(tmp_pat
             p.name for p in (bundle / f"trial-{index:03d}").iterdir())
 
 
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs unshare and a tmpfs mount")
+def test_a_full_disk_keeps_the_last_good_run_report_whole(tmp_path):
+    """A disk too small for the final run report: the report written while the run ran stays
+    whole (never truncated in place), exit 4 with one line, and ``latest`` is not moved to a
+    run whose final report is missing."""
+    volume, copy = tmp_path / "volume", tmp_path / "copy"
+    volume.mkdir()
+    copy.mkdir()
+    script = (f"mount -t tmpfs -o size=100k tmpfs {volume} && "
+              f"{sys.executable} -m voicelab run {EXAMPLE} --trials 3 --concurrency 1 "
+              f"--artifacts-dir {volume} --quiet; status=$?; cp -r {volume}/. {copy}/; "
+              f"exit $status")
+    process = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True,
+                             text=True, timeout=120)
+    assert process.returncode == 4, process.stdout + process.stderr
+    assert "Traceback" not in process.stderr and "Logging error" not in process.stderr
+    failed = [line for line in process.stderr.splitlines()
+              if line.startswith("voice-evaluator:")]
+    assert failed == ["voice-evaluator: execution failed: could not write run-report.json: "
+                      "No space left on device"], process.stderr
+    bundle = _bundle(copy)
+    report = json.loads((bundle / "run-report.json").read_text())  # whole: it parses
+    assert report["status"] == "running"
+    assert not (copy / "latest").exists()
+
+
 def test_a_write_failure_fails_the_trial_not_the_run(tmp_path, monkeypatch):
     """The same path without a tmpfs: every WAV write fails with ENOSPC."""
     from voicelab.artifacts import _bundle as bundle_module

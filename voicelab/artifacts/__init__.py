@@ -10,7 +10,7 @@ from ._bundle import (
 )
 from ._endpointing_models import EndpointingCurve, EndpointingPoint
 from ._junit import junit_xml
-from ._lock import BundleLock
+from ._lock import LOCK_FILE, BundleLock
 from ._members import (
     BundleMemberError,
     check_output_target,
@@ -193,6 +193,7 @@ __all__ = [
     "TRIAL_FILES",
     "ArtifactVersionError",
     "BundleLock",
+    "LOCK_FILE",
     "BundleMemberError",
     "ExecutionFailure",
     "GateCheck",

@@ -64,6 +64,7 @@ def read_run_report(bundle: str | Path) -> RunReport:
         remote: RunReport = parse_settings(RunReport, document, key=None, source=folder.url)
         return remote
     path = _local(bundle) / RUN_REPORT
+    check_tree(path.parent)  # regular files and folders only, before anything is read
     if not path.is_file():
         raise ConfigError("not a run bundle (no run-report.json)", source=path.parent)
     report: RunReport = _model(RunReport, path)

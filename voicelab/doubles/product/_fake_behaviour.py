@@ -59,6 +59,7 @@ class FakeBehaviour(AdapterSettings):
     truncate: bool = False  # cut reply audio mid-word (its last 10 ms are loud)
     ignore_cancel: bool = False
     error_on_response: ResponseNumber | None = None
+    error_message: str = "injected error on response {number}"  # what that error says
     close_mid_response: ResponseNumber | None = None
     never_answer: bool = False
     claim_without_tool: bool = False  # says "saved" but calls no tool and persists nothing

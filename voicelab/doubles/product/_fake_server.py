@@ -176,7 +176,8 @@ class _FakeConnection(ProductConnection):
             return
         if behaviour.error_on_response == number:
             await self.send({"type": wire.ERROR, "error": {
-                "code": "fake_fault", "message": f"injected error on response {number}"}})
+                "code": "fake_fault",
+                "message": behaviour.error_message.replace("{number}", str(number))}})
             await self.send_done(response_id, "failed", timing)
             return
         if user_turn == 0:

@@ -92,6 +92,7 @@ from ._report_models import (
     RunReport,
     RunRetention,
     SelectivityRate,
+    TelemetryExport,
     VerdictPassRate,
 )
 from ._schemas import SCHEMA_DIR, export_schemas
@@ -200,6 +201,7 @@ __all__ = [
     "ReplayOrigin",
     "RunReport",
     "RunRetention",
+    "TelemetryExport",
     "SelectivityRate",
     "SelfInterruption",
     "ToolCallRecord",

@@ -133,6 +133,24 @@ class RunRetention(ArtifactModel):
     audio_kept_trials: int = 0
 
 
+class TelemetryExport(ArtifactModel):
+    """What a run sent to an OpenTelemetry collector (docs/observability.md); written only when
+    the run exported traces. A collector that was down or refused shows in ``spans_failed``:
+    the run itself is never failed by it."""
+
+    #: the OTLP/HTTP traces URL (its headers are never written: they carry credentials)
+    endpoint: str
+    #: trials whose traces were handed to the exporter, and the spans in them
+    traces: int = 0
+    spans: int = 0
+    #: spans the collector took, and spans lost (refused, unreachable, timed out, or still
+    #: queued when the run's bounded final flush ended)
+    spans_exported: int = 0
+    spans_failed: int = 0
+    #: why spans were lost, once (the first failure)
+    warning: str | None = None
+
+
 class ProbeRow(ProbeOutcome):
     """One probe of a run (run-report.json ``probes``): the trial's outcome with its trial."""
 
@@ -200,11 +218,14 @@ class RunReport(Versioned):
     endpointing: EndpointingCurve | None = None
     #: what the run's ``retention:`` kept (written only when it keeps less than everything)
     retention: RunRetention | None = None
+    #: the traces exported to an OpenTelemetry collector (written only when the run did)
+    telemetry: TelemetryExport | None = None
 
     @model_serializer(mode="wrap")
     def _endpointing_only_when_measured(self, handler: SerializerFunctionWrapHandler
                                         ) -> dict[str, Any]:
-        return without_absent(handler(self), ("endpointing", "retention", "source"))
+        return without_absent(handler(self), ("endpointing", "retention", "source",
+                                              "telemetry"))
 
 
 class MatrixCell(ArtifactModel):

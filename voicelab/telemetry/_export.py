@@ -140,7 +140,13 @@ class TraceExport:
                 future.result()
             except Exception:  # noqa: BLE001 - a trial's spans lost, not the run
                 logger.warning("a trial's spans could not be built", exc_info=True)
-        self._provider.force_flush(int(FINAL_FLUSH_SECONDS * 1000))
+        # the SDK's flush exports in the calling thread with the exporter's retries and does
+        # not keep to its timeout: it gets a thread of its own, and the run waits for it only
+        # so long (what it has not sent by then counts as failed; closing stops its retries)
+        flush = threading.Thread(target=self._provider.force_flush, name="voicelab-otel-flush",
+                                 daemon=True)
+        flush.start()
+        flush.join(FINAL_FLUSH_SECONDS)
         with self._lock:
             spans, exported = counts.spans, counts.exported
         return TelemetryExport(endpoint=self.endpoint, traces=counts.traces, spans=spans,
@@ -153,6 +159,7 @@ class TraceExport:
             return
         self._closed = True
         self._thread.shutdown(wait=True)
+        self._counter.shutdown()
         self._provider.shutdown()
 
     def __enter__(self) -> TraceExport:
@@ -228,6 +235,8 @@ def counting_exporter(inner: Any, on_result: Callable[[Sequence[Any], bool], Non
     (a class made here: the SDK is imported only with the telemetry extra)."""
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+    shut: list[bool] = []
+
     class CountingExporter(SpanExporter):
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             try:
@@ -239,7 +248,11 @@ def counting_exporter(inner: Any, on_result: Callable[[Sequence[Any], bool], Non
             return result
 
         def shutdown(self) -> None:
-            inner.shutdown()
+            # idempotent: :meth:`TraceExport.close` shuts the exporter down first, so its
+            # retries against a collector that is down stop before the processor joins them
+            if not shut:
+                shut.append(True)
+                inner.shutdown()
 
         def force_flush(self, timeout_millis: int = 30000) -> bool:
             return bool(inner.force_flush(timeout_millis))

@@ -26,8 +26,8 @@ from ..artifacts import (
     JudgeCalibration,
     PassRate,
     RunReport,
-    TrialReport,
     TelemetryExport,
+    TrialReport,
     TrialSummary,
     check_output_target,
 )

@@ -67,7 +67,7 @@ class StreamIdentity:
 
 
 def trace_parameters(traceparent: str, headers: Mapping[str, str]) -> dict[str, str]:
-    """The W3C trace context a media stream carries in ``start.customParameters`` (a Twilio
+    r"""The W3C trace context a media stream carries in ``start.customParameters`` (a Twilio
     bot reads ``<Parameter>``\ s there, not the handshake's headers, which Twilio's own
     WebSocket request does not forward): ``traceparent`` (the trial's span: the bot's spans
     become its children), and ``tracestate`` when the configured headers carry one."""

@@ -51,6 +51,8 @@ class _RunCounts:
 
     traces: int = 0
     spans: int = 0
+    #: trials that settled not passed (the run span's test.suite.run.status)
+    not_passed: int = 0
     exported: int = 0
     run_span: Any = None
     pending: list[concurrent.futures.Future[None]] = field(default_factory=list)
@@ -186,7 +188,8 @@ class TraceExport:
     def _end_run(self, counts: _RunCounts, status: str, ended_ns: int) -> None:
         if counts.run_span is None:
             return
-        outcome = {"interrupted": "aborted"}.get(status, status)
+        outcome = "aborted" if status == "interrupted" else \
+            "failure" if counts.not_passed else "success"
         counts.run_span.set_attribute("test.suite.run.status", outcome)
         counts.run_span.end(end_time=ended_ns)
 
@@ -197,6 +200,7 @@ class TraceExport:
         with self._lock:
             counts.traces += 1
             counts.spans += created
+            counts.not_passed += result.report.status != "passed"
 
     def create(self, trace: TrialTrace, *, link: Any = None) -> int:
         """Create (and end) the planned spans; how many. Only on this exporter's thread."""

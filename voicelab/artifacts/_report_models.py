@@ -297,3 +297,46 @@ class MatrixReport(Versioned):
     def _endpointing_only_when_swept(self, handler: SerializerFunctionWrapHandler
                                      ) -> dict[str, Any]:
         return without_absent(handler(self), ("endpointing",))
+
+
+# --- flaky or broken: a cell across runs (``--history``) -------------------------------------------
+
+class CellRun(ArtifactModel):
+    """One run of a cell: its trials and whether every one passed."""
+
+    run_id: str
+    started_at: str
+    trials: int
+    passed: int
+    #: every trial that ran passed (pass^k); a cell with no trial run is neither
+    outcome: Literal["passed", "failed"] | None = None
+
+
+class CellStability(ArtifactModel):
+    """A scenario x persona x environment cell over the runs of a history and this run."""
+
+    scenario: str
+    persona: str
+    environment: str
+    #: ``stable_pass``: every trial of every run passed; ``stable_fail``: none did; ``flaky``:
+    #: some did (``pass_rate`` with its interval says how often); ``no_trials``: none ran
+    stability: Literal["stable_pass", "flaky", "stable_fail", "no_trials"]
+    #: over every trial of every run (earliest first in ``runs``)
+    pass_rate: PassRate
+    runs: list[CellRun] = Field(default_factory=list)
+    #: the latest run's outcome against the one before it: ``pass_to_fail`` /
+    #: ``fail_to_pass`` (None: the same, or no earlier run of the cell)
+    flipped: Literal["pass_to_fail", "fail_to_pass"] | None = None
+
+
+class Flakiness(Versioned):
+    """``flakiness.json``: every cell of a run or sweep classified against a history of earlier
+    runs (docs/observability.md, "Flaky or broken")."""
+
+    run_id: str
+    #: where the earlier runs were read (a folder or a store URL)
+    history: str
+    #: the earlier runs read, and the bundles that could not be read (and why)
+    runs_read: int = 0
+    unreadable: list[str] = Field(default_factory=list)
+    cells: list[CellStability] = Field(default_factory=list)

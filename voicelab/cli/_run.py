@@ -180,9 +180,15 @@ def _write_junit(args: argparse.Namespace, folder: str) -> None:
 
 def _telemetry(args: argparse.Namespace) -> Any:
     """The run's telemetry (--otlp, --metrics-port, the OTEL_* variables); refused (exit 2)
-    before anything runs when its package is missing or its port cannot be had."""
+    before anything runs when its package is missing, its port cannot be had or the --history
+    folder does not exist."""
+    from .._location import is_url
     from ..telemetry import Telemetry
 
+    if args.history is not None and not is_url(args.history) and \
+            not Path(args.history).expanduser().is_dir():
+        raise ConfigError(f"not a folder of earlier runs: {args.history}", source="CLI",
+                          key="--history")
     telemetry = Telemetry(otlp=args.otlp, metrics_port=args.metrics_port,
                           metrics_address=args.metrics_address)
     if telemetry.metrics is not None:
@@ -200,6 +206,29 @@ def telemetry_line(exports: list[TelemetryExport]) -> str | None:
             f"exported to {exports[0].endpoint}")
     failed = spans - exported
     return f"{line}; {failed} LOST (the run itself is unaffected)" if failed else line
+
+
+def _history(args: argparse.Namespace, outcome: RunOutcome | MatrixOutcome) -> None:
+    """--history: each cell of the run or sweep against the earlier runs, printed and kept as
+    flakiness.json beside the run report (a local bundle; --junit then marks flaky cells)."""
+    if args.history is None:
+        return
+    from ..artifacts import FLAKINESS, write_json
+    from ..history import flakiness, stability_line
+
+    if isinstance(outcome, MatrixOutcome):
+        reports, folder, run_id = [c.report for c in outcome.cells], outcome.run_dir, \
+            outcome.report.run_id
+    else:
+        reports, folder, run_id = [outcome.report], outcome.bundle_path, outcome.report.run_id
+    found = flakiness(args.history, reports, run_id=run_id)
+    print(f"history: {found.runs_read} earlier run(s) in {args.history}"
+          + (f" ({len(found.unreadable)} report(s) left out, see the log)"
+             if found.unreadable else ""))
+    for cell in found.cells:
+        print(f"  {stability_line(cell)}")
+    if folder.is_dir():  # a bundle published to a store left no local folder
+        write_json(folder / FLAKINESS, found)
 
 
 def _resumed_config(args: argparse.Namespace, *, given: Path | None, recorded: str | None,
@@ -331,7 +360,7 @@ def run_command(args: argparse.Namespace) -> int:
             artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
             label=args.label, calibrations=calibrations, resume=args.resume,
             rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
-            observers=telemetry.observers, **options))
+            observers=telemetry.observers, **options), after=lambda o: _history(args, o))
 
 
 def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[Any]], *,
@@ -436,4 +465,4 @@ def sweep_command(args: argparse.Namespace) -> int:
             plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
             calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
             retry_inconclusive=args.retry_inconclusive, observers=telemetry.observers,
-            **options), cells=True)
+            **options), cells=True, after=lambda o: _history(args, o))

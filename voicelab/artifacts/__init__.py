@@ -11,7 +11,6 @@ from ._members import (
     check_tree,
     decode_json,
     open_member_append,
-    read_json_member,
     read_member,
     write_member,
 )
@@ -144,7 +143,6 @@ __all__ = [
     "mirror",
     "read_trial_report_json",
     "decode_json",
-    "read_json_member",
     "fetch_missing",
     "EndpointingCurve",
     "EndpointingPoint",

@@ -1,8 +1,10 @@
 """Flaky or broken: each scenario x persona x environment cell across earlier runs and this one.
 
 A history is a folder (or store URL) of earlier run and sweep bundles. Only their run reports
-are read, each with the bundle readers' limits (the tree checked first: regular files and
-folders only, bounded in count and depth; each report bounded in size and nesting), and a
+are read, each with the bundle readers' limits (:func:`~voicelab.artifacts.check_tree` first: regular
+files and folders only, bounded in count and depth; each report read with
+:func:`~voicelab.artifacts.read_member` and :func:`~voicelab.artifacts.decode_json`, bounded in
+size and nesting), and a
 report that is not what it should be is left out and named, never trusted: history is advice,
 and one hostile bundle must not take the gate down with it.
 
@@ -31,8 +33,9 @@ from ..artifacts import (
     PassRate,
     RunReport,
     check_tree,
+    decode_json,
     local_folder,
-    read_json_member,
+    read_member,
 )
 from ..errors import ConfigError
 from ..scoring import proportion_interval
@@ -116,7 +119,7 @@ def read_history(location: str | os.PathLike[str]) -> tuple[list[RunRecord], lis
             continue
         path = Path(folder) / RUN_REPORT
         try:
-            records.append(record_of(read_json_member(path)))
+            records.append(record_of(decode_json(read_member(path), source=path)))
         except (BundleMemberError, ValueError, FileNotFoundError) as error:
             unreadable.append(f"{path.relative_to(root)}: {error}")
     for problem in unreadable:

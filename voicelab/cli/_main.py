@@ -259,6 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="write JUnit XML: both runs' trials and the gates")
     compare.add_argument("--html", type=Path, default=None, metavar="PATH",
                          help="write an HTML compare report (executes notebooks/compare.ipynb)")
+    compare.add_argument("--history", default=None, metavar="DIR|URL",
+                         help="earlier run and sweep bundles: also classify each candidate "
+                              "cell as stable pass, flaky or stable fail over them")
 
     init = commands.add_parser("init", help="copy starter suite files into DIR")
     init.add_argument("directory", type=Path)

@@ -196,6 +196,7 @@ def test_cli_catches_the_injected_regression_with_exit_3(runs, tmp_path):
     assert page.count('src="data:image/png;base64,') >= 3  # pass^k and the distributions
     assert "outcome_follow_up_created" in page and "file://" in page  # flips, with links
     assert "3 gate(s) block" in page
+    assert "pass_to_fail" in page  # the cell that flipped since the baseline
 
 
 def test_cli_strict_mode_says_how_many_trials_would_be_needed(runs):

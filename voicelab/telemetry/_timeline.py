@@ -18,10 +18,12 @@ from typing import Any
 
 from ..artifacts import VOICE_EVENTS, BundleMemberError, decode_json, read_member
 
-#: The audio events: one line per packet, reduced to arrival times per turn.
-_AUDIO_TYPES = {b'"event_type":"user.audio_chunk"': "user",
-                b'"event_type":"product.audio_chunk"': "product"}
-_TURN = re.compile(rb'"turn_id":"([^"\\]{1,200})"')
+#: An audio event's line (one per packet) is reduced to its direction, turn and arrival offset
+#: by byte searches, never decoded: a long call has tens of thousands of them.
+_AUDIO_MARK = b'.audio_chunk"'
+_PRODUCT_AUDIO = b'"event_type":"product.audio_chunk"'
+_USER_AUDIO = b'"event_type":"user.audio_chunk"'
+_TURN = re.compile(rb'"turn_id":"([^"\\\n]{1,200})"')
 _OFFSET = re.compile(rb'"monotonic_offset_ns":(\d{1,20})')
 
 
@@ -79,20 +81,14 @@ def read_timeline(trial_dir: str | Path) -> Timeline | None:
         data = read_member(path)
     except (FileNotFoundError, BundleMemberError):
         return None
-    timeline: Timeline | None = None
     audio: dict[str, dict[str, tuple[int, int]]] = {"user": {}, "product": {}}
+    timeline: Timeline | None = None
     events: list[TimelineEvent] = []
     for number, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
+        if _AUDIO_MARK in line:
+            _audio_arrival(line, audio)
             continue
-        direction = next((d for marker, d in _AUDIO_TYPES.items() if marker in line), None)
-        if direction is not None and timeline is not None:
-            turn, offset = _TURN.search(line), _OFFSET.search(line)
-            if turn is None or offset is None:
-                continue
-            key, at = turn.group(1).decode("utf-8", "replace"), int(offset.group(1))
-            first, last = audio[direction].get(key, (at, at))
-            audio[direction][key] = (min(first, at), max(last, at))
+        if not line.strip():
             continue
         try:
             record = decode_json(line, source=path, line=number)
@@ -109,6 +105,17 @@ def read_timeline(trial_dir: str | Path) -> Timeline | None:
                 return None
         events.append(event)
     return None if timeline is None else _finished(timeline, events, audio)
+
+
+def _audio_arrival(line: bytes, audio: dict[str, dict[str, tuple[int, int]]]) -> None:
+    direction = "product" if _PRODUCT_AUDIO in line else "user" if _USER_AUDIO in line else None
+    turn, offset = _TURN.search(line), _OFFSET.search(line)
+    if direction is None or turn is None or offset is None:
+        return
+    turns = audio[direction]
+    key, at = turn.group(1).decode("utf-8", "replace"), int(offset.group(1))
+    first, last = turns.get(key, (at, at))
+    turns[key] = (min(first, at), max(last, at))
 
 
 def _event(record: dict[str, Any]) -> TimelineEvent | None:

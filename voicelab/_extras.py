@@ -42,6 +42,12 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "speechmos": ("speechmos", "speech"),
     "opuslib": ("opuslib-next-bundled", "telephony"),
     "webrtcvad": ("webrtcvad-wheels", "vad"),
+    # opentelemetry-api alone may come with other packages: the SDK and exporter are checked
+    "opentelemetry": ("opentelemetry-sdk", "telemetry"),
+    "opentelemetry.sdk": ("opentelemetry-sdk", "telemetry"),
+    "opentelemetry.exporter.otlp.proto.http": ("opentelemetry-exporter-otlp-proto-http",
+                                               "telemetry"),
+    "prometheus_client": ("prometheus-client", "telemetry"),
 }
 
 #: What ``voice-evaluator report`` and ``compare --html`` execute and export with.

@@ -136,6 +136,7 @@ def test_cli_passes_an_identical_rerun_with_exit_0(runs, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "12 pairs by (cell, seed)" in result.stdout
     assert "gate FAILED" not in result.stdout
+    assert "\ncell " not in result.stdout  # no cell flipped
     document = json.loads(output.read_text())
     assert document["passed"] is True and document["seed"] == 3
     assert [g["name"] for g in document["gates"]] == [
@@ -157,6 +158,10 @@ def test_cli_without_gate_options_judges_the_default_gates(runs, tmp_path):
     assert "gates: pass_rate_drop, first_audio_latency_ms_p95_increase, " \
            "response_latency_ms_p95_increase (defaults: " in result.stdout
     assert "gate FAILED: pass_rate_drop: " in result.stdout
+    # the cell that flipped since the baseline (its every trial passed there, none here)
+    [flip] = [line for line in result.stdout.splitlines() if line.startswith("cell ")]
+    assert "/ Jordan / quiet: FLAKY 50.0%" in flip and "(12/24 over 2 run(s))" in flip
+    assert flip.endswith("flipped pass -> fail since the last run")
     # a gate option replaces its default; --no-default-gates leaves only the given ones
     relaxed = _cli(str(runs["baseline"]), str(runs["regressed"]), "--no-default-gates",
                    "--max-increase", "dead_air_ms:p95=1000")
@@ -191,6 +196,7 @@ def test_cli_catches_the_injected_regression_with_exit_3(runs, tmp_path):
     assert page.count('src="data:image/png;base64,') >= 3  # pass^k and the distributions
     assert "outcome_follow_up_created" in page and "file://" in page  # flips, with links
     assert "3 gate(s) block" in page
+    assert "pass_to_fail" in page  # the cell that flipped since the baseline
 
 
 def test_cli_strict_mode_says_how_many_trials_would_be_needed(runs):

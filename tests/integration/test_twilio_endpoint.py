@@ -133,6 +133,9 @@ def stable(message: dict[str, Any], sids: dict[str, str]) -> dict[str, Any]:
     message = json.loads(text)
     if "sequenceNumber" in message:
         message["sequenceNumber"] = "<n>"
+    parameters = (message.get("start") or {}).get("customParameters")
+    if isinstance(parameters, dict) and "traceparent" in parameters:
+        parameters["traceparent"] = "<traceparent>"  # the trial's, checked on its own below
     media = message.get("media")
     if isinstance(media, dict):
         media["payload"] = "<mu-law>"
@@ -145,8 +148,9 @@ def stable(message: dict[str, Any], sids: dict[str, str]) -> dict[str, Any]:
 def test_the_adapter_and_the_bot_produce_the_golden_exchange():
     async def call():
         async with TwilioBot(BOT) as bot:
+            context = EndpointContext(session_id=SESSION, data=DATA)
             endpoint = TwilioEndpoint({"uri": bot.uri, "custom_parameters": {
-                "caller": "+15550100"}}, EndpointContext(session_id=SESSION, data=DATA))
+                "caller": "+15550100"}}, context)
             await endpoint.connect()
             events = Events(endpoint)
             line = Line(endpoint)
@@ -163,9 +167,9 @@ def test_the_adapter_and_the_bot_produce_the_golden_exchange():
             await line.stop()
             await endpoint.close()
             await events.task
-            return record, events.items, np.concatenate(line.sent)
+            return record, events.items, np.concatenate(line.sent), context
 
-    record, events, line_audio = run(call())
+    record, events, line_audio, context = run(call())
     assert record.violations == [] and record.stopped
     start = record.start
     assert start is not None
@@ -197,8 +201,10 @@ def test_the_adapter_and_the_bot_produce_the_golden_exchange():
     media = [m["media"] for m in caller if m["event"] == "media"]
     assert [m["chunk"] for m in media] == [str(n) for n in range(1, len(media) + 1)]
     assert [m["timestamp"] for m in media] == [str(20 * n) for n in range(len(media))]
+    # the bot joins the trial's trace: its spans are children of the span sent
     assert start["customParameters"] == {"session_id": SESSION, "caller": "+15550100",
-                                         "context": '{"topic":"table booking","party":2}'}
+                                         "context": '{"topic":"table booking","party":2}',
+                                         "traceparent": context.traceparent}
 
     # caller -> bot: the line the test spoke, at 8 kHz, 3.6 ms later, within mu-law's error
     heard = mulaw_decode(bytes(record.caller_audio)).samples.astype(float)

@@ -120,6 +120,8 @@ def test_the_bot_speaks_first_and_hangs_up_after_answering(tmp_path):
     assert parameters["session_id"] == call.report["session_id"]
     assert json.loads(parameters["customer"]) == {"name": "Jordan", "tier": "gold"}
     assert parameters["caller"] == "+15550100"
+    # ... and the trial's trace context: the bot's spans join the trial's trace
+    assert parameters["traceparent"].split("-")[1] == call.report["trace_id"]
     # every answer's mark came back, after the bot had sent the answer's last frame
     sent = {line["reply"]: line for line in call.bot_lines("reply_sent")}
     echoed = {line["reply"]: line for line in call.bot_lines("mark_echoed")}

@@ -41,6 +41,7 @@ from ._names import (
     ATTEMPTS_FOLDER,
     CALL_SOURCE,
     EVALUATOR_LOG,
+    FLAKINESS,
     INTEROPERABILITY,
     LATEST,
     LEGACY_NAMES,
@@ -94,6 +95,9 @@ from ._reader import (
     require_retained_audio,
 )
 from ._report_models import (
+    CellRun,
+    CellStability,
+    Flakiness,
     GateCheck,
     JudgeCalibration,
     JudgeCorrectedRate,
@@ -107,6 +111,7 @@ from ._report_models import (
     RunReport,
     RunRetention,
     SelectivityRate,
+    TelemetryExport,
     VerdictPassRate,
 )
 from ._schemas import SCHEMA_DIR, export_schemas
@@ -216,6 +221,11 @@ __all__ = [
     "ReplayOrigin",
     "RunReport",
     "RunRetention",
+    "TelemetryExport",
+    "CellRun",
+    "CellStability",
+    "Flakiness",
+    "FLAKINESS",
     "SelectivityRate",
     "SelfInterruption",
     "ToolCallRecord",

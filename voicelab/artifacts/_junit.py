@@ -10,6 +10,10 @@ trial and seed so a CI's history follows the same trial across builds:
   critical verdict undecided after its retries) is a ``<failure type="inconclusive">`` whose
   message says so and why (not judged is not passed);
 - planned trials that never ran (an interrupted run) are one ``<error>`` test case;
+- a cell that ``--history`` found flaky (``flakiness.json`` beside the run or sweep report)
+  says so the way CI servers read it: a ``flaky`` property (``true``) on its suite and on each
+  of its test cases, with the cell's stability, pass rate over its runs and any flip since the
+  last run as suite properties;
 - ``compare`` gates are test cases of a ``compare`` suite: a gate that blocks is a failure, an
   inconclusive gate that does not block is ``<skipped>`` (not judged is not passed).
 
@@ -32,7 +36,8 @@ from typing import Any, Protocol
 
 from .._atomic import atomic_write
 from ..errors import ConfigError
-from ._names import MATRIX_REPORT, RUN_REPORT, TRIAL_REPORT
+from ._members import BundleMemberError
+from ._names import FLAKINESS, MATRIX_REPORT, RUN_REPORT, TRIAL_REPORT
 from ._reader import read_json, read_trial_report_json
 
 #: The suite that holds ``compare`` gates.
@@ -69,6 +74,7 @@ class _Case:
     message: str = ""
     details: str = ""
     output: str = ""
+    properties: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -163,16 +169,55 @@ def _trial_case(cell: str, trial_dir: Path) -> _Case:
     return case
 
 
-def _run_suite(cell: str, run_dir: Path) -> _Suite:
+def _stabilities(path: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The cells ``flakiness.json`` (written by ``--history``) classified, by cell; none when
+    there is none (or it is not what it should be: the XML is written without marks)."""
+    if not (path / FLAKINESS).is_file():
+        return {}
+    try:
+        cells = read_json(path / FLAKINESS).get("cells")
+    except (ConfigError, BundleMemberError):
+        return {}
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for cell in cells if isinstance(cells, list) else []:
+        key = tuple(cell.get(k) for k in ("scenario", "persona", "environment")) \
+            if isinstance(cell, dict) else ()
+        if len(key) == 3 and all(isinstance(part, str) for part in key):
+            found[key] = cell  # type: ignore[index]
+    return found
+
+
+def _stability_properties(cell: dict[str, Any]) -> dict[str, str]:
+    rate = cell.get("pass_rate") if isinstance(cell.get("pass_rate"), dict) else {}
+    properties = {"flaky": str(cell.get("stability") == "flaky").lower(),
+                  "stability": str(cell.get("stability"))}
+    if isinstance(rate, dict) and rate.get("estimate") is not None:
+        properties["history_pass_rate"] = (f"{rate.get('estimate')} [{rate.get('low')}, "
+                                           f"{rate.get('high')}] ({rate.get('passed')}/"
+                                           f"{rate.get('n')})")
+    if cell.get("flipped"):
+        properties["flipped"] = str(cell.get("flipped"))
+    return properties
+
+
+def _run_suite(cell: str, run_dir: Path,
+               stabilities: dict[tuple[str, str, str], dict[str, Any]] | None = None) -> _Suite:
     report = read_json(run_dir / RUN_REPORT) if (run_dir / RUN_REPORT).is_file() \
         else {}
     suite = _Suite(cell, _timestamp(report.get("started_at")),
                    {k: str(report[k]) for k in ("run_id", "bundle_path", "suite_hash", "status")
                     if report.get(k) is not None})
+    stability = (stabilities or {}).get(tuple(str(report.get(k)) for k in (  # type: ignore[arg-type]
+        "scenario_id", "persona", "environment")))
     with os.scandir(run_dir) as entries:
         trial_dirs = sorted((Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)
                              and (Path(e.path) / TRIAL_REPORT).is_file()), key=_natural)
     suite.cases = [_trial_case(cell, trial_dir) for trial_dir in trial_dirs]
+    if stability is not None:
+        suite.properties.update(_stability_properties(stability))
+        if stability.get("stability") == "flaky":
+            for case in suite.cases:
+                case.properties["flaky"] = "true"
     planned = report.get("planned_trials") or 0
     if type(planned) is not int:
         raise ConfigError("must be a whole number", source=run_dir / RUN_REPORT,
@@ -231,6 +276,10 @@ def _element(suites: Sequence[_Suite], name: str) -> ET.Element:
             item = ET.SubElement(node, "testcase", {"classname": _clean(case.classname),
                                                     "name": _clean(case.name),
                                                     "time": f"{case.seconds:.3f}"})
+            if case.properties:  # as pytest's record_property writes them
+                properties = ET.SubElement(item, "properties")
+                for key, value in case.properties.items():
+                    ET.SubElement(properties, "property", {"name": key, "value": _clean(value)})
             if case.outcome is not None:
                 outcome = ET.SubElement(item, case.outcome, {"message": _clean(case.message),
                                                              "type": case.kind})
@@ -257,8 +306,12 @@ def junit_xml(runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = 
     if labels is not None and len(labels) != len(runs):
         raise ValueError(f"{len(labels)} labels for {len(runs)} runs")
     prefixes = [f"{label}." for label in labels] if labels is not None else [""] * len(runs)
-    suites = [_run_suite(prefix + cell, run_dir) for run, prefix in zip(runs, prefixes, strict=True)
-              for cell, run_dir in _cells(Path(run).expanduser().resolve())]
+    suites = []
+    for run, prefix in zip(runs, prefixes, strict=True):
+        folder = Path(run).expanduser().resolve()
+        stabilities = _stabilities(folder)
+        suites += [_run_suite(prefix + cell, run_dir, stabilities)
+                   for cell, run_dir in _cells(folder)]
     if gates:
         suites.append(_gate_suite(gates))
     root = _element(suites, name)

@@ -16,6 +16,8 @@ from pathlib import Path
 RUN_REPORT = "run-report.json"
 MATRIX_REPORT = "matrix-report.json"
 EVALUATOR_LOG = "evaluator.log"
+#: A run's or sweep's cells classified against earlier runs (``--history``).
+FLAKINESS = "flakiness.json"
 #: The link (a local folder) or the name (a store URL) of an artifacts folder's newest run.
 LATEST = "latest"
 #: Where a run folder keeps the earlier attempts of its retried trials.

@@ -133,6 +133,24 @@ class RunRetention(ArtifactModel):
     audio_kept_trials: int = 0
 
 
+class TelemetryExport(ArtifactModel):
+    """What a run sent to an OpenTelemetry collector (docs/observability.md); written only when
+    the run exported traces. A collector that was down or refused shows in ``spans_failed``:
+    the run itself is never failed by it."""
+
+    #: the OTLP/HTTP traces URL (its headers are never written: they carry credentials)
+    endpoint: str
+    #: trials whose traces were handed to the exporter, and the spans in them
+    traces: int = 0
+    spans: int = 0
+    #: spans the collector took, and spans lost (refused, unreachable, timed out, or still
+    #: queued when the run's bounded final flush ended)
+    spans_exported: int = 0
+    spans_failed: int = 0
+    #: why spans were lost, once (the first failure)
+    warning: str | None = None
+
+
 class ProbeRow(ProbeOutcome):
     """One probe of a run (run-report.json ``probes``): the trial's outcome with its trial."""
 
@@ -200,11 +218,14 @@ class RunReport(Versioned):
     endpointing: EndpointingCurve | None = None
     #: what the run's ``retention:`` kept (written only when it keeps less than everything)
     retention: RunRetention | None = None
+    #: the traces exported to an OpenTelemetry collector (written only when the run did)
+    telemetry: TelemetryExport | None = None
 
     @model_serializer(mode="wrap")
     def _endpointing_only_when_measured(self, handler: SerializerFunctionWrapHandler
                                         ) -> dict[str, Any]:
-        return without_absent(handler(self), ("endpointing", "retention", "source"))
+        return without_absent(handler(self), ("endpointing", "retention", "source",
+                                              "telemetry"))
 
 
 class MatrixCell(ArtifactModel):
@@ -276,3 +297,46 @@ class MatrixReport(Versioned):
     def _endpointing_only_when_swept(self, handler: SerializerFunctionWrapHandler
                                      ) -> dict[str, Any]:
         return without_absent(handler(self), ("endpointing",))
+
+
+# --- flaky or broken: a cell across runs (``--history``) -------------------------------------------
+
+class CellRun(ArtifactModel):
+    """One run of a cell: its trials and whether every one passed."""
+
+    run_id: str
+    started_at: str
+    trials: int
+    passed: int
+    #: every trial that ran passed (pass^k); a cell with no trial run is neither
+    outcome: Literal["passed", "failed"] | None = None
+
+
+class CellStability(ArtifactModel):
+    """A scenario x persona x environment cell over the runs of a history and this run."""
+
+    scenario: str
+    persona: str
+    environment: str
+    #: ``stable_pass``: every trial of every run passed; ``stable_fail``: none did; ``flaky``:
+    #: some did (``pass_rate`` with its interval says how often); ``no_trials``: none ran
+    stability: Literal["stable_pass", "flaky", "stable_fail", "no_trials"]
+    #: over every trial of every run (earliest first in ``runs``)
+    pass_rate: PassRate
+    runs: list[CellRun] = Field(default_factory=list)
+    #: the latest run's outcome against the one before it: ``pass_to_fail`` /
+    #: ``fail_to_pass`` (None: the same, or no earlier run of the cell)
+    flipped: Literal["pass_to_fail", "fail_to_pass"] | None = None
+
+
+class Flakiness(Versioned):
+    """``flakiness.json``: every cell of a run or sweep classified against a history of earlier
+    runs (docs/observability.md, "Flaky or broken")."""
+
+    run_id: str
+    #: where the earlier runs were read (a folder or a store URL)
+    history: str
+    #: the earlier runs read, and the bundles that could not be read (and why)
+    runs_read: int = 0
+    unreadable: list[str] = Field(default_factory=list)
+    cells: list[CellStability] = Field(default_factory=list)

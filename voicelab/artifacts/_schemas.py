@@ -20,6 +20,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "trial-report": m.TrialReport,
     "run-report": reports.RunReport,
     "matrix-report": reports.MatrixReport,
+    "flakiness": reports.Flakiness,
     "transcript": m.Transcript,
     "tool-calls": m.ToolCalls,
     "raw-endpoint-events": m.RawEndpointEvents,

@@ -91,6 +91,22 @@ def _gates_line(args: argparse.Namespace, gates: list, kept: list[str]) -> str:
     return f"gates: {', '.join(g.name for g in gates)} ({defaults}{hint})"
 
 
+def _cell_lines(args: argparse.Namespace, baseline: Path, candidate: Path) -> list[str]:
+    """The cells that flipped from the baseline to the candidate (every trial passed, or not),
+    and with --history every candidate cell's stability over the earlier runs too."""
+    from ..history import classify, read_history, stability_line
+
+    earlier, _ = read_history(baseline)
+    if args.history is not None:
+        more, _ = read_history(args.history)
+        earlier += more
+    now, _ = read_history(candidate)
+    cells = classify(earlier, now, confidence=args.confidence)
+    if args.history is None:
+        cells = [cell for cell in cells if cell.flipped]
+    return [f"cell {stability_line(cell)}" for cell in cells]
+
+
 def compare_command(args: argparse.Namespace) -> int:
     if not 0.0 < args.confidence < 1.0:
         raise ConfigError(f"must be between 0 and 1, got {args.confidence}", source="CLI",
@@ -121,6 +137,8 @@ def _compare(args: argparse.Namespace, baseline: Path, candidate: Path, gates: l
     print(_gates_line(args, gates, kept))
     for line in comparison.lines():
         print(relative(line))
+    for line in _cell_lines(args, baseline, candidate):
+        print(line)
     if args.output is not None:
         text = json.dumps(comparison.to_dict(), indent=2, allow_nan=False) + "\n"
         atomic_write(Path(args.output), text.encode("utf-8"))

@@ -72,6 +72,26 @@ def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
                              "concurrency; still inconclusive counts as not passed (default 1)")
 
 
+def _add_telemetry_options(parser: argparse.ArgumentParser) -> None:
+    """Where a run is seen while and after it runs (docs/observability.md)."""
+    parser.add_argument("--otlp", default=None, metavar="URL",
+                        help="export each trial as an OpenTelemetry trace to this OTLP/HTTP "
+                             "collector (e.g. http://localhost:4318; default: "
+                             "OTEL_EXPORTER_OTLP_ENDPOINT when set; pip install "
+                             "'voicelab[telemetry]')")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve live Prometheus metrics (voicelab_*) on this port while "
+                             "the run goes (0: any free port)")
+    parser.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
+                        help="the address the metrics are served on (default 127.0.0.1; "
+                             "0.0.0.0 for a scraper elsewhere)")
+    parser.add_argument("--history", default=None, metavar="DIR|URL",
+                        help="earlier run and sweep bundles (a folder or store URL holding "
+                             "them): classify each scenario x persona x environment cell as "
+                             "stable pass, flaky or stable fail, say what flipped since the "
+                             "last run, and mark flaky cells in --junit")
+
+
 def _add_executor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", choices=("local", "dask"), default="local",
                         help="where trials run: worker processes of this machine (local), or a "
@@ -114,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(run)
     _add_outcome_options(run, what="run")
+    _add_telemetry_options(run)
     _add_run_options(run)
 
     sweep = commands.add_parser("sweep", help="run a scenario x persona x environment x trial "
@@ -128,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(sweep)
     _add_outcome_options(sweep, what="sweep")
+    _add_telemetry_options(sweep)
     _add_run_options(sweep)
 
     plan = commands.add_parser("plan", help="print a suite's matrix size, conversations and "
@@ -237,6 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="write JUnit XML: both runs' trials and the gates")
     compare.add_argument("--html", type=Path, default=None, metavar="PATH",
                          help="write an HTML compare report (executes notebooks/compare.ipynb)")
+    compare.add_argument("--history", default=None, metavar="DIR|URL",
+                         help="earlier run and sweep bundles: also classify each candidate "
+                              "cell as stable pass, flaky or stable fail over them")
 
     init = commands.add_parser("init", help="copy starter suite files into DIR")
     init.add_argument("directory", type=Path)
@@ -289,7 +314,10 @@ class _OneLineFormatter(_ScrubbingFormatter):
 
 #: The loggers of store libraries that log their retries with tracebacks (gcsfs logs each
 #: exhausted retry at ERROR): their failure reaches the user as one line of ours instead.
-_STORE_LOGGERS = ("gcsfs", "s3fs", "adlfs", "fsspec", "aiobotocore", "botocore")
+_STORE_LOGGERS = ("gcsfs", "s3fs", "adlfs", "fsspec", "aiobotocore", "botocore",
+                  # the OTLP exporter logs every retry against a collector that is down; the
+                  # run's one warning and its summary line say it instead
+                  "opentelemetry")
 
 
 def _configure_logging(debug: bool) -> None:

@@ -26,6 +26,7 @@ from ..artifacts import (
     JudgeCalibration,
     PassRate,
     RunReport,
+    TelemetryExport,
     TrialReport,
     TrialSummary,
     check_output_target,
@@ -177,6 +178,59 @@ def _write_junit(args: argparse.Namespace, folder: str) -> None:
     print(f"junit: {relative(str(Path(args.junit).resolve()))}")
 
 
+def _telemetry(args: argparse.Namespace) -> Any:
+    """The run's telemetry (--otlp, --metrics-port, the OTEL_* variables); refused (exit 2)
+    before anything runs when its package is missing, its port cannot be had or the --history
+    folder does not exist."""
+    from .._location import is_url
+    from ..telemetry import Telemetry
+
+    if args.history is not None and not is_url(args.history) and \
+            not Path(args.history).expanduser().is_dir():
+        raise ConfigError(f"not a folder of earlier runs: {args.history}", source="CLI",
+                          key="--history")
+    telemetry = Telemetry(otlp=args.otlp, metrics_port=args.metrics_port,
+                          metrics_address=args.metrics_address)
+    if telemetry.metrics is not None:
+        print(f"metrics: {telemetry.metrics.url}", file=sys.stderr, flush=True)
+    return telemetry
+
+
+def telemetry_line(exports: list[TelemetryExport]) -> str | None:
+    """What the run sent to its collector, and what it lost."""
+    if not exports:
+        return None
+    spans = sum(e.spans for e in exports)
+    exported = sum(e.spans_exported for e in exports)
+    line = (f"telemetry: {sum(e.traces for e in exports)} trace(s), {exported}/{spans} span(s) "
+            f"exported to {exports[0].endpoint}")
+    failed = spans - exported
+    return f"{line}; {failed} LOST (the run itself is unaffected)" if failed else line
+
+
+def _history(args: argparse.Namespace, outcome: RunOutcome | MatrixOutcome) -> None:
+    """--history: each cell of the run or sweep against the earlier runs, printed and kept as
+    flakiness.json beside the run report (a local bundle; --junit then marks flaky cells)."""
+    if args.history is None:
+        return
+    from ..artifacts import FLAKINESS, write_json
+    from ..history import flakiness, stability_line
+
+    if isinstance(outcome, MatrixOutcome):
+        reports, folder, run_id = [c.report for c in outcome.cells], outcome.run_dir, \
+            outcome.report.run_id
+    else:
+        reports, folder, run_id = [outcome.report], outcome.bundle_path, outcome.report.run_id
+    found = flakiness(args.history, reports, run_id=run_id)
+    print(f"history: {found.runs_read} earlier run(s) in {args.history}"
+          + (f" ({len(found.unreadable)} report(s) left out, see the log)"
+             if found.unreadable else ""))
+    for cell in found.cells:
+        print(f"  {stability_line(cell)}")
+    if folder.is_dir():  # a bundle published to a store left no local folder
+        write_json(folder / FLAKINESS, found)
+
+
 def _resumed_config(args: argparse.Namespace, *, given: Path | None, recorded: str | None,
                     what: str) -> Path:
     """The config file of a run: the one given, else (with --resume) the one the bundle names."""
@@ -282,6 +336,9 @@ def print_run_summary(outcome: RunOutcome) -> None:
             print(line)
     if report.message:
         print(report.message)
+    telemetry = telemetry_line([report.telemetry] if report.telemetry else [])
+    if telemetry:
+        print(telemetry)
     for problem in outcome.write_errors:
         print(f"{PROG}: execution failed: {problem}", file=sys.stderr)
     print(f"bundle: {report.bundle_path}")
@@ -297,11 +354,13 @@ def run_command(args: argparse.Namespace) -> int:
     run_file = _resumed_config(args, given=args.run_file, recorded=recorded, what="run")
     calibrations = _calibrations(args)
     options = _executor_options(args)
-    return run_to_the_end(args, lambda progress: arun(
-        run_file, trials=args.trials, concurrency=args.concurrency,
-        artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
-        label=args.label, calibrations=calibrations, resume=args.resume,
-        rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive, **options))
+    with _telemetry(args) as telemetry:
+        return run_to_the_end(args, lambda progress: arun(
+            run_file, trials=args.trials, concurrency=args.concurrency,
+            artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
+            label=args.label, calibrations=calibrations, resume=args.resume,
+            rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
+            observers=telemetry.observers, **options), after=lambda o: _history(args, o))
 
 
 def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[Any]], *,
@@ -377,6 +436,9 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
                                report.executed_trials)
     if warning:
         print(warning)
+    telemetry = telemetry_line([c.report.telemetry for c in outcome.cells if c.report.telemetry])
+    if telemetry:
+        print(telemetry)
     for problem in outcome.write_errors:
         print(f"{PROG}: execution failed: {problem}", file=sys.stderr)
     print(f"matrix: {outcome.location}")
@@ -398,7 +460,9 @@ def sweep_command(args: argparse.Namespace) -> int:
     for line in plan.lines():
         print(line)
     options = _executor_options(args)
-    return run_to_the_end(args, lambda progress: arun_matrix(
-        plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
-        calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
-        retry_inconclusive=args.retry_inconclusive, **options), cells=True)
+    with _telemetry(args) as telemetry:
+        return run_to_the_end(args, lambda progress: arun_matrix(
+            plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
+            calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
+            retry_inconclusive=args.retry_inconclusive, observers=telemetry.observers,
+            **options), cells=True, after=lambda o: _history(args, o))

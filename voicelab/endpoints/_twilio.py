@@ -55,6 +55,7 @@ from ._twilio_wire import (
     check_digits,
     custom_parameters,
     generated_sid,
+    trace_parameters,
 )
 
 logger = logging.getLogger(__name__)
@@ -111,7 +112,9 @@ class TwilioEndpoint(SocketEndpoint):
         super().__init__(context)
         self.identity = self._settings.identity(context)
         self._stream = CallerStream(self.identity, parameters=custom_parameters(
-            context.data, self._settings.custom_parameters), frame_ms=FRAME_MS)
+            context.data, {**self._settings.custom_parameters,
+                           **trace_parameters(context.traceparent, self._settings.headers)}),
+            frame_ms=FRAME_MS)
         self._decoder = ProductDecoder(self._scrubber, stream_sid=self.identity.stream_sid)
         self._line_in = LineDecoder()
         # outside a trial there is no listener: play the product's audio on our own clock

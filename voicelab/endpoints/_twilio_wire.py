@@ -66,6 +66,18 @@ class StreamIdentity:
     stream_sid: str
 
 
+def trace_parameters(traceparent: str, headers: Mapping[str, str]) -> dict[str, str]:
+    r"""The W3C trace context a media stream carries in ``start.customParameters`` (a Twilio
+    bot reads ``<Parameter>``\ s there, not the handshake's headers, which Twilio's own
+    WebSocket request does not forward): ``traceparent`` (the trial's span: the bot's spans
+    become its children), and ``tracestate`` when the configured headers carry one."""
+    parameters = {"traceparent": traceparent}
+    state = next((value for key, value in headers.items() if key.lower() == "tracestate"), None)
+    if state:
+        parameters["tracestate"] = state
+    return parameters
+
+
 def custom_parameters(data: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, str]:
     """``start.customParameters``: the run data, then ``extra`` on top (``extra`` wins a clash).
 

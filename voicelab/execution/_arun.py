@@ -27,6 +27,7 @@ from ..runner import (
     bounded_count,
     new_run_id,
 )
+from ._observer import RunObserver
 from ._protocol import scoring_mode
 from ._registry import choose_executor
 from ._resume import aresume_point, lock_resumed, read_run_report
@@ -63,7 +64,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                executor: Any = None, workers: int | None = None,
                scheduler: str | None = None,
                lag_budget_ms: float | None = None, scoring: str = "process",
-               retry_inconclusive: int = 1) -> RunOutcome:
+               retry_inconclusive: int = 1,
+               observers: Sequence[RunObserver] = ()) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -99,6 +101,10 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     critical verdict undecided) is run again, same seed, at half the concurrency each time
     (:mod:`._attempts`); one still inconclusive after that counts as not passed.
 
+    ``observers`` (:class:`voicelab.execution.RunObserver`) are told of each trial as it starts
+    and finishes, in this process: OpenTelemetry traces and live Prometheus metrics
+    (:mod:`voicelab.telemetry`, docs/observability.md).
+
     Nothing process-wide changes (garbage collection, the GIL switch interval) unless the
     caller opted in with :func:`voicelab.execution.tuned_process`, as the command line does.
     """
@@ -118,7 +124,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         semaphore=semaphore, link_latest=link_latest, bundle_name=bundle_name, label=label,
         calibrations=tuple(calibrations), resume=resume, rerun_failed=rerun_failed,
         replay_of=replay_of, executor=executor, workers=workers, scheduler=scheduler,
-        lag_budget_ms=lag_budget_ms, scoring=scoring, retry_inconclusive=retry_inconclusive)
+        lag_budget_ms=lag_budget_ms, scoring=scoring, retry_inconclusive=retry_inconclusive,
+        observers=tuple(observers))
     configured = artifacts_dir if artifacts_dir is not None else loaded.run.artifacts_dir
     given_at = None if artifacts_dir is not None else loaded.run_path
     store = store_target(configured, resume, source=given_at)

@@ -35,6 +35,7 @@ from ..artifacts import (
     RemoteLocation,
     ReplayOrigin,
     RunReport,
+    TelemetryExport,
     TrialAttempt,
     filter_member,
     filter_model,
@@ -67,6 +68,7 @@ from ._attempts import (
     retry_concurrency,
 )
 from ._lag_budget import LagBudget, admitted
+from ._observer import ObservedRun, Observers, RunObserver
 from ._protocol import Executor, ExecutorRun, RunContext, RunSpec, TrialCall, TrialDone, TrialJob
 from ._resume import ResumePoint
 from ._run_log import RunLog
@@ -104,6 +106,8 @@ class RunOptions:
     lag_budget_ms: float | None = None
     scoring: str = "process"
     retry_inconclusive: int = 1
+    #: told of the run's trials as they start and finish (telemetry: :mod:`._observer`)
+    observers: Sequence[RunObserver] = ()
 
 
 def make_bundle_dir(root: Path, name: str, *, source: str | Path | None,
@@ -172,6 +176,10 @@ class Run:
         self.run_product: ProductProcess | None = None
         self.spec: RunSpec | None = None
         self.session: ExecutorRun | None = None
+        self.observers = Observers(options.observers)
+        self.observed: ObservedRun | None = None
+        #: what the observers exported (the final report's ``telemetry``)
+        self.telemetry: TelemetryExport | None = None
         self._report_lock = asyncio.Lock()
         self._last_report = 0.0
         # set when the run opens its bundle (:meth:`_open_bundle`), starts and ends
@@ -205,12 +213,15 @@ class Run:
         self.started = utc_now()
 
     def _report(self, status: str) -> RunReport:
-        return run_report(self.loaded, run_id=self.run_id, bundle=self.bundle,
+        report = run_report(self.loaded, run_id=self.run_id, bundle=self.bundle,
                           results=self.results, planned=self.planned, started=self.started,
                           status=status, label=self.label, calibrations=self.options.calibrations,
                           resumed_at=self.resumed_at, replay_of=self.options.replay_of,
                           lag_budget_ms=self.budget.budget_ms if self.budget else None,
                           lowest_concurrency=self.budget.lowest if self.budget else None)
+        if self.telemetry is not None:
+            report = report.model_copy(update={"telemetry": self.telemetry})
+        return report
 
     # --- the run --------------------------------------------------------------------------------
 
@@ -257,6 +268,12 @@ class Run:
 
     async def _run(self) -> None:
         loaded = self.loaded
+        if self.observers:
+            self.observed = ObservedRun(
+                run_id=self.run_id, bundle=self.bundle, scenario=loaded.scenario.id,
+                persona=loaded.persona.name, environment=loaded.environment.name or "quiet",
+                adapter=loaded.run.endpoint.adapter, planned=self.planned, label=self.label)
+            self.observers.run_started(self.observed)
         run_product_settings, run_product_failure = await self._launch_product()
         self.spec = RunSpec(
             RunContext(key=self.run_id, loaded=loaded, run_id=self.run_id, bundle=self.bundle,
@@ -333,6 +350,8 @@ class Run:
                 # what an interrupted (or, rerun, failed) attempt left must not mix in
                 await asyncio.to_thread(shutil.rmtree, trial_dir)
             call: TrialCall
+            if self.observed is not None:
+                self.observers.trial_started(self.observed, index)
             try:
                 call = await self.session.submit(job)
             except asyncio.CancelledError:
@@ -356,6 +375,8 @@ class Run:
         self.results.append(result)
         logger.info("%s: %s (%s)", result.summary.trial_id, result.report.status,
                     result.report.exit_reason)
+        if self.observed is not None:
+            self.observers.trial_finished(self.observed, result)
         now = asyncio.get_running_loop().time()
         if now - self._last_report >= RUNNING_REPORT_INTERVAL_SECONDS and \
                 not self._report_lock.locked():
@@ -428,8 +449,10 @@ class Run:
                     PRODUCT_LOG, self.run_product.log_text().encode(), self.words))
             except OSError as error:
                 self.write_errors.append(f"could not write {PRODUCT_LOG}: {error.strerror}")
-        self.final = filter_model(self._report("interrupted" if self.interrupted
-                                               else "complete"), self.words)
+        status = "interrupted" if self.interrupted else "complete"
+        if self.observed is not None:  # flushed (bounded) before the report counts the export
+            self.telemetry = await self.observers.run_ending(self.observed, status=status)
+        self.final = filter_model(self._report(status), self.words)
         final_error = write_report_robustly(self.bundle / RUN_REPORT, self.final)
         if final_error:
             self.write_errors.append(final_error)

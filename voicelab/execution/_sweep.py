@@ -43,6 +43,7 @@ from ..runner import (
     write_report_robustly,
 )
 from ._arun import arun, check_calibrations, run_sync
+from ._observer import RunObserver
 from ._protocol import Executor
 from ._registry import choose_executor
 from ._resume import check_suite_hash, read_run_report
@@ -58,8 +59,8 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                       label: str | None = None, calibrations: Sequence[JudgeCalibration] = (),
                       resume: str | Path | None = None, rerun_failed: bool = False,
                       executor: Any = None, workers: int | None = None,
-                      scheduler: str | None = None, retry_inconclusive: int = 1
-                      ) -> MatrixOutcome:
+                      scheduler: str | None = None, retry_inconclusive: int = 1,
+                      observers: Sequence[RunObserver] = ()) -> MatrixOutcome:
     """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json.
 
     ``resume`` is a sweep folder of this suite to finish: each cell resumes its bundle (see
@@ -68,7 +69,7 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
 
     ``executor``, ``workers`` and ``scheduler`` are :func:`voicelab.arun`'s: one executor (its
     worker processes or cluster) serves every cell. ``retry_inconclusive`` is
-    :func:`voicelab.arun`'s, for each cell.
+    :func:`voicelab.arun`'s, for each cell; so are ``observers``, told of every cell's run.
     """
     previous = read_matrix_report(resume) if resume is not None else None
     if previous is not None and not isinstance(suite, MatrixPlan):
@@ -81,7 +82,7 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     sweep = _Sweep(plan, on_trial_done=on_trial_done, label=label,
                    calibrations=tuple(calibrations), rerun_failed=rerun_failed,
                    executor=executor, workers=workers, scheduler=scheduler,
-                   retry_inconclusive=retry_inconclusive)
+                   retry_inconclusive=retry_inconclusive, observers=tuple(observers))
     spec = plan.suite.suite
     configured = artifacts_dir if artifacts_dir is not None else (
         spec.artifacts_dir or plan.suite.path.parent / "artifacts")
@@ -132,6 +133,7 @@ class _Sweep:
     workers: int | None
     scheduler: str | None
     retry_inconclusive: int
+    observers: Sequence[RunObserver] = ()
 
     async def here(self, configured: str | Path, *, resume: str | Path | None,
                    run_id: str | None, source: Path | None) -> MatrixOutcome:
@@ -210,7 +212,8 @@ class _Sweep:
                                      calibrations=self.calibrations,
                                      resume=cell_dir if started_before else None,
                                      rerun_failed=self.rerun_failed, executor=executor,
-                                     retry_inconclusive=self.retry_inconclusive)
+                                     retry_inconclusive=self.retry_inconclusive,
+                                     observers=self.observers)
             except RunInterrupted as stopped:
                 outcomes.append(stopped.outcome)
                 raise

@@ -106,6 +106,13 @@ class _FakeConnection(ProductConnection):
     def honours_cancel(self) -> bool:
         return not self.behaviour.ignore_cancel
 
+    async def initialize(self, request: dict[str, Any]) -> None:
+        await super().initialize(request)
+        # what a product that traces would do with the handshake's trace context: its spans
+        # of this session become children of the evaluator's trial span (docs/observability.md)
+        logger.info("fake product: session %s joins trace context traceparent=%s",
+                    self.session_id, self.record.handshake_headers.get("traceparent"))
+
     def received(self, message: str | bytes) -> None:
         self.record.exchange.append(("evaluator", _summary(message)))
 

@@ -239,3 +239,18 @@ def test_aclose_closes_the_provider_once_and_refuses_new_work():
 
     run(scenario())
     assert provider.closed == 1
+
+
+def test_the_disk_cache_is_its_owners_alone(tmp_path):
+    """It holds the script's spoken lines (people's names, numbers): 0700 folders, 0600 files,
+    whatever the umask would give."""
+    import os
+    import stat
+
+    cache = tmp_path / "runs" / ".speech-cache"
+    service = SpeechService(CountingProvider(), cache_dir=cache)
+    run(service.synthesize("Call me at 555 0100", voice="v1", seed=1))
+    modes = {path.relative_to(tmp_path): stat.S_IMODE(os.stat(path).st_mode)
+             for path in [cache, *cache.rglob("*")]}
+    assert modes and all(mode == (0o700 if (tmp_path / path).is_dir() else 0o600)
+                         for path, mode in modes.items()), modes

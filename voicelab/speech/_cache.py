@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .._atomic import atomic_write
+from .._atomic import atomic_write, make_folder
 from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..errors import ExecutionError
 from ._protocol import SpeechProvider, Synthesis, rendering_of
@@ -136,7 +136,11 @@ class SpeechService:
 
     def _write_disk(self, key: str, audio: PcmAudio, meta: dict[str, Any]) -> None:
         pcm_path, meta_path = self._paths(key)
-        pcm_path.parent.mkdir(parents=True, exist_ok=True)
+        assert self.cache_dir is not None
+        if not self.cache_dir.is_dir():  # it holds the spoken lines: its owner's alone
+            self.cache_dir.parent.mkdir(parents=True, exist_ok=True)
+            self.cache_dir.mkdir(mode=0o700, exist_ok=True)
+        make_folder(pcm_path.parent)
         data = audio.to_bytes()
         meta = {**meta, "byte_count": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                 "sample_rate_hz": audio.sample_rate_hz, "encoding": "pcm_s16le",

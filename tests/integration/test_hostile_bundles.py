@@ -5,7 +5,10 @@ never writes through a link, never runs what a bundle names, and stays in bounde
 The bundle is built once per module by a real run (the fake product); each test damages a copy.
 Commands run in-process (``voicelab.cli.main``) where the outcome is a line and a code, and as a
 subprocess with a capped address space (``RLIMIT_AS``) where a regression would allocate
-gigabytes: it then fails with a MemoryError instead of swapping.
+gigabytes: it then fails with a MemoryError instead of swapping. ``report`` reads every hostile
+bundle too: it checks the bundle at the door (``check_bundle``), before the notebook's imports
+and kernel, so a malformed one is refused in one line with nothing written; one that is only
+data to it (a launch command, a class path, a run file it names) passes the door.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import voicelab
-from voicelab.artifacts import BundleLock
+from voicelab.artifacts import BundleLock, check_bundle
 from voicelab.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +88,22 @@ def refused_capped(completed: subprocess.CompletedProcess[str], *words: str) -> 
     return refused((completed.returncode, completed.stdout, completed.stderr), *words)
 
 
+def report_refused(capsys: pytest.CaptureFixture[str], bundle: Path, *words: str) -> str:
+    """``report`` refuses the bundle at the door: one line, exit 2, no page and no partially
+    executed notebook beside it."""
+    page = bundle.parent / "report.html"
+    line = refused(cli(capsys, "report", str(bundle), "--output", str(page)), *words)
+    assert not page.exists() and not page.with_suffix(".ipynb").exists()
+    return line
+
+
+def report_refused_capped(bundle: Path, *words: str) -> str:
+    page = bundle.parent / "report.html"
+    line = refused_capped(capped("report", str(bundle), "--output", str(page)), *words)
+    assert not page.exists() and not page.with_suffix(".ipynb").exists()
+    return line
+
+
 # --- writes never follow a link ---------------------------------------------------------------
 
 def test_rescore_refuses_a_linked_member_and_leaves_its_target_alone(bundle, tmp_path, capsys):
@@ -97,6 +116,7 @@ def test_rescore_refuses_a_linked_member_and_leaves_its_target_alone(bundle, tmp
     assert "regular file" in line
     line = refused(cli(capsys, "rescore", str(bundle), "--output", str(tmp_path / "copy")),
                    "transcript.md")
+    report_refused(capsys, bundle, "transcript.md", "a symbolic link")
     assert victim.read_text() == "precious\n"
     assert not (tmp_path / "copy").exists()
 
@@ -107,6 +127,7 @@ def test_rescore_refuses_a_linked_trial_folder(bundle, tmp_path, capsys):
     (bundle / "trial-002").symlink_to(elsewhere)
     before = sorted(p.name for p in elsewhere.iterdir())
     refused(cli(capsys, "rescore", str(bundle)), "trial-002", "a symbolic link")
+    report_refused(capsys, bundle, "trial-002", "a symbolic link")
     assert sorted(p.name for p in elsewhere.iterdir()) == before
 
 
@@ -129,6 +150,7 @@ def test_resume_refuses_a_linked_evaluator_log(suite, bundle, tmp_path, capsys):
     (bundle / "evaluator.log").symlink_to(victim)
     refused(cli(capsys, "run", str(suite / RUN), "--resume", str(bundle), "--quiet"),
             "evaluator.log", "a symbolic link")
+    report_refused(capsys, bundle, "evaluator.log", "a symbolic link")
     assert victim.read_text() == "precious\n"
 
 
@@ -204,6 +226,10 @@ def test_replay_never_runs_a_launch_command_a_bundle_names(bundle, tmp_path, cap
     line = refused(cli(capsys, "replay", str(bundle), "--quiet"), "endpoint.launch",
                    "never runs a command a bundle names")
     assert "--run-file" in line
+    # to the report a launch command is data: the page is written and nothing runs
+    code, _, err = cli(capsys, "report", str(bundle), "--output", str(tmp_path / "r.html"))
+    assert code == 0, err
+    assert (tmp_path / "r.html").is_file()
     assert not marker.exists()
 
 
@@ -217,6 +243,7 @@ def test_replay_never_imports_an_adapter_class_a_bundle_names(bundle, tmp_path, 
     document["resolved"]["outcome_probe"] = {"probe": "evil_module.Probe"}
     path.write_text(json.dumps(document))
     refused(cli(capsys, "replay", str(bundle), "--quiet"), "outcome_probe.probe", "class path")
+    check_bundle(bundle)  # data to the report: it passes the door (and imports nothing)
     assert "evil_module" not in sys.modules
 
 
@@ -227,6 +254,7 @@ def test_resume_never_takes_a_run_file_from_inside_the_bundle(suite, bundle, cap
     (bundle / "run-report.json").write_text(json.dumps(report))
     refused(cli(capsys, "run", "--resume", str(bundle), "--quiet"), "--resume",
             "never takes its configuration from a bundle")
+    check_bundle(bundle)  # data to the report: it passes the door
 
 
 # --- one writer -------------------------------------------------------------------------------
@@ -258,6 +286,7 @@ def test_resume_of_an_endless_plan_is_refused_before_counting(suite, bundle):
     (bundle / "run-report.json").write_text(json.dumps(report))
     completed = capped("run", "--resume", str(bundle), "--quiet", cwd=suite)
     refused_capped(completed, "run-report.json", "planned_trials", "100,000")
+    check_bundle(bundle)  # a report shows the count, it never counts to it
 
 
 def test_a_long_count_of_planned_trials_lets_a_signal_stop_it(suite, bundle):
@@ -298,11 +327,13 @@ def test_event_stamps_shifted_by_hours_are_refused_within_bounded_memory(bundle,
                   fields=fields)
     refused_capped(capped("rescore", str(bundle)), "voice-events.jsonl", "line 2",
                    fields[0], "at most 3,600 s")
+    report_refused_capped(bundle, "voice-events.jsonl", "line 2", fields[0], "at most 3,600 s")
 
 
 def test_stamps_of_10_to_the_30_are_refused(bundle, capsys):
     _shift_events(bundle / "trial-001" / "voice-events.jsonl", by_ns=10 ** 30)
     refused(cli(capsys, "rescore", str(bundle)), "voice-events.jsonl", "monotonic_offset_ns")
+    report_refused(capsys, bundle, "voice-events.jsonl", "monotonic_offset_ns")
 
 
 def test_a_sample_count_beyond_the_stream_is_refused(bundle, capsys):
@@ -312,6 +343,7 @@ def test_a_sample_count_beyond_the_stream_is_refused(bundle, capsys):
     chunk["pcm"]["byte_count"] = 10 ** 12
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     refused(cli(capsys, "rescore", str(bundle)), "voice-events.jsonl", "pcm.byte_count")
+    report_refused(capsys, bundle, "voice-events.jsonl", "pcm.byte_count")
 
 
 def test_a_sparse_2_gb_report_and_a_link_to_dev_zero_are_never_read_whole(bundle, tmp_path):
@@ -319,10 +351,12 @@ def test_a_sparse_2_gb_report_and_a_link_to_dev_zero_are_never_read_whole(bundle
     with report.open("r+b") as handle:
         handle.truncate(2 * 1024 ** 3)
     refused_capped(capped("rescore", str(bundle)), "trial-report.json", "file too large")
+    report_refused_capped(bundle, "trial-report.json", "file too large")
     report.unlink()
     report.symlink_to("/dev/zero")
     refused_capped(capped("compare", str(bundle), str(bundle)), "trial-report.json",
                    "a symbolic link")
+    report_refused_capped(bundle, "trial-report.json", "a symbolic link")
 
 
 def test_report_never_embeds_a_wav_linked_from_outside(bundle, tmp_path, capsys):
@@ -340,6 +374,7 @@ def test_report_never_embeds_a_wav_linked_from_outside(bundle, tmp_path, capsys)
 def test_json_nested_100k_deep_exits_2(bundle, member, capsys):
     (bundle / member).write_text("[" * 100_000 + "]" * 100_000)
     refused(cli(capsys, "rescore", str(bundle)), member.rpartition("/")[2], "nested")
+    report_refused(capsys, bundle, member.rpartition("/")[2], "nested")
 
 
 def test_a_number_of_5000_digits_exits_2(bundle, capsys):
@@ -348,6 +383,7 @@ def test_a_number_of_5000_digits_exits_2(bundle, capsys):
     path.write_text(json.dumps(document).replace('"seed": ', '"seed": ' + "9" * 5000 + ", "
                                                  '"was": ', 1))
     refused(cli(capsys, "rescore", str(bundle)), "trial-report.json", "number")
+    report_refused(capsys, bundle, "trial-report.json", "number")
 
 
 def test_compare_refuses_a_seed_of_text(bundle, original, capsys):
@@ -357,3 +393,171 @@ def test_compare_refuses_a_seed_of_text(bundle, original, capsys):
     path.write_text(json.dumps(document))
     refused(cli(capsys, "compare", str(original), str(bundle)), "trial-report.json", "seed",
             "whole number")
+    report_refused(capsys, bundle, "trial-report.json", "seed", "whole number")
+
+
+# --- every record is checked where it is read ---------------------------------------------------
+
+def _rewrite_event(path: Path, line: int, change) -> None:
+    lines = path.read_text().splitlines()
+    lines[line - 1] = change(json.loads(lines[line - 1]))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _first_audio_line(path: Path) -> int:
+    return next(number for number, line in enumerate(path.read_text().splitlines(), start=1)
+                if json.loads(line)["pcm"])
+
+
+def _without(key: str):
+    return lambda record: json.dumps({k: v for k, v in record.items() if k != key})
+
+
+def _with(key: str, value: object):
+    return lambda record: json.dumps({**record, key: value})
+
+
+#: (what is wrong, the line it is on (0: the first audio chunk's), the change, words of the error)
+BAD_RECORDS = [
+    ("an empty object", 3, lambda record: "{}", ("contract_version", "missing")),
+    ("only a version", 3, lambda record: '{"contract_version": "3.0"}', ("sequence", "missing")),
+    ("an array", 3, lambda record: "[]", ("expected a JSON object",)),
+    ("no offset", 3, _without("monotonic_offset_ns"), ("monotonic_offset_ns", "missing")),
+    ("an offset of text", 3, _with("monotonic_offset_ns", "12"),
+     ("monotonic_offset_ns", "whole number")),
+    ("a fractional sequence", 3, _with("sequence", 2.5), ("sequence", "whole number")),
+    ("a source that is an object", 3, _with("source", {"a": 1}), ("source", "text")),
+    ("attributes that are a list", 3, _with("attributes", [1]), ("attributes", "object")),
+    ("one line without a listener offset", 3, _without("listener_offset_ns"),
+     ("listener_offset_ns", "some records")),
+    ("a start time that is no time", 1, _with("timestamp_utc", "yesterday"),
+     ("timestamp_utc", "ISO 8601")),
+    ("a byte count of true", 0,
+     lambda record: json.dumps({**record, "pcm": {**record["pcm"], "byte_count": True}}),
+     ("pcm.byte_count", "whole number")),
+]
+
+
+@pytest.mark.parametrize(("line", "change", "words"), [case[1:] for case in BAD_RECORDS],
+                         ids=[case[0] for case in BAD_RECORDS])
+def test_a_malformed_event_record_is_refused_naming_its_line(bundle, line, change, words,
+                                                             capsys):
+    from voicelab.analysis import load_frames
+    from voicelab.artifacts import BundleMemberError
+
+    path = bundle / "trial-001" / "voice-events.jsonl"
+    line = line or _first_audio_line(path)
+    _rewrite_event(path, line, change)
+    where = ("voice-events.jsonl", f"line {line}:", *words)
+    refused(cli(capsys, "rescore", str(bundle)), *where)
+    report_refused(capsys, bundle, *where)
+    with pytest.raises(BundleMemberError, match=f"voice-events.jsonl: line {line}: {words[0]}"):
+        load_frames(bundle)
+
+
+def test_an_empty_recording_is_malformed_input_not_a_failed_product(bundle, capsys):
+    from voicelab.analysis import load_frames
+    from voicelab.artifacts import BundleMemberError
+
+    (bundle / "trial-001" / "voice-events.jsonl").write_bytes(b"")
+    before = (bundle / "trial-001" / "trial-report.json").read_bytes()
+    refused(cli(capsys, "rescore", str(bundle)), "voice-events.jsonl", "no events")
+    assert (bundle / "trial-001" / "trial-report.json").read_bytes() == before
+    report_refused(capsys, bundle, "voice-events.jsonl", "no events")
+    with pytest.raises(BundleMemberError, match="no events"):
+        load_frames(bundle)
+
+
+def test_a_member_name_that_is_not_utf8_is_refused_at_the_door(suite, bundle, capsys):
+    with open(os.path.join(os.fsencode(bundle / "trial-001"), b"\xff.json"), "wb") as handle:
+        handle.write(b"{}")
+    escaped = "trial-001/\\xff.json"
+    for command in (["rescore", str(bundle)], ["compare", str(bundle), str(bundle)],
+                    ["replay", str(bundle), "--quiet"],
+                    ["run", str(suite / RUN), "--resume", str(bundle), "--quiet"]):
+        refused(cli(capsys, *command), escaped, "not UTF-8")
+    report_refused(capsys, bundle, escaped, "not UTF-8")
+
+
+def test_report_checks_the_bundle_before_the_notebook_imports(bundle, tmp_path):
+    _rewrite_event(bundle / "trial-001" / "voice-events.jsonl", 3, lambda record: "{}")
+    heavy = ("pandas", "matplotlib", "papermill", "nbconvert")
+    program = ("import sys; from voicelab.cli import main; "
+               f"code = main(['report', {str(bundle)!r}, '--output', "
+               f"{str(tmp_path / 'r.html')!r}]); "
+               f"print(code, [m for m in {heavy!r} if m in sys.modules])")
+    completed = subprocess.run([sys.executable, "-c", program], capture_output=True,
+                               text=True, timeout=120)
+    assert completed.stdout.strip() == "2 []", completed.stdout + completed.stderr
+    assert completed.stderr.count("\n") == 1 and "Traceback" not in completed.stderr
+    assert "voice-events.jsonl: line 3: contract_version: missing" in completed.stderr
+
+
+# --- what a re-scored run report counts --------------------------------------------------------
+
+def _edit_run_report(bundle: Path, **changes: object) -> None:
+    path = bundle / "run-report.json"
+    report = json.loads(path.read_text())
+    report.update(changes)
+    path.write_text(json.dumps(report))
+
+
+def test_rescoring_an_interrupted_run_exits_4_for_the_trials_that_never_ran(bundle, capsys):
+    _edit_run_report(bundle, status="interrupted", exit_code=130, planned_trials=3,
+                     trial_count=3,
+                     message="1 planned trial(s) did not run because the run was interrupted")
+    code, out, err = cli(capsys, "rescore", str(bundle))
+    assert code == 4, out + err
+    assert "Traceback" not in err
+    assert "1 planned trial(s) did not run because the run was interrupted" in out
+    report = json.loads((bundle / "run-report.json").read_text())
+    assert (report["status"], report["exit_code"]) == ("interrupted", 4)
+    assert (report["executed_trials"], report["passed_trials"]) == (2, 2)
+    assert report["pass_power_k"] is False
+
+
+def test_rescore_counts_only_the_trials_it_rescored(bundle, capsys):
+    # stale counts are recomputed; a folder without its report is unfinished, never passed
+    _edit_run_report(bundle, executed_trials=7, passed_trials=0, pass_power_k=False)
+    (bundle / "trial-002" / "trial-report.json").unlink()
+    code, out, err = cli(capsys, "rescore", str(bundle))
+    assert code == 4, out + err
+    assert "1 trial(s) did not finish (no trial-report.json: counted as not executed): " \
+        "trial-002" in out
+    report = json.loads((bundle / "run-report.json").read_text())
+    assert [t["trial_id"] for t in report["trials"]] == ["trial-001"]
+    assert (report["executed_trials"], report["passed_trials"]) == (1, 1)
+    assert report["pass_power_k"] is False and report["exit_code"] == 4
+    assert report["pass_rate"]["n"] == 1
+    assert "trial-002" in report["message"]
+
+
+def test_rescore_of_a_complete_run_recomputes_stale_counts(bundle, capsys):
+    _edit_run_report(bundle, executed_trials=7, passed_trials=0, pass_power_k=False,
+                     exit_code=3)
+    code, out, err = cli(capsys, "rescore", str(bundle))
+    assert code == 0, out + err
+    report = json.loads((bundle / "run-report.json").read_text())
+    assert (report["executed_trials"], report["passed_trials"]) == (2, 2)
+    assert report["pass_power_k"] is True and report["exit_code"] == 0
+
+
+def test_rescoring_a_trial_folder_leaves_its_run_report_alone(bundle, capsys):
+    scenario = bundle / "trial-001" / "resolved-scenario.json"
+    document = json.loads(scenario.read_text())
+    document["resolved"]["eval_spec"]["concise_max_words"] = 1
+    scenario.write_text(json.dumps(document))
+    before = (bundle / "run-report.json").read_bytes()
+    code, out, err = cli(capsys, "rescore", str(bundle / "trial-001"))
+    assert code == 3, out + err  # the trial alone now fails its concise verdict
+    assert (bundle / "run-report.json").read_bytes() == before  # outside what was re-scored
+
+
+def test_resume_refuses_tampered_metrics_naming_the_member_and_key(suite, bundle, capsys):
+    path = bundle / "trial-001" / "voice-metrics.json"
+    metrics = json.loads(path.read_text())
+    metrics["turns"][0]["response_latency_ms"] = "fast"
+    path.write_text(json.dumps(metrics))
+    where = ("voice-metrics.json", "turns[0].response_latency_ms", "valid number")
+    refused(cli(capsys, "run", str(suite / RUN), "--resume", str(bundle), "--quiet"), *where)
+    report_refused(capsys, bundle, *where)

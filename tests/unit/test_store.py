@@ -286,14 +286,16 @@ def test_a_trial_in_a_store_reads_as_a_local_one(tmp_path, store):
                  "voice-metrics.json": {"schema_version": "2.0", "turns": []}}
     for name, document in documents.items():
         store.pipe_file(f"/runs/run-1/trial-001/{name}", json.dumps(document).encode())
+    event = {"contract_version": "2.0", "sequence": 0, "event_type": "trial.started",
+             "timestamp_utc": "2026-12-01T07:32:44.384772Z", "monotonic_offset_ns": 0,
+             "listener_offset_ns": 0, "source": "runner", "direction": "internal"}
     store.pipe_file("/runs/run-1/trial-001/voice-events.jsonl",
-                    b'{"contract_version": "2.0", "event_type": "trial.started"}\n')
+                    json.dumps(event).encode() + b"\n")
     store.pipe_file("/runs/run-1/trial-001/mixed.wav", b"RIFF")
     trial = read_trial("recordingmem://runs/run-1/trial-001")
     assert trial["trial-report.json"] == documents["trial-report.json"]
     assert trial["voice-metrics.json"] == documents["voice-metrics.json"]
-    assert trial["voice-events.jsonl"] == [{"contract_version": "2.0",
-                                            "event_type": "trial.started"}]
+    assert trial["voice-events.jsonl"] == [event]  # every record checked, none altered
     fetched = sorted(path.rpartition("/")[2] for kind, path in store.calls if kind == "get")
     assert fetched == ["trial-report.json", "voice-events.jsonl", "voice-metrics.json"]  # no WAV
     assert read_json("recordingmem://runs/run-1/trial-001/trial-report.json")["passed"]

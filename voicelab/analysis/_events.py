@@ -1,9 +1,10 @@
 """voice-events.jsonl -> the columns of the events frame, at the cost of parsing the JSON.
 
-Each file is decoded in one ``json.loads`` call (its lines joined into an array) and its columns
-are taken while the records are fresh; categoricals become codes at once, so the decoded strings
-and dicts are freed file by file instead of piling up (keeping 300,000 event dicts alive to read
-them later costs more than decoding them). Derived columns follow the contract in
+Each file is decoded in one ``json.loads`` call (its lines joined into an array) and every
+record checked by the bundle reader (a record missing a key or holding a value of another type
+is refused naming its line); its columns are taken while the records are fresh. Categoricals
+become codes at once, so the decoded strings and dicts are freed file by file instead of piling
+up (keeping 300,000 event dicts alive to read them later costs more than decoding them). Derived columns follow the contract in
 docs/artifacts.md: ``offset_ms`` is ``monotonic_offset_ns / 1e6``; ``timestamp_utc`` is the
 trial's wall start plus the monotonic offset (the writer derives it so; equal to the recorded
 string within its 1 us rounding); ``listener_ms`` is ``listener_offset_ns / 1e6`` (schema 2.0;
@@ -13,6 +14,7 @@ before the event).
 
 from __future__ import annotations
 
+import os
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -20,34 +22,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..artifacts import (
-    BundleMemberError,
-    check_version,
-    decode_json,
-    read_member,
-    read_voice_events,
-)
+from ..artifacts import check_version, read_voice_events
 
 VIRTUAL_ADVANCE = "timeline.virtual_advance"
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """All lines of a voice-events.jsonl in one decode (lines joined into a JSON array)."""
-    try:
-        data = read_member(path)  # never through a link, within the size limit
-    except FileNotFoundError:
+    """The checked records of a voice-events.jsonl (:func:`voicelab.artifacts.read_voice_events`:
+    one decode of the whole file, every record checked); none when the trial kept no file."""
+    if not os.path.lexists(path):  # a link is refused by the reader, never followed
         return []
-    body = data.strip()
-    if not body:
-        return []
-    try:
-        records = decode_json(b"[" + body.replace(b"\n", b",") + b"]", source=path)
-    except BundleMemberError:
-        return read_voice_events(path)  # blank lines, or a precise error with the line number
-    if not all(isinstance(record, dict) for record in records):
-        return read_voice_events(path)  # names the line that is no object
-    return records  # type: ignore[no-any-return]
-
+    return read_voice_events(path)
 
 
 class _Codes(dict):
@@ -122,7 +107,7 @@ class EventColumns:
                                       count=len(present))
         attributes = list(map(_get_attributes, records))
         monotonic = np.fromiter(map(_get_monotonic, records), dtype=np.int64, count=n)
-        if "listener_offset_ns" in records[0]:
+        if records[0].get("listener_offset_ns") is not None:  # then in every record
             listener = np.fromiter(map(_get_listener, records), dtype=np.int64, count=n)
         else:  # schema 1.0: real offsets plus every virtual advance recorded before the event
             advance = np.zeros(n, dtype=np.int64)

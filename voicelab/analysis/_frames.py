@@ -13,6 +13,12 @@ Rates: ``runs`` carries each run's pass rate with its interval (``pass_rate_esti
 ``judge_corrected`` (Rogan-Gladen, from the run report's ``--calibration``)); ``curves`` the
 unbiased pass@k and pass^k of each run for every k.
 
+A bundle is hostile input: every document is read through the bundle readers of
+:mod:`voicelab.artifacts`, which check it (the run, matrix and trial reports and
+voice-metrics.json against their models, every voice event) and refuse what does not fit with a
+``BundleMemberError`` or ``ConfigError`` naming the member and key, never a ``KeyError`` from
+deep inside a frame.
+
 Parsing is the cost floor: each JSON document is decoded once with :mod:`json` (voice events:
 see ``_events.py``), the frames are built column-wise from the decoded records, and the key
 columns of the child frames are categorical codes repeated with numpy, never per-row DataFrame
@@ -44,6 +50,9 @@ from ..artifacts import (
     TRIAL_REPORT,
     VOICE_EVENTS,
     VOICE_METRICS,
+    MatrixReport,
+    RunReport,
+    VoiceMetrics,
     check_tree,
     mirror,
     open_location,
@@ -160,7 +169,7 @@ def _matrix_of(matrix_dir: Path, cache: dict[Path, tuple[str, dict[str, str]]]
                ) -> tuple[str, dict[str, str]]:
     """The matrix run id and folder name -> cell id, from matrix-report.json."""
     if matrix_dir not in cache:
-        document = read_json(matrix_dir / MATRIX_REPORT)
+        document = read_json(matrix_dir / MATRIX_REPORT, model=MatrixReport)
         mapping = {Path(str(cell["bundle_path"])).name: str(cell["cell_id"])
                    for cell in document.get("cells", [])
                    if isinstance(cell, dict) and cell.get("cell_id") and cell.get("bundle_path")}
@@ -172,7 +181,7 @@ def _run_of(run_dir: Path, trial_dirs: list[Path],
             cache: dict[Path, tuple[str, dict[str, str]]]) -> _Run:
     report = None
     if (run_dir / RUN_REPORT).is_file():
-        report = read_json(run_dir / RUN_REPORT)
+        report = read_json(run_dir / RUN_REPORT, model=RunReport)
     cell = matrix_id = None
     if (run_dir.parent / MATRIX_REPORT).is_file():
         matrix_id, cells = _matrix_of(run_dir.parent, cache)
@@ -411,7 +420,8 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
             trial_rows.append(_trial_row(trial_report, trial_dir))
             trial_run.append(number)
             metrics_path = trial_dir / VOICE_METRICS
-            metrics = read_json(metrics_path) if metrics_path.is_file() else {}
+            metrics = read_json(metrics_path, model=VoiceMetrics) if metrics_path.is_file() \
+                else {}
             turns = metrics.get("turns", [])
             trial_rows[-1].update(_talk_and_entities(metrics))
             turn_records.extend(_flatten(t) for t in turns)

@@ -9,6 +9,7 @@ from ._bundle import (
     write_trial_files,
 )
 from ._endpointing_models import EndpointingCurve, EndpointingPoint
+from ._event_records import MAX_TIMELINE_NS, MAX_TIMELINE_SECONDS, check_event_records
 from ._junit import junit_xml
 from ._lock import LOCK_FILE, BundleLock
 from ._members import (
@@ -83,9 +84,8 @@ from ._privacy import (
 )
 from ._publish import Publisher, publish_trial
 from ._reader import (
-    ArtifactVersionError,
     audio_not_retained,
-    check_version,
+    check_bundle,
     find_trial_dirs,
     read_audio_stream,
     read_json,
@@ -136,6 +136,7 @@ from ._store import (
     unregister_staging,
 )
 from ._talk_models import EntityCheck, EntityMetrics, TalkMetrics
+from ._versions import ArtifactVersionError, check_version
 from ._voice_models import (
     LoopLag,
     MeasurementQuality,
@@ -149,6 +150,10 @@ from ._voice_models import (
 )
 
 __all__ = [
+    "MAX_TIMELINE_NS",
+    "MAX_TIMELINE_SECONDS",
+    "check_event_records",
+    "check_bundle",
     "read_audio_stream",
     "audio_not_retained",
     "require_retained_audio",

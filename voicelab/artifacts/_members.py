@@ -6,8 +6,9 @@ that reads one treats it as ``run`` treats a product. Reading:
 * a bundle's tree is walked once at the door (:func:`check_tree`): every member must be a regular
   file or a folder; a symbolic link, device, FIFO or socket is refused naming it (the one
   exception is a ``latest`` link to a sibling folder, which voicelab itself writes and which is
-  never followed), as are more than :data:`MAX_TREE_ENTRIES` members or folders nested deeper
-  than :data:`MAX_TREE_DEPTH`;
+  never followed), as are a name that is not UTF-8 (every report lists its trial's member
+  names, and a name must be printable in an error line), more than :data:`MAX_TREE_ENTRIES`
+  members and folders nested deeper than :data:`MAX_TREE_DEPTH`;
 * each member is opened without following a link and without blocking (``O_NOFOLLOW``,
   ``O_NONBLOCK``), must be a regular file, and is read only up to its kind's size limit
   (:func:`member_limit`), checked against the declared size first;
@@ -110,6 +111,21 @@ def _is_latest_link(entry: os.DirEntry[str]) -> bool:
     return "/" not in target and target not in ("", ".", "..")
 
 
+def _is_utf8(name: str) -> bool:
+    """Whether a name listed by the OS decodes as UTF-8 (Python keeps undecodable bytes as lone
+    surrogates, which no report, log line or store key can hold)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def escaped_path(path: str | Path) -> str:
+    """``path`` printable whatever its bytes: a byte that is not UTF-8 shown as ``\\xff``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def check_tree(root: str | Path) -> None:
     """Refuse a folder holding anything but regular files and folders (see the module
     docstring); ``root`` itself may be a link the user named (it is resolved by the caller)."""
@@ -138,6 +154,10 @@ def check_tree(root: str | Path) -> None:
                 if entries > MAX_TREE_ENTRIES:
                     raise BundleMemberError(f"more than {MAX_TREE_ENTRIES:,} files and folders "
                                             f"(the limit of a bundle)", source=root)
+                if not _is_utf8(entry.name):
+                    raise BundleMemberError("a name that is not UTF-8 (shown escaped): bundle "
+                                            "members are named in UTF-8",
+                                            source=escaped_path(entry.path))
                 if entry.is_dir(follow_symlinks=False):
                     if depth + 1 > MAX_TREE_DEPTH:
                         raise BundleMemberError(f"folders nested deeper than {MAX_TREE_DEPTH} "

@@ -11,62 +11,82 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from .._location import is_url
+from ..config import parse_settings
 from ..errors import ConfigError
-from ._members import json_lines, read_json_member, read_member
-from ._models import READABLE_MAJORS, SCHEMA_VERSION
-from ._names import TRIAL_REPORT, USER_SENT_WAV, VOICE_EVENTS
-
-SUPPORTED_MAJOR = max(READABLE_MAJORS)
-
-
-class ArtifactVersionError(ConfigError):
-    """An artifact written by a newer voicelab than this one can read."""
-
-
-def check_version(document: Any, *, source: Path | None,
-                  field: str = "schema_version") -> None:
-    version = document.get(field) if isinstance(document, dict) else None
-    if version is None:
-        raise ArtifactVersionError("no schema version: not a voicelab artifact", source=source,
-                                   key=field)
-    try:
-        major = int(str(version).split(".")[0])
-    except ValueError:
-        raise ArtifactVersionError(f"unreadable schema version {version!r}", source=source,
-                                   key=field) from None
-    if major > SUPPORTED_MAJOR:
-        raise ArtifactVersionError(
-            f"schema version {version} is newer than this voicelab reads ({SCHEMA_VERSION}); "
-            f"upgrade voicelab", source=source, key=field)
+from ._event_records import check_event_records
+from ._members import (
+    BundleMemberError,
+    check_tree,
+    decode_json,
+    json_lines,
+    read_json_member,
+    read_member,
+)
+from ._names import (
+    MATRIX_REPORT,
+    RUN_REPORT,
+    TRIAL_REPORT,
+    USER_SENT_WAV,
+    VOICE_EVENTS,
+    VOICE_METRICS,
+)
+from ._report_models import MatrixReport, RunReport
+from ._versions import check_version
+from ._voice_models import VoiceMetrics
 
 
-def read_json(path: Path | str) -> dict[str, Any]:
-    """A JSON artifact (a path or a store URL), its schema version checked."""
+def read_json(path: Path | str, *, model: type[BaseModel] | None = None) -> dict[str, Any]:
+    """A JSON artifact (a path or a store URL), its schema version checked; with ``model``
+    (``RunReport``, ``VoiceMetrics``...) validated against it too, a wrong field refused naming
+    its key (``voice-metrics.json: turns[0].response_latency_ms: ...``). The document is
+    returned as read."""
     if is_url(path):
         from ._store import open_remote, read_remote_json
 
         location = open_remote(path)
         assert location is not None
-        return read_remote_json(location)
-    try:
-        document = read_json_member(path)
-    except FileNotFoundError:
-        raise ConfigError(f"file not found: {path}", source=path) from None
-    check_version(document, source=Path(path))
+        document = read_remote_json(location)
+    else:
+        try:
+            document = read_json_member(path)
+        except FileNotFoundError:
+            raise ConfigError(f"file not found: {path}", source=path) from None
+        check_version(document, source=Path(path))
+    if model is not None:
+        parse_settings(model, document, key=None, source=path)
     return document
 
 
 def read_voice_events(path: Path) -> list[dict[str, Any]]:
-    records = []
+    """The records of a voice-events.jsonl, each checked (:func:`check_event_records`, which
+    names the line of the first wrong one); an empty file is refused (a finished trial recorded
+    at least its start). The file is decoded in one ``json.loads`` (its lines joined into an
+    array); one with blank lines or a line that is no single JSON value is decoded again line
+    by line, so the error names the line."""
+    path = Path(path)
     try:
-        for number, record in json_lines(path):
-            if not isinstance(record, dict):
-                raise ConfigError(f"line {number}: expected a JSON object", source=path)
-            check_version(record, source=Path(path), field="contract_version")
-            records.append(record)
+        data = read_member(path)  # never through a link, within the size limit
     except FileNotFoundError:
         raise ConfigError(f"file not found: {path}", source=path) from None
+    body = data.strip()
+    if not body:
+        raise BundleMemberError("no events: a trial's recording starts with trial.started",
+                                source=path)
+    if not data[:1].isspace():  # no blank line before the first: line numbers are positions
+        try:
+            records = decode_json(b"[" + body.replace(b"\n", b",") + b"]", source=path)
+        except BundleMemberError:
+            pass  # blank lines, or a precise error with the line number below
+        else:  # one record per line (``{..},{..}`` on one line is read again, and refused)
+            if len(records) == body.count(b"\n") + 1:
+                check_event_records(records, source=path)
+                return records
+    numbered = list(json_lines(path))
+    records = [record for _, record in numbered]
+    check_event_records(records, source=path, lines=[number for number, _ in numbered])
     return records
 
 
@@ -95,6 +115,31 @@ def read_trial_report_json(path: Path) -> dict[str, Any]:
             raise ConfigError(f"must be {expected}, got {type(value).__name__}", source=path,
                               key=key)
     return report
+
+
+def check_bundle(path: Path) -> None:
+    """Refuse the bundle at ``path`` (a trial folder, a run, a sweep or a folder of them) unless
+    everything a reader keys on reads and checks: its tree (:func:`check_tree`), then every
+    run and matrix report, and in each trial folder every JSON member (bounded, its version
+    readable), the trial report's typed fields, voice-metrics.json and every voice event.
+    A command that renders a bundle calls it at the door, before any heavy work: what would
+    otherwise fail deep inside a notebook is one line naming the member."""
+    path = Path(path)
+    check_tree(path)
+    if not path.is_dir():
+        return  # missing or a file: the caller reports it in its own words
+    for root, folders, files in os.walk(path):  # links (``latest``) are never followed
+        folders.sort()
+        here = Path(root)
+        if RUN_REPORT in files:
+            read_json(here / RUN_REPORT, model=RunReport)
+        if MATRIX_REPORT in files:
+            read_json(here / MATRIX_REPORT, model=MatrixReport)
+        if TRIAL_REPORT in files:
+            read_trial(here)
+            read_trial_report_json(here / TRIAL_REPORT)
+            if VOICE_METRICS in files:
+                read_json(here / VOICE_METRICS, model=VoiceMetrics)
 
 
 def find_trial_dirs(path: Path) -> list[Path]:

@@ -14,6 +14,7 @@ from ..artifacts import (
     MATRIX_REPORT,
     RUN_REPORT,
     TRIAL_REPORT,
+    check_bundle,
     check_output_target,
     check_tree,
     local_folder,
@@ -24,14 +25,18 @@ from ..errors import ConfigError
 
 
 def _check_run_dir(run_dir: Path, given: str) -> None:
+    """The bundle checked at the door, before the notebook's imports and kernel: its tree
+    (regular files and folders only: a linked WAV is never embedded) and every document the
+    report reads, so a malformed bundle is one line and exit 2, not a failed cell."""
     if not run_dir.exists():
         raise ConfigError(f"run directory not found: {given}", source="CLI", key="RUN_DIR")
-    check_tree(run_dir)  # regular files and folders only: a linked WAV is never embedded
+    check_tree(run_dir)
     if not (run_dir / RUN_REPORT).is_file() \
             and not (run_dir / MATRIX_REPORT).is_file() \
             and not any(run_dir.rglob(TRIAL_REPORT)):
         raise ConfigError("not a voicelab run directory (no run-report.json or trial "
                           "bundles)", source=given)
+    check_bundle(run_dir)
 
 
 def report_command(args: argparse.Namespace) -> int:

@@ -34,6 +34,8 @@ def rescore_command(args: argparse.Namespace) -> int:
             inner = trial.trial_dir.relative_to(result.path).as_posix()
             where = result.location if inner == "." else f"{result.location}/{inner}"
         print(_trial_line(trial, where))
+    for note in result.notes:  # trials planned that never ran, folders left unfinished
+        print(relative(note))
     passed = sum(t.report.passed for t in result.trials)
     print(f"{passed}/{len(result.trials)} trial(s) passed after re-scoring")
     if args.output is None:

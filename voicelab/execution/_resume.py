@@ -26,6 +26,7 @@ from ..artifacts import (
     RunReport,
     TrialReport,
     TurnMetrics,
+    VoiceMetrics,
     check_tree,
     open_location,
     read_json,
@@ -125,7 +126,8 @@ def read_trial_result(trial_dir: Path, report: TrialReport) -> TrialResult:
     turns: list[TurnMetrics] = []
     probes: list[ProbeOutcome] = []
     if metrics_path.is_file():
-        metrics = read_json(metrics_path)
+        # validated whole first: a tampered field is refused naming the member and its key
+        metrics = read_json(metrics_path, model=VoiceMetrics)
         turns = [TurnMetrics.model_validate(turn) for turn in metrics.get("turns") or []]
         probes = [ProbeOutcome.model_validate(probe) for probe in metrics.get("probes") or []]
     return TrialResult(report, trial_summary(report), turn_metrics=turns, probes=probes)

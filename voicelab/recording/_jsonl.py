@@ -16,7 +16,7 @@ from functools import lru_cache
 from json.encoder import encode_basestring  # what json.dumps uses with ensure_ascii=False
 from typing import Any
 
-from ..artifacts import SCHEMA_VERSION, VOICE_EVENTS
+from ..artifacts import MAX_TIMELINE_NS, MAX_TIMELINE_SECONDS, SCHEMA_VERSION, VOICE_EVENTS
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
 from ..errors import ConfigError
 from ._attributes import ATTRIBUTES, VirtualAdvance
@@ -155,13 +155,6 @@ def encode_voice_events(recording: Recording, start: int = 0, stop: int | None =
 
 # --- reading back -------------------------------------------------------------------------------
 
-#: The longest timeline a recording read back may span (event offsets, listener offsets,
-#: virtual advances): a bundle's stamps decide how much audio placement renders, so stamps
-#: shifted by hours would allocate gigabytes. Scenarios' ``max_time_seconds`` stays within it.
-MAX_TIMELINE_SECONDS = 3600
-MAX_TIMELINE_NS = MAX_TIMELINE_SECONDS * 1_000_000_000
-
-
 class RecordingError(ConfigError):
     """A bundle whose events and audio streams do not fit together."""
 
@@ -226,7 +219,10 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
     without ``listener_offset_ns`` (schema 1.0) get it from the virtual advances before them.
     """
     records = list(records)
-    first = records[0] if records else {}
+    if not records:  # an empty recording is a malformed bundle, not a call that failed
+        raise RecordingError("no events: a trial's recording starts with trial.started",
+                             source=where)
+    first = records[0]
     trace = next((r["trace"] for r in records if isinstance(r.get("trace"), Mapping)), None) or {}
     recording = Recording(session_id=str(first.get("session_id", "")),
                           trace_id=str(trace.get("trace_id") or uuid.UUID(int=0).hex),

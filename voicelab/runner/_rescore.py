@@ -47,12 +47,12 @@ from ..artifacts import (
     RemoteLocation,
     RunReport,
     TrialReport,
-    TrialSummary,
     TurnMetrics,
     check_tree,
     check_writable,
     fetch,
     find_trial_dirs,
+    is_trial_folder,
     open_location,
     read_audio_stream,
     read_json,
@@ -83,6 +83,7 @@ from ._evidence import (
 )
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
 from ._retention import filtered_steps, recorded_redactor
+from ._run import not_run_message
 from ._transcription import ProductTranscription
 from ._trial import trial_summary
 
@@ -122,8 +123,10 @@ class Rescored:
     def __post_init__(self) -> None:
         self.location = self.location or str(self.path)
 
-    #: the exit codes the rewritten run reports say (their gates included)
+    #: the exit codes the rewritten run and matrix reports say (their gates included)
     run_exit_codes: list[int] = field(default_factory=list)
+    #: what the rewritten run reports say of trials that did not run or did not finish
+    notes: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -238,41 +241,53 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
 
 
 def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport | None:
+    """The run report again, counted from the trials re-scored (``trials``, those of
+    ``run_dir`` with a trial report) alone: a trial the report listed whose folder has no report
+    now, or a trial folder without one, is unfinished and counts as not executed; planned
+    trials that never ran make the code 4, whatever the status (an interrupted run's 130 was
+    the run's, not the re-scoring's)."""
     path = run_dir / RUN_REPORT
     if not path.is_file():
         return None
     report = _model(RunReport, read_json(path), source=path)
-    by_id = {t.report.trial_id: t.report for t in trials}
-    summaries: list[TrialSummary] = []
-    for summary in report.trials:
-        trial = by_id.get(summary.trial_id)
-        if trial is None:
-            summaries.append(summary)
-            continue
-        summaries.append(trial_summary(trial).model_copy(update={"path": summary.path}))
+    ordered = sorted(trials, key=lambda t: t.report.trial)
+    for earlier, later in zip(ordered, ordered[1:], strict=False):
+        if earlier.report.trial == later.report.trial:
+            raise ConfigError(f"two trial folders report trial {later.report.trial} "
+                              f"({earlier.trial_dir.name}, {later.trial_dir.name})",
+                              source=run_dir)
+    paths = {summary.trial_id: summary.path for summary in report.trials}
+    summaries = [trial_summary(t.report) for t in ordered]
+    summaries = [s.model_copy(update={"path": paths.get(s.trial_id, s.path)}) for s in summaries]
+    scored = {s.trial_id for s in summaries} | {t.trial_dir.name for t in ordered}
+    unfinished = sorted({entry.name for entry in os.scandir(run_dir)
+                         if entry.is_dir(follow_symlinks=False) and is_trial_folder(entry.name)
+                         and not os.path.isfile(os.path.join(entry.path, TRIAL_REPORT))}
+                        | {s.trial_id for s in report.trials if s.trial_id not in scored})
     flags = [s.passed for s in summaries]
+    executed = [s.execution_status == "succeeded" for s in summaries]
     # the statistics again, with the settings, gates and calibrations the report was written
     # with (the trials of the run folder, in order)
-    ordered = sorted(trials, key=lambda t: t.report.trial)
     statistics = run_statistics(
         [t.report for t in ordered], [t.turn_metrics for t in ordered],
         statistics=settings_of(report.pass_rate),
         gates=[gate_config_of(check) for check in report.gates],
         calibrations=[rate.calibration for rate in report.judge_corrected_pass_rates],
         curve=report.status != "running", probes=[t.probes for t in ordered])
-    code = report.exit_code
-    if report.status == "complete":
-        code = run_exit_code(passed=flags,
-                             executed=[s.execution_status == "succeeded" for s in summaries],
-                             planned=report.planned_trials,
-                             gates_blocked=bool(statistics.blocking_gates))
+    code = run_exit_code(passed=flags, executed=executed, planned=report.planned_trials,
+                         gates_blocked=bool(statistics.blocking_gates))
     updated = report.model_copy(update={
         "schema_version": SCHEMA_VERSION,
-        "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(flags),
-        "pass_power_k": pass_power_k(flags) and report.executed_trials == report.planned_trials,
+        "trials": summaries, "executed_trials": len(summaries), "passed_trials": sum(flags),
+        "pass_at_k": pass_at_k(flags),
+        "pass_power_k": pass_power_k(flags) and len(summaries) == report.planned_trials,
         "exit_code": code,
+        "message": not_run_message(planned=report.planned_trials, executed=len(summaries),
+                                   status=report.status, in_progress=False,
+                                   unfinished=unfinished),
         "degraded_trials": sum(s.measurement_degraded for s in summaries),
         "inconclusive_trials": sum(s.status == "inconclusive" for s in summaries),
+        "retried_trials": sum(s.attempts > 1 for s in summaries),
         **(statistics.report_fields() if report.pass_rate is not None else {})})
     write_json(path, updated)
     return updated
@@ -333,14 +348,18 @@ def _rescore_folder(target: Path, *, speech_metrics: bool | None,
                                            judges_run=judges_run))
     by_run: dict[Path, list[RescoredTrial]] = {}
     for trial in result.trials:
-        by_run.setdefault(trial.trial_dir.parent, []).append(trial)
+        run_dir = trial.trial_dir.parent
+        if run_dir == target or target in run_dir.parents:  # never a report outside the bundle
+            by_run.setdefault(run_dir, []).append(trial)
     for run_dir, trials in by_run.items():
         updated = _update_run_report(run_dir, trials)
         if updated is not None:
             result.run_reports.append(run_dir / RUN_REPORT)
             result.run_exit_codes.append(updated.exit_code)
-    for matrix in target.rglob(MATRIX_REPORT):
-        _update_matrix_report(matrix)
+            if updated.message:
+                result.notes.append(f"{run_dir}: {updated.message}")
+    for matrix in sorted(target.rglob(MATRIX_REPORT)):
+        result.run_exit_codes.append(_update_matrix_report(matrix))
     return result
 
 
@@ -396,7 +415,9 @@ def _rescore_in_store(path: str | Path, *, output: str | Path | None,
         return result
 
 
-def _update_matrix_report(path: Path) -> None:
+def _update_matrix_report(path: Path) -> int:
+    """The matrix report again, from its cells' rewritten run reports; returns its code (a
+    planned cell that never ran counts as an execution failure, whatever the status)."""
     from ..artifacts import MatrixReport
 
     report = _model(MatrixReport, read_json(path), source=path)
@@ -408,12 +429,11 @@ def _update_matrix_report(path: Path) -> None:
             continue
         run = _model(RunReport, read_json(run_report), source=run_report)
         cells.append(cell.model_copy(update={
+            "executed_trials": run.executed_trials,
             "passed_trials": run.passed_trials, "pass_at_k": run.pass_at_k,
             "pass_power_k": run.pass_power_k, "exit_code": run.exit_code,
             "pass_rate": run.pass_rate, "pass_curve": run.pass_curve}))
-    code = report.exit_code
-    if report.status == "complete":
-        code = sweep_exit_code([c.exit_code for c in cells], planned_cells=report.cell_count)
+    code = sweep_exit_code([c.exit_code for c in cells], planned_cells=report.cell_count)
     complete = len(cells) == report.cell_count
     rates: dict[str, Any] = {}
     if report.pass_rate is not None:
@@ -424,6 +444,8 @@ def _update_matrix_report(path: Path) -> None:
     write_json(path, report.model_copy(update={
         "schema_version": SCHEMA_VERSION, "cells": cells,
         "passed_trials": sum(c.passed_trials for c in cells),
+        "executed_trials": sum(c.executed_trials for c in cells),
         "pass_at_k": complete and all(c.pass_at_k for c in cells),
         "pass_power_k": complete and all(c.pass_power_k for c in cells), "exit_code": code,
         **rates}))
+    return code

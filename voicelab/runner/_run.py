@@ -119,6 +119,22 @@ def write_report_robustly(path: Path, report: BaseModel, *, words: Redacts | Non
         return f"could not write {path.name}: {error.message}"
 
 
+def not_run_message(*, planned: int, executed: int, status: str, in_progress: bool,
+                    unfinished: Sequence[str] = ()) -> str:
+    """What a run report says of planned trials that did not run (empty when every one ran, or
+    while the run is ``in_progress``); ``unfinished``: trial folders left without their report
+    (a trial cut short, or a report removed since), which count as not executed."""
+    parts = []
+    never = planned - executed - len(unfinished)
+    if never > 0 and not in_progress:
+        parts.append(f"{never} planned trial(s) did not run"
+                     + (" because the run was interrupted" if status == "interrupted" else ""))
+    if unfinished:
+        parts.append(f"{len(unfinished)} trial(s) did not finish (no trial-report.json: "
+                     f"counted as not executed): {', '.join(unfinished)}")
+    return "; ".join(parts)
+
+
 def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequence[TrialResult],
                planned: int, started: str, status: str, label: str | None = None,
                calibrations: Sequence[JudgeCalibration] = (),
@@ -137,10 +153,8 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
     code = exit_code_for(ordered, interrupted=interrupted, planned=planned,
                          gates_blocked=bool(statistics.blocking_gates))
     summaries: list[TrialSummary] = [r.summary for r in ordered]
-    missing = planned - len(ordered)
-    message = ""
-    if missing and status != "running":
-        message = f"{missing} planned trial(s) did not run because the run was interrupted"
+    message = not_run_message(planned=planned, executed=len(ordered), status=status,
+                              in_progress=status == "running")
     return RunReport(
         run_id=run_id, status=status,  # type: ignore[arg-type]
         scenario_id=loaded.scenario.id, persona=loaded.persona.name,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -62,6 +63,11 @@ class Redacts(Protocol):
     @property
     def changes_nothing(self) -> bool:
         """True when the filter has nothing to replace (no secrets, no rules): a fast path."""
+
+    @property
+    def replaces_literals_only(self) -> bool:
+        """True when the filter replaces known values only (secrets, sensitive values), no
+        patterns: a text it leaves unchanged as a whole holds none of them (a fast path)."""
 
     def text(self, text: str) -> str:
         """``text`` with every secret and every match of the rules replaced."""
@@ -135,14 +141,21 @@ def filter_member(name: str, data: bytes, words: Redacts, *, compact: bool = Fal
     if is_audio_member(name) or words.changes_nothing or not data:
         return data
     text = data.decode("utf-8", errors="surrogateescape")
-    if words.text(text) == text and not _may_hold_sensitive_fields(text, words):
-        return data  # no secret and no match anywhere: not even inside a JSON string
+    if words.replaces_literals_only and not words.sensitive_fields \
+            and words.text(text) == text:
+        return data  # no secret and no known value anywhere, not even inside a string
     lower = name.lower()
     if lower.endswith(".jsonl"):
         lines = text.split("\n")
-        return "\n".join(_filtered_line(line, words) for line in lines).encode(
-            "utf-8", errors="surrogateescape")
+        changed = _lines_with_words(lines, words)
+        if not changed:
+            return data
+        out = [_filtered_line(line, words) if index in changed else line
+               for index, line in enumerate(lines)]
+        return "\n".join(out).encode("utf-8", errors="surrogateescape")
     if lower.endswith(".json"):
+        if not _lines_with_words([text], words):
+            return data  # no string of the document would change
         try:
             document = json.loads(text)
         except ValueError:
@@ -151,12 +164,41 @@ def filter_member(name: str, data: bytes, words: Redacts, *, compact: bool = Fal
         if cleaned == document:
             return data
         if compact:
-            out = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
+            out_text = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
         else:
-            out = json.dumps(cleaned, indent=2, ensure_ascii=False)
-        return (out + ("\n" if text.endswith("\n") else "")).encode(
+            out_text = json.dumps(cleaned, indent=2, ensure_ascii=False)
+        return (out_text + ("\n" if text.endswith("\n") else "")).encode(
             "utf-8", errors="surrogateescape")
-    return words.text(text).encode("utf-8", errors="surrogateescape")
+    filtered = words.text(text)
+    return data if filtered == text else filtered.encode("utf-8", errors="surrogateescape")
+
+
+#: A JSON string literal (its escapes kept): where a JSON text's words can be.
+_STRING_LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
+#: Between the strings of two lines when a file's strings are filtered in one pass: no rule's
+#: match crosses it (a line break and a NUL: no text, number or address holds them).
+_LINE_BREAK = "\n\x00\n"
+
+
+def _lines_with_words(lines: list[str], words: Redacts) -> set[int]:
+    """The indices of the JSON texts whose strings the filter would change (or that may hold a
+    sensitive field), found in one pass of the filter over every string literal: numbers
+    outside strings are never words, and most lines of a recording (audio chunks) hold only ids
+    and names."""
+    strings = ["\n".join(_STRING_LITERAL.findall(line)) for line in lines]
+    joined = _LINE_BREAK.join(strings)
+    filtered = words.text(joined)
+    changed: set[int] = set()
+    if filtered != joined:
+        pieces = filtered.split(_LINE_BREAK)
+        if len(pieces) != len(strings):  # a rule matched across lines: look at each
+            changed = {i for i, piece in enumerate(strings) if words.text(piece) != piece}
+        else:
+            changed = {i for i, (before, after) in enumerate(zip(strings, pieces, strict=True))
+                       if before != after}
+    if words.sensitive_fields:
+        changed |= {i for i, line in enumerate(lines) if _may_hold_sensitive_fields(line, words)}
+    return changed
 
 
 def _may_hold_sensitive_fields(text: str, words: Redacts) -> bool:
@@ -169,8 +211,7 @@ def _may_hold_sensitive_fields(text: str, words: Redacts) -> bool:
 
 
 def _filtered_line(line: str, words: Redacts) -> str:
-    if not line.strip() or (words.text(line) == line
-                            and not _may_hold_sensitive_fields(line, words)):
+    if not line.strip():
         return line
     try:
         record = json.loads(line)

@@ -86,6 +86,11 @@ class Redactor:
         return not (self._fields or self._patterns or self._values is not None
                     or self.scrubber.secret_values)
 
+    @property
+    def replaces_literals_only(self) -> bool:
+        """True when only known values are replaced (secrets, sensitive values): no pattern."""
+        return not self._patterns
+
     def with_secrets(self, values: Iterable[str]) -> Redactor:
         """A redactor that also masks ``values`` as secrets (met outside the configuration: a
         store URL's credentials)."""

@@ -33,7 +33,7 @@ _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
                    "artifacts_dir": "--artifacts-dir", "output": "--output",
                    "resume": "--resume",
                    "executor": "--executor", "workers": "--workers", "scheduler": "--scheduler",
-                   "retry_inconclusive": "--retry-inconclusive"}
+                   "retry_inconclusive": "--retry-inconclusive", "turn_gap_ms": "--turn-gap-ms"}
 
 
 def _error_line(error: BaseException) -> str:

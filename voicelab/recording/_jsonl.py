@@ -18,6 +18,7 @@ from typing import Any
 
 from ..artifacts import SCHEMA_VERSION, VOICE_EVENTS
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
+from ..config import MAX_TRIAL_SECONDS
 from ..errors import ConfigError
 from ._attributes import ATTRIBUTES, VirtualAdvance
 from ._events import AUDIO_STREAMS, Event, EventType
@@ -157,8 +158,9 @@ def encode_voice_events(recording: Recording, start: int = 0, stop: int | None =
 
 #: The longest timeline a recording read back may span (event offsets, listener offsets,
 #: virtual advances): a bundle's stamps decide how much audio placement renders, so stamps
-#: shifted by hours would allocate gigabytes. Scenarios' ``max_time_seconds`` stays within it.
-MAX_TIMELINE_SECONDS = 3600
+#: shifted by hours would allocate gigabytes. It is the longest a trial may last (a trial ends
+#: there on the listener's clock, with or without ``max_time_seconds``).
+MAX_TIMELINE_SECONDS = MAX_TRIAL_SECONDS
 MAX_TIMELINE_NS = MAX_TIMELINE_SECONDS * 1_000_000_000
 
 

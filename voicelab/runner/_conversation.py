@@ -71,6 +71,8 @@ COMPLETION_GRACE_SECONDS = 0.25
 DEFAULT_CHUNK_MS = 100.0
 #: A turn that only presses keys is this much of the line's silence, then the keys.
 KEYS_ONLY_SECONDS = 0.1
+#: Turns synthesized at once before the call (see :meth:`Conversation._warm_up`).
+WARM_UP_AT_ONCE = 4
 #: Adapter error codes that only describe how the connection ended (exit ``connection_closed``).
 CLOSURE_CODES = frozenset({"connection_closed", "closed_mid_turn", "connection_lost"})
 
@@ -382,19 +384,31 @@ class Conversation:
     # --- preparing what the user says --------------------------------------------------------
 
     async def _warm_up(self) -> None:
-        """Synthesize every turn the persona already knows (a script) before the call, so no
-        synthesis delay ever sits between a decision to speak and the first sample on the
-        line. Not for a provider that synthesizes in about a millisecond
-        (``synthesize_ahead = False``): a turn is synthesized when spoken, one never spoken
-        costs nothing."""
+        """Synthesize the turns the persona already knows (a script) before the call, so no
+        synthesis delay sits between a decision to speak and the first sample on the line.
+        Not for a provider that synthesizes in about a millisecond (``synthesize_ahead =
+        False``): a turn is synthesized when spoken, one never spoken costs nothing.
+
+        In script order, ``WARM_UP_AT_ONCE`` at a time, and only until the turns made add up
+        to the trial's time limit (the most a call can say): a long script's later turns are
+        synthesized when they are spoken, so what is made ahead follows the limit, not the
+        script's length."""
         planned = getattr(self.persona, "planned_turns", None)
         if not callable(planned) or not getattr(self.speech, "synthesize_ahead", True):
             return
-        for turn in planned():
-            if turn.audio is None and turn.text:
-                self._prepare_soon(UserTurn(text=turn.text, pieces=turn.pieces,
-                                            pauses_seconds=turn.pauses_seconds))
-        await asyncio.gather(*self._preparing.values(), return_exceptions=True)
+        waiting = [UserTurn(text=turn.text, pieces=turn.pieces,
+                            pauses_seconds=turn.pauses_seconds)
+                   for turn in planned() if turn.audio is None and turn.text]
+        made = 0
+        running: set[asyncio.Task[Prepared]] = set()
+        while waiting or running:
+            while waiting and len(running) < WARM_UP_AT_ONCE and made < self._trial_samples:
+                running.add(self._prepare_soon(waiting.pop(0)))
+            if not running:
+                return
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            made += sum(task.result().num_samples for task in done
+                        if not task.cancelled() and task.exception() is None)
 
     def _prepare_soon(self, turn: UserTurn) -> asyncio.Task[Prepared]:
         """Start preparing ``turn`` now (a barge-in is decided long before it is spoken)."""

@@ -250,6 +250,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         named_by = "scenario" if problem.key == "language" and loaded.scenario.language \
             else "persona"
         raise ConfigError(problem.message, source=str(loaded.sources[named_by]), key=problem.key)
+    _check_script_time(loaded, speech_cls, speech_context, script_audio, run_file)
 
     probe_name = None
     probe_factory: Callable[[], Any] | None = None
@@ -351,6 +352,45 @@ def _product_words(loaded: LoadedRun, adapter_name: str, capabilities: Mapping[s
                         f"no transcript of the product's words and {why}; to recognize its "
                         f"audio: {fix}")
     return described, warnings
+
+
+def _check_script_time(loaded: LoadedRun, speech_cls: type, speech_context: Any,
+                       script_audio: Mapping[int, PcmAudio], run_file: str) -> None:
+    """Every script turn fits in the trial's time limit: its recording, or its pauses plus the
+    least its speech can last (the provider's ``shortest_speech_seconds``: exact for tone's
+    bursts, else ``MIN_SECONDS_PER_WORD`` a word), so a legitimate turn is never refused. A turn
+    past the limit would be cut there in every trial; it is refused before any."""
+    from .config import MAX_TRIAL_SECONDS
+    from .speech import shortest_speech_seconds
+
+    script = loaded.script
+    if script is None:
+        return
+    limits = loaded.scenario.eval_spec.limits
+    limit = limits.time_limit_seconds
+    allowed = (f"the scenario's max_time_seconds ({limit:,g} s)"
+               if limits.max_time_seconds is not None else
+               f"a trial may last ({MAX_TRIAL_SECONDS:,} s; the scenario sets no "
+               f"max_time_seconds)")
+    source = str(loaded.sources.get("script") or run_file)
+    for index, turn in enumerate(script.turns):
+        recorded = script_audio.get(index)
+        if recorded is not None:
+            if recorded.duration_seconds > limit:
+                raise ConfigError(f"the turn's recording lasts {recorded.duration_seconds:,.1f} "
+                                  f"s, longer than {allowed}", source=source,
+                                  key=f"turns[{index}].audio_path")
+            continue
+        if not turn.response.strip():
+            continue
+        spoken = turn.spoken
+        pauses = sum(spoken.pauses_seconds)
+        speech = sum(shortest_speech_seconds(speech_cls, piece, speech_context)
+                     for piece in spoken.pieces)
+        if pauses + speech > limit:
+            raise ConfigError(f"the turn lasts at least {pauses + speech:,.1f} s ({pauses:,.1f} s "
+                              f"of pauses, {speech:,.1f} s of speech at the least), longer than "
+                              f"{allowed}", source=source, key=f"turns[{index}].response")
 
 
 def _check_line_only(loaded: LoadedRun, run_file: str) -> None:

@@ -166,3 +166,49 @@ def test_an_environment_asset_longer_than_the_limit_exits_2(suite: Path) -> None
     pcm16_wav(suite / "audio" / "door-close.wav", sample_rate_hz=8_000, frames=8_000 * 3_600)
     assert_refused(voice_evaluator(suite, "validate", RUN), "environment.yaml",
                    ": transient_events[0].type: ", "3,600.0 s long", "limited to 600 s")
+
+
+# --- script turns: pauses and time ----------------------------------------------------------------
+
+SCRIPT = "script-workload-neutral-voice.yaml"
+
+
+def script_turn(folder: Path, response: str, *, turns: int = 1) -> Path:
+    script = folder / SCRIPT
+    lines = ["turns:"]
+    for _ in range(turns):
+        lines += [f"  - response: {response!r}", "    keywords: [daily plan, reminder]"]
+    script.write_text("\n".join(lines) + "\n")
+    return script
+
+
+def test_ten_thousand_pause_markers_exit_2_naming_the_turn(suite: Path) -> None:
+    script_turn(suite, "Please record " + " ".join(["{pause: 10} the plan"] * 10_000))
+    for command in ("validate", "run"):
+        arguments = [command, RUN] + (["--artifacts-dir", str(suite / "artifacts")]
+                                      if command == "run" else [])
+        assert_refused(voice_evaluator(suite, *arguments), SCRIPT, ": turns[0].response: ",
+                       "10,000 pauses", "at most 20")
+    assert not (suite / "artifacts").exists()
+
+
+def test_a_script_of_too_many_pauses_in_all_exits_2(suite: Path) -> None:
+    script_turn(suite, "Please record " + " ".join(["{pause: 0.5} the plan"] * 20), turns=6)
+    assert_refused(voice_evaluator(suite, "validate", RUN), SCRIPT, ": turns: ",
+                   "the script holds 120 pauses", "at most 100")
+
+
+def test_a_turn_longer_than_the_time_limit_exits_2_before_any_trial(suite: Path) -> None:
+    # 40 s of pauses alone: past the scenario's 30 s whatever the speech between them
+    script_turn(suite, "Please record " + " ".join(["{pause: 10} the plan"] * 4))
+    completed = voice_evaluator(suite, "run", RUN, "--artifacts-dir", str(suite / "artifacts"))
+    assert_refused(completed, SCRIPT, ": turns[0].response: ", "the turn lasts at least 4",
+                   "40.0 s of pauses", "longer than the scenario's max_time_seconds (30 s)")
+    assert not (suite / "artifacts").exists()
+
+
+def test_a_turn_that_fits_in_the_time_limit_is_not_refused(suite: Path) -> None:
+    # 20 s of pauses and about 3 s of tone speech in a 30 s scenario
+    script_turn(suite, "Please record {pause: 10} the daily plan {pause: 10} and the reminder.")
+    completed = voice_evaluator(suite, "validate", RUN)
+    assert completed.returncode == 0, completed.stderr

@@ -209,7 +209,9 @@ def test_cli_strict_mode_says_how_many_trials_would_be_needed(runs):
 @pytest.mark.parametrize(("extra", "message"), [
     (("--max-increase", "latency:p95=100"), "unknown metric 'latency'"),
     (("--max-increase", "dead_air_ms=100"), "expected METRIC:STATISTIC=VALUE"),
-    (("--max-pass-rate-drop", "-1"), "the allowed change must be >= 0"),
+    (("--max-pass-rate-drop", "-1"), "--max-pass-rate-drop: must be a number at least 0"),
+    (("--seed", "-1"), "--seed: must be a whole number from 0"),
+    (("--max-increase", "dead_air_ms:p95=nan"), "the allowed increase must be a number"),
     (("--confidence", "95"), "--confidence: must be between 0 and 1"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(runs, extra, message):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import signal
 import subprocess
@@ -288,6 +289,60 @@ def test_stop_leaves_no_grandchild_running(tmp_path: Path, grandchild: str, pare
     assert is_reaped(product.pid)
     assert status == {"leaves": 0, "polite": -signal.SIGTERM}[parent]
     assert ("SIGKILL" in product.log_text()) == (grandchild == "stubborn")
+
+
+#: a shell product whose children leave its process group: one in a session of its own
+#: (``setsid``), one in a group of its own, a daemon whose parent exits at once (a double fork),
+#: and, when asked, one of them ignoring SIGTERM; it reports their pids, then waits
+ESCAPERS = r"""
+python="$1"; stubborn="$2"
+if [ "$stubborn" = stubborn ]; then trap '' TERM; fi
+setsid sleep 300 &
+echo "escaped session $!"
+"$python" -c 'import os, time; os.setpgid(0, 0); time.sleep(300)' &
+echo "escaped group $!"
+( setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo "escaped daemon $!" )
+trap - TERM
+echo "ready"
+wait
+"""
+
+
+def escaped_pids(process: ProductProcess) -> list[int]:
+    return [int(line.text.split()[-1]) for line in process.lines
+            if line.text.startswith("escaped ")]
+
+
+@pytest.mark.parametrize("stubborn", ["polite", "stubborn"])
+def test_stop_reaches_children_that_left_the_process_group(tmp_path: Path, stubborn: str) -> None:
+    launch = LaunchConfig.model_validate({
+        "command": ["sh", "-c", ESCAPERS, "sh", sys.executable, stubborn],
+        "ready_pattern": "^ready$", "stop_grace_seconds": 0.5})
+    product = ProductProcess(launch, base_dir=tmp_path)
+
+    pids: list[int] = []
+
+    def left_the_group() -> bool:
+        with contextlib.suppress(ProcessLookupError):
+            return all(os.getpgid(pid) != product.pid for pid in pids)
+        return False
+
+    async def scenario() -> None:
+        await product.start()
+        pids.extend(escaped_pids(product))
+        assert len(pids) == 3 and all(is_running(pid) for pid in pids)
+        await until(left_the_group)  # setsid() and setpgid() are theirs to call, soon
+        await product.stop()
+
+    try:
+        run(scenario())
+        assert not [pid for pid in pids if is_running(pid)]
+        assert is_reaped(product.pid)
+        assert ("SIGKILL" in product.log_text()) == (stubborn == "stubborn")
+    finally:  # never leave them behind on a failure
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 # --- cancellation (Ctrl-C) ------------------------------------------------------------------

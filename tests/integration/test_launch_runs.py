@@ -3,7 +3,10 @@ output kept as product.log, and a product that never gets ready failing with exi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +80,44 @@ def test_a_product_that_logs_ready_to_stderr_before_binding_is_tested(tmp_path):
     log = (outcome.bundle_path / "trial-001" / "product.log").read_text()
     said_ready = log.index("stderr] INFO:     Uvicorn running on")
     assert log.index("accepts connections") > said_ready  # it was waited for, not refused
+
+
+#: the fake product behind a shell that first starts two processes that leave its group: one in
+#: a session of its own, one in a group of its own (they report their pids on stdout)
+ESCAPING_WRAPPER = """
+setsid sleep 300 &
+echo "escaped session $!"
+"$1" -c 'import os, time; os.setpgid(0, 0); time.sleep(300)' &
+echo "escaped group $!"
+shift
+exec "$@"
+"""
+
+
+def test_a_product_whose_children_leave_its_group_leaves_nothing_running(tmp_path):
+    overrides = launched(tmp_path, per="trial")
+    command = json.loads(overrides[2].split("command: ")[1].split(", ready_pattern")[0])
+    wrapped = ["sh", "-c", ESCAPING_WRAPPER, "sh", sys.executable, *command]
+    overrides[2] = overrides[2].replace(json.dumps(command), json.dumps(wrapped))
+    pids: list[int] = []
+    try:
+        outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path / "runs",
+                               overrides=overrides)
+        assert outcome.exit_code == 0, [t.report.failures for t in outcome.trials]
+        log = (outcome.bundle_path / "trial-001" / "product.log").read_text()
+        pids = [int(line.split()[-1]) for line in log.splitlines() if "] escaped " in line]
+        assert len(pids) == 2
+        assert not [pid for pid in pids if _running(pid)]
+    finally:  # never leave them behind on a failure
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """A process with that pid runs (a zombie waiting for init to reap it does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")

@@ -53,3 +53,19 @@ def test_a_provider_that_synthesizes_ahead_gets_every_planned_turn_before_the_ca
     assert outcome.exit_code == 0
     assert _spoken(outcome) == ["Please record the plan and save the reminder."]
     assert sorted(synthesized) == sorted([*_spoken(outcome), REPEAT])
+
+
+def test_what_is_synthesized_ahead_stops_at_the_trials_time_limit(synthesized, tmp_path,
+                                                                   monkeypatch):
+    """Twelve turns of about 3 s each, a 10 s scenario: the turns made before the call add up
+    to about the limit (a few more at most, being made when it was reached), not the script."""
+    monkeypatch.setattr(tone_module.ToneSpeechProvider, "synthesize_ahead", True)
+    turns = [f"Please record plan number {n} and save the reminder for it today." for n in
+             range(12)]
+    script = "script.turns=[" + ", ".join(f'{{"response": "{text}"}}' for text in turns) + "]"
+    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path,
+                           overrides=[script, "scenario.eval_spec.limits.max_time_seconds=10"])
+    assert outcome.trials[0].report.execution_status == "succeeded"
+    made_ahead = [text for text in synthesized if text in turns]
+    assert made_ahead[:4] == turns[:4]  # in script order
+    assert len(set(made_ahead)) < 8

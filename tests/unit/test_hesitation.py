@@ -112,6 +112,24 @@ def test_pieces_are_joined_with_exactly_the_pause_between_their_sounds():
     assert joined.samples[-10:].tolist() == pieces[1].samples[-10:].tolist()
 
 
+@pytest.mark.parametrize("cut_seconds", [0.5, 1.7, 30.0])
+def test_a_joined_turn_ends_at_the_time_limit_and_is_the_start_of_the_whole(cut_seconds):
+    pieces = [tone_speech("my number is", seed=3), tone_speech("4 4 7 1", seed=3)]
+    whole, whole_spans = join_with_pauses(pieces, [1.0])
+    cut, spans = join_with_pauses(pieces, [1.0], max_samples=int(cut_seconds * RATE))
+    assert cut.num_samples == min(whole.num_samples, int(cut_seconds * RATE))
+    assert cut.samples.tolist() == whole.samples[:cut.num_samples].tolist()
+    # a pause the limit falls in ends there; one past the limit is not there at all
+    assert spans == tuple((start, min(end, cut.num_samples)) for start, end in whole_spans
+                          if start < cut.num_samples)
+
+
+def test_a_hundred_minutes_of_pauses_are_never_made_past_the_limit():
+    pieces = [tone_speech("and", seed=3)] * 601
+    cut, spans = join_with_pauses(pieces, [10.0] * 600, max_samples=30 * RATE)
+    assert cut.num_samples == 30 * RATE and len(spans) == 3
+
+
 def test_joining_needs_one_pause_between_each_two_pieces():
     with pytest.raises(ValueError, match="need 1 pauses"):
         join_with_pauses([PcmAudio(np.ones(10, dtype=np.int16))] * 2, [])

@@ -34,6 +34,7 @@ from operator import is_not, itemgetter, methodcaller
 from pathlib import Path
 from typing import Any
 
+from ..config import MAX_TRIAL_SECONDS
 from ._members import MAX_AUDIO_BYTES, BundleMemberError
 from ._versions import ArtifactVersionError, check_version
 
@@ -42,7 +43,10 @@ __all__ = ["MAX_TIMELINE_NS", "MAX_TIMELINE_SECONDS", "check_event_records"]
 #: The longest timeline a recording read back may span (event offsets, listener offsets,
 #: virtual advances): a bundle's stamps decide how much audio placement renders, so stamps
 #: shifted by hours would allocate gigabytes. Scenarios' ``max_time_seconds`` stays within it.
-MAX_TIMELINE_SECONDS = 3600
+#: The longest a trial may last (it ends there on the listener's clock, with or without
+#: ``max_time_seconds``): a bundle's stamps decide how much audio placement renders, so stamps
+#: shifted by hours would allocate gigabytes.
+MAX_TIMELINE_SECONDS = MAX_TRIAL_SECONDS
 MAX_TIMELINE_NS = MAX_TIMELINE_SECONDS * 1_000_000_000
 
 _VIRTUAL_ADVANCE = "timeline.virtual_advance"

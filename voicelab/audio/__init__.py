@@ -45,7 +45,8 @@ from ._signal import (
     analyze_signals,
     audible_edges,
 )
-from ._tone import tone_speech
+from ._tone import EDGE_SECONDS as TONE_EDGE_SECONDS
+from ._tone import tone_speech, tone_speech_seconds
 from ._vad import (
     FRAME_MS,
     VAD_BACKENDS,
@@ -106,6 +107,8 @@ __all__ = [
     "wav_buffer",
     "speech_bounds",
     "tone_speech",
+    "tone_speech_seconds",
+    "TONE_EDGE_SECONDS",
     "wav_bytes",
     "write_wav",
 ]

@@ -155,10 +155,13 @@ def read_audio(path: str | Path, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_
     return PcmAudio(_to_int16(np.asarray(mono, dtype=np.float64)), sample_rate_hz)
 
 
-def channel_count(path: str | Path) -> int:
-    """How many channels an audio file holds (it is checked as :func:`read_audio` checks)."""
+def channel_count(path: str | Path, *, max_seconds: float = MAX_DURATION_SECONDS,
+                  what: str = "audio assets") -> int:
+    """How many channels an audio file holds, from its header alone (it is checked as
+    :func:`read_audio` checks, its length against ``max_seconds`` included), so a file that
+    could not be read is refused before anything is decoded or written."""
     path = Path(path)
-    with _opened(path, max_seconds=float("inf")) as handle:
+    with _opened(path, max_seconds=max_seconds, what=what) as handle:
         return int(handle.channels)
 
 

@@ -118,7 +118,7 @@ def mix(speech: PcmAudio, *, environment: PreparedEnvironment, seed: int, turn_n
     count = speech.num_samples
     config = environment.config
     if environment.is_silent or count == 0:
-        rms = float(np.sqrt(np.mean(speech.samples.astype(np.float64) ** 2))) if count else 0.0
+        rms = math.sqrt(_energy(speech.samples) / count) if count else 0.0
         return MixResult(speech, None, rms, 0.0, 0, [])
 
     rate = environment.sample_rate_hz
@@ -182,6 +182,16 @@ class _MixStats:
 _BLOCK_SAMPLES = 1 << 15
 
 
+def _energy(samples: np.ndarray) -> int:
+    """The sum of squares of int16 ``samples``, exact, a block at a time (a turn as long as
+    the time limit allows is never widened whole)."""
+    total = 0
+    for start in range(0, samples.shape[0], _BLOCK_SAMPLES):
+        block = samples[start:start + _BLOCK_SAMPLES].astype(np.int64)
+        total += int(np.dot(block, block))
+    return total
+
+
 def _render(speech: np.ndarray, layers: list[tuple[np.ndarray, int, np.float32]],
             sounds: list[tuple[np.ndarray, int, float]]) -> tuple[np.ndarray, _MixStats]:
     """Add the layers and placed sounds to int16 ``speech``, round, clip to PCM16, and measure.
@@ -221,8 +231,7 @@ def _render(speech: np.ndarray, layers: list[tuple[np.ndarray, int, np.float32]]
         active_noise = delivered[active]
         noise_energy += int(np.dot(active_noise, active_noise))
     if active_count == 0:  # no speech above the threshold: measure over every sample
-        wide = speech.astype(np.int64)
-        speech_energy, noise_energy, active_count = int(np.dot(wide, wide)), noise_energy_all, count
+        speech_energy, noise_energy, active_count = _energy(speech), noise_energy_all, count
     speech_power = speech_energy / active_count
     noise_power = noise_energy / active_count
     snr_db = None

@@ -60,24 +60,12 @@ def _tone_speech(text: str, seed: int, sample_rate_hz: int, rate: float = 1.0,
     operations (phase in closed form, waveform and envelope read from tables): a trial's
     speech costs well under a millisecond.
     """
-    tokens = _WORD.findall(text)
     rng = np.random.default_rng(_stable_seed(text, seed))
     voice_rng = np.random.default_rng(_stable_seed("voice", seed))
     base_pitch_hz = float(voice_rng.uniform(105.0, 230.0)) * pitch_factor
     peak = PEAK_FRACTION * 32767.0
 
-    bursts: list[tuple[int, float, int]] = []  # (first sample, duration, sample count)
-    position = int(LEAD_SECONDS * sample_rate_hz)
-    for token in tokens:
-        if token in _PAUSE_AFTER:
-            position += int(_PAUSE_AFTER[token] / rate * sample_rate_hz)
-            continue
-        duration = min(0.9, 0.08 + 0.055 * len(token)) / rate
-        count = int(duration * sample_rate_hz)
-        bursts.append((position, duration, count))
-        position += count + int(WORD_GAP_SECONDS / rate * sample_rate_hz)
-    if not tokens:
-        position += int(0.2 * sample_rate_hz)
+    bursts, position = _layout(text, sample_rate_hz, rate)
     out = np.zeros(position, dtype=np.float32)
     for start, duration, count in bursts:
         k = _sample_numbers(count)
@@ -107,6 +95,40 @@ def _tone_speech(text: str, seed: int, sample_rate_hz: int, rate: float = 1.0,
     samples = np.rint(out, out=out).astype(np.int16)
     samples.flags.writeable = False  # shared by the cache: nobody may change it in place
     return PcmAudio(samples, sample_rate_hz)
+
+
+def _layout(text: str, sample_rate_hz: int, rate: float
+            ) -> tuple[list[tuple[int, float, int]], int]:
+    """Where ``text``'s word bursts go: (first sample, duration, sample count) of each, and the
+    length of the whole rendering (samples). Pure arithmetic: the length of a text's tone speech
+    is known without rendering it."""
+    tokens = _WORD.findall(text)
+    bursts: list[tuple[int, float, int]] = []
+    position = int(LEAD_SECONDS * sample_rate_hz)
+    for token in tokens:
+        if token in _PAUSE_AFTER:
+            position += int(_PAUSE_AFTER[token] / rate * sample_rate_hz)
+            continue
+        duration = min(0.9, 0.08 + 0.055 * len(token)) / rate
+        count = int(duration * sample_rate_hz)
+        bursts.append((position, duration, count))
+        position += count + int(WORD_GAP_SECONDS / rate * sample_rate_hz)
+    if not tokens:
+        position += int(0.2 * sample_rate_hz)
+    return bursts, position
+
+
+def tone_speech_seconds(text: str, *, rate: float = 1.0,
+                        sample_rate_hz: int = CANONICAL_SAMPLE_RATE_HZ) -> tuple[float, float]:
+    """How long :func:`tone_speech` of ``text`` at ``rate`` lasts, without rendering it: the
+    whole rendering, and its sound from the first word's start to the last word's end (what a
+    hesitation turn keeps of a piece, less the soft edges: ``EDGE_SECONDS`` at each end may fall
+    below the silence threshold). Both shorten as ``rate`` grows."""
+    bursts, total = _layout(text, sample_rate_hz, rate)
+    if not bursts:
+        return total / sample_rate_hz, 0.0
+    first, (last, _, count) = bursts[0][0], bursts[-1]
+    return total / sample_rate_hz, (last + count - first) / sample_rate_hz
 
 
 def _table_index(phase: np.ndarray) -> np.ndarray:

@@ -558,6 +558,12 @@ def _confirming_frame(energy: np.ndarray, needed_frames: float) -> int | None:
     return int(reached[0]) + 1 if reached.shape[0] else None
 
 
+#: Samples pushed through the detector at a time by :func:`detect_speech`: its float64 frame
+#: sums stay a few megabytes however long the audio, and the result does not depend on it (the
+#: detector is exact whatever the chunking).
+_DETECT_BLOCK_SAMPLES = 1 << 20
+
+
 def detect_speech(audio: PcmAudio, *, backend: str = "energy",
                   threshold_db: float = DEFAULT_THRESHOLD_DB,
                   min_level_dbfs: float = DEFAULT_MIN_LEVEL_DBFS,
@@ -575,7 +581,10 @@ def detect_speech(audio: PcmAudio, *, backend: str = "energy",
                        noise_window_ms=noise_window_ms, min_speech_ms=min_speech_ms,
                        hangover_ms=hangover_ms, initial_floor_dbfs=initial_floor_dbfs,
                        aggressiveness=aggressiveness)
-    transitions = vad.push(audio) + vad.finish()
+    transitions = []
+    for start in range(0, audio.num_samples, _DETECT_BLOCK_SAMPLES):  # bounded temporaries
+        transitions += vad.push(audio.samples[start:start + _DETECT_BLOCK_SAMPLES])
+    transitions += vad.finish()
     onsets = [t.sample for t in transitions if t.kind == "onset"]
     offsets = [t.sample for t in transitions if t.kind == "offset"]
     return [SpeechBounds(start, end, audio.sample_rate_hz)

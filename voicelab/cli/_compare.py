@@ -30,6 +30,7 @@ from ..artifacts import (
     local_folder,
 )
 from ..errors import ConfigError
+from ._numbers import NON_NEGATIVE
 from ._output import relative
 
 _INCREASE = re.compile(r"^(?P<metric>[A-Za-z0-9_]+):(?P<statistic>[A-Za-z0-9]+)=(?P<value>.+)$")
@@ -68,7 +69,12 @@ def _gates(args: argparse.Namespace) -> tuple[list, list[str]]:  # Gates: import
             if match is None:
                 raise ValueError(f"--max-increase {text!r}: expected METRIC:STATISTIC=VALUE, "
                                  "e.g. dead_air_ms:p95=200")
-            gates.append(Gate.metric_increase(match["metric"], float(match["value"]),
+            try:
+                allowed = NON_NEGATIVE(match["value"])
+            except argparse.ArgumentTypeError as error:
+                raise ValueError(f"--max-increase {text!r}: the allowed increase {error}") \
+                    from None
+            gates.append(Gate.metric_increase(match["metric"], allowed,
                                               statistic=match["statistic"], strict=args.strict))
     except ValueError as error:
         raise ConfigError(str(error), source="CLI") from None

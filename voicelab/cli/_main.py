@@ -9,14 +9,23 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .._exit_codes import EXIT_CONFIG, EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK
 from .._extras import missing_dependency
+from .._limits import (
+    MAX_CONCURRENCY,
+    MAX_RETRIES,
+    MAX_TRIALS,
+    MAX_TURN_GAP_MS,
+    MAX_WORKERS,
+)
 from ..config import mask_known
 from ..errors import ConfigError, ExecutionError, VoicelabError
+from ._numbers import FRACTION, NON_NEGATIVE, SEED, RealNumber, WholeNumber
 from ._output import PROG, relative
 
 #: Library keys that stand for a command-line option when the value came from the command line.
@@ -24,7 +33,7 @@ _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
                    "artifacts_dir": "--artifacts-dir", "output": "--output",
                    "resume": "--resume",
                    "executor": "--executor", "workers": "--workers", "scheduler": "--scheduler",
-                   "retry_inconclusive": "--retry-inconclusive"}
+                   "retry_inconclusive": "--retry-inconclusive", "turn_gap_ms": "--turn-gap-ms"}
 
 
 def _error_line(error: BaseException) -> str:
@@ -38,10 +47,24 @@ def _error_line(error: BaseException) -> str:
     return relative(mask_known(line))
 
 
+#: The types of the numeric options (see :mod:`._numbers`).
+TRIALS = WholeNumber(1, MAX_TRIALS)
+CONCURRENCY = WholeNumber(1, MAX_CONCURRENCY)
+WORKERS = WholeNumber(1, MAX_WORKERS)
+RETRIES = WholeNumber(0, MAX_RETRIES)
+PORT = WholeNumber(0, 65535)
+TURN_GAP_MS = RealNumber(0.0, MAX_TURN_GAP_MS)
+#: a pass-rate interval's width, and a pass rate's allowed drop: fractions of all trials
+WIDTH = RealNumber(0.0, 1.0)
+RATE_DROP = RealNumber(0.0, 1.0, low_inclusive=True)
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse that reports usage errors in one line with exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        # "argument --trials: must be ..." reads as the library's own "--trials: must be ..."
+        message = re.sub(r"^argument (-[-\w]+(?:/-[-\w]+)?): ", r"\1: ", message)
         self.exit(EXIT_CONFIG, f"{PROG}: error: CLI: {message}\n")
 
 
@@ -66,7 +89,7 @@ def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
                              "not done (interrupted or missing)")
     parser.add_argument("--rerun-failed", action="store_true",
                         help="with --resume: run the trials that did not pass again too")
-    parser.add_argument("--retry-inconclusive", type=int, default=1, metavar="N",
+    parser.add_argument("--retry-inconclusive", type=RETRIES, default=1, metavar="N",
                         help="run a trial that ended inconclusive (nothing failed, a critical "
                              "verdict undecided) again up to N times, same seed, at lower "
                              "concurrency; still inconclusive counts as not passed (default 1)")
@@ -79,7 +102,7 @@ def _add_telemetry_options(parser: argparse.ArgumentParser) -> None:
                              "collector (e.g. http://localhost:4318; default: "
                              "OTEL_EXPORTER_OTLP_ENDPOINT when set; pip install "
                              "'voicelab[telemetry]')")
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    parser.add_argument("--metrics-port", type=PORT, default=None, metavar="PORT",
                         help="serve live Prometheus metrics (voicelab_*) on this port while "
                              "the run goes (0: any free port)")
     parser.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDRESS",
@@ -96,7 +119,7 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", choices=("local", "dask"), default="local",
                         help="where trials run: worker processes of this machine (local), or a "
                              "dask.distributed cluster (dask; pip install 'voicelab[dask]')")
-    parser.add_argument("--workers", type=int, default=None, metavar="N",
+    parser.add_argument("--workers", type=WORKERS, default=None, metavar="N",
                         help="local: worker processes (default: one per core; 1 runs the "
                              "trials in this process); dask without --scheduler: processes "
                              "of the LocalCluster")
@@ -126,11 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run seeded trials of a scenario and write a bundle")
     run.add_argument("run_file", type=Path, nargs="?", default=None,
                      help="the run config (with --resume: default, the one the bundle names)")
-    run.add_argument("--trials", type=int, default=None, help="number of trials (default: config)")
+    run.add_argument("--trials", type=TRIALS, default=None, help="number of trials (default: config)")
     run.add_argument("--artifacts-dir", default=None,
                      help="where the bundle goes: a folder or a store URL such as "
                           "s3://bucket/runs (default: the config's artifacts_dir)")
-    run.add_argument("--concurrency", type=int, default=None, help="trials running at once")
+    run.add_argument("--concurrency", type=CONCURRENCY, default=None, help="trials running at once")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(run)
     _add_outcome_options(run, what="run")
@@ -141,10 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
                                               "matrix from a suite file")
     sweep.add_argument("suite_file", type=Path, nargs="?", default=None,
                        help="the suite (with --resume: default, the one the sweep names)")
-    sweep.add_argument("--trials", type=int, default=None, help="trials per cell")
+    sweep.add_argument("--trials", type=TRIALS, default=None, help="trials per cell")
     sweep.add_argument("--artifacts-dir", default=None,
                        help="a folder or a store URL (default: the suite's artifacts_dir)")
-    sweep.add_argument("--concurrency", type=int, default=None,
+    sweep.add_argument("--concurrency", type=CONCURRENCY, default=None,
                        help="conversations in flight across the matrix")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(sweep)
@@ -155,11 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="print a suite's matrix size, conversations and "
                                             "estimated audio minutes; runs nothing")
     plan.add_argument("suite_file", type=Path)
-    plan.add_argument("--trials", type=int, default=None)
-    plan.add_argument("--width", type=float, default=None,
+    plan.add_argument("--trials", type=TRIALS, default=None)
+    plan.add_argument("--width", type=WIDTH, default=None,
                       help="also print the trials per cell for a pass-rate interval at most "
                            "this wide (e.g. 0.2: +-10 points)")
-    plan.add_argument("--confidence", type=float, default=None,
+    plan.add_argument("--confidence", type=FRACTION, default=None,
                       help="with --width (default: the suite's statistics)")
     plan.add_argument("--interval", choices=("wilson", "clopper_pearson"), default=None,
                       help="with --width (default: the suite's statistics)")
@@ -193,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "bundle recorded, resolved-*.json)")
     replay.add_argument("--artifacts-dir", type=Path, default=None,
                         help="where the new run goes (default: beside RUN_DIR)")
-    replay.add_argument("--concurrency", type=int, default=None, help="trials running at once")
+    replay.add_argument("--concurrency", type=CONCURRENCY, default=None, help="trials running at once")
     replay.add_argument("--label", default=None, help="a name for the replay in frames and "
                                                       "reports")
     replay.add_argument("--junit", type=Path, default=None, metavar="PATH",
@@ -219,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--run-file", type=Path, default=None,
                         help="judge the calls by this run file's scenario (expected topics, "
                              "eval_spec), judges, transcription, gates and retention")
-    ingest.add_argument("--turn-gap-ms", type=float, default=3000.0, metavar="MS",
+    ingest.add_argument("--turn-gap-ms", type=TURN_GAP_MS, default=3000.0, metavar="MS",
                         help="a caller silent this long (the agent too) ends the turn "
                              "(default 3000)")
     ingest.add_argument("--label", default=None, help="a name for the calls in frames and "
@@ -233,12 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "exit 3 when a regression gate blocks")
     compare.add_argument("baseline", help="the baseline run or sweep folder (or store URL)")
     compare.add_argument("candidate", help="the candidate run or sweep folder (or store URL)")
-    compare.add_argument("--max-pass-rate-drop", type=float, default=None, metavar="RATE",
+    compare.add_argument("--max-pass-rate-drop", type=RATE_DROP, default=None, metavar="RATE",
                          help="gate: the pass rate may drop by at most this (0.05: 5 points)")
-    compare.add_argument("--max-latency-p95-increase-ms", type=float, default=None,
+    compare.add_argument("--max-latency-p95-increase-ms", type=NON_NEGATIVE, default=None,
                          metavar="MS", help="gate: the p95 of first_audio_latency_ms may rise "
                                             "by at most this")
-    compare.add_argument("--max-response-latency-p95-increase-ms", type=float, default=None,
+    compare.add_argument("--max-response-latency-p95-increase-ms", type=NON_NEGATIVE, default=None,
                          metavar="MS", help="gate: the p95 of response_latency_ms (speech to "
                                             "speech) may rise by at most this")
     compare.add_argument("--max-increase", action="append", default=[],
@@ -251,8 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--strict", action="store_true",
                          help="gates fail unless the interval shows no regression (needs more "
                               "trials; the output says how many)")
-    compare.add_argument("--confidence", type=float, default=0.95)
-    compare.add_argument("--seed", type=int, default=0, help="seeds the bootstrap")
+    compare.add_argument("--confidence", type=FRACTION, default=0.95)
+    compare.add_argument("--seed", type=SEED, default=0, help="seeds the bootstrap")
     compare.add_argument("--output", type=Path, default=None, metavar="JSON",
                          help="write the comparison as JSON")
     compare.add_argument("--junit", type=Path, default=None, metavar="PATH",
@@ -339,7 +362,10 @@ def _configure_logging(debug: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exited:  # --help, or a usage error already printed in one line
+        return exited.code if isinstance(exited.code, int) else EXIT_CONFIG
     if args.version:
         from .._version import __version__
 

@@ -15,6 +15,7 @@ from ._launch import LaunchConfig
 from ._loader import LoadedRun, load_environment, load_run, read_yaml, recorded_overrides
 from ._models import (
     CAPABILITY_NAMES,
+    MAX_TRIAL_SECONDS,
     QUIET_ENVIRONMENT,
     AzureEvaluator,
     AzureOpenAIProvider,
@@ -51,7 +52,14 @@ from ._models import (
     VoiceLiveProvider,
 )
 from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_model
-from ._pauses import MAX_PAUSE_SECONDS, SpokenPieces, has_pause_markers, split_pauses
+from ._pauses import (
+    MAX_PAUSE_SECONDS,
+    MAX_PAUSES_PER_SCRIPT,
+    MAX_PAUSES_PER_TURN,
+    SpokenPieces,
+    has_pause_markers,
+    split_pauses,
+)
 from ._recorded import RECORDED_KINDS, load_recorded_run
 from ._resolved import file_sha256
 from ._retention import AudioRetention, BundleAccess, RetentionConfig, TranscriptRetention
@@ -75,6 +83,9 @@ from ._voice import DISFLUENCY_PROFILES, DisfluencyConfig, PersonaSpeech
 __all__ = [
     "CAPABILITY_NAMES",
     "MAX_PAUSE_SECONDS",
+    "MAX_PAUSES_PER_SCRIPT",
+    "MAX_PAUSES_PER_TURN",
+    "MAX_TRIAL_SECONDS",
     "SpokenPieces",
     "StrictModel",
     "split_pauses",

@@ -15,7 +15,15 @@ from ._base import NonNegativeFloat, PositiveFloat, StrictModel
 from ._channel import ChannelConfig
 from ._entities import EntitySpec, ProductInputTranscription
 from ._launch import LaunchConfig
-from ._pauses import SpokenPieces, check_pause_seconds, has_pause_markers, split_pauses
+from ._pauses import (
+    MAX_PAUSES_PER_SCRIPT,
+    SpokenPieces,
+    check_pause_count,
+    check_pause_seconds,
+    count_pause_markers,
+    has_pause_markers,
+    split_pauses,
+)
 from ._retention import RetentionConfig
 from ._voice import LanguageTag, VoicedPersona
 
@@ -33,15 +41,26 @@ Volume = Annotated[float, Field(ge=0, le=4)]
 
 # --- scenario -------------------------------------------------------------------------------
 
+#: The longest a trial may last, on the listener's clock: a bundle's timeline is read back
+#: within it (docs/artifacts.md), and a trial without ``max_time_seconds`` ends there.
+MAX_TRIAL_SECONDS = 3600
+
+
 class Limits(StrictModel):
     max_turns: Annotated[int, Field(gt=0)] | None = None
-    #: at most an hour: a bundle's timeline is read back within that (docs/artifacts.md)
-    max_time_seconds: Annotated[float, Field(gt=0, le=3600)] | None = None
+    #: at most ``MAX_TRIAL_SECONDS``; it holds inside a turn too (a turn or a reply that would
+    #: run past it is cut there, and a script turn that cannot fit is refused by validation)
+    max_time_seconds: Annotated[float, Field(gt=0, le=MAX_TRIAL_SECONDS)] | None = None
     #: product audio may arrive at most this many times faster than the listener's clock runs,
     #: beyond ``product_audio_burst_seconds`` (a whole reply sent at once is fine; 500 s of
     #: audio in 2 s is an ``audio_flood`` failure). The total is also bounded by max_time_seconds.
     max_product_audio_speed: PositiveFloat = 10.0
     product_audio_burst_seconds: PositiveFloat = 60.0
+
+    @property
+    def time_limit_seconds(self) -> float:
+        """A trial's time limit: ``max_time_seconds``, else ``MAX_TRIAL_SECONDS``."""
+        return self.max_time_seconds or MAX_TRIAL_SECONDS
 
 
 class ConversationSpec(StrictModel):
@@ -145,6 +164,18 @@ class ScriptTurn(StrictModel):
         """``response`` split at its pause markers (validated with the turn)."""
         return split_pauses(self.response, self.pauses)
 
+    @field_validator("response")
+    @classmethod
+    def _pauses_bounded(cls, response: str) -> str:
+        check_pause_count(count_pause_markers(response))
+        return response
+
+    @field_validator("pauses")
+    @classmethod
+    def _lengths_bounded(cls, pauses: list[float] | None) -> list[float] | None:
+        check_pause_count(len(pauses or ()))
+        return pauses
+
     @model_validator(mode="after")
     def _has_something_to_say(self) -> ScriptTurn:
         if self.pauses is not None or has_pause_markers(self.response):
@@ -169,6 +200,14 @@ class ScriptConfig(StrictModel):
     repeat_request: str = "Sorry, could you repeat that?"
     max_repeat_requests: Annotated[int, Field(ge=0)] = 2
     turns: list[ScriptTurn] = Field(default_factory=list)
+
+    @field_validator("turns")
+    @classmethod
+    def _pauses_bounded(cls, turns: list[ScriptTurn]) -> list[ScriptTurn]:
+        check_pause_count(sum(len(turn.spoken.pauses_seconds) for turn in turns
+                              if turn.pauses is not None or has_pause_markers(turn.response)),
+                          most=MAX_PAUSES_PER_SCRIPT, what="the script")
+        return turns
 
 
 # --- environment ----------------------------------------------------------------------------

@@ -9,6 +9,9 @@ A turn's ``response`` may hold pause markers between its words::
 ``--set script.turns.0.pauses=[0.8]`` without retyping the text. A pause lasts more than 0 and
 at most ``MAX_PAUSE_SECONDS``; text is needed on both sides of every marker (a pause before
 the first word or after the last is only a slower start or a longer silence, not a hesitation).
+A turn holds at most ``MAX_PAUSES_PER_TURN`` markers and a script ``MAX_PAUSES_PER_SCRIPT``;
+that a turn, pauses and speech, fits in the scenario's ``max_time_seconds`` is checked when the
+run is validated (it needs the speech provider: ``voicelab._validate``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from dataclasses import dataclass
 
 #: The longest hesitation a turn may hold (longer is a different conversation: hold music).
 MAX_PAUSE_SECONDS = 10.0
+#: The most pause markers one turn may hold: a caller who stops more often in one breath is a
+#: different test (several turns); 20 pauses of the longest already make 200 s of silence.
+MAX_PAUSES_PER_TURN = 20
+#: The most pause markers (and ``pauses`` lengths) a whole script may hold.
+MAX_PAUSES_PER_SCRIPT = 100
 
 _MARKER = re.compile(r"\{\s*pause\s*(?::\s*([^}]*?))?\s*\}", re.IGNORECASE)
 _NUMBER = re.compile(r"^[0-9]+(?:\.[0-9]*)?$|^\.[0-9]+$")
@@ -46,6 +54,18 @@ def check_pause_seconds(seconds: float) -> float:
 
 def has_pause_markers(text: str) -> bool:
     return _MARKER.search(text) is not None
+
+
+def count_pause_markers(text: str) -> int:
+    return sum(1 for _ in _MARKER.finditer(text))
+
+
+def check_pause_count(count: int, *, most: int = MAX_PAUSES_PER_TURN, what: str = "a turn"
+                      ) -> None:
+    """Raise ValueError when ``what`` holds more than ``most`` pauses."""
+    if count > most:
+        raise ValueError(f"{what} holds {count:,} pauses; at most {most} are allowed (a "
+                         f"longer hesitation is several turns)")
 
 
 def split_pauses(text: str, pauses: list[float] | None = None) -> SpokenPieces:

@@ -16,11 +16,13 @@ spent on the check). Each line gets
 at most ``MAX_MATCH_SECONDS`` of matching (the ``regex`` module's timeout): a pattern that
 backtracks catastrophically fails the launch instead of hanging the event loop.
 
-``stop()`` sends SIGTERM to the whole group, waits ``stop_grace_seconds`` for the process and
-every member of its group to exit, then sends SIGKILL. A cancelled ``start()`` or ``stop()``
-(Ctrl-C) still stops the group: the sequence runs on, shielded, and a second cancellation sends
-SIGKILL at once. A process that starts a session of its own (a daemon) is out of reach.
-POSIX only.
+``stop()`` stops the whole family: the group, and every process that left it (a child that
+called ``setsid()`` or ``setpgid()``, a double-forked daemon), found in ``/proc`` by descent
+and by the ``VOICELAB_LAUNCH_ID`` marker in their environment (:mod:`._process_tree`), when
+the product is ready and again when it is stopped. It sends SIGTERM to all of them, waits
+``stop_grace_seconds`` for every one to exit, then sends SIGKILL. A cancelled ``start()`` or
+``stop()`` (Ctrl-C) still stops the family: the sequence runs on, shielded, and a second
+cancellation sends SIGKILL at once. POSIX only (the processes that left the group: Linux).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import re
 import signal
 import socket
 import time
+import uuid
 import warnings
 import weakref
 from collections import deque
@@ -50,6 +53,7 @@ from ..config import (
     is_secret_name,
 )
 from ..errors import ConfigError
+from ._process_tree import LAUNCH_MARKER, ProcessTree
 from ._protocol import EndpointError
 
 __all__ = ["MAX_LOG_BYTES", "MAX_LOG_LINES", "MAX_LINE_BYTES", "LogLine", "ProductProcess",
@@ -313,6 +317,10 @@ class ProductProcess:
         self._stdout_closed, self._pipes_closed = asyncio.Event(), asyncio.Event()
         self._stop_task: asyncio.Future[int | None] | None = None
         self._stopped = False
+        #: marks every process of this launch (inherited through the environment)
+        self._launch_id = uuid.uuid4().hex
+        #: the processes the product started, wherever they went (known once it started)
+        self._tree: ProcessTree | None = None
 
     # --- state ---
 
@@ -368,6 +376,7 @@ class ProductProcess:
         env = dict(self._environ)
         env.setdefault("PYTHONUNBUFFERED", "1")  # a Python product's ready line, unbuffered
         env.update(fill_placeholders(self.launch.env, self.port))
+        env[LAUNCH_MARKER] = self._launch_id
         loop = asyncio.get_running_loop()
         self._started_ns = self._clock_ns()
         try:
@@ -381,10 +390,13 @@ class ProductProcess:
             raise EndpointError(self._scrubber.scrub_text(
                 f"cannot start the product {self.program!r}{where}: {error.strerror}"),
                 code="launch_failed") from None
+        self._tree = ProcessTree(self._transport.get_pid(), self._launch_id)
         port = f", port {self.port}" if self.port is not None else ""
         self._note(f"started {self.program!r} (pid {self.pid}{port})")
         try:
             await self._wait_ready()
+            # what it started on its way up, while the parents that link them still run
+            await asyncio.to_thread(self._tree.scan)
         except BaseException:
             await self.stop()
             raise
@@ -498,12 +510,17 @@ class ProductProcess:
             raise
 
     async def _stop_steps(self, transport: asyncio.SubprocessTransport) -> int | None:
+        if self._tree is not None:
+            await asyncio.to_thread(self._tree.scan)
         if self._group_alive():
             grace = self.launch.stop_grace_seconds
-            self._note("stopping: SIGTERM to the process group")
+            left = self._left_the_group()
+            also = f" and {len(left)} process(es) that left it ({_pids(left)})" if left else ""
+            self._note(f"stopping: SIGTERM to the process group{also}")
             self._signal_group(signal.SIGTERM)
             if not await self._group_gone_within(grace):
-                self._note(f"still running after {grace:g} s: SIGKILL to the process group")
+                self._note(f"still running after {grace:g} s: SIGKILL to the process group"
+                           f"{also}")
                 self._signal_group(signal.SIGKILL)
                 await self._group_gone_within(_DRAIN_SECONDS)  # the kernel's delay only
         await self._exited.wait()
@@ -525,9 +542,23 @@ class ProductProcess:
         return True
 
     def _group_alive(self) -> bool:
-        return self.returncode is None or _group_has_live_members(self.pid or 0)
+        """Whether any process of the family runs: the product, its group, or one that left."""
+        return self.returncode is None or _group_has_live_members(self.pid or 0) \
+            or bool(self._tree is not None and self._tree.running())
+
+    def _left_the_group(self) -> list[int]:
+        """The running processes of the family outside the product's group."""
+        if self._tree is None:
+            return []
+        members = []
+        for pid in self._tree.running():
+            with contextlib.suppress(OSError):
+                if os.getpgid(pid) != self.pid:
+                    members.append(pid)
+        return members
 
     def _signal_group(self, signum: int) -> None:
+        """``signum`` to the process group and to every process of the family that left it."""
         # after the stop sequence the group id may belong to someone else: never signal again
         if self._transport is None or self._stopped:
             return
@@ -537,6 +568,8 @@ class ProductProcess:
             pass
         except PermissionError as error:
             logger.warning("cannot signal the product's process group: %s", error)
+        if self._tree is not None:
+            self._tree.signal(signum)  # the same processes only (their start times match)
 
     async def __aenter__(self) -> ProductProcess:
         await self.start()
@@ -551,6 +584,8 @@ class ProductProcess:
         if transport is not None and not self._stopped and transport.get_returncode() is None:
             with contextlib.suppress(OSError):
                 os.killpg(transport.get_pid(), signal.SIGKILL)
+            if self._tree is not None:
+                self._tree.signal(signal.SIGKILL)
             warnings.warn(f"product process {transport.get_pid()} was never stopped; killed it",
                           ResourceWarning, stacklevel=1)
 
@@ -645,6 +680,10 @@ async def _connects(address: tuple[str, int], seconds: float) -> bool:
     with contextlib.suppress(OSError):
         await writer.wait_closed()
     return True
+
+
+def _pids(pids: list[int]) -> str:
+    return ", ".join(f"pid {pid}" for pid in pids)
 
 
 async def _first_of(*events: asyncio.Event, timeout: float) -> None:

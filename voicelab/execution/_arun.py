@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._limits import MAX_RETRIES
 from .._validate import RunPlan, validate_run
 from ..artifacts import JudgeCalibration, ReplayOrigin
 from ..config import LoadedRun, load_run
@@ -34,9 +35,6 @@ from ._resume import aresume_point, lock_resumed, read_run_report
 from ._resume_overrides import resumed_overrides
 from ._run import Run, RunOptions
 from ._staging import open_stage, published, store_target
-
-#: Retries of an inconclusive trial (``--retry-inconclusive``).
-MAX_RETRIES = 5
 
 
 def check_calibrations(loaded: LoadedRun, calibrations: Sequence[JudgeCalibration]) -> None:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._limits import MAX_WORKERS
 from .._registry import Registry
 from ..errors import ConfigError
 from ._protocol import Executor, ExecutorFactory
@@ -22,8 +23,6 @@ EXECUTORS = Registry("executor", {
     "local": "voicelab.execution._local:LocalExecutor",
     "dask": "voicelab.execution._dask:DaskExecutor",
 })
-
-MAX_WORKERS = 256
 
 
 def default_workers() -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._atomic import make_folder
+from .._limits import MAX_TURN_GAP_MS
 from .._location import as_local_path, is_url
 from ..artifacts import (
     CALL_SOURCE,
@@ -236,6 +237,10 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
     docstring). Raises :class:`~voicelab.errors.ConfigError` for a call that cannot be read
     (naming its file), before anything is written when the problem is in a file's header."""
     options = options or IngestOptions()
+    gap = options.turn_gap_ms
+    if isinstance(gap, bool) or not isinstance(gap, int | float) or not 0 < gap <= MAX_TURN_GAP_MS:
+        raise ConfigError(f"must be a number more than 0 and at most {MAX_TURN_GAP_MS:,g} ms, "
+                          f"got {gap!r}", key="turn_gap_ms")
     if is_url(artifacts_dir):
         raise ConfigError("ingest writes to a local folder (publish the bundle to a store "
                           "afterwards, e.g. with rescore --output)",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, model_validator
+from pydantic import Field, model_validator
 
 from ..artifacts import decode_json, read_member
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, channel_count, read_channels
@@ -41,10 +41,16 @@ _MAX_TRANSCRIPT_BYTES = 16 * 1024 * 1024
 _CALL_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+#: Seconds from the start of a call: finite (JSON's ``Infinity``, ``NaN`` and ``1e309`` are
+#: refused when the transcript is checked, before anything is written) and within the longest
+#: call a bundle's timeline holds.
+CallSeconds = Annotated[float, Field(ge=0, le=MAX_TIMELINE_SECONDS, allow_inf_nan=False)]
+
+
 class TranscriptSegment(_StrictModel):
     speaker: Literal["user", "agent"]
-    start: NonNegativeFloat
-    end: NonNegativeFloat
+    start: CallSeconds
+    end: CallSeconds
     text: str = ""
 
     @model_validator(mode="after")
@@ -187,12 +193,21 @@ def unique_ids(calls: Sequence[CallSource]) -> list[CallSource]:
     return unique
 
 
+#: What the error line calls a recording longer than ``MAX_TIMELINE_SECONDS``.
+_RECORDINGS = "call recordings"
+
+
 def check_call(call: CallSource) -> None:
-    """The call's files exist and have the channels its layout needs (no decoding): checked for
-    every call before the first one is ingested."""
+    """The call's files exist, last at most ``MAX_TIMELINE_SECONDS`` and have the channels its
+    layout needs, and its transcript is valid, from the headers and the transcript alone (no
+    decoding): checked for every call before the first one is ingested (before the bundle's
+    folder exists)."""
+    def channels_of(path: Path) -> int:
+        return channel_count(path, max_seconds=MAX_TIMELINE_SECONDS, what=_RECORDINGS)
+
     try:
         if call.audio is not None:
-            count = channel_count(call.audio)
+            count = channels_of(call.audio)
             if count < 2:
                 raise AudioFileError(
                     "a mono recording: a call needs the caller and the agent on separate "
@@ -206,7 +221,7 @@ def check_call(call: CallSource) -> None:
         else:
             for leg, path in (("user", call.user_audio), ("agent", call.agent_audio)):
                 assert path is not None
-                if channel_count(path) != 1:
+                if channels_of(path) != 1:
                     raise AudioFileError(f"the {leg}'s leg must be a mono file", source=path)
         if call.transcript is not None:
             read_transcript(call.transcript)
@@ -235,7 +250,7 @@ def read_call(call: CallSource, *, sample_rate_hz: int = CANONICAL_SAMPLE_RATE_H
     silence at its end), and its transcript."""
     import soundfile
 
-    what = "call recordings"
+    what = _RECORDINGS
     if call.audio is not None:
         user, agent = read_channels(call.audio, [call.channels.user, call.channels.agent],
                                     sample_rate_hz=sample_rate_hz,

@@ -103,13 +103,17 @@ class ListenerTimeline:
         """When the listener will have heard everything received so far."""
         return samples_to_ns(self.cursor)
 
+    def start_sample(self, listener_ns: int) -> int:
+        """Where product audio received at listener time ``listener_ns`` starts to play."""
+        return max(ns_to_samples(listener_ns - self.lead_ns), self.cursor)
+
     def hear(self, event: Event) -> HeardChunk:
         """Place one ``product.audio_chunk`` event."""
         turn = event.turn_id or "turn-?"
         playback = self.responses.get(turn)
         if playback is None:
             playback = self.responses[turn] = HeardResponse(turn)
-        start = max(ns_to_samples(event.listener_ns - self.lead_ns), self.cursor)
+        start = self.start_sample(event.listener_ns)
         after_cancel = turn in self._cancelled
         if playback.chunks and not after_cancel and playback.barge_in_ns is None:
             gap = start - playback.chunks[-1].end

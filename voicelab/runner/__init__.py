@@ -4,6 +4,7 @@ Where trials run, and running many of them, is :mod:`voicelab.execution`'s: it b
 names below (a trial's plan, its call, scoring a call, a run's report and outcome).
 """
 
+from .._limits import MAX_CONCURRENCY, MAX_TRIALS
 from ._conversation import Failure
 from ._evidence import inconclusive_verdict_names
 from ._matrix import (
@@ -23,8 +24,6 @@ from ._report import configured_session_id, utc_iso
 from ._rescore import Rescored, read_recording, rescore
 from ._retention import retained_files, run_redactor, runs_redactor, strictest_access
 from ._run import (
-    MAX_CONCURRENCY,
-    MAX_TRIALS,
     RunInterrupted,
     RunOutcome,
     bounded_count,

@@ -8,7 +8,9 @@ Exit reasons (``trial-report.json: exit_reason``):
 * ``persona_ended``: an LLM or realtime persona decided the conversation was over;
 * ``repeat_limit``: the scripted persona asked the product to repeat itself too often in a row;
 * ``max_turns``: the user would speak more than ``max_turns`` times;
-* ``max_time``: ``max_time_seconds`` elapsed;
+* ``max_time``: ``max_time_seconds`` elapsed on the listener's clock (real time, plus what an
+  unpaced trial advanced it by): a user turn or a product reply that would run past it is cut
+  there, and the turn's audio is never made beyond it;
 * ``no_response``: the product sent nothing for ``response_timeout_seconds`` when a response was due;
 * ``connection_closed``: the connection closed before the product completed the conversation;
 * ``error``: the product sent an error, or the adapter, persona or speech provider failed;
@@ -20,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -33,7 +35,7 @@ from ..audio import (
     mix,
     speech_bounds,
 )
-from ..config import ListenerConfig
+from ..config import MAX_TRIAL_SECONDS, ListenerConfig
 from ..endpoints import EndpointError
 from ..errors import ExecutionError
 from ..personas import PersonaEnd, ProductResponse, UserTurn
@@ -69,6 +71,8 @@ COMPLETION_GRACE_SECONDS = 0.25
 DEFAULT_CHUNK_MS = 100.0
 #: A turn that only presses keys is this much of the line's silence, then the keys.
 KEYS_ONLY_SECONDS = 0.1
+#: Turns synthesized at once before the call (see :meth:`Conversation._warm_up`).
+WARM_UP_AT_ONCE = 4
 #: Adapter error codes that only describe how the connection ended (exit ``connection_closed``).
 CLOSURE_CODES = frozenset({"connection_closed", "closed_mid_turn", "connection_lost"})
 
@@ -86,6 +90,34 @@ class Prepared:
     mix_summary: dict[str, Any] = field(default_factory=dict)
     #: a hesitation turn's pauses in ``clean`` (samples: first silent, first of the next piece)
     pauses: tuple[PauseSpan, ...] = ()
+    #: the turn goes on past its audio: it was cut at the trial's time limit (saying it ends
+    #: the trial with ``max_time``)
+    truncated: bool = False
+
+    @property
+    def num_samples(self) -> int:
+        return max(self.clean.num_samples,
+                   self.delivered.num_samples if self.delivered is not None else 0)
+
+    def cut(self, samples: int) -> Prepared:
+        """The first ``samples`` of the turn (what fits before the time limit), marked
+        ``truncated`` when that is not all of it; views, nothing copied."""
+        if self.num_samples <= samples:
+            return self
+        samples = max(0, samples)
+
+        def head(audio: PcmAudio) -> PcmAudio:
+            return PcmAudio(audio.samples[:samples], audio.sample_rate_hz)
+
+        bounds = self.bounds
+        if bounds is not None:
+            bounds = None if bounds.start_sample >= samples else \
+                replace(bounds, end_sample=min(bounds.end_sample, samples))
+        return replace(self, clean=head(self.clean),
+                       delivered=head(self.delivered) if self.delivered is not None else None,
+                       bounds=bounds, truncated=True,
+                       pauses=tuple((start, min(end, samples)) for start, end in self.pauses
+                                    if start < samples))
 
 
 @dataclass
@@ -121,7 +153,8 @@ class Conversation:
                  chunk_ms: float = DEFAULT_CHUNK_MS, scrubber: Any = None,
                  flood_limit: AudioFloodLimit | None = None,
                  first_speaker_wait_seconds: float = 3.0,
-                 listener: ListenerConfig | None = None, wire_codec: str | None = None):
+                 listener: ListenerConfig | None = None, wire_codec: str | None = None,
+                 max_time_seconds: float = MAX_TRIAL_SECONDS):
         self.endpoint = endpoint
         self.persona = persona
         self.speech = speech
@@ -137,6 +170,8 @@ class Conversation:
         self.scrubber = scrubber
         self.first_speaker_wait_seconds = first_speaker_wait_seconds
         self.listener = listener or ListenerConfig()
+        #: the trial's time limit on the listener's clock (see the module docstring)
+        self.max_time_ns = int(max_time_seconds * 1e9)
         # the telephony line, when the environment has one (see ._channel)
         to_product, codec = line_config(environment.config.channel, "to_product",
                                         wire_codec=wire_codec)
@@ -154,7 +189,8 @@ class Conversation:
             recording, hangover_ms=self.listener.reply_end_hangover_ms,
             to_user_line=self.to_user_line) \
             if self.listening or self.to_user_line is not None else None
-        self.intake = Intake(recording, flood_limit=flood_limit, listening=self.listening)
+        self.intake = Intake(recording, flood_limit=flood_limit, listening=self.listening,
+                             max_time_ns=self.max_time_ns)
         self.user_turns = 0
         self.mic_offset_seconds = 0.0
         self.failures: list[Failure] = []
@@ -167,7 +203,11 @@ class Conversation:
     # --- listener timeline ----------------------------------------------------------------------
 
     async def _reach(self, target_listener_ns: int, reason: str) -> None:
-        """Let the listener timeline reach ``target``: sleep with pacing, advance without."""
+        """Let the listener timeline reach ``target``: sleep with pacing, advance without. A
+        target past the time limit is reached up to the limit, where the trial ends."""
+        if target_listener_ns > self.max_time_ns:
+            await self._reach(self.max_time_ns, reason)
+            raise ConversationEnded("max_time")
         remaining = target_listener_ns - self.recording.listener_now_ns()
         if remaining <= 0:
             return
@@ -175,6 +215,26 @@ class Conversation:
             await asyncio.sleep(remaining / 1e9)
         else:
             self.recording.advance(remaining, reason)
+
+    # --- the time limit -------------------------------------------------------------------------
+
+    def _check_time(self) -> None:
+        """End the trial once the listener's clock has reached the time limit."""
+        if self.recording.listener_now_ns() >= self.max_time_ns:
+            raise ConversationEnded("max_time")
+
+    def _seconds_left(self) -> float:
+        return max(0, self.max_time_ns - self.recording.listener_now_ns()) / 1e9
+
+    @property
+    def _trial_samples(self) -> int:
+        """The most audio one turn can need: the whole trial's time limit."""
+        return ns_to_samples(self.max_time_ns)
+
+    async def _end_at_time_limit(self, reason: str) -> NoReturn:
+        """The listener hears what was received up to the limit; then the trial ends."""
+        await self._reach(self.max_time_ns, reason)
+        raise ConversationEnded("max_time")
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -234,6 +294,7 @@ class Conversation:
             await self._settle()
             if self.intake.conversation_complete:
                 return "endpoint_completion"
+            self._check_time()
             if decision is None:
                 decision = await self._ask_persona(self.persona.reply(self._response_view()))
             if isinstance(decision, PersonaEnd):
@@ -323,19 +384,31 @@ class Conversation:
     # --- preparing what the user says --------------------------------------------------------
 
     async def _warm_up(self) -> None:
-        """Synthesize every turn the persona already knows (a script) before the call, so no
-        synthesis delay ever sits between a decision to speak and the first sample on the
-        line. Not for a provider that synthesizes in about a millisecond
-        (``synthesize_ahead = False``): a turn is synthesized when spoken, one never spoken
-        costs nothing."""
+        """Synthesize the turns the persona already knows (a script) before the call, so no
+        synthesis delay sits between a decision to speak and the first sample on the line.
+        Not for a provider that synthesizes in about a millisecond (``synthesize_ahead =
+        False``): a turn is synthesized when spoken, one never spoken costs nothing.
+
+        In script order, ``WARM_UP_AT_ONCE`` at a time, and only until the turns made add up
+        to the trial's time limit (the most a call can say): a long script's later turns are
+        synthesized when they are spoken, so what is made ahead follows the limit, not the
+        script's length."""
         planned = getattr(self.persona, "planned_turns", None)
         if not callable(planned) or not getattr(self.speech, "synthesize_ahead", True):
             return
-        for turn in planned():
-            if turn.audio is None and turn.text:
-                self._prepare_soon(UserTurn(text=turn.text, pieces=turn.pieces,
-                                            pauses_seconds=turn.pauses_seconds))
-        await asyncio.gather(*self._preparing.values(), return_exceptions=True)
+        waiting = [UserTurn(text=turn.text, pieces=turn.pieces,
+                            pauses_seconds=turn.pauses_seconds)
+                   for turn in planned() if turn.audio is None and turn.text]
+        made = 0
+        running: set[asyncio.Task[Prepared]] = set()
+        while waiting or running:
+            while waiting and len(running) < WARM_UP_AT_ONCE and made < self._trial_samples:
+                running.add(self._prepare_soon(waiting.pop(0)))
+            if not running:
+                return
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            made += sum(task.result().num_samples for task in done
+                        if not task.cancelled() and task.exception() is None)
 
     def _prepare_soon(self, turn: UserTurn) -> asyncio.Task[Prepared]:
         """Start preparing ``turn`` now (a barge-in is decided long before it is spoken)."""
@@ -363,6 +436,7 @@ class Conversation:
             return Prepared(silence, {"provider": "dtmf", "cached": False}, None)
         if turn.audio is None and turn.pauses_seconds:
             return await self._synthesize_hesitation(turn)
+        cap = self._trial_samples
         if turn.audio is not None:
             clean = turn.audio
             info: dict[str, Any] = {"provider": turn.source, "cached": False, "prerecorded": True}
@@ -375,22 +449,43 @@ class Conversation:
                 info["rendering"] = synthesis.metadata["rendering"]
         recorded = turn.recorded
         if recorded is None or turn.audio is None:
-            return Prepared(clean, info, speech_bounds(clean))
+            whole = clean.num_samples
+            clean = clean if whole <= cap else PcmAudio(clean.samples[:cap], clean.sample_rate_hz)
+            return Prepared(clean, info, speech_bounds(clean), truncated=whole > cap)
         clean = recorded.clean if recorded.clean is not None else turn.audio
         bounds = SpeechBounds(*recorded.speech_span) if recorded.speech_span is not None \
-            else speech_bounds(clean)
-        return Prepared(clean, info, bounds, turn.audio, dict(recorded.mix_summary or {}))
+            else None
+        prepared = Prepared(clean, info, bounds, turn.audio,
+                            dict(recorded.mix_summary or {})).cut(cap)
+        if prepared.bounds is None and recorded.speech_span is None:
+            prepared = replace(prepared, bounds=speech_bounds(prepared.clean))
+        return prepared
 
     async def _synthesize_hesitation(self, turn: UserTurn) -> Prepared:
-        """A turn with pauses: each piece synthesized, joined with that much silence."""
-        syntheses = [await self.speech.synthesize(piece, voice=self.voice, seed=self.seed)
-                     for piece in turn.pieces]
-        clean, pauses = join_with_pauses([s.audio for s in syntheses], turn.pauses_seconds)
+        """A turn with pauses: each piece synthesized, joined with that much silence. Neither
+        a piece nor a silence is made past the trial's time limit: the pieces are synthesized
+        in order until the turn is that long, and the join stops there."""
+        cap = self._trial_samples
+        syntheses = []
+        length = 0
+        for index, piece in enumerate(turn.pieces):
+            synthesis = await self.speech.synthesize(piece, voice=self.voice, seed=self.seed)
+            syntheses.append(synthesis)
+            length += synthesis.audio.num_samples
+            if index < len(turn.pauses_seconds):
+                length += int(round(turn.pauses_seconds[index] * CANONICAL_SAMPLE_RATE_HZ))
+            if length > cap:
+                break
+        said = len(syntheses)
+        clean, pauses = join_with_pauses([s.audio for s in syntheses],
+                                         turn.pauses_seconds[:said - 1], max_samples=cap + 1)
         first = syntheses[0]
         info = {"provider": first.provider, "voice": first.voice,
                 "cached": all(s.cached for s in syntheses),
                 "cache": first.metadata.get("cache", "none")}
-        return Prepared(clean, info, speech_bounds(clean), pauses=pauses)
+        prepared = Prepared(clean, info, None, pauses=pauses).cut(cap)
+        return replace(prepared, bounds=speech_bounds(prepared.clean),
+                       truncated=prepared.truncated or said < len(turn.pieces))
 
     def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,
                      mix_summary: dict[str, Any], barge_in_of: str | None) -> None:
@@ -424,6 +519,10 @@ class Conversation:
         self.intake.user_turn_id = turn_id
         recording = self.recording
         prepared = await self._prepare(turn)
+        room = ns_to_samples(self.max_time_ns - recording.listener_now_ns())
+        if room <= 0:
+            raise ConversationEnded("max_time")
+        prepared = prepared.cut(room)  # what fits before the time limit
         delivered, summary = prepared.delivered, prepared.mix_summary
         if delivered is None:
             mixed = mix(prepared.clean, environment=self.environment, seed=self.seed,
@@ -460,7 +559,12 @@ class Conversation:
                 if delay > 0:
                     await asyncio.sleep(delay / 1e9)
             else:
-                recording.advance(duration_ns - (clock() - start_ns), "user speech")
+                recording.advance(min(duration_ns - (clock() - start_ns),
+                                      self.max_time_ns - recording.listener_now_ns()),
+                                  "user speech")
+            if prepared.truncated:  # said up to the time limit: the call ends there
+                logger.info("%s was cut at the trial's time limit", turn_id)
+                raise ConversationEnded("max_time")
             await self._press(turn, turn_id)
             self.intake.expect_response(turn_id)
             await self.endpoint.commit_turn()
@@ -534,6 +638,9 @@ class Conversation:
             if intake.conversation_complete:
                 return response_for_target()
             self._check_product_failures()
+            if intake.time_limit_reached:  # the reply was cut there
+                await self._end_at_time_limit("product playback")
+            self._check_time()
             response = response_for_target()
             if response is not None and barge is None and response.barged_in_by is None \
                     and checked != (response.turn_id, response.transcript):
@@ -558,7 +665,8 @@ class Conversation:
                 intake.watch_audio = False
                 return response
             intake.watch_audio = barge is not None
-            if not await intake.wait_signal(self.response_timeout_seconds):
+            if not await intake.wait_signal(min(self.response_timeout_seconds,
+                                                self._seconds_left())):
                 last = max(waiting_since, intake.last_event_ns or 0)
                 if clock() - last >= self.response_timeout_seconds * 1e9:
                     raise ConversationEnded("no_response", self._no_response(target_turn))

@@ -28,16 +28,18 @@ def _audible(samples: np.ndarray) -> tuple[int, int]:
     return int(loud[0]), int(loud[-1]) + 1
 
 
-def join_with_pauses(pieces: Sequence[PcmAudio], pauses_seconds: Sequence[float]
+def join_with_pauses(pieces: Sequence[PcmAudio], pauses_seconds: Sequence[float], *,
+                     max_samples: int | None = None
                      ) -> tuple[PcmAudio, tuple[PauseSpan, ...]]:
     """The pieces joined with ``pauses_seconds[i]`` of silence after piece ``i``, and where each
-    pause lies in the result (samples)."""
+    pause lies in the result (samples). ``max_samples``: the result ends there (the trial's time
+    limit): nothing past it is made, and the turn is written once into its final buffer (no
+    joined copies, no wider samples)."""
     if len(pieces) != len(pauses_seconds) + 1:
         raise ValueError(f"{len(pieces)} pieces need {len(pieces) - 1} pauses, "
                          f"got {len(pauses_seconds)}")
-    parts: list[np.ndarray] = []
-    spans: list[PauseSpan] = []
-    length = 0
+    kept: list[np.ndarray] = []
+    gaps: list[int] = []
     last = len(pieces) - 1
     for index, piece in enumerate(pieces):
         if piece.sample_rate_hz != CANONICAL_SAMPLE_RATE_HZ:
@@ -45,12 +47,21 @@ def join_with_pauses(pieces: Sequence[PcmAudio], pauses_seconds: Sequence[float]
                              f"canonical {CANONICAL_SAMPLE_RATE_HZ} Hz")
         samples = piece.samples
         first, end = _audible(samples)
-        kept = samples[0 if index == 0 else first:samples.shape[0] if index == last else end]
-        parts.append(kept)
-        length += kept.shape[0]
+        kept.append(samples[0 if index == 0 else first:samples.shape[0] if index == last else end])
         if index < last:
-            gap = int(round(pauses_seconds[index] * CANONICAL_SAMPLE_RATE_HZ))
-            parts.append(np.zeros(gap, dtype=np.int16))
-            spans.append((length, length + gap))
-            length += gap
-    return PcmAudio(np.ascontiguousarray(np.concatenate(parts)).astype(np.int16)), tuple(spans)
+            gaps.append(int(round(pauses_seconds[index] * CANONICAL_SAMPLE_RATE_HZ)))
+    total = sum(part.shape[0] for part in kept) + sum(gaps)
+    length = total if max_samples is None else max(0, min(total, max_samples))
+    joined = np.zeros(length, dtype=np.int16)  # the pauses are its zeros
+    spans: list[PauseSpan] = []
+    position = 0
+    for index, part in enumerate(kept):
+        if position >= length:
+            break
+        take = min(part.shape[0], length - position)
+        joined[position:position + take] = part[:take]
+        position += part.shape[0]
+        if index < last and (position < length or length == total):
+            spans.append((position, min(position + gaps[index], length)))
+        position += gaps[index] if index < last else 0
+    return PcmAudio(joined), tuple(spans)

@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from ..audio import CANONICAL_FORMAT
+from ..audio import BYTES_PER_SAMPLE, CANONICAL_FORMAT
 from ..endpoints import EndpointEvent
 from ..recording import (
     ENDPOINT_EVENT_TYPES,
@@ -32,6 +32,7 @@ from ..recording import (
     ResponseDone,
     ToolCall,
     ToolResult,
+    ns_to_samples,
 )
 
 logger = logging.getLogger(__name__)
@@ -70,8 +71,14 @@ class Intake:
     """Consumes ``endpoint.events()`` into the recording and the conversation's live state."""
 
     def __init__(self, recording: Recording, *, flood_limit: AudioFloodLimit | None = None,
-                 listening: bool = False):
+                 listening: bool = False, max_time_ns: int | None = None):
         self.recording = recording
+        #: the listener sample where the trial's time limit falls: product audio that would
+        #: play past it is cut there (and not recorded)
+        self.max_time_sample = ns_to_samples(max_time_ns) if max_time_ns is not None else None
+        #: product audio reached the time limit (the rest was dropped, ``overtime_bytes``)
+        self.time_limit_reached = False
+        self.overtime_bytes = 0
         #: listening turn taking: product output belongs to the turn whose speech ended last
         #: (``period_turn``), not to a response opened and closed by protocol events
         self.listening = listening
@@ -159,8 +166,29 @@ class Intake:
         logger.warning("audio flood: %s; further product audio is not recorded", problem)
         return True
 
+    def _within_time(self, event: EndpointEvent, audio: bytes) -> bytes:
+        """``audio`` up to where it would play past the time limit (all of it, mostly)."""
+        if self.time_limit_reached:
+            self.overtime_bytes += len(audio)
+            return b""
+        if self.max_time_sample is None:
+            return audio
+        recording = self.recording
+        listener_ns = event.received_ns - recording.start_ns + recording.shift_ns
+        room = self.max_time_sample - recording.timeline.start_sample(listener_ns)
+        if len(audio) // BYTES_PER_SAMPLE <= room:
+            return audio
+        kept = audio[:max(0, room) * BYTES_PER_SAMPLE]
+        self.time_limit_reached = True
+        self.overtime_bytes = len(audio) - len(kept)
+        logger.info("product audio reached the trial's time limit; the rest is not recorded")
+        return kept
+
     def _audio(self, event: EndpointEvent, audio: bytes) -> None:
         """:meth:`handle` of one product audio chunk (hundreds a response): the same event."""
+        audio = self._within_time(event, audio)
+        if not audio:
+            return
         limit, recording = self.flood_limit, self.recording
         received = (self.product_audio_bytes + len(audio)) / BYTES_PER_SECOND
         elapsed = (event.received_ns - recording.start_ns + recording.shift_ns) / 1e9
@@ -227,7 +255,7 @@ class Intake:
             self.closed = recorded
 
     def _significant(self, event: EndpointEvent) -> bool:
-        if event.type != "audio_delta" or self.flood is not None:
+        if event.type != "audio_delta" or self.flood is not None or self.time_limit_reached:
             return True
         response = self.current
         return self.watch_audio or (response is not None and len(response.audio) == 1)

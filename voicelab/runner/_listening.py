@@ -158,9 +158,13 @@ class ServerVadConversation(Conversation):
         number = self.user_turns + 1
         turn_id = _turn_id(number)
         prepared = await self._prepare(turn)
+        room = self.line.sample_at(self.max_time_ns) - self.line.next_line_sample
+        if room <= 0:
+            raise ConversationEnded("max_time")
+        prepared = prepared.cut(room)  # what the line can say before the time limit
         if speech_at_ns is not None:
             prepared = aligned(prepared, self.line.sample_at(speech_at_ns)
-                               - self.line.next_line_sample)
+                               - self.line.next_line_sample).cut(room)
         delivered, summary = prepared.delivered, prepared.mix_summary
         if delivered is None:  # (a replayed turn has its environment in it already)
             delivered, summary = self.line.mix_for_line(prepared.clean, turn_number=number)
@@ -237,6 +241,7 @@ class ServerVadConversation(Conversation):
                 raise ConversationEnded(self._closed_or_error(), Failure(
                     "endpoint", self._scrub(str(error)), error.code))
         self._check_product_failures()
+        self._check_time()  # a reply or a turn cut at the limit has played up to it
 
     async def _until(self, event: asyncio.Event) -> None:
         """Wait for ``event`` (a line milestone), failing as soon as the call fails."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._exit_codes import exit_code_after_writing, sweep_exit_code
+from .._limits import MAX_CONCURRENCY, MAX_TRIALS
 from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
@@ -50,8 +51,6 @@ from ..config import (
 from ..errors import ConfigError
 from ..scoring import curve_of, pass_rate
 from ._run import (
-    MAX_CONCURRENCY,
-    MAX_TRIALS,
     RunOutcome,
     bounded_count,
     utc_now,

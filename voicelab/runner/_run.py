@@ -72,10 +72,6 @@ class RunInterrupted(asyncio.CancelledError):
         self.outcome = outcome
 
 
-#: Bounds that keep a typo (``--trials 1e20``) from exhausting the machine; a bigger study is
-#: a sweep or several runs.
-MAX_TRIALS = 100_000
-MAX_CONCURRENCY = 1_000
 
 
 def trial_seed(base_seed: int, index: int) -> int:

@@ -43,7 +43,6 @@ from ..errors import ConfigError
 from ..metrics import late_ticks_record
 from ..personas import PersonaContext
 from ..recording import (
-    MAX_TIMELINE_SECONDS,
     EventType,
     OutcomeProbed,
     Recording,
@@ -266,11 +265,13 @@ async def run_call(plan: TrialPlan) -> Call:
         max_turns=effective_max_turns(loaded),
         response_timeout_seconds=loaded.scenario.eval_spec.response_timeout_seconds,
         chunk_ms=chunk_ms, scrubber=scrubber, flood_limit=_flood_limit(loaded),
-        listener=loaded.run.listener, wire_codec=getattr(plan.adapter_cls, "wire_codec", None))
+        listener=loaded.run.listener, wire_codec=getattr(plan.adapter_cls, "wire_codec", None),
+        max_time_seconds=loaded.scenario.eval_spec.limits.time_limit_seconds)
 
     cancelled = False
-    # a trial's timeline stays within what a bundle is read back with, so it can be re-scored
-    max_time = loaded.scenario.eval_spec.limits.max_time_seconds or MAX_TIMELINE_SECONDS
+    # the conversation keeps its listener's clock to the limit too (an unpaced trial's runs
+    # ahead of real time); this keeps real time to it, whatever the conversation waits for
+    max_time = loaded.scenario.eval_spec.limits.time_limit_seconds
     lag_monitor = loop_monitor()
     # closed with the conversation (or dropped with the trial); real-time calls watched finely
     lag_window = lag_monitor.open(

@@ -11,7 +11,14 @@ from ._asr import (
 )
 from ._azure import AzureSpeechError
 from ._cache import SpeechCacheStats, SpeechService
-from ._protocol import SpeechContext, SpeechProvider, Synthesis, rendering_of
+from ._protocol import (
+    MIN_SECONDS_PER_WORD,
+    SpeechContext,
+    SpeechProvider,
+    Synthesis,
+    rendering_of,
+    shortest_speech_seconds,
+)
 from ._tone import ToneSpeechProvider
 from ._voice_live import normalized_words, parse_realtime_settings, provider_voice
 from ._voices import Prosody, VoiceProblem, turn_prosody, voice_problem
@@ -24,8 +31,9 @@ SPEECH_PROVIDERS = Registry("speech provider", {
     "voice_live": "voicelab.speech._voice_live:VoiceLiveSpeechProvider",
 })
 
-__all__ = ["ASR_ENGINE", "ASR_SOURCE", "SPEECH_PROVIDERS", "AzureSpeechError", "Prosody",
+__all__ = ["ASR_ENGINE", "ASR_SOURCE", "MIN_SECONDS_PER_WORD", "SPEECH_PROVIDERS", "AzureSpeechError", "Prosody",
            "SpeechCacheStats", "SpeechContext", "SpeechProvider", "SpeechService", "Synthesis",
            "ToneSpeechProvider", "VoiceProblem", "arecognize", "normalized_words",
            "parse_realtime_settings", "provider_voice", "recognize", "recognizer_installed",
-           "recognizer_missing", "rendering_of", "turn_prosody", "voice_problem"]
+           "recognizer_missing", "rendering_of", "shortest_speech_seconds", "turn_prosody",
+           "voice_problem"]

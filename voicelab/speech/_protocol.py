@@ -7,6 +7,11 @@ open connections or import a cloud SDK at module import time. An optional classm
 :class:`~voicelab.errors.ConfigError` (or ``MissingDependencyError``) for a missing package or
 credential without any network call.
 
+An optional classmethod ``shortest_speech_seconds(text, context)`` says how long the sound of
+``text`` lasts at least, from its first word to its last (validation refuses a script turn that
+cannot fit in the scenario's time limit); a provider without it is held to
+``MIN_SECONDS_PER_WORD`` (:func:`shortest_speech_seconds`).
+
 An optional class attribute ``synthesize_ahead`` (default ``True``) says whether the runner
 synthesizes every turn a persona already knows (a script's turns and its repeat request) before
 the call, so no synthesis delay sits between a decision to speak and the first sample. A
@@ -55,6 +60,22 @@ class SpeechProvider(Protocol):
 
     async def aclose(self) -> None:
         """Release clients and sessions; safe to call twice."""
+
+
+#: How long a word lasts at least when its provider does not say: no voice says more than 20
+#: words a second (fast speech is 4 to 6; an engine at twice its rate about 10), so a script
+#: turn refused by this bound could never have been said in time.
+MIN_SECONDS_PER_WORD = 0.05
+
+
+def shortest_speech_seconds(provider_cls: type, text: str, context: SpeechContext) -> float:
+    """A lower bound of how long ``text`` sounds when ``provider_cls`` says it: the provider's
+    own ``shortest_speech_seconds`` (tone's is computed as it renders), else
+    ``MIN_SECONDS_PER_WORD`` for each word (a text without spaces counts as one word)."""
+    own = getattr(provider_cls, "shortest_speech_seconds", None)
+    if callable(own):
+        return float(own(text, context))
+    return MIN_SECONDS_PER_WORD * len(text.split())
 
 
 def rendering_of(provider: object, text: str, *, seed: int) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..audio import PcmAudio, tone_speech
+from ..audio import TONE_EDGE_SECONDS, PcmAudio, tone_speech, tone_speech_seconds
 from ._protocol import SpeechContext
 from ._voices import prosody_configured, turn_prosody
 
@@ -30,6 +30,16 @@ class ToneSpeechProvider:
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
         cls(settings, context)
+
+    @classmethod
+    def shortest_speech_seconds(cls, text: str, context: SpeechContext) -> float:
+        """How long ``text``'s sound lasts at least, in any trial: its tone bursts from the
+        first word's start to the last word's end, rendered at the fastest rate the persona's
+        prosody reaches (its rate plus the whole jitter), less the soft edges."""
+        speech = context.persona_speech
+        rate = 1.0 if speech is None else speech.rate * (1.0 + speech.rate_jitter) + 1e-4
+        _, sound_seconds = tone_speech_seconds(text, rate=rate)
+        return max(0.0, sound_seconds - 2 * TONE_EDGE_SECONDS)
 
     def rendering(self, text: str, *, seed: int) -> dict[str, Any]:
         if not prosody_configured(self.persona_speech):

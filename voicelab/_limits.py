@@ -1,0 +1,17 @@
+"""How much one command may ask for: bounds that keep a typo (``--trials 1e20``) from
+exhausting the machine. A light module of its own, so the command line checks its options
+without importing the runner; the packages that enforce them import them from here."""
+
+from __future__ import annotations
+
+#: trials of one run (a bigger study is a sweep or several runs)
+MAX_TRIALS = 100_000
+#: conversations in flight at once
+MAX_CONCURRENCY = 1_000
+#: worker processes of the local executor
+MAX_WORKERS = 256
+#: runs again of a trial that ended inconclusive (``--retry-inconclusive``)
+MAX_RETRIES = 5
+#: ingest's turn gap: a caller silent this long ends the turn; a longer silence inside a call
+#: is no gap between words any more
+MAX_TURN_GAP_MS = 60_000.0

@@ -131,7 +131,7 @@ def test_plan_reports_the_trials_per_cell_for_an_interval_width():
     assert "the worst case needs 372 conversation(s) for the 4 cell(s)" in result.stdout
     bad = cli("plan", str(SWEEP), "--width", "1.5", timeout=60)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
-    assert "width must be in (0, 1]" in bad.stderr and not bad.stdout
+    assert "--width: must be a number more than 0 and at most 1" in bad.stderr and not bad.stdout
 
 
 # --- resume -----------------------------------------------------------------------------------

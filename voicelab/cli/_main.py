@@ -17,7 +17,7 @@ from .._exit_codes import EXIT_CONFIG, EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK
 from .._extras import missing_dependency
 from ..config import mask_known
 from ..errors import ConfigError, ExecutionError, VoicelabError
-from ._output import PROG, relative
+from ._output import PROG, quiet_when_reader_leaves, relative
 
 #: Library keys that stand for a command-line option when the value came from the command line.
 _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
@@ -349,6 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
     _configure_logging(args.debug)
+    with quiet_when_reader_leaves():
+        return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return _command(args.command)(args)
     except KeyboardInterrupt:

@@ -47,3 +47,23 @@ def test_a_reader_that_leaves_early_ends_the_run_quietly_with_its_own_code(suite
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "error" not in stderr
     report = json.loads((suite / "runs" / "latest" / "run-report.json").read_text())
     assert report["status"] == "complete" and report["passed_trials"] == 2
+
+
+def test_a_ci_log_says_what_starts_at_once_then_each_trial_once_as_it_finishes(suite):
+    # a CI log: stdout and stderr into one pipe, no terminal
+    log = subprocess.run(
+        [sys.executable, "-m", "voicelab", "run", "run.yaml", "--trials", "4", "--concurrency",
+         "2", "--workers", "1", "--set", NO_TIMING, "--artifacts-dir", "runs"],
+        cwd=suite, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=300)
+    assert log.returncode == 0, log.stdout
+    lines = log.stdout.splitlines()
+    assert lines[0].startswith("starting 4 trial(s) of daily-plan-reminder / Jordan / office "
+                               "against fake: bundle "), lines[:3]
+    for trial in ("trial-001", "trial-002", "trial-003", "trial-004"):
+        assert sum(line.count(f"{trial} seed") for line in lines) == 1, log.stdout
+    counts = [line.split("]")[0] for line in lines if line.startswith("[")]
+    assert counts == ["[1/4", "[2/4", "[3/4", "[4/4"], log.stdout
+    finished = lines.index(next(line for line in lines if line.startswith("progress: 4/4")))
+    assert finished > max(i for i, line in enumerate(lines) if line.startswith("[")), log.stdout
+    assert "4/4 trial(s) passed" in log.stdout

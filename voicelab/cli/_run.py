@@ -60,12 +60,25 @@ SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: 
 
 
 def _progress(args: argparse.Namespace, *, cells: bool = False) -> TrialProgress | TrialLines:
-    """On stderr: tqdm's text bar on a terminal; elsewhere (a CI log) a line per finished trial
-    and a periodic count; nothing with --quiet."""
+    """On stderr: tqdm's text bar on a terminal; elsewhere (a CI log) a first line at once, a
+    line per finished trial as it finishes (on stdout: the summary then leaves them out) and a
+    periodic count; nothing with --quiet."""
     if sys.stderr.isatty() or args.quiet:
         return TrialProgress(auto=False, file=sys.stderr, enabled=not args.quiet)
+    # the trial lines are the summary's, printed as each trial finishes: on stdout like it
+    # (stderr when stdout is for --json); what starts and the counts on stderr
     return TrialLines(file=sys.stderr, cells=cells,
+                      trials_file=sys.stderr if getattr(args, "json", False) else sys.stdout,
                       describe=lambda result: trial_line(result.summary, result.report))
+
+
+def _observers(telemetry: Any, progress: Any) -> list[Any]:
+    """The run's observers: its telemetry's, and a log's progress (its first line)."""
+    return [*telemetry.observers, *([progress] if isinstance(progress, TrialLines) else [])]
+
+
+def _trial_lines_printed(progress: Any) -> bool:
+    return isinstance(progress, TrialLines) and progress.printed_trials
 
 
 def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None,
@@ -313,9 +326,11 @@ def trial_line(summary: TrialSummary, report: TrialReport) -> str:
     return f"{summary.trial_id} seed {summary.seed}: {_STATUS_WORD[status]} ({detail})"
 
 
-def print_run_summary(outcome: RunOutcome) -> None:
+def print_run_summary(outcome: RunOutcome, *, trial_lines: bool = True) -> None:
+    """The run's summary on stdout; ``trial_lines=False`` leaves out the line per trial (a
+    log's progress printed each as it finished)."""
     report = outcome.report
-    for trial in outcome.trials:
+    for trial in outcome.trials if trial_lines else ():
         print(trial_line(trial.summary, trial.report))
     stats = summarize([t.first_audio_latency_ms for r in outcome.trials
                        for t in r.turn_metrics])
@@ -360,40 +375,46 @@ def run_command(args: argparse.Namespace) -> int:
             artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
             label=args.label, calibrations=calibrations, resume=args.resume,
             rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
-            observers=telemetry.observers, **options), after=lambda o: _history(args, o))
+            observers=_observers(telemetry, progress), **options),
+            after=lambda o: _history(args, o))
 
 
 def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[Any]], *,
-                   after: Callable[[Any], None] | None = None, cells: bool = False) -> int:
+                   after: Callable[[Any], None] | None = None, cells: bool = False,
+                   first_line: str | None = None) -> int:
     """Run ``start(progress)`` (a run or a sweep: ``cells``) to its end or a signal, print its
-    summary (also for an interrupted one), ``after`` it, write --junit; the exit code."""
+    summary (also for an interrupted one), ``after`` it, write --junit; the exit code.
+    ``first_line`` is said at once in a log (a run's own says its bundle when it opens)."""
     if args.junit is not None:  # refused before anything runs, not after
         check_output_target(args.junit, key="--junit")
     progress = _progress(args, cells=cells)
+    if first_line is not None and isinstance(progress, TrialLines):
+        progress.starting(first_line)
     try:
         # the command line's process is the run's own: it tunes it while the run is in progress
         with tuned_process():
             outcome, number, stopped = run_until_signal(lambda: start(progress))
     finally:
         progress.close()
+    printed = _trial_lines_printed(progress)
     if number is not None:
         if isinstance(stopped, RunInterrupted | MatrixInterrupted):
-            _summary(stopped.outcome)
+            _summary(stopped.outcome, trial_lines=not printed)
             _write_junit(args, stopped.outcome.location)
         return SIGNAL_EXIT[number]
     assert outcome is not None
-    _summary(outcome)
+    _summary(outcome, trial_lines=not printed)
     if after is not None:
         after(outcome)
     _write_junit(args, outcome.location)
     return int(outcome.exit_code)
 
 
-def _summary(outcome: RunOutcome | MatrixOutcome) -> None:
+def _summary(outcome: RunOutcome | MatrixOutcome, *, trial_lines: bool) -> None:
     if isinstance(outcome, MatrixOutcome):
         print_matrix_summary(outcome)
     else:
-        print_run_summary(outcome)
+        print_run_summary(outcome, trial_lines=trial_lines)
 
 
 def endpointing_line(curve: EndpointingCurve) -> str:
@@ -464,5 +485,7 @@ def sweep_command(args: argparse.Namespace) -> int:
         return run_to_the_end(args, lambda progress: arun_matrix(
             plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
             calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
-            retry_inconclusive=args.retry_inconclusive, observers=telemetry.observers,
-            **options), cells=True, after=lambda o: _history(args, o))
+            retry_inconclusive=args.retry_inconclusive,
+            observers=_observers(telemetry, progress), **options), cells=True,
+            after=lambda o: _history(args, o), first_line=f"starting {plan.conversations} "
+            f"conversation(s) in {len(plan.cells)} cell(s)")

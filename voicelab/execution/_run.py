@@ -375,6 +375,10 @@ class Run:
         self.results.append(result)
         logger.info("%s: %s (%s)", result.summary.trial_id, result.report.status,
                     result.report.exit_reason)
+        # told before anything is awaited: two trials settling together are counted in the
+        # order they finished, each with its own count
+        if self.options.on_trial_done is not None:
+            self.options.on_trial_done(result, len(self.results), self.planned)
         if self.observed is not None:
             self.observers.trial_finished(self.observed, result)
         now = asyncio.get_running_loop().time()
@@ -389,8 +393,6 @@ class Run:
                         lambda: write_report_robustly(self.bundle / RUN_REPORT,
                                                       self._report("running"),
                                                       words=self.words))
-        if self.options.on_trial_done is not None:
-            self.options.on_trial_done(result, len(self.results), self.planned)
 
     async def _settled(self) -> None:
         """Every trial submitted so far settled: its status is known."""

@@ -67,3 +67,57 @@ def test_a_ci_log_says_what_starts_at_once_then_each_trial_once_as_it_finishes(s
     finished = lines.index(next(line for line in lines if line.startswith("progress: 4/4")))
     assert finished > max(i for i, line in enumerate(lines) if line.startswith("[")), log.stdout
     assert "4/4 trial(s) passed" in log.stdout
+
+
+BROKEN = "endpoint.settings.claim_without_tool=true"  # says "saved", saves nothing: fails
+
+
+def test_only_chooses_trials_like_k_and_json_is_all_that_stdout_holds(suite):
+    done = _cli("run", "run.yaml", "--trials", "4", "--workers", "1", "--set", NO_TIMING,
+                "--artifacts-dir", "runs", "--only", "trial-002 or trial-004", "--json",
+                cwd=suite)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)  # nothing but the document
+    assert summary["summary_version"] == "1.0" and summary["kind"] == "run"
+    assert summary["exit_code"] == 0 and summary["only"] == ["trial-002 or trial-004"]
+    assert summary["planned_trials"] == summary["executed_trials"] == 2
+    assert [(t["trial_id"], t["seed"], t["status"]) for t in summary["trials"]] == [
+        ("trial-002", 2, "passed"), ("trial-004", 4, "passed")]  # their numbers and seeds
+    assert Path(summary["location"], "trial-002", "trial-report.json").is_file()
+    assert not Path(summary["location"], "trial-001").exists()
+    assert "2/2 trial(s) passed" in done.stderr  # the human summary, on stderr
+
+
+def test_fail_fast_starts_no_trial_once_enough_did_not_pass(suite):
+    done = _cli("run", "run.yaml", "--trials", "8", "--concurrency", "1", "--workers", "1",
+                "--set", BROKEN, "--artifacts-dir", "runs", "--fail-fast", "1", "--json",
+                cwd=suite)
+    assert done.returncode == 3, done.stderr  # what the trials decide, not 4 for those not run
+    summary = json.loads(done.stdout)
+    assert summary["stopped_after_failures"] == 1 and summary["planned_trials"] == 8
+    assert 1 <= summary["executed_trials"] < 8
+    assert summary["message"].startswith("stopped after ")
+    report = json.loads((suite / "runs" / "latest" / "run-report.json").read_text())
+    assert report["exit_code"] == 3 and report["stopped_after_failures"] == 1
+
+
+def test_a_sweep_takes_only_and_json_per_cell(suite):
+    done = _cli("sweep", "suite.yaml", "--workers", "1", "--set", NO_TIMING, "--artifacts-dir",
+                "runs", "--only", "quiet and trial-001", "--json", cwd=suite)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["kind"] == "sweep" and summary["conversations"] == 2
+    assert sorted(cell["cell_id"] for cell in summary["cells"]) == [
+        "daily-plan-reminder__Jordan__quiet", "daily-plan-reminder__Sam__quiet"]
+    assert all([t["trial_id"] for t in cell["trials"]] == ["trial-001"]
+               for cell in summary["cells"])
+    assert "conversations 2 (--only quiet and trial-001)" in done.stderr
+
+
+@pytest.mark.parametrize(("only", "says"), [("nobody", "selects no trial"),
+                                            ("quiet and (", "ends too early")])
+def test_an_only_that_selects_nothing_or_does_not_parse_is_one_line_and_exit_2(suite, only,
+                                                                               says):
+    done = _cli("run", "run.yaml", "--only", only, cwd=suite)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "--only" in done.stderr and says in done.stderr

@@ -72,6 +72,22 @@ def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
                              "concurrency; still inconclusive counts as not passed (default 1)")
 
 
+def _add_selection_options(parser: argparse.ArgumentParser) -> None:
+    """Choosing and stopping as pytest does (-k, --maxfail), and a summary for machines."""
+    parser.add_argument("--only", action="append", default=[], metavar="EXPRESSION",
+                        help="run only the trials it matches, like pytest -k: words (a "
+                             "substring of a scenario id, persona or environment name, cell "
+                             "id or trial id such as trial-003) joined by and, or, not and "
+                             "parentheses; given twice: either")
+    parser.add_argument("--fail-fast", type=int, default=None, metavar="N",
+                        help="start no further trial once N trials did not pass (those "
+                             "running finish), like pytest --maxfail; exit 3 (4 for an "
+                             "execution failure)")
+    parser.add_argument("--json", action="store_true",
+                        help="print a machine-readable summary (JSON) on stdout, and every "
+                             "human line on stderr (docs/artifacts.md, the --json summary)")
+
+
 def _add_telemetry_options(parser: argparse.ArgumentParser) -> None:
     """Where a run is seen while and after it runs (docs/observability.md)."""
     parser.add_argument("--otlp", default=None, metavar="URL",
@@ -134,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(run)
     _add_outcome_options(run, what="run")
+    _add_selection_options(run)
     _add_telemetry_options(run)
     _add_run_options(run)
 
@@ -149,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(sweep)
     _add_outcome_options(sweep, what="sweep")
+    _add_selection_options(sweep)
     _add_telemetry_options(sweep)
     _add_run_options(sweep)
 

@@ -264,7 +264,8 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport 
     if report.status == "complete":
         code = run_exit_code(passed=flags,
                              executed=[s.execution_status == "succeeded" for s in summaries],
-                             planned=report.planned_trials,
+                             planned=len(summaries) if report.stopped_after_failures
+                             is not None else report.planned_trials,
                              gates_blocked=bool(statistics.blocking_gates))
     updated = report.model_copy(update={
         "schema_version": SCHEMA_VERSION,

@@ -29,6 +29,11 @@ logger = logging.getLogger(__name__)
 #: plots), stays under: its audio is Ogg Opus (:mod:`._embed`). Tested.
 REPORT_SIZE_BUDGET_BYTES = 3_000_000
 
+#: The kernel's own start-up warnings (the IPKernelApp's "running over TCP without
+#: encryption": a kernel on 127.0.0.1 that lives for one report) say nothing a reader of the
+#: report can act on; its errors still print, and a failing cell is reported as before.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+
 #: Shipped inside the package (links to notebooks/*.ipynb in a checkout, copies in a wheel).
 DEFAULT_NOTEBOOK = Path(__file__).resolve().with_name("report.ipynb")
 COMPARE_NOTEBOOK = Path(__file__).resolve().with_name("compare.ipynb")
@@ -80,7 +85,7 @@ def _render(notebook: Path, *, parameters: Mapping[str, Any], output_path: str |
                 str(notebook), str(executed_path), parameters=dict(parameters),
                 kernel_name=kernel_name, cwd=str(notebook.parent), progress_bar=False,
                 log_output=False, request_save_on_cell_execute=False,
-                execution_timeout=cell_timeout_seconds)
+                execution_timeout=cell_timeout_seconds, extra_arguments=KERNEL_ARGUMENTS)
         except papermill.PapermillExecutionError as error:
             if executed_path.is_file():
                 kept.write_bytes(executed_path.read_bytes())

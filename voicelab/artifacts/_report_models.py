@@ -203,6 +203,9 @@ class RunReport(Versioned):
     overrides: list[str] = Field(default_factory=list)
     #: ``--only``: the expressions that chose the planned trials (empty: every trial)
     only: list[str] = Field(default_factory=list)
+    #: ``rescore --set``: what the last re-score judged the evidence with, over the recorded
+    #: configuration (secrets ``***``; empty: as recorded)
+    rescore_overrides: list[str] = Field(default_factory=list)
     #: ``--fail-fast N``: N, when that many trials did not pass and the run's other planned
     #: trials were not started (``message`` says how many); its exit code is then the trials'
     stopped_after_failures: int | None = None

@@ -200,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--judges", type=Path, default=None, metavar="RUN_FILE",
                          help="run the judges of this run file again (credentials from the "
                               "environment); default: keep the recorded judge results")
+    rescore.add_argument("--set", dest="overrides", action="append", default=[],
+                         metavar="KEY=VALUE",
+                         help="judge the evidence with a changed value: scenario.eval_spec.* "
+                              "(thresholds), measurement.* (tolerances), transcription.*, "
+                              "quality_evaluation.* (with --judges); recorded in the run "
+                              "report as rescore_overrides")
 
     replay = commands.add_parser(
         "replay", help="send a run's (or a sweep's) recorded user audio again, trial by trial "

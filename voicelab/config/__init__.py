@@ -50,7 +50,13 @@ from ._models import (
     TransientEvent,
     VoiceLiveProvider,
 )
-from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_model
+from ._overrides import (
+    DOCUMENT_KINDS,
+    Override,
+    apply_overrides,
+    format_key_path,
+    validate_model,
+)
 from ._pauses import MAX_PAUSE_SECONDS, SpokenPieces, has_pause_markers, split_pauses
 from ._recorded import RECORDED_KINDS, load_recorded_run
 from ._resolved import file_sha256
@@ -110,6 +116,7 @@ __all__ = [
     "OpusConfig",
     "OutcomeProbeConfig",
     "Override",
+    "apply_overrides",
     "PersonaConfig",
     "Providers",
     "QualityEvaluation",

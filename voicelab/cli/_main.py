@@ -290,6 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
     init = commands.add_parser("init", help="copy starter suite files into DIR")
     init.add_argument("directory", type=Path)
     init.add_argument("--force", action="store_true", help="overwrite existing files")
+    init.add_argument("--agent", choices=("websocket", "twilio", "pipecat"), default=None,
+                      metavar="WIRE",
+                      help="also write agent.py, a tiny agent of your own speaking this wire "
+                           "(websocket, twilio or pipecat; it answers with the caller's audio "
+                           "played back), and make run.yaml start it for every trial")
     for command in commands.choices.values():
         _add_global_options(command, default=argparse.SUPPRESS)
     return parser

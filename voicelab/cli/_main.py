@@ -287,6 +287,17 @@ def build_parser() -> argparse.ArgumentParser:
                          help="earlier run and sweep bundles: also classify each candidate "
                               "cell as stable pass, flaky or stable fail over them")
 
+    check = commands.add_parser(
+        "check", help="one short call to a product's endpoint: say point by point what it does "
+                      "(answers, ends its turn, transcripts, barge-in, closes cleanly) against "
+                      "what its adapter expects, with the fix for each failure")
+    check.add_argument("config", type=Path, help="a run file, or a YAML file with just its "
+                                                 "endpoint block")
+    check.add_argument("--artifacts-dir", default=None,
+                       help="keep the call's bundle here (default: a temporary folder)")
+    check.add_argument("--json", action="store_true", help="the points as JSON on stdout")
+    _add_run_options(check)
+
     init = commands.add_parser("init", help="copy starter suite files into DIR")
     init.add_argument("directory", type=Path)
     init.add_argument("--force", action="store_true", help="overwrite existing files")
@@ -313,6 +324,7 @@ COMMANDS = {
     "replay": ("_replay", "replay_command"),
     "ingest": ("_ingest", "ingest_command"),
     "init": ("_init", "init_command"),
+    "check": ("_check", "check_command"),
 }
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .._exit_codes import EXIT_EXECUTION, EXIT_OK, EXIT_QUALITY
+from .._exit_codes import check_exit_code
 from .._validate import RunPlan, validate_run
 from ..artifacts import VOICE_EVENTS, read_voice_events
 from ..config import load_run, read_yaml
@@ -87,9 +87,8 @@ class EndpointCheck:
 
     @property
     def exit_code(self) -> int:
-        if not self.connected:
-            return EXIT_EXECUTION
-        return EXIT_QUALITY if any(p.status == "failed" for p in self.points) else EXIT_OK
+        return check_exit_code(connected=self.connected,
+                               failed=any(p.status == "failed" for p in self.points))
 
 
 def _write(folder: Path, name: str, document: Any) -> Path:
@@ -144,9 +143,11 @@ async def acheck_endpoint(config: str | Path, *, overrides: Sequence[str] = (),
         return _judge(plan, outcome)
 
 
-def check_endpoint(config: str | Path, **kwargs: Any) -> EndpointCheck:
+def check_endpoint(config: str | Path, *, overrides: Sequence[str] = (),
+                   artifacts_dir: str | Path | None = None) -> EndpointCheck:
     """Synchronous :func:`acheck_endpoint`, for scripts."""
-    found: EndpointCheck = run_sync(acheck_endpoint, config, **kwargs)
+    found: EndpointCheck = run_sync(acheck_endpoint, config, overrides=overrides,
+                                    artifacts_dir=artifacts_dir)
     return found
 
 

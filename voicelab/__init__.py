@@ -15,17 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-__all__ = ["TrialProgress", "__version__", "areplay", "areplay_sweep", "arun", "arun_matrix",
+__all__ = ["TrialProgress", "__version__", "acheck_endpoint", "areplay", "check_endpoint", "areplay_sweep", "arun", "arun_matrix",
            "load_run", "replay", "replay_sweep", "rescore", "run", "run_matrix"]
 
 if TYPE_CHECKING:
     from ._progress import TrialProgress
     from .config import load_run
     from .execution import (
+        acheck_endpoint,
         areplay,
         areplay_sweep,
         arun,
         arun_matrix,
+        check_endpoint,
         replay,
         replay_sweep,
         run,
@@ -45,6 +47,8 @@ _LAZY = {
     "replay_sweep": ("voicelab.execution", "replay_sweep"),
     "areplay_sweep": ("voicelab.execution", "areplay_sweep"),
     "TrialProgress": ("voicelab._progress", "TrialProgress"),
+    "check_endpoint": ("voicelab.execution", "check_endpoint"),
+    "acheck_endpoint": ("voicelab.execution", "acheck_endpoint"),
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 
 __all__ = ["EXIT_CONFIG", "EXIT_EXECUTION", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_QUALITY",
-           "EXIT_TERMINATED", "exit_code_after_writing", "run_exit_code", "sweep_exit_code",
+           "EXIT_TERMINATED", "check_exit_code", "exit_code_after_writing", "run_exit_code", "sweep_exit_code",
            "worst_exit_code"]
 
 #: All trials executed and passed pass^k.
@@ -69,3 +69,11 @@ def exit_code_after_writing(code: int, *, write_failed: bool) -> int:
     if write_failed and code in (EXIT_OK, EXIT_QUALITY):
         return EXIT_EXECUTION
     return code
+
+
+def check_exit_code(*, connected: bool, failed: bool) -> int:
+    """``voice-evaluator check``'s code: 4 the product could not be reached, 3 a point of the
+    check failed, else 0."""
+    if not connected:
+        return EXIT_EXECUTION
+    return EXIT_QUALITY if failed else EXIT_OK

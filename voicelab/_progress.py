@@ -6,8 +6,9 @@
 :class:`TrialProgress` is a tqdm bar, created at the first finished trial (the total is known
 then) and closed at the last; a resumed run starts from the trials it already has. tqdm is
 imported on first use. :class:`TrialLines` is the same for a log without a terminal (CI): a
-bar's redraws are unreadable there, so it writes one line per finished trial (the CLI gives
-it the line its summary prints) and every ``every_seconds`` a line with the counts.
+bar's redraws are unreadable there, so it writes a first line when the run starts, one line
+per finished trial as it finishes (the CLI gives it the line its summary would print, and the
+summary then leaves them out) and every ``every_seconds`` a line with the counts.
 """
 
 from __future__ import annotations
@@ -75,20 +76,32 @@ def _duration(seconds: float) -> str:
 
 
 class TrialLines:
-    """Progress for a log: a line per finished trial and a periodic count (see the module
-    docstring). ``describe(result)`` is a finished trial's line (default: id, seed, pass or
-    FAIL); ``cells=True`` prefixes it with the trial's scenario / persona / environment (a
-    sweep). ``every_seconds=None``: no periodic line. Call :meth:`close` at the end."""
+    """Progress for a log: a first line at once, a line per finished trial in the order they
+    finish, and a periodic count (see the module docstring). ``describe(result)`` is a finished
+    trial's line (default: id, seed, pass or FAIL), prefixed with the count (``[2/10]``), to
+    ``trials_file`` (default: ``file``, where the first line and the counts go);
+    ``cells=True`` also names the trial's scenario / persona / environment (a sweep).
+    ``every_seconds=None``: no periodic line. Call :meth:`close` at the end.
+
+    It is also a run observer (:class:`voicelab.execution.RunObserver`): given to a run's
+    ``observers``, it says what starts as soon as the bundle is open (:meth:`starting`), long
+    before the first trial has finished."""
 
     def __init__(self, *, file: IO[str] | None = None, every_seconds: float | None = 30.0,
                  cells: bool = False, describe: Callable[[Any], str] = _trial_text,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 trials_file: IO[str] | None = None):
         self.file = file
+        #: where the line per finished trial goes (default: ``file``, with the counts)
+        self.trials_file = trials_file
         self.cells = cells
         self.describe = describe
         self.failed = 0
         self.done = 0
         self.total: int | None = None
+        #: whether a line per finished trial was written (a summary need not repeat them)
+        self.printed_trials = False
+        self._started_line = False
         self._clock = clock
         self._started = clock()
         self._lock = threading.Lock()
@@ -99,19 +112,27 @@ class TrialLines:
                                             name="voicelab-progress", daemon=True)
             self._thread.start()
 
-    def _write(self, line: str) -> None:
+    def _write(self, line: str, *, file: IO[str] | None = None) -> None:
         with self._lock:
-            print(line, file=self.file or sys.stderr, flush=True)
+            print(line, file=file or self.file or sys.stderr, flush=True)
+
+    def starting(self, line: str) -> None:
+        """The first line, once (``starting 10 trial(s) ...``)."""
+        if not self._started_line:
+            self._started_line = True
+            self._write(line)
 
     def __call__(self, result: Any, done: int, total: int) -> None:
         if not result.report.passed:
             self.failed += 1
-        self.done, self.total = done, total
-        prefix = ""
+        # never backwards: the count is the run's, which grows by one per finished trial
+        self.done, self.total = max(self.done, done), total
+        prefix = f"[{self.done}/{total}] "
         if self.cells:
             report = result.report
-            prefix = f"{report.scenario_id} / {report.persona} / {report.environment}: "
-        self._write(prefix + self.describe(result))
+            prefix += f"{report.scenario_id} / {report.persona} / {report.environment}: "
+        self._write(prefix + self.describe(result), file=self.trials_file)
+        self.printed_trials = True
         if done >= total:
             self._write(self.progress_line())
 
@@ -136,3 +157,19 @@ class TrialLines:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+    # --- a run observer: the first line as soon as the run's bundle is open --------------------
+
+    def run_started(self, run: Any) -> None:
+        if not self.cells:  # a sweep's first line is its plan, said before any cell opens
+            self.starting(f"starting {run.planned} trial(s) of {run.scenario} / {run.persona} "
+                          f"/ {run.environment} against {run.adapter}: bundle {run.bundle}")
+
+    def trial_started(self, run: Any, trial: int) -> None:
+        pass
+
+    def trial_finished(self, run: Any, result: Any) -> None:
+        pass  # counted by __call__ (on_trial_done), which a sweep sums over its cells
+
+    def run_ending(self, run: Any, *, status: str) -> None:
+        return None

@@ -13,8 +13,12 @@ or a gate of the run config blocked), naming each failed trial's failed verdicts
 excerpt and its bundle; ``check=False`` returns the outcome whatever it is. A configuration
 error fails the test with its one-line message.
 
-Collected run files: list them (globs, relative to the rootdir) in the ini option
-``voicelab_run_files``; each trial of each is a test item (``suite/run.yaml::trial-001``). The
+Collected run files: list them (relative to the rootdir) in the ini option
+``voicelab_run_files``: a file, a glob (``suite/*.yaml``; ``**/`` is any depth, none included)
+or a folder (``suite/``). A glob or folder collects the run files it meets (YAML naming a
+``scenario_path``) and passes over the scenario, persona, script and suite files beside them; a
+file named outright is always collected. Each trial of each is a test item
+(``suite/run.yaml::trial-001``). The
 trials of a file run together, once, when its first item runs (with ``pytest-xdist`` keep a
 file on one worker: ``--dist loadfile``).
 
@@ -25,7 +29,7 @@ are imported when a fixture or item first runs, not when pytest starts.
 
 from __future__ import annotations
 
-import fnmatch
+import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,8 +50,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--voicelab-artifacts-dir", default=None, metavar="DIR",
                     help="where voicelab bundles go (default: each run config's artifacts_dir)")
     parser.addini("voicelab_run_files", type="linelist", default=[],
-                  help="voicelab run files (globs, relative to the rootdir) whose trials are "
-                       "collected as test items")
+                  help="voicelab run files (files, globs such as suite/*.yaml, or folders; "
+                       "relative to the rootdir) whose trials are collected as test items; "
+                       "a glob passes over the YAML files that are not run files")
 
 
 # --- failure text -----------------------------------------------------------------------------
@@ -136,6 +141,65 @@ def voicelab_run(request: pytest.FixtureRequest) -> Callable[..., Any]:
 
 # --- collected run files ----------------------------------------------------------------------
 
+def _glob_pattern(glob: str) -> re.Pattern[str]:
+    """A path glob as a shell reads it: ``*`` and ``?`` stay within one folder, ``**/`` is any
+    number of folders (none included), ``[...]`` a set of characters."""
+    parts, index = [], 0
+    while index < len(glob):
+        if glob.startswith("**/", index):
+            parts.append("(?:.*/)?")
+            index += 3
+        elif glob.startswith("**", index):
+            parts.append(".*")
+            index += 2
+        elif glob[index] == "*":
+            parts.append("[^/]*")
+            index += 1
+        elif glob[index] == "?":
+            parts.append("[^/]")
+            index += 1
+        elif glob[index] == "[" and "]" in glob[index + 2:]:
+            end = glob.index("]", index + 2)
+            body = glob[index + 1:end]
+            parts.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            index = end + 1
+        else:
+            parts.append(re.escape(glob[index]))
+            index += 1
+    return re.compile("".join(parts) + r"\Z")
+
+
+def _matches(relative: str, pattern: str) -> bool:
+    """``relative`` (a POSIX path below the rootdir) matched by one ``voicelab_run_files`` entry
+    as users write them: a glob (``suite/*.yaml``; ``suite/**/*.yaml`` at any depth, the folder
+    itself included), or a folder (``suite/``: every file in it, at any depth)."""
+    pattern = pattern.strip().removeprefix("./")
+    if not pattern:
+        return False
+    if pattern.endswith("/") or not any(char in pattern for char in "*?[") and \
+            not pattern.endswith((".yaml", ".yml")):
+        return relative.startswith(pattern.rstrip("/") + "/")
+    return _glob_pattern(pattern).match(relative) is not None
+
+
+def _names_one_file(pattern: str) -> bool:
+    return not any(char in pattern for char in "*?[") and \
+        pattern.strip().endswith((".yaml", ".yml"))
+
+
+def is_run_file(path: Path) -> bool:
+    """A YAML file whose top level names a scenario (``scenario_path``): a run config, not the
+    scenario, persona, data, script, environment or suite files that sit beside it."""
+    from voicelab.config import read_yaml
+    from voicelab.errors import ConfigError
+
+    try:
+        document = read_yaml(path)
+    except ConfigError:
+        return False
+    return isinstance(document, dict) and "scenario_path" in document
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     patterns = parent.config.getini("voicelab_run_files")
     if not patterns or file_path.suffix not in (".yaml", ".yml"):
@@ -145,9 +209,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         relative = file_path.relative_to(root).as_posix()
     except ValueError:
         return None
-    if any(fnmatch.fnmatch(relative, pattern) for pattern in patterns):
-        return VoicelabFile.from_parent(parent, path=file_path)
-    return None
+    matched = [pattern for pattern in patterns if _matches(relative, pattern)]
+    if not matched:
+        return None
+    # a file named outright is collected whatever it holds (its error says what is wrong); a
+    # glob over a suite's folder also meets the files a run file names: only run files count
+    if not any(_names_one_file(pattern) for pattern in matched) and not is_run_file(file_path):
+        return None
+    return VoicelabFile.from_parent(parent, path=file_path)
 
 
 class VoicelabTrialFailed(Exception):
@@ -211,4 +280,4 @@ class VoicelabTrial(pytest.Item):
 
 
 __all__ = ["TRANSCRIPT_LINES", "VoicelabFile", "VoicelabTrial", "VoicelabTrialFailed",
-           "run_failure", "trial_failure", "voicelab_run"]
+           "is_run_file", "run_failure", "trial_failure", "voicelab_run"]

@@ -107,9 +107,12 @@ def test_the_readme_main_command_installs_and_runs(user):
     assert (_bundle(main.stdout) / "run-report.json").is_file()
     # the core install is what the README's command installed: no notebook extra
     assert not list((user.home / ".venv").glob("lib/python*/site-packages/papermill"))
-    # without a terminal (a CI log), each finished trial is a line while the run goes on
+    # without a terminal (a CI log), what starts is said at once, then each finished trial is
+    # a line while the run goes on
     for seed in (42, 43, 44):
-        assert re.search(rf"^trial-\d+ seed {seed}: pass", main.stderr, re.M), main.stderr
+        assert re.search(rf"^\[\d/3\] trial-\d+ seed {seed}: pass", main.stdout, re.M), \
+            main.stdout
+    assert main.stderr.startswith("starting 3 trial(s) of "), main.stderr[:300]
     assert "progress: 3/3 trials finished, 0 not passed" in main.stderr
 
 

@@ -90,3 +90,35 @@ def test_collected_run_files_make_one_test_per_trial(pytester, suite):
     assert out.count("bundle: ") >= 2
     junit = (pytester.path / "junit.xml").read_text()
     assert 'name="trial-001"' in junit and "outcome_reminder_created" in junit
+
+
+@pytest.mark.parametrize("glob", ["suite/*.yaml", "suite/**/*.yaml", "suite/"])
+def test_the_glob_a_user_writes_collects_the_run_files_and_skips_the_rest(pytester, suite,
+                                                                         glob):
+    # the starter suite's folder also holds its scenario, persona, data, script, environment
+    # and sweep files: they are not run files, and a glob over the folder must not fail on them
+    (suite / "more").mkdir()
+    (suite / "more" / "second-run.yaml").write_text((suite / "run.yaml").read_text().replace(
+        "scenario_path: scenario.yaml", "scenario_path: ../scenario.yaml").replace(
+        "persona_path: persona.yaml", "persona_path: ../persona.yaml").replace(
+        "data_path: data.yaml", "data_path: ../data.yaml").replace(
+        "script_path: script.yaml", "script_path: ../script.yaml").replace(
+        "environment_path: environment.yaml", "environment_path: ../environment.yaml"))
+    pytester.makeini(f"[pytest]\nvoicelab_run_files = {glob}\n")
+    collected = _pytest(pytester, "--collect-only", "-q", "--voicelab-trials", "1")
+    assert collected.ret == 0, collected.stdout.str()
+    out = collected.stdout.str()
+    items = {line for line in out.splitlines() if "::" in line}
+    expected = {"suite/run.yaml::trial-001"}
+    if glob != "suite/*.yaml":
+        expected.add("suite/more/second-run.yaml::trial-001")
+    assert items == expected, out
+    assert "scenario.yaml" not in out and "suite.yaml" not in out and "error" not in out.lower()
+
+
+def test_a_run_file_named_outright_that_is_broken_is_still_an_error(pytester, suite):
+    (suite / "run.yaml").write_text("scenario_path: nowhere.yaml\npersona_path: persona.yaml\n")
+    pytester.makeini("[pytest]\nvoicelab_run_files = suite/run.yaml\n")
+    collected = _pytest(pytester, "--collect-only", "-q")
+    assert collected.ret != 0
+    assert "voicelab: " in collected.stdout.str() and "nowhere.yaml" in collected.stdout.str()

@@ -41,8 +41,8 @@ def _documented() -> list[str]:
 @pytest.mark.parametrize("command", [c for run in _run_steps() for c in _commands(run)]
                          + _documented())
 def test_a_documented_command_parses(command):
-    words = shlex.split(command.replace('"$baseline"', "baseline").replace("<", "").replace(
-        ">", ""), comments=True)
+    words = shlex.split(command.replace('"$baseline"', "baseline").replace(
+        '"$VOICELAB_TRIALS"', "20").replace("<", "").replace(">", ""), comments=True)
     build_parser().parse_args(words[1:])  # a usage error exits 2 (SystemExit)
 
 

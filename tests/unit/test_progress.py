@@ -59,10 +59,39 @@ def test_without_a_terminal_each_finished_trial_is_a_line_and_the_end_a_count():
     lines(_finished("trial-003", 44, passed=True), 3, 3)
     lines.close()
     assert stream.getvalue().splitlines() == [
-        "trial-001 seed 42: pass (exit endpoint_completion)",
-        "trial-002 seed 43: FAIL (exit endpoint_completion, failed: outcome_saved)",
-        "trial-003 seed 44: pass (exit endpoint_completion)",
+        "[1/3] trial-001 seed 42: pass (exit endpoint_completion)",
+        "[2/3] trial-002 seed 43: FAIL (exit endpoint_completion, failed: outcome_saved)",
+        "[3/3] trial-003 seed 44: pass (exit endpoint_completion)",
         "progress: 3/3 trials finished, 1 not passed, 1m30s elapsed"]
+    assert lines.printed_trials
+
+
+def test_the_first_line_comes_when_the_run_opens_its_bundle_and_only_once():
+    from pathlib import Path
+
+    from voicelab._progress import TrialLines
+    from voicelab.execution import ObservedRun, RunObserver
+
+    stream = io.StringIO()
+    lines = TrialLines(file=stream, every_seconds=None)
+    assert isinstance(lines, RunObserver)
+    run = ObservedRun(run_id="r1", bundle=Path("runs/r1"), scenario="booking", persona="Jordan",
+                      environment="quiet", adapter="websocket", planned=10)
+    lines.run_started(run)
+    lines.run_started(run)  # a retry pass opens nothing new: still one line
+    assert stream.getvalue().splitlines() == [
+        "starting 10 trial(s) of booking / Jordan / quiet against websocket: bundle runs/r1"]
+    assert not lines.printed_trials
+
+
+def test_a_count_never_goes_backwards():
+    from voicelab._progress import TrialLines
+
+    stream = io.StringIO()
+    lines = TrialLines(file=stream, every_seconds=None)
+    lines(_finished("trial-002", 43, passed=True), 2, 3)  # a resumed run: one was done
+    lines(_finished("trial-003", 44, passed=True), 1, 3)
+    assert [line.split("]")[0] for line in stream.getvalue().splitlines()] == ["[2/3", "[2/3"]
 
 
 def test_a_sweep_names_the_cell_and_the_periodic_line_comes_from_a_thread():
@@ -86,5 +115,5 @@ def test_a_sweep_names_the_cell_and_the_periodic_line_comes_from_a_thread():
     lines(_finished("trial-001", 42, passed=True), 1, 2)
     lines.close()
     text = stream.getvalue()
-    assert "booking / Jordan / quiet: trial-001 seed 42: pass\n" in text
+    assert "[1/2] booking / Jordan / quiet: trial-001 seed 42: pass\n" in text
     assert "progress: no trial finished yet" in text

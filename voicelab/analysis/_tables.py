@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import numpy as np
@@ -27,13 +28,20 @@ def show_table(frame: pd.DataFrame, *, precision: int = 1, percent: tuple[str, .
                ) -> Any:
     """A :class:`pandas.io.formats.style.Styler` of ``frame`` for display: NaN/None cells blank
     (not "NaN"), floats to ``precision`` decimals, whole-number columns as integers, the
-    ``percent`` columns as percentages, the index hidden. Needs jinja2 (the notebooks extra)."""
+    ``percent`` columns as percentages, the index hidden, headers that may break after each
+    ``_`` (a page fits the table instead of cutting it). Needs jinja2 (the notebooks extra)."""
     shown = [column for column in percent if column in frame.columns]
     table = _counts_as_integers(frame, keep=tuple(shown))
     styler = table.style.format(precision=precision, na_rep="")
     if shown:  # a subset: the other columns keep the precision above
         styler = styler.format("{:.1%}", subset=shown, na_rep="")
+    # a header may break after each "_" (first_audio_latency_ms_p50), never inside a word
+    styler = styler.format_index(_breakable_header, axis=1, escape=None)
     return styler.hide(axis="index")
+
+
+def _breakable_header(name: Any) -> str:
+    return html.escape(str(name)).replace("_", "_<wbr>")
 
 
 __all__ = ["show_table"]

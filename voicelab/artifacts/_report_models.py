@@ -201,6 +201,14 @@ class RunReport(Versioned):
     #: the ``--set`` overrides the run was started with (secrets ``***``): ``run --resume``
     #: applies them again
     overrides: list[str] = Field(default_factory=list)
+    #: ``--only``: the expressions that chose the planned trials (empty: every trial)
+    only: list[str] = Field(default_factory=list)
+    #: ``rescore --set``: what the last re-score judged the evidence with, over the recorded
+    #: configuration (secrets ``***``; empty: as recorded)
+    rescore_overrides: list[str] = Field(default_factory=list)
+    #: ``--fail-fast N``: N, when that many trials did not pass and the run's other planned
+    #: trials were not started (``message`` says how many); its exit code is then the trials'
+    stopped_after_failures: int | None = None
 
 
     #: selectivity probes (docs/probes.md): the three rates, and every probe with its timing
@@ -290,6 +298,8 @@ class MatrixReport(Versioned):
     #: the ``--set`` overrides the sweep was started with (secrets ``***``): ``sweep --resume``
     #: applies them again
     overrides: list[str] = Field(default_factory=list)
+    #: ``--only``: the expressions that chose the cells and trials (empty: the whole matrix)
+    only: list[str] = Field(default_factory=list)
     #: a suite's ``endpointing`` axis: one curve per scenario x persona x environment
     endpointing: list[EndpointingCurve] | None = None
 

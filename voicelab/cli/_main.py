@@ -26,7 +26,7 @@ from .._limits import (
 from ..config import mask_known
 from ..errors import ConfigError, ExecutionError, VoicelabError
 from ._numbers import FRACTION, NON_NEGATIVE, SEED, RealNumber, WholeNumber
-from ._output import PROG, relative
+from ._output import PROG, quiet_when_reader_leaves, relative
 
 #: Library keys that stand for a command-line option when the value came from the command line.
 _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
@@ -53,6 +53,7 @@ CONCURRENCY = WholeNumber(1, MAX_CONCURRENCY)
 WORKERS = WholeNumber(1, MAX_WORKERS)
 RETRIES = WholeNumber(0, MAX_RETRIES)
 PORT = WholeNumber(0, 65535)
+FAIL_FAST = WholeNumber(1, MAX_TRIALS)
 TURN_GAP_MS = RealNumber(0.0, MAX_TURN_GAP_MS)
 #: a pass-rate interval's width, and a pass rate's allowed drop: fractions of all trials
 WIDTH = RealNumber(0.0, 1.0)
@@ -93,6 +94,22 @@ def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
                         help="run a trial that ended inconclusive (nothing failed, a critical "
                              "verdict undecided) again up to N times, same seed, at lower "
                              "concurrency; still inconclusive counts as not passed (default 1)")
+
+
+def _add_selection_options(parser: argparse.ArgumentParser) -> None:
+    """Choosing and stopping as pytest does (-k, --maxfail), and a summary for machines."""
+    parser.add_argument("--only", action="append", default=[], metavar="EXPRESSION",
+                        help="run only the trials it matches, like pytest -k: words (a "
+                             "substring of a scenario id, persona or environment name, cell "
+                             "id or trial id such as trial-003) joined by and, or, not and "
+                             "parentheses; given twice: either")
+    parser.add_argument("--fail-fast", type=FAIL_FAST, default=None, metavar="N",
+                        help="start no further trial once N trials did not pass (those "
+                             "running finish), like pytest --maxfail; exit 3 (4 for an "
+                             "execution failure)")
+    parser.add_argument("--json", action="store_true",
+                        help="print a machine-readable summary (JSON) on stdout, and every "
+                             "human line on stderr (docs/artifacts.md, the --json summary)")
 
 
 def _add_telemetry_options(parser: argparse.ArgumentParser) -> None:
@@ -157,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(run)
     _add_outcome_options(run, what="run")
+    _add_selection_options(run)
     _add_telemetry_options(run)
     _add_run_options(run)
 
@@ -172,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(sweep)
     _add_outcome_options(sweep, what="sweep")
+    _add_selection_options(sweep)
     _add_telemetry_options(sweep)
     _add_run_options(sweep)
 
@@ -205,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--judges", type=Path, default=None, metavar="RUN_FILE",
                          help="run the judges of this run file again (credentials from the "
                               "environment); default: keep the recorded judge results")
+    rescore.add_argument("--set", dest="overrides", action="append", default=[],
+                         metavar="KEY=VALUE",
+                         help="judge the evidence with a changed value: scenario.eval_spec.* "
+                              "(thresholds), measurement.* (tolerances), transcription.*, "
+                              "quality_evaluation.* (with --judges); recorded in the run "
+                              "report as rescore_overrides")
 
     replay = commands.add_parser(
         "replay", help="send a run's (or a sweep's) recorded user audio again, trial by trial "
@@ -286,9 +311,25 @@ def build_parser() -> argparse.ArgumentParser:
                          help="earlier run and sweep bundles: also classify each candidate "
                               "cell as stable pass, flaky or stable fail over them")
 
+    check = commands.add_parser(
+        "check", help="one short call to a product's endpoint: say point by point what it does "
+                      "(answers, ends its turn, transcripts, barge-in, closes cleanly) against "
+                      "what its adapter expects, with the fix for each failure")
+    check.add_argument("config", type=Path, help="a run file, or a YAML file with just its "
+                                                 "endpoint block")
+    check.add_argument("--artifacts-dir", default=None,
+                       help="keep the call's bundle here (default: a temporary folder)")
+    check.add_argument("--json", action="store_true", help="the points as JSON on stdout")
+    _add_run_options(check)
+
     init = commands.add_parser("init", help="copy starter suite files into DIR")
     init.add_argument("directory", type=Path)
     init.add_argument("--force", action="store_true", help="overwrite existing files")
+    init.add_argument("--agent", choices=("websocket", "twilio", "pipecat"), default=None,
+                      metavar="WIRE",
+                      help="also write agent.py, a tiny agent of your own speaking this wire "
+                           "(websocket, twilio or pipecat; it answers with the caller's audio "
+                           "played back), and make run.yaml start it for every trial")
     for command in commands.choices.values():
         _add_global_options(command, default=argparse.SUPPRESS)
     return parser
@@ -307,6 +348,7 @@ COMMANDS = {
     "replay": ("_replay", "replay_command"),
     "ingest": ("_ingest", "ingest_command"),
     "init": ("_init", "init_command"),
+    "check": ("_check", "check_command"),
 }
 
 
@@ -375,6 +417,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
     _configure_logging(args.debug)
+    with quiet_when_reader_leaves():
+        return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         return _command(args.command)(args)
     except KeyboardInterrupt:

@@ -1,4 +1,4 @@
-"""`voice-evaluator rescore RUN_DIR [--output DIR] [--judges RUN_FILE]`.
+"""`voice-evaluator rescore RUN_DIR [--output DIR] [--judges RUN_FILE] [--set KEY=VALUE ...]`.
 
 Each trial's line names the verdicts that failed and those whose outcome changed; the last
 lines say where the re-scored files were written (in place, or a copy).
@@ -27,7 +27,11 @@ def _trial_line(trial: Any, where: str) -> str:  # a voicelab.runner RescoredTri
 
 
 def rescore_command(args: argparse.Namespace) -> int:
-    result = rescore(args.run_dir, output=args.output, judges_from=args.judges)
+    result = rescore(args.run_dir, output=args.output, judges_from=args.judges,
+                     overrides=args.overrides)
+    if args.overrides:
+        print(f"re-scored with: {', '.join(args.overrides)} (over what each trial recorded; "
+              "kept in the run report as rescore_overrides)")
     for trial in result.trials:
         where = relative(str(trial.trial_dir))
         if result.location != str(result.path):  # published to a store

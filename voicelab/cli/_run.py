@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -48,8 +50,10 @@ from ..runner import (
     MatrixOutcome,
     RunInterrupted,
     RunOutcome,
+    TrialSelection,
     plan_matrix,
     read_matrix_report,
+    summary_document,
 )
 from ._output import PROG, relative
 
@@ -59,13 +63,42 @@ T = TypeVar("T")
 SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 
 
+def json_aware(command: Callable[[argparse.Namespace], int]
+               ) -> Callable[[argparse.Namespace], int]:
+    """``--json``: stdout is the summary document's alone (:func:`run_to_the_end` prints it
+    there), so every human line of the command goes to stderr."""
+    def with_json(args: argparse.Namespace) -> int:
+        if not getattr(args, "json", False):
+            return command(args)
+        args.machine_stdout = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return command(args)
+
+    with_json.__name__, with_json.__doc__ = command.__name__, command.__doc__
+    with_json.__module__ = command.__module__
+    return with_json
+
+
 def _progress(args: argparse.Namespace, *, cells: bool = False) -> TrialProgress | TrialLines:
-    """On stderr: tqdm's text bar on a terminal; elsewhere (a CI log) a line per finished trial
-    and a periodic count; nothing with --quiet."""
+    """On stderr: tqdm's text bar on a terminal; elsewhere (a CI log) a first line at once, a
+    line per finished trial as it finishes (on stdout: the summary then leaves them out) and a
+    periodic count; nothing with --quiet."""
     if sys.stderr.isatty() or args.quiet:
         return TrialProgress(auto=False, file=sys.stderr, enabled=not args.quiet)
+    # the trial lines are the summary's, printed as each trial finishes: on stdout like it
+    # (stderr with --json, which redirects stdout); what starts and the counts on stderr
     return TrialLines(file=sys.stderr, cells=cells,
+                      trials_file=sys.stdout,
                       describe=lambda result: trial_line(result.summary, result.report))
+
+
+def _observers(telemetry: Any, progress: Any) -> list[Any]:
+    """The run's observers: its telemetry's, and a log's progress (its first line)."""
+    return [*telemetry.observers, *([progress] if isinstance(progress, TrialLines) else [])]
+
+
+def _trial_lines_printed(progress: Any) -> bool:
+    return isinstance(progress, TrialLines) and progress.printed_trials
 
 
 def run_until_signal(start: Callable[[], Awaitable[T]]) -> tuple[T | None, int | None,
@@ -313,9 +346,11 @@ def trial_line(summary: TrialSummary, report: TrialReport) -> str:
     return f"{summary.trial_id} seed {summary.seed}: {_STATUS_WORD[status]} ({detail})"
 
 
-def print_run_summary(outcome: RunOutcome) -> None:
+def print_run_summary(outcome: RunOutcome, *, trial_lines: bool = True) -> None:
+    """The run's summary on stdout; ``trial_lines=False`` leaves out the line per trial (a
+    log's progress printed each as it finished)."""
     report = outcome.report
-    for trial in outcome.trials:
+    for trial in outcome.trials if trial_lines else ():
         print(trial_line(trial.summary, trial.report))
     stats = summarize([t.first_audio_latency_ms for r in outcome.trials
                        for t in r.turn_metrics])
@@ -344,6 +379,7 @@ def print_run_summary(outcome: RunOutcome) -> None:
     print(f"bundle: {report.bundle_path}")
 
 
+@json_aware
 def run_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
     recorded = None
@@ -360,40 +396,61 @@ def run_command(args: argparse.Namespace) -> int:
             artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
             label=args.label, calibrations=calibrations, resume=args.resume,
             rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
-            observers=telemetry.observers, **options), after=lambda o: _history(args, o))
+            observers=_observers(telemetry, progress), only=args.only or None,
+            fail_fast=args.fail_fast, **options),
+            after=lambda o: _history(args, o))
 
 
 def run_to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[Any]], *,
-                   after: Callable[[Any], None] | None = None, cells: bool = False) -> int:
+                   after: Callable[[Any], None] | None = None, cells: bool = False,
+                   first_line: str | None = None) -> int:
     """Run ``start(progress)`` (a run or a sweep: ``cells``) to its end or a signal, print its
-    summary (also for an interrupted one), ``after`` it, write --junit; the exit code."""
+    summary (also for an interrupted one), ``after`` it, write --junit; the exit code.
+    ``first_line`` is said at once in a log (a run's own says its bundle when it opens)."""
     if args.junit is not None:  # refused before anything runs, not after
         check_output_target(args.junit, key="--junit")
+    code, outcome = _to_the_end(args, start, after=after, cells=cells, first_line=first_line)
+    machine = getattr(args, "machine_stdout", None)
+    if machine is not None and outcome is not None:
+        print(json.dumps(summary_document(outcome), indent=2), file=machine, flush=True)
+    return code
+
+
+
+
+def _to_the_end(args: argparse.Namespace, start: Callable[[Any], Awaitable[Any]], *,
+                after: Callable[[Any], None] | None, cells: bool, first_line: str | None
+                ) -> tuple[int, RunOutcome | MatrixOutcome | None]:
+    """:func:`run_to_the_end`'s run and summary: the exit code and the (partial) outcome."""
     progress = _progress(args, cells=cells)
+    if first_line is not None and isinstance(progress, TrialLines):
+        progress.starting(first_line)
     try:
         # the command line's process is the run's own: it tunes it while the run is in progress
         with tuned_process():
             outcome, number, stopped = run_until_signal(lambda: start(progress))
     finally:
         progress.close()
+    printed = _trial_lines_printed(progress)
     if number is not None:
         if isinstance(stopped, RunInterrupted | MatrixInterrupted):
-            _summary(stopped.outcome)
+            _summary(stopped.outcome, trial_lines=not printed)
             _write_junit(args, stopped.outcome.location)
-        return SIGNAL_EXIT[number]
+            return SIGNAL_EXIT[number], stopped.outcome
+        return SIGNAL_EXIT[number], None
     assert outcome is not None
-    _summary(outcome)
+    _summary(outcome, trial_lines=not printed)
     if after is not None:
         after(outcome)
     _write_junit(args, outcome.location)
-    return int(outcome.exit_code)
+    return int(outcome.exit_code), outcome
 
 
-def _summary(outcome: RunOutcome | MatrixOutcome) -> None:
+def _summary(outcome: RunOutcome | MatrixOutcome, *, trial_lines: bool) -> None:
     if isinstance(outcome, MatrixOutcome):
         print_matrix_summary(outcome)
     else:
-        print_run_summary(outcome)
+        print_run_summary(outcome, trial_lines=trial_lines)
 
 
 def endpointing_line(curve: EndpointingCurve) -> str:
@@ -432,6 +489,12 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
         for gate in blocking:
             mark = gate.status.upper()
             print(f"gate {mark} in {Path(cell_outcome.bundle_path).name}: {gate.message}")
+    stopped = next((c.report.stopped_after_failures for c in outcome.cells
+                    if c.report.stopped_after_failures is not None), None)
+    if stopped is not None:
+        print(f"stopped after {stopped} trial(s) did not pass (--fail-fast {stopped}): "
+              f"{report.conversations - report.executed_trials} planned conversation(s) did "
+              "not run")
     warning = degraded_warning(sum(c.report.degraded_trials for c in outcome.cells),
                                report.executed_trials)
     if warning:
@@ -444,6 +507,7 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
     print(f"matrix: {outcome.location}")
 
 
+@json_aware
 def sweep_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
     trials, recorded, overrides = args.trials, None, list(args.overrides)
@@ -457,6 +521,11 @@ def sweep_command(args: argparse.Namespace) -> int:
     calibrations = _calibrations(args)
     plan = plan_matrix(suite_file, trials=trials, concurrency=args.concurrency,
                        overrides=overrides)
+    if args.only:
+        if args.resume is not None:
+            raise ConfigError("a resumed sweep runs the trials it planned: --only is for a "
+                              "new sweep", source="CLI", key="--only")
+        plan = plan.select(TrialSelection.parse(args.only))
     for line in plan.lines():
         print(line)
     options = _executor_options(args)
@@ -464,5 +533,8 @@ def sweep_command(args: argparse.Namespace) -> int:
         return run_to_the_end(args, lambda progress: arun_matrix(
             plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
             calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
-            retry_inconclusive=args.retry_inconclusive, observers=telemetry.observers,
-            **options), cells=True, after=lambda o: _history(args, o))
+            retry_inconclusive=args.retry_inconclusive,
+            observers=_observers(telemetry, progress), fail_fast=args.fail_fast,
+            **options), cells=True,
+            after=lambda o: _history(args, o), first_line=f"starting {plan.conversations} "
+            f"conversation(s) in {len(plan.cells)} cell(s)")

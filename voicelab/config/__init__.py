@@ -51,7 +51,13 @@ from ._models import (
     TransientEvent,
     VoiceLiveProvider,
 )
-from ._overrides import DOCUMENT_KINDS, Override, format_key_path, validate_model
+from ._overrides import (
+    DOCUMENT_KINDS,
+    Override,
+    apply_overrides,
+    format_key_path,
+    validate_model,
+)
 from ._pauses import (
     MAX_PAUSE_SECONDS,
     MAX_PAUSES_PER_SCRIPT,
@@ -121,6 +127,7 @@ __all__ = [
     "OpusConfig",
     "OutcomeProbeConfig",
     "Override",
+    "apply_overrides",
     "PersonaConfig",
     "Providers",
     "QualityEvaluation",

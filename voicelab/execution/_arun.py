@@ -23,8 +23,10 @@ from ..errors import ConfigError
 from ..runner import (
     MAX_CONCURRENCY,
     MAX_TRIALS,
+    FailFast,
     RunOutcome,
     TrialResult,
+    TrialSelection,
     bounded_count,
     new_run_id,
 )
@@ -63,7 +65,9 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                scheduler: str | None = None,
                lag_budget_ms: float | None = None, scoring: str = "process",
                retry_inconclusive: int = 1,
-               observers: Sequence[RunObserver] = ()) -> RunOutcome:
+               observers: Sequence[RunObserver] = (),
+               only: Sequence[str] | str | None = None,
+               fail_fast: int | FailFast | None = None) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -103,10 +107,22 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     and finishes, in this process: OpenTelemetry traces and live Prometheus metrics
     (:mod:`voicelab.telemetry`, docs/observability.md).
 
+    ``only`` (``--only``) runs the planned trials an expression selects, like pytest's ``-k``
+    (:class:`voicelab.runner.TrialSelection`: scenario id, persona and environment names, trial
+    ids such as ``trial-003``); they keep their numbers and seeds. ``fail_fast`` (``--fail-fast``,
+    a count or a :class:`voicelab.runner.FailFast` shared by several runs) starts no trial once
+    that many did not pass; the report says so and its exit code is the trials' (3 or 4).
+
     Nothing process-wide changes (garbage collection, the GIL switch interval) unless the
     caller opted in with :func:`voicelab.execution.tuned_process`, as the command line does.
     """
     scoring_mode(scoring)
+    selection = TrialSelection.parse(only)  # a bad expression is refused before anything
+    if not selection.everything and resume is not None:
+        raise ConfigError("a resumed run runs the trials its bundle planned: --only is for a "
+                          "new run", source="CLI", key="--only")
+    stop = fail_fast if isinstance(fail_fast, FailFast) or fail_fast is None \
+        else FailFast(fail_fast)
     if resume is not None and not isinstance(run, RunPlan | LoadedRun):
         overrides = _resumed_overrides(resume, overrides)
     if isinstance(run, RunPlan):
@@ -123,7 +139,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         calibrations=tuple(calibrations), resume=resume, rerun_failed=rerun_failed,
         replay_of=replay_of, executor=executor, workers=workers, scheduler=scheduler,
         lag_budget_ms=lag_budget_ms, scoring=scoring, retry_inconclusive=retry_inconclusive,
-        observers=tuple(observers))
+        observers=tuple(observers), only=selection.expressions, fail_fast=stop)
     configured = artifacts_dir if artifacts_dir is not None else loaded.run.artifacts_dir
     given_at = None if artifacts_dir is not None else loaded.run_path
     store = store_target(configured, resume, source=given_at)
@@ -162,7 +178,17 @@ async def _run_here(plan: RunPlan, options: RunOptions) -> RunOutcome:
     parallel = bounded_count(concurrency if concurrency is not None else loaded.run.concurrency,
                              low=1, high=MAX_CONCURRENCY, key="concurrency",
                              source=None if concurrency is not None else loaded.run_path)
-    pending = point.pending if point is not None else range(1, trial_count + 1)
+    pending: Sequence[int] = point.pending if point is not None else range(1, trial_count + 1)
+    selection = TrialSelection.parse(options.only)
+    if not selection.everything:
+        pending = selection.trials(
+            scenario=loaded.scenario.id, persona=loaded.persona.name,
+            environment=loaded.environment.name or "quiet", count=trial_count,
+            cell_id=options.bundle_name)
+        if not pending:
+            raise selection.nothing_selected(f"{loaded.scenario.id} / {loaded.persona.name} / "
+                                             f"{loaded.environment.name or 'quiet'}")
+        trial_count = len(pending)  # the planned trials are those chosen
     executor, owned = None, False
     try:
         executor, owned = choose_executor(options.executor, workers=options.workers,

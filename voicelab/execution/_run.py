@@ -48,6 +48,7 @@ from ..config import BundleAccess, remember_text_filter
 from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError
 from ..runner import (
+    FailFast,
     Failure,
     RunInterrupted,
     RunOutcome,
@@ -108,6 +109,10 @@ class RunOptions:
     retry_inconclusive: int = 1
     #: told of the run's trials as they start and finish (telemetry: :mod:`._observer`)
     observers: Sequence[RunObserver] = ()
+    #: ``--only``: which of the planned trials run (:class:`voicelab.runner.TrialSelection`)
+    only: Sequence[str] = ()
+    #: ``--fail-fast``: no trial starts once this many did not pass (shared by a sweep's cells)
+    fail_fast: FailFast | None = None
 
 
 def make_bundle_dir(root: Path, name: str, *, source: str | Path | None,
@@ -218,10 +223,21 @@ class Run:
                           status=status, label=self.label, calibrations=self.options.calibrations,
                           resumed_at=self.resumed_at, replay_of=self.options.replay_of,
                           lag_budget_ms=self.budget.budget_ms if self.budget else None,
-                          lowest_concurrency=self.budget.lowest if self.budget else None)
+                          lowest_concurrency=self.budget.lowest if self.budget else None,
+                          only=self.options.only, stopped_early=self._stopped_early(),
+                          stopped_after_failures=self.options.fail_fast.limit
+                          if self.options.fail_fast is not None else None)
         if self.telemetry is not None:
             report = report.model_copy(update={"telemetry": self.telemetry})
         return report
+
+    def _stopped_early(self) -> str | None:
+        """Why planned trials did not start (``--fail-fast``), once the run stopped them."""
+        fail_fast = self.options.fail_fast
+        not_run = self.planned - len(self.results)
+        if fail_fast is None or not fail_fast.stopped or not_run <= 0 or self.interrupted:
+            return None
+        return fail_fast.message(not_run)
 
     # --- the run --------------------------------------------------------------------------------
 
@@ -326,6 +342,8 @@ class Run:
                     # a cancellation some cleanup absorbed still ends the run: never start
                     # another trial once interrupted
                     raise asyncio.CancelledError
+                if self._stopping():
+                    return
                 await self._trial(index, gate)
 
         tasks = [asyncio.create_task(puller()) for _ in range(min(width, len(todo)))]
@@ -338,12 +356,18 @@ class Run:
             return True
         return False
 
+    def _stopping(self) -> bool:
+        """--fail-fast: enough trials did not pass, here or in another cell of the sweep."""
+        return self.options.fail_fast is not None and self.options.fail_fast.stopped
+
     async def _trial(self, index: int, gate: asyncio.Semaphore | None) -> None:
         assert self.spec is not None and self.session is not None
         job = TrialJob(index, trial_seed(self.loaded.run.trial_seed, index),
                        attempt=len(self.attempts.get(index, ())) + 1)
         async with admitted(self.budget) as slot, gate or contextlib.nullcontext(), \
                 self.semaphore:
+            if self._stopping():  # stopped while this trial waited for its slot
+                return
             started_wall = time.time()
             trial_dir = self.bundle / trial_folder(index)
             if self.point is not None and trial_dir.exists():
@@ -375,6 +399,14 @@ class Run:
         self.results.append(result)
         logger.info("%s: %s (%s)", result.summary.trial_id, result.report.status,
                     result.report.exit_reason)
+        if self.options.fail_fast is not None:
+            self.options.fail_fast.finished(
+                passed=result.report.passed,
+                final=result.report.status != "inconclusive" or result.report.attempt > self.retries)
+        # told before anything is awaited: two trials settling together are counted in the
+        # order they finished, each with its own count
+        if self.options.on_trial_done is not None:
+            self.options.on_trial_done(result, len(self.results), self.planned)
         if self.observed is not None:
             self.observers.trial_finished(self.observed, result)
         now = asyncio.get_running_loop().time()
@@ -389,8 +421,6 @@ class Run:
                         lambda: write_report_robustly(self.bundle / RUN_REPORT,
                                                       self._report("running"),
                                                       words=self.words))
-        if self.options.on_trial_done is not None:
-            self.options.on_trial_done(result, len(self.results), self.planned)
 
     async def _settled(self) -> None:
         """Every trial submitted so far settled: its status is known."""
@@ -407,7 +437,7 @@ class Run:
     async def _retry_inconclusive(self) -> None:
         width = self.parallel
         for attempt in range(1, self.retries + 1):
-            if self.interrupted:
+            if self.interrupted or self._stopping():
                 break
             try:
                 await self._settled()

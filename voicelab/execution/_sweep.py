@@ -25,13 +25,16 @@ from ..artifacts import (
     resolve_local_latest,
 )
 from ..config import LoadedRun, LoadedSuite
+from ..errors import ConfigError
 from ..runner import (
+    FailFast,
     MatrixCellPlan,
     MatrixOutcome,
     MatrixPlan,
     RunInterrupted,
     RunOutcome,
     TrialResult,
+    TrialSelection,
     conclude_cells,
     matrix_report,
     new_run_id,
@@ -60,7 +63,9 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                       resume: str | Path | None = None, rerun_failed: bool = False,
                       executor: Any = None, workers: int | None = None,
                       scheduler: str | None = None, retry_inconclusive: int = 1,
-                      observers: Sequence[RunObserver] = ()) -> MatrixOutcome:
+                      observers: Sequence[RunObserver] = (),
+                      only: Sequence[str] | str | None = None,
+                      fail_fast: int | FailFast | None = None) -> MatrixOutcome:
     """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json.
 
     ``resume`` is a sweep folder of this suite to finish: each cell resumes its bundle (see
@@ -70,19 +75,32 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     ``executor``, ``workers`` and ``scheduler`` are :func:`voicelab.arun`'s: one executor (its
     worker processes or cluster) serves every cell. ``retry_inconclusive`` is
     :func:`voicelab.arun`'s, for each cell; so are ``observers``, told of every cell's run.
+
+    ``only`` (``--only``) runs the cells and trials an expression selects
+    (:meth:`voicelab.runner.MatrixPlan.select`); ``fail_fast`` (``--fail-fast``) counts the
+    trials that did not pass across the whole matrix and starts none once it is reached.
     """
+    selection = TrialSelection.parse(only)
+    if not selection.everything and resume is not None:
+        raise ConfigError("a resumed sweep runs the trials it planned: --only is for a new "
+                          "sweep", source="CLI", key="--only")
+    stop = fail_fast if isinstance(fail_fast, FailFast) or fail_fast is None \
+        else FailFast(fail_fast)
     previous = read_matrix_report(resume) if resume is not None else None
     if previous is not None and not isinstance(suite, MatrixPlan):
         trials = previous.trials_per_cell if trials is None else trials
         overrides = resumed_overrides(previous.overrides, overrides, bundle=str(resume))
     plan = suite if isinstance(suite, MatrixPlan) else plan_matrix(
         suite, trials=trials, concurrency=concurrency, overrides=overrides)
+    if not selection.everything and plan.selected_trials is None:
+        plan = plan.select(selection)
     for one in plan.cells:
         check_calibrations(one.plan.loaded, calibrations)
     sweep = _Sweep(plan, on_trial_done=on_trial_done, label=label,
                    calibrations=tuple(calibrations), rerun_failed=rerun_failed,
                    executor=executor, workers=workers, scheduler=scheduler,
-                   retry_inconclusive=retry_inconclusive, observers=tuple(observers))
+                   retry_inconclusive=retry_inconclusive, observers=tuple(observers),
+                   fail_fast=stop)
     spec = plan.suite.suite
     configured = artifacts_dir if artifacts_dir is not None else (
         spec.artifacts_dir or plan.suite.path.parent / "artifacts")
@@ -134,6 +152,7 @@ class _Sweep:
     scheduler: str | None
     retry_inconclusive: int
     observers: Sequence[RunObserver] = ()
+    fail_fast: FailFast | None = None
 
     async def here(self, configured: str | Path, *, resume: str | Path | None,
                    run_id: str | None, source: Path | None) -> MatrixOutcome:
@@ -213,7 +232,8 @@ class _Sweep:
                                      resume=cell_dir if started_before else None,
                                      rerun_failed=self.rerun_failed, executor=executor,
                                      retry_inconclusive=self.retry_inconclusive,
-                                     observers=self.observers)
+                                     observers=self.observers, only=plan.only or None,
+                                     fail_fast=self.fail_fast)
             except RunInterrupted as stopped:
                 outcomes.append(stopped.outcome)
                 raise

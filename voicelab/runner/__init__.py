@@ -34,7 +34,9 @@ from ._run import (
     write_report_robustly,
 )
 from ._scoring import Call, Scored, score_now, score_on_loop
+from ._select import FailFast, TrialSelection
 from ._speech import open_speech
+from ._summary import SUMMARY_VERSION, summary_document
 from ._trial import (
     TrialPlan,
     TrialResult,
@@ -50,12 +52,13 @@ from ._trial import (
 from ._trial import _TrialCancelled as TrialCancelled
 
 __all__ = [
-"MAX_CONCURRENCY", "MAX_TRIALS", "Call", "Failure", "MatrixCellPlan",
+"MAX_CONCURRENCY", "MAX_TRIALS", "SUMMARY_VERSION", "Call", "FailFast", "Failure", "MatrixCellPlan",
            "MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "ReplaySource", "Rescored",
            "RunInterrupted", "RunOutcome", "Scored", "TrialCancelled", "TrialPlan", "TrialResult",
+           "TrialSelection",
            "bounded_count", "conclude_cells", "configured_session_id", "crashed_trial",
            "exit_code_for", "inconclusive_verdict_names", "matrix_cell", "matrix_rates", "matrix_report",
            "new_run_id", "open_speech", "plan_matrix", "plan_replay", "read_matrix_report",
-           "read_recording", "rescore", "retained_files", "run_redactor", "runs_redactor", "strictest_access", "run_call", "run_report", "run_trial", "score_now",
+           "read_recording", "rescore", "retained_files", "run_redactor", "runs_redactor", "strictest_access", "summary_document", "run_call", "run_report", "run_trial", "score_now",
            "score_on_loop", "scored_result", "trial_seed", "trial_session_id", "trial_summary",
            "unscored_report", "utc_iso", "utc_now", "write_report_robustly"]

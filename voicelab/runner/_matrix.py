@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .._exit_codes import exit_code_after_writing, sweep_exit_code
@@ -56,6 +56,7 @@ from ._run import (
     utc_now,
     write_report_robustly,
 )
+from ._select import TrialSelection
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -83,6 +84,27 @@ class MatrixPlan:
     statistics: StatisticsConfig = field(default_factory=StatisticsConfig)
     #: the ``--set`` overrides every cell was loaded with (as given)
     overrides: tuple[str, ...] = ()
+    #: ``--only`` (:meth:`select`): its expressions, and the trial numbers chosen per cell id
+    only: tuple[str, ...] = ()
+    selected_trials: dict[str, list[int]] | None = None
+
+    def select(self, selection: TrialSelection) -> MatrixPlan:
+        """The plan of the cells and trials ``selection`` chooses (``--only``); a selection
+        that chooses nothing is a :class:`~voicelab.errors.ConfigError`."""
+        if selection.everything:
+            return self
+        chosen: dict[str, list[int]] = {}
+        for cell in self.cells:
+            loaded = cell.plan.loaded
+            trials = selection.trials(scenario=loaded.scenario.id, persona=loaded.persona.name,
+                                      environment=loaded.environment.name or "quiet",
+                                      count=self.trials, cell_id=cell.cell_id)
+            if trials:
+                chosen[cell.cell_id] = trials
+        if not chosen:
+            raise selection.nothing_selected(f"the suite {self.suite.path.name}")
+        return replace(self, cells=[c for c in self.cells if c.cell_id in chosen],
+                       only=selection.expressions, selected_trials=chosen)
 
     def recorded_overrides(self) -> list[str]:
         """The overrides as the matrix report keeps them, masked with every cell's secrets."""
@@ -92,6 +114,8 @@ class MatrixPlan:
 
     @property
     def conversations(self) -> int:
+        if self.selected_trials is not None:
+            return sum(len(trials) for trials in self.selected_trials.values())
         return len(self.cells) * self.trials
 
     @property
@@ -109,7 +133,8 @@ class MatrixPlan:
             f"suite        {self.suite.suite.name or self.suite.path.stem}",
             f"matrix       {s} scenario(s) x {p} persona(s) x {e} environment(s) x {k} trial(s)",
             f"cells        {len(self.cells)}",
-            f"conversations {self.conversations}",
+            f"conversations {self.conversations}"
+        + (f" (--only {' or '.join(self.only)})" if self.only else ""),
             f"audio        ~{self.estimated_user_audio_seconds / 60.0:.1f} min user speech + "
             f"~{self.estimated_product_audio_seconds / 60.0:.1f} min product speech = "
             f"~{total_minutes:.1f} min",
@@ -277,7 +302,7 @@ def matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: lis
         personas=sorted({c.persona for c in plan.cells}),
         environments=sorted({c.environment for c in plan.cells}), trials_per_cell=k,
         overrides=plan.recorded_overrides(),
-        cell_count=len(plan.cells), conversations=plan.conversations,
+        cell_count=len(plan.cells), conversations=plan.conversations, only=list(plan.only),
         passed_trials=sum(c.passed_trials for c in cells),
         executed_trials=sum(c.executed_trials for c in cells),
         pass_at_k=complete and all(c.pass_at_k for c in cells),

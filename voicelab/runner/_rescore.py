@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,7 @@ from ._evidence import (
     score_of,
 )
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
+from ._rescore_overrides import AS_RECORDED, RescoreOverrides
 from ._retention import filtered_steps, recorded_redactor
 from ._run import not_run_message
 from ._transcription import ProductTranscription
@@ -177,26 +179,47 @@ def _model(model: type[Any], document: Any, *, source: Path) -> Any:
     return parse_settings(model, document, key=None, source=source)
 
 
+def _overridden(model: type[Any], document: Any, *, source: Path,
+                overrides: RescoreOverrides, prefix: str | None = None) -> Any:
+    """A recorded document with the re-score's overrides: a value they made invalid is blamed
+    on the ``--set`` (exit 2), not on the bundle."""
+    try:
+        return _model(model, document, source=source)
+    except ConfigError as error:
+        if not overrides:
+            raise
+        given = [o.label for o in overrides.given if prefix is None or o.path[0] == prefix]
+        key = f"{prefix}.{error.key}" if prefix and error.key else error.key or prefix
+        raise ConfigError(error.message, source=" ".join(given) or source, key=key) from None
+
+
 def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
-                  judges_run: Any = None) -> RescoredTrial:
-    """Recompute one trial folder in place (see the module docstring)."""
+                  judges_run: Any = None,
+                  overrides: RescoreOverrides = AS_RECORDED) -> RescoredTrial:
+    """Recompute one trial folder in place (see the module docstring), judged with the
+    re-score's ``overrides`` (``rescore --set``) over what the trial recorded."""
     trial_dir = Path(trial_dir)
     previous = _model(TrialReport, _document(trial_dir, TRIAL_REPORT),
                       source=trial_dir / TRIAL_REPORT)
-    scenario = _model(ScenarioConfig, _resolved(trial_dir, "scenario"),
-                      source=trial_dir / resolved_document("scenario"))
+    scenario_file = trial_dir / resolved_document("scenario")
+    scenario = _overridden(ScenarioConfig, overrides.scenario(
+        _resolved(trial_dir, "scenario"), file=str(scenario_file)), source=scenario_file,
+        overrides=overrides)
     persona = _model(PersonaConfig, _resolved(trial_dir, "persona"),
                      source=trial_dir / resolved_document("persona"))
-    settings = _resolved(trial_dir, "settings") or {}
+    settings_file = trial_dir / resolved_document("settings")
+    settings = overrides.settings(_resolved(trial_dir, "settings") or {},
+                                  file=str(settings_file))
     recording = read_recording(trial_dir)
     if speech_metrics is None:
         speech_metrics = bool(settings.get("speech_metrics"))
-    measurement = _model(MeasurementConfig, settings.get("measurement") or {},
-                         source=trial_dir / resolved_document("settings"))
+    measurement = _overridden(MeasurementConfig, settings.get("measurement") or {},
+                              source=settings_file, overrides=overrides, prefix="measurement")
     judged = settings.get("quality_evaluation") is not None or (
         judges_run is not None and judges_run.run.quality_evaluation is not None)
-    transcription_config = _model(TranscriptionConfig, settings.get("transcription") or {},
-                                  source=trial_dir / resolved_document("settings"))
+    transcription_config = _overridden(TranscriptionConfig, settings.get("transcription") or {},
+                                       source=settings_file, overrides=overrides,
+                                       prefix="transcription")
     transcription = ProductTranscription.of(transcription_config, scenario, persona,
                                             judges=judged)
     evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics,
@@ -240,7 +263,8 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                          evidence.metrics.probes)
 
 
-def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport | None:
+def _update_run_report(run_dir: Path, trials: list[RescoredTrial],
+                       overrides: RescoreOverrides = AS_RECORDED) -> RunReport | None:
     """The run report again, counted from the trials re-scored (``trials``, those of
     ``run_dir`` with a trial report) alone: a trial the report listed whose folder has no report
     now, or a trial folder without one, is unfinished and counts as not executed; planned
@@ -274,7 +298,11 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport 
         gates=[gate_config_of(check) for check in report.gates],
         calibrations=[rate.calibration for rate in report.judge_corrected_pass_rates],
         curve=report.status != "running", probes=[t.probes for t in ordered])
-    code = run_exit_code(passed=flags, executed=executed, planned=report.planned_trials,
+    # a run --fail-fast stopped: its planned trials that never started are left out, as run
+    # leaves them out
+    planned = len(summaries) if report.stopped_after_failures is not None \
+        else report.planned_trials
+    code = run_exit_code(passed=flags, executed=executed, planned=planned,
                          gates_blocked=bool(statistics.blocking_gates))
     updated = report.model_copy(update={
         "schema_version": SCHEMA_VERSION,
@@ -288,14 +316,15 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport 
         "degraded_trials": sum(s.measurement_degraded for s in summaries),
         "inconclusive_trials": sum(s.status == "inconclusive" for s in summaries),
         "retried_trials": sum(s.attempts > 1 for s in summaries),
+        "rescore_overrides": overrides.recorded(),
         **(statistics.report_fields() if report.pass_rate is not None else {})})
     write_json(path, updated)
     return updated
 
 
 def rescore(path: str | Path, *, output: str | Path | None = None,
-            speech_metrics: bool | None = None, judges_from: str | Path | None = None
-            ) -> Rescored:
+            speech_metrics: bool | None = None, judges_from: str | Path | None = None,
+            overrides: Sequence[str] = ()) -> Rescored:
     """Re-score a trial folder, a run folder or a folder of runs (a sweep).
 
     With ``output``, the bundle is first copied there and the copy is re-scored; without, the
@@ -307,10 +336,17 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     ``path`` and ``output`` may be store URLs: the bundle is downloaded into a staging folder,
     re-scored there and published back (each trial folder's report last), to ``output`` when
     given, else in place.
+
+    ``overrides`` (``rescore --set``) change what judges the evidence: the scenario's
+    ``eval_spec``, ``measurement``, ``transcription`` and, with ``judges_from``,
+    ``quality_evaluation`` (:mod:`._rescore_overrides`); any other key is a
+    :class:`~voicelab.errors.ConfigError` naming it, before anything is read. The run report
+    records them as ``rescore_overrides``; the recorded configurations are left as they were.
     """
+    RescoreOverrides.parse(overrides, judges_given=judges_from is not None)  # refused first
     if is_url(path) or is_url(output):
         return _rescore_in_store(path, output=output, speech_metrics=speech_metrics,
-                                 judges_from=judges_from)
+                                 judges_from=judges_from, overrides=overrides)
     source = resolve_local_latest(as_local_path(path))
     if not source.exists():
         raise ConfigError(f"no such folder: {source}", source=source)
@@ -322,7 +358,8 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
         target = _output_folder(as_local_path(output))
         shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)  # only `latest`
     with BundleLock(target, command="rescore"):
-        return _rescore_folder(target, speech_metrics=speech_metrics, judges_from=judges_from)
+        return _rescore_folder(target, speech_metrics=speech_metrics, judges_from=judges_from,
+                               overrides=overrides)
 
 
 def _require_audio(trial_dirs: list[Path]) -> None:
@@ -332,7 +369,8 @@ def _require_audio(trial_dirs: list[Path]) -> None:
 
 
 def _rescore_folder(target: Path, *, speech_metrics: bool | None,
-                    judges_from: str | Path | None) -> Rescored:
+                    judges_from: str | Path | None, overrides: Sequence[str] = ()) -> Rescored:
+    given = RescoreOverrides.parse(overrides, judges_given=judges_from is not None)
     trial_dirs = find_trial_dirs(target)
     if not trial_dirs:
         raise ConfigError("no trial folders (trial-NNN/trial-report.json) found", source=target)
@@ -340,19 +378,19 @@ def _rescore_folder(target: Path, *, speech_metrics: bool | None,
     if judges_from is not None:
         from ..config import load_run
 
-        judges_run = load_run(judges_from)
+        judges_run = load_run(judges_from, overrides=given.judges())
     _require_audio(trial_dirs)
     result = Rescored(target)
     for trial_dir in trial_dirs:
         result.trials.append(rescore_trial(trial_dir, speech_metrics=speech_metrics,
-                                           judges_run=judges_run))
+                                           judges_run=judges_run, overrides=given))
     by_run: dict[Path, list[RescoredTrial]] = {}
     for trial in result.trials:
         run_dir = trial.trial_dir.parent
         if run_dir == target or target in run_dir.parents:  # never a report outside the bundle
             by_run.setdefault(run_dir, []).append(trial)
     for run_dir, trials in by_run.items():
-        updated = _update_run_report(run_dir, trials)
+        updated = _update_run_report(run_dir, trials, given)
         if updated is not None:
             result.run_reports.append(run_dir / RUN_REPORT)
             result.run_exit_codes.append(updated.exit_code)
@@ -381,7 +419,8 @@ def _output_folder(target: Path) -> Path:
 
 
 def _rescore_in_store(path: str | Path, *, output: str | Path | None,
-                      speech_metrics: bool | None, judges_from: str | Path | None) -> Rescored:
+                      speech_metrics: bool | None, judges_from: str | Path | None,
+                      overrides: Sequence[str] = ()) -> Rescored:
     with tempfile.TemporaryDirectory(prefix="voicelab-rescore-") as scratch:
         source = open_location(path, key="run_dir")
         if isinstance(source, RemoteLocation):
@@ -392,20 +431,21 @@ def _rescore_in_store(path: str | Path, *, output: str | Path | None,
         target = source if output is None else open_location(output, key="output")
         if not isinstance(target, RemoteLocation):  # from a store into a local folder
             return rescore(local_source, output=target, speech_metrics=speech_metrics,
-                           judges_from=judges_from)
+                           judges_from=judges_from, overrides=overrides)
         staging = Path(scratch) / "target"
         publisher = Publisher(staging, target)
         if target is source:  # in place: only what re-scoring rewrote is published again
             staging = local_source
             publisher = Publisher(staging, target)
             publisher.mark_present()
-            result = rescore(staging, speech_metrics=speech_metrics, judges_from=judges_from)
+            result = rescore(staging, speech_metrics=speech_metrics, judges_from=judges_from,
+                             overrides=overrides)
         else:
             check_writable(target, source=None, key="output")
             if remote_exists(target) and target.fs.find(target.path):
                 raise ConfigError(f"the output folder {target.url} is not empty", key="output")
             result = rescore(local_source, output=staging, speech_metrics=speech_metrics,
-                             judges_from=judges_from)
+                             judges_from=judges_from, overrides=overrides)
         try:
             publisher.sync(final=True)
         except Exception as error:  # noqa: BLE001 - every store raises its own types

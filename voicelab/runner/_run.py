@@ -136,9 +136,15 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
                calibrations: Sequence[JudgeCalibration] = (),
                resumed_at: Sequence[str] = (), replay_of: ReplayOrigin | None = None,
                lag_budget_ms: float | None = None,
-               lowest_concurrency: int | None = None) -> RunReport:
+               lowest_concurrency: int | None = None, only: Sequence[str] = (),
+               stopped_early: str | None = None,
+               stopped_after_failures: int | None = None) -> RunReport:
     """The run report of ``results`` (``status``: running, complete or interrupted);
-    ``lag_budget_ms`` and the ``lowest_concurrency`` it let the run fall to, if it had one."""
+    ``lag_budget_ms`` and the ``lowest_concurrency`` it let the run fall to, if it had one.
+    ``only``: the ``--only`` expressions that chose its trials; ``stopped_early``: why its
+    other planned trials did not start (``--fail-fast``, whose limit is
+    ``stopped_after_failures``): they are left out of the exit code, the trials that did not
+    pass decide it."""
     ordered = sorted(results, key=lambda r: r.report.trial)
     passed_flags = [r.report.passed for r in ordered]
     interrupted = status == "interrupted"
@@ -146,11 +152,13 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
                                 statistics=loaded.run.statistics, gates=loaded.run.gates,
                                 calibrations=calibrations, curve=status != "running",
                                 probes=[r.probes for r in ordered])
-    code = exit_code_for(ordered, interrupted=interrupted, planned=planned,
+    code = exit_code_for(ordered, interrupted=interrupted,
+                         planned=len(ordered) if stopped_early else planned,
                          gates_blocked=bool(statistics.blocking_gates))
     summaries: list[TrialSummary] = [r.summary for r in ordered]
-    message = not_run_message(planned=planned, executed=len(ordered), status=status,
-                              in_progress=status == "running")
+    message = stopped_early if stopped_early and status != "running" else \
+        not_run_message(planned=planned, executed=len(ordered), status=status,
+                        in_progress=status == "running")
     return RunReport(
         run_id=run_id, status=status,  # type: ignore[arg-type]
         scenario_id=loaded.scenario.id, persona=loaded.persona.name,
@@ -172,4 +180,5 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
             (h for r in ordered if counts_toward_rates(r.report.exit_reason)
              for h in hesitations(r.turn_metrics)), loaded.run.statistics),
         retention=run_retention(loaded.run.retention, (r.report for r in ordered)),
-        **statistics.report_fields())
+        only=list(only), stopped_after_failures=stopped_after_failures if stopped_early
+        else None, **statistics.report_fields())

@@ -5,8 +5,18 @@ from ._bundle import (
     COMPACT_DOCUMENTS,
     EncodedFile,
     encode_trial_files,
+    encoded_bytes,
     write_json,
     write_trial_files,
+)
+from ._cost_models import (
+    BudgetState,
+    CostItem,
+    CostSummary,
+    StageOutcome,
+    TrialCost,
+    UnpricedItem,
+    Usage,
 )
 from ._endpointing_models import EndpointingCurve, EndpointingPoint
 from ._junit import junit_xml
@@ -149,10 +159,18 @@ from ._voice_models import (
 )
 
 __all__ = [
+    "BudgetState",
+    "CostItem",
+    "CostSummary",
+    "StageOutcome",
+    "TrialCost",
+    "UnpricedItem",
+    "Usage",
     "read_audio_stream",
     "audio_not_retained",
     "require_retained_audio",
     "encode_trial_files",
+    "encoded_bytes",
     "local_folder",
     "put_file",
     "mirror",

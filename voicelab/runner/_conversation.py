@@ -368,6 +368,7 @@ class Conversation:
             info: dict[str, Any] = {"provider": turn.source, "cached": False, "prerecorded": True}
         else:
             synthesis = await self.speech.synthesize(turn.text, voice=self.voice, seed=self.seed)
+            self._spent(synthesis)
             clean = synthesis.audio
             info = {"provider": synthesis.provider, "voice": synthesis.voice,
                     "cached": synthesis.cached, "cache": synthesis.metadata.get("cache", "none")}
@@ -385,12 +386,20 @@ class Conversation:
         """A turn with pauses: each piece synthesized, joined with that much silence."""
         syntheses = [await self.speech.synthesize(piece, voice=self.voice, seed=self.seed)
                      for piece in turn.pieces]
+        for synthesis in syntheses:
+            self._spent(synthesis)
         clean, pauses = join_with_pauses([s.audio for s in syntheses], turn.pauses_seconds)
         first = syntheses[0]
         info = {"provider": first.provider, "voice": first.voice,
                 "cached": all(s.cached for s in syntheses),
                 "cache": first.metadata.get("cache", "none")}
         return Prepared(clean, info, speech_bounds(clean), pauses=pauses)
+
+    def _spent(self, synthesis: Any) -> None:
+        """What a synthesis spent, recorded when it is made (a turn synthesized ahead and never
+        spoken was paid for too; a cache hit spent nothing)."""
+        for usage in getattr(synthesis, "usage", None) or ():
+            self.recording.record_usage(usage, source="speech")
 
     def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,
                      mix_summary: dict[str, Any], barge_in_of: str | None) -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from .._exit_codes import exit_code_after_writing, run_exit_code
 from ..artifacts import (
+    BudgetState,
     JudgeCalibration,
     Redacts,
     ReplayOrigin,
@@ -26,6 +27,7 @@ from ..artifacts import (
     write_json,
 )
 from ..config import LoadedRun
+from ..cost import cost_summary
 from ..errors import ConfigError
 from ..scoring import (
     counts_toward_rates,
@@ -124,9 +126,12 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
                calibrations: Sequence[JudgeCalibration] = (),
                resumed_at: Sequence[str] = (), replay_of: ReplayOrigin | None = None,
                lag_budget_ms: float | None = None,
-               lowest_concurrency: int | None = None) -> RunReport:
+               lowest_concurrency: int | None = None,
+               budget: BudgetState | None = None) -> RunReport:
     """The run report of ``results`` (``status``: running, complete or interrupted);
-    ``lag_budget_ms`` and the ``lowest_concurrency`` it let the run fall to, if it had one."""
+    ``lag_budget_ms`` and the ``lowest_concurrency`` it let the run fall to, if it had one;
+    the run's ``budget`` and what it spent (``stopped: budget`` when it kept trials from
+    starting)."""
     ordered = sorted(results, key=lambda r: r.report.trial)
     passed_flags = [r.report.passed for r in ordered]
     interrupted = status == "interrupted"
@@ -139,8 +144,12 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
     summaries: list[TrialSummary] = [r.summary for r in ordered]
     missing = planned - len(ordered)
     message = ""
+    stopped = "budget" if budget is not None and budget.trials_not_started else None
     if missing and status != "running":
-        message = f"{missing} planned trial(s) did not run because the run was interrupted"
+        message = f"{missing} planned trial(s) did not run because " + (
+            f"the budget of {budget.max_cost:g} {budget.currency or ''} would have been "
+            f"passed".replace("  ", " ") if stopped and budget is not None
+            else "the run was interrupted")
     return RunReport(
         run_id=run_id, status=status,  # type: ignore[arg-type]
         scenario_id=loaded.scenario.id, persona=loaded.persona.name,
@@ -162,4 +171,5 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
             (h for r in ordered if counts_toward_rates(r.report.exit_reason)
              for h in hesitations(r.turn_metrics)), loaded.run.statistics),
         retention=run_retention(loaded.run.retention, (r.report for r in ordered)),
+        cost=cost_summary(r.report.cost for r in ordered), stopped=stopped, budget=budget,
         **statistics.report_fields())

@@ -11,9 +11,20 @@ from ._asr import (
 )
 from ._azure import AzureSpeechError
 from ._cache import SpeechCacheStats, SpeechService
-from ._protocol import SpeechContext, SpeechProvider, Synthesis, rendering_of
+from ._protocol import (
+    SpeechContext,
+    SpeechProvider,
+    Synthesis,
+    metered_synthesis,
+    rendering_of,
+)
 from ._tone import ToneSpeechProvider
-from ._voice_live import normalized_words, parse_realtime_settings, provider_voice
+from ._voice_live import (
+    normalized_words,
+    parse_realtime_settings,
+    provider_voice,
+    realtime_target,
+)
 from ._voices import Prosody, VoiceProblem, turn_prosody, voice_problem
 
 SPEECH_PROVIDERS = Registry("speech provider", {
@@ -27,5 +38,5 @@ SPEECH_PROVIDERS = Registry("speech provider", {
 __all__ = ["ASR_ENGINE", "ASR_SOURCE", "SPEECH_PROVIDERS", "AzureSpeechError", "Prosody",
            "SpeechCacheStats", "SpeechContext", "SpeechProvider", "SpeechService", "Synthesis",
            "ToneSpeechProvider", "VoiceProblem", "arecognize", "normalized_words",
-           "parse_realtime_settings", "provider_voice", "recognize", "recognizer_installed",
-           "recognizer_missing", "rendering_of", "turn_prosody", "voice_problem"]
+           "parse_realtime_settings", "provider_voice", "realtime_target", "recognize", "recognizer_installed",
+           "recognizer_missing", "metered_synthesis", "rendering_of", "turn_prosody", "voice_problem"]

@@ -24,7 +24,7 @@ _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
                    "artifacts_dir": "--artifacts-dir", "output": "--output",
                    "resume": "--resume",
                    "executor": "--executor", "workers": "--workers", "scheduler": "--scheduler",
-                   "retry_inconclusive": "--retry-inconclusive"}
+                   "retry_inconclusive": "--retry-inconclusive", "max_cost": "--max-cost"}
 
 
 def _error_line(error: BaseException) -> str:
@@ -70,6 +70,11 @@ def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
                         help="run a trial that ended inconclusive (nothing failed, a critical "
                              "verdict undecided) again up to N times, same seed, at lower "
                              "concurrency; still inconclusive counts as not passed (default 1)")
+    parser.add_argument("--max-cost", type=float, default=None, metavar="AMOUNT",
+                        help=f"the most the {what} may spend, in its pricing: table's currency: "
+                             "no trial starts once what was spent and what the trials in "
+                             "flight are expected to cost would pass it (exit 4, report "
+                             "stopped: budget; docs/cost.md)")
 
 
 def _add_telemetry_options(parser: argparse.ArgumentParser) -> None:
@@ -152,8 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_telemetry_options(sweep)
     _add_run_options(sweep)
 
-    plan = commands.add_parser("plan", help="print a suite's matrix size, conversations and "
-                                            "estimated audio minutes; runs nothing")
+    plan = commands.add_parser("plan", help="print a suite's matrix size, conversations, "
+                                            "estimated audio minutes and cost; runs nothing")
     plan.add_argument("suite_file", type=Path)
     plan.add_argument("--trials", type=int, default=None)
     plan.add_argument("--width", type=float, default=None,
@@ -163,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --width (default: the suite's statistics)")
     plan.add_argument("--interval", choices=("wilson", "clopper_pearson"), default=None,
                       help="with --width (default: the suite's statistics)")
+    plan.add_argument("--from", dest="from_run", default=None, metavar="RUN",
+                      help="estimate the cost from this earlier run's or sweep's measured "
+                           "usage (its cells' trials, priced under the suite's table) instead "
+                           "of from the configuration alone")
     _add_run_options(plan)
 
     report = commands.add_parser("report", help="render run directories as a self-contained "
@@ -182,6 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     rescore.add_argument("--judges", type=Path, default=None, metavar="RUN_FILE",
                          help="run the judges of this run file again (credentials from the "
                               "environment); default: keep the recorded judge results")
+    rescore.add_argument("--pricing", type=Path, default=None, metavar="FILE",
+                         help="price the recorded usage under this table (a pricing: block) "
+                              "and change nothing else: only the trial, run and sweep "
+                              "reports' cost is rewritten")
 
     replay = commands.add_parser(
         "replay", help="send a run's (or a sweep's) recorded user audio again, trial by trial "

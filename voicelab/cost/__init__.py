@@ -3,20 +3,12 @@
 
 Usage is a fact of a trial (``usage.recorded`` events, each judge's ``usage``); cost is derived
 from it, never stored as the only record, so ``rescore --pricing`` prices an old run under a
-new table. voicelab knows no price of its own: a run's ``pricing:`` table says them.
+new table. voicelab knows no price of its own: a run's ``pricing:`` table says them. What a run
+will cost before it runs is :mod:`voicelab.runner`'s to estimate (it knows the personas and
+providers a plan uses).
 """
 
 from ._budget import CostBudget
-from ._estimate import (
-    CostEstimate,
-    TrialShape,
-    combined,
-    estimate_from_config,
-    estimate_from_measured,
-    trial_shapes,
-    unpriced_text,
-    usage_of_cost,
-)
 from ._ledger import (
     BYTES_PER_GIGABYTE,
     cost_summary,
@@ -40,14 +32,6 @@ from ._usage import (
 
 __all__ = [
     "CostBudget",
-    "CostEstimate",
-    "TrialShape",
-    "combined",
-    "estimate_from_config",
-    "estimate_from_measured",
-    "trial_shapes",
-    "unpriced_text",
-    "usage_of_cost",
     "ASSISTANT_AUDIO_TOKENS_PER_SECOND",
     "BYTES_PER_GIGABYTE",
     "CHARS_PER_TOKEN",

@@ -24,7 +24,7 @@ from ..artifacts import (
     UnpricedItem,
     Usage,
 )
-from ..config import COMPONENTS, UNITS, PricingConfig
+from ..config import COMPONENTS, UNITS, PricingConfig, Unit
 from ..recording import EventType, Recording, UsageRecorded
 
 #: Bytes in a gigabyte as storage is billed (decimal, as cloud price lists use).
@@ -32,6 +32,14 @@ BYTES_PER_GIGABYTE = 1_000_000_000
 NS_PER_MINUTE = 60_000_000_000
 
 _Key = tuple[str, str | None, str | None]
+#: Amounts are kept to this many decimal places (a millionth of a cent is well below any
+#: price list's precision; it keeps float noise out of the reports).
+AMOUNT_DECIMALS = 12
+
+
+def money(amount: float) -> float:
+    """An amount as reports keep it."""
+    return round(amount, AMOUNT_DECIMALS)
 
 
 def recorded_usage(recording: Recording) -> list[Usage]:
@@ -93,8 +101,8 @@ def _order(key: _Key, unit: str) -> tuple[int, str, str, int]:
 def price_usage(usages: Iterable[Usage], pricing: PricingConfig | None) -> TrialCost:
     """``usages`` priced under ``pricing`` (None: no table, nothing priced); see the module
     docstring for what is unpriced."""
-    quantities: dict[tuple[_Key, str], list[int | float | None]] = {}
-    estimated: set[tuple[_Key, str]] = set()
+    quantities: dict[tuple[_Key, Unit], list[int | float | None]] = {}
+    estimated: set[tuple[_Key, Unit]] = set()
     for usage in usages:
         key: _Key = (usage.component, usage.provider, usage.model)
         for unit, quantity in usage.quantities.items():
@@ -110,7 +118,7 @@ def price_usage(usages: Iterable[Usage], pricing: PricingConfig | None) -> Trial
         quantity = None if any(v is None for v in values) else _sum(values)
         entry = pricing.price_of(*key, unit) if pricing is not None else None
         price = entry.price if entry is not None else None
-        amount = quantity * price if quantity is not None and price is not None else None
+        amount = money(quantity * price) if quantity is not None and price is not None else None
         component, provider, model = key
         items.append(CostItem(component=component, provider=provider, model=model,  # type: ignore[arg-type]
                               unit=unit, quantity=quantity, price=price, amount=amount,  # type: ignore[arg-type]
@@ -120,7 +128,7 @@ def price_usage(usages: Iterable[Usage], pricing: PricingConfig | None) -> Trial
                 component=component, provider=provider, model=model, unit=unit,  # type: ignore[arg-type]
                 reason="no_price" if price is None else "unknown_quantity"))
     known = [item.amount for item in items if item.amount is not None]
-    total = math.fsum(known) if known or not unpriced else None
+    total = money(math.fsum(known)) if known or not unpriced else None
     return TrialCost(currency=pricing.currency if pricing is not None else None, total=total,
                      items=items, unpriced=unpriced)
 
@@ -135,7 +143,7 @@ def _sum(values: Sequence[int | float | None]) -> int | float:
 def _plus(total: float | None, amount: float | None) -> float | None:
     if amount is None:
         return total
-    return amount if total is None else total + amount
+    return amount if total is None else money(total + amount)
 
 
 def _unpriced_union(groups: Iterable[Iterable[UnpricedItem]]) -> list[UnpricedItem]:

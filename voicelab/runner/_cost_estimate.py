@@ -19,12 +19,15 @@ from typing import Any, Literal
 
 from ..artifacts import TrialCost, UnpricedItem, Usage
 from ..config import LoadedRun, PricingConfig
-from ._ledger import BYTES_PER_GIGABYTE, price_usage
-from ._usage import (
+from ..cost import (
     ASSISTANT_AUDIO_TOKENS_PER_SECOND,
+    BYTES_PER_GIGABYTE,
     CHARS_PER_TOKEN,
     USER_AUDIO_TOKENS_PER_SECOND,
+    price_usage,
 )
+from ..providers import resolve_llm_provider
+from ..speech import ASR_ENGINE, realtime_target
 
 #: Speaking rate: 150 words a minute, about six characters a word with its space.
 SECONDS_PER_WORD = 0.4
@@ -175,8 +178,6 @@ def _persona_usage(loaded: LoadedRun, shape: TrialShape) -> list[Usage]:
         + len(loaded.scenario.description or "") + len(json.dumps(dict(loaded.data),
                                                                   default=str))
     if mode == "synthesizer":
-        from ..providers import resolve_llm_provider
-
         provider = resolve_llm_provider(loaded.run.providers, preferred=settings.get("provider"),
                                         environ=os.environ, key="persona_settings.provider")
         exchange = shape.user_turn_chars + response_chars
@@ -188,8 +189,6 @@ def _persona_usage(loaded: LoadedRun, shape: TrialShape) -> list[Usage]:
                                               + PERSONA_REPLY_OVERHEAD_CHARS)),
                                   "request": shape.user_turns})]
     if mode == "realtime":
-        from ..speech import realtime_target
-
         target = realtime_target(loaded.run.providers, provider=settings.get("provider"),
                                  model=settings.get("model"), uri=settings.get("uri"),
                                  api_version=settings.get("api_version"))
@@ -249,8 +248,6 @@ def _judge_usage(loaded: LoadedRun, shape: TrialShape) -> list[Usage]:
     quality = loaded.run.quality_evaluation
     if quality is None or not (quality.custom_judges or quality.azure_evaluators):
         return []
-    from ..providers import resolve_llm_provider
-
     provider = resolve_llm_provider(loaded.run.providers, preferred=quality.provider,
                                     environ=os.environ, key="quality_evaluation.provider")
     conversation = shape.user_turns * shape.user_turn_chars \
@@ -271,8 +268,6 @@ def _recognition_usage(loaded: LoadedRun, shape: TrialShape, *, output_transcrip
     mode = loaded.run.transcription.product
     if mode == "wire" or (mode == "auto" and output_transcripts):
         return []
-    from ..speech import ASR_ENGINE
-
     return [Usage(component="recognition", provider=ASR_ENGINE, quantities={
         "second": round(shape.responses * shape.response_seconds, 3)})]
 
@@ -356,3 +351,86 @@ def estimate_from_measured(costs: Sequence[TrialCost], *, trials: int,
         expected=mean * trials if mean is not None else None,
         high=max(totals) * trials if totals else None, per_trial=mean, trials=trials,
         source="measured", unpriced=list(seen.values()))
+
+
+# --- a matrix plan's cells -------------------------------------------------------------------
+
+#: Which cell measured usage is matched to: (stage, scenario, persona, environment).
+CellKey = tuple[str | None, str, str, str]
+
+
+@dataclass(frozen=True)
+class CellCost:
+    """One cell's estimate in a plan."""
+
+    cell_id: str
+    stage: str | None
+    estimate: CostEstimate
+
+
+def read_measured_costs(path: str | os.PathLike[str]) -> dict[CellKey, list[TrialCost]]:
+    """Each cell's trial costs in an earlier run or sweep (a local folder; ``latest``
+    followed), by (stage, scenario, persona, environment): the measured usage ``plan --from``
+    prices again. Trials without a cost (written before it was kept) are left out."""
+    from pathlib import Path
+
+    from ..artifacts import (
+        MATRIX_REPORT,
+        TRIAL_REPORT,
+        check_tree,
+        find_trial_dirs,
+        read_json,
+        read_trial_report_json,
+        resolve_local_latest,
+    )
+    from ..errors import ConfigError
+
+    root = resolve_local_latest(Path(path)).expanduser().resolve()
+    if not root.is_dir():
+        raise ConfigError("no such run or sweep folder", source=root, key="from")
+    check_tree(root)  # regular files and folders only, before anything is read
+    stages: dict[Path, str | None] = {}
+    for matrix in root.rglob(MATRIX_REPORT):
+        for cell in read_json(matrix).get("cells") or []:
+            if isinstance(cell, dict) and isinstance(cell.get("cell_id"), str):
+                stage = cell.get("stage")
+                stages[(matrix.parent / cell["cell_id"]).resolve()] = \
+                    stage if isinstance(stage, str) else None
+    measured: dict[CellKey, list[TrialCost]] = {}
+    for trial_dir in find_trial_dirs(root):
+        report = read_trial_report_json(trial_dir / TRIAL_REPORT)
+        cost = report.get("cost")
+        if not isinstance(cost, dict):
+            continue
+        key: CellKey = (stages.get(trial_dir.parent.resolve()), str(report.get("scenario_id")),
+                        str(report.get("persona")), str(report.get("environment")))
+        measured.setdefault(key, []).append(TrialCost.model_validate(cost))
+    if not measured:
+        raise ConfigError("no trial with a recorded cost (runs written before costs were kept "
+                          "have none)", source=root, key="from")
+    return measured
+
+
+def matrix_costs(plan: Any, *, measured: Mapping[CellKey, Sequence[TrialCost]] | None = None
+                 ) -> list[CellCost]:
+    """Each cell of ``plan`` (a :class:`voicelab.runner.MatrixPlan`) estimated for its trials:
+    from ``measured`` usage when it holds the cell's (same stage, scenario, persona and
+    environment), else from its configuration with the suite's assumed lengths."""
+    from ..endpoints import declared_capabilities
+
+    spec = plan.suite.suite
+    costs = []
+    for cell in plan.cells:
+        loaded, trials = cell.plan.loaded, plan.trials_of(cell)
+        found = (measured or {}).get((cell.stage, cell.scenario, cell.persona, cell.environment))
+        if found:
+            estimate = estimate_from_measured(found, trials=trials, pricing=loaded.run.pricing)
+        else:
+            estimate = estimate_from_config(
+                loaded, trials=trials, pricing=loaded.run.pricing,
+                user_turn_seconds=spec.assumed_user_turn_seconds,
+                response_seconds=spec.assumed_response_seconds, speech_cls=cell.plan.speech_cls,
+                output_transcripts=declared_capabilities(cell.plan.adapter_cls).get(
+                    "output_transcripts", False))
+        costs.append(CellCost(cell.cell_id, cell.stage, estimate))
+    return costs

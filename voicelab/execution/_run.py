@@ -383,7 +383,9 @@ class Run:
         async with admitted(self.budget) as slot, gate or contextlib.nullcontext(), \
                 self.semaphore:
             if self.options.budget is not None:
-                ticket = self.options.budget.admit(self._expected_trial_cost())
+                # waiting for the trials in flight to settle: help finish their scoring
+                ticket = await self.options.budget.admit(self._expected_trial_cost,
+                                                         waiting=self.session.finishing)
                 if ticket is None:
                     if not self.stopped_by_budget:
                         logger.warning("budget: trial-%03d and the trials after it are not "

@@ -13,6 +13,7 @@ simulated callers against recorded ones: ``caller_behaviour`` and ``compare_real
 from ._compare import (
     DEFAULT_GATES,
     Comparison,
+    CostComparison,
     Gate,
     MetricComparison,
     PassRateComparison,
@@ -129,6 +130,7 @@ __all__ = [
     "worst_turns",
     "write_report",
     "Comparison",
+    "CostComparison",
     "DEFAULT_GATES",
     "Gate",
     "MetricComparison",

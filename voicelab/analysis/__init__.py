@@ -20,6 +20,7 @@ from ._compare import (
     RunSide,
     compare,
 )
+from ._cost import cost_table, plot_cost_and_pass_rate, stage_table
 from ._embed import (
     AUDIO_FORMATS,
     audio_data_uri,
@@ -86,6 +87,9 @@ from .calibration import (
 )
 
 __all__ = [
+    "cost_table",
+    "plot_cost_and_pass_rate",
+    "stage_table",
     "endpointing_frame",
     "half_cut_in_pause",
     "plot_endpointing",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from datetime import date
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from ._base import NonNegativeFloat, PositiveFloat, StrictModel
 
@@ -116,7 +116,7 @@ class StageConfig(StrictModel):
     takes) and ``trials``; the next stage runs only when this one's ``gate`` passed."""
 
     name: str
-    overrides: dict[str, Any] = Field(default_factory=dict)
+    overrides: dict[str, JsonValue] = Field(default_factory=dict)
     trials: Annotated[int, Field(gt=0)] | None = None
     gate: StageGate = "pass_power_k"
 
@@ -130,7 +130,8 @@ class StageConfig(StrictModel):
 
     @field_validator("overrides")
     @classmethod
-    def _keys_as_set_takes_them(cls, overrides: dict[str, Any]) -> dict[str, Any]:
+    def _keys_as_set_takes_them(cls, overrides: dict[str, JsonValue]
+                                ) -> dict[str, JsonValue]:
         for key in overrides:
             if not isinstance(key, str) or not key.strip() or "=" in key:
                 raise ValueError(f"{key!r} is not a key --set takes (dotted.key)")

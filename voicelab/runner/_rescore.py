@@ -236,8 +236,9 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
     kept = [p.name for p in trial_dir.iterdir()
             if not p.name.startswith(".") and p.name not in superseded]
     rewritten = {name for name, _ in files}
-    # priced under the table the run recorded (resolved-settings.json), as when it ran
-    report.cost = trial_cost(
+    # priced under the table the run recorded (resolved-settings.json), as when it ran; a
+    # bundle written before costs were kept stays without (rescore --pricing prices it)
+    report.cost = None if previous.cost is None else trial_cost(
         recording, recorded_pricing(settings, source=trial_dir), adapter=previous.adapter,
         judges=report.judges, recognition=evidence.recognition,
         storage_bytes=encoded_bytes(files) + _bytes_on_disk(
@@ -369,7 +370,9 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport 
         "schema_version": SCHEMA_VERSION,
         "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(flags),
         "pass_power_k": pass_power_k(flags) and report.executed_trials == report.planned_trials,
-        "exit_code": code, "cost": cost_summary(t.report.cost for t in ordered),
+        "exit_code": code,
+        "cost": cost_summary(t.report.cost for t in ordered) if report.cost is not None
+        else None,
         "degraded_trials": sum(s.measurement_degraded for s in summaries),
         "inconclusive_trials": sum(s.status == "inconclusive" for s in summaries),
         **(statistics.report_fields() if report.pass_rate is not None else {})})
@@ -550,11 +553,12 @@ def _update_matrix_report(path: Path) -> None:
 
         pooled, margins = matrix_rates(cells, settings_of(report.pass_rate))
         rates = {"pass_rate": pooled, "margins": margins}
-    costs = _matrix_costs(path, report.model_copy(update={"cells": cells}))
-    cells = costs["cells"]
+    costs = _matrix_costs(path, report.model_copy(update={"cells": cells})) \
+        if report.cost is not None else {}
+    cells = costs.get("cells", cells)
     write_json(path, report.model_copy(update={
-        "schema_version": SCHEMA_VERSION, "cells": cells, "cost": costs["cost"],
-        "stages": costs["stages"],
+        "schema_version": SCHEMA_VERSION, "cells": cells, "cost": costs.get("cost"),
+        "stages": costs.get("stages", report.stages),
         "passed_trials": sum(c.passed_trials for c in cells),
         "pass_at_k": complete and all(c.pass_at_k for c in cells),
         "pass_power_k": complete and all(c.pass_power_k for c in cells), "exit_code": code,

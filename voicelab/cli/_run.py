@@ -294,7 +294,7 @@ def _amount(amount: float | None, currency: str | None) -> str:
 
 def cost_line(cost: CostSummary | None) -> str | None:
     """``cost 0.0123 USD (persona 0.01, product 0.0023); unpriced: ...`` (None: no cost)."""
-    if cost is None:
+    if cost is None or not cost.trials:
         return None
     parts = ", ".join(f"{component} {_amount(amount, None)}"
                       for component, amount in cost.by_component.items() if amount)
@@ -471,8 +471,9 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
     for stage in report.stages or []:
         spent = f", cost {_amount(stage.cost.total, stage.cost.currency)}" \
             if stage.cost is not None else ""
-        print(f"stage {stage.name}: {stage.status.upper() if stage.status == 'failed' else stage.status}"
-              f" ({stage.trials} trial(s){spent}); gate {stage.gate}: {stage.reason}")
+        status = stage.status.upper() if stage.status == "failed" else stage.status
+        print(f"stage {stage.name}: {status} ({stage.trials} trial(s){spent}); gate "
+              f"{stage.gate}: {stage.reason}")
     line = cost_line(report.cost)
     if line:
         print(line)

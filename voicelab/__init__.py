@@ -6,6 +6,8 @@ Public API (the CLI and notebooks use the same calls)::
     report = await voicelab.arun(loaded, trials=3)     # in a notebook (an event loop is running)
     report = voicelab.run(loaded, trials=3)            # in a script
     voicelab.rescore(report.bundle_path)               # metrics and verdicts again, from a bundle
+    voicelab.rescore(path, pricing="prices.yaml")      # its cost under another price table
+    voicelab.matrix_costs(voicelab.plan_matrix("suite.yaml"))  # what a sweep will cost
     voicelab.replay(report.bundle_path)                # the same user audio, sent again
 """
 
@@ -15,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-__all__ = ["TrialProgress", "__version__", "acheck_endpoint", "areplay", "check_endpoint", "areplay_sweep", "arun", "arun_matrix",
-           "load_run", "replay", "replay_sweep", "rescore", "run", "run_matrix"]
+__all__ = ["TrialProgress", "__version__", "acheck_endpoint", "areplay", "areplay_sweep", "arun",
+           "arun_matrix", "check_endpoint", "load_run", "matrix_costs", "plan_matrix", "replay",
+           "replay_sweep", "rescore", "run", "run_matrix"]
 
 if TYPE_CHECKING:
     from ._progress import TrialProgress
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
         run,
         run_matrix,
     )
-    from .runner import rescore
+    from .runner import matrix_costs, plan_matrix, rescore
 
 _LAZY = {
     "load_run": ("voicelab.config", "load_run"),
@@ -42,6 +45,8 @@ _LAZY = {
     "arun_matrix": ("voicelab.execution", "arun_matrix"),
     "run_matrix": ("voicelab.execution", "run_matrix"),
     "rescore": ("voicelab.runner", "rescore"),
+    "plan_matrix": ("voicelab.runner", "plan_matrix"),
+    "matrix_costs": ("voicelab.runner", "matrix_costs"),
     "replay": ("voicelab.execution", "replay"),
     "areplay": ("voicelab.execution", "areplay"),
     "replay_sweep": ("voicelab.execution", "replay_sweep"),

@@ -77,3 +77,18 @@ def check_exit_code(*, connected: bool, failed: bool) -> int:
     if not connected:
         return EXIT_EXECUTION
     return EXIT_QUALITY if failed else EXIT_OK
+
+
+def staged_sweep_exit_code(cell_codes: list[int], *, interrupted: bool, gate_failed: bool,
+                           budget_stopped: bool) -> int:
+    """A staged sweep's code: the worst of the cells that ran; a stage whose gate failed is a
+    quality failure (3), stages it kept from running are not failures of their own; a stage
+    the budget kept from running (or cut short) is an execution failure (4)."""
+    if interrupted:
+        return sweep_exit_code(cell_codes, planned_cells=len(cell_codes), interrupted=True)
+    codes = list(cell_codes)
+    if gate_failed:
+        codes.append(EXIT_QUALITY)
+    if budget_stopped:
+        codes.append(EXIT_EXECUTION)
+    return worst_exit_code(codes)

@@ -13,12 +13,14 @@ simulated callers against recorded ones: ``caller_behaviour`` and ``compare_real
 from ._compare import (
     DEFAULT_GATES,
     Comparison,
+    CostComparison,
     Gate,
     MetricComparison,
     PassRateComparison,
     RunSide,
     compare,
 )
+from ._cost import cost_table, plot_cost_and_pass_rate, stage_table
 from ._embed import (
     AUDIO_FORMATS,
     audio_data_uri,
@@ -85,6 +87,9 @@ from .calibration import (
 )
 
 __all__ = [
+    "cost_table",
+    "plot_cost_and_pass_rate",
+    "stage_table",
     "endpointing_frame",
     "half_cut_in_pause",
     "plot_endpointing",
@@ -129,6 +134,7 @@ __all__ = [
     "worst_turns",
     "write_report",
     "Comparison",
+    "CostComparison",
     "DEFAULT_GATES",
     "Gate",
     "MetricComparison",

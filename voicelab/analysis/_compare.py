@@ -166,6 +166,44 @@ class MetricComparison:
         return {**asdict(self), "difference": self.difference.to_dict()}
 
 
+@dataclass(frozen=True)
+class CostComparison:
+    """What the paired trials cost on each side (their known amounts: docs/cost.md), per
+    trial and in all; the change is candidate minus baseline (None: a side has no known cost,
+    or the sides are priced in different currencies)."""
+
+    baseline_per_trial: float | None
+    candidate_per_trial: float | None
+    baseline_total: float | None
+    candidate_total: float | None
+    change_per_trial: float | None
+    currency: str | None
+    #: trials on either side whose cost leaves some usage out (no price, unknown quantity)
+    incomplete_trials: int = 0
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self) -> str:
+        unit = f" {self.currency}" if self.currency else ""
+        line = (f"cost per trial {_money(self.baseline_per_trial)} -> "
+                f"{_money(self.candidate_per_trial)}{unit}")
+        if self.change_per_trial is not None:
+            relative = "" if not self.baseline_per_trial else \
+                f", {self.change_per_trial / self.baseline_per_trial:+.0%}"
+            line += f": change {self.change_per_trial:+.4g}{unit}{relative}"
+        line += (f" (paired trials in all: {_money(self.baseline_total)} -> "
+                 f"{_money(self.candidate_total)}{unit})")
+        if self.incomplete_trials:
+            line += f"; {self.incomplete_trials} trial(s) priced only in part"
+        return line + (f"; {self.note}" if self.note else "")
+
+
+def _money(amount: float | None) -> str:
+    return "n/a" if amount is None else f"{amount:.4g}"
+
+
 @dataclass(frozen=True, eq=False)
 class Comparison:
     """The paired comparison of a candidate run against a baseline (see the module docstring).
@@ -186,6 +224,8 @@ class Comparison:
     flips: pd.DataFrame
     cells: pd.DataFrame
     gates: tuple[GateResult, ...] = field(default=())
+    #: what the paired trials cost (None: neither side's bundles kept a cost)
+    cost: CostComparison | None = None
 
     @property
     def failed_gates(self) -> tuple[GateResult, ...]:
@@ -216,6 +256,7 @@ class Comparison:
             "metrics": [m.to_dict() for m in self.metrics],
             "cells": _records(self.cells), "flips": _records(self.flips),
             "gates": [g.to_dict() for g in self.gates], "passed": self.passed,
+            "cost": self.cost.to_dict() if self.cost is not None else None,
         }
 
     def lines(self) -> list[str]:
@@ -229,6 +270,8 @@ class Comparison:
                f"pass rate {rate.baseline} -> {rate.candidate}: change "
                f"{_interval_text(rate.difference, percent=True)}; {rate.baseline_only} broke, "
                f"{rate.candidate_only} fixed, exact McNemar p = {rate.mcnemar_p:.3g}"]
+        if self.cost is not None:
+            out.append(self.cost.text())
         for compared in self.metrics:
             if compared.baseline is None and compared.candidate is None:
                 continue
@@ -280,8 +323,9 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 # --- pairing ----------------------------------------------------------------------------------
 
 _TRIAL_COLUMNS = ["cell", "seed", "run_id", "trial_id", "scenario_id", "passed", "executed",
-                  "path"]
-_EMPTY_TYPES = {"seed": "int64", "passed": bool, "executed": bool}
+                  "path", "cost_total", "cost_currency", "cost_unpriced"]
+_EMPTY_TYPES = {"seed": "int64", "passed": bool, "executed": bool, "cost_total": float,
+                "cost_unpriced": float}
 
 
 def _frames_of(run: RunInput) -> Frames:
@@ -302,7 +346,12 @@ def _trial_table(frames: Frames, side: Side) -> pd.DataFrame:
                         else pd.Series("", index=trials.index, dtype=object)),
         "passed": trials["passed"].fillna(False).astype(bool),
         "executed": (trials["execution_status"].astype(str) == "succeeded").to_numpy(),
-        "path": trials["path"].astype(str)})
+        "path": trials["path"].astype(str),
+        **{column: (pd.to_numeric(trials[column], errors="coerce") if column != "cost_currency"
+                    else trials[column].astype(object))
+           if column in trials else pd.Series(float("nan") if column != "cost_currency"
+                                              else None, index=trials.index)
+           for column in ("cost_total", "cost_currency", "cost_unpriced")}})
     duplicated = table[table.duplicated(["cell", "seed"], keep=False)]
     if len(duplicated):
         first = duplicated.iloc[0]
@@ -510,8 +559,38 @@ def compare(baseline: RunInput, candidate: RunInput, *, confidence: float = 0.95
         candidate=_side(after_frames, after_table, confidence), confidence=confidence,
         seed=seed, pairs=len(paired), pass_rate=pass_rate, metrics=tuple(metrics),
         unpaired=unpaired, flips=_flips(paired, before_frames, after_frames),
-        cells=_cells(paired, confidence))
+        cells=_cells(paired, confidence), cost=_cost(paired))
     return replace(comparison, gates=tuple(_judge(gate, comparison) for gate in gates))
+
+
+def _cost(paired: pd.DataFrame) -> CostComparison | None:
+    """The paired trials' cost on each side (None: no trial of either side has one)."""
+    before = pd.to_numeric(paired["cost_total_baseline"], errors="coerce")
+    after = pd.to_numeric(paired["cost_total_candidate"], errors="coerce")
+    if before.isna().all() and after.isna().all():
+        return None
+    currencies = {str(c) for side in ("baseline", "candidate")
+                  for c in paired[f"cost_currency_{side}"].dropna()}
+    incomplete = int((pd.to_numeric(paired["cost_unpriced_baseline"], errors="coerce") > 0)
+                     .sum() + (pd.to_numeric(paired["cost_unpriced_candidate"],
+                                             errors="coerce") > 0).sum())
+
+    def mean(values: pd.Series) -> float | None:
+        return float(values.mean()) if values.notna().any() else None
+
+    def total(values: pd.Series) -> float | None:
+        return float(values.sum()) if values.notna().any() else None
+
+    per_before, per_after = mean(before), mean(after)
+    note = ""
+    change = None
+    if len(currencies) > 1:
+        note = f"priced in different currencies ({', '.join(sorted(currencies))}): no change"
+    elif per_before is not None and per_after is not None:
+        change = per_after - per_before
+    return CostComparison(per_before, per_after, total(before), total(after), change,
+                          next(iter(currencies)) if len(currencies) == 1 else None,
+                          incomplete, note)
 
 
 def _metric_order(metric: str) -> tuple[int, str]:

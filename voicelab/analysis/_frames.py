@@ -4,7 +4,8 @@ Every frame carries the keys ``run_id`` (from run-report.json), ``cell`` (the ma
 outside a matrix) and ``trial_id``; the child frames repeat ``scenario_id``, ``persona`` and
 ``environment`` (categoricals: cheap) so they group without a merge. ``trials.path`` is the
 trial folder (the widgets find the WAV files there); ``runs.label`` / ``trials.label`` name a run
-(``--label``).
+(``--label``). What each trial cost is in the ``cost_*`` columns of ``trials`` (and each run's
+total in ``runs.cost_total``; docs/cost.md).
 
 Rates: ``runs`` carries each run's pass rate with its interval (``pass_rate_estimate``, ``_low``,
 ``_high``, ``_method``, ``_confidence``, ``_n``, ``_passed``: the run report's settings, Wilson
@@ -76,6 +77,7 @@ VERDICT_COLUMNS = ("name", "status", "passed", "critical", "why", "expected", "o
 _TRIAL_CATEGORIES = ("session_id", "adapter", "execution_status", "exit_reason",
                      "outcome_status")
 _TEXT_COLUMNS = ("trace_id", "failure_message", "outcome_error", "message", "rationale", "error",
+                 "cost_currency",
                  "why", "expected", "observed", "transcript", "path", "bundle_path", "suite_hash",
                  "failed_verdicts", "failure_kinds", "failed_judges")
 _NESTED_TURN_FIELDS = ("input", "output", "speech")
@@ -149,6 +151,8 @@ class _Run:
     run_dir: Path | None
     report: dict[str, Any] | None
     trial_dirs: list[Path]
+    #: a staged sweep's stage the cell ran in
+    stage: str | None = None
 
 
 # --- discovery --------------------------------------------------------------------------------
@@ -165,29 +169,32 @@ def _trial_dirs_of(run_dir: Path) -> list[Path]:
     return sorted(found, key=_natural)
 
 
-def _matrix_of(matrix_dir: Path, cache: dict[Path, tuple[str, dict[str, str]]]
-               ) -> tuple[str, dict[str, str]]:
-    """The matrix run id and folder name -> cell id, from matrix-report.json."""
+_MatrixCells = tuple[str, dict[str, tuple[str, str | None]]]
+
+
+def _matrix_of(matrix_dir: Path, cache: dict[Path, _MatrixCells]) -> _MatrixCells:
+    """The matrix run id and folder name -> (cell id, stage), from matrix-report.json."""
     if matrix_dir not in cache:
         document = read_json(matrix_dir / MATRIX_REPORT, model=MatrixReport)
-        mapping = {Path(str(cell["bundle_path"])).name: str(cell["cell_id"])
-                   for cell in document.get("cells", [])
-                   if isinstance(cell, dict) and cell.get("cell_id") and cell.get("bundle_path")}
+        mapping = {Path(str(cell["bundle_path"])).name: (
+            str(cell["cell_id"]), cell["stage"] if isinstance(cell.get("stage"), str) else None)
+            for cell in document.get("cells", [])
+            if isinstance(cell, dict) and cell.get("cell_id") and cell.get("bundle_path")}
         cache[matrix_dir] = (str(document.get("run_id") or matrix_dir.name), mapping)
     return cache[matrix_dir]
 
 
-def _run_of(run_dir: Path, trial_dirs: list[Path],
-            cache: dict[Path, tuple[str, dict[str, str]]]) -> _Run:
+def _run_of(run_dir: Path, trial_dirs: list[Path], cache: dict[Path, _MatrixCells]) -> _Run:
     report = None
     if (run_dir / RUN_REPORT).is_file():
         report = read_json(run_dir / RUN_REPORT, model=RunReport)
-    cell = matrix_id = None
+    cell = matrix_id = stage = None
     if (run_dir.parent / MATRIX_REPORT).is_file():
         matrix_id, cells = _matrix_of(run_dir.parent, cache)
-        cell = cells.get(run_dir.name, run_dir.name)
+        cell, stage = cells.get(run_dir.name, (run_dir.name, None))
     run_id = str(report["run_id"]) if report and report.get("run_id") else run_dir.name
-    return _Run(run_id, cell, matrix_id, run_dir if report else None, report, trial_dirs)
+    return _Run(run_id, cell, matrix_id, run_dir if report else None, report, trial_dirs,
+                stage)
 
 
 #: What the frames (and the failure and transcript views) read of a bundle in a store; the
@@ -207,7 +214,7 @@ def _local(given: str | os.PathLike[str]) -> Path:
 
 def _discover(paths: Iterable[str | os.PathLike[str]]) -> list[_Run]:
     runs: dict[Path, _Run] = {}
-    cache: dict[Path, tuple[str, dict[str, str]]] = {}
+    cache: dict[Path, _MatrixCells] = {}
     for given in paths:
         path = _local(given).resolve()
         if not path.exists():
@@ -276,8 +283,32 @@ def _trial_row(report: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
     if isinstance(retention, dict):  # what the run's ``retention:`` kept (known values only)
         row["audio_retained"] = retention.get("audio") != "dropped"
         row["transcripts_redacted"] = retention.get("transcripts") == "redacted"
+    row.update(_cost_columns(report.get("cost")))
     row["path"] = str(trial_dir)
     return row
+
+
+def _cost_columns(cost: Any) -> dict[str, Any]:
+    """A trial's cost as columns (docs/cost.md): ``cost_total`` (its known amounts; NaN when
+    none is known), ``cost_currency``, ``cost_<component>`` (NaN: that component's usage
+    has no known amount), ``cost_unpriced`` (usage left out of the total: no price or an
+    unknown quantity) and ``cost_estimated`` (some quantity is an estimate). Absent: a
+    bundle written before costs were kept."""
+    if not isinstance(cost, dict):
+        return {}
+    items = [i for i in cost.get("items") or [] if isinstance(i, dict)]
+    columns: dict[str, Any] = {"cost_total": cost.get("total"),
+                               "cost_currency": cost.get("currency"),
+                               "cost_unpriced": len(cost.get("unpriced") or []),
+                               "cost_estimated": any(bool(i.get("estimated")) for i in items)}
+    for item in items:
+        name = f"cost_{item.get('component')}"
+        amount = item.get("amount")
+        if isinstance(amount, int | float):
+            columns[name] = (columns.get(name) or 0.0) + amount
+        else:
+            columns.setdefault(name, None)
+    return columns
 
 
 def _talk_and_entities(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -410,10 +441,14 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
     turn_counts, verdict_counts, judge_counts = [], [], []
     for number, run in enumerate(runs):
         report = run.report or {}
+        cost = report.get("cost") if isinstance(report.get("cost"), dict) else {}
         run_rows.append({"run_id": run.run_id, "cell": run.cell, "matrix_id": run.matrix_id,
+                         **({"stage": run.stage} if run.stage is not None else {}),
                          **{k: v for k, v in report.items()
                             if not isinstance(v, (dict, list))
                             and k not in ("run_id", *_SKIPPED_FIELDS)},
+                         **({"cost_total": cost.get("total"),
+                             "cost_currency": cost.get("currency")} if cost else {}),
                          "path": str(run.run_dir) if run.run_dir else None})
         for trial_dir in run.trial_dirs:
             trial_report = read_trial_report_json(trial_dir / TRIAL_REPORT)
@@ -442,7 +477,7 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
 
     runs_frame = _typed(_with_datetimes(_records_frame(run_rows, ["run_id", "cell"])),
                         categories=("run_id", "cell", "matrix_id", "status", *GROUP_COLUMNS,
-                                    "adapter"),
+                                    "adapter", "stage"),
                         text=_TEXT_COLUMNS)
     trials = _with_datetimes(_records_frame(trial_rows, ["trial_id", *GROUP_COLUMNS]))
     run_index = np.asarray(trial_run, dtype=np.int64)
@@ -451,11 +486,14 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
                       else pd.Series(dtype=object))
     if "label" not in runs_frame.columns:
         runs_frame["label"] = pd.Series([None] * len(runs_frame), dtype=object)
+    if "stage" in runs_frame.columns:  # a staged sweep: each trial's stage
+        trials["stage"] = runs_frame["stage"].astype(object).to_numpy()[run_index] \
+            if len(trials) else pd.Series(dtype=object)
     for column in ("matrix_id", "label"):
         trials[column] = runs_frame[column].astype(object).to_numpy()[run_index] \
             if len(trials) else pd.Series(dtype=object)
     trials = _typed(trials, categories=(*KEY_COLUMNS, *GROUP_COLUMNS, *_TRIAL_CATEGORIES,
-                                        "matrix_id", "label"),
+                                        "matrix_id", "label", "stage"),
                     text=_TEXT_COLUMNS)
     child_keys = (*KEY_COLUMNS, *GROUP_COLUMNS)
 

@@ -5,8 +5,18 @@ from ._bundle import (
     COMPACT_DOCUMENTS,
     EncodedFile,
     encode_trial_files,
+    encoded_bytes,
     write_json,
     write_trial_files,
+)
+from ._cost_models import (
+    BudgetState,
+    CostItem,
+    CostSummary,
+    StageOutcome,
+    TrialCost,
+    UnpricedItem,
+    Usage,
 )
 from ._endpointing_models import EndpointingCurve, EndpointingPoint
 from ._event_records import MAX_TIMELINE_NS, MAX_TIMELINE_SECONDS, check_event_records
@@ -154,10 +164,18 @@ __all__ = [
     "MAX_TIMELINE_SECONDS",
     "check_event_records",
     "check_bundle",
+    "BudgetState",
+    "CostItem",
+    "CostSummary",
+    "StageOutcome",
+    "TrialCost",
+    "UnpricedItem",
+    "Usage",
     "read_audio_stream",
     "audio_not_retained",
     "require_retained_audio",
     "encode_trial_files",
+    "encoded_bytes",
     "local_folder",
     "put_file",
     "mirror",

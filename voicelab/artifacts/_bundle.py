@@ -23,6 +23,7 @@ re-scored or resumed cannot redirect a write outside itself.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -104,6 +105,24 @@ def encode_trial_files(*, documents: Mapping[str, Any], texts: Mapping[str, str]
     for name, document in documents.items():
         files.append((name, (_json_bytes(document, pretty=name not in COMPACT_DOCUMENTS),)))
     return files
+
+
+@functools.cache
+def _wav_header_bytes() -> int:
+    """The bytes a WAV file adds to its samples (as :func:`wav_buffer` writes it)."""
+    empty = PcmAudio.from_bytes(b"")
+    return len(wav_buffer(empty)) - empty.byte_count
+
+
+def encoded_bytes(files: Iterable[EncodedFile]) -> int:
+    """How many bytes ``files`` take once written (their storage: docs/cost.md)."""
+    total = 0
+    for _, content in files:
+        if isinstance(content, PcmAudio):
+            total += _wav_header_bytes() + content.byte_count
+        else:
+            total += sum(len(part) for part in content)
+    return total
 
 
 def _write_file(path: Path, content: tuple[bytes | memoryview, ...] | PcmAudio) -> None:

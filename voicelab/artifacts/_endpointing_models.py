@@ -11,10 +11,11 @@ from ._models import ArtifactModel
 
 
 def without_absent(data: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
-    """``data`` without the keys in ``names`` whose value is None: fields a document gained
-    later are written only when measured, so older documents re-score to the same bytes."""
+    """``data`` without the keys in ``names`` whose value is None or an empty list: fields a
+    document gained later are written only when they say something, so older documents
+    re-score to the same bytes."""
     for name in names:
-        if name in data and data[name] is None:
+        if name in data and (data[name] is None or data[name] == []):
             del data[name]
     return data
 

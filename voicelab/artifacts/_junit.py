@@ -15,7 +15,10 @@ trial and seed so a CI's history follows the same trial across builds:
   of its test cases, with the cell's stability, pass rate over its runs and any flip since the
   last run as suite properties;
 - ``compare`` gates are test cases of a ``compare`` suite: a gate that blocks is a failure, an
-  inconclusive gate that does not block is ``<skipped>`` (not judged is not passed).
+  inconclusive gate that does not block is ``<skipped>`` (not judged is not passed);
+- a staged sweep (docs/cost.md) has one suite per stage instead of per cell: the trials of its
+  cells, then a ``gate`` test case (a failure when the stage's gate failed); a stage that did
+  not run is a suite whose ``gate`` case is ``<skipped>`` with the reason.
 
 ``labels`` (``compare``: baseline and candidate) prefix each run's suite names and test ids, so
 two runs of the same cells stay two suites. Every test case's ``<system-out>`` names its trial
@@ -233,6 +236,49 @@ def _run_suite(cell: str, run_dir: Path,
     return suite
 
 
+def _staged_suites(path: Path, prefix: str,
+                   stabilities: dict[tuple[str, str, str], dict[str, Any]]) -> list[_Suite]:
+    """A staged sweep's suites, one per stage (None: the sweep is not staged)."""
+    matrix = read_json(path / MATRIX_REPORT)
+    stages = matrix.get("stages")
+    if not isinstance(stages, list) or not all(isinstance(s, dict) for s in stages):
+        raise ConfigError("must be a list of stages", source=path / MATRIX_REPORT,
+                          key="stages")
+    by_stage: dict[str, list[tuple[str, Path]]] = {}
+    for cell in matrix.get("cells") or []:
+        if isinstance(cell, dict) and isinstance(cell.get("stage"), str):
+            by_stage.setdefault(cell["stage"], []).append(
+                (cell["cell_id"], path / Path(str(cell.get("bundle_path"))).name))
+    suites = []
+    for stage in stages:
+        name = str(stage.get("name"))
+        suite = _Suite(prefix + name, properties={
+            key: str(stage.get(key)) for key in ("status", "gate", "reason")})
+        cost = stage.get("cost")
+        if isinstance(cost, dict) and cost.get("total") is not None:
+            suite.properties["cost"] = f"{cost.get('total')} {cost.get('currency') or ''}".strip()
+        for cell, run_dir in by_stage.get(name, []):
+            cell_suite = _run_suite(prefix + cell, run_dir, stabilities)
+            suite.timestamp = suite.timestamp or cell_suite.timestamp
+            suite.cases += cell_suite.cases
+        gate = _Case(classname=prefix + name, name="gate", output=str(stage.get("reason", "")))
+        status = stage.get("status")
+        if status == "failed":
+            gate.outcome, gate.kind = "failure", "stage gate"
+        elif status != "passed":
+            gate.outcome, gate.kind = "skipped", "stage not run"
+        gate.message = _one_line(f"{stage.get('gate')}: {stage.get('reason')}")
+        gate.details = gate.message
+        suite.cases.append(gate)
+        suites.append(suite)
+    return suites
+
+
+def _is_staged(path: Path) -> bool:
+    return (path / MATRIX_REPORT).is_file() and \
+        read_json(path / MATRIX_REPORT).get("stages") is not None
+
+
 def _gate_suite(gates: Sequence[GateOutcome]) -> _Suite:
     suite = _Suite(GATE_SUITE)
     for gate in gates:
@@ -310,6 +356,9 @@ def junit_xml(runs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = 
     for run, prefix in zip(runs, prefixes, strict=True):
         folder = Path(run).expanduser().resolve()
         stabilities = _stabilities(folder)
+        if _is_staged(folder):
+            suites += _staged_suites(folder, prefix, stabilities)
+            continue
         suites += [_run_suite(prefix + cell, run_dir, stabilities)
                    for cell, run_dir in _cells(folder)]
     if gates:

@@ -30,6 +30,8 @@ from pydantic import (
     model_validator,
 )
 
+from ._cost_models import TrialCost, Usage
+
 SCHEMA_VERSION = "3.0"
 #: Every major version this voicelab reads (older bundles stay readable).
 READABLE_MAJORS = (1, 2, 3)
@@ -131,6 +133,9 @@ class JudgeResult(ArtifactModel):
     model_version: str | None = None
     error: str | None = None
     sent: Any = Field(None, description="the redacted payload the judge received")
+    #: what the judge's calls used (docs/cost.md); empty: it made none (or a bundle written
+    #: before usage was kept)
+    usage: list[Usage] = Field(default_factory=list)
 
 
 class ExecutionFailure(ArtifactModel):
@@ -211,6 +216,8 @@ class TrialReport(Versioned):
     #: what the run's ``retention:`` kept of this trial; absent: all its audio and its full
     #: transcripts
     retention: TrialRetention | None = None
+    #: the trial's usage priced (docs/cost.md); absent in bundles written before it was kept
+    cost: TrialCost | None = None
 
     @model_validator(mode="after")
     def _status_of_older_bundles(self) -> TrialReport:
@@ -223,8 +230,9 @@ class TrialReport(Versioned):
                                      ) -> dict[str, Any]:
         # a trial that kept everything is written as before the field existed
         data: dict[str, Any] = handler(self)
-        if data.get("retention", False) is None:
-            del data["retention"]
+        for name in ("retention", "cost"):
+            if data.get(name, False) is None:
+                del data[name]
         return data
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
+from ._cost_models import BudgetState, CostSummary, StageOutcome
 from ._endpointing_models import EndpointingCurve, without_absent
 from ._models import ArtifactModel, TrialSummary, Versioned
 from ._voice_models import MetricSummary, ProbeOutcome
@@ -228,12 +229,18 @@ class RunReport(Versioned):
     retention: RunRetention | None = None
     #: the traces exported to an OpenTelemetry collector (written only when the run did)
     telemetry: TelemetryExport | None = None
+    #: the trials' costs summed (docs/cost.md); absent in bundles written before
+    cost: CostSummary | None = None
+    #: ``budget``: trials were not started because the budget would have been passed
+    stopped: Literal["budget"] | None = None
+    budget: BudgetState | None = None
 
     @model_serializer(mode="wrap")
     def _endpointing_only_when_measured(self, handler: SerializerFunctionWrapHandler
                                         ) -> dict[str, Any]:
         return without_absent(handler(self), ("endpointing", "retention", "source",
-                                              "telemetry"))
+                                              "telemetry", "cost", "stopped", "budget", "only",
+                                              "rescore_overrides", "stopped_after_failures"))
 
 
 class MatrixCell(ArtifactModel):
@@ -253,10 +260,13 @@ class MatrixCell(ArtifactModel):
     pass_curve: list[PassCurvePoint] = Field(default_factory=list)
     #: a suite's ``endpointing`` axis: the pause length this cell's hesitation turn was given
     pause_seconds: float | None = None
+    #: a staged suite: the stage this cell ran in (docs/cost.md)
+    stage: str | None = None
+    cost: CostSummary | None = None
 
     @model_serializer(mode="wrap")
     def _pause_only_when_swept(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return without_absent(handler(self), ("pause_seconds",))
+        return without_absent(handler(self), ("pause_seconds", "stage", "cost"))
 
 
 class MarginPassRate(ArtifactModel):
@@ -302,11 +312,19 @@ class MatrixReport(Versioned):
     only: list[str] = Field(default_factory=list)
     #: a suite's ``endpointing`` axis: one curve per scenario x persona x environment
     endpointing: list[EndpointingCurve] | None = None
+    #: every cell's cost summed (docs/cost.md)
+    cost: CostSummary | None = None
+    #: ``budget``: trials were not started because the budget would have been passed
+    stopped: Literal["budget"] | None = None
+    budget: BudgetState | None = None
+    #: a staged suite: each stage, in order, and where the sweep stopped (docs/cost.md)
+    stages: list[StageOutcome] | None = None
 
     @model_serializer(mode="wrap")
     def _endpointing_only_when_swept(self, handler: SerializerFunctionWrapHandler
                                      ) -> dict[str, Any]:
-        return without_absent(handler(self), ("endpointing",))
+        return without_absent(handler(self), ("endpointing", "cost", "stopped", "budget",
+                                              "stages", "only"))
 
 
 # --- flaky or broken: a cell across runs (``--history``) -------------------------------------------

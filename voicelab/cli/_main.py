@@ -33,7 +33,8 @@ _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
                    "artifacts_dir": "--artifacts-dir", "output": "--output",
                    "resume": "--resume",
                    "executor": "--executor", "workers": "--workers", "scheduler": "--scheduler",
-                   "retry_inconclusive": "--retry-inconclusive", "turn_gap_ms": "--turn-gap-ms"}
+                   "retry_inconclusive": "--retry-inconclusive", "turn_gap_ms": "--turn-gap-ms",
+                   "max_cost": "--max-cost"}
 
 
 def _error_line(error: BaseException) -> str:
@@ -94,6 +95,11 @@ def _add_outcome_options(parser: argparse.ArgumentParser, *, what: str) -> None:
                         help="run a trial that ended inconclusive (nothing failed, a critical "
                              "verdict undecided) again up to N times, same seed, at lower "
                              "concurrency; still inconclusive counts as not passed (default 1)")
+    parser.add_argument("--max-cost", type=NON_NEGATIVE, default=None, metavar="AMOUNT",
+                        help=f"the most the {what} may spend, in its pricing: table's currency: "
+                             "no trial starts once what was spent and what the trials in "
+                             "flight are expected to cost would pass it (exit 4, report "
+                             "stopped: budget; docs/cost.md)")
 
 
 def _add_selection_options(parser: argparse.ArgumentParser) -> None:
@@ -194,8 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_telemetry_options(sweep)
     _add_run_options(sweep)
 
-    plan = commands.add_parser("plan", help="print a suite's matrix size, conversations and "
-                                            "estimated audio minutes; runs nothing")
+    plan = commands.add_parser("plan", help="print a suite's matrix size, conversations, "
+                                            "estimated audio minutes and cost; runs nothing")
     plan.add_argument("suite_file", type=Path)
     plan.add_argument("--trials", type=TRIALS, default=None)
     plan.add_argument("--width", type=WIDTH, default=None,
@@ -205,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --width (default: the suite's statistics)")
     plan.add_argument("--interval", choices=("wilson", "clopper_pearson"), default=None,
                       help="with --width (default: the suite's statistics)")
+    plan.add_argument("--from", dest="from_run", default=None, metavar="RUN",
+                      help="estimate the cost from this earlier run's or sweep's measured "
+                           "usage (its cells' trials, priced under the suite's table) instead "
+                           "of from the configuration alone")
     _add_run_options(plan)
 
     report = commands.add_parser("report", help="render run directories as a self-contained "
@@ -230,6 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "(thresholds), measurement.* (tolerances), transcription.*, "
                               "quality_evaluation.* (with --judges); recorded in the run "
                               "report as rescore_overrides")
+    rescore.add_argument("--pricing", type=Path, default=None, metavar="FILE",
+                         help="price the recorded usage under this table (a pricing: block) "
+                              "and change nothing else: only the trial, run and sweep "
+                              "reports' cost is rewritten")
 
     replay = commands.add_parser(
         "replay", help="send a run's (or a sweep's) recorded user audio again, trial by trial "

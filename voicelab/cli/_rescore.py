@@ -1,4 +1,5 @@
-"""`voice-evaluator rescore RUN_DIR [--output DIR] [--judges RUN_FILE] [--set KEY=VALUE ...]`.
+"""`voice-evaluator rescore RUN_DIR [--output DIR] [--judges RUN_FILE] [--set KEY=VALUE ...]
+[--pricing FILE]`.
 
 Each trial's line names the verdicts that failed and those whose outcome changed; the last
 lines say where the re-scored files were written (in place, or a copy).
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import ConfigError
 from ..runner import rescore
 from ._output import relative
 
@@ -26,12 +28,32 @@ def _trial_line(trial: Any, where: str) -> str:  # a voicelab.runner RescoredTri
     return f"{where}: {status}" + (f" ({'; '.join(detail)})" if detail else "")
 
 
+def _priced_line(trial: Any, where: str) -> str:  # a voicelab.runner RescoredTrial
+    def total(cost: Any) -> str:
+        if cost is None or cost.total is None:
+            return "unknown"
+        return f"{cost.total:.6g}" + (f" {cost.currency}" if cost.currency else "")
+
+    return f"{where}: cost {total(trial.report.cost)} (was {total(trial.previous.cost)})"
+
+
 def rescore_command(args: argparse.Namespace) -> int:
+    pricing = args.pricing
+    if pricing is not None and (args.judges is not None or args.overrides):
+        raise ConfigError("--pricing changes only the cost: give it without --judges or --set",
+                          source="CLI", key="--pricing")
     result = rescore(args.run_dir, output=args.output, judges_from=args.judges,
-                     overrides=args.overrides)
+                     overrides=args.overrides, pricing=pricing)
     if args.overrides:
         print(f"re-scored with: {', '.join(args.overrides)} (over what each trial recorded; "
               "kept in the run report as rescore_overrides)")
+    if pricing is not None:
+        for trial in result.trials:
+            print(_priced_line(trial, relative(str(trial.trial_dir))))
+        print(f"re-priced under {relative(str(pricing))}: only the cost of the trial, run and "
+              f"sweep reports of {relative(result.location)} was rewritten")
+        print(f"bundle: {result.location}")
+        return result.exit_code
     for trial in result.trials:
         where = relative(str(trial.trial_dir))
         if result.location != str(result.path):  # published to a store

@@ -23,6 +23,8 @@ from ..artifacts import (
     MATRIX_REPORT,
     RUN_REPORT,
     TRIAL_REPORT,
+    BudgetState,
+    CostSummary,
     EndpointingCurve,
     GateCheck,
     JudgeCalibration,
@@ -54,6 +56,7 @@ from ..runner import (
     plan_matrix,
     read_matrix_report,
     summary_document,
+    unpriced_text,
 )
 from ._output import PROG, relative
 
@@ -315,6 +318,39 @@ def degraded_warning(degraded: int, executed: int) -> str | None:
             f"(--concurrency) or more workers, or set measurement.lag_budget_ms")
 
 
+def _amount(amount: float | None, currency: str | None) -> str:
+    if amount is None:
+        return "unknown"
+    text = f"{amount:.4f}" if amount >= 0.01 or amount == 0 else f"{amount:.3g}"
+    return f"{text} {currency}" if currency else text
+
+
+def cost_line(cost: CostSummary | None) -> str | None:
+    """``cost 0.0123 USD (persona 0.01, product 0.0023); unpriced: ...`` (None: no cost)."""
+    if cost is None or not cost.trials:
+        return None
+    parts = ", ".join(f"{component} {_amount(amount, None)}"
+                      for component, amount in cost.by_component.items() if amount)
+    line = f"cost {_amount(cost.total, cost.currency)}" + (f" ({parts})" if parts else "")
+    if cost.total is not None and cost.trials:
+        line += f", {_amount(cost.total / cost.trials, cost.currency)} a trial"
+    if cost.unpriced:
+        line += f"; not in it (no price or quantity unknown): {unpriced_text(cost.unpriced)}"
+    if cost.estimated:
+        line += "; some quantities are estimates (docs/cost.md)"
+    return line
+
+
+def budget_stop_line(budget: BudgetState | None, *, ran: int, planned: int) -> str | None:
+    """The one line a run or sweep the budget stopped ends with (None: it did not stop)."""
+    if budget is None or not budget.trials_not_started:
+        return None
+    return (f"{PROG}: stopped: budget: {ran} of {planned} trial(s) ran and spent "
+            f"{_amount(budget.spent, budget.currency)}; another would have passed --max-cost "
+            f"{_amount(budget.max_cost, budget.currency)} ({budget.trials_not_started} not "
+            f"started)")
+
+
 def _lag_budget_line(report: RunReport) -> str | None:
     if report.lag_budget_ms is None or report.lowest_concurrency is None:
         return None
@@ -371,12 +407,19 @@ def print_run_summary(outcome: RunOutcome, *, trial_lines: bool = True) -> None:
             print(line)
     if report.message:
         print(report.message)
+    line = cost_line(report.cost)
+    if line:
+        print(line)
     telemetry = telemetry_line([report.telemetry] if report.telemetry else [])
     if telemetry:
         print(telemetry)
     for problem in outcome.write_errors:
         print(f"{PROG}: execution failed: {problem}", file=sys.stderr)
     print(f"bundle: {report.bundle_path}")
+    stop = budget_stop_line(report.budget, ran=report.executed_trials,
+                            planned=report.planned_trials)
+    if stop:
+        print(stop, file=sys.stderr)
 
 
 @json_aware
@@ -397,7 +440,7 @@ def run_command(args: argparse.Namespace) -> int:
             label=args.label, calibrations=calibrations, resume=args.resume,
             rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
             observers=_observers(telemetry, progress), only=args.only or None,
-            fail_fast=args.fail_fast, **options),
+            fail_fast=args.fail_fast, max_cost=args.max_cost, **options),
             after=lambda o: _history(args, o))
 
 
@@ -481,6 +524,15 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
     print(f"{report.passed_trials}/{report.conversations} conversation(s) passed; pass@k "
           f"{str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}; "
           f"pass rate {rate_text(report.pass_rate)}")
+    for stage in report.stages or []:
+        spent = f", cost {_amount(stage.cost.total, stage.cost.currency)}" \
+            if stage.cost is not None else ""
+        status = stage.status.upper() if stage.status == "failed" else stage.status
+        print(f"stage {stage.name}: {status} ({stage.trials} trial(s){spent}); gate "
+              f"{stage.gate}: {stage.reason}")
+    line = cost_line(report.cost)
+    if line:
+        print(line)
     for curve in report.endpointing or []:
         print(f"{curve.scenario} / {curve.persona} / {curve.environment}: "
               f"{endpointing_line(curve)}")
@@ -505,6 +557,10 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
     for problem in outcome.write_errors:
         print(f"{PROG}: execution failed: {problem}", file=sys.stderr)
     print(f"matrix: {outcome.location}")
+    stop = budget_stop_line(report.budget, ran=report.executed_trials,
+                            planned=report.conversations)
+    if stop:
+        print(stop, file=sys.stderr)
 
 
 @json_aware
@@ -535,6 +591,6 @@ def sweep_command(args: argparse.Namespace) -> int:
             calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
             retry_inconclusive=args.retry_inconclusive,
             observers=_observers(telemetry, progress), fail_fast=args.fail_fast,
-            **options), cells=True,
+            max_cost=args.max_cost, **options), cells=True,
             after=lambda o: _history(args, o), first_line=f"starting {plan.conversations} "
             f"conversation(s) in {len(plan.cells)} cell(s)")

@@ -23,20 +23,45 @@ def validate_command(args: argparse.Namespace) -> int:
 
 
 def plan_command(args: argparse.Namespace) -> int:
-    from ..runner import plan_matrix
+    from ..runner import matrix_costs, plan_matrix, read_measured_costs
 
     if args.width is None and (args.confidence is not None or args.interval is not None):
         raise ConfigError("--confidence and --interval go with --width", source="CLI")
     plan = plan_matrix(args.suite_file, trials=args.trials, overrides=args.overrides)
+    measured = read_measured_costs(args.from_run) if args.from_run is not None else None
+    costs = matrix_costs(plan, measured=measured)
     lines = plan.lines()
     if args.width is not None:
         lines += _width_lines(plan, width=args.width, confidence=args.confidence,
                               interval=args.interval)
+    lines += _cost_lines(plan, costs, from_run=args.from_run)
     for line in lines:
         print(relative(line))
-    for cell in plan.cells:
-        print(f"  cell {cell.cell_id}")
+    for cell, cost in zip(plan.cells, costs, strict=True):
+        print(f"  cell {cell.cell_id}: {plan.trials_of(cell)} trial(s), cost "
+              f"{cost.estimate.text()}"
+              + (" (measured)" if cost.estimate.source == "measured" else ""))
     return EXIT_OK
+
+
+def _cost_lines(plan: Any, costs: list[Any], *, from_run: str | None) -> list[str]:
+    """The expected cost of the whole suite, and of each stage (cheap ones first)."""
+    from ..runner import combined
+
+    measured = sum(c.estimate.source == "measured" for c in costs)
+    source = ("the configuration (docs/cost.md, \"Estimates\")" if not measured else
+              f"{from_run}'s measured usage for {measured} of {len(costs)} cell(s), the "
+              f"configuration for the others")
+    lines = [f"cost         {combined([c.estimate for c in costs]).text()} "
+             f"from {source}"]
+    for stage in plan.stages:
+        estimate = combined([c.estimate for c in costs if c.stage == stage.name])
+        lines.append(f"  stage {stage.name}: {estimate.text()}")
+    budget = plan.suite.suite.budget
+    if budget is not None:
+        lines.append(f"budget       {budget.max_cost:g} (the suite's budget:; --max-cost "
+                     "replaces it)")
+    return lines
 
 
 def _width_lines(plan: Any, *, width: float, confidence: float | None,

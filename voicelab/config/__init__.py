@@ -10,9 +10,29 @@ from ._channel import (
     LineConfig,
     OpusConfig,
 )
+from ._cost import (
+    COMPONENTS,
+    UNITS,
+    BudgetConfig,
+    Component,
+    LowerBoundGate,
+    MinPassRateGate,
+    Price,
+    PricingConfig,
+    StageConfig,
+    StageGate,
+    Unit,
+)
 from ._entities import EntityKind, EntitySpec
 from ._launch import LaunchConfig
-from ._loader import LoadedRun, load_environment, load_run, read_yaml, recorded_overrides
+from ._loader import (
+    LoadedRun,
+    load_environment,
+    load_pricing,
+    load_run,
+    read_yaml,
+    recorded_overrides,
+)
 from ._models import (
     CAPABILITY_NAMES,
     MAX_TRIAL_SECONDS,
@@ -83,10 +103,29 @@ from ._secrets import (
     url_secret_values,
 )
 from ._settings import parse_settings, settings_error
-from ._suite import LoadedSuite, cell_overrides, check_names_unique, load_suite
+from ._suite import (
+    LoadedSuite,
+    cell_overrides,
+    check_names_unique,
+    load_suite,
+    pricing_overrides,
+)
 from ._voice import DISFLUENCY_PROFILES, DisfluencyConfig, PersonaSpeech
 
 __all__ = [
+    "COMPONENTS",
+    "UNITS",
+    "BudgetConfig",
+    "Component",
+    "LowerBoundGate",
+    "MinPassRateGate",
+    "Price",
+    "PricingConfig",
+    "StageConfig",
+    "StageGate",
+    "Unit",
+    "load_pricing",
+    "pricing_overrides",
     "CAPABILITY_NAMES",
     "MAX_PAUSE_SECONDS",
     "MAX_PAUSES_PER_SCRIPT",

@@ -17,6 +17,7 @@ import yaml
 
 from .._location import as_local_path, is_url
 from ..errors import ConfigError
+from ._cost import PricingConfig
 from ._models import (
     QUIET_ENVIRONMENT,
     EnvironmentConfig,
@@ -261,6 +262,18 @@ def load_environment(path: str | Path, *, overrides: Sequence[str | Override] = 
     return environment
 
 
+def load_pricing(path: str | Path, *, referrer: str | Path | None = None,
+                 key: str | None = None) -> PricingConfig:
+    """A price table file (``pricing_path``): the ``pricing:`` block's content, or a document
+    holding a ``pricing:`` key (a run or suite file's block copied out as it is)."""
+    path = Path(path).expanduser().resolve()
+    require_file(path, source=referrer or path, key=key or "pricing_path")
+    data = read_yaml(path, key=key, referrer=referrer)
+    if isinstance(data, Mapping) and set(data) == {"pricing"}:
+        data = data["pricing"]
+    return validate_model(PricingConfig, data, source=path)
+
+
 def recorded_overrides(overrides: Sequence[str], scrubber: SecretScrubber) -> list[str]:
     """``--set`` texts as a bundle keeps them (a resumed run applies them again): a value under
     a secret-named key, or holding one of ``scrubber``'s secrets, is masked."""
@@ -301,6 +314,12 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
         for name in ("scenario_path", "persona_path", "data_path", "script_path",
                      "environment_path")
     } | {"artifacts_dir": resolve_location(run_path, run.artifacts_dir)})
+    if run.pricing_path is not None:
+        # the table itself is what the bundle keeps (resolved-settings.json) and prices by
+        pricing_path = resolve_relative(run_path, run.pricing_path)
+        assert pricing_path is not None
+        run = run.model_copy(update={"pricing_path": None, "pricing": load_pricing(
+            pricing_path, referrer=run_path, key="pricing_path")})
 
     secret_keys = {"run": frozenset(raw_run.interpolation.secret_keys)}
     sources: dict[str, Path] = {"run": run_path}

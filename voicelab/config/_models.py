@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ._base import NonNegativeFloat, PositiveFloat, StrictModel
 from ._channel import ChannelConfig
+from ._cost import BudgetConfig, PricingConfig, StageConfig
 from ._entities import EntitySpec, ProductInputTranscription
 from ._launch import LaunchConfig
 from ._pauses import (
@@ -518,6 +519,15 @@ class RunConfig(StrictModel):
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
     #: which trials keep their audio, and whether transcripts are redacted (docs/artifacts.md)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    #: what each unit of usage costs (docs/cost.md); ``pricing_path``: the same from a file
+    pricing: PricingConfig | None = None
+    pricing_path: Path | None = None
+
+    @model_validator(mode="after")
+    def _one_price_table(self) -> RunConfig:
+        if self.pricing is not None and self.pricing_path is not None:
+            raise ValueError("give pricing or pricing_path, not both")
+        return self
 
 
 # --- suite (scenario x persona x environment x trial matrix) --------------------------------
@@ -563,3 +573,21 @@ class SuiteConfig(StrictModel):
     statistics: StatisticsConfig | None = None
     #: the endpointing curve: every cell once per pause length (docs/endpointing.md)
     endpointing: EndpointingAxis | None = None
+    #: when given, every cell is priced with it (else each cell keeps its base run's)
+    pricing: PricingConfig | None = None
+    pricing_path: Path | None = None
+    #: the most the sweep may spend (docs/cost.md); ``--max-cost`` replaces it
+    budget: BudgetConfig | None = None
+    #: run the matrix once per stage, cheap stages first; a stage whose gate fails stops the
+    #: sweep (docs/cost.md)
+    stages: list[StageConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _stages_and_prices(self) -> SuiteConfig:
+        if self.pricing is not None and self.pricing_path is not None:
+            raise ValueError("give pricing or pricing_path, not both")
+        names = [stage.name for stage in self.stages]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"two stages are named {name!r}")
+        return self

@@ -19,6 +19,8 @@ _EXECUTION_ONLY: tuple[str, ...] = ("artifacts_dir", "trials", "concurrency", "s
                    "data_path", "script_path", "environment_path", "statistics", "gates")
 #: ... and how its measurements are judged (loop-lag tolerances, lag budget)
 _EXECUTION_ONLY += ("measurement",)
+#: ... and what it costs (a price table changes what a trial is said to cost, not the trial)
+_EXECUTION_ONLY += ("pricing", "pricing_path")
 
 
 def _mask_key_paths(document: Any, key_paths: frozenset[str]) -> Any:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ._loader import read_document, require_file, resolve_location, resolve_relative
+from ._loader import (
+    load_pricing,
+    read_document,
+    require_file,
+    resolve_location,
+    resolve_relative,
+)
 from ._models import SuiteConfig, SuitePersona
 from ._overrides import validate_model
 
@@ -60,12 +67,27 @@ def load_suite(path: str | Path, *, environ: Mapping[str, str] | None = None) ->
         environments.append(resolved)
     artifacts = None if suite.artifacts_dir is None else \
         resolve_location(path, suite.artifacts_dir)
-    suite = suite.model_copy(update={"base": base, "artifacts_dir": artifacts})
+    pricing = suite.pricing
+    if suite.pricing_path is not None:
+        pricing_path = resolve_relative(path, suite.pricing_path)
+        assert pricing_path is not None
+        pricing = load_pricing(pricing_path, referrer=path, key="pricing_path")
+    suite = suite.model_copy(update={"base": base, "artifacts_dir": artifacts,
+                                     "pricing": pricing, "pricing_path": None})
     return LoadedSuite(path, suite, scenarios or [None], personas or [None],
                        environments or [BASE])
 
 
 BASE = "base"
+
+
+def pricing_overrides(suite: SuiteConfig) -> list[str]:
+    """``--set`` overrides that price every cell with the suite's table (none: each cell keeps
+    its base run's)."""
+    if suite.pricing is None:
+        return []
+    table = json.dumps(suite.pricing.model_dump(mode="json", exclude_none=True))
+    return [f"pricing={table}", "pricing_path=null"]
 
 
 def cell_overrides(scenario: Path | None, persona: SuitePersona | None,

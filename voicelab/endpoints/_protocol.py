@@ -33,6 +33,11 @@ the conversation (``validate`` then refuses a scenario whose ``first_speaker`` i
 the runner records it at connect (``session.connected``), received audio is placed that much
 earlier on the listener timeline, and the product's reaction times (response latency, stop
 latency) leave out what the audio toward the product spent in it.
+
+**Usage.** A product that reports what its own model used (a Realtime session's
+``response.done`` ``usage``) may hand it to ``context.record_usage`` as a
+:class:`~voicelab.artifacts.Usage` of component ``product``: it is recorded on the trial
+(``usage.recorded``) and priced with the product's call minutes (docs/cost.md).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ..artifacts import Usage
 from ..audio import CANONICAL_FORMAT, AudioFormat, PcmAudio
 from ..config import CAPABILITY_NAMES, SecretScrubber
 from ..errors import ExecutionError
@@ -146,6 +152,13 @@ class EndpointContext:
     scenario_id: str = ""
     #: the listener's playback, during a trial (None when an adapter is used on its own)
     playback: Playback | None = None
+    #: where the trial records the product's own reported usage (None: nowhere)
+    usage: Callable[[Usage], None] | None = None
+
+    def record_usage(self, usage: Usage) -> None:
+        """Record what the product reported its model used (docs/cost.md)."""
+        if self.usage is not None:
+            self.usage(usage)
 
     @property
     def traceparent(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from .._limits import MAX_RETRIES
 from .._validate import RunPlan, validate_run
 from ..artifacts import JudgeCalibration, ReplayOrigin
 from ..config import LoadedRun, load_run
+from ..cost import CostBudget
 from ..errors import ConfigError
 from ..runner import (
     MAX_CONCURRENCY,
@@ -37,6 +39,22 @@ from ._resume import aresume_point, lock_resumed, read_run_report
 from ._resume_overrides import resumed_overrides
 from ._run import Run, RunOptions
 from ._staging import open_stage, published, store_target
+
+
+def cost_budget(loaded: LoadedRun, max_cost: float, *, source: str | Path | None = None,
+                key: str = "max_cost") -> CostBudget:
+    """A budget of ``max_cost`` for ``loaded``'s trials: refused (ConfigError) without a
+    price table, where nothing could be counted against it."""
+    pricing = loaded.run.pricing
+    if pricing is None:
+        raise ConfigError("a budget needs the prices of what the trials use: give the run a "
+                          "pricing: table or pricing_path: (docs/cost.md)", source=source,
+                          key=key)
+    if isinstance(max_cost, bool) or not isinstance(max_cost, int | float) \
+            or not math.isfinite(max_cost) or max_cost <= 0:
+        raise ConfigError(f"must be an amount above 0, got {max_cost!r}", source=source,
+                          key=key)
+    return CostBudget(float(max_cost), currency=pricing.currency)
 
 
 def check_calibrations(loaded: LoadedRun, calibrations: Sequence[JudgeCalibration]) -> None:
@@ -67,7 +85,9 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                retry_inconclusive: int = 1,
                observers: Sequence[RunObserver] = (),
                only: Sequence[str] | str | None = None,
-               fail_fast: int | FailFast | None = None) -> RunOutcome:
+               fail_fast: int | FailFast | None = None,
+               max_cost: float | None = None, budget: CostBudget | None = None
+               ) -> RunOutcome:
     """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
 
     Raises ConfigError before any trial when the configuration is invalid (including an
@@ -112,6 +132,11 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     ids such as ``trial-003``); they keep their numbers and seeds. ``fail_fast`` (``--fail-fast``,
     a count or a :class:`voicelab.runner.FailFast` shared by several runs) starts no trial once
     that many did not pass; the report says so and its exit code is the trials' (3 or 4).
+    ``max_cost`` (in the currency of the run's ``pricing:``, which it needs): no trial starts
+    once what was spent, plus the expected cost of the trials in flight and of the next,
+    would pass it; the trials in flight finish, the report says ``stopped: budget`` and the
+    trials not started count as not run (exit code 4; docs/cost.md). ``budget`` is a
+    :class:`voicelab.cost.CostBudget` shared with other runs (a sweep's cells).
 
     Nothing process-wide changes (garbage collection, the GIL switch interval) unless the
     caller opted in with :func:`voicelab.execution.tuned_process`, as the command line does.
@@ -132,6 +157,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                                                                             overrides=overrides))
     loaded = plan.loaded
     check_calibrations(loaded, calibrations)
+    if budget is None and max_cost is not None:
+        budget = cost_budget(loaded, max_cost)
     options = RunOptions(
         trials=trials, concurrency=concurrency, artifacts_dir=artifacts_dir,
         overrides=tuple(overrides), run_id=run_id, on_trial_done=on_trial_done,
@@ -139,7 +166,8 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         calibrations=tuple(calibrations), resume=resume, rerun_failed=rerun_failed,
         replay_of=replay_of, executor=executor, workers=workers, scheduler=scheduler,
         lag_budget_ms=lag_budget_ms, scoring=scoring, retry_inconclusive=retry_inconclusive,
-        observers=tuple(observers), only=selection.expressions, fail_fast=stop)
+        observers=tuple(observers), only=selection.expressions, fail_fast=stop,
+        budget=budget)
     configured = artifacts_dir if artifacts_dir is not None else loaded.run.artifacts_dir
     given_at = None if artifacts_dir is not None else loaded.run_path
     store = store_target(configured, resume, source=given_at)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import shutil
 import time
@@ -29,6 +30,7 @@ from ..artifacts import (
     LATEST,
     PRODUCT_LOG,
     RUN_REPORT,
+    BudgetState,
     BundleLock,
     JudgeCalibration,
     Redacts,
@@ -45,7 +47,8 @@ from ..artifacts import (
     write_member,
 )
 from ..config import BundleAccess, remember_text_filter
-from ..endpoints import EndpointError, ProductProcess
+from ..cost import CostBudget
+from ..endpoints import EndpointError, ProductProcess, declared_capabilities
 from ..errors import ConfigError
 from ..runner import (
     FailFast,
@@ -54,6 +57,7 @@ from ..runner import (
     RunOutcome,
     TrialResult,
     crashed_trial,
+    estimate_from_config,
     new_run_id,
     run_redactor,
     run_report,
@@ -113,6 +117,11 @@ class RunOptions:
     only: Sequence[str] = ()
     #: ``--fail-fast``: no trial starts once this many did not pass (shared by a sweep's cells)
     fail_fast: FailFast | None = None
+    #: no trial starts that could pass it (:class:`voicelab.cost.CostBudget`: a run's own,
+    #: or one shared by a sweep's cells); ``trial_estimate``: what a trial is expected to cost
+    #: before any of the run's has settled (default: from the run's configuration)
+    budget: CostBudget | None = None
+    trial_estimate: float | None = None
 
 
 def make_bundle_dir(root: Path, name: str, *, source: str | Path | None,
@@ -183,6 +192,10 @@ class Run:
         self.session: ExecutorRun | None = None
         self.observers = Observers(options.observers)
         self.observed: ObservedRun | None = None
+        #: the cost budget's ticket of each trial in flight, by trial number
+        self.cost_tickets: dict[int, int | None] = {}
+        self.stopped_by_budget = False
+        self._trial_estimate = options.trial_estimate
         #: what the observers exported (the final report's ``telemetry``)
         self.telemetry: TelemetryExport | None = None
         self._report_lock = asyncio.Lock()
@@ -226,7 +239,8 @@ class Run:
                           lowest_concurrency=self.budget.lowest if self.budget else None,
                           only=self.options.only, stopped_early=self._stopped_early(),
                           stopped_after_failures=self.options.fail_fast.limit
-                          if self.options.fail_fast is not None else None)
+                          if self.options.fail_fast is not None else None,
+                          budget=self._budget_state())
         if self.telemetry is not None:
             report = report.model_copy(update={"telemetry": self.telemetry})
         return report
@@ -238,6 +252,28 @@ class Run:
         if fail_fast is None or not fail_fast.stopped or not_run <= 0 or self.interrupted:
             return None
         return fail_fast.message(not_run)
+
+    def _budget_state(self) -> BudgetState | None:
+        budget = self.options.budget
+        if budget is None:
+            return None
+        held_back = self.planned - len(self.results) if self.stopped_by_budget else 0
+        return budget.state(not_started=max(0, held_back))
+
+    def _expected_trial_cost(self) -> float | None:
+        """What the next trial is expected to cost: the mean known cost of the run's trials
+        so far, else the estimate from its configuration."""
+        known = [r.report.cost.total for r in self.results
+                 if r.report.cost is not None and r.report.cost.total is not None]
+        if known:
+            return math.fsum(known) / len(known)
+        if self._trial_estimate is None:
+            self._trial_estimate = estimate_from_config(
+                self.loaded, trials=1, pricing=self.loaded.run.pricing,
+                speech_cls=self.plan.speech_cls,
+                output_transcripts=declared_capabilities(self.plan.adapter_cls).get(
+                    "output_transcripts", False)).per_trial
+        return self._trial_estimate
 
     # --- the run --------------------------------------------------------------------------------
 
@@ -344,7 +380,8 @@ class Run:
                     raise asyncio.CancelledError
                 if self._stopping():
                     return
-                await self._trial(index, gate)
+                if not await self._trial(index, gate):
+                    return  # the budget stops the run: no more trial starts
 
         tasks = [asyncio.create_task(puller()) for _ in range(min(width, len(todo)))]
         try:
@@ -360,14 +397,26 @@ class Run:
         """--fail-fast: enough trials did not pass, here or in another cell of the sweep."""
         return self.options.fail_fast is not None and self.options.fail_fast.stopped
 
-    async def _trial(self, index: int, gate: asyncio.Semaphore | None) -> None:
+    async def _trial(self, index: int, gate: asyncio.Semaphore | None) -> bool:
+        """Run trial ``index``; False when the cost budget kept it from starting."""
         assert self.spec is not None and self.session is not None
         job = TrialJob(index, trial_seed(self.loaded.run.trial_seed, index),
                        attempt=len(self.attempts.get(index, ())) + 1)
         async with admitted(self.budget) as slot, gate or contextlib.nullcontext(), \
                 self.semaphore:
             if self._stopping():  # stopped while this trial waited for its slot
-                return
+                return True
+            if self.options.budget is not None:
+                # waiting for the trials in flight to settle: help finish their scoring
+                ticket = await self.options.budget.admit(self._expected_trial_cost,
+                                                         waiting=self.session.finishing)
+                if ticket is None:
+                    if not self.stopped_by_budget:
+                        logger.warning("budget: trial-%03d and the trials after it are not "
+                                       "started", index)
+                    self.stopped_by_budget = True
+                    return False
+                self.cost_tickets[index] = ticket
             started_wall = time.time()
             trial_dir = self.bundle / trial_folder(index)
             if self.point is not None and trial_dir.exists():
@@ -389,8 +438,12 @@ class Run:
         await call.settle()
         if call.cancelled:
             raise asyncio.CancelledError
+        return True
 
     async def _finished(self, result: TrialResult) -> None:
+        if self.options.budget is not None:  # what it cost replaces what it was expected to
+            self.options.budget.settle(self.cost_tickets.pop(result.report.trial, None),
+                                       result.report.cost)
         earlier = self.attempts.get(result.report.trial)
         if earlier:  # a retry: it takes the place of the inconclusive attempt
             result = await asyncio.to_thread(as_later_attempt, self.bundle, result, earlier,

@@ -10,7 +10,7 @@ into a local staging folder, published as it goes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,14 @@ from ..artifacts import (
     BundleLock,
     JudgeCalibration,
     MatrixReport,
+    StageOutcome,
     resolve_local_latest,
 )
 from ..config import LoadedRun, LoadedSuite
+from ..cost import CostBudget
 from ..errors import ConfigError
 from ..runner import (
+    BUDGET_REASON,
     FailFast,
     MatrixCellPlan,
     MatrixOutcome,
@@ -36,16 +39,19 @@ from ..runner import (
     TrialResult,
     TrialSelection,
     conclude_cells,
+    matrix_cell,
     matrix_report,
     new_run_id,
     plan_matrix,
     read_matrix_report,
     runs_redactor,
+    stage_not_run,
+    stage_outcome,
     strictest_access,
     utc_now,
     write_report_robustly,
 )
-from ._arun import arun, check_calibrations, run_sync
+from ._arun import arun, check_calibrations, cost_budget, run_sync
 from ._observer import RunObserver
 from ._protocol import Executor
 from ._registry import choose_executor
@@ -65,7 +71,8 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                       scheduler: str | None = None, retry_inconclusive: int = 1,
                       observers: Sequence[RunObserver] = (),
                       only: Sequence[str] | str | None = None,
-                      fail_fast: int | FailFast | None = None) -> MatrixOutcome:
+                      fail_fast: int | FailFast | None = None,
+                      max_cost: float | None = None) -> MatrixOutcome:
     """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json.
 
     ``resume`` is a sweep folder of this suite to finish: each cell resumes its bundle (see
@@ -79,6 +86,10 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     ``only`` (``--only``) runs the cells and trials an expression selects
     (:meth:`voicelab.runner.MatrixPlan.select`); ``fail_fast`` (``--fail-fast``) counts the
     trials that did not pass across the whole matrix and starts none once it is reached.
+    ``max_cost`` (default: the suite's ``budget:``) is one budget for every cell: no trial of
+    any cell starts once it could be passed (docs/cost.md). A suite with ``stages:`` runs its
+    matrix once per stage, in order, and stops at the first stage whose gate fails (or that the
+    budget cut short): the stages after it never start.
     """
     selection = TrialSelection.parse(only)
     if not selection.everything and resume is not None:
@@ -100,7 +111,7 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                    calibrations=tuple(calibrations), rerun_failed=rerun_failed,
                    executor=executor, workers=workers, scheduler=scheduler,
                    retry_inconclusive=retry_inconclusive, observers=tuple(observers),
-                   fail_fast=stop)
+                   fail_fast=stop, budget=_sweep_budget(plan, max_cost))
     spec = plan.suite.suite
     configured = artifacts_dir if artifacts_dir is not None else (
         spec.artifacts_dir or plan.suite.path.parent / "artifacts")
@@ -116,6 +127,26 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
                                     latest=None if to_resume else run_id, source=given_at)
     return await published(stage, sweep.here(stage.staging, resume=stage.resume,
                                               run_id=run_id, source=None))
+
+
+def _sweep_budget(plan: MatrixPlan, max_cost: float | None) -> CostBudget | None:
+    """One budget for the sweep (``max_cost``, else the suite's ``budget:``), in the price
+    table's currency every cell must share."""
+    spec = plan.suite.suite
+    source = None if max_cost is not None else plan.suite.path
+    amount = max_cost if max_cost is not None else (
+        spec.budget.max_cost if spec.budget is not None else None)
+    if amount is None:
+        return None
+    budgets = [cost_budget(one.plan.loaded, amount, source=source,
+                           key="max_cost" if source is None else "budget.max_cost")
+               for one in plan.cells]
+    currencies = sorted({b.currency or "" for b in budgets})
+    if len(currencies) > 1:
+        raise ConfigError(f"one budget cannot count several currencies "
+                          f"({', '.join(currencies)}): price every cell in one (the suite's "
+                          f"pricing:)", source=plan.suite.path, key="pricing")
+    return budgets[0]
 
 
 class CellProgress:
@@ -153,6 +184,7 @@ class _Sweep:
     retry_inconclusive: int
     observers: Sequence[RunObserver] = ()
     fail_fast: FailFast | None = None
+    budget: CostBudget | None = None
 
     async def here(self, configured: str | Path, *, resume: str | Path | None,
                    run_id: str | None, source: Path | None) -> MatrixOutcome:
@@ -205,12 +237,20 @@ class _Sweep:
         plan = self.plan
         semaphore = asyncio.Semaphore(plan.concurrency)
         outcomes: list[RunOutcome] = []
+        stages: list[StageOutcome] = []
         progress = CellProgress(self.on_trial_done, total=plan.conversations)
 
         def report(status: str) -> MatrixReport:
-            return matrix_report(plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes,
-                                 started=started, status=status, label=label,
-                                 resumed_at=resumed_at)
+            budget = self.budget
+            held_back = plan.conversations - sum(o.report.executed_trials for o in outcomes)
+            return matrix_report(
+                plan, run_id=run_id, run_dir=run_dir, outcomes=outcomes, started=started,
+                status=status, label=label, resumed_at=resumed_at,
+                stages=[*stages, *(stage_not_run(later, because="not reached yet")
+                                   for later in plan.stages[len(stages):])]
+                if status == "running" else stages,
+                budget=budget.state(not_started=max(0, held_back) if budget.stopped else 0)
+                if budget is not None else None)
 
         write_errors: list[str] = []
         words = runs_redactor(self._runs)
@@ -224,7 +264,7 @@ class _Sweep:
             cell_dir = run_dir / one.cell_id
             started_before = previous is not None and (cell_dir / RUN_REPORT).is_file()
             try:
-                outcome = await arun(one.plan, trials=plan.trials, artifacts_dir=run_dir,
+                outcome = await arun(one.plan, trials=plan.trials_of(one), artifacts_dir=run_dir,
                                      run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
                                      on_trial_done=progress.of(one.cell_id), semaphore=semaphore,
                                      link_latest=False, label=label,
@@ -233,15 +273,48 @@ class _Sweep:
                                      rerun_failed=self.rerun_failed, executor=executor,
                                      retry_inconclusive=self.retry_inconclusive,
                                      observers=self.observers, only=plan.only or None,
-                                     fail_fast=self.fail_fast)
+                                     fail_fast=self.fail_fast, budget=self.budget)
             except RunInterrupted as stopped:
                 outcomes.append(stopped.outcome)
                 raise
             outcomes.append(outcome)
 
-        tasks = [asyncio.create_task(cell(one)) for one in plan.cells]
+        tasks: list[asyncio.Task[None]]
+        if not plan.stages:
+            tasks = [asyncio.create_task(cell(one)) for one in plan.cells]
+        else:
+            tasks = [asyncio.create_task(self._stages(cell, outcomes, stages))]
         return await conclude_cells(tasks, outcomes, run_dir=run_dir, write_errors=write_errors,
                                     report=report, words=words, written=written)
+
+    async def _stages(self, cell: Callable[[MatrixCellPlan], Coroutine[Any, Any, None]],
+                      outcomes: list[RunOutcome], stages: list[StageOutcome]) -> None:
+        """The stages in order, each stage's cells at once; the first whose gate fails (or
+        that the budget cut short) stops the sweep: no cell of a later stage starts."""
+        plan = self.plan
+        for index, stage in enumerate(plan.stages):
+            tasks = [asyncio.create_task(cell(one)) for one in stage.cells]
+            try:
+                results = await asyncio.gather(*tasks, return_exceptions=True)
+            except asyncio.CancelledError:
+                await asyncio.gather(*tasks, return_exceptions=True)  # let them write
+                raise
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+            ids = {one.cell_id for one in stage.cells}
+            cells = [matrix_cell(o, bundle_path=str(o.bundle_path))
+                     for o in outcomes if Path(o.bundle_path).name in ids]
+            stopped = self.budget is not None and self.budget.stopped
+            outcome = stage_outcome(stage, cells, plan.statistics, budget_stopped=stopped)
+            stages.append(outcome)
+            if outcome.status != "passed":
+                because = (f"{BUDGET_REASON}: the sweep's budget stopped at stage "
+                           f"{stage.name}" if stopped else
+                           f"stage {stage.name} did not pass its gate ({outcome.reason})")
+                stages.extend(stage_not_run(later, because=because)
+                              for later in plan.stages[index + 1:])
+                return
 
 
 def run_matrix(suite: Any, **kwargs: Any) -> MatrixOutcome:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from ..artifacts import Usage
 from ..audio import PcmAudio
 from ..config import (
     LoadedRun,
@@ -55,17 +56,26 @@ class PersonaContext:
     voice: str | None = None
     #: prerecorded script turns (``audio_path``), decoded once by validation, by turn index
     script_audio: Mapping[int, PcmAudio] = field(default_factory=dict)
+    #: where a persona whose model is paid records each call's usage, as it spends
+    #: (``usage.recorded`` on the trial's recording; docs/cost.md); None: nowhere
+    usage: Callable[[Usage], None] | None = None
 
     @classmethod
     def for_trial(cls, loaded: LoadedRun, *, trial_index: int, seed: int,
-                  script_audio: Mapping[int, PcmAudio] | None = None) -> PersonaContext:
+                  script_audio: Mapping[int, PcmAudio] | None = None,
+                  usage: Callable[[Usage], None] | None = None) -> PersonaContext:
         """The context a run's persona gets in trial ``trial_index``."""
         return cls(scenario=loaded.scenario, persona=loaded.persona, data=loaded.data,
                    script=loaded.script, providers=loaded.run.providers, seed=seed,
                    trial_index=trial_index, scrubber=loaded.scrubber, base_dir=loaded.base_dir,
                    environ=os.environ, speech_provider=loaded.run.speech_provider,
                    voice=loaded.script.persona_voice if loaded.script else None,
-                   script_audio=script_audio or {})
+                   script_audio=script_audio or {}, usage=usage)
+
+    def record_usage(self, usage: Usage) -> None:
+        """Record what a paid call used (nothing when the context records nowhere)."""
+        if self.usage is not None:
+            self.usage(usage)
 
 
 class _RenderedWhenRead:

@@ -20,7 +20,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
+from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
+from ..cost import realtime_usage
 from ..endpoints import EndpointError
 from ..errors import ExecutionError
 from ..realtime import Closure, RealtimeConnection, wire
@@ -244,6 +245,12 @@ class RealtimePersona:
             elif kind == "response_done":
                 response = message.get("response") or {}
                 reply.status = str(response.get("status") or "completed")
+                audio_bytes = sum(len(chunk) for chunk in chunks)
+                self._context.record_usage(realtime_usage(
+                    response.get("usage"), component="persona", provider=self._target.dialect,
+                    model=self._target.model, output_text=reply.transcript,
+                    output_audio_seconds=CANONICAL_FORMAT.seconds_for_bytes(audio_bytes),
+                    purpose=f"response {reply.response_id}" if reply.response_id else None))
                 if reply.status == "failed":
                     raise RealtimePersonaError(self._scrubber.scrub_text(
                         f"the realtime persona's response failed: "

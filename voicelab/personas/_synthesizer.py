@@ -19,7 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..artifacts import Usage
 from ..config import parse_settings as parse_model_settings
+from ..cost import chat_usage
 from ..errors import ExecutionError
 from ..providers import (
     JSONChat,
@@ -141,8 +143,11 @@ class SynthesizerPersona:
                 exchange.update(request=reply.request, reply_text=reply.text,
                                 model_version=reply.model_version,
                                 finish_reason=reply.finish_reason, usage=reply.usage)
+                self._spent(reply.usage, messages, reply.text, exchange)
                 decision = _decision(reply.data)
             except UnparseableReplyError as error:
+                if "reply_text" not in exchange:  # the service answered: that was paid for
+                    self._spent(error.usage, messages, error.text or "", exchange)
                 exchange.update(reply_text=error.text, error=self._scrub(str(error)))
                 if attempt == 2:
                     raise ExecutionError(f"synthesizer persona: the model's reply could not be "
@@ -151,10 +156,25 @@ class SynthesizerPersona:
                 continue
             except LLMCallError as error:
                 exchange["error"] = self._scrub(str(error))
+                # a failed call may still have been billed, for how much is not known
+                self.context.record_usage(Usage(
+                    component="persona", provider=self.provider.kind, model=self.provider.model,
+                    quantities={"input_token": None, "output_token": None, "request": 1},
+                    purpose=f"exchange {exchange['exchange']} (failed)"))
                 raise ExecutionError(f"synthesizer persona: {self._scrub(str(error))}") from None
             exchange["decision"] = decision
             return self._act(decision, exchange)
         raise AssertionError("unreachable")
+
+    def _spent(self, reported: dict[str, Any] | None, messages: list[dict[str, Any]],
+               reply_text: str, exchange: dict[str, Any]) -> None:
+        """One model call's usage, recorded as it is spent (the service's count; an estimate
+        from the characters when it reports none)."""
+        self.context.record_usage(chat_usage(
+            reported, component="persona", provider=self.provider.kind,
+            model=self.provider.model, reply_text=reply_text,
+            sent_text="".join(str(m.get("content", "")) for m in messages),
+            purpose=f"exchange {exchange['exchange']}"))
 
     def _act(self, decision: dict[str, Any], exchange: dict[str, Any]) -> PersonaDecision:
         reason = decision["reason"] or "the simulated user ended the conversation"

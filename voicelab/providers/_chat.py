@@ -23,10 +23,13 @@ class LLMCallError(ExecutionError):
 
 
 class UnparseableReplyError(LLMCallError):
-    """The service answered, but not with a JSON object (``text`` keeps what it said)."""
+    """The service answered, but not with a JSON object (``text`` keeps what it said,
+    ``usage`` what the service reported it used: the answer was paid for)."""
 
-    def __init__(self, message: str, *, text: str | None = None):
+    def __init__(self, message: str, *, text: str | None = None,
+                 usage: dict[str, Any] | None = None):
         self.text = text
+        self.usage = usage
         super().__init__(message)
 
 
@@ -117,11 +120,11 @@ class JSONChat:
                                f"{type(error).__name__}: {error}") from None
         choice = response.choices[0] if getattr(response, "choices", None) else None
         text = (choice.message.content or "") if choice is not None else ""
+        usage = response.usage.model_dump() if getattr(response, "usage", None) else None
         data = parse_json_object(text)
         if data is None:
             raise UnparseableReplyError(f"{self.provider.kind} replied without a JSON object: "
-                                        f"{text[:200]!r}", text=text)
-        usage = response.usage.model_dump() if getattr(response, "usage", None) else None
+                                        f"{text[:200]!r}", text=text, usage=usage)
         return ChatJSONReply(data=data, text=text, request=params,
                              model_version=getattr(response, "model", None),
                              finish_reason=getattr(choice, "finish_reason", None), usage=usage,

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..audio import PcmAudio
+from ..audio import CANONICAL_FORMAT, PcmAudio
+from ..cost import realtime_usage
 from ..endpoints import (
     AdapterSettings,
     EndpointContext,
@@ -92,7 +93,8 @@ class RealtimeSettings(AdapterSettings):
                                             api_version=self.api_version)
         return wire.RealtimeTarget(url=url, dialect=self.dialect, session_format=session_format,
                                    api_key=self.api_key, auth=self.auth,
-                                   extra_headers=dict(self.headers))
+                                   extra_headers=dict(self.headers),
+                                   model=self.deployment or self.model)
 
 
 class RealtimeEndpoint:
@@ -125,6 +127,9 @@ class RealtimeEndpoint:
         self._tool_names: dict[str, str] = {}     # call_id -> function name (beta events)
         self._cancel_sent = False
         self._close_reason: str | None = None
+        # the response in progress, for its usage when the service does not report it
+        self._response_audio_bytes = 0
+        self._response_text: list[str] = []
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
@@ -321,10 +326,12 @@ class RealtimeEndpoint:
             except ValueError as error:
                 return [self._error(received_ns, "invalid_audio",
                                     f"product sent an unusable audio delta: {error}", raw)]
+            self._response_audio_bytes += len(audio)
             return [EndpointEvent("audio_delta", received_ns, audio=audio, raw=raw,
                                   data={"response_id": response_id})]
         if kind in ("transcript_done", "text_done"):
             text = raw.get("transcript") if kind == "transcript_done" else raw.get("text")
+            self._response_text.append(_text(text))
             return [EndpointEvent("transcript_final", received_ns, text=_text(text), raw=raw,
                                   data={"response_id": response_id, "item_id": raw.get("item_id"),
                                         "modality": "audio" if kind == "transcript_done"
@@ -342,6 +349,7 @@ class RealtimeEndpoint:
             response = field_mapping(raw, "response")
             self._active_response = str(response.get("id") or "response")
             self._pending_requests = max(0, self._pending_requests - 1)
+            self._response_audio_bytes, self._response_text = 0, []
         elif kind == "response_done":
             return await self._response_done(received_ns, raw)
         elif kind == "audio_buffer_cleared":
@@ -390,6 +398,12 @@ class RealtimeEndpoint:
         response = field_mapping(raw, "response")
         response_id = response.get("id")
         status = str(response.get("status") or "completed")
+        self._context.record_usage(realtime_usage(
+            response.get("usage"), component="product", provider=self._target.dialect,
+            model=self._target.model, output_text=" ".join(self._response_text),
+            output_audio_seconds=CANONICAL_FORMAT.seconds_for_bytes(self._response_audio_bytes),
+            purpose=f"response {response_id}" if response_id else None))
+        self._response_audio_bytes, self._response_text = 0, []
         key = str(response_id or self._active_response)
         self._active_response = None
         if key in self._continue_after and self._state == "open":

@@ -283,6 +283,8 @@ class RealtimeTarget:
     api_key: str | None = None
     auth: Literal["api_key", "default_credential"] = "api_key"
     extra_headers: Mapping[str, str] = field(default_factory=dict)
+    #: the model (or Azure deployment) the session runs, as usage is priced by it
+    model: str | None = None
 
     @property
     def where(self) -> str:

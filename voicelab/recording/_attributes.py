@@ -22,7 +22,7 @@ from typing import Any, Self, cast
 
 from pydantic import BaseModel, ConfigDict, JsonValue, PrivateAttr, ValidationError
 
-from ..artifacts import ExecutionFailure
+from ..artifacts import ExecutionFailure, Usage
 from ._events import Event, EventType
 
 #: A number as recorded: kept as it was given (an int is not turned into a float).
@@ -330,6 +330,13 @@ class AudioFlood(EventAttributes):
     elapsed_seconds: Number | None = None
 
 
+class UsageRecorded(EventAttributes):
+    """What a paid call used (a persona's model turn, a synthesis, a product response's
+    tokens), recorded where it was spent: cost is derived from it (docs/cost.md)."""
+
+    usage: Usage
+
+
 #: The model of each event type's attributes.
 ATTRIBUTES: dict[EventType, type[EventAttributes]] = {
     EventType.TRIAL_STARTED: TrialStarted,
@@ -366,6 +373,7 @@ ATTRIBUTES: dict[EventType, type[EventAttributes]] = {
     EventType.VIRTUAL_ADVANCE: VirtualAdvance,
     EventType.CHANNEL_PACKETS: ChannelPackets,
     EventType.OUTCOME_PROBED: OutcomeProbed,
+    EventType.USAGE_RECORDED: UsageRecorded,
 }
 
 

@@ -46,6 +46,8 @@ class EventType(StrEnum):
     VIRTUAL_ADVANCE = "timeline.virtual_advance"
     CHANNEL_PACKETS = "channel.packets"  # a telephony line's packets, per turn (end of call)
     OUTCOME_PROBED = "outcome.probed"
+    #: a paid call's usage, recorded as it is spent (docs/cost.md)
+    USAGE_RECORDED = "usage.recorded"
 
 
 #: The endpoint's normalized event kinds (``EndpointEvent.type``) as recorded.

@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..artifacts import Usage
 from ..audio import BYTES_PER_SAMPLE, CANONICAL_SAMPLE_RATE_HZ
 from ._attributes import (
     Connected,
     EventAttributes,
     ProductInterruption,
+    UsageRecorded,
     UserBargeIn,
     VirtualAdvance,
     check_attributes,
@@ -141,6 +143,18 @@ class Recording:
             self.shift_ns += VirtualAdvance.of(event).advance_ns
         elif kind is EventType.CONNECTED:
             self.timeline.lead_ns = conversion_delay_ns(Connected.of(event), "to_user")
+
+    def record_usage(self, usage: Usage, *, source: str, turn_id: str | None = None) -> Event:
+        """A paid call's usage, as it is spent (``usage.recorded``; docs/cost.md)."""
+        return self.record(EventType.USAGE_RECORDED, UsageRecorded(usage=usage), source=source,
+                           direction="internal", turn_id=turn_id)
+
+    def usage_recorder(self, source: str) -> Callable[[Usage], None]:
+        """What a persona or an adapter is handed to record its usage with."""
+        def record(usage: Usage) -> None:
+            self.record_usage(usage, source=source)
+
+        return record
 
     def advance(self, advance_ns: int, reason: str) -> None:
         """Move the listener timeline ahead of real time (``pace_audio: false``: the runner

@@ -6,18 +6,36 @@ names below (a trial's plan, its call, scoring a call, a run's report and outcom
 
 from .._limits import MAX_CONCURRENCY, MAX_TRIALS
 from ._conversation import Failure
+from ._cost_estimate import (
+    CellCost,
+    CostEstimate,
+    TrialShape,
+    combined,
+    estimate_from_config,
+    estimate_from_measured,
+    matrix_costs,
+    read_measured_costs,
+    trial_shapes,
+    unpriced_text,
+    usage_of_cost,
+)
 from ._evidence import inconclusive_verdict_names
 from ._matrix import (
+    BUDGET_REASON,
     MatrixCellPlan,
     MatrixInterrupted,
     MatrixOutcome,
     MatrixPlan,
+    StagePlan,
     conclude_cells,
     matrix_cell,
     matrix_rates,
     matrix_report,
     plan_matrix,
     read_matrix_report,
+    stage_not_run,
+    stage_outcome,
+    staged_exit_code,
 )
 from ._replay import ReplaySource, plan_replay
 from ._report import configured_session_id, utc_iso
@@ -52,6 +70,22 @@ from ._trial import (
 from ._trial import _TrialCancelled as TrialCancelled
 
 __all__ = [
+    "BUDGET_REASON",
+    "StagePlan",
+    "stage_not_run",
+    "stage_outcome",
+    "staged_exit_code",
+    "CellCost",
+    "CostEstimate",
+    "matrix_costs",
+    "read_measured_costs",
+    "TrialShape",
+    "combined",
+    "estimate_from_config",
+    "estimate_from_measured",
+    "trial_shapes",
+    "unpriced_text",
+    "usage_of_cost",
 "MAX_CONCURRENCY", "MAX_TRIALS", "SUMMARY_VERSION", "Call", "FailFast", "Failure", "MatrixCellPlan",
            "MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "ReplaySource", "Rescored",
            "RunInterrupted", "RunOutcome", "Scored", "TrialCancelled", "TrialPlan", "TrialResult",

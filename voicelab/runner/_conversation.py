@@ -442,6 +442,7 @@ class Conversation:
             info: dict[str, Any] = {"provider": turn.source, "cached": False, "prerecorded": True}
         else:
             synthesis = await self.speech.synthesize(turn.text, voice=self.voice, seed=self.seed)
+            self._spent(synthesis)
             clean = synthesis.audio
             info = {"provider": synthesis.provider, "voice": synthesis.voice,
                     "cached": synthesis.cached, "cache": synthesis.metadata.get("cache", "none")}
@@ -476,6 +477,8 @@ class Conversation:
                 length += int(round(turn.pauses_seconds[index] * CANONICAL_SAMPLE_RATE_HZ))
             if length > cap:
                 break
+        for synthesis in syntheses:
+            self._spent(synthesis)
         said = len(syntheses)
         clean, pauses = join_with_pauses([s.audio for s in syntheses],
                                          turn.pauses_seconds[:said - 1], max_samples=cap + 1)
@@ -486,6 +489,12 @@ class Conversation:
         prepared = Prepared(clean, info, None, pauses=pauses).cut(cap)
         return replace(prepared, bounds=speech_bounds(prepared.clean),
                        truncated=prepared.truncated or said < len(turn.pieces))
+
+    def _spent(self, synthesis: Any) -> None:
+        """What a synthesis spent, recorded when it is made (a turn synthesized ahead and never
+        spoken was paid for too; a cache hit spent nothing)."""
+        for usage in getattr(synthesis, "usage", None) or ():
+            self.recording.record_usage(usage, source="speech")
 
     def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,
                      mix_summary: dict[str, Any], barge_in_of: str | None) -> None:

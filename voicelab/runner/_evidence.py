@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._steps import Steps, arun_steps, run_steps
@@ -34,6 +34,7 @@ from ..artifacts import (
     ToolCalls,
     Transcript,
     TrialReport,
+    Usage,
     Verdict,
     VoiceMetrics,
     encode_trial_files,
@@ -82,6 +83,8 @@ class Evidence:
     transcript: Transcript
     tool_calls: ToolCalls
     raw_events: dict[str, Any]  # raw-endpoint-events.json (large: plain data, not a model)
+    #: what recognizing the product's audio used (docs/cost.md)
+    recognition: list[Usage] = field(default_factory=list)
 
     @property
     def degraded(self) -> bool:
@@ -125,7 +128,8 @@ def _recognized_and_measured(evidence: Evidence, recording: Recording, *,
     """The product's words recognized where ``transcription`` says, the product's speaking
     rate and the scenario's entities (both read the final words), then the speech metrics
     (which read where each transcript came from)."""
-    transcribe_product(recording, evidence.transcript, evidence.metrics, transcription)
+    evidence.recognition = transcribe_product(recording, evidence.transcript, evidence.metrics,
+                                              transcription)
     add_words_per_minute(evidence.metrics)
     evidence.metrics.entities = entity_metrics(recording, evidence.transcript,
                                                evidence.tool_calls, entities)

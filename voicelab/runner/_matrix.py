@@ -13,13 +13,15 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from .._exit_codes import exit_code_after_writing, sweep_exit_code
+from .._exit_codes import exit_code_after_writing, staged_sweep_exit_code, sweep_exit_code
 from .._limits import MAX_CONCURRENCY, MAX_TRIALS
 from .._location import as_local_path, is_url
 from .._validate import RunPlan, validate_run
 from ..artifacts import (
     MATRIX_REPORT,
+    BudgetState,
     EndpointingCurve,
     EndpointingPoint,
     MarginPassRate,
@@ -27,6 +29,7 @@ from ..artifacts import (
     MatrixReport,
     PassRate,
     Redacts,
+    StageOutcome,
     check_tree,
     filter_model,
     open_location,
@@ -39,15 +42,20 @@ from ..artifacts import (
 from ..config import (
     LoadedRun,
     LoadedSuite,
+    LowerBoundGate,
+    MinPassRateGate,
     SecretScrubber,
+    StageConfig,
     StatisticsConfig,
     cell_overrides,
     check_names_unique,
     load_run,
     load_suite,
     parse_settings,
+    pricing_overrides,
     recorded_overrides,
 )
+from ..cost import merged_summary
 from ..errors import ConfigError
 from ..scoring import curve_of, pass_rate
 from ._run import (
@@ -70,6 +78,26 @@ class MatrixCellPlan:
     environment: str
     #: a suite's ``endpointing`` axis: the pause length of this cell's hesitation turn
     pause_seconds: float | None = None
+    #: a staged suite: the stage the cell runs in, and its trials (None: the matrix's)
+    stage: str | None = None
+    trials: int | None = None
+
+
+@dataclass
+class StagePlan:
+    """One stage of a staged suite: its configuration and its cells."""
+
+    config: StageConfig
+    cells: list[MatrixCellPlan]
+    trials: int
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def conversations(self) -> int:
+        return len(self.cells) * self.trials
 
 
 @dataclass
@@ -105,6 +133,8 @@ class MatrixPlan:
             raise selection.nothing_selected(f"the suite {self.suite.path.name}")
         return replace(self, cells=[c for c in self.cells if c.cell_id in chosen],
                        only=selection.expressions, selected_trials=chosen)
+    #: a staged suite's stages, in order (their cells are ``cells``, stage by stage)
+    stages: list[StagePlan] = field(default_factory=list)
 
     def recorded_overrides(self) -> list[str]:
         """The overrides as the matrix report keeps them, masked with every cell's secrets."""
@@ -116,7 +146,13 @@ class MatrixPlan:
     def conversations(self) -> int:
         if self.selected_trials is not None:
             return sum(len(trials) for trials in self.selected_trials.values())
+        if self.stages:
+            return sum(stage.conversations for stage in self.stages)
         return len(self.cells) * self.trials
+
+    def trials_of(self, cell: MatrixCellPlan) -> int:
+        """The trials ``cell`` runs (its stage's, else the matrix's)."""
+        return cell.trials if cell.trials is not None else self.trials
 
     @property
     def dimensions(self) -> tuple[int, int, int, int]:
@@ -129,9 +165,13 @@ class MatrixPlan:
         s, p, e, k = self.dimensions
         total_minutes = (self.estimated_user_audio_seconds
                          + self.estimated_product_audio_seconds) / 60.0
+        stages = [f"stages       {len(self.stages)}: " + ", ".join(
+            f"{stage.name} ({len(stage.cells)} cell(s) x {stage.trials} trial(s), gate "
+            f"{stage.config.gate_text()})" for stage in self.stages)] if self.stages else []
         return [
             f"suite        {self.suite.suite.name or self.suite.path.stem}",
             f"matrix       {s} scenario(s) x {p} persona(s) x {e} environment(s) x {k} trial(s)",
+            *stages,
             f"cells        {len(self.cells)}",
             f"conversations {self.conversations}"
         + (f" (--only {' or '.join(self.only)})" if self.only else ""),
@@ -220,34 +260,50 @@ def plan_matrix(suite: str | Path | LoadedSuite, *, trials: int | None = None,
         f"statistics.interval={spec.statistics.interval}"]
     axis = spec.endpointing
     pauses: list[float | None] = list(axis.pause_seconds) if axis is not None else [None]
-    for scenario in loaded_suite.scenarios:
-        for persona in loaded_suite.personas:
-            for environment in loaded_suite.environments:
-                for pause in pauses:
-                    hesitation = [] if axis is None or pause is None else \
-                        [f"script.turns.{axis.turn}.pauses=[{pause!r}]"]
-                    loaded = load_run(spec.base, overrides=[
-                        *cell_overrides(scenario, persona, environment), *hesitation,
-                        *statistics, *overrides])
-                    run_plan = validate_run(loaded)
-                    env_name = loaded.environment.name or (
-                        loaded.run.environment_path.stem if loaded.run.environment_path
-                        else "quiet")
-                    parts = [loaded.scenario.id, loaded.persona.name, env_name]
-                    if pause is not None:
-                        parts.append(f"pause-{round(pause * 1000):05d}ms")
-                    cell_id = "__".join(_safe(x) for x in parts)
-                    cells.append(MatrixCellPlan(cell_id, run_plan, loaded.scenario.id,
-                                                loaded.persona.name, env_name, pause))
-                    user, product = _estimate(
-                        loaded, user_turn_seconds=spec.assumed_user_turn_seconds,
-                        response_seconds=spec.assumed_response_seconds)
-                    user_seconds += user + (pause or 0.0)
-                    product_seconds += product
+    stages: list[StagePlan] = []
+    # a staged suite runs its matrix once per stage, the stage's overrides on every cell
+    passes: list[StageConfig | None] = list(spec.stages) or [None]
+    for stage in passes:
+        stage_trials = k if trials is not None or stage is None or stage.trials is None \
+            else stage.trials
+        first = len(cells)
+        for scenario in loaded_suite.scenarios:
+            for persona in loaded_suite.personas:
+                for environment in loaded_suite.environments:
+                    for pause in pauses:
+                        hesitation = [] if axis is None or pause is None else \
+                            [f"script.turns.{axis.turn}.pauses=[{pause!r}]"]
+                        loaded = load_run(spec.base, overrides=[
+                            *cell_overrides(scenario, persona, environment), *hesitation,
+                            *statistics, *pricing_overrides(spec),
+                            *(stage.set_overrides() if stage is not None else []),
+                            *overrides])
+                        run_plan = validate_run(loaded)
+                        env_name = loaded.environment.name or (
+                            loaded.run.environment_path.stem if loaded.run.environment_path
+                            else "quiet")
+                        parts = [loaded.scenario.id, loaded.persona.name, env_name]
+                        if pause is not None:
+                            parts.append(f"pause-{round(pause * 1000):05d}ms")
+                        if stage is not None:
+                            parts.insert(0, stage.name)
+                        cell_id = "__".join(_safe(x) for x in parts)
+                        cells.append(MatrixCellPlan(
+                            cell_id, run_plan, loaded.scenario.id, loaded.persona.name,
+                            env_name, pause, stage=stage.name if stage is not None else None,
+                            trials=stage_trials if stage is not None else None))
+                        user, product = _estimate(
+                            loaded, user_turn_seconds=spec.assumed_user_turn_seconds,
+                            response_seconds=spec.assumed_response_seconds)
+                        user_seconds += (user + (pause or 0.0)) * stage_trials
+                        product_seconds += product * stage_trials
+        if stage is not None:
+            stages.append(StagePlan(stage, cells[first:], stage_trials))
     check_names_unique([c.cell_id for c in cells], source=loaded_suite.path,
                        key="scenarios/personas/environments")
-    return MatrixPlan(loaded_suite, cells, k, parallel, user_seconds * k, product_seconds * k,
-                      cells[0].plan.loaded.run.statistics, overrides=tuple(overrides))
+    return MatrixPlan(loaded_suite, cells, k, parallel, user_seconds, product_seconds,
+                      cells[0].plan.loaded.run.statistics, overrides=tuple(overrides),
+                      stages=stages)
 
 
 def matrix_rates(cells: list[MatrixCell], statistics: StatisticsConfig
@@ -269,10 +325,10 @@ def matrix_rates(cells: list[MatrixCell], statistics: StatisticsConfig
 
 
 def matrix_cell(outcome: RunOutcome, *, bundle_path: str,
-                pause_seconds: float | None = None) -> MatrixCell:
+                pause_seconds: float | None = None, stage: str | None = None) -> MatrixCell:
     """A sweep's line for one of its runs (a cell), from the run's report."""
     report = outcome.report
-    return MatrixCell(pause_seconds=pause_seconds,
+    return MatrixCell(pause_seconds=pause_seconds, stage=stage, cost=report.cost,
         cell_id=Path(outcome.bundle_path).name, scenario=report.scenario_id,
         persona=report.persona, environment=report.environment, bundle_path=bundle_path,
         trial_count=report.trial_count, executed_trials=report.executed_trials,
@@ -283,15 +339,24 @@ def matrix_cell(outcome: RunOutcome, *, bundle_path: str,
 
 def matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: list[RunOutcome],
                    started: str, status: str, label: str | None = None,
-                   resumed_at: Sequence[str] = ()) -> MatrixReport:
-    pauses = {cell.cell_id: cell.pause_seconds for cell in plan.cells}
+                   resumed_at: Sequence[str] = (), stages: Sequence[StageOutcome] = (),
+                   budget: BudgetState | None = None) -> MatrixReport:
+    """The sweep's report of the cells that ran (``outcomes``); a staged sweep's ``stages``
+    (those that ran and those that did not), the sweep's ``budget``."""
+    planned = {cell.cell_id: cell for cell in plan.cells}
     cells = sorted((matrix_cell(o, bundle_path=published_location(o.bundle_path),
-                                pause_seconds=pauses.get(Path(o.bundle_path).name))
+                                pause_seconds=_planned(planned, o, "pause_seconds"),
+                                stage=_planned(planned, o, "stage"))
                     for o in outcomes), key=lambda c: c.cell_id)
     pooled, margins = matrix_rates(cells, plan.statistics)
     complete = len(cells) == len(plan.cells)
-    code = sweep_exit_code([c.exit_code for c in cells], planned_cells=len(plan.cells),
-                           interrupted=status == "interrupted")
+    stopped = budget is not None and budget.trials_not_started > 0
+    if plan.stages:
+        code = staged_exit_code([c.exit_code for c in cells], stages,
+                                interrupted=status == "interrupted")
+    else:
+        code = sweep_exit_code([c.exit_code for c in cells], planned_cells=len(plan.cells),
+                               interrupted=status == "interrupted")
     s, p, e, k = plan.dimensions
     return MatrixReport(
         name=plan.suite.suite.name or plan.suite.path.stem, run_id=run_id,
@@ -309,7 +374,75 @@ def matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: lis
         pass_power_k=complete and all(c.pass_power_k for c in cells), exit_code=code,
         cells=cells, label=label, resumed_at=list(resumed_at), pass_rate=pooled,
         margins=margins,
-        endpointing=matrix_endpointing(outcomes) if plan.suite.suite.endpointing else None)
+        endpointing=matrix_endpointing(outcomes) if plan.suite.suite.endpointing else None,
+        cost=merged_summary(c.cost for c in cells), stopped="budget" if stopped else None,
+        budget=budget, stages=list(stages) if plan.stages else None)
+
+
+def _planned(planned: dict[str, MatrixCellPlan], outcome: RunOutcome, name: str) -> Any:
+    cell = planned.get(Path(outcome.bundle_path).name)
+    return getattr(cell, name) if cell is not None else None
+
+
+def staged_exit_code(cell_codes: list[int], stages: Sequence[StageOutcome], *,
+                     interrupted: bool) -> int:
+    """A staged sweep's code (:func:`voicelab._exit_codes.staged_sweep_exit_code`)."""
+    return staged_sweep_exit_code(
+        cell_codes, interrupted=interrupted,
+        gate_failed=any(stage.status == "failed" for stage in stages),
+        budget_stopped=any(stage.reason.startswith(BUDGET_REASON) for stage in stages))
+
+
+#: How a stage's ``reason`` begins when the budget stopped it (or kept it from running).
+BUDGET_REASON = "budget"
+
+
+def stage_outcome(stage: StagePlan, cells: Sequence[MatrixCell], statistics: StatisticsConfig,
+                  *, budget_stopped: bool = False) -> StageOutcome:
+    """A stage that ran, judged by its gate on its cells (``cells``: those of the stage that
+    ran): ``failed`` also when some of its planned trials did not run."""
+    gate = stage.config.gate
+    trials = sum(c.executed_trials for c in cells)
+    passed = sum(c.passed_trials for c in cells)
+    planned_trials = stage.conversations
+    complete = len(cells) == len(stage.cells) and \
+        all(c.executed_trials >= c.trial_count for c in cells)
+    pooled, _ = matrix_rates(list(cells), statistics)
+    if not complete:
+        ok = False
+        reason = (f"{BUDGET_REASON}: {planned_trials - trials} of its {planned_trials} trial(s) "
+                  f"were not started") if budget_stopped else \
+            f"{planned_trials - trials} of its {planned_trials} trial(s) did not run"
+    elif isinstance(gate, MinPassRateGate):
+        rate = pooled.estimate
+        ok = rate is not None and rate >= gate.min_pass_rate
+        reason = f"pass rate {_rate(rate)} {'>=' if ok else '<'} {gate.min_pass_rate:g}"
+    elif isinstance(gate, LowerBoundGate):
+        low = pooled.low
+        ok = low is not None and low >= gate.min_lower_bound
+        reason = (f"pass-rate interval [{_rate(low)}, {_rate(pooled.high)}] "
+                  f"({pooled.confidence:.0%} {pooled.method}): lower bound "
+                  f"{'>=' if ok else '<'} {gate.min_lower_bound:g}")
+    else:
+        ok = all(c.pass_power_k for c in cells)
+        failing = [c.cell_id for c in cells if not c.pass_power_k]
+        reason = "every trial passed" if ok else \
+            f"{len(failing)} cell(s) with a trial that did not pass: {', '.join(failing[:3])}" \
+            + (" ..." if len(failing) > 3 else "")
+    return StageOutcome(name=stage.name, status="passed" if ok else "failed",
+                        gate=stage.config.gate_text(), reason=reason, cells=len(cells),
+                        trials=trials, passed_trials=passed,
+                        cost=merged_summary(c.cost for c in cells))
+
+
+def stage_not_run(stage: StagePlan, *, because: str) -> StageOutcome:
+    """A stage after the one that stopped the sweep."""
+    return StageOutcome(name=stage.name, status="not_run", gate=stage.config.gate_text(),
+                        reason=because)
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
 
 
 def matrix_endpointing(outcomes: Sequence[RunOutcome]) -> list[EndpointingCurve]:

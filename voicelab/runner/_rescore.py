@@ -51,6 +51,7 @@ from ..artifacts import (
     TurnMetrics,
     check_tree,
     check_writable,
+    encoded_bytes,
     fetch,
     find_trial_dirs,
     is_trial_folder,
@@ -68,14 +69,18 @@ from ..artifacts import (
 from ..config import (
     MeasurementConfig,
     PersonaConfig,
+    PricingConfig,
     ScenarioConfig,
     TranscriptionConfig,
+    load_pricing,
     parse_settings,
 )
+from ..cost import cost_summary, merged_summary, trial_cost
 from ..errors import ConfigError, ExecutionError
 from ..metrics import EntityPlan
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
 from ..scoring import gate_config_of, pass_at_k, pass_power_k, run_statistics, settings_of
+from ._cost_estimate import usage_of_cost
 from ._evidence import (
     STREAM_FILES,
     assemble_now,
@@ -256,11 +261,106 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
         (trial_dir / old).unlink(missing_ok=True)
     kept = [p.name for p in trial_dir.iterdir()
             if not p.name.startswith(".") and p.name not in superseded]
+    rewritten = {name for name, _ in files}
+    # priced under the table the run recorded (resolved-settings.json), as when it ran; a
+    # bundle written before costs were kept stays without (rescore --pricing prices it)
+    report.cost = None if previous.cost is None else trial_cost(
+        recording, recorded_pricing(settings, source=trial_dir), adapter=previous.adapter,
+        judges=report.judges, recognition=evidence.recognition,
+        storage_bytes=encoded_bytes(files) + _bytes_on_disk(
+            trial_dir, [name for name in kept if name not in rewritten]))
     write_trial_files(trial_dir, files, report, also_present=kept)
     before = {v.name: v.passed for v in previous.verdicts}
     changed = [v.name for v in verdicts if before.get(v.name) != v.passed]
     return RescoredTrial(trial_dir, report, previous, changed, evidence.metrics.turns,
                          evidence.metrics.probes)
+
+
+def recorded_pricing(settings: Any, *, source: Path) -> PricingConfig | None:
+    """The price table a trial ran with (its resolved settings' ``pricing``)."""
+    table = settings.get("pricing") if isinstance(settings, dict) else None
+    if table is None:
+        return None
+    return _model(PricingConfig, table, source=source / resolved_document("settings"))
+
+
+def _bytes_on_disk(trial_dir: Path, names: list[str]) -> int:
+    """The storage of a trial's files (its report aside), as they are on disk."""
+    total = 0
+    for name in names:
+        if name == TRIAL_REPORT:
+            continue
+        path = trial_dir / name
+        if path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+    return total
+
+
+def reprice_trial(trial_dir: Path, pricing: PricingConfig) -> RescoredTrial:
+    """Price one trial folder's recorded usage under ``pricing``: its report's ``cost`` is
+    rewritten and nothing else (every other field as it was, every other file untouched).
+
+    The usage spent during the call is read again from its events (``voice-events.jsonl``:
+    ``usage.recorded``, the call's minutes), the judges' from their results; what scoring and
+    the bundle used (recognition, storage) is what the trial's cost recorded and the bytes its
+    files hold."""
+    from ..artifacts import read_voice_events
+
+    trial_dir = Path(trial_dir)
+    previous = _model(TrialReport, _document(trial_dir, TRIAL_REPORT),
+                      source=trial_dir / TRIAL_REPORT)
+    records = read_voice_events(trial_dir / VOICE_EVENTS)
+    recording = recording_from_records(records, streams={}, where=str(trial_dir / VOICE_EVENTS))
+    recognition = [] if previous.cost is None else [
+        usage for usage in usage_of_cost(previous.cost) if usage.component == "recognition"]
+    names = sorted(p.name for p in trial_dir.iterdir() if not p.name.startswith("."))
+    cost = trial_cost(recording, pricing, adapter=previous.adapter, judges=previous.judges,
+                      recognition=recognition,
+                      storage_bytes=_bytes_on_disk(trial_dir, names))
+    report = previous.model_copy(update={"cost": cost})
+    write_json(trial_dir / TRIAL_REPORT, report)
+    return RescoredTrial(trial_dir, report, previous)
+
+
+def _reprice_run_report(run_dir: Path) -> RunReport | None:
+    """A run report's ``cost`` summed again from its trial reports (nothing else changes)."""
+    path = run_dir / RUN_REPORT
+    if not path.is_file():
+        return None
+    report = _model(RunReport, read_json(path), source=path)
+    costs = []
+    for summary in sorted(report.trials, key=lambda s: s.trial):
+        trial_path = run_dir / summary.path / TRIAL_REPORT
+        if trial_path.is_file():
+            costs.append(_model(TrialReport, read_json(trial_path), source=trial_path).cost)
+    updated = report.model_copy(update={"cost": cost_summary(costs)})
+    write_json(path, updated)
+    return updated
+
+
+def _matrix_costs(path: Path, report: Any) -> dict[str, Any]:
+    """A matrix report's cost fields from its cells' run reports: each cell's, each stage's
+    and the sweep's."""
+    cells = []
+    for cell in report.cells:
+        run_report = path.parent / cell.cell_id / RUN_REPORT
+        if run_report.is_file():
+            run = _model(RunReport, read_json(run_report), source=run_report)
+            cell = cell.model_copy(update={"cost": run.cost})
+        cells.append(cell)
+    stages = report.stages
+    if stages:
+        stages = [stage.model_copy(update={"cost": merged_summary(
+            c.cost for c in cells if c.stage == stage.name)})
+            if stage.status != "not_run" else stage for stage in stages]
+    return {"cells": cells, "cost": merged_summary(c.cost for c in cells), "stages": stages}
+
+
+def _reprice_matrix_report(path: Path) -> None:
+    from ..artifacts import MatrixReport
+
+    report = _model(MatrixReport, read_json(path), source=path)
+    write_json(path, report.model_copy(update=_matrix_costs(path, report)))
 
 
 def _update_run_report(run_dir: Path, trials: list[RescoredTrial],
@@ -313,6 +413,8 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial],
         "message": not_run_message(planned=report.planned_trials, executed=len(summaries),
                                    status=report.status, in_progress=False,
                                    unfinished=unfinished),
+        "cost": cost_summary(t.report.cost for t in ordered) if report.cost is not None
+        else None,
         "degraded_trials": sum(s.measurement_degraded for s in summaries),
         "inconclusive_trials": sum(s.status == "inconclusive" for s in summaries),
         "retried_trials": sum(s.attempts > 1 for s in summaries),
@@ -324,7 +426,8 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial],
 
 def rescore(path: str | Path, *, output: str | Path | None = None,
             speech_metrics: bool | None = None, judges_from: str | Path | None = None,
-            overrides: Sequence[str] = ()) -> Rescored:
+            overrides: Sequence[str] = (),
+            pricing: PricingConfig | str | Path | None = None) -> Rescored:
     """Re-score a trial folder, a run folder or a folder of runs (a sweep).
 
     With ``output``, the bundle is first copied there and the copy is re-scored; without, the
@@ -342,11 +445,20 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     ``quality_evaluation`` (:mod:`._rescore_overrides`); any other key is a
     :class:`~voicelab.errors.ConfigError` naming it, before anything is read. The run report
     records them as ``rescore_overrides``; the recorded configurations are left as they were.
+    ``pricing`` (a :class:`~voicelab.config.PricingConfig` or a file holding one) prices the
+    recorded usage under a new table and changes nothing else: only the ``cost`` of the trial,
+    run and sweep reports is rewritten (docs/cost.md). Nothing else is re-scored.
     """
+    if pricing is not None and not isinstance(pricing, PricingConfig):
+        pricing = load_pricing(pricing, key="pricing")
+    if pricing is not None and (judges_from is not None or speech_metrics is not None
+                                or overrides):
+        raise ConfigError("pricing re-prices the recorded usage and changes nothing else: give "
+                          "it without judges, speech metrics or overrides", key="pricing")
     RescoreOverrides.parse(overrides, judges_given=judges_from is not None)  # refused first
     if is_url(path) or is_url(output):
         return _rescore_in_store(path, output=output, speech_metrics=speech_metrics,
-                                 judges_from=judges_from, overrides=overrides)
+                                 judges_from=judges_from, overrides=overrides, pricing=pricing)
     source = resolve_local_latest(as_local_path(path))
     if not source.exists():
         raise ConfigError(f"no such folder: {source}", source=source)
@@ -358,8 +470,27 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
         target = _output_folder(as_local_path(output))
         shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)  # only `latest`
     with BundleLock(target, command="rescore"):
+        if pricing is not None:
+            return _reprice_folder(target, pricing)
         return _rescore_folder(target, speech_metrics=speech_metrics, judges_from=judges_from,
                                overrides=overrides)
+
+
+def _reprice_folder(target: Path, pricing: PricingConfig) -> Rescored:
+    trial_dirs = find_trial_dirs(target)
+    if not trial_dirs:
+        raise ConfigError("no trial folders (trial-NNN/trial-report.json) found", source=target)
+    result = Rescored(target)
+    for trial_dir in trial_dirs:
+        result.trials.append(reprice_trial(trial_dir, pricing))
+    for run_dir in sorted({t.trial_dir.parent for t in result.trials}):
+        updated = _reprice_run_report(run_dir)
+        if updated is not None:
+            result.run_reports.append(run_dir / RUN_REPORT)
+            result.run_exit_codes.append(updated.exit_code)
+    for matrix in target.rglob(MATRIX_REPORT):
+        _reprice_matrix_report(matrix)
+    return result
 
 
 def _require_audio(trial_dirs: list[Path]) -> None:
@@ -420,7 +551,8 @@ def _output_folder(target: Path) -> Path:
 
 def _rescore_in_store(path: str | Path, *, output: str | Path | None,
                       speech_metrics: bool | None, judges_from: str | Path | None,
-                      overrides: Sequence[str] = ()) -> Rescored:
+                      overrides: Sequence[str] = (),
+                      pricing: PricingConfig | None = None) -> Rescored:
     with tempfile.TemporaryDirectory(prefix="voicelab-rescore-") as scratch:
         source = open_location(path, key="run_dir")
         if isinstance(source, RemoteLocation):
@@ -431,7 +563,7 @@ def _rescore_in_store(path: str | Path, *, output: str | Path | None,
         target = source if output is None else open_location(output, key="output")
         if not isinstance(target, RemoteLocation):  # from a store into a local folder
             return rescore(local_source, output=target, speech_metrics=speech_metrics,
-                           judges_from=judges_from, overrides=overrides)
+                           judges_from=judges_from, overrides=overrides, pricing=pricing)
         staging = Path(scratch) / "target"
         publisher = Publisher(staging, target)
         if target is source:  # in place: only what re-scoring rewrote is published again
@@ -439,13 +571,13 @@ def _rescore_in_store(path: str | Path, *, output: str | Path | None,
             publisher = Publisher(staging, target)
             publisher.mark_present()
             result = rescore(staging, speech_metrics=speech_metrics, judges_from=judges_from,
-                             overrides=overrides)
+                             overrides=overrides, pricing=pricing)
         else:
             check_writable(target, source=None, key="output")
             if remote_exists(target) and target.fs.find(target.path):
                 raise ConfigError(f"the output folder {target.url} is not empty", key="output")
             result = rescore(local_source, output=staging, speech_metrics=speech_metrics,
-                             judges_from=judges_from, overrides=overrides)
+                             judges_from=judges_from, overrides=overrides, pricing=pricing)
         try:
             publisher.sync(final=True)
         except Exception as error:  # noqa: BLE001 - every store raises its own types
@@ -481,8 +613,12 @@ def _update_matrix_report(path: Path) -> int:
 
         pooled, margins = matrix_rates(cells, settings_of(report.pass_rate))
         rates = {"pass_rate": pooled, "margins": margins}
+    costs = _matrix_costs(path, report.model_copy(update={"cells": cells})) \
+        if report.cost is not None else {}
+    cells = costs.get("cells", cells)
     write_json(path, report.model_copy(update={
-        "schema_version": SCHEMA_VERSION, "cells": cells,
+        "schema_version": SCHEMA_VERSION, "cells": cells, "cost": costs.get("cost"),
+        "stages": costs.get("stages", report.stages),
         "passed_trials": sum(c.passed_trials for c in cells),
         "executed_trials": sum(c.executed_trials for c in cells),
         "pass_at_k": complete and all(c.pass_at_k for c in cells),

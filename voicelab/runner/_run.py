@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from .._exit_codes import exit_code_after_writing, run_exit_code
 from ..artifacts import (
+    BudgetState,
     JudgeCalibration,
     Redacts,
     ReplayOrigin,
@@ -26,6 +27,7 @@ from ..artifacts import (
     write_json,
 )
 from ..config import LoadedRun
+from ..cost import cost_summary
 from ..errors import ConfigError
 from ..scoring import (
     counts_toward_rates,
@@ -138,13 +140,15 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
                lag_budget_ms: float | None = None,
                lowest_concurrency: int | None = None, only: Sequence[str] = (),
                stopped_early: str | None = None,
-               stopped_after_failures: int | None = None) -> RunReport:
+               stopped_after_failures: int | None = None,
+               budget: BudgetState | None = None) -> RunReport:
     """The run report of ``results`` (``status``: running, complete or interrupted);
     ``lag_budget_ms`` and the ``lowest_concurrency`` it let the run fall to, if it had one.
     ``only``: the ``--only`` expressions that chose its trials; ``stopped_early``: why its
     other planned trials did not start (``--fail-fast``, whose limit is
     ``stopped_after_failures``): they are left out of the exit code, the trials that did not
-    pass decide it."""
+    pass decide it. ``budget``: the run's budget and what it spent (``stopped: budget`` when it
+    kept trials from starting)."""
     ordered = sorted(results, key=lambda r: r.report.trial)
     passed_flags = [r.report.passed for r in ordered]
     interrupted = status == "interrupted"
@@ -156,9 +160,17 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
                          planned=len(ordered) if stopped_early else planned,
                          gates_blocked=bool(statistics.blocking_gates))
     summaries: list[TrialSummary] = [r.summary for r in ordered]
-    message = stopped_early if stopped_early and status != "running" else \
-        not_run_message(planned=planned, executed=len(ordered), status=status,
-                        in_progress=status == "running")
+    missing = planned - len(ordered)
+    stopped = "budget" if budget is not None and budget.trials_not_started else None
+    if stopped and budget is not None and missing and status != "running":
+        message = (f"{missing} planned trial(s) did not run because the budget of "
+                   f"{budget.max_cost:g} {budget.currency or ''} would have been passed"
+                   ).replace("  ", " ")
+    elif stopped_early and status != "running":
+        message = stopped_early
+    else:
+        message = not_run_message(planned=planned, executed=len(ordered), status=status,
+                                  in_progress=status == "running")
     return RunReport(
         run_id=run_id, status=status,  # type: ignore[arg-type]
         scenario_id=loaded.scenario.id, persona=loaded.persona.name,
@@ -181,4 +193,5 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
              for h in hesitations(r.turn_metrics)), loaded.run.statistics),
         retention=run_retention(loaded.run.retention, (r.report for r in ordered)),
         only=list(only), stopped_after_failures=stopped_after_failures if stopped_early
-        else None, **statistics.report_fields())
+        else None, cost=cost_summary(r.report.cost for r in ordered), stopped=stopped,
+        budget=budget, **statistics.report_fields())

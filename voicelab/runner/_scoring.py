@@ -31,12 +31,14 @@ from ..artifacts import (
     ProbeOutcome,
     TrialReport,
     TurnMetrics,
+    encoded_bytes,
     resolved_document,
     trial_folder,
     write_json,
     write_trial_files,
 )
 from ..config import LoadedRun
+from ..cost import trial_cost
 from ..metrics import EntityPlan, loop_lag_of
 from ..recording import Recording
 from ._evidence import Evidence, assemble, assemble_now, evidence_files, score_of
@@ -129,6 +131,10 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
                                       extra_documents=documents, extra_texts=call.texts)
     files, report = yield from retention_steps(files, report, loaded.run.retention,
                                                redactor=run_redactor(loaded))
+    # priced last: what the trial keeps in the bundle is part of what it costs
+    report.cost = trial_cost(recording, loaded.run.pricing, adapter=loaded.run.endpoint.adapter,
+                             judges=report.judges, recognition=evidence.recognition,
+                             storage_bytes=encoded_bytes(files))
     return report, files
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LoadedRun
-from ..speech import SpeechContext, SpeechService, Synthesis, rendering_of
+from ..speech import SpeechContext, SpeechService, Synthesis, metered_synthesis, rendering_of
 
 
 class _UncachedSpeech:
@@ -18,10 +18,11 @@ class _UncachedSpeech:
         self.synthesize_ahead = bool(getattr(provider, "synthesize_ahead", True))
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> Synthesis:
-        audio = await self.provider.synthesize(text, voice=voice, seed=seed)
+        audio, usage = await metered_synthesis(self.provider, self.name, text, voice=voice,
+                                               seed=seed)
         rendering = rendering_of(self.provider, text, seed=seed)
         return Synthesis(audio=audio, provider=self.name, voice=voice, text=text, cached=False,
-                         metadata={"rendering": rendering} if rendering else {})
+                         metadata={"rendering": rendering} if rendering else {}, usage=usage)
 
     async def aclose(self) -> None:
         close = getattr(self.provider, "aclose", None)

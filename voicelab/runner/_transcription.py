@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..artifacts import Transcript, TranscriptTurn, VoiceMetrics
+from ..artifacts import Transcript, TranscriptTurn, Usage, VoiceMetrics
 from ..audio import PcmAudio
 from ..config import LoadedRun, PersonaConfig, ScenarioConfig, TranscriptionConfig
 from ..recording import EventType, Recording, TrialStarted
 from ..scoring import text_readers
-from ..speech import ASR_SOURCE, recognize, recognizer_installed
+from ..speech import ASR_ENGINE, ASR_SOURCE, recognize, recognizer_installed
 
 logger = logging.getLogger(__name__)
 
@@ -75,15 +75,19 @@ WIRE_ONLY = ProductTranscription("wire", words_read=False)
 
 
 def transcribe_product(recording: Recording, transcript: Transcript, metrics: VoiceMetrics,
-                       transcription: ProductTranscription) -> None:
+                       transcription: ProductTranscription) -> list[Usage]:
     """Fill each response's transcript as ``transcription`` says (the recognized ones from the
     response's received audio), with its source, in ``transcript`` and in the turns of
-    ``metrics``. Blocking CPU work (pocketsphinx, about a fifth of the audio's duration): call
-    it from a worker thread in async code."""
+    ``metrics``; what the recognition used (seconds of audio, one usage per response).
+    Blocking CPU work (pocketsphinx, about a fifth of the audio's duration): call it from a
+    worker thread in async code."""
+    usage: list[Usage] = []
     for turn in transcription.to_recognize(recording, transcript):
         audio = PcmAudio.from_bytes(recording.turn_audio(EventType.PRODUCT_AUDIO, turn.turn_id))
         turn.text = recognize(audio)
         turn.text_source = ASR_SOURCE
+        usage.append(Usage(component="recognition", provider=ASR_ENGINE, purpose=turn.turn_id,
+                           quantities={"second": round(audio.duration_seconds, 3)}))
         logger.debug("%s recognized from %.2f s of its audio: %r", turn.turn_id,
                      audio.duration_seconds, turn.text)
     responses = {turn.turn_id: turn for turn in transcript.turns if turn.role == "assistant"}
@@ -94,3 +98,4 @@ def transcribe_product(recording: Recording, transcript: Transcript, metrics: Vo
         entry.transcript_source = response.text_source
         if response.text_source == ASR_SOURCE:  # the metrics have the wire's words already
             entry.transcript = response.text
+    return usage

@@ -230,7 +230,8 @@ async def run_call(plan: TrialPlan) -> Call:
                               audio_format=CANONICAL_FORMAT, scrubber=scrubber,
                               clock_ns=recording.clock_ns, base_dir=loaded.base_dir,
                               trial_index=plan.index, seed=plan.seed,
-                              scenario_id=loaded.scenario.id, playback=playback)
+                              scenario_id=loaded.scenario.id, playback=playback,
+                              usage=recording.usage_recorder("product"))
     settings: Mapping[str, Any] = plan.run_product_settings or loaded.run.endpoint.settings
     launch_failure = plan.run_product_failure
     product: ProductProcess | None = None
@@ -251,7 +252,8 @@ async def run_call(plan: TrialPlan) -> Call:
         raise ConfigError(str(getattr(error, "message", error)), source=loaded.run_path,
                           key=getattr(error, "key", None) or "endpoint.settings") from None
     persona = plan.persona_cls(loaded.run.persona_settings, PersonaContext.for_trial(
-        loaded, trial_index=plan.index, seed=plan.seed, script_audio=plan.script_audio))
+        loaded, trial_index=plan.index, seed=plan.seed, script_audio=plan.script_audio,
+        usage=recording.usage_recorder("persona")))
     chunk_ms = line_chunk_ms(endpoint, settings)
     conversation_class = ServerVadConversation if plan.turn_taking == "server_vad" \
         else Conversation

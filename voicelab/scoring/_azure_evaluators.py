@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..artifacts import JudgeResult
+from ..artifacts import JudgeResult, Usage
 from ..config import AzureEvaluator
 from ..providers import LLMProvider
 from ._judges import PreparedJudge, render_tool_evidence, run_in_daemon_thread
@@ -176,7 +176,24 @@ def prepare_azure_evaluator(evaluator: AzureEvaluator, *, provider: LLMProvider,
                            status="passed" if found["passed"] else "failed",
                            passed=found["passed"], score=found["score"], threshold=threshold,
                            rationale=found["rationale"], model=provider.model,
-                           model_version=found["model_version"], sent=sent)
+                           model_version=found["model_version"], sent=sent,
+                           usage=[evaluator_usage(kind, raw, provider=provider.kind,
+                                                  model=provider.model)])
 
     return PreparedJudge(kind, "azure_evaluator", evaluator.is_critical, provider.model, sent, run,
-                         threshold=threshold)
+                         threshold=threshold, provider=provider.kind)
+
+
+def evaluator_usage(kind: str, raw: dict[str, Any], *, provider: str,
+                    model: str | None) -> Usage:
+    """An evaluator's request, with the tokens its result reports
+    (``<kind>_prompt_tokens`` / ``<kind>_completion_tokens`` in newer SDKs); tokens it does not
+    report are not known (None)."""
+    def count(key: str) -> int | None:
+        value = raw.get(f"{kind}_{key}")
+        return value if isinstance(value, int) and not isinstance(value, bool) \
+            and value >= 0 else None
+
+    return Usage(component="judge", provider=provider, model=model, purpose=kind,
+                 quantities={"input_token": count("prompt_tokens"),
+                             "output_token": count("completion_tokens"), "request": 1})

@@ -17,9 +17,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifacts import JudgeResult
+from ..artifacts import JudgeResult, Usage
 from ..config import CustomJudge
-from ..providers import JSONChat, LLMProvider
+from ..cost import chat_usage
+from ..providers import JSONChat, LLMProvider, UnparseableReplyError
 from ._redaction import RedactedEvidence
 
 NO_TOOL_CALLS = "No tool calls were recorded."
@@ -47,6 +48,18 @@ class PreparedJudge:
     sent: Any
     run: Callable[[], Awaitable[JudgeResult]]
     threshold: float | None = None
+    #: the provider the judge calls (its usage is priced by provider and model)
+    provider: str | None = None
+
+    def unknown_usage(self) -> list[Usage]:
+        """A call that failed: whether and how much it was billed is not known."""
+        return [unknown_judge_usage(self.provider, self.model)]
+
+
+def unknown_judge_usage(provider: str | None, model: str | None) -> Usage:
+    """One judge request whose tokens were not reported (nor can be estimated)."""
+    return Usage(component="judge", provider=provider, model=model,
+                 quantities={"input_token": None, "output_token": None, "request": 1})
 
 
 async def run_in_daemon_thread(function: Callable[[], Any], *, name: str) -> Any:
@@ -139,26 +152,31 @@ def label_instructions(judge: CustomJudge, *, json_answer: bool) -> str:
 # --- results ------------------------------------------------------------------------------
 
 def label_result(judge: CustomJudge, *, label: Any, rationale: str | None, model: str,
-                 model_version: str | None, sent: Any, score: float | None = None) -> JudgeResult:
-    """A pass/fail result, or an error when ``label`` is not one of the judge's labels."""
+                 model_version: str | None, sent: Any, score: float | None = None,
+                 usage: list[Usage] | None = None) -> JudgeResult:
+    """A pass/fail result, or an error when ``label`` is not one of the judge's labels;
+    ``usage``: what its calls used."""
     if not isinstance(label, str) or label not in judge.labels:
         return error_result(judge.name, "custom_judge", judge.is_critical,
                             f"the judge answered label {label!r}, not one of {judge.labels}",
-                            model=model, sent=sent, model_version=model_version)
+                            model=model, sent=sent, model_version=model_version, usage=usage)
     passed = label in judge.passing_labels
     return JudgeResult(name=judge.name, kind="custom_judge", critical=judge.is_critical,
                        status="passed" if passed else "failed", passed=passed, label=label,
                        score=score if score is not None else (1.0 if passed else 0.0),
-                       rationale=rationale, model=model, model_version=model_version, sent=sent)
+                       rationale=rationale, model=model, model_version=model_version, sent=sent,
+                       usage=list(usage or []))
 
 
 def error_result(name: str, kind: str, critical: bool, message: str, *, model: str | None,
                  sent: Any, threshold: float | None = None,
-                 model_version: str | None = None) -> JudgeResult:
-    """An unavailable, failed, timed-out or unparseable judge: never a pass."""
+                 model_version: str | None = None,
+                 usage: list[Usage] | None = None) -> JudgeResult:
+    """An unavailable, failed, timed-out or unparseable judge: never a pass (``usage``: what
+    its calls used, if it made any)."""
     return JudgeResult(name=name, kind=kind, critical=critical, status="error", passed=False,
                        threshold=threshold, model=model, model_version=model_version,
-                       error=message, sent=sent)
+                       error=message, sent=sent, usage=list(usage or []))
 
 
 # --- the chat-completions label judge (generic OpenAI-compatible provider) ----------------
@@ -169,12 +187,26 @@ def prepare_chat_label_judge(judge: CustomJudge, *, chat: JSONChat, provider: LL
                 {"role": "user", "content": render_item(ITEM_TEMPLATE, judge_item(evidence))}]
     sent = {"api": "chat.completions", **provider.describe(), "messages": messages}
 
+    sent_text = "".join(m["content"] for m in messages)
+
+    def spent(reported: dict[str, Any] | None, reply_text: str) -> list[Usage]:
+        return [chat_usage(reported, component="judge", provider=provider.kind,
+                           model=provider.model, sent_text=sent_text, reply_text=reply_text,
+                           purpose=judge.name)]
+
     async def run() -> JudgeResult:
-        reply = await chat.complete(messages, temperature=provider.temperature,
-                                    seed=provider.seed)
+        try:
+            reply = await chat.complete(messages, temperature=provider.temperature,
+                                        seed=provider.seed)
+        except UnparseableReplyError as error:  # answered (and paid for), but not in JSON
+            return error_result(judge.name, "custom_judge", judge.is_critical,
+                                f"{type(error).__name__}: {error}", model=provider.model,
+                                sent=sent, usage=spent(error.usage, error.text or ""))
         rationale = reply.data.get("rationale", reply.data.get("reason"))
         return label_result(judge, label=reply.data.get("label"),
                             rationale=rationale if isinstance(rationale, str) else None,
-                            model=provider.model, model_version=reply.model_version, sent=sent)
+                            model=provider.model, model_version=reply.model_version, sent=sent,
+                            usage=spent(reply.usage, reply.text))
 
-    return PreparedJudge(judge.name, "custom_judge", judge.is_critical, provider.model, sent, run)
+    return PreparedJudge(judge.name, "custom_judge", judge.is_critical, provider.model, sent, run,
+                         provider=provider.kind)

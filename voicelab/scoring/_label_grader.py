@@ -19,6 +19,7 @@ from typing import Any
 
 from ..artifacts import JudgeResult
 from ..config import CustomJudge
+from ..cost import chat_usage
 from ..providers import LLMProvider, parse_json_object
 from ._judges import (
     ITEM_TEMPLATE,
@@ -61,6 +62,18 @@ def read_grader_row(name: str, row: dict[str, Any]) -> dict[str, Any]:
             "model_version": sample.get("model") or None}
 
 
+def grader_spent(name: str, row: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The usage one ``evaluate()`` row's sample reports (None: none) and the grader's
+    answer (for an estimate when it reports none)."""
+    sample = row.get(f"outputs.{name}.sample")
+    sample = sample if isinstance(sample, dict) else {}
+    usage = sample.get("usage")
+    outputs = sample.get("output") or []
+    content = outputs[0].get("content") if outputs and isinstance(outputs[0], dict) else None
+    return (usage if isinstance(usage, dict) else None,
+            content if isinstance(content, str) else "")
+
+
 def _call_evaluate(judge: CustomJudge, provider: LLMProvider, model_config: dict[str, Any],
                    credential: Any, item: dict[str, str]) -> dict[str, Any]:
     from azure.ai.evaluation import AzureOpenAILabelGrader, evaluate
@@ -80,6 +93,7 @@ def _call_evaluate(judge: CustomJudge, provider: LLMProvider, model_config: dict
         raise ValueError(f"the label grader returned {len(rows)} rows for one item")
     found = read_grader_row(judge.name, rows[0])
     found["eval_runs"] = result.get("oai_eval_run_ids")
+    found["usage"], found["answer"] = grader_spent(judge.name, rows[0])
     return found
 
 
@@ -98,9 +112,13 @@ def prepare_label_grader(judge: CustomJudge, *, provider: LLMProvider,
         found = await run_in_daemon_thread(
             lambda: _call_evaluate(judge, provider, model_config, credential, item),
             name=f"voicelab-judge-{judge.name}")
+        usage = chat_usage(found["usage"], component="judge", provider=provider.kind,
+                           model=provider.model, purpose=judge.name, reply_text=found["answer"],
+                           sent_text="".join(m["content"] for m in grader_input(judge))
+                           + "".join(item.values()))
         result = label_result(judge, label=found["label"], rationale=found["rationale"],
                               model=provider.model, model_version=found["model_version"],
-                              sent=sent, score=found["score"])
+                              sent=sent, score=found["score"], usage=[usage])
         if result.status != "error" and result.passed != found["passed"]:
             return result.model_copy(update={
                 "status": "error", "passed": False,
@@ -110,4 +128,5 @@ def prepare_label_grader(judge: CustomJudge, *, provider: LLMProvider,
             result = result.model_copy(update={"eval_runs": found["eval_runs"]})
         return result
 
-    return PreparedJudge(judge.name, "custom_judge", judge.is_critical, provider.model, sent, run)
+    return PreparedJudge(judge.name, "custom_judge", judge.is_critical, provider.model, sent, run,
+                         provider=provider.kind)

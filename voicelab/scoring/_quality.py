@@ -151,7 +151,8 @@ async def _run_one(judge: PreparedJudge, *, gate: asyncio.Semaphore, timeout_sec
     message = redactor.text(message)
     logger.warning("judge %s errored: %s", judge.name, message)
     return error_result(judge.name, judge.kind, judge.critical, message, model=judge.model,
-                        sent=judge.sent, threshold=judge.threshold)
+                        sent=judge.sent, threshold=judge.threshold,
+                        usage=judge.unknown_usage())
 
 
 __all__ = ["ConversationEvidence", "RedactedEvidence", "critical_judge_failures",

@@ -16,11 +16,17 @@ from ._protocol import (
     SpeechContext,
     SpeechProvider,
     Synthesis,
+    metered_synthesis,
     rendering_of,
     shortest_speech_seconds,
 )
 from ._tone import ToneSpeechProvider
-from ._voice_live import normalized_words, parse_realtime_settings, provider_voice
+from ._voice_live import (
+    normalized_words,
+    parse_realtime_settings,
+    provider_voice,
+    realtime_target,
+)
 from ._voices import Prosody, VoiceProblem, turn_prosody, voice_problem
 
 SPEECH_PROVIDERS = Registry("speech provider", {
@@ -34,6 +40,6 @@ SPEECH_PROVIDERS = Registry("speech provider", {
 __all__ = ["ASR_ENGINE", "ASR_SOURCE", "MIN_SECONDS_PER_WORD", "SPEECH_PROVIDERS", "AzureSpeechError", "Prosody",
            "SpeechCacheStats", "SpeechContext", "SpeechProvider", "SpeechService", "Synthesis",
            "ToneSpeechProvider", "VoiceProblem", "arecognize", "normalized_words",
-           "parse_realtime_settings", "provider_voice", "recognize", "recognizer_installed",
-           "recognizer_missing", "rendering_of", "shortest_speech_seconds", "turn_prosody",
-           "voice_problem"]
+           "parse_realtime_settings", "provider_voice", "realtime_target", "recognize",
+           "recognizer_installed", "recognizer_missing", "metered_synthesis", "rendering_of",
+           "shortest_speech_seconds", "turn_prosody", "voice_problem"]

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_write, make_folder
+from ..artifacts import Usage
 from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..errors import ExecutionError
-from ._protocol import SpeechProvider, Synthesis, rendering_of
+from ._protocol import SpeechProvider, Synthesis, metered_synthesis, rendering_of
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class SpeechService:
         self.stats = SpeechCacheStats()
         self._memory: OrderedDict[str, PcmAudio] = OrderedDict()
         self._memory_bytes = 0
-        self._inflight: dict[str, asyncio.Task[tuple[PcmAudio, str, float]]] = {}
+        self._inflight: dict[str, asyncio.Task[tuple[PcmAudio, str, float, list[Usage]]]] = {}
         self._closed = False
 
     # --- keys -----------------------------------------------------------------------------
@@ -152,24 +153,27 @@ class SpeechService:
 
     # --- synthesis ------------------------------------------------------------------------
 
-    async def _call_provider(self, text: str, voice: str | None, seed: int) -> PcmAudio:
+    async def _call_provider(self, text: str, voice: str | None,
+                             seed: int) -> tuple[PcmAudio, list[Usage]]:
         self.stats.provider_calls += 1
-        audio = await self.provider.synthesize(text, voice=voice, seed=seed)
+        audio, usage = await metered_synthesis(self.provider, self.provider_name, text,
+                                               voice=voice, seed=seed)
         if not isinstance(audio, PcmAudio) or audio.sample_rate_hz != CANONICAL_SAMPLE_RATE_HZ:
             raise ExecutionError(f"speech provider {self.provider_name!r} returned "
                                  f"{audio!r}; expected canonical 24 kHz PcmAudio")
-        return audio
+        return audio, usage
 
     async def _fill(self, key: str, text: str, voice: str | None,
-                    seed: int) -> tuple[PcmAudio, str, float]:
-        """(audio, source, provider milliseconds): from disk when present, else synthesized."""
+                    seed: int) -> tuple[PcmAudio, str, float, list[Usage]]:
+        """(audio, source, provider milliseconds, what the provider spent): from disk when
+        present (nothing spent), else synthesized."""
         if self.cache_dir is not None:
             audio = await asyncio.to_thread(self._read_disk, key)
             if audio is not None:
                 self._remember(key, audio)
-                return audio, "disk", 0.0
+                return audio, "disk", 0.0, []
         started = time.perf_counter()
-        audio = await self._call_provider(text, voice, seed)
+        audio, usage = await self._call_provider(text, voice, seed)
         synthesis_ms = (time.perf_counter() - started) * 1000.0
         self._remember(key, audio)
         if self.cache_dir is not None:
@@ -181,7 +185,7 @@ class SpeechService:
                 await asyncio.to_thread(self._write_disk, key, audio, meta)
             except OSError as error:
                 logger.warning("cannot write speech cache entry %s: %s", key, error)
-        return audio, "provider", synthesis_ms
+        return audio, "provider", synthesis_ms, usage
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> Synthesis:
         """Canonical PCM for ``text``; ``cached`` tells whether the provider was spared and
@@ -198,9 +202,10 @@ class SpeechService:
         self.stats.requests += 1
         if not self.cacheable:
             started = time.perf_counter()
-            audio = await self._call_provider(text, voice, seed)
+            audio, usage = await self._call_provider(text, voice, seed)
             return self._result(audio, text, voice, cached=False, source="provider", key=None,
-                                synthesis_ms=(time.perf_counter() - started) * 1000.0)
+                                synthesis_ms=(time.perf_counter() - started) * 1000.0,
+                                usage=usage)
         key = self.cache_key(text, voice=voice, seed=seed)
         remembered = self._recall(key)
         if remembered is not None:
@@ -213,14 +218,14 @@ class SpeechService:
             self._inflight[key] = task
             task.add_done_callback(functools.partial(self._forget, key))
         # shield: one caller's cancellation must not cancel the synthesis others await.
-        audio, source, synthesis_ms = await asyncio.shield(task)
-        if not owner:
+        audio, source, synthesis_ms, usage = await asyncio.shield(task)
+        if not owner:  # the trial that asked first spent it
             self.stats.shared_hits += 1
             return self._result(audio, text, voice, cached=True, source="shared", key=key)
         if source == "disk":
             self.stats.disk_hits += 1
         return self._result(audio, text, voice, cached=source == "disk", source=source,
-                            key=key, synthesis_ms=synthesis_ms)
+                            key=key, synthesis_ms=synthesis_ms, usage=usage)
 
     def _forget(self, key: str, task: asyncio.Task[Any]) -> None:
         if self._inflight.get(key) is task:
@@ -229,12 +234,14 @@ class SpeechService:
             logger.debug("speech synthesis for %s failed", key)
 
     def _result(self, audio: PcmAudio, text: str, voice: str | None, *, cached: bool,
-                source: str, key: str | None, synthesis_ms: float | None = None) -> Synthesis:
+                source: str, key: str | None, synthesis_ms: float | None = None,
+                usage: list[Usage] | None = None) -> Synthesis:
         metadata: dict[str, Any] = {"cache": source, "cache_key": key}
         if synthesis_ms is not None and source == "provider":
             metadata["synthesis_ms"] = round(synthesis_ms, 3)
         return Synthesis(audio=audio, provider=self.provider_name, voice=voice, text=text,
-                         cached=cached, metadata=metadata)
+                         cached=cached, metadata=metadata,
+                         usage=list(usage or []) if source == "provider" else [])
 
     def clear_memory(self) -> None:
         self._memory.clear()

@@ -12,6 +12,11 @@ An optional classmethod ``shortest_speech_seconds(text, context)`` says how long
 cannot fit in the scenario's time limit); a provider without it is held to
 ``MIN_SECONDS_PER_WORD`` (:func:`shortest_speech_seconds`).
 
+Usage (docs/cost.md): each synthesis that calls the provider is recorded on the trial that
+asked for it (a cache hit spends nothing) as the characters sent and the seconds of audio made.
+A provider that knows better what it was billed (a realtime model's tokens) offers
+``synthesize_metered(text, *, voice, seed) -> (PcmAudio, list[Usage])`` beside ``synthesize``.
+
 An optional class attribute ``synthesize_ahead`` (default ``True``) says whether the runner
 synthesizes every turn a persona already knows (a script's turns and its repeat request) before
 the call, so no synthesis delay sits between a decision to speak and the first sample. A
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from ..artifacts import Usage
 from ..audio import PcmAudio
 from ..config import LoadedRun, PersonaSpeech, Providers, SecretScrubber
 
@@ -95,3 +101,20 @@ class Synthesis:
     text: str
     cached: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: what the provider call spent (empty: it was not called, a cache hit)
+    usage: list[Usage] = field(default_factory=list)
+
+
+async def metered_synthesis(provider: Any, name: str, text: str, *, voice: str | None,
+                            seed: int) -> tuple[PcmAudio, list[Usage]]:
+    """``provider``'s synthesis of ``text`` and what it spent: its own account
+    (``synthesize_metered``) or the characters sent and seconds made."""
+    from ..cost import speech_usage
+
+    metered = getattr(provider, "synthesize_metered", None)
+    if callable(metered):
+        audio, usage = await metered(text, voice=voice, seed=seed)
+        return audio, list(usage)
+    audio = await provider.synthesize(text, voice=voice, seed=seed)
+    duration = audio.duration_seconds if isinstance(audio, PcmAudio) else 0.0
+    return audio, [speech_usage(provider=name, voice=voice, text=text, audio_seconds=duration)]

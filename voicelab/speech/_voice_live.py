@@ -32,8 +32,10 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..audio import PcmAudio
+from ..artifacts import Usage
+from ..audio import CANONICAL_FORMAT, PcmAudio
 from ..config import Providers, SecretScrubber, parse_settings
+from ..cost import realtime_usage
 from ..endpoints import EndpointError, field_mapping
 from ..errors import ConfigError, ExecutionError
 from ..realtime import Closure, RealtimeConnection, wire
@@ -84,7 +86,7 @@ def realtime_target(providers: Providers, *, provider: ProviderName | None, mode
         model = model or config.model
         url = uri or wire.realtime_url("openai", endpoint=config.base_url, model=model)
         return wire.RealtimeTarget(url=url, dialect="openai", session_format="ga",
-                                   api_key=api_key)
+                                   api_key=api_key, model=model)
     if config.auth == "api_key" and not config.api_key:
         raise ConfigError(f"providers.{provider}.auth is 'api_key' but no api_key is set",
                           key=f"providers.{provider}.api_key")
@@ -101,7 +103,7 @@ def realtime_target(providers: Providers, *, provider: ProviderName | None, mode
         raise ConfigError(str(error), key=f"providers.{provider}.endpoint") from None
     session_format = wire.default_session_format(provider, api_version=api_version, uri=uri)
     return wire.RealtimeTarget(url=url, dialect=provider, session_format=session_format,
-                               api_key=config.api_key, auth=config.auth)
+                               api_key=config.api_key, auth=config.auth, model=model)
 
 
 def parse_realtime_settings(model: type[SettingsModel], settings: Mapping[str, Any] | None,
@@ -241,25 +243,34 @@ class VoiceLiveSpeechProvider:
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> PcmAudio:
         """Speak ``text`` verbatim; ``seed`` is ignored (the service is not seedable)."""
+        audio, _ = await self.synthesize_metered(text, voice=voice, seed=seed)
+        return audio
+
+    async def synthesize_metered(self, text: str, *, voice: str | None,
+                                 seed: int) -> tuple[PcmAudio, list[Usage]]:
+        """:meth:`synthesize`, and each response's usage (an attempt whose transcript did not
+        match was paid for too)."""
         if self._closed:
             raise ExecutionError("the voice_live speech provider is closed")
         if not text.strip():
-            return PcmAudio.silence(0.2)
+            return PcmAudio.silence(0.2), []
         attempts = self._settings.max_attempts if self._mode == "instructed" else 1
+        spent: list[Usage] = []
         async with self._lock:
             for attempt in range(1, attempts + 1):
-                audio, transcript = await self._speak_once(text, voice)
+                audio, transcript, usage = await self._speak_once(text, voice)
+                spent.append(usage)
                 difference = (transcript_difference(text, transcript)
                               if self._settings.verify_transcript else None)
                 if difference is None:
-                    return audio
+                    return audio, spent
                 logger.info("voice_live attempt %d/%d spoke other text (%s)", attempt, attempts,
                             difference)
         raise SpeechMismatchError(self._scrubber.scrub_text(
             f"voice_live did not speak the requested text verbatim ({difference}); requested "
             f"{text!r}, the service's transcript was {transcript!r}"))
 
-    async def _speak_once(self, text: str, voice: str | None) -> tuple[PcmAudio, str]:
+    async def _speak_once(self, text: str, voice: str | None) -> tuple[PcmAudio, str, Usage]:
         try:
             conn = await self._session()
             await conn.send(self._request(text, voice))
@@ -271,7 +282,7 @@ class VoiceLiveSpeechProvider:
             await self._drop_session()
             raise
 
-    async def _collect(self, conn: RealtimeConnection) -> tuple[PcmAudio, str]:
+    async def _collect(self, conn: RealtimeConnection) -> tuple[PcmAudio, str, Usage]:
         timeout = self._settings.response_timeout_seconds
         deadline = time.monotonic() + timeout
         response_id: str | None = None
@@ -307,7 +318,7 @@ class VoiceLiveSpeechProvider:
                 return self._finish(message, chunks, transcript)
 
     def _finish(self, message: Mapping[str, Any], chunks: list[bytes],
-                transcript: str | None) -> tuple[PcmAudio, str]:
+                transcript: str | None) -> tuple[PcmAudio, str, Usage]:
         response = field_mapping(message, "response")
         status = response.get("status") or "completed"
         if status != "completed":
@@ -320,7 +331,11 @@ class VoiceLiveSpeechProvider:
             raise ExecutionError("voice_live: the response held no output audio transcript, so "
                                  "the spoken text cannot be verified (verify_transcript: false "
                                  "skips the check)")
-        return PcmAudio.from_bytes(audio), transcript or ""
+        usage = realtime_usage(response.get("usage"), component="speech",
+                               provider=self._target.dialect, model=self._target.model,
+                               output_text=transcript or "",
+                               output_audio_seconds=CANONICAL_FORMAT.seconds_for_bytes(len(audio)))
+        return PcmAudio.from_bytes(audio), transcript or "", usage
 
     async def _drop_session(self) -> None:
         conn, self._conn = self._conn, None

@@ -213,6 +213,19 @@ class AzureTtsServer(ThreadedHttpDouble):
                 return "bearer"
         return None
 
+    @property
+    def billed_characters(self) -> int:
+        """What the service bills: the characters of every text it synthesized (a rejected or
+        failed request is not billed)."""
+        with self._lock:
+            return sum(len(r.text or "") for r in self.requests if r.status == 200)
+
+    @property
+    def syntheses(self) -> int:
+        """The requests it answered with audio."""
+        with self._lock:
+            return sum(r.status == 200 for r in self.requests)
+
     # --- lifecycle ------------------------------------------------------------------------
 
     @property

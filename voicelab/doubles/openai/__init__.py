@@ -5,7 +5,7 @@ The production ``openai`` and ``azure-ai-evaluation`` clients run against it end
 """
 
 from ._policies import JudgePolicy, ModelCall, Policy, ScriptedPolicy, unsupported_claim_rule
-from ._server import Fault, OpenAIServer, RecordedRequest
+from ._server import Fault, OpenAIServer, RecordedRequest, UsageCounts
 
 __all__ = ["Fault", "JudgePolicy", "ModelCall", "OpenAIServer", "Policy", "RecordedRequest",
-           "ScriptedPolicy", "unsupported_claim_rule"]
+           "ScriptedPolicy", "UsageCounts", "unsupported_claim_rule"]

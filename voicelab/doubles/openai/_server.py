@@ -9,7 +9,9 @@ deployment prefix ``/openai/deployments/{deployment}``; ``api-version`` is accep
 * ``POST /evals/{id}/runs``, ``GET /evals/{id}/runs/{run}``,
   ``GET /evals/{id}/runs/{run}/output_items``
 
-A *policy* (any ``Callable[[ModelCall], str | Mapping]``) decides every model answer; faults
+Every answer reports its ``usage`` (tokens counted as words; a system message seen before
+counts as cached) unless ``report_usage=False``, and :attr:`OpenAIServer.usage` keeps the
+server's own count. A *policy* (any ``Callable[[ModelCall], str | Mapping]``) decides every model answer; faults
 (HTTP 500, malformed JSON body, slow response, a garbled model reply) are injected per test, and
 every request is recorded so tests can assert on exactly what was sent. Usable as a context
 manager from sync code, async code (``async with``) and notebooks: it runs in its own threads.
@@ -37,7 +39,7 @@ from ._policies import (
 )
 
 __all__ = ["Fault", "JudgePolicy", "ModelCall", "OpenAIServer", "RecordedRequest",
-           "ScriptedPolicy", "unsupported_claim_rule"]
+           "ScriptedPolicy", "UsageCounts", "unsupported_claim_rule"]
 
 _PREFIX = re.compile(r"^(?:/openai)?(?:/v1)?(?:/deployments/(?P<deployment>[^/]+))?(?P<rest>/.*)$")
 @dataclass
@@ -66,13 +68,29 @@ class RecordedRequest:
     deployment: str | None = None
 
 
+@dataclass
+class UsageCounts:
+    """The server's own count of what it billed (tokens are words here)."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, prompt: int, cached: int, completion: int) -> None:
+        self.requests += 1
+        self.prompt_tokens += prompt
+        self.cached_tokens += cached
+        self.completion_tokens += completion
+
+
 class OpenAIServer:
     """``with OpenAIServer(policy=JudgePolicy()) as server: ... server.base_url ...``"""
 
     def __init__(self, policy: Policy | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  api_key: str | None = None, bearer_token: str | None = None,
                  accept_response_format: bool = True, model_version: str = "local-rule-engine-1",
-                 retry_after_ms: int = 10):
+                 retry_after_ms: int = 10, report_usage: bool = True):
         self.policy: Policy = policy or JudgePolicy()
         self.host, self._port = host, port
         self.api_key, self.bearer_token = api_key, bearer_token
@@ -81,6 +99,12 @@ class OpenAIServer:
         self.retry_after_ms = retry_after_ms
         self.requests: list[RecordedRequest] = []
         self.calls: list[ModelCall] = []
+        #: ``usage`` in each answer (False: omitted, as some compatible servers do)
+        self.report_usage = report_usage
+        #: what the server billed: every successful chat completion's and graded item's
+        #: tokens, as its answers reported them (or would have, when ``report_usage`` is off)
+        self.usage = UsageCounts()
+        self._system_prompts_seen: set[str] = set()
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -184,18 +208,36 @@ class OpenAIServer:
         call = ModelCall("chat", model, body["messages"], body)
         content = "this is not the JSON you asked for" if (
             fault and fault.kind == "garbled_reply") else self._ask(call)
-        prompt_tokens = sum(len(ModelCall._content_text(m.get("content")).split())
-                            for m in body["messages"])
-        completion_tokens = len(content.split())
-        return 200, {
+        usage = self._bill(body["messages"], content)
+        answer: dict[str, Any] = {
             "id": self._next_id("chatcmpl"), "object": "chat.completion",
             "created": int(time.time()), "model": self.model_version,
             "system_fingerprint": "fp_voicelab_local",
             "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                          "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
         }
+        if self.report_usage:
+            answer["usage"] = usage
+        return 200, answer
+
+    def _bill(self, messages: list[Any], content: str) -> dict[str, Any]:
+        """A completion's usage, counted in words (the double's "tokens"): the prompt's, of
+        them a system message seen before (a prompt cache's hit), and the answer's."""
+        prompt_tokens = sum(len(ModelCall._content_text(m.get("content")).split())
+                            for m in messages if isinstance(m, Mapping))
+        cached = 0
+        with self._lock:
+            for message in messages:
+                if isinstance(message, Mapping) and message.get("role") == "system":
+                    text = ModelCall._content_text(message.get("content"))
+                    if text in self._system_prompts_seen:
+                        cached += len(text.split())
+                    self._system_prompts_seen.add(text)
+            completion_tokens = len(content.split())
+            self.usage.add(prompt_tokens, cached, completion_tokens)
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0}}
 
     def create_eval(self, body: dict[str, Any]) -> tuple[int, Any]:
         eval_id = self._next_id("eval")
@@ -277,13 +319,13 @@ class OpenAIServer:
         counts[criterion["id"]]["passed" if passed else "failed"] += 1
         output = json.dumps({"steps": [{"description": rationale, "conclusion": label}],
                              "result": label})
+        usage = self._bill(messages, output)
         return {"name": criterion["id"], "type": "label_model", "passed": passed,
                 "score": 1.0 if passed else 0.0,
                 "sample": {"input": messages, "output": [{"role": "assistant", "content": output}],
                            "model": self.model_version, "finish_reason": "stop", "seed": 0,
                            "temperature": 0.0, "top_p": 1.0, "max_completion_tokens": 0,
-                           "usage": {"prompt_tokens": 0, "completion_tokens": 0,
-                                     "total_tokens": 0, "cached_tokens": 0}, "error": None}}
+                           "usage": usage if self.report_usage else None, "error": None}}
 
     def get_eval(self, eval_id: str) -> tuple[int, Any]:
         record = self._evals.get(eval_id)

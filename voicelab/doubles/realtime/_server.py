@@ -26,6 +26,7 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -75,6 +76,37 @@ class RealtimeServerConfig:
     #: a hostile service: ``event_storm`` sends events of an unknown type as fast as the
     #: socket takes them once the session is created (not recorded)
     hostile: Literal["event_storm"] | None = None
+    #: ``response.done`` carries ``usage`` (False: it is left out, as a service may)
+    report_usage: bool = True
+
+
+#: The double's audio tokens per second (as OpenAI's Realtime API counts them).
+AUDIO_IN_TOKENS_PER_SECOND = 10
+AUDIO_OUT_TOKENS_PER_SECOND = 20
+
+
+@dataclass
+class RealtimeUsageCounts:
+    """What the server billed over every session: each ``response.done``'s usage summed."""
+
+    responses: int = 0
+    text_in: int = 0
+    cached_text_in: int = 0
+    audio_in: int = 0
+    cached_audio_in: int = 0
+    text_out: int = 0
+    audio_out: int = 0
+
+    def add(self, usage: dict[str, Any]) -> None:
+        inputs, outputs = usage["input_token_details"], usage["output_token_details"]
+        cached = inputs["cached_tokens_details"]
+        self.responses += 1
+        self.text_in += inputs["text_tokens"]
+        self.cached_text_in += cached["text_tokens"]
+        self.audio_in += inputs["audio_tokens"]
+        self.cached_audio_in += cached["audio_tokens"]
+        self.text_out += outputs["text_tokens"]
+        self.audio_out += outputs["audio_tokens"]
 
 
 @dataclass
@@ -100,6 +132,8 @@ class RealtimeServer:
         self.host = host
         self.port: int | None = None
         self.connections: list[RealtimeConnectionRecord] = []
+        #: the usage every response reported (or would have, without ``report_usage``)
+        self.usage = RealtimeUsageCounts()
         self._server: Server | None = None
         self._ids = itertools.count(1)
 
@@ -207,6 +241,12 @@ class _Session:
         self.responses = 0
         self.lines_spoken = 0
         self.active: asyncio.Task[None] | None = None
+        # the conversation the model reads for each response: its audio and text tokens so
+        # far (read again from the cache) and what was added since the last response
+        self.audio_read = self.text_read = 0
+        self.audio_added = self.text_added = 0
+        self.spoken_bytes = 0
+        self.spoken_words = 0
         record.session = self._default_session(record.query.get("model")
                                                or record.query.get("deployment"))
 
@@ -267,6 +307,7 @@ class _Session:
         kind, event_id = event.get("type"), event.get("event_id")
         if kind == "session.update":
             _merge(self.record.session, event.get("session") or {})
+            self.text_added += len(str(self.record.session.get("instructions") or "").split())
             if not self.config.ignore_session_update:
                 await self.send({"type": "session.updated", "session": dict(self.record.session)})
         elif kind == "input_audio_buffer.append":
@@ -282,6 +323,9 @@ class _Session:
             await self.send({"type": "input_audio_buffer.cleared"})
         elif kind == "conversation.item.create":
             item = dict(event.get("item") or {})
+            self.text_added += sum(len(str(part.get("text", "")).split())
+                                   for part in item.get("content") or []
+                                   if isinstance(part, dict))
             item.setdefault("id", self.server.new_id("item"))
             await self.send({"type": self.names["item_created"], "previous_item_id": None,
                              "item": item})
@@ -309,6 +353,8 @@ class _Session:
             return
         item_id = self.server.new_id("item")
         self.record.committed_audio.append(bytes(self.buffer))
+        self.audio_added += math.ceil(CANONICAL_FORMAT.seconds_for_bytes(len(self.buffer))
+                                      * AUDIO_IN_TOKENS_PER_SECOND)
         self.buffer.clear()
         await self.send({"type": "input_audio_buffer.committed", "previous_item_id": None,
                          "item_id": item_id})
@@ -368,10 +414,35 @@ class _Session:
                     await self._function_call(response_id, call, output)
             except asyncio.CancelledError:
                 status, details = "cancelled", {"type": "cancelled", "reason": "client_cancelled"}
-            await self.send({"type": "response.done", "response": {
+            response: dict[str, Any] = {
                 "object": "realtime.response", "id": response_id, "status": status,
-                "status_details": details, "output": output,
-                "usage": {"total_tokens": 0, "input_tokens": 0, "output_tokens": 0}}})
+                "status_details": details, "output": output}
+            usage = self._bill()
+            if self.config.report_usage:
+                response["usage"] = usage
+            await self.send({"type": "response.done", "response": response})
+
+    def _bill(self) -> dict[str, Any]:
+        """The response's usage: the conversation read (what earlier responses read comes
+        from the cache), the audio and words it spoke; counted by the server too."""
+        text_in = self.text_read + self.text_added
+        audio_in = self.audio_read + self.audio_added
+        text_out = self.spoken_words
+        audio_out = math.ceil(CANONICAL_FORMAT.seconds_for_bytes(self.spoken_bytes)
+                              * AUDIO_OUT_TOKENS_PER_SECOND)
+        usage = {"total_tokens": text_in + audio_in + text_out + audio_out,
+                 "input_tokens": text_in + audio_in, "output_tokens": text_out + audio_out,
+                 "input_token_details": {
+                     "text_tokens": text_in, "audio_tokens": audio_in,
+                     "cached_tokens": self.text_read + self.audio_read,
+                     "cached_tokens_details": {"text_tokens": self.text_read,
+                                               "audio_tokens": self.audio_read}},
+                 "output_token_details": {"text_tokens": text_out, "audio_tokens": audio_out}}
+        self.server.usage.add(usage)
+        # what was read and said is the conversation the next response reads
+        self.text_read, self.audio_read = text_in + text_out, audio_in + audio_out
+        self.text_added = self.audio_added = self.spoken_bytes = self.spoken_words = 0
+        return usage
 
     async def _speak(self, response_id: str, text: str, output: list[dict[str, Any]]) -> None:
         item_id = self.server.new_id("item")
@@ -399,6 +470,7 @@ class _Session:
                                      "delta": delta + " "})
                 await self.send({"type": self.names["audio_delta"], **where,
                                  "delta": base64.b64encode(chunk).decode("ascii")})
+                self.spoken_bytes += len(chunk)
                 if self.config.drop_on_response == self.responses:
                     self.ws.transport.abort()  # no close frame: the client sees 1006
                     return
@@ -406,6 +478,7 @@ class _Session:
         finally:
             # Also on cancel: the transcript covers what was spoken, as the service reports.
             transcript = " ".join(spoken_words)
+            self.spoken_words += len(spoken_words)
             item["status"] = "completed" if transcript == text.strip() else "incomplete"
             item["content"] = [{"type": self.names["audio_part"], "transcript": transcript}]
             with contextlib.suppress(ConnectionClosed):

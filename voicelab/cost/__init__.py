@@ -1,0 +1,51 @@
+"""What a suite costs: usage recorded where it is spent, priced under a table; estimates for
+``plan``; budgets that stop a run before it spends too much (docs/cost.md).
+
+Usage is a fact of a trial (``usage.recorded`` events, each judge's ``usage``); cost is derived
+from it, never stored as the only record, so ``rescore --pricing`` prices an old run under a
+new table. voicelab knows no price of its own: a run's ``pricing:`` table says them. What a run
+will cost before it runs is :mod:`voicelab.runner`'s to estimate (it knows the personas and
+providers a plan uses).
+"""
+
+from ._budget import CostBudget
+from ._ledger import (
+    BYTES_PER_GIGABYTE,
+    cost_summary,
+    merged_summary,
+    price_usage,
+    product_usage,
+    recorded_usage,
+    storage_usage,
+    trial_cost,
+    trial_usage,
+)
+from ._usage import (
+    ASSISTANT_AUDIO_TOKENS_PER_SECOND,
+    CHARS_PER_TOKEN,
+    USER_AUDIO_TOKENS_PER_SECOND,
+    chat_usage,
+    realtime_usage,
+    speech_usage,
+    text_tokens,
+)
+
+__all__ = [
+    "CostBudget",
+    "ASSISTANT_AUDIO_TOKENS_PER_SECOND",
+    "BYTES_PER_GIGABYTE",
+    "CHARS_PER_TOKEN",
+    "USER_AUDIO_TOKENS_PER_SECOND",
+    "chat_usage",
+    "cost_summary",
+    "merged_summary",
+    "price_usage",
+    "product_usage",
+    "realtime_usage",
+    "recorded_usage",
+    "speech_usage",
+    "storage_usage",
+    "text_tokens",
+    "trial_cost",
+    "trial_usage",
+]

@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .audio import PcmAudio, PreparedEnvironment
 from pydantic import BaseModel
 
+from .audio import PcmAudio, PreparedEnvironment
 from .config import GateConfig, LoadedRun, RetentionConfig, parse_settings
 from .errors import AudioFileError, ConfigError, MissingDependencyError
 

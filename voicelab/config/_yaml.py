@@ -136,7 +136,7 @@ for _tag, _pattern, _first in (
 class CoreSchemaConstructor(SafeConstructor):
     """Core-schema numbers: ``0755`` is decimal 755, ``0o755`` octal, no ``_`` or ``1:30``."""
 
-    def construct_yaml_int(self, node: ScalarNode) -> int:  # type: ignore[override]
+    def construct_yaml_int(self, node: ScalarNode) -> int:
         value = self.construct_scalar(node)
         if not isinstance(value, str) or not _CORE_INT.match(value):
             raise ConstructorError(None, None, f"not an integer: {value!r}", node.start_mark)
@@ -146,7 +146,7 @@ class CoreSchemaConstructor(SafeConstructor):
             return int(value[2:], 16)
         return int(value, 10)
 
-    def construct_yaml_float(self, node: ScalarNode) -> float:  # type: ignore[override]
+    def construct_yaml_float(self, node: ScalarNode) -> float:
         value = self.construct_scalar(node)
         if not isinstance(value, str) or not _CORE_FLOAT.match(value):
             raise ConstructorError(None, None, f"not a number: {value!r}", node.start_mark)

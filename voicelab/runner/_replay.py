@@ -13,7 +13,10 @@ with what replay changes:
   sounds are never mixed into a replayed turn (they are in it already) but still fill a live
   line between utterances, as in a run; when their files are gone (a bundle from elsewhere)
   they are dropped, with a warning, and that line carries silence;
-* script turns keep their text but not their ``audio_path`` (the recording replaces it).
+* script turns keep their text but not their ``audio_path`` (the recording replaces it); the
+  script of a run whose persona did not follow it (an LLM persona) is dropped, and the script
+  of a scripted run is judged again by ``script_turns_said`` (a replayed turn carries the
+  script index it had).
 
 The new run has the same trial numbers and seeds (so ``compare ORIGINAL REPLAY`` pairs it trial
 by trial), is scored by the same verdicts, and its report says ``replay_of``.
@@ -52,7 +55,7 @@ from ..config import (
 )
 from ..endpoints import ENDPOINTS
 from ..errors import ConfigError
-from ..personas import read_recorded_trial
+from ..personas import REPLAY_MODE, SCRIPTED_MODE, read_recorded_trial
 from ..scoring import PROBES
 from ._run import trial_seed
 
@@ -199,7 +202,7 @@ def _check_unmasked(loaded: LoadedRun) -> None:
 def replay_config(loaded: LoadedRun, source: ReplaySource) -> LoadedRun:
     """``loaded`` as a replay of ``source`` runs it (see the module docstring)."""
     run = loaded.run.model_copy(update={
-        "persona_mode": "replay", "persona_settings": {"bundle": str(source.run_dir)},
+        "persona_mode": REPLAY_MODE, "persona_settings": {"bundle": str(source.run_dir)},
         "speech_provider": "tone", "speech_settings": {}})
     environment = loaded.environment
     channel = environment.channel
@@ -214,7 +217,7 @@ def replay_config(loaded: LoadedRun, source: ReplaySource) -> LoadedRun:
                        key, path)
         environment = environment.model_copy(update={
             "base_noise": None, "background_voices": None, "transient_events": []})
-    script = loaded.script
+    script = loaded.script if loaded.run.persona_mode in (SCRIPTED_MODE, REPLAY_MODE) else None
     if script is not None:
         script = script.model_copy(update={"turns": [
             turn.model_copy(update={"audio_path": None}) for turn in script.turns]})

@@ -68,6 +68,7 @@ from ..config import (
     MeasurementConfig,
     PersonaConfig,
     ScenarioConfig,
+    ScriptConfig,
     TranscriptionConfig,
     parse_settings,
 )
@@ -79,6 +80,7 @@ from ._evidence import (
     STREAM_FILES,
     assemble_now,
     evidence_files,
+    followed_script,
     score_of,
 )
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
@@ -174,6 +176,13 @@ def _model(model: type[Any], document: Any, *, source: Path) -> Any:
     return parse_settings(model, document, key=None, source=source)
 
 
+def _script(trial_dir: Path) -> ScriptConfig | None:
+    """The script the trial ran with (``None``: it had none, or the bundle kept none)."""
+    path = trial_dir / resolved_document("script")
+    resolved = _resolved(trial_dir, "script") if path.is_file() else None
+    return None if resolved is None else _model(ScriptConfig, resolved, source=path)
+
+
 def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                   judges_run: Any = None) -> RescoredTrial:
     """Recompute one trial folder in place (see the module docstring)."""
@@ -210,7 +219,9 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                                         evidence.tool_calls.tool_calls))
     report = trial_report(
         TrialIdentity.of_report(previous), ending, CallTiming.of_report(previous),
-        score=score_of(evidence, ending, judges, scenario=scenario, persona=persona),
+        score=score_of(evidence, ending, judges, scenario=scenario, persona=persona,
+                       script=followed_script(settings.get("persona_mode"),
+                                              _script(trial_dir))),
         trace_id=recording.trace_id, bundle_failures=bundle_failures, files=previous.files,
         attempt=previous.attempt, attempts=previous.attempts, extra=previous.model_extra)
     report.retention = previous.retention  # what the run kept stays what it kept

@@ -53,6 +53,7 @@ from ._verdicts import (
     no_cut_in_verdict,
     pass_at_k,
     pass_power_k,
+    script_turns_said_verdict,
     trial_passed,
     trial_status,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "half_cut_in",
     "hesitations",
     "no_cut_in_verdict",
+    "script_turns_said_verdict",
     "pass_rate",
     "settings_of",
     "ConversationEvidence",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from ..artifacts import (
@@ -15,7 +15,7 @@ from ..artifacts import (
     TurnMetrics,
     Verdict,
 )
-from ..config import PersonaConfig, ScenarioConfig
+from ..config import PersonaConfig, ScenarioConfig, ScriptConfig
 from ._entity_verdicts import entity_verdicts
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
@@ -51,11 +51,15 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            outcome_error: str | None, turn_metrics: Sequence[TurnMetrics],
                            probes: Sequence[ProbeOutcome] = (),
                            measurement: MeasurementQuality | None = None,
-                           entities: EntityMetrics | None = None) -> list[Verdict]:
+                           entities: EntityMetrics | None = None,
+                           script: ScriptConfig | None = None,
+                           said_script_turns: Collection[int] = ()) -> list[Verdict]:
     """``measurement``: the trial's measurement quality. A timing verdict (``TIMING_VERDICTS``)
     resting on turns whose stamps may be off beyond the tolerances is decided when the stated
     error cannot change its answer, and inconclusive only when it could (the error interval
-    straddles the limit); the figures are kept in ``observed`` either way."""
+    straddles the limit); the figures are kept in ``observed`` either way. ``script``: the
+    script a scripted persona followed (``None`` for any other persona), ``said_script_turns``
+    the indices of its turns the user said (``script_turns_said``)."""
     spec = scenario.eval_spec
     verdicts: list[Verdict] = []
     assistant_turns = [t for t in transcript if t.role == "assistant"]
@@ -151,6 +155,8 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
 
     if spec.no_cut_in:
         verdicts.append(no_cut_in_verdict(turn_metrics))
+    if script is not None and any(not turn.optional for turn in script.turns):
+        verdicts.append(script_turns_said_verdict(script, said_script_turns))
     verdicts += entity_verdicts(spec, entities)
 
     advisory = set(spec.advisory_verdicts)
@@ -200,6 +206,38 @@ def no_cut_in_verdict(turn_metrics: Sequence[TurnMetrics]) -> Verdict:
         why=f"the product waited through all {len(judged)} hesitation turn(s)" if not cut
         else "the product began speaking while the user was still mid-turn: "
              + "; ".join(where(t) for t in cut))
+
+
+#: How much of a script line a verdict quotes.
+SCRIPT_LINE_QUOTE_CHARS = 60
+
+
+def script_turns_said_verdict(script: ScriptConfig, said: Collection[int]) -> Verdict:
+    """``script_turns_said``: every script turn not marked ``optional`` was said.
+
+    A scripted persona that finds no turn whose keywords match asks the product to repeat
+    itself, and the call may still end the way the scenario expects: without this verdict a
+    trial whose script was never followed passed. Failed names each unsaid turn (its index, its
+    ``trigger`` label and the start of its line)."""
+    required = [index for index, turn in enumerate(script.turns) if not turn.optional]
+    unsaid = [index for index in required if index not in said]
+
+    def line(index: int) -> str:
+        turn = script.turns[index]
+        text = turn.response or (f"dtmf {turn.dtmf}" if turn.dtmf else str(turn.audio_path))
+        if len(text) > SCRIPT_LINE_QUOTE_CHARS:
+            text = text[:SCRIPT_LINE_QUOTE_CHARS - 3].rstrip() + "..."
+        label = f" (trigger {turn.trigger!r})" if turn.trigger else ""
+        keywords = f", keywords {', '.join(turn.keywords)}" if turn.keywords else ""
+        return f"turns[{index}]{label}: {text!r}{keywords}"
+
+    return Verdict(
+        name="script_turns_said", passed=not unsaid,
+        expected="every script turn not marked optional is said",
+        observed=f"{len(required) - len(unsaid)} of {len(required)}",
+        why=f"all {len(required)} required script turn(s) were said" if not unsaid
+        else "never said (no product response matched its keywords): "
+             + "; ".join(line(index) for index in unsaid))
 
 
 def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:

@@ -180,6 +180,9 @@ class RunReport(Versioned):
     #: trials run again because an attempt was inconclusive
     inconclusive_trials: int = 0
     retried_trials: int = 0
+    #: executed trials that nothing judged (status ``unjudged``: no critical verdict applied,
+    #: no critical judge), left out of the pass rates and pass@k / pass^k; not a failure
+    unjudged_trials: int = 0
     message: str = ""
     #: ``--label``: names the run in frames and reports
     label: str | None = None

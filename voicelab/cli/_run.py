@@ -290,7 +290,15 @@ def _lag_budget_line(report: RunReport) -> str | None:
 
 
 #: How the summary line names a trial's status.
-_STATUS_WORD = {"passed": "pass", "failed": "FAIL", "inconclusive": "INCONCLUSIVE"}
+_STATUS_WORD = {"passed": "pass", "failed": "FAIL", "inconclusive": "INCONCLUSIVE",
+                "unjudged": "unjudged"}
+
+
+def unjudged_note(report: RunReport) -> str:
+    """``, 2 unjudged (nothing applied: not in the pass rate)`` when some trial was unjudged."""
+    if not report.unjudged_trials:
+        return ""
+    return f", {report.unjudged_trials} unjudged (nothing applied: not in the pass rate)"
 
 
 def trial_line(summary: TrialSummary, report: TrialReport) -> str:
@@ -306,6 +314,11 @@ def trial_line(summary: TrialSummary, report: TrialReport) -> str:
             detail += f", failed: {', '.join(summary.failed_verdicts)}"
         if summary.inconclusive_verdicts:
             detail += f", undecided: {', '.join(summary.inconclusive_verdicts)}"
+        if status == "unjudged":
+            detail += ", no critical verdict or judge applies"
+        not_applicable = [v.name for v in report.verdicts if v.status == "not_applicable"]
+        if not_applicable:
+            detail += f", not applicable: {', '.join(not_applicable)}"
     if summary.attempts > 1:
         detail += f", attempt {summary.attempts} (earlier inconclusive)"
     if summary.measurement_degraded:
@@ -325,7 +338,8 @@ def print_run_summary(outcome: RunOutcome) -> None:
         if report.inconclusive_trials else ""
     retried = f", {report.retried_trials} retried after an inconclusive attempt" \
         if report.retried_trials else ""
-    print(f"{report.passed_trials}/{report.trial_count} trial(s) passed{undecided}{retried}; "
+    print(f"{report.passed_trials}/{report.trial_count} trial(s) passed{undecided}"
+          f"{unjudged_note(report)}{retried}; "
           f"pass@k {str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
     _print_statistics(report)
     if report.endpointing is not None:

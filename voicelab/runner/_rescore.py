@@ -75,7 +75,15 @@ from ..config import (
 from ..errors import ConfigError, ExecutionError
 from ..metrics import EntityPlan
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
-from ..scoring import gate_config_of, pass_at_k, pass_power_k, run_statistics, settings_of
+from ..scoring import (
+    UNJUDGED,
+    gate_config_of,
+    gate_passed,
+    pass_at_k,
+    pass_power_k,
+    run_statistics,
+    settings_of,
+)
 from ._evidence import (
     STREAM_FILES,
     assemble_now,
@@ -138,7 +146,7 @@ class Rescored:
         codes = list(self.run_exit_codes)
         if alone:
             codes.append(run_exit_code(
-                passed=[r.passed for r in alone],
+                passed=[gate_passed(r) for r in alone],
                 executed=[r.execution_status == "succeeded" for r in alone],
                 planned=len(alone)))
         return worst_exit_code(codes)
@@ -262,6 +270,7 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport 
             continue
         summaries.append(trial_summary(trial).model_copy(update={"path": summary.path}))
     flags = [s.passed for s in summaries]
+    judged = [s.passed for s in summaries if s.status != UNJUDGED]
     # the statistics again, with the settings, gates and calibrations the report was written
     # with (the trials of the run folder, in order)
     ordered = sorted(trials, key=lambda t: t.report.trial)
@@ -273,17 +282,18 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial]) -> RunReport 
         curve=report.status != "running", probes=[t.probes for t in ordered])
     code = report.exit_code
     if report.status == "complete":
-        code = run_exit_code(passed=flags,
+        code = run_exit_code(passed=[gate_passed(s) for s in summaries],
                              executed=[s.execution_status == "succeeded" for s in summaries],
                              planned=report.planned_trials,
                              gates_blocked=bool(statistics.blocking_gates))
     updated = report.model_copy(update={
         "schema_version": SCHEMA_VERSION,
-        "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(flags),
-        "pass_power_k": pass_power_k(flags) and report.executed_trials == report.planned_trials,
+        "trials": summaries, "passed_trials": sum(flags), "pass_at_k": pass_at_k(judged),
+        "pass_power_k": pass_power_k(judged) and report.executed_trials == report.planned_trials,
         "exit_code": code,
         "degraded_trials": sum(s.measurement_degraded for s in summaries),
         "inconclusive_trials": sum(s.status == "inconclusive" for s in summaries),
+        "unjudged_trials": sum(s.status == UNJUDGED for s in summaries),
         **(statistics.report_fields() if report.pass_rate is not None else {})})
     write_json(path, updated)
     return updated

@@ -48,8 +48,11 @@ from ._statistics import (
 )
 from ._text_readers import text_readers
 from ._verdicts import (
+    CALL_ENDED,
+    UNJUDGED,
     TrialStatus,
     deterministic_verdicts,
+    gate_passed,
     no_cut_in_verdict,
     pass_at_k,
     pass_power_k,
@@ -67,7 +70,10 @@ __all__ = [
     "INTERVAL_METHODS",
     "DEFAULT_RESAMPLES",
     "QUANTILE_STATISTICS",
+    "CALL_ENDED",
+    "UNJUDGED",
     "counts_toward_rates",
+    "gate_passed",
     "Hesitation",
     "curve_of",
     "endpointing_curve",

@@ -107,7 +107,7 @@ def _judge_pass_rate_gate(gate: GateConfig, rate: PassRate) -> GateCheck:
               "n": rate.n}
     head = f"pass_rate lower bound >= {limit:.1%}"
     if rate.low is None:
-        return GateCheck(status="inconclusive", message=f"{head}: no trial ran to an end, "
+        return GateCheck(status="inconclusive", message=f"{head}: no judged trial ran to an end, "
                          "nothing to judge", **common)
     observed = (f"{_percent(rate.estimate)} ({rate.passed}/{rate.n}), {rate.confidence:.0%} "
                 f"{rate.method} interval {_percent(rate.low)} to {_percent(rate.high)}")
@@ -256,6 +256,8 @@ def verdict_pass_rates(reports: Sequence[TrialReport],
     critical: dict[str, bool] = {}
     for report in reports:
         for verdict in report.verdicts:
+            if verdict.status == "not_applicable":
+                continue
             tally = counts.setdefault(verdict.name, [0, 0, 0])
             tally[0] += int(verdict.passed)
             tally[1] += 1
@@ -276,7 +278,10 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
     if len(reports) != len(turns):
         raise ValueError("one list of responses per trial report")
     counted = [i for i, report in enumerate(reports) if counts_toward_rates(report.exit_reason)]
-    kept = [reports[i] for i in counted]
+    ended = [reports[i] for i in counted]
+    # an unjudged trial is no pass and no failure: the pass rate is over the trials something
+    # judged; its verdicts (advisory ones) and responses still count for their own rates
+    kept = [report for report in ended if report.status != "unjudged"]
     passed = sum(report.passed for report in kept)
     rate = pass_rate(passed, len(kept), statistics,
                      inconclusive=sum(report.status == "inconclusive" for report in kept))
@@ -313,8 +318,8 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
     return RunStatistics(
         selectivity=rates, probes=rows,
         pass_rate=rate, pass_curve=pass_curve(len(kept), passed) if curve else [],
-        verdict_pass_rates=verdict_pass_rates(kept, statistics), gates=checks,
-        judge_corrected_pass_rates=judge_corrected_rates(kept, calibrations, statistics))
+        verdict_pass_rates=verdict_pass_rates(ended, statistics), gates=checks,
+        judge_corrected_pass_rates=judge_corrected_rates(ended, calibrations, statistics))
 
 
 __all__ = ["GATE_METRICS", "PASS_RATE", "RunStatistics", "check_gate_metrics",

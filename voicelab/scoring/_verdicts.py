@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from ..artifacts import (
     EntityMetrics,
@@ -12,6 +12,8 @@ from ..artifacts import (
     MeasurementQuality,
     ProbeOutcome,
     TranscriptTurn,
+    TrialReport,
+    TrialSummary,
     TurnMetrics,
     Verdict,
 )
@@ -23,6 +25,20 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
 #: Verdicts judged on clock stamps: inconclusive when a turn they rest on is timing-degraded
 #: (or, for a bundle judged on its whole trial, when the trial is degraded).
 TIMING_VERDICTS = ("interruption_honoured", "first_audio_latency")
+
+#: The exit reason of a recorded real call (``voice-evaluator ingest``): it ended when its
+#: recording did, and no simulation ends that way.
+CALL_ENDED = "call_ended"
+#: Why a verdict that needs a simulated call does not apply to a recorded one, by name (an
+#: ``outcome_<key>`` verdict by its prefix).
+_NEEDS_SIMULATION = {
+    "expected_exit": "a recorded call ends when its recording does (call_ended): there is no "
+                     "simulated ending to compare",
+    "outcome_": "no outcome probe reads the product's state after a recorded call",
+    "keeps_talking_through_backchannel": "selectivity probes are said by a simulated caller",
+    "stops_when_interrupted": "selectivity probes are said by a simulated caller",
+    "script_turns_said": "a recorded caller follows no script",
+}
 
 
 def normalize_tokens(text: str) -> list[str]:
@@ -159,11 +175,26 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
         verdicts.append(script_turns_said_verdict(script, said_script_turns))
     verdicts += entity_verdicts(spec, entities)
 
+    if exit_reason == CALL_ENDED:
+        verdicts = [_not_applicable(verdict) for verdict in verdicts]
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:
         if verdict.name in advisory:
             verdict.critical = False
     return verdicts
+
+
+def _not_applicable(verdict: Verdict) -> Verdict:
+    """``verdict`` as a recorded call has it: ``not_applicable`` when it needs a simulated call
+    (a recorded call's ending, a probe run after it, the simulation's own probes), else as is."""
+    why = next((reason for name, reason in _NEEDS_SIMULATION.items()
+                if verdict.name == name or (name.endswith("_")
+                                            and verdict.name.startswith(name))), None)
+    if why is None:
+        return verdict
+    return Verdict(name=verdict.name, passed=False, status="not_applicable",
+                   critical=verdict.critical, expected=verdict.expected, observed=None,
+                   why=f"not applicable: {why}")
 
 
 def _probe_verdict(name: str, probes: Sequence[ProbeOutcome], kinds: tuple[str, ...],
@@ -312,25 +343,38 @@ def pass_power_k(results: Sequence[bool]) -> bool:
     return bool(results) and all(results)
 
 
-TrialStatus = Literal["passed", "failed", "inconclusive"]
+TrialStatus = Literal["passed", "failed", "inconclusive", "unjudged"]
+#: The status of a trial that executed and that nothing judged.
+UNJUDGED: Final = "unjudged"
 
 
 def trial_status(*, executed: bool, verdicts: Sequence[Verdict],
                  judges: Sequence[JudgeResult]) -> TrialStatus:
     """The trial gate: ``passed`` when it executed, every critical verdict passed and no
     critical judge failed or errored (advisory ones never count); ``failed`` when it did not
-    execute, or a critical verdict or judge failed; else ``inconclusive``: nothing failed, but a
-    critical verdict could not be decided (not a pass: it fails closed once retries are spent)."""
+    execute, or a critical verdict or judge failed; ``inconclusive``: nothing failed, but a
+    critical verdict could not be decided (not a pass: it fails closed once retries are spent);
+    ``unjudged``: it executed and no critical verdict applied and no critical judge ran (an
+    ingested call without a run file, or whose run file's verdicts all need a simulation):
+    "nothing failed" is not a pass, and not a failure either."""
     from ._quality import judges_pass
 
     if not executed or not judges_pass(judges):
         return "failed"
-    critical = [v for v in verdicts if v.critical]
+    critical = [v for v in verdicts if v.critical and v.status != "not_applicable"]
     if any(v.status == "failed" for v in critical):
         return "failed"
     if any(v.status == "inconclusive" for v in critical):
         return "inconclusive"
+    if not critical and not any(judge.critical for judge in judges):
+        return UNJUDGED
     return "passed"
+
+
+def gate_passed(report: TrialReport | TrialSummary) -> bool:
+    """The trial lets a run's exit code stay 0: it passed, or nothing judged it (``unjudged``
+    is reported as such, never counted as a pass)."""
+    return report.passed or report.status == UNJUDGED
 
 
 def trial_passed(*, executed: bool, verdicts: Sequence[Verdict],

@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -270,16 +270,17 @@ def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"executor": args.executor, "workers": args.workers, "scheduler": args.scheduler}
 
 
-def degraded_warning(degraded: int, executed: int) -> str | None:
-    """The summary's warning when the evaluator's own loop lag made timings untrustworthy."""
-    if not degraded:
+def degraded_warning(warnings: Sequence[str], degraded: int, executed: int) -> str | None:
+    """The summary's one warning line, only when the evaluator's own loop lag puts something at
+    stake (``RunReport.measurement_warnings``: a verdict or gate its error could change, a
+    response beyond the documented accuracy). Degraded trials whose errors change nothing are
+    counted in the report (``degraded_trials``), not announced."""
+    if not warnings:
         return None
-    return (f"warning: measurement degraded in {degraded} of {executed} trial(s): the "
-            f"evaluator's event loop lagged beyond its tolerances around some responses' "
-            f"arrivals (voice-metrics.json measurement_quality, turns' timing_degraded), so "
-            f"their timing metrics may be off by as much and the timing verdicts resting on "
-            f"them are inconclusive; run fewer concurrent trials per worker "
-            f"(--concurrency) or more workers, or set measurement.lag_budget_ms")
+    return (f"warning: the evaluator's event loop lagged where it matters: "
+            f"{'; '.join(warnings)} ({degraded} of {executed} trial(s) degraded: voice-metrics.json "
+            f"measurement_quality); run fewer concurrent trials per worker (--concurrency) or "
+            f"more workers, or set measurement.lag_budget_ms")
 
 
 def _lag_budget_line(report: RunReport) -> str | None:
@@ -321,8 +322,6 @@ def trial_line(summary: TrialSummary, report: TrialReport) -> str:
             detail += f", not applicable: {', '.join(not_applicable)}"
     if summary.attempts > 1:
         detail += f", attempt {summary.attempts} (earlier inconclusive)"
-    if summary.measurement_degraded:
-        detail += ", measurement degraded"
     return f"{summary.trial_id} seed {summary.seed}: {_STATUS_WORD[status]} ({detail})"
 
 
@@ -345,7 +344,8 @@ def print_run_summary(outcome: RunOutcome) -> None:
     if report.endpointing is not None:
         print(endpointing_line(report.endpointing))
     for line in (_lag_budget_line(report),
-                 degraded_warning(report.degraded_trials, report.executed_trials)):
+                 degraded_warning(report.measurement_warnings, report.degraded_trials,
+                                  report.executed_trials)):
         if line:
             print(line)
     if report.message:
@@ -446,8 +446,10 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
         for gate in blocking:
             mark = gate.status.upper()
             print(f"gate {mark} in {Path(cell_outcome.bundle_path).name}: {gate.message}")
-    warning = degraded_warning(sum(c.report.degraded_trials for c in outcome.cells),
-                               report.executed_trials)
+    warning = degraded_warning(
+        [f"{Path(c.bundle_path).name}: {line}" for c in outcome.cells
+         for line in c.report.measurement_warnings],
+        sum(c.report.degraded_trials for c in outcome.cells), report.executed_trials)
     if warning:
         print(warning)
     telemetry = telemetry_line([c.report.telemetry for c in outcome.cells if c.report.telemetry])

@@ -39,6 +39,7 @@ from ._judge_correction import METHOD as CORRECTION_METHOD
 from ._judge_correction import corrected_rate
 from ._selectivity import selectivity
 from ._statistics import pass_curves, proportion_interval, quantile_bound
+from ._verdicts import undecided_by_timing
 
 PASS_RATE = "pass_rate"
 #: Bootstrap replicates and seed of a judge-corrected rate in a run report.
@@ -237,6 +238,7 @@ class RunStatistics:
     judge_corrected_pass_rates: list[JudgeCorrectedRate] = field(default_factory=list)
     selectivity: list[SelectivityRate] = field(default_factory=list)
     probes: list[ProbeRow] = field(default_factory=list)
+    measurement_warnings: list[str] = field(default_factory=list)
 
     @property
     def blocking_gates(self) -> list[GateCheck]:
@@ -246,7 +248,40 @@ class RunStatistics:
         return {"pass_rate": self.pass_rate, "pass_curve": self.pass_curve,
                 "verdict_pass_rates": self.verdict_pass_rates, "gates": self.gates,
                 "judge_corrected_pass_rates": self.judge_corrected_pass_rates,
-                "selectivity": self.selectivity, "probes": self.probes}
+                "selectivity": self.selectivity, "probes": self.probes,
+                "measurement_warnings": self.measurement_warnings}
+
+
+def measurement_warnings(reports: Sequence[TrialReport],
+                         turns: Sequence[Sequence[TurnMetrics]],
+                         gates_left_out: Mapping[str, int]) -> list[str]:
+    """What the evaluator's own loop lag puts at stake, for the run's one warning line; empty
+    when nothing: degraded responses whose errors cannot change a verdict or a gate and stay
+    within the documented accuracy are only counted (``degraded_trials``, each trial's
+    ``measurement_quality``). At stake: a timing verdict left inconclusive because its error
+    straddles its limit; a timing gate judged without the degraded responses it left out; a
+    response whose stated error exceeds :data:`~voicelab.metrics.DOCUMENTED_ACCURACY_MS`."""
+    from ..metrics import DOCUMENTED_ACCURACY_MS
+
+    warnings: list[str] = []
+    undecided = sorted({v.name for report in reports for v in report.verdicts
+                        if undecided_by_timing(v)})
+    if undecided:
+        trials = sum(any(undecided_by_timing(v) for v in report.verdicts) for report in reports)
+        warnings.append(f"{trials} trial(s) have a timing verdict its possible error could "
+                        f"change ({', '.join(undecided)}: inconclusive)")
+    for metric, count in gates_left_out.items():
+        if count:
+            warnings.append(f"the {metric} gate left out {count} timing-degraded response(s)")
+    bounds = [(index, metrics.stamp_error_bound_ms or 0.0) for index, trial in enumerate(turns)
+              for metrics in trial]
+    beyond = [(index, bound) for index, bound in bounds if bound > DOCUMENTED_ACCURACY_MS]
+    if beyond:
+        worst = max(bound for _, bound in beyond)
+        warnings.append(f"{len(beyond)} response(s) in {len({i for i, _ in beyond})} trial(s) "
+                        f"may be off by more than the documented {DOCUMENTED_ACCURACY_MS:g} ms "
+                        f"(up to {worst:.0f} ms)")
+    return warnings
 
 
 def verdict_pass_rates(reports: Sequence[TrialReport],
@@ -315,8 +350,12 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
               if left_out.get(check.metric) else check for check in checks]
     rates, rows = selectivity([(reports[i].trial, probes[i]) for i in counted], statistics) \
         if probes is not None else ([], [])
+    warnings = measurement_warnings(
+        ended, [turns[i] for i in counted],
+        {check.metric: len(left_out[check.metric]) for check in checks
+         if left_out.get(check.metric)})
     return RunStatistics(
-        selectivity=rates, probes=rows,
+        selectivity=rates, probes=rows, measurement_warnings=warnings,
         pass_rate=rate, pass_curve=pass_curve(len(kept), passed) if curve else [],
         verdict_pass_rates=verdict_pass_rates(ended, statistics), gates=checks,
         judge_corrected_pass_rates=judge_corrected_rates(ended, calibrations, statistics))

@@ -26,6 +26,14 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
 #: (or, for a bundle judged on its whole trial, when the trial is degraded).
 TIMING_VERDICTS = ("interruption_honoured", "first_audio_latency")
 
+def undecided_by_timing(verdict: Verdict) -> bool:
+    """``verdict`` is a timing verdict left inconclusive because the stated timing error of
+    its figures straddles its limit (it keeps the figure it measured: one with nothing to judge,
+    no barge-in or no audio, has none)."""
+    return verdict.name in TIMING_VERDICTS and verdict.status == "inconclusive" \
+        and verdict.observed is not None
+
+
 #: The exit reason of a recorded real call (``voice-evaluator ingest``): it ended when its
 #: recording did, and no simulation ends that way.
 CALL_ENDED = "call_ended"

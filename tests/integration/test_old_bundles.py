@@ -78,6 +78,10 @@ def _without_new_verdict(document: dict) -> dict:
                                           if v["name"] != NEW_VERDICT]
     if not document["verdicts"]:
         del document["verdicts"]
+    # run report fields added since, at their value for a run they change nothing in
+    for name, nothing in (("unjudged_trials", 0), ("measurement_warnings", [])):
+        if document.get(name, nothing) == nothing:
+            document.pop(name, None)
     return document
 
 

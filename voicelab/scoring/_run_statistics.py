@@ -147,14 +147,34 @@ def _judge_quantile_gate(gate: GateConfig, values: Sequence[float],
                      **common)
 
 
+#: The latency metrics a cut-into hesitation turn has no value of (docs/endpointing.md): a
+#: gate on them counts each cut-in as a response beyond its limit, never as a passing one.
+CUT_IN_LATENCY_METRICS = ("response_latency_ms", "first_audio_latency_ms")
+
+
 def judge_gates(gates: Sequence[GateConfig], *, rate: PassRate,
                 responses: Mapping[str, Sequence[float]],
-                statistics: StatisticsConfig) -> list[GateCheck]:
+                statistics: StatisticsConfig, cut_ins: int = 0) -> list[GateCheck]:
     """Each gate on the conservative end: the pass rate's lower bound, a quantile's upper
-    bound. ``responses``: the finite values of each per-response metric."""
-    return [_judge_pass_rate_gate(gate, rate) if gate.metric == PASS_RATE
-            else _judge_quantile_gate(gate, responses.get(gate.metric, ()), statistics)
-            for gate in gates]
+    bound. ``responses``: the finite values of each per-response metric; ``cut_ins``: the
+    hesitation turns the product cut into, each a value beyond the limit of a latency gate
+    (the limit and 1 ms more; less for a ``min`` gate)."""
+    checks = []
+    for gate in gates:
+        if gate.metric == PASS_RATE:
+            checks.append(_judge_pass_rate_gate(gate, rate))
+            continue
+        values = list(responses.get(gate.metric, ()))
+        barred = cut_ins if gate.metric in CUT_IN_LATENCY_METRICS else 0
+        if barred:
+            beyond = gate.max + 1.0 if gate.max is not None else float(gate.min or 0.0) - 1.0
+            values += [beyond] * barred
+        check = _judge_quantile_gate(gate, values, statistics)
+        if barred:
+            check = check.model_copy(update={"message": f"{check.message} ({barred} cut-in "
+                                             f"turn(s) counted beyond the limit)"})
+        checks.append(check)
+    return checks
 
 
 def gate_config_of(check: GateCheck) -> GateConfig:
@@ -342,7 +362,9 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
                       for index, metrics in enumerate(turns[i]) if (i, index) not in skipped)
             responses[gate.metric] = [float(v) for v in values
                                       if v is not None and np.isfinite(v)]
-    checks = judge_gates(gates, rate=rate, responses=responses, statistics=statistics)
+    cut_ins = sum(bool(metrics.product_cut_in) for i in counted for metrics in turns[i])
+    checks = judge_gates(gates, rate=rate, responses=responses, statistics=statistics,
+                         cut_ins=cut_ins)
     checks = [check.model_copy(update={"message": f"{check.message} (the "
                                        f"{len(left_out[check.metric])} timing-degraded "
                                        f"response(s) of {len({i for i, _ in left_out[check.metric]})}"

@@ -158,7 +158,16 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
 
     if spec.max_first_audio_latency_ms is not None:
         timed = [t for t in turn_metrics if t.first_audio_latency_ms is not None]
-        if not timed:
+        cut = [t for t in turn_metrics if t.product_cut_in]
+        if cut:
+            # a reply that began before the user finished is no latency within any limit
+            verdicts.append(Verdict(
+                name="first_audio_latency", passed=False,
+                expected=f"<= {spec.max_first_audio_latency_ms:g} ms",
+                observed=f"{len(cut)} cut-in(s)",
+                why="the product cut in before the user finished, which no latency limit "
+                    "passes: " + "; ".join(cut_in_place(t) for t in cut)))
+        elif not timed:
             verdicts.append(_inconclusive("first_audio_latency",
                                           f"<= {spec.max_first_audio_latency_ms} ms",
                                           "no product audio was received to time"))
@@ -231,20 +240,28 @@ def no_cut_in_verdict(turn_metrics: Sequence[TurnMetrics]) -> Verdict:
         return _inconclusive("no_cut_in", expected, "the trial had no user turn with pauses")
     cut = [t for t in judged if t.product_cut_in]
 
-    def where(turn: TurnMetrics) -> str:
-        pauses = turn.user_pauses_ms or []
-        index = turn.cut_in_pause_index
-        if index is None or index >= len(pauses):
-            return f"{turn.turn_id}: before the user's first pause"
-        return (f"{turn.turn_id}: {turn.cut_in_after_pause_ms or 0.0:.0f} ms into pause "
-                f"{index + 1} of {pauses[index]:.0f} ms")
-
     return Verdict(
         name="no_cut_in", passed=not cut, expected=expected,
         observed=f"{len(cut)} of {len(judged)} hesitation turn(s) cut into",
         why=f"the product waited through all {len(judged)} hesitation turn(s)" if not cut
         else "the product began speaking while the user was still mid-turn: "
-             + "; ".join(where(t) for t in cut))
+             + "; ".join(cut_in_place(t) for t in cut))
+
+
+def cut_in_place(turn: TurnMetrics) -> str:
+    """Where the product's speech began in a cut-into hesitation turn: inside a pause (``542 ms
+    into pause 1 of 1000 ms``), or in the words after it (``162 ms into the words after pause 1
+    of 800 ms``: the pause had ended, the product reacting late to it), or before any pause."""
+    pauses = turn.user_pauses_ms or []
+    index = turn.cut_in_pause_index
+    if index is None or index >= len(pauses):
+        return f"{turn.turn_id}: before the user's first pause"
+    after = turn.cut_in_after_pause_ms or 0.0
+    pause = pauses[index]
+    if after <= pause:
+        return f"{turn.turn_id}: {after:.0f} ms into pause {index + 1} of {pause:.0f} ms"
+    return (f"{turn.turn_id}: {after - pause:.0f} ms into the words after pause {index + 1} "
+            f"of {pause:.0f} ms")
 
 
 #: How much of a script line a verdict quotes.

@@ -189,7 +189,11 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
     if spec.no_cut_in:
         verdicts.append(no_cut_in_verdict(turn_metrics))
     if script is not None and any(not turn.optional for turn in script.turns):
-        verdicts.append(script_turns_said_verdict(script, said_script_turns))
+        # the persona matched keywords against the words the wire carried during the call
+        wire_words = any(t.role == "assistant" and t.text_source == "wire" and t.text.strip()
+                         for t in transcript)
+        verdicts.append(script_turns_said_verdict(script, said_script_turns,
+                                                  product_words=wire_words))
     verdicts += entity_verdicts(spec, entities)
 
     if exit_reason == CALL_ENDED:
@@ -268,13 +272,17 @@ def cut_in_place(turn: TurnMetrics) -> str:
 SCRIPT_LINE_QUOTE_CHARS = 60
 
 
-def script_turns_said_verdict(script: ScriptConfig, said: Collection[int]) -> Verdict:
+def script_turns_said_verdict(script: ScriptConfig, said: Collection[int], *,
+                              product_words: bool = True) -> Verdict:
     """``script_turns_said``: every script turn not marked ``optional`` was said.
 
     A scripted persona that finds no turn whose keywords match asks the product to repeat
     itself, and the call may still end the way the scenario expects: without this verdict a
     trial whose script was never followed passed. Failed names each unsaid turn (its index, its
-    ``trigger`` label and the start of its line)."""
+    ``trigger`` label and the start of its line). ``product_words``: some product response
+    carried words during the call; without any, a line with keywords could match nothing (the
+    wire sends no transcripts, or lost them): when every unsaid line has keywords, that is
+    inconclusive, not the product's failure."""
     required = [index for index, turn in enumerate(script.turns) if not turn.optional]
     unsaid = [index for index in required if index not in said]
 
@@ -287,6 +295,12 @@ def script_turns_said_verdict(script: ScriptConfig, said: Collection[int]) -> Ve
         keywords = f", keywords {', '.join(turn.keywords)}" if turn.keywords else ""
         return f"turns[{index}]{label}: {text!r}{keywords}"
 
+    if unsaid and not product_words and all(script.turns[i].keywords for i in unsaid):
+        return _inconclusive(
+            "script_turns_said", "every script turn not marked optional is said",
+            "no product response carried words during the call (no transcripts on the wire) "
+            "for a line's keywords to match; never said: "
+            + "; ".join(line(index) for index in unsaid))
     return Verdict(
         name="script_turns_said", passed=not unsaid,
         expected="every script turn not marked optional is said",

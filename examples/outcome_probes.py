@@ -11,8 +11,11 @@ importable)::
       probe: outcome_probes.SqlOutcomeProbe
       settings: {database: /var/lib/my-agent/app.sqlite3, query: "SELECT ...", booleans: [...]}
 
-Both are tested (tests/integration/test_outcome_probe_examples.py) against the fake product,
-which persists to a real SQLite file, and a small HTTP API in front of that file.
+Each declares its settings as a pydantic model (``settings_model``, ``extra="forbid"``):
+``voice-evaluator validate`` checks ``outcome_probe.settings`` with it before any call, so a
+typo (``databse:``) is exit 2 naming the run file and the key, not a failed outcome verdict in
+every trial. Both are tested (tests/integration/test_outcome_probe_examples.py) against the fake
+product, which persists to a real SQLite file, and a small HTTP API in front of that file.
 """
 
 from __future__ import annotations
@@ -22,6 +25,28 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from voicelab.config import parse_settings
+
+#: Where the run file keeps these settings (named in every settings error).
+SETTINGS_KEY = "outcome_probe.settings"
+
+
+class SqlProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    database: str = Field(min_length=1)
+    query: str
+    booleans: list[str] = []
+
+    @field_validator("query")
+    @classmethod
+    def _keyed_by_session(cls, query: str) -> str:
+        if ":session_id" not in query:
+            raise ValueError("must use the parameter :session_id")
+        return query
 
 
 class SqlOutcomeProbe:
@@ -33,12 +58,11 @@ class SqlOutcomeProbe:
     the connection with your driver instead of ``sqlite3``.
     """
 
+    settings_model = SqlProbeSettings
+
     def __init__(self, settings: Mapping[str, Any]):
-        self.database = str(settings["database"])
-        self.query = str(settings["query"])
-        self.booleans = [str(column) for column in settings.get("booleans", [])]
-        if ":session_id" not in self.query:
-            raise ValueError("outcome_probe.settings.query must use the parameter :session_id")
+        parsed = parse_settings(SqlProbeSettings, settings, key=SETTINGS_KEY)
+        self.database, self.query, self.booleans = parsed.database, parsed.query, parsed.booleans
 
     def _read(self, session_id: str) -> dict[str, Any] | None:
         connection = sqlite3.connect(f"file:{quote(self.database)}?mode=ro", uri=True)
@@ -61,6 +85,21 @@ class SqlOutcomeProbe:
         return await asyncio.to_thread(self._read, str(context["session_id"]))
 
 
+class HttpProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1)
+    headers: dict[str, str] = {}
+    timeout_seconds: float = Field(default=10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _names_the_session(cls, url: str) -> str:
+        if "{session_id}" not in url:
+            raise ValueError("must contain {session_id}")
+        return url
+
+
 class HttpOutcomeProbe:
     """Your API's JSON object for the trial's session.
 
@@ -70,12 +109,12 @@ class HttpOutcomeProbe:
     status fails the trial's execution with the status in the message.
     """
 
+    settings_model = HttpProbeSettings
+
     def __init__(self, settings: Mapping[str, Any]):
-        self.url = str(settings["url"])
-        self.headers = {str(k): str(v) for k, v in (settings.get("headers") or {}).items()}
-        self.timeout_seconds = float(settings.get("timeout_seconds", 10.0))
-        if "{session_id}" not in self.url:
-            raise ValueError("outcome_probe.settings.url must contain {session_id}")
+        parsed = parse_settings(HttpProbeSettings, settings, key=SETTINGS_KEY)
+        self.url, self.headers = parsed.url, parsed.headers
+        self.timeout_seconds = parsed.timeout_seconds
 
     async def probe(self, context: Mapping[str, Any]) -> Mapping[str, Any] | None:
         import httpx

@@ -7,7 +7,10 @@ summary; ``arun`` consumes it, so nothing is resolved or decoded twice.
 Optional hooks are classmethods named ``check_settings`` on every plug-in kind (adapters:
 ``check_settings(settings)``; personas and speech providers: ``check_settings(settings,
 context)``; probes: ``check_settings(settings)``). They raise
-:class:`~voicelab.errors.ConfigError` (or ``ValueError``/``TypeError``) for bad settings.
+:class:`~voicelab.errors.ConfigError` (or ``ValueError``/``TypeError``) for bad settings. An
+outcome probe may instead (or also) declare its settings' pydantic model as ``settings_model``;
+a probe that declares neither is built once here, so a typo in its settings is exit 2 now, not
+a failed outcome verdict in every trial (see :mod:`voicelab.scoring` ``OutcomeProbe``).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from .audio import PcmAudio, PreparedEnvironment
-from .config import GateConfig, LoadedRun, RetentionConfig
+from .config import GateConfig, LoadedRun, RetentionConfig, parse_settings
 from .errors import AudioFileError, ConfigError, MissingDependencyError
 
 #: The name of every plug-in's optional settings check.
@@ -110,6 +115,37 @@ def call_check(target: Any, *args: Any, source: str, key: str) -> None:
         raise
     except (ValueError, TypeError) as error:
         raise ConfigError(str(error), source=source, key=key) from None
+
+
+def check_probe_settings(probe_cls: Any, settings: Mapping[str, Any], *, source: str,
+                         key: str = "outcome_probe.settings") -> None:
+    """The outcome probe's settings, checked by the probe's own model before any call.
+
+    The probe is built per trial, after the conversation: a settings typo found only then failed
+    every trial's outcome verdicts (exit 3), as if the product had not persisted anything. So the
+    declared ``settings_model`` (a pydantic model; ``extra="forbid"`` makes a typo an unknown
+    setting) and ``check_settings`` run now; a probe declaring neither is built once (its
+    constructor does no I/O, as an adapter's: :mod:`voicelab.scoring` ``OutcomeProbe``).
+    """
+    model = getattr(probe_cls, "settings_model", None)
+    if model is not None:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise ConfigError("the probe's settings_model is not a pydantic model", source=source,
+                              key="outcome_probe.probe")
+        parse_settings(model, settings, key=key, source=source)
+    if callable(getattr(probe_cls, CHECK_HOOK, None)):
+        call_check(probe_cls, settings, source=source, key=key)
+    elif model is None:
+        try:
+            probe_cls(settings)
+        except ConfigError as error:
+            raise ConfigError(error.message, source=source, key=error.key or key) from None
+        except KeyError as error:
+            raise ConfigError(f"missing setting {error.args[0]!r} (the probe could not be built)",
+                              source=source, key=key) from None
+        except (ValueError, TypeError, AttributeError) as error:
+            raise ConfigError(f"the probe could not be built: {type(error).__name__}: {error}",
+                              source=source, key=key) from None
 
 
 def _script_audio(loaded: LoadedRun) -> dict[int, PcmAudio]:
@@ -259,7 +295,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
                                      source=run_file)
         probe_name = loaded.run.outcome_probe.probe
         probe_settings = loaded.run.outcome_probe.settings
-        call_check(probe_cls, probe_settings, source=run_file, key="outcome_probe.settings")
+        check_probe_settings(probe_cls, probe_settings, source=run_file)
 
         def probe_factory() -> Any:
             return probe_cls(probe_settings)

@@ -75,7 +75,7 @@ def trial_failure(result: Any, bundle: Path) -> str:
     lines = [f"{report.trial_id} seed {report.seed} did not pass (exit {report.exit_reason})"]
     for failure in report.failures:
         lines.append(f"  execution failed: {failure.kind}: {failure.message}")
-    failed = [v for v in report.verdicts if not v.passed]
+    failed = [v for v in report.verdicts if v.status in ("failed", "inconclusive")]
     if failed:
         lines.append("  failed verdicts:")
         for verdict in sorted(failed, key=lambda v: not v.critical):
@@ -266,6 +266,9 @@ class VoicelabTrial(pytest.Item):
         if result is None:
             raise VoicelabTrialFailed(f"{self.name} did not run (the run ended early; bundle: "
                                       f"{outcome.location})")
+        if result.report.status == "unjudged":  # nothing judged it: no pass, no failure
+            pytest.skip(f"{self.name} unjudged: no critical verdict or judge applies "
+                        f"(bundle: {outcome.bundle_path / self.name})")
         if not result.report.passed:
             raise VoicelabTrialFailed(trial_failure(result, outcome.bundle_path))
 

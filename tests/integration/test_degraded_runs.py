@@ -187,7 +187,12 @@ def test_a_blocked_loop_degrades_the_trial_and_its_timing_verdicts(blocked):
     assert [t["measurement_degraded"] for t in run_report["trials"]] == [True, True]
     assert [t["status"] for t in run_report["trials"]] == ["inconclusive"] * 2
     assert done.returncode == 3, done.stderr
-    assert "measurement degraded in 2 of 2 trial(s)" in done.stdout
+    # one warning line, saying what is at stake: the verdicts the error could change
+    assert done.stdout.count("warning: ") == 1
+    assert "where it matters: 2 trial(s) have a timing verdict its possible error could " \
+        "change (first_audio_latency: inconclusive)" in done.stdout
+    assert run_report["measurement_warnings"][0].startswith("2 trial(s) have a timing verdict")
+    assert "(2 of 2 trial(s) degraded" in done.stdout
     assert "fewer concurrent trials per worker" in done.stdout
     assert "trial-001 seed 42: INCONCLUSIVE (" in done.stdout
     assert "undecided: first_audio_latency" in done.stdout and "FAIL" not in done.stdout

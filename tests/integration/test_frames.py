@@ -126,10 +126,10 @@ def test_events_frame_is_the_timeline_on_both_clocks(clean):
 def test_verdicts_are_long_format(clean):
     _, frames = clean
     verdicts = frames.verdicts
-    assert len(verdicts) == 15
+    assert len(verdicts) == 18  # 3 trials x 6 verdicts
     assert set(verdicts["name"].astype(str)) == {
         "expected_topics", "expected_exit", "concise", "outcome_follow_up_created",
-        "outcome_report_fields_complete"}
+        "outcome_report_fields_complete", "script_turns_said"}
     assert verdicts["passed"].all() and verdicts["critical"].dtype == bool
     assert frames.judges.empty
     assert set(calibration.JUDGE_RESULT_COLUMNS) <= set(frames.judges.columns)

@@ -106,6 +106,50 @@ def test_a_pause_longer_than_the_products_silence_is_cut_into(tmp_path, wire):
     assert failed["status"] == "failed" and failed["critical"]
     assert f"{turn['turn_id']}: " in failed["why"] and "into pause 1 of 1200 ms" in failed["why"]
     assert outcome.exit_code == 3 and report["status"] == "failed"  # the quality gate
+    # a cut-into turn has no latency: what follows the caller's end is no answer to it
+    assert turn["response_latency_ms"] is None and turn["first_audio_latency_ms"] is None
+    if wire == "fake":
+        # the fake stops its cut-in reply when the caller speaks again, and answers after
+        # its 400 ms of silence: that answer's latency is kept on its own
+        assert 350 <= turn["answer_after_cut_in_ms"] <= 2500
+
+
+def test_a_cut_in_reply_still_playing_when_the_caller_finishes_is_no_latency(tmp_path):
+    """The product decides 400 ms into a 800 ms pause, speaks 600 ms later (in the words after
+    the pause) and does not stop for the caller: its reply is still playing when the caller
+    finishes. Its words then are no answer and its packets no first audio: the turn has no
+    latency, no summary counts it, and no latency limit passes it."""
+    folder = tmp_path / "run"
+    run_file = write_run(folder, "fake", silence_ms=400, pause_seconds=0.8)
+    run = yaml.safe_load(run_file.read_text())
+    run["endpoint"]["settings"].update(
+        stop_on_speech_ms=None, reply_latency_ms=600,
+        reply_text="Thank you, I have noted that, one moment while I look it up for you.")
+    run_file.write_text(yaml.safe_dump(run))
+    scenario = yaml.safe_load((folder / "scenario.yaml").read_text())
+    scenario["eval_spec"]["max_first_audio_latency_ms"] = 2000
+    (folder / "scenario.yaml").write_text(yaml.safe_dump(scenario))
+    outcome = voicelab.run(run_file, trials=1, artifacts_dir=folder / "artifacts")
+    trial = outcome.bundle_path / "trial-001"
+    report, metrics = read_json(trial / "trial-report.json"), read_json(trial / "voice-metrics.json")
+    turn = hesitation_turn(metrics)
+    assert turn["product_cut_in"] is True and turn["cut_in_after_pause_ms"] > 800
+    # the reply runs on past the caller's end: no latency, no answer told apart from it
+    assert turn["playback_end_ms"] > turn["user_speech_end_ms"] + 500
+    assert turn["response_latency_ms"] is None and turn["first_audio_latency_ms"] is None
+    # tone speech lies inside the telephone band: the line carries the nominal pause
+    assert abs(turn["user_pauses_phone_band_ms"][0] - 800) < 10
+    summary = metrics["summary"]
+    assert summary["response_latency_ms"]["count"] == 0
+    assert summary["first_audio_latency_ms"]["count"] == 1  # the opening only
+    assert report["metrics_summary"]["first_audio_latency_ms"]["count"] == 1
+    verdicts = {v["name"]: v for v in report["verdicts"]}
+    # began after the pause had ended: said so, not "962 ms into pause 1 of 800 ms"
+    where = f"{turn['turn_id']}: {turn['cut_in_after_pause_ms'] - 800:.0f} ms into the words " \
+            f"after pause 1 of 800 ms"
+    assert where in verdicts["no_cut_in"]["why"]
+    assert verdicts["first_audio_latency"]["status"] == "failed"
+    assert where in verdicts["first_audio_latency"]["why"]
 
 
 @pytest.mark.parametrize("wire", ["fake", "pipecat"])

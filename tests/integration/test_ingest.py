@@ -92,7 +92,8 @@ def office(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     result = _cli("ingest", *map(str, calls), "--channels", "user=1,agent=0",
                   "--artifacts-dir", str(work / "production"))
     assert result.returncode == 0, result.stderr
-    assert "2/2 call(s) passed" in result.stdout
+    # no run file: nothing judges the calls, which is no pass (and no failure)
+    assert "0/2 call(s) passed, 2 unjudged" in result.stdout
     return run.bundle_path, (work / "production" / "latest").resolve()
 
 
@@ -266,3 +267,55 @@ quality_evaluation:
     assert judged == {"claims": {"no_unsupported_commitments": "failed"},
                       "asks": {"no_unsupported_commitments": "passed"}}
     assert outcome.exit_code == 3
+
+
+# --- what judges a recorded call --------------------------------------------------------------
+
+STARTER = ROOT / "examples" / "run-workload-neutral-voice.yaml"
+
+
+def test_the_starter_run_file_judges_a_call_by_what_applies_to_it(tmp_path):
+    """The starter run file expects a simulated ending (endpoint_completion) and an outcome read
+    back by a probe: neither exists for a recorded call, so both are not applicable (they
+    failed every call before), and the call is judged by its words."""
+    manifest = _two_calls(tmp_path, user="Please record my plan.",
+                          agents={"good": "Your plan is recorded and the reminder is saved.",
+                                  "bad": "Sorry, I cannot help with that."})
+    outcome = ingest([manifest], artifacts_dir=tmp_path / "production", run_file=STARTER)
+    reports = {t.report.session_id: t.report for t in outcome.trials}
+    for report in reports.values():
+        status = {v.name: v.status for v in report.verdicts}
+        assert status["expected_exit"] == status["outcome_follow_up_created"] == \
+            status["outcome_report_fields_complete"] == "not_applicable", status
+        assert all(v.why.startswith("not applicable: ") for v in report.verdicts
+                   if v.status == "not_applicable")
+    assert (reports["good"].status, reports["bad"].status) == ("passed", "failed")
+    assert [v.name for v in reports["bad"].verdicts if v.status == "failed"] == \
+        ["expected_topics"]
+    assert outcome.exit_code == 3 and outcome.report.passed_trials == 1
+    # a not-applicable verdict has no pass rate; expected_topics has one over both calls
+    rates = {r.name: r.pass_rate.n for r in outcome.report.verdict_pass_rates}
+    assert rates == {"expected_topics": 2}
+
+
+def test_a_call_nothing_judges_is_unjudged_in_every_reader(tmp_path):
+    manifest = _two_calls(tmp_path, user="Hello.", agents={"a": "Hi there.", "b": "Hello."})
+    junit = tmp_path / "junit.xml"
+    result = _cli("ingest", str(manifest), "--artifacts-dir", str(tmp_path / "production"),
+                  "--junit", str(junit))
+    assert result.returncode == 0, result.stderr  # nothing failed
+    assert "a: " in result.stdout and ": unjudged (exit call_ended, no critical verdict or " \
+        "judge applies)" in result.stdout
+    assert "0/2 call(s) passed, 2 unjudged (nothing applied: not in the pass rate)" \
+        in result.stdout
+    bundle = (tmp_path / "production" / "latest").resolve()
+    trial = read_json(bundle / "trial-001" / "trial-report.json")
+    assert (trial["status"], trial["passed"]) == ("unjudged", False)
+    run = read_json(bundle / "run-report.json")
+    assert (run["unjudged_trials"], run["passed_trials"], run["exit_code"]) == (2, 0, 0)
+    assert run["pass_rate"]["n"] == 0 and run["pass_power_k"] is False
+    assert junit.read_text().count('<skipped message="unjudged: no critical verdict or judge '
+                                   'applies" type="unjudged"') == 2
+    frames = load_frames(bundle)
+    assert frames.trials["status"].astype(str).tolist() == ["unjudged", "unjudged"]
+    assert frames.rates.loc[frames.rates["kind"] == "run", "n"].tolist() == [0]

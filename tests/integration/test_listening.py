@@ -18,7 +18,7 @@ EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 TRUSTED_TIMINGS = ("measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms: 1000,"
                    " max_first_audio_error_ms: 1000}")
 LISTENING = ["pace_audio=true", "endpoint.settings.turn_detection=server_vad", TRUSTED_TIMINGS]
-SHORT = ["endpoint.settings.opening_text=Hello, your plan please?",
+SHORT = ["endpoint.settings.opening_text=Hello, your daily plan please?",
          "endpoint.settings.reply_text=Your daily plan is recorded and the reminder saved."]
 
 

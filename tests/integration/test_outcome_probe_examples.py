@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +20,7 @@ import pytest
 
 import voicelab
 from voicelab.analysis import load_frames
+from voicelab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-own-database.yaml"
@@ -126,3 +131,54 @@ def test_the_http_probe_without_a_record_or_with_an_error_status(tmp_path, api):
     report = refused.trials[0].report
     assert not report.passed and report.outcome_status == "error"
     assert "401" in (report.outcome_error or "")
+
+
+# --- a settings mistake is the run file's, found by validate ---------------------------------
+
+def _validate(*overrides: str) -> subprocess.CompletedProcess:
+    arguments = [argument for override in overrides for argument in ("--set", override)]
+    return subprocess.run([sys.executable, "-m", "voicelab", "validate", str(EXAMPLE),
+                           *arguments], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PRODUCT_DB": "/nonexistent/product.sqlite3"})
+
+
+@pytest.mark.parametrize(("settings", "key", "words"), [
+    # a typo: the probe's own model names the unknown setting and the allowed ones
+    ("{databse: /tmp/x.sqlite3, query: 'SELECT 1 WHERE :session_id'}",
+     "outcome_probe.settings.databse", "unknown setting (did you mean 'database'? allowed: booleans, database, query)"),
+    ("{database: /tmp/x.sqlite3, query: 'SELECT 1'}",
+     "outcome_probe.settings.query", "must use the parameter :session_id"),
+])
+def test_a_probe_settings_mistake_is_exit_2_at_validate(settings: str, key: str,
+                                                         words: str) -> None:
+    result = _validate(f"outcome_probe.settings={settings}")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert "run-own-database.yaml" in line and key in line and words in line, line
+
+
+def test_the_built_in_probe_and_a_probe_without_a_model_are_checked_too(tmp_path: Path) -> None:
+    from voicelab._validate import validate_run
+
+    built_in = voicelab.load_run(EXAMPLE, environ={}, overrides=[
+        "outcome_probe={probe: fake, settings: {database: /tmp/x.sqlite3}}"])
+    with pytest.raises(ConfigError) as caught:
+        validate_run(built_in)
+    assert caught.value.key == "outcome_probe.settings.database"  # unknown: database_path
+    # a probe class with no settings_model and no check_settings is built once at validation
+    (tmp_path / "bare_probe.py").write_text(
+        "class BareProbe:\n"
+        "    def __init__(self, settings):\n"
+        "        self.database = settings['database']\n"
+        "    async def probe(self, context):\n"
+        "        return {}\n")
+    shutil.copytree(EXAMPLE.parent, tmp_path / "suite", ignore=shutil.ignore_patterns("*.wav"))
+    shutil.copy(tmp_path / "bare_probe.py", tmp_path / "suite" / "bare_probe.py")
+    bare = voicelab.load_run(tmp_path / "suite" / EXAMPLE.name, environ={}, overrides=[
+        "outcome_probe={probe: bare_probe.BareProbe, settings: {databse: /tmp/x}}"])
+    with pytest.raises(ConfigError) as caught:
+        validate_run(bare)
+    assert caught.value.key == "outcome_probe.settings"
+    assert "missing setting 'database'" in caught.value.message

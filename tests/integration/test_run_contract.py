@@ -27,7 +27,7 @@ from voicelab.artifacts._models import Interoperability, ResolvedDocument
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 SEED_VERDICTS = ["expected_topics", "expected_exit", "concise", "outcome_follow_up_created",
-                 "outcome_report_fields_complete"]
+                 "outcome_report_fields_complete", "script_turns_said"]
 
 
 @pytest.fixture(scope="module")

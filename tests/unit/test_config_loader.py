@@ -234,7 +234,7 @@ def test_a_bad_override_names_the_argument_the_file_and_the_key(
     ("=3", "expected KEY=VALUE"),
     ("scenario..id=x", "empty segment"),
     ("trials=[1, 2", "not valid YAML"),
-    ("trial_seed=2001-02-30", "not valid YAML"),  # a date YAML cannot build
+    ("trial_seed=!!timestamp 2001-02-30", "not valid YAML"),  # a date YAML cannot build
 ])
 def test_a_malformed_override_is_a_config_error(run_file: Path, override: str,
                                                 words: str) -> None:
@@ -303,13 +303,45 @@ def test_paths_with_impossible_names_are_config_errors(run_file: Path) -> None:
 
 def test_opaque_data_with_date_keys_and_binary_values_still_hashes(run_file: Path) -> None:
     data = run_file.parent / "data-workload-neutral-voice.yaml"
-    data.write_text("2026-01-02: holiday\nblob: !!binary /w==\n")
+    data.write_text("2026-01-02: holiday\n!!timestamp 2026-01-03: tagged\nblob: !!binary /w==\n")
     edit_yaml(run_file, endpoint={"adapter": "fake", "settings": {"raw": b"\xff\x00"}})
     loaded = load_run(run_file, environ={})
-    assert list(loaded.data) == [datetime.date(2026, 1, 2), "blob"]  # kept as written
+    # a plain date is the text written (YAML 1.2 core schema); an explicit tag still builds one
+    assert list(loaded.data) == ["2026-01-02", datetime.date(2026, 1, 3), "blob"]
     documents = loaded.resolved_documents()
     assert documents["data"]["2026-01-02"] == "holiday"
     assert loaded.suite_hash().startswith("sha256:")
+
+
+# --- YAML 1.2 core schema: a value is what it looks like ---------------------------------------
+
+def test_plain_scalars_follow_the_yaml_1_2_core_schema(run_file: Path) -> None:
+    data = run_file.parent / "data-workload-neutral-voice.yaml"
+    data.write_text("requested_reminder: 17:00\nother: 16:00\ncountry: no\nlight: on\n"
+                    "answer: yes\nmode: 0755\noctal: 0o755\nhex: 0x1F\nbig: 1e3\n"
+                    "grouped: 1_000\nday: 2026-12-02\nflag: true\nnothing: ~\n"
+                    "on: key\nratio: .5\n")
+    loaded = load_run(run_file, environ={})
+    assert loaded.data == {
+        "requested_reminder": "17:00", "other": "16:00",  # not 1020 and 960 (sexagesimal)
+        "country": "no", "light": "on", "answer": "yes",  # not booleans
+        "mode": 755, "octal": 493, "hex": 31, "big": 1000.0, "grouped": "1_000",
+        "day": "2026-12-02", "flag": True, "nothing": None, "on": "key", "ratio": 0.5}
+
+
+def test_a_boolean_field_still_takes_yes_and_on(run_file: Path) -> None:
+    run_file.write_text(run_file.read_text().replace("pace_audio: false", "pace_audio: on"))
+    assert load_run(run_file, environ={}).run.pace_audio is True
+
+
+@pytest.mark.parametrize(("override", "value"), [
+    ("data.context.requested_reminder=17:00", "17:00"),
+    ("data.context.topic=no", "no"),
+])
+def test_an_override_value_follows_the_core_schema_too(run_file: Path, override: str,
+                                                        value: str) -> None:
+    loaded = load_run(run_file, environ={}, overrides=[override])
+    assert loaded.data["context"][override.split(".")[2].split("=")[0]] == value
 
 
 # --- property: anything either loads or is a ConfigError --------------------------------------

@@ -153,8 +153,10 @@ def test_a_product_that_speaks_in_the_pause_cut_in():
     pauses = [(2_000 * MS, 3_000 * MS), (4_000 * MS, 4_500 * MS)]
     fields = cut_in_fields(pauses, speech_start_ns=1_000 * MS, speech_end_ns=5_000 * MS,
                            product_speech_ns=[(200 * MS, 900 * MS), (4_300 * MS, 6_000 * MS)])
+    # the cut-in reply runs on past the user's end (to 6000 ms): no answer after it
     assert fields == {"user_pauses_ms": [1000.0, 500.0], "product_cut_in": True,
-                      "cut_in_pause_index": 1, "cut_in_after_pause_ms": 300.0}
+                      "cut_in_pause_index": 1, "cut_in_after_pause_ms": 300.0,
+                      "answer_after_cut_in_ms": None}
 
 
 def test_speech_heard_after_the_turn_or_already_under_way_is_no_cut_in():
@@ -169,6 +171,73 @@ def test_the_heard_delay_counts_and_a_late_reaction_is_after_the_pause():
     fields = cut_in_fields(pauses, speech_start_ns=1_000 * MS, speech_end_ns=4_000 * MS,
                            product_speech_ns=[(2_600 * MS, 3_000 * MS)], heard_delay_ns=100 * MS)
     assert fields["cut_in_pause_index"] == 0 and fields["cut_in_after_pause_ms"] == 700.0
+
+
+# --- latency on a cut-into turn: the answer after the user finished, never the cut-in -------
+
+HANGOVER = 700 * MS
+
+
+def _answer(speech_ms: list[tuple[int, int]], *, end_ms: int = 4_000) -> float | None:
+    fields = cut_in_fields([(2_000 * MS, 3_000 * MS)], speech_start_ns=1_000 * MS,
+                           speech_end_ns=end_ms * MS,
+                           product_speech_ns=[(a * MS, b * MS) for a, b in speech_ms],
+                           reply_end_hangover_ns=HANGOVER)
+    assert fields["product_cut_in"] is True
+    return fields["answer_after_cut_in_ms"]
+
+
+def test_a_word_of_the_cut_in_reply_still_playing_is_no_answer():
+    # the reply began in the pause (2300 ms) and runs on past the user's end (4000 ms): its
+    # next word (4100 ms) is not an answer to the finished turn
+    assert _answer([(2_300, 3_900), (4_100, 4_800)]) is None
+
+
+def test_the_answer_follows_the_cut_in_reply_by_the_listener_s_hangover():
+    assert _answer([(2_300, 3_500), (3_600, 4_800), (5_600, 6_000)]) == 1600.0
+
+
+def test_after_a_cut_in_reply_that_stopped_the_next_speech_answers():
+    # the product stopped when the user spoke again (2800 ms), and answered at 4600 ms
+    assert _answer([(2_300, 2_800), (4_600, 5_500)]) == 600.0
+    # an answer within the hangover of the cut-in reply cannot be told from it
+    assert _answer([(2_300, 3_800), (4_300, 5_500)]) is None
+
+
+def test_where_a_cut_in_began_inside_or_after_its_pause():
+    from voicelab.scoring._verdicts import cut_in_place
+
+    inside = _turn("turn-001", user_pauses_ms=[800.0], product_cut_in=True,
+                   cut_in_pause_index=0, cut_in_after_pause_ms=542.0)
+    after = _turn("turn-001", user_pauses_ms=[800.0], product_cut_in=True,
+                  cut_in_pause_index=0, cut_in_after_pause_ms=962.0)
+    assert cut_in_place(inside) == "turn-001: 542 ms into pause 1 of 800 ms"
+    assert cut_in_place(after) == "turn-001: 162 ms into the words after pause 1 of 800 ms"
+
+
+def test_a_cut_in_fails_the_first_audio_verdict_and_counts_beyond_a_latency_gate():
+    from voicelab.artifacts import PassRate
+    from voicelab.config import GateConfig, PersonaConfig, ScenarioConfig, StatisticsConfig
+    from voicelab.scoring._run_statistics import judge_gates
+    from voicelab.scoring._verdicts import deterministic_verdicts
+
+    cut = _turn("turn-001", user_pauses_ms=[800.0], product_cut_in=True, cut_in_pause_index=0,
+                cut_in_after_pause_ms=500.0)
+    fast = _turn("turn-000", first_audio_latency_ms=40.0)
+    scenario = ScenarioConfig.model_validate({"id": "s", "eval_spec": {
+        "max_first_audio_latency_ms": 2000}})
+    verdict, = [v for v in deterministic_verdicts(
+        scenario=scenario, persona=PersonaConfig(name="p"), transcript=[],
+        exit_reason="max_turns", outcome_status="unavailable", outcome=None, outcome_error=None,
+        turn_metrics=[fast, cut]) if v.name == "first_audio_latency"]
+    assert verdict.status == "failed" and "turn-001: 500 ms into pause 1 of 800 ms" in verdict.why
+    gate = GateConfig(metric="response_latency_ms", quantile=0.5, max=1000)
+    rate = PassRate(estimate=None, low=None, high=None, method="wilson", confidence=0.95, n=0,
+                    passed=0)
+    check, = judge_gates([gate], rate=rate, responses={"response_latency_ms": [100.0] * 4},
+                         statistics=StatisticsConfig(), cut_ins=6)
+    assert check.status == "failed" and "6 cut-in turn(s) counted beyond the limit" in \
+        check.message
 
 
 def test_a_turn_without_pauses_has_no_cut_in_fields():

@@ -353,12 +353,71 @@ def test_admission_waits_while_the_limit_is_reached():
     assert budget.lowest == 1 and budget.active == 0
 
 
-# --- the summary's warning ----------------------------------------------------------------------
+# --- the summary's warning: only when something is at stake -----------------------------------
 
-def test_the_warning_counts_the_affected_trials_and_says_what_to_do():
+def _degraded_trial(trial: int, *, bound_ms: float, latency_ms: float, limit_ms: float
+                    ) -> tuple[TrialReport, list[TurnMetrics]]:
+    """A trial whose reply is timing-degraded by ``bound_ms``, judged against ``limit_ms``."""
+    turns = [_turn(0, latency=latency_ms)]
+    turns[0].timing_degraded, turns[0].stamp_error_bound_ms = True, bound_ms
+    quality = MeasurementQuality(loop_lag_ms=_LAGGED, degraded=True, scope="turn",
+                                 tolerances=tolerances_of(MeasurementConfig()),
+                                 reasons=["turn-000: x"], degraded_turns=["turn-000"])
+    scenario = ScenarioConfig.model_validate({"id": "s", "eval_spec": {
+        "max_first_audio_latency_ms": limit_ms}})
+    verdicts = deterministic_verdicts(
+        scenario=scenario, persona=PersonaConfig(name="p"), transcript=[],
+        exit_reason="max_turns", outcome_status="unavailable", outcome=None, outcome_error=None,
+        measurement=quality, turn_metrics=turns)
+    status = "inconclusive" if any(v.status == "inconclusive" for v in verdicts) else "passed"
+    report = TrialReport(
+        trial=trial, trial_id=f"trial-{trial:03d}", seed=trial, session_id="s", scenario_id="s",
+        persona="p", environment="quiet", adapter="fake", trace_id="0" * 32,
+        execution_status="succeeded", exit_reason="max_turns", passed=status == "passed",
+        status=status, started_at="", ended_at="", duration_seconds=1.0, verdicts=verdicts,
+        measurement_degraded=True)
+    return report, turns
+
+
+def _warnings(*trials: tuple[TrialReport, list[TurnMetrics]], gates=()) -> list[str]:
+    return run_statistics([t[0] for t in trials], [t[1] for t in trials],
+                          statistics=StatisticsConfig(), gates=list(gates)).measurement_warnings
+
+
+def test_degraded_trials_whose_errors_change_nothing_are_counted_not_announced():
+    """The alarm-fatigue case: every trial's reply is degraded (30 ms > the 25 ms tolerance),
+    but 300 ms + 30 ms cannot reach a 2000 ms limit and 30 ms is within the documented 40 ms:
+    no warning line, the report still counts them."""
     from voicelab.cli._run import degraded_warning
 
-    assert degraded_warning(0, 12) is None
-    warning = degraded_warning(3, 12)
-    assert warning is not None and warning.startswith("warning: measurement degraded in 3 of 12")
-    assert "fewer concurrent trials per worker" in warning and "more workers" in warning
+    trials = [_degraded_trial(i, bound_ms=30.0, latency_ms=300.0, limit_ms=2000.0)
+              for i in (1, 2, 3)]
+    assert _warnings(*trials) == []
+    assert degraded_warning([], 3, 3) is None
+
+
+def test_a_verdict_the_error_could_change_warns_once():
+    from voicelab.cli._run import degraded_warning
+
+    at_stake = _degraded_trial(1, bound_ms=30.0, latency_ms=480.0, limit_ms=500.0)
+    calm = _degraded_trial(2, bound_ms=30.0, latency_ms=300.0, limit_ms=2000.0)
+    warnings = _warnings(at_stake, calm)
+    assert warnings == ["1 trial(s) have a timing verdict its possible error could change "
+                        "(first_audio_latency: inconclusive)"]
+    line = degraded_warning(warnings, 2, 2)
+    assert line is not None and line.startswith("warning: the evaluator's event loop lagged "
+                                                "where it matters: 1 trial(s)")
+    assert "2 of 2 trial(s) degraded" in line and "fewer concurrent trials per worker" in line
+
+
+def test_an_error_beyond_the_documented_accuracy_warns():
+    beyond = _degraded_trial(1, bound_ms=120.0, latency_ms=300.0, limit_ms=2000.0)
+    assert _warnings(beyond) == ["1 response(s) in 1 trial(s) may be off by more than the "
+                                 "documented 40 ms (up to 120 ms)"]
+
+
+def test_a_timing_gate_that_left_degraded_responses_out_warns():
+    calm = _degraded_trial(1, bound_ms=30.0, latency_ms=300.0, limit_ms=2000.0)
+    gate = GateConfig(metric="first_audio_latency_ms", quantile=0.5, max=1000)
+    assert _warnings(calm, gates=[gate]) == [
+        "the first_audio_latency_ms gate left out 1 timing-degraded response(s)"]

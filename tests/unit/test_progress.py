@@ -35,7 +35,7 @@ def _finished(trial_id: str, seed: int, *, passed: bool, failed=()) -> SimpleNam
                               execution_status="succeeded", exit_reason="endpoint_completion",
                               failed_verdicts=list(failed), inconclusive_verdicts=[],
                               attempts=1, measurement_degraded=False)
-    report = SimpleNamespace(passed=passed, failures=[], scenario_id="booking",
+    report = SimpleNamespace(passed=passed, failures=[], verdicts=[], scenario_id="booking",
                              persona="Jordan", environment="quiet")
     return SimpleNamespace(report=report, summary=summary)
 

@@ -23,18 +23,34 @@ _POINT_COLUMNS = ("pause_ms", "turns", "cut_ins", "cut_in_probability", "cut_in_
                   "latency_median_high_ms")
 
 
-def _observations(turns: pd.DataFrame) -> list[Hesitation]:
-    if "user_pauses_ms" not in turns.columns or "product_cut_in" not in turns.columns:
+#: What a curve's x-axis is: the nominal pause the script asked for, or the silence an 8 kHz
+#: phone line carries around it (docs/endpointing.md), by the turns frame's column.
+PAUSE_AXES = {"nominal": "user_pauses_ms", "phone_band": "user_pauses_phone_band_ms"}
+
+
+def _observations(turns: pd.DataFrame, *, pause: str = "nominal",
+                  bin_ms: float | None = None) -> list[Hesitation]:
+    if pause not in PAUSE_AXES:
+        raise ValueError(f"unknown pause axis {pause!r}; expected one of "
+                         f"{', '.join(PAUSE_AXES)}")
+    column = PAUSE_AXES[pause]
+    if column not in turns.columns or "product_cut_in" not in turns.columns:
         return []
     found = []
     latency = turns["response_latency_ms"] if "response_latency_ms" in turns.columns \
         else pd.Series([None] * len(turns), index=turns.index)
-    for pauses, cut_in, late in zip(turns["user_pauses_ms"], turns["product_cut_in"], latency,
+    for pauses, cut_in, late in zip(turns[column], turns["product_cut_in"], latency,
                                     strict=True):
-        if not isinstance(pauses, list | tuple | np.ndarray) or len(pauses) == 0 \
-                or cut_in is None or pd.isna(cut_in):
+        if not isinstance(pauses, list | tuple | np.ndarray) or cut_in is None \
+                or pd.isna(cut_in):
             continue
-        found.append(Hesitation(float(max(pauses)), bool(cut_in),
+        lengths = [float(p) for p in pauses if p is not None and not pd.isna(p)]
+        if not lengths:
+            continue
+        longest = max(lengths)
+        if bin_ms:
+            longest = round(longest / bin_ms) * bin_ms
+        found.append(Hesitation(longest, bool(cut_in),
                                 None if late is None or pd.isna(late) else float(late)))
     return found
 
@@ -48,14 +64,20 @@ def _groups(turns: pd.DataFrame, by: str | None) -> list[tuple[str | None, pd.Da
 
 
 def endpointing_frame(turns: pd.DataFrame, *, by: str | None = None,
-                      statistics: StatisticsConfig | None = None) -> pd.DataFrame:
+                      statistics: StatisticsConfig | None = None, pause: str = "nominal",
+                      bin_ms: float | None = None) -> pd.DataFrame:
     """One row per pause length (and value of ``by``): hesitation turns, cut-ins, the cut-in
     probability with its interval, the waited-through latency's median with its interval, and
-    the group's ``half_cut_in_pause_ms`` (how it was found: ``half_cut_in``)."""
+    the group's ``half_cut_in_pause_ms`` (how it was found: ``half_cut_in``).
+
+    ``pause``: the x-axis, ``nominal`` (the script's pause) or ``phone_band`` (the silence an
+    8 kHz phone line carries around it: longer by the edges of the neighbouring words outside
+    the telephone band); ``bin_ms`` groups the pauses to that step (the phone-band silences
+    differ turn by turn: 20 ms makes points of them)."""
     statistics = statistics or StatisticsConfig()
     rows = []
     for label, part in _groups(turns, by):
-        curve = endpointing_curve(_observations(part), statistics)
+        curve = endpointing_curve(_observations(part, pause=pause, bin_ms=bin_ms), statistics)
         if curve is None:
             continue
         for point in curve.points:

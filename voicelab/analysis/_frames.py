@@ -65,7 +65,7 @@ from ..artifacts import (
 from ..errors import ConfigError
 from ..scoring import proportion_interval
 from ._events import EventColumns, read_events
-from ._rates import RATE_COLUMNS, counted, pass_curve_table
+from ._rates import RATE_COLUMNS, counted, judged_trials, pass_curve_table
 
 logger = logging.getLogger(__name__)
 
@@ -556,6 +556,7 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
     """Each run's pass rate, per-verdict and per-judge rates (counted trials only) and the
     judge-corrected rates its report holds."""
     keep = counted(trials)
+    rated = judged_trials(trials)  # the run's pass rate leaves unjudged trials out
     passed = trials["passed"].fillna(False).astype(bool).to_numpy() if len(trials) else \
         np.zeros(0, dtype=bool)
     undecided = (trials["status"].astype(object) == "inconclusive").to_numpy(dtype=bool) \
@@ -566,6 +567,8 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
         mask = keep[index] if len(index) else np.zeros(0, dtype=bool)
         if errors and len(frame):
             mask &= (frame["status"].astype(object) != "error").to_numpy()
+        if not errors and len(frame) and "status" in frame:
+            mask &= (frame["status"].astype(object) != "not_applicable").to_numpy()
         return pd.DataFrame({"run": run_index[index][mask] if len(index) else [],
                              "name": frame["name"].astype(object).to_numpy()[mask],
                              "passed": frame["passed"].to_numpy(dtype=bool)[mask],
@@ -586,7 +589,7 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
             return proportion_interval(hits, n, confidence=confidence,
                                        method=method).to_dict()  # type: ignore[arg-type]
 
-        mine = (run_index == number) & keep
+        mine = (run_index == number) & rated
         rows.append({**base, "kind": "run", "name": None, "critical": None,
                      **rate(int(passed[mine].sum()), int(mine.sum())),
                      "inconclusive": int(undecided[mine].sum())})

@@ -3,8 +3,9 @@ the trials frame (by run, cell, persona, environment, label...).
 
 The same estimators as the run report (:mod:`voicelab.scoring`): a Wilson or Clopper-Pearson
 interval of the share of trials that passed, and pass@k = 1 - C(n-c,k)/C(n,k), pass^k =
-C(c,k)/C(n,k) for every k <= n. Interrupted trials (exit reason ``cancelled``) are left out, as
-the run report leaves them out; execution failures count as not passed.
+C(c,k)/C(n,k) for every k <= n. Interrupted trials (exit reason ``cancelled``) and trials
+nothing judged (status ``unjudged``) are left out, as the run report leaves them out; execution
+failures count as not passed.
 """
 
 from __future__ import annotations
@@ -36,9 +37,16 @@ def _columns(by: str | Sequence[str] | None, frame: pd.DataFrame) -> list[str]:
     return names
 
 
+def judged_trials(trials: pd.DataFrame) -> np.ndarray:
+    """Which counted trials something judged (not ``unjudged``): a pass rate's trials."""
+    if "status" not in trials.columns:
+        return counted(trials)
+    return counted(trials) & (trials["status"].astype(object) != "unjudged").to_numpy(dtype=bool)
+
+
 def _groups(trials: pd.DataFrame, names: list[str]) -> list[tuple[tuple[object, ...], int, int]]:
-    """(group key, trials counted, passed) per group, in the frame's category order."""
-    kept = trials[counted(trials)]
+    """(group key, trials judged, passed) per group, in the frame's category order."""
+    kept = trials[judged_trials(trials)]
     passed = kept["passed"].fillna(False).astype(bool) if "passed" in kept.columns else \
         pd.Series(False, index=kept.index)
     if not names:

@@ -9,6 +9,9 @@ trial and seed so a CI's history follows the same trial across builds:
   (critical first) and each failed critical judge; an inconclusive trial (nothing failed, a
   critical verdict undecided after its retries) is a ``<failure type="inconclusive">`` whose
   message says so and why (not judged is not passed);
+- a trial that nothing judged (``unjudged``: an ingested call without a run file, or whose
+  verdicts all need a simulation) is ``<skipped type="unjudged">``: neither a pass nor a
+  failure, and its message names the verdicts that did not apply;
 - planned trials that never ran (an interrupted run) are one ``<error>`` test case;
 - a cell that ``--history`` found flaky (``flakiness.json`` beside the run or sweep report)
   says so the way CI servers read it: a ``flaky`` property (``true``) on its suite and on each
@@ -136,7 +139,8 @@ def _one_line(text: str) -> str:
 
 
 def _verdict_lines(report: dict[str, Any]) -> list[str]:
-    failed = [v for v in report.get("verdicts") or [] if not v.get("passed")]
+    failed = [v for v in report.get("verdicts") or []
+              if not v.get("passed") and v.get("status") != "not_applicable"]
     failed.sort(key=lambda v: not v.get("critical", True))  # critical first, order kept
     lines = [f"{v.get('name')}: {v.get('why') or 'failed'}"
              + ("" if v.get("critical", True) else " (advisory)") for v in failed]
@@ -165,6 +169,12 @@ def _trial_case(cell: str, trial_dir: Path) -> _Case:
                  else "a critical verdict could not be decided"), *verdicts[1:]]
         case.outcome, case.kind = "failure", "inconclusive"
         case.message, case.details = _one_line(lines[0]), "\n".join(lines)
+    elif report.get("status") == "unjudged":  # nothing applied: not a pass, not a failure
+        skipped = [str(v.get("name")) for v in report.get("verdicts") or []
+                   if v.get("status") == "not_applicable"]
+        case.outcome, case.kind = "skipped", "unjudged"
+        case.message = _one_line("unjudged: no critical verdict or judge applies" + (
+            f" (not applicable: {', '.join(skipped)})" if skipped else ""))
     elif not report.get("passed"):
         lines = verdicts or [f"the trial did not pass ({report.get('exit_reason')})"]
         case.outcome, case.kind = "failure", "verdict"

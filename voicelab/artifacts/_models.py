@@ -104,8 +104,10 @@ class Verdict(ArtifactModel):
     passed: bool
     critical: bool = True
     #: ``inconclusive``: there was nothing to judge (no transcript, no barge-in, no audio);
-    #: never a pass (a critical inconclusive verdict fails the trial)
-    status: Literal["passed", "failed", "inconclusive"] = "failed"
+    #: never a pass (a critical inconclusive verdict fails the trial). ``not_applicable``: the
+    #: verdict needs a simulated call and this one was recorded (an ingested call's
+    #: ``expected_exit`` or outcome): it neither passes nor fails the trial
+    status: Literal["passed", "failed", "inconclusive", "not_applicable"] = "failed"
     why: str = ""
     expected: Any = None
     observed: Any = None
@@ -207,8 +209,10 @@ class TrialReport(Versioned):
     #: ``measurement_quality``): timing verdicts the error could change are inconclusive
     measurement_degraded: bool = False
     #: ``passed`` / ``failed``; ``inconclusive``: nothing failed but a critical verdict could
-    #: not be decided (never a pass). Absent in bundles written before it was kept.
-    status: Literal["passed", "failed", "inconclusive"] | None = None
+    #: not be decided (never a pass); ``unjudged``: it executed and nothing judged it (no
+    #: critical verdict applied, no critical judge: an ingested call without a run file; not a
+    #: pass, not a failure). Absent in bundles written before it was kept.
+    status: Literal["passed", "failed", "inconclusive", "unjudged"] | None = None
     #: which attempt of this trial this report is (an inconclusive trial is run again, same
     #: seed); the earlier attempts are listed in ``attempts``, their evidence kept
     attempt: int = 1
@@ -249,7 +253,7 @@ class TrialSummary(ArtifactModel):
     path: str
     #: the trial's timings were degraded by the evaluator's own loop lag
     measurement_degraded: bool = False
-    status: Literal["passed", "failed", "inconclusive"] | None = None
+    status: Literal["passed", "failed", "inconclusive", "unjudged"] | None = None
     inconclusive_verdicts: list[str] = Field(default_factory=list)
     attempts: int = 1
 

@@ -181,6 +181,13 @@ class RunReport(Versioned):
     #: trials run again because an attempt was inconclusive
     inconclusive_trials: int = 0
     retried_trials: int = 0
+    #: what the evaluator's own loop lag puts at stake (a timing verdict or gate its error
+    #: could change, a response beyond the documented accuracy): the CLI's one warning line;
+    #: empty when ``degraded_trials`` are only counted
+    measurement_warnings: list[str] = Field(default_factory=list)
+    #: executed trials that nothing judged (status ``unjudged``: no critical verdict applied,
+    #: no critical judge), left out of the pass rates and pass@k / pass^k; not a failure
+    unjudged_trials: int = 0
     message: str = ""
     #: ``--label``: names the run in frames and reports
     label: str | None = None

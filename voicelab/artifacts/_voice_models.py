@@ -17,7 +17,8 @@ from ._talk_models import EntityMetrics, TalkMetrics
 SignalStats = SignalAnalysis
 #: TurnMetrics fields of a hesitation turn only (absent from every other turn's document)
 HESITATION_FIELDS = ("user_pauses_ms", "product_cut_in", "cut_in_pause_index",
-                     "cut_in_after_pause_ms")
+                     "cut_in_after_pause_ms", "answer_after_cut_in_ms",
+                     "user_pauses_phone_band_ms")
 
 
 class ProbeOutcome(ArtifactModel):
@@ -184,6 +185,13 @@ class TurnMetrics(ArtifactModel):
     product_cut_in: bool | None = None
     cut_in_pause_index: int | None = None
     cut_in_after_pause_ms: float | None = None
+    #: a cut-into turn: the latency of the product's answer after the user finished (its first
+    #: speech after the user's end that is not the cut-in reply running on; None: no such
+    #: speech). Its ``response_latency_ms`` and ``first_audio_latency_ms`` are None
+    answer_after_cut_in_ms: float | None = None
+    #: each pause as an 8 kHz phone line carries it: the silence around it in the turn's audio
+    #: as sent, kept to the telephone band (300-3400 Hz); None: noise fills it
+    user_pauses_phone_band_ms: list[float | None] | None = None
 
     @model_serializer(mode="wrap")
     def _hesitation_only_when_measured(self, handler: SerializerFunctionWrapHandler

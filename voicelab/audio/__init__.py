@@ -40,10 +40,13 @@ from ._polyphase import FixedLatencyResampler, kaiser_lowpass
 from ._resample import StreamingResampler
 from ._signal import (
     SILENCE_THRESHOLD,
+    TELEPHONE_BAND_HZ,
     SignalAnalysis,
     analyze_signal,
     analyze_signals,
     audible_edges,
+    silence_around,
+    telephone_band,
 )
 from ._tone import EDGE_SECONDS as TONE_EDGE_SECONDS
 from ._tone import tone_speech, tone_speech_seconds
@@ -73,7 +76,10 @@ __all__ = [
     "PCM16_MAX",
     "PCM16_MIN",
     "SILENCE_THRESHOLD",
+    "TELEPHONE_BAND_HZ",
     "audible_edges",
+    "silence_around",
+    "telephone_band",
     "VAD_BACKENDS",
     "AudioFormat",
     "Channel",

@@ -24,6 +24,7 @@ from ._run import (
     _write_junit,
     run_until_signal,
     trial_line,
+    unjudged_note,
 )
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def _summary(outcome: IngestOutcome) -> int:
               f"{trial.report.product_responses} response(s), {barge_ins} barge-in(s), "
               f"response latency p50 {_fmt_ms(latency.p50)}; "
               + trial_line(trial.summary, trial.report))
-    print(f"{report.passed_trials}/{report.trial_count} call(s) passed")
+    print(f"{report.passed_trials}/{report.trial_count} call(s) passed{unjudged_note(report)}")
     _print_statistics(report)
     for problem in outcome.write_errors:
         print(f"execution failed: {problem}")

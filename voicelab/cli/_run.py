@@ -13,7 +13,7 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -306,16 +306,17 @@ def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"executor": args.executor, "workers": args.workers, "scheduler": args.scheduler}
 
 
-def degraded_warning(degraded: int, executed: int) -> str | None:
-    """The summary's warning when the evaluator's own loop lag made timings untrustworthy."""
-    if not degraded:
+def degraded_warning(warnings: Sequence[str], degraded: int, executed: int) -> str | None:
+    """The summary's one warning line, only when the evaluator's own loop lag puts something at
+    stake (``RunReport.measurement_warnings``: a verdict or gate its error could change, a
+    response beyond the documented accuracy). Degraded trials whose errors change nothing are
+    counted in the report (``degraded_trials``), not announced."""
+    if not warnings:
         return None
-    return (f"warning: measurement degraded in {degraded} of {executed} trial(s): the "
-            f"evaluator's event loop lagged beyond its tolerances around some responses' "
-            f"arrivals (voice-metrics.json measurement_quality, turns' timing_degraded), so "
-            f"their timing metrics may be off by as much and the timing verdicts resting on "
-            f"them are inconclusive; run fewer concurrent trials per worker "
-            f"(--concurrency) or more workers, or set measurement.lag_budget_ms")
+    return (f"warning: the evaluator's event loop lagged where it matters: "
+            f"{'; '.join(warnings)} ({degraded} of {executed} trial(s) degraded: voice-metrics.json "
+            f"measurement_quality); run fewer concurrent trials per worker (--concurrency) or "
+            f"more workers, or set measurement.lag_budget_ms")
 
 
 def _amount(amount: float | None, currency: str | None) -> str:
@@ -359,7 +360,15 @@ def _lag_budget_line(report: RunReport) -> str | None:
 
 
 #: How the summary line names a trial's status.
-_STATUS_WORD = {"passed": "pass", "failed": "FAIL", "inconclusive": "INCONCLUSIVE"}
+_STATUS_WORD = {"passed": "pass", "failed": "FAIL", "inconclusive": "INCONCLUSIVE",
+                "unjudged": "unjudged"}
+
+
+def unjudged_note(report: RunReport) -> str:
+    """``, 2 unjudged (nothing applied: not in the pass rate)`` when some trial was unjudged."""
+    if not report.unjudged_trials:
+        return ""
+    return f", {report.unjudged_trials} unjudged (nothing applied: not in the pass rate)"
 
 
 def trial_line(summary: TrialSummary, report: TrialReport) -> str:
@@ -375,10 +384,13 @@ def trial_line(summary: TrialSummary, report: TrialReport) -> str:
             detail += f", failed: {', '.join(summary.failed_verdicts)}"
         if summary.inconclusive_verdicts:
             detail += f", undecided: {', '.join(summary.inconclusive_verdicts)}"
+        if status == "unjudged":
+            detail += ", no critical verdict or judge applies"
+        not_applicable = [v.name for v in report.verdicts if v.status == "not_applicable"]
+        if not_applicable:
+            detail += f", not applicable: {', '.join(not_applicable)}"
     if summary.attempts > 1:
         detail += f", attempt {summary.attempts} (earlier inconclusive)"
-    if summary.measurement_degraded:
-        detail += ", measurement degraded"
     return f"{summary.trial_id} seed {summary.seed}: {_STATUS_WORD[status]} ({detail})"
 
 
@@ -396,13 +408,15 @@ def print_run_summary(outcome: RunOutcome, *, trial_lines: bool = True) -> None:
         if report.inconclusive_trials else ""
     retried = f", {report.retried_trials} retried after an inconclusive attempt" \
         if report.retried_trials else ""
-    print(f"{report.passed_trials}/{report.trial_count} trial(s) passed{undecided}{retried}; "
+    print(f"{report.passed_trials}/{report.trial_count} trial(s) passed{undecided}"
+          f"{unjudged_note(report)}{retried}; "
           f"pass@k {str(report.pass_at_k).lower()}, pass^k {str(report.pass_power_k).lower()}")
     _print_statistics(report)
     if report.endpointing is not None:
         print(endpointing_line(report.endpointing))
     for line in (_lag_budget_line(report),
-                 degraded_warning(report.degraded_trials, report.executed_trials)):
+                 degraded_warning(report.measurement_warnings, report.degraded_trials,
+                                  report.executed_trials)):
         if line:
             print(line)
     if report.message:
@@ -547,8 +561,10 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
         print(f"stopped after {stopped} trial(s) did not pass (--fail-fast {stopped}): "
               f"{report.conversations - report.executed_trials} planned conversation(s) did "
               "not run")
-    warning = degraded_warning(sum(c.report.degraded_trials for c in outcome.cells),
-                               report.executed_trials)
+    warning = degraded_warning(
+        [f"{Path(c.bundle_path).name}: {line}" for c in outcome.cells
+         for line in c.report.measurement_warnings],
+        sum(c.report.degraded_trials for c in outcome.cells), report.executed_trials)
     if warning:
         print(warning)
     telemetry = telemetry_line([c.report.telemetry for c in outcome.cells if c.report.telemetry])

@@ -143,9 +143,17 @@ class PersonaConfig(VoicedPersona):
 
 
 class ScriptTurn(StrictModel):
+    """One line of a script (docs/scripts.md): said in reply to the first product response whose
+    transcript contains one of ``keywords`` (any response when there are none)."""
+
+    #: a label for people (what the product says that this turn answers): never matched
     trigger: str = ""
     response: str = ""
+    #: case-insensitive substrings of the product's transcript that make this turn the reply
     keywords: list[str] = Field(default_factory=list)
+    #: the trial does not need this turn said: the ``script_turns_said`` verdict leaves it out,
+    #: and a script whose unsaid turns are all optional is complete
+    optional: bool = False
     audio_path: Path | None = None
     interrupt_after_seconds: NonNegativeFloat | None = None
     #: ``speech``: an ordinary turn (a barge-in when it has ``interrupt_after_seconds``);

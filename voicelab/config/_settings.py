@@ -3,6 +3,7 @@ against a pydantic model: one place that turns a validation failure into a one-l
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,16 +21,36 @@ def settings_error(error: ValidationError, *, model: type[BaseModel], key: str |
     """The first problem of ``error`` as a :class:`ConfigError` keyed ``<key>.<field>``.
 
     The message never repeats the offending value (settings may hold secrets); an unknown
-    setting lists the allowed ones."""
-    first = error.errors(include_input=False, include_url=False)[0]
+    setting lists the allowed ones and comes first: a typo (``databse``) also leaves the setting
+    it meant missing, and "Field required" would name the key the user did write.
+    """
+    problems = error.errors(include_input=False, include_url=False)
+    first = next((problem for problem in problems if problem.get("type") == "extra_forbidden"),
+                 problems[0])
     # pydantic adds the tag of a union branch to the location: keep field names and indices
     location = format_key_path([part for part in first.get("loc", ())
                                 if isinstance(part, int) or str(part).isidentifier()])
     message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
     if first.get("type") == "extra_forbidden":
-        message = f"unknown setting (allowed: {', '.join(sorted(model.model_fields))})"
+        allowed = sorted(_fields_at(model, first.get("loc", ())[:-1]))
+        guess = difflib.get_close_matches(str(first.get("loc", ("",))[-1]), allowed, n=1)
+        meant = f"did you mean {guess[0]!r}? " if guess else ""
+        message = f"unknown setting ({meant}allowed: {', '.join(allowed)})"
     full_key = ".".join(part for part in (key, location) if part) or None
     return ConfigError(message, source=source, key=full_key)
+
+
+def _fields_at(model: type[BaseModel], location: tuple[Any, ...]) -> list[str]:
+    """The field names of the (nested) model at ``location``; the top model's when the path
+    leads through something else (a list, a union)."""
+    current: Any = model
+    for part in location:
+        field = current.model_fields.get(part) if isinstance(part, str) else None
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return list(model.model_fields)
+        current = annotation
+    return list(current.model_fields)
 
 
 def parse_settings(model: type[Model], settings: Mapping[str, Any] | Model | None, *,

@@ -1,5 +1,13 @@
 """Parsing YAML with bounds: a config file has a size limit and its aliases a budget.
 
+Plain scalars are typed by the YAML 1.2 core schema, not PyYAML's YAML 1.1 rules: under 1.1
+``requested_reminder: 17:00`` is the sexagesimal integer 1020, ``country: no`` the boolean
+false, ``mode: 0755`` the octal 493 and ``day: 2026-12-02`` a date; in a configuration those
+are a clock time, a word, a number and a date the user wrote, so they stay what they look like.
+Only ``true``/``false`` (three casings) are booleans, ``null``/``~``/empty is null, decimal,
+``0o`` and ``0x`` integers and decimal floats are numbers; everything else is a string. The
+merge key ``<<`` is kept (YAML 1.2 dropped it, but anchored configs use it).
+
 A "billion laughs" document (``a: &a [x, x]``, ``b: &b [*a, *a]``, ...) is a few hundred bytes
 that PyYAML composes into a few shared nodes; every consumer that walks it as a tree
 (``${VAR}`` interpolation, validation, JSON for ``evaluator.init`` and the resolved documents)
@@ -11,12 +19,19 @@ constructed from it.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from .._atomic import file_kind
 from ..errors import ConfigError
@@ -95,8 +110,70 @@ class ExpansionError(yaml.YAMLError):
         self.key_path = key_path
 
 
-class BoundedSafeLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a document beyond the expansion budget before building it."""
+_CORE_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_CORE_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_CORE_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_CORE_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                         r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+_MERGE = re.compile(r"^(?:<<)$")
+
+
+class CoreSchemaResolver(Resolver):
+    """Implicit tags of the YAML 1.2 core schema (plus the merge key): nothing else is typed."""
+
+    yaml_implicit_resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
+
+
+for _tag, _pattern, _first in (
+        ("tag:yaml.org,2002:bool", _CORE_BOOL, "tTfF"),
+        ("tag:yaml.org,2002:null", _CORE_NULL, ["~", "n", "N", ""]),
+        ("tag:yaml.org,2002:int", _CORE_INT, "-+0123456789"),
+        ("tag:yaml.org,2002:float", _CORE_FLOAT, "-+0123456789."),
+        ("tag:yaml.org,2002:merge", _MERGE, "<")):
+    CoreSchemaResolver.add_implicit_resolver(_tag, _pattern, list(_first))
+
+
+class CoreSchemaConstructor(SafeConstructor):
+    """Core-schema numbers: ``0755`` is decimal 755, ``0o755`` octal, no ``_`` or ``1:30``."""
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        value = self.construct_scalar(node)
+        if not isinstance(value, str) or not _CORE_INT.match(value):
+            raise ConstructorError(None, None, f"not an integer: {value!r}", node.start_mark)
+        if value.startswith("0o"):
+            return int(value[2:], 8)
+        if value.startswith("0x"):
+            return int(value[2:], 16)
+        return int(value, 10)
+
+    def construct_yaml_float(self, node: ScalarNode) -> float:
+        value = self.construct_scalar(node)
+        if not isinstance(value, str) or not _CORE_FLOAT.match(value):
+            raise ConstructorError(None, None, f"not a number: {value!r}", node.start_mark)
+        special = value.lower().lstrip("+")
+        if special in (".inf", "-.inf", ".nan"):
+            return float(special.replace(".", ""))
+        return float(value)
+
+
+CoreSchemaConstructor.add_constructor("tag:yaml.org,2002:int",
+                                      CoreSchemaConstructor.construct_yaml_int)
+CoreSchemaConstructor.add_constructor("tag:yaml.org,2002:float",
+                                      CoreSchemaConstructor.construct_yaml_float)
+
+
+class BoundedSafeLoader(Reader, Scanner, Parser, Composer, CoreSchemaConstructor,
+                        CoreSchemaResolver):
+    """A safe loader with YAML 1.2 core-schema scalars that refuses a document beyond the
+    expansion budget before building it."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        Composer.__init__(self)
+        CoreSchemaConstructor.__init__(self)
+        CoreSchemaResolver.__init__(self)
 
     def get_single_node(self) -> Node | None:
         node = super().get_single_node()
@@ -106,7 +183,8 @@ class BoundedSafeLoader(yaml.SafeLoader):
 
 
 def safe_load(text: str) -> Any:
-    """``yaml.safe_load`` within the expansion budget (raises :class:`ExpansionError` past it)."""
+    """``yaml.safe_load`` with core-schema scalars, within the expansion budget (raises
+    :class:`ExpansionError` past it)."""
     return yaml.load(text, Loader=BoundedSafeLoader)  # noqa: S506 - a SafeLoader subclass
 
 

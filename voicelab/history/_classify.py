@@ -82,19 +82,22 @@ def record_of(report: dict[str, Any]) -> RunRecord:
     if not isinstance(report, dict):
         raise ValueError("expected a JSON object")
     executed, passed = _count(report, "executed_trials"), _count(report, "passed_trials")
-    if passed > executed:
+    # a trial nothing judged is no pass and no failure (a report before it was counted: 0)
+    unjudged = _count(report, "unjudged_trials") if "unjudged_trials" in report else 0
+    if passed + unjudged > executed:
         raise ValueError("passed_trials: more than executed_trials")
     return RunRecord(run_id=_text(report, "run_id"), started_at=_text(report, "started_at"),
                      cell=(_text(report, "scenario_id"), _text(report, "persona"),
                            _text(report, "environment")),
-                     trials=executed, passed=passed)
+                     trials=executed - unjudged, passed=passed)
 
 
 def record_of_report(report: RunReport) -> RunRecord:
     """This run's (or a sweep cell's) record, from its final report."""
     return RunRecord(run_id=report.run_id, started_at=report.started_at,
                      cell=(report.scenario_id, report.persona, report.environment),
-                     trials=report.executed_trials, passed=report.passed_trials)
+                     trials=report.executed_trials - report.unjudged_trials,
+                     passed=report.passed_trials)
 
 
 def read_history(location: str | os.PathLike[str]) -> tuple[list[RunRecord], list[str]]:

@@ -285,8 +285,8 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
                 problems.append(problem)
             elif options.link_latest:
                 point_latest(root, bundle)  # last: latest names a bundle with its report
-            logger.info("ingest %s %s: %d/%d call(s) passed", run_id, status,
-                        report.passed_trials, report.trial_count)
+            logger.info("ingest %s %s: %d/%d call(s) passed, %d unjudged", run_id, status,
+                        report.passed_trials, report.trial_count, report.unjudged_trials)
             outcome = IngestOutcome(report, bundle, results, problems, calls=sources)
     if log.failed:
         problems.append(f"could not write {EVALUATOR_LOG}: {log.failed}")

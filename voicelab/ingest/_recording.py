@@ -44,6 +44,7 @@ from ..recording import (
     UserTurnStarted,
     samples_to_ns,
 )
+from ..scoring import CALL_ENDED  # how a recorded call ends: when its recording does
 from ._turns import CallTurns
 
 #: Audio per recorded chunk (both legs): the timeline is exact whatever the size; this only
@@ -52,8 +53,6 @@ CHUNK_MS = 100
 #: How much of the silence after a turn's speech a replay sends with it (a live line's product
 #: hears the end of speech by its own silence detection).
 REPLAY_TAIL_MS = 300
-#: How a call ended: the recording ended (an ingested call has no other ending to report).
-CALL_ENDED = "call_ended"
 #: ``user.turn_started`` ``source_kind`` and ``speech.synthesized`` ``provider`` of a real caller
 PRODUCTION = "production"
 

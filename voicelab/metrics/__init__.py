@@ -9,6 +9,7 @@ from ._entities import (
 )
 from ._entity_text import entity_value, numbers_in, occurs
 from ._measurement import (
+    DOCUMENTED_ACCURACY_MS,
     LATE_TICK_FLOOR_MS,
     LATE_TICKS_ATTRIBUTE,
     LateTicks,
@@ -47,6 +48,7 @@ from ._voice import (
 
 __all__ = [
     "STEP_EVENTS",
+    "DOCUMENTED_ACCURACY_MS",
     "LATE_TICK_FLOOR_MS",
     "LATE_TICKS_ATTRIBUTE",
     "PERCENTILES",

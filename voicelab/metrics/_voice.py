@@ -71,7 +71,7 @@ from ..recording import (
     conversion_delay_ns,
     samples_to_ns,
 )
-from ._cut_in import cut_in_fields, pauses_on_timeline
+from ._cut_in import cut_in_fields, pauses_on_timeline, pauses_through_phone_band
 from ._placement import STEP_EVENTS, Placement, audible_extent_ns, audible_ns, silent_runs_ns
 from ._selectivity import echo_of, overlap_ns, probe_outcomes, self_interruptions
 from ._talk import talk_metrics
@@ -274,6 +274,13 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     user_speech = sorted((start, end) for start, end in
                          (_user_speech_ns(turn, users, placement) for turn in users)
                          if start is not None and end is not None)
+    hangover_ms = float(listener.get("reply_end_hangover_ms", 700.0))
+
+    def cut_in_of(turn_id: str) -> dict[str, Any]:
+        sent = _joined(user_stream, user_chunks[turn_id]) if turn_id in user_chunks else None
+        return _cut_in(turn_id, users, placement, speech, heard_delay_ns, converting_ns,
+                       hangover_ns=int(hangover_ms * 1_000_000), sent=sent)
+
     turns: list[TurnMetrics] = []
     for index, turn_id in enumerate(order):
         found = responses[turn_id]
@@ -308,6 +315,11 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
                 stop_latency = _ms(max(0, heard[1] - barge_onset - converting_ns)) \
                     if heard else 0.0
                 audio_after = _ms(audible_ns(product_samples, start_ns=after, end_ns=span[1]))
+        cut_in = cut_in_of(turn_id)
+        if cut_in.get("product_cut_in"):
+            # what follows the user's end is first the cut-in reply still playing: no latency
+            # (the answer's is answer_after_cut_in_ms), kept out of every summary and gate
+            latency = first = None
         turns.append(TurnMetrics(
             turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
             reference=reference[1] if reference else None,
@@ -332,18 +344,16 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
                                            if b > span[0] and a < span[1]], user_speech))
             if span else None,
             to_user_delay_ms=_ms(heard_delay_ns) if to_user else None,
-            **_line_fields(line_turns, turn_id),
-            **_cut_in(turn_id, users, placement, speech, heard_delay_ns, converting_ns)))
+            **_line_fields(line_turns, turn_id), **cut_in))
     # a hesitation turn the product never answered after its end (it cut in, or said nothing)
     for turn_id in sorted(set(users) - set(order)):
-        cut_in = _cut_in(turn_id, users, placement, speech, heard_delay_ns, converting_ns)
+        cut_in = cut_in_of(turn_id)
         if cut_in:
             turns.append(TurnMetrics(turn_id=turn_id, index=len(turns), status="no_response",
                                      output_audio_seconds=0.0, interrupted=False,
                                      user_speech_end_ms=_ms(_user_speech_ns(
                                          turn_id, users, placement)[1]), **cut_in))
     yield
-    hangover_ms = float(listener.get("reply_end_hangover_ms", 700.0))
     user_channel_speech = speech_segments_ns(placement.user)  # who talked how much
     yield
 
@@ -361,9 +371,10 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
 
 
 def _cut_in(turn_id: str, users: dict[str, _UserTurn], placement: Placement,
-            speech: list[tuple[int, int]], heard_delay_ns: int, converting_ns: int
-            ) -> dict[str, Any]:
-    """A hesitation turn's cut-in metrics (:mod:`._cut_in`); {} for any other turn."""
+            speech: list[tuple[int, int]], heard_delay_ns: int, converting_ns: int, *,
+            hangover_ns: int, sent: PcmAudio | None) -> dict[str, Any]:
+    """A hesitation turn's cut-in metrics (:mod:`._cut_in`); {} for any other turn.
+    ``sent``: the turn's audio as sent (its pauses through the telephone band)."""
     user = users.get(turn_id)
     if user is None or not user.pauses:
         return {}
@@ -371,9 +382,12 @@ def _cut_in(turn_id: str, users: dict[str, _UserTurn], placement: Placement,
     pauses = pauses_on_timeline(user.pauses, speech_start_sample=user.speech_start,
                                 line_speech_start_ns=user.line_speech_start_ns,
                                 placed_start_ns=placement.user_turn_start_ns.get(turn_id))
-    return cut_in_fields(pauses, speech_start_ns=start, speech_end_ns=end,
-                         product_speech_ns=speech, heard_delay_ns=heard_delay_ns,
-                         converting_ns=converting_ns)
+    fields = cut_in_fields(pauses, speech_start_ns=start, speech_end_ns=end,
+                           product_speech_ns=speech, heard_delay_ns=heard_delay_ns,
+                           converting_ns=converting_ns, reply_end_hangover_ns=hangover_ns)
+    if fields and sent is not None:
+        fields["user_pauses_phone_band_ms"] = pauses_through_phone_band(sent, user.pauses)
+    return fields
 
 
 def _line_fields(line_turns: dict[str, dict[Any, dict[str, JsonValue]]], turn_id: str

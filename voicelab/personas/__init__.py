@@ -12,11 +12,16 @@ from ._protocol import (
 )
 from ._replay import read_recorded_trial
 
+#: The persona mode that follows a script (the ``script_turns_said`` verdict judges it).
+SCRIPTED_MODE = "scripted"
+#: The persona mode that sends a recorded trial's turns again (docs/replay.md).
+REPLAY_MODE = "replay"
+
 PERSONAS = Registry("persona mode", {
-    "scripted": "voicelab.personas._scripted:ScriptedPersona",
+    SCRIPTED_MODE: "voicelab.personas._scripted:ScriptedPersona",
     "synthesizer": "voicelab.personas._synthesizer:SynthesizerPersona",
     "realtime": "voicelab.personas._realtime:RealtimePersona",
-    "replay": "voicelab.personas._replay:ReplayPersona",
+    REPLAY_MODE: "voicelab.personas._replay:ReplayPersona",
 })
 
 __all__ = [
@@ -26,7 +31,9 @@ __all__ = [
     "PersonaDecision",
     "PersonaEnd",
     "ProductResponse",
+    "REPLAY_MODE",
     "RecordedSpeech",
+    "SCRIPTED_MODE",
     "UserTurn",
     "read_recorded_trial",
 ]

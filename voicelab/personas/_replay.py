@@ -78,6 +78,9 @@ class RecordedTurn:
     #: the product response this turn interrupted, and how far into it (None: a normal turn)
     barge_in_of: str | None = None
     after_product_audio_ms: float | None = None
+    #: the script turn it said (a scripted trial's turns), so the replay judges the same
+    #: ``script_turns_said``
+    script_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -187,9 +190,14 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
             clean_audio=clean, mix_summary=mixes.get(turn_id),
             barge_in_of=str(barge.response_turn_id) if barge else None,
             after_product_audio_ms=float(barge.after_product_audio_ms or 0.0)
-            if barge else None))
+            if barge else None, script_index=_script_index(said)))
     return RecordedTrial(trial_dir, int(report.get("seed", 0)), exit_reason, tuple(turns),
                          persona_end)
+
+
+def _script_index(said: UserTurnStarted) -> int | None:
+    index = (said.model_extra or {}).get("script_index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else None
 
 
 def _stream(path: Path) -> np.ndarray:
@@ -248,6 +256,8 @@ class ReplayPersona:
         if recorded.barge_in_of is not None and not barge_in:
             # the new reply ended before the recorded barge-in point: said after it, and said so
             metadata["original_barge_in_of"] = recorded.barge_in_of
+        if recorded.script_index is not None:
+            metadata["script_index"] = recorded.script_index
         return UserTurn(
             text=recorded.text, audio=recorded.audio, source="replay", dtmf=recorded.dtmf,
             recorded=RecordedSpeech(recorded.speech_span, recorded.clean_audio,

@@ -4,8 +4,10 @@ For each product response it searches the unused script turns, in order, for one
 occur (case-insensitively) in the product's transcript; a turn without keywords matches any
 response. When none match it asks the assistant to repeat itself, at most
 ``max_repeat_requests`` times in a row (then the trial ends with ``repeat_limit``). When every
-turn is used it waits ``post_script_completion_wait_seconds`` for the product to complete, else
-the trial ends with ``script_exhaustion``.
+turn is used, or every unused one is ``optional`` and none matched, it waits
+``post_script_completion_wait_seconds`` for the product to complete, else the trial ends with
+``script_exhaustion``. A turn never said is named by the ``script_turns_said`` verdict (unless
+it is optional). The format, with examples: docs/scripts.md.
 
 Barge-in: the first unused turn (in script order) that has ``interrupt_after_seconds`` is armed
 for every product response, unless the response's transcript is already known and does not match
@@ -136,6 +138,9 @@ class ScriptedPersona:
         for index in unused:
             if keywords_match(self.script.turns[index], response.transcript):
                 return self._use(index, "keyword", response.index)
+        if all(self.script.turns[index].optional for index in unused):
+            return PersonaEnd("script_exhaustion", self.script.post_script_completion_wait_seconds,
+                              "every required script turn has been used")
         self._repeats += 1
         if self._repeats > self.script.max_repeat_requests:
             return PersonaEnd("repeat_limit", 0.0,

@@ -39,7 +39,7 @@ from ..artifacts import (
     VoiceMetrics,
     encode_trial_files,
 )
-from ..config import MeasurementConfig, PersonaConfig, ScenarioConfig
+from ..config import MeasurementConfig, PersonaConfig, ScenarioConfig, ScriptConfig
 from ..metrics import (
     NO_ENTITIES,
     STEP_EVENTS,
@@ -52,11 +52,13 @@ from ..metrics import (
     measurement_quality,
     place_channels_steps,
 )
+from ..personas import REPLAY_MODE, SCRIPTED_MODE
 from ..recording import (
     PRODUCT,
     USER,
     USER_CLEAN,
     USER_HEARD,
+    EventType,
     Recording,
     build_raw_events,
     build_tool_calls,
@@ -85,6 +87,8 @@ class Evidence:
     raw_events: dict[str, Any]  # raw-endpoint-events.json (large: plain data, not a model)
     #: what recognizing the product's audio used (docs/cost.md)
     recognition: list[Usage] = field(default_factory=list)
+    #: the script turns the user began to say (``user.turn_started``'s ``script_index``)
+    said_script_turns: frozenset[int] = frozenset()
 
     @property
     def degraded(self) -> bool:
@@ -112,7 +116,29 @@ def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
     tool_calls = build_tool_calls(recording)
     yield
     raw_events = build_raw_events(recording, adapter)
-    return Evidence(b"".join(encoded), placement, metrics, transcript, tool_calls, raw_events)
+    return Evidence(b"".join(encoded), placement, metrics, transcript, tool_calls, raw_events,
+                    said_script_turns=said_script_turns(recording))
+
+
+def followed_script(persona_mode: object, script: ScriptConfig | None) -> ScriptConfig | None:
+    """The script the trial's persona followed: the run's script under the scripted persona,
+    and under a replay (which keeps only a scripted run's script: it says the same lines, each
+    with its script index, and is judged the same); ``None`` for every other persona (an LLM
+    persona is given no script to follow)."""
+    return script if persona_mode in (SCRIPTED_MODE, REPLAY_MODE) else None
+
+
+def said_script_turns(recording: Recording) -> frozenset[int]:
+    """The indices of the script turns the user began to say: a scripted persona's turn carries
+    its ``script_index`` on ``user.turn_started`` (repeat requests and other personas' turns
+    carry none)."""
+    said: set[int] = set()
+    for event in recording.events:
+        if event.type is EventType.USER_TURN_STARTED:
+            index = event.attributes.get("script_index")
+            if isinstance(index, int) and not isinstance(index, bool):
+                said.add(index)
+    return frozenset(said)
 
 
 def _judge_measurement(evidence: Evidence, recording: Recording,
@@ -170,23 +196,27 @@ def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool,
 
 def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: PersonaConfig,
                 exit_reason: str, outcome_status: str, outcome: Mapping[str, Any] | None,
-                outcome_error: str | None) -> list[Verdict]:
+                outcome_error: str | None, script: ScriptConfig | None = None
+                ) -> list[Verdict]:
     return deterministic_verdicts(
         scenario=scenario, persona=persona, transcript=evidence.transcript.turns,
         exit_reason=exit_reason, outcome_status=outcome_status, outcome=outcome,
         outcome_error=outcome_error, turn_metrics=evidence.metrics.turns,
         probes=evidence.metrics.probes,
-        measurement=evidence.metrics.measurement_quality, entities=evidence.metrics.entities)
+        measurement=evidence.metrics.measurement_quality, entities=evidence.metrics.entities,
+        script=script, said_script_turns=evidence.said_script_turns)
 
 
 def score_of(evidence: Evidence, ending: CallEnding, judges: Sequence[JudgeResult], *,
-             scenario: ScenarioConfig, persona: PersonaConfig) -> TrialScore:
+             scenario: ScenarioConfig, persona: PersonaConfig,
+             script: ScriptConfig | None = None) -> TrialScore:
     """What the trial report says of the evidence: the verdicts (of the evidence and of how
     the call ended), the judges' results, the metrics' summary and whether the timings were
-    degraded."""
+    degraded. ``script``: the script a scripted persona followed (``None`` otherwise)."""
     verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
                            exit_reason=ending.exit_reason, outcome_status=ending.outcome_status,
-                           outcome=ending.outcome, outcome_error=ending.outcome_error)
+                           outcome=ending.outcome, outcome_error=ending.outcome_error,
+                           script=script)
     return TrialScore(verdicts=verdicts, judges=list(judges),
                       metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
                       measurement_degraded=evidence.degraded)

@@ -13,7 +13,11 @@ with what replay changes:
   sounds are never mixed into a replayed turn (they are in it already) but still fill a live
   line between utterances, as in a run; when their files are gone (a bundle from elsewhere)
   they are dropped, with a warning, and that line carries silence;
-* script turns keep their text but not their ``audio_path`` (the recording replaces it).
+* the script is the one the replayed run followed (its first trial's ``resolved-script.json``
+  under a scripted persona, or a replay of one), its turns without their ``audio_path`` (the
+  recording replaces it), and ``script_turns_said`` judges the replay by it (a replayed turn
+  carries the script index it had); a replayed run whose persona followed no script (an LLM
+  persona, ingested calls) leaves the replay without one, whatever the run file says.
 
 The new run has the same trial numbers and seeds (so ``compare ORIGINAL REPLAY`` pairs it trial
 by trial), is scored by the same verdicts, and its report says ``replay_of``.
@@ -45,6 +49,7 @@ from ..config import (
     RECORDED_KINDS,
     LoadedRun,
     Override,
+    ScriptConfig,
     format_key_path,
     load_recorded_run,
     load_run,
@@ -52,7 +57,7 @@ from ..config import (
 )
 from ..endpoints import ENDPOINTS
 from ..errors import ConfigError
-from ..personas import read_recorded_trial
+from ..personas import REPLAY_MODE, SCRIPTED_MODE, read_recorded_trial
 from ..scoring import PROBES
 from ._run import trial_seed
 
@@ -199,7 +204,7 @@ def _check_unmasked(loaded: LoadedRun) -> None:
 def replay_config(loaded: LoadedRun, source: ReplaySource) -> LoadedRun:
     """``loaded`` as a replay of ``source`` runs it (see the module docstring)."""
     run = loaded.run.model_copy(update={
-        "persona_mode": "replay", "persona_settings": {"bundle": str(source.run_dir)},
+        "persona_mode": REPLAY_MODE, "persona_settings": {"bundle": str(source.run_dir)},
         "speech_provider": "tone", "speech_settings": {}})
     environment = loaded.environment
     channel = environment.channel
@@ -214,11 +219,26 @@ def replay_config(loaded: LoadedRun, source: ReplaySource) -> LoadedRun:
                        key, path)
         environment = environment.model_copy(update={
             "base_noise": None, "background_voices": None, "transient_events": []})
-    script = loaded.script
+    script = _replayed_script(source)
     if script is not None:
         script = script.model_copy(update={"turns": [
             turn.model_copy(update={"audio_path": None}) for turn in script.turns]})
     return dataclasses.replace(loaded, run=run, environment=environment, script=script)
+
+
+def _replayed_script(source: ReplaySource) -> ScriptConfig | None:
+    """The script the replayed run's persona followed (its first trial's), or None."""
+    first = source.run_dir / trial_folder(1)
+    path = first / resolved_document("script")
+    settings_path = first / resolved_document("settings")
+    if not path.is_file() or not settings_path.is_file():
+        return None
+    settings = read_json(settings_path).get("resolved")
+    mode = settings.get("persona_mode") if isinstance(settings, dict) else None
+    script = read_json(path).get("resolved")
+    if mode not in (SCRIPTED_MODE, REPLAY_MODE) or script is None:
+        return None
+    return parse_settings(ScriptConfig, script, key=None, source=path)
 
 
 def plan_replay(run_dir: str | Path, *, overrides: Sequence[str] = (),

@@ -71,6 +71,7 @@ from ..config import (
     PersonaConfig,
     PricingConfig,
     ScenarioConfig,
+    ScriptConfig,
     TranscriptionConfig,
     load_pricing,
     parse_settings,
@@ -79,12 +80,21 @@ from ..cost import cost_summary, merged_summary, trial_cost
 from ..errors import ConfigError, ExecutionError
 from ..metrics import EntityPlan
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
-from ..scoring import gate_config_of, pass_at_k, pass_power_k, run_statistics, settings_of
+from ..scoring import (
+    UNJUDGED,
+    gate_config_of,
+    gate_passed,
+    pass_at_k,
+    pass_power_k,
+    run_statistics,
+    settings_of,
+)
 from ._cost_estimate import usage_of_cost
 from ._evidence import (
     STREAM_FILES,
     assemble_now,
     evidence_files,
+    followed_script,
     score_of,
 )
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
@@ -146,7 +156,7 @@ class Rescored:
         codes = list(self.run_exit_codes)
         if alone:
             codes.append(run_exit_code(
-                passed=[r.passed for r in alone],
+                passed=[gate_passed(r) for r in alone],
                 executed=[r.execution_status == "succeeded" for r in alone],
                 planned=len(alone)))
         return worst_exit_code(codes)
@@ -198,6 +208,13 @@ def _overridden(model: type[Any], document: Any, *, source: Path,
         raise ConfigError(error.message, source=" ".join(given) or source, key=key) from None
 
 
+def _script(trial_dir: Path) -> ScriptConfig | None:
+    """The script the trial ran with (``None``: it had none, or the bundle kept none)."""
+    path = trial_dir / resolved_document("script")
+    resolved = _resolved(trial_dir, "script") if path.is_file() else None
+    return None if resolved is None else _model(ScriptConfig, resolved, source=path)
+
+
 def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                   judges_run: Any = None,
                   overrides: RescoreOverrides = AS_RECORDED) -> RescoredTrial:
@@ -241,7 +258,9 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
                                         evidence.tool_calls.tool_calls))
     report = trial_report(
         TrialIdentity.of_report(previous), ending, CallTiming.of_report(previous),
-        score=score_of(evidence, ending, judges, scenario=scenario, persona=persona),
+        score=score_of(evidence, ending, judges, scenario=scenario, persona=persona,
+                       script=followed_script(settings.get("persona_mode"),
+                                              _script(trial_dir))),
         trace_id=recording.trace_id, bundle_failures=bundle_failures, files=previous.files,
         attempt=previous.attempt, attempts=previous.attempts, extra=previous.model_extra)
     report.retention = previous.retention  # what the run kept stays what it kept
@@ -390,6 +409,7 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial],
                         | {s.trial_id for s in report.trials if s.trial_id not in scored})
     flags = [s.passed for s in summaries]
     executed = [s.execution_status == "succeeded" for s in summaries]
+    judged = [s.passed for s in summaries if s.status != UNJUDGED]
     # the statistics again, with the settings, gates and calibrations the report was written
     # with (the trials of the run folder, in order)
     statistics = run_statistics(
@@ -402,13 +422,13 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial],
     # leaves them out
     planned = len(summaries) if report.stopped_after_failures is not None \
         else report.planned_trials
-    code = run_exit_code(passed=flags, executed=executed, planned=planned,
-                         gates_blocked=bool(statistics.blocking_gates))
+    code = run_exit_code(passed=[gate_passed(s) for s in summaries], executed=executed,
+                         planned=planned, gates_blocked=bool(statistics.blocking_gates))
     updated = report.model_copy(update={
         "schema_version": SCHEMA_VERSION,
         "trials": summaries, "executed_trials": len(summaries), "passed_trials": sum(flags),
-        "pass_at_k": pass_at_k(flags),
-        "pass_power_k": pass_power_k(flags) and len(summaries) == report.planned_trials,
+        "pass_at_k": pass_at_k(judged),
+        "pass_power_k": pass_power_k(judged) and len(summaries) == report.planned_trials,
         "exit_code": code,
         "message": not_run_message(planned=report.planned_trials, executed=len(summaries),
                                    status=report.status, in_progress=False,
@@ -419,6 +439,7 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial],
         "inconclusive_trials": sum(s.status == "inconclusive" for s in summaries),
         "retried_trials": sum(s.attempts > 1 for s in summaries),
         "rescore_overrides": overrides.recorded(),
+        "unjudged_trials": sum(s.status == UNJUDGED for s in summaries),
         **(statistics.report_fields() if report.pass_rate is not None else {})})
     write_json(path, updated)
     return updated

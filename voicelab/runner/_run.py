@@ -30,8 +30,10 @@ from ..config import LoadedRun
 from ..cost import cost_summary
 from ..errors import ConfigError
 from ..scoring import (
+    UNJUDGED,
     counts_toward_rates,
     endpointing_curve,
+    gate_passed,
     hesitations,
     pass_at_k,
     pass_power_k,
@@ -85,7 +87,7 @@ def exit_code_for(results: Sequence[TrialResult], *, interrupted: bool, planned:
                   gates_blocked: bool = False) -> int:
     """130 interrupted, 4 a trial failed to execute (or did not run), 3 a trial did not pass
     (pass^k) or a run-config gate blocks, else 0 (:func:`voicelab._exit_codes.run_exit_code`)."""
-    return run_exit_code(passed=[r.report.passed for r in results],
+    return run_exit_code(passed=[gate_passed(r.report) for r in results],
                          executed=[r.report.execution_status == "succeeded" for r in results],
                          planned=planned, interrupted=interrupted, gates_blocked=gates_blocked)
 
@@ -151,6 +153,8 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
     kept trials from starting)."""
     ordered = sorted(results, key=lambda r: r.report.trial)
     passed_flags = [r.report.passed for r in ordered]
+    # pass@k and pass^k are over the trials something judged (an unjudged one is no pass)
+    judged_flags = [r.report.passed for r in ordered if r.report.status != UNJUDGED]
     interrupted = status == "interrupted"
     statistics = run_statistics([r.report for r in ordered], [r.turn_metrics for r in ordered],
                                 statistics=loaded.run.statistics, gates=loaded.run.gates,
@@ -179,13 +183,14 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
         started_at=started,
         ended_at=utc_now(), trial_count=planned, planned_trials=planned,
         executed_trials=len(ordered), passed_trials=sum(passed_flags),
-        pass_at_k=pass_at_k(passed_flags), pass_power_k=pass_power_k(passed_flags)
+        pass_at_k=pass_at_k(judged_flags), pass_power_k=pass_power_k(judged_flags)
         and len(ordered) == planned,
         exit_code=code, trials=summaries, message=message, label=label,
         run_file=str(loaded.run_path), resumed_at=list(resumed_at), replay_of=replay_of,
         overrides=loaded.recorded_overrides(),
         degraded_trials=sum(s.measurement_degraded for s in summaries),
         inconclusive_trials=sum(s.status == "inconclusive" for s in summaries),
+        unjudged_trials=sum(s.status == UNJUDGED for s in summaries),
         retried_trials=sum(s.attempts > 1 for s in summaries),
         lag_budget_ms=lag_budget_ms, lowest_concurrency=lowest_concurrency,
         endpointing=endpointing_curve(

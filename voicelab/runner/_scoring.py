@@ -41,7 +41,14 @@ from ..config import LoadedRun
 from ..cost import trial_cost
 from ..metrics import EntityPlan, loop_lag_of
 from ..recording import Recording
-from ._evidence import Evidence, assemble, assemble_now, evidence_files, score_of
+from ._evidence import (
+    Evidence,
+    assemble,
+    assemble_now,
+    evidence_files,
+    followed_script,
+    score_of,
+)
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
 from ._retention import retention_steps, run_redactor
 from ._transcription import ProductTranscription
@@ -114,7 +121,8 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
     report = trial_report(
         identity, ending, CallTiming.between(call.started_wall, time.time()),
         score=score_of(evidence, ending, judges, scenario=loaded.scenario,
-                       persona=loaded.persona),
+                       persona=loaded.persona,
+                       script=followed_script(loaded.run.persona_mode, loaded.script)),
         trace_id=recording.trace_id)
     yield
     resolved = loaded.resolved_documents()

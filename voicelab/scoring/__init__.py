@@ -48,11 +48,15 @@ from ._statistics import (
 )
 from ._text_readers import text_readers
 from ._verdicts import (
+    CALL_ENDED,
+    UNJUDGED,
     TrialStatus,
     deterministic_verdicts,
+    gate_passed,
     no_cut_in_verdict,
     pass_at_k,
     pass_power_k,
+    script_turns_said_verdict,
     trial_passed,
     trial_status,
 )
@@ -66,13 +70,17 @@ __all__ = [
     "INTERVAL_METHODS",
     "DEFAULT_RESAMPLES",
     "QUANTILE_STATISTICS",
+    "CALL_ENDED",
+    "UNJUDGED",
     "counts_toward_rates",
+    "gate_passed",
     "Hesitation",
     "curve_of",
     "endpointing_curve",
     "half_cut_in",
     "hesitations",
     "no_cut_in_verdict",
+    "script_turns_said_verdict",
     "pass_rate",
     "settings_of",
     "ConversationEvidence",

@@ -39,6 +39,7 @@ from ._judge_correction import METHOD as CORRECTION_METHOD
 from ._judge_correction import corrected_rate
 from ._selectivity import selectivity
 from ._statistics import pass_curves, proportion_interval, quantile_bound
+from ._verdicts import undecided_by_timing
 
 PASS_RATE = "pass_rate"
 #: Bootstrap replicates and seed of a judge-corrected rate in a run report.
@@ -107,7 +108,7 @@ def _judge_pass_rate_gate(gate: GateConfig, rate: PassRate) -> GateCheck:
               "n": rate.n}
     head = f"pass_rate lower bound >= {limit:.1%}"
     if rate.low is None:
-        return GateCheck(status="inconclusive", message=f"{head}: no trial ran to an end, "
+        return GateCheck(status="inconclusive", message=f"{head}: no judged trial ran to an end, "
                          "nothing to judge", **common)
     observed = (f"{_percent(rate.estimate)} ({rate.passed}/{rate.n}), {rate.confidence:.0%} "
                 f"{rate.method} interval {_percent(rate.low)} to {_percent(rate.high)}")
@@ -146,14 +147,34 @@ def _judge_quantile_gate(gate: GateConfig, values: Sequence[float],
                      **common)
 
 
+#: The latency metrics a cut-into hesitation turn has no value of (docs/endpointing.md): a
+#: gate on them counts each cut-in as a response beyond its limit, never as a passing one.
+CUT_IN_LATENCY_METRICS = ("response_latency_ms", "first_audio_latency_ms")
+
+
 def judge_gates(gates: Sequence[GateConfig], *, rate: PassRate,
                 responses: Mapping[str, Sequence[float]],
-                statistics: StatisticsConfig) -> list[GateCheck]:
+                statistics: StatisticsConfig, cut_ins: int = 0) -> list[GateCheck]:
     """Each gate on the conservative end: the pass rate's lower bound, a quantile's upper
-    bound. ``responses``: the finite values of each per-response metric."""
-    return [_judge_pass_rate_gate(gate, rate) if gate.metric == PASS_RATE
-            else _judge_quantile_gate(gate, responses.get(gate.metric, ()), statistics)
-            for gate in gates]
+    bound. ``responses``: the finite values of each per-response metric; ``cut_ins``: the
+    hesitation turns the product cut into, each a value beyond the limit of a latency gate
+    (the limit and 1 ms more; less for a ``min`` gate)."""
+    checks = []
+    for gate in gates:
+        if gate.metric == PASS_RATE:
+            checks.append(_judge_pass_rate_gate(gate, rate))
+            continue
+        values = list(responses.get(gate.metric, ()))
+        barred = cut_ins if gate.metric in CUT_IN_LATENCY_METRICS else 0
+        if barred:
+            beyond = gate.max + 1.0 if gate.max is not None else float(gate.min or 0.0) - 1.0
+            values += [beyond] * barred
+        check = _judge_quantile_gate(gate, values, statistics)
+        if barred:
+            check = check.model_copy(update={"message": f"{check.message} ({barred} cut-in "
+                                             f"turn(s) counted beyond the limit)"})
+        checks.append(check)
+    return checks
 
 
 def gate_config_of(check: GateCheck) -> GateConfig:
@@ -237,6 +258,7 @@ class RunStatistics:
     judge_corrected_pass_rates: list[JudgeCorrectedRate] = field(default_factory=list)
     selectivity: list[SelectivityRate] = field(default_factory=list)
     probes: list[ProbeRow] = field(default_factory=list)
+    measurement_warnings: list[str] = field(default_factory=list)
 
     @property
     def blocking_gates(self) -> list[GateCheck]:
@@ -246,7 +268,40 @@ class RunStatistics:
         return {"pass_rate": self.pass_rate, "pass_curve": self.pass_curve,
                 "verdict_pass_rates": self.verdict_pass_rates, "gates": self.gates,
                 "judge_corrected_pass_rates": self.judge_corrected_pass_rates,
-                "selectivity": self.selectivity, "probes": self.probes}
+                "selectivity": self.selectivity, "probes": self.probes,
+                "measurement_warnings": self.measurement_warnings}
+
+
+def measurement_warnings(reports: Sequence[TrialReport],
+                         turns: Sequence[Sequence[TurnMetrics]],
+                         gates_left_out: Mapping[str, int]) -> list[str]:
+    """What the evaluator's own loop lag puts at stake, for the run's one warning line; empty
+    when nothing: degraded responses whose errors cannot change a verdict or a gate and stay
+    within the documented accuracy are only counted (``degraded_trials``, each trial's
+    ``measurement_quality``). At stake: a timing verdict left inconclusive because its error
+    straddles its limit; a timing gate judged without the degraded responses it left out; a
+    response whose stated error exceeds :data:`~voicelab.metrics.DOCUMENTED_ACCURACY_MS`."""
+    from ..metrics import DOCUMENTED_ACCURACY_MS
+
+    warnings: list[str] = []
+    undecided = sorted({v.name for report in reports for v in report.verdicts
+                        if undecided_by_timing(v)})
+    if undecided:
+        trials = sum(any(undecided_by_timing(v) for v in report.verdicts) for report in reports)
+        warnings.append(f"{trials} trial(s) have a timing verdict its possible error could "
+                        f"change ({', '.join(undecided)}: inconclusive)")
+    for metric, count in gates_left_out.items():
+        if count:
+            warnings.append(f"the {metric} gate left out {count} timing-degraded response(s)")
+    bounds = [(index, metrics.stamp_error_bound_ms or 0.0) for index, trial in enumerate(turns)
+              for metrics in trial]
+    beyond = [(index, bound) for index, bound in bounds if bound > DOCUMENTED_ACCURACY_MS]
+    if beyond:
+        worst = max(bound for _, bound in beyond)
+        warnings.append(f"{len(beyond)} response(s) in {len({i for i, _ in beyond})} trial(s) "
+                        f"may be off by more than the documented {DOCUMENTED_ACCURACY_MS:g} ms "
+                        f"(up to {worst:.0f} ms)")
+    return warnings
 
 
 def verdict_pass_rates(reports: Sequence[TrialReport],
@@ -256,6 +311,8 @@ def verdict_pass_rates(reports: Sequence[TrialReport],
     critical: dict[str, bool] = {}
     for report in reports:
         for verdict in report.verdicts:
+            if verdict.status == "not_applicable":
+                continue
             tally = counts.setdefault(verdict.name, [0, 0, 0])
             tally[0] += int(verdict.passed)
             tally[1] += 1
@@ -276,7 +333,10 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
     if len(reports) != len(turns):
         raise ValueError("one list of responses per trial report")
     counted = [i for i, report in enumerate(reports) if counts_toward_rates(report.exit_reason)]
-    kept = [reports[i] for i in counted]
+    ended = [reports[i] for i in counted]
+    # an unjudged trial is no pass and no failure: the pass rate is over the trials something
+    # judged; its verdicts (advisory ones) and responses still count for their own rates
+    kept = [report for report in ended if report.status != "unjudged"]
     passed = sum(report.passed for report in kept)
     rate = pass_rate(passed, len(kept), statistics,
                      inconclusive=sum(report.status == "inconclusive" for report in kept))
@@ -302,7 +362,9 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
                       for index, metrics in enumerate(turns[i]) if (i, index) not in skipped)
             responses[gate.metric] = [float(v) for v in values
                                       if v is not None and np.isfinite(v)]
-    checks = judge_gates(gates, rate=rate, responses=responses, statistics=statistics)
+    cut_ins = sum(bool(metrics.product_cut_in) for i in counted for metrics in turns[i])
+    checks = judge_gates(gates, rate=rate, responses=responses, statistics=statistics,
+                         cut_ins=cut_ins)
     checks = [check.model_copy(update={"message": f"{check.message} (the "
                                        f"{len(left_out[check.metric])} timing-degraded "
                                        f"response(s) of {len({i for i, _ in left_out[check.metric]})}"
@@ -310,11 +372,15 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
               if left_out.get(check.metric) else check for check in checks]
     rates, rows = selectivity([(reports[i].trial, probes[i]) for i in counted], statistics) \
         if probes is not None else ([], [])
+    warnings = measurement_warnings(
+        ended, [turns[i] for i in counted],
+        {check.metric: len(left_out[check.metric]) for check in checks
+         if left_out.get(check.metric)})
     return RunStatistics(
-        selectivity=rates, probes=rows,
+        selectivity=rates, probes=rows, measurement_warnings=warnings,
         pass_rate=rate, pass_curve=pass_curve(len(kept), passed) if curve else [],
-        verdict_pass_rates=verdict_pass_rates(kept, statistics), gates=checks,
-        judge_corrected_pass_rates=judge_corrected_rates(kept, calibrations, statistics))
+        verdict_pass_rates=verdict_pass_rates(ended, statistics), gates=checks,
+        judge_corrected_pass_rates=judge_corrected_rates(ended, calibrations, statistics))
 
 
 __all__ = ["GATE_METRICS", "PASS_RATE", "RunStatistics", "check_gate_metrics",

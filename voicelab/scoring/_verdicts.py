@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Final, Literal
 
 from ..artifacts import (
     EntityMetrics,
@@ -12,10 +12,12 @@ from ..artifacts import (
     MeasurementQuality,
     ProbeOutcome,
     TranscriptTurn,
+    TrialReport,
+    TrialSummary,
     TurnMetrics,
     Verdict,
 )
-from ..config import PersonaConfig, ScenarioConfig
+from ..config import PersonaConfig, ScenarioConfig, ScriptConfig
 from ._entity_verdicts import entity_verdicts
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
@@ -23,6 +25,28 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
 #: Verdicts judged on clock stamps: inconclusive when a turn they rest on is timing-degraded
 #: (or, for a bundle judged on its whole trial, when the trial is degraded).
 TIMING_VERDICTS = ("interruption_honoured", "first_audio_latency")
+
+def undecided_by_timing(verdict: Verdict) -> bool:
+    """``verdict`` is a timing verdict left inconclusive because the stated timing error of
+    its figures straddles its limit (it keeps the figure it measured: one with nothing to judge,
+    no barge-in or no audio, has none)."""
+    return verdict.name in TIMING_VERDICTS and verdict.status == "inconclusive" \
+        and verdict.observed is not None
+
+
+#: The exit reason of a recorded real call (``voice-evaluator ingest``): it ended when its
+#: recording did, and no simulation ends that way.
+CALL_ENDED = "call_ended"
+#: Why a verdict that needs a simulated call does not apply to a recorded one, by name (an
+#: ``outcome_<key>`` verdict by its prefix).
+_NEEDS_SIMULATION = {
+    "expected_exit": "a recorded call ends when its recording does (call_ended): there is no "
+                     "simulated ending to compare",
+    "outcome_": "no outcome probe reads the product's state after a recorded call",
+    "keeps_talking_through_backchannel": "selectivity probes are said by a simulated caller",
+    "stops_when_interrupted": "selectivity probes are said by a simulated caller",
+    "script_turns_said": "a recorded caller follows no script",
+}
 
 
 def normalize_tokens(text: str) -> list[str]:
@@ -51,11 +75,15 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            outcome_error: str | None, turn_metrics: Sequence[TurnMetrics],
                            probes: Sequence[ProbeOutcome] = (),
                            measurement: MeasurementQuality | None = None,
-                           entities: EntityMetrics | None = None) -> list[Verdict]:
+                           entities: EntityMetrics | None = None,
+                           script: ScriptConfig | None = None,
+                           said_script_turns: Collection[int] = ()) -> list[Verdict]:
     """``measurement``: the trial's measurement quality. A timing verdict (``TIMING_VERDICTS``)
     resting on turns whose stamps may be off beyond the tolerances is decided when the stated
     error cannot change its answer, and inconclusive only when it could (the error interval
-    straddles the limit); the figures are kept in ``observed`` either way."""
+    straddles the limit); the figures are kept in ``observed`` either way. ``script``: the
+    script a scripted persona followed (``None`` for any other persona), ``said_script_turns``
+    the indices of its turns the user said (``script_turns_said``)."""
     spec = scenario.eval_spec
     verdicts: list[Verdict] = []
     assistant_turns = [t for t in transcript if t.role == "assistant"]
@@ -130,7 +158,16 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
 
     if spec.max_first_audio_latency_ms is not None:
         timed = [t for t in turn_metrics if t.first_audio_latency_ms is not None]
-        if not timed:
+        cut = [t for t in turn_metrics if t.product_cut_in]
+        if cut:
+            # a reply that began before the user finished is no latency within any limit
+            verdicts.append(Verdict(
+                name="first_audio_latency", passed=False,
+                expected=f"<= {spec.max_first_audio_latency_ms:g} ms",
+                observed=f"{len(cut)} cut-in(s)",
+                why="the product cut in before the user finished, which no latency limit "
+                    "passes: " + "; ".join(cut_in_place(t) for t in cut)))
+        elif not timed:
             verdicts.append(_inconclusive("first_audio_latency",
                                           f"<= {spec.max_first_audio_latency_ms} ms",
                                           "no product audio was received to time"))
@@ -151,13 +188,34 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
 
     if spec.no_cut_in:
         verdicts.append(no_cut_in_verdict(turn_metrics))
+    if script is not None and any(not turn.optional for turn in script.turns):
+        # the persona matched keywords against the words the wire carried during the call
+        wire_words = any(t.role == "assistant" and t.text_source == "wire" and t.text.strip()
+                         for t in transcript)
+        verdicts.append(script_turns_said_verdict(script, said_script_turns,
+                                                  product_words=wire_words))
     verdicts += entity_verdicts(spec, entities)
 
+    if exit_reason == CALL_ENDED:
+        verdicts = [_not_applicable(verdict) for verdict in verdicts]
     advisory = set(spec.advisory_verdicts)
     for verdict in verdicts:
         if verdict.name in advisory:
             verdict.critical = False
     return verdicts
+
+
+def _not_applicable(verdict: Verdict) -> Verdict:
+    """``verdict`` as a recorded call has it: ``not_applicable`` when it needs a simulated call
+    (a recorded call's ending, a probe run after it, the simulation's own probes), else as is."""
+    why = next((reason for name, reason in _NEEDS_SIMULATION.items()
+                if verdict.name == name or (name.endswith("_")
+                                            and verdict.name.startswith(name))), None)
+    if why is None:
+        return verdict
+    return Verdict(name=verdict.name, passed=False, status="not_applicable",
+                   critical=verdict.critical, expected=verdict.expected, observed=None,
+                   why=f"not applicable: {why}")
 
 
 def _probe_verdict(name: str, probes: Sequence[ProbeOutcome], kinds: tuple[str, ...],
@@ -186,20 +244,70 @@ def no_cut_in_verdict(turn_metrics: Sequence[TurnMetrics]) -> Verdict:
         return _inconclusive("no_cut_in", expected, "the trial had no user turn with pauses")
     cut = [t for t in judged if t.product_cut_in]
 
-    def where(turn: TurnMetrics) -> str:
-        pauses = turn.user_pauses_ms or []
-        index = turn.cut_in_pause_index
-        if index is None or index >= len(pauses):
-            return f"{turn.turn_id}: before the user's first pause"
-        return (f"{turn.turn_id}: {turn.cut_in_after_pause_ms or 0.0:.0f} ms into pause "
-                f"{index + 1} of {pauses[index]:.0f} ms")
-
     return Verdict(
         name="no_cut_in", passed=not cut, expected=expected,
         observed=f"{len(cut)} of {len(judged)} hesitation turn(s) cut into",
         why=f"the product waited through all {len(judged)} hesitation turn(s)" if not cut
         else "the product began speaking while the user was still mid-turn: "
-             + "; ".join(where(t) for t in cut))
+             + "; ".join(cut_in_place(t) for t in cut))
+
+
+def cut_in_place(turn: TurnMetrics) -> str:
+    """Where the product's speech began in a cut-into hesitation turn: inside a pause (``542 ms
+    into pause 1 of 1000 ms``), or in the words after it (``162 ms into the words after pause 1
+    of 800 ms``: the pause had ended, the product reacting late to it), or before any pause."""
+    pauses = turn.user_pauses_ms or []
+    index = turn.cut_in_pause_index
+    if index is None or index >= len(pauses):
+        return f"{turn.turn_id}: before the user's first pause"
+    after = turn.cut_in_after_pause_ms or 0.0
+    pause = pauses[index]
+    if after <= pause:
+        return f"{turn.turn_id}: {after:.0f} ms into pause {index + 1} of {pause:.0f} ms"
+    return (f"{turn.turn_id}: {after - pause:.0f} ms into the words after pause {index + 1} "
+            f"of {pause:.0f} ms")
+
+
+#: How much of a script line a verdict quotes.
+SCRIPT_LINE_QUOTE_CHARS = 60
+
+
+def script_turns_said_verdict(script: ScriptConfig, said: Collection[int], *,
+                              product_words: bool = True) -> Verdict:
+    """``script_turns_said``: every script turn not marked ``optional`` was said.
+
+    A scripted persona that finds no turn whose keywords match asks the product to repeat
+    itself, and the call may still end the way the scenario expects: without this verdict a
+    trial whose script was never followed passed. Failed names each unsaid turn (its index, its
+    ``trigger`` label and the start of its line). ``product_words``: some product response
+    carried words during the call; without any, a line with keywords could match nothing (the
+    wire sends no transcripts, or lost them): when every unsaid line has keywords, that is
+    inconclusive, not the product's failure."""
+    required = [index for index, turn in enumerate(script.turns) if not turn.optional]
+    unsaid = [index for index in required if index not in said]
+
+    def line(index: int) -> str:
+        turn = script.turns[index]
+        text = turn.response or (f"dtmf {turn.dtmf}" if turn.dtmf else str(turn.audio_path))
+        if len(text) > SCRIPT_LINE_QUOTE_CHARS:
+            text = text[:SCRIPT_LINE_QUOTE_CHARS - 3].rstrip() + "..."
+        label = f" (trigger {turn.trigger!r})" if turn.trigger else ""
+        keywords = f", keywords {', '.join(turn.keywords)}" if turn.keywords else ""
+        return f"turns[{index}]{label}: {text!r}{keywords}"
+
+    if unsaid and not product_words and all(script.turns[i].keywords for i in unsaid):
+        return _inconclusive(
+            "script_turns_said", "every script turn not marked optional is said",
+            "no product response carried words during the call (no transcripts on the wire) "
+            "for a line's keywords to match; never said: "
+            + "; ".join(line(index) for index in unsaid))
+    return Verdict(
+        name="script_turns_said", passed=not unsaid,
+        expected="every script turn not marked optional is said",
+        observed=f"{len(required) - len(unsaid)} of {len(required)}",
+        why=f"all {len(required)} required script turn(s) were said" if not unsaid
+        else "never said (no product response matched its keywords): "
+             + "; ".join(line(index) for index in unsaid))
 
 
 def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:
@@ -274,25 +382,38 @@ def pass_power_k(results: Sequence[bool]) -> bool:
     return bool(results) and all(results)
 
 
-TrialStatus = Literal["passed", "failed", "inconclusive"]
+TrialStatus = Literal["passed", "failed", "inconclusive", "unjudged"]
+#: The status of a trial that executed and that nothing judged.
+UNJUDGED: Final = "unjudged"
 
 
 def trial_status(*, executed: bool, verdicts: Sequence[Verdict],
                  judges: Sequence[JudgeResult]) -> TrialStatus:
     """The trial gate: ``passed`` when it executed, every critical verdict passed and no
     critical judge failed or errored (advisory ones never count); ``failed`` when it did not
-    execute, or a critical verdict or judge failed; else ``inconclusive``: nothing failed, but a
-    critical verdict could not be decided (not a pass: it fails closed once retries are spent)."""
+    execute, or a critical verdict or judge failed; ``inconclusive``: nothing failed, but a
+    critical verdict could not be decided (not a pass: it fails closed once retries are spent);
+    ``unjudged``: it executed and no critical verdict applied and no critical judge ran (an
+    ingested call without a run file, or whose run file's verdicts all need a simulation):
+    "nothing failed" is not a pass, and not a failure either."""
     from ._quality import judges_pass
 
     if not executed or not judges_pass(judges):
         return "failed"
-    critical = [v for v in verdicts if v.critical]
+    critical = [v for v in verdicts if v.critical and v.status != "not_applicable"]
     if any(v.status == "failed" for v in critical):
         return "failed"
     if any(v.status == "inconclusive" for v in critical):
         return "inconclusive"
+    if not critical and not any(judge.critical for judge in judges):
+        return UNJUDGED
     return "passed"
+
+
+def gate_passed(report: TrialReport | TrialSummary) -> bool:
+    """The trial lets a run's exit code stay 0: it passed, or nothing judged it (``unjudged``
+    is reported as such, never counted as a pass)."""
+    return report.passed or report.status == UNJUDGED
 
 
 def trial_passed(*, executed: bool, verdicts: Sequence[Verdict],

@@ -129,6 +129,8 @@ class ProductProbe:
     ``probe(context)`` returns :meth:`read_outcome` for ``context["session_id"]``.
     """
 
+    settings_model = ProductProbeSettings
+
     def __init__(self, settings: Mapping[str, Any], *, keep_alive: object = None):
         self._settings = parse_settings(ProductProbeSettings, settings)
         self._keep_alive = keep_alive  # the temporary directory must outlive the endpoint

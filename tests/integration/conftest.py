@@ -149,3 +149,34 @@ def interrupt_after_first_trial():
     """``interrupt_after_first_trial(command, artifacts, env=, cwd=, wait_seconds=)``: run a
     command and SIGINT it once its first trial is written (the finished process)."""
     return _interrupt_after_first_trial
+
+
+#: The fake product, but on even trials its reply names none of the scenario's expected topics:
+#: a run of it has a trial that passes and one that fails.
+EVEN_TRIALS_FAIL = '''
+from voicelab.doubles.product import FakeProductEndpoint
+
+
+class EvenTrialsFail(FakeProductEndpoint):
+    """The fake product; on even trials its reply names none of the expected topics."""
+
+    def build_product(self, behaviour, context):
+        if context.trial_index % 2 == 0:
+            behaviour = behaviour.model_copy(update={"reply_text": "Goodbye."})
+        return super().build_product(behaviour, context)
+'''
+
+
+@pytest.fixture(scope="session")
+def alternating_suite() -> Any:
+    """``make(folder, module)``: the seed example's files copied into ``folder`` with the
+    product above in ``module.py`` beside them; returns the ``--set`` that selects it."""
+    import shutil
+
+    def make(folder: Path, module: str) -> str:
+        for path in (ROOT / "examples").glob("*workload-neutral-voice.yaml"):
+            shutil.copy(path, folder / path.name)
+        (folder / f"{module}.py").write_text(EVEN_TRIALS_FAIL)
+        return f"endpoint.adapter={module}.EvenTrialsFail"
+
+    return make

@@ -22,29 +22,16 @@ from voicelab.artifacts import LOCK_FILE
 from voicelab.runner import rescore
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
 RUN = "run-workload-neutral-voice.yaml"
 OUTSIDE = b"a file outside the bundle: never written\n"
 
-ADAPTER = '''
-from voicelab.doubles.product import FakeProductEndpoint
-
-
-class EvenTrialsFail(FakeProductEndpoint):
-    def build_product(self, behaviour, context):
-        if context.trial_index % 2 == 0:
-            behaviour = behaviour.model_copy(update={"reply_text": "Goodbye."})
-        return super().build_product(behaviour, context)
-'''
 OVERRIDES = ["endpoint.adapter=alternating_links.EvenTrialsFail"]
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def suite(tmp_path_factory: pytest.TempPathFactory, alternating_suite) -> Path:
     folder = tmp_path_factory.mktemp("suite")
-    for path in EXAMPLES.glob("*workload-neutral-voice.yaml"):
-        shutil.copy(path, folder / path.name)
-    (folder / "alternating_links.py").write_text(ADAPTER)
+    alternating_suite(folder, "alternating_links")
     (folder / "suite.yaml").write_text(
         "name: links\nbase: run-workload-neutral-voice.yaml\nenvironments: [quiet]\n"
         "personas:\n  - persona: persona-workload-neutral-voice.yaml\n"

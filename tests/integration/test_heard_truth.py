@@ -79,7 +79,8 @@ def fading_stop(tmp_path_factory) -> Call:
     return Call(write_call(folder, bot=bot,
                            script=[{"response": "Wait, one thing first.",
                                     "interrupt_after_seconds": 1.0},
-                                   {"response": "Seven o'clock, please."}],
+                                   # the bot hangs up after its one reply: never said
+                                   {"response": "Seven o'clock, please.", "optional": True}],
                            eval_spec={"max_interruption_stop_ms": 800}), folder / "runs")
 
 

@@ -8,7 +8,6 @@ every even trial fail: its reply says none of the scenario's expected topics."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,32 +20,15 @@ from voicelab.artifacts import RunReport, TrialReport, read_json
 from voicelab.runner import RunOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
 RUN = "run-workload-neutral-voice.yaml"
 EMAIL = "jane.planted@example.com"
 PHONE = "555-867-5309"
 SAID = f"Please record the plan and save the reminder. Mail me at {EMAIL} or call {PHONE}."
 
-ADAPTER = '''
-from voicelab.doubles.product import FakeProductEndpoint
-
-
-class EvenTrialsFail(FakeProductEndpoint):
-    """The fake product; on even trials its reply names none of the expected topics."""
-
-    def build_product(self, behaviour, context):
-        if context.trial_index % 2 == 0:
-            behaviour = behaviour.model_copy(update={"reply_text": "Goodbye."})
-        return super().build_product(behaviour, context)
-'''
-
-
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def suite(tmp_path_factory: pytest.TempPathFactory, alternating_suite) -> Path:
     folder = tmp_path_factory.mktemp("suite")
-    for path in EXAMPLES.glob("*workload-neutral-voice.yaml"):
-        shutil.copy(path, folder / path.name)
-    (folder / "alternating_product.py").write_text(ADAPTER)
+    alternating_suite(folder, "alternating_product")
     script = folder / "script-workload-neutral-voice.yaml"
     script.write_text(script.read_text().replace(
         "Please record the plan and save the reminder.", SAID))

@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from .._atomic import current_umask, file_mode_in
-from ..config import BundleAccess
+from ..config import BundleAccess, distinct_key
 
 DEFAULT_ACCESS: BundleAccess = "owner"
 _FOLDER_MODES: dict[str, int] = {"owner": 0o700, "group": 0o750}
@@ -99,7 +99,7 @@ def _filtered(value: Any, words: Redacts, *, sensitive: bool) -> Any:
             else:
                 filtered = _filtered(item, words, sensitive=sensitive or (
                     item is not None and name.casefold() in words.sensitive_fields))
-            cleaned[_distinct(words.text(name), cleaned)] = filtered
+            cleaned[distinct_key(words.text(name), cleaned)] = filtered
         return cleaned
     if isinstance(value, list | tuple):
         return [_filtered(item, words, sensitive=sensitive) for item in value]
@@ -122,16 +122,6 @@ def _filtered_string(text: str, words: Redacts) -> str:
             cleaned = filter_value(parsed, words)
             return text if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
     return words.text(text)
-
-
-def _distinct(key: str, taken: Mapping[str, Any]) -> str:
-    """``key``, numbered when filtering made it equal to a key already kept."""
-    if key not in taken:
-        return key
-    number = 2
-    while f"{key} ({number})" in taken:
-        number += 1
-    return f"{key} ({number})"
 
 
 def filter_member(name: str, data: bytes, words: Redacts, *, compact: bool = False) -> bytes:

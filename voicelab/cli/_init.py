@@ -32,14 +32,15 @@ def template_files() -> list[tuple[Path, Path]]:
 
 
 def agent_files(wire: str) -> list[tuple[Path, Path]]:
-    """(source, target name) of the ``--agent WIRE`` skeleton: agent.py, its scenario, and the
-    run file that launches it (run.yaml, in place of the starter's fake product)."""
+    """(source, target name) of the ``--agent WIRE`` skeleton: agent.py, its scenario and
+    script, and the run file that launches it (run.yaml, in place of the starter's fake product)."""
     if wire not in AGENT_WIRES:
         raise ConfigError(f"no agent skeleton for {wire!r} (one of: {', '.join(AGENT_WIRES)})",
                           source="CLI", key="--agent")
     agents = _templates_root() / _AGENTS
     return [(agents / f"{wire}.py.tmpl", Path("agent.py")),
             (agents / "scenario-agent.yaml", Path("scenario-agent.yaml")),
+            (agents / "script-agent.yaml", Path("script-agent.yaml")),
             (agents / f"run-{wire}.yaml", Path("run.yaml"))]
 
 

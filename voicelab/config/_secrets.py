@@ -120,21 +120,24 @@ class SecretScrubber:
                 else:
                     item = self.scrub(item)
                 if isinstance(key, str):
-                    key = self._distinct_key(self.scrub_text(key), cleaned)
+                    key = distinct_key(self.scrub_text(key), cleaned)
                 cleaned[key] = item
             return cleaned
         if isinstance(value, list | tuple):
             return [self.scrub(item) for item in value]
         return value
 
-    @staticmethod
-    def _distinct_key(key: str, taken: Mapping[Any, Any]) -> str:
-        if key not in taken:
-            return key
-        number = 2
-        while f"{key} ({number})" in taken:
-            number += 1
-        return f"{key} ({number})"
+
+
+def distinct_key(key: str, taken: Mapping[Any, Any]) -> str:
+    """``key``, numbered when a mapping being rewritten already holds it (two keys that mask or
+    redact to the same text are both kept, the later one numbered)."""
+    if key not in taken:
+        return key
+    number = 2
+    while f"{key} ({number})" in taken:
+        number += 1
+    return f"{key} ({number})"
 
 
 def collect_named_secrets(value: Any) -> set[str]:

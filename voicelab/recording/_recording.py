@@ -9,6 +9,7 @@ recording. A bundle keeps enough to rebuild it (:func:`read_recording`).
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -150,9 +151,15 @@ class Recording:
                            direction="internal", turn_id=turn_id)
 
     def usage_recorder(self, source: str) -> Callable[[Usage], None]:
-        """What a persona or an adapter is handed to record its usage with."""
+        """What a persona or an adapter is handed to record its usage with. It holds the
+        recording weakly: an adapter's own reference cycles must not keep a finished trial's
+        audio alive until the collector's next full pass (usage after the trial is dropped)."""
+        recording = weakref.ref(self)
+
         def record(usage: Usage) -> None:
-            self.record_usage(usage, source=source)
+            alive = recording()
+            if alive is not None:
+                alive.record_usage(usage, source=source)
 
         return record
 

@@ -205,3 +205,42 @@ def test_rescore_pricing_changes_the_cost_and_nothing_else(tmp_path):
     assert minutes["price"] == 0.5 and characters["price"] == 0.001
     assert trial["total"] == pytest.approx(minutes["quantity"] * 0.5
                                            + characters["quantity"] * 0.001)
+
+
+def test_a_suites_budget_is_one_budget_for_every_cell_of_the_sweep(tmp_path):
+    """``budget:`` in a suite: the cells share it (no cell gets a budget of its own), and the
+    sweep stops starting trials once it would be passed."""
+    pricing = ("pricing:\n  currency: USD\n  prices:\n"
+               "    - {component: speech, unit: character, price: 0.001}\n"
+               "    - {component: product, unit: minute, price: 0}\n"
+               "    - {component: storage, unit: gigabyte, price: 0}\n")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"""
+name: budgeted
+base: {EXAMPLES / 'run-workload-neutral-voice.yaml'}
+environments: [quiet, {EXAMPLES / 'environment-office.yaml'}]
+trials: 3
+concurrency: 1
+artifacts_dir: {tmp_path / 'sweeps'}
+budget: {{max_cost: 0.5}}
+{pricing}""")
+    # every trial says the same lines, so costs the same: measure one
+    measured = cli("sweep", str(suite), "--trials", "1", "--max-cost", "1000", "--quiet",
+                   "--artifacts-dir", str(tmp_path / "measured"), cwd=tmp_path)
+    assert measured.returncode == 0, measured.stderr
+    cells = json.loads((tmp_path / "measured" / "latest" / "matrix-report.json").read_text())
+    each = cells["cost"]["total"] / 2
+    assert each > 0
+    # a budget two and a half trials deep, of the suite's six
+    suite.write_text(suite.read_text().replace("max_cost: 0.5", f"max_cost: {2.5 * each!r}"))
+    swept = cli("sweep", str(suite), "--quiet", cwd=tmp_path)
+    assert swept.returncode == 4, swept.stdout + swept.stderr
+    report = json.loads((tmp_path / "sweeps" / "latest" / "matrix-report.json").read_text())
+    assert report["stopped"] == "budget"
+    ran = sum(cell["executed_trials"] for cell in report["cells"])
+    assert 1 <= ran <= 2  # one budget for both cells: never 2 trials of each
+    assert report["budget"]["spent"] == pytest.approx(ran * each)
+    assert report["budget"]["spent"] <= report["budget"]["max_cost"]
+    assert report["budget"]["trials_not_started"] == 6 - ran
+    assert any(line.startswith("voice-evaluator: stopped: budget:")
+               for line in swept.stderr.splitlines()), swept.stderr

@@ -14,7 +14,7 @@ import base64
 import json
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
@@ -129,7 +129,7 @@ class SecretScrubber:
 
 
 
-def distinct_key(key: str, taken: Mapping[Any, Any]) -> str:
+def distinct_key(key: str, taken: Container[object]) -> str:
     """``key``, numbered when a mapping being rewritten already holds it (two keys that mask or
     redact to the same text are both kept, the later one numbered)."""
     if key not in taken:

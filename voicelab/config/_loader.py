@@ -32,12 +32,11 @@ from ._overrides import (
     format_key_path,
     validate_model,
 )
+from ._resolved import LoadedRun
 from ._secrets import (
-    MASK,
     SecretScrubber,
     collect_named_secrets,
     is_secret_env_var,
-    is_secret_name,
     launch_secret_values,
     transport_secret_values,
 )
@@ -175,66 +174,6 @@ def require_file(path: Path, *, source: str | Path, key: str) -> None:
         raise ConfigError(f"expected a file, found {kind}: {path}", source=source, key=key)
 
 
-@dataclass(frozen=True)
-class LoadedRun:
-    """A validated run with every path resolved, plus what is needed to sanitize and hash it."""
-
-    run_path: Path
-    run: RunConfig
-    scenario: ScenarioConfig
-    persona: PersonaConfig
-    data: dict[str, Any]
-    script: ScriptConfig | None
-    environment: EnvironmentConfig
-    sources: dict[str, Path]
-    scrubber: SecretScrubber
-    secret_keys: dict[str, frozenset[str]]
-    #: the ``--set`` overrides as given (``key=value`` texts), in order
-    overrides: tuple[str, ...] = ()
-
-    @property
-    def base_dir(self) -> Path:
-        return self.run_path.parent
-
-    def recorded_overrides(self) -> list[str]:
-        """The ``--set`` overrides as a bundle keeps them (:func:`recorded_overrides`)."""
-        return recorded_overrides(self.overrides, self.scrubber)
-
-    def resolved_documents(self) -> dict[str, Any]:
-        """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing).
-
-        Computed once: a loaded run is immutable (callers must not mutate the result)."""
-        cached = self.__dict__.get("_resolved_documents")
-        if cached is None:
-            from ._resolved import resolved_documents
-
-            cached = resolved_documents(self)
-            object.__setattr__(self, "_resolved_documents", cached)
-        return cached
-
-    def suite_hash(self) -> str:
-        cached = self.__dict__.get("_suite_hash")
-        if cached is None:
-            from ._resolved import suite_hash
-
-            cached = suite_hash(self)
-            object.__setattr__(self, "_suite_hash", cached)
-        return cached
-
-    def asset_paths(self) -> list[tuple[str, str, Path]]:
-        """(document file, key path, file) for every audio asset the run references."""
-        assets: list[tuple[str, str, Path]] = []
-        if self.run.environment_path is not None:
-            for key, path in self.environment.asset_paths():
-                assets.append((str(self.sources["environment"]), key, path))
-        if self.script is not None:
-            for index, turn in enumerate(self.script.turns):
-                if turn.audio_path is not None:
-                    assets.append((str(self.sources["script"]), f"turns[{index}].audio_path",
-                                   turn.audio_path))
-        return assets
-
-
 def _resolve_environment_paths(environment: EnvironmentConfig, path: Path) -> EnvironmentConfig:
     events = [event.model_copy(update={"type": resolve_relative(path, event.type)})
               for event in environment.transient_events]
@@ -272,19 +211,6 @@ def load_pricing(path: str | Path, *, referrer: str | Path | None = None,
     if isinstance(data, Mapping) and set(data) == {"pricing"}:
         data = data["pricing"]
     return validate_model(PricingConfig, data, source=path)
-
-
-def recorded_overrides(overrides: Sequence[str], scrubber: SecretScrubber) -> list[str]:
-    """``--set`` texts as a bundle keeps them (a resumed run applies them again): a value under
-    a secret-named key, or holding one of ``scrubber``'s secrets, is masked."""
-    recorded = []
-    for text in overrides:
-        key = text.partition("=")[0]
-        if any(is_secret_name(part) for part in re.split(r"[.\[\]]", key) if part):
-            recorded.append(f"{key}={MASK}")
-        else:
-            recorded.append(scrubber.scrub_text(text))
-    return recorded
 
 
 def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),

@@ -17,7 +17,7 @@ from ..artifacts import (
     TurnMetrics,
     Verdict,
 )
-from ..config import PersonaConfig, ScenarioConfig, ScriptConfig
+from ..config import EvalSpec, PersonaConfig, ScenarioConfig, ScriptConfig
 from ._entity_verdicts import entity_verdicts
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
@@ -93,7 +93,7 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
         verdicts.append(_expected_exit_verdict(spec.expected_exit, exit_reason))
     if persona.is_concise:
         verdicts.append(_concise_verdict(spec.concise_max_words, assistant_turns))
-    verdicts += _outcome_verdicts(spec.outcome_spec, outcome_status=outcome_status,
+    verdicts += _outcome_verdicts(spec, outcome_status=outcome_status,
                                   outcome=outcome, outcome_error=outcome_error)
     if spec.max_interruption_stop_ms is not None:
         verdicts.append(_interruption_verdict(spec.max_interruption_stop_ms, turn_metrics,
@@ -167,12 +167,12 @@ def _concise_verdict(budget: int, assistant_turns: Sequence[TranscriptTurn]) -> 
         why=f"the longest assistant response has {words} words (budget {budget})")
 
 
-def _outcome_verdicts(outcome_spec: Mapping[str, Any], *, outcome_status: str,
+def _outcome_verdicts(spec: EvalSpec, *, outcome_status: str,
                       outcome: Mapping[str, Any] | None,
                       outcome_error: str | None) -> list[Verdict]:
     """``outcome_<key>`` for each key of the scenario's outcome spec: the probe persisted it."""
     verdicts: list[Verdict] = []
-    for key, expected in outcome_spec.items():
+    for key, expected in spec.outcome_spec.items():
         name = f"outcome_{key}"
         if outcome_status != "available" or outcome is None:
             reason = outcome_error or "the outcome probe returned no record"

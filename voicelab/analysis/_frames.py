@@ -433,54 +433,107 @@ def load_frames(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
 
 def _load(runs: list[_Run], *, events: bool) -> Frames:
-    run_rows, trial_rows, trial_run = [], [], []
-    turn_records: list[dict[str, Any]] = []
-    verdict_records: list[dict[str, Any]] = []
-    judge_records: list[dict[str, Any]] = []
-    event_columns = EventColumns()
-    turn_counts, verdict_counts, judge_counts = [], [], []
+    read = _read_runs(runs, events=events)
+    logger.debug("read %d run(s), %d trial(s), %d event(s)", len(runs), len(read.trial_rows),
+                 sum(read.event_columns.counts))
+    runs_frame, trials, run_index = _runs_and_trials(read)
+    child_keys = (*KEY_COLUMNS, *GROUP_COLUMNS)
+    turns_frame, turn_index = _child_frame(read.turn_records, read.turn_counts, trials,
+                                           ["turn_id", "index"], _TURN_CATEGORIES)
+    # a nested document that was null everywhere (its fields are flattened as input_* etc.)
+    turns_frame = turns_frame.drop(columns=[c for c in _NESTED_TURN_FIELDS
+                                            if c in turns_frame.columns
+                                            and turns_frame[c].isna().all()])
+    verdicts_frame, judges_frame = _verdicts_and_judges(read, trials)
+
+    event_index = np.repeat(np.arange(len(trials)),
+                            np.asarray(read.event_columns.counts, dtype=np.int64))
+    events_frame = _attach_keys(read.event_columns.frame(), trials, event_index, child_keys)
+    if events:
+        turns_frame = _timeline_columns(turns_frame, events_frame, event_index, turn_index)
+    rates = _rates(runs, runs_frame, trials, run_index, verdicts_frame, read.verdict_counts,
+                   judges_frame, read.judge_counts)
+    run_rates = rates[rates["kind"] == "run"].set_index("run_id")
+    for column in RATE_COLUMNS:
+        runs_frame[f"pass_rate_{column}"] = run_rates[column].reindex(
+            runs_frame["run_id"].astype(object)).to_numpy()
+    curves = pass_curve_table(trials, by=["run_id", "cell"]) if len(trials) else \
+        pass_curve_table(pd.DataFrame({"run_id": [], "cell": [], "passed": []}),
+                         by=["run_id", "cell"])
+    return Frames(runs=runs_frame, trials=trials, turns=turns_frame, events=events_frame,
+                  verdicts=verdicts_frame, judges=judges_frame, rates=rates, curves=curves)
+
+
+@dataclass
+class _Read:
+    """What the bundles hold, as records in reading order: one row per run and per trial, and
+    each trial's turns, verdicts, judges and events with how many it has."""
+
+    run_rows: list[dict[str, Any]] = field(default_factory=list)
+    trial_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: the position in ``run_rows`` of each trial's run
+    trial_run: list[int] = field(default_factory=list)
+    turn_records: list[dict[str, Any]] = field(default_factory=list)
+    verdict_records: list[dict[str, Any]] = field(default_factory=list)
+    judge_records: list[dict[str, Any]] = field(default_factory=list)
+    turn_counts: list[int] = field(default_factory=list)
+    verdict_counts: list[int] = field(default_factory=list)
+    judge_counts: list[int] = field(default_factory=list)
+    event_columns: EventColumns = field(default_factory=EventColumns)
+
+
+def _read_runs(runs: list[_Run], *, events: bool) -> _Read:
+    """Every run report and trial folder of ``runs`` read (voice events only with ``events``)."""
+    read = _Read()
     for number, run in enumerate(runs):
         report = run.report or {}
         cost = report.get("cost") if isinstance(report.get("cost"), dict) else {}
-        run_rows.append({"run_id": run.run_id, "cell": run.cell, "matrix_id": run.matrix_id,
-                         **({"stage": run.stage} if run.stage is not None else {}),
-                         **{k: v for k, v in report.items()
-                            if not isinstance(v, (dict, list))
-                            and k not in ("run_id", *_SKIPPED_FIELDS)},
-                         **({"cost_total": cost.get("total"),
-                             "cost_currency": cost.get("currency")} if cost else {}),
-                         "path": str(run.run_dir) if run.run_dir else None})
+        read.run_rows.append({
+            "run_id": run.run_id, "cell": run.cell, "matrix_id": run.matrix_id,
+            **({"stage": run.stage} if run.stage is not None else {}),
+            **{k: v for k, v in report.items()
+               if not isinstance(v, (dict, list)) and k not in ("run_id", *_SKIPPED_FIELDS)},
+            **({"cost_total": cost.get("total"), "cost_currency": cost.get("currency")}
+               if cost else {}),
+            "path": str(run.run_dir) if run.run_dir else None})
         for trial_dir in run.trial_dirs:
-            trial_report = read_trial_report_json(trial_dir / TRIAL_REPORT)
-            trial_rows.append(_trial_row(trial_report, trial_dir))
-            trial_run.append(number)
-            metrics_path = trial_dir / VOICE_METRICS
-            metrics = read_json(metrics_path, model=VoiceMetrics) if metrics_path.is_file() \
-                else {}
-            turns = metrics.get("turns", [])
-            trial_rows[-1].update(_talk_and_entities(metrics))
-            turn_records.extend(_flatten(t) for t in turns)
-            turn_counts.append(len(turns))
-            verdicts = trial_report.get("verdicts") or []
-            verdict_records.extend(verdicts)
-            verdict_counts.append(len(verdicts))
-            judges = trial_report.get("judges") or []
-            judge_records.extend({k: v for k, v in j.items() if k != "sent"} for j in judges)
-            judge_counts.append(len(judges))
-            if events:
-                path = trial_dir / VOICE_EVENTS
-                event_columns.add(read_events(path), source=path)
-            else:
-                event_columns.add([], source=trial_dir)
-    logger.debug("read %d run(s), %d trial(s), %d event(s)", len(runs), len(trial_rows),
-                 sum(event_columns.counts))
+            _read_trial(read, trial_dir, number, events=events)
+    return read
 
-    runs_frame = _typed(_with_datetimes(_records_frame(run_rows, ["run_id", "cell"])),
+
+def _read_trial(read: _Read, trial_dir: Path, run_number: int, *, events: bool) -> None:
+    """One trial folder's report, metrics and (with ``events``) voice events added to ``read``."""
+    trial_report = read_trial_report_json(trial_dir / TRIAL_REPORT)
+    read.trial_rows.append(_trial_row(trial_report, trial_dir))
+    read.trial_run.append(run_number)
+    metrics_path = trial_dir / VOICE_METRICS
+    metrics = read_json(metrics_path, model=VoiceMetrics) if metrics_path.is_file() else {}
+    turns = metrics.get("turns", [])
+    read.trial_rows[-1].update(_talk_and_entities(metrics))
+    read.turn_records.extend(_flatten(t) for t in turns)
+    read.turn_counts.append(len(turns))
+    verdicts = trial_report.get("verdicts") or []
+    read.verdict_records.extend(verdicts)
+    read.verdict_counts.append(len(verdicts))
+    judges = trial_report.get("judges") or []
+    read.judge_records.extend({k: v for k, v in j.items() if k != "sent"} for j in judges)
+    read.judge_counts.append(len(judges))
+    if events:
+        path = trial_dir / VOICE_EVENTS
+        read.event_columns.add(read_events(path), source=path)
+    else:
+        read.event_columns.add([], source=trial_dir)
+
+
+def _runs_and_trials(read: _Read) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """The runs frame, the trials frame (each trial with its run's keys, matrix, label and
+    stage) and each trial's position in the runs frame."""
+    runs_frame = _typed(_with_datetimes(_records_frame(read.run_rows, ["run_id", "cell"])),
                         categories=("run_id", "cell", "matrix_id", "status", *GROUP_COLUMNS,
                                     "adapter", "stage"),
                         text=_TEXT_COLUMNS)
-    trials = _with_datetimes(_records_frame(trial_rows, ["trial_id", *GROUP_COLUMNS]))
-    run_index = np.asarray(trial_run, dtype=np.int64)
+    trials = _with_datetimes(_records_frame(read.trial_rows, ["trial_id", *GROUP_COLUMNS]))
+    run_index = np.asarray(read.trial_run, dtype=np.int64)
     for position, column in enumerate(("run_id", "cell")):
         trials.insert(position, column, runs_frame[column].to_numpy()[run_index] if len(trials)
                       else pd.Series(dtype=object))
@@ -495,47 +548,34 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
     trials = _typed(trials, categories=(*KEY_COLUMNS, *GROUP_COLUMNS, *_TRIAL_CATEGORIES,
                                         "matrix_id", "label", "stage"),
                     text=_TEXT_COLUMNS)
-    child_keys = (*KEY_COLUMNS, *GROUP_COLUMNS)
+    return runs_frame, trials, run_index
 
-    def child(records: list[dict[str, Any]], counts: list[int], columns: Sequence[str],
-              categories: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
-        index = np.repeat(np.arange(len(trials)), np.asarray(counts, dtype=np.int64))
-        frame = _typed(_records_frame(records, columns), categories=categories,
-                       text=_TEXT_COLUMNS)
-        return _attach_keys(frame, trials, index, child_keys), index
 
-    turns_frame, turn_index = child(turn_records, turn_counts, ["turn_id", "index"],
-                                    _TURN_CATEGORIES)
-    # a nested document that was null everywhere (its fields are flattened as input_* etc.)
-    turns_frame = turns_frame.drop(columns=[c for c in _NESTED_TURN_FIELDS
-                                            if c in turns_frame.columns
-                                            and turns_frame[c].isna().all()])
-    verdicts_frame, _ = child(verdict_records, verdict_counts, VERDICT_COLUMNS, ("name",))
-    judges_frame, _ = child(judge_records, judge_counts, JUDGE_COLUMNS,
-                            ("name", "kind", "status", "label", "model", "model_version"))
+def _child_frame(records: list[dict[str, Any]], counts: list[int], trials: pd.DataFrame,
+                 columns: Sequence[str], categories: Sequence[str]
+                 ) -> tuple[pd.DataFrame, np.ndarray]:
+    """A frame of per-trial records (``counts[i]`` of trial ``i``), keyed by its trial; and
+    each row's trial position."""
+    index = np.repeat(np.arange(len(trials)), np.asarray(counts, dtype=np.int64))
+    frame = _typed(_records_frame(records, columns), categories=categories, text=_TEXT_COLUMNS)
+    return _attach_keys(frame, trials, index, (*KEY_COLUMNS, *GROUP_COLUMNS)), index
+
+
+def _verdicts_and_judges(read: _Read, trials: pd.DataFrame
+                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The verdicts and judges frames, their flags boolean and judges' numbers numeric."""
+    verdicts_frame, _ = _child_frame(read.verdict_records, read.verdict_counts, trials,
+                                     VERDICT_COLUMNS, ("name",))
+    judges_frame, _ = _child_frame(read.judge_records, read.judge_counts, trials,
+                                   JUDGE_COLUMNS,
+                                   ("name", "kind", "status", "label", "model", "model_version"))
     for frame, flags in ((verdicts_frame, ("passed", "critical")),
                          (judges_frame, ("passed", "critical"))):
         for flag in flags:
             frame[flag] = frame[flag].fillna(False).astype(bool)
     judges_frame["score"] = pd.to_numeric(judges_frame["score"], errors="coerce")
     judges_frame["threshold"] = pd.to_numeric(judges_frame["threshold"], errors="coerce")
-
-    event_index = np.repeat(np.arange(len(trials)),
-                            np.asarray(event_columns.counts, dtype=np.int64))
-    events_frame = _attach_keys(event_columns.frame(), trials, event_index, child_keys)
-    if events:
-        turns_frame = _timeline_columns(turns_frame, events_frame, event_index, turn_index)
-    rates = _rates(runs, runs_frame, trials, run_index, verdicts_frame, verdict_counts,
-                   judges_frame, judge_counts)
-    run_rates = rates[rates["kind"] == "run"].set_index("run_id")
-    for column in RATE_COLUMNS:
-        runs_frame[f"pass_rate_{column}"] = run_rates[column].reindex(
-            runs_frame["run_id"].astype(object)).to_numpy()
-    curves = pass_curve_table(trials, by=["run_id", "cell"]) if len(trials) else \
-        pass_curve_table(pd.DataFrame({"run_id": [], "cell": [], "passed": []}),
-                         by=["run_id", "cell"])
-    return Frames(runs=runs_frame, trials=trials, turns=turns_frame, events=events_frame,
-                  verdicts=verdicts_frame, judges=judges_frame, rates=rates, curves=curves)
+    return verdicts_frame, judges_frame
 
 
 def _settings(report: dict[str, Any] | None) -> tuple[float, str]:

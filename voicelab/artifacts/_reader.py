@@ -34,6 +34,7 @@ from ._names import (
     VOICE_METRICS,
 )
 from ._report_models import MatrixReport, RunReport
+from ._store import local_folder, open_remote, read_remote_json
 from ._versions import check_version
 from ._voice_models import VoiceMetrics
 
@@ -44,8 +45,6 @@ def read_json(path: Path | str, *, model: type[BaseModel] | None = None) -> dict
     its key (``voice-metrics.json: turns[0].response_latency_ms: ...``). The document is
     returned as read."""
     if is_url(path):
-        from ._store import open_remote, read_remote_json
-
         location = open_remote(path)
         assert location is not None
         document = read_remote_json(location)
@@ -159,8 +158,6 @@ def read_trial(trial_dir: Path | str) -> dict[str, Any]:
     """Every JSON document of a trial bundle (a folder or a store URL), keyed by file name
     (voice events as a list)."""
     if is_url(trial_dir):
-        from ._store import local_folder
-
         with local_folder(trial_dir, suffixes=(".json", ".jsonl")) as local:
             return read_trial(local)
     trial_dir = Path(trial_dir)

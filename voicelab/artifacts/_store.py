@@ -31,6 +31,7 @@ from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_sec
 from ..errors import ConfigError, MissingDependencyError
 from ._members import MAX_DOCUMENT_BYTES, MAX_TEXT_BYTES, decode_json, read_member
 from ._names import LATEST
+from ._versions import check_version
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -190,8 +191,6 @@ def read_remote_bytes(location: RemoteLocation, *, limit: int = MAX_TEXT_BYTES) 
 
 def read_remote_json(location: RemoteLocation) -> dict[str, Any]:
     """A JSON artifact in a store (its schema version checked, as :func:`read_json` does)."""
-    from ._reader import check_version
-
     document = decode_json(read_remote_bytes(location, limit=MAX_DOCUMENT_BYTES),
                            source=location.url)
     check_version(document, source=Path(location.url))

@@ -160,16 +160,15 @@ def _add_global_options(parser: argparse.ArgumentParser, *, default: object) -> 
                         help="print the version and exit")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _ArgumentParser(prog=PROG, description="Test deployed voice agents by simulation.")
-    _add_global_options(parser, default=False)
-    commands = parser.add_subparsers(dest="command", parser_class=_ArgumentParser)
-
-    validate = commands.add_parser("validate", help="check a run without opening connections")
+def _validate_arguments(validate: argparse.ArgumentParser) -> None:
+    """The arguments of ``validate``: the run file and its overrides."""
     validate.add_argument("run_file", type=Path)
     _add_run_options(validate)
 
-    run = commands.add_parser("run", help="run seeded trials of a scenario and write a bundle")
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
+    """The arguments of ``run``: the run file, trials, where the bundle goes, and how its
+    trials run, are chosen, are seen and end."""
     run.add_argument("run_file", type=Path, nargs="?", default=None,
                      help="the run config (with --resume: default, the one the bundle names)")
     run.add_argument("--trials", type=TRIALS, default=None, help="number of trials (default: config)")
@@ -184,8 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_telemetry_options(run)
     _add_run_options(run)
 
-    sweep = commands.add_parser("sweep", help="run a scenario x persona x environment x trial "
-                                              "matrix from a suite file")
+
+def _sweep_arguments(sweep: argparse.ArgumentParser) -> None:
+    """The arguments of ``sweep``: the suite file and what ``run`` takes, per matrix."""
     sweep.add_argument("suite_file", type=Path, nargs="?", default=None,
                        help="the suite (with --resume: default, the one the sweep names)")
     sweep.add_argument("--trials", type=TRIALS, default=None, help="trials per cell")
@@ -200,8 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_telemetry_options(sweep)
     _add_run_options(sweep)
 
-    plan = commands.add_parser("plan", help="print a suite's matrix size, conversations, "
-                                            "estimated audio minutes and cost; runs nothing")
+
+def _plan_arguments(plan: argparse.ArgumentParser) -> None:
+    """The arguments of ``plan``: the suite, a width to size trials for, an earlier run to price from."""
     plan.add_argument("suite_file", type=Path)
     plan.add_argument("--trials", type=TRIALS, default=None)
     plan.add_argument("--width", type=WIDTH, default=None,
@@ -217,16 +218,18 @@ def build_parser() -> argparse.ArgumentParser:
                            "of from the configuration alone")
     _add_run_options(plan)
 
-    report = commands.add_parser("report", help="render run directories as a self-contained "
-                                                "HTML report (executes notebooks/report.ipynb)")
+
+def _report_arguments(report: argparse.ArgumentParser) -> None:
+    """The arguments of ``report``: the bundles to render and the HTML file."""
     report.add_argument("run_dir", nargs="+",
                         help="a run, a sweep or a folder of runs (a path or a store URL); "
                              "several are shown side by side")
     report.add_argument("--output", default="report.html",
                         help="the HTML file: a path or a store URL (default: report.html)")
 
-    rescore = commands.add_parser("rescore", help="recompute placement, metrics and verdicts "
-                                                  "of a bundle from what it recorded")
+
+def _rescore_arguments(rescore: argparse.ArgumentParser) -> None:
+    """The arguments of ``rescore``: the bundle, where its copy goes, judges, changed values, a price table."""
     rescore.add_argument("run_dir", help="a trial folder, a run folder or a sweep (a path or "
                                          "a store URL)")
     rescore.add_argument("--output", default=None,
@@ -245,10 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "and change nothing else: only the trial, run and sweep "
                               "reports' cost is rewritten")
 
-    replay = commands.add_parser(
-        "replay", help="send a run's (or a sweep's) recorded user audio again, trial by trial "
-                       "(same seeds), to a product, possibly a new build; writes a new run "
-                       "beside it")
+
+def _replay_arguments(replay: argparse.ArgumentParser) -> None:
+    """The arguments of ``replay``: the bundle to send again and where the new run goes."""
     replay.add_argument("run_dir", type=Path, help="the run (or sweep) folder to replay")
     replay.add_argument("--run-file", type=Path, default=None,
                         help="take the configuration from this run file (default: the one the "
@@ -263,10 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_run_options(replay)
 
-    ingest = commands.add_parser(
-        "ingest", help="turn recorded real calls (stereo: caller and agent on their own "
-                       "channels, or two mono files) into a bundle with a run's metrics, "
-                       "transcripts and verdicts")
+
+def _ingest_arguments(ingest: argparse.ArgumentParser) -> None:
+    """The arguments of ``ingest``: the recorded calls, their channels and turns, and how they are judged."""
     ingest.add_argument("calls", nargs="*", default=[],
                         help="stereo recordings (WAV, FLAC, OGG; CALL.transcript.json beside "
                              "one is its transcript) or manifests (.yaml/.json listing calls)")
@@ -290,9 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also write JUnit XML (one test case per call)")
     _add_run_options(ingest)
 
-    compare = commands.add_parser(
-        "compare", help="compare a candidate run (or sweep) with a baseline, trial by trial; "
-                        "exit 3 when a regression gate blocks")
+
+def _compare_arguments(compare: argparse.ArgumentParser) -> None:
+    """The arguments of ``compare``: the two bundles, the regression gates and the outputs."""
     compare.add_argument("baseline", help="the baseline run or sweep folder (or store URL)")
     compare.add_argument("candidate", help="the candidate run or sweep folder (or store URL)")
     compare.add_argument("--max-pass-rate-drop", type=RATE_DROP, default=None, metavar="RATE",
@@ -325,10 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="earlier run and sweep bundles: also classify each candidate "
                               "cell as stable pass, flaky or stable fail over them")
 
-    check = commands.add_parser(
-        "check", help="one short call to a product's endpoint: say point by point what it does "
-                      "(answers, ends its turn, transcripts, barge-in, closes cleanly) against "
-                      "what its adapter expects, with the fix for each failure")
+
+def _check_arguments(check: argparse.ArgumentParser) -> None:
+    """The arguments of ``check``: the endpoint to call and where its bundle goes."""
     check.add_argument("config", type=Path, help="a run file, or a YAML file with just its "
                                                  "endpoint block")
     check.add_argument("--artifacts-dir", default=None,
@@ -336,7 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="the points as JSON on stdout")
     _add_run_options(check)
 
-    init = commands.add_parser("init", help="copy starter suite files into DIR")
+
+def _init_arguments(init: argparse.ArgumentParser) -> None:
+    """The arguments of ``init``: the folder, and an agent of its own to write."""
     init.add_argument("directory", type=Path)
     init.add_argument("--force", action="store_true", help="overwrite existing files")
     init.add_argument("--agent", choices=("websocket", "twilio", "pipecat"), default=None,
@@ -344,6 +346,43 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also write agent.py, a tiny agent of your own speaking this wire "
                            "(websocket, twilio or pipecat; it answers with the caller's audio "
                            "played back), and make run.yaml start it for every trial")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog=PROG, description="Test deployed voice agents by simulation.")
+    _add_global_options(parser, default=False)
+    commands = parser.add_subparsers(dest="command", parser_class=_ArgumentParser)
+    _validate_arguments(commands.add_parser(
+        "validate", help="check a run without opening connections"))
+    _run_arguments(commands.add_parser(
+        "run", help="run seeded trials of a scenario and write a bundle"))
+    _sweep_arguments(commands.add_parser(
+        "sweep", help="run a scenario x persona x environment x trial matrix from a suite file"))
+    _plan_arguments(commands.add_parser(
+        "plan", help="print a suite's matrix size, conversations, estimated audio minutes and "
+                     "cost; runs nothing"))
+    _report_arguments(commands.add_parser(
+        "report", help="render run directories as a self-contained HTML report (executes "
+                       "notebooks/report.ipynb)"))
+    _rescore_arguments(commands.add_parser(
+        "rescore", help="recompute placement, metrics and verdicts of a bundle from what it "
+                        "recorded"))
+    _replay_arguments(commands.add_parser(
+        "replay", help="send a run's (or a sweep's) recorded user audio again, trial by trial "
+                       "(same seeds), to a product, possibly a new build; writes a new run "
+                       "beside it"))
+    _ingest_arguments(commands.add_parser(
+        "ingest", help="turn recorded real calls (stereo: caller and agent on their own "
+                       "channels, or two mono files) into a bundle with a run's metrics, "
+                       "transcripts and verdicts"))
+    _compare_arguments(commands.add_parser(
+        "compare", help="compare a candidate run (or sweep) with a baseline, trial by trial; "
+                        "exit 3 when a regression gate blocks"))
+    _check_arguments(commands.add_parser(
+        "check", help="one short call to a product's endpoint: say point by point what it does "
+                      "(answers, ends its turn, transcripts, barge-in, closes cleanly) against "
+                      "what its adapter expects, with the fix for each failure"))
+    _init_arguments(commands.add_parser("init", help="copy starter suite files into DIR"))
     for command in commands.choices.values():
         _add_global_options(command, default=argparse.SUPPRESS)
     return parser

@@ -25,14 +25,7 @@ from ._cost import (
 )
 from ._entities import EntityKind, EntitySpec
 from ._launch import LaunchConfig
-from ._loader import (
-    LoadedRun,
-    load_environment,
-    load_pricing,
-    load_run,
-    read_yaml,
-    recorded_overrides,
-)
+from ._loader import load_environment, load_pricing, load_run, read_yaml
 from ._models import (
     CAPABILITY_NAMES,
     MAX_TRIAL_SECONDS,
@@ -87,7 +80,7 @@ from ._pauses import (
     split_pauses,
 )
 from ._recorded import RECORDED_KINDS, load_recorded_run
-from ._resolved import file_sha256
+from ._resolved import LoadedRun, file_sha256, recorded_overrides
 from ._retention import AudioRetention, BundleAccess, RetentionConfig, TranscriptRetention
 from ._secrets import (
     MASK,

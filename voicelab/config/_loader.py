@@ -32,12 +32,11 @@ from ._overrides import (
     format_key_path,
     validate_model,
 )
+from ._resolved import LoadedRun
 from ._secrets import (
-    MASK,
     SecretScrubber,
     collect_named_secrets,
     is_secret_env_var,
-    is_secret_name,
     launch_secret_values,
     transport_secret_values,
 )
@@ -175,66 +174,6 @@ def require_file(path: Path, *, source: str | Path, key: str) -> None:
         raise ConfigError(f"expected a file, found {kind}: {path}", source=source, key=key)
 
 
-@dataclass(frozen=True)
-class LoadedRun:
-    """A validated run with every path resolved, plus what is needed to sanitize and hash it."""
-
-    run_path: Path
-    run: RunConfig
-    scenario: ScenarioConfig
-    persona: PersonaConfig
-    data: dict[str, Any]
-    script: ScriptConfig | None
-    environment: EnvironmentConfig
-    sources: dict[str, Path]
-    scrubber: SecretScrubber
-    secret_keys: dict[str, frozenset[str]]
-    #: the ``--set`` overrides as given (``key=value`` texts), in order
-    overrides: tuple[str, ...] = ()
-
-    @property
-    def base_dir(self) -> Path:
-        return self.run_path.parent
-
-    def recorded_overrides(self) -> list[str]:
-        """The ``--set`` overrides as a bundle keeps them (:func:`recorded_overrides`)."""
-        return recorded_overrides(self.overrides, self.scrubber)
-
-    def resolved_documents(self) -> dict[str, Any]:
-        """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing).
-
-        Computed once: a loaded run is immutable (callers must not mutate the result)."""
-        cached = self.__dict__.get("_resolved_documents")
-        if cached is None:
-            from ._resolved import resolved_documents
-
-            cached = resolved_documents(self)
-            object.__setattr__(self, "_resolved_documents", cached)
-        return cached
-
-    def suite_hash(self) -> str:
-        cached = self.__dict__.get("_suite_hash")
-        if cached is None:
-            from ._resolved import suite_hash
-
-            cached = suite_hash(self)
-            object.__setattr__(self, "_suite_hash", cached)
-        return cached
-
-    def asset_paths(self) -> list[tuple[str, str, Path]]:
-        """(document file, key path, file) for every audio asset the run references."""
-        assets: list[tuple[str, str, Path]] = []
-        if self.run.environment_path is not None:
-            for key, path in self.environment.asset_paths():
-                assets.append((str(self.sources["environment"]), key, path))
-        if self.script is not None:
-            for index, turn in enumerate(self.script.turns):
-                if turn.audio_path is not None:
-                    assets.append((str(self.sources["script"]), f"turns[{index}].audio_path",
-                                   turn.audio_path))
-        return assets
-
-
 def _resolve_environment_paths(environment: EnvironmentConfig, path: Path) -> EnvironmentConfig:
     events = [event.model_copy(update={"type": resolve_relative(path, event.type)})
               for event in environment.transient_events]
@@ -274,19 +213,6 @@ def load_pricing(path: str | Path, *, referrer: str | Path | None = None,
     return validate_model(PricingConfig, data, source=path)
 
 
-def recorded_overrides(overrides: Sequence[str], scrubber: SecretScrubber) -> list[str]:
-    """``--set`` texts as a bundle keeps them (a resumed run applies them again): a value under
-    a secret-named key, or holding one of ``scrubber``'s secrets, is masked."""
-    recorded = []
-    for text in overrides:
-        key = text.partition("=")[0]
-        if any(is_secret_name(part) for part in re.split(r"[.\[\]]", key) if part):
-            recorded.append(f"{key}={MASK}")
-        else:
-            recorded.append(scrubber.scrub_text(text))
-    return recorded
-
-
 def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
              environ: Mapping[str, str] | None = None) -> LoadedRun:
     """Load and validate a run file and every file it references.
@@ -303,12 +229,51 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
         by_document.setdefault(override.document, []).append(override)
 
     raw_run = read_document(run_path, environ=environ, overrides=by_document.get("run", []))
+    references = _References(run_path=run_path, environ=environ, by_document=by_document,
+                             secret_values=_run_secret_values(raw_run),
+                             secret_keys={"run": frozenset(raw_run.interpolation.secret_keys)},
+                             sources={"run": run_path})
+    run = _run_settings(raw_run, by_document.get("run", []),
+                        secret_values=references.secret_values)
+    raw_scenario = references.read("scenario", run.scenario_path, required=True)
+    raw_persona = references.read("persona", run.persona_path, required=True)
+    raw_data = references.read("data", run.data_path, required=False)
+    raw_script = references.read("script", run.script_path, required=False)
+    raw_environment = references.read("environment", run.environment_path, required=False)
+    assert raw_scenario is not None and raw_persona is not None
+
+    secret_values = references.secret_values
+    scenario = validate_model(ScenarioConfig, raw_scenario.data, source=raw_scenario.path,
+                              overrides=raw_scenario.overrides, secret_values=secret_values)
+    persona = validate_model(PersonaConfig, raw_persona.data, source=raw_persona.path,
+                             overrides=raw_persona.overrides, secret_values=secret_values)
+    loaded = LoadedRun(
+        run_path=run_path, run=run, scenario=scenario, persona=persona,
+        data=_data_of(raw_data), script=_script_of(raw_script, secret_values),
+        environment=_environment_of(raw_environment, secret_values),
+        sources=references.sources, scrubber=SecretScrubber(secret_values),
+        secret_keys=references.secret_keys, overrides=tuple(o.text for o in parsed))
+    for document, key, asset in loaded.asset_paths():
+        require_file(asset, source=document, key=key)
+    return loaded
+
+
+def _run_secret_values(raw_run: RawDocument) -> set[str]:
+    """The secrets a run file holds: interpolated from secret variables, under secret names,
+    in transport headers and URL credentials, and in its launch command and environment."""
     secret_values = set(raw_run.interpolation.secret_values)
     secret_values |= collect_named_secrets(raw_run.data)
     secret_values |= transport_secret_values(raw_run.data)  # header values, URL credentials
     secret_values |= launch_secret_values(raw_run.data)  # --token VALUE, declared env secrets
-    run = validate_model(RunConfig, raw_run.data, source=run_path,
-                         overrides=by_document.get("run", []), secret_values=secret_values)
+    return secret_values
+
+
+def _run_settings(raw_run: RawDocument, overrides: list[Override], *,
+                  secret_values: set[str]) -> RunConfig:
+    """The run file validated, its paths resolved against it and its price table read in."""
+    run_path = raw_run.path
+    run = validate_model(RunConfig, raw_run.data, source=run_path, overrides=overrides,
+                         secret_values=secret_values)
     run = run.model_copy(update={
         name: resolve_relative(run_path, getattr(run, name))
         for name in ("scenario_path", "persona_path", "data_path", "script_path",
@@ -320,66 +285,70 @@ def load_run(path: str | Path, *, overrides: Sequence[str | Override] = (),
         assert pricing_path is not None
         run = run.model_copy(update={"pricing_path": None, "pricing": load_pricing(
             pricing_path, referrer=run_path, key="pricing_path")})
+    return run
 
-    secret_keys = {"run": frozenset(raw_run.interpolation.secret_keys)}
-    sources: dict[str, Path] = {"run": run_path}
 
-    def load(kind: str, file: Path | None, required: bool) -> RawDocument | None:
+@dataclass
+class _References:
+    """The documents a run file references, read one by one; each adds its file to
+    ``sources`` and its secrets to ``secret_values`` and ``secret_keys``."""
+
+    run_path: Path
+    environ: Mapping[str, str]
+    by_document: dict[str, list[Override]]
+    secret_values: set[str]
+    secret_keys: dict[str, frozenset[str]]
+    sources: dict[str, Path]
+
+    def read(self, kind: str, file: Path | None, *, required: bool) -> RawDocument | None:
         if file is None:
-            if kind in by_document:
-                first = by_document[kind][0]
+            if kind in self.by_document:
+                first = self.by_document[kind][0]
                 raise ConfigError(f"the run has no {kind}_path to override",
-                                  source=first.source_for(run_path))
+                                  source=first.source_for(self.run_path))
             if required:
-                raise ConfigError("required key is missing", source=run_path, key=f"{kind}_path")
+                raise ConfigError("required key is missing", source=self.run_path,
+                                  key=f"{kind}_path")
             return None
-        raw = read_document(file, environ=environ, overrides=by_document.get(kind, []),
-                            key=f"{kind}_path", referrer=run_path, allow_empty=(kind == "data"))
-        sources[kind] = file
-        secret_values.update(raw.interpolation.secret_values)
-        secret_values.update(collect_named_secrets(raw.data))  # e.g. data's api_key
-        secret_keys[kind] = frozenset(raw.interpolation.secret_keys)
+        raw = read_document(file, environ=self.environ, overrides=self.by_document.get(kind, []),
+                            key=f"{kind}_path", referrer=self.run_path,
+                            allow_empty=(kind == "data"))
+        self.sources[kind] = file
+        self.secret_values.update(raw.interpolation.secret_values)
+        self.secret_values.update(collect_named_secrets(raw.data))  # e.g. data's api_key
+        self.secret_keys[kind] = frozenset(raw.interpolation.secret_keys)
         return raw
 
-    raw_scenario = load("scenario", run.scenario_path, required=True)
-    raw_persona = load("persona", run.persona_path, required=True)
-    raw_data = load("data", run.data_path, required=False)
-    raw_script = load("script", run.script_path, required=False)
-    raw_environment = load("environment", run.environment_path, required=False)
-    assert raw_scenario is not None and raw_persona is not None
 
-    scenario = validate_model(ScenarioConfig, raw_scenario.data, source=raw_scenario.path,
-                              overrides=raw_scenario.overrides, secret_values=secret_values)
-    persona = validate_model(PersonaConfig, raw_persona.data, source=raw_persona.path,
-                             overrides=raw_persona.overrides, secret_values=secret_values)
-    data: dict[str, Any] = {}
-    if raw_data is not None:
-        if not isinstance(raw_data.data, Mapping):
-            raise ConfigError(f"expected a mapping of keys, got {type(raw_data.data).__name__}",
-                              source=raw_data.path)
-        data = dict(raw_data.data)
+def _data_of(raw_data: RawDocument | None) -> dict[str, Any]:
+    """The run's data: a mapping of keys, empty without a data file."""
+    if raw_data is None:
+        return {}
+    if not isinstance(raw_data.data, Mapping):
+        raise ConfigError(f"expected a mapping of keys, got {type(raw_data.data).__name__}",
+                          source=raw_data.path)
+    return dict(raw_data.data)
 
-    script: ScriptConfig | None = None
-    if raw_script is not None:
-        script = validate_model(ScriptConfig, raw_script.data, source=raw_script.path,
-                                overrides=raw_script.overrides, secret_values=secret_values)
-        turns = [turn.model_copy(update={"audio_path": resolve_relative(raw_script.path,
-                                                                        turn.audio_path)})
-                 for turn in script.turns]
-        script = script.model_copy(update={"turns": turns})
 
-    environment = QUIET_ENVIRONMENT
-    if raw_environment is not None:
-        environment = validate_model(EnvironmentConfig, raw_environment.data,
-                                     source=raw_environment.path,
-                                     overrides=raw_environment.overrides,
-                                     secret_values=secret_values)
-        environment = _resolve_environment_paths(environment, raw_environment.path)
+def _script_of(raw_script: RawDocument | None, secret_values: set[str]) -> ScriptConfig | None:
+    """The script validated, each turn's audio resolved against the script file."""
+    if raw_script is None:
+        return None
+    script = validate_model(ScriptConfig, raw_script.data, source=raw_script.path,
+                            overrides=raw_script.overrides, secret_values=secret_values)
+    turns = [turn.model_copy(update={"audio_path": resolve_relative(raw_script.path,
+                                                                    turn.audio_path)})
+             for turn in script.turns]
+    return script.model_copy(update={"turns": turns})
 
-    loaded = LoadedRun(
-        run_path=run_path, run=run, scenario=scenario, persona=persona, data=data, script=script,
-        environment=environment, sources=sources, scrubber=SecretScrubber(secret_values),
-        secret_keys=secret_keys, overrides=tuple(o.text for o in parsed))
-    for document, key, asset in loaded.asset_paths():
-        require_file(asset, source=document, key=key)
-    return loaded
+
+def _environment_of(raw_environment: RawDocument | None,
+                    secret_values: set[str]) -> EnvironmentConfig:
+    """The environment validated, its sounds resolved against its file; quiet without one."""
+    if raw_environment is None:
+        return QUIET_ENVIRONMENT
+    environment = validate_model(EnvironmentConfig, raw_environment.data,
+                                 source=raw_environment.path,
+                                 overrides=raw_environment.overrides,
+                                 secret_values=secret_values)
+    return _resolve_environment_paths(environment, raw_environment.path)

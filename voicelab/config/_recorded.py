@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._loader import Interpolation, LoadedRun, interpolate
+from ._loader import Interpolation, interpolate
 from ._models import (
     QUIET_ENVIRONMENT,
     EnvironmentConfig,
@@ -27,6 +27,7 @@ from ._models import (
     ScriptConfig,
 )
 from ._overrides import Override, apply_overrides, validate_model
+from ._resolved import LoadedRun
 from ._secrets import (
     SecretScrubber,
     collect_named_secrets,

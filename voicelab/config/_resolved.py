@@ -1,17 +1,18 @@
-"""Sanitized resolved configuration documents and the suite hash."""
+"""A loaded run, and what is derived from it: sanitized resolved documents and the suite hash."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._secrets import MASK, mask_transport
-
-if TYPE_CHECKING:
-    from ._loader import LoadedRun
+from ._models import EnvironmentConfig, PersonaConfig, RunConfig, ScenarioConfig, ScriptConfig
+from ._secrets import MASK, SecretScrubber, is_secret_name, mask_transport
 
 #: Run settings that change how a run executes or is judged, not what each trial tests (a
 #: resumed run may change its gates or its confidence level).
@@ -21,6 +22,75 @@ _EXECUTION_ONLY: tuple[str, ...] = ("artifacts_dir", "trials", "concurrency", "s
 _EXECUTION_ONLY += ("measurement",)
 #: ... and what it costs (a price table changes what a trial is said to cost, not the trial)
 _EXECUTION_ONLY += ("pricing", "pricing_path")
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A validated run with every path resolved, plus what is needed to sanitize and hash it."""
+
+    run_path: Path
+    run: RunConfig
+    scenario: ScenarioConfig
+    persona: PersonaConfig
+    data: dict[str, Any]
+    script: ScriptConfig | None
+    environment: EnvironmentConfig
+    sources: dict[str, Path]
+    scrubber: SecretScrubber
+    secret_keys: dict[str, frozenset[str]]
+    #: the ``--set`` overrides as given (``key=value`` texts), in order
+    overrides: tuple[str, ...] = ()
+
+    @property
+    def base_dir(self) -> Path:
+        return self.run_path.parent
+
+    def recorded_overrides(self) -> list[str]:
+        """The ``--set`` overrides as a bundle keeps them (:func:`recorded_overrides`)."""
+        return recorded_overrides(self.overrides, self.scrubber)
+
+    def resolved_documents(self) -> dict[str, Any]:
+        """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing).
+
+        Computed once: a loaded run is immutable (callers must not mutate the result)."""
+        cached = self.__dict__.get("_resolved_documents")
+        if cached is None:
+            cached = resolved_documents(self)
+            object.__setattr__(self, "_resolved_documents", cached)
+        return cached
+
+    def suite_hash(self) -> str:
+        cached = self.__dict__.get("_suite_hash")
+        if cached is None:
+            cached = suite_hash(self)
+            object.__setattr__(self, "_suite_hash", cached)
+        return cached
+
+    def asset_paths(self) -> list[tuple[str, str, Path]]:
+        """(document file, key path, file) for every audio asset the run references."""
+        assets: list[tuple[str, str, Path]] = []
+        if self.run.environment_path is not None:
+            for key, path in self.environment.asset_paths():
+                assets.append((str(self.sources["environment"]), key, path))
+        if self.script is not None:
+            for index, turn in enumerate(self.script.turns):
+                if turn.audio_path is not None:
+                    assets.append((str(self.sources["script"]), f"turns[{index}].audio_path",
+                                   turn.audio_path))
+        return assets
+
+
+def recorded_overrides(overrides: Sequence[str], scrubber: SecretScrubber) -> list[str]:
+    """``--set`` texts as a bundle keeps them (a resumed run applies them again): a value under
+    a secret-named key, or holding one of ``scrubber``'s secrets, is masked."""
+    recorded = []
+    for text in overrides:
+        key = text.partition("=")[0]
+        if any(is_secret_name(part) for part in re.split(r"[.\[\]]", key) if part):
+            recorded.append(f"{key}={MASK}")
+        else:
+            recorded.append(scrubber.scrub_text(text))
+    return recorded
 
 
 def _mask_key_paths(document: Any, key_paths: frozenset[str]) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._limits import MAX_RETRIES
 from .._validate import RunPlan, validate_run
-from ..artifacts import JudgeCalibration, ReplayOrigin
+from ..artifacts import JudgeCalibration, RemoteLocation, ReplayOrigin
 from ..config import LoadedRun, load_run
 from ..cost import CostBudget
 from ..errors import ConfigError
@@ -95,48 +95,11 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     in the report (``exit_code`` 4). Cancellation raises :class:`RunInterrupted` once the
     evidence gathered so far is written.
 
-    ``label`` names the run in frames and reports; ``calibrations`` (judge confusion counts,
-    :func:`voicelab.scoring.read_calibration`) add judge-corrected pass rates to the report.
-    ``resume`` is a bundle of this configuration to finish: only the planned trials that are
-    not done run (interrupted or missing; with ``rerun_failed`` also those that did not pass),
-    into the same bundle under the same run id and seeds; ``trials`` may extend its plan. A
-    bundle of another configuration (suite hash) is refused with :class:`ConfigError`.
-    ``replay_of`` names the run a replay re-sends (:func:`voicelab.areplay`) in the report.
-
-    ``executor`` is where the trials run (:data:`voicelab.execution.EXECUTORS`): ``None`` or
-    ``"inline"`` (this event loop), ``"local"`` (``workers`` processes of this machine,
-    default one per core; one worker is this event loop), ``"dask"`` (a Dask cluster at
-    ``scheduler``, else a ``LocalCluster`` of ``workers``), a plug-in's dotted path, a
-    ``dask.distributed.Client``, or an executor (:class:`voicelab.execution.LocalExecutor`,
-    :class:`voicelab.execution.DaskExecutor`) shared by several runs. ``workers`` without
-    ``executor`` is ``"local"``. The bundle is the same whatever runs the trials.
-
-    ``lag_budget_ms`` (default: the run config's ``measurement.lag_budget_ms``) lowers the
-    concurrency while finished trials saw a loop-lag p99 above it (:mod:`._lag_budget`).
-
-    ``scoring`` is where a finished call is scored and its files written, in-process runs
-    only: ``"process"`` (a scoring process beside this event loop, while the next calls run;
-    runs with judges score on the loop) or ``"loop"`` (this event loop: no extra process, and
-    a debugger or a patched function sees the scoring). The bundle is the same either way.
-
-    ``retry_inconclusive``: how many times a trial that ends inconclusive (nothing failed, a
-    critical verdict undecided) is run again, same seed, at half the concurrency each time
-    (:mod:`._attempts`); one still inconclusive after that counts as not passed.
-
-    ``observers`` (:class:`voicelab.execution.RunObserver`) are told of each trial as it starts
-    and finishes, in this process: OpenTelemetry traces and live Prometheus metrics
-    (:mod:`voicelab.telemetry`, docs/observability.md).
-
-    ``only`` (``--only``) runs the planned trials an expression selects, like pytest's ``-k``
-    (:class:`voicelab.runner.TrialSelection`: scenario id, persona and environment names, trial
-    ids such as ``trial-003``); they keep their numbers and seeds. ``fail_fast`` (``--fail-fast``,
-    a count or a :class:`voicelab.runner.FailFast` shared by several runs) starts no trial once
-    that many did not pass; the report says so and its exit code is the trials' (3 or 4).
-    ``max_cost`` (in the currency of the run's ``pricing:``, which it needs): no trial starts
-    once what was spent, plus the expected cost of the trials in flight and of the next,
-    would pass it; the trials in flight finish, the report says ``stopped: budget`` and the
-    trials not started count as not run (exit code 4; docs/cost.md). ``budget`` is a
-    :class:`voicelab.cost.CostBudget` shared with other runs (a sweep's cells).
+    The keywords are those of :class:`._run.RunOptions`, each described there. ``max_cost``
+    (in the currency of the run's ``pricing:``, which it needs): no trial starts once what
+    was spent, plus the expected cost of the trials in flight and of the next, would pass it;
+    the trials in flight finish, the report says ``stopped: budget`` and the trials not
+    started count as not run (exit code 4; docs/cost.md).
 
     Nothing process-wide changes (garbage collection, the GIL switch interval) unless the
     caller opted in with :func:`voicelab.execution.tuned_process`, as the command line does.
@@ -150,11 +113,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
         else FailFast(fail_fast)
     if resume is not None and not isinstance(run, RunPlan | LoadedRun):
         overrides = _resumed_overrides(resume, overrides)
-    if isinstance(run, RunPlan):
-        plan = run
-    else:
-        plan = validate_run(run if isinstance(run, LoadedRun) else load_run(run,
-                                                                            overrides=overrides))
+    plan = _validated_plan(run, overrides)
     loaded = plan.loaded
     check_calibrations(loaded, calibrations)
     if budget is None and max_cost is not None:
@@ -173,10 +132,26 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     store = store_target(configured, resume, source=given_at)
     if store is None:
         return await _run_here(plan, options)
-    # the bundle lives in a store: the run writes a local staging folder, published as it goes
+    return await _run_into_store(plan, options, store, given_at=given_at)
+
+
+def _validated_plan(run: RunPlan | LoadedRun | str | Path, overrides: Sequence[str]
+                    ) -> RunPlan:
+    """``run`` checked (:func:`validate_run`), loaded first when it is a file."""
+    if isinstance(run, RunPlan):
+        return run
+    return validate_run(run if isinstance(run, LoadedRun) else load_run(run, overrides=overrides))
+
+
+async def _run_into_store(plan: RunPlan, options: RunOptions,
+                          store: tuple[RemoteLocation, RemoteLocation | None], *,
+                          given_at: Path | None) -> RunOutcome:
+    """The run of a bundle that lives in a store: into a local staging folder, published as
+    it goes."""
     root_location, to_resume = store
-    run_id = run_id or new_run_id()
-    latest = (bundle_name or run_id) if link_latest and to_resume is None else None
+    run_id = options.run_id or new_run_id()
+    latest = (options.bundle_name or run_id) if options.link_latest and to_resume is None \
+        else None
     stage = await asyncio.to_thread(open_stage, root_location, resume=to_resume,
                                     latest=latest, source=given_at)
     staged = dataclasses.replace(

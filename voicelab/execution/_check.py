@@ -31,10 +31,10 @@ from typing import Any, Literal
 
 from .._exit_codes import check_exit_code
 from .._validate import RunPlan, validate_run
-from ..artifacts import VOICE_EVENTS, read_voice_events
+from ..artifacts import VOICE_EVENTS, ExecutionFailure, TurnMetrics, read_voice_events
 from ..config import load_run, read_yaml
 from ..errors import ConfigError
-from ..runner import RunOutcome
+from ..runner import RunOutcome, TrialResult
 from ._arun import arun, run_sync
 
 #: How long the check waits for a reply before it calls the product silent.
@@ -152,16 +152,12 @@ def check_endpoint(config: str | Path, *, overrides: Sequence[str] = (),
 
 
 def _judge(plan: RunPlan, outcome: RunOutcome) -> EndpointCheck:
+    """The points of the check, read from the call's recording and trial report."""
     capabilities = plan.summary.capabilities
     check = EndpointCheck(adapter=plan.summary.adapter, turn_taking=plan.turn_taking,
                           location=outcome.location)
     trial = outcome.trials[0] if outcome.trials else None
-    events: list[dict[str, Any]] = []
-    if trial is not None:
-        events_file = outcome.bundle_path / trial.report.trial_id / VOICE_EVENTS
-        if events_file.is_file():
-            events = read_voice_events(events_file)
-    kinds = [str(event.get("event_type")) for event in events]
+    kinds = _event_kinds(outcome, trial)
     failures = [] if trial is None else list(trial.report.failures)
     failure_text = "; ".join(f"{f.kind}: {f.message}" for f in failures)
     if "session.connected" not in kinds:
@@ -176,20 +172,42 @@ def _judge(plan: RunPlan, outcome: RunOutcome) -> EndpointCheck:
     turns = {t.turn_id: t for t in (trial.turn_metrics if trial is not None else [])}
     answered = [t for t in turns.values() if t.turn_id != "turn-000"
                 and t.first_audio_latency_ms is not None]
-    first = turns.get("turn-001")
+    check.points.append(_answers(plan, turns.get("turn-001")))
+    check.points.append(_ends_turn(plan, kinds, answered=bool(answered)))
+    check.points.append(_transcripts(plan, kinds))
+    check.points.append(_barge_in(capabilities, turns, trial))
+    check.points.append(_closes_cleanly(kinds, failures, failure_text, trial))
+    return check
+
+
+def _event_kinds(outcome: RunOutcome, trial: TrialResult | None) -> list[str]:
+    """The event types the call recorded, in order (none when it wrote no events)."""
+    events: list[dict[str, Any]] = []
+    if trial is not None:
+        events_file = outcome.bundle_path / trial.report.trial_id / VOICE_EVENTS
+        if events_file.is_file():
+            events = read_voice_events(events_file)
+    return [str(event.get("event_type")) for event in events]
+
+
+def _answers(plan: RunPlan, first: TurnMetrics | None) -> CheckPoint:
+    """Did product audio come back after the caller's first turn?"""
     if first is not None and first.first_audio_latency_ms is not None:
-        check.points.append(CheckPoint(
+        return CheckPoint(
             "answers", "passed", f"answered the caller's turn: first audio after "
-                                 f"{first.first_audio_latency_ms:.0f} ms"))
-    else:
-        listens = plan.turn_taking == "server_vad"
-        check.points.append(CheckPoint(
-            "answers", "failed", f"no audio came back within {RESPONSE_TIMEOUT_SECONDS:g} s of "
-                                 "the caller's turn",
-            "detect the end of the caller's speech on the live line (their speech, then "
-            "silence) and reply with audio on the wire" if listens else
-            "reply to input_audio_buffer.commit + response.create (or the wire's end of "
-            "turn) with audio"))
+                                 f"{first.first_audio_latency_ms:.0f} ms")
+    listens = plan.turn_taking == "server_vad"
+    return CheckPoint(
+        "answers", "failed", f"no audio came back within {RESPONSE_TIMEOUT_SECONDS:g} s of "
+                             "the caller's turn",
+        "detect the end of the caller's speech on the live line (their speech, then "
+        "silence) and reply with audio on the wire" if listens else
+        "reply to input_audio_buffer.commit + response.create (or the wire's end of "
+        "turn) with audio")
+
+
+def _ends_turn(plan: RunPlan, kinds: list[str], *, answered: bool) -> CheckPoint:
+    """Did the product say its reply was done, or fall silent so the caller could speak?"""
     ended = kinds.count("product.response_done")
     user_turns = kinds.count("user.turn_started")
     if plan.turn_taking == "server_vad":
@@ -204,38 +222,42 @@ def _judge(plan: RunPlan, outcome: RunOutcome) -> EndpointCheck:
             "never said that a reply was done"
         fix = ("send response.done {status: completed} (the wire's end of a reply) after each "
                "reply: without it the caller waits response_timeout_seconds")
-    check.points.append(CheckPoint("ends_turn", status, found, "" if status == "passed"
-                                   else fix))
+    return CheckPoint("ends_turn", status, found, "" if status == "passed" else fix)
+
+
+def _transcripts(plan: RunPlan, kinds: list[str]) -> CheckPoint:
+    """Did the product send transcripts of its replies, where its wire carries them?"""
     transcripts = kinds.count("product.transcript")
-    if not capabilities.get("output_transcripts"):
-        check.points.append(CheckPoint(
+    if not plan.summary.capabilities.get("output_transcripts"):
+        return CheckPoint(
             "transcripts", "not_applicable", f"the {plan.summary.adapter} wire carries no "
             "transcripts: the product's words are recognized from its audio "
-            "(transcription.product: auto, pip install 'voicelab[speech]')"))
-    elif transcripts:
-        check.points.append(CheckPoint("transcripts", "passed",
-                                       f"sent {transcripts} transcript(s) of its replies"))
-    else:
-        check.points.append(CheckPoint(
-            "transcripts", "failed", "sent no transcript of what it said",
-            "send response.output_audio_transcript.done {transcript} with each reply (the "
-            "text verdicts and judges read it), or set transcription.product: asr to "
-            "recognize the audio instead"))
-    check.points.append(_barge_in(capabilities, turns, trial))
+            "(transcription.product: auto, pip install 'voicelab[speech]')")
+    if transcripts:
+        return CheckPoint("transcripts", "passed",
+                          f"sent {transcripts} transcript(s) of its replies")
+    return CheckPoint(
+        "transcripts", "failed", "sent no transcript of what it said",
+        "send response.output_audio_transcript.done {transcript} with each reply (the "
+        "text verdicts and judges read it), or set transcription.product: asr to "
+        "recognize the audio instead")
+
+
+def _closes_cleanly(kinds: list[str], failures: Sequence[ExecutionFailure], failure_text: str,
+                    trial: TrialResult | None) -> CheckPoint:
+    """Did the call end without a product error or a dropped connection?"""
     # a silent product's timeout is the "answers" point's; a file not written is no product's
     errors = [f for f in failures if f.kind not in ("artifacts", "timeout")]
     dropped = trial is not None and trial.report.exit_reason == "connection_closed"
     if errors or dropped or "product.error" in kinds:
         said = failure_text or f"the call ended with {trial.report.exit_reason if trial else '?'}"
-        check.points.append(CheckPoint(
+        return CheckPoint(
             "closes_cleanly", "failed", said,
             "keep the connection open until the caller hangs up (or end the call with the "
-            "wire's completion, then close 1000); never close or error mid-reply"))
-    else:
-        exit_reason = trial.report.exit_reason if trial is not None else "?"
-        check.points.append(CheckPoint("closes_cleanly", "passed",
-                                       f"no error, no dropped connection (ended: {exit_reason})"))
-    return check
+            "wire's completion, then close 1000); never close or error mid-reply")
+    exit_reason = trial.report.exit_reason if trial is not None else "?"
+    return CheckPoint("closes_cleanly", "passed",
+                      f"no error, no dropped connection (ended: {exit_reason})")
 
 
 def _barge_in(capabilities: dict[str, bool], turns: dict[str, Any], trial: Any) -> CheckPoint:

@@ -47,8 +47,8 @@ import numpy as np
 from .._steps import run_steps
 from ..audio import PcmAudio
 from ..recording import Recording, ns_to_samples, samples_to_ns
+from ._metric_audio import METRIC_SAMPLE_RATE_HZ, float_16k
 from ._placement import Placement
-from ._speech import METRIC_SAMPLE_RATE_HZ, _float_16k
 from ._voice import _gather, _user_speech_ns, speech_segments_ns
 
 MIN_PAUSE_MS = 200.0
@@ -153,7 +153,7 @@ def reply_voice(channel: PcmAudio, *, span_ns: Interval,
     window_start = max(span_ns[0], segments[0][0] - margin_ns, 0)
     window_end = min(span_ns[1], segments[-1][1] + margin_ns, samples_to_ns(samples.size))
     window = PcmAudio(samples[ns_to_samples(window_start):ns_to_samples(window_end)], rate)
-    floats = _float_16k(window)
+    floats = float_16k(window)
     onsets_ns = window_start + _onset_seconds(floats) * 1e9
     slack_ns = ONSET_FFT_SAMPLES / 2 / METRIC_SAMPLE_RATE_HZ * 1e9  # a frame centred before
     onset_count = int(sum(np.count_nonzero((onsets_ns >= a - slack_ns) & (onsets_ns < b))

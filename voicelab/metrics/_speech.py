@@ -27,9 +27,10 @@ import numpy as np
 
 from ..audio import SILENCE_THRESHOLD, PcmAudio
 from ..errors import MissingDependencyError
+from ._metric_audio import METRIC_SAMPLE_RATE_HZ, float_16k
 from ._placement import Placement, place_channels
+from ._product_voice import add_product_voice_metrics
 
-METRIC_SAMPLE_RATE_HZ = 16_000
 COMPLETENESS_THRESHOLD = 0.5
 #: DNSMOS scores 9.01 s windows (hop 1 s); shorter clips are tiled to one window. Below this
 #: the repetition dominates the score.
@@ -104,17 +105,6 @@ def input_wer(reference_text: str | None, recognized_text: str | None) -> float 
 
 # --- audio helpers ----------------------------------------------------------------------------
 
-def _float_16k(audio: PcmAudio) -> np.ndarray:
-    """``audio`` as float32 in [-1, 1) at 16 kHz."""
-    floats = audio.samples.astype(np.float32) / 32768.0
-    if audio.sample_rate_hz == METRIC_SAMPLE_RATE_HZ or floats.size == 0:
-        return floats
-    import soxr
-
-    resampled = soxr.resample(floats, audio.sample_rate_hz, METRIC_SAMPLE_RATE_HZ, quality="HQ")
-    return np.clip(resampled, -1.0, 32767.0 / 32768.0).astype(np.float32)
-
-
 def _is_silent(audio: PcmAudio) -> bool:
     return audio.num_samples == 0 or int(np.max(np.abs(audio.samples.astype(np.int32)))) \
         <= SILENCE_THRESHOLD
@@ -184,7 +174,7 @@ def dnsmos(audio: PcmAudio | None) -> dict[str, Any]:
     _require("librosa", "librosa", "DNSMOS")
     _require("requests", "requests", "DNSMOS (speechmos imports it)")
     module = _require("speechmos.dnsmos", "speechmos", "DNSMOS")
-    samples = _float_16k(audio).astype(np.float64)
+    samples = float_16k(audio).astype(np.float64)
     window = int(DNSMOS_WINDOW_SECONDS * METRIC_SAMPLE_RATE_HZ)
     tiled = samples.size < window
     if tiled:
@@ -207,8 +197,8 @@ def intelligibility(clean: PcmAudio | None, delivered: PcmAudio | None) -> dict[
     if clean is None or delivered is None or not clean.num_samples or not delivered.num_samples:
         result["reason"] = "needs both the clean and the delivered audio"
         return result
-    reference = _float_16k(clean).astype(np.float64)
-    degraded = _float_16k(delivered).astype(np.float64)
+    reference = float_16k(clean).astype(np.float64)
+    degraded = float_16k(delivered).astype(np.float64)
     length = min(reference.size, degraded.size)
     reference, degraded = reference[:length], degraded[:length]
     if length < INTELLIGIBILITY_MIN_SECONDS * METRIC_SAMPLE_RATE_HZ:
@@ -307,7 +297,6 @@ def add_speech_metrics(recording: Any, metrics: Any, *, placement: Placement | N
         ProductText,
         UserTurnStarted,
     )
-    from ._product_voice import add_product_voice_metrics  # imports this module
 
     said: dict[str, str] = {}
     heard: dict[str, list[str]] = {}

@@ -49,6 +49,7 @@ from ..audio import (
     CANONICAL_FORMAT,
     CANONICAL_SAMPLE_RATE_HZ,
     PcmAudio,
+    SignalAnalysis,
     analyze_signals,
     audible_edges,
     detect_speech,
@@ -239,135 +240,212 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
                                 ) -> Steps[VoiceMetrics]:
     """:func:`compute_voice_metrics` in steps (see :mod:`voicelab._steps`)."""
     gathered = yield from _gather(recording)
-    responses, user_chunks, users = gathered.responses.by_turn, gathered.user_chunks, gathered.users
-    listener, references = gathered.listener, gathered.references
-    depth_ns = int(float(listener.get("jitter_buffer_ms", 0.0)) * 1_000_000)
+    responses = gathered.responses.by_turn
     user_stream = recording.streams[USER].samples()
-    product_stream = recording.streams[PRODUCT].samples()
-
-    # each turn's signal analysis, and each whole channel's (the turns one after another)
-    user_ids = sorted(user_chunks)
-    each, all_input = analyze_signals([_joined(user_stream, user_chunks[k]) for k in user_ids])
-    inputs = dict(zip(user_ids, each, strict=True))
-    yield
-    order = list(responses)
-    with_audio = [k for k in order if responses[k].audio]
-    each, all_output = analyze_signals([_joined(product_stream, responses[k].audio)
-                                        for k in with_audio])
-    outputs = dict(zip(with_audio, each, strict=True))
-    yield
+    analyses = yield from _analyze_signals(recording, gathered, user_stream)
     # the product's speech as the listener hears it (voice activity on the placed channel)
     speech = speech_segments_ns(placement.product)
     yield
 
-    product_samples = placement.product.samples
     lines = {str(packets.line): packets for packets in
              (ChannelPackets.of(e) for e in recording.of_type(EventType.CHANNEL_PACKETS))}
-    to_user = lines.get("to_user")
-    heard_delay_ns = int(float(to_user.base_delay_ms or 0.0) * 1_000_000) if to_user else 0
-    connected = next(recording.of_type(EventType.CONNECTED), None)
-    # the adapter's own conversion toward the product: the product heard the user that late
-    converting_ns = conversion_delay_ns(Connected.of(connected), "to_product") \
-        if connected else 0
-    line_turns = {name: {t.get("turn_id"): t for t in line.turns or []}
-                  for name, line in lines.items()}
-    user_speech = sorted((start, end) for start, end in
-                         (_user_speech_ns(turn, users, placement) for turn in users)
-                         if start is not None and end is not None)
-    hangover_ms = float(listener.get("reply_end_hangover_ms", 700.0))
-
-    def cut_in_of(turn_id: str) -> dict[str, Any]:
-        sent = _joined(user_stream, user_chunks[turn_id]) if turn_id in user_chunks else None
-        return _cut_in(turn_id, users, placement, speech, heard_delay_ns, converting_ns,
-                       hangover_ns=int(hangover_ms * 1_000_000), sent=sent)
-
+    measured = _measured_against(recording, gathered, placement, speech, lines, analyses,
+                                 user_stream)
     turns: list[TurnMetrics] = []
-    for index, turn_id in enumerate(order):
-        found = responses[turn_id]
-        reference, first = references.get(turn_id), found.first_audio_ns
-        done = (found.done_ns, found.status) if found.done_ns is not None else None
-        playback = placement.responses.get(turn_id)
-        heard_from = playback.start_ns if playback else None
-        heard_until = playback.end_ns if playback else None
-        dead_air = tail = None
-        if heard_from is not None and heard_until is not None:
-            yield
-            audible = audible_extent_ns(product_samples, start_ns=heard_from,
-                                        end_ns=heard_until)
-            dead_air = _ms(silent_runs_ns(product_samples, start_ns=audible[0],
-                                          end_ns=audible[1])) if audible else 0.0
-            tail = _ms(heard_until - audible[1]) if audible else None
-        _, user_speech_end = _user_speech_ns(turn_id, users, placement)
-        span = _span(playback)
-        speech_onset = next((start for start, end in speech
-                             if span and end > span[0] and start < span[1]
-                             and (user_speech_end is None or start >= user_speech_end)), None)
-        latency = speech_onset + heard_delay_ns - user_speech_end - converting_ns \
-            if speech_onset is not None and user_speech_end is not None else None
-        stop_latency = audio_after = barge_after = None
-        if found.barged_in_by is not None and span:
-            barge_onset, _ = _user_speech_ns(found.barged_in_by, users, placement)
-            if barge_onset is not None:
-                barge_after = _ms(barge_onset - speech_onset - heard_delay_ns) \
-                    if speech_onset is not None else None
-                after = max(barge_onset, span[0])
-                heard = audible_extent_ns(product_samples, start_ns=after, end_ns=span[1])
-                stop_latency = _ms(max(0, heard[1] - barge_onset - converting_ns)) \
-                    if heard else 0.0
-                audio_after = _ms(audible_ns(product_samples, start_ns=after, end_ns=span[1]))
-        cut_in = cut_in_of(turn_id)
-        if cut_in.get("product_cut_in"):
-            # what follows the user's end is first the cut-in reply still playing: no latency
-            # (the answer's is answer_after_cut_in_ms), kept out of every summary and gate
-            latency = first = None
-        turns.append(TurnMetrics(
-            turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
-            reference=reference[1] if reference else None,
-            first_audio_latency_ms=_ms(first - reference[0])
-            if first is not None and reference else None,
-            response_latency_ms=_ms(latency),
-            response_duration_ms=_ms(done[0] - reference[0]) if done and reference else None,
-            output_audio_seconds=round(found.audio_samples / _RATE, 6),
-            user_speech_end_ms=_ms(user_speech_end), speech_start_ms=_ms(speech_onset),
-            playback_start_ms=_ms(heard_from), playback_end_ms=_ms(heard_until),
-            playback_stall_ms=_ms(jitter_buffer_stall_ns(_before_barge(found, playback),
-                                                         depth_ns=depth_ns))
-            if playback and playback.chunks else None,
-            dead_air_ms=dead_air, trailing_silence_ms=tail,
-            interrupted=found.barged_in_by is not None,
-            interruption_stop_latency_ms=stop_latency, audio_after_interrupt_ms=audio_after,
-            barge_in_after_speech_ms=barge_after,
-            transcript=found.transcript, tool_calls=found.tool_calls,
-            input_speech_to_noise_db=gathered.snr.get(turn_id),
-            input=inputs.get(turn_id), output=outputs.get(turn_id),
-            double_talk_ms=_ms(overlap_ns([(max(a, span[0]), min(b, span[1])) for a, b in speech
-                                           if b > span[0] and a < span[1]], user_speech))
-            if span else None,
-            to_user_delay_ms=_ms(heard_delay_ns) if to_user else None,
-            **_line_fields(line_turns, turn_id), **cut_in))
+    for index, turn_id in enumerate(responses):
+        turns.append((yield from _response_metrics(measured, index, turn_id,
+                                                   responses[turn_id])))
     # a hesitation turn the product never answered after its end (it cut in, or said nothing)
-    for turn_id in sorted(set(users) - set(order)):
-        cut_in = cut_in_of(turn_id)
+    for turn_id in sorted(set(gathered.users) - set(responses)):
+        cut_in = measured.cut_in_of(turn_id)
         if cut_in:
             turns.append(TurnMetrics(turn_id=turn_id, index=len(turns), status="no_response",
                                      output_audio_seconds=0.0, interrupted=False,
-                                     user_speech_end_ms=_ms(_user_speech_ns(
-                                         turn_id, users, placement)[1]), **cut_in))
+                                     user_speech_end_ms=_ms(measured.user_speech_of(turn_id)[1]),
+                                     **cut_in))
     yield
     user_channel_speech = speech_segments_ns(placement.user)  # who talked how much
     yield
 
+    hangover_ms = measured.hangover_ms
     return VoiceMetrics(
-        audio_format=CANONICAL_FORMAT.to_dict(), input=all_input, output=all_output, turns=turns,
-        listener=listener,
+        audio_format=CANONICAL_FORMAT.to_dict(), input=analyses.all_input,
+        output=analyses.all_output, turns=turns, listener=gathered.listener,
         channel={name: {k: v for k, v in line.recorded().items() if k not in ("line", "turns")}
                  for name, line in lines.items()},
         summary={name: summarize([getattr(t, name) for t in turns]) for name in TIMING_METRICS},
         probes=probe_outcomes(recording, speech, hangover_ms=hangover_ms),
-        self_interruptions=self_interruptions(recording, speech, user_speech,
+        self_interruptions=self_interruptions(recording, speech, measured.user_speech,
                                               hangover_ms=hangover_ms),
         echo=echo_of(recording),
-        talk=talk_metrics(speech, user_channel_speech, user_speech))
+        talk=talk_metrics(speech, user_channel_speech, measured.user_speech))
+
+
+@dataclass(frozen=True)
+class _Analyses:
+    """The signal analysis of each turn's audio, and of each whole channel."""
+
+    inputs: dict[str, SignalAnalysis]
+    all_input: SignalAnalysis
+    outputs: dict[str, SignalAnalysis]
+    all_output: SignalAnalysis
+
+
+def _analyze_signals(recording: Recording, gathered: _Gathered, user_stream: np.ndarray
+                     ) -> Steps[_Analyses]:
+    """Each turn's signal analysis, and each whole channel's (the turns one after another)."""
+    responses, user_chunks = gathered.responses.by_turn, gathered.user_chunks
+    product_stream = recording.streams[PRODUCT].samples()
+    user_ids = sorted(user_chunks)
+    each, all_input = analyze_signals([_joined(user_stream, user_chunks[k]) for k in user_ids])
+    inputs = dict(zip(user_ids, each, strict=True))
+    yield
+    with_audio = [k for k in responses if responses[k].audio]
+    each, all_output = analyze_signals([_joined(product_stream, responses[k].audio)
+                                        for k in with_audio])
+    outputs = dict(zip(with_audio, each, strict=True))
+    yield
+    return _Analyses(inputs, all_input, outputs, all_output)
+
+
+@dataclass(frozen=True)
+class _MeasuredAgainst:
+    """What each turn's metrics are measured against: the placed channels, the product's
+    speech and the user's on the listener timeline, the delays of the line and the adapter,
+    and the turn-by-turn records beside them."""
+
+    gathered: _Gathered
+    placement: Placement
+    analyses: _Analyses
+    user_stream: np.ndarray
+    #: the product's speech segments on the listener timeline
+    speech: list[tuple[int, int]]
+    #: the user's speech in each turn, in order
+    user_speech: list[tuple[int, int]]
+    #: how late the listener hears the product (the line toward the user)
+    heard_delay_ns: int
+    #: the adapter's own conversion toward the product: the product heard the user that late
+    converting_ns: int
+    hangover_ms: float
+    depth_ns: int
+    line_turns: dict[str, dict[Any, dict[str, JsonValue]]]
+    to_user_delay_ms: float | None
+
+    def user_speech_of(self, turn_id: str) -> tuple[int | None, int | None]:
+        return _user_speech_ns(turn_id, self.gathered.users, self.placement)
+
+    def cut_in_of(self, turn_id: str) -> dict[str, Any]:
+        user_chunks = self.gathered.user_chunks
+        sent = _joined(self.user_stream, user_chunks[turn_id]) if turn_id in user_chunks \
+            else None
+        return _cut_in(turn_id, self.gathered.users, self.placement, self.speech,
+                       self.heard_delay_ns, self.converting_ns,
+                       hangover_ns=int(self.hangover_ms * 1_000_000), sent=sent)
+
+
+def _measured_against(recording: Recording, gathered: _Gathered, placement: Placement,
+                      speech: list[tuple[int, int]], lines: dict[str, ChannelPackets],
+                      analyses: _Analyses, user_stream: np.ndarray) -> _MeasuredAgainst:
+    listener, users = gathered.listener, gathered.users
+    to_user = lines.get("to_user")
+    heard_delay_ns = int(float(to_user.base_delay_ms or 0.0) * 1_000_000) if to_user else 0
+    connected = next(recording.of_type(EventType.CONNECTED), None)
+    converting_ns = conversion_delay_ns(Connected.of(connected), "to_product") \
+        if connected else 0
+    user_speech = sorted((start, end) for start, end in
+                         (_user_speech_ns(turn, users, placement) for turn in users)
+                         if start is not None and end is not None)
+    return _MeasuredAgainst(
+        gathered=gathered, placement=placement, analyses=analyses,
+        user_stream=user_stream, speech=speech, user_speech=user_speech,
+        heard_delay_ns=heard_delay_ns, converting_ns=converting_ns,
+        hangover_ms=float(listener.get("reply_end_hangover_ms", 700.0)),
+        depth_ns=int(float(listener.get("jitter_buffer_ms", 0.0)) * 1_000_000),
+        line_turns={name: {t.get("turn_id"): t for t in line.turns or []}
+                    for name, line in lines.items()},
+        to_user_delay_ms=_ms(heard_delay_ns) if to_user else None)
+
+
+def _response_metrics(measured: _MeasuredAgainst, index: int, turn_id: str,
+                      found: ProductTurn) -> Steps[TurnMetrics]:
+    """One response's metrics: its latencies, how it was heard, and what a barge-in did."""
+    placement, speech = measured.placement, measured.speech
+    product_samples = placement.product.samples
+    reference, first = measured.gathered.references.get(turn_id), found.first_audio_ns
+    done = (found.done_ns, found.status) if found.done_ns is not None else None
+    playback = placement.responses.get(turn_id)
+    heard_from = playback.start_ns if playback else None
+    heard_until = playback.end_ns if playback else None
+    dead_air = tail = None
+    if heard_from is not None and heard_until is not None:
+        yield
+        audible = audible_extent_ns(product_samples, start_ns=heard_from, end_ns=heard_until)
+        dead_air = _ms(silent_runs_ns(product_samples, start_ns=audible[0],
+                                      end_ns=audible[1])) if audible else 0.0
+        tail = _ms(heard_until - audible[1]) if audible else None
+    _, user_speech_end = measured.user_speech_of(turn_id)
+    span = _span(playback)
+    speech_onset = next((start for start, end in speech
+                         if span and end > span[0] and start < span[1]
+                         and (user_speech_end is None or start >= user_speech_end)), None)
+    latency = speech_onset + measured.heard_delay_ns - user_speech_end \
+        - measured.converting_ns \
+        if speech_onset is not None and user_speech_end is not None else None
+    stop_latency, audio_after, barge_after = _barge_in_figures(measured, found, span,
+                                                               speech_onset)
+    cut_in = measured.cut_in_of(turn_id)
+    if cut_in.get("product_cut_in"):
+        # what follows the user's end is first the cut-in reply still playing: no latency
+        # (the answer's is answer_after_cut_in_ms), kept out of every summary and gate
+        latency = first = None
+    analyses = measured.analyses
+    return TurnMetrics(
+        turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
+        reference=reference[1] if reference else None,
+        first_audio_latency_ms=_ms(first - reference[0])
+        if first is not None and reference else None,
+        response_latency_ms=_ms(latency),
+        response_duration_ms=_ms(done[0] - reference[0]) if done and reference else None,
+        output_audio_seconds=round(found.audio_samples / _RATE, 6),
+        user_speech_end_ms=_ms(user_speech_end), speech_start_ms=_ms(speech_onset),
+        playback_start_ms=_ms(heard_from), playback_end_ms=_ms(heard_until),
+        playback_stall_ms=_ms(jitter_buffer_stall_ns(_before_barge(found, playback),
+                                                     depth_ns=measured.depth_ns))
+        if playback and playback.chunks else None,
+        dead_air_ms=dead_air, trailing_silence_ms=tail,
+        interrupted=found.barged_in_by is not None,
+        interruption_stop_latency_ms=stop_latency, audio_after_interrupt_ms=audio_after,
+        barge_in_after_speech_ms=barge_after,
+        transcript=found.transcript, tool_calls=found.tool_calls,
+        input_speech_to_noise_db=measured.gathered.snr.get(turn_id),
+        input=analyses.inputs.get(turn_id), output=analyses.outputs.get(turn_id),
+        double_talk_ms=_ms(overlap_ns([(max(a, span[0]), min(b, span[1])) for a, b in speech
+                                       if b > span[0] and a < span[1]], measured.user_speech))
+        if span else None,
+        to_user_delay_ms=measured.to_user_delay_ms,
+        **_line_fields(measured.line_turns, turn_id), **cut_in)
+
+
+def _barge_in_figures(measured: _MeasuredAgainst, found: ProductTurn,
+                      span: tuple[int, int] | None, speech_onset: int | None
+                      ) -> tuple[float | None, float | None, float | None]:
+    """After a barge-in: how long the product took to stop, how much of it sounded after, and
+    how long after the product began speaking the user barged in (ms); Nones without one."""
+    stop_latency = audio_after = barge_after = None
+    if found.barged_in_by is None or not span:
+        return stop_latency, audio_after, barge_after
+    barge_onset, _ = measured.user_speech_of(found.barged_in_by)
+    if barge_onset is None:
+        return stop_latency, audio_after, barge_after
+    product_samples = measured.placement.product.samples
+    barge_after = _ms(barge_onset - speech_onset - measured.heard_delay_ns) \
+        if speech_onset is not None else None
+    after = max(barge_onset, span[0])
+    heard = audible_extent_ns(product_samples, start_ns=after, end_ns=span[1])
+    stop_latency = _ms(max(0, heard[1] - barge_onset - measured.converting_ns)) \
+        if heard else 0.0
+    audio_after = _ms(audible_ns(product_samples, start_ns=after, end_ns=span[1]))
+    return stop_latency, audio_after, barge_after
 
 
 def _cut_in(turn_id: str, users: dict[str, _UserTurn], placement: Placement,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -121,18 +121,48 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
     clean_path = trial_dir / USER_CLEAN_WAV
     clean_stream = _stream(clean_path) if clean_path.is_file() else None
 
-    started: dict[str, UserTurnStarted] = {}
-    order: list[str] = []
-    lengths: dict[str, int] = {}
-    pieces: dict[str, list[tuple[int, int]]] = {}
-    clean_at: dict[str, int] = {}
-    clean_position = 0
-    barges: dict[str, UserBargeIn] = {}
-    mixes: dict[str, Mapping[str, Any]] = {}
-    position = 0
+    recorded = _scan_events(records, where=trial_dir / VOICE_EVENTS,
+                            exit_reason=str(report.get("exit_reason", "")))
+    if recorded.position > stream.shape[0]:
+        raise ConfigError(f"the voice events reference {recorded.position} samples of the "
+                          f"user's audio, which holds {stream.shape[0]}",
+                          source=trial_dir / USER_SENT_WAV)
+    if clean_stream is not None and recorded.clean_position > clean_stream.shape[0]:
+        raise ConfigError(f"the voice events reference {recorded.clean_position} samples of "
+                          f"the clean speech, which holds {clean_stream.shape[0]}",
+                          source=clean_path)
+    turns = tuple(_recorded_turn(turn_id, recorded, stream, clean_stream)
+                  for turn_id in recorded.order)
+    return RecordedTrial(trial_dir, int(report.get("seed", 0)), recorded.exit_reason, turns,
+                         recorded.persona_end)
+
+
+@dataclass
+class _RecordedEvents:
+    """What a trial's voice events say of its user turns, read in one pass."""
+
+    exit_reason: str
+    started: dict[str, UserTurnStarted] = field(default_factory=dict)
+    #: the user turns in the order they started
+    order: list[str] = field(default_factory=list)
+    #: each turn's synthesized speech length, in samples
+    lengths: dict[str, int] = field(default_factory=dict)
+    #: each turn's audio chunks in the user's sent stream: (first sample, samples)
+    pieces: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    #: where each turn's clean speech starts in the clean stream
+    clean_at: dict[str, int] = field(default_factory=dict)
+    barges: dict[str, UserBargeIn] = field(default_factory=dict)
+    mixes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     persona_end: PersonaEnd | None = None
-    exit_reason = str(report.get("exit_reason", ""))
-    where = trial_dir / VOICE_EVENTS
+    #: samples of the sent stream and of the clean stream the events account for
+    position: int = 0
+    clean_position: int = 0
+
+
+def _scan_events(records: Sequence[Mapping[str, Any]], *, where: Path,
+                 exit_reason: str) -> _RecordedEvents:
+    """The user turns' events of ``records`` (the voice events read from ``where``)."""
+    found = _RecordedEvents(exit_reason=exit_reason)
     for line, record in enumerate(records, start=1):
         kind = record.get("event_type")
         turn_id = record.get("turn_id")
@@ -140,59 +170,55 @@ def read_recorded_trial(trial_dir: Path) -> RecordedTrial:
         if kind == "user.audio_chunk":
             count = int(pcm.get("byte_count", 0)) // 2
             if turn_id is not None:
-                pieces.setdefault(turn_id, []).append((position, count))
-            position += count
+                found.pieces.setdefault(turn_id, []).append((found.position, count))
+            found.position += count
         elif kind == "user.turn_started" and turn_id is not None:
-            started[turn_id] = _attributes(UserTurnStarted, record, line=line, where=where)
-            order.append(turn_id)
+            found.started[turn_id] = _attributes(UserTurnStarted, record, line=line,
+                                                 where=where)
+            found.order.append(turn_id)
         elif kind == "speech.synthesized" and turn_id is not None and pcm:
-            lengths[turn_id] = int(pcm.get("byte_count", 0)) // 2
-            clean_at[turn_id] = clean_position
-            clean_position += lengths[turn_id]
+            found.lengths[turn_id] = int(pcm.get("byte_count", 0)) // 2
+            found.clean_at[turn_id] = found.clean_position
+            found.clean_position += found.lengths[turn_id]
         elif kind == "user.barge_in" and turn_id is not None:
-            barges[turn_id] = _attributes(UserBargeIn, record, line=line, where=where)
+            found.barges[turn_id] = _attributes(UserBargeIn, record, line=line, where=where)
         elif kind == "environment.mixed" and turn_id is not None:
-            mixes[turn_id] = _attributes(EnvironmentMixed, record, line=line,
-                                         where=where).recorded()
+            found.mixes[turn_id] = _attributes(EnvironmentMixed, record, line=line,
+                                               where=where).recorded()
         elif kind == "persona.ended":
             ended = _attributes(PersonaEnded, record, line=line, where=where)
-            persona_end = PersonaEnd(ended.exit_reason or "script_exhaustion", 0.0,
-                                     ended.message or "")
+            found.persona_end = PersonaEnd(ended.exit_reason or "script_exhaustion", 0.0,
+                                           ended.message or "")
         elif kind == "trial.ended":
-            exit_reason = _attributes(TrialEnded, record, line=line, where=where).exit_reason \
-                or exit_reason
-    if position > stream.shape[0]:
-        raise ConfigError(f"the voice events reference {position} samples of the user's audio, "
-                          f"which holds {stream.shape[0]}", source=trial_dir / USER_SENT_WAV)
-    if clean_stream is not None and clean_position > clean_stream.shape[0]:
-        raise ConfigError(f"the voice events reference {clean_position} samples of the clean "
-                          f"speech, which holds {clean_stream.shape[0]}", source=clean_path)
+            found.exit_reason = _attributes(TrialEnded, record, line=line,
+                                            where=where).exit_reason or found.exit_reason
+    return found
 
-    turns = []
-    for turn_id in order:
-        said = started[turn_id]
-        audio = np.concatenate([stream[start:start + count]
-                                for start, count in pieces.get(turn_id, [])] or
-                               [np.zeros(0, dtype=np.int16)])
-        if turn_id in lengths:  # a line's last frame is padded with the line's background
-            audio = audio[:lengths[turn_id]]
-        start, end = said.speech_start_sample, said.speech_end_sample
-        barge = barges.get(turn_id)
-        clean = None
-        if clean_stream is not None and turn_id in clean_at:
-            at = clean_at[turn_id]
-            clean = PcmAudio(np.ascontiguousarray(clean_stream[at:at + lengths[turn_id]]))
-        turns.append(RecordedTurn(
-            turn_id=turn_id, text=said.text or "",
-            audio=PcmAudio(np.ascontiguousarray(audio, dtype=np.int16)),
-            source_kind=said.source_kind, dtmf=said.dtmf or None,
-            speech_span=(start, end) if start is not None and end is not None else None,
-            clean_audio=clean, mix_summary=mixes.get(turn_id),
-            barge_in_of=str(barge.response_turn_id) if barge else None,
-            after_product_audio_ms=float(barge.after_product_audio_ms or 0.0)
-            if barge else None, script_index=_script_index(said)))
-    return RecordedTrial(trial_dir, int(report.get("seed", 0)), exit_reason, tuple(turns),
-                         persona_end)
+
+def _recorded_turn(turn_id: str, recorded: _RecordedEvents, stream: np.ndarray,
+                   clean_stream: np.ndarray | None) -> RecordedTurn:
+    """One user turn as it was sent (and, when kept, as it was synthesized)."""
+    said = recorded.started[turn_id]
+    audio = np.concatenate([stream[start:start + count]
+                            for start, count in recorded.pieces.get(turn_id, [])] or
+                           [np.zeros(0, dtype=np.int16)])
+    if turn_id in recorded.lengths:  # a line's last frame is padded with the line's background
+        audio = audio[:recorded.lengths[turn_id]]
+    start, end = said.speech_start_sample, said.speech_end_sample
+    barge = recorded.barges.get(turn_id)
+    clean = None
+    if clean_stream is not None and turn_id in recorded.clean_at:
+        at = recorded.clean_at[turn_id]
+        clean = PcmAudio(np.ascontiguousarray(clean_stream[at:at + recorded.lengths[turn_id]]))
+    return RecordedTurn(
+        turn_id=turn_id, text=said.text or "",
+        audio=PcmAudio(np.ascontiguousarray(audio, dtype=np.int16)),
+        source_kind=said.source_kind, dtmf=said.dtmf or None,
+        speech_span=(start, end) if start is not None and end is not None else None,
+        clean_audio=clean, mix_summary=recorded.mixes.get(turn_id),
+        barge_in_of=str(barge.response_turn_id) if barge else None,
+        after_product_audio_ms=float(barge.after_product_audio_ms or 0.0)
+        if barge else None, script_index=_script_index(said))
 
 
 def _script_index(said: UserTurnStarted) -> int | None:

@@ -1,17 +1,13 @@
 """Scoring: outcome probes, deterministic verdicts, LLM judges, pass@k and pass^k."""
 
 from ._endpointing import Hesitation, curve_of, endpointing_curve, half_cut_in, hesitations
+from ._evidence import ConversationEvidence, RedactedEvidence
 from ._judge_correction import METHOD, CorrectedRate, corrected_rate, rogan_gladen, safe_ratio
 from ._probe import OutcomeProbe
 from ._probe_loader import PROBES, load_probe_class
-from ._quality import (
-    ConversationEvidence,
-    critical_judge_failures,
-    evaluate_quality,
-    judges_pass,
-)
+from ._quality import critical_judge_failures, evaluate_quality, judges_pass
 from ._quality_check import check_quality_evaluation, judge_provider_name
-from ._redaction import PII_PATTERNS, RedactedEvidence, Redactor, transcript_redactor
+from ._redaction import PII_PATTERNS, Redactor, transcript_redactor
 from ._run_judges import run_judges
 from ._run_statistics import (
     GATE_METRICS,

@@ -26,8 +26,8 @@ from typing import Any
 from ..artifacts import JudgeResult, Usage
 from ..config import AzureEvaluator
 from ..providers import LLMProvider
+from ._evidence import RedactedEvidence
 from ._judges import PreparedJudge, render_tool_evidence, run_in_daemon_thread
-from ._redaction import RedactedEvidence
 
 EVALUATOR_CLASSES = {"task_adherence": "TaskAdherenceEvaluator",
                      "groundedness": "GroundednessEvaluator",

@@ -21,7 +21,7 @@ from ..artifacts import JudgeResult, Usage
 from ..config import CustomJudge
 from ..cost import chat_usage
 from ..providers import JSONChat, LLMProvider, UnparseableReplyError
-from ._redaction import RedactedEvidence
+from ._evidence import RedactedEvidence
 
 NO_TOOL_CALLS = "No tool calls were recorded."
 

@@ -21,6 +21,7 @@ from ..artifacts import JudgeResult
 from ..config import CustomJudge
 from ..cost import chat_usage
 from ..providers import LLMProvider, parse_json_object
+from ._evidence import RedactedEvidence
 from ._judges import (
     ITEM_TEMPLATE,
     PreparedJudge,
@@ -29,7 +30,6 @@ from ._judges import (
     label_result,
     run_in_daemon_thread,
 )
-from ._redaction import RedactedEvidence
 
 
 def grader_input(judge: CustomJudge) -> list[dict[str, str]]:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from ..artifacts import JudgeResult, ToolCallRecord, TranscriptTurn
-from ..config import PersonaConfig, Providers, QualityEvaluation, ScenarioConfig, SecretScrubber
+from ..artifacts import JudgeResult
+from ..config import Providers, QualityEvaluation, SecretScrubber
 from ..errors import VoicelabError
 from ..providers import (
     JSONChat,
@@ -27,26 +26,16 @@ from ..providers import (
     resolve_llm_provider,
 )
 from ._azure_evaluators import DEFAULT_THRESHOLDS, prepare_azure_evaluator
+from ._evidence import ConversationEvidence, RedactedEvidence
 from ._judges import PreparedJudge, error_result, prepare_chat_label_judge
 from ._label_grader import prepare_label_grader
-from ._redaction import RedactedEvidence, Redactor
+from ._redaction import Redactor
 
 logger = logging.getLogger(__name__)
 
 PURPOSE = "LLM judges (quality_evaluation)"
 #: How many judges call out at once.
 MAX_CONCURRENT_JUDGES = 4
-
-
-@dataclass(frozen=True)
-class ConversationEvidence:
-    """What judges see of one trial (before redaction)."""
-
-    transcript: list[TranscriptTurn]
-    tool_calls: list[ToolCallRecord]
-    scenario: ScenarioConfig
-    persona: PersonaConfig
-    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 def critical_judge_failures(results: Iterable[JudgeResult]) -> list[JudgeResult]:

@@ -22,13 +22,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import Redaction, SecretScrubber
-
-if TYPE_CHECKING:
-    from ._quality import ConversationEvidence
+from ._evidence import ConversationEvidence, RedactedEvidence
 
 #: Shorter sensitive values are replaced only as field values, not as substrings of text.
 MIN_SENSITIVE_LENGTH = 3
@@ -42,21 +39,6 @@ PII_PATTERNS: tuple[str, ...] = (
     r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
     r"(?<![\w-])(?!\d{4}-\d\d-\d\d(?![\w-]))\+?\(?\d(?:[ ().-]{0,2}\d){6,18}(?![\w-])",
 )
-
-
-@dataclass(frozen=True)
-class RedactedEvidence:
-    """The judge-facing, redacted form of one conversation."""
-
-    scenario: dict[str, Any]
-    persona: dict[str, Any]
-    transcript: list[dict[str, Any]]
-    tool_calls: list[dict[str, Any]]
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "persona": self.persona,
-                "transcript": self.transcript, "tool_calls": self.tool_calls, "data": self.data}
 
 
 class Redactor:

@@ -17,7 +17,7 @@ from ..artifacts import (
     TurnMetrics,
     Verdict,
 )
-from ..config import PersonaConfig, ScenarioConfig, ScriptConfig
+from ..config import EvalSpec, PersonaConfig, ScenarioConfig, ScriptConfig
 from ._entity_verdicts import entity_verdicts
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
@@ -85,107 +85,28 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
     script a scripted persona followed (``None`` for any other persona), ``said_script_turns``
     the indices of its turns the user said (``script_turns_said``)."""
     spec = scenario.eval_spec
-    verdicts: list[Verdict] = []
     assistant_turns = [t for t in transcript if t.role == "assistant"]
-    assistant_tokens = {tok for t in assistant_turns for tok in normalize_tokens(t.text)}
-
-    spoke = any(t.text.strip() for t in assistant_turns)
-    if scenario.expected_topics and not spoke:
-        verdicts.append(_inconclusive("expected_topics", scenario.expected_topics,
-                                      "the product produced no transcript to look for topics in"))
-    elif scenario.expected_topics:
-        missing = [topic for topic in scenario.expected_topics
-                   if not topic_covered(topic, assistant_tokens)]
-        verdicts.append(Verdict(
-            name="expected_topics", passed=not missing, expected=scenario.expected_topics,
-            observed=[t for t in scenario.expected_topics if t not in missing],
-            why="every expected topic occurs in the assistant transcript" if not missing
-            else f"missing from the assistant transcript: {', '.join(missing)}"))
-
+    verdicts: list[Verdict] = []
+    if scenario.expected_topics:
+        verdicts.append(_expected_topics_verdict(scenario.expected_topics, assistant_turns))
     if spec.expected_exit is not None:
-        verdicts.append(Verdict(
-            name="expected_exit", passed=exit_reason == spec.expected_exit,
-            expected=spec.expected_exit, observed=exit_reason,
-            why=f"the conversation ended with {exit_reason}"
-            + ("" if exit_reason == spec.expected_exit else f", not {spec.expected_exit}")))
-
-    if persona.is_concise and not spoke:
-        verdicts.append(_inconclusive("concise", f"<= {spec.concise_max_words} words per "
-                                      f"response", "the product produced no transcript to count "
-                                      "words in"))
-    elif persona.is_concise:
-        budget = spec.concise_max_words
-        longest = max(assistant_turns, key=lambda t: len(normalize_tokens(t.text)), default=None)
-        words = len(normalize_tokens(longest.text)) if longest else 0
-        verdicts.append(Verdict(
-            name="concise", passed=words <= budget, expected=f"<= {budget} words per response",
-            observed=words,
-            why=f"the longest assistant response has {words} words (budget {budget})"))
-
-    for key, expected in spec.outcome_spec.items():
-        name = f"outcome_{key}"
-        if outcome_status != "available" or outcome is None:
-            reason = outcome_error or "the outcome probe returned no record"
-            verdicts.append(Verdict(name=name, passed=False, expected=expected, observed=None,
-                                    why=f"outcome {outcome_status}: {reason}"))
-            continue
-        if key not in outcome:
-            verdicts.append(Verdict(name=name, passed=False, expected=expected, observed=None,
-                                    why=f"the probe did not report {key!r}"))
-            continue
-        observed = outcome[key]
-        ok = _values_equal(expected, observed)
-        verdicts.append(Verdict(name=name, passed=ok, expected=expected, observed=observed,
-                                why=f"persisted {key} = {observed!r}"
-                                + ("" if ok else f", expected {expected!r}")))
-
-    errors = _timing_errors(turn_metrics, measurement)
-    first_audio_errors = _timing_errors(turn_metrics, measurement, first_audio=True)
+        verdicts.append(_expected_exit_verdict(spec.expected_exit, exit_reason))
+    if persona.is_concise:
+        verdicts.append(_concise_verdict(spec.concise_max_words, assistant_turns))
+    verdicts += _outcome_verdicts(spec, outcome_status=outcome_status,
+                                  outcome=outcome, outcome_error=outcome_error)
     if spec.max_interruption_stop_ms is not None:
-        interrupted = [t for t in turn_metrics if t.interrupted]
-        if interrupted:
-            verdicts.append(_decide_on_timing(
-                "interruption_honoured", limit_ms=spec.max_interruption_stop_ms,
-                measured=[(float(t.interruption_stop_latency_ms or 0.0), errors.get(t.turn_id))
-                          for t in interrupted],
-                describe=lambda worst: f"the product stopped {worst:.0f} ms after the "
-                                       f"barge-in at worst",
-                measurement=measurement))
-        else:
-            verdicts.append(_inconclusive(
-                "interruption_honoured", f"<= {spec.max_interruption_stop_ms} ms",
-                "the scenario bounds interruption but no barge-in happened"))
-
+        verdicts.append(_interruption_verdict(spec.max_interruption_stop_ms, turn_metrics,
+                                              measurement))
     if spec.max_first_audio_latency_ms is not None:
-        timed = [t for t in turn_metrics if t.first_audio_latency_ms is not None]
-        cut = [t for t in turn_metrics if t.product_cut_in]
-        if cut:
-            # a reply that began before the user finished is no latency within any limit
-            verdicts.append(Verdict(
-                name="first_audio_latency", passed=False,
-                expected=f"<= {spec.max_first_audio_latency_ms:g} ms",
-                observed=f"{len(cut)} cut-in(s)",
-                why="the product cut in before the user finished, which no latency limit "
-                    "passes: " + "; ".join(cut_in_place(t) for t in cut)))
-        elif not timed:
-            verdicts.append(_inconclusive("first_audio_latency",
-                                          f"<= {spec.max_first_audio_latency_ms} ms",
-                                          "no product audio was received to time"))
-        else:
-            verdicts.append(_decide_on_timing(
-                "first_audio_latency", limit_ms=spec.max_first_audio_latency_ms,
-                measured=[(float(t.first_audio_latency_ms or 0.0),
-                           first_audio_errors.get(t.turn_id)) for t in timed],
-                describe=lambda worst: f"the slowest first audio took {worst:.0f} ms",
-                measurement=measurement))
-
+        verdicts.append(_first_audio_verdict(spec.max_first_audio_latency_ms, turn_metrics,
+                                             measurement))
     if spec.keeps_talking_through_backchannel:
         verdicts.append(_probe_verdict("keeps_talking_through_backchannel", probes,
                                        ("backchannel", "noise"), "keeps talking"))
     if spec.stops_when_interrupted:
         verdicts.append(_probe_verdict("stops_when_interrupted", probes, ("interruption",),
                                        "stops"))
-
     if spec.no_cut_in:
         verdicts.append(no_cut_in_verdict(turn_metrics))
     if script is not None and any(not turn.optional for turn in script.turns):
@@ -203,6 +124,113 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
         if verdict.name in advisory:
             verdict.critical = False
     return verdicts
+
+
+def _spoke(assistant_turns: Sequence[TranscriptTurn]) -> bool:
+    return any(t.text.strip() for t in assistant_turns)
+
+
+def _expected_topics_verdict(topics: Sequence[str],
+                             assistant_turns: Sequence[TranscriptTurn]) -> Verdict:
+    """``expected_topics``: every topic occurs in what the assistant said."""
+    if not _spoke(assistant_turns):
+        return _inconclusive("expected_topics", topics,
+                             "the product produced no transcript to look for topics in")
+    assistant_tokens = {tok for t in assistant_turns for tok in normalize_tokens(t.text)}
+    missing = [topic for topic in topics if not topic_covered(topic, assistant_tokens)]
+    return Verdict(
+        name="expected_topics", passed=not missing, expected=topics,
+        observed=[t for t in topics if t not in missing],
+        why="every expected topic occurs in the assistant transcript" if not missing
+        else f"missing from the assistant transcript: {', '.join(missing)}")
+
+
+def _expected_exit_verdict(expected_exit: str, exit_reason: str) -> Verdict:
+    """``expected_exit``: the conversation ended the way the scenario expects."""
+    return Verdict(
+        name="expected_exit", passed=exit_reason == expected_exit,
+        expected=expected_exit, observed=exit_reason,
+        why=f"the conversation ended with {exit_reason}"
+        + ("" if exit_reason == expected_exit else f", not {expected_exit}"))
+
+
+def _concise_verdict(budget: int, assistant_turns: Sequence[TranscriptTurn]) -> Verdict:
+    """``concise``: the longest assistant response is within the word budget."""
+    if not _spoke(assistant_turns):
+        return _inconclusive("concise", f"<= {budget} words per response",
+                             "the product produced no transcript to count words in")
+    longest = max(assistant_turns, key=lambda t: len(normalize_tokens(t.text)), default=None)
+    words = len(normalize_tokens(longest.text)) if longest else 0
+    return Verdict(
+        name="concise", passed=words <= budget, expected=f"<= {budget} words per response",
+        observed=words,
+        why=f"the longest assistant response has {words} words (budget {budget})")
+
+
+def _outcome_verdicts(spec: EvalSpec, *, outcome_status: str,
+                      outcome: Mapping[str, Any] | None,
+                      outcome_error: str | None) -> list[Verdict]:
+    """``outcome_<key>`` for each key of the scenario's outcome spec: the probe persisted it."""
+    verdicts: list[Verdict] = []
+    for key, expected in spec.outcome_spec.items():
+        name = f"outcome_{key}"
+        if outcome_status != "available" or outcome is None:
+            reason = outcome_error or "the outcome probe returned no record"
+            verdicts.append(Verdict(name=name, passed=False, expected=expected, observed=None,
+                                    why=f"outcome {outcome_status}: {reason}"))
+            continue
+        if key not in outcome:
+            verdicts.append(Verdict(name=name, passed=False, expected=expected, observed=None,
+                                    why=f"the probe did not report {key!r}"))
+            continue
+        observed = outcome[key]
+        ok = _values_equal(expected, observed)
+        verdicts.append(Verdict(name=name, passed=ok, expected=expected, observed=observed,
+                                why=f"persisted {key} = {observed!r}"
+                                + ("" if ok else f", expected {expected!r}")))
+    return verdicts
+
+
+def _interruption_verdict(limit_ms: float, turn_metrics: Sequence[TurnMetrics],
+                          measurement: MeasurementQuality | None) -> Verdict:
+    """``interruption_honoured``: after each barge-in the product stopped within the limit."""
+    interrupted = [t for t in turn_metrics if t.interrupted]
+    if not interrupted:
+        return _inconclusive("interruption_honoured", f"<= {limit_ms} ms",
+                             "the scenario bounds interruption but no barge-in happened")
+    errors = _timing_errors(turn_metrics, measurement)
+    return _decide_on_timing(
+        "interruption_honoured", limit_ms=limit_ms,
+        measured=[(float(t.interruption_stop_latency_ms or 0.0), errors.get(t.turn_id))
+                  for t in interrupted],
+        describe=lambda worst: f"the product stopped {worst:.0f} ms after the "
+                               f"barge-in at worst",
+        measurement=measurement)
+
+
+def _first_audio_verdict(limit_ms: float, turn_metrics: Sequence[TurnMetrics],
+                         measurement: MeasurementQuality | None) -> Verdict:
+    """``first_audio_latency``: every reply's first audio came within the limit."""
+    timed = [t for t in turn_metrics if t.first_audio_latency_ms is not None]
+    cut = [t for t in turn_metrics if t.product_cut_in]
+    if cut:
+        # a reply that began before the user finished is no latency within any limit
+        return Verdict(
+            name="first_audio_latency", passed=False,
+            expected=f"<= {limit_ms:g} ms",
+            observed=f"{len(cut)} cut-in(s)",
+            why="the product cut in before the user finished, which no latency limit "
+                "passes: " + "; ".join(cut_in_place(t) for t in cut))
+    if not timed:
+        return _inconclusive("first_audio_latency", f"<= {limit_ms} ms",
+                             "no product audio was received to time")
+    errors = _timing_errors(turn_metrics, measurement, first_audio=True)
+    return _decide_on_timing(
+        "first_audio_latency", limit_ms=limit_ms,
+        measured=[(float(t.first_audio_latency_ms or 0.0), errors.get(t.turn_id))
+                  for t in timed],
+        describe=lambda worst: f"the slowest first audio took {worst:.0f} ms",
+        measurement=measurement)
 
 
 def _not_applicable(verdict: Verdict) -> Verdict:

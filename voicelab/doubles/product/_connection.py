@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from websockets.asyncio.server import ServerConnection
@@ -25,9 +26,6 @@ from websockets.exceptions import ConnectionClosed
 from ...audio import SILENCE_THRESHOLD
 from ...endpoints import _wire as wire
 from ._turn_detector import TurnDetector
-
-if TYPE_CHECKING:
-    from ._server import ProductServer
 
 VIOLATION_CLOSE_CODE = 1008
 BYTES_PER_SECOND = 48000  # canonical PCM: 24 kHz * 2 bytes
@@ -44,6 +42,22 @@ class ClosedByProduct(Exception):
     """The product closed the connection mid-response (a fault); the response ends here."""
 
 
+class ConnectionServer(Protocol):
+    """What a connection reads of the server that accepted it (a :mod:`._server` product)."""
+
+    @property
+    def behaviour(self) -> Any: ...
+
+    @property
+    def log(self) -> logging.Logger: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def default_session_id(self) -> str | None: ...
+
+
 class ProductConnection:
     """One evaluator session: a reader that validates messages in protocol order, and response
     tasks that run one after another.
@@ -57,7 +71,7 @@ class ProductConnection:
     # before; False: it cancels the response that is playing
     cancel_while_queued: ClassVar[bool] = False
 
-    def __init__(self, server: ProductServer, ws: ServerConnection, record: Any, store: Any):
+    def __init__(self, server: ConnectionServer, ws: ServerConnection, record: Any, store: Any):
         self.server, self.ws, self.record, self.store = server, ws, record, store
         self.behaviour = server.behaviour
         self.log, self.label = server.log, server.label

@@ -27,7 +27,7 @@ from ..cost import (
     price_usage,
 )
 from ..providers import resolve_llm_provider
-from ..speech import ASR_ENGINE, realtime_target
+from ..speech import ASR_ENGINE, cacheable, realtime_target, seed_dependent
 
 #: Speaking rate: 150 words a minute, about six characters a word with its space.
 SECONDS_PER_WORD = 0.4
@@ -283,8 +283,7 @@ def _cached_once(loaded: LoadedRun, speech_cls: type | None) -> bool:
     """A script's lines spoken by a cacheable voice that does not vary with the seed are
     synthesized once per run (the speech cache), not once per trial."""
     return (loaded.run.persona_mode == "scripted" and speech_cls is not None
-            and bool(getattr(speech_cls, "cacheable", False))
-            and not bool(getattr(speech_cls, "seed_dependent", True)))
+            and cacheable(speech_cls) and not seed_dependent(speech_cls))
 
 
 def estimate_from_config(loaded: LoadedRun, *, trials: int, pricing: PricingConfig | None,

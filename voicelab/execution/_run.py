@@ -49,7 +49,7 @@ from ..artifacts import (
 from ..config import BundleAccess, remember_text_filter
 from ..cost import CostBudget
 from ..endpoints import EndpointError, ProductProcess, declared_capabilities
-from ..errors import ConfigError
+from ..errors import ConfigError, os_reason
 from ..runner import (
     FailFast,
     Failure,
@@ -136,7 +136,7 @@ def make_bundle_dir(root: Path, name: str, *, source: str | Path | None,
         write_member(probe)
         probe.unlink()
     except (OSError, ValueError) as error:
-        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        reason = os_reason(error) or str(error) or type(error).__name__
         raise ConfigError(f"cannot create the bundle folder {bundle}: {reason}", source=source,
                           key="artifacts_dir") from None
     return bundle

@@ -28,6 +28,7 @@ from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..errors import ExecutionError
 from ._protocol import (
     HasCacheIdentity,
+    NamedProvider,
     SpeechProvider,
     Synthesis,
     cacheable,
@@ -76,7 +77,8 @@ class SpeechService:
                  cache_dir: str | Path | None = None,
                  max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES):
         self.provider = provider
-        self.provider_name = str(getattr(provider, "name", type(provider).__name__))
+        self.provider_name = str(provider.name) if isinstance(provider, NamedProvider) \
+            else type(provider).__name__
         self.cacheable = cacheable(provider)
         self.synthesize_ahead = synthesizes_ahead(provider)
         self.seed_dependent = seed_dependent(provider)

@@ -73,6 +73,13 @@ class SpeechProvider(Protocol):
 
 
 @runtime_checkable
+class NamedProvider(Protocol):
+    """Says its name for the record (else its class's name is used)."""
+
+    name: str
+
+
+@runtime_checkable
 class DeclaresSynthesizeAhead(Protocol):
     """Says whether the runner synthesizes known turns before the call (default: it does)."""
 

@@ -106,6 +106,13 @@ class RunPlan:
     #: ``client`` or ``server_vad`` (the adapter's ``turn_taking(settings)``)
     turn_taking: str = "client"
 
+    @property
+    def abilities(self) -> AdapterAbilities:
+        """What the adapter can do beyond the protocol (resolved once per class)."""
+        from .endpoints import abilities_of
+
+        return abilities_of(self.adapter_cls)
+
 
 def _check_class_methods(target: Any, methods: tuple[str, ...], *, what: str, name: str,
                          source: str, key: str) -> None:

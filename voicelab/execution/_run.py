@@ -48,7 +48,7 @@ from ..artifacts import (
 )
 from ..config import BundleAccess, remember_text_filter
 from ..cost import CostBudget
-from ..endpoints import EndpointError, ProductProcess, declared_capabilities
+from ..endpoints import EndpointError, ProductProcess
 from ..errors import ConfigError, os_reason
 from ..runner import (
     FailFast,
@@ -271,8 +271,8 @@ class Run:
             self._trial_estimate = estimate_from_config(
                 self.loaded, trials=1, pricing=self.loaded.run.pricing,
                 speech_cls=self.plan.speech_cls,
-                output_transcripts=declared_capabilities(self.plan.adapter_cls).get(
-                    "output_transcripts", False)).per_trial
+                output_transcripts=self.plan.abilities.capabilities["output_transcripts"]
+            ).per_trial
         return self._trial_estimate
 
     # --- the run --------------------------------------------------------------------------------

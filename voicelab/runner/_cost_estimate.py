@@ -415,8 +415,6 @@ def matrix_costs(plan: Any, *, measured: Mapping[CellKey, Sequence[TrialCost]] |
     """Each cell of ``plan`` (a :class:`voicelab.runner.MatrixPlan`) estimated for its trials:
     from ``measured`` usage when it holds the cell's (same stage, scenario, persona and
     environment), else from its configuration with the suite's assumed lengths."""
-    from ..endpoints import declared_capabilities
-
     spec = plan.suite.suite
     costs = []
     for cell in plan.cells:
@@ -429,7 +427,6 @@ def matrix_costs(plan: Any, *, measured: Mapping[CellKey, Sequence[TrialCost]] |
                 loaded, trials=trials, pricing=loaded.run.pricing,
                 user_turn_seconds=spec.assumed_user_turn_seconds,
                 response_seconds=spec.assumed_response_seconds, speech_cls=cell.plan.speech_cls,
-                output_transcripts=declared_capabilities(cell.plan.adapter_cls).get(
-                    "output_transcripts", False))
+                output_transcripts=cell.plan.abilities.capabilities["output_transcripts"])
         costs.append(CellCost(cell.cell_id, cell.stage, estimate))
     return costs

@@ -16,8 +16,8 @@ called by ``voice-evaluator validate`` without constructing anything. ``capabili
 readable on the class so ``validate`` can compare it with a scenario's
 ``required_capabilities`` before any connection.
 
-Everything below is optional; each ability is a ``typing.Protocol`` in
-:mod:`voicelab.endpoints._abilities`, resolved once per class by ``abilities_of``.
+Everything below is optional; each ability is a ``typing.Protocol`` exported from
+:mod:`voicelab.endpoints`, resolved once per class by ``abilities_of``.
 
 **Turn taking.** An adapter may offer a classmethod ``turn_taking(settings) -> "client" |
 "server_vad"``. ``client`` (the default): the evaluator ends each user turn explicitly

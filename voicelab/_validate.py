@@ -4,7 +4,7 @@
 probe factory, the decoded environment and script audio. ``voice-evaluator validate`` prints its
 summary; ``arun`` consumes it, so nothing is resolved or decoded twice.
 
-Optional hooks are classmethods named ``check_settings`` on every plug-in kind (adapters:
+Optional hooks (:class:`ChecksSettings`) are classmethods named ``check_settings`` on every plug-in kind (adapters:
 ``check_settings(settings)``; personas and speech providers: ``check_settings(settings,
 context)``; probes: ``check_settings(settings)``). They raise
 :class:`~voicelab.errors.ConfigError` (or ``ValueError``/``TypeError``) for bad settings. An
@@ -16,10 +16,9 @@ a failed outcome verdict in every trial (see :mod:`voicelab.scoring` ``OutcomePr
 from __future__ import annotations
 
 import importlib.util
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -27,8 +26,23 @@ from .audio import PcmAudio, PreparedEnvironment
 from .config import GateConfig, LoadedRun, RetentionConfig, parse_settings
 from .errors import AudioFileError, ConfigError, MissingDependencyError
 
-#: The name of every plug-in's optional settings check.
-CHECK_HOOK = "check_settings"
+if TYPE_CHECKING:
+    from .endpoints import AdapterAbilities
+
+@runtime_checkable
+class ChecksSettings(Protocol):
+    """Every plug-in kind's optional settings check (a classmethod ``check_settings``); its
+    arguments differ by kind (adapters and probes: ``settings``; personas and speech providers:
+    ``settings, context``)."""
+
+    def check_settings(self, *args: Any) -> None: ...
+
+
+@runtime_checkable
+class DeclaresSettingsModel(Protocol):
+    """An outcome probe's optional settings model (a pydantic model, class attribute)."""
+
+    settings_model: object
 
 
 @dataclass
@@ -92,10 +106,19 @@ class RunPlan:
     #: ``client`` or ``server_vad`` (the adapter's ``turn_taking(settings)``)
     turn_taking: str = "client"
 
+    @property
+    def abilities(self) -> AdapterAbilities:
+        """What the adapter can do beyond the protocol (resolved once per class)."""
+        from .endpoints import abilities_of
+
+        return abilities_of(self.adapter_cls)
+
 
 def _check_class_methods(target: Any, methods: tuple[str, ...], *, what: str, name: str,
                          source: str, key: str) -> None:
-    missing = [m for m in methods if not callable(getattr(target, m, None))]
+    from .endpoints import missing_methods
+
+    missing = missing_methods(target, methods)
     if missing:
         raise ConfigError(f"{name!r} is not a valid {what}: missing {', '.join(missing)}",
                           source=source, key=key)
@@ -104,11 +127,10 @@ def _check_class_methods(target: Any, methods: tuple[str, ...], *, what: str, na
 def call_check(target: Any, *args: Any, source: str, key: str) -> None:
     """Run ``target.check_settings(*args)`` when the plug-in has it; its errors name ``source``
     and ``key`` (or the key the plug-in gave)."""
-    check = getattr(target, CHECK_HOOK, None)
-    if check is None:
+    if not isinstance(target, ChecksSettings):
         return
     try:
-        check(*args)
+        target.check_settings(*args)
     except ConfigError as error:
         if error.source is None:
             raise ConfigError(error.message, source=source, key=error.key or key) from None
@@ -127,13 +149,13 @@ def check_probe_settings(probe_cls: Any, settings: Mapping[str, Any], *, source:
     setting) and ``check_settings`` run now; a probe declaring neither is built once (its
     constructor does no I/O, as an adapter's: :mod:`voicelab.scoring` ``OutcomeProbe``).
     """
-    model = getattr(probe_cls, "settings_model", None)
+    model = probe_cls.settings_model if isinstance(probe_cls, DeclaresSettingsModel) else None
     if model is not None:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ConfigError("the probe's settings_model is not a pydantic model", source=source,
                               key="outcome_probe.probe")
         parse_settings(model, settings, key=key, source=source)
-    if callable(getattr(probe_cls, CHECK_HOOK, None)):
+    if isinstance(probe_cls, ChecksSettings):
         call_check(probe_cls, settings, source=source, key=key)
     elif model is None:
         try:
@@ -171,8 +193,9 @@ def _check_channel(loaded: LoadedRun) -> None:
     from .errors import MissingDependencyError
 
     channel = loaded.environment.channel
-    for direction in ("to_product", "to_user"):
-        line = getattr(channel, direction) if channel is not None else None
+    if channel is None:
+        return
+    for direction, line in (("to_product", channel.to_product), ("to_user", channel.to_user)):
         if line is None:
             continue
         try:
@@ -202,22 +225,8 @@ def _describe_gate(gate: GateConfig) -> str:
 def validate_run(loaded: LoadedRun) -> RunPlan:
     """Resolve and check every part of ``loaded``; raise ConfigError on the first problem."""
     from .audio import prepare_environment
-    from .endpoints import (
-        check_capabilities,
-        check_launch,
-        declared_capabilities,
-        fill_placeholders,
-        load_endpoint_class,
-        turn_taking_of,
-    )
-    from .metrics import check_entities, entity_warnings
-    from .personas import PERSONAS, PersonaContext
-    from .scoring import load_probe_class
-    from .speech import SPEECH_PROVIDERS, SpeechContext, voice_problem
 
     run_file = str(loaded.run_path)
-    search_dirs = [loaded.base_dir]
-
     environment = prepare_environment(loaded.environment, source=loaded.sources.get("environment"))
     _check_channel(loaded)
     assets = [str(path) for _, path in loaded.environment.asset_paths()]
@@ -225,8 +234,38 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
     assets.extend(str(loaded.script.turns[i].audio_path) for i in script_audio
                   if loaded.script is not None)
 
+    adapter = _resolved_adapter(loaded, run_file)
+    _check_adapter_fits(loaded, adapter, run_file)
+    persona_cls = _resolved_persona(loaded, script_audio, run_file)
+    speech_cls = _resolved_speech(loaded, script_audio, run_file)
+    probe_name, probe_factory = _resolved_probe(loaded, adapter, run_file)
+    judges = _checked_scoring(loaded, run_file)
+    summary = _summary(loaded, adapter, run_file, assets=assets, probe_name=probe_name,
+                       judges=judges)
+    return RunPlan(loaded=loaded, adapter_cls=adapter.abilities.adapter_cls,
+                   persona_cls=persona_cls, speech_cls=speech_cls, probe_factory=probe_factory,
+                   environment=environment, script_audio=script_audio, summary=summary,
+                   turn_taking=adapter.turn_taking)
+
+
+@dataclass(frozen=True)
+class _Adapter:
+    """The run's adapter as validation resolved it."""
+
+    name: str
+    abilities: AdapterAbilities
+    #: the endpoint settings it was checked with (a launched product's placeholders filled)
+    settings: Mapping[str, Any]
+    turn_taking: str
+
+
+def _resolved_adapter(loaded: LoadedRun, run_file: str) -> _Adapter:
+    """The adapter class, its settings checked and its turn taking decided."""
+    from .endpoints import abilities_of, check_launch, fill_placeholders, load_endpoint_class
+
     adapter_name = loaded.run.endpoint.adapter
-    adapter = load_endpoint_class(adapter_name, search_dirs=search_dirs, source=run_file)
+    abilities = abilities_of(load_endpoint_class(adapter_name, search_dirs=[loaded.base_dir],
+                                                 source=run_file))
     settings = loaded.run.endpoint.settings
     launch = loaded.run.endpoint.launch
     if launch is not None:
@@ -235,46 +274,71 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         except ConfigError as error:
             raise ConfigError(error.message, source=run_file, key=error.key) from None
         settings = fill_placeholders(settings, 1)  # the port is chosen at launch
-    call_check(adapter, settings, source=run_file, key="endpoint.settings")
+    call_check(abilities.adapter_cls, settings, source=run_file, key="endpoint.settings")
     try:
-        turn_taking = turn_taking_of(adapter, settings)
-    except (ConfigError, ValueError, TypeError) as error:
-        raise ConfigError(str(getattr(error, "message", error)), source=run_file,
-                          key="endpoint.settings") from None
+        turn_taking = abilities.turn_taking(settings)
+    except ConfigError as error:
+        raise ConfigError(error.message, source=run_file, key="endpoint.settings") from None
+    except (ValueError, TypeError) as error:
+        raise ConfigError(str(error), source=run_file, key="endpoint.settings") from None
     if turn_taking == "server_vad" and not loaded.run.pace_audio:
         raise ConfigError("turn_detection server_vad streams a live line in real time (the "
                           "product listens): set pace_audio: true", source=run_file,
                           key="pace_audio")
     if turn_taking != "server_vad":
         _check_line_only(loaded, run_file)
+    return _Adapter(adapter_name, abilities, settings, turn_taking)
+
+
+def _check_adapter_fits(loaded: LoadedRun, adapter: _Adapter, run_file: str) -> None:
+    """The script and scenario ask nothing of the adapter it cannot do: keys pressed, the
+    capabilities required, the product's opening."""
+    from .endpoints import check_capabilities
+    from .metrics import check_entities
+
+    abilities = adapter.abilities
     pressed = [i for i, turn in enumerate(loaded.script.turns) if turn.dtmf] \
         if loaded.script is not None else []
-    if pressed and not callable(getattr(adapter, "send_dtmf", None)):
-        raise ConfigError(f"adapter {adapter_name!r} cannot press keys (it has no send_dtmf; "
+    if pressed and not abilities.sends_dtmf:
+        raise ConfigError(f"adapter {adapter.name!r} cannot press keys (it has no send_dtmf; "
                           f"twilio has)", source=str(loaded.sources.get("script") or run_file),
                           key=f"turns[{pressed[0]}].dtmf")
-    check_capabilities(adapter, loaded.scenario.conversation.required_capabilities,
-                       adapter_name=adapter_name, source=str(loaded.sources["scenario"]))
-    check_entities(loaded.scenario, source=str(loaded.sources["scenario"]))
-    speaks_first = getattr(adapter, "product_can_speak_first", None)
-    if loaded.scenario.conversation.first_speaker == "product" and callable(speaks_first) \
-            and not speaks_first(settings):
-        raise ConfigError(f"the product speaks first, but adapter {adapter_name!r} cannot give "
+    scenario_file = str(loaded.sources["scenario"])
+    check_capabilities(abilities.adapter_cls, loaded.scenario.conversation.required_capabilities,
+                       adapter_name=adapter.name, source=scenario_file)
+    check_entities(loaded.scenario, source=scenario_file)
+    if loaded.scenario.conversation.first_speaker == "product" \
+            and not abilities.product_can_speak_first(adapter.settings):
+        raise ConfigError(f"the product speaks first, but adapter {adapter.name!r} cannot give "
                           f"it the first turn with these settings (see its opening option, "
                           f"e.g. endpoint.settings.opening_request: true for http)",
-                          source=str(loaded.sources["scenario"]), key="conversation.first_speaker")
+                          source=scenario_file, key="conversation.first_speaker")
 
-    persona_cls = PERSONAS.resolve(loaded.run.persona_mode, search_dirs=search_dirs,
-                                   source=run_file, key="persona_mode")
+
+def _resolved_persona(loaded: LoadedRun, script_audio: Mapping[int, PcmAudio],
+                      run_file: str) -> type:
+    from .personas import PERSONAS, PersonaContext
+
+    persona_cls: type = PERSONAS.resolve(loaded.run.persona_mode, search_dirs=[loaded.base_dir],
+                                         source=run_file, key="persona_mode")
     _check_class_methods(persona_cls, ("opening", "reply", "barge_in"), what="persona",
                          name=loaded.run.persona_mode, source=run_file, key="persona_mode")
     call_check(persona_cls, loaded.run.persona_settings,
                PersonaContext.for_trial(loaded, trial_index=1, seed=loaded.run.trial_seed,
                                         script_audio=script_audio),
                source=run_file, key="persona_settings")
+    return persona_cls
 
-    speech_cls = SPEECH_PROVIDERS.resolve(loaded.run.speech_provider, search_dirs=search_dirs,
-                                          source=run_file, key="speech_provider")
+
+def _resolved_speech(loaded: LoadedRun, script_audio: Mapping[int, PcmAudio],
+                     run_file: str) -> type:
+    """The speech provider, its settings checked, able to speak the persona's voice and
+    language and every script turn in time."""
+    from .speech import SPEECH_PROVIDERS, SpeechContext, voice_problem
+
+    speech_cls: type = SPEECH_PROVIDERS.resolve(loaded.run.speech_provider,
+                                                search_dirs=[loaded.base_dir], source=run_file,
+                                                key="speech_provider")
     _check_class_methods(speech_cls, ("synthesize",), what="speech provider",
                          name=loaded.run.speech_provider, source=run_file, key="speech_provider")
     speech_context = SpeechContext.for_run(loaded)
@@ -287,20 +351,32 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
             else "persona"
         raise ConfigError(problem.message, source=str(loaded.sources[named_by]), key=problem.key)
     _check_script_time(loaded, speech_cls, speech_context, script_audio, run_file)
+    return speech_cls
 
-    probe_name = None
-    probe_factory: Callable[[], Any] | None = None
-    if loaded.run.outcome_probe is not None:
-        probe_cls = load_probe_class(loaded.run.outcome_probe.probe, search_dirs=search_dirs,
-                                     source=run_file)
-        probe_name = loaded.run.outcome_probe.probe
-        probe_settings = loaded.run.outcome_probe.settings
-        check_probe_settings(probe_cls, probe_settings, source=run_file)
 
-        def probe_factory() -> Any:
-            return probe_cls(probe_settings)
-    elif callable(getattr(adapter, "outcome_probe", None)):
-        probe_name = f"{adapter_name} (built-in)"
+def _resolved_probe(loaded: LoadedRun, adapter: _Adapter, run_file: str
+                    ) -> tuple[str | None, Callable[[], Any] | None]:
+    """The outcome probe's name for the summary and its factory (None: the adapter's own
+    probe, or none)."""
+    from .scoring import load_probe_class
+
+    configured = loaded.run.outcome_probe
+    if configured is None:
+        own = f"{adapter.name} (built-in)" if adapter.abilities.has_outcome_probe else None
+        return own, None
+    probe_cls = load_probe_class(configured.probe, search_dirs=[loaded.base_dir],
+                                 source=run_file)
+    probe_settings = configured.settings
+    check_probe_settings(probe_cls, probe_settings, source=run_file)
+
+    def probe_factory() -> Any:
+        return probe_cls(probe_settings)
+    return configured.probe, probe_factory
+
+
+def _checked_scoring(loaded: LoadedRun, run_file: str) -> list[str]:
+    """The speech metrics' packages, the gates' metrics and the judges (their names)."""
+    from .scoring import check_gate_metrics, check_quality_evaluation
 
     if loaded.run.speech_metrics:
         for module, package in (("jiwer", "jiwer"), ("pocketsphinx", "pocketsphinx"),
@@ -309,27 +385,28 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
             if importlib.util.find_spec(module) is None:
                 raise MissingDependencyError(package, extra="speech", purpose="speech_metrics",
                                              source=run_file, key="speech_metrics")
-
-    from .scoring import check_gate_metrics
-
     check_gate_metrics(loaded.run.gates, source=run_file)
-    judges: list[str] = []
-    if loaded.run.quality_evaluation is not None:
-        from .scoring import check_quality_evaluation
+    if loaded.run.quality_evaluation is None:
+        return []
+    return check_quality_evaluation(loaded)
 
-        judges = check_quality_evaluation(loaded)
 
-    capabilities = declared_capabilities(adapter)
-    transcription, warnings = _product_words(loaded, adapter_name, capabilities, run_file)
-    warnings += entity_warnings(loaded.scenario, loaded.run.transcription, adapter=adapter_name,
+def _summary(loaded: LoadedRun, adapter: _Adapter, run_file: str, *, assets: list[str],
+             probe_name: str | None, judges: list[str]) -> ValidationSummary:
+    from .metrics import entity_warnings
+
+    capabilities = dict(adapter.abilities.capabilities)
+    transcription, warnings = _product_words(loaded, adapter.name, capabilities, run_file)
+    warnings += entity_warnings(loaded.scenario, loaded.run.transcription, adapter=adapter.name,
                                 input_transcripts=bool(capabilities.get("input_transcripts")))
-    summary = ValidationSummary(
+    launch = loaded.run.endpoint.launch
+    return ValidationSummary(
         run_path=run_file,
         scenario_id=loaded.scenario.id,
         persona=loaded.persona.name,
         persona_mode=loaded.run.persona_mode,
         speech_provider=loaded.run.speech_provider,
-        adapter=adapter_name if inspect.isclass(adapter) else str(adapter),
+        adapter=adapter.name,
         capabilities=capabilities,
         environment=(loaded.environment.name or (loaded.run.environment_path.name
                      if loaded.run.environment_path else "quiet")),
@@ -337,7 +414,7 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         outcome_probe=probe_name,
         suite_hash=loaded.suite_hash(),
         judges=judges,
-        turn_taking=turn_taking,
+        turn_taking=adapter.turn_taking,
         launch=launch.per if launch is not None else None,
         statistics=(f"{loaded.run.statistics.confidence:.0%} "
                     f"{loaded.run.statistics.interval} intervals"),
@@ -346,9 +423,6 @@ def validate_run(loaded: LoadedRun) -> RunPlan:
         retention=_describe_retention(loaded.run.retention),
         warnings=warnings,
     )
-    return RunPlan(loaded=loaded, adapter_cls=adapter, persona_cls=persona_cls,
-                   speech_cls=speech_cls, probe_factory=probe_factory, environment=environment,
-                   script_audio=script_audio, summary=summary, turn_taking=turn_taking)
 
 
 def _product_words(loaded: LoadedRun, adapter_name: str, capabilities: Mapping[str, bool],

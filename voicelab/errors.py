@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "os_reason",
     "AudioFileError",
     "ConfigError",
     "ExecutionError",
@@ -61,3 +62,9 @@ class MissingDependencyError(ConfigError):
 
 class ExecutionError(VoicelabError):
     """A trial, provider or endpoint failed while executing: the CLI exits 4."""
+
+
+def os_reason(error: BaseException) -> str | None:
+    """The operating system's words for ``error`` (``strerror``: "Permission denied"), when it
+    is an ``OSError`` that has them."""
+    return error.strerror if isinstance(error, OSError) else None

@@ -43,7 +43,7 @@ def failing_trials(frames: Frames) -> pd.DataFrame:
                 judge.rationale if isinstance(judge.rationale, str) else ""
             reasons.append(f"judge {judge.name}: {judge.status}" + (f": {why}" if why else ""))
         rows.append({"run_id": trial.run_id, "cell": trial.cell,
-                     "label": getattr(trial, "label", None), "trial_id": trial.trial_id,
+                     "label": trial._asdict().get("label"), "trial_id": trial.trial_id,
                      "seed": trial.seed, "execution_status": trial.execution_status,
                      "exit_reason": trial.exit_reason,
                      "reasons": reasons or [f"did not pass ({trial.exit_reason})"],

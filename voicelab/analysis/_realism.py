@@ -252,8 +252,9 @@ def caller_behaviour(frames_or_paths: Frames | str | os.PathLike[str]
     table = trials[columns].astype(object)
     for key, row in zip(_keys(trials), table.itertuples(index=False), strict=True):
         ids = (row.run_id, None if pd.isna(row.cell) else row.cell, row.trial_id)
-        keys = (sources.get(row.run_id, SIMULATION), getattr(row, "scenario_id", None),
-                getattr(row, "persona", None), getattr(row, "environment", None))
+        optional = row._asdict()  # the columns a frame may lack
+        keys = (sources.get(row.run_id, SIMULATION), optional.get("scenario_id"),
+                optional.get("persona"), optional.get("environment"))
         try:
             found = _caller_rows(str(row.path), events_of.get(key, frames.events.iloc[:0]),
                                  min_pause_ms=min_pause_ms)
@@ -270,7 +271,7 @@ def caller_behaviour(frames_or_paths: Frames | str | os.PathLike[str]
                 records.extend((*ids, turn, *keys, metric, float(value))
                                for turn, value in zip(turns["turn_id"].astype(object), values,
                                                       strict=True) if pd.notna(value))
-        ratio = getattr(row, "talk_ratio", None)
+        ratio = optional.get("talk_ratio")
         if ratio is not None and pd.notna(ratio):
             records.append((*ids, None, *keys, "talk_ratio", float(ratio)))
     return _frame(records)

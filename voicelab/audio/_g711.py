@@ -94,7 +94,7 @@ def _int16_samples(samples: PcmAudio | np.ndarray) -> np.ndarray:
     array = samples.samples if isinstance(samples, PcmAudio) else samples
     if not isinstance(array, np.ndarray) or array.dtype != np.int16:
         raise ValueError("G.711 encodes int16 samples (a PcmAudio or an int16 numpy array), got "
-                         f"{getattr(array, 'dtype', type(array).__name__)}")
+                         f"{array.dtype if isinstance(array, np.ndarray) else type(array).__name__}")
     return array
 
 

@@ -71,7 +71,7 @@ class StreamingResampler:
             return chunk.samples
         if not isinstance(chunk, np.ndarray) or chunk.dtype != np.int16 or chunk.ndim != 1:
             raise ValueError("chunk must be a PcmAudio or a 1-D int16 numpy array, got "
-                             f"{getattr(chunk, 'dtype', type(chunk).__name__)}")
+                             f"{chunk.dtype if isinstance(chunk, np.ndarray) else type(chunk).__name__}")
         return chunk
 
     def _resample(self, samples: np.ndarray, *, last: bool) -> PcmAudio:

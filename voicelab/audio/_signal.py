@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -39,10 +39,7 @@ class SignalAnalysis:
     possible_truncation: bool
 
     def to_dict(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in _FIELDS}
-
-
-_FIELDS = tuple(f.name for f in fields(SignalAnalysis))
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,11 +253,15 @@ class _EnergyFrames:
             return
         keep = min(self._stored, self._smoothing + self._window)
         size = max(self._CAPACITY_FRAMES, keep + count)
-        for name in ("_energy", "_smoothed"):
-            old, new = getattr(self, name), np.zeros(size)
-            new[:keep] = old[self._stored - keep:self._stored]
-            setattr(self, name, new)
+        self._energy = self._kept(self._energy, keep, size)
+        self._smoothed = self._kept(self._smoothed, keep, size)
         self._stored = keep
+
+    def _kept(self, old: np.ndarray, keep: int, size: int) -> np.ndarray:
+        """A buffer of ``size`` frames holding the last ``keep`` stored frames of ``old``."""
+        new = np.zeros(size)
+        new[:keep] = old[self._stored - keep:self._stored]
+        return new
 
     def _floor(self, first: int, at: int, count: int) -> np.ndarray:
         """Minimum of the smoothed energies over the window ending at each new frame."""
@@ -472,7 +476,7 @@ class StreamingVad:
             return samples.samples
         if not isinstance(samples, np.ndarray) or samples.dtype != np.int16 or samples.ndim != 1:
             raise ValueError("samples must be a PcmAudio or a 1-D int16 numpy array, got "
-                             f"{getattr(samples, 'dtype', type(samples).__name__)}")
+                             f"{samples.dtype if isinstance(samples, np.ndarray) else type(samples).__name__}")
         return samples
 
     def _transition(self, kind: Literal["onset", "offset"], frame: int,

@@ -1,5 +1,22 @@
 """Endpoint adapters: the product's voice protocol behind one small interface."""
 
+from ._abilities import (
+    AdapterAbilities,
+    ChecksAdapterSettings,
+    DeclaresCapabilities,
+    DeclaresConversionDelay,
+    DeclaresTurnTaking,
+    DeclaresWireCodec,
+    ExposesSettings,
+    HasOutcomeProbe,
+    LineChunkSettings,
+    ReportsProductCanSpeakFirst,
+    SendsDtmf,
+    abilities_of,
+    declared_capabilities,
+    line_chunk_ms_of,
+    turn_taking_of,
+)
 from ._inbox import Closure, ClosureError, MessageInbox, SocketClosed, closure_error
 from ._launch import (
     MAX_LINE_BYTES,
@@ -24,16 +41,27 @@ from ._protocol import (
     EndpointError,
     EndpointEvent,
     Playback,
-    declared_capabilities,
     new_span_id,
     new_trace_id,
-    turn_taking_of,
 )
 from ._settings import AdapterSettings, auth_headers, parse_settings, redacted_url, secret_values
 from ._socket import WebSocketConnection, open_websocket
 from ._wire import field_mapping, parse_arguments
 
 __all__ = [
+    "AdapterAbilities",
+    "ChecksAdapterSettings",
+    "DeclaresCapabilities",
+    "DeclaresConversionDelay",
+    "DeclaresTurnTaking",
+    "DeclaresWireCodec",
+    "ExposesSettings",
+    "HasOutcomeProbe",
+    "LineChunkSettings",
+    "ReportsProductCanSpeakFirst",
+    "SendsDtmf",
+    "abilities_of",
+    "line_chunk_ms_of",
     "InboundBudget",
     "InboundLimits",
     "limit_error",

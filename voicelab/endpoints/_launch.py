@@ -284,6 +284,10 @@ class ProductProcess:
     messages and ``log_text``; env values under secret-like names are added to it.
     """
 
+    #: the child process, once started (a class default: ``__del__`` reads it even when the
+    #: constructor raised before setting it)
+    _transport: asyncio.SubprocessTransport | None = None
+
     def __init__(self, launch: LaunchConfig, *, settings: Mapping[str, Any] | None = None,
                  base_dir: Path | None = None, scrubber: SecretScrubber | None = None,
                  environ: Mapping[str, str] | None = None,
@@ -580,7 +584,7 @@ class ProductProcess:
 
     def __del__(self) -> None:
         # a process object dropped unstopped must not leave the product running
-        transport = getattr(self, "_transport", None)
+        transport = self._transport
         if transport is not None and not self._stopped and transport.get_returncode() is None:
             with contextlib.suppress(OSError):
                 os.killpg(transport.get_pid(), signal.SIGKILL)

@@ -9,7 +9,8 @@ from typing import Any
 
 from .._registry import Registry
 from ..errors import ConfigError
-from ._protocol import REQUIRED_METHODS, declared_capabilities
+from ._abilities import abilities_of
+from ._protocol import REQUIRED_METHODS
 
 ENDPOINTS = Registry("endpoint adapter", {
     "fake": "voicelab.doubles.product:FakeProductEndpoint",
@@ -23,6 +24,8 @@ ENDPOINTS = Registry("endpoint adapter", {
 
 
 def missing_methods(candidate: Any, methods: Sequence[str]) -> list[str]:
+    """Which of ``methods`` (names the caller chooses: each plug-in kind has its own list)
+    ``candidate`` lacks."""
     return [name for name in methods if not callable(getattr(candidate, name, None))]
 
 
@@ -36,16 +39,15 @@ def load_endpoint_class(name: str, *, search_dirs: Iterable[Path] = (), source: 
     if missing:
         raise ConfigError(f"{name!r} does not implement the ConversationEndpoint protocol: "
                           f"missing {', '.join(missing)}", source=source, key=key)
-    try:
-        declared_capabilities(adapter)
-    except TypeError as error:
-        raise ConfigError(f"{name!r}: {error}", source=source, key=key) from None
+    problem = abilities_of(adapter).capabilities_problem
+    if problem is not None:
+        raise ConfigError(f"{name!r}: {problem}", source=source, key=key)
     return adapter
 
 
 def check_capabilities(adapter: type, required: Sequence[str], *, adapter_name: str,
                        source: str | Path | None, key: str = "conversation.required_capabilities") -> None:
-    capabilities = declared_capabilities(adapter)
+    capabilities = abilities_of(adapter).capabilities
     lacking = [name for name in required if not capabilities.get(name, False)]
     if lacking:
         raise ConfigError(f"adapter {adapter_name!r} does not provide {', '.join(lacking)}",

@@ -16,6 +16,9 @@ called by ``voice-evaluator validate`` without constructing anything. ``capabili
 readable on the class so ``validate`` can compare it with a scenario's
 ``required_capabilities`` before any connection.
 
+Everything below is optional; each ability is a ``typing.Protocol`` exported from
+:mod:`voicelab.endpoints`, resolved once per class by ``abilities_of``.
+
 **Turn taking.** An adapter may offer a classmethod ``turn_taking(settings) -> "client" |
 "server_vad"``. ``client`` (the default): the evaluator ends each user turn explicitly
 (``commit_turn``). ``server_vad``: the product listens; the evaluator streams a live line (speech,
@@ -76,16 +79,6 @@ CAPABILITY_KEYS = CAPABILITY_NAMES
 
 TurnTaking = Literal["client", "server_vad"]
 TURN_TAKING_MODES: tuple[str, ...] = TurnTaking.__args__  # type: ignore[attr-defined]
-
-
-def turn_taking_of(adapter: Any, settings: Mapping[str, Any]) -> str:
-    """How the adapter with ``settings`` takes turns (``client`` when it does not say)."""
-    hook = getattr(adapter, "turn_taking", None)
-    mode = hook(settings) if callable(hook) else "client"
-    if mode not in TURN_TAKING_MODES:
-        raise TypeError(f"turn_taking() returned {mode!r}, not one of "
-                        f"{', '.join(TURN_TAKING_MODES)}")
-    return str(mode)
 
 
 class EndpointError(ExecutionError):
@@ -192,11 +185,3 @@ class ConversationEndpoint(Protocol):
 
 
 REQUIRED_METHODS = ("connect", "send_audio", "commit_turn", "events", "interrupt", "close")
-
-
-def declared_capabilities(adapter: Any) -> dict[str, bool]:
-    """The adapter's capabilities as a full mapping (missing keys are False)."""
-    raw = getattr(adapter, "capabilities", None) or {}
-    if not isinstance(raw, Mapping):
-        raise TypeError("capabilities must be a mapping of capability name to bool")
-    return {key: bool(raw.get(key, False)) for key in CAPABILITY_KEYS}

@@ -47,7 +47,7 @@ from ..artifacts import (
     running_marker,
     trial_folder,
 )
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError, os_reason
 from ._process_run import ProcessRun
 from ._protocol import (
     Executor,
@@ -123,7 +123,8 @@ def _worker_name() -> str:
 
 
 def _reason(error: BaseException) -> str:
-    return getattr(error, "message", None) or getattr(error, "strerror", None) or \
+    message = error.message if isinstance(error, ConfigError) else None
+    return message or os_reason(error) or \
         " ".join(str(error).split()) or type(error).__name__
 
 

@@ -202,6 +202,7 @@ class Executor(Protocol):
     async def close(self) -> None: ...
 
 
+@runtime_checkable
 class ExecutorFactory(Protocol):
     """An executor class of the registry: made for a run from ``arun``'s choices."""
 

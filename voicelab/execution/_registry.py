@@ -61,7 +61,7 @@ def choose_executor(executor: Any, *, workers: int | None, scheduler: str | None
                           key="scheduler")
     name = executor if executor is not None else "local" if workers is not None else "inline"
     factory: ExecutorFactory = EXECUTORS.resolve(name, key="executor")
-    if not callable(getattr(factory, "for_run", None)):
+    if not isinstance(factory, ExecutorFactory):
         raise ConfigError(f"{name!r} is not an executor class (no classmethod for_run)",
                           key="executor")
     made = factory.for_run(workers=workers, scheduler=scheduler, parallel=parallel)

@@ -48,8 +48,8 @@ from ..artifacts import (
 )
 from ..config import BundleAccess, remember_text_filter
 from ..cost import CostBudget
-from ..endpoints import EndpointError, ProductProcess, declared_capabilities
-from ..errors import ConfigError
+from ..endpoints import EndpointError, ProductProcess
+from ..errors import ConfigError, os_reason
 from ..runner import (
     FailFast,
     Failure,
@@ -164,7 +164,7 @@ def make_bundle_dir(root: Path, name: str, *, source: str | Path | None,
         write_member(probe)
         probe.unlink()
     except (OSError, ValueError) as error:
-        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        reason = os_reason(error) or str(error) or type(error).__name__
         raise ConfigError(f"cannot create the bundle folder {bundle}: {reason}", source=source,
                           key="artifacts_dir") from None
     return bundle
@@ -299,8 +299,8 @@ class Run:
             self._trial_estimate = estimate_from_config(
                 self.loaded, trials=1, pricing=self.loaded.run.pricing,
                 speech_cls=self.plan.speech_cls,
-                output_transcripts=declared_capabilities(self.plan.adapter_cls).get(
-                    "output_transcripts", False)).per_trial
+                output_transcripts=self.plan.abilities.capabilities["output_transcripts"]
+            ).per_trial
         return self._trial_estimate
 
     # --- the run --------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import Redacts, open_member_append
+from ..errors import os_reason
 
 _current_run: contextvars.ContextVar[str | None] = contextvars.ContextVar("voicelab_run",
                                                                           default=None)
@@ -62,7 +63,8 @@ class _BundleLogHandler(logging.StreamHandler):
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
         if self.failed is None:
             error = sys.exc_info()[1]
-            self.failed = getattr(error, "strerror", None) or type(error).__name__
+            self.failed = (os_reason(error) if error is not None else None) \
+                or type(error).__name__
 
 
 class _InfoWhileRunning:

@@ -50,7 +50,13 @@ from ..artifacts import (
     unregister_staging,
 )
 from ..errors import ConfigError
-from ..runner import TrialResult
+from ..runner import (
+    MatrixInterrupted,
+    MatrixOutcome,
+    RunInterrupted,
+    RunOutcome,
+    TrialResult,
+)
 from ._resume import read_trial_result
 
 logger = logging.getLogger(__name__)
@@ -232,7 +238,8 @@ def _finish(stage: Stage, outcome: Any, problem: str | None) -> None:
     """Say where the bundle is; keep the staging folder only when something was not
     published (the run then reports it as a write failure: exit code 4)."""
     if outcome is not None:
-        where = getattr(outcome, "bundle_path", None) or getattr(outcome, "run_dir", None)
+        where = outcome.bundle_path if isinstance(outcome, RunOutcome) else \
+            outcome.run_dir if isinstance(outcome, MatrixOutcome) else None
         if where is not None:
             outcome.location = published_location(where)
         if problem is not None:
@@ -253,7 +260,8 @@ async def published(stage: Stage, work: Awaitable[T]) -> T:
         outcome = await work
         return outcome
     except BaseException as error:
-        outcome = getattr(error, "outcome", None)  # RunInterrupted, MatrixInterrupted
+        if isinstance(error, RunInterrupted | MatrixInterrupted):  # the partial outcome
+            outcome = error.outcome
         raise
     finally:
         stop.set()

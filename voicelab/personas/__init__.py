@@ -2,10 +2,12 @@
 
 from .._registry import Registry
 from ._protocol import (
+    KeepsEvidence,
     Persona,
     PersonaContext,
     PersonaDecision,
     PersonaEnd,
+    PlansTurns,
     ProductResponse,
     RecordedSpeech,
     UserTurn,
@@ -25,6 +27,8 @@ PERSONAS = Registry("persona mode", {
 })
 
 __all__ = [
+    "KeepsEvidence",
+    "PlansTurns",
     "PERSONAS",
     "Persona",
     "PersonaContext",

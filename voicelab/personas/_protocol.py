@@ -173,7 +173,22 @@ class Persona(Protocol):
 
     async def reply(self, response: ProductResponse) -> PersonaDecision: ...
 
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class KeepsEvidence(Protocol):
+    """An optional persona ability: what the session said besides its turns, kept in the
+    bundle (``persona-session.json``)."""
+
     def evidence(self) -> dict[str, Any]:
         """Prompts, replies and session events to keep in the bundle (empty when none)."""
 
-    async def close(self) -> None: ...
+
+@runtime_checkable
+class PlansTurns(Protocol):
+    """An optional persona ability: the turns it will say, known before the call (a script),
+    so the runner can synthesize them ahead."""
+
+    def planned_turns(self) -> list[UserTurn]:
+        """The turns in the order they will be said."""

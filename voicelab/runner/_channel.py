@@ -49,7 +49,8 @@ def line_config(channel: ChannelConfig | None, direction: str, *,
     as reported. With ``wire_codec`` (the codec an adapter's wire itself carries, e.g. Twilio's
     mu-law) equal to the line's, the audio is coded once, by the wire: the channel only loses,
     delays and conceals packets."""
-    line = getattr(channel, direction) if channel is not None else None
+    line = None if channel is None else \
+        channel.to_product if direction == "to_product" else channel.to_user
     if line is None or line.is_clean:
         return None, "pcm"
     if wire_codec is not None and line.codec == wire_codec:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -36,9 +36,9 @@ from ..audio import (
     speech_bounds,
 )
 from ..config import MAX_TRIAL_SECONDS, ListenerConfig
-from ..endpoints import EndpointError
+from ..endpoints import AdapterAbilities, EndpointError, abilities_of
 from ..errors import ExecutionError
-from ..personas import PersonaEnd, ProductResponse, UserTurn
+from ..personas import PersonaEnd, PlansTurns, ProductResponse, UserTurn
 from ..recording import (
     USER_HEARD,
     Connected,
@@ -58,6 +58,7 @@ from ..recording import (
     UserTurnStarted,
     ns_to_samples,
 )
+from ..speech import Synthesis, synthesizes_ahead
 from ._channel import ToProductLine, ToUserLine, line_config, record_line_stats
 from ._heard_speech import HeardSpeech
 from ._hesitation import PauseSpan, join_with_pauses
@@ -153,9 +154,13 @@ class Conversation:
                  chunk_ms: float = DEFAULT_CHUNK_MS, scrubber: Any = None,
                  flood_limit: AudioFloodLimit | None = None,
                  first_speaker_wait_seconds: float = 3.0,
-                 listener: ListenerConfig | None = None, wire_codec: str | None = None,
+                 listener: ListenerConfig | None = None,
+                 abilities: AdapterAbilities | None = None,
                  max_time_seconds: float = MAX_TRIAL_SECONDS):
         self.endpoint = endpoint
+        #: what the adapter can do beyond the protocol (its wire codec, conversion delays)
+        self.abilities = abilities or abilities_of(type(endpoint))
+        wire_codec = self.abilities.wire_codec
         self.persona = persona
         self.speech = speech
         self.environment = environment
@@ -274,11 +279,8 @@ class Conversation:
         values: dict[str, Any] = {"expects_response": expects_response}
         if turn_detection is not None:
             values["turn_detection"] = turn_detection
-        delays = getattr(type(self.endpoint), "conversion_delay_ms", None)
-        if isinstance(delays, Mapping) and any(delays.values()):
-            values["conversion_delay_ms"] = {
-                direction: round(float(delays.get(direction, 0.0)), 6)
-                for direction in ("to_product", "to_user")}
+        if self.abilities.conversion_delay_ms:
+            values["conversion_delay_ms"] = dict(self.abilities.conversion_delay_ms)
         return Connected(**values)
 
     async def _take_turns(self, await_opening: Callable[[], Awaitable[Any]]) -> str:
@@ -393,12 +395,11 @@ class Conversation:
         to the trial's time limit (the most a call can say): a long script's later turns are
         synthesized when they are spoken, so what is made ahead follows the limit, not the
         script's length."""
-        planned = getattr(self.persona, "planned_turns", None)
-        if not callable(planned) or not getattr(self.speech, "synthesize_ahead", True):
+        if not isinstance(self.persona, PlansTurns) or not synthesizes_ahead(self.speech):
             return
         waiting = [UserTurn(text=turn.text, pieces=turn.pieces,
                             pauses_seconds=turn.pauses_seconds)
-                   for turn in planned() if turn.audio is None and turn.text]
+                   for turn in self.persona.planned_turns() if turn.audio is None and turn.text]
         made = 0
         running: set[asyncio.Task[Prepared]] = set()
         while waiting or running:
@@ -490,10 +491,10 @@ class Conversation:
         return replace(prepared, bounds=speech_bounds(prepared.clean),
                        truncated=prepared.truncated or said < len(turn.pieces))
 
-    def _spent(self, synthesis: Any) -> None:
+    def _spent(self, synthesis: Synthesis) -> None:
         """What a synthesis spent, recorded when it is made (a turn synthesized ahead and never
         spoken was paid for too; a cache hit spent nothing)."""
-        for usage in getattr(synthesis, "usage", None) or ():
+        for usage in synthesis.usage:
             self.recording.record_usage(usage, source="speech")
 
     def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,

@@ -27,7 +27,7 @@ from ..cost import (
     price_usage,
 )
 from ..providers import resolve_llm_provider
-from ..speech import ASR_ENGINE, realtime_target
+from ..speech import ASR_ENGINE, cacheable, realtime_target, seed_dependent
 
 #: Speaking rate: 150 words a minute, about six characters a word with its space.
 SECONDS_PER_WORD = 0.4
@@ -283,8 +283,7 @@ def _cached_once(loaded: LoadedRun, speech_cls: type | None) -> bool:
     """A script's lines spoken by a cacheable voice that does not vary with the seed are
     synthesized once per run (the speech cache), not once per trial."""
     return (loaded.run.persona_mode == "scripted" and speech_cls is not None
-            and bool(getattr(speech_cls, "cacheable", False))
-            and not bool(getattr(speech_cls, "seed_dependent", True)))
+            and cacheable(speech_cls) and not seed_dependent(speech_cls))
 
 
 def estimate_from_config(loaded: LoadedRun, *, trials: int, pricing: PricingConfig | None,
@@ -416,8 +415,6 @@ def matrix_costs(plan: Any, *, measured: Mapping[CellKey, Sequence[TrialCost]] |
     """Each cell of ``plan`` (a :class:`voicelab.runner.MatrixPlan`) estimated for its trials:
     from ``measured`` usage when it holds the cell's (same stage, scenario, persona and
     environment), else from its configuration with the suite's assumed lengths."""
-    from ..endpoints import declared_capabilities
-
     spec = plan.suite.suite
     costs = []
     for cell in plan.cells:
@@ -430,7 +427,6 @@ def matrix_costs(plan: Any, *, measured: Mapping[CellKey, Sequence[TrialCost]] |
                 loaded, trials=trials, pricing=loaded.run.pricing,
                 user_turn_seconds=spec.assumed_user_turn_seconds,
                 response_seconds=spec.assumed_response_seconds, speech_cls=cell.plan.speech_cls,
-                output_transcripts=declared_capabilities(cell.plan.adapter_cls).get(
-                    "output_transcripts", False))
+                output_transcripts=cell.plan.abilities.capabilities["output_transcripts"])
         costs.append(CellCost(cell.cell_id, cell.stage, estimate))
     return costs

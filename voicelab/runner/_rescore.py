@@ -77,7 +77,7 @@ from ..config import (
     parse_settings,
 )
 from ..cost import cost_summary, merged_summary, trial_cost
-from ..errors import ConfigError, ExecutionError
+from ..errors import ConfigError, ExecutionError, os_reason
 from ..metrics import EntityPlan
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
 from ..scoring import (
@@ -560,7 +560,7 @@ def _output_folder(target: Path) -> Path:
     except FileNotFoundError:
         return target.resolve()
     except (OSError, ValueError) as error:
-        raise ConfigError(f"cannot use {target}: {getattr(error, 'strerror', None) or error}",
+        raise ConfigError(f"cannot use {target}: {os_reason(error) or error}",
                           key="output") from None
     if not stat.S_ISDIR(mode):
         raise ConfigError(f"{target} is {file_kind(mode)}: the output must be a new path or an "

@@ -6,7 +6,16 @@ from pathlib import Path
 from typing import Any
 
 from ..config import LoadedRun
-from ..speech import SpeechContext, SpeechService, Synthesis, metered_synthesis, rendering_of
+from ..speech import (
+    ClosesAsync,
+    SpeechContext,
+    SpeechService,
+    Synthesis,
+    cacheable,
+    metered_synthesis,
+    rendering_of,
+    synthesizes_ahead,
+)
 
 
 class _UncachedSpeech:
@@ -15,7 +24,7 @@ class _UncachedSpeech:
     def __init__(self, provider: Any, name: str):
         self.provider = provider
         self.name = name
-        self.synthesize_ahead = bool(getattr(provider, "synthesize_ahead", True))
+        self.synthesize_ahead = synthesizes_ahead(provider)
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> Synthesis:
         audio, usage = await metered_synthesis(self.provider, self.name, text, voice=voice,
@@ -25,9 +34,8 @@ class _UncachedSpeech:
                          metadata={"rendering": rendering} if rendering else {}, usage=usage)
 
     async def aclose(self) -> None:
-        close = getattr(self.provider, "aclose", None)
-        if close is not None:
-            await close()
+        if isinstance(self.provider, ClosesAsync):
+            await self.provider.aclose()
 
 
 def open_speech(loaded: LoadedRun, provider_cls: type, *, cache_dir: Path | None) -> Any:
@@ -35,6 +43,6 @@ def open_speech(loaded: LoadedRun, provider_cls: type, *, cache_dir: Path | None
     name = loaded.run.speech_provider
     context = SpeechContext.for_run(loaded, cache_dir=cache_dir)
     provider = provider_cls(loaded.run.speech_settings, context)
-    if not getattr(provider_cls, "cacheable", False):
+    if not cacheable(provider_cls):
         return _UncachedSpeech(provider, name)
     return SpeechService(provider, settings=loaded.run.speech_settings, cache_dir=cache_dir)

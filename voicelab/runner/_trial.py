@@ -32,16 +32,19 @@ from ..artifacts import (
 from ..audio import CANONICAL_FORMAT, PcmAudio, PreparedEnvironment
 from ..config import LoadedRun
 from ..endpoints import (
+    AdapterAbilities,
     EndpointContext,
     EndpointError,
+    HasOutcomeProbe,
     ProductProcess,
-    declared_capabilities,
+    abilities_of,
+    line_chunk_ms_of,
     new_span_id,
     new_trace_id,
 )
 from ..errors import ConfigError
 from ..metrics import late_ticks_record
-from ..personas import PersonaContext
+from ..personas import KeepsEvidence, PersonaContext
 from ..recording import (
     EventType,
     OutcomeProbed,
@@ -92,6 +95,11 @@ class TrialPlan:
     run_product_failure: Failure | None = None
     #: 1, or the number of this run of an inconclusive trial (its own session id)
     attempt: int = 1
+
+    @property
+    def abilities(self) -> AdapterAbilities:
+        """What the adapter can do beyond the protocol (resolved once per class)."""
+        return abilities_of(self.adapter_cls)
 
 
 @dataclass
@@ -145,13 +153,13 @@ def trial_session_id(loaded: LoadedRun, index: int, run_id: str, *, attempt: int
 DEFAULT_CHUNK_MS = 100.0
 
 
-def line_chunk_ms(endpoint: Any, settings: Any) -> float:
+def line_chunk_ms(endpoint: object, settings: Any) -> float:
     """How often the live line hands the adapter audio: the adapter's own ``chunk_ms``, its
     settings model's default included (pipecat's 20 ms), else what the settings say, else
     ``DEFAULT_CHUNK_MS``."""
-    parsed = getattr(getattr(endpoint, "settings", None), "chunk_ms", None)
-    if isinstance(parsed, int | float) and not isinstance(parsed, bool) and parsed > 0:
-        return float(parsed)
+    parsed = line_chunk_ms_of(endpoint)
+    if parsed is not None:
+        return parsed
     given = settings.get("chunk_ms") if isinstance(settings, Mapping) else None
     if isinstance(given, int | float) and not isinstance(given, bool) and given > 0:
         return float(given)
@@ -176,7 +184,7 @@ def _flood_limit(loaded: LoadedRun) -> AudioFloodLimit:
                            max_total_seconds=limits.max_time_seconds)
 
 
-async def _run_probe(plan: TrialPlan, endpoint: Any, session_id: str, scrubber: Any
+async def _run_probe(plan: TrialPlan, endpoint: object, session_id: str, scrubber: Any
                      ) -> tuple[str, dict[str, Any] | None, str | None, str]:
     probe = None
     name = "none"
@@ -184,7 +192,7 @@ async def _run_probe(plan: TrialPlan, endpoint: Any, session_id: str, scrubber: 
         if plan.probe_factory is not None:
             probe = plan.probe_factory()
             name = type(probe).__name__
-        elif callable(getattr(endpoint, "outcome_probe", None)):
+        elif isinstance(endpoint, HasOutcomeProbe):
             probe = endpoint.outcome_probe()
             name = type(probe).__name__ if probe is not None else "none"
     except Exception as error:  # noqa: BLE001 - a broken probe is an outcome error, not a crash
@@ -212,52 +220,99 @@ async def run_call(plan: TrialPlan) -> Call:
     """The trial's call: the conversation, its cleanup and the outcome probe; what it left is
     scored afterwards (:mod:`._scoring`), here or in the scoring process."""
     loaded = plan.loaded
-    scrubber = loaded.scrubber
     session_id = trial_session_id(loaded, plan.index, plan.run_id, attempt=plan.attempt)
-    trace_id, root_span = new_trace_id(), new_span_id()
-    recording = Recording(session_id=session_id, trace_id=trace_id, root_span_id=root_span)
-    trial_id = trial_folder(plan.index)
-    recording.record(EventType.TRIAL_STARTED, TrialStarted(
-        trial=plan.index, seed=plan.seed, clock_start_ns=recording.start_ns,
-        clock="time.perf_counter_ns", turn_taking=plan.turn_taking,
-        listener=loaded.run.listener.model_dump(mode="json"),
-        capabilities=declared_capabilities(plan.adapter_cls)),
-        source="runner", direction="internal", span_id=root_span)
-
+    recording = _started_recording(plan, session_id)
     playback = PlaybackClock(recording)
-    context = EndpointContext(session_id=session_id, data=trial_data(loaded, session_id),
-                              trace_id=trace_id, span_id=root_span,
-                              audio_format=CANONICAL_FORMAT, scrubber=scrubber,
-                              clock_ns=recording.clock_ns, base_dir=loaded.base_dir,
-                              trial_index=plan.index, seed=plan.seed,
-                              scenario_id=loaded.scenario.id, playback=playback,
-                              usage=recording.usage_recorder("product"))
-    settings: Mapping[str, Any] = plan.run_product_settings or loaded.run.endpoint.settings
-    launch_failure = plan.run_product_failure
-    product: ProductProcess | None = None
-    launch = loaded.run.endpoint.launch
-    if launch is not None and launch.per == "trial":
-        product = ProductProcess(launch, settings=settings, base_dir=loaded.base_dir,
-                                 scrubber=scrubber, clock_ns=recording.clock_ns)
-        try:
-            await product.start()
-            settings = product.settings
-        except EndpointError as error:
-            launch_failure = Failure("endpoint", scrubber.scrub_text(str(error)), error.code)
-    try:
-        endpoint = plan.adapter_cls(settings, context)
-    except (ConfigError, ValueError, TypeError) as error:
-        if product is not None:
-            await product.stop()
-        raise ConfigError(str(getattr(error, "message", error)), source=loaded.run_path,
-                          key=getattr(error, "key", None) or "endpoint.settings") from None
+    settings, product, launch_failure = await _launch_per_trial(plan, recording)
+    endpoint = await _built_endpoint(plan, settings, _endpoint_context(
+        plan, recording, session_id, playback), product)
     persona = plan.persona_cls(loaded.run.persona_settings, PersonaContext.for_trial(
         loaded, trial_index=plan.index, seed=plan.seed, script_audio=plan.script_audio,
         usage=recording.usage_recorder("persona")))
-    chunk_ms = line_chunk_ms(endpoint, settings)
+    conversation = _conversation(plan, endpoint, persona, recording, settings)
+    cancelled = await _converse(plan, conversation, recording, launch_failure)
+
+    outcome_status, outcome, outcome_error, probe_name = await _run_probe(
+        plan, endpoint, session_id, loaded.scrubber)
+    playback.release()  # the recording is freed with the trial, whatever holds the adapter
+    recording.record(EventType.OUTCOME_PROBED, OutcomeProbed(
+        probe=probe_name, status=outcome_status, error=outcome_error,
+        outcome=recorded_outcome(outcome) if outcome is not None else None),
+        source="probe", direction="internal")
+    texts: dict[str, str] = {}
+    if product is not None:  # stopped after the probe: a probe may ask the running product
+        await product.stop()
+        texts[PRODUCT_LOG] = product.log_text()
+    return Call(recording=recording, index=plan.index, seed=plan.seed,
+                trial_dir=plan.trial_dir, speech_metrics=plan.speech_metrics, texts=texts,
+                documents=_persona_documents(persona, loaded.scrubber), cancelled=cancelled)
+
+
+def _started_recording(plan: TrialPlan, session_id: str) -> Recording:
+    """The trial's recording, opened with ``trial.started``."""
+    trace_id, root_span = new_trace_id(), new_span_id()
+    recording = Recording(session_id=session_id, trace_id=trace_id, root_span_id=root_span)
+    recording.record(EventType.TRIAL_STARTED, TrialStarted(
+        trial=plan.index, seed=plan.seed, clock_start_ns=recording.start_ns,
+        clock="time.perf_counter_ns", turn_taking=plan.turn_taking,
+        listener=plan.loaded.run.listener.model_dump(mode="json"),
+        capabilities=dict(plan.abilities.capabilities)),
+        source="runner", direction="internal", span_id=root_span)
+    return recording
+
+
+def _endpoint_context(plan: TrialPlan, recording: Recording, session_id: str,
+                      playback: PlaybackClock) -> EndpointContext:
+    loaded = plan.loaded
+    return EndpointContext(session_id=session_id, data=trial_data(loaded, session_id),
+                           trace_id=recording.trace_id, span_id=recording.root_span_id,
+                           audio_format=CANONICAL_FORMAT, scrubber=loaded.scrubber,
+                           clock_ns=recording.clock_ns, base_dir=loaded.base_dir,
+                           trial_index=plan.index, seed=plan.seed,
+                           scenario_id=loaded.scenario.id, playback=playback,
+                           usage=recording.usage_recorder("product"))
+
+
+async def _launch_per_trial(plan: TrialPlan, recording: Recording
+                            ) -> tuple[Mapping[str, Any], ProductProcess | None, Failure | None]:
+    """The endpoint settings, the product launched for this trial (when the run launches one
+    per trial) and why it could not start (None when it did, or another launched it)."""
+    loaded = plan.loaded
+    settings: Mapping[str, Any] = plan.run_product_settings or loaded.run.endpoint.settings
+    launch = loaded.run.endpoint.launch
+    if launch is None or launch.per != "trial":
+        return settings, None, plan.run_product_failure
+    product = ProductProcess(launch, settings=settings, base_dir=loaded.base_dir,
+                             scrubber=loaded.scrubber, clock_ns=recording.clock_ns)
+    try:
+        await product.start()
+    except EndpointError as error:
+        return settings, product, Failure("endpoint", loaded.scrubber.scrub_text(str(error)),
+                                          error.code)
+    return product.settings, product, plan.run_product_failure
+
+
+async def _built_endpoint(plan: TrialPlan, settings: Mapping[str, Any],
+                          context: EndpointContext, product: ProductProcess | None) -> Any:
+    """The adapter, built; bad settings stop the run (a ConfigError naming the run file)."""
+    try:
+        return plan.adapter_cls(settings, context)
+    except (ConfigError, ValueError, TypeError) as error:
+        if product is not None:
+            await product.stop()
+        if isinstance(error, ConfigError):
+            raise ConfigError(error.message, source=plan.loaded.run_path,
+                              key=error.key or "endpoint.settings") from None
+        raise ConfigError(str(error), source=plan.loaded.run_path,
+                          key="endpoint.settings") from None
+
+
+def _conversation(plan: TrialPlan, endpoint: Any, persona: Any, recording: Recording,
+                  settings: Mapping[str, Any]) -> Conversation:
+    loaded = plan.loaded
     conversation_class = ServerVadConversation if plan.turn_taking == "server_vad" \
         else Conversation
-    conversation = conversation_class(
+    return conversation_class(
         endpoint=endpoint, persona=persona, speech=plan.speech, environment=plan.environment,
         recording=recording, seed=plan.seed,
         voice=loaded.script.persona_voice if loaded.script else None,
@@ -266,10 +321,18 @@ async def run_call(plan: TrialPlan) -> Call:
         first_speaker_wait_seconds=loaded.scenario.conversation.first_speaker_wait_seconds,
         max_turns=effective_max_turns(loaded),
         response_timeout_seconds=loaded.scenario.eval_spec.response_timeout_seconds,
-        chunk_ms=chunk_ms, scrubber=scrubber, flood_limit=_flood_limit(loaded),
-        listener=loaded.run.listener, wire_codec=getattr(plan.adapter_cls, "wire_codec", None),
+        chunk_ms=line_chunk_ms(endpoint, settings), scrubber=loaded.scrubber,
+        flood_limit=_flood_limit(loaded), listener=loaded.run.listener,
+        abilities=plan.abilities,
         max_time_seconds=loaded.scenario.eval_spec.limits.time_limit_seconds)
 
+
+async def _converse(plan: TrialPlan, conversation: Conversation, recording: Recording,
+                    launch_failure: Failure | None) -> bool:
+    """The conversation to its end and its shutdown, recorded as ``trial.ended``; whether the
+    run was interrupted (cancelled) meanwhile."""
+    loaded = plan.loaded
+    scrubber = loaded.scrubber
     cancelled = False
     # the conversation keeps its listener's clock to the limit too (an unpaced trial's runs
     # ahead of real time); this keeps real time to it, whatever the conversation waits for
@@ -293,7 +356,7 @@ async def run_call(plan: TrialPlan) -> Call:
         exit_reason = "cancelled"
         conversation.failures.append(Failure("cancelled", "the run was interrupted"))
     except Exception as error:  # noqa: BLE001 - an adapter/persona bug must not lose the trial
-        logger.exception("trial %s failed", trial_id)
+        logger.exception("trial %s failed", trial_folder(plan.index))
         exit_reason = "error"
         conversation.failures.append(Failure("runner", scrubber.scrub_text(
             f"{type(error).__name__}: {error}")))
@@ -312,26 +375,16 @@ async def run_call(plan: TrialPlan) -> Call:
         user_turns=conversation.user_turns,
         product_responses=len(conversation.intake.responses)),
         source="runner", direction="internal")
+    return cancelled
 
-    outcome_status, outcome, outcome_error, probe_name = await _run_probe(
-        plan, endpoint, session_id, scrubber)
-    playback.release()  # the recording is freed with the trial, whatever holds the adapter
-    recording.record(EventType.OUTCOME_PROBED, OutcomeProbed(
-        probe=probe_name, status=outcome_status, error=outcome_error,
-        outcome=recorded_outcome(outcome) if outcome is not None else None),
-        source="probe", direction="internal")
-    texts: dict[str, str] = {}
-    if product is not None:  # stopped after the probe: a probe may ask the running product
-        await product.stop()
-        texts[PRODUCT_LOG] = product.log_text()
-    documents: dict[str, Any] = {}
-    session_evidence = persona.evidence() if callable(getattr(persona, "evidence", None)) else {}
-    if session_evidence:
-        documents[PERSONA_SESSION] = {"schema_version": SCHEMA_VERSION,
-                                      **scrubber.scrub(session_evidence)}
-    return Call(recording=recording, index=plan.index, seed=plan.seed,
-                trial_dir=plan.trial_dir, speech_metrics=plan.speech_metrics, texts=texts,
-                documents=documents, cancelled=cancelled)
+
+def _persona_documents(persona: object, scrubber: Any) -> dict[str, Any]:
+    """``persona-session.json`` when the persona keeps evidence of its session."""
+    session_evidence = persona.evidence() if isinstance(persona, KeepsEvidence) else {}
+    if not session_evidence:
+        return {}
+    return {PERSONA_SESSION: {"schema_version": SCHEMA_VERSION,
+                              **scrubber.scrub(session_evidence)}}
 
 
 def scored_result(call: Call, scored: Scored) -> TrialResult:

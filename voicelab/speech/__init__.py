@@ -13,12 +13,23 @@ from ._azure import AzureSpeechError
 from ._cache import SpeechCacheStats, SpeechService
 from ._protocol import (
     MIN_SECONDS_PER_WORD,
+    ClosesAsync,
+    DeclaresCacheable,
+    DeclaresSeedDependence,
+    DeclaresSynthesizeAhead,
+    HasCacheIdentity,
+    KnowsShortestSpeech,
+    MetersSynthesis,
+    ReportsRendering,
     SpeechContext,
     SpeechProvider,
     Synthesis,
+    cacheable,
     metered_synthesis,
     rendering_of,
+    seed_dependent,
     shortest_speech_seconds,
+    synthesizes_ahead,
 )
 from ._tone import ToneSpeechProvider
 from ._voice_live import (
@@ -27,7 +38,7 @@ from ._voice_live import (
     provider_voice,
     realtime_target,
 )
-from ._voices import Prosody, VoiceProblem, turn_prosody, voice_problem
+from ._voices import ChecksVoice, Prosody, VoiceProblem, turn_prosody, voice_problem
 
 SPEECH_PROVIDERS = Registry("speech provider", {
     "tone": "voicelab.speech._tone:ToneSpeechProvider",
@@ -42,4 +53,7 @@ __all__ = ["ASR_ENGINE", "ASR_SOURCE", "MIN_SECONDS_PER_WORD", "SPEECH_PROVIDERS
            "ToneSpeechProvider", "VoiceProblem", "arecognize", "normalized_words",
            "parse_realtime_settings", "provider_voice", "realtime_target", "recognize",
            "recognizer_installed", "recognizer_missing", "metered_synthesis", "rendering_of",
-           "shortest_speech_seconds", "turn_prosody", "voice_problem"]
+           "shortest_speech_seconds", "turn_prosody", "voice_problem", "ChecksVoice", "ClosesAsync",
+           "DeclaresCacheable", "DeclaresSeedDependence", "DeclaresSynthesizeAhead",
+           "HasCacheIdentity", "KnowsShortestSpeech", "MetersSynthesis", "ReportsRendering",
+           "cacheable", "seed_dependent", "synthesizes_ahead"]

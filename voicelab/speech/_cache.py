@@ -26,7 +26,17 @@ from .._atomic import atomic_write, make_folder
 from ..artifacts import Usage
 from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..errors import ExecutionError
-from ._protocol import SpeechProvider, Synthesis, metered_synthesis, rendering_of
+from ._protocol import (
+    HasCacheIdentity,
+    NamedProvider,
+    SpeechProvider,
+    Synthesis,
+    cacheable,
+    metered_synthesis,
+    rendering_of,
+    seed_dependent,
+    synthesizes_ahead,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +77,12 @@ class SpeechService:
                  cache_dir: str | Path | None = None,
                  max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES):
         self.provider = provider
-        self.provider_name = str(getattr(provider, "name", type(provider).__name__))
-        self.cacheable = bool(getattr(provider, "cacheable", False))
-        self.synthesize_ahead = bool(getattr(provider, "synthesize_ahead", True))
-        self.seed_dependent = bool(getattr(provider, "seed_dependent", True))
-        identity = getattr(provider, "cache_identity", None)
+        self.provider_name = str(provider.name) if isinstance(provider, NamedProvider) \
+            else type(provider).__name__
+        self.cacheable = cacheable(provider)
+        self.synthesize_ahead = synthesizes_ahead(provider)
+        self.seed_dependent = seed_dependent(provider)
+        identity = provider.cache_identity if isinstance(provider, HasCacheIdentity) else None
         self._identity = _jsonable(identity if isinstance(identity, Mapping) else settings or {})
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.max_memory_bytes = max_memory_bytes

@@ -68,6 +68,91 @@ class SpeechProvider(Protocol):
         """Release clients and sessions; safe to call twice."""
 
 
+# Optional abilities of a provider, each checked with ``isinstance`` on the provider (or, for a
+# class attribute or classmethod, on its class) where it is used.
+
+
+@runtime_checkable
+class NamedProvider(Protocol):
+    """Says its name for the record (else its class's name is used)."""
+
+    name: str
+
+
+@runtime_checkable
+class DeclaresSynthesizeAhead(Protocol):
+    """Says whether the runner synthesizes known turns before the call (default: it does)."""
+
+    synthesize_ahead: bool
+
+
+@runtime_checkable
+class DeclaresCacheable(Protocol):
+    """Says whether its audio may be cached (default: not)."""
+
+    cacheable: bool
+
+
+@runtime_checkable
+class DeclaresSeedDependence(Protocol):
+    """Says whether the same text sounds different under another seed (default: it does)."""
+
+    seed_dependent: bool
+
+
+@runtime_checkable
+class HasCacheIdentity(Protocol):
+    """What identifies its audio in the cache, instead of the whole ``speech_settings``."""
+
+    cache_identity: Mapping[str, Any]
+
+
+@runtime_checkable
+class KnowsShortestSpeech(Protocol):
+    """A classmethod: the least time the sound of ``text`` lasts."""
+
+    def shortest_speech_seconds(self, text: str, context: SpeechContext) -> float: ...
+
+
+@runtime_checkable
+class ReportsRendering(Protocol):
+    """What it applies to ``text`` beyond its settings (voice, rate, pitch), for the record."""
+
+    def rendering(self, text: str, *, seed: int) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class MetersSynthesis(Protocol):
+    """Synthesizes and says what it was billed (a realtime model's tokens)."""
+
+    async def synthesize_metered(self, text: str, *, voice: str | None,
+                                 seed: int) -> tuple[PcmAudio, list[Usage]]: ...
+
+
+@runtime_checkable
+class ClosesAsync(Protocol):
+    """Holds clients or sessions to release (``aclose``; safe to call twice)."""
+
+    async def aclose(self) -> None: ...
+
+
+def synthesizes_ahead(provider: object) -> bool:
+    """Whether known turns are synthesized before the call with ``provider`` (or its class)."""
+    return bool(provider.synthesize_ahead) if isinstance(provider, DeclaresSynthesizeAhead) \
+        else True
+
+
+def cacheable(provider: object) -> bool:
+    """Whether ``provider``'s (or its class's) audio may be cached."""
+    return bool(provider.cacheable) if isinstance(provider, DeclaresCacheable) else False
+
+
+def seed_dependent(provider: object) -> bool:
+    """Whether ``provider``'s (or its class's) audio changes with the seed."""
+    return bool(provider.seed_dependent) if isinstance(provider, DeclaresSeedDependence) \
+        else True
+
+
 #: How long a word lasts at least when its provider does not say: no voice says more than 20
 #: words a second (fast speech is 4 to 6; an engine at twice its rate about 10), so a script
 #: turn refused by this bound could never have been said in time.
@@ -78,17 +163,16 @@ def shortest_speech_seconds(provider_cls: type, text: str, context: SpeechContex
     """A lower bound of how long ``text`` sounds when ``provider_cls`` says it: the provider's
     own ``shortest_speech_seconds`` (tone's is computed as it renders), else
     ``MIN_SECONDS_PER_WORD`` for each word (a text without spaces counts as one word)."""
-    own = getattr(provider_cls, "shortest_speech_seconds", None)
-    if callable(own):
-        return float(own(text, context))
+    if isinstance(provider_cls, KnowsShortestSpeech):
+        return float(provider_cls.shortest_speech_seconds(text, context))
     return MIN_SECONDS_PER_WORD * len(text.split())
 
 
 def rendering_of(provider: object, text: str, *, seed: int) -> dict[str, Any] | None:
     """What ``provider`` applies to ``text`` beyond its settings (voice, rate, pitch), for the
     record, when it says (an optional ``rendering(text, *, seed)`` method)."""
-    rendering = getattr(provider, "rendering", None)
-    return dict(rendering(text, seed=seed)) if callable(rendering) else None
+    return dict(provider.rendering(text, seed=seed)) if isinstance(provider, ReportsRendering) \
+        else None
 
 
 @dataclass(frozen=True)
@@ -111,9 +195,8 @@ async def metered_synthesis(provider: Any, name: str, text: str, *, voice: str |
     (``synthesize_metered``) or the characters sent and seconds made."""
     from ..cost import speech_usage
 
-    metered = getattr(provider, "synthesize_metered", None)
-    if callable(metered):
-        audio, usage = await metered(text, voice=voice, seed=seed)
+    if isinstance(provider, MetersSynthesis):
+        audio, usage = await provider.synthesize_metered(text, voice=voice, seed=seed)
         return audio, list(usage)
     audio = await provider.synthesize(text, voice=voice, seed=seed)
     duration = audio.duration_seconds if isinstance(audio, PcmAudio) else 0.0

@@ -11,7 +11,7 @@ import hashlib
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..config import PersonaSpeech
 
@@ -71,15 +71,23 @@ class VoiceProblem:
     message: str
 
 
+@runtime_checkable
+class ChecksVoice(Protocol):
+    """An optional speech provider ability (a classmethod): what keeps it from speaking in the
+    persona's voice and language, before any call."""
+
+    def voice_problem(self, settings: Mapping[str, Any],
+                      context: SpeechContext) -> VoiceProblem | None: ...
+
+
 def voice_problem(provider_cls: type, settings: Mapping[str, Any], context: SpeechContext,
                   *, provider_name: str) -> VoiceProblem | None:
     """What keeps the provider from speaking in the persona's voice and language (None:
     nothing, or the provider does not say: one without ``voice_problem`` speaks any language,
     as tones do)."""
-    check = getattr(provider_cls, "voice_problem", None)
-    if not callable(check):
+    if not isinstance(provider_cls, ChecksVoice):
         return None
-    problem: VoiceProblem | None = check(settings, context)
+    problem = provider_cls.voice_problem(settings, context)
     if problem is not None and problem.key == "language":
         return VoiceProblem("language", f"language {context.language!r}: speech_provider "
                                         f"{provider_name!r} {problem.message}")

@@ -108,8 +108,9 @@ def _attributes(**values: Any) -> dict[str, AttributeValue]:
 
 def _response_attributes(turn: TurnMetrics) -> dict[str, AttributeValue]:
     attributes: dict[str, AttributeValue] = {"voicelab.turn_id": turn.turn_id}
+    values = turn.model_dump(include=set(RESPONSE_FIELDS))
     for name in RESPONSE_FIELDS:
-        value = getattr(turn, name)
+        value = values[name]
         if isinstance(value, bool | int | float | str):
             attributes[f"voicelab.response.{name}"] = value
     return attributes

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._atomic import file_kind, file_mode_in, make_folder
-from ..errors import ConfigError
+from ..errors import ConfigError, os_reason
 from ._names import LATEST
 
 __all__ = [
@@ -337,7 +337,7 @@ def check_output_target(path: str | os.PathLike[str], *, key: str) -> Path:
     except FileNotFoundError:
         mode = None
     except (OSError, ValueError) as error:
-        reason = getattr(error, "strerror", None) or str(error)
+        reason = os_reason(error) or str(error)
         raise ConfigError(f"cannot write {path}: {reason}", source="CLI", key=key) from None
     if mode is not None and not stat.S_ISREG(mode):
         raise ConfigError(f"{path} is {file_kind(mode)}: an output must be a regular file or a "
@@ -349,7 +349,7 @@ def check_output_target(path: str | os.PathLike[str], *, key: str) -> Path:
         try:
             make_folder(parent)
         except (OSError, ValueError) as error:
-            reason = getattr(error, "strerror", None) or str(error)
+            reason = os_reason(error) or str(error)
             raise ConfigError(f"cannot create the folder {parent}: {reason}", source="CLI",
                               key=key) from None
     if not os.access(parent, os.W_OK | os.X_OK) or (mode is not None

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._location import as_local_path, url_scheme
 from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_secret_values
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError, os_reason
 from ._members import MAX_DOCUMENT_BYTES, MAX_TEXT_BYTES, decode_json, read_member
 from ._names import LATEST
 from ._versions import check_version
@@ -154,9 +154,9 @@ def store_error_reason(error: BaseException) -> str:
 
 
 def _first_line(error: BaseException) -> str:
-    strerror = getattr(error, "strerror", None)
+    strerror = os_reason(error)
     if strerror:
-        return str(strerror)
+        return strerror
     # azure-core's errors append "ErrorCode:..." and the whole XML reply on further lines
     first = next((line for line in str(error).splitlines() if line.strip()), "")
     text = " ".join(first.split()) or type(error).__name__

@@ -352,37 +352,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(prog=PROG, description="Test deployed voice agents by simulation.")
     _add_global_options(parser, default=False)
     commands = parser.add_subparsers(dest="command", parser_class=_ArgumentParser)
-    _validate_arguments(commands.add_parser(
-        "validate", help="check a run without opening connections"))
-    _run_arguments(commands.add_parser(
-        "run", help="run seeded trials of a scenario and write a bundle"))
-    _sweep_arguments(commands.add_parser(
-        "sweep", help="run a scenario x persona x environment x trial matrix from a suite file"))
-    _plan_arguments(commands.add_parser(
-        "plan", help="print a suite's matrix size, conversations, estimated audio minutes and "
-                     "cost; runs nothing"))
-    _report_arguments(commands.add_parser(
-        "report", help="render run directories as a self-contained HTML report (executes "
-                       "notebooks/report.ipynb)"))
-    _rescore_arguments(commands.add_parser(
-        "rescore", help="recompute placement, metrics and verdicts of a bundle from what it "
-                        "recorded"))
-    _replay_arguments(commands.add_parser(
-        "replay", help="send a run's (or a sweep's) recorded user audio again, trial by trial "
-                       "(same seeds), to a product, possibly a new build; writes a new run "
-                       "beside it"))
-    _ingest_arguments(commands.add_parser(
-        "ingest", help="turn recorded real calls (stereo: caller and agent on their own "
-                       "channels, or two mono files) into a bundle with a run's metrics, "
-                       "transcripts and verdicts"))
-    _compare_arguments(commands.add_parser(
-        "compare", help="compare a candidate run (or sweep) with a baseline, trial by trial; "
-                        "exit 3 when a regression gate blocks"))
-    _check_arguments(commands.add_parser(
-        "check", help="one short call to a product's endpoint: say point by point what it does "
-                      "(answers, ends its turn, transcripts, barge-in, closes cleanly) against "
-                      "what its adapter expects, with the fix for each failure"))
-    _init_arguments(commands.add_parser("init", help="copy starter suite files into DIR"))
+    for name, add_arguments, text in (
+            ("validate", _validate_arguments,
+             "check a run without opening connections"),
+            ("run", _run_arguments,
+             "run seeded trials of a scenario and write a bundle"),
+            ("sweep", _sweep_arguments,
+             "run a scenario x persona x environment x trial matrix from a suite file"),
+            ("plan", _plan_arguments,
+             "print a suite's matrix size, conversations, estimated audio minutes and cost; runs "
+             "nothing"),
+            ("report", _report_arguments,
+             "render run directories as a self-contained HTML report (executes "
+             "notebooks/report.ipynb)"),
+            ("rescore", _rescore_arguments,
+             "recompute placement, metrics and verdicts of a bundle from what it recorded"),
+            ("replay", _replay_arguments,
+             "send a run's (or a sweep's) recorded user audio again, trial by trial (same seeds), "
+             "to a product, possibly a new build; writes a new run beside it"),
+            ("ingest", _ingest_arguments,
+             "turn recorded real calls (stereo: caller and agent on their own channels, or two "
+             "mono files) into a bundle with a run's metrics, transcripts and verdicts"),
+            ("compare", _compare_arguments,
+             "compare a candidate run (or sweep) with a baseline, trial by trial; exit 3 when a "
+             "regression gate blocks"),
+            ("check", _check_arguments,
+             "one short call to a product's endpoint: say point by point what it does (answers, "
+             "ends its turn, transcripts, barge-in, closes cleanly) against what its adapter "
+             "expects, with the fix for each failure"),
+            ("init", _init_arguments,
+             "copy starter suite files into DIR"),
+    ):
+        add_arguments(commands.add_parser(name, help=text))
     for command in commands.choices.values():
         _add_global_options(command, default=argparse.SUPPRESS)
     return parser

@@ -82,7 +82,7 @@ def endpointing_frame(turns: pd.DataFrame, *, by: str | None = None,
             continue
         for point in curve.points:
             values = point.model_dump()
-            row = {column: values[column] for column in _POINT_COLUMNS}
+            row = {column: values.get(column) for column in _POINT_COLUMNS}
             row.update(half_cut_in_pause_ms=curve.half_cut_in_pause_ms,
                        half_cut_in=curve.half_cut_in)
             rows.append({by: label, **row} if by is not None else row)

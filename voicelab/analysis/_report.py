@@ -29,10 +29,12 @@ logger = logging.getLogger(__name__)
 #: plots), stays under: its audio is Ogg Opus (:mod:`._embed`). Tested.
 REPORT_SIZE_BUDGET_BYTES = 3_000_000
 
-#: The kernel's own start-up warnings (the IPKernelApp's "running over TCP without
-#: encryption": a kernel on 127.0.0.1 that lives for one report) say nothing a reader of the
-#: report can act on; its errors still print, and a failing cell is reported as before.
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+#: The kernel's own log says nothing a reader of the report can act on: its start-up warning
+#: (the IPKernelApp's "running over TCP without encryption": a kernel on 127.0.0.1 that lives
+#: for one report) and, on a busy machine, "KeyboardInterrupt caught in kernel" when it is shut
+#: down after the last cell. Only its critical lines print; a failing cell or a dead kernel is
+#: reported by the notebook's execution as before.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=CRITICAL"]
 
 #: Shipped inside the package (links to notebooks/*.ipynb in a checkout, copies in a wheel).
 DEFAULT_NOTEBOOK = Path(__file__).resolve().with_name("report.ipynb")

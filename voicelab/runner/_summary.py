@@ -43,7 +43,8 @@ def _run_fields(report: RunReport) -> dict[str, Any]:
         "gates": [{"status": g.status, "message": g.message} for g in report.gates],
         "only": list(report.only), "stopped_after_failures": report.stopped_after_failures,
         "message": report.message,
-        "trials": [_trial_fields(summary.model_dump()) for summary in report.trials],
+        "trials": [{name: getattr(summary, name) for name in _TRIAL_FIELDS}
+                   for summary in report.trials],
     }
 
 
@@ -67,7 +68,3 @@ def summary_document(outcome: RunOutcome | MatrixOutcome) -> dict[str, Any]:
     return {"summary_version": SUMMARY_VERSION, "kind": "run", "exit_code": outcome.exit_code,
             "location": outcome.location, "write_errors": list(outcome.write_errors),
             **_run_fields(outcome.report)}
-
-
-def _trial_fields(summary: dict[str, Any]) -> dict[str, Any]:
-    return {name: summary[name] for name in _TRIAL_FIELDS}

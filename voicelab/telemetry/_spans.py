@@ -110,7 +110,7 @@ def _response_attributes(turn: TurnMetrics) -> dict[str, AttributeValue]:
     attributes: dict[str, AttributeValue] = {"voicelab.turn_id": turn.turn_id}
     values = turn.model_dump(include=set(RESPONSE_FIELDS))
     for name in RESPONSE_FIELDS:
-        value = values[name]
+        value = values.get(name)  # the serialized form leaves unmeasured fields out
         if isinstance(value, bool | int | float | str):
             attributes[f"voicelab.response.{name}"] = value
     return attributes

@@ -52,10 +52,10 @@ _SCENARIO = {
 }
 _PERSONA = {"name": "check", "description": "a caller checking the line"}
 _TURNS = [
-    {"response": "Hello, this is a quick check of the line. Can you hear me?"},
-    {"response": "Sorry to interrupt you, one more question.", "kind": "interruption",
+    {"response": "Hello, can you hear me?"},
+    {"response": "Sorry, one question.", "kind": "interruption",
      "interrupt_after_seconds": 0.6},
-    {"response": "Thank you, that is all. Goodbye."},
+    {"response": "Thanks, goodbye."},
 ]
 _BARGE_IN_TURN = "turn-002"
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from voicelab.artifacts import TurnMetrics
 from voicelab.audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, tone_speech
@@ -20,7 +18,6 @@ from voicelab.metrics._cut_in import cut_in_fields, pauses_on_timeline
 from voicelab.runner._hesitation import join_with_pauses
 from voicelab.scoring._verdicts import no_cut_in_verdict
 
-SEED = Path(__file__).parents[1] / "fixtures" / "seed"
 RATE = CANONICAL_SAMPLE_RATE_HZ
 
 
@@ -60,18 +57,8 @@ def test_a_turn_without_markers_is_unchanged():
     assert turn.pauses is None and turn.spoken.pieces == ("Please record the plan.",)
 
 
-def _script_with(folder: Path, turn: dict) -> Path:
-    for path in SEED.glob("*.yaml"):
-        (folder / path.name).write_bytes(path.read_bytes())
-    script = folder / "script-workload-neutral-voice.yaml"
-    document = yaml.safe_load(script.read_text())
-    document["turns"][0].update(turn)
-    script.write_text(yaml.safe_dump(document, sort_keys=False))
-    return folder / "run-workload-neutral-voice.yaml"
-
-
-def test_a_bad_marker_names_the_file_and_the_turn(tmp_path):
-    run = _script_with(tmp_path, {"response": "My number is {pause: 12} 4 4 7 1"})
+def test_a_bad_marker_names_the_file_and_the_turn(tmp_path, seed_run_with_turn):
+    run = seed_run_with_turn(tmp_path, {"response": "My number is {pause: 12} 4 4 7 1"})
     with pytest.raises(ConfigError) as caught:
         load_run(run)
     message = str(caught.value)
@@ -79,16 +66,17 @@ def test_a_bad_marker_names_the_file_and_the_turn(tmp_path):
     assert "at most 10" in message
 
 
-def test_a_bad_pause_through_set_blames_the_argument(tmp_path):
-    run = _script_with(tmp_path, {"response": "My number is {pause} 4 4 7 1", "pauses": [0.5]})
+def test_a_bad_pause_through_set_blames_the_argument(tmp_path, seed_run_with_turn):
+    run = seed_run_with_turn(tmp_path, {"response": "My number is {pause} 4 4 7 1",
+                                        "pauses": [0.5]})
     assert load_run(run).script is not None
     with pytest.raises(ConfigError) as caught:
         load_run(run, overrides=["script.turns.0.pauses=[0]"])
     assert "more than 0" in str(caught.value)
 
 
-def test_the_cli_exits_2_on_a_bad_marker(tmp_path):
-    run = _script_with(tmp_path, {"response": "My number is {pause: 0} 4 4 7 1"})
+def test_the_cli_exits_2_on_a_bad_marker(tmp_path, seed_run_with_turn):
+    run = seed_run_with_turn(tmp_path, {"response": "My number is {pause: 0} 4 4 7 1"})
     done = subprocess.run([sys.executable, "-m", "voicelab.cli", "validate", str(run)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr

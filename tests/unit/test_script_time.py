@@ -4,11 +4,11 @@ script is never refused), and be close to it for the tone provider (whose speech
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from voicelab._validate import validate_run
 from voicelab.audio import tone_speech
@@ -23,7 +23,6 @@ from voicelab.speech import (
     turn_prosody,
 )
 
-SEED = Path(__file__).parents[1] / "fixtures" / "seed"
 RATE = 24_000
 TEXTS = ["Please record the plan.", "My account number is {pause: 1.2} 4 4 7 1, thanks",
          "Well {pause: 0.4} I think {pause: 2} it was, um, Tuesday? {pause: 0.3} No: Wednesday!",
@@ -62,25 +61,11 @@ def test_a_provider_that_says_nothing_is_held_to_a_word_rate() -> None:
     assert shortest_speech_seconds(Quiet, "", context) == 0.0
 
 
-def _run_with_turn(folder: Path, turn: dict, *, scenario: dict | None = None) -> Path:
-    for path in SEED.glob("*.yaml"):
-        (folder / path.name).write_bytes(path.read_bytes())
-    script = folder / "script-workload-neutral-voice.yaml"
-    document = yaml.safe_load(script.read_text())
-    document["turns"][0].update(turn)
-    script.write_text(yaml.safe_dump(document, sort_keys=False))
-    if scenario is not None:
-        path = folder / "scenario-workload-neutral-voice.yaml"
-        loaded = yaml.safe_load(path.read_text())
-        loaded["eval_spec"]["limits"].update(scenario)
-        path.write_text(yaml.safe_dump(loaded, sort_keys=False))
-    return folder / "run-workload-neutral-voice.yaml"
-
-
-def test_without_a_time_limit_a_turn_longer_than_a_trial_is_refused(tmp_path: Path) -> None:
+def test_without_a_time_limit_a_turn_longer_than_a_trial_is_refused(
+        tmp_path: Path, seed_run_with_turn: Callable[..., Path]) -> None:
     # 15,000 words of tone speech: well over an hour
-    run = _run_with_turn(tmp_path, {"response": "word " * 15_000},
-                         scenario={"max_time_seconds": None})
+    run = seed_run_with_turn(tmp_path, {"response": "word " * 15_000},
+                             limits={"max_time_seconds": None})
     with pytest.raises(ConfigError) as refused:
         validate_run(load_run(run))
     assert refused.value.key == "turns[0].response"
@@ -89,11 +74,12 @@ def test_without_a_time_limit_a_turn_longer_than_a_trial_is_refused(tmp_path: Pa
         in refused.value.message
 
 
-def test_a_recorded_turn_longer_than_the_limit_is_refused(tmp_path: Path) -> None:
+def test_a_recorded_turn_longer_than_the_limit_is_refused(
+        tmp_path: Path, seed_run_with_turn: Callable[..., Path]) -> None:
     import soundfile
 
     soundfile.write(tmp_path / "long.wav", np.zeros(40 * 8000, np.int16), 8000)
-    run = _run_with_turn(tmp_path, {"response": "", "audio_path": "long.wav"})
+    run = seed_run_with_turn(tmp_path, {"response": "", "audio_path": "long.wav"})
     with pytest.raises(ConfigError) as refused:
         validate_run(load_run(run))
     assert refused.value.key == "turns[0].audio_path"

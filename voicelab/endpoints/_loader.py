@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ._abilities import abilities_of
 from ._protocol import REQUIRED_METHODS
 
-ENDPOINTS = Registry("endpoint adapter", {
+ENDPOINTS = Registry("endpoint adapter", group="voicelab.adapters", builtins={
     "fake": "voicelab.doubles.product:FakeProductEndpoint",
     "websocket": "voicelab.endpoints.websocket:WebSocketEndpoint",
     "http": "voicelab.endpoints.http:HttpEndpoint",

@@ -22,6 +22,7 @@ import httpx
 from pydantic import Field, field_validator
 
 from ...audio import BYTES_PER_SAMPLE, PcmAudio
+from .._fields import parse_arguments
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import (
     AdapterSettings,
@@ -30,7 +31,6 @@ from .._settings import (
     redacted_url,
     secret_values,
 )
-from .._wire import parse_arguments
 
 logger = logging.getLogger(__name__)
 

@@ -113,7 +113,7 @@ class Registry:
             return import_dotted(target, source=source, key=key)
         return target
 
-    def _load_plugin(self, name: str, *, source: str | Path | None, key: str | None) -> Any:
+    def _load_plugin(self, name: str, *, source: str | Path | None, key: str | None) -> object:
         """The object the one distribution registering ``name`` points to; an import failure in
         the plug-in is the configuration's problem to report, never a traceback."""
         registered = self.plugins().get(name, [])

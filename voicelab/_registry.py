@@ -64,7 +64,9 @@ def installed_plugins(group: str) -> dict[str, list[Plugin]]:
     entry per distribution: the same distribution found twice on the path counts once)."""
     found: dict[str, list[Plugin]] = {}
     for entry_point in entry_points(group=group):
-        distribution = entry_point.dist.name if entry_point.dist is not None else "(unnamed)"
+        # a METADATA without a Name field gives None where the stubs promise a str
+        named = entry_point.dist.name if entry_point.dist is not None else None
+        distribution = named or "(unnamed)"
         plugins = found.setdefault(entry_point.name, [])
         if all(plugin.distribution != distribution for plugin in plugins):
             plugins.append(Plugin(entry_point.name, distribution, entry_point))

@@ -155,3 +155,12 @@ def test_every_registry_reads_its_own_group() -> None:
                                               EXECUTORS)]
     assert groups == ["voicelab.adapters", "voicelab.personas", "voicelab.speech",
                       "voicelab.probes", "voicelab.executors"]
+
+
+def test_a_distribution_without_a_name_is_listed_as_unnamed(site: Path) -> None:
+    install(site, "acme-voice", {"acme_phone": "acme_voice_plugin:PhoneAdapter"},
+            {"acme_voice_plugin": ADAPTER_MODULE})
+    (site / "acme_voice-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\n")
+    with pytest.raises(ConfigError) as caught:
+        adapters().resolve("acme_fone", key=KEY)
+    assert "acme_phone ((unnamed))" in caught.value.message

@@ -21,6 +21,7 @@ end.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -105,6 +106,9 @@ class RunFolder(Generic[ReportT]):
         self.previous: ReportT | None = previous
         self.lock = lock
         self.log: RunLog | None = None
+        #: what :meth:`close` ends, last opened first: the log (once started), then the lock
+        self._open = contextlib.ExitStack()
+        self._open.callback(lock.release)
 
     # --- opening -------------------------------------------------------------------------------
 
@@ -152,9 +156,9 @@ class RunFolder(Generic[ReportT]):
         """Open and start ``evaluator.log`` (appended to: a resumed run continues it); it
         records what the run's context logs until :meth:`close`. Raises OSError or
         :class:`ConfigError` (a link in its place) when it cannot be opened."""
-        log = RunLog(self.path / EVALUATOR_LOG, run_id=run_id, words=words)
-        self.log = log.__enter__()
-        return log
+        self.log = self._open.enter_context(
+            RunLog(self.path / EVALUATOR_LOG, run_id=run_id, words=words))
+        return self.log
 
     def write_member(self, name: str, data: bytes) -> str | None:
         """Write the member ``name`` (never through a link); what went wrong, or None."""
@@ -194,12 +198,7 @@ class RunFolder(Generic[ReportT]):
 
     def close(self) -> None:
         """Close the log and release the lock (idempotent)."""
-        log, self.log = self.log, None
-        try:
-            if log is not None:
-                log.__exit__(None, None, None)
-        finally:
-            self.lock.release()
+        self._open.close()
 
     def __enter__(self) -> RunFolder[ReportT]:
         return self

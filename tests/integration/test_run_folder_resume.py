@@ -70,3 +70,33 @@ def test_a_refusal_after_the_count_releases_the_bundle(suite: Path, bundle: Path
     assert not (bundle / ".voicelab.lock").exists()
     with RunFolder.reopen(bundle, command="run --resume", report=RunReport) as again:
         assert again.lock.held  # nobody holds it any more
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    outcome = voicelab.run_matrix(ROOT / "examples" / "sweep-workload-neutral.yaml", trials=1,
+                                  artifacts_dir=tmp_path_factory.mktemp("sweeps"))
+    assert outcome.exit_code == 0
+    return outcome.run_dir
+
+
+def test_a_resumed_sweep_reads_its_matrix_report_once(sweep: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch):
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep, copy)
+    report = str(copy.resolve() / "matrix-report.json")
+    reads: list[int] = []
+    real_open = os.open
+
+    def counted(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
+        if os.fspath(path) == report and flags & (os.O_WRONLY | os.O_RDWR) == 0:
+            reads.append(flags)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr("os.open", counted)
+    outcome = voicelab.run_matrix(ROOT / "examples" / "sweep-workload-neutral.yaml",
+                                  resume=copy)
+    monkeypatch.undo()
+    assert outcome.exit_code == 0 and outcome.report.executed_trials == 4
+    assert len(reads) == 1
+    assert not (copy / ".voicelab.lock").exists()

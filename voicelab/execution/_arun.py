@@ -190,6 +190,8 @@ async def _run_here(plan: RunPlan, options: RunOptions,
 
 async def _run_in(plan: RunPlan, options: RunOptions,
                   folder: RunFolder[RunReport] | None) -> RunOutcome:
+    """The run counted (a resumed one from its ``folder``'s report and trials), its executor
+    chosen and started, then run; the caller closes ``folder``."""
     loaded = plan.loaded
     point = None
     trials = options.trials

@@ -214,6 +214,8 @@ class _Sweep:
 
     async def _in(self, folder: RunFolder[MatrixReport], *, run_id: str | None
                   ) -> MatrixOutcome:
+        """The sweep in its open ``folder``: a reopened one continues its run id, label and
+        start, every started cell's suite hash checked before any cell runs."""
         plan, label, previous = self.plan, self.label, folder.previous
         run_dir = folder.path
         resumed_at: list[str] = []

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from .._limits import MAX_RETRIES
+from .._location import is_url
 from .._validate import RunPlan, validate_run
-from ..artifacts import JudgeCalibration, RemoteLocation, ReplayOrigin
+from ..artifacts import JudgeCalibration, RemoteLocation, ReplayOrigin, RunFolder, RunReport
 from ..config import LoadedRun, load_run
 from ..cost import CostBudget
 from ..errors import ConfigError
@@ -35,7 +36,7 @@ from ..runner import (
 from ._observer import RunObserver
 from ._protocol import scoring_mode
 from ._registry import choose_executor
-from ._resume import aresume_point, lock_resumed, read_run_report
+from ._resume import aresume_point, read_run_report
 from ._resume_overrides import resumed_overrides
 from ._run import Run, RunOptions
 from ._staging import open_stage, published, store_target
@@ -111,13 +112,19 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
                           "new run", source="CLI", key="--only")
     stop = fail_fast if isinstance(fail_fast, FailFast) or fail_fast is None \
         else FailFast(fail_fast)
-    if resume is not None and not isinstance(run, RunPlan | LoadedRun):
-        overrides = _resumed_overrides(resume, overrides)
-    plan = _validated_plan(run, overrides)
+    folder = _reopened(resume)  # a local bundle to resume: locked, its report read once
+    try:
+        if resume is not None and not isinstance(run, RunPlan | LoadedRun):
+            overrides = _resumed_overrides(resume, overrides, folder)
+        plan = _validated_plan(run, overrides)
+        check_calibrations(plan.loaded, calibrations)
+        if budget is None and max_cost is not None:
+            budget = cost_budget(plan.loaded, max_cost)
+    except BaseException:
+        if folder is not None:
+            folder.close()
+        raise
     loaded = plan.loaded
-    check_calibrations(loaded, calibrations)
-    if budget is None and max_cost is not None:
-        budget = cost_budget(loaded, max_cost)
     options = RunOptions(
         trials=trials, concurrency=concurrency, artifacts_dir=artifacts_dir,
         overrides=tuple(overrides), run_id=run_id, on_trial_done=on_trial_done,
@@ -131,7 +138,7 @@ async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = No
     given_at = None if artifacts_dir is not None else loaded.run_path
     store = store_target(configured, resume, source=given_at)
     if store is None:
-        return await _run_here(plan, options)
+        return await _run_here(plan, options, folder)
     return await _run_into_store(plan, options, store, given_at=given_at)
 
 
@@ -160,19 +167,37 @@ async def _run_into_store(plan: RunPlan, options: RunOptions,
     return await published(stage, _run_here(plan, staged))
 
 
-async def _run_here(plan: RunPlan, options: RunOptions) -> RunOutcome:
-    """The run into a local folder (or a local bundle to resume)."""
+def _reopened(resume: str | Path | None) -> RunFolder[RunReport] | None:
+    """The local bundle to resume, reopened for ``run --resume`` (None for none, or for a
+    bundle in a store: its staged copy is reopened once downloaded)."""
+    if resume is None or is_url(resume):
+        return None
+    return RunFolder.reopen(resume, command="run --resume", report=RunReport)
+
+
+async def _run_here(plan: RunPlan, options: RunOptions,
+                    folder: RunFolder[RunReport] | None = None) -> RunOutcome:
+    """The run into a local folder (or a local bundle to resume: ``folder`` when the caller
+    reopened it); a reopened folder is closed however the run ends."""
+    if options.resume is not None and folder is None:  # a staged copy of a store's bundle
+        folder = _reopened(options.resume)
+    try:
+        return await _run_in(plan, options, folder)
+    finally:
+        if folder is not None:
+            folder.close()
+
+
+async def _run_in(plan: RunPlan, options: RunOptions,
+                  folder: RunFolder[RunReport] | None) -> RunOutcome:
+    """The run counted (a resumed one from its ``folder``'s report and trials), its executor
+    chosen and started, then run; the caller closes ``folder``."""
     loaded = plan.loaded
-    point, lock = None, None
+    point = None
     trials = options.trials
-    if options.resume is not None:  # locked before its trials are counted: one writer at a time
-        lock = lock_resumed(options.resume)
-        try:
-            point = await aresume_point(options.resume, loaded, trials=trials,
-                                        rerun_failed=options.rerun_failed)
-        except BaseException:
-            lock.release()
-            raise
+    if folder is not None:  # locked before its trials are counted: one writer at a time
+        point = await aresume_point(folder, loaded, trials=trials,
+                                    rerun_failed=options.rerun_failed)
         trials = point.planned
     trial_count = bounded_count(trials if trials is not None else loaded.run.trials, low=1,
                                 high=MAX_TRIALS, key="trials",
@@ -202,17 +227,18 @@ async def _run_here(plan: RunPlan, options: RunOptions) -> RunOutcome:
         retries = bounded_count(options.retry_inconclusive, low=0, high=MAX_RETRIES,
                                 key="retry_inconclusive", source=None)
         return await Run(plan, options, executor, planned=trial_count, parallel=parallel,
-                         pending=pending, point=point, lock=lock, retries=retries).execute()
+                         pending=pending, point=point, folder=folder, retries=retries).execute()
     finally:
         if owned and executor is not None:
             await executor.close()
-        if lock is not None:
-            lock.release()
 
 
-def _resumed_overrides(resume: str | Path, given: Sequence[str]) -> list[str]:
-    """The run's recorded --set overrides, with the given ones (:mod:`._resume_overrides`)."""
-    report = read_run_report(resume)
+def _resumed_overrides(resume: str | Path, given: Sequence[str],
+                       folder: RunFolder[RunReport] | None) -> list[str]:
+    """The run's recorded --set overrides (from the reopened ``folder``'s report, else the
+    store's), with the given ones (:mod:`._resume_overrides`)."""
+    report = folder.previous if folder is not None and folder.previous is not None \
+        else read_run_report(resume)
     return resumed_overrides(report.overrides, given, bundle=str(resume))
 
 

@@ -62,6 +62,7 @@ from ..runner import (
     utc_now,
     write_report_robustly,
 )
+from ..scoring import verdict_checks
 from ..speech import ASR_SOURCE, recognize, recognizer_installed
 from ._recording import call_recording
 from ._sources import (
@@ -247,6 +248,7 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
                           key="artifacts_dir")
     sources = call_sources(calls)
     loaded = ingest_run(run_file, overrides=overrides)
+    verdict_checks(loaded)  # the run file's own verdicts import before anything is written
     words = run_redactor(loaded)
     if not words.changes_nothing:  # the command line's own lines say no more
         remember_text_filter(words.text)

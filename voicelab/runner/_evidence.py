@@ -66,7 +66,7 @@ from ..recording import (
     encode_voice_events,
     transcript_markdown,
 )
-from ..scoring import deterministic_verdicts
+from ..scoring import BUILTIN_VERDICTS, TrialEvidence, VerdictCheck, judge
 from ._report import CallEnding, TrialScore
 from ._transcription import WIRE_ONLY, ProductTranscription, transcribe_product
 
@@ -196,27 +196,34 @@ def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool,
 
 def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: PersonaConfig,
                 exit_reason: str, outcome_status: str, outcome: Mapping[str, Any] | None,
-                outcome_error: str | None, script: ScriptConfig | None = None
-                ) -> list[Verdict]:
-    return deterministic_verdicts(
+                outcome_error: str | None, script: ScriptConfig | None = None,
+                checks: Sequence[VerdictCheck] = BUILTIN_VERDICTS,
+                kept: Sequence[Verdict] = ()) -> list[Verdict]:
+    """Every verdict of ``checks`` (the run's: :func:`voicelab.scoring.verdict_checks`) on
+    the trial's evidence, then ``kept`` (verdicts a re-score carries over as recorded)."""
+    return judge(TrialEvidence(
         scenario=scenario, persona=persona, transcript=evidence.transcript.turns,
-        exit_reason=exit_reason, outcome_status=outcome_status, outcome=outcome,
-        outcome_error=outcome_error, turn_metrics=evidence.metrics.turns,
-        probes=evidence.metrics.probes,
-        measurement=evidence.metrics.measurement_quality, entities=evidence.metrics.entities,
-        script=script, said_script_turns=evidence.said_script_turns)
+        tool_calls=evidence.tool_calls.tool_calls, exit_reason=exit_reason,
+        outcome_status=outcome_status, outcome=outcome, outcome_error=outcome_error,
+        turn_metrics=evidence.metrics.turns,
+        probes=evidence.metrics.probes, measurement=evidence.metrics.measurement_quality,
+        entities=evidence.metrics.entities, script=script,
+        said_script_turns=evidence.said_script_turns), checks, kept)
 
 
 def score_of(evidence: Evidence, ending: CallEnding, judges: Sequence[JudgeResult], *,
              scenario: ScenarioConfig, persona: PersonaConfig,
-             script: ScriptConfig | None = None) -> TrialScore:
+             script: ScriptConfig | None = None,
+             checks: Sequence[VerdictCheck] = BUILTIN_VERDICTS,
+             kept: Sequence[Verdict] = ()) -> TrialScore:
     """What the trial report says of the evidence: the verdicts (of the evidence and of how
     the call ended), the judges' results, the metrics' summary and whether the timings were
-    degraded. ``script``: the script a scripted persona followed (``None`` otherwise)."""
+    degraded. ``script``: the script a scripted persona followed (``None`` otherwise);
+    ``checks`` and ``kept``: see :func:`verdicts_of`."""
     verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
                            exit_reason=ending.exit_reason, outcome_status=ending.outcome_status,
                            outcome=ending.outcome, outcome_error=ending.outcome_error,
-                           script=script)
+                           script=script, checks=checks, kept=kept)
     return TrialScore(verdicts=verdicts, judges=list(judges),
                       metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
                       measurement_degraded=evidence.degraded)

@@ -86,6 +86,7 @@ from ..scoring import (
     gate_passed,
     pass_at_k,
     pass_power_k,
+    recorded_plugin_verdicts,
     run_statistics,
     settings_of,
 )
@@ -260,7 +261,8 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
         TrialIdentity.of_report(previous), ending, CallTiming.of_report(previous),
         score=score_of(evidence, ending, judges, scenario=scenario, persona=persona,
                        script=followed_script(settings.get("persona_mode"),
-                                              _script(trial_dir))),
+                                              _script(trial_dir)),
+                       kept=recorded_plugin_verdicts(previous.verdicts)),
         trace_id=recording.trace_id, bundle_failures=bundle_failures, files=previous.files,
         attempt=previous.attempt, attempts=previous.attempts, extra=previous.model_extra)
     report.retention = previous.retention  # what the run kept stays what it kept

@@ -41,6 +41,7 @@ from ..config import LoadedRun
 from ..cost import trial_cost
 from ..metrics import EntityPlan, loop_lag_of
 from ..recording import Recording
+from ..scoring import verdict_checks
 from ._evidence import (
     Evidence,
     assemble,
@@ -122,7 +123,8 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
         identity, ending, CallTiming.between(call.started_wall, time.time()),
         score=score_of(evidence, ending, judges, scenario=loaded.scenario,
                        persona=loaded.persona,
-                       script=followed_script(loaded.run.persona_mode, loaded.script)),
+                       script=followed_script(loaded.run.persona_mode, loaded.script),
+                       checks=verdict_checks(loaded)),
         trace_id=recording.trace_id)
     yield
     resolved = loaded.resolved_documents()

@@ -376,6 +376,7 @@ def _resolved_probe(loaded: LoadedRun, adapter: _Adapter, run_file: str
 
 def _checked_scoring(loaded: LoadedRun, run_file: str) -> list[str]:
     """The speech metrics' packages, the gates' metrics and the judges (their names)."""
+    from .metrics import run_turn_metrics
     from .scoring import check_gate_metrics, check_quality_evaluation, verdict_checks
 
     if loaded.run.speech_metrics:
@@ -387,6 +388,7 @@ def _checked_scoring(loaded: LoadedRun, run_file: str) -> list[str]:
                                              source=run_file, key="speech_metrics")
     check_gate_metrics(loaded.run.gates, source=run_file)
     verdict_checks(loaded)  # the run file's own verdicts import, and are verdicts
+    run_turn_metrics(loaded)  # and its own per-response metrics
     if loaded.run.quality_evaluation is None:
         return []
     return check_quality_evaluation(loaded)

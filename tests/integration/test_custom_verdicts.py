@@ -1,6 +1,7 @@
-"""The run file's own verdicts in a real run: judged after the built-in ones (in the scoring
-process, which imports them from the run file's folder), a raising one failed with its reason,
-and a rescore that reproduces every scored file byte for byte."""
+"""The run file's own verdicts and per-response metrics in a real run: judged and measured
+after the built-in ones (in the scoring process, which imports them from the run file's
+folder), a raising verdict failed with its reason, a raising metric an empty column, and a
+rescore that reproduces every scored file byte for byte."""
 
 from __future__ import annotations
 
@@ -15,7 +16,18 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 CHECKS = '''
 from voicelab.artifacts import Verdict
+from voicelab.metrics import ResponseTurn, turn_metric
 from voicelab.scoring import TrialEvidence, verdict
+
+
+@turn_metric("reply_words", unit="count", needs=("response",))
+def reply_words(turn: ResponseTurn) -> int:
+    return len(turn.found.transcript.split())
+
+
+@turn_metric("broken_column", unit="ms")
+def broken_column(turn: ResponseTurn) -> float:
+    raise ZeroDivisionError("no")
 
 
 @verdict("no_apology", needs=("transcript",))
@@ -43,7 +55,8 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
         f"data_path: {EXAMPLES / 'data-workload-neutral-voice.yaml'}",
         f"script_path: {EXAMPLES / 'script-workload-neutral-voice.yaml'}",
         "endpoint: {adapter: fake}", "trial_seed: 42", "pace_audio: false",
-        "verdicts: [house_checks.no_apology, house_checks.store_reachable]", ""]))
+        "verdicts: [house_checks.no_apology, house_checks.store_reachable]",
+        "turn_metrics: [house_checks.reply_words, house_checks.broken_column]", ""]))
     outcome = voicelab.run(run_file, trials=1, artifacts_dir=folder / "runs", overrides=[
         "scenario.eval_spec.max_first_audio_latency_ms=5000", "scenario.eval_spec.no_cut_in=true"])
     return outcome.bundle_path
@@ -62,6 +75,18 @@ def test_the_run_files_verdicts_follow_the_built_in_ones(bundle):
     assert verdicts["store_reachable"]["why"] == \
         "could not be evaluated: ConnectionError: the store is down"
     assert report["passed"] is False
+
+
+def test_the_run_files_metrics_are_columns_after_the_documents_own(bundle):
+    turns = read_json(bundle / "trial-001" / "voice-metrics.json")["turns"]
+    assert turns
+    for turn in turns:
+        assert list(turn)[-2:] == ["reply_words", "broken_column"]
+        assert turn["reply_words"] == len(turn["transcript"].split())
+        assert turn["broken_column"] is None
+    assert any(turn["reply_words"] > 0 for turn in turns)
+    log = (bundle / "evaluator.log").read_text()
+    assert "turn metric broken_column could not be computed" in log
 
 
 def test_a_rescore_reproduces_the_scored_files_byte_for_byte(bundle, tmp_path):

@@ -12,6 +12,7 @@ import voicelab
 from voicelab.artifacts import TranscriptTurn, Verdict
 from voicelab.config import LoadedRun, PersonaConfig, RunConfig, ScenarioConfig
 from voicelab.errors import ConfigError
+from voicelab.metrics import ResponseTurn, run_turn_metrics, turn_metric
 from voicelab.scoring import (
     BUILTIN_VERDICTS,
     CALL_ENDED,
@@ -115,7 +116,14 @@ def test_an_unknown_need_is_refused_when_the_verdict_is_declared():
 def _checks_module(tmp_path: Path, name: str) -> None:
     (tmp_path / f"{name}.py").write_text(
         "from voicelab.artifacts import Verdict\n"
+        "from voicelab.metrics import turn_metric\n"
         "from voicelab.scoring import verdict\n\n"
+        "@turn_metric('reply_words', unit='count')\n"
+        "def reply_words(turn):\n"
+        "    return len(turn.found.transcript.split())\n\n"
+        "@turn_metric('dead_air_ms', unit='ms')\n"
+        "def dead_air_ms(turn):\n"
+        "    return 0.0\n\n"
         "@verdict('short_call', needs=('turn_metrics',))\n"
         "def short_call(evidence):\n"
         "    return Verdict(name='short_call', passed=len(evidence.turn_metrics) < 9)\n\n"
@@ -129,13 +137,13 @@ def _checks_module(tmp_path: Path, name: str) -> None:
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _loaded(tmp_path: Path, *paths: str) -> LoadedRun:
+def _loaded(tmp_path: Path, *paths: str, key: str = "verdicts") -> LoadedRun:
     examples = ROOT / "examples"
     run_file = tmp_path / "run.yaml"
     run_file.write_text(
         f"scenario_path: {examples / 'scenario-workload-neutral-voice.yaml'}\n"
         f"persona_path: {examples / 'persona-workload-neutral-voice.yaml'}\n"
-        f"verdicts: [{', '.join(paths)}]\n")
+        f"{key}: [{', '.join(paths)}]\n")
     return voicelab.load_run(run_file)
 
 
@@ -181,3 +189,38 @@ def test_a_run_without_its_own_verdicts_is_written_as_before():
     assert "verdicts" not in bare.model_dump(mode="json")
     named = bare.model_copy(update={"verdicts": ["checks.short_call"]})
     assert named.model_dump(mode="json")["verdicts"] == ["checks.short_call"]
+
+
+def test_the_run_files_metrics_resolve_and_a_taken_column_is_refused(tmp_path):
+    _checks_module(tmp_path, "checks_metrics")
+    try:
+        found = run_turn_metrics(_loaded(tmp_path, "checks_metrics.reply_words",
+                                         key="turn_metrics"))
+        assert [(m.name, m.unit) for m in found] == [("reply_words", "count")]
+        for path, message in (("checks_metrics.dead_air_ms", "voice-metrics.json already has"),
+                              ("checks_metrics.short_call", "is not a per-response metric")):
+            with pytest.raises(ConfigError, match=message) as raised:
+                run_turn_metrics(_loaded(tmp_path, path, key="turn_metrics"))
+            assert raised.value.key == "turn_metrics[0]"
+    finally:
+        sys.modules.pop("checks_metrics", None)
+
+
+def test_a_metric_that_raises_or_returns_no_value_leaves_its_column_empty():
+    @turn_metric("raises", unit="ms")
+    def raises(turn: ResponseTurn) -> float:
+        raise KeyError("x")
+
+    @turn_metric("array", unit="ms")
+    def array(turn: ResponseTurn) -> float:
+        return [1.0]  # type: ignore[return-value]
+
+    turn = _FakeTurn()
+    assert raises.guarded(turn) is None  # type: ignore[arg-type]
+    assert array.guarded(turn) is None  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown needs"):
+        turn_metric("x", unit="ms", needs=("weather",))  # type: ignore[arg-type]
+
+
+class _FakeTurn:
+    turn_id = "turn-1"

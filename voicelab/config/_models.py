@@ -540,15 +540,19 @@ class RunConfig(StrictModel):
     #: with ``voicelab.scoring.verdict``, imported from the run file's folder at validation
     #: and judged after the built-in verdicts
     verdicts: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    #: the run's own per-response metrics (docs/custom-verdicts.md): dotted paths of functions
+    #: decorated with ``voicelab.metrics.turn_metric``; their columns follow the document's
+    turn_metrics: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
     @model_serializer(mode="wrap")
-    def _verdicts_only_when_given(self, handler: SerializerFunctionWrapHandler
+    def _plug_ins_only_when_given(self, handler: SerializerFunctionWrapHandler
                                   ) -> dict[str, object]:
-        """A run without verdicts of its own is written as before (resolved-settings.json,
-        the suite hash): the key appears only when it names some."""
+        """A run without verdicts or metrics of its own is written as before
+        (resolved-settings.json, the suite hash): each key appears only when it names some."""
         data: dict[str, object] = handler(self)
-        if not self.verdicts:
-            data.pop("verdicts", None)
+        for key in ("verdicts", "turn_metrics"):
+            if not data.get(key):
+                data.pop(key, None)
         return data
 
     @model_validator(mode="after")

@@ -49,6 +49,7 @@ from ..config import (
 )
 from ..errors import ConfigError
 from ..execution import RunLog, make_bundle_dir, point_latest
+from ..metrics import run_turn_metrics
 from ..runner import (
     Call,
     RunInterrupted,
@@ -248,7 +249,8 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
                           key="artifacts_dir")
     sources = call_sources(calls)
     loaded = ingest_run(run_file, overrides=overrides)
-    verdict_checks(loaded)  # the run file's own verdicts import before anything is written
+    verdict_checks(loaded)  # the run file's own verdicts and metrics import before anything
+    run_turn_metrics(loaded)  # is written
     words = run_redactor(loaded)
     if not words.changes_nothing:  # the command line's own lines say no more
         remember_text_filter(words.text)

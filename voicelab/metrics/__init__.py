@@ -36,6 +36,16 @@ from ._speech import (
     transcript_completeness,
 )
 from ._talk import add_words_per_minute, talk_metrics
+from ._turn_metrics import (
+    BUILTIN_TURN_METRICS,
+    TURN_NEEDS,
+    ResponseTurn,
+    TurnMetric,
+    TurnNeed,
+    keep_recorded_columns,
+    run_turn_metrics,
+    turn_metric,
+)
 from ._voice import (
     PERCENTILES,
     SEGMENT_GAP_MS,
@@ -47,6 +57,14 @@ from ._voice import (
 )
 
 __all__ = [
+    "BUILTIN_TURN_METRICS",
+    "TURN_NEEDS",
+    "ResponseTurn",
+    "TurnMetric",
+    "TurnNeed",
+    "keep_recorded_columns",
+    "run_turn_metrics",
+    "turn_metric",
     "STEP_EVENTS",
     "DOCUMENTED_ACCURACY_MS",
     "LATE_TICK_FLOOR_MS",

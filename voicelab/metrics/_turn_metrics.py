@@ -15,17 +15,25 @@ Definitions of every column: docs/artifacts.md and :mod:`._voice`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, get_args
 
 import numpy as np
+from pydantic import JsonValue
 
+from .._registry import import_dotted
+from ..artifacts import TurnMetrics
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, SignalAnalysis
+from ..config import LoadedRun
+from ..errors import ConfigError
 from ..recording import Event, HeardResponse, ProductTurn, samples_to_ns
 from ._placement import audible_extent_ns, audible_ns, silent_runs_ns
 from ._selectivity import overlap_ns
+
+logger = logging.getLogger(__name__)
 
 #: What a per-response metric can declare it reads.
 TurnNeed = Literal["response", "reference", "playback", "product_speech", "user_speech",
@@ -108,6 +116,19 @@ class TurnMetric:
 
     def __call__(self, turn: ResponseTurn) -> TurnValue:
         return self.function(turn)
+
+    def guarded(self, turn: ResponseTurn) -> float | int | bool | str | None:
+        """A run file's own metric: its value, or ``None`` (and a warning in the run's log)
+        when it raises or returns anything but a number, a flag, a text or ``None``."""
+        try:
+            value = self.function(turn)
+            if value is not None and not isinstance(value, float | int | bool | str):
+                raise TypeError(f"it returned a {type(value).__name__}")
+        except Exception:  # noqa: BLE001 - a plug-in's fault is its column's gap, not the run's
+            logger.warning("turn metric %s could not be computed for %s", self.name,
+                           turn.turn_id, exc_info=True)
+            return None
+        return value
 
 
 def turn_metric(name: str, *, unit: str, needs: Iterable[TurnNeed] = ()
@@ -326,7 +347,47 @@ BUILTIN_TURN_METRICS: tuple[TurnMetric, ...] = (
     double_talk_ms, to_user_delay_ms)
 
 
-def turn_values(turn: ResponseTurn, metrics: Sequence[TurnMetric] = BUILTIN_TURN_METRICS
+def turn_values(turn: ResponseTurn, extra: Sequence[TurnMetric] = ()
                 ) -> dict[str, TurnValue]:
-    """Every column ``metrics`` make of one response, by name."""
-    return {metric.name: metric.function(turn) for metric in metrics}
+    """Every built-in column of one response by name, then those of ``extra`` (the run
+    file's own metrics: columns after the document's own)."""
+    values = {metric.name: metric.function(turn) for metric in BUILTIN_TURN_METRICS}
+    for metric in extra:
+        values[metric.name] = metric.guarded(turn)
+    return values
+
+
+def run_turn_metrics(loaded: LoadedRun) -> tuple[TurnMetric, ...]:
+    """The run file's own per-response metrics (``turn_metrics:``, dotted paths of functions
+    decorated with :func:`turn_metric`, imported from the run file's folder like every
+    plug-in). A path that is not a metric, or a column voice-metrics.json already has, is a
+    configuration error (exit 2)."""
+    taken = set(TurnMetrics.model_fields)
+    metrics: list[TurnMetric] = []
+    for index, path in enumerate(loaded.run.turn_metrics):
+        key = f"turn_metrics[{index}]"
+        found = import_dotted(path, search_dirs=[loaded.base_dir], source=loaded.run_path,
+                              key=key)
+        if not isinstance(found, TurnMetric):
+            raise ConfigError(f"{path!r} is not a per-response metric: decorate the function "
+                              f"with @voicelab.metrics.turn_metric(name, unit=...)",
+                              source=loaded.run_path, key=key)
+        if found.name in taken:
+            raise ConfigError(f"{path!r} is named {found.name!r}, which voice-metrics.json "
+                              f"already has", source=loaded.run_path, key=key)
+        taken.add(found.name)
+        metrics.append(found)
+    return tuple(metrics)
+
+
+def keep_recorded_columns(turns: Sequence[TurnMetrics],
+                          recorded: Sequence[Mapping[str, JsonValue]]) -> None:
+    """Give each re-scored response the columns the run file's own metrics wrote when it ran
+    (every column not of the document's own), as recorded: ``rescore`` imports nothing a
+    bundle names."""
+    by_turn = {str(row.get("turn_id")): row for row in recorded}
+    for turn in turns:
+        row = by_turn.get(turn.turn_id, {})
+        for name, value in row.items():
+            if name not in TurnMetrics.model_fields:
+                setattr(turn, name, value)

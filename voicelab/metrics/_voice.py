@@ -76,7 +76,7 @@ from ._cut_in import cut_in_fields, pauses_on_timeline, pauses_through_phone_ban
 from ._placement import STEP_EVENTS, Placement
 from ._selectivity import echo_of, probe_outcomes, self_interruptions
 from ._talk import talk_metrics
-from ._turn_metrics import ResponseTurn, turn_values
+from ._turn_metrics import ResponseTurn, TurnMetric, turn_values
 from ._turn_metrics import ns_to_ms as _ms
 
 TIMING_METRICS = ("response_latency_ms", "first_audio_latency_ms", "response_duration_ms",
@@ -213,12 +213,15 @@ def _user_speech_ns(turn: str, users: dict[str, _UserTurn], placement: Placement
             user.line_speech_end_ns if user.line_speech_end_ns is not None else end)
 
 
-def compute_voice_metrics(recording: Recording, placement: Placement) -> VoiceMetrics:
-    """The voice-metrics.json document of one trial."""
-    return run_steps(compute_voice_metrics_steps(recording, placement))
+def compute_voice_metrics(recording: Recording, placement: Placement,
+                          turn_metrics: Sequence[TurnMetric] = ()) -> VoiceMetrics:
+    """The voice-metrics.json document of one trial; ``turn_metrics``: the run file's own
+    per-response metrics (their columns follow the document's own)."""
+    return run_steps(compute_voice_metrics_steps(recording, placement, turn_metrics))
 
 
-def compute_voice_metrics_steps(recording: Recording, placement: Placement
+def compute_voice_metrics_steps(recording: Recording, placement: Placement,
+                                turn_metrics: Sequence[TurnMetric] = ()
                                 ) -> Steps[VoiceMetrics]:
     """:func:`compute_voice_metrics` in steps (see :mod:`voicelab._steps`)."""
     gathered = yield from _gather(recording)
@@ -236,7 +239,7 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     turns: list[TurnMetrics] = []
     for index, turn_id in enumerate(responses):
         turns.append((yield from _response_metrics(measured, index, turn_id,
-                                                   responses[turn_id])))
+                                                   responses[turn_id], turn_metrics)))
     # a hesitation turn the product never answered after its end (it cut in, or said nothing)
     for turn_id in sorted(set(gathered.users) - set(responses)):
         cut_in = measured.cut_in_of(turn_id)
@@ -349,7 +352,8 @@ def _measured_against(recording: Recording, gathered: _Gathered, placement: Plac
 
 
 def _response_metrics(measured: _MeasuredAgainst, index: int, turn_id: str,
-                      found: ProductTurn) -> Steps[TurnMetrics]:
+                      found: ProductTurn, extra: Sequence[TurnMetric] = ()
+                      ) -> Steps[TurnMetrics]:
     """One response's row: what it is measured against gathered once (:class:`ResponseTurn`),
     then every registered per-response metric (:mod:`._turn_metrics`), the line's packets and
     a hesitation turn's cut-in fields."""
@@ -377,7 +381,7 @@ def _response_metrics(measured: _MeasuredAgainst, index: int, turn_id: str,
         speech_to_noise_db=measured.gathered.snr.get(turn_id),
         input=analyses.inputs.get(turn_id), output=analyses.outputs.get(turn_id),
         to_user_delay_ms=measured.to_user_delay_ms)
-    return TurnMetrics(turn_id=turn_id, index=index, **turn_values(turn),
+    return TurnMetrics(turn_id=turn_id, index=index, **turn_values(turn, extra),
                        **_line_fields(measured.line_turns, turn_id), **cut_in)
 
 

@@ -45,6 +45,7 @@ from ..metrics import (
     STEP_EVENTS,
     EntityPlan,
     Placement,
+    TurnMetric,
     add_speech_metrics,
     add_words_per_minute,
     compute_voice_metrics_steps,
@@ -97,7 +98,8 @@ class Evidence:
         return quality is not None and quality.degraded
 
 
-def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
+def evidence_steps(recording: Recording, *, adapter: str,
+                   turn_metrics: Sequence[TurnMetric] = ()) -> Steps[Evidence]:
     """Voice events, placement, metrics and documents, in steps of well under a millisecond.
 
     Built in the scoring process (all steps at once), or on the event loop (:mod:`._scoring`),
@@ -111,7 +113,7 @@ def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
         encoded.append(encode_voice_events(recording, start, start + STEP_EVENTS))
         yield
     placement = yield from place_channels_steps(recording)
-    metrics = yield from compute_voice_metrics_steps(recording, placement)
+    metrics = yield from compute_voice_metrics_steps(recording, placement, turn_metrics)
     transcript = build_transcript(recording)
     tool_calls = build_tool_calls(recording)
     yield
@@ -167,12 +169,14 @@ def _recognized_and_measured(evidence: Evidence, recording: Recording, *,
 async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
                    measurement: MeasurementConfig,
                    transcription: ProductTranscription = WIRE_ONLY,
-                   entities: EntityPlan = NO_ENTITIES) -> Evidence:
+                   entities: EntityPlan = NO_ENTITIES,
+                   turn_metrics: Sequence[TurnMetric] = ()) -> Evidence:
     """``measurement``: the tolerances the trial's loop lag is judged against;
     ``transcription``: which responses are recognized from their audio; ``entities``: the
-    scenario's key entities to check (recognized audio too)."""
-    evidence = _judge_measurement(await arun_steps(evidence_steps(recording, adapter=adapter)),
-                                  recording, measurement)
+    scenario's key entities to check (recognized audio too); ``turn_metrics``: the run
+    file's own per-response metrics."""
+    evidence = _judge_measurement(await arun_steps(evidence_steps(
+        recording, adapter=adapter, turn_metrics=turn_metrics)), recording, measurement)
     if speech_metrics or entities.checks \
             or transcription.to_recognize(recording, evidence.transcript):
         # seconds of numeric work (ASR, STOI, DNSMOS, pitch): a worker thread
@@ -186,10 +190,11 @@ async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
 def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool,
                  measurement: MeasurementConfig,
                  transcription: ProductTranscription = WIRE_ONLY,
-                 entities: EntityPlan = NO_ENTITIES) -> Evidence:
-    """:func:`assemble` without an event loop (``rescore``)."""
-    evidence = _judge_measurement(run_steps(evidence_steps(recording, adapter=adapter)),
-                                  recording, measurement)
+                 entities: EntityPlan = NO_ENTITIES,
+                 turn_metrics: Sequence[TurnMetric] = ()) -> Evidence:
+    """:func:`assemble` without an event loop (``rescore``, the scoring process)."""
+    evidence = _judge_measurement(run_steps(evidence_steps(
+        recording, adapter=adapter, turn_metrics=turn_metrics)), recording, measurement)
     return _recognized_and_measured(evidence, recording, speech_metrics=speech_metrics,
                                     transcription=transcription, entities=entities)
 

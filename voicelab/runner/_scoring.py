@@ -39,7 +39,7 @@ from ..artifacts import (
 )
 from ..config import LoadedRun
 from ..cost import trial_cost
-from ..metrics import EntityPlan, loop_lag_of
+from ..metrics import EntityPlan, loop_lag_of, run_turn_metrics
 from ..recording import Recording
 from ..scoring import verdict_checks
 from ._evidence import (
@@ -108,7 +108,8 @@ def _assemble_options(loaded: LoadedRun, call: Call) -> dict[str, Any]:
     return {"adapter": loaded.run.endpoint.adapter, "speech_metrics": call.speech_metrics,
             "measurement": loaded.run.measurement,
             "transcription": ProductTranscription.of_run(loaded),
-            "entities": EntityPlan.of(loaded.scenario, loaded.run.transcription)}
+            "entities": EntityPlan.of(loaded.scenario, loaded.run.transcription),
+            "turn_metrics": run_turn_metrics(loaded)}
 
 
 def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,

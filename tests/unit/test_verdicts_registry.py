@@ -17,7 +17,7 @@ from voicelab.scoring import (
     BUILTIN_VERDICTS,
     CALL_ENDED,
     TrialEvidence,
-    judge,
+    judge_verdicts,
     recorded_plugin_verdicts,
     trial_status,
     verdict,
@@ -64,14 +64,14 @@ def test_the_built_in_verdicts_keep_the_order_trial_reports_list_them_in():
 
 
 def test_a_verdict_the_scenario_does_not_ask_for_is_omitted():
-    names = [v.name for v in judge(_evidence(), BUILTIN_VERDICTS)]
+    names = [v.name for v in judge_verdicts(_evidence(), BUILTIN_VERDICTS)]
     # no latency limit, no concise persona, no script: those verdicts are not in the report
     assert names == ["expected_topics", "expected_exit", "outcome_follow_up_created"]
 
 
 def test_a_verdict_reading_what_a_recorded_call_lacks_is_not_applicable():
     checks = (*BUILTIN_VERDICTS, says_thanks, reads_outcome)
-    verdicts = {v.name: v for v in judge(_evidence(CALL_ENDED), checks)}
+    verdicts = {v.name: v for v in judge_verdicts(_evidence(CALL_ENDED), checks)}
     assert verdicts["expected_topics"].status == "passed"  # the transcript is there
     assert verdicts["says_thanks"].status == "passed"
     for name in ("expected_exit", "outcome_follow_up_created", "reads_outcome"):
@@ -79,11 +79,11 @@ def test_a_verdict_reading_what_a_recorded_call_lacks_is_not_applicable():
         assert verdicts[name].why.startswith("not applicable: ")
     assert verdicts["reads_outcome"].why.endswith("after a recorded call")
     # simulated, the same verdicts apply
-    assert {v.status for v in judge(_evidence(), checks)} == {"passed"}
+    assert {v.status for v in judge_verdicts(_evidence(), checks)} == {"passed"}
 
 
 def test_a_verdict_that_raises_fails_with_its_reason_and_the_trial_with_it():
-    verdicts = judge(_evidence(), (says_thanks, broken))
+    verdicts = judge_verdicts(_evidence(), (says_thanks, broken))
     failed = verdicts[1]
     assert (failed.name, failed.status, failed.passed) == ("broken", "failed", False)
     assert failed.why == "could not be evaluated: RuntimeError: the store is down"
@@ -95,7 +95,7 @@ def test_a_verdict_returning_no_verdict_fails_the_same_way():
     def wrong_type(evidence: TrialEvidence) -> Verdict:
         return "yes"  # type: ignore[return-value]
 
-    found, = judge(_evidence(), (wrong_type,))
+    found, = judge_verdicts(_evidence(), (wrong_type,))
     assert found.status == "failed" and "TypeError" in found.why
 
 
@@ -104,7 +104,7 @@ def test_advisory_verdicts_are_not_critical_whoever_wrote_them():
         update={"advisory_verdicts": ["says_thanks"]})})
     evidence = TrialEvidence(scenario=scenario, persona=PersonaConfig(name="p"),
                              transcript=TRANSCRIPT, exit_reason="endpoint_completion")
-    found, = judge(evidence, (says_thanks,))
+    found, = judge_verdicts(evidence, (says_thanks,))
     assert found.critical is False
 
 
@@ -180,7 +180,7 @@ def test_a_rescore_keeps_the_run_files_verdicts_as_recorded():
                 Verdict(name="entities_heard", passed=True),
                 Verdict(name="says_thanks", passed=False, why="no thanks")]
     assert [v.name for v in recorded_plugin_verdicts(recorded)] == ["says_thanks"]
-    kept = judge(_evidence(), (), kept=recorded_plugin_verdicts(recorded))
+    kept = judge_verdicts(_evidence(), (), kept=recorded_plugin_verdicts(recorded))
     assert kept == [recorded[-1]] and kept[0] is not recorded[-1]
 
 

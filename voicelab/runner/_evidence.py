@@ -67,7 +67,7 @@ from ..recording import (
     encode_voice_events,
     transcript_markdown,
 )
-from ..scoring import BUILTIN_VERDICTS, TrialEvidence, VerdictCheck, judge
+from ..scoring import BUILTIN_VERDICTS, TrialEvidence, VerdictCheck, judge_verdicts
 from ._report import CallEnding, TrialScore
 from ._transcription import WIRE_ONLY, ProductTranscription, transcribe_product
 
@@ -206,7 +206,7 @@ def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: Person
                 kept: Sequence[Verdict] = ()) -> list[Verdict]:
     """Every verdict of ``checks`` (the run's: :func:`voicelab.scoring.verdict_checks`) on
     the trial's evidence, then ``kept`` (verdicts a re-score carries over as recorded)."""
-    return judge(TrialEvidence(
+    return judge_verdicts(TrialEvidence(
         scenario=scenario, persona=persona, transcript=evidence.transcript.turns,
         tool_calls=evidence.tool_calls.tool_calls, exit_reason=exit_reason,
         outcome_status=outcome_status, outcome=outcome, outcome_error=outcome_error,

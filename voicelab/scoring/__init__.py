@@ -43,7 +43,7 @@ from ._statistics import (
     trials_for_width,
 )
 from ._text_readers import text_readers
-from ._verdict_registry import NEEDS, Need, VerdictCheck, judge, verdict
+from ._verdict_registry import NEEDS, Need, VerdictCheck, judge_verdicts, verdict
 from ._verdicts import (
     BUILTIN_VERDICTS,
     UNJUDGED,
@@ -99,7 +99,7 @@ __all__ = [
     "Need",
     "TrialEvidence",
     "VerdictCheck",
-    "judge",
+    "judge_verdicts",
     "recorded_plugin_verdicts",
     "verdict",
     "verdict_checks",

@@ -122,7 +122,7 @@ def verdict(name: str, *, needs: Iterable[Need],
     return register
 
 
-def judge(evidence: TrialEvidence, checks: Sequence[VerdictCheck],
+def judge_verdicts(evidence: TrialEvidence, checks: Sequence[VerdictCheck],
           kept: Sequence[Verdict] = ()) -> list[Verdict]:
     """Every verdict of ``checks`` the trial asks for, in their order, each applicable or
     ``not_applicable``; then ``kept`` (verdicts carried over as recorded: a re-score keeps

@@ -1,4 +1,12 @@
-"""Deterministic verdicts: explainable, cheap, suitable for critical CI gates."""
+"""Deterministic verdicts: explainable, cheap, suitable for critical CI gates.
+
+Each built-in verdict is a function of one :class:`TrialEvidence` registered with
+:func:`verdict` (what it reads, when the scenario asks for it); :data:`BUILTIN_VERDICTS` is
+their order in a trial report, and :func:`judge_verdicts` (:mod:`._verdict_registry`) judges a
+trial by them and by the run file's own. A timing verdict (``TIMING_VERDICTS``) reads the
+stated error of its clock stamps (``measurement``): it is decided when that error cannot
+change its answer and inconclusive only when it could (the error interval straddles the
+limit); the figures are kept in ``observed`` either way."""
 
 from __future__ import annotations
 
@@ -20,7 +28,7 @@ from ..artifacts import (
 from ..config import EvalSpec, LoadedRun, PersonaConfig, ScenarioConfig, ScriptConfig
 from ._entity_verdicts import entities_heard, entities_spoken
 from ._evidence import TrialEvidence
-from ._verdict_registry import VerdictCheck, judge, plugin_verdicts, user_verdicts, verdict
+from ._verdict_registry import VerdictCheck, judge_verdicts, plugin_verdicts, user_verdicts, verdict
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
 
@@ -66,8 +74,8 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            script: ScriptConfig | None = None,
                            said_script_turns: Collection[int] = ()) -> list[Verdict]:
     """The built-in verdicts of one trial's evidence given field by field (a notebook's or a
-    test's call; scoring builds a :class:`TrialEvidence` and calls :func:`judge`)."""
-    return judge(TrialEvidence(
+    test's call; scoring builds a :class:`TrialEvidence` and calls :func:`judge_verdicts`)."""
+    return judge_verdicts(TrialEvidence(
         scenario=scenario, persona=persona, transcript=transcript, exit_reason=exit_reason,
         outcome_status=outcome_status, outcome=outcome, outcome_error=outcome_error,
         turn_metrics=turn_metrics, probes=probes, measurement=measurement, entities=entities,

@@ -37,8 +37,6 @@ from ._speech import (
 )
 from ._talk import add_words_per_minute, talk_metrics
 from ._turn_metrics import (
-    BUILTIN_TURN_METRICS,
-    TURN_NEEDS,
     ResponseTurn,
     TurnMetric,
     TurnNeed,
@@ -57,8 +55,6 @@ from ._voice import (
 )
 
 __all__ = [
-    "BUILTIN_TURN_METRICS",
-    "TURN_NEEDS",
     "ResponseTurn",
     "TurnMetric",
     "TurnNeed",

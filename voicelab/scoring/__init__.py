@@ -43,7 +43,7 @@ from ._statistics import (
     trials_for_width,
 )
 from ._text_readers import text_readers
-from ._verdict_registry import NEEDS, Need, VerdictCheck, judge_verdicts, verdict
+from ._verdict_registry import Need, VerdictCheck, judge_verdicts, verdict
 from ._verdicts import (
     BUILTIN_VERDICTS,
     UNJUDGED,
@@ -95,7 +95,6 @@ __all__ = [
     "check_quality_evaluation",
     "deterministic_verdicts",
     "BUILTIN_VERDICTS",
-    "NEEDS",
     "Need",
     "TrialEvidence",
     "VerdictCheck",

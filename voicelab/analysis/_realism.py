@@ -142,7 +142,7 @@ def measure_turn(samples: np.ndarray, *, sample_rate_hz: int,
 
 def _frames_of(given: Frames | str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
                ) -> Frames:
-    frames = given if isinstance(given, Frames) else load_frames(given)  # type: ignore[arg-type]
+    frames = given if isinstance(given, Frames) else load_frames(given)
     if len(frames.trials) and frames.events.empty:
         raise ValueError("caller_behaviour needs the voice events: load the frames with "
                          "events=True (the default)")

@@ -161,8 +161,8 @@ def classify(history: Iterable[RunRecord], current: Iterable[RunRecord], *,
             scenario=key[0], persona=key[1], environment=key[2], stability=_stability(runs),
             pass_rate=PassRate(**interval.to_dict()),
             runs=[CellRun(run_id=r.run_id, started_at=r.started_at, trials=r.trials,
-                          passed=r.passed, outcome=r.outcome) for r in runs],  # type: ignore[arg-type]
-            flipped=flipped))  # type: ignore[arg-type]
+                          passed=r.passed, outcome=r.outcome) for r in runs],
+            flipped=flipped))
     return cells
 
 

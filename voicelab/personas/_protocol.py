@@ -92,7 +92,7 @@ class _RenderedWhenRead:
         value = instance.__dict__[self._key]
         if callable(value):
             value = instance.__dict__[self._key] = value()
-        return value  # type: ignore[no-any-return]
+        return value
 
     def __set__(self, instance: Any,
                 value: PcmAudio | Callable[[], PcmAudio] | None) -> None:

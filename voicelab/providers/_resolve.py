@@ -69,7 +69,7 @@ def select_provider_name(providers: Providers, *, preferred: str | None = None,
         if getattr(providers, preferred) is None:
             raise ConfigError(f"{key} is {preferred!r} but providers.{preferred} is not "
                               "configured", key=key)
-        return preferred  # type: ignore[return-value]
+        return preferred
     if providers.azure_openai is not None:
         return "azure_openai"
     if providers.openai is not None:

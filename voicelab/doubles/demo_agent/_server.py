@@ -166,7 +166,7 @@ class _AgentConnection(ProductConnection["asyncio.Task[str] | None"]):
                                                   time_source=reminder.time_source))
 
 
-class LocalAgent(ProductServer):
+class LocalAgent(ProductServer[AgentSessionRecord]):
     """The demo agent as a server. ``await start()`` returns its ``ws://127.0.0.1:<port>/`` URI.
 
     The constructor checks the speech packages and settings but loads nothing; ``start()``

@@ -254,7 +254,7 @@ class _FakeConnection(ProductConnection[bytes]):
             await self.send(frame)
 
 
-class FakeProduct(ProductServer):
+class FakeProduct(ProductServer[FakeSessionRecord]):
     """Protocol v1 as the product. ``await start()`` returns its ``ws://127.0.0.1:<port>/`` URI."""
 
     behaviour_model = FakeBehaviour

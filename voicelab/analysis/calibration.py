@@ -195,7 +195,7 @@ class CalibrationReport:
                             index=pd.Index(["pass", "fail"], name="human"),
                             columns=pd.Index(["pass", "fail"], name="judge"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {key: (None if isinstance(value, float) and math.isnan(value) else value)
                 for key, value in asdict(self).items()}
 
@@ -286,7 +286,7 @@ class CorrectedPassRate:
     seed: int
     method: str = METHOD
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {key: (None if isinstance(value, float) and math.isnan(value) else value)
                 for key, value in asdict(self).items()}
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..artifacts import Usage
 from ..config import parse_settings as parse_model_settings
@@ -57,12 +57,12 @@ class SynthesizerSettings(BaseModel):
     hesitation: HesitationProfile | None = None
 
 
-def parse_settings(settings: Mapping[str, Any]) -> SynthesizerSettings:
+def parse_settings(settings: Mapping[str, object]) -> SynthesizerSettings:
     return parse_model_settings(SynthesizerSettings, settings, key="persona_settings")
 
 
 class SynthesizerPersona:
-    def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
+    def __init__(self, settings: Mapping[str, object], context: PersonaContext):
         self.settings = parse_settings(settings)
         self.context = context
         self.provider = resolve_llm_provider(context.providers, preferred=self.settings.provider,
@@ -74,13 +74,13 @@ class SynthesizerPersona:
         self.max_turns_hint = (self.settings.max_turns_hint
                                or context.scenario.conversation.max_turns)
         self._history: list[tuple[str, str]] = []
-        self._exchanges: list[dict[str, Any]] = []
+        self._exchanges: list[dict[str, JsonValue]] = []
         self._client: Any = None
         self._chat: JSONChat | None = None
         self._pending_end: str | None = None
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: PersonaContext) -> None:
         parsed = parse_settings(settings)
         provider = resolve_llm_provider(context.providers, preferred=parsed.provider,
                                         environ=context.environ, key="persona_settings.provider")
@@ -106,7 +106,7 @@ class SynthesizerPersona:
             return PersonaEnd("persona_ended", 0.0, self._pending_end)
         return await self._next(response)
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> dict[str, JsonValue]:
         summary = {"persona_mode": "synthesizer", **self.provider.describe(),
                    "temperature": self.temperature, "seed": self.seed,
                    "max_tokens": self.settings.max_tokens, "max_turns_hint": self.max_turns_hint,
@@ -129,7 +129,7 @@ class SynthesizerPersona:
         messages = [{**m, "content": self.context.scrubber.scrub_text(m["content"])}
                     for m in messages]
         for attempt in (1, 2):
-            exchange: dict[str, Any] = {
+            exchange: dict[str, JsonValue] = {
                 "exchange": len(self._exchanges) + 1, "attempt": attempt,
                 "product_response": response.index if response is not None else None,
                 "request": self._chat.request(messages, temperature=self.temperature,

@@ -252,11 +252,12 @@ class _Call:
         elif event == "mark":
             return await self.echoed(parsed, received_ns)
         elif event == "dtmf":
-            dtmf = object_or_empty(parsed.get("dtmf"))
+            given = parsed.get("dtmf")
+            dtmf = object_or_empty(given)
             digit = dtmf.get("digit")
             if dtmf.get("track") != "inbound_track" or not isinstance(digit, str) \
                     or digit not in DTMF_KEYS:
-                raise _Violation(f"malformed dtmf {dtmf!r}")
+                raise _Violation(f"malformed dtmf {given!r}")
             self.record.dtmf += digit
             self.note("dtmf", digit=digit)
         elif event == "stop":

@@ -10,9 +10,8 @@ from typing import TypedDict
 
 from pydantic import JsonValue
 
+from .._json import JsonObject
 from ._policies import ChatMessage
-
-JsonObject = dict[str, JsonValue]
 
 
 # What the double reads of a request.

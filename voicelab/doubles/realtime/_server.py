@@ -28,7 +28,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import JsonValue
@@ -37,6 +37,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from ...audio import CANONICAL_FORMAT, tone_speech
+from ._shapes import JsonObject, RealtimeUsage, ServerEvent, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -52,19 +53,6 @@ _NAMES = {
              "transcript_done": "response.audio_transcript.done",
              "item_created": "conversation.item.created", "audio_part": "audio"},
 }
-
-
-#: a client event as received (a JSON object), and what the session says it is
-JsonObject = dict[str, JsonValue]
-#: an event the server sends (serialized as it is)
-ServerEvent = dict[str, object]
-
-
-class ToolCall(TypedDict):
-    """A function call the "model" makes instead of speaking."""
-
-    name: str
-    arguments: NotRequired[JsonValue]
 
 
 @dataclass
@@ -97,33 +85,6 @@ class RealtimeServerConfig:
 #: The double's audio tokens per second (as OpenAI's Realtime API counts them).
 AUDIO_IN_TOKENS_PER_SECOND = 10
 AUDIO_OUT_TOKENS_PER_SECOND = 20
-
-
-class _CachedTokens(TypedDict):
-    text_tokens: int
-    audio_tokens: int
-
-
-class _InputTokens(TypedDict):
-    text_tokens: int
-    audio_tokens: int
-    cached_tokens: int
-    cached_tokens_details: _CachedTokens
-
-
-class _OutputTokens(TypedDict):
-    text_tokens: int
-    audio_tokens: int
-
-
-class RealtimeUsage(TypedDict):
-    """A ``response.done``'s ``usage``, as OpenAI's Realtime API reports it."""
-
-    total_tokens: int
-    input_tokens: int
-    output_tokens: int
-    input_token_details: _InputTokens
-    output_token_details: _OutputTokens
 
 
 @dataclass

@@ -283,7 +283,7 @@ def plot_pass_curves(trials: pd.DataFrame, *, by: str | Sequence[str] | None = "
     return figure
 
 
-def _colours(count: int) -> list[Any]:
+def _colours(count: int) -> list[tuple[float, float, float, float]]:
     from matplotlib import colormaps
 
     palette = colormaps["tab10"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from json.encoder import encode_basestring  # what json.dumps uses with ensure_ascii=False
@@ -56,7 +56,7 @@ def utc_iso(recording: Recording, offset_ns: int) -> str:
 
 
 def to_records(recording: Recording, start: int = 0, stop: int | None = None
-               ) -> list[dict[str, Any]]:
+               ) -> list[dict[str, object]]:
     """JSON-ready voice events ``events[start:stop]``, ordered by sequence."""
     # event ids: the trace id with the sequence in its last 12 hex digits (a valid, stable
     # UUID string per trial, made without hashing each event)
@@ -91,7 +91,7 @@ def _compact_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
-def voice_events_jsonl(records: list[dict[str, Any]]) -> bytes:
+def voice_events_jsonl(records: Sequence[Mapping[str, object]]) -> bytes:
     """voice-events.jsonl for ``records`` (dicts as :func:`to_records` makes them): compact
     ``json.dumps`` of each, one per line."""
     lines = [_compact_json(record) for record in records]
@@ -176,7 +176,7 @@ def _offset(value: object, *, name: str, line: int, where: str) -> int:
                   high=MAX_TIMELINE_NS)
 
 
-def _mapping(value: object, *, name: str, line: int, where: str) -> Mapping[str, Any]:
+def _mapping(value: object, *, name: str, line: int, where: str) -> Mapping[str, object]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -211,7 +211,7 @@ def _event_type(name: object, *, where: str) -> EventType:
     raise RecordingError(f"unknown event type {name!r}", source=where)
 
 
-def recording_from_records(records: Iterable[Mapping[str, Any]], *,
+def recording_from_records(records: Iterable[Mapping[str, object]], *,
                            streams: Mapping[str, bytes | bytearray | memoryview],
                            where: str = VOICE_EVENTS) -> Recording:
     """A :class:`Recording` rebuilt from voice-event records and the arrival-ordered streams.
@@ -225,7 +225,8 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
         raise RecordingError("no events: a trial's recording starts with trial.started",
                              source=where)
     first = records[0]
-    trace = next((r["trace"] for r in records if isinstance(r.get("trace"), Mapping)), None) or {}
+    trace = next((found for r in records if isinstance(found := r.get("trace"), Mapping)),
+                 None) or {}
     recording = Recording(session_id=str(first.get("session_id", "")),
                           trace_id=str(trace.get("trace_id") or uuid.UUID(int=0).hex),
                           root_span_id=str(trace.get("parent_span_id") or ""),

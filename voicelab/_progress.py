@@ -17,7 +17,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from .execution import ObservedRun
+    from .runner import TrialResult
 
 
 class TrialProgress:
@@ -34,9 +40,9 @@ class TrialProgress:
         self.file = file
         self.enabled = enabled
         self.failed = 0
-        self._bar: Any = None
+        self._bar: tqdm | None = None
 
-    def __call__(self, result: Any, done: int, total: int) -> None:
+    def __call__(self, result: TrialResult, done: int, total: int) -> None:
         if not self.enabled:
             return
         if self._bar is None:
@@ -65,7 +71,7 @@ class TrialProgress:
                       "passed")
 
 
-def _trial_text(result: Any) -> str:
+def _trial_text(result: TrialResult) -> str:
     summary = result.summary
     return f"{summary.trial_id} seed {summary.seed}: {'pass' if summary.passed else 'FAIL'}"
 
@@ -88,7 +94,7 @@ class TrialLines:
     before the first trial has finished."""
 
     def __init__(self, *, file: IO[str] | None = None, every_seconds: float | None = 30.0,
-                 cells: bool = False, describe: Callable[[Any], str] = _trial_text,
+                 cells: bool = False, describe: Callable[[TrialResult], str] = _trial_text,
                  clock: Callable[[], float] = time.monotonic,
                  trials_file: IO[str] | None = None):
         self.file = file
@@ -122,7 +128,7 @@ class TrialLines:
             self._started_line = True
             self._write(line)
 
-    def __call__(self, result: Any, done: int, total: int) -> None:
+    def __call__(self, result: TrialResult, done: int, total: int) -> None:
         if not result.report.passed:
             self.failed += 1
         # never backwards: the count is the run's, which grows by one per finished trial
@@ -160,16 +166,16 @@ class TrialLines:
 
     # --- a run observer: the first line as soon as the run's bundle is open --------------------
 
-    def run_started(self, run: Any) -> None:
+    def run_started(self, run: ObservedRun) -> None:
         if not self.cells:  # a sweep's first line is its plan, said before any cell opens
             self.starting(f"starting {run.planned} trial(s) of {run.scenario} / {run.persona} "
                           f"/ {run.environment} against {run.adapter}: bundle {run.bundle}")
 
-    def trial_started(self, run: Any, trial: int) -> None:
+    def trial_started(self, run: ObservedRun, trial: int) -> None:
         pass
 
-    def trial_finished(self, run: Any, result: Any) -> None:
+    def trial_finished(self, run: ObservedRun, result: TrialResult) -> None:
         pass  # counted by __call__ (on_trial_done), which a sweep sums over its cells
 
-    def run_ending(self, run: Any, *, status: str) -> None:
+    def run_ending(self, run: ObservedRun, *, status: str) -> None:
         return None

@@ -334,3 +334,24 @@ def test_a_storm_of_unknown_events_ends_in_a_resource_limit_error() -> None:
     assert code == "resource_limit", text
     assert "of them telemetry.unknown" in text
     assert len(of(events, "raw")) <= 500  # what was recorded stayed within the burst
+
+
+def test_the_server_answers_a_malformed_field_with_an_error_and_keeps_the_session() -> None:
+    # audio that is not a string, a session that is not an object: the service says so (an
+    # error event, or nothing to merge) and the connection stays open for the next event
+    from websockets.asyncio.client import connect
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with RealtimeServer() as server, connect(server.url) as ws:
+            received = [json.loads(await ws.recv())]  # session.created
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": 123}))
+            received.append(json.loads(await ws.recv()))
+            await ws.send(json.dumps({"type": "session.update", "session": "loud"}))
+            received.append(json.loads(await ws.recv()))
+            return received
+
+    created, error, updated = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert created["type"] == "session.created"
+    assert error["type"] == "error" and error["error"]["code"] == "invalid_value"
+    assert updated["type"] == "session.updated"
+    assert updated["session"] == created["session"]

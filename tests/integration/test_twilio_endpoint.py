@@ -487,3 +487,33 @@ def test_the_bot_closes_on_a_protocol_violation():
 
     violations, _ = run(call())
     assert violations == ["expected start after connected, got 'media'"]
+
+
+@pytest.mark.parametrize("field, value, violation", [
+    ("dtmf", "5", "malformed dtmf '5'"),
+    ("media", "x", "media chunk None (expected 1), track None, timestamp None"),
+    ("mark", "x", "echo of a mark never sent (or echoed twice): None"),
+])
+def test_a_field_that_is_not_an_object_is_a_violation(field, value, violation):
+    start = {"accountSid": "AC1", "callSid": "CA1", "streamSid": "MZ1", "tracks": ["inbound"],
+             "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+             "customParameters": {}}
+
+    async def call() -> tuple[list[str], int | None]:
+        async with TwilioBot({"greeting": ""}) as bot:
+            from websockets.asyncio.client import connect
+
+            async with connect(bot.uri) as ws:
+                await ws.send(json.dumps({"event": "connected", "protocol": "Call",
+                                          "version": "1.0.0"}))
+                await ws.send(json.dumps({"event": "start", "sequenceNumber": "1",
+                                          "streamSid": "MZ1", "start": start}))
+                await ws.send(json.dumps({"event": field, "sequenceNumber": "2",
+                                          "streamSid": "MZ1", field: value}))
+                with pytest.raises(ConnectionClosed) as closed:
+                    await ws.recv()
+            return bot.calls[0].violations, closed.value.rcvd.code if closed.value.rcvd else None
+
+    violations, code = run(call())
+    assert violations == [violation]
+    assert code == 1008

@@ -27,7 +27,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,7 @@ from ..scoring import (
     proportion_interval,
 )
 from ._frames import Frames, load_frames
+from ._json import Row
 
 #: Per-turn metrics compared by default (``response_latency_ms`` only where bundles have it).
 #: For each of them a larger value is worse.
@@ -127,7 +128,7 @@ class RunSide:
     execution_failures: int
     pass_rate: RateInterval
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return {**asdict(self), "run_ids": list(self.run_ids), "paths": list(self.paths),
                 "pass_rate": self.pass_rate.to_dict()}
 
@@ -146,7 +147,7 @@ class PassRateComparison:
     mcnemar_p: float
     difference: DifferenceInterval
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return {**asdict(self), "baseline": self.baseline.to_dict(),
                 "candidate": self.candidate.to_dict(), "difference": self.difference.to_dict()}
 
@@ -162,7 +163,7 @@ class MetricComparison:
     difference: DifferenceInterval
     missing_pairs: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return {**asdict(self), "difference": self.difference.to_dict()}
 
 
@@ -182,7 +183,7 @@ class CostComparison:
     incomplete_trials: int = 0
     note: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         return asdict(self)
 
     def text(self) -> str:
@@ -242,7 +243,7 @@ class Comparison:
                 return compared
         raise KeyError(f"{metric} {statistic} was not compared")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Row:
         """JSON-ready: plain types, NaN as None."""
         unpaired_counts = self.unpaired["side"].value_counts()
         return {
@@ -316,7 +317,7 @@ def _interval_text(interval: DifferenceInterval, *, percent: bool = False) -> st
             f"{show(interval.high)})")
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def _records(frame: pd.DataFrame) -> list[Row]:
     return json.loads(frame.to_json(orient="records", double_precision=15))
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from pydantic import JsonValue
 
 from ..artifacts import MATRIX_REPORT, read_json, resolve_local_latest
+from ._json import JsonObject, Row, object_or_empty
 from ._rates import pass_rate_table
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ def stage_table(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
     and why, trials and cost, in order; empty when none of ``paths`` is a staged sweep."""
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for given in paths:
         folder = resolve_local_latest(Path(given)).expanduser()
         if not (folder / MATRIX_REPORT).is_file():
@@ -79,15 +81,14 @@ def stage_table(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
         for order, stage in enumerate(report.get("stages") or [], 1):
             if not isinstance(stage, dict):
                 continue
-            found = stage.get("cost")
-            cost: dict[str, Any] = found if isinstance(found, dict) else {}
+            cost: JsonObject = object_or_empty(stage.get("cost"))
             rows.append({"sweep": report.get("label") or report.get("run_id"), "order": order,
                          "stage": stage.get("name"), "status": stage.get("status"),
                          "gate": stage.get("gate"), "reason": stage.get("reason"),
                          "cells": stage.get("cells"), "trials": stage.get("trials"),
                          "passed_trials": stage.get("passed_trials"),
                          "cost_total": cost.get("total"), "currency": cost.get("currency"),
-                         "unpriced": len(cost.get("unpriced") or [])})
+                         "unpriced": _count(cost.get("unpriced"))})
     return pd.DataFrame(rows)
 
 
@@ -140,3 +141,8 @@ def plot_cost_and_pass_rate(trials: pd.DataFrame, *, by: str | Sequence[str] = "
 
 
 __all__ = ["cost_table", "plot_cost_and_pass_rate", "stage_table"]
+
+
+def _count(items: JsonValue) -> int:
+    """How many items a list field holds (none when it was left out or null)."""
+    return len(items) if isinstance(items, list) else 0

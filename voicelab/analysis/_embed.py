@@ -16,7 +16,7 @@ import html
 import io
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,9 @@ from ..audio import PcmAudio, read_wav_pcm
 from ..audio import wav_bytes as audio_wav_bytes
 from ..errors import ConfigError
 from ._frames import Frames
+
+if TYPE_CHECKING:
+    from IPython.display import HTML
 
 AudioFormat = Literal["opus", "flac", "wav"]
 AUDIO_FORMATS: tuple[AudioFormat, ...] = ("opus", "flac", "wav")
@@ -168,7 +171,7 @@ def audio_figure(uri: str, caption: str | None) -> str:
 
 def audio_html(trial_dir: str | os.PathLike[str], *, channel: str = "mixed",
                start_ms: float | None = None, end_ms: float | None = None,
-               caption: str | None = None, audio_format: AudioFormat = "opus") -> Any:
+               caption: str | None = None, audio_format: AudioFormat = "opus") -> HTML:
     """An ``<audio>`` element with the audio embedded (a data URI): it survives HTML export;
     a note where the run's ``retention:`` did not keep the trial's audio."""
     from IPython.display import HTML
@@ -184,7 +187,7 @@ def audio_html(trial_dir: str | os.PathLike[str], *, channel: str = "mixed",
 
 def turn_audio_html(frames: Frames, turns: pd.DataFrame, *, channel: str = "mixed",
                     metric: str | None = "first_audio_latency_ms",
-                    audio_format: AudioFormat = "opus") -> Any:
+                    audio_format: AudioFormat = "opus") -> HTML:
     """One ``<audio>`` per row of ``turns`` (a slice of ``frames.turns``, e.g. the worst turns),
     cut to the turn and captioned with its ids and ``metric`` (a note for a trial whose audio
     the run did not retain)."""

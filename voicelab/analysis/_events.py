@@ -20,14 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
+from pydantic import JsonValue
 
 from ..artifacts import check_version, read_voice_events
+from ._json import JsonObject
 
 VIRTUAL_ADVANCE = "timeline.virtual_advance"
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
+def read_events(path: Path) -> list[JsonObject]:
     """The checked records of a voice-events.jsonl (:func:`voicelab.artifacts.read_voice_events`:
     one decode of the whole file, every record checked); none when the trial kept no file."""
     if not os.path.lexists(path):  # a link is refused by the reader, never followed
@@ -41,7 +44,7 @@ class _Codes(dict):
     def __init__(self) -> None:
         super().__init__({None: -1})
 
-    def __missing__(self, value: Any) -> int:
+    def __missing__(self, value: JsonValue) -> int:
         code = self[value] = len(self) - 1
         return code
 
@@ -51,7 +54,7 @@ class _Codes(dict):
 
 
 _EVENT_CATEGORIES = ("event_type", "turn_id", "source", "direction", "speaker_role")
-_EVENT_DEFAULTS: dict[str, Any] = {"turn_id": None, "speaker_role": None, "pcm": None, "attributes": {}}
+_EVENT_DEFAULTS: JsonObject = {"turn_id": None, "speaker_role": None, "pcm": None, "attributes": {}}
 _get_pcm, _get_attributes = itemgetter("pcm"), itemgetter("attributes")
 _get_sequence, _get_monotonic = itemgetter("sequence"), itemgetter("monotonic_offset_ns")
 _get_listener = itemgetter("listener_offset_ns")
@@ -69,7 +72,7 @@ class EventColumns:
         self.getters = {key: itemgetter(key) for key in _EVENT_CATEGORIES}
         self.arrays: dict[str, list[np.ndarray]] = {
             key: [] for key in ("sequence", "monotonic", "listener", "bytes", "duration")}
-        self.attributes: list[Any] = []
+        self.attributes: list[JsonValue] = []
         self.counts: list[int] = []
         self.wall_start_ns: list[int] = []
 
@@ -127,7 +130,7 @@ class EventColumns:
         }
 
     def frame(self) -> pd.DataFrame:
-        def joined(key: str, dtype: Any) -> np.ndarray:
+        def joined(key: str, dtype: npt.DTypeLike) -> np.ndarray:
             parts = self.arrays[key]
             return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
@@ -140,7 +143,7 @@ class EventColumns:
         attributes[:] = self.attributes
         wall = np.repeat(np.asarray(self.wall_start_ns, dtype=np.int64), counts) + monotonic
         wall = (wall + 500) // 1000 * 1000  # the recorded strings have microseconds
-        columns: dict[str, Any] = {
+        columns: dict[str, object] = {
             "sequence": joined("sequence", np.int64),
             "event_type": event_type,
             "turn_id": self.tables["turn_id"].categorical(self.codes["turn_id"]),

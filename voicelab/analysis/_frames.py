@@ -38,10 +38,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import JsonValue
 
 from ..artifacts import (
     MATRIX_REPORT,
@@ -65,6 +65,7 @@ from ..artifacts import (
 from ..errors import ConfigError
 from ..scoring import proportion_interval
 from ._events import EventColumns, read_events
+from ._json import JsonObject, Row, object_or_empty, objects_in
 from ._rates import RATE_COLUMNS, counted, judged_trials, pass_curve_table
 
 logger = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class _Run:
     cell: str | None
     matrix_id: str | None
     run_dir: Path | None
-    report: dict[str, Any] | None
+    report: JsonObject | None
     trial_dirs: list[Path]
     #: a staged sweep's stage the cell ran in
     stage: str | None = None
@@ -244,10 +245,10 @@ def _discover(paths: Iterable[str | os.PathLike[str]]) -> list[_Run]:
 
 # --- reading ----------------------------------------------------------------------------------
 
-def _flatten(record: dict[str, Any]) -> dict[str, Any]:
+def _flatten(record: JsonObject) -> Row:
     """Nested dicts become ``parent_child`` columns (a ``None`` in place of a dict stays; the
     turns frame drops such all-NA columns when their ``parent_*`` columns exist)."""
-    flat: dict[str, Any] = {}
+    flat: Row = {}
     for key, value in record.items():
         if isinstance(value, dict):
             for child, inner in _flatten(value).items():
@@ -257,26 +258,27 @@ def _flatten(record: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def _trial_row(report: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
-    row = {k: v for k, v in report.items()
-           if not isinstance(v, (dict, list)) and k not in _SKIPPED_FIELDS}
-    verdicts = report.get("verdicts") or []
-    failures = report.get("failures") or []
-    judges = report.get("judges") or []
-    row["failed_verdicts"] = ", ".join(v.get("name", "") for v in verdicts if not v.get("passed"))
+def _trial_row(report: JsonObject, trial_dir: Path) -> Row:
+    row: Row = {k: v for k, v in report.items()
+                if not isinstance(v, (dict, list)) and k not in _SKIPPED_FIELDS}
+    verdicts = objects_in(report.get("verdicts"))
+    failures = objects_in(report.get("failures"))
+    judges = objects_in(report.get("judges"))
+    row["failed_verdicts"] = ", ".join(str(v.get("name", "")) for v in verdicts
+                                       if not v.get("passed"))
     row["failed_critical_verdicts"] = sum(1 for v in verdicts
                                           if not v.get("passed") and v.get("critical", True))
     row["failure_count"] = len(failures)
     row["failure_kinds"] = ", ".join(str(f.get("kind", "")) for f in failures)
     row["failure_message"] = failures[0].get("message") if failures else None
     row["judge_count"] = len(judges)
-    row["failed_judges"] = ", ".join(j.get("name", "") for j in judges
+    row["failed_judges"] = ", ".join(str(j.get("name", "")) for j in judges
                                      if j.get("status") != "passed")
-    for metric, stats in (report.get("metrics_summary") or {}).items():
+    for metric, stats in object_or_empty(report.get("metrics_summary")).items():
         if isinstance(stats, dict):
             for stat, value in stats.items():
                 row[f"{metric}_{stat}"] = value
-    for key, value in (report.get("outcome") or {}).items():
+    for key, value in object_or_empty(report.get("outcome")).items():
         if not isinstance(value, (dict, list)):
             row.setdefault(f"outcome_{key}", value)
     retention = report.get("retention")
@@ -288,7 +290,7 @@ def _trial_row(report: dict[str, Any], trial_dir: Path) -> dict[str, Any]:
     return row
 
 
-def _cost_columns(cost: Any) -> dict[str, Any]:
+def _cost_columns(cost: JsonValue) -> Row:
     """A trial's cost as columns (docs/cost.md): ``cost_total`` (its known amounts; NaN when
     none is known), ``cost_currency``, ``cost_<component>`` (NaN: that component's usage
     has no known amount), ``cost_unpriced`` (usage left out of the total: no price or an
@@ -296,25 +298,26 @@ def _cost_columns(cost: Any) -> dict[str, Any]:
     bundle written before costs were kept."""
     if not isinstance(cost, dict):
         return {}
-    items = [i for i in cost.get("items") or [] if isinstance(i, dict)]
-    columns: dict[str, Any] = {"cost_total": cost.get("total"),
-                               "cost_currency": cost.get("currency"),
-                               "cost_unpriced": len(cost.get("unpriced") or []),
-                               "cost_estimated": any(bool(i.get("estimated")) for i in items)}
+    items = objects_in(cost.get("items"))
+    unpriced = cost.get("unpriced")
+    columns: Row = {"cost_total": cost.get("total"), "cost_currency": cost.get("currency"),
+                    "cost_unpriced": len(unpriced) if isinstance(unpriced, list) else 0,
+                    "cost_estimated": any(bool(i.get("estimated")) for i in items)}
     for item in items:
         name = f"cost_{item.get('component')}"
         amount = item.get("amount")
         if isinstance(amount, int | float):
-            columns[name] = (columns.get(name) or 0.0) + amount
+            so_far = columns.get(name)
+            columns[name] = (so_far if isinstance(so_far, float) else 0.0) + amount
         else:
             columns.setdefault(name, None)
     return columns
 
 
-def _talk_and_entities(metrics: dict[str, Any]) -> dict[str, Any]:
+def _talk_and_entities(metrics: JsonObject) -> Row:
     """A trial's talk metrics and entity accuracies (voice-metrics.json ``talk`` and
     ``entities``), as trial columns (absent: a bundle scored before they were)."""
-    columns: dict[str, Any] = {}
+    columns: Row = {}
     talk = metrics.get("talk")
     if isinstance(talk, dict):
         columns.update({k: v for k, v in talk.items() if not isinstance(v, (dict, list))})
@@ -377,7 +380,7 @@ def _attach_keys(frame: pd.DataFrame, trials: pd.DataFrame, index: np.ndarray,
                      axis=1)
 
 
-def _records_frame(records: list[dict[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+def _records_frame(records: list[Row], columns: Sequence[str]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame()
     for column in columns:
         if column not in frame.columns:
@@ -469,13 +472,13 @@ class _Read:
     """What the bundles hold, as records in reading order: one row per run and per trial, and
     each trial's turns, verdicts, judges and events with how many it has."""
 
-    run_rows: list[dict[str, Any]] = field(default_factory=list)
-    trial_rows: list[dict[str, Any]] = field(default_factory=list)
+    run_rows: list[Row] = field(default_factory=list)
+    trial_rows: list[Row] = field(default_factory=list)
     #: the position in ``run_rows`` of each trial's run
     trial_run: list[int] = field(default_factory=list)
-    turn_records: list[dict[str, Any]] = field(default_factory=list)
-    verdict_records: list[dict[str, Any]] = field(default_factory=list)
-    judge_records: list[dict[str, Any]] = field(default_factory=list)
+    turn_records: list[Row] = field(default_factory=list)
+    verdict_records: list[Row] = field(default_factory=list)
+    judge_records: list[Row] = field(default_factory=list)
     turn_counts: list[int] = field(default_factory=list)
     verdict_counts: list[int] = field(default_factory=list)
     judge_counts: list[int] = field(default_factory=list)
@@ -487,7 +490,7 @@ def _read_runs(runs: list[_Run], *, events: bool) -> _Read:
     read = _Read()
     for number, run in enumerate(runs):
         report = run.report or {}
-        cost = report.get("cost") if isinstance(report.get("cost"), dict) else {}
+        cost = object_or_empty(report.get("cost"))
         read.run_rows.append({
             "run_id": run.run_id, "cell": run.cell, "matrix_id": run.matrix_id,
             **({"stage": run.stage} if run.stage is not None else {}),
@@ -551,7 +554,7 @@ def _runs_and_trials(read: _Read) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarra
     return runs_frame, trials, run_index
 
 
-def _child_frame(records: list[dict[str, Any]], counts: list[int], trials: pd.DataFrame,
+def _child_frame(records: list[Row], counts: list[int], trials: pd.DataFrame,
                  columns: Sequence[str], categories: Sequence[str]
                  ) -> tuple[pd.DataFrame, np.ndarray]:
     """A frame of per-trial records (``counts[i]`` of trial ``i``), keyed by its trial; and
@@ -578,11 +581,12 @@ def _verdicts_and_judges(read: _Read, trials: pd.DataFrame
     return verdicts_frame, judges_frame
 
 
-def _settings(report: dict[str, Any] | None) -> tuple[float, str]:
+def _settings(report: JsonObject | None) -> tuple[float, str]:
     """The confidence and interval method a run report was written with (else the defaults)."""
-    rate = (report or {}).get("pass_rate")
-    if isinstance(rate, dict) and rate.get("method") and rate.get("confidence"):
-        return float(rate["confidence"]), str(rate["method"])
+    rate = object_or_empty((report or {}).get("pass_rate"))
+    confidence, method = rate.get("confidence"), rate.get("method")
+    if method and isinstance(confidence, int | float) and confidence:
+        return float(confidence), str(method)
     return 0.95, "wilson"
 
 
@@ -619,13 +623,13 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
 
     children = {"verdict": child_table(verdicts, verdict_counts, errors=False),
                 "judge": child_table(judges, judge_counts, errors=True)}
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for number, run in enumerate(runs):
         confidence, method = _settings(run.report)
         base = {"run_id": runs_frame["run_id"].iat[number], "cell": runs_frame["cell"].iat[number]}
 
         def rate(hits: int, n: int, confidence: float = confidence,
-                 method: str = method) -> dict[str, Any]:
+                 method: str = method) -> dict[str, float | int | str]:
             return proportion_interval(hits, n, confidence=confidence,
                                        method=method).to_dict()  # type: ignore[arg-type]
 
@@ -640,8 +644,8 @@ def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
                              "critical": bool(group["critical"].any()),
                              **rate(int(group["passed"].sum()), len(group)),
                              "inconclusive": int(group["inconclusive"].sum())})
-        for corrected in (run.report or {}).get("judge_corrected_pass_rates") or []:
-            judged = corrected.get("judge_pass_rate") or {}
+        for corrected in objects_in((run.report or {}).get("judge_corrected_pass_rates")):
+            judged = object_or_empty(corrected.get("judge_pass_rate"))
             rows.append({**base, "kind": "judge_corrected", "name": corrected.get("judge"),
                          "critical": None, "estimate": corrected.get("corrected"),
                          "low": corrected.get("low"), "high": corrected.get("high"),

@@ -49,7 +49,7 @@ def _figure_class() -> type[Figure]:
     class PlainFigure(Figure):
         """A figure whose axes print plain numbers (:func:`_plain_ticks`)."""
 
-        def subplots(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        def subplots(self, *args: Any, **kwargs: Any) -> Any:
             created = super().subplots(*args, **kwargs)
             for axes in np.atleast_1d(created).ravel():
                 _plain_ticks(axes)
@@ -283,7 +283,7 @@ def plot_pass_curves(trials: pd.DataFrame, *, by: str | Sequence[str] | None = "
     return figure
 
 
-def _colours(count: int) -> list[Any]:
+def _colours(count: int) -> list[tuple[float, float, float, float]]:
     from matplotlib import colormaps
 
     palette = colormaps["tab10"]

@@ -46,7 +46,6 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -142,14 +141,14 @@ def measure_turn(samples: np.ndarray, *, sample_rate_hz: int,
 
 def _frames_of(given: Frames | str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
                ) -> Frames:
-    frames = given if isinstance(given, Frames) else load_frames(given)  # type: ignore[arg-type]
+    frames = given if isinstance(given, Frames) else load_frames(given)
     if len(frames.trials) and frames.events.empty:
         raise ValueError("caller_behaviour needs the voice events: load the frames with "
                          "events=True (the default)")
     return frames
 
 
-def _sources(frames: Frames) -> dict[Any, str]:
+def _sources(frames: Frames) -> dict[object, str]:
     """run_id -> ``simulation`` / ``production`` (a run report without ``source`` simulated)."""
     runs = frames.runs
     values = runs["source"] if "source" in runs.columns else pd.Series([None] * len(runs))
@@ -185,7 +184,7 @@ def _turn_windows(events: pd.DataFrame) -> dict[str, tuple[float, float]]:
             for turn, r in spans.iterrows()}
 
 
-def _words(attributes: Any) -> int:
+def _words(attributes: object) -> int:
     text = attributes.get("text") if isinstance(attributes, dict) else None
     return len(_WORD.findall(text)) if isinstance(text, str) else 0
 
@@ -245,7 +244,7 @@ def caller_behaviour(frames_or_paths: Frames | str | os.PathLike[str]
     sources = _sources(frames)
     events_of = _by_trial(frames.events)
     turns_of = _by_trial(frames.turns)
-    records: list[tuple[Any, ...]] = []
+    records: list[tuple[object, ...]] = []
     trials = frames.trials
     columns = [c for c in ("run_id", "cell", "trial_id", "scenario_id", "persona",
                            "environment", "path", "talk_ratio") if c in trials.columns]
@@ -277,7 +276,7 @@ def caller_behaviour(frames_or_paths: Frames | str | os.PathLike[str]
     return _frame(records)
 
 
-def _frame(records: list[tuple[Any, ...]]) -> pd.DataFrame:
+def _frame(records: list[tuple[object, ...]]) -> pd.DataFrame:
     names = [c for c in BEHAVIOUR_COLUMNS if c != "unit"]
     frame = pd.DataFrame.from_records(records, columns=names)
     frame["value"] = frame["value"].astype(float)

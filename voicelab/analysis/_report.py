@@ -17,7 +17,6 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from .._extras import REPORT_MODULES, require_modules
 from ..artifacts import local_folder
@@ -70,7 +69,7 @@ def _run_folder(path: str | os.PathLike[str]) -> Path:
     return folder
 
 
-def _render(notebook: Path, *, parameters: Mapping[str, Any], output_path: str | os.PathLike[str],
+def _render(notebook: Path, *, parameters: Mapping[str, object], output_path: str | os.PathLike[str],
             title: str, kernel_name: str | None, cell_timeout_seconds: float) -> Path:
     require_report_packages()
     import jinja2
@@ -123,7 +122,7 @@ def require_report_packages() -> None:
 def write_report(run_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], *,
                  output_path: str | os.PathLike[str] = "report.html",
                  notebook_path: str | os.PathLike[str] | None = None,
-                 parameters: Mapping[str, Any] | None = None, kernel_name: str | None = None,
+                 parameters: Mapping[str, object] | None = None, kernel_name: str | None = None,
                  cell_timeout_seconds: float = 600.0) -> Path:
     """Execute the report notebook on ``run_dir`` (a run, a matrix run or a folder of runs; or
     several, shown side by side) and write one HTML page to ``output_path``; returns its path.
@@ -148,7 +147,7 @@ def write_report(run_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[st
 def write_compare_report(baseline: str | os.PathLike[str], candidate: str | os.PathLike[str], *,
                          output_path: str | os.PathLike[str] = "compare.html",
                          notebook_path: str | os.PathLike[str] | None = None,
-                         parameters: Mapping[str, Any] | None = None,
+                         parameters: Mapping[str, object] | None = None,
                          kernel_name: str | None = None,
                          cell_timeout_seconds: float = 600.0) -> Path:
     """Execute the compare notebook on a baseline and a candidate run (or sweep) and write one

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from pandas.io.formats.style import Styler
 
 
 def _counts_as_integers(frame: pd.DataFrame, *, keep: tuple[str, ...]) -> pd.DataFrame:
@@ -25,7 +28,7 @@ def _counts_as_integers(frame: pd.DataFrame, *, keep: tuple[str, ...]) -> pd.Dat
 
 
 def show_table(frame: pd.DataFrame, *, precision: int = 1, percent: tuple[str, ...] = ()
-               ) -> Any:
+               ) -> Styler:
     """A :class:`pandas.io.formats.style.Styler` of ``frame`` for display: NaN/None cells blank
     (not "NaN"), floats to ``precision`` decimals, whole-number columns as integers, the
     ``percent`` columns as percentages, the index hidden, headers that may break after each
@@ -40,7 +43,7 @@ def show_table(frame: pd.DataFrame, *, precision: int = 1, percent: tuple[str, .
     return styler.hide(axis="index")
 
 
-def _breakable_header(name: Any) -> str:
+def _breakable_header(name: object) -> str:
     return html.escape(str(name)).replace("_", "_<wbr>")
 
 

@@ -20,7 +20,7 @@ import html
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,11 @@ from ._embed import (
     turn_windows,
 )
 from ._frames import Frames, load_frames
+from ._json import JsonObject, objects_in
 from ._labels import label_rows, load_labels, save_labels
+
+if TYPE_CHECKING:
+    from ipywidgets import Widget
 
 CHANNELS = ("mixed", "user", "product")
 _TURN_COLUMNS = ("turn_id", "status", "first_audio_latency_ms", "response_duration_ms",
@@ -65,7 +69,7 @@ def static_copy(body: str) -> str:
             f'<i>a static copy of the widget above (for pages without it)</i></p>{body}</div>')
 
 
-def _display_with_copy(widget: Any, body: str) -> None:
+def _display_with_copy(widget: Widget, body: str) -> None:
     from IPython.display import HTML, display
 
     display(widget)
@@ -90,8 +94,9 @@ class TrialPlayer:
         self.turns = self.frames.turns.reset_index(drop=True)
         self.windows = turn_windows(self.turns)
         transcript_path = self.trial_dir / TRANSCRIPT_JSON
-        self.transcript_turns: list[dict[str, Any]] = (
-            read_json(transcript_path).get("turns", []) if transcript_path.is_file() else [])
+        self.transcript_turns: list[JsonObject] = (
+            objects_in(read_json(transcript_path).get("turns", []))
+            if transcript_path.is_file() else [])
         options: list[tuple[str, str | None]] = [("whole conversation", None)]
         for turn in self.turns.itertuples(index=False):  # a handful of turns per trial
             text = str(turn.turn_id)
@@ -192,7 +197,7 @@ class TrialPlayer:
     def _ipython_display_(self) -> None:
         _display_with_copy(self.widget, self.static_html())
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+    def _repr_mimebundle_(self, **kwargs: object) -> dict[str, object] | None:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
@@ -267,7 +272,7 @@ class MatrixBrowser:
     def _ipython_display_(self) -> None:
         _display_with_copy(self.widget, self.static_html())
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+    def _repr_mimebundle_(self, **kwargs: object) -> dict[str, object] | None:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
@@ -374,7 +379,7 @@ class LabelingWidget:
     def _ipython_display_(self) -> None:
         _display_with_copy(self.widget, self.static_html())
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+    def _repr_mimebundle_(self, **kwargs: object) -> dict[str, object] | None:
         return self.widget._repr_mimebundle_(**kwargs)
 
 

@@ -20,9 +20,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from os import PathLike
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..errors import ConfigError
@@ -137,7 +137,11 @@ def confusion_counts(human_pass: Sequence[bool], judge_pass: Sequence[bool]) -> 
             "fp": int(np.sum(~human & judge)), "tn": int(np.sum(~human & ~judge))}
 
 
-def _kappa(tp: Any, fn: Any, fp: Any, tn: Any) -> Any:
+#: a count of a confusion cell: one number, or one per bootstrap replicate
+_Count = float | np.ndarray
+
+
+def _kappa(tp: _Count, fn: _Count, fp: _Count, tn: _Count) -> npt.NDArray[np.float64]:
     n = np.asarray(tp + fn + fp + tn, dtype=float)
     observed = safe_ratio(tp + tn, n)
     expected = safe_ratio((tp + fp) * (tp + fn) + (fn + tn) * (fp + tn), n * n)
@@ -195,7 +199,7 @@ class CalibrationReport:
                             index=pd.Index(["pass", "fail"], name="human"),
                             columns=pd.Index(["pass", "fail"], name="judge"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {key: (None if isinstance(value, float) and math.isnan(value) else value)
                 for key, value in asdict(self).items()}
 
@@ -286,7 +290,7 @@ class CorrectedPassRate:
     seed: int
     method: str = METHOD
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {key: (None if isinstance(value, float) and math.isnan(value) else value)
                 for key, value in asdict(self).items()}
 

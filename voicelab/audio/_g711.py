@@ -13,6 +13,7 @@ removed it). The tests compare every value against ``audioop`` where it still ex
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 
 import numpy as np
@@ -143,5 +144,6 @@ def g711_round_trip(samples: np.ndarray, *, law: str) -> np.ndarray:
 
 
 @cache
-def _round_trip_table(encode_table, decode_table) -> np.ndarray:
+def _round_trip_table(encode_table: Callable[[], np.ndarray],
+                      decode_table: Callable[[], np.ndarray]) -> np.ndarray:
     return decode_table()[encode_table()]

@@ -7,12 +7,15 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import AudioFileError
 from ._format import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
+
+if TYPE_CHECKING:
+    from soundfile import SoundFile
 
 #: libsndfile containers the core accepts; MP3, AIFF and the rest are refused (seed: WAV only,
 #: plus FLAC and OGG by this project's choice).
@@ -35,7 +38,7 @@ MAX_DURATION_SECONDS = 600
 _BLOCK_FRAMES = 65_536
 
 
-def _check_container(handle: Any, path: Path) -> None:
+def _check_container(handle: SoundFile, path: Path) -> None:
     """Refuse formats the core does not support and WAV files cut short."""
     if handle.format not in _SUPPORTED_FORMATS:
         raise AudioFileError(f"unsupported audio format {handle.format} ({handle.subtype}); "
@@ -54,7 +57,7 @@ def _check_container(handle: Any, path: Path) -> None:
                                  f"of samples, the file holds {present}", source=path)
 
 
-def _check_extent(handle: Any, path: Path, *, max_seconds: float = MAX_DURATION_SECONDS,
+def _check_extent(handle: SoundFile, path: Path, *, max_seconds: float = MAX_DURATION_SECONDS,
                   what: str = "audio assets") -> None:
     """Refuse an implausible sample rate or audio longer than ``max_seconds``."""
     rate = handle.samplerate
@@ -72,7 +75,7 @@ def _to_int16(floats: np.ndarray) -> np.ndarray:
     return scaled.astype(np.int16)
 
 
-def _read_mono(handle: Any, path: Path, *, sample_rate_hz: int,
+def _read_mono(handle: SoundFile, path: Path, *, sample_rate_hz: int,
                channels: Sequence[int] | None = None) -> list[np.ndarray]:
     """Every frame as float32 at ``sample_rate_hz``, a block at a time: the channels averaged
     to mono (``channels`` None), or each of ``channels`` on its own.
@@ -110,7 +113,7 @@ def _read_mono(handle: Any, path: Path, *, sample_rate_hz: int,
 
 @contextmanager
 def _opened(path: Path, *, max_seconds: float = MAX_DURATION_SECONDS,
-            what: str = "audio assets") -> Iterator[Any]:
+            what: str = "audio assets") -> Iterator[SoundFile]:
     """An audio file opened with libsndfile and checked (container, rate, extent, not empty);
     any decoding error becomes an :class:`AudioFileError` naming the file."""
     import soundfile  # deferred: keeps the CLI start-up path light

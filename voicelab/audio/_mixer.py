@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -66,6 +66,18 @@ def prepare_environment(config: EnvironmentConfig, *, source: str | Path | None 
     return PreparedEnvironment(config, base, voices, transients, sample_rate_hz, probe_sounds)
 
 
+class PlacedEvent(TypedDict):
+    """Where a transient event (a door, a dog) was placed in the mix, and how loud."""
+
+    index: int
+    file: str
+    trigger_mode: str
+    offset_seconds: float
+    audible_seconds: float
+    volume: float
+    gain: float
+
+
 @dataclass(frozen=True)
 class MixResult:
     audio: PcmAudio
@@ -73,9 +85,9 @@ class MixResult:
     speech_rms: float
     noise_rms: float
     clipped_samples: int
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[PlacedEvent] = field(default_factory=list)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {"speech_to_noise_db": self.speech_to_noise_db,
                 "speech_rms": round(self.speech_rms, 3), "noise_rms": round(self.noise_rms, 3),
                 "clipped_samples": self.clipped_samples, "events": self.events}
@@ -126,7 +138,7 @@ def mix(speech: PcmAudio, *, environment: PreparedEnvironment, seed: int, turn_n
     impact = config.impact
     layers: list[tuple[np.ndarray, int, np.float32]] = []
     sounds: list[tuple[np.ndarray, int, float]] = []
-    placed: list[dict[str, Any]] = []
+    placed: list[PlacedEvent] = []
 
     for tag, layer, volume in ((_LAYER_BASE, environment.base_noise, config.base_noise_volume),
                                (_LAYER_VOICES, environment.background_voices,

@@ -120,12 +120,12 @@ def price_usage(usages: Iterable[Usage], pricing: PricingConfig | None) -> Trial
         price = entry.price if entry is not None else None
         amount = money(quantity * price) if quantity is not None and price is not None else None
         component, provider, model = key
-        items.append(CostItem(component=component, provider=provider, model=model,  # type: ignore[arg-type]
-                              unit=unit, quantity=quantity, price=price, amount=amount,  # type: ignore[arg-type]
+        items.append(CostItem(component=component, provider=provider, model=model,
+                              unit=unit, quantity=quantity, price=price, amount=amount,
                               estimated=(key, unit) in estimated))
         if key not in priced_keys or (price is not None and quantity is None):
             unpriced.append(UnpricedItem(
-                component=component, provider=provider, model=model, unit=unit,  # type: ignore[arg-type]
+                component=component, provider=provider, model=model, unit=unit,
                 reason="no_price" if price is None else "unknown_quantity"))
     known = [item.amount for item in items if item.amount is not None]
     total = money(math.fsum(known)) if known or not unpriced else None
@@ -136,7 +136,7 @@ def price_usage(usages: Iterable[Usage], pricing: PricingConfig | None) -> Trial
 def _sum(values: Sequence[int | float | None]) -> int | float:
     numbers = [v for v in values if v is not None]
     if all(isinstance(v, int) for v in numbers):
-        return sum(numbers)  # type: ignore[arg-type]
+        return sum(numbers)
     return round(math.fsum(numbers), 9)
 
 
@@ -170,7 +170,7 @@ def cost_summary(costs: Iterable[TrialCost | None]) -> CostSummary:
         total = 0.0  # nothing was used
     return CostSummary(
         currency=next((c.currency for c in priced if c.currency), None), total=total,
-        by_component={c: by_component[c] for c in COMPONENTS if c in by_component},  # type: ignore[misc]
+        by_component={c: by_component[c] for c in COMPONENTS if c in by_component},
         trials=len(priced), unpriced=unpriced,
         estimated=any(item.estimated for cost in priced for item in cost.items))
 
@@ -189,6 +189,6 @@ def merged_summary(summaries: Iterable[CostSummary | None]) -> CostSummary:
         total = 0.0
     return CostSummary(
         currency=next((s.currency for s in present if s.currency), None), total=total,
-        by_component={c: by_component[c] for c in COMPONENTS if c in by_component},  # type: ignore[misc]
+        by_component={c: by_component[c] for c in COMPONENTS if c in by_component},
         trials=sum(s.trials for s in present), unpriced=unpriced,
         estimated=any(s.estimated for s in present))

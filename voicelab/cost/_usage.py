@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from ..artifacts import Usage
 from ..config import Component
@@ -35,16 +34,16 @@ def text_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def _count(value: Any) -> int | None:
+def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
         else None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def _mapping(value: object) -> Mapping[str, object]:
     return value if isinstance(value, Mapping) else {}
 
 
-def chat_usage(reported: Mapping[str, Any] | None, *, component: Component, provider: str | None,
+def chat_usage(reported: Mapping[str, object] | None, *, component: Component, provider: str | None,
                model: str | None, sent_text: str, reply_text: str,
                purpose: str | None = None) -> Usage:
     """One chat completion's usage: the service's ``usage`` (prompt tokens, of them the cached
@@ -64,7 +63,7 @@ def chat_usage(reported: Mapping[str, Any] | None, *, component: Component, prov
                  estimated=["input_token", "output_token"])
 
 
-def realtime_usage(reported: Mapping[str, Any] | None, *, component: Component,
+def realtime_usage(reported: Mapping[str, object] | None, *, component: Component,
                    provider: str | None, model: str | None, output_audio_seconds: float,
                    output_text: str, purpose: str | None = None) -> Usage:
     """One realtime response's usage (``response.done`` ``usage``: text and audio tokens in and

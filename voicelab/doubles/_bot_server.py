@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, Self
+from collections.abc import Callable
+from typing import Self, TypedDict
 
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
 
 #: How long stopping waits for the open connections to close.
 STOP_TIMEOUT_SECONDS = 3.0
+
+
+class ServeOptions(TypedDict, total=False):
+    """More keywords a bot gives ``websockets.serve``."""
+
+    #: answers the handshake itself (an HTTP response) or lets it proceed (None)
+    process_request: Callable[[ServerConnection, Request], Response | None]
 
 
 class BotServer:
@@ -43,7 +52,7 @@ class BotServer:
         """Called by :meth:`start` before the server listens."""
         self._warm_up()
 
-    def _serve_options(self) -> dict[str, Any]:
+    def _serve_options(self) -> ServeOptions:
         """More keywords for ``websockets.serve`` (e.g. ``process_request``)."""
         return {}
 

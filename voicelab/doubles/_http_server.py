@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Self
 
 
 class DoubleHTTPServer(ThreadingHTTPServer):
-    """A double's server: the handler reaches the double as ``self.server.owner``."""
+    """A double's server: the handler reaches the double as ``self.server.owner`` (a double's
+    server class names the double's own type)."""
 
     daemon_threads = True
-    owner: Any
+    owner: ThreadedHttpDouble
 
 
 class ThreadedHttpDouble:

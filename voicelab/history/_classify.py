@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .._location import is_url
 from ..artifacts import (
@@ -63,21 +62,21 @@ class RunRecord:
         return "passed" if self.passed == self.trials else "failed"
 
 
-def _text(report: dict[str, Any], key: str) -> str:
+def _text(report: Mapping[str, object], key: str) -> str:
     value = report.get(key)
     if not isinstance(value, str):
         raise ValueError(f"{key}: expected text")
     return value
 
 
-def _count(report: dict[str, Any], key: str) -> int:
+def _count(report: Mapping[str, object], key: str) -> int:
     value = report.get(key)
     if type(value) is not int or value < 0:
         raise ValueError(f"{key}: expected a whole number")
     return value
 
 
-def record_of(report: dict[str, Any]) -> RunRecord:
+def record_of(report: object) -> RunRecord:
     """The cell's run from a run report document (ValueError naming a field it lacks)."""
     if not isinstance(report, dict):
         raise ValueError("expected a JSON object")
@@ -161,8 +160,8 @@ def classify(history: Iterable[RunRecord], current: Iterable[RunRecord], *,
             scenario=key[0], persona=key[1], environment=key[2], stability=_stability(runs),
             pass_rate=PassRate(**interval.to_dict()),
             runs=[CellRun(run_id=r.run_id, started_at=r.started_at, trials=r.trials,
-                          passed=r.passed, outcome=r.outcome) for r in runs],  # type: ignore[arg-type]
-            flipped=flipped))  # type: ignore[arg-type]
+                          passed=r.passed, outcome=r.outcome) for r in runs],
+            flipped=flipped))
     return cells
 
 

@@ -16,7 +16,8 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any
+
+from pydantic import JsonValue
 
 from ..config import DisfluencyConfig
 
@@ -45,9 +46,10 @@ class DisfluentText:
     """A turn's text as spoken, and what was done to the script's text."""
 
     text: str
-    applied: list[dict[str, Any]] = field(default_factory=list)
+    #: each change made, as a JSON object (``kind`` and what it said)
+    applied: list[JsonValue] = field(default_factory=list)
 
-    def as_metadata(self, original: str) -> dict[str, Any]:
+    def as_metadata(self, original: str) -> dict[str, JsonValue]:
         return {"script_text": original, "applied": self.applied}
 
 
@@ -104,7 +106,7 @@ def make_disfluent(text: str, profile: DisfluencyConfig, *, seed: int, turn_key:
     draw_restart, draw_filler, draw_correction = rng.random(), rng.random(), rng.random()
     tokens = _TOKEN.findall(text)
     words = [index for index, token in enumerate(tokens) if _is_word(token)]
-    applied: list[dict[str, Any]] = []
+    applied: list[dict[str, JsonValue]] = []
     prefix: dict[int, list[str]] = {}  # before token i: extra tokens
 
     targets = _correctable(tokens, language)
@@ -148,7 +150,7 @@ def make_disfluent(text: str, profile: DisfluencyConfig, *, seed: int, turn_key:
     for index, token in enumerate(tokens):
         spoken_tokens += prefix.get(index, [])
         spoken_tokens.append(token)
-    return DisfluentText(" ".join(spoken_tokens), applied)
+    return DisfluentText(" ".join(spoken_tokens), [*applied])
 
 
 def disfluency_instructions(profile: DisfluencyConfig, *, language: str) -> list[str]:

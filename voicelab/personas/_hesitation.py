@@ -13,7 +13,7 @@ makes the same draw).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, TypedDict
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -40,8 +40,15 @@ class HesitationProfile(BaseModel):
         return self
 
 
+class Hesitation(TypedDict, total=False):
+    """The ``UserTurn`` fields of a turn said with pauses (none: said in one go)."""
+
+    pieces: tuple[str, ...]
+    pauses_seconds: tuple[float, ...]
+
+
 def hesitate(text: str, profile: HesitationProfile | None, *, seed: int, turn: int
-             ) -> dict[str, Any]:
+             ) -> Hesitation:
     """``UserTurn`` fields of ``text`` said with the profile's pauses (``pieces``,
     ``pauses_seconds``); {} when it pauses nowhere."""
     words = text.split()

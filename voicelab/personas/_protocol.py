@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import JsonValue
+
 from ..artifacts import Usage
 from ..audio import PcmAudio
 from ..config import (
@@ -44,7 +46,7 @@ from ..config import (
 class PersonaContext:
     scenario: ScenarioConfig
     persona: PersonaConfig
-    data: Mapping[str, Any]
+    data: Mapping[str, JsonValue]
     script: ScriptConfig | None = None
     providers: Providers = field(default_factory=Providers)
     seed: int = 0
@@ -86,15 +88,15 @@ class _RenderedWhenRead:
     def __set_name__(self, owner: type, name: str) -> None:
         self._key = f"_{name}_value"
 
-    def __get__(self, instance: Any, owner: type | None = None) -> PcmAudio | None:
+    def __get__(self, instance: object, owner: type | None = None) -> PcmAudio | None:
         if instance is None:
             return None  # the field's default
         value = instance.__dict__[self._key]
         if callable(value):
             value = instance.__dict__[self._key] = value()
-        return value  # type: ignore[no-any-return]
+        return value
 
-    def __set__(self, instance: Any,
+    def __set__(self, instance: object,
                 value: PcmAudio | Callable[[], PcmAudio] | None) -> None:
         instance.__dict__[self._key] = value
 
@@ -107,8 +109,8 @@ class ProductResponse:
     transcript: str = ""
     #: the response's audio (what the user heard of it); the runner renders it when first read
     audio: _RenderedWhenRead = _RenderedWhenRead()
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, object]] = field(default_factory=list)
+    tool_results: list[dict[str, object]] = field(default_factory=list)
     input_transcript: str | None = None
     status: str = "completed"
     conversation_complete: bool = False
@@ -123,6 +125,7 @@ class UserTurn:
     audio: PcmAudio | None = None
     interrupt_after_seconds: float | None = None
     source: str = "script"
+    #: more fields of the turn's ``user.turn_started`` event (each a field of its model)
     metadata: dict[str, Any] = field(default_factory=dict)
     #: keys pressed after the speech (DTMF: 0-9, * and #); with no text or audio, only keys
     dtmf: str | None = None
@@ -146,7 +149,7 @@ class RecordedSpeech:
 
     speech_span: tuple[int, int] | None = None
     clean: PcmAudio | None = None
-    mix_summary: Mapping[str, Any] | None = None
+    mix_summary: Mapping[str, object] | None = None
 
 
 @dataclass
@@ -181,7 +184,7 @@ class KeepsEvidence(Protocol):
     """An optional persona ability: what the session said besides its turns, kept in the
     bundle (``persona-session.json``)."""
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> dict[str, JsonValue]:
         """Prompts, replies and session events to keep in the bundle (empty when none)."""
 
 

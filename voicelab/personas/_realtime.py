@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..cost import realtime_usage
@@ -57,7 +57,7 @@ class RealtimePersonaSettings(BaseModel):
     uri: str | None = None
     api_version: str | None = None
     instructions: str | None = None
-    session: dict[str, Any] = Field(default_factory=dict)
+    session: dict[str, JsonValue] = Field(default_factory=dict)
     chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
     connect_timeout_seconds: Annotated[float, Field(gt=0)] = 15.0
     response_timeout_seconds: Annotated[float, Field(gt=0)] = 60.0
@@ -112,14 +112,14 @@ class _Reply:
     audio: bytes = b""
     transcript: str = ""
     status: str = "completed"
-    end_calls: list[dict[str, Any]] = field(default_factory=list)
+    end_calls: list[dict[str, JsonValue]] = field(default_factory=list)
     response_id: str | None = None
 
 
 class RealtimePersona:
     """One realtime session per trial plays the user; see the module docstring."""
 
-    def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
+    def __init__(self, settings: Mapping[str, object], context: PersonaContext):
         self._settings, self._target = parse_realtime_settings(
             RealtimePersonaSettings, settings, context, key="persona_settings")
         self._context = context
@@ -128,21 +128,21 @@ class RealtimePersona:
                                                   extra=self._settings.instructions)
         self._conn: RealtimeConnection | None = None
         self._start_ns = time.perf_counter_ns()
-        self._events: list[dict[str, Any]] = []
-        self._turns: list[dict[str, Any]] = []
+        self._events: list[dict[str, JsonValue]] = []
+        self._turns: list[dict[str, JsonValue]] = []
         self._ending: str | None = None  # set once the persona decided to end
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: PersonaContext) -> None:
         parse_realtime_settings(RealtimePersonaSettings, settings, context, key="persona_settings")
 
     @property
     def instructions(self) -> str:
         return self._instructions
 
-    def session_config(self) -> dict[str, Any]:
+    def session_config(self) -> dict[str, object]:
         settings = self._settings
-        session: dict[str, Any] = {"instructions": self._instructions, "tools": [END_TOOL_SPEC],
+        session: dict[str, object] = {"instructions": self._instructions, "tools": [END_TOOL_SPEC],
                                    "tool_choice": "auto"}
         voice = settings.voice or provider_voice(self._context.providers, self._target)
         if voice:
@@ -154,12 +154,12 @@ class RealtimePersona:
 
     # --- session plumbing ----------------------------------------------------------------
 
-    def _record(self, direction: str, message: Mapping[str, Any]) -> None:
+    def _record(self, direction: str, message: Mapping[str, JsonValue]) -> None:
         self._events.append({"direction": direction,
                              "offset_ms": round((time.perf_counter_ns() - self._start_ns) / 1e6, 3),
                              "event": self._scrubber.scrub(wire.elide_audio(message))})
 
-    async def _send(self, event: Mapping[str, Any]) -> None:
+    async def _send(self, event: Mapping[str, JsonValue]) -> None:
         if self._conn is None:
             raise RealtimePersonaError("the realtime persona session is not started")
         self._record("sent", event)
@@ -218,7 +218,7 @@ class RealtimePersona:
         await self._send(wire.response_create())
         reply = _Reply()
         chunks: list[bytes] = []
-        end_call_ids: set[Any] = set()
+        end_call_ids: set[JsonValue] = set()
         deadline = time.monotonic() + self._settings.response_timeout_seconds
         while True:
             message = await self._next(max(0.0, deadline - time.monotonic()),
@@ -310,7 +310,7 @@ class RealtimePersona:
             await self._send(wire.user_text_item(text))
         return self._decide(await self._respond(), response.index)
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> dict[str, JsonValue]:
         """Instructions, turns and the session's events (scrubbed, audio as byte counts)."""
         return {"mode": "realtime", "provider": self._target.dialect,
                 "url": self._scrubber.scrub_text(self._target.where),

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+from pydantic import JsonValue
 
 from ..artifacts import (
     TRIAL_REPORT,
@@ -74,7 +75,7 @@ class RecordedTurn:
     #: the clean speech (``user-clean.wav``, kept with ``speech_metrics``), or None
     clean_audio: PcmAudio | None = None
     #: the original mix's figures (its ``environment.mixed`` event)
-    mix_summary: Mapping[str, Any] | None = None
+    mix_summary: Mapping[str, object] | None = None
     #: the product response this turn interrupted, and how far into it (None: a normal turn)
     barge_in_of: str | None = None
     after_product_audio_ms: float | None = None
@@ -152,7 +153,7 @@ class _RecordedEvents:
     #: where each turn's clean speech starts in the clean stream
     clean_at: dict[str, int] = field(default_factory=dict)
     barges: dict[str, UserBargeIn] = field(default_factory=dict)
-    mixes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    mixes: dict[str, Mapping[str, object]] = field(default_factory=dict)
     persona_end: PersonaEnd | None = None
     #: samples of the sent stream and of the clean stream the events account for
     position: int = 0
@@ -244,17 +245,17 @@ def _max_turns(context: PersonaContext) -> int:
 class ReplayPersona:
     """See the module docstring."""
 
-    def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
+    def __init__(self, settings: Mapping[str, object], context: PersonaContext):
         self.check_settings(settings, context)
         self.bundle = Path(str(settings["bundle"]))
         self.trial_dir = self.bundle / trial_folder(context.trial_index)
         self.context = context
         self.trial: RecordedTrial | None = None
         self._given = 0  # recorded turns handed to the runner
-        self._log: list[dict[str, Any]] = []
+        self._log: list[dict[str, JsonValue]] = []
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: PersonaContext) -> None:
         unknown = sorted(set(settings) - {"bundle"})
         if unknown:
             raise ConfigError(f"unknown setting(s) {', '.join(unknown)} (the replay persona "
@@ -277,7 +278,7 @@ class ReplayPersona:
         return self.trial.turns if self.trial is not None else ()
 
     def _user_turn(self, recorded: RecordedTurn, *, barge_in: bool) -> UserTurn:
-        metadata: dict[str, Any] = {"replayed_turn": recorded.turn_id,
+        metadata: dict[str, JsonValue] = {"replayed_turn": recorded.turn_id,
                                     "original_source_kind": recorded.source_kind}
         if recorded.barge_in_of is not None and not barge_in:
             # the new reply ended before the recorded barge-in point: said after it, and said so
@@ -336,12 +337,12 @@ class ReplayPersona:
     async def reply(self, response: ProductResponse) -> PersonaDecision:
         return self._next("after_reply")
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> dict[str, JsonValue]:
         """persona-session.json: which recorded turn was said when (opening, after a reply,
         barge-in)."""
         return {"persona": "replay", "replay_of": str(self.trial_dir), "turns": list(self._log)}
 
-    def choices(self) -> list[dict[str, Any]]:
+    def choices(self) -> list[dict[str, JsonValue]]:
         return list(self._log)
 
     async def close(self) -> None:

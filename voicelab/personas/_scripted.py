@@ -18,12 +18,14 @@ as an opening or a reply.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from pydantic import JsonValue
 
 from ..audio import PcmAudio, read_audio
 from ..config import ScriptConfig, ScriptTurn, has_pause_markers, split_pauses
 from ..errors import ConfigError
 from ._disfluency import make_disfluent
+from ._hesitation import Hesitation
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
 
 
@@ -35,7 +37,7 @@ def keywords_match(turn: ScriptTurn, transcript: str) -> bool:
 
 
 class ScriptedPersona:
-    def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
+    def __init__(self, settings: Mapping[str, object], context: PersonaContext):
         self.check_settings(settings, context)
         assert context.script is not None
         self.script: ScriptConfig = context.script
@@ -43,10 +45,10 @@ class ScriptedPersona:
         self._used: set[int] = set()
         self._repeats = 0
         self._audio: dict[int, PcmAudio] = {}
-        self._log: list[dict[str, Any]] = []
+        self._log: list[dict[str, JsonValue]] = []
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: PersonaContext) -> None:
         if settings:
             raise ConfigError(f"the scripted persona takes no persona_settings "
                               f"(got {', '.join(sorted(settings))})", key="persona_settings")
@@ -68,7 +70,7 @@ class ScriptedPersona:
         # pauses are split after the disfluencies (which keep the markers where they are)
         spoken = split_pauses(text, script_turn.pauses) if script_turn.pauses is not None \
             or has_pause_markers(text) else None
-        hesitation: dict[str, Any] = {} if spoken is None or not spoken.pauses_seconds else {
+        hesitation: Hesitation = {} if spoken is None or not spoken.pauses_seconds else {
             "pieces": spoken.pieces, "pauses_seconds": spoken.pauses_seconds}
         return UserTurn(text=spoken.text if spoken is not None else text,
                         audio=self._audio.get(index), **hesitation,
@@ -77,7 +79,7 @@ class ScriptedPersona:
                         metadata={"script_index": index, "trigger": script_turn.trigger,
                                   **disfluency})
 
-    def _spoken_text(self, index: int) -> tuple[str, dict[str, Any]]:
+    def _spoken_text(self, index: int) -> tuple[str, dict[str, JsonValue]]:
         """The turn's text as the persona's disfluency profile says it (seeded), and the
         ``disfluency`` metadata saying what was applied (none for a backchannel or a recording)."""
         turn = self.script.turns[index]
@@ -149,10 +151,10 @@ class ScriptedPersona:
         return UserTurn(text=self.script.repeat_request, source="repeat",
                         metadata={"repeat_request": self._repeats})
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> dict[str, JsonValue]:
         return {}
 
-    def choices(self) -> list[dict[str, Any]]:
+    def choices(self) -> list[dict[str, JsonValue]]:
         return list(self._log)
 
     async def close(self) -> None:

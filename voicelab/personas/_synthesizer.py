@@ -15,9 +15,9 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..artifacts import Usage
 from ..config import parse_settings as parse_model_settings
@@ -34,6 +34,9 @@ from ..providers import (
 from ._disfluency import disfluency_instructions
 from ._hesitation import HesitationProfile, hesitate
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
+
+if TYPE_CHECKING:
+    import openai
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +60,12 @@ class SynthesizerSettings(BaseModel):
     hesitation: HesitationProfile | None = None
 
 
-def parse_settings(settings: Mapping[str, Any]) -> SynthesizerSettings:
+def parse_settings(settings: Mapping[str, object]) -> SynthesizerSettings:
     return parse_model_settings(SynthesizerSettings, settings, key="persona_settings")
 
 
 class SynthesizerPersona:
-    def __init__(self, settings: Mapping[str, Any], context: PersonaContext):
+    def __init__(self, settings: Mapping[str, object], context: PersonaContext):
         self.settings = parse_settings(settings)
         self.context = context
         self.provider = resolve_llm_provider(context.providers, preferred=self.settings.provider,
@@ -74,13 +77,14 @@ class SynthesizerPersona:
         self.max_turns_hint = (self.settings.max_turns_hint
                                or context.scenario.conversation.max_turns)
         self._history: list[tuple[str, str]] = []
-        self._exchanges: list[dict[str, Any]] = []
-        self._client: Any = None
+        #: each model call: what was sent and answered, the decision (for the evidence)
+        self._exchanges: list[dict[str, object]] = []
+        self._client: openai.AsyncOpenAI | None = None
         self._chat: JSONChat | None = None
         self._pending_end: str | None = None
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: PersonaContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: PersonaContext) -> None:
         parsed = parse_settings(settings)
         provider = resolve_llm_provider(context.providers, preferred=parsed.provider,
                                         environ=context.environ, key="persona_settings.provider")
@@ -106,7 +110,7 @@ class SynthesizerPersona:
             return PersonaEnd("persona_ended", 0.0, self._pending_end)
         return await self._next(response)
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> dict[str, JsonValue]:
         summary = {"persona_mode": "synthesizer", **self.provider.describe(),
                    "temperature": self.temperature, "seed": self.seed,
                    "max_tokens": self.settings.max_tokens, "max_turns_hint": self.max_turns_hint,
@@ -129,7 +133,7 @@ class SynthesizerPersona:
         messages = [{**m, "content": self.context.scrubber.scrub_text(m["content"])}
                     for m in messages]
         for attempt in (1, 2):
-            exchange: dict[str, Any] = {
+            exchange: dict[str, object] = {
                 "exchange": len(self._exchanges) + 1, "attempt": attempt,
                 "product_response": response.index if response is not None else None,
                 "request": self._chat.request(messages, temperature=self.temperature,
@@ -166,8 +170,8 @@ class SynthesizerPersona:
             return self._act(decision, exchange)
         raise AssertionError("unreachable")
 
-    def _spent(self, reported: dict[str, Any] | None, messages: list[dict[str, Any]],
-               reply_text: str, exchange: dict[str, Any]) -> None:
+    def _spent(self, reported: Mapping[str, JsonValue] | None, messages: list[dict[str, str]],
+               reply_text: str, exchange: Mapping[str, object]) -> None:
         """One model call's usage, recorded as it is spent (the service's count; an estimate
         from the characters when it reports none)."""
         self.context.record_usage(chat_usage(
@@ -176,7 +180,7 @@ class SynthesizerPersona:
             sent_text="".join(str(m.get("content", "")) for m in messages),
             purpose=f"exchange {exchange['exchange']}"))
 
-    def _act(self, decision: dict[str, Any], exchange: dict[str, Any]) -> PersonaDecision:
+    def _act(self, decision: _Decision, exchange: Mapping[str, object]) -> PersonaDecision:
         reason = decision["reason"] or "the simulated user ended the conversation"
         if decision["end_conversation"] and not decision["reply"]:
             return PersonaEnd("persona_ended", 0.0, reason)
@@ -275,7 +279,15 @@ def _product_text(response: ProductResponse) -> str:
     return response.transcript.strip() or "[the assistant's response had no transcript]"
 
 
-def _decision(data: Mapping[str, Any]) -> dict[str, Any]:
+class _Decision(TypedDict):
+    """What the simulated user decided: its reply, whether it ends the call, and why."""
+
+    reply: str
+    end_conversation: bool
+    reason: str
+
+
+def _decision(data: Mapping[str, JsonValue]) -> _Decision:
     reply = data.get("reply", "")
     end = data.get("end_conversation", False)
     reason = data.get("reason", "")

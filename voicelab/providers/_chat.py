@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import JsonValue
+
 from ..errors import ExecutionError
 from ._resolve import LLMProvider
 
@@ -27,7 +29,7 @@ class UnparseableReplyError(LLMCallError):
     ``usage`` what the service reported it used: the answer was paid for)."""
 
     def __init__(self, message: str, *, text: str | None = None,
-                 usage: dict[str, Any] | None = None):
+                 usage: dict[str, JsonValue] | None = None):
         self.text = text
         self.usage = usage
         super().__init__(message)
@@ -56,14 +58,14 @@ def parse_json_object(text: str | None) -> dict[str, Any] | None:
 
 @dataclass
 class ChatJSONReply:
-    data: dict[str, Any]
+    data: dict[str, JsonValue]
     text: str
-    request: dict[str, Any]
+    request: dict[str, JsonValue]
     model_version: str | None = None
     finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
+    usage: dict[str, JsonValue] | None = None
     json_mode: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, JsonValue] = field(default_factory=dict)
 
 
 class JSONChat:
@@ -80,9 +82,10 @@ class JSONChat:
         self._max_tokens_key = ("max_completion_tokens" if provider.kind == "azure_openai"
                                 else "max_tokens")
 
-    def request(self, messages: Sequence[Mapping[str, Any]], *, temperature: float | None = None,
-                seed: int | None = None, max_tokens: int | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": self.provider.model,
+    def request(self, messages: Sequence[Mapping[str, JsonValue]], *,
+                temperature: float | None = None, seed: int | None = None,
+                max_tokens: int | None = None) -> dict[str, JsonValue]:
+        params: dict[str, JsonValue] = {"model": self.provider.model,
                                   "messages": [dict(m) for m in messages]}
         if temperature is not None:
             params["temperature"] = temperature
@@ -94,7 +97,7 @@ class JSONChat:
             params["response_format"] = {"type": "json_object"}
         return params
 
-    async def complete(self, messages: Sequence[Mapping[str, Any]], *,
+    async def complete(self, messages: Sequence[Mapping[str, JsonValue]], *,
                        temperature: float | None = None, seed: int | None = None,
                        max_tokens: int | None = None) -> ChatJSONReply:
         """One completion parsed as a JSON object; raises :class:`UnparseableReplyError` or

@@ -6,10 +6,19 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..errors import MissingDependencyError
 from ._resolve import LLMProvider
+
+if TYPE_CHECKING:
+    import openai
+    from azure.identity import DefaultAzureCredential
+
+
+class _ClientOptions(TypedDict):
+    timeout: float
+    max_retries: int
 
 #: The Entra ID scope Azure OpenAI tokens are requested for.
 COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"
@@ -24,7 +33,7 @@ def import_openai(purpose: str) -> Any:
     return openai
 
 
-def default_credential(purpose: str) -> Any:
+def default_credential(purpose: str) -> DefaultAzureCredential:
     """``azure.identity.DefaultAzureCredential()`` (sync; it caches its tokens)."""
     try:
         from azure.identity import DefaultAzureCredential
@@ -52,14 +61,14 @@ def async_token_provider(credential: Any) -> Callable[[], Awaitable[str]]:
 
 
 def async_chat_client(provider: LLMProvider, *, purpose: str, timeout_seconds: float = 60.0,
-                      max_retries: int = 2, credential: Any = None) -> Any:
+                      max_retries: int = 2, credential: Any = None) -> openai.AsyncOpenAI:
     """An ``openai.AsyncAzureOpenAI`` or ``openai.AsyncOpenAI`` for ``provider``.
 
     ``credential`` (any azure-core ``TokenCredential``) overrides ``DefaultAzureCredential`` for
     ``auth: default_credential``. Close the client with ``await client.close()``.
     """
     openai = import_openai(purpose)
-    common: dict[str, Any] = {"timeout": timeout_seconds, "max_retries": max_retries}
+    common: _ClientOptions = {"timeout": timeout_seconds, "max_retries": max_retries}
     if provider.kind == "azure_openai":
         if provider.auth == "api_key":
             return openai.AsyncAzureOpenAI(azure_endpoint=provider.endpoint,
@@ -74,7 +83,7 @@ def async_chat_client(provider: LLMProvider, *, purpose: str, timeout_seconds: f
 
 
 def evaluation_model_config(provider: LLMProvider, *, purpose: str,
-                            credential: Any = None) -> tuple[dict[str, Any], Any]:
+                            credential: Any = None) -> tuple[dict[str, str | None], Any]:
     """``(model_config, credential)`` for azure-ai-evaluation evaluators and graders.
 
     Azure OpenAI gives an ``AzureOpenAIModelConfiguration`` (with ``api_key``, or no key and a
@@ -82,7 +91,7 @@ def evaluation_model_config(provider: LLMProvider, *, purpose: str,
     ``OpenAIModelConfiguration`` whose ``base_url`` may point anywhere, 127.0.0.1 included.
     """
     if provider.kind == "azure_openai":
-        config: dict[str, Any] = {"type": "azure_openai", "azure_endpoint": provider.endpoint,
+        config: dict[str, str | None] = {"type": "azure_openai", "azure_endpoint": provider.endpoint,
                                   "azure_deployment": provider.model,
                                   "api_version": provider.api_version}
         if provider.auth == "api_key":

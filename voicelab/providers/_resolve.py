@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from .._extras import is_installed
 from ..config import Providers
@@ -43,9 +43,9 @@ class LLMProvider:
     def key_path(self) -> str:
         return f"providers.{self.kind}"
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, str | None]:
         """Secret-free identification for evidence and reports."""
-        described: dict[str, Any] = {"provider": self.kind, "model": self.model}
+        described: dict[str, str | None] = {"provider": self.kind, "model": self.model}
         if self.kind == "azure_openai":
             described.update(endpoint=self.endpoint, api_version=self.api_version, auth=self.auth)
         else:
@@ -69,7 +69,7 @@ def select_provider_name(providers: Providers, *, preferred: str | None = None,
         if getattr(providers, preferred) is None:
             raise ConfigError(f"{key} is {preferred!r} but providers.{preferred} is not "
                               "configured", key=key)
-        return preferred  # type: ignore[return-value]
+        return preferred
     if providers.azure_openai is not None:
         return "azure_openai"
     if providers.openai is not None:

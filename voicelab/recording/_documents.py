@@ -94,7 +94,7 @@ def transcript_markdown(transcript: Transcript, *, title: str) -> str:
 
 def build_tool_calls(recording: Recording) -> ToolCalls:
     calls: list[tuple[Event, ToolCall]] = []
-    results: dict[Any, tuple[Event, ToolResult]] = {}
+    results: dict[Hashable, tuple[Event, ToolResult]] = {}
     for event in recording.events:
         if event.type is EventType.PRODUCT_TOOL_CALL:
             calls.append((event, ToolCall.of(event)))
@@ -121,14 +121,14 @@ def build_tool_calls(recording: Recording) -> ToolCalls:
     return ToolCalls(tool_calls=records)
 
 
-def _key(call_id: Any) -> Any:
+def _key(call_id: object) -> Hashable:
     """A call id as a dictionary key (a product may send a list or an object as its id)."""
     return call_id if isinstance(call_id, Hashable) else repr(call_id)
 
 
-def _elide_audio(raw: Any) -> Any:
+def _elide_audio(raw: object) -> object:
     if isinstance(raw, dict):
-        cleaned = {}
+        cleaned: dict[object, object] = {}
         for key, value in raw.items():
             if key in _AUDIO_FIELDS and isinstance(value, str) and len(value) > 64:
                 cleaned[key] = f"<base64 audio elided: {len(value) * 3 // 4} bytes>"

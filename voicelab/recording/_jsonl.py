@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from json.encoder import encode_basestring  # what json.dumps uses with ensure_ascii=False
@@ -56,7 +56,7 @@ def utc_iso(recording: Recording, offset_ns: int) -> str:
 
 
 def to_records(recording: Recording, start: int = 0, stop: int | None = None
-               ) -> list[dict[str, Any]]:
+               ) -> list[dict[str, object]]:
     """JSON-ready voice events ``events[start:stop]``, ordered by sequence."""
     # event ids: the trace id with the sequence in its last 12 hex digits (a valid, stable
     # UUID string per trial, made without hashing each event)
@@ -87,11 +87,11 @@ def to_records(recording: Recording, start: int = 0, stop: int | None = None
     return records
 
 
-def _compact_json(value: Any) -> str:
+def _compact_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
-def voice_events_jsonl(records: list[dict[str, Any]]) -> bytes:
+def voice_events_jsonl(records: Sequence[Mapping[str, object]]) -> bytes:
     """voice-events.jsonl for ``records`` (dicts as :func:`to_records` makes them): compact
     ``json.dumps`` of each, one per line."""
     lines = [_compact_json(record) for record in records]
@@ -103,7 +103,7 @@ def encode_voice_events(recording: Recording, start: int = 0, stop: int | None =
     :func:`voice_events_jsonl` of :func:`to_records` (tested), without building a dict per event.
     Audio chunks are most of a trial's events and differ only in numbers and times: the text
     around the numbers is encoded once per (turn, source, direction, type, role, span)."""
-    encoded: dict[Any, str] = {}
+    encoded: dict[str | None, str] = {}
 
     def text(value: str | None) -> str:
         found = encoded.get(value)
@@ -115,7 +115,7 @@ def encode_voice_events(recording: Recording, start: int = 0, stop: int | None =
     pcm_text: dict[int, str] = {}
     # the text between the numbers of one kind of event: before the timestamp, and between
     # the offset and the PCM metadata, then between it and the attributes
-    around: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+    around: dict[tuple[object, ...], tuple[str, str, str]] = {}
     prefix = str(uuid.UUID(recording.trace_id))[:24]
     head = f'{{"contract_version":{text(CONTRACT_VERSION)},"event_id":"{prefix}'
     session = f',"session_id":{text(recording.session_id)},"turn_id":'
@@ -159,7 +159,7 @@ class RecordingError(ConfigError):
     """A bundle whose events and audio streams do not fit together."""
 
 
-def _whole(value: Any, *, name: str, line: int, where: str, low: int, high: int) -> int:
+def _whole(value: object, *, name: str, line: int, where: str, low: int, high: int) -> int:
     """A whole number of a record within [low, high] (a bool, float or text is refused)."""
     if type(value) is not int:
         raise RecordingError(f"line {line}: {name} must be a whole number, got "
@@ -171,12 +171,12 @@ def _whole(value: Any, *, name: str, line: int, where: str, low: int, high: int)
     return value
 
 
-def _offset(value: Any, *, name: str, line: int, where: str) -> int:
+def _offset(value: object, *, name: str, line: int, where: str) -> int:
     return _whole(value, name=name, line=line, where=where, low=-MAX_TIMELINE_NS,
                   high=MAX_TIMELINE_NS)
 
 
-def _mapping(value: Any, *, name: str, line: int, where: str) -> Mapping[str, Any]:
+def _mapping(value: object, *, name: str, line: int, where: str) -> Mapping[str, object]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -185,14 +185,14 @@ def _mapping(value: Any, *, name: str, line: int, where: str) -> Mapping[str, An
     return value
 
 
-def _text(value: Any, *, name: str, line: int, where: str) -> str | None:
+def _text(value: object, *, name: str, line: int, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise RecordingError(f"line {line}: {name} must be text, got {type(value).__name__}",
                              source=where)
     return value
 
 
-def _start_utc_ns(record: Mapping[str, Any], offset_ns: int, *, where: str) -> int:
+def _start_utc_ns(record: Mapping[str, object], offset_ns: int, *, where: str) -> int:
     text = record.get("timestamp_utc")
     try:
         started = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
@@ -202,14 +202,16 @@ def _start_utc_ns(record: Mapping[str, Any], offset_ns: int, *, where: str) -> i
                              source=where) from None
 
 
-def _event_type(name: Any, *, where: str) -> EventType:
-    try:
-        return EventType(name)
-    except ValueError:
-        raise RecordingError(f"unknown event type {name!r}", source=where) from None
+def _event_type(name: object, *, where: str) -> EventType:
+    if isinstance(name, str):
+        try:
+            return EventType(name)
+        except ValueError:
+            pass
+    raise RecordingError(f"unknown event type {name!r}", source=where)
 
 
-def recording_from_records(records: Iterable[Mapping[str, Any]], *,
+def recording_from_records(records: Iterable[Mapping[str, object]], *,
                            streams: Mapping[str, bytes | bytearray | memoryview],
                            where: str = VOICE_EVENTS) -> Recording:
     """A :class:`Recording` rebuilt from voice-event records and the arrival-ordered streams.
@@ -223,7 +225,8 @@ def recording_from_records(records: Iterable[Mapping[str, Any]], *,
         raise RecordingError("no events: a trial's recording starts with trial.started",
                              source=where)
     first = records[0]
-    trace = next((r["trace"] for r in records if isinstance(r.get("trace"), Mapping)), None) or {}
+    trace = next((found for r in records if isinstance(found := r.get("trace"), Mapping)),
+                 None) or {}
     recording = Recording(session_id=str(first.get("session_id", "")),
                           trace_id=str(trace.get("trace_id") or uuid.UUID(int=0).hex),
                           root_span_id=str(trace.get("parent_span_id") or ""),

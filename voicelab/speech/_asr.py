@@ -12,12 +12,15 @@ import asyncio
 import importlib.util
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..audio import SILENCE_THRESHOLD, PcmAudio
 from ..errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    from pocketsphinx import Config, Decoder
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +30,8 @@ ASR_ENGINE = "pocketsphinx"
 #: A recognized transcript's ``text_source``.
 ASR_SOURCE = f"asr:{ASR_ENGINE}"
 
-_CONFIG: Any = None
-_IDLE_DECODERS: list[Any] = []
+_CONFIG: Config | None = None
+_IDLE_DECODERS: list[Decoder] = []
 _POOL_LOCK = threading.Lock()
 
 
@@ -44,7 +47,7 @@ def recognizer_missing(purpose: str, *, source: str | None = None,
                                   source=source, key=key)
 
 
-def _decoder_config() -> Any:
+def _decoder_config() -> Config:
     """The process-wide pocketsphinx ``Config`` (default en-US model, quiet logging)."""
     global _CONFIG
     if _CONFIG is None:
@@ -56,7 +59,7 @@ def _decoder_config() -> Any:
     return _CONFIG
 
 
-def _acquire_decoder() -> Any:
+def _acquire_decoder() -> Decoder:
     with _POOL_LOCK:
         config = _decoder_config()
         if _IDLE_DECODERS:
@@ -67,7 +70,7 @@ def _acquire_decoder() -> Any:
     return Decoder(config)
 
 
-def _release_decoder(decoder: Any) -> None:
+def _release_decoder(decoder: Decoder) -> None:
     with _POOL_LOCK:
         _IDLE_DECODERS.append(decoder)
 

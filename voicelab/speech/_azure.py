@@ -17,18 +17,21 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, read_wav_pcm
 from ..config import AzureSpeechProvider as AzureSpeechConfig
 from ..errors import AudioFileError, ConfigError, ExecutionError, MissingDependencyError
 from ._piper import parse_speech_settings
 from ._protocol import SpeechContext
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +159,7 @@ class AzureSpeechProvider:
     cacheable = True
     seed_dependent = False
 
-    def __init__(self, settings: Mapping[str, Any] | None = None,
+    def __init__(self, settings: Mapping[str, object] | None = None,
                  context: SpeechContext | None = None, *, credential: Any = None):
         self.context = context or SpeechContext()
         self.settings = parse_speech_settings(AzureSpeechSettings, settings)
@@ -167,7 +170,7 @@ class AzureSpeechProvider:
         self._owns_credential = False
         self._token: str | None = None
         self._token_expires_on = 0.0
-        self._client: Any = None
+        self._client: httpx.AsyncClient | None = None
         secrets = [self.config.api_key] if self.config.api_key else []
         self._scrubber = self.context.scrubber.with_values(secrets)
 
@@ -188,11 +191,11 @@ class AzureSpeechProvider:
         return config
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: SpeechContext) -> None:
         cls(settings, context)
 
     @property
-    def cache_identity(self) -> dict[str, Any]:
+    def cache_identity(self) -> dict[str, JsonValue]:
         return {"output_format": self.config.output_format, "language": self.settings.language}
 
     # --- auth -----------------------------------------------------------------------------
@@ -235,7 +238,7 @@ class AzureSpeechProvider:
 
     # --- synthesis ------------------------------------------------------------------------
 
-    def _http(self) -> Any:
+    def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             import httpx
 

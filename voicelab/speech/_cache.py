@@ -20,7 +20,8 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
 
 from .._atomic import atomic_write, make_folder
 from ..artifacts import Usage
@@ -56,7 +57,7 @@ class SpeechCacheStats:
         return asdict(self)
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> JsonValue:
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, list | tuple):
@@ -73,7 +74,7 @@ class SpeechService:
     a ``cache_identity`` mapping, which is used instead. ``cache_dir`` enables the disk layer.
     """
 
-    def __init__(self, provider: SpeechProvider, *, settings: Mapping[str, Any] | None = None,
+    def __init__(self, provider: SpeechProvider, *, settings: Mapping[str, object] | None = None,
                  cache_dir: str | Path | None = None,
                  max_memory_bytes: int = DEFAULT_MAX_MEMORY_BYTES):
         self.provider = provider
@@ -146,7 +147,7 @@ class SpeechService:
             return None
         return PcmAudio.from_bytes(data, sample_rate_hz=CANONICAL_SAMPLE_RATE_HZ)
 
-    def _write_disk(self, key: str, audio: PcmAudio, meta: dict[str, Any]) -> None:
+    def _write_disk(self, key: str, audio: PcmAudio, meta: dict[str, JsonValue]) -> None:
         pcm_path, meta_path = self._paths(key)
         assert self.cache_dir is not None
         if not self.cache_dir.is_dir():  # it holds the spoken lines: its owner's alone
@@ -238,7 +239,7 @@ class SpeechService:
         return self._result(audio, text, voice, cached=source == "disk", source=source,
                             key=key, synthesis_ms=synthesis_ms, usage=usage)
 
-    def _forget(self, key: str, task: asyncio.Task[Any]) -> None:
+    def _forget(self, key: str, task: asyncio.Task[object]) -> None:
         if self._inflight.get(key) is task:
             del self._inflight[key]
         if not task.cancelled() and task.exception() is not None:
@@ -247,7 +248,7 @@ class SpeechService:
     def _result(self, audio: PcmAudio, text: str, voice: str | None, *, cached: bool,
                 source: str, key: str | None, synthesis_ms: float | None = None,
                 usage: list[Usage] | None = None) -> Synthesis:
-        metadata: dict[str, Any] = {"cache": source, "cache_key": key}
+        metadata: dict[str, JsonValue] = {"cache": source, "cache_key": key}
         if synthesis_ms is not None and source == "provider":
             metadata["synthesis_ms"] = round(synthesis_ms, 3)
         return Synthesis(audio=audio, provider=self.provider_name, voice=voice, text=text,

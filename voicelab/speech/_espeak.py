@@ -22,10 +22,10 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..audio import PcmAudio
 from ..errors import ConfigError, ExecutionError, MissingDependencyError
@@ -62,7 +62,16 @@ def _library_paths() -> tuple[str, str]:
     return str(espeakng_loader.get_library_path()), str(espeakng_loader.get_data_path())
 
 
-def _request(command: str, **fields: Any) -> bytes:
+class EspeakVoice(TypedDict):
+    """One voice of the installed eSpeak NG, as its child process lists it."""
+
+    name: str
+    identifier: str
+    #: its language codes, the first the one it is named for (``en-us``)
+    languages: list[str]
+
+
+def _request(command: str, **fields: JsonValue) -> bytes:
     library, data = _library_paths()
     return json.dumps({"library": library, "data": data, "command": command, **fields}).encode()
 
@@ -79,7 +88,7 @@ def _child_failure(what: str, returncode: int | None, stderr: bytes) -> Executio
 
 
 @functools.lru_cache(maxsize=1)
-def espeak_voices() -> tuple[dict[str, Any], ...]:
+def espeak_voices() -> tuple[EspeakVoice, ...]:
     """Every voice of the installed eSpeak NG: ``name``, ``identifier`` and ``languages``."""
     request = _request("voices")
     try:
@@ -96,7 +105,7 @@ def _fold(text: str) -> str:
     return text.strip().replace("_", "-").casefold()
 
 
-def find_voice(requested: str, voices: tuple[dict[str, Any], ...]) -> dict[str, Any] | None:
+def find_voice(requested: str, voices: tuple[EspeakVoice, ...]) -> EspeakVoice | None:
     """The voice named ``requested`` (its language code, file name, identifier or name)."""
     wanted = _fold(requested)
     for voice in voices:
@@ -109,7 +118,7 @@ def find_voice(requested: str, voices: tuple[dict[str, Any], ...]) -> dict[str, 
     return None
 
 
-def voice_for_language(language: str, voices: tuple[dict[str, Any], ...]) -> dict[str, Any] | None:
+def voice_for_language(language: str, voices: tuple[EspeakVoice, ...]) -> EspeakVoice | None:
     """The voice for ``language``: the one named by it (``en-us``), else by its primary subtag
     (``de`` for ``de-AT``), else one that lists the subtag, preferring the country of the
     language's own name (``fr-fr`` for ``fr``), then the shortest identifier."""
@@ -125,7 +134,7 @@ def voice_for_language(language: str, voices: tuple[dict[str, Any], ...]) -> dic
                                               len(voice["identifier"]), voice["identifier"]))
 
 
-def _speaks(voice: dict[str, Any], language: str) -> bool:
+def _speaks(voice: EspeakVoice, language: str) -> bool:
     primary = primary_language(language)
     return any(primary_language(code) == primary for code in voice["languages"])
 
@@ -142,21 +151,21 @@ class EspeakSpeechProvider:
     #: the per-turn rate and pitch, and eSpeak's own random seed, come from the trial's seed
     seed_dependent = True
 
-    def __init__(self, settings: Mapping[str, Any] | None = None,
+    def __init__(self, settings: Mapping[str, object] | None = None,
                  context: SpeechContext | None = None):
         self.context = context or SpeechContext()
         self.settings = parse_speech_settings(EspeakSettings, settings)
         _library_paths()
         self.persona_speech = self.context.persona_speech
         self.language = self.context.language or DEFAULT_LANGUAGE
-        self._voice: dict[str, Any] | None = None
+        self._voice: EspeakVoice | None = None
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: SpeechContext) -> None:
         cls(settings, context)
 
     @classmethod
-    def voice_problem(cls, settings: Mapping[str, Any],
+    def voice_problem(cls, settings: Mapping[str, object],
                       context: SpeechContext) -> VoiceProblem | None:
         """The persona's voice is unknown, or it (or eSpeak) cannot speak the language."""
         provider = cls(settings, context)
@@ -166,7 +175,7 @@ class EspeakSpeechProvider:
             return VoiceProblem(error.key or "language", error.message)
         return None
 
-    def voice(self) -> dict[str, Any]:
+    def voice(self) -> EspeakVoice:
         """The eSpeak voice this persona speaks with (listed once per process)."""
         if self._voice is not None:
             return self._voice
@@ -191,7 +200,7 @@ class EspeakSpeechProvider:
         return voice
 
     @property
-    def cache_identity(self) -> dict[str, Any]:
+    def cache_identity(self) -> dict[str, JsonValue]:
         """What the audio depends on besides (text, seed): settings, voice choice, engine."""
         try:
             version = importlib.metadata.version("espeakng-loader")
@@ -201,7 +210,7 @@ class EspeakSpeechProvider:
         return {**self.settings.model_dump(mode="json"), "persona_speech": speech,
                 "language": self.language, "engine": f"espeakng-loader {version}"}
 
-    def _parameters(self, text: str, seed: int) -> dict[str, Any]:
+    def _parameters(self, text: str, seed: int) -> dict[str, JsonValue]:
         prosody = turn_prosody(self.persona_speech, seed=seed, text=text)
         rate_wpm = min(MAX_RATE_WPM, max(MIN_RATE_WPM,
                                          round(self.settings.rate_wpm * prosody.rate)))
@@ -209,7 +218,7 @@ class EspeakSpeechProvider:
         return {"voice": str(self.voice()["identifier"]), "rate_wpm": rate_wpm, "pitch": pitch,
                 "rate": prosody.rate, "pitch_factor": prosody.pitch}
 
-    def rendering(self, text: str, *, seed: int) -> dict[str, Any]:
+    def rendering(self, text: str, *, seed: int) -> dict[str, JsonValue]:
         return self._parameters(text, seed)
 
     async def synthesize(self, text: str, *, voice: str | None, seed: int) -> PcmAudio:

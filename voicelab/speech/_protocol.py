@@ -29,7 +29,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from pydantic import JsonValue
 
 from ..artifacts import Usage
 from ..audio import PcmAudio
@@ -104,7 +106,7 @@ class DeclaresSeedDependence(Protocol):
 class HasCacheIdentity(Protocol):
     """What identifies its audio in the cache, instead of the whole ``speech_settings``."""
 
-    cache_identity: Mapping[str, Any]
+    cache_identity: Mapping[str, JsonValue]
 
 
 @runtime_checkable
@@ -118,7 +120,7 @@ class KnowsShortestSpeech(Protocol):
 class ReportsRendering(Protocol):
     """What it applies to ``text`` beyond its settings (voice, rate, pitch), for the record."""
 
-    def rendering(self, text: str, *, seed: int) -> Mapping[str, Any]: ...
+    def rendering(self, text: str, *, seed: int) -> Mapping[str, JsonValue]: ...
 
 
 @runtime_checkable
@@ -168,7 +170,7 @@ def shortest_speech_seconds(provider_cls: type, text: str, context: SpeechContex
     return MIN_SECONDS_PER_WORD * len(text.split())
 
 
-def rendering_of(provider: object, text: str, *, seed: int) -> dict[str, Any] | None:
+def rendering_of(provider: object, text: str, *, seed: int) -> dict[str, JsonValue] | None:
     """What ``provider`` applies to ``text`` beyond its settings (voice, rate, pitch), for the
     record, when it says (an optional ``rendering(text, *, seed)`` method)."""
     return dict(provider.rendering(text, seed=seed)) if isinstance(provider, ReportsRendering) \
@@ -184,12 +186,12 @@ class Synthesis:
     voice: str | None
     text: str
     cached: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, JsonValue] = field(default_factory=dict)
     #: what the provider call spent (empty: it was not called, a cache hit)
     usage: list[Usage] = field(default_factory=list)
 
 
-async def metered_synthesis(provider: Any, name: str, text: str, *, voice: str | None,
+async def metered_synthesis(provider: SpeechProvider, name: str, text: str, *, voice: str | None,
                             seed: int) -> tuple[PcmAudio, list[Usage]]:
     """``provider``'s synthesis of ``text`` and what it spent: its own account
     (``synthesize_metered``) or the characters sent and seconds made."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from pydantic import JsonValue
 
 from ..audio import TONE_EDGE_SECONDS, PcmAudio, tone_speech, tone_speech_seconds
 from ._protocol import SpeechContext
@@ -20,7 +21,7 @@ class ToneSpeechProvider:
     #: plan never says)
     synthesize_ahead = False
 
-    def __init__(self, settings: Mapping[str, Any] | None = None,
+    def __init__(self, settings: Mapping[str, object] | None = None,
                  context: SpeechContext | None = None):
         unknown = set(settings or {})
         if unknown:
@@ -28,7 +29,7 @@ class ToneSpeechProvider:
         self.persona_speech = context.persona_speech if context is not None else None
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: SpeechContext) -> None:
         cls(settings, context)
 
     @classmethod
@@ -41,7 +42,7 @@ class ToneSpeechProvider:
         _, sound_seconds = tone_speech_seconds(text, rate=rate)
         return max(0.0, sound_seconds - 2 * TONE_EDGE_SECONDS)
 
-    def rendering(self, text: str, *, seed: int) -> dict[str, Any]:
+    def rendering(self, text: str, *, seed: int) -> dict[str, JsonValue]:
         if not prosody_configured(self.persona_speech):
             return {}
         prosody = turn_prosody(self.persona_speech, seed=seed, text=text)

@@ -28,7 +28,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -106,15 +106,42 @@ def realtime_target(providers: Providers, *, provider: ProviderName | None, mode
                                api_key=config.api_key, auth=config.auth, model=model)
 
 
-def parse_realtime_settings(model: type[SettingsModel], settings: Mapping[str, Any] | None,
-                            context: Any, *, key: str) -> tuple[SettingsModel, wire.RealtimeTarget]:
+class RealtimeContext(Protocol):
+    """What naming a realtime target reads of a persona's or a speech provider's context."""
+
+    @property
+    def providers(self) -> Providers: ...
+
+    @property
+    def environ(self) -> Mapping[str, str] | None: ...
+
+
+class _RealtimeOptions(Protocol):
+    """The fields every realtime settings model has."""
+
+    @property
+    def provider(self) -> ProviderName | None: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def uri(self) -> str | None: ...
+
+    @property
+    def api_version(self) -> str | None: ...
+
+
+def parse_realtime_settings(model: type[SettingsModel], settings: Mapping[str, object] | None,
+                            context: RealtimeContext, *, key: str
+                            ) -> tuple[SettingsModel, wire.RealtimeTarget]:
     """``settings`` validated against ``model`` and the realtime target they name in
     ``context.providers`` (the model has ``provider``, ``model``, ``uri`` and ``api_version``).
 
     Either failure is one :class:`ConfigError`; a settings error is keyed ``<key>.<field>``.
     """
     parsed = parse_settings(model, settings, key=key)
-    options: Any = parsed
+    options = cast(_RealtimeOptions, parsed)  # the model has these fields (see above)
     target = realtime_target(context.providers, provider=options.provider, model=options.model,
                              uri=options.uri, api_version=options.api_version,
                              environ=context.environ, key=key)
@@ -185,7 +212,7 @@ class VoiceLiveSpeechProvider:
     cacheable = True
     seed_dependent = False
 
-    def __init__(self, settings: Mapping[str, Any] | None, context: SpeechContext):
+    def __init__(self, settings: Mapping[str, object] | None, context: SpeechContext):
         self._settings, self._target = parse_realtime_settings(
             VoiceLiveSpeechSettings, settings, context, key="speech_settings")
         self._context = context
@@ -199,7 +226,7 @@ class VoiceLiveSpeechProvider:
         self._closed = False
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any], context: SpeechContext) -> None:
+    def check_settings(cls, settings: Mapping[str, object], context: SpeechContext) -> None:
         parse_realtime_settings(VoiceLiveSpeechSettings, settings, context, key="speech_settings")
 
     @property
@@ -217,7 +244,7 @@ class VoiceLiveSpeechProvider:
             connect_timeout_seconds=settings.connect_timeout_seconds,
             max_message_bytes=settings.max_message_bytes, scrubber=self._scrubber,
             clock_ns=time.perf_counter_ns)
-        session: dict[str, Any] = {"instructions": READ_ALOUD_INSTRUCTIONS}
+        session: dict[str, object] = {"instructions": READ_ALOUD_INSTRUCTIONS}
         if self._session_voice:
             session["voice"] = wire.voice_param(self._target.dialect, self._session_voice)
         await conn.send(wire.session_update(wire.build_session(self._target.session_format,
@@ -225,7 +252,7 @@ class VoiceLiveSpeechProvider:
         self._conn = conn
         return conn
 
-    def _request(self, text: str, voice: str | None) -> dict[str, Any]:
+    def _request(self, text: str, voice: str | None) -> dict[str, object]:
         fmt = self._target.session_format
         # A per-response voice only when it differs from the session's.
         voice_value = (wire.voice_param(self._target.dialect, voice)
@@ -317,7 +344,7 @@ class VoiceLiveSpeechProvider:
             elif kind == "response_done":
                 return self._finish(message, chunks, transcript)
 
-    def _finish(self, message: Mapping[str, Any], chunks: list[bytes],
+    def _finish(self, message: Mapping[str, object], chunks: list[bytes],
                 transcript: str | None) -> tuple[PcmAudio, str, Usage]:
         response = field_mapping(message, "response")
         status = response.get("status") or "completed"

@@ -11,7 +11,7 @@ import hashlib
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..config import PersonaSpeech
 
@@ -76,11 +76,11 @@ class ChecksVoice(Protocol):
     """An optional speech provider ability (a classmethod): what keeps it from speaking in the
     persona's voice and language, before any call."""
 
-    def voice_problem(self, settings: Mapping[str, Any],
+    def voice_problem(self, settings: Mapping[str, object],
                       context: SpeechContext) -> VoiceProblem | None: ...
 
 
-def voice_problem(provider_cls: type, settings: Mapping[str, Any], context: SpeechContext,
+def voice_problem(provider_cls: type, settings: Mapping[str, object], context: SpeechContext,
                   *, provider_name: str) -> VoiceProblem | None:
     """What keeps the provider from speaking in the persona's voice and language (None:
     nothing, or the provider does not say: one without ``voice_problem`` speaks any language,

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._extras import require_modules
 from ..artifacts import TelemetryExport, trial_folder
@@ -32,7 +32,9 @@ from ._spans import RUN_ID, RUN_SPAN, TrialTrace, trial_trace
 from ._timeline import read_timeline
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Span
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ class _RunCounts:
     #: trials that settled not passed (the run span's test.suite.run.status)
     not_passed: int = 0
     exported: int = 0
-    run_span: Any = None
+    run_span: Span | None = None
     pending: list[concurrent.futures.Future[None]] = field(default_factory=list)
 
 
@@ -100,7 +102,7 @@ class TraceExport:
 
     # --- counting (the exporter's thread) -----------------------------------------------------
 
-    def _exported(self, spans: Sequence[Any], success: bool) -> None:
+    def _exported(self, spans: Sequence[ReadableSpan], success: bool) -> None:
         with self._lock:
             if success:
                 for span in spans:
@@ -202,12 +204,12 @@ class TraceExport:
             counts.spans += created
             counts.not_passed += result.report.status != "passed"
 
-    def create(self, trace: TrialTrace, *, link: Any = None) -> int:
+    def create(self, trace: TrialTrace, *, link: Span | None = None) -> int:
         """Create (and end) the planned spans; how many. Only on this exporter's thread."""
         from opentelemetry import trace as otel
         from opentelemetry.trace import Link, Status, StatusCode
 
-        made: list[Any] = []
+        made: list[Span] = []
         links = [Link(link.get_span_context())] if link is not None else []
         for planned in trace.spans:
             if planned.parent is None:
@@ -234,7 +236,8 @@ class TraceExport:
         return recorded
 
 
-def counting_exporter(inner: Any, on_result: Callable[[Sequence[Any], bool], None]) -> Any:
+def counting_exporter(inner: SpanExporter,
+                      on_result: Callable[[Sequence[ReadableSpan], bool], None]) -> SpanExporter:
     """``inner`` (a ``SpanExporter``) that tells ``on_result(spans, success)`` of every batch
     (a class made here: the SDK is imported only with the telemetry extra)."""
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -242,7 +245,7 @@ def counting_exporter(inner: Any, on_result: Callable[[Sequence[Any], bool], Non
     shut: list[bool] = []
 
     class CountingExporter(SpanExporter):
-        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             try:
                 result = inner.export(spans)
             except Exception:  # noqa: BLE001 - an exporter bug loses spans, never the run

@@ -10,12 +10,15 @@ notebook's process is the user's), served by prometheus-client's HTTP server thr
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._extras import require_modules
 from ..artifacts import TelemetryExport
 from ..execution import ObservedRun
 from ..runner import TrialResult
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +69,7 @@ class LiveMetrics:
         self._settled: dict[tuple[str, ...], tuple[int, int]] = {}
         #: each cell's labelled series, looked up once (a label lookup costs the loop ~10 us)
         self._series: dict[tuple[str, ...], dict[str, Any]] = {}
-        self._server: Any
+        self._server: WSGIServer
         self._server, self._thread = start_http_server(port, addr=address, registry=registry)
         self.address = address
         self.port = int(self._server.server_port)

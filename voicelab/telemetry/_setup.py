@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._export import TraceExport
+    from ._metrics import LiveMetrics
 
 BASE_ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 TRACES_ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
@@ -72,9 +76,9 @@ class Telemetry:
     def __init__(self, *, otlp: str | None = None, metrics_port: int | None = None,
                  metrics_address: str = "127.0.0.1",
                  environ: Mapping[str, str] | None = None):
-        self.observers: list[Any] = []
-        self.traces: Any = None
-        self.metrics: Any = None
+        self.observers: list[TraceExport | LiveMetrics] = []
+        self.traces: TraceExport | None = None
+        self.metrics: LiveMetrics | None = None
         endpoint = otlp_endpoint(otlp, environ=environ)
         if metrics_port is not None and not 0 <= metrics_port <= 65535:
             raise ConfigError(f"must be a port from 0 to 65535, got {metrics_port}",

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
 
 from ..artifacts import VOICE_EVENTS, BundleMemberError, decode_json, read_member
 
@@ -35,7 +36,7 @@ class TimelineEvent:
     type: str
     offset_ns: int
     turn_id: str | None
-    attributes: dict[str, Any]
+    attributes: dict[str, JsonValue]
 
 
 @dataclass
@@ -118,7 +119,7 @@ def _audio_arrival(line: bytes, audio: dict[str, dict[str, tuple[int, int]]]) ->
     turns[key] = (min(first, at), max(last, at))
 
 
-def _event(record: dict[str, Any]) -> TimelineEvent | None:
+def _event(record: dict[str, JsonValue]) -> TimelineEvent | None:
     event_type, offset = record.get("event_type"), record.get("monotonic_offset_ns")
     if not isinstance(event_type, str) or not isinstance(offset, int) or isinstance(offset, bool):
         return None
@@ -128,7 +129,7 @@ def _event(record: dict[str, Any]) -> TimelineEvent | None:
                          attributes if isinstance(attributes, dict) else {})
 
 
-def _started(record: dict[str, Any], event: TimelineEvent) -> Timeline | None:
+def _started(record: dict[str, JsonValue], event: TimelineEvent) -> Timeline | None:
     """The timeline from its first event: the clock's zero in UTC, the root span."""
     stamp = record.get("timestamp_utc")
     if not isinstance(stamp, str):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import hashlib
+import socket
 import sys
 import threading
 import time
@@ -26,7 +27,6 @@ import uuid
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
-from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .._http_server import DoubleHTTPServer, ThreadedHttpDouble
@@ -56,7 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         return None
 
     # --- plumbing -------------------------------------------------------------------------
@@ -305,7 +305,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(DoubleHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    owner: AzureBlobServer
+
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket],
+                     client_address: object) -> None:
         # a client that gives up on a connection (an upload batch cancelled after one failed)
         # is not the server's error
         if not isinstance(sys.exc_info()[1], ConnectionError):

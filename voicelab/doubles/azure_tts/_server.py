@@ -24,8 +24,8 @@ import wave
 import xml.etree.ElementTree as ElementTree
 from collections import deque
 from dataclasses import dataclass, field
+from email.message import Message
 from http.server import BaseHTTPRequestHandler
-from typing import Any
 
 from ...audio import tone_speech
 from ...config import MASK, is_secret_name
@@ -81,11 +81,15 @@ def _voice_seed(voice: str) -> int:
     return int.from_bytes(hashlib.sha256(voice.encode()).digest()[:4], "little")
 
 
+class _Server(DoubleHTTPServer):
+    owner: AzureTtsServer
+
+
 class _Handler(BaseHTTPRequestHandler):
-    server: DoubleHTTPServer
+    server: _Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         return None
 
     def _reply(self, status: int, body: bytes, *, content_type: str = "application/json",
@@ -173,6 +177,7 @@ class AzureTtsServer(ThreadedHttpDouble):
     ``resource_id``)."""
 
     handler = _Handler
+    server_class = _Server
     thread_name = "azure-tts-server"
 
     def __init__(self, *, api_key: str | None = "test-speech-key", bearer_token: str | None = None,
@@ -199,7 +204,7 @@ class AzureTtsServer(ThreadedHttpDouble):
         with self._lock:
             return self._failures.popleft() if self._failures else None
 
-    def _authenticate(self, headers: Any) -> str | None:
+    def _authenticate(self, headers: Message) -> str | None:
         key = headers.get("Ocp-Apim-Subscription-Key")
         if key is not None:
             if self.api_key and hmac.compare_digest(key.encode(), self.api_key.encode()):

@@ -9,7 +9,8 @@ protocol and real sockets, with real speech both ways (see
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from pydantic import BaseModel
 
 from ...endpoints._protocol import EndpointContext
 from ...endpoints._settings import parse_settings
@@ -36,13 +37,13 @@ class LocalAgentEndpoint(ProductEndpoint):
     settings_model = LocalAgentSettings
     product: LocalAgent
 
-    def build_product(self, behaviour: LocalAgentBehaviour,
-                      context: EndpointContext) -> LocalAgent:
+    def build_product(self, behaviour: BaseModel, context: EndpointContext) -> LocalAgent:
+        assert isinstance(behaviour, LocalAgentBehaviour)  # what LocalAgentSettings holds
         return LocalAgent(behaviour, default_session_id=context.session_id,
                           base_dir=context.base_dir)
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+    def check_settings(cls, settings: Mapping[str, object]) -> None:
         parsed = parse_settings(LocalAgentSettings, settings)
         require_speech_packages(default_voice=parsed.model_path is None)
 

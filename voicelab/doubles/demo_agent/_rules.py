@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 DEFAULT_TOPIC = "daily planning"
 DEFAULT_REMINDER_TEXT = "Follow up on the daily plan"
@@ -222,7 +221,7 @@ class RequestedReminder:
     time: str | None
 
 
-def _from_request(request: Mapping[str, Any], key: str) -> Any:
+def _from_request(request: Mapping[str, object], key: str) -> object:
     value = request.get(key)
     context = request.get("context")
     if value is None and isinstance(context, Mapping):
@@ -230,12 +229,12 @@ def _from_request(request: Mapping[str, Any], key: str) -> Any:
     return value
 
 
-def topic_from_request(request: Mapping[str, Any]) -> str:
+def topic_from_request(request: Mapping[str, object]) -> str:
     topic = _from_request(request, "topic")
     return topic.strip() if isinstance(topic, str) and topic.strip() else DEFAULT_TOPIC
 
 
-def reminder_from_request(request: Mapping[str, Any]) -> RequestedReminder:
+def reminder_from_request(request: Mapping[str, object]) -> RequestedReminder:
     """``requested_reminder`` (top level or under ``context``): "Submit the weekly summary at
     16:00" -> ("Submit the weekly summary", "16:00")."""
     requested = _from_request(request, "requested_reminder")

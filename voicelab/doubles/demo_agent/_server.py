@@ -19,15 +19,16 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from pydantic import JsonValue
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ...audio import PcmAudio
 from ...endpoints._settings import parse_settings
 from ...endpoints.websocket import _wire as wire
-from ..product import ProductConnection, ProductServer
+from .._json import JsonObject
+from ..product import ProductConnection, ProductServer, ServerTiming
 from ._rules import (
     OPENING_TEXT,
     Decision,
@@ -50,7 +51,7 @@ class AgentSessionRecord:
     """What one connection looked like: client message order, what the agent heard, problems."""
 
     session_id: str | None = None
-    request: dict[str, Any] | None = None
+    request: JsonObject | None = None
     client_messages: list[str] = field(default_factory=list)
     heard: list[str] = field(default_factory=list)
     replies: list[str] = field(default_factory=list)
@@ -59,7 +60,7 @@ class AgentSessionRecord:
     completed: bool = False
 
 
-class _AgentConnection(ProductConnection):
+class _AgentConnection(ProductConnection["asyncio.Task[str] | None"]):
     """One evaluator session with the agent: a recognition task per commit, and responses that
     decide, act (persist, call the tool) and speak."""
 
@@ -79,14 +80,14 @@ class _AgentConnection(ProductConnection):
         self.state = DialogueState()
         self.completion_sent = False
 
-    def requested_session_id(self, request: dict[str, Any]) -> Any:
+    def requested_session_id(self, request: JsonObject) -> JsonValue:
         session_id = request.get("session_id")
         context = request.get("context")
         if session_id is None and isinstance(context, Mapping):
             session_id = context.get("session_id")
         return session_id
 
-    def read_request(self, request: dict[str, Any]) -> str:
+    def read_request(self, request: JsonObject) -> str:
         self.requested = reminder_from_request(request)
         return topic_from_request(request)
 
@@ -121,7 +122,7 @@ class _AgentConnection(ProductConnection):
     async def respond(self, number: int, user_turn: int, turn: asyncio.Task[str] | None,
                       trigger_ns: int | None, cancel: asyncio.Event) -> None:
         response_id = f"resp_{number}"
-        timing: dict[str, Any] = {"response_create_ns": trigger_ns, "first_audio_ns": None,
+        timing: ServerTiming = {"response_create_ns": trigger_ns, "first_audio_ns": None,
                                   "synthesis_ms": None}
         decision: Decision | None = None
         if turn is None:
@@ -135,8 +136,8 @@ class _AgentConnection(ProductConnection):
             self.state = decision.state
             await self.act(decision, user_turn, recognized, response_id)
             text = decision.reply_text
-        audio, timing["synthesis_ms"] = await self.voice.speak(text)
-        timing["synthesis_ms"] = round(timing["synthesis_ms"], 1)
+        audio, synthesis_ms = await self.voice.speak(text)
+        timing["synthesis_ms"] = round(synthesis_ms, 1)
         frames = [chunk.to_bytes() for chunk in audio.chunks(self.behaviour.output_chunk_ms)]
         if await self.stream_audio(number, frames, cancel, timing):
             await self.send_done(response_id, "cancelled", timing)
@@ -165,7 +166,7 @@ class _AgentConnection(ProductConnection):
                                                   time_source=reminder.time_source))
 
 
-class LocalAgent(ProductServer):
+class LocalAgent(ProductServer[AgentSessionRecord]):
     """The demo agent as a server. ``await start()`` returns its ``ws://127.0.0.1:<port>/`` URI.
 
     The constructor checks the speech packages and settings but loads nothing; ``start()``
@@ -184,7 +185,7 @@ class LocalAgent(ProductServer):
     store: AgentStore | None
     sessions: list[AgentSessionRecord]
 
-    def __init__(self, behaviour: LocalAgentBehaviour | Mapping[str, Any] | None = None, *,
+    def __init__(self, behaviour: LocalAgentBehaviour | Mapping[str, object] | None = None, *,
                  host: str = "127.0.0.1", port: int = 0,
                  database_path: str | Path | None = None,
                  default_session_id: str | None = None, base_dir: Path | None = None):

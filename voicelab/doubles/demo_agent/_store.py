@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 from ..product._store import (
     ProductDatabaseDir,
+    ProductOutcome,
     ProductProbe,
     ProductStore,
     now,
@@ -77,11 +77,11 @@ class AgentStore(ProductStore):
                            time_source=time_source, created_at=now())
 
 
-def read_outcome(path: str | Path, session_id: str) -> dict[str, Any] | None:
+def read_outcome(path: str | Path, session_id: str) -> ProductOutcome | None:
     """The persisted outcome of ``session_id``; ``None`` when the agent never saw the session."""
 
     def outcome(db: sqlite3.Connection, plan: sqlite3.Row | None,
-                reminder: sqlite3.Row | None) -> dict[str, Any]:
+                reminder: sqlite3.Row | None) -> ProductOutcome:
         heard = [row["heard_text"] for row in db.execute(
             "SELECT heard_text FROM utterances WHERE session_id = ? ORDER BY id", (session_id,))]
         return {

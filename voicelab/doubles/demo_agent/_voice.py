@@ -15,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field
@@ -43,8 +43,8 @@ class LocalAgentBehaviour(AdapterSettings):
     database_path: str | None = None  # SQLite file; default: a fresh temporary directory
     max_client_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
 
-    def piper_settings(self) -> dict[str, Any]:
-        settings: dict[str, Any] = {"length_scale": self.length_scale, "volume": self.volume}
+    def piper_settings(self) -> dict[str, str | float]:
+        settings: dict[str, str | float] = {"length_scale": self.length_scale, "volume": self.volume}
         if self.model_path is not None:
             settings["model_path"] = self.model_path
         return settings

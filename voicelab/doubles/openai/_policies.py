@@ -11,7 +11,9 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
+
+from pydantic import JsonValue
 
 __all__ = ["JudgePolicy", "ModelCall", "ScriptedPolicy", "unsupported_claim_rule"]
 
@@ -22,19 +24,32 @@ _EVALUATOR_MARKERS = {
 }
 
 
+class ChatMessage(TypedDict, total=False):
+    """One message of a chat request as the double reads it (the OpenAI wire shape)."""
+
+    role: str
+    #: text, or a list of content parts (``{"type": "text", "text": ...}``)
+    content: JsonValue
+
+
+#: what a policy answers: text, or a JSON-able mapping the server serializes
+Reply = str | Mapping[str, JsonValue]
+
+
 @dataclass
 class ModelCall:
     """One decision the rule engine must make: a chat completion or a label-grader item."""
 
     route: str
     model: str
-    messages: list[dict[str, Any]]
-    body: dict[str, Any] = field(default_factory=dict)
+    messages: list[ChatMessage]
+    #: the request body (a chat completion) or ``{"criterion": ...}`` (a label grader)
+    body: Mapping[str, object] = field(default_factory=dict)
     labels: list[str] | None = None
     passing_labels: list[str] | None = None
 
     @staticmethod
-    def _content_text(content: Any) -> str:
+    def _content_text(content: object) -> str:
         if isinstance(content, str):
             return content
         if isinstance(content, list):
@@ -62,21 +77,21 @@ class ModelCall:
         return None
 
 
-Policy = Callable[[ModelCall], "str | Mapping[str, Any]"]
+Policy = Callable[[ModelCall], Reply]
 Rule = Callable[[ModelCall], "str | None"]
 
 
 class ScriptedPolicy:
     """Answers with ``replies`` in order (str or JSON-able mapping); then repeats the last one."""
 
-    def __init__(self, replies: Sequence[str | Mapping[str, Any]]):
+    def __init__(self, replies: Sequence[Reply]):
         if not replies:
             raise ValueError("ScriptedPolicy needs at least one reply")
         self.replies = list(replies)
         self._index = 0
         self._lock = threading.Lock()
 
-    def __call__(self, call: ModelCall) -> str | Mapping[str, Any]:
+    def __call__(self, call: ModelCall) -> Reply:
         with self._lock:
             reply = self.replies[min(self._index, len(self.replies) - 1)]
             self._index += 1
@@ -119,7 +134,7 @@ class JudgePolicy:
                 return label, f"{self.rationale}: rule {getattr(rule, '__name__', 'rule')} fired"
         return self.default_label, f"{self.rationale}: no rule fired"
 
-    def __call__(self, call: ModelCall) -> str | Mapping[str, Any]:
+    def __call__(self, call: ModelCall) -> Reply:
         label, why = self.label(call)
         evaluator = call.evaluator
         if evaluator is not None:

@@ -27,21 +27,41 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import cast
 from urllib.parse import parse_qs, urlsplit
 
+from pydantic import JsonValue
+
 from ._policies import (
+    ChatMessage,
     JudgePolicy,
     ModelCall,
     Policy,
     ScriptedPolicy,
     unsupported_claim_rule,
 )
+from ._shapes import (
+    ChatRequest,
+    Criterion,
+    ErrorBody,
+    EvalRecord,
+    EvalRequest,
+    GraderResult,
+    RunRecord,
+    RunRequest,
+    RunState,
+    TokenUsage,
+)
 
 __all__ = ["Fault", "JudgePolicy", "ModelCall", "OpenAIServer", "RecordedRequest",
            "ScriptedPolicy", "UsageCounts", "unsupported_claim_rule"]
 
 _PREFIX = re.compile(r"^(?:/openai)?(?:/v1)?(?:/deployments/(?P<deployment>[^/]+))?(?P<rest>/.*)$")
+
+#: an answer: its HTTP status and JSON payload
+_Answer = tuple[int, Mapping[str, object]]
+
+
 @dataclass
 class Fault:
     """``kind``: ``http_500`` | ``malformed_json`` | ``slow`` | ``garbled_reply``; applies to the
@@ -64,7 +84,7 @@ class RecordedRequest:
     route: str
     query: dict[str, str]
     headers: dict[str, str]
-    body: Any
+    body: JsonValue  # the parsed JSON, or the text when it was not JSON
     deployment: str | None = None
 
 
@@ -108,8 +128,8 @@ class OpenAIServer:
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._evals: dict[str, dict[str, Any]] = {}
-        self._runs: dict[str, dict[str, Any]] = {}
+        self._evals: dict[str, EvalRecord] = {}
+        self._runs: dict[str, RunState] = {}
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -197,8 +217,8 @@ class OpenAIServer:
     def _next_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):06d}"
 
-    def chat_completion(self, body: dict[str, Any], deployment: str | None,
-                        fault: Fault | None) -> tuple[int, Any]:
+    def chat_completion(self, body: ChatRequest, deployment: str | None,
+                        fault: Fault | None) -> _Answer:
         if not isinstance(body.get("messages"), list):
             return 400, _error("'messages' is required", "invalid_request_error")
         if body.get("response_format") is not None and not self.accept_response_format:
@@ -209,7 +229,7 @@ class OpenAIServer:
         content = "this is not the JSON you asked for" if (
             fault and fault.kind == "garbled_reply") else self._ask(call)
         usage = self._bill(body["messages"], content)
-        answer: dict[str, Any] = {
+        answer: dict[str, object] = {
             "id": self._next_id("chatcmpl"), "object": "chat.completion",
             "created": int(time.time()), "model": self.model_version,
             "system_fingerprint": "fp_voicelab_local",
@@ -220,7 +240,7 @@ class OpenAIServer:
             answer["usage"] = usage
         return 200, answer
 
-    def _bill(self, messages: list[Any], content: str) -> dict[str, Any]:
+    def _bill(self, messages: list[ChatMessage], content: str) -> TokenUsage:
         """A completion's usage, counted in words (the double's "tokens"): the prompt's, of
         them a system message seen before (a prompt cache's hit), and the answer's."""
         prompt_tokens = sum(len(ModelCall._content_text(m.get("content")).split())
@@ -239,12 +259,12 @@ class OpenAIServer:
                 "total_tokens": prompt_tokens + completion_tokens,
                 "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0}}
 
-    def create_eval(self, body: dict[str, Any]) -> tuple[int, Any]:
+    def create_eval(self, body: EvalRequest) -> _Answer:
         eval_id = self._next_id("eval")
-        criteria = []
+        criteria: list[Criterion] = []
         for criterion in body.get("testing_criteria") or []:
             criteria.append({**criterion, "id": f"{criterion.get('name', 'grader')}-{eval_id}"})
-        record = {"id": eval_id, "object": "eval", "created_at": int(time.time()),
+        record: EvalRecord = {"id": eval_id, "object": "eval", "created_at": int(time.time()),
                   "name": body.get("name") or eval_id, "metadata": body.get("metadata") or {},
                   "data_source_config": {**(body.get("data_source_config") or {}),
                                          "schema": (body.get("data_source_config") or {})
@@ -253,13 +273,13 @@ class OpenAIServer:
         self._evals[eval_id] = record
         return 200, record
 
-    def create_run(self, eval_id: str, body: dict[str, Any]) -> tuple[int, Any]:
+    def create_run(self, eval_id: str, body: RunRequest) -> _Answer:
         group = self._evals.get(eval_id)
         if group is None:
             return 404, _error(f"eval {eval_id} not found", "not_found_error")
         run_id = self._next_id("evalrun")
         criteria = group["testing_criteria"]
-        run: dict[str, Any] = {"id": run_id, "object": "eval.run", "eval_id": eval_id,
+        run: RunRecord = {"id": run_id, "object": "eval.run", "eval_id": eval_id,
                "created_at": int(time.time()), "name": body.get("name") or run_id,
                "data_source": body.get("data_source") or {}, "metadata": body.get("metadata") or {},
                "model": criteria[0].get("model") if criteria else None, "status": "queued",
@@ -271,18 +291,19 @@ class OpenAIServer:
                          name=f"voicelab-openai-server-{run_id}").start()
         return 200, run
 
-    def _grade_run(self, run_id: str, criteria: list[dict[str, Any]]) -> None:
+    def _grade_run(self, run_id: str, criteria: list[Criterion]) -> None:
         state = self._runs[run_id]
         run = state["run"]
         run["status"] = "in_progress"
         source = (run["data_source"].get("source") or {})
-        rows = source.get("content") or []
-        counts = {c["id"]: {"testing_criteria": c["id"], "passed": 0, "failed": 0}
-                  for c in criteria}
+        content = source.get("content") or []
+        rows = content if isinstance(content, list) else []
+        counts: dict[str, dict[str, str | int]] = {
+            c["id"]: {"testing_criteria": c["id"], "passed": 0, "failed": 0} for c in criteria}
         totals = {"total": 0, "errored": 0, "failed": 0, "passed": 0}
         try:
             for index, row in enumerate(rows):
-                item = row.get("item", row) if isinstance(row, Mapping) else {}
+                item = _row_item(row)
                 results = [self._grade_item(c, item, counts) for c in criteria]
                 passed_all = all(r["passed"] for r in results)
                 totals["total"] += 1
@@ -294,14 +315,16 @@ class OpenAIServer:
                     "status": "pass" if passed_all else "fail", "results": results,
                     "sample": results[0]["sample"] if results else {}})
         except Exception as error:  # noqa: BLE001 - a policy failure fails the run, like a model
-            run.update(status="failed", error={"code": "server_error", "message": str(error)})
+            run["status"] = "failed"
+            run["error"] = {"code": "server_error", "message": str(error)}
             return
-        run.update(status="completed", result_counts=totals,
-                   per_testing_criteria_results=list(counts.values()))
+        run["status"] = "completed"
+        run["result_counts"] = totals
+        run["per_testing_criteria_results"] = list(counts.values())
 
-    def _grade_item(self, criterion: dict[str, Any], item: Mapping[str, Any],
-                    counts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        messages = [{"role": m.get("role", "user"),
+    def _grade_item(self, criterion: Criterion, item: JsonValue,
+                    counts: dict[str, dict[str, str | int]]) -> GraderResult:
+        messages: list[ChatMessage] = [{"role": m.get("role", "user"),
                      "content": _render(ModelCall._content_text(m.get("content")), item)}
                     for m in criterion.get("input") or []]
         labels = list(criterion.get("labels") or [])
@@ -316,7 +339,9 @@ class OpenAIServer:
         except (ValueError, AttributeError):
             label, rationale = answer.strip(), ""
         passed = label in passing
-        counts[criterion["id"]]["passed" if passed else "failed"] += 1
+        tally = counts[criterion["id"]]
+        outcome = "passed" if passed else "failed"
+        tally[outcome] = int(tally[outcome]) + 1
         output = json.dumps({"steps": [{"description": rationale, "conclusion": label}],
                              "result": label})
         usage = self._bill(messages, output)
@@ -327,17 +352,17 @@ class OpenAIServer:
                            "temperature": 0.0, "top_p": 1.0, "max_completion_tokens": 0,
                            "usage": usage if self.report_usage else None, "error": None}}
 
-    def get_eval(self, eval_id: str) -> tuple[int, Any]:
+    def get_eval(self, eval_id: str) -> _Answer:
         record = self._evals.get(eval_id)
         return (200, record) if record else (404, _error("eval not found", "not_found_error"))
 
-    def get_run(self, eval_id: str, run_id: str) -> tuple[int, Any]:
+    def get_run(self, eval_id: str, run_id: str) -> _Answer:
         state = self._runs.get(run_id)
         if state is None or state["run"]["eval_id"] != eval_id:
             return 404, _error("run not found", "not_found_error")
         return 200, state["run"]
 
-    def list_output_items(self, eval_id: str, run_id: str, query: dict[str, str]) -> tuple[int, Any]:
+    def list_output_items(self, eval_id: str, run_id: str, query: dict[str, str]) -> _Answer:
         state = self._runs.get(run_id)
         if state is None:
             return 404, _error("run not found", "not_found_error")
@@ -359,13 +384,18 @@ class OpenAIServer:
         return bearer in accepted or headers.get("api-key", "") in accepted
 
 
-def _error(message: str, kind: str, *, param: str | None = None) -> dict[str, Any]:
+def _error(message: str, kind: str, *, param: str | None = None) -> ErrorBody:
     return {"error": {"message": message, "type": kind, "param": param, "code": None}}
 
 
-def _render(template: str, item: Mapping[str, Any]) -> str:
+def _row_item(row: JsonValue) -> JsonValue:
+    """The item a data-source row holds: its ``item`` when it has one, else the row itself."""
+    return row.get("item", row) if isinstance(row, dict) else {}
+
+
+def _render(template: str, item: JsonValue) -> str:
     def value(match: re.Match[str]) -> str:
-        found: Any = item
+        found = item
         for part in match.group(1).split(".")[1:]:
             found = found.get(part, "") if isinstance(found, Mapping) else ""
         return found if isinstance(found, str) else json.dumps(found)
@@ -378,7 +408,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_state: OpenAIServer
     timeout = 30
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         return None
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
@@ -397,7 +427,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length).decode("utf-8", "replace") if length else ""
         try:
-            body: Any = json.loads(raw) if raw else {}
+            body: JsonValue = json.loads(raw) if raw else {}
         except ValueError:
             body = raw
         route = "chat" if rest.rstrip("/").endswith("/chat/completions") else (
@@ -424,28 +454,28 @@ class _Handler(BaseHTTPRequestHandler):
         status, payload = self._dispatch(method, rest, body, query, deployment, fault)
         self._send(status, payload)
 
-    def _dispatch(self, method: str, rest: str, body: Any, query: dict[str, str],
-                  deployment: str | None, fault: Fault | None) -> tuple[int, Any]:
+    def _dispatch(self, method: str, rest: str, body: JsonValue, query: dict[str, str],
+                  deployment: str | None, fault: Fault | None) -> _Answer:
         state = self.server_state
         segments = [s for s in rest.split("/") if s]
         if not isinstance(body, dict):
             return 400, _error("the request body is not a JSON object", "invalid_request_error")
         if method == "POST" and segments[-2:] == ["chat", "completions"]:
-            return state.chat_completion(body, deployment, fault)
+            return state.chat_completion(cast(ChatRequest, body), deployment, fault)
         if segments[:1] == ["evals"]:
             if method == "POST" and len(segments) == 1:
-                return state.create_eval(body)
+                return state.create_eval(cast(EvalRequest, body))
             if method == "GET" and len(segments) == 2:
                 return state.get_eval(segments[1])
             if method == "POST" and len(segments) == 3 and segments[2] == "runs":
-                return state.create_run(segments[1], body)
+                return state.create_run(segments[1], cast(RunRequest, body))
             if method == "GET" and len(segments) == 4 and segments[2] == "runs":
                 return state.get_run(segments[1], segments[3])
             if method == "GET" and len(segments) == 5 and segments[4] == "output_items":
                 return state.list_output_items(segments[1], segments[3], query)
         return 404, _error(f"no route for {method} {rest}", "not_found_error")
 
-    def _send(self, status: int, payload: Any, *, headers: Mapping[str, str] | None = None) -> None:
+    def _send(self, status: int, payload: Mapping[str, object], *, headers: Mapping[str, str] | None = None) -> None:
         self._send_raw(status, json.dumps(payload).encode(), headers=headers)
 
     def _send_raw(self, status: int, data: bytes, *,

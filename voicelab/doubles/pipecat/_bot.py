@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field
@@ -236,10 +236,12 @@ class _Connection:
             await asyncio.wait_for(self.stop.wait(), seconds)
         return self.stop.is_set()
 
-    async def send(self, kind: str, **fields: Any) -> None:
+    async def send(self, kind: str, *, audio: PcmAudio | None = None, **fields: str) -> None:
+        """Send a frame of ``kind``: ``audio`` for an audio frame, else its text fields."""
         self.frame_ids += 1
         if kind == "audio":
-            chunk: PcmAudio = fields.pop("audio")
+            assert audio is not None, "an audio frame carries audio"
+            chunk = audio
             name = f"OutputAudioRawFrame#{self.frame_ids}"
             payload = audio_frame(chunk, id=self.frame_ids, name=name)
             if self.settings.hostile == "low_rate_audio":
@@ -262,7 +264,7 @@ class PipecatBot(BotServer):
 
     name = "the pipecat bot"
 
-    def __init__(self, settings: PipecatBotSettings | Mapping[str, Any] | None = None, *,
+    def __init__(self, settings: PipecatBotSettings | Mapping[str, object] | None = None, *,
                  host: str = "127.0.0.1", port: int = 0):
         self.settings = parse_settings(PipecatBotSettings, settings)
         super().__init__(host=host, port=port,
@@ -280,7 +282,7 @@ class PipecatBot(BotServer):
         self.calls.append(call)
         await _Connection(self, ws, call).run()
 
-    def timings(self) -> dict[str, Any]:
+    def timings(self) -> dict[str, object]:
         """Every call's replies, as written to ``timings_path``."""
         return {"sample_rate_hz": self.settings.sample_rate_hz, "clock": "perf_counter_ns",
                 "calls": [[vars(reply) for reply in call.replies] for call in self.calls]}

@@ -9,7 +9,7 @@ agent (:mod:`voicelab.doubles.demo_agent`). :class:`FakeHttpProduct` plays the s
 the HTTP adapter. See ``docs/protocol.md``.
 """
 
-from ._connection import ClosedByProduct, ProductConnection
+from ._connection import ClosedByProduct, ProductConnection, ServerTiming
 from ._endpoint import ProductClientSettings, ProductEndpoint
 from ._fake_behaviour import FakeBehaviour
 from ._fake_endpoint import FakeEndpointSettings, FakeProductEndpoint
@@ -24,4 +24,4 @@ __all__ = ["ClosedByProduct", "FakeBehaviour", "FakeEndpointSettings", "FakeHttp
            "FakeHttpProduct", "FakeProduct", "FakeProductEndpoint", "FakeProductProbe",
            "FakeSessionRecord", "ProductClientSettings", "ProductConnection",
            "ProductDatabaseDir", "ProductEndpoint", "ProductProbe", "ProductServer",
-           "ProductStore", "serve_product_main"]
+           "ProductStore", "ServerTiming", "serve_product_main"]

@@ -16,15 +16,18 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import ClassVar, Generic, Protocol, TypedDict, TypeVar, cast
 
 import numpy as np
+from pydantic import JsonValue
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ...audio import SILENCE_THRESHOLD
 from ...endpoints.websocket import _wire as wire
+from .._json import JsonObject
+from ._store import ProductStore
 from ._turn_detector import TurnDetector
 
 VIOLATION_CLOSE_CODE = 1008
@@ -42,11 +45,51 @@ class ClosedByProduct(Exception):
     """The product closed the connection mid-response (a fault); the response ends here."""
 
 
+#: what a product makes of a committed user turn (its audio, a recognition task...), handed to
+#: its response
+TurnT = TypeVar("TurnT")
+T = TypeVar("T")
+
+
+class ProductBehaviour(Protocol):
+    """What the strict protocol reads of every product's behaviour settings (a product's own
+    optional settings are read where they apply)."""
+
+    @property
+    def audio_pacing(self) -> str: ...
+
+    @property
+    def pacing_speed(self) -> float: ...
+
+
+class SessionRecord(Protocol):
+    """What a connection records of its session (a product's record adds its own fields)."""
+
+    session_id: str | None
+    request: JsonObject | None
+    client_messages: list[str]
+    violations: list[str]
+    responses_started: int
+    completed: bool
+
+
+class ServerTiming(TypedDict, total=False):
+    """A response's ``server_timing`` (``response.done``): when things were sent, on the
+    product's ``perf_counter_ns`` clock, and what a product measured of itself."""
+
+    response_create_ns: int | None
+    first_audio_ns: int | None
+    speech_start_ns: int | None
+    speech_end_ns: int | None
+    frame_sent_ns: list[int]
+    synthesis_ms: float | None
+
+
 class ConnectionServer(Protocol):
     """What a connection reads of the server that accepted it (a :mod:`._server` product)."""
 
     @property
-    def behaviour(self) -> Any: ...
+    def behaviour(self) -> ProductBehaviour: ...
 
     @property
     def log(self) -> logging.Logger: ...
@@ -58,12 +101,13 @@ class ConnectionServer(Protocol):
     def default_session_id(self) -> str | None: ...
 
 
-class ProductConnection:
+class ProductConnection(Generic[TurnT]):
     """One evaluator session: a reader that validates messages in protocol order, and response
     tasks that run one after another.
 
     A subclass fills in the hooks: :meth:`read_request` and :meth:`opened` at init,
-    :meth:`commit_turn` per commit, :meth:`respond` per response.
+    :meth:`commit_turn` per commit, :meth:`respond` per response. ``TurnT`` is what the
+    product makes of a user turn.
     """
 
     session_prefix: ClassVar[str] = "product"  # of a generated session id
@@ -71,17 +115,18 @@ class ProductConnection:
     # before; False: it cancels the response that is playing
     cancel_while_queued: ClassVar[bool] = False
 
-    def __init__(self, server: ConnectionServer, ws: ServerConnection, record: Any, store: Any):
+    def __init__(self, server: ConnectionServer, ws: ServerConnection, record: SessionRecord,
+                 store: ProductStore):
         self.server, self.ws, self.record, self.store = server, ws, record, store
         self.behaviour = server.behaviour
         self.log, self.label = server.log, server.label
         self.session_id = ""
         self.topic = ""
         self.turn_audio = bytearray()
-        self.committed: Any = None  # what commit_turn returned, until response.create
+        self.committed: TurnT | None = None  # what commit_turn returned, until response.create
         self.user_turns = 0
         self.responses = 0
-        self.tasks: list[asyncio.Task[Any]] = []
+        self.tasks: list[asyncio.Task[object]] = []
         self.response_task: asyncio.Task[None] | None = None
         #: ``server_vad``: the product listens to a live line instead of taking commits
         self.listening = getattr(self.behaviour, "turn_detection", "client") == "server_vad"
@@ -107,28 +152,29 @@ class ProductConnection:
     def received(self, message: str | bytes) -> None:
         """Every client message, as it arrives (after its name is recorded)."""
 
-    def sent(self, message: dict[str, Any] | bytes) -> None:
+    def sent(self, message: Mapping[str, object] | bytes) -> None:
         """Every message sent, after it went out."""
 
-    def requested_session_id(self, request: dict[str, Any]) -> Any:
+    def requested_session_id(self, request: JsonObject) -> JsonValue:
         return request.get("session_id")
 
-    def read_request(self, request: dict[str, Any]) -> str:
+    def read_request(self, request: JsonObject) -> str:
         """Take what the conversation needs from the init request; return its topic."""
         raise NotImplementedError
 
     async def opened(self) -> None:
         """The session is initialized and persisted (e.g. start the opening response)."""
 
-    async def commit_turn(self, audio: bytes) -> Any:
+    async def commit_turn(self, audio: bytes) -> TurnT:
         """A committed user turn (``self.user_turns`` counts it); the value is handed to
-        :meth:`respond` as ``turn`` on the next ``response.create``."""
-        return audio
+        :meth:`respond` as ``turn`` on the next ``response.create``. By default the turn is
+        its audio (a product that makes something else of it overrides this)."""
+        return cast(TurnT, audio)
 
-    def create_response(self, turn: Any, received_ns: int) -> None:
+    def create_response(self, turn: TurnT, received_ns: int) -> None:
         self.start_response(self.user_turns, turn, received_ns)
 
-    async def respond(self, number: int, user_turn: int, turn: Any, trigger_ns: int | None,
+    async def respond(self, number: int, user_turn: int, turn: TurnT, trigger_ns: int | None,
                       cancel: asyncio.Event) -> None:
         """Answer: stream the reply, ``response.done`` etc. ``user_turn`` 0 is the opening."""
         raise NotImplementedError
@@ -163,7 +209,7 @@ class ProductConnection:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
 
-    async def send(self, message: dict[str, Any] | bytes) -> None:
+    async def send(self, message: Mapping[str, object] | bytes) -> None:
         payload = message if isinstance(message, bytes) else json.dumps(message)
         async with self.send_lock:
             await self.ws.send(payload)
@@ -177,7 +223,7 @@ class ProductConnection:
             await self.ws.close(VIOLATION_CLOSE_CODE, code)
         return False
 
-    def spawn(self, coroutine: Any) -> asyncio.Task[Any]:
+    def spawn(self, coroutine: Coroutine[object, object, T]) -> asyncio.Task[T]:
         task = asyncio.create_task(coroutine)
         self.tasks = [t for t in self.tasks if not t.done()] + [task]
         return task
@@ -265,7 +311,7 @@ class ProductConnection:
                 self.user_turns += 1
                 self.create_response(await self.commit_turn(heard.audio), received_ns)
 
-    async def initialize(self, request: dict[str, Any]) -> None:
+    async def initialize(self, request: JsonObject) -> None:
         self.initialized = True
         session_id = self.requested_session_id(request)
         self.session_id = str(session_id if session_id is not None else
@@ -278,7 +324,7 @@ class ProductConnection:
 
     # --- responses --------------------------------------------------------------------------
 
-    def start_response(self, user_turn: int, turn: Any, trigger_ns: int | None) -> None:
+    def start_response(self, user_turn: int, turn: TurnT, trigger_ns: int | None) -> None:
         previous = self.response_task
         self.responses += 1
         self.record.responses_started = self.responses
@@ -289,7 +335,7 @@ class ProductConnection:
             self._run_response(previous, self.responses, user_turn, turn, trigger_ns, cancel))
 
     async def _run_response(self, previous: asyncio.Task[None] | None, number: int,
-                            user_turn: int, turn: Any, trigger_ns: int | None,
+                            user_turn: int, turn: TurnT, trigger_ns: int | None,
                             cancel: asyncio.Event | None) -> None:
         if previous is not None:
             await asyncio.gather(previous, return_exceptions=True)
@@ -317,7 +363,7 @@ class ProductConnection:
         return True
 
     async def stream_audio(self, number: int, frames: Sequence[bytes], cancel: asyncio.Event,
-                           timing: dict[str, Any], *, speech_start_byte: int | None = None
+                           timing: ServerTiming, *, speech_start_byte: int | None = None
                            ) -> bool:
         """Send the reply audio frames, paced as configured (always in real time in
         ``server_vad``); True when a cancel stopped it. Stamps ``timing["first_audio_ns"]`` (the
@@ -365,12 +411,12 @@ class ProductConnection:
         finally:
             self.speaking = False
 
-    async def send_done(self, response_id: str, status: str, timing: Mapping[str, Any]) -> None:
+    async def send_done(self, response_id: str, status: str, timing: ServerTiming) -> None:
         await self.send({"type": wire.RESPONSE_DONE,
                          "response": {"id": response_id, "status": status},
                          "server_timing": dict(timing)})
 
-    async def finish(self, response_id: str, text: str, timing: Mapping[str, Any]) -> None:
+    async def finish(self, response_id: str, text: str, timing: ServerTiming) -> None:
         """The reply's transcript (unless the product sends none), then ``response.done``."""
         if getattr(self.behaviour, "transcripts", True):
             await self.send({"type": wire.TRANSCRIPT_DONE, "response_id": response_id,
@@ -383,7 +429,7 @@ class ProductConnection:
         await self.send({"type": wire.CONVERSATION_COMPLETED, "session_id": self.session_id,
                          "client_messages": list(self.record.client_messages)})
 
-    async def call_save_reminder(self, response_id: str, arguments: dict[str, Any], *,
+    async def call_save_reminder(self, response_id: str, arguments: Mapping[str, JsonValue], *,
                                  reminder_time: str, save: Callable[[], int]) -> None:
         """The ``save_reminder`` tool call, ``save()`` (persisting it), then its result."""
         call_id = f"call_{response_id}"

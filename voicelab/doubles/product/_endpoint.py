@@ -9,14 +9,16 @@ SQLite database outlives ``close()`` (the runner probes after closing).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, Field
 
 from ...endpoints._protocol import EndpointContext
 from ...endpoints._settings import AdapterSettings, parse_settings
 from ...endpoints.websocket import WebSocketEndpoint, WebSocketSettings
+from ._connection import SessionRecord
 from ._server import ProductServer
+from ._store import ProductProbe
 
 
 class ProductClientSettings(AdapterSettings):
@@ -32,7 +34,7 @@ class ProductClientSettings(AdapterSettings):
     max_message_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
 
-    def behaviour(self) -> Any:
+    def behaviour(self) -> BaseModel:
         """The product's behaviour settings alone."""
         model = self.behaviour_model
         return model(**self.model_dump(include=set(model.model_fields)))
@@ -55,24 +57,24 @@ class ProductEndpoint(WebSocketEndpoint):
 
     settings_model: ClassVar[type[ProductClientSettings]]
 
-    def __init__(self, settings: Mapping[str, Any] | None, context: EndpointContext):
+    def __init__(self, settings: Mapping[str, object] | None, context: EndpointContext):
         self._product_settings = parse_settings(self.settings_model, settings)
         super().__init__(self._product_settings.client("ws://127.0.0.1:0/"), context)
         self.product = self.build_product(self._product_settings.behaviour(), context)
 
-    def build_product(self, behaviour: Any, context: EndpointContext) -> ProductServer:
+    def build_product(self, behaviour: BaseModel, context: EndpointContext) -> ProductServer:
         raise NotImplementedError
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+    def check_settings(cls, settings: Mapping[str, object]) -> None:
         parse_settings(cls.settings_model, settings)
 
     @property
-    def session_record(self) -> Any:
+    def session_record(self) -> SessionRecord | None:
         """The product's record of this adapter's connection (client message order etc.)."""
         return self.product.sessions[0] if self.product.sessions else None
 
-    def outcome_probe(self) -> Any:
+    def outcome_probe(self) -> ProductProbe:
         return self.product.outcome_probe()
 
     async def connect(self) -> None:

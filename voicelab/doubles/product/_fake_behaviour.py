@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field
@@ -118,7 +118,7 @@ class Reminder:
     time: str
 
 
-def reminder_from_request(request: Mapping[str, Any], *, fallback_time: str) -> Reminder:
+def reminder_from_request(request: Mapping[str, object], *, fallback_time: str) -> Reminder:
     """The reminder asked for in the opaque init data (``requested_reminder``, top level or under
     ``context``), e.g. "Submit the weekly summary at 16:00" -> ("Submit the weekly summary",
     "16:00")."""
@@ -134,7 +134,7 @@ def reminder_from_request(request: Mapping[str, Any], *, fallback_time: str) -> 
     return Reminder(text, time)
 
 
-def topic_from_request(request: Mapping[str, Any]) -> str:
+def topic_from_request(request: Mapping[str, object]) -> str:
     context = request.get("context")
     topic = request.get("topic")
     if topic is None and isinstance(context, Mapping):

@@ -7,6 +7,8 @@ protocol, the strict ``evaluator.init`` handshake and real sockets (see :mod:`._
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from ...endpoints._protocol import EndpointContext
 from ...endpoints.websocket import WebSocketEndpoint
 from ._endpoint import ProductClientSettings, ProductEndpoint
@@ -34,5 +36,5 @@ class FakeProductEndpoint(ProductEndpoint):
     settings_model = FakeEndpointSettings
     product: FakeProduct
 
-    def build_product(self, behaviour: FakeBehaviour, context: EndpointContext) -> FakeProduct:
+    def build_product(self, behaviour: BaseModel, context: EndpointContext) -> FakeProduct:
         return FakeProduct(behaviour, default_session_id=context.session_id)

@@ -15,9 +15,9 @@ import contextlib
 import json
 import logging
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from ...endpoints import field_mapping
 from ...endpoints._settings import AdapterSettings, parse_settings
@@ -58,14 +58,14 @@ class FakeHttpBehaviour(AdapterSettings):
 class FakeHttpProduct:
     """``await start()`` returns ``http://127.0.0.1:<port>/turn``; ``requests`` records bodies."""
 
-    def __init__(self, behaviour: FakeHttpBehaviour | Mapping[str, Any] | None = None, *,
+    def __init__(self, behaviour: FakeHttpBehaviour | Mapping[str, object] | None = None, *,
                  host: str = "127.0.0.1", port: int = 0):
         self.behaviour = parse_settings(FakeHttpBehaviour, behaviour)
         self.host, self._requested_port = host, port
         self.port: int | None = None
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[dict[str, JsonValue]] = []
         self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[Any]] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
 
     @property
     def url(self) -> str:
@@ -146,7 +146,7 @@ class FakeHttpProduct:
         self.requests.append(recorded)
         return await self._reply(turn_index, request, audio)
 
-    async def _reply(self, turn_index: int, request: dict[str, Any],
+    async def _reply(self, turn_index: int, request: dict[str, JsonValue],
                      audio: bytes) -> tuple[int, bytes]:
         behaviour = self.behaviour
         faulty = behaviour.fault != "none" and behaviour.fault_on_turn in (None, turn_index)
@@ -161,7 +161,7 @@ class FakeHttpProduct:
         voice = FakeBehaviour(voice_seed=behaviour.voice_seed)
         data = field_mapping(request, "data")
         reminder = reminder_from_request(data, fallback_time=behaviour.reminder_time)
-        reply: dict[str, Any] = {"turn_index": turn_index}
+        reply: dict[str, object] = {"turn_index": turn_index}
         if turn_index == 0:
             text, completed = behaviour.opening_text, False
         else:

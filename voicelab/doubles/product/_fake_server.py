@@ -16,8 +16,8 @@ import asyncio
 import base64
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
@@ -25,8 +25,9 @@ from websockets.exceptions import ConnectionClosed
 
 from ...audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ...endpoints.websocket import _wire as wire
+from .._json import JsonObject
 from .._voice import DoubleVoice
-from ._connection import ClosedByProduct, ProductConnection
+from ._connection import ClosedByProduct, ProductConnection, ServerTiming
 from ._fake_behaviour import (
     FakeBehaviour,
     Reminder,
@@ -52,11 +53,11 @@ class FakeSessionRecord:
     """What one connection to the fake looked like (for protocol-order and golden tests)."""
 
     session_id: str | None = None
-    request: dict[str, Any] | None = None
+    request: JsonObject | None = None
     client_messages: list[str] = field(default_factory=list)
-    server_messages: list[dict[str, Any]] = field(default_factory=list)
+    server_messages: list[dict[str, object]] = field(default_factory=list)
     # both directions interleaved as the fake saw them: ("evaluator" | "product", summary)
-    exchange: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    exchange: list[tuple[str, dict[str, object]]] = field(default_factory=list)
     handshake_headers: dict[str, str] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     responses_started: int = 0
@@ -70,7 +71,7 @@ def _visible_headers(headers: Headers | None) -> dict[str, str]:
             for name, value in headers.raw_items()}
 
 
-def _summary(message: str | bytes | dict[str, Any]) -> dict[str, Any]:
+def _summary(message: str | bytes | Mapping[str, object]) -> dict[str, object]:
     """A message as recorded: JSON as parsed (base64 audio elided), binary as its size."""
     if isinstance(message, bytes | bytearray):
         return {"binary_audio": len(message)}
@@ -86,7 +87,7 @@ def _summary(message: str | bytes | dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-class _FakeConnection(ProductConnection):
+class _FakeConnection(ProductConnection[bytes]):
     """One evaluator session with the fake: scripted replies, recorded exchange, faults."""
 
     session_prefix = "fake"
@@ -106,7 +107,7 @@ class _FakeConnection(ProductConnection):
     def honours_cancel(self) -> bool:
         return not self.behaviour.ignore_cancel
 
-    async def initialize(self, request: dict[str, Any]) -> None:
+    async def initialize(self, request: JsonObject) -> None:
         await super().initialize(request)
         # what a product that traces would do with the handshake's trace context: its spans
         # of this session become children of the evaluator's trial span (docs/observability.md)
@@ -116,12 +117,12 @@ class _FakeConnection(ProductConnection):
     def received(self, message: str | bytes) -> None:
         self.record.exchange.append(("evaluator", _summary(message)))
 
-    def sent(self, message: dict[str, Any] | bytes) -> None:
+    def sent(self, message: Mapping[str, object] | bytes) -> None:
         summary = _summary(message)
         self.record.server_messages.append(summary)
         self.record.exchange.append(("product", summary))
 
-    def read_request(self, request: dict[str, Any]) -> str:
+    def read_request(self, request: JsonObject) -> str:
         self.reminder = reminder_from_request(request, fallback_time=self.behaviour.reminder_time)
         return topic_from_request(request)
 
@@ -176,7 +177,7 @@ class _FakeConnection(ProductConnection):
                       cancel: asyncio.Event) -> None:
         behaviour = self.behaviour
         response_id = f"resp_{number}"
-        timing: dict[str, int | None] = {"response_create_ns": trigger_ns, "first_audio_ns": None,
+        timing: ServerTiming = {"response_create_ns": trigger_ns, "first_audio_ns": None,
                                          "speech_start_ns": None, "speech_end_ns": None}
         if await self.pause(behaviour.latency_seconds(number), cancel):
             await self.send_done(response_id, "cancelled", timing)
@@ -253,7 +254,7 @@ class _FakeConnection(ProductConnection):
             await self.send(frame)
 
 
-class FakeProduct(ProductServer):
+class FakeProduct(ProductServer[FakeSessionRecord]):
     """Protocol v1 as the product. ``await start()`` returns its ``ws://127.0.0.1:<port>/`` URI."""
 
     behaviour_model = FakeBehaviour

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 from ._store import (
     ProductDatabaseDir,
+    ProductOutcome,
     ProductProbe,
     ProductStore,
     now,
@@ -63,11 +63,11 @@ class FakeStore(ProductStore):
                            created_at=now())
 
 
-def read_outcome(path: str | Path, session_id: str) -> dict[str, Any] | None:
+def read_outcome(path: str | Path, session_id: str) -> ProductOutcome | None:
     """The persisted outcome of ``session_id``; ``None`` when the product never saw the session."""
 
     def outcome(db: sqlite3.Connection, plan: sqlite3.Row | None,
-                reminder: sqlite3.Row | None) -> dict[str, Any]:
+                reminder: sqlite3.Row | None) -> ProductOutcome:
         return {
             "session_id": session_id,
             "follow_up_created": reminder is not None,

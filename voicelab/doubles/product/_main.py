@@ -13,13 +13,21 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
+
+from pydantic import JsonValue
 
 from ...errors import ConfigError
 from ._server import ProductServer
 
 
-def settings_argument(text: str | None) -> dict[str, Any]:
+class _ProductOptions(TypedDict, total=False):
+    host: str
+    port: int
+    database_path: str | None
+
+
+def settings_argument(text: str | None) -> dict[str, JsonValue]:
     """``--settings``: a JSON object, or ``@path`` to a JSON file holding one."""
     if not text:
         return {}
@@ -67,7 +75,7 @@ def serve_product_main(argv: list[str] | None, *, product: Callable[..., Product
     if database_path_option:
         parser.add_argument("--database-path", help="SQLite file (default: a temporary one)")
     args = parser.parse_args(argv)
-    options: dict[str, Any] = {"host": args.host, "port": args.port}
+    options: _ProductOptions = {"host": args.host, "port": args.port}
     if database_path_option:
         options["database_path"] = args.database_path
     try:

@@ -11,21 +11,33 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar, Generic, Protocol, TypeVar, cast
 
 from pydantic import BaseModel
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
 from ...endpoints._settings import parse_settings
-from .._bot_server import BotServer
-from ._connection import ProductConnection
+from .._bot_server import BotServer, ServeOptions
+from ._connection import ProductBehaviour, ProductConnection, SessionRecord
 from ._store import ProductDatabaseDir, ProductProbe, ProductStore
 
 logger = logging.getLogger(__name__)
 
 
-class ProductServer(BotServer):
+class ProductSettings(ProductBehaviour, Protocol):
+    """What the server reads of every product's behaviour settings (a product's optional
+    settings, ``database_path`` and ``access_token``, are read where they apply)."""
+
+    @property
+    def max_client_message_bytes(self) -> int: ...
+
+
+#: what a product records of one connection
+RecordT = TypeVar("RecordT", bound=SessionRecord)
+
+
+class ProductServer(BotServer, Generic[RecordT]):
     """A protocol-v1 product as a server. ``await start()`` returns its ``ws://host:port/`` URI.
 
     A subclass names its behaviour settings, store, probe, temporary database directory and
@@ -41,12 +53,13 @@ class ProductServer(BotServer):
     label: ClassVar[str] = "product"  # in log lines and errors
     log: ClassVar[logging.Logger] = logger  # a subclass logs under its own module's name
 
-    def __init__(self, behaviour: BaseModel | Mapping[str, Any] | None = None, *,
+    def __init__(self, behaviour: BaseModel | Mapping[str, object] | None = None, *,
                  host: str = "127.0.0.1", port: int = 0,
                  database_path: str | Path | None = None,
                  default_session_id: str | None = None):
-        settings: Any = parse_settings(self.behaviour_model, behaviour)
-        self.behaviour: Any = settings
+        # every product's behaviour model has the fields ProductSettings names
+        settings = cast(ProductSettings, parse_settings(self.behaviour_model, behaviour))
+        self.behaviour: ProductSettings = settings
         super().__init__(host=host, port=port,
                          max_message_bytes=settings.max_client_message_bytes)
         self.name = f"the {self.label}"
@@ -57,10 +70,10 @@ class ProductServer(BotServer):
             path = self._temporary.database_path
         self.database_path = Path(path)
         self.default_session_id = default_session_id
-        self.store: Any = None
-        self.sessions: list[Any] = []
+        self.store: ProductStore | None = None
+        self.sessions: list[RecordT] = []
 
-    def outcome_probe(self) -> Any:
+    def outcome_probe(self) -> ProductProbe:
         return self.probe_class({"database_path": str(self.database_path)},
                                 keep_alive=self._temporary)
 
@@ -71,7 +84,7 @@ class ProductServer(BotServer):
         await self.prepare()
         self.store = self.store_class(self.database_path)
 
-    def _serve_options(self) -> dict[str, Any]:
+    def _serve_options(self) -> ServeOptions:
         return {"process_request": self._authorize}
 
     async def start(self) -> str:
@@ -96,7 +109,7 @@ class ProductServer(BotServer):
             return connection.respond(403, "invalid bearer token\n")
         return None
 
-    def new_record(self, ws: ServerConnection) -> Any:
+    def new_record(self, ws: ServerConnection) -> RecordT:
         """The record of one connection (appended to :attr:`sessions`)."""
         raise NotImplementedError
 

@@ -28,14 +28,16 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
+from pydantic import JsonValue
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from ...audio import CANONICAL_FORMAT, tone_speech
+from ._shapes import JsonObject, RealtimeUsage, ServerEvent, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class RealtimeServerConfig:
     spelling: Literal["ga", "beta"] = "ga"
     api_key: str | None = None
     lines: list[str] = field(default_factory=lambda: ["Hello, how can I help you today?"])
-    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)  # response no. -> call
+    tool_calls: dict[int, ToolCall] = field(default_factory=dict)  # response no. -> call
     end_call_on_last_line: bool = False
     end_function: str = "end_conversation"
     input_transcript: str | None = None
@@ -97,7 +99,7 @@ class RealtimeUsageCounts:
     text_out: int = 0
     audio_out: int = 0
 
-    def add(self, usage: dict[str, Any]) -> None:
+    def add(self, usage: RealtimeUsage) -> None:
         inputs, outputs = usage["input_token_details"], usage["output_token_details"]
         cached = inputs["cached_tokens_details"]
         self.responses += 1
@@ -116,11 +118,11 @@ class RealtimeConnectionRecord:
     path: str
     query: dict[str, str]
     auth: str | None
-    client_events: list[dict[str, Any]] = field(default_factory=list)
+    client_events: list[JsonObject] = field(default_factory=list)
     committed_audio: list[bytes] = field(default_factory=list)
-    session: dict[str, Any] = field(default_factory=dict)
+    session: JsonObject = field(default_factory=dict)
 
-    def events_of(self, event_type: str) -> list[dict[str, Any]]:
+    def events_of(self, event_type: str) -> list[JsonObject]:
         return [event for event in self.client_events if event.get("type") == event_type]
 
 
@@ -152,7 +154,7 @@ class RealtimeServer:
     def new_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):04d}"
 
-    def events_of(self, event_type: str) -> list[dict[str, Any]]:
+    def events_of(self, event_type: str) -> list[JsonObject]:
         return [e for record in self.connections for e in record.events_of(event_type)]
 
     async def start(self) -> RealtimeServer:
@@ -212,19 +214,29 @@ def _auth_scheme(request: Request, key: str | None) -> str | None:
 
 
 def _error(code: str, message: str, *, error_type: str = "invalid_request_error",
-           event_id: str | None = None) -> dict[str, Any]:
+           event_id: JsonValue = None) -> ServerEvent:
     return {"type": "error", "error": {"type": error_type, "code": code, "message": message,
                                        "param": None, "event_id": event_id}}
 
 
-def _requested_text(params: dict[str, Any]) -> str | None:
+def _objects(value: JsonValue) -> list[JsonObject]:
+    """The JSON objects in ``value`` when it is a list (a message's content parts, say)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _object(value: JsonValue) -> JsonObject:
+    """``value`` when it is a JSON object, else an empty one (a field left out or null)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _requested_text(params: JsonObject) -> str | None:
     """Text a client asked to be spoken verbatim (pre-generated message or out-of-band input)."""
     message = params.get("pre_generated_assistant_message")
     if isinstance(message, dict):
-        return " ".join(str(part.get("text", "")) for part in message.get("content", []))
+        return " ".join(str(part.get("text", "")) for part in _objects(message.get("content")))
     if params.get("conversation") == "none" and isinstance(params.get("input"), list):
-        texts = [str(part.get("text", "")) for item in params["input"] if isinstance(item, dict)
-                 for part in item.get("content", []) if part.get("type") == "input_text"]
+        texts = [str(part.get("text", "")) for item in _objects(params["input"])
+                 for part in _objects(item.get("content")) if part.get("type") == "input_text"]
         return " ".join(texts) if texts else None
     return None
 
@@ -250,12 +262,12 @@ class _Session:
         record.session = self._default_session(record.query.get("model")
                                                or record.query.get("deployment"))
 
-    def _default_session(self, model: str | None) -> dict[str, Any]:
-        vad = {"type": "server_vad", "threshold": 0.5, "silence_duration_ms": 500}
-        session: dict[str, Any] = {"id": self.server.new_id("sess"), "object": "realtime.session",
+    def _default_session(self, model: str | None) -> JsonObject:
+        vad: JsonObject = {"type": "server_vad", "threshold": 0.5, "silence_duration_ms": 500}
+        session: JsonObject = {"id": self.server.new_id("sess"), "object": "realtime.session",
                                    "model": model, "instructions": ""}
         if self.config.spelling == "ga":
-            pcm = {"type": "audio/pcm", "rate": 24000}
+            pcm: JsonObject = {"type": "audio/pcm", "rate": 24000}
             session.update(type="realtime", output_modalities=["audio"], audio={
                 "input": {"format": pcm, "turn_detection": vad},
                 "output": {"format": pcm, "voice": "alloy"}})
@@ -264,7 +276,7 @@ class _Session:
                            input_audio_format="pcm16", output_audio_format="pcm16")
         return session
 
-    async def send(self, event: dict[str, Any]) -> None:
+    async def send(self, event: ServerEvent) -> None:
         event.setdefault("event_id", self.server.new_id("event"))
         await self.ws.send(json.dumps(event))
 
@@ -288,15 +300,16 @@ class _Session:
             await self.ws.send(json.dumps({"type": "telemetry.unknown", "n": number,
                                            "filler": "x" * 1000}))
 
-    def _remember(self, event: dict[str, Any]) -> None:
+    def _remember(self, event: JsonObject) -> None:
         kept = dict(event)
-        if isinstance(kept.get("audio"), str):
-            kept["audio"] = {"byte_count": len(base64.b64decode(kept["audio"]))}
+        audio = kept.get("audio")
+        if isinstance(audio, str):
+            kept["audio"] = {"byte_count": len(base64.b64decode(audio))}
         self.record.client_events.append(kept)
 
     async def _handle(self, frame: str | bytes) -> None:
         try:
-            event = json.loads(frame)
+            event: JsonValue = json.loads(frame)
         except ValueError:
             await self.send(_error("invalid_json", "The message is not valid JSON."))
             return
@@ -306,13 +319,13 @@ class _Session:
         self._remember(event)
         kind, event_id = event.get("type"), event.get("event_id")
         if kind == "session.update":
-            _merge(self.record.session, event.get("session") or {})
+            _merge(self.record.session, _object(event.get("session")))
             self.text_added += len(str(self.record.session.get("instructions") or "").split())
             if not self.config.ignore_session_update:
                 await self.send({"type": "session.updated", "session": dict(self.record.session)})
         elif kind == "input_audio_buffer.append":
             try:
-                self.buffer.extend(base64.b64decode(event.get("audio") or "", validate=True))
+                self.buffer.extend(base64.b64decode(_text(event.get("audio")), validate=True))
             except (binascii.Error, ValueError):
                 await self.send(_error("invalid_value", "audio is not valid base64",
                                        event_id=event_id))
@@ -322,15 +335,14 @@ class _Session:
             self.buffer.clear()
             await self.send({"type": "input_audio_buffer.cleared"})
         elif kind == "conversation.item.create":
-            item = dict(event.get("item") or {})
+            item = dict(_object(event.get("item")))
             self.text_added += sum(len(str(part.get("text", "")).split())
-                                   for part in item.get("content") or []
-                                   if isinstance(part, dict))
+                                   for part in _objects(item.get("content")))
             item.setdefault("id", self.server.new_id("item"))
             await self.send({"type": self.names["item_created"], "previous_item_id": None,
                              "item": item})
         elif kind == "response.create":
-            await self._response_create(event.get("response") or {}, event_id)
+            await self._response_create(_object(event.get("response")), event_id)
         elif kind == "response.cancel":
             if self.active is None or self.active.done():
                 await self.send(_error("response_cancel_not_active",
@@ -342,7 +354,7 @@ class _Session:
         else:
             await self.send(_error("invalid_value", f"Invalid value: {kind!r}", event_id=event_id))
 
-    async def _commit(self, event_id: str | None) -> None:
+    async def _commit(self, event_id: JsonValue) -> None:
         if len(self.buffer) < MIN_COMMIT_BYTES:
             duration_ms = CANONICAL_FORMAT.seconds_for_bytes(len(self.buffer)) * 1000
             await self.send(_error(
@@ -366,7 +378,7 @@ class _Session:
                              "item_id": item_id, "content_index": 0,
                              "transcript": self.config.input_transcript})
 
-    async def _response_create(self, params: dict[str, Any], event_id: str | None) -> None:
+    async def _response_create(self, params: JsonObject, event_id: JsonValue) -> None:
         if self.active is not None and not self.active.done():
             await self.send(_error("conversation_already_has_active_response",
                                    "Conversation already has an active response",
@@ -382,7 +394,7 @@ class _Session:
             return
         self.active = asyncio.create_task(self._respond(number, params))
 
-    def _plan(self, number: int, params: dict[str, Any]) -> tuple[str | None, dict | None]:
+    def _plan(self, number: int, params: JsonObject) -> tuple[str | None, ToolCall | None]:
         """(text to speak, function call) for response ``number``."""
         requested = _requested_text(params)
         if requested is not None:
@@ -393,14 +405,14 @@ class _Session:
         lines = self.config.lines or [""]
         index = min(self.lines_spoken, len(lines) - 1)
         self.lines_spoken += 1
-        call = None
+        call: ToolCall | None = None
         if self.config.end_call_on_last_line and index == len(lines) - 1:
             call = {"name": self.config.end_function, "arguments": {"reason": "goals met"}}
         return lines[index], call
 
-    async def _respond(self, number: int, params: dict[str, Any]) -> None:
+    async def _respond(self, number: int, params: JsonObject) -> None:
         response_id = self.server.new_id("resp")
-        output: list[dict[str, Any]] = []
+        output: list[ServerEvent] = []
         status, details = "completed", None
         with contextlib.suppress(ConnectionClosed):
             await self.send({"type": "response.created", "response": {
@@ -414,7 +426,7 @@ class _Session:
                     await self._function_call(response_id, call, output)
             except asyncio.CancelledError:
                 status, details = "cancelled", {"type": "cancelled", "reason": "client_cancelled"}
-            response: dict[str, Any] = {
+            response: ServerEvent = {
                 "object": "realtime.response", "id": response_id, "status": status,
                 "status_details": details, "output": output}
             usage = self._bill()
@@ -422,7 +434,7 @@ class _Session:
                 response["usage"] = usage
             await self.send({"type": "response.done", "response": response})
 
-    def _bill(self) -> dict[str, Any]:
+    def _bill(self) -> RealtimeUsage:
         """The response's usage: the conversation read (what earlier responses read comes
         from the cache), the audio and words it spoke; counted by the server too."""
         text_in = self.text_read + self.text_added
@@ -430,7 +442,7 @@ class _Session:
         text_out = self.spoken_words
         audio_out = math.ceil(CANONICAL_FORMAT.seconds_for_bytes(self.spoken_bytes)
                               * AUDIO_OUT_TOKENS_PER_SECOND)
-        usage = {"total_tokens": text_in + audio_in + text_out + audio_out,
+        usage: RealtimeUsage = {"total_tokens": text_in + audio_in + text_out + audio_out,
                  "input_tokens": text_in + audio_in, "output_tokens": text_out + audio_out,
                  "input_token_details": {
                      "text_tokens": text_in, "audio_tokens": audio_in,
@@ -444,10 +456,10 @@ class _Session:
         self.text_added = self.audio_added = self.spoken_bytes = self.spoken_words = 0
         return usage
 
-    async def _speak(self, response_id: str, text: str, output: list[dict[str, Any]]) -> None:
+    async def _speak(self, response_id: str, text: str, output: list[ServerEvent]) -> None:
         item_id = self.server.new_id("item")
         index = len(output)
-        item: dict[str, Any] = {"id": item_id, "type": "message", "role": "assistant",
+        item: ServerEvent = {"id": item_id, "type": "message", "role": "assistant",
                                 "status": "in_progress",
                 "content": []}
         output.append(item)
@@ -488,17 +500,17 @@ class _Session:
                 await self.send({"type": "response.output_item.done", "response_id": response_id,
                                  "output_index": index, "item": dict(item)})
 
-    async def _function_call(self, response_id: str, call: dict[str, Any],
-                             output: list[dict[str, Any]]) -> None:
+    async def _function_call(self, response_id: str, call: ToolCall,
+                             output: list[ServerEvent]) -> None:
         item_id, call_id = self.server.new_id("item"), self.server.new_id("call")
         arguments = json.dumps(call.get("arguments") or {})
         index = len(output)
-        item = {"id": item_id, "type": "function_call", "status": "in_progress",
+        item: ServerEvent = {"id": item_id, "type": "function_call", "status": "in_progress",
                 "name": call["name"], "call_id": call_id, "arguments": ""}
         output.append(item)
         await self.send({"type": "response.output_item.added", "response_id": response_id,
                          "output_index": index, "item": dict(item)})
-        done = {"type": "response.function_call_arguments.done", "response_id": response_id,
+        done: ServerEvent = {"type": "response.function_call_arguments.done", "response_id": response_id,
                 "item_id": item_id, "output_index": index, "call_id": call_id,
                 "arguments": arguments}
         if self.config.spelling == "ga":  # the beta event does not name the function
@@ -509,9 +521,19 @@ class _Session:
                          "output_index": index, "item": dict(item)})
 
 
-def _merge(base: dict[str, Any], overlay: dict[str, Any]) -> None:
+def _text(value: JsonValue) -> str:
+    """A string field (the empty string when it was left out, null or empty)."""
+    if not value:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    return value
+
+
+def _merge(base: JsonObject, overlay: JsonObject) -> None:
     for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
+        below = base.get(key)
+        if isinstance(value, dict) and isinstance(below, dict):
+            _merge(below, value)
         else:
             base[key] = value

@@ -18,16 +18,16 @@ import asyncio
 import json
 import signal
 import sys
-from typing import Any
 
 from ...errors import ConfigError
+from .._json import JsonObject
 from ..product._main import settings_argument
 from ._bot import TwilioBot
 
 NAME = "twilio_bot"
 
 
-def _print_line(entry: dict[str, Any]) -> None:
+def _print_line(entry: JsonObject) -> None:
     print(json.dumps(entry), flush=True)
 
 

@@ -32,10 +32,10 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, JsonValue
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
@@ -50,6 +50,7 @@ from ...audio import (
 )
 from ...endpoints import AdapterSettings, parse_settings
 from .._bot_server import BotServer
+from .._json import JsonObject, object_or_empty
 from .._voice import DoubleVoice, VoiceKind
 
 logger = logging.getLogger(__name__)
@@ -129,8 +130,8 @@ class CallRecord:
     side ``caller`` (what Twilio, here voicelab, sent) or ``bot``."""
 
     index: int
-    exchange: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
-    start: dict[str, Any] | None = None
+    exchange: list[tuple[str, int, JsonObject]] = field(default_factory=list)
+    start: JsonObject | None = None
     caller_audio: bytearray = field(default_factory=bytearray)  # every inbound payload, mu-law
     #: when each inbound ``media`` frame arrived (its first sample's moment on the line)
     caller_frame_ns: list[int] = field(default_factory=list)
@@ -138,13 +139,13 @@ class CallRecord:
     replies: list[ReplyRecord] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     stopped: bool = False  # the user hung up (``stop``)
-    log: list[dict[str, Any]] = field(default_factory=list)
+    log: list[JsonObject] = field(default_factory=list)
 
-    def side(self, side: str) -> list[dict[str, Any]]:
+    def side(self, side: str) -> list[JsonObject]:
         return [message for who, _, message in self.exchange if who == side]
 
     @property
-    def custom_parameters(self) -> dict[str, Any]:
+    def custom_parameters(self) -> JsonObject:
         parameters = (self.start or {}).get("customParameters")
         return parameters if isinstance(parameters, dict) else {}
 
@@ -180,13 +181,13 @@ class _Call:
         self.stopping: asyncio.Task[None] | None = None  # a fade-out before a clear
         self.send_lock = asyncio.Lock()
 
-    def note(self, kind: str, **details: Any) -> None:
-        entry = {"call": self.record.index, "event": kind, "ns": time.perf_counter_ns(),
+    def note(self, kind: str, **details: JsonValue) -> None:
+        entry: JsonObject = {"call": self.record.index, "event": kind, "ns": time.perf_counter_ns(),
                  **details}
         self.record.log.append(entry)
         self.bot.report(entry)
 
-    async def send(self, message: dict[str, Any]) -> int:
+    async def send(self, message: JsonObject) -> int:
         async with self.send_lock:
             await self.ws.send(json.dumps(message))
         sent_ns = time.perf_counter_ns()
@@ -226,7 +227,7 @@ class _Call:
         if isinstance(message, bytes):
             raise _Violation("binary frame: Twilio sends JSON text")
         try:
-            parsed = json.loads(message)
+            parsed: JsonValue = json.loads(message)
         except ValueError:
             raise _Violation("malformed JSON") from None
         if not isinstance(parsed, dict):
@@ -251,11 +252,14 @@ class _Call:
         elif event == "mark":
             return await self.echoed(parsed, received_ns)
         elif event == "dtmf":
-            dtmf = parsed.get("dtmf") or {}
-            if dtmf.get("track") != "inbound_track" or dtmf.get("digit") not in DTMF_KEYS:
-                raise _Violation(f"malformed dtmf {dtmf!r}")
-            self.record.dtmf += dtmf["digit"]
-            self.note("dtmf", digit=dtmf["digit"])
+            given = parsed.get("dtmf")
+            dtmf = object_or_empty(given)
+            digit = dtmf.get("digit")
+            if dtmf.get("track") != "inbound_track" or not isinstance(digit, str) \
+                    or digit not in DTMF_KEYS:
+                raise _Violation(f"malformed dtmf {given!r}")
+            self.record.dtmf += digit
+            self.note("dtmf", digit=digit)
         elif event == "stop":
             stop = parsed.get("stop") or {}
             start = self.record.start or {}
@@ -268,13 +272,13 @@ class _Call:
             raise _Violation(f"unknown event {event!r}")
         return True
 
-    def check_sequence(self, message: dict[str, Any]) -> None:
+    def check_sequence(self, message: JsonObject) -> None:
         self.sequence += 1
         if message.get("sequenceNumber") != str(self.sequence):
             raise _Violation(f"sequenceNumber {message.get('sequenceNumber')!r}, expected "
                              f"{str(self.sequence)!r}")
 
-    def started(self, message: dict[str, Any]) -> None:
+    def started(self, message: JsonObject) -> None:
         start = message.get("start")
         if not isinstance(start, dict) or start.get("streamSid") != message.get("streamSid"):
             raise _Violation("start without a matching start.streamSid")
@@ -283,20 +287,20 @@ class _Call:
         for key, prefix in (("accountSid", "AC"), ("callSid", "CA"), ("streamSid", "MZ")):
             if not str(start.get(key, "")).startswith(prefix):
                 raise _Violation(f"start.{key} is not a {prefix} SID")
-        if not isinstance(start.get("customParameters"), dict) or not all(
-                isinstance(v, str) for v in start["customParameters"].values()):
+        parameters = start.get("customParameters")
+        if not isinstance(parameters, dict) or not all(
+                isinstance(v, str) for v in parameters.values()):
             raise _Violation("start.customParameters must map names to strings")
         self.stream_sid = str(message["streamSid"])
         self.record.start = start
-        self.note("call_started", stream_sid=self.stream_sid,
-                  custom_parameters=start["customParameters"])
+        self.note("call_started", stream_sid=self.stream_sid, custom_parameters=parameters)
         if self.settings.hostile == "mark_storm":
             self.answers = asyncio.create_task(self.storm())
         elif self.settings.greeting:
             self.answer(0, self.settings.greeting)
 
-    async def hear(self, message: dict[str, Any]) -> None:
-        media = message.get("media") or {}
+    async def hear(self, message: JsonObject) -> None:
+        media = object_or_empty(message.get("media"))
         self.chunks += 1
         if media.get("track") != "inbound" or media.get("chunk") != str(self.chunks) or \
                 not str(media.get("timestamp", "")).isdigit():
@@ -304,7 +308,7 @@ class _Call:
                              f"track {media.get('track')!r}, timestamp "
                              f"{media.get('timestamp')!r}")
         try:
-            payload = base64.b64decode(media.get("payload") or "", validate=True)
+            payload = base64.b64decode(str(media.get("payload") or ""), validate=True)
         except (binascii.Error, ValueError):
             raise _Violation("media payload is not base64") from None
         if len(payload) != FRAME_BYTES:
@@ -351,8 +355,8 @@ class _Call:
             await self.ws.send(json.dumps({"event": "mark", "streamSid": self.stream_sid,
                                            "mark": {"name": f"storm-{number}"}}))
 
-    async def echoed(self, message: dict[str, Any], received_ns: int) -> bool:
-        name = (message.get("mark") or {}).get("name")
+    async def echoed(self, message: JsonObject, received_ns: int) -> bool:
+        name = object_or_empty(message.get("mark")).get("name")
         if self.settings.hostile == "mark_storm":
             return True  # the echoes of its storm
         reply = next((r for r in self.record.replies
@@ -474,9 +478,9 @@ class TwilioBot(BotServer):
 
     name = "the Twilio bot"
 
-    def __init__(self, settings: TwilioBotSettings | Mapping[str, Any] | None = None, *,
+    def __init__(self, settings: TwilioBotSettings | Mapping[str, object] | None = None, *,
                  host: str = "127.0.0.1", port: int = 0,
-                 on_event: Callable[[dict[str, Any]], None] | None = None):
+                 on_event: Callable[[JsonObject], None] | None = None):
         self.settings = parse_settings(TwilioBotSettings, settings)
         super().__init__(host=host, port=port, max_message_bytes=self.settings.max_message_bytes)
         self.on_event = on_event
@@ -499,7 +503,7 @@ class TwilioBot(BotServer):
         tail = np.zeros(int(self.settings.tail_silence_ms * SAMPLES_PER_MS))
         return PcmAudio(np.concatenate([samples, tail]).astype(np.int16), G711_SAMPLE_RATE_HZ)
 
-    def report(self, entry: dict[str, Any]) -> None:
+    def report(self, entry: JsonObject) -> None:
         if self.on_event is not None:
             self.on_event(entry)
 

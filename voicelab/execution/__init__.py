@@ -13,6 +13,7 @@ from ._dask import DaskExecutor, require_distributed
 from ._inline import InlineExecutor
 from ._local import LocalExecutor
 from ._observer import ObservedRun, RunObserver
+from ._options import RunOptions
 from ._process_run import JobExecutor, ProcessRun
 from ._protocol import (
     Executor,
@@ -36,7 +37,7 @@ from ._sweep import arun_matrix, run_matrix
 from ._tuning import tuned_process
 
 __all__ = ["EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
-           "CheckPoint", "EndpointCheck", "InlineExecutor", "acheck_endpoint", "check_endpoint", "JobExecutor", "LocalExecutor", "ObservedRun", "ProcessRun", "RunContext", "RunLog", "RunObserver", "RunSpec", "TrialCall", "TrialDone",
+           "CheckPoint", "EndpointCheck", "InlineExecutor", "acheck_endpoint", "check_endpoint", "JobExecutor", "LocalExecutor", "ObservedRun", "ProcessRun", "RunContext", "RunLog", "RunObserver", "RunOptions", "RunSpec", "TrialCall", "TrialDone",
            "TrialJob", "TrialOutcome", "WorkerLost", "areplay", "areplay_sweep", "arun",
            "arun_matrix", "choose_executor", "make_bundle_dir", "point_latest", "read_run_report", "recorded_config_file",
            "replay", "replay_sweep", "require_distributed", "resumed_overrides", "run",

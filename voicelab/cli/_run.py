@@ -39,6 +39,7 @@ from ..artifacts import (
 from ..errors import ConfigError
 from ..execution import (
     MAX_WORKERS,
+    RunObserver,
     RunOptions,
     arun,
     arun_matrix,
@@ -296,23 +297,22 @@ def _check_resume_options(args: argparse.Namespace) -> None:
                           "--artifacts-dir, not both", source="CLI")
 
 
-def _run_options(args: argparse.Namespace, *, executor: dict[str, Any],
-                 calibrations: Sequence[JudgeCalibration], observers: Sequence[Any],
-                 progress: Any) -> RunOptions:
-    """What ``run`` and ``sweep`` pass on of their command line (``executor``: checked by
-    :func:`_executor_options` before anything runs)."""
-    return RunOptions(
-        trials=args.trials, concurrency=args.concurrency, artifacts_dir=args.artifacts_dir,
-        overrides=args.overrides, on_trial_done=progress, label=args.label,
-        calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
-        retry_inconclusive=args.retry_inconclusive, observers=observers,
-        only=args.only or (), fail_fast=args.fail_fast, max_cost=args.max_cost,
-        **executor)
+def _run_options(args: argparse.Namespace, *, executor: RunOptions,
+                 calibrations: Sequence[JudgeCalibration], observers: Sequence[RunObserver],
+                 progress: TrialProgress | TrialLines) -> RunOptions:
+    """What ``run`` and ``sweep`` pass on of their command line (``executor``: the options
+    :func:`_executor_options` checked before anything runs)."""
+    return dataclasses.replace(
+        executor, trials=args.trials, concurrency=args.concurrency,
+        artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
+        label=args.label, calibrations=calibrations, resume=args.resume,
+        rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
+        observers=observers, only=args.only or (), fail_fast=args.fail_fast,
+        max_cost=args.max_cost)
 
 
-def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
-    """--executor, --workers, --scheduler as :class:`RunOptions` fields (checked before any
-    run)."""
+def _executor_options(args: argparse.Namespace) -> RunOptions:
+    """--executor, --workers, --scheduler as :class:`RunOptions` (checked before any run)."""
     if args.scheduler is not None and args.executor != "dask":
         raise ConfigError("needs --executor dask", source="CLI", key="--scheduler")
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
@@ -320,7 +320,7 @@ def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
                           source="CLI", key="--workers")
     if args.executor == "dask":
         require_distributed()
-    return {"executor": args.executor, "workers": args.workers, "scheduler": args.scheduler}
+    return RunOptions(executor=args.executor, workers=args.workers, scheduler=args.scheduler)
 
 
 def degraded_warning(warnings: Sequence[str], degraded: int, executed: int) -> str | None:

@@ -329,7 +329,7 @@ class EndpointConfig(StrictModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _remember_old_spelling(cls, data: Any, handler: ModelWrapValidatorHandler[EndpointConfig]
+    def _remember_old_spelling(cls, data: object, handler: ModelWrapValidatorHandler[EndpointConfig]
                                ) -> EndpointConfig:
         given = data.get("settings") if isinstance(data, Mapping) else None
         endpoint = handler(data)

@@ -24,7 +24,7 @@ class AdapterSettings(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _turn_taking_spelling(cls, data: Any) -> Any:
+    def _turn_taking_spelling(cls, data: object) -> object:
         return spelled_for(cls.model_fields, data) if isinstance(data, Mapping) else data
 
 

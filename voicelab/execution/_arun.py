@@ -74,7 +74,7 @@ RunSource = RunPlan | LoadedRun | str | Path
 
 
 def arun(config: RunSource, options: RunOptions | None = None,
-         **keywords: Unpack[RunKeywords]) -> Coroutine[Any, Any, RunOutcome]:
+         **keywords: Unpack[RunKeywords]) -> Coroutine[object, None, RunOutcome]:
     """Run seeded trials and write the bundle: ``await voicelab.arun(config, options)``,
     from a notebook's running event loop too.
 

@@ -63,7 +63,7 @@ from ._staging import open_stage, published, store_target
 
 
 def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: RunOptions | None = None,
-                **keywords: Unpack[RunKeywords]) -> Coroutine[Any, Any, MatrixOutcome]:
+                **keywords: Unpack[RunKeywords]) -> Coroutine[object, None, MatrixOutcome]:
     """Run every cell of a suite: ``await voicelab.arun_matrix(suite, options)`` (awaitable in
     a notebook); writes matrix-report.json. ``options`` (:class:`voicelab.RunOptions`) are
     :func:`voicelab.arun`'s; the keyword form still works for one release and warns.

@@ -58,7 +58,7 @@ BLOCKING_ADAPTER = f'''
 import asyncio
 import time
 
-from voicelab.endpoints._websocket import WebSocketEndpoint
+from voicelab.endpoints.websocket import WebSocketEndpoint
 
 
 class BlockingWebSocket(WebSocketEndpoint):

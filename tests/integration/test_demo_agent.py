@@ -18,7 +18,7 @@ from voicelab.audio import PcmAudio
 from voicelab.doubles.demo_agent import LocalAgent, LocalAgentEndpoint, LocalAgentProbe
 from voicelab.doubles.demo_agent._rules import OPENING_TEXT, REPEAT_TEXT
 from voicelab.endpoints import EndpointContext, EndpointEvent
-from voicelab.endpoints._websocket import WebSocketEndpoint
+from voicelab.endpoints.websocket import WebSocketEndpoint
 from voicelab.speech import recognize
 from voicelab.speech._piper import PiperSpeechProvider
 

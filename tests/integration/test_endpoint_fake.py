@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 from voicelab.audio import PcmAudio, analyze_signal, tone_speech
 from voicelab.doubles.product import FakeProduct, FakeProductEndpoint, FakeProductProbe
 from voicelab.endpoints import EndpointContext, EndpointEvent
-from voicelab.endpoints._websocket import WebSocketEndpoint
+from voicelab.endpoints.websocket import WebSocketEndpoint
 
 SESSION = "planning-session-001"
 DATA = {"session_id": SESSION,

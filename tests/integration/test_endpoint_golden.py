@@ -23,8 +23,8 @@ from websockets.exceptions import ConnectionClosed
 from voicelab.audio import tone_speech
 from voicelab.doubles.product import FakeHttpProduct, FakeProductEndpoint
 from voicelab.endpoints import EndpointContext
-from voicelab.endpoints._http import HttpEndpoint
-from voicelab.endpoints._websocket import WebSocketEndpoint
+from voicelab.endpoints.http import HttpEndpoint
+from voicelab.endpoints.websocket import WebSocketEndpoint
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 WEBSOCKET_GOLDEN = GOLDEN / "websocket_v1_exchange.json"

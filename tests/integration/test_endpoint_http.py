@@ -12,7 +12,7 @@ import pytest
 from voicelab.audio import PcmAudio, tone_speech
 from voicelab.doubles.product import FakeHttpProduct
 from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
-from voicelab.endpoints._http import HttpEndpoint
+from voicelab.endpoints.http import HttpEndpoint
 
 TOKEN = "tok-HTTP-SECRET-51a9"
 DATA = {"session_id": "planning-session-001",

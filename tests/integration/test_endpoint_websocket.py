@@ -17,7 +17,7 @@ from voicelab.audio import PcmAudio, tone_speech
 from voicelab.config import SecretScrubber
 from voicelab.doubles.product import FakeProduct
 from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
-from voicelab.endpoints._websocket import WebSocketEndpoint
+from voicelab.endpoints.websocket import WebSocketEndpoint
 
 TOKEN = "tok-SECRET-4d2f9a"
 HEADER_SECRET = "hdr-SECRET-77c1e0"

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 
 DEAF_ONCE_ADAPTER = '''
-from voicelab.endpoints._websocket import WebSocketEndpoint
+from voicelab.endpoints.websocket import WebSocketEndpoint
 
 
 class TranscriptsFromTheSecondCall(WebSocketEndpoint):

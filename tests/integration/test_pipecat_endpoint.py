@@ -16,8 +16,8 @@ from voicelab.audio import PcmAudio, tone_speech
 from voicelab.config import SecretScrubber
 from voicelab.doubles.pipecat import PipecatBot
 from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent, load_endpoint_class
-from voicelab.endpoints._pipecat import PipecatEndpoint
-from voicelab.endpoints._pipecat_wire import decode_frame, encode_frame
+from voicelab.endpoints.pipecat import PipecatEndpoint
+from voicelab.endpoints.pipecat._wire import decode_frame, encode_frame
 
 HEADER_SECRET = "hdr-SECRET-5e1f0c"
 CLIENT_READY = {"label": "rtvi-ai", "type": "client-ready", "id": "1", "data": {}}

@@ -23,8 +23,8 @@ from websockets.exceptions import ConnectionClosed
 from voicelab.audio import PcmAudio, tone_speech
 from voicelab.doubles.pipecat import PipecatBot
 from voicelab.endpoints import EndpointContext, EndpointEvent
-from voicelab.endpoints._pipecat import PipecatEndpoint
-from voicelab.endpoints._pipecat_wire import DecodedFrame, audio_frame, decode_frame, encode_frame
+from voicelab.endpoints.pipecat import PipecatEndpoint
+from voicelab.endpoints.pipecat._wire import DecodedFrame, audio_frame, decode_frame, encode_frame
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "pipecat_exchange.json"
 UPDATE = os.environ.get("VOICELAB_UPDATE_GOLDEN") == "1"

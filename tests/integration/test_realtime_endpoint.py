@@ -15,8 +15,8 @@ from voicelab.audio import tone_speech
 from voicelab.config import SecretScrubber
 from voicelab.doubles.realtime import RealtimeServer, RealtimeServerConfig
 from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
+from voicelab.endpoints.realtime import RealtimeEndpoint
 from voicelab.errors import ConfigError
-from voicelab.realtime._endpoint import RealtimeEndpoint
 
 API_KEY = "rt-test-key-0123456789"
 LINE = "Sure, your table for two is booked at seven."

@@ -12,8 +12,8 @@ from voicelab.endpoints import (
     declared_capabilities,
     load_endpoint_class,
 )
-from voicelab.endpoints._http import HttpEndpoint
-from voicelab.endpoints._websocket import WebSocketEndpoint
+from voicelab.endpoints.http import HttpEndpoint
+from voicelab.endpoints.websocket import WebSocketEndpoint
 from voicelab.errors import ConfigError
 
 

@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 
 from voicelab.config import SecretScrubber
-from voicelab.endpoints import EVENT_TYPES
-from voicelab.endpoints._wire import (
+from voicelab.endpoints import EVENT_TYPES, parse_arguments
+from voicelab.endpoints.websocket._wire import (
     WireV1Decoder,
     client_message_name,
     control_message,
     init_message,
-    parse_arguments,
 )
 
 NS = 123_456_789
@@ -110,7 +109,7 @@ def test_conversation_completed_and_product_error():
 
 
 def test_unknown_type_becomes_raw_event_and_debug_log(caplog):
-    with caplog.at_level(logging.DEBUG, logger="voicelab.endpoints._wire"):
+    with caplog.at_level(logging.DEBUG, logger="voicelab.endpoints.websocket._wire"):
         [event] = decode(json.dumps({"type": "session.updated", "session": {"voice": "x"}}))
     assert event.type == "raw"
     assert event.raw == {"type": "session.updated", "session": {"voice": "x"}}

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from voicelab.audio import PcmAudio, SpeechBounds, audible_edges
-from voicelab.endpoints._pipecat import PipecatEndpoint
 from voicelab.endpoints._protocol import EndpointContext
+from voicelab.endpoints.pipecat import PipecatEndpoint
 from voicelab.recording import Recording
 from voicelab.runner._conversation import Prepared
 from voicelab.runner._heard_speech import RECENT_SAMPLES, HeardSpeech

@@ -8,7 +8,7 @@ import pytest
 
 from voicelab.config import SecretScrubber
 from voicelab.endpoints._limits import InboundBudget, InboundLimits
-from voicelab.endpoints._pipecat_wire import PipecatDecoder, encode_frame
+from voicelab.endpoints.pipecat._wire import PipecatDecoder, encode_frame
 
 SECOND = 1_000_000_000
 

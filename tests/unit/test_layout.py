@@ -63,7 +63,7 @@ MODULES = {module_name(path): imported_modules(path)
 def test_the_scan_sees_the_package_and_resolves_relative_imports():
     assert "voicelab.runner._run" in MODULES and "voicelab.doubles.product._endpoint" in MODULES
     # doubles are reached through the production adapters (relative imports, resolved)
-    assert "voicelab.endpoints._websocket" in MODULES["voicelab.doubles.product._endpoint"]
+    assert "voicelab.endpoints.websocket" in MODULES["voicelab.doubles.product._endpoint"]
     assert "voicelab.doubles.product" in MODULES["voicelab.doubles.demo_agent._endpoint"]
 
 

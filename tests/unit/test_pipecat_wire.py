@@ -12,8 +12,8 @@ from google.protobuf import descriptor_pb2
 
 from voicelab.audio import PcmAudio
 from voicelab.config import SecretScrubber
-from voicelab.endpoints import _pipecat_proto as proto
-from voicelab.endpoints._pipecat_wire import (
+from voicelab.endpoints.pipecat import _proto as proto
+from voicelab.endpoints.pipecat._wire import (
     FRAME_KINDS,
     InboundAudio,
     OutboundAudio,
@@ -150,7 +150,7 @@ def test_bad_bytes_and_unknown_frames_become_events_never_exceptions(caplog):
     assert events[0].raw == {"type": "malformed", "byte_count": 3}
     assert codec.decode(2, b"\x0a\x03\x1a\x01\xff")[0].data["code"] == "malformed_frame"  # UTF-8
 
-    with caplog.at_level(logging.DEBUG, logger="voicelab.endpoints._pipecat_wire"):
+    with caplog.at_level(logging.DEBUG, logger="voicelab.endpoints.pipecat._wire"):
         events = codec.decode(3, bytes.fromhex("3a020801"))  # a frame field 7 this schema lacks
     assert [e.type for e in events] == ["raw"]
     assert events[0].raw == {"type": "unknown", "field_numbers": [7], "byte_count": 4}

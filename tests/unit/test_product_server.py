@@ -16,8 +16,8 @@ from voicelab.doubles.product import ProductClientSettings, ProductServer
 from voicelab.doubles.product import _store as product_store
 from voicelab.doubles.product._connection import VIOLATION_CLOSE_CODE, ProductConnection
 from voicelab.doubles.product._main import serve_product_main, settings_argument
-from voicelab.endpoints import _wire as wire
 from voicelab.endpoints._settings import AdapterSettings
+from voicelab.endpoints.websocket import _wire as wire
 
 TOY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS plans (

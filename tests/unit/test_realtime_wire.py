@@ -10,10 +10,10 @@ import pytest
 
 from voicelab.config import PersonaConfig, Providers, ScenarioConfig, SessionBehavior
 from voicelab.endpoints import EndpointError
+from voicelab.endpoints.realtime import wire
 from voicelab.errors import MissingDependencyError
 from voicelab.personas import PersonaContext
 from voicelab.personas._realtime import END_TOOL, persona_instructions
-from voicelab.realtime import wire
 from voicelab.speech._voice_live import normalized_words, transcript_difference
 
 

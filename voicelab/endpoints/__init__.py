@@ -17,6 +17,7 @@ from ._abilities import (
     line_chunk_ms_of,
     turn_taking_of,
 )
+from ._fields import field_mapping, parse_arguments
 from ._inbox import Closure, ClosureError, MessageInbox, SocketClosed, closure_error
 from ._launch import (
     MAX_LINE_BYTES,
@@ -46,7 +47,6 @@ from ._protocol import (
 )
 from ._settings import AdapterSettings, auth_headers, parse_settings, redacted_url, secret_values
 from ._socket import WebSocketConnection, open_websocket
-from ._wire import field_mapping, parse_arguments
 
 __all__ = [
     "AdapterAbilities",

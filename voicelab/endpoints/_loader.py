@@ -12,14 +12,14 @@ from ..errors import ConfigError
 from ._abilities import abilities_of
 from ._protocol import REQUIRED_METHODS
 
-ENDPOINTS = Registry("endpoint adapter", {
+ENDPOINTS = Registry("endpoint adapter", group="voicelab.adapters", builtins={
     "fake": "voicelab.doubles.product:FakeProductEndpoint",
-    "websocket": "voicelab.endpoints._websocket:WebSocketEndpoint",
-    "http": "voicelab.endpoints._http:HttpEndpoint",
-    "realtime": "voicelab.realtime._endpoint:RealtimeEndpoint",
-    "twilio": "voicelab.endpoints._twilio:TwilioEndpoint",
+    "websocket": "voicelab.endpoints.websocket:WebSocketEndpoint",
+    "http": "voicelab.endpoints.http:HttpEndpoint",
+    "realtime": "voicelab.endpoints.realtime:RealtimeEndpoint",
+    "twilio": "voicelab.endpoints.twilio:TwilioEndpoint",
     "local_agent": "voicelab.doubles.demo_agent:LocalAgentEndpoint",
-    "pipecat": "voicelab.endpoints._pipecat:PipecatEndpoint",
+    "pipecat": "voicelab.endpoints.pipecat:PipecatEndpoint",
 })
 
 

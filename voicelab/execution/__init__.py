@@ -31,14 +31,12 @@ from ._replay import areplay, replay
 from ._replay_sweep import areplay_sweep, replay_sweep
 from ._resume import read_run_report, recorded_config_file
 from ._resume_overrides import resumed_overrides
-from ._run import make_bundle_dir, point_latest
-from ._run_log import RunLog
 from ._sweep import arun_matrix, run_matrix
 from ._tuning import tuned_process
 
 __all__ = ["EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
-           "CheckPoint", "EndpointCheck", "InlineExecutor", "acheck_endpoint", "check_endpoint", "JobExecutor", "LocalExecutor", "ObservedRun", "ProcessRun", "RunContext", "RunLog", "RunObserver", "RunOptions", "RunSpec", "TrialCall", "TrialDone",
+           "CheckPoint", "EndpointCheck", "InlineExecutor", "acheck_endpoint", "check_endpoint", "JobExecutor", "LocalExecutor", "ObservedRun", "ProcessRun", "RunContext", "RunObserver", "RunOptions", "RunSpec", "TrialCall", "TrialDone",
            "TrialJob", "TrialOutcome", "WorkerLost", "areplay", "areplay_sweep", "arun",
-           "arun_matrix", "choose_executor", "make_bundle_dir", "point_latest", "read_run_report", "recorded_config_file",
+           "arun_matrix", "choose_executor", "read_run_report", "recorded_config_file",
            "replay", "replay_sweep", "require_distributed", "resumed_overrides", "run",
            "run_matrix", "tuned_process"]

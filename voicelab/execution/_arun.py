@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from .._limits import MAX_RETRIES
+from .._location import is_url
 from .._validate import RunPlan, validate_run
-from ..artifacts import JudgeCalibration, RemoteLocation
+from ..artifacts import JudgeCalibration, RemoteLocation, RunFolder, RunReport
 from ..config import LoadedRun, load_run
 from ..cost import CostBudget
 from ..errors import ConfigError
@@ -34,7 +35,7 @@ from ..runner import (
 from ._options import RunKeywords, RunOptions, RunWiring, options_from_keywords
 from ._protocol import scoring_mode
 from ._registry import choose_executor
-from ._resume import aresume_point, lock_resumed, read_run_report
+from ._resume import aresume_point, read_run_report
 from ._resume_overrides import resumed_overrides
 from ._run import Run, RunSettings
 from ._staging import open_stage, published, store_target
@@ -106,20 +107,26 @@ async def arun_wired(config: RunSource, options: RunOptions,
     if not selection.everything and options.resume is not None:
         raise ConfigError("a resumed run runs the trials its bundle planned: --only is for a "
                           "new run", source="CLI", key="--only")
-    overrides: Sequence[str] = options.overrides
-    if options.resume is not None and not isinstance(config, RunPlan | LoadedRun):
-        overrides = _resumed_overrides(options.resume, overrides)
-    plan = _validated_plan(config, overrides)
+    folder = _reopened(options.resume)  # a local bundle to resume: locked, its report read once
+    try:
+        overrides: Sequence[str] = options.overrides
+        if options.resume is not None and not isinstance(config, RunPlan | LoadedRun):
+            overrides = _resumed_overrides(options.resume, overrides, folder)
+        plan = _validated_plan(config, overrides)
+        check_calibrations(plan.loaded, options.calibrations)
+        settings = _settings(options, wired, plan.loaded, overrides=overrides,
+                             only=selection.expressions)
+    except BaseException:
+        if folder is not None:
+            folder.close()
+        raise
     loaded = plan.loaded
-    check_calibrations(loaded, options.calibrations)
-    settings = _settings(options, wired, loaded, overrides=overrides,
-                         only=selection.expressions)
     artifacts_dir = options.artifacts_dir
     configured = artifacts_dir if artifacts_dir is not None else loaded.run.artifacts_dir
     given_at = None if artifacts_dir is not None else loaded.run_path
     store = store_target(configured, options.resume, source=given_at)
     if store is None:
-        return await _run_here(plan, settings)
+        return await _run_here(plan, settings, folder)
     return await _run_into_store(plan, settings, store, given_at=given_at)
 
 
@@ -170,19 +177,37 @@ async def _run_into_store(plan: RunPlan, options: RunSettings,
     return await published(stage, _run_here(plan, staged))
 
 
-async def _run_here(plan: RunPlan, options: RunSettings) -> RunOutcome:
-    """The run into a local folder (or a local bundle to resume)."""
+def _reopened(resume: str | Path | None) -> RunFolder[RunReport] | None:
+    """The local bundle to resume, reopened for ``run --resume`` (None for none, or for a
+    bundle in a store: its staged copy is reopened once downloaded)."""
+    if resume is None or is_url(resume):
+        return None
+    return RunFolder.reopen(resume, command="run --resume", report=RunReport)
+
+
+async def _run_here(plan: RunPlan, options: RunSettings,
+                    folder: RunFolder[RunReport] | None = None) -> RunOutcome:
+    """The run into a local folder (or a local bundle to resume: ``folder`` when the caller
+    reopened it); a reopened folder is closed however the run ends."""
+    if options.resume is not None and folder is None:  # a staged copy of a store's bundle
+        folder = _reopened(options.resume)
+    try:
+        return await _run_in(plan, options, folder)
+    finally:
+        if folder is not None:
+            folder.close()
+
+
+async def _run_in(plan: RunPlan, options: RunSettings,
+                  folder: RunFolder[RunReport] | None) -> RunOutcome:
+    """The run counted (a resumed one from its ``folder``'s report and trials), its executor
+    chosen and started, then run; the caller closes ``folder``."""
     loaded = plan.loaded
-    point, lock = None, None
+    point = None
     trials = options.trials
-    if options.resume is not None:  # locked before its trials are counted: one writer at a time
-        lock = lock_resumed(options.resume)
-        try:
-            point = await aresume_point(options.resume, loaded, trials=trials,
-                                        rerun_failed=options.rerun_failed)
-        except BaseException:
-            lock.release()
-            raise
+    if folder is not None:  # locked before its trials are counted: one writer at a time
+        point = await aresume_point(folder, loaded, trials=trials,
+                                    rerun_failed=options.rerun_failed)
         trials = point.planned
     trial_count = bounded_count(trials if trials is not None else loaded.run.trials, low=1,
                                 high=MAX_TRIALS, key="trials",
@@ -212,17 +237,18 @@ async def _run_here(plan: RunPlan, options: RunSettings) -> RunOutcome:
         retries = bounded_count(options.retry_inconclusive, low=0, high=MAX_RETRIES,
                                 key="retry_inconclusive", source=None)
         return await Run(plan, options, executor, planned=trial_count, parallel=parallel,
-                         pending=pending, point=point, lock=lock, retries=retries).execute()
+                         pending=pending, point=point, folder=folder, retries=retries).execute()
     finally:
         if owned and executor is not None:
             await executor.close()
-        if lock is not None:
-            lock.release()
 
 
-def _resumed_overrides(resume: str | Path, given: Sequence[str]) -> list[str]:
-    """The run's recorded --set overrides, with the given ones (:mod:`._resume_overrides`)."""
-    report = read_run_report(resume)
+def _resumed_overrides(resume: str | Path, given: Sequence[str],
+                       folder: RunFolder[RunReport] | None) -> list[str]:
+    """The run's recorded --set overrides (from the reopened ``folder``'s report, else the
+    store's), with the given ones (:mod:`._resume_overrides`)."""
+    report = folder.previous if folder is not None and folder.previous is not None \
+        else read_run_report(resume)
     return resumed_overrides(report.overrides, given, bundle=str(resume))
 
 

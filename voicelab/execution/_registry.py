@@ -18,7 +18,7 @@ from .._registry import Registry
 from ..errors import ConfigError
 from ._protocol import Executor, ExecutorFactory
 
-EXECUTORS = Registry("executor", {
+EXECUTORS = Registry("executor", group="voicelab.executors", builtins={
     "inline": "voicelab.execution._inline:InlineExecutor",
     "local": "voicelab.execution._local:LocalExecutor",
     "dask": "voicelab.execution._dask:DaskExecutor",

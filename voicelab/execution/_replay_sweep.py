@@ -15,7 +15,7 @@ from typing import Any
 
 from .._exit_codes import sweep_exit_code
 from .._validate import RunPlan
-from ..artifacts import MATRIX_REPORT, MatrixReport, ReplayOrigin
+from ..artifacts import MATRIX_REPORT, MatrixReport, ReplayOrigin, RunFolder
 from ..errors import ConfigError
 from ..runner import (
     MAX_CONCURRENCY,
@@ -33,12 +33,10 @@ from ..runner import (
     read_matrix_report,
     runs_redactor,
     strictest_access,
-    write_report_robustly,
 )
 from ..scoring import settings_of
 from ._arun import arun_wired, run_sync
 from ._options import RunOptions, RunWiring
-from ._run import make_bundle_dir, point_latest
 from ._sweep import CellProgress
 
 
@@ -103,9 +101,21 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
     root = Path(artifacts_dir) if artifacts_dir is not None else folder.parent
     run_id = new_run_id()
     runs = [cell.plan.loaded for cell in cells]
-    run_dir = make_bundle_dir(root, run_id, source=None, access=strictest_access(runs))
-    words = runs_redactor(runs)
-    origin = ReplayOrigin(run_id=original.run_id, bundle_path=str(folder))
+    with RunFolder.create(root, run_id, command="replay", report=MatrixReport,
+                          access=strictest_access(runs)) as replayed:
+        return await _replay_cells(replayed, cells, original=original, origin=ReplayOrigin(
+            run_id=original.run_id, bundle_path=str(folder)), parallel=parallel, label=label,
+            on_trial_done=on_trial_done)
+
+
+async def _replay_cells(folder: RunFolder[MatrixReport], cells: list[_Cell], *,
+                        original: MatrixReport, origin: ReplayOrigin, parallel: int,
+                        label: str | None,
+                        on_trial_done: Callable[[TrialResult, int, int], None] | None
+                        ) -> MatrixOutcome:
+    """Every cell replayed into ``folder``, its matrix report written running and final."""
+    run_id, run_dir = folder.path.name, folder.path
+    words = runs_redactor([cell.plan.loaded for cell in cells])
     started = _now()
     semaphore = asyncio.Semaphore(parallel)
     outcomes: list[RunOutcome] = []
@@ -117,7 +127,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
                        origin=origin)
 
     write_errors: list[str] = []
-    error = write_report_robustly(run_dir / MATRIX_REPORT, report("running"), words=words)
+    error = folder.write_report(report("running"), words=words)
     if error:
         write_errors.append(error)
 
@@ -137,7 +147,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
     tasks = [asyncio.create_task(replay_cell(cell)) for cell in cells]
     return await conclude_cells(tasks, outcomes, run_dir=run_dir, write_errors=write_errors,
                                 report=report, words=words,
-                                written=lambda: point_latest(root, run_dir))
+                                written=folder.link_latest)
 
 
 def replay_sweep(sweep_dir: str | Path, **kwargs: Any) -> MatrixOutcome:

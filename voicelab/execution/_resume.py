@@ -21,13 +21,12 @@ from ..artifacts import (
     RUN_REPORT,
     TRIAL_REPORT,
     VOICE_METRICS,
-    BundleLock,
     ProbeOutcome,
+    RunFolder,
     RunReport,
     TrialReport,
     TurnMetrics,
     VoiceMetrics,
-    check_tree,
     open_location,
     read_json,
     read_remote_json,
@@ -64,12 +63,7 @@ def read_run_report(bundle: str | Path) -> RunReport:
         document = read_remote_json(resolve_latest(folder).child(RUN_REPORT))
         remote: RunReport = parse_settings(RunReport, document, key=None, source=folder.url)
         return remote
-    path = _local(bundle) / RUN_REPORT
-    check_tree(path.parent)  # regular files and folders only, before anything is read
-    if not path.is_file():
-        raise ConfigError("not a run bundle (no run-report.json)", source=path.parent)
-    report: RunReport = _model(RunReport, path)
-    return report
+    return RunFolder.read(bundle, RunReport)
 
 
 def _local(bundle: str | Path) -> Path:
@@ -104,12 +98,6 @@ def check_planned(report: RunReport, bundle: Path) -> None:
                           key="planned_trials")
 
 
-def lock_resumed(bundle: str | Path) -> BundleLock:
-    """The lock of a bundle to resume, taken (:class:`ConfigError` naming the process that
-    writes it)."""
-    return BundleLock(_local(bundle), command="run --resume").acquire()
-
-
 def check_suite_hash(report: RunReport, loaded: LoadedRun, *, bundle: Path) -> None:
     expected = loaded.suite_hash()
     if report.suite_hash != expected:
@@ -137,20 +125,24 @@ def read_trial_result(trial_dir: Path, report: TrialReport) -> TrialResult:
 COUNT_STEP = 256
 
 
-async def aresume_point(bundle: str | Path, loaded: LoadedRun, *, trials: int | None = None,
-                        rerun_failed: bool = False) -> ResumePoint:
+async def aresume_point(bundle: str | Path | RunFolder[RunReport], loaded: LoadedRun, *,
+                        trials: int | None = None, rerun_failed: bool = False) -> ResumePoint:
     """What a resumed run keeps and runs (``trials`` may extend the plan, never shrink it),
     letting the event loop run every :data:`COUNT_STEP` trials, so SIGINT and SIGTERM stop a
-    long count (``arun``'s signal handlers are the loop's)."""
+    long count (``arun``'s signal handlers are the loop's). ``bundle`` is best the reopened
+    folder (:meth:`RunFolder.reopen`: locked, its report read once); a path is read here."""
     return await arun_steps(resume_steps(bundle, loaded, trials=trials,
                                          rerun_failed=rerun_failed))
 
 
-def resume_steps(bundle: str | Path, loaded: LoadedRun, *, trials: int | None,
-                 rerun_failed: bool) -> Steps[ResumePoint]:
-    directory = _local(bundle)
-    check_tree(directory)  # regular files and folders only, before anything is read
-    report = read_run_report(directory)
+def resume_steps(bundle: str | Path | RunFolder[RunReport], loaded: LoadedRun, *,
+                 trials: int | None, rerun_failed: bool) -> Steps[ResumePoint]:
+    if isinstance(bundle, RunFolder):
+        directory, report = bundle.path, bundle.previous
+        assert report is not None  # a reopened folder's report
+    else:  # the tree checked and the report read (bounded) as reopening does
+        directory = _local(bundle)
+        report = RunFolder.read(directory, RunReport)
     check_planned(report, directory)
     check_suite_hash(report, loaded, bundle=directory)
     planned = report.planned_trials if trials is None else trials

@@ -1,7 +1,8 @@
 """A run: seeded trials of one plan on an executor, into one bundle.
 
-:class:`Run` owns the bundle (its folder and lock, evaluator.log, ``run-report.json`` refreshed
-while it runs and written last, Ctrl-C included), a product launched once for the run, and the
+:class:`Run` lives its bundle's life through a :class:`voicelab.artifacts.RunFolder` (folder
+and lock, evaluator.log, ``run-report.json`` refreshed while it runs and written last, Ctrl-C
+included, ``latest`` after it), owns a product launched once for the run, and the
 admission of trials: the run's concurrency (or a sweep's shared semaphore), a loop-lag budget
 (:mod:`._lag_budget`) and, in a retry pass, a narrower gate. Trials are started lazily: at most
 ``concurrency`` loops pull trial numbers, so a huge ``--trials`` costs no memory up front.
@@ -15,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,30 +26,24 @@ from typing import Any
 from .._location import as_local_path
 from .._validate import RunPlan
 from ..artifacts import (
-    EVALUATOR_LOG,
-    LATEST,
     PRODUCT_LOG,
-    RUN_REPORT,
     BudgetState,
-    BundleLock,
     JudgeCalibration,
     Redacts,
     RemoteLocation,
     ReplayOrigin,
+    RunFolder,
     RunReport,
     TelemetryExport,
     TrialAttempt,
     filter_member,
     filter_model,
-    make_private_folder,
     open_remote,
     trial_folder,
-    write_member,
 )
-from ..config import BundleAccess, remember_text_filter
+from ..config import remember_text_filter
 from ..cost import CostBudget
 from ..endpoints import EndpointError, ProductProcess
-from ..errors import ConfigError, os_reason
 from ..runner import (
     FailFast,
     Failure,
@@ -63,7 +57,6 @@ from ..runner import (
     run_report,
     trial_seed,
     utc_now,
-    write_report_robustly,
 )
 from ..scoring import proportion_interval
 from ._attempts import (
@@ -76,7 +69,6 @@ from ._lag_budget import LagBudget, admitted
 from ._observer import ObservedRun, Observers, RunObserver
 from ._protocol import Executor, ExecutorRun, RunContext, RunSpec, TrialCall, TrialDone, TrialJob
 from ._resume import ResumePoint
-from ._run_log import RunLog
 from ._staging import worker_store
 from ._tuning import PROCESS_TUNING
 
@@ -122,46 +114,14 @@ class RunSettings:
     trial_estimate: float | None = None
 
 
-def make_bundle_dir(root: Path, name: str, *, source: str | Path | None,
-                    access: BundleAccess = "owner") -> Path:
-    """Create ``root/name`` with the mode ``access`` gives (owner-only by default: a bundle
-    holds people's voices and words); an unusable artifacts folder is a configuration error
-    naming it."""
-    bundle = (root / name).resolve()
-    try:
-        make_private_folder(bundle, access=access)
-        probe = bundle / ".voicelab-write-check"
-        write_member(probe)
-        probe.unlink()
-    except (OSError, ValueError) as error:
-        reason = os_reason(error) or str(error) or type(error).__name__
-        raise ConfigError(f"cannot create the bundle folder {bundle}: {reason}", source=source,
-                          key="artifacts_dir") from None
-    return bundle
-
-
-def point_latest(root: Path, bundle: Path) -> None:
-    """Point ``root/latest`` at ``bundle`` (a sibling folder), replacing the link at once (a
-    reader sees the old run or the new, never none); only a link is ever replaced there."""
-    latest = root / LATEST
-    if latest.exists() and not latest.is_symlink():
-        return  # someone's own file or folder: not ours to replace
-    staged = root / f".{LATEST}.{bundle.name}.tmp"
-    try:
-        staged.unlink(missing_ok=True)
-        staged.symlink_to(bundle.name)
-        os.replace(staged, latest)
-    except OSError:
-        staged.unlink(missing_ok=True)  # a convenience only (some filesystems have no links)
-
-
 class Run:
     """One run of ``plan``'s trials (``pending``, of ``planned``; a resumed run's ``point``
     holds those done) on ``executor``; :meth:`execute` runs it to its end."""
 
     def __init__(self, plan: RunPlan, options: RunSettings, executor: Executor, *,
                  planned: int, parallel: int, pending: Sequence[int],
-                 point: ResumePoint | None, lock: BundleLock | None, retries: int):
+                 point: ResumePoint | None, folder: RunFolder[RunReport] | None,
+                 retries: int):
         self.plan = plan
         self.loaded = plan.loaded
         self.options = options
@@ -170,7 +130,8 @@ class Run:
         self.parallel = parallel
         self.pending = pending
         self.point = point
-        self.lock = lock
+        #: the bundle: a resumed run's, reopened by the caller; a new run creates its own
+        self.folder = folder
         self.retries = retries
         self.label = options.label
         self.resumed_at: list[str] = []
@@ -211,7 +172,8 @@ class Run:
     def _open_bundle(self) -> None:
         options, point = self.options, self.point
         if point is not None:
-            self.bundle, self.run_id = point.bundle, point.report.run_id
+            assert self.folder is not None
+            self.bundle, self.run_id = self.folder.path, point.report.run_id
             self.root = self.bundle.parent
             self.label = self.label if self.label is not None else point.report.label
             self.resumed_at = [*point.report.resumed_at, utc_now()]
@@ -221,11 +183,11 @@ class Run:
             else self.loaded.run.artifacts_dir
         self.root = as_local_path(configured)
         self.run_id = options.run_id or new_run_id()
-        self.bundle = make_bundle_dir(
-            self.root, options.bundle_name or self.run_id,
+        self.folder = RunFolder.create(
+            self.root, options.bundle_name or self.run_id, command="run", report=RunReport,
             source=None if options.artifacts_dir is not None else self.loaded.run_path,
             access=self.loaded.run.retention.access)
-        self.lock = BundleLock(self.bundle, command="run").acquire()
+        self.bundle = self.folder.path
         self.started = utc_now()
 
     def _report(self, status: str) -> RunReport:
@@ -283,21 +245,15 @@ class Run:
         # import takes ~0.3 s, which would stall the event loop's arrival timestamps)
         proportion_interval(1, 2, confidence=statistics.confidence, method=statistics.interval)
         self._open_bundle()
-        assert self.lock is not None
-        try:
-            log = RunLog(self.bundle / EVALUATOR_LOG, run_id=self.run_id, words=self.words)
-        except BaseException:
-            self.lock.release()
-            raise
-        try:
-            with log, PROCESS_TUNING.during_run():
+        assert self.folder is not None
+        with self.folder:  # the log closed and the lock released, however the run ends
+            self.folder.start_log(run_id=self.run_id, words=self.words)
+            with PROCESS_TUNING.during_run():
                 self._log_start()
                 try:
                     await self._run()
                 finally:
-                    await self._end(log)
-        finally:
-            self.lock.release()
+                    await self._end()
         outcome = RunOutcome(self.final, self.bundle,
                              sorted(self.results, key=lambda r: r.report.trial), self.write_errors)
         if self.interrupted:
@@ -340,8 +296,8 @@ class Run:
             else loaded.run.measurement.lag_budget_ms
         self.budget = LagBudget(budget_ms=budget_ms, ceiling=self.parallel) if budget_ms \
             else None
-        running_error = write_report_robustly(self.bundle / RUN_REPORT,
-                                              self._report("running"), words=self.words)
+        assert self.folder is not None
+        running_error = self.folder.write_report(self._report("running"), words=self.words)
         if running_error:
             self.write_errors.append(running_error)
         self._last_report = asyncio.get_running_loop().time()
@@ -461,6 +417,8 @@ class Run:
         if self.observed is not None:
             self.observers.trial_finished(self.observed, result)
         now = asyncio.get_running_loop().time()
+        folder = self.folder
+        assert folder is not None
         if now - self._last_report >= RUNNING_REPORT_INTERVAL_SECONDS and \
                 not self._report_lock.locked():
             self._last_report = now
@@ -469,9 +427,8 @@ class Run:
                     # built in the thread too: its statistics cost O(trials), and the
                     # loop keeps stamping arrivals meanwhile (results only grow)
                     await asyncio.to_thread(
-                        lambda: write_report_robustly(self.bundle / RUN_REPORT,
-                                                      self._report("running"),
-                                                      words=self.words))
+                        lambda: folder.write_report(self._report("running"),
+                                                    words=self.words))
 
     async def _settled(self) -> None:
         """Every trial submitted so far settled: its status is known."""
@@ -514,7 +471,7 @@ class Run:
                         len(again), attempt + 1, width)
             self.interrupted = await self._pass(again, width, asyncio.Semaphore(width))
 
-    async def _end(self, log: RunLog) -> None:
+    async def _end(self) -> None:
         """Whatever happened: every planned file on disk (or its failure in the report), the
         executor's share of the run released, the product stopped, the final report."""
         if self.session is not None:
@@ -523,24 +480,20 @@ class Run:
             await asyncio.gather(*self.spec.pending, return_exceptions=True)
         if self.session is not None:
             await self.session.close()
+        assert self.folder is not None
         if self.run_product is not None:
             await self.run_product.stop()
-            try:
-                write_member(self.bundle / PRODUCT_LOG, filter_member(
-                    PRODUCT_LOG, self.run_product.log_text().encode(), self.words))
-            except OSError as error:
-                self.write_errors.append(f"could not write {PRODUCT_LOG}: {error.strerror}")
+            problem = self.folder.write_member(PRODUCT_LOG, filter_member(
+                PRODUCT_LOG, self.run_product.log_text().encode(), self.words))
+            if problem:
+                self.write_errors.append(problem)
         status = "interrupted" if self.interrupted else "complete"
         if self.observed is not None:  # flushed (bounded) before the report counts the export
             self.telemetry = await self.observers.run_ending(self.observed, status=status)
         self.final = filter_model(self._report(status), self.words)
-        final_error = write_report_robustly(self.bundle / RUN_REPORT, self.final)
-        if final_error:
-            self.write_errors.append(final_error)
-        elif self.point is None and self.options.link_latest:
-            point_latest(self.root, self.bundle)  # last: latest names a run with its report
-        if log.failed:
-            self.write_errors.append(f"could not write evaluator.log: {log.failed}")
+        # latest moves last (a new run's only): it names a run with its report
+        self.write_errors.extend(self.folder.finish(
+            self.final, link_latest=self.point is None and self.options.link_latest))
         logger.info("run %s %s: %d/%d trial(s) passed, exit code %d", self.run_id,
                     self.final.status, self.final.passed_trials, self.final.executed_trials,
                     self.final.exit_code)

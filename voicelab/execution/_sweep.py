@@ -15,15 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
 
-from .._location import as_local_path
+from .._location import is_url
 from ..artifacts import (
-    MATRIX_REPORT,
     RUN_REPORT,
-    BundleLock,
     JudgeCalibration,
     MatrixReport,
+    RunFolder,
     StageOutcome,
-    resolve_local_latest,
 )
 from ..config import LoadedRun, LoadedSuite
 from ..cost import CostBudget
@@ -49,7 +47,6 @@ from ..runner import (
     stage_outcome,
     strictest_access,
     utc_now,
-    write_report_robustly,
 )
 from ._arun import arun_wired, check_calibrations, cost_budget, outside_a_loop
 from ._observer import RunObserver
@@ -58,7 +55,6 @@ from ._protocol import Executor, scoring_mode
 from ._registry import choose_executor
 from ._resume import check_suite_hash, read_run_report
 from ._resume_overrides import resumed_overrides
-from ._run import make_bundle_dir, point_latest
 from ._staging import open_stage, published, store_target
 
 
@@ -99,23 +95,31 @@ async def _arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: Ru
                           "sweep", source="CLI", key="--only")
     stop = shared_fail_fast if shared_fail_fast is not None else (
         None if options.fail_fast is None else FailFast(options.fail_fast))
-    previous = read_matrix_report(resume) if resume is not None else None
-    if previous is not None and not isinstance(suite, MatrixPlan):
-        trials = previous.trials_per_cell if trials is None else trials
-        overrides = resumed_overrides(previous.overrides, overrides, bundle=str(resume))
-    plan = suite if isinstance(suite, MatrixPlan) else plan_matrix(
-        suite, trials=trials, concurrency=options.concurrency, overrides=overrides)
-    if not selection.everything and plan.selected_trials is None:
-        plan = plan.select(selection)
-    for one in plan.cells:
-        check_calibrations(one.plan.loaded, options.calibrations)
-    sweep = _Sweep(plan, on_trial_done=options.on_trial_done, label=options.label,
-                   calibrations=tuple(options.calibrations), rerun_failed=options.rerun_failed,
-                   executor=options.executor, workers=options.workers,
-                   scheduler=options.scheduler, retry_inconclusive=options.retry_inconclusive,
-                   observers=tuple(options.observers), fail_fast=stop,
-                   budget=_sweep_budget(plan, options.max_cost),
-                   lag_budget_ms=options.lag_budget_ms, scoring=options.scoring)
+    folder = _reopened(resume)  # a local sweep to finish: locked, its report read once
+    try:
+        previous = folder.previous if folder is not None else \
+            read_matrix_report(resume) if resume is not None else None
+        if previous is not None and not isinstance(suite, MatrixPlan):
+            trials = previous.trials_per_cell if trials is None else trials
+            overrides = resumed_overrides(previous.overrides, overrides, bundle=str(resume))
+        plan = suite if isinstance(suite, MatrixPlan) else plan_matrix(
+            suite, trials=trials, concurrency=options.concurrency, overrides=overrides)
+        if not selection.everything and plan.selected_trials is None:
+            plan = plan.select(selection)
+        for one in plan.cells:
+            check_calibrations(one.plan.loaded, options.calibrations)
+        sweep = _Sweep(plan, on_trial_done=options.on_trial_done, label=options.label,
+                       calibrations=tuple(options.calibrations),
+                       rerun_failed=options.rerun_failed, executor=options.executor,
+                       workers=options.workers, scheduler=options.scheduler,
+                       retry_inconclusive=options.retry_inconclusive,
+                       observers=tuple(options.observers), fail_fast=stop,
+                       budget=_sweep_budget(plan, options.max_cost),
+                       lag_budget_ms=options.lag_budget_ms, scoring=options.scoring)
+    except BaseException:
+        if folder is not None:
+            folder.close()
+        raise
     artifacts_dir, run_id = options.artifacts_dir, options.run_id
     spec = plan.suite.suite
     configured = artifacts_dir if artifacts_dir is not None else (
@@ -123,7 +127,7 @@ async def _arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: Ru
     given_at = None if artifacts_dir is not None else plan.suite.path
     store = store_target(configured, resume, source=given_at)
     if store is None:
-        return await sweep.here(configured, resume=resume, run_id=run_id,
+        return await sweep.here(configured, folder=folder, run_id=run_id,
                                 source=None if artifacts_dir is not None else plan.suite.path)
     # the sweep lives in a store: it writes a local staging folder, published as it goes
     root_location, to_resume = store
@@ -132,6 +136,14 @@ async def _arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: Ru
                                     latest=None if to_resume else run_id, source=given_at)
     return await published(stage, sweep.here(stage.staging, resume=stage.resume,
                                               run_id=run_id, source=None))
+
+
+def _reopened(resume: str | Path | None) -> RunFolder[MatrixReport] | None:
+    """The local sweep folder to finish, reopened for ``sweep`` (None for none, or for a sweep
+    in a store: its staged copy is reopened once downloaded)."""
+    if resume is None or is_url(resume):
+        return None
+    return RunFolder.reopen(resume, command="sweep", report=MatrixReport)
 
 
 def _sweep_budget(plan: MatrixPlan, max_cost: float | None) -> CostBudget | None:
@@ -193,16 +205,30 @@ class _Sweep:
     lag_budget_ms: float | None = None
     scoring: str = "process"
 
-    async def here(self, configured: str | Path, *, resume: str | Path | None,
-                   run_id: str | None, source: Path | None) -> MatrixOutcome:
+    async def here(self, configured: str | Path, *,
+                   folder: RunFolder[MatrixReport] | None = None,
+                   resume: str | Path | None = None, run_id: str | None,
+                   source: Path | None) -> MatrixOutcome:
         """The sweep into a new folder of ``configured`` (a local folder), or the local sweep
-        folder ``resume`` finished."""
-        plan, label = self.plan, self.label
-        previous = read_matrix_report(resume) if resume is not None else None
+        folder to finish: ``folder`` reopened by the caller, else ``resume`` reopened here."""
+        if folder is None and resume is not None:
+            folder = _reopened(resume)
+        if folder is None:
+            run_id = run_id or new_run_id()
+            folder = RunFolder.create(configured, run_id, command="sweep", report=MatrixReport,
+                                      source=source, access=strictest_access(self._runs))
+        with folder:  # one writer of the sweep folder at a time, released however it ends
+            return await self._in(folder, run_id=run_id)
+
+    async def _in(self, folder: RunFolder[MatrixReport], *, run_id: str | None
+                  ) -> MatrixOutcome:
+        """The sweep in its open ``folder``: a reopened one continues its run id, label and
+        start, every started cell's suite hash checked before any cell runs."""
+        plan, label, previous = self.plan, self.label, folder.previous
+        run_dir = folder.path
         resumed_at: list[str] = []
         if previous is not None:
             run_id = previous.run_id
-            run_dir = resolve_local_latest(as_local_path(resume)).expanduser().resolve()  # type: ignore[arg-type]
             for one in plan.cells:  # refuse before anything runs
                 if (run_dir / one.cell_id / RUN_REPORT).is_file():
                     check_suite_hash(read_run_report(run_dir / one.cell_id), one.plan.loaded,
@@ -211,37 +237,30 @@ class _Sweep:
             started = previous.started_at
             resumed_at = [*previous.resumed_at, utc_now()]
         else:
-            root = as_local_path(configured)
-            run_id = run_id or new_run_id()
-            run_dir = make_bundle_dir(root, run_id, source=source,
-                                      access=strictest_access(self._runs))
             started = utc_now()
+        assert run_id is not None
         owned, pool = False, None
-        with BundleLock(run_dir, command="sweep"):  # one writer of the sweep folder at a time
-            try:
-                pool, owned = choose_executor(self.executor, workers=self.workers,
-                                              scheduler=self.scheduler,
-                                              parallel=min(plan.concurrency, plan.conversations))
-                if owned:
-                    await pool.start()
-                return await self._cells(
-                    pool, run_id=run_id, run_dir=run_dir, started=started, previous=previous,
-                    label=label, resumed_at=resumed_at,
-                    written=None if previous is not None else
-                    lambda: point_latest(run_dir.parent, run_dir))
-            finally:
-                if owned and pool is not None:
-                    await pool.close()
+        try:
+            pool, owned = choose_executor(self.executor, workers=self.workers,
+                                          scheduler=self.scheduler,
+                                          parallel=min(plan.concurrency, plan.conversations))
+            if owned:
+                await pool.start()
+            return await self._cells(
+                pool, run_id=run_id, folder=folder, started=started, label=label,
+                resumed_at=resumed_at, written=folder.link_latest)
+        finally:
+            if owned and pool is not None:
+                await pool.close()
 
     @property
     def _runs(self) -> list[LoadedRun]:
         return [one.plan.loaded for one in self.plan.cells]
 
-    async def _cells(self, executor: Executor, *, run_id: str, run_dir: Path, started: str,
-                     previous: MatrixReport | None, label: str | None,
-                     resumed_at: list[str], written: Callable[[], None] | None
-                     ) -> MatrixOutcome:
-        plan = self.plan
+    async def _cells(self, executor: Executor, *, run_id: str, folder: RunFolder[MatrixReport],
+                     started: str, label: str | None, resumed_at: list[str],
+                     written: Callable[[], None] | None) -> MatrixOutcome:
+        plan, previous, run_dir = self.plan, folder.previous, folder.path
         semaphore = asyncio.Semaphore(plan.concurrency)
         outcomes: list[RunOutcome] = []
         stages: list[StageOutcome] = []
@@ -261,8 +280,7 @@ class _Sweep:
 
         write_errors: list[str] = []
         words = runs_redactor(self._runs)
-        running_error = write_report_robustly(run_dir / MATRIX_REPORT, report("running"),
-                                              words=words)
+        running_error = folder.write_report(report("running"), words=words)
         if running_error:
             write_errors.append(running_error)
 

@@ -25,13 +25,12 @@ from pathlib import Path
 
 from .._atomic import make_folder
 from .._limits import MAX_TURN_GAP_MS
-from .._location import as_local_path, is_url
+from .._location import is_url
 from ..artifacts import (
     CALL_SOURCE,
-    EVALUATOR_LOG,
-    RUN_REPORT,
     SCHEMA_VERSION,
-    BundleLock,
+    RunFolder,
+    RunReport,
     filter_model,
     trial_folder,
 )
@@ -48,7 +47,6 @@ from ..config import (
     remember_text_filter,
 )
 from ..errors import ConfigError
-from ..execution import RunLog, make_bundle_dir, point_latest
 from ..runner import (
     Call,
     RunInterrupted,
@@ -60,7 +58,6 @@ from ..runner import (
     score_on_loop,
     scored_result,
     utc_now,
-    write_report_robustly,
 )
 from ..speech import ASR_SOURCE, recognize, recognizer_installed
 from ._recording import call_recording
@@ -250,15 +247,15 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
     words = run_redactor(loaded)
     if not words.changes_nothing:  # the command line's own lines say no more
         remember_text_filter(words.text)
-    root = as_local_path(artifacts_dir)
     run_id = new_run_id()
-    bundle = make_bundle_dir(root, run_id, source=None, access=loaded.run.retention.access)
+    folder = RunFolder.create(artifacts_dir, run_id, command="ingest", report=RunReport,
+                              access=loaded.run.retention.access)
+    bundle = folder.path
     started = utc_now()
     results: list[TrialResult] = []
     status, message = "interrupted", ""
-    problems: list[str] = []
-    with BundleLock(bundle, command="ingest"), \
-            RunLog(bundle / EVALUATOR_LOG, run_id=run_id, words=words) as log:
+    with folder:
+        folder.start_log(run_id=run_id, words=words)
         try:
             logger.info("ingest %s: %d call(s), bundle %s", run_id, len(sources), bundle)
             for index, call in enumerate(sources, start=1):
@@ -280,16 +277,11 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
             report = filter_model(report.model_copy(update={
                 "source": PRODUCTION, "message": message or report.message,
                 "run_file": str(loaded.run_path) if run_file is not None else None}), words)
-            problem = write_report_robustly(bundle / RUN_REPORT, report)
-            if problem:
-                problems.append(problem)
-            elif options.link_latest:
-                point_latest(root, bundle)  # last: latest names a bundle with its report
+            # latest moves last: it names a bundle with its report
+            problems = folder.finish(report, link_latest=options.link_latest)
             logger.info("ingest %s %s: %d/%d call(s) passed, %d unjudged", run_id, status,
                         report.passed_trials, report.trial_count, report.unjudged_trials)
             outcome = IngestOutcome(report, bundle, results, problems, calls=sources)
-    if log.failed:
-        problems.append(f"could not write {EVALUATOR_LOG}: {log.failed}")
     if status == "interrupted":
         raise RunInterrupted(outcome)
     return outcome

@@ -19,7 +19,7 @@ SCRIPTED_MODE = "scripted"
 #: The persona mode that sends a recorded trial's turns again (docs/replay.md).
 REPLAY_MODE = "replay"
 
-PERSONAS = Registry("persona mode", {
+PERSONAS = Registry("persona mode", group="voicelab.personas", builtins={
     SCRIPTED_MODE: "voicelab.personas._scripted:ScriptedPersona",
     "synthesizer": "voicelab.personas._synthesizer:SynthesizerPersona",
     "realtime": "voicelab.personas._realtime:RealtimePersona",

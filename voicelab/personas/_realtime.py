@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..audio import CANONICAL_FORMAT, CANONICAL_SAMPLE_RATE_HZ, PcmAudio
 from ..cost import realtime_usage
 from ..endpoints import EndpointError
+from ..endpoints.realtime import Closure, RealtimeConnection, wire
 from ..errors import ExecutionError
-from ..realtime import Closure, RealtimeConnection, wire
 from ..speech import normalized_words, parse_realtime_settings, provider_voice
 from ._protocol import PersonaContext, PersonaDecision, PersonaEnd, ProductResponse, UserTurn
 

@@ -42,10 +42,10 @@ from ..artifacts import (
     VOICE_EVENTS,
     VOICE_METRICS,
     ArtifactVersionError,
-    BundleLock,
     ProbeOutcome,
     Publisher,
     RemoteLocation,
+    RunFolder,
     RunReport,
     TrialReport,
     TurnMetrics,
@@ -490,7 +490,7 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     if output is not None:
         target = _output_folder(as_local_path(output))
         shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)  # only `latest`
-    with BundleLock(target, command="rescore"):
+    with RunFolder.existing(target, command="rescore", report=RunReport):
         if pricing is not None:
             return _reprice_folder(target, pricing)
         return _rescore_folder(target, speech_metrics=speech_metrics, judges_from=judges_from,

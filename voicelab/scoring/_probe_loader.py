@@ -10,7 +10,7 @@ from typing import Any
 from .._registry import Registry
 from ..errors import ConfigError
 
-PROBES = Registry("outcome probe", {
+PROBES = Registry("outcome probe", group="voicelab.probes", builtins={
     "fake": "voicelab.doubles.product:FakeProductProbe",
 })
 

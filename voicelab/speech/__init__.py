@@ -40,7 +40,7 @@ from ._voice_live import (
 )
 from ._voices import ChecksVoice, Prosody, VoiceProblem, turn_prosody, voice_problem
 
-SPEECH_PROVIDERS = Registry("speech provider", {
+SPEECH_PROVIDERS = Registry("speech provider", group="voicelab.speech", builtins={
     "tone": "voicelab.speech._tone:ToneSpeechProvider",
     "piper": "voicelab.speech._piper:PiperSpeechProvider",
     "espeak": "voicelab.speech._espeak:EspeakSpeechProvider",

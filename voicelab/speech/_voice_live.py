@@ -37,8 +37,8 @@ from ..audio import CANONICAL_FORMAT, PcmAudio
 from ..config import Providers, SecretScrubber, parse_settings
 from ..cost import realtime_usage
 from ..endpoints import EndpointError, field_mapping
+from ..endpoints.realtime import Closure, RealtimeConnection, wire
 from ..errors import ConfigError, ExecutionError
-from ..realtime import Closure, RealtimeConnection, wire
 from ._protocol import SpeechContext
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...endpoints._protocol import EndpointContext
 from ...endpoints._settings import parse_settings
-from ...endpoints._websocket import WebSocketEndpoint
+from ...endpoints.websocket import WebSocketEndpoint
 from ..product import ProductClientSettings, ProductEndpoint
 from ._server import LocalAgent
 from ._voice import LocalAgentBehaviour, require_speech_packages

@@ -25,8 +25,8 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ...audio import PcmAudio
-from ...endpoints import _wire as wire
 from ...endpoints._settings import parse_settings
+from ...endpoints.websocket import _wire as wire
 from ..product import ProductConnection, ProductServer
 from ._rules import (
     OPENING_TEXT,

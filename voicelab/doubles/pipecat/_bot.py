@@ -34,7 +34,8 @@ from websockets.exceptions import ConnectionClosed
 
 from ..._atomic import atomic_write
 from ...audio import SILENCE_THRESHOLD, PcmAudio, StreamingResampler, StreamingVad
-from ...endpoints._pipecat_wire import (
+from ...endpoints._settings import AdapterSettings, parse_settings
+from ...endpoints.pipecat._wire import (
     DecodedFrame,
     FrameError,
     audio_frame,
@@ -43,7 +44,6 @@ from ...endpoints._pipecat_wire import (
     message_frame,
     pcm_of,
 )
-from ...endpoints._settings import AdapterSettings, parse_settings
 from .._bot_server import BotServer
 from .._voice import DoubleVoice, VoiceKind
 

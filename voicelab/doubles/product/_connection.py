@@ -24,7 +24,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ...audio import SILENCE_THRESHOLD
-from ...endpoints import _wire as wire
+from ...endpoints.websocket import _wire as wire
 from ._turn_detector import TurnDetector
 
 VIOLATION_CLOSE_CODE = 1008

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from ...endpoints._protocol import EndpointContext
 from ...endpoints._settings import AdapterSettings, parse_settings
-from ...endpoints._websocket import WebSocketEndpoint, WebSocketSettings
+from ...endpoints.websocket import WebSocketEndpoint, WebSocketSettings
 from ._server import ProductServer
 
 

@@ -8,7 +8,7 @@ protocol, the strict ``evaluator.init`` handshake and real sockets (see :mod:`._
 from __future__ import annotations
 
 from ...endpoints._protocol import EndpointContext
-from ...endpoints._websocket import WebSocketEndpoint
+from ...endpoints.websocket import WebSocketEndpoint
 from ._endpoint import ProductClientSettings, ProductEndpoint
 from ._fake_behaviour import FakeBehaviour
 from ._fake_server import FakeProduct

@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from ...endpoints import field_mapping
 from ...endpoints._settings import AdapterSettings, parse_settings
-from ...endpoints._wire import field_mapping
 from ._fake_behaviour import (
     DEFAULT_INTERIM_REPLY,
     DEFAULT_OPENING,

@@ -24,7 +24,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 
 from ...audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio
-from ...endpoints import _wire as wire
+from ...endpoints.websocket import _wire as wire
 from .._voice import DoubleVoice
 from ._connection import ClosedByProduct, ProductConnection
 from ._fake_behaviour import (

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from ..audio import BYTES_PER_SAMPLE
-from ..config import SecretScrubber
-from ._protocol import EndpointEvent
+from ...audio import BYTES_PER_SAMPLE
+from ...config import SecretScrubber
+from .._fields import field_mapping, parse_arguments
+from .._protocol import EndpointEvent
 
 logger = logging.getLogger(__name__)
 
@@ -64,16 +65,6 @@ def client_message_name(message: str | bytes) -> str:
     if isinstance(parsed, dict) and isinstance(parsed.get("type"), str):
         return parsed["type"]
     return "malformed_message"
-
-
-def parse_arguments(arguments: Any) -> tuple[Any, str | None]:
-    """Tool-call arguments parsed from their JSON string when possible, plus the original string."""
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments), arguments
-        except ValueError:
-            return arguments, arguments
-    return arguments, None
 
 
 def _error(received_ns: int, code: str, message: str, raw: Any, *,
@@ -183,13 +174,6 @@ def binary_note(byte_count: int) -> dict[str, Any]:
     size (hundreds a response: one dict to allocate, pickle and collect, not one each; nobody
     changes a raw record)."""
     return {"binary": True, "byte_count": byte_count}
-
-
-def field_mapping(message: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    """``message[key]`` when it is a mapping, else an empty one (product messages are
-    untrusted: a field may be missing or of another type)."""
-    value = message.get(key)
-    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str:

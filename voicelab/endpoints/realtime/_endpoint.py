@@ -4,7 +4,7 @@ API, Azure OpenAI realtime or Azure Voice Live, driven over its own WebSocket ev
 The evaluator owns turn boundaries: the session is configured with ``turn_detection: null``
 (unless ``session.turn_detection`` says otherwise), user audio is appended as base64 pcm16 at
 24 kHz, and each turn is ``input_audio_buffer.commit`` + ``response.create``. Both the GA and the
-beta / Voice Live event spellings are normalized (see :mod:`._realtime_wire`).
+beta / Voice Live event spellings are normalized (see :mod:`.wire`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..audio import CANONICAL_FORMAT, PcmAudio
-from ..cost import realtime_usage
-from ..endpoints import (
+from ...audio import CANONICAL_FORMAT, PcmAudio
+from ...cost import realtime_usage
+from .. import (
     AdapterSettings,
     EndpointContext,
     EndpointError,
@@ -57,7 +57,7 @@ class RealtimeSettings(AdapterSettings):
     chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
     tool_outputs: dict[str, Any] = Field(default_factory=dict)
     opening_response: bool = False
-    #: what the service may send (events other than audio: see :mod:`._limits`)
+    #: what the service may send (events other than audio: see :mod:`.._limits`)
     limits: InboundLimits = Field(default_factory=InboundLimits)
 
     @property

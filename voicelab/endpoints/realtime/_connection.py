@@ -9,8 +9,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..config import SecretScrubber
-from ..endpoints import (
+from ...config import SecretScrubber
+from .. import (
     Closure,
     EndpointError,
     MessageInbox,

@@ -21,16 +21,16 @@ from typing import Annotated, Any
 import httpx
 from pydantic import Field, field_validator
 
-from ..audio import BYTES_PER_SAMPLE, PcmAudio
-from ._protocol import EndpointContext, EndpointError, EndpointEvent
-from ._settings import (
+from ...audio import BYTES_PER_SAMPLE, PcmAudio
+from .._fields import parse_arguments
+from .._protocol import EndpointContext, EndpointError, EndpointEvent
+from .._settings import (
     AdapterSettings,
     auth_headers,
     parse_settings,
     redacted_url,
     secret_values,
 )
-from ._wire import parse_arguments
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 
 import numpy as np
 
-from ._twilio_audio import FRAME_MS, LineEncoder
-from ._twilio_wire import CallerStream
+from ._audio import FRAME_MS, LineEncoder
+from ._wire import CallerStream
 
 FRAME_NS = FRAME_MS * 1_000_000
 #: Line audio handed over this late is sent at once to catch up; later than this, the line is

@@ -3,7 +3,7 @@
 A bot built for Twilio (``<Connect><Stream>``) runs a WebSocket server; Twilio connects to it,
 says ``connected`` and ``start``, streams the user's audio as ``media`` messages (20 ms of
 8 kHz mu-law each), and plays what the bot sends back. This adapter connects the same way and
-speaks the same messages (see :mod:`._twilio_wire`), so such a bot is tested unchanged.
+speaks the same messages (see :mod:`._wire`), so such a bot is tested unchanged.
 
 * **The user's line.** Twilio products take turns by listening (``turn_taking`` is
   ``server_vad``): the runner hands :meth:`TwilioEndpoint.send_audio` the live line every
@@ -18,7 +18,7 @@ speaks the same messages (see :mod:`._twilio_wire`), so such a bot is tested unc
 * A normal close by the product (1000/1001) is the bot hanging up: ``conversation_complete``
   then ``closed``. Other closures and failures map to events as in the protocol v1 adapter.
 
-The connection stamps each message with the trial clock as the loop reads it (:mod:`._socket`);
+The connection stamps each message with the trial clock as the loop reads it (:mod:`.._socket`);
 decoding happens in :meth:`TwilioEndpoint.events`.
 """
 
@@ -34,16 +34,16 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from ..audio import PcmAudio
-from ._inbox import SocketClosed
-from ._protocol import EndpointContext, EndpointError, EndpointEvent, Playback
-from ._settings import auth_headers, parse_settings, secret_values
-from ._socket import WebSocketConnection
-from ._socket_endpoint import SocketEndpoint, SocketSettings
-from ._twilio_audio import FRAME_MS, LINE_LATENCY_MS, LineDecoder
-from ._twilio_line import CallerLine
-from ._twilio_playback import ArrivalPlayback
-from ._twilio_wire import (
+from ...audio import PcmAudio
+from .._inbox import SocketClosed
+from .._protocol import EndpointContext, EndpointError, EndpointEvent, Playback
+from .._settings import auth_headers, parse_settings, secret_values
+from .._socket import WebSocketConnection
+from .._socket_endpoint import SocketEndpoint, SocketSettings
+from ._audio import FRAME_MS, LINE_LATENCY_MS, LineDecoder
+from ._line import CallerLine
+from ._playback import ArrivalPlayback
+from ._wire import (
     SID_PATTERNS,
     SID_PREFIXES,
     CallerStream,
@@ -193,7 +193,7 @@ class TwilioEndpoint(SocketEndpoint):
         Frame ``n`` of the line is due ``n * 20 ms`` after the line started, so a caller that
         hands over audio on time gets it sent in real time, and one that fell behind (up to a
         second) gets the overdue frames sent at once; after a longer pause the line starts over
-        from now (see :mod:`._twilio_line`). A remainder shorter than a frame waits for the
+        from now (see :mod:`._line`). A remainder shorter than a frame waits for the
         next call.
 
         Raises :class:`EndpointError` (``connection_closed``) once the connection is gone,

@@ -1,6 +1,6 @@
 """pipecat's WebSocket frames as protobuf message classes, built at import from a declaration.
 
-The schema is ``_pipecat_frames.proto`` beside this module (pipecat's published ``frames.proto``:
+The schema is ``frames.proto`` beside this module (pipecat's published ``frames.proto``:
 message names, field numbers and types). Instead of committing ``protoc`` output, which ties the
 ``protobuf`` runtime to the generator's major version, the same schema is declared here as data
 and turned into a ``FileDescriptorProto``; ``tests/unit/test_pipecat_wire.py`` compiles the
@@ -17,7 +17,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-PROTO_FILE_NAME = "_pipecat_frames.proto"
+PROTO_FILE_NAME = "frames.proto"
 PACKAGE = "pipecat"
 
 _Field = descriptor_pb2.FieldDescriptorProto
@@ -69,7 +69,7 @@ def _field(name: str, number: int, kind: int, *, type_name: str = "",
 
 
 def file_descriptor() -> descriptor_pb2.FileDescriptorProto:
-    """The schema as ``protoc`` would describe ``_pipecat_frames.proto``."""
+    """The schema as ``protoc`` would describe ``frames.proto``."""
     proto = descriptor_pb2.FileDescriptorProto(name=PROTO_FILE_NAME, package=PACKAGE,
                                                syntax="proto3")
     for message_name, fields in MESSAGES.items():

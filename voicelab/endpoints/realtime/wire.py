@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from ..audio import CANONICAL_SAMPLE_RATE_HZ
-from ..endpoints import EndpointError, field_mapping, redacted_url
-from ..errors import MissingDependencyError
+from ...audio import CANONICAL_SAMPLE_RATE_HZ
+from ...errors import MissingDependencyError
+from .. import EndpointError, field_mapping, redacted_url
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from functools import cache
 
 import numpy as np
 
-from ..audio import (
+from ...audio import (
     CANONICAL_SAMPLE_RATE_HZ,
     G711_SAMPLE_RATE_HZ,
     PCM16_MAX,

@@ -1,7 +1,7 @@
 """The built-in WebSocket adapter (``adapter: websocket``): protocol v1 over a real socket.
 
 The socket's life, the inbox and the receive timeout are shared with every WebSocket adapter
-(:mod:`._socket_endpoint`); this one decodes protocol v1 (:mod:`._wire`) and runs the receive
+(:mod:`.._socket_endpoint`); this one decodes protocol v1 (:mod:`._wire`) and runs the receive
 timeout only while a response is pending.
 """
 
@@ -11,10 +11,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ..audio import PcmAudio
-from ._protocol import EndpointContext, EndpointEvent, TurnTaking
-from ._settings import auth_headers, parse_settings, secret_values
-from ._socket_endpoint import SocketEndpoint, SocketSettings
+from ...audio import PcmAudio
+from .._protocol import EndpointContext, EndpointEvent, TurnTaking
+from .._settings import auth_headers, parse_settings, secret_values
+from .._socket_endpoint import SocketEndpoint, SocketSettings
 from ._wire import (
     COMMIT,
     RESPONSE_CANCEL,

@@ -4,8 +4,8 @@ and ``ProtobufFrameSerializer``, over a real socket.
 A pipecat bot takes turns by listening, so this adapter is ``server_vad`` only: the runner
 streams the user's line through :meth:`PipecatEndpoint.send_audio` for the whole call and never
 commits a turn. The connection stamps each message as the loop reads it and puts it into the
-adapter's bounded inbox (see :mod:`._socket`); ``events()`` decodes on the consumer side (see
-:mod:`._pipecat_wire`), delivers the resampler's tail once the bot's audio has paused, and enforces
+adapter's bounded inbox (see :mod:`.._socket`); ``events()`` decodes on the consumer side (see
+:mod:`._wire`), delivers the resampler's tail once the bot's audio has paused, and enforces
 the receive timeout (one timer each, per quiet period).
 """
 
@@ -17,12 +17,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ..audio import PcmAudio
-from ._inbox import Closure
-from ._pipecat_wire import OutboundAudio, PipecatDecoder, encode_frame, message_frame
-from ._protocol import EndpointContext, EndpointEvent
-from ._settings import parse_settings, secret_values
-from ._socket_endpoint import QuietTimer, SocketEndpoint, SocketSettings
+from ...audio import PcmAudio
+from .._inbox import Closure
+from .._protocol import EndpointContext, EndpointEvent
+from .._settings import parse_settings, secret_values
+from .._socket_endpoint import QuietTimer, SocketEndpoint, SocketSettings
+from ._wire import OutboundAudio, PipecatDecoder, encode_frame, message_frame
 
 logger = logging.getLogger(__name__)
 

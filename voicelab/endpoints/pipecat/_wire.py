@@ -1,8 +1,8 @@
 """pipecat's protobuf frames on the wire: frames in and out, normalized events, resampling state.
 
 Pure (no sockets, no timers): bytes in, :class:`EndpointEvent` objects out, so the codec is unit
-tested on its own and the transport (:mod:`._pipecat`) stays a thin shell. The schema is
-``_pipecat_frames.proto`` (classes in :mod:`._pipecat_proto`); ``docs/adapters/pipecat.md`` has
+tested on its own and the transport (:mod:`._endpoint`) stays a thin shell. The schema is
+``frames.proto`` (classes in :mod:`._proto`); ``docs/adapters/pipecat.md`` has
 the mapping:
 
 * ``audio`` -> ``audio_delta`` (canonical 24 kHz PCM, resampled from the frame's own rate);
@@ -33,7 +33,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from ..audio import (
+from ...audio import (
     BYTES_PER_SAMPLE,
     CANONICAL_SAMPLE_RATE_HZ,
     PCM16_MAX,
@@ -41,10 +41,10 @@ from ..audio import (
     PcmAudio,
     StreamingResampler,
 )
-from ..config import SecretScrubber
-from . import _pipecat_proto as proto
-from ._limits import MAX_WIRE_SAMPLE_RATE_HZ, MIN_WIRE_SAMPLE_RATE_HZ
-from ._protocol import EndpointEvent
+from ...config import SecretScrubber
+from .._limits import MAX_WIRE_SAMPLE_RATE_HZ, MIN_WIRE_SAMPLE_RATE_HZ
+from .._protocol import EndpointEvent
+from . import _proto as proto
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def parse_message_data(data: str) -> tuple[Any, bool]:
 
 
 class SampleRateOutOfRange(ValueError):
-    """An audio frame declaring a rate outside the wire's range (see :mod:`._limits`)."""
+    """An audio frame declaring a rate outside the wire's range (see :mod:`.._limits`)."""
 
 
 def pcm_of(frame: DecodedFrame, *, default_rate_hz: int) -> PcmAudio:

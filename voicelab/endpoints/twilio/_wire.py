@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import SecretScrubber
-from ._protocol import EndpointEvent
+from ...config import SecretScrubber
+from .._protocol import EndpointEvent
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import Redacts, open_member_append
 from ..errors import os_reason
+from ._members import open_member_append
+from ._privacy import Redacts
 
 _current_run: contextvars.ContextVar[str | None] = contextvars.ContextVar("voicelab_run",
                                                                           default=None)

@@ -13,7 +13,7 @@ import asyncio
 from bisect import bisect_left
 from collections.abc import Callable
 
-from ..audio import CANONICAL_SAMPLE_RATE_HZ
+from ...audio import CANONICAL_SAMPLE_RATE_HZ
 
 #: How often a wait looks again while the audio it waits for has not arrived.
 POLL_SECONDS = 0.01

@@ -1,0 +1,14 @@
+"""The realtime WebSocket protocol (OpenAI Realtime API, Azure Voice Live), shared by the
+``realtime`` endpoint adapter, the realtime persona and the ``voice_live`` speech provider.
+
+:mod:`voicelab.endpoints.realtime.wire` builds and reads the protocol's messages (pure, no sockets);
+:class:`RealtimeConnection` is one connection whose receive path only timestamps and enqueues.
+The connection lives with the wire, under ``endpoints/``, because personas and speech already
+build on ``endpoints`` (never the reverse): both reach it through this package's names.
+"""
+
+from . import wire
+from ._connection import Closure, RealtimeConnection
+from ._endpoint import RealtimeEndpoint
+
+__all__ = ["Closure", "RealtimeConnection", "RealtimeEndpoint", "wire"]

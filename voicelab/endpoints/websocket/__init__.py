@@ -1,0 +1,9 @@
+"""voicelab's own wire, protocol v1 over a WebSocket (``adapter: websocket``).
+
+The adapter is exported so a product's own adapter (and the test doubles) can extend it; the
+messages themselves are in :mod:`._wire`, shared with the doubles.
+"""
+
+from ._endpoint import WebSocketEndpoint, WebSocketSettings
+
+__all__ = ["WebSocketEndpoint", "WebSocketSettings"]

@@ -12,34 +12,18 @@ from voicelab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
-LISTENING = ["pace_audio=true"]
 
 
-def _validated(*overrides: str):
-    from voicelab._validate import validate_run
-
-    return validate_run(load_run(EXAMPLE, overrides=[*LISTENING, *overrides]))
-
-
-def test_the_older_spelling_is_kept_under_the_one_name_and_warned_about():
+def test_the_older_spelling_is_kept_under_the_one_name():
     old = load_run(EXAMPLE, overrides=["endpoint.settings.turn_detection=server_vad"])
     assert old.run.endpoint.settings["turn_taking"] == "server_vad"
     assert "turn_detection" not in old.run.endpoint.settings
+    assert old.run.endpoint.old_turn_taking  # validate warns about it
     # the bundle's recorded config says the one name
     recorded = old.resolved_documents()["settings"]["endpoint"]["settings"]
-    assert recorded == {**recorded, "turn_taking": "server_vad"}
-    assert "turn_detection" not in recorded
-    plan = _validated("endpoint.settings.turn_detection=server_vad")
-    assert plan.turn_taking == "server_vad"
-    [warning] = [w for w in plan.summary.warnings if "turn_detection" in w]
-    assert warning.startswith(f"{EXAMPLE}: endpoint.settings.turn_detection:")
-    assert "write turn_taking" in warning
-
-
-def test_the_one_name_decides_the_turn_taking_without_a_warning():
-    plan = _validated("endpoint.settings.turn_taking=server_vad")
-    assert plan.turn_taking == "server_vad"
-    assert not [w for w in plan.summary.warnings if "turn_detection" in w]
+    assert recorded["turn_taking"] == "server_vad" and "turn_detection" not in recorded
+    new = load_run(EXAMPLE, overrides=["endpoint.settings.turn_taking=server_vad"])
+    assert not new.run.endpoint.old_turn_taking
 
 
 def test_both_spellings_that_differ_are_refused_naming_the_file_and_key():
@@ -75,10 +59,3 @@ def test_the_websocket_adapter_reads_the_one_name():
                                           "turn_taking": "server_vad",
                                           "turn_detection": "client"})
     assert "differ" in refused.value.message
-
-
-def test_an_adapter_without_the_setting_names_the_key_as_written():
-    with pytest.raises(ConfigError) as refused:
-        _validated("endpoint.adapter=pipecat", "endpoint.settings={uri: 'ws://127.0.0.1:9/'}",
-                   "endpoint.settings.turn_detection=client")
-    assert refused.value.key == "endpoint.settings.turn_detection"

@@ -404,7 +404,8 @@ def _resolved_probe(loaded: LoadedRun, adapter: _Adapter, run_file: str
 
 def _checked_scoring(loaded: LoadedRun, run_file: str) -> list[str]:
     """The speech metrics' packages, the gates' metrics and the judges (their names)."""
-    from .scoring import check_gate_metrics, check_quality_evaluation
+    from .metrics import run_turn_metrics
+    from .scoring import check_gate_metrics, check_quality_evaluation, verdict_checks
 
     if loaded.run.speech_metrics:
         for module, package in (("jiwer", "jiwer"), ("pocketsphinx", "pocketsphinx"),
@@ -414,6 +415,8 @@ def _checked_scoring(loaded: LoadedRun, run_file: str) -> list[str]:
                 raise MissingDependencyError(package, extra="speech", purpose="speech_metrics",
                                              source=run_file, key="speech_metrics")
     check_gate_metrics(loaded.run.gates, source=run_file)
+    verdict_checks(loaded)  # the run file's own verdicts import, and are verdicts
+    run_turn_metrics(loaded)  # and its own per-response metrics
     if loaded.run.quality_evaluation is None:
         return []
     return check_quality_evaluation(loaded)

@@ -190,7 +190,7 @@ def test_percentile_is_exactly_numpys_linear_percentile(values, q):
 
 
 def test_a_jitter_buffer_absorbs_uneven_arrival_and_counts_underruns():
-    from voicelab.metrics._voice import jitter_buffer_stall_ns
+    from voicelab.metrics._turn_metrics import jitter_buffer_stall_ns
 
     def chunks(arrivals_ms: list[float], frame_ms: float) -> list:
         t = Timeline()

@@ -14,7 +14,9 @@ from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -562,6 +564,24 @@ class RunConfig(StrictModel):
     #: what each unit of usage costs (docs/cost.md); ``pricing_path``: the same from a file
     pricing: PricingConfig | None = None
     pricing_path: Path | None = None
+    #: the run's own verdicts (docs/custom-verdicts.md): dotted paths of functions decorated
+    #: with ``voicelab.scoring.verdict``, imported from the run file's folder at validation
+    #: and judged after the built-in verdicts
+    verdicts: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    #: the run's own per-response metrics (docs/custom-verdicts.md): dotted paths of functions
+    #: decorated with ``voicelab.metrics.turn_metric``; their columns follow the document's
+    turn_metrics: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _plug_ins_only_when_given(self, handler: SerializerFunctionWrapHandler
+                                  ) -> dict[str, object]:
+        """A run without verdicts or metrics of its own is written as before
+        (resolved-settings.json, the suite hash): each key appears only when it names some."""
+        data: dict[str, object] = handler(self)
+        for key in ("verdicts", "turn_metrics"):
+            if not data.get(key):
+                data.pop(key, None)
+        return data
 
     @model_validator(mode="after")
     def _one_price_table(self) -> RunConfig:

@@ -47,6 +47,7 @@ from ..config import (
     remember_text_filter,
 )
 from ..errors import ConfigError
+from ..metrics import run_turn_metrics
 from ..runner import (
     Call,
     RunInterrupted,
@@ -59,6 +60,7 @@ from ..runner import (
     scored_result,
     utc_now,
 )
+from ..scoring import verdict_checks
 from ..speech import ASR_SOURCE, recognize, recognizer_installed
 from ._recording import call_recording
 from ._sources import (
@@ -244,6 +246,8 @@ async def aingest(calls: Sequence[CallSource | str | os.PathLike[str]], *,
                           key="artifacts_dir")
     sources = call_sources(calls)
     loaded = ingest_run(run_file, overrides=overrides)
+    verdict_checks(loaded)  # the run file's own verdicts and metrics import before anything
+    run_turn_metrics(loaded)  # is written
     words = run_redactor(loaded)
     if not words.changes_nothing:  # the command line's own lines say no more
         remember_text_filter(words.text)

@@ -36,6 +36,14 @@ from ._speech import (
     transcript_completeness,
 )
 from ._talk import add_words_per_minute, talk_metrics
+from ._turn_metrics import (
+    ResponseTurn,
+    TurnMetric,
+    TurnNeed,
+    keep_recorded_columns,
+    run_turn_metrics,
+    turn_metric,
+)
 from ._voice import (
     PERCENTILES,
     SEGMENT_GAP_MS,
@@ -47,6 +55,12 @@ from ._voice import (
 )
 
 __all__ = [
+    "ResponseTurn",
+    "TurnMetric",
+    "TurnNeed",
+    "keep_recorded_columns",
+    "run_turn_metrics",
+    "turn_metric",
     "STEP_EVENTS",
     "DOCUMENTED_ACCURACY_MS",
     "LATE_TICK_FLOOR_MS",

@@ -73,9 +73,11 @@ from ..recording import (
     samples_to_ns,
 )
 from ._cut_in import cut_in_fields, pauses_on_timeline, pauses_through_phone_band
-from ._placement import STEP_EVENTS, Placement, audible_extent_ns, audible_ns, silent_runs_ns
-from ._selectivity import echo_of, overlap_ns, probe_outcomes, self_interruptions
+from ._placement import STEP_EVENTS, Placement
+from ._selectivity import echo_of, probe_outcomes, self_interruptions
 from ._talk import talk_metrics
+from ._turn_metrics import ResponseTurn, TurnMetric, turn_values
+from ._turn_metrics import ns_to_ms as _ms
 
 TIMING_METRICS = ("response_latency_ms", "first_audio_latency_ms", "response_duration_ms",
                   "playback_stall_ms", "dead_air_ms", "interruption_stop_latency_ms",
@@ -86,10 +88,6 @@ _FRAME = _RATE // 100  # the voice activity detector's 10 ms frame
 #: Pauses at least this long split the product's speech into segments (shorter ones, between
 #: words, do not): what counts as speech heard after a barge-in.
 SEGMENT_GAP_MS = 100.0
-
-
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 3)
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:
@@ -199,22 +197,6 @@ def speech_segments_ns(channel: PcmAudio) -> list[tuple[int, int]]:
     return [(samples_to_ns(start), samples_to_ns(end)) for start, end in segments]
 
 
-def jitter_buffer_stall_ns(chunks: Sequence[Event], *, depth_ns: int) -> int:
-    """Underruns of a listener's jitter buffer of ``depth_ns`` playing ``chunks`` (in arrival
-    order): playback starts ``depth_ns`` after the first arrival; a chunk that arrives after
-    everything before it has played stalls playback until it arrives."""
-    if not chunks:
-        return 0
-    played_until = chunks[0].listener_ns + depth_ns
-    stall = 0
-    for index, chunk in enumerate(chunks):
-        if index and chunk.listener_ns > played_until:
-            stall += chunk.listener_ns - played_until
-            played_until = chunk.listener_ns
-        played_until += samples_to_ns(chunk.audio_samples)
-    return stall
-
-
 def _user_speech_ns(turn: str, users: dict[str, _UserTurn], placement: Placement
                     ) -> tuple[int | None, int | None]:
     """Where a user turn's speech starts and ends on the listener timeline."""
@@ -231,12 +213,15 @@ def _user_speech_ns(turn: str, users: dict[str, _UserTurn], placement: Placement
             user.line_speech_end_ns if user.line_speech_end_ns is not None else end)
 
 
-def compute_voice_metrics(recording: Recording, placement: Placement) -> VoiceMetrics:
-    """The voice-metrics.json document of one trial."""
-    return run_steps(compute_voice_metrics_steps(recording, placement))
+def compute_voice_metrics(recording: Recording, placement: Placement,
+                          turn_metrics: Sequence[TurnMetric] = ()) -> VoiceMetrics:
+    """The voice-metrics.json document of one trial; ``turn_metrics``: the run file's own
+    per-response metrics (their columns follow the document's own)."""
+    return run_steps(compute_voice_metrics_steps(recording, placement, turn_metrics))
 
 
-def compute_voice_metrics_steps(recording: Recording, placement: Placement
+def compute_voice_metrics_steps(recording: Recording, placement: Placement,
+                                turn_metrics: Sequence[TurnMetric] = ()
                                 ) -> Steps[VoiceMetrics]:
     """:func:`compute_voice_metrics` in steps (see :mod:`voicelab._steps`)."""
     gathered = yield from _gather(recording)
@@ -254,7 +239,7 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement
     turns: list[TurnMetrics] = []
     for index, turn_id in enumerate(responses):
         turns.append((yield from _response_metrics(measured, index, turn_id,
-                                                   responses[turn_id])))
+                                                   responses[turn_id], turn_metrics)))
     # a hesitation turn the product never answered after its end (it cut in, or said nothing)
     for turn_id in sorted(set(gathered.users) - set(responses)):
         cut_in = measured.cut_in_of(turn_id)
@@ -367,85 +352,37 @@ def _measured_against(recording: Recording, gathered: _Gathered, placement: Plac
 
 
 def _response_metrics(measured: _MeasuredAgainst, index: int, turn_id: str,
-                      found: ProductTurn) -> Steps[TurnMetrics]:
-    """One response's metrics: its latencies, how it was heard, and what a barge-in did."""
-    placement, speech = measured.placement, measured.speech
-    product_samples = placement.product.samples
-    reference, first = measured.gathered.references.get(turn_id), found.first_audio_ns
-    done = (found.done_ns, found.status) if found.done_ns is not None else None
+                      found: ProductTurn, extra: Sequence[TurnMetric] = ()
+                      ) -> Steps[TurnMetrics]:
+    """One response's row: what it is measured against gathered once (:class:`ResponseTurn`),
+    then every registered per-response metric (:mod:`._turn_metrics`), the line's packets and
+    a hesitation turn's cut-in fields."""
+    placement = measured.placement
     playback = placement.responses.get(turn_id)
-    heard_from = playback.start_ns if playback else None
-    heard_until = playback.end_ns if playback else None
-    dead_air = tail = None
-    if heard_from is not None and heard_until is not None:
-        yield
-        audible = audible_extent_ns(product_samples, start_ns=heard_from, end_ns=heard_until)
-        dead_air = _ms(silent_runs_ns(product_samples, start_ns=audible[0],
-                                      end_ns=audible[1])) if audible else 0.0
-        tail = _ms(heard_until - audible[1]) if audible else None
+    if playback is not None and playback.start_ns is not None and playback.end_ns is not None:
+        yield  # the audible extent of the reply is measured next
     _, user_speech_end = measured.user_speech_of(turn_id)
     span = _span(playback)
-    speech_onset = next((start for start, end in speech
+    speech_onset = next((start for start, end in measured.speech
                          if span and end > span[0] and start < span[1]
                          and (user_speech_end is None or start >= user_speech_end)), None)
-    latency = speech_onset + measured.heard_delay_ns - user_speech_end \
-        - measured.converting_ns \
-        if speech_onset is not None and user_speech_end is not None else None
-    stop_latency, audio_after, barge_after = _barge_in_figures(measured, found, span,
-                                                               speech_onset)
+    barge_onset = measured.user_speech_of(found.barged_in_by)[0] \
+        if found.barged_in_by is not None else None
     cut_in = measured.cut_in_of(turn_id)
-    if cut_in.get("product_cut_in"):
-        # what follows the user's end is first the cut-in reply still playing: no latency
-        # (the answer's is answer_after_cut_in_ms), kept out of every summary and gate
-        latency = first = None
     analyses = measured.analyses
-    return TurnMetrics(
-        turn_id=turn_id, index=index, status=done[1] if done else "incomplete",
-        reference=reference[1] if reference else None,
-        first_audio_latency_ms=_ms(first - reference[0])
-        if first is not None and reference else None,
-        response_latency_ms=_ms(latency),
-        response_duration_ms=_ms(done[0] - reference[0]) if done and reference else None,
-        output_audio_seconds=round(found.audio_samples / _RATE, 6),
-        user_speech_end_ms=_ms(user_speech_end), speech_start_ms=_ms(speech_onset),
-        playback_start_ms=_ms(heard_from), playback_end_ms=_ms(heard_until),
-        playback_stall_ms=_ms(jitter_buffer_stall_ns(_before_barge(found, playback),
-                                                     depth_ns=measured.depth_ns))
-        if playback and playback.chunks else None,
-        dead_air_ms=dead_air, trailing_silence_ms=tail,
-        interrupted=found.barged_in_by is not None,
-        interruption_stop_latency_ms=stop_latency, audio_after_interrupt_ms=audio_after,
-        barge_in_after_speech_ms=barge_after,
-        transcript=found.transcript, tool_calls=found.tool_calls,
-        input_speech_to_noise_db=measured.gathered.snr.get(turn_id),
+    turn = ResponseTurn(
+        turn_id=turn_id, index=index, found=found, playback=playback,
+        reference=measured.gathered.references.get(turn_id),
+        product_samples=placement.product.samples, speech=measured.speech,
+        user_speech=measured.user_speech, user_speech_end_ns=user_speech_end, span=span,
+        speech_onset_ns=speech_onset, barge_onset_ns=barge_onset,
+        heard_delay_ns=measured.heard_delay_ns, converting_ns=measured.converting_ns,
+        depth_ns=measured.depth_ns, cut_in=bool(cut_in.get("product_cut_in")),
+        speech_to_noise_db=measured.gathered.snr.get(turn_id),
         input=analyses.inputs.get(turn_id), output=analyses.outputs.get(turn_id),
-        double_talk_ms=_ms(overlap_ns([(max(a, span[0]), min(b, span[1])) for a, b in speech
-                                       if b > span[0] and a < span[1]], measured.user_speech))
-        if span else None,
-        to_user_delay_ms=measured.to_user_delay_ms,
-        **_line_fields(measured.line_turns, turn_id), **cut_in)
-
-
-def _barge_in_figures(measured: _MeasuredAgainst, found: ProductTurn,
-                      span: tuple[int, int] | None, speech_onset: int | None
-                      ) -> tuple[float | None, float | None, float | None]:
-    """After a barge-in: how long the product took to stop, how much of it sounded after, and
-    how long after the product began speaking the user barged in (ms); Nones without one."""
-    stop_latency = audio_after = barge_after = None
-    if found.barged_in_by is None or not span:
-        return stop_latency, audio_after, barge_after
-    barge_onset, _ = measured.user_speech_of(found.barged_in_by)
-    if barge_onset is None:
-        return stop_latency, audio_after, barge_after
-    product_samples = measured.placement.product.samples
-    barge_after = _ms(barge_onset - speech_onset - measured.heard_delay_ns) \
-        if speech_onset is not None else None
-    after = max(barge_onset, span[0])
-    heard = audible_extent_ns(product_samples, start_ns=after, end_ns=span[1])
-    stop_latency = _ms(max(0, heard[1] - barge_onset - measured.converting_ns)) \
-        if heard else 0.0
-    audio_after = _ms(audible_ns(product_samples, start_ns=after, end_ns=span[1]))
-    return stop_latency, audio_after, barge_after
+        to_user_delay_ms=measured.to_user_delay_ms)
+    return TurnMetrics(turn_id=turn_id, index=index, **turn_values(turn, extra),
+                       **_line_fields(measured.line_turns, turn_id), **cut_in)
 
 
 def _cut_in(turn_id: str, users: dict[str, _UserTurn], placement: Placement,
@@ -494,12 +431,3 @@ def _span(playback: HeardResponse | None) -> tuple[int, int] | None:
     ends = [c.end for c in playback.chunks if c.heard]
     return (samples_to_ns(playback.chunks[0].start),
             samples_to_ns(max(ends)) if ends else samples_to_ns(playback.chunks[0].start))
-
-
-def _before_barge(found: ProductTurn, playback: HeardResponse | None) -> list[Event]:
-    """The response's chunks that arrived before a barge-in flushed the listener's buffer
-    (stalls after it are the product stopping, not stalls)."""
-    if playback is None:
-        return []
-    return [c.event for c in playback.chunks if not c.after_cancel
-            and (playback.barge_in_ns is None or c.event.listener_ns < playback.barge_in_ns)]

@@ -45,6 +45,7 @@ from ..metrics import (
     STEP_EVENTS,
     EntityPlan,
     Placement,
+    TurnMetric,
     add_speech_metrics,
     add_words_per_minute,
     compute_voice_metrics_steps,
@@ -66,7 +67,7 @@ from ..recording import (
     encode_voice_events,
     transcript_markdown,
 )
-from ..scoring import deterministic_verdicts
+from ..scoring import BUILTIN_VERDICTS, TrialEvidence, VerdictCheck, judge_verdicts
 from ._report import CallEnding, TrialScore
 from ._transcription import WIRE_ONLY, ProductTranscription, transcribe_product
 
@@ -97,7 +98,8 @@ class Evidence:
         return quality is not None and quality.degraded
 
 
-def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
+def evidence_steps(recording: Recording, *, adapter: str,
+                   turn_metrics: Sequence[TurnMetric] = ()) -> Steps[Evidence]:
     """Voice events, placement, metrics and documents, in steps of well under a millisecond.
 
     Built in the scoring process (all steps at once), or on the event loop (:mod:`._scoring`),
@@ -111,7 +113,7 @@ def evidence_steps(recording: Recording, *, adapter: str) -> Steps[Evidence]:
         encoded.append(encode_voice_events(recording, start, start + STEP_EVENTS))
         yield
     placement = yield from place_channels_steps(recording)
-    metrics = yield from compute_voice_metrics_steps(recording, placement)
+    metrics = yield from compute_voice_metrics_steps(recording, placement, turn_metrics)
     transcript = build_transcript(recording)
     tool_calls = build_tool_calls(recording)
     yield
@@ -167,12 +169,14 @@ def _recognized_and_measured(evidence: Evidence, recording: Recording, *,
 async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
                    measurement: MeasurementConfig,
                    transcription: ProductTranscription = WIRE_ONLY,
-                   entities: EntityPlan = NO_ENTITIES) -> Evidence:
+                   entities: EntityPlan = NO_ENTITIES,
+                   turn_metrics: Sequence[TurnMetric] = ()) -> Evidence:
     """``measurement``: the tolerances the trial's loop lag is judged against;
     ``transcription``: which responses are recognized from their audio; ``entities``: the
-    scenario's key entities to check (recognized audio too)."""
-    evidence = _judge_measurement(await arun_steps(evidence_steps(recording, adapter=adapter)),
-                                  recording, measurement)
+    scenario's key entities to check (recognized audio too); ``turn_metrics``: the run
+    file's own per-response metrics."""
+    evidence = _judge_measurement(await arun_steps(evidence_steps(
+        recording, adapter=adapter, turn_metrics=turn_metrics)), recording, measurement)
     if speech_metrics or entities.checks \
             or transcription.to_recognize(recording, evidence.transcript):
         # seconds of numeric work (ASR, STOI, DNSMOS, pitch): a worker thread
@@ -186,37 +190,45 @@ async def assemble(recording: Recording, *, adapter: str, speech_metrics: bool,
 def assemble_now(recording: Recording, *, adapter: str, speech_metrics: bool,
                  measurement: MeasurementConfig,
                  transcription: ProductTranscription = WIRE_ONLY,
-                 entities: EntityPlan = NO_ENTITIES) -> Evidence:
-    """:func:`assemble` without an event loop (``rescore``)."""
-    evidence = _judge_measurement(run_steps(evidence_steps(recording, adapter=adapter)),
-                                  recording, measurement)
+                 entities: EntityPlan = NO_ENTITIES,
+                 turn_metrics: Sequence[TurnMetric] = ()) -> Evidence:
+    """:func:`assemble` without an event loop (``rescore``, the scoring process)."""
+    evidence = _judge_measurement(run_steps(evidence_steps(
+        recording, adapter=adapter, turn_metrics=turn_metrics)), recording, measurement)
     return _recognized_and_measured(evidence, recording, speech_metrics=speech_metrics,
                                     transcription=transcription, entities=entities)
 
 
 def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: PersonaConfig,
                 exit_reason: str, outcome_status: str, outcome: Mapping[str, Any] | None,
-                outcome_error: str | None, script: ScriptConfig | None = None
-                ) -> list[Verdict]:
-    return deterministic_verdicts(
+                outcome_error: str | None, script: ScriptConfig | None = None,
+                checks: Sequence[VerdictCheck] = BUILTIN_VERDICTS,
+                kept: Sequence[Verdict] = ()) -> list[Verdict]:
+    """Every verdict of ``checks`` (the run's: :func:`voicelab.scoring.verdict_checks`) on
+    the trial's evidence, then ``kept`` (verdicts a re-score carries over as recorded)."""
+    return judge_verdicts(TrialEvidence(
         scenario=scenario, persona=persona, transcript=evidence.transcript.turns,
-        exit_reason=exit_reason, outcome_status=outcome_status, outcome=outcome,
-        outcome_error=outcome_error, turn_metrics=evidence.metrics.turns,
-        probes=evidence.metrics.probes,
-        measurement=evidence.metrics.measurement_quality, entities=evidence.metrics.entities,
-        script=script, said_script_turns=evidence.said_script_turns)
+        tool_calls=evidence.tool_calls.tool_calls, exit_reason=exit_reason,
+        outcome_status=outcome_status, outcome=outcome, outcome_error=outcome_error,
+        turn_metrics=evidence.metrics.turns,
+        probes=evidence.metrics.probes, measurement=evidence.metrics.measurement_quality,
+        entities=evidence.metrics.entities, script=script,
+        said_script_turns=evidence.said_script_turns), checks, kept)
 
 
 def score_of(evidence: Evidence, ending: CallEnding, judges: Sequence[JudgeResult], *,
              scenario: ScenarioConfig, persona: PersonaConfig,
-             script: ScriptConfig | None = None) -> TrialScore:
+             script: ScriptConfig | None = None,
+             checks: Sequence[VerdictCheck] = BUILTIN_VERDICTS,
+             kept: Sequence[Verdict] = ()) -> TrialScore:
     """What the trial report says of the evidence: the verdicts (of the evidence and of how
     the call ended), the judges' results, the metrics' summary and whether the timings were
-    degraded. ``script``: the script a scripted persona followed (``None`` otherwise)."""
+    degraded. ``script``: the script a scripted persona followed (``None`` otherwise);
+    ``checks`` and ``kept``: see :func:`verdicts_of`."""
     verdicts = verdicts_of(evidence, scenario=scenario, persona=persona,
                            exit_reason=ending.exit_reason, outcome_status=ending.outcome_status,
                            outcome=ending.outcome, outcome_error=ending.outcome_error,
-                           script=script)
+                           script=script, checks=checks, kept=kept)
     return TrialScore(verdicts=verdicts, judges=list(judges),
                       metrics_summary=evidence.metrics.model_dump(mode="json")["summary"],
                       measurement_degraded=evidence.degraded)

@@ -18,7 +18,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,7 @@ from ..config import (
 )
 from ..cost import cost_summary, merged_summary, trial_cost
 from ..errors import ConfigError, ExecutionError, os_reason
-from ..metrics import EntityPlan
+from ..metrics import EntityPlan, keep_recorded_columns
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
 from ..scoring import (
     UNJUDGED,
@@ -86,6 +86,7 @@ from ..scoring import (
     gate_passed,
     pass_at_k,
     pass_power_k,
+    recorded_plugin_verdicts,
     run_statistics,
     settings_of,
 )
@@ -247,6 +248,7 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
     evidence = assemble_now(recording, adapter=previous.adapter, speech_metrics=speech_metrics,
                             measurement=measurement, transcription=transcription,
                             entities=EntityPlan.of(scenario, transcription_config))
+    _keep_own_columns(evidence.metrics.turns, settings, trial_dir)
     ending = CallEnding.of_recording(recording, report=previous)
     # files that could not be written when the trial ran: a fact of the bundle, not the call
     bundle_failures = [f for f in previous.failures if f.kind == "artifacts"]
@@ -260,7 +262,8 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
         TrialIdentity.of_report(previous), ending, CallTiming.of_report(previous),
         score=score_of(evidence, ending, judges, scenario=scenario, persona=persona,
                        script=followed_script(settings.get("persona_mode"),
-                                              _script(trial_dir))),
+                                              _script(trial_dir)),
+                       kept=recorded_plugin_verdicts(previous.verdicts)),
         trace_id=recording.trace_id, bundle_failures=bundle_failures, files=previous.files,
         attempt=previous.attempt, attempts=previous.attempts, extra=previous.model_extra)
     report.retention = previous.retention  # what the run kept stays what it kept
@@ -293,6 +296,14 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
     changed = [v.name for v in verdicts if before.get(v.name) != v.passed]
     return RescoredTrial(trial_dir, report, previous, changed, evidence.metrics.turns,
                          evidence.metrics.probes)
+
+
+def _keep_own_columns(turns: Sequence[TurnMetrics], settings: Mapping[str, object],
+                      trial_dir: Path) -> None:
+    """A run with per-response metrics of its own (``turn_metrics:``) keeps their columns as
+    it wrote them: nothing a bundle names is imported."""
+    if settings.get("turn_metrics"):
+        keep_recorded_columns(turns, _document(trial_dir, VOICE_METRICS).get("turns") or [])
 
 
 def recorded_pricing(settings: Any, *, source: Path) -> PricingConfig | None:

@@ -39,8 +39,9 @@ from ..artifacts import (
 )
 from ..config import LoadedRun
 from ..cost import trial_cost
-from ..metrics import EntityPlan, loop_lag_of
+from ..metrics import EntityPlan, loop_lag_of, run_turn_metrics
 from ..recording import Recording
+from ..scoring import verdict_checks
 from ._evidence import (
     Evidence,
     assemble,
@@ -107,7 +108,8 @@ def _assemble_options(loaded: LoadedRun, call: Call) -> dict[str, Any]:
     return {"adapter": loaded.run.endpoint.adapter, "speech_metrics": call.speech_metrics,
             "measurement": loaded.run.measurement,
             "transcription": ProductTranscription.of_run(loaded),
-            "entities": EntityPlan.of(loaded.scenario, loaded.run.transcription)}
+            "entities": EntityPlan.of(loaded.scenario, loaded.run.transcription),
+            "turn_metrics": run_turn_metrics(loaded)}
 
 
 def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
@@ -122,7 +124,8 @@ def _report_steps(loaded: LoadedRun, call: Call, evidence: Evidence,
         identity, ending, CallTiming.between(call.started_wall, time.time()),
         score=score_of(evidence, ending, judges, scenario=loaded.scenario,
                        persona=loaded.persona,
-                       script=followed_script(loaded.run.persona_mode, loaded.script)),
+                       script=followed_script(loaded.run.persona_mode, loaded.script),
+                       checks=verdict_checks(loaded)),
         trace_id=recording.trace_id)
     yield
     resolved = loaded.resolved_documents()

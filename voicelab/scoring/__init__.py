@@ -1,7 +1,7 @@
 """Scoring: outcome probes, deterministic verdicts, LLM judges, pass@k and pass^k."""
 
 from ._endpointing import Hesitation, curve_of, endpointing_curve, half_cut_in, hesitations
-from ._evidence import ConversationEvidence, RedactedEvidence
+from ._evidence import CALL_ENDED, ConversationEvidence, RedactedEvidence, TrialEvidence
 from ._judge_correction import METHOD, CorrectedRate, corrected_rate, rogan_gladen, safe_ratio
 from ._probe import OutcomeProbe
 from ._probe_loader import PROBES, load_probe_class
@@ -43,8 +43,9 @@ from ._statistics import (
     trials_for_width,
 )
 from ._text_readers import text_readers
+from ._verdict_registry import Need, VerdictCheck, judge_verdicts, verdict
 from ._verdicts import (
-    CALL_ENDED,
+    BUILTIN_VERDICTS,
     UNJUDGED,
     TrialStatus,
     deterministic_verdicts,
@@ -52,9 +53,11 @@ from ._verdicts import (
     no_cut_in_verdict,
     pass_at_k,
     pass_power_k,
+    recorded_plugin_verdicts,
     script_turns_said_verdict,
     trial_passed,
     trial_status,
+    verdict_checks,
 )
 
 __all__ = [
@@ -91,6 +94,14 @@ __all__ = [
     "OutcomeProbe",
     "check_quality_evaluation",
     "deterministic_verdicts",
+    "BUILTIN_VERDICTS",
+    "Need",
+    "TrialEvidence",
+    "VerdictCheck",
+    "judge_verdicts",
+    "recorded_plugin_verdicts",
+    "verdict",
+    "verdict_checks",
     "judge_provider_name",
     "load_probe_class",
     "pass_at_k",

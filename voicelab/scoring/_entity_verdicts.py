@@ -5,7 +5,8 @@ audio says exactly). Inputs: voice-metrics.json ``entities`` (:mod:`voicelab.met
 from __future__ import annotations
 
 from ..artifacts import EntityCheck, EntityMetrics, Verdict
-from ..config import EvalSpec
+from ._evidence import TrialEvidence
+from ._verdict_registry import verdict
 
 
 def _inconclusive(name: str, expected: str, missing: str) -> Verdict:
@@ -38,18 +39,29 @@ def _decide(name: str, expected: str, checks: list[EntityCheck], nothing: str) -
                        sorted({f"{c.name} ({c.source})" for c in right})))
 
 
-def entity_verdicts(spec: EvalSpec, entities: EntityMetrics | None) -> list[Verdict]:
-    """The entity verdicts ``spec`` asks for (none when the scenario marks no entities)."""
-    verdicts: list[Verdict] = []
-    if entities is None:
-        return verdicts
-    if spec.entities_heard:
-        verdicts.append(_decide(
-            "entities_heard", "every entity the user said heard exactly", entities.input,
-            "the user said none of the scenario's entities"
-            + (f" ({', '.join(entities.not_said)})" if entities.not_said else "")))
-    if spec.entities_spoken:
-        verdicts.append(_decide(
-            "entities_spoken", "every entity in the product's text said exactly in its audio",
-            entities.output, "no response's transcript said an entity"))
-    return verdicts
+def _entities(evidence: TrialEvidence) -> EntityMetrics:
+    """The trial's entity metrics (asked for only when there are some)."""
+    if evidence.entities is None:
+        raise ValueError("the trial has no entity metrics")
+    return evidence.entities
+
+
+@verdict("entities_heard", needs=("entities", "expectations"),
+         when=lambda e: e.entities is not None and e.spec.entities_heard)
+def entities_heard(evidence: TrialEvidence) -> Verdict:
+    """Every key entity the user said, the product heard exactly (omitted when the scenario
+    marks no entities: the trial then has no entity metrics)."""
+    entities = _entities(evidence)
+    return _decide(
+        "entities_heard", "every entity the user said heard exactly", entities.input,
+        "the user said none of the scenario's entities"
+        + (f" ({', '.join(entities.not_said)})" if entities.not_said else ""))
+
+
+@verdict("entities_spoken", needs=("entities", "expectations"),
+         when=lambda e: e.entities is not None and e.spec.entities_spoken)
+def entities_spoken(evidence: TrialEvidence) -> Verdict:
+    """Every entity the product's text or tool results say, its audio says exactly."""
+    return _decide(
+        "entities_spoken", "every entity in the product's text said exactly in its audio",
+        _entities(evidence).output, "no response's transcript said an entity")

@@ -1,4 +1,12 @@
-"""Deterministic verdicts: explainable, cheap, suitable for critical CI gates."""
+"""Deterministic verdicts: explainable, cheap, suitable for critical CI gates.
+
+Each built-in verdict is a function of one :class:`TrialEvidence` registered with
+:func:`verdict` (what it reads, when the scenario asks for it); :data:`BUILTIN_VERDICTS` is
+their order in a trial report, and :func:`judge_verdicts` (:mod:`._verdict_registry`) judges a
+trial by them and by the run file's own. A timing verdict (``TIMING_VERDICTS``) reads the
+stated error of its clock stamps (``measurement``): it is decided when that error cannot
+change its answer and inconclusive only when it could (the error interval straddles the
+limit); the figures are kept in ``observed`` either way."""
 
 from __future__ import annotations
 
@@ -17,8 +25,10 @@ from ..artifacts import (
     TurnMetrics,
     Verdict,
 )
-from ..config import EvalSpec, PersonaConfig, ScenarioConfig, ScriptConfig
-from ._entity_verdicts import entity_verdicts
+from ..config import EvalSpec, LoadedRun, PersonaConfig, ScenarioConfig, ScriptConfig
+from ._entity_verdicts import entities_heard, entities_spoken
+from ._evidence import TrialEvidence
+from ._verdict_registry import VerdictCheck, judge_verdicts, plugin_verdicts, user_verdicts, verdict
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
 
@@ -32,21 +42,6 @@ def undecided_by_timing(verdict: Verdict) -> bool:
     no barge-in or no audio, has none)."""
     return verdict.name in TIMING_VERDICTS and verdict.status == "inconclusive" \
         and verdict.observed is not None
-
-
-#: The exit reason of a recorded real call (``voice-evaluator ingest``): it ended when its
-#: recording did, and no simulation ends that way.
-CALL_ENDED = "call_ended"
-#: Why a verdict that needs a simulated call does not apply to a recorded one, by name (an
-#: ``outcome_<key>`` verdict by its prefix).
-_NEEDS_SIMULATION = {
-    "expected_exit": "a recorded call ends when its recording does (call_ended): there is no "
-                     "simulated ending to compare",
-    "outcome_": "no outcome probe reads the product's state after a recorded call",
-    "keeps_talking_through_backchannel": "selectivity probes are said by a simulated caller",
-    "stops_when_interrupted": "selectivity probes are said by a simulated caller",
-    "script_turns_said": "a recorded caller follows no script",
-}
 
 
 def normalize_tokens(text: str) -> list[str]:
@@ -78,52 +73,120 @@ def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            entities: EntityMetrics | None = None,
                            script: ScriptConfig | None = None,
                            said_script_turns: Collection[int] = ()) -> list[Verdict]:
-    """``measurement``: the trial's measurement quality. A timing verdict (``TIMING_VERDICTS``)
-    resting on turns whose stamps may be off beyond the tolerances is decided when the stated
-    error cannot change its answer, and inconclusive only when it could (the error interval
-    straddles the limit); the figures are kept in ``observed`` either way. ``script``: the
-    script a scripted persona followed (``None`` for any other persona), ``said_script_turns``
-    the indices of its turns the user said (``script_turns_said``)."""
-    spec = scenario.eval_spec
-    assistant_turns = [t for t in transcript if t.role == "assistant"]
-    verdicts: list[Verdict] = []
-    if scenario.expected_topics:
-        verdicts.append(_expected_topics_verdict(scenario.expected_topics, assistant_turns))
-    if spec.expected_exit is not None:
-        verdicts.append(_expected_exit_verdict(spec.expected_exit, exit_reason))
-    if persona.is_concise:
-        verdicts.append(_concise_verdict(spec.concise_max_words, assistant_turns))
-    verdicts += _outcome_verdicts(spec, outcome_status=outcome_status,
-                                  outcome=outcome, outcome_error=outcome_error)
-    if spec.max_interruption_stop_ms is not None:
-        verdicts.append(_interruption_verdict(spec.max_interruption_stop_ms, turn_metrics,
-                                              measurement))
-    if spec.max_first_audio_latency_ms is not None:
-        verdicts.append(_first_audio_verdict(spec.max_first_audio_latency_ms, turn_metrics,
-                                             measurement))
-    if spec.keeps_talking_through_backchannel:
-        verdicts.append(_probe_verdict("keeps_talking_through_backchannel", probes,
-                                       ("backchannel", "noise"), "keeps talking"))
-    if spec.stops_when_interrupted:
-        verdicts.append(_probe_verdict("stops_when_interrupted", probes, ("interruption",),
-                                       "stops"))
-    if spec.no_cut_in:
-        verdicts.append(no_cut_in_verdict(turn_metrics))
-    if script is not None and any(not turn.optional for turn in script.turns):
-        # the persona matched keywords against the words the wire carried during the call
-        wire_words = any(t.role == "assistant" and t.text_source == "wire" and t.text.strip()
-                         for t in transcript)
-        verdicts.append(script_turns_said_verdict(script, said_script_turns,
-                                                  product_words=wire_words))
-    verdicts += entity_verdicts(spec, entities)
+    """The built-in verdicts of one trial's evidence given field by field (a notebook's or a
+    test's call; scoring builds a :class:`TrialEvidence` and calls :func:`judge_verdicts`)."""
+    return judge_verdicts(TrialEvidence(
+        scenario=scenario, persona=persona, transcript=transcript, exit_reason=exit_reason,
+        outcome_status=outcome_status, outcome=outcome, outcome_error=outcome_error,
+        turn_metrics=turn_metrics, probes=probes, measurement=measurement, entities=entities,
+        script=script, said_script_turns=said_script_turns), BUILTIN_VERDICTS)
 
-    if exit_reason == CALL_ENDED:
-        verdicts = [_not_applicable(verdict) for verdict in verdicts]
-    advisory = set(spec.advisory_verdicts)
-    for verdict in verdicts:
-        if verdict.name in advisory:
-            verdict.critical = False
-    return verdicts
+
+@verdict("expected_topics", needs=("transcript", "expectations"),
+         when=lambda e: bool(e.scenario.expected_topics))
+def expected_topics(evidence: TrialEvidence) -> Verdict:
+    """``expected_topics``: every topic occurs in what the assistant said."""
+    return _expected_topics_verdict(evidence.scenario.expected_topics,
+                                    evidence.assistant_turns)
+
+
+@verdict("expected_exit", needs=("ending", "expectations"),
+         when=lambda e: e.spec.expected_exit is not None)
+def expected_exit(evidence: TrialEvidence) -> Verdict:
+    """``expected_exit``: the conversation ended the way the scenario expects."""
+    return _expected_exit_verdict(str(evidence.spec.expected_exit), evidence.exit_reason)
+
+
+@verdict("concise", needs=("transcript", "persona"), when=lambda e: e.persona.is_concise)
+def concise(evidence: TrialEvidence) -> Verdict:
+    """``concise``: a concise persona's replies are within the scenario's word budget."""
+    return _concise_verdict(evidence.spec.concise_max_words, evidence.assistant_turns)
+
+
+@verdict("outcome_<key>", needs=("outcome", "expectations"),
+         when=lambda e: bool(e.spec.outcome_spec))
+def outcome(evidence: TrialEvidence) -> list[Verdict]:
+    """``outcome_<key>``: one verdict per key of the scenario's ``outcome_spec``."""
+    return _outcome_verdicts(evidence.spec, outcome_status=evidence.outcome_status,
+                             outcome=evidence.outcome, outcome_error=evidence.outcome_error)
+
+
+@verdict("interruption_honoured", needs=("turn_metrics", "timing", "expectations"),
+         when=lambda e: e.spec.max_interruption_stop_ms is not None)
+def interruption_honoured(evidence: TrialEvidence) -> Verdict:
+    """``interruption_honoured``: after each barge-in the product stopped within the limit."""
+    return _interruption_verdict(float(evidence.spec.max_interruption_stop_ms or 0.0),
+                                 evidence.turn_metrics, evidence.measurement)
+
+
+@verdict("first_audio_latency", needs=("turn_metrics", "timing", "expectations"),
+         when=lambda e: e.spec.max_first_audio_latency_ms is not None)
+def first_audio_latency(evidence: TrialEvidence) -> Verdict:
+    """``first_audio_latency``: every reply's first audio came within the limit."""
+    return _first_audio_verdict(float(evidence.spec.max_first_audio_latency_ms or 0.0),
+                                evidence.turn_metrics, evidence.measurement)
+
+
+@verdict("keeps_talking_through_backchannel", needs=("probes", "expectations"),
+         when=lambda e: e.spec.keeps_talking_through_backchannel)
+def keeps_talking_through_backchannel(evidence: TrialEvidence) -> Verdict:
+    """The product kept talking through every backchannel and noise probe."""
+    return _probe_verdict("keeps_talking_through_backchannel", evidence.probes,
+                          ("backchannel", "noise"), "keeps talking")
+
+
+@verdict("stops_when_interrupted", needs=("probes", "expectations"),
+         when=lambda e: e.spec.stops_when_interrupted)
+def stops_when_interrupted(evidence: TrialEvidence) -> Verdict:
+    """The product stopped for every interruption probe."""
+    return _probe_verdict("stops_when_interrupted", evidence.probes, ("interruption",),
+                          "stops")
+
+
+@verdict("no_cut_in", needs=("turn_metrics", "expectations"), when=lambda e: e.spec.no_cut_in)
+def no_cut_in(evidence: TrialEvidence) -> Verdict:
+    """``no_cut_in``: see :func:`no_cut_in_verdict`."""
+    return no_cut_in_verdict(evidence.turn_metrics)
+
+
+def _has_required_turns(evidence: TrialEvidence) -> bool:
+    return evidence.script is not None and any(not turn.optional
+                                               for turn in evidence.script.turns)
+
+
+@verdict("script_turns_said", needs=("script", "transcript"), when=_has_required_turns)
+def script_turns_said(evidence: TrialEvidence) -> Verdict:
+    """``script_turns_said``: see :func:`script_turns_said_verdict`."""
+    assert evidence.script is not None  # (when=_has_required_turns)
+    # the persona matched keywords against the words the wire carried during the call
+    wire_words = any(t.role == "assistant" and t.text_source == "wire" and t.text.strip()
+                     for t in evidence.transcript)
+    return script_turns_said_verdict(evidence.script, evidence.said_script_turns,
+                                     product_words=wire_words)
+
+
+#: The built-in verdicts, in the order a trial report lists them.
+BUILTIN_VERDICTS: tuple[VerdictCheck, ...] = (
+    expected_topics, expected_exit, concise, outcome, interruption_honoured,
+    first_audio_latency, keeps_talking_through_backchannel, stops_when_interrupted, no_cut_in,
+    script_turns_said, entities_heard, entities_spoken)
+
+
+def verdict_checks(loaded: LoadedRun | None = None) -> tuple[VerdictCheck, ...]:
+    """What a trial is judged by: the built-in verdicts, then the run file's own
+    (``verdicts:``, imported from the run file's folder like every plug-in); a run file
+    naming something that is not a verdict is a configuration error (exit 2)."""
+    if loaded is None or not loaded.run.verdicts:
+        return BUILTIN_VERDICTS
+    return BUILTIN_VERDICTS + user_verdicts(loaded.run.verdicts, builtin=BUILTIN_VERDICTS,
+                                            search_dirs=[loaded.base_dir],
+                                            source=loaded.run_path)
+
+
+def recorded_plugin_verdicts(recorded: Sequence[Verdict]) -> list[Verdict]:
+    """A trial report's verdicts that came from its run file's ``verdicts:`` (every one no
+    built-in verdict writes): ``rescore`` keeps them as recorded."""
+    return plugin_verdicts(recorded, BUILTIN_VERDICTS)
 
 
 def _spoke(assistant_turns: Sequence[TranscriptTurn]) -> bool:
@@ -231,19 +294,6 @@ def _first_audio_verdict(limit_ms: float, turn_metrics: Sequence[TurnMetrics],
                   for t in timed],
         describe=lambda worst: f"the slowest first audio took {worst:.0f} ms",
         measurement=measurement)
-
-
-def _not_applicable(verdict: Verdict) -> Verdict:
-    """``verdict`` as a recorded call has it: ``not_applicable`` when it needs a simulated call
-    (a recorded call's ending, a probe run after it, the simulation's own probes), else as is."""
-    why = next((reason for name, reason in _NEEDS_SIMULATION.items()
-                if verdict.name == name or (name.endswith("_")
-                                            and verdict.name.startswith(name))), None)
-    if why is None:
-        return verdict
-    return Verdict(name=verdict.name, passed=False, status="not_applicable",
-                   critical=verdict.critical, expected=verdict.expected, observed=None,
-                   why=f"not applicable: {why}")
 
 
 def _probe_verdict(name: str, probes: Sequence[ProbeOutcome], kinds: tuple[str, ...],

@@ -3,8 +3,9 @@
 Public API (the CLI and notebooks use the same calls)::
 
     loaded = voicelab.load_run("examples/run-workload-neutral-voice.yaml")
-    report = await voicelab.arun(loaded, trials=3)     # in a notebook (an event loop is running)
-    report = voicelab.run(loaded, trials=3)            # in a script
+    options = voicelab.RunOptions(trials=3)            # what you choose, in one object
+    report = await voicelab.arun(loaded, options)      # in a notebook (an event loop is running)
+    report = voicelab.run(loaded, options)             # in a script
     voicelab.rescore(report.bundle_path)               # metrics and verdicts again, from a bundle
     voicelab.rescore(path, pricing="prices.yaml")      # its cost under another price table
     voicelab.matrix_costs(voicelab.plan_matrix("suite.yaml"))  # what a sweep will cost
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-__all__ = ["TrialProgress", "__version__", "acheck_endpoint", "areplay", "areplay_sweep", "arun",
+__all__ = ["RunOptions", "TrialProgress", "__version__", "acheck_endpoint", "areplay", "areplay_sweep", "arun",
            "arun_matrix", "check_endpoint", "load_run", "matrix_costs", "plan_matrix", "replay",
            "replay_sweep", "rescore", "run", "run_matrix"]
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from ._progress import TrialProgress
     from .config import load_run
     from .execution import (
+        RunOptions,
         acheck_endpoint,
         areplay,
         areplay_sweep,
@@ -52,6 +54,7 @@ _LAZY = {
     "replay_sweep": ("voicelab.execution", "replay_sweep"),
     "areplay_sweep": ("voicelab.execution", "areplay_sweep"),
     "TrialProgress": ("voicelab._progress", "TrialProgress"),
+    "RunOptions": ("voicelab.execution", "RunOptions"),
     "check_endpoint": ("voicelab.execution", "check_endpoint"),
     "acheck_endpoint": ("voicelab.execution", "acheck_endpoint"),
 }

@@ -1,7 +1,7 @@
 """Progress as an ``on_trial_done`` hook, for the CLI and for notebooks.
 
     progress = voicelab.TrialProgress()                 # tqdm.auto: a widget in Jupyter
-    await voicelab.arun(loaded, trials=20, on_trial_done=progress)
+    await voicelab.arun(loaded, voicelab.RunOptions(trials=20, on_trial_done=progress))
 
 :class:`TrialProgress` is a tqdm bar, created at the first finished trial (the total is known
 then) and closed at the last; a resumed run starts from the trials it already has. tqdm is

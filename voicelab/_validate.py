@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from .audio import PcmAudio, PreparedEnvironment
-from .config import GateConfig, LoadedRun, RetentionConfig, parse_settings
+from .config import (
+    OLD_TURN_TAKING,
+    TURN_TAKING,
+    GateConfig,
+    LoadedRun,
+    RetentionConfig,
+    parse_settings,
+    with_old_spelling,
+)
 from .errors import AudioFileError, ConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
@@ -274,20 +282,40 @@ def _resolved_adapter(loaded: LoadedRun, run_file: str) -> _Adapter:
         except ConfigError as error:
             raise ConfigError(error.message, source=run_file, key=error.key) from None
         settings = fill_placeholders(settings, 1)  # the port is chosen at launch
-    call_check(abilities.adapter_cls, settings, source=run_file, key="endpoint.settings")
+    _check_endpoint_settings(loaded, abilities.adapter_cls, settings, run_file)
     try:
-        turn_taking = abilities.turn_taking(settings)
+        # an adapter's turn_taking(settings) may still read the older spelling
+        turn_taking = abilities.turn_taking(with_old_spelling(settings))
     except ConfigError as error:
         raise ConfigError(error.message, source=run_file, key="endpoint.settings") from None
     except (ValueError, TypeError) as error:
         raise ConfigError(str(error), source=run_file, key="endpoint.settings") from None
     if turn_taking == "server_vad" and not loaded.run.pace_audio:
-        raise ConfigError("turn_detection server_vad streams a live line in real time (the "
-                          "product listens): set pace_audio: true", source=run_file,
-                          key="pace_audio")
+        raise ConfigError(f"{_turn_taking_as_written(loaded)} server_vad streams a live line "
+                          "in real time (the product listens): set pace_audio: true",
+                          source=run_file, key="pace_audio")
     if turn_taking != "server_vad":
         _check_line_only(loaded, run_file)
     return _Adapter(adapter_name, abilities, settings, turn_taking)
+
+
+def _turn_taking_as_written(loaded: LoadedRun) -> str:
+    """The turn-taking setting's name as the run config spells it (errors name what the user
+    wrote; ``validate`` warns about the older spelling)."""
+    return OLD_TURN_TAKING if loaded.run.endpoint.old_turn_taking else TURN_TAKING
+
+
+def _check_endpoint_settings(loaded: LoadedRun, adapter_cls: type, settings: Mapping[str, Any],
+                             run_file: str) -> None:
+    """The adapter's own settings check; an error about the turn-taking setting names it as
+    the run config spelled it."""
+    try:
+        call_check(adapter_cls, settings, source=run_file, key="endpoint.settings")
+    except ConfigError as error:
+        if error.key != f"endpoint.settings.{TURN_TAKING}":
+            raise
+        raise ConfigError(error.message, source=error.source,
+                          key=f"endpoint.settings.{_turn_taking_as_written(loaded)}") from None
 
 
 def _check_adapter_fits(loaded: LoadedRun, adapter: _Adapter, run_file: str) -> None:
@@ -402,6 +430,9 @@ def _summary(loaded: LoadedRun, adapter: _Adapter, run_file: str, *, assets: lis
     transcription, warnings = _product_words(loaded, adapter.name, capabilities, run_file)
     warnings += entity_warnings(loaded.scenario, loaded.run.transcription, adapter=adapter.name,
                                 input_transcripts=bool(capabilities.get("input_transcripts")))
+    if loaded.run.endpoint.old_turn_taking:
+        warnings.append(f"{run_file}: endpoint.settings.{OLD_TURN_TAKING}: the older spelling "
+                        f"of {TURN_TAKING}, read for now; write {TURN_TAKING}")
     launch = loaded.run.endpoint.launch
     return ValidationSummary(
         run_path=run_file,
@@ -513,16 +544,16 @@ def _check_line_only(loaded: LoadedRun, run_file: str) -> None:
     environment_file = str(loaded.sources.get("environment") or run_file)
     if loaded.environment.noise_probes:
         raise ConfigError("noise_probes play into the product's speech on a live line: they "
-                          "need turn_detection server_vad", source=environment_file,
+                          "need turn_taking server_vad", source=environment_file,
                           key="noise_probes")
     if loaded.environment.echo is not None:
         raise ConfigError("echo leaks the product's voice into a live line: it needs "
-                          "turn_detection server_vad", source=environment_file, key="echo")
+                          "turn_taking server_vad", source=environment_file, key="echo")
     script = loaded.script
     if script is not None:
         for index, turn in enumerate(script.turns):
             if turn.kind == "backchannel":
                 raise ConfigError("a backchannel is said into the product's speech on a live "
-                                  "line: it needs turn_detection server_vad",
+                                  "line: it needs turn_taking server_vad",
                                   source=str(loaded.sources.get("script") or run_file),
                                   key=f"turns[{index}].kind")

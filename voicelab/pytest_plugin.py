@@ -5,7 +5,7 @@ Installed with the package (entry point ``pytest11``), so nothing is needed to e
 The fixture::
 
     def test_booking(voicelab_run):
-        outcome = voicelab_run("suite/run.yaml", trials=5)   # a voicelab RunOutcome
+        outcome = voicelab_run("suite/run.yaml", voicelab.RunOptions(trials=5))  # a RunOutcome
         assert outcome.report.pass_rate.estimate == 1.0
 
 fails the test when the run does not pass (exit code not 0: a trial failed, failed to execute,
@@ -29,14 +29,19 @@ are imported when a fixture or item first runs, not when pytest starts.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .artifacts import TRANSCRIPT_MD, trial_folder
+
+if TYPE_CHECKING:
+    from .execution import RunOptions
 
 #: Lines of a failed trial's transcript shown in the failure.
 TRANSCRIPT_LINES = 12
@@ -107,31 +112,51 @@ def run_failure(outcome: Any) -> str:
 
 # --- the fixture ------------------------------------------------------------------------------
 
-def _run(run_file: str | Path, *, trials: int | None, overrides: Sequence[str],
-         artifacts_dir: str | Path | None, **options: Any) -> Any:
+def _run(run_file: str | Path, options: RunOptions) -> Any:
     import voicelab
     from voicelab.errors import ConfigError
 
     try:
-        return voicelab.run(run_file, trials=trials, overrides=list(overrides),
-                            artifacts_dir=artifacts_dir, **options)
+        return voicelab.run(run_file, options)
     except ConfigError as error:
         pytest.fail(f"voicelab: {error.one_line()}", pytrace=False)
 
 
+def _fixture_options(options: RunOptions | int | None, keywords: dict[str, Any]
+                     ) -> RunOptions:
+    """The fixture's options in either form: a ``RunOptions``, or (deprecated, warned at the
+    test's line) the keywords and positional trial count it took before."""
+    from voicelab import RunOptions
+
+    if isinstance(options, int) and not isinstance(options, bool):
+        keywords, options = {"trials": options, **keywords}, None
+    if options is not None and not isinstance(options, RunOptions):
+        raise TypeError(f"voicelab_run() takes a voicelab.RunOptions, got {options!r}")
+    if not keywords:
+        return options if options is not None else RunOptions()
+    if options is not None:
+        raise TypeError("voicelab_run() takes a RunOptions or keywords, not both")
+    names = ", ".join(f"{name}=..." for name in keywords)
+    warnings.warn(f"voicelab_run(run_file, {names}) is deprecated: use "
+                  f"voicelab_run(run_file, voicelab.RunOptions({names}))",
+                  DeprecationWarning, stacklevel=3)
+    return RunOptions(**keywords)
+
+
 @pytest.fixture
 def voicelab_run(request: pytest.FixtureRequest) -> Callable[..., Any]:
-    """``voicelab_run(run_file, trials=None, *, overrides=(), check=True, **options)``: run a
-    suite (``options`` as for ``voicelab.run``: concurrency, label, artifacts_dir, ...) and
-    return its ``RunOutcome``; with ``check`` the test fails when the run did not pass."""
+    """``voicelab_run(run_file, options=None, *, check=True)``: run a suite (``options`` a
+    ``voicelab.RunOptions``, as for ``voicelab.run``; its ``artifacts_dir`` defaults to
+    ``--voicelab-artifacts-dir``) and return its ``RunOutcome``; with ``check`` the test fails
+    when the run did not pass. The keyword form (``trials=5``) still works and warns."""
     default_dir = request.config.getoption("voicelab_artifacts_dir")
 
-    def run(run_file: str | Path, trials: int | None = None, *, overrides: Sequence[str] = (),
-            check: bool = True, artifacts_dir: str | Path | None = None,
-            **options: Any) -> Any:
-        outcome = _run(run_file, trials=trials, overrides=overrides,
-                       artifacts_dir=artifacts_dir if artifacts_dir is not None else default_dir,
-                       **options)
+    def run(run_file: str | Path, options: RunOptions | int | None = None, *,
+            check: bool = True, **keywords: Any) -> Any:
+        chosen = _fixture_options(options, keywords)
+        if chosen.artifacts_dir is None and default_dir is not None:
+            chosen = dataclasses.replace(chosen, artifacts_dir=default_dir)
+        outcome = _run(run_file, chosen)
         if check and outcome.exit_code != 0:
             pytest.fail(run_failure(outcome), pytrace=False)
         return outcome
@@ -246,9 +271,11 @@ class VoicelabFile(pytest.File):
 
     def outcome(self) -> Any:
         if self._outcome is None:
-            self._outcome = _run(self.path, trials=self.config.getoption("voicelab_trials"),
-                                 overrides=(),
-                                 artifacts_dir=self.config.getoption("voicelab_artifacts_dir"))
+            from voicelab import RunOptions
+
+            self._outcome = _run(self.path, RunOptions(
+                trials=self.config.getoption("voicelab_trials"),
+                artifacts_dir=self.config.getoption("voicelab_artifacts_dir")))
         return self._outcome
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import signal
 import sys
@@ -38,6 +39,8 @@ from ..artifacts import (
 from ..errors import ConfigError
 from ..execution import (
     MAX_WORKERS,
+    RunObserver,
+    RunOptions,
     arun,
     arun_matrix,
     read_run_report,
@@ -294,8 +297,22 @@ def _check_resume_options(args: argparse.Namespace) -> None:
                           "--artifacts-dir, not both", source="CLI")
 
 
-def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
-    """--executor, --workers, --scheduler as ``arun``'s keywords (checked before any run)."""
+def _run_options(args: argparse.Namespace, *, executor: RunOptions,
+                 calibrations: Sequence[JudgeCalibration], observers: Sequence[RunObserver],
+                 progress: TrialProgress | TrialLines) -> RunOptions:
+    """What ``run`` and ``sweep`` pass on of their command line (``executor``: the options
+    :func:`_executor_options` checked before anything runs)."""
+    return dataclasses.replace(
+        executor, trials=args.trials, concurrency=args.concurrency,
+        artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
+        label=args.label, calibrations=calibrations, resume=args.resume,
+        rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
+        observers=observers, only=args.only or (), fail_fast=args.fail_fast,
+        max_cost=args.max_cost)
+
+
+def _executor_options(args: argparse.Namespace) -> RunOptions:
+    """--executor, --workers, --scheduler as :class:`RunOptions` (checked before any run)."""
     if args.scheduler is not None and args.executor != "dask":
         raise ConfigError("needs --executor dask", source="CLI", key="--scheduler")
     if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
@@ -303,7 +320,7 @@ def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
                           source="CLI", key="--workers")
     if args.executor == "dask":
         require_distributed()
-    return {"executor": args.executor, "workers": args.workers, "scheduler": args.scheduler}
+    return RunOptions(executor=args.executor, workers=args.workers, scheduler=args.scheduler)
 
 
 def degraded_warning(warnings: Sequence[str], degraded: int, executed: int) -> str | None:
@@ -446,15 +463,11 @@ def run_command(args: argparse.Namespace) -> int:
         _say_resumed_overrides(report.overrides)
     run_file = _resumed_config(args, given=args.run_file, recorded=recorded, what="run")
     calibrations = _calibrations(args)
-    options = _executor_options(args)
+    executor = _executor_options(args)
     with _telemetry(args) as telemetry:
-        return run_to_the_end(args, lambda progress: arun(
-            run_file, trials=args.trials, concurrency=args.concurrency,
-            artifacts_dir=args.artifacts_dir, overrides=args.overrides, on_trial_done=progress,
-            label=args.label, calibrations=calibrations, resume=args.resume,
-            rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
-            observers=_observers(telemetry, progress), only=args.only or None,
-            fail_fast=args.fail_fast, max_cost=args.max_cost, **options),
+        return run_to_the_end(args, lambda progress: arun(run_file, _run_options(
+            args, executor=executor, calibrations=calibrations,
+            observers=_observers(telemetry, progress), progress=progress)),
             after=lambda o: _history(args, o))
 
 
@@ -600,13 +613,12 @@ def sweep_command(args: argparse.Namespace) -> int:
         plan = plan.select(TrialSelection.parse(args.only))
     for line in plan.lines():
         print(line)
-    options = _executor_options(args)
+    executor = _executor_options(args)
     with _telemetry(args) as telemetry:
-        return run_to_the_end(args, lambda progress: arun_matrix(
-            plan, artifacts_dir=args.artifacts_dir, on_trial_done=progress, label=args.label,
-            calibrations=calibrations, resume=args.resume, rerun_failed=args.rerun_failed,
-            retry_inconclusive=args.retry_inconclusive,
-            observers=_observers(telemetry, progress), fail_fast=args.fail_fast,
-            max_cost=args.max_cost, **options), cells=True,
+        # the plan holds the sweep's trials, concurrency, overrides and --only already
+        return run_to_the_end(args, lambda progress: arun_matrix(plan, dataclasses.replace(
+            _run_options(args, executor=executor, calibrations=calibrations,
+                         observers=_observers(telemetry, progress), progress=progress),
+            trials=None, concurrency=None, overrides=(), only=())), cells=True,
             after=lambda o: _history(args, o), first_line=f"starting {plan.conversations} "
             f"conversation(s) in {len(plan.cells)} cell(s)")

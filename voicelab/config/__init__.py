@@ -104,6 +104,7 @@ from ._suite import (
     load_suite,
     pricing_overrides,
 )
+from ._turn_taking import OLD_TURN_TAKING, TURN_TAKING, spelled_for, with_old_spelling
 from ._voice import DISFLUENCY_PROFILES, DisfluencyConfig, PersonaSpeech
 
 __all__ = [
@@ -187,6 +188,10 @@ __all__ = [
     "file_sha256",
     "format_key_path",
     "parse_settings",
+    "OLD_TURN_TAKING",
+    "TURN_TAKING",
+    "spelled_for",
+    "with_old_spelling",
     "settings_error",
     "is_secret_env_var",
     "command_secret_values",

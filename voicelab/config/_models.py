@@ -6,11 +6,14 @@ Paths are kept as written here; the loader resolves them relative to the file th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     field_validator,
     model_serializer,
@@ -32,6 +35,7 @@ from ._pauses import (
     split_pauses,
 )
 from ._retention import RetentionConfig
+from ._turn_taking import OLD_TURN_TAKING, canonical_turn_taking
 from ._voice import LanguageTag, VoicedPersona
 
 Capability = Literal["streaming_input", "streaming_output", "interruption", "tool_events",
@@ -312,9 +316,33 @@ QUIET_ENVIRONMENT = EnvironmentConfig(name="quiet", impact=0.0)
 
 class EndpointConfig(StrictModel):
     adapter: Annotated[str, Field(min_length=1)] = "fake"
+    #: the adapter's settings; voicelab's own ``turn_taking`` is kept under that one name
+    #: (``turn_detection``, its older spelling, is read and renamed: :mod:`._turn_taking`)
     settings: dict[str, Any] = Field(default_factory=dict)
     #: start the product process for each trial (or once per run) and stop it afterwards
     launch: LaunchConfig | None = None
+    #: the settings said ``turn_detection`` (``validate`` warns)
+    _old_turn_taking: bool = PrivateAttr(default=False)
+
+    @field_validator("settings")
+    @classmethod
+    def _one_turn_taking_name(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        return canonical_turn_taking(settings)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_old_spelling(cls, data: object, handler: ModelWrapValidatorHandler[EndpointConfig]
+                               ) -> EndpointConfig:
+        given = data.get("settings") if isinstance(data, Mapping) else None
+        endpoint = handler(data)
+        if isinstance(given, Mapping) and OLD_TURN_TAKING in given:
+            endpoint._old_turn_taking = True
+        return endpoint
+
+    @property
+    def old_turn_taking(self) -> bool:
+        """Whether the settings spelled ``turn_taking`` the older way (``turn_detection``)."""
+        return self._old_turn_taking
 
 
 class ListenerConfig(StrictModel):

@@ -13,6 +13,7 @@ from typing import Any
 
 from ._models import EnvironmentConfig, PersonaConfig, RunConfig, ScenarioConfig, ScriptConfig
 from ._secrets import MASK, SecretScrubber, is_secret_name, mask_transport
+from ._turn_taking import under_old_name
 
 #: Run settings that change how a run executes or is judged, not what each trial tests (a
 #: resumed run may change its gates or its confidence level).
@@ -173,6 +174,10 @@ def suite_hash(loaded: LoadedRun) -> str:
     """
     documents = loaded.resolved_documents()
     settings = {k: v for k, v in documents["settings"].items() if k not in _EXECUTION_ONLY}
+    endpoint = settings.get("endpoint")
+    if isinstance(endpoint, dict) and isinstance(endpoint.get("settings"), dict):
+        # hashed under the name it had before the rename: the hash of a configuration stays
+        settings["endpoint"] = {**endpoint, "settings": under_old_name(endpoint["settings"])}
     payload = {**documents, "settings": settings}
     payload = _replace_paths_by_hashes(payload)
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)

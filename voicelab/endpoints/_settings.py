@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from ..config import parse_settings as parse_model_settings
-from ..config import url_secret_values
+from ..config import spelled_for, url_secret_values
 
 KEY_PREFIX = "endpoint.settings"
 
@@ -17,9 +17,15 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class AdapterSettings(BaseModel):
-    """Base of every built-in adapter's settings: a typo is an error, values are immutable."""
+    """Base of every built-in adapter's settings: a typo is an error, values are immutable;
+    voicelab's ``turn_taking`` is read under either spelling, as the model names it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _turn_taking_spelling(cls, data: object) -> object:
+        return spelled_for(cls.model_fields, data) if isinstance(data, Mapping) else data
 
 
 def parse_settings(model: type[Model], settings: Mapping[str, Any] | Model | None) -> Model:

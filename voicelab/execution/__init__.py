@@ -13,6 +13,7 @@ from ._dask import DaskExecutor, require_distributed
 from ._inline import InlineExecutor
 from ._local import LocalExecutor
 from ._observer import ObservedRun, RunObserver
+from ._options import RunOptions
 from ._process_run import JobExecutor, ProcessRun
 from ._protocol import (
     Executor,
@@ -34,7 +35,7 @@ from ._sweep import arun_matrix, run_matrix
 from ._tuning import tuned_process
 
 __all__ = ["EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
-           "CheckPoint", "EndpointCheck", "InlineExecutor", "acheck_endpoint", "check_endpoint", "JobExecutor", "LocalExecutor", "ObservedRun", "ProcessRun", "RunContext", "RunObserver", "RunSpec", "TrialCall", "TrialDone",
+           "CheckPoint", "EndpointCheck", "InlineExecutor", "acheck_endpoint", "check_endpoint", "JobExecutor", "LocalExecutor", "ObservedRun", "ProcessRun", "RunContext", "RunObserver", "RunOptions", "RunSpec", "TrialCall", "TrialDone",
            "TrialJob", "TrialOutcome", "WorkerLost", "areplay", "areplay_sweep", "arun",
            "arun_matrix", "choose_executor", "read_run_report", "recorded_config_file",
            "replay", "replay_sweep", "require_distributed", "resumed_overrides", "run",

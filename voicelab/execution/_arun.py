@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from .._limits import MAX_RETRIES
 from .._location import is_url
 from .._validate import RunPlan, validate_run
-from ..artifacts import JudgeCalibration, RemoteLocation, ReplayOrigin, RunFolder, RunReport
+from ..artifacts import JudgeCalibration, RemoteLocation, RunFolder, RunReport
 from ..config import LoadedRun, load_run
 from ..cost import CostBudget
 from ..errors import ConfigError
@@ -28,17 +28,16 @@ from ..runner import (
     MAX_TRIALS,
     FailFast,
     RunOutcome,
-    TrialResult,
     TrialSelection,
     bounded_count,
     new_run_id,
 )
-from ._observer import RunObserver
+from ._options import RunKeywords, RunOptions, RunWiring, options_from_keywords
 from ._protocol import scoring_mode
 from ._registry import choose_executor
 from ._resume import aresume_point, read_run_report
 from ._resume_overrides import resumed_overrides
-from ._run import Run, RunOptions
+from ._run import Run, RunSettings
 from ._staging import open_stage, published, store_target
 
 
@@ -71,86 +70,97 @@ def check_calibrations(loaded: LoadedRun, calibrations: Sequence[JudgeCalibratio
                               source=calibration.source, key="criterion")
 
 
-async def arun(run: RunPlan | LoadedRun | str | Path, *, trials: int | None = None,
-               concurrency: int | None = None, artifacts_dir: str | Path | None = None,
-               overrides: Sequence[str] = (), run_id: str | None = None,
-               on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
-               semaphore: asyncio.Semaphore | None = None, link_latest: bool = True,
-               bundle_name: str | None = None, label: str | None = None,
-               calibrations: Sequence[JudgeCalibration] = (),
-               resume: str | Path | None = None, rerun_failed: bool = False,
-               replay_of: ReplayOrigin | None = None,
-               executor: Any = None, workers: int | None = None,
-               scheduler: str | None = None,
-               lag_budget_ms: float | None = None, scoring: str = "process",
-               retry_inconclusive: int = 1,
-               observers: Sequence[RunObserver] = (),
-               only: Sequence[str] | str | None = None,
-               fail_fast: int | FailFast | None = None,
-               max_cost: float | None = None, budget: CostBudget | None = None
-               ) -> RunOutcome:
-    """Run seeded trials and write the bundle. Awaitable from a notebook's running event loop.
+#: What a run is given: a checked plan, a loaded configuration, or a run file's path.
+RunSource = RunPlan | LoadedRun | str | Path
 
+
+def arun(config: RunSource, options: RunOptions | None = None,
+         **keywords: Unpack[RunKeywords]) -> Coroutine[object, None, RunOutcome]:
+    """Run seeded trials and write the bundle: ``await voicelab.arun(config, options)``,
+    from a notebook's running event loop too.
+
+    ``config`` is a run file, a :class:`voicelab.config.LoadedRun` or a checked plan;
+    ``options`` (:class:`RunOptions`) what the caller chose, each field described there.
     Raises ConfigError before any trial when the configuration is invalid (including an
     artifacts folder that cannot be created). Trial execution failures do not raise: they are
     in the report (``exit_code`` 4). Cancellation raises :class:`RunInterrupted` once the
     evidence gathered so far is written.
 
-    The keywords are those of :class:`._run.RunOptions`, each described there. ``max_cost``
-    (in the currency of the run's ``pricing:``, which it needs): no trial starts once what
-    was spent, plus the expected cost of the trials in flight and of the next, would pass it;
-    the trials in flight finish, the report says ``stopped: budget`` and the trials not
-    started count as not run (exit code 4; docs/cost.md).
+    The keyword form (``arun(config, trials=3)``) still works for one release and warns. A
+    plain function that returns the run's coroutine, so that warning names the caller's line
+    even under ``asyncio.run``.
 
     Nothing process-wide changes (garbage collection, the GIL switch interval) unless the
     caller opted in with :func:`voicelab.execution.tuned_process`, as the command line does.
     """
-    scoring_mode(scoring)
-    selection = TrialSelection.parse(only)  # a bad expression is refused before anything
-    if not selection.everything and resume is not None:
+    chosen, wiring = options_from_keywords(options, keywords, call="voicelab.arun")
+    return arun_wired(config, chosen, wiring)
+
+
+async def arun_wired(config: RunSource, options: RunOptions,
+                     wiring: RunWiring | None = None) -> RunOutcome:
+    """:func:`arun`, for a command that runs the run as one of its parts (a sweep's cell, a
+    replay) and fixes its ``wiring``."""
+    wired = wiring if wiring is not None else RunWiring()
+    scoring_mode(options.scoring)
+    selection = TrialSelection.parse(options.only)  # a bad expression is refused before anything
+    if not selection.everything and options.resume is not None:
         raise ConfigError("a resumed run runs the trials its bundle planned: --only is for a "
                           "new run", source="CLI", key="--only")
-    stop = fail_fast if isinstance(fail_fast, FailFast) or fail_fast is None \
-        else FailFast(fail_fast)
-    folder = _reopened(resume)  # a local bundle to resume: locked, its report read once
+    folder = _reopened(options.resume)  # a local bundle to resume: locked, its report read once
     try:
-        if resume is not None and not isinstance(run, RunPlan | LoadedRun):
-            overrides = _resumed_overrides(resume, overrides, folder)
-        plan = _validated_plan(run, overrides)
-        check_calibrations(plan.loaded, calibrations)
-        if budget is None and max_cost is not None:
-            budget = cost_budget(plan.loaded, max_cost)
+        overrides: Sequence[str] = options.overrides
+        if options.resume is not None and not isinstance(config, RunPlan | LoadedRun):
+            overrides = _resumed_overrides(options.resume, overrides, folder)
+        plan = _validated_plan(config, overrides)
+        check_calibrations(plan.loaded, options.calibrations)
+        settings = _settings(options, wired, plan.loaded, overrides=overrides,
+                             only=selection.expressions)
     except BaseException:
         if folder is not None:
             folder.close()
         raise
     loaded = plan.loaded
-    options = RunOptions(
-        trials=trials, concurrency=concurrency, artifacts_dir=artifacts_dir,
-        overrides=tuple(overrides), run_id=run_id, on_trial_done=on_trial_done,
-        semaphore=semaphore, link_latest=link_latest, bundle_name=bundle_name, label=label,
-        calibrations=tuple(calibrations), resume=resume, rerun_failed=rerun_failed,
-        replay_of=replay_of, executor=executor, workers=workers, scheduler=scheduler,
-        lag_budget_ms=lag_budget_ms, scoring=scoring, retry_inconclusive=retry_inconclusive,
-        observers=tuple(observers), only=selection.expressions, fail_fast=stop,
-        budget=budget)
+    artifacts_dir = options.artifacts_dir
     configured = artifacts_dir if artifacts_dir is not None else loaded.run.artifacts_dir
     given_at = None if artifacts_dir is not None else loaded.run_path
-    store = store_target(configured, resume, source=given_at)
+    store = store_target(configured, options.resume, source=given_at)
     if store is None:
-        return await _run_here(plan, options, folder)
-    return await _run_into_store(plan, options, store, given_at=given_at)
+        return await _run_here(plan, settings, folder)
+    return await _run_into_store(plan, settings, store, given_at=given_at)
 
 
-def _validated_plan(run: RunPlan | LoadedRun | str | Path, overrides: Sequence[str]
-                    ) -> RunPlan:
+def _settings(options: RunOptions, wiring: RunWiring, loaded: LoadedRun, *,
+              overrides: Sequence[str], only: Sequence[str]) -> RunSettings:
+    """What the :class:`._run.Run` is told: the options checked and resolved (a fail-fast
+    count, a cost budget: the sweep's shared ones when it wired them in) and the wiring."""
+    budget = wiring.budget
+    if budget is None and options.max_cost is not None:
+        budget = cost_budget(loaded, options.max_cost)
+    stop = wiring.fail_fast if wiring.fail_fast is not None else (
+        None if options.fail_fast is None else FailFast(options.fail_fast))
+    return RunSettings(
+        trials=options.trials, concurrency=options.concurrency,
+        artifacts_dir=options.artifacts_dir, overrides=tuple(overrides),
+        run_id=options.run_id, on_trial_done=options.on_trial_done,
+        semaphore=wiring.semaphore, link_latest=wiring.link_latest,
+        bundle_name=wiring.bundle_name, label=options.label,
+        calibrations=tuple(options.calibrations), resume=options.resume,
+        rerun_failed=options.rerun_failed, replay_of=wiring.replay_of,
+        executor=options.executor, workers=options.workers, scheduler=options.scheduler,
+        lag_budget_ms=options.lag_budget_ms, scoring=options.scoring,
+        retry_inconclusive=options.retry_inconclusive, observers=tuple(options.observers),
+        only=only, fail_fast=stop, budget=budget, trial_estimate=wiring.trial_estimate)
+
+
+def _validated_plan(run: RunSource, overrides: Sequence[str]) -> RunPlan:
     """``run`` checked (:func:`validate_run`), loaded first when it is a file."""
     if isinstance(run, RunPlan):
         return run
     return validate_run(run if isinstance(run, LoadedRun) else load_run(run, overrides=overrides))
 
 
-async def _run_into_store(plan: RunPlan, options: RunOptions,
+async def _run_into_store(plan: RunPlan, options: RunSettings,
                           store: tuple[RemoteLocation, RemoteLocation | None], *,
                           given_at: Path | None) -> RunOutcome:
     """The run of a bundle that lives in a store: into a local staging folder, published as
@@ -175,7 +185,7 @@ def _reopened(resume: str | Path | None) -> RunFolder[RunReport] | None:
     return RunFolder.reopen(resume, command="run --resume", report=RunReport)
 
 
-async def _run_here(plan: RunPlan, options: RunOptions,
+async def _run_here(plan: RunPlan, options: RunSettings,
                     folder: RunFolder[RunReport] | None = None) -> RunOutcome:
     """The run into a local folder (or a local bundle to resume: ``folder`` when the caller
     reopened it); a reopened folder is closed however the run ends."""
@@ -188,7 +198,7 @@ async def _run_here(plan: RunPlan, options: RunOptions,
             folder.close()
 
 
-async def _run_in(plan: RunPlan, options: RunOptions,
+async def _run_in(plan: RunPlan, options: RunSettings,
                   folder: RunFolder[RunReport] | None) -> RunOutcome:
     """The run counted (a resumed one from its ``folder``'s report and trials), its executor
     chosen and started, then run; the caller closes ``folder``."""
@@ -244,15 +254,25 @@ def _resumed_overrides(resume: str | Path, given: Sequence[str],
 
 def run_sync(coroutine_function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run ``coroutine_function(*args, **kwargs)`` from synchronous code (scripts, not notebooks)."""
+    outside_a_loop(coroutine_function.__name__)
+    return asyncio.run(coroutine_function(*args, **kwargs))
+
+
+def outside_a_loop(name: str) -> None:
+    """Refuse the synchronous form of ``voicelab.<name>`` where an event loop is running (a
+    notebook), naming the awaitable form to use there."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine_function(*args, **kwargs))
-    name = coroutine_function.__name__
+        return
     raise RuntimeError(f"voicelab.{name[1:]}() cannot be called from a running event loop (a "
                        f"notebook): use `await voicelab.{name}(...)`")
 
 
-def run(run_config: LoadedRun | str | Path, **kwargs: Any) -> RunOutcome:
-    """Synchronous wrapper of :func:`arun` for scripts (not inside a running event loop)."""
-    return run_sync(arun, run_config, **kwargs)
+def run(config: RunSource, options: RunOptions | None = None,
+        **keywords: Unpack[RunKeywords]) -> RunOutcome:
+    """Synchronous :func:`arun` for scripts (not inside a running event loop):
+    ``voicelab.run(config, options)``; the keyword form warns, as for :func:`arun`."""
+    chosen, wiring = options_from_keywords(options, keywords, call="voicelab.run")
+    outside_a_loop("arun")
+    return asyncio.run(arun_wired(config, chosen, wiring))

@@ -3,7 +3,7 @@
 A trial is *inconclusive* when nothing failed but a critical verdict could not be decided (no
 transcript to judge, a timing whose stated error straddles its limit). That is a fact about the
 measurement, not the product, so the run retries it (same seed, fewer trials in flight) before
-it counts: ``arun(..., retry_inconclusive=N)``. The earlier attempt's folder moves to
+it counts: ``RunOptions(retry_inconclusive=N)``. The earlier attempt's folder moves to
 ``attempts/trial-NNN.K`` (its report renamed ``attempt-report.json``, so no reader takes it
 for a trial of the run), and the new attempt's ``trial-report.json`` lists it in ``attempts``.
 A trial still inconclusive after its retries counts as not passed (fail closed).

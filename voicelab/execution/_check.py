@@ -36,6 +36,7 @@ from ..config import load_run, read_yaml
 from ..errors import ConfigError
 from ..runner import RunOutcome, TrialResult
 from ._arun import arun, run_sync
+from ._options import RunOptions
 
 #: How long the check waits for a reply before it calls the product silent.
 RESPONSE_TIMEOUT_SECONDS = 8.0
@@ -139,7 +140,8 @@ async def acheck_endpoint(config: str | Path, *, overrides: Sequence[str] = (),
         run_file, given = _check_run(config, Path(scratch), overrides)
         plan = validate_run(load_run(run_file, overrides=given))
         target = artifacts_dir if artifacts_dir is not None else Path(scratch) / "runs"
-        outcome = await arun(plan, trials=1, artifacts_dir=target, retry_inconclusive=0)
+        outcome = await arun(plan, RunOptions(trials=1, artifacts_dir=target,
+                                                   retry_inconclusive=0))
         return _judge(plan, outcome)
 
 

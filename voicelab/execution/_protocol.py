@@ -26,7 +26,7 @@ from ..config import LoadedRun
 from ..errors import ConfigError
 from ..runner import Failure, TrialPlan, TrialResult
 
-#: Where a call run in this process is scored (``arun(..., scoring=...)``): in the scoring
+#: Where a call run in this process is scored (``RunOptions(scoring=...)``): in the scoring
 #: process beside the event loop, or on the loop.
 SCORING_MODES = ("process", "loop")
 

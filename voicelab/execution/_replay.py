@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ..runner import RunOutcome, TrialResult, plan_replay
-from ._arun import arun, run_sync
+from ._arun import arun_wired, run_sync
+from ._options import RunOptions, RunWiring
 
 
 async def areplay(run_dir: str | Path, *, overrides: Sequence[str] = (),
@@ -23,10 +24,10 @@ async def areplay(run_dir: str | Path, *, overrides: Sequence[str] = (),
     takes the configuration from a run file instead of the bundle. Raises ConfigError before any
     trial; execution failures are in the outcome, as for :func:`voicelab.arun`."""
     plan, source = plan_replay(run_dir, overrides=overrides, run_file=run_file)
-    return await arun(plan, trials=len(source.seeds), concurrency=concurrency,
-                      artifacts_dir=artifacts_dir if artifacts_dir is not None
-                      else source.run_dir.parent,
-                      label=label, on_trial_done=on_trial_done, replay_of=source.origin)
+    options = RunOptions(trials=len(source.seeds), concurrency=concurrency,
+                         artifacts_dir=artifacts_dir if artifacts_dir is not None
+                         else source.run_dir.parent, label=label, on_trial_done=on_trial_done)
+    return await arun_wired(plan, options, RunWiring(replay_of=source.origin))
 
 
 def replay(run_dir: str | Path, **kwargs: Any) -> RunOutcome:

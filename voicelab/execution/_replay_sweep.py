@@ -35,7 +35,8 @@ from ..runner import (
     strictest_access,
 )
 from ..scoring import settings_of
-from ._arun import arun, run_sync
+from ._arun import arun_wired, run_sync
+from ._options import RunOptions, RunWiring
 from ._sweep import CellProgress
 
 
@@ -132,10 +133,12 @@ async def _replay_cells(folder: RunFolder[MatrixReport], cells: list[_Cell], *,
 
     async def replay_cell(cell: _Cell) -> None:
         try:
-            outcome = await arun(cell.plan, trials=len(cell.source.seeds), artifacts_dir=run_dir,
-                                 run_id=f"{run_id}__{cell.cell_id}", bundle_name=cell.cell_id,
-                                 on_trial_done=progress.of(cell.cell_id), semaphore=semaphore,
-                                 link_latest=False, label=label, replay_of=cell.source.origin)
+            outcome = await arun_wired(cell.plan, RunOptions(
+                trials=len(cell.source.seeds), artifacts_dir=run_dir,
+                run_id=f"{run_id}__{cell.cell_id}", on_trial_done=progress.of(cell.cell_id),
+                label=label), RunWiring(
+                semaphore=semaphore, link_latest=False, bundle_name=cell.cell_id,
+                replay_of=cell.source.origin))
         except RunInterrupted as stopped:
             outcomes.append(stopped.outcome)
             raise

@@ -80,8 +80,12 @@ RUNNING_REPORT_INTERVAL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
-class RunOptions:
-    """What the caller chose for a run (:func:`voicelab.execution.arun`'s keywords)."""
+class RunSettings:
+    """What a :class:`Run` is told (built by :func:`voicelab.execution.arun`): the caller's
+    :class:`voicelab.RunOptions` checked and resolved (``fail_fast`` a counter, ``max_cost`` a
+    budget, ``only`` parsed), and the wiring of the command that runs it
+    (:class:`._options.RunWiring`: a sweep's shared semaphore, counter and budget, a cell's
+    folder name, ``latest``, a replay's origin). Each field is described where it is chosen."""
 
     trials: int | None = None
     concurrency: int | None = None
@@ -92,54 +96,20 @@ class RunOptions:
     semaphore: asyncio.Semaphore | None = None
     link_latest: bool = True
     bundle_name: str | None = None
-    #: names the run in frames and reports
     label: str | None = None
-    #: judge confusion counts (:func:`voicelab.scoring.read_calibration`): add judge-corrected
-    #: pass rates to the report
     calibrations: Sequence[JudgeCalibration] = ()
-    #: a bundle of this configuration to finish: only the planned trials that are not done run
-    #: (interrupted or missing; with ``rerun_failed`` also those that did not pass), into the
-    #: same bundle under the same run id and seeds; ``trials`` may extend its plan. A bundle of
-    #: another configuration (suite hash) is refused with :class:`ConfigError`.
     resume: str | Path | None = None
     rerun_failed: bool = False
-    #: the run a replay re-sends (:func:`voicelab.areplay`), named in the report
     replay_of: ReplayOrigin | None = None
-    #: where the trials run (:data:`voicelab.execution.EXECUTORS`): ``None`` or ``"inline"``
-    #: (this event loop), ``"local"`` (``workers`` processes of this machine, default one per
-    #: core; one worker is this event loop), ``"dask"`` (a Dask cluster at ``scheduler``, else
-    #: a ``LocalCluster`` of ``workers``), a plug-in's dotted path, a
-    #: ``dask.distributed.Client``, or an executor (:class:`voicelab.execution.LocalExecutor`,
-    #: :class:`voicelab.execution.DaskExecutor`) shared by several runs. ``workers`` without
-    #: ``executor`` is ``"local"``. The bundle is the same whatever runs the trials.
-    executor: Any = None
+    executor: object = None
     workers: int | None = None
     scheduler: str | None = None
-    #: (default: the run config's ``measurement.lag_budget_ms``) lowers the concurrency while
-    #: finished trials saw a loop-lag p99 above it (:mod:`._lag_budget`)
     lag_budget_ms: float | None = None
-    #: where a finished call is scored and its files written, in-process runs only:
-    #: ``"process"`` (a scoring process beside this event loop, while the next calls run; runs
-    #: with judges score on the loop) or ``"loop"`` (this event loop: no extra process, and a
-    #: debugger or a patched function sees the scoring). The bundle is the same either way.
     scoring: str = "process"
-    #: how many times a trial that ends inconclusive (nothing failed, a critical verdict
-    #: undecided) is run again, same seed, at half the concurrency each time
-    #: (:mod:`._attempts`); one still inconclusive after that counts as not passed
     retry_inconclusive: int = 1
-    #: told of each trial as it starts and finishes, in this process: OpenTelemetry traces and
-    #: live Prometheus metrics (:mod:`voicelab.telemetry`, docs/observability.md)
     observers: Sequence[RunObserver] = ()
-    #: ``--only``: which of the planned trials run, like pytest's ``-k``
-    #: (:class:`voicelab.runner.TrialSelection`: scenario id, persona and environment names,
-    #: trial ids such as ``trial-003``); they keep their numbers and seeds
     only: Sequence[str] = ()
-    #: ``--fail-fast``: no trial starts once this many did not pass (shared by a sweep's
-    #: cells); the report says so and its exit code is the trials' (3 or 4)
     fail_fast: FailFast | None = None
-    #: no trial starts that could pass it (:class:`voicelab.cost.CostBudget`: a run's own,
-    #: or one shared by a sweep's cells); ``trial_estimate``: what a trial is expected to cost
-    #: before any of the run's has settled (default: from the run's configuration)
     budget: CostBudget | None = None
     trial_estimate: float | None = None
 
@@ -148,7 +118,7 @@ class Run:
     """One run of ``plan``'s trials (``pending``, of ``planned``; a resumed run's ``point``
     holds those done) on ``executor``; :meth:`execute` runs it to its end."""
 
-    def __init__(self, plan: RunPlan, options: RunOptions, executor: Executor, *,
+    def __init__(self, plan: RunPlan, options: RunSettings, executor: Executor, *,
                  planned: int, parallel: int, pending: Sequence[int],
                  point: ResumePoint | None, folder: RunFolder[RunReport] | None,
                  retries: int):

@@ -4,7 +4,7 @@ A run on the caller's event loop (:class:`._inline.InlineExecutor`) hands each f
 a :class:`Scorer`. It sends the call to the scoring process (:mod:`._scoring_process`) while
 the loop goes on with the next calls, and scores it on the loop instead
 (:func:`voicelab.runner.score_on_loop`) when the run has judges (LLM calls: concurrent on the
-loop, not one after another in one process), when the caller asks (``arun(..., scoring="loop")``),
+loop, not one after another in one process), when the caller asks (``RunOptions(scoring="loop")``),
 when the call cannot be sent, and when the scoring process is lost (a warning says so; the
 recording is still here, so nothing is lost). The bundle is the same, byte for byte, wherever
 it is scored.

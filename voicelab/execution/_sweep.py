@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from .._location import is_url
 from ..artifacts import (
@@ -48,38 +48,31 @@ from ..runner import (
     strictest_access,
     utc_now,
 )
-from ._arun import arun, check_calibrations, cost_budget, run_sync
+from ._arun import arun_wired, check_calibrations, cost_budget, outside_a_loop
 from ._observer import RunObserver
-from ._protocol import Executor
+from ._options import RunKeywords, RunOptions, RunWiring, options_from_keywords
+from ._protocol import Executor, scoring_mode
 from ._registry import choose_executor
 from ._resume import check_suite_hash, read_run_report
 from ._resume_overrides import resumed_overrides
 from ._staging import open_stage, published, store_target
 
 
-async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: int | None = None,
-                      concurrency: int | None = None, artifacts_dir: str | Path | None = None,
-                      overrides: Sequence[str] = (), run_id: str | None = None,
-                      on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
-                      label: str | None = None, calibrations: Sequence[JudgeCalibration] = (),
-                      resume: str | Path | None = None, rerun_failed: bool = False,
-                      executor: Any = None, workers: int | None = None,
-                      scheduler: str | None = None, retry_inconclusive: int = 1,
-                      observers: Sequence[RunObserver] = (),
-                      only: Sequence[str] | str | None = None,
-                      fail_fast: int | FailFast | None = None,
-                      max_cost: float | None = None) -> MatrixOutcome:
-    """Run every cell of a suite (awaitable in a notebook); writes matrix-report.json.
+def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: RunOptions | None = None,
+                **keywords: Unpack[RunKeywords]) -> Coroutine[object, None, MatrixOutcome]:
+    """Run every cell of a suite: ``await voicelab.arun_matrix(suite, options)`` (awaitable in
+    a notebook); writes matrix-report.json. ``options`` (:class:`voicelab.RunOptions`) are
+    :func:`voicelab.arun`'s; the keyword form still works for one release and warns.
 
     ``resume`` is a sweep folder of this suite to finish: each cell resumes its bundle (see
     :func:`voicelab.arun`), a cell that never started runs; the trials per cell default to the
     sweep's. Every cell's suite hash is checked before anything runs.
 
-    ``executor``, ``workers`` and ``scheduler`` are :func:`voicelab.arun`'s: one executor (its
-    worker processes or cluster) serves every cell. ``retry_inconclusive`` is
-    :func:`voicelab.arun`'s, for each cell; so are ``observers``, told of every cell's run.
+    ``executor``, ``workers`` and ``scheduler``: one executor (its worker processes or
+    cluster) serves every cell. ``retry_inconclusive``, ``lag_budget_ms``, ``scoring`` and
+    ``observers`` are each cell's run's.
 
-    ``only`` (``--only``) runs the cells and trials an expression selects
+    ``trials`` is per cell. ``only`` (``--only``) runs the cells and trials an expression selects
     (:meth:`voicelab.runner.MatrixPlan.select`); ``fail_fast`` (``--fail-fast``) counts the
     trials that did not pass across the whole matrix and starts none once it is reached.
     ``max_cost`` (default: the suite's ``budget:``) is one budget for every cell: no trial of
@@ -87,12 +80,21 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
     matrix once per stage, in order, and stops at the first stage whose gate fails (or that the
     budget cut short): the stages after it never start.
     """
-    selection = TrialSelection.parse(only)
+    chosen, wiring = options_from_keywords(options, keywords, call="voicelab.arun_matrix")
+    return _arun_matrix(suite, chosen, shared_fail_fast=wiring.fail_fast)
+
+
+async def _arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: RunOptions, *,
+                       shared_fail_fast: FailFast | None) -> MatrixOutcome:
+    """:func:`arun_matrix`'s sweep (``shared_fail_fast``: a counter the keyword form gave)."""
+    trials, overrides, resume = options.trials, options.overrides, options.resume
+    scoring_mode(options.scoring)  # every cell's: refused before the sweep folder exists
+    selection = TrialSelection.parse(options.only)
     if not selection.everything and resume is not None:
         raise ConfigError("a resumed sweep runs the trials it planned: --only is for a new "
                           "sweep", source="CLI", key="--only")
-    stop = fail_fast if isinstance(fail_fast, FailFast) or fail_fast is None \
-        else FailFast(fail_fast)
+    stop = shared_fail_fast if shared_fail_fast is not None else (
+        None if options.fail_fast is None else FailFast(options.fail_fast))
     folder = _reopened(resume)  # a local sweep to finish: locked, its report read once
     try:
         previous = folder.previous if folder is not None else \
@@ -101,20 +103,24 @@ async def arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, *, trials: i
             trials = previous.trials_per_cell if trials is None else trials
             overrides = resumed_overrides(previous.overrides, overrides, bundle=str(resume))
         plan = suite if isinstance(suite, MatrixPlan) else plan_matrix(
-            suite, trials=trials, concurrency=concurrency, overrides=overrides)
+            suite, trials=trials, concurrency=options.concurrency, overrides=overrides)
         if not selection.everything and plan.selected_trials is None:
             plan = plan.select(selection)
         for one in plan.cells:
-            check_calibrations(one.plan.loaded, calibrations)
-        sweep = _Sweep(plan, on_trial_done=on_trial_done, label=label,
-                       calibrations=tuple(calibrations), rerun_failed=rerun_failed,
-                       executor=executor, workers=workers, scheduler=scheduler,
-                       retry_inconclusive=retry_inconclusive, observers=tuple(observers),
-                       fail_fast=stop, budget=_sweep_budget(plan, max_cost))
+            check_calibrations(one.plan.loaded, options.calibrations)
+        sweep = _Sweep(plan, on_trial_done=options.on_trial_done, label=options.label,
+                       calibrations=tuple(options.calibrations),
+                       rerun_failed=options.rerun_failed, executor=options.executor,
+                       workers=options.workers, scheduler=options.scheduler,
+                       retry_inconclusive=options.retry_inconclusive,
+                       observers=tuple(options.observers), fail_fast=stop,
+                       budget=_sweep_budget(plan, options.max_cost),
+                       lag_budget_ms=options.lag_budget_ms, scoring=options.scoring)
     except BaseException:
         if folder is not None:
             folder.close()
         raise
+    artifacts_dir, run_id = options.artifacts_dir, options.run_id
     spec = plan.suite.suite
     configured = artifacts_dir if artifacts_dir is not None else (
         spec.artifacts_dir or plan.suite.path.parent / "artifacts")
@@ -196,6 +202,8 @@ class _Sweep:
     observers: Sequence[RunObserver] = ()
     fail_fast: FailFast | None = None
     budget: CostBudget | None = None
+    lag_budget_ms: float | None = None
+    scoring: str = "process"
 
     async def here(self, configured: str | Path, *,
                    folder: RunFolder[MatrixReport] | None = None,
@@ -281,16 +289,17 @@ class _Sweep:
             cell_dir = run_dir / one.cell_id
             started_before = previous is not None and (cell_dir / RUN_REPORT).is_file()
             try:
-                outcome = await arun(one.plan, trials=plan.trials_of(one), artifacts_dir=run_dir,
-                                     run_id=f"{run_id}__{one.cell_id}", bundle_name=one.cell_id,
-                                     on_trial_done=progress.of(one.cell_id), semaphore=semaphore,
-                                     link_latest=False, label=label,
-                                     calibrations=self.calibrations,
-                                     resume=cell_dir if started_before else None,
-                                     rerun_failed=self.rerun_failed, executor=executor,
-                                     retry_inconclusive=self.retry_inconclusive,
-                                     observers=self.observers, only=plan.only or None,
-                                     fail_fast=self.fail_fast, budget=self.budget)
+                outcome = await arun_wired(one.plan, RunOptions(
+                    trials=plan.trials_of(one), artifacts_dir=run_dir,
+                    run_id=f"{run_id}__{one.cell_id}", on_trial_done=progress.of(one.cell_id),
+                    label=label, calibrations=self.calibrations,
+                    resume=cell_dir if started_before else None,
+                    rerun_failed=self.rerun_failed, executor=executor,
+                    retry_inconclusive=self.retry_inconclusive, observers=self.observers,
+                    only=plan.only or (), lag_budget_ms=self.lag_budget_ms,
+                    scoring=self.scoring), RunWiring(
+                    semaphore=semaphore, link_latest=False, bundle_name=one.cell_id,
+                    fail_fast=self.fail_fast, budget=self.budget))
             except RunInterrupted as stopped:
                 outcomes.append(stopped.outcome)
                 raise
@@ -334,6 +343,9 @@ class _Sweep:
                 return
 
 
-def run_matrix(suite: Any, **kwargs: Any) -> MatrixOutcome:
-    """Synchronous wrapper of :func:`arun_matrix` for scripts."""
-    return run_sync(arun_matrix, suite, **kwargs)
+def run_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: RunOptions | None = None,
+               **keywords: Unpack[RunKeywords]) -> MatrixOutcome:
+    """Synchronous :func:`arun_matrix` for scripts; the keyword form warns, as for it."""
+    chosen, wiring = options_from_keywords(options, keywords, call="voicelab.run_matrix")
+    outside_a_loop("arun_matrix")
+    return asyncio.run(_arun_matrix(suite, chosen, shared_fail_fast=wiring.fail_fast))

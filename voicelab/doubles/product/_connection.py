@@ -129,7 +129,7 @@ class ProductConnection(Generic[TurnT]):
         self.tasks: list[asyncio.Task[object]] = []
         self.response_task: asyncio.Task[None] | None = None
         #: ``server_vad``: the product listens to a live line instead of taking commits
-        self.listening = getattr(self.behaviour, "turn_detection", "client") == "server_vad"
+        self.listening = getattr(self.behaviour, "turn_taking", "client") == "server_vad"
         self.turn_detector = TurnDetector(
             silence_ms=getattr(self.behaviour, "vad_silence_ms", 500.0),
             interrupt_after_ms=getattr(self.behaviour, "stop_on_speech_ms", 150.0)) \

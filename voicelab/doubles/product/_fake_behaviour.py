@@ -69,10 +69,11 @@ class FakeBehaviour(AdapterSettings):
     #: a hostile product: ``event_storm`` sends messages of an unknown type (1 kB each) as fast
     #: as the socket takes them once the session starts, and never answers
     hostile: Literal["event_storm"] | None = None
-    # --- listening (turn_detection: server_vad) ---
+    # --- listening (turn_taking: server_vad) ---
     #: client: the evaluator commits each turn; server_vad: the fake detects the end of the
-    #: user's speech itself on the live line (and replies in real time)
-    turn_detection: Literal["client", "server_vad"] = "client"
+    #: user's speech itself on the live line (and replies in real time); ``turn_detection``,
+    #: the older spelling, is read too
+    turn_taking: Literal["client", "server_vad"] = "client"
     vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0  # silence that ends a user's turn
     #: server_vad: stop replying once the user has spoken this long over the reply
     #: (0: stops on any sound; null: never stops, like a product without barge-in)

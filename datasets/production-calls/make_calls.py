@@ -47,7 +47,7 @@ def main() -> None:
                "persona_mode": "scripted", "speech_provider": "tone", "trial_seed": 101,
                "pace_audio": True, "concurrency": 3,
                "endpoint": {"adapter": "fake", "settings": {
-                   "turn_detection": "server_vad", "complete_after_turns": 3,
+                   "turn_taking": "server_vad", "complete_after_turns": 3,
                    "vad_silence_ms": 1800, "stop_on_speech_ms": 150}}}
         environment = {"name": "humming room", "impact": 1.0, "base_noise_volume": 0.15,
                        "base_noise": str(HERE.parent / "environments" / "office-hum.wav")}

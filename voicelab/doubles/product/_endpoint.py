@@ -45,7 +45,7 @@ class ProductClientSettings(AdapterSettings):
             connect_timeout_seconds=self.connect_timeout_seconds,
             receive_timeout_seconds=self.receive_timeout_seconds,
             max_message_bytes=self.max_message_bytes, chunk_ms=self.chunk_ms,
-            turn_detection=getattr(self, "turn_taking", "client"))
+            turn_taking=getattr(self, "turn_taking", "client"))
 
 
 class ProductEndpoint(WebSocketEndpoint):

@@ -31,7 +31,7 @@ class WebSocketSettings(SocketSettings):
     access_token: str | None = None
     #: ``client``: commit + response.create end each user turn; ``server_vad``: the product
     #: detects the end of the user's speech itself (no commit is ever sent)
-    turn_detection: TurnTaking = "client"
+    turn_taking: TurnTaking = "client"
 
 
 class WebSocketEndpoint(SocketEndpoint):
@@ -65,7 +65,8 @@ class WebSocketEndpoint(SocketEndpoint):
 
     @classmethod
     def turn_taking(cls, settings: Mapping[str, Any]) -> str:
-        return str(settings.get("turn_detection", "client"))
+        # read from the mapping: subclasses (the product doubles) add settings of their own
+        return str(settings.get("turn_taking", "client"))
 
     @property
     def settings(self) -> WebSocketSettings:

@@ -55,7 +55,9 @@ def test_a_tts_tail_is_not_dead_air(tmp_path):
                            script=[{"response": "A table for two tonight, please."}]),
                 tmp_path / "runs")
     assert call.exit_code == 0, call.output
-    for turn_id, text in (("turn-000", bot["greeting"]), ("turn-001", bot["reply_text"])):
+    sent = {line["reply"]: line for line in call.bot_lines("reply_sent")}
+    for number, turn_id, text in ((0, "turn-000", bot["greeting"]),
+                                  (1, "turn-001", bot["reply_text"])):
         turn = call.turn(turn_id)
         audio = _bot_reply_audio(bot, text)
         loud = np.flatnonzero(np.abs(audio.astype(np.int32)) > SILENCE_THRESHOLD)
@@ -64,8 +66,10 @@ def test_a_tts_tail_is_not_dead_air(tmp_path):
         gaps = np.diff(loud) / G711_SAMPLE_RATE_HZ * 1000
         assert gaps.max() < 300
         tail_ms = (audio.size - loud[-1] - 1) / G711_SAMPLE_RATE_HZ * 1000
-        # a stall of the evaluator's own (a late stamp) would read as silence
-        assert turn["dead_air_ms"] <= _tolerance(turn, 0.0), turn
+        # a stall of the evaluator's own (a late stamp) would read as silence; a stall of the
+        # bot's own (a busy machine delaying its pacing) is silence the caller really hears
+        assert turn["dead_air_ms"] <= _tolerance(turn, sent[number]["most_late_ms"]), \
+            (turn, sent[number]["most_late_ms"])
         # the tail as heard: the same, up to the line's frame
         assert turn["trailing_silence_ms"] == pytest.approx(
             tail_ms, abs=_tolerance(turn, 20.0)), turn

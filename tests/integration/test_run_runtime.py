@@ -6,6 +6,7 @@ when they overlap on one event loop, and restored when the last one ends."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import sys
 from pathlib import Path
@@ -71,12 +72,14 @@ def test_the_command_line_tunes_its_process_while_the_run_is_in_progress(tmp_pat
     seen_during: list[tuple[float, int]] = []
     real = cli_run.arun
 
-    async def watched(*args, on_trial_done, **kwargs):
+    async def watched(config, options):
+        told = options.on_trial_done
+
         def done(*progress):
             seen_during.append((sys.getswitchinterval(), gc.get_freeze_count()))
-            on_trial_done(*progress)
+            told(*progress)
 
-        return await real(*args, on_trial_done=done, **kwargs)
+        return await real(config, dataclasses.replace(options, on_trial_done=done))
 
     monkeypatch.setattr(cli_run, "arun", watched)
     assert main(["run", str(EXAMPLE), "--trials", "2", "--quiet",

@@ -118,6 +118,9 @@ class ReplyRecord:
     mark_sent_ns: int | None = None
     mark_echoed_ns: int | None = None
     cleared_ns: int | None = None
+    #: how far behind its pace the bot sent a frame at worst (ms): on a busy machine the bot
+    #: itself stalls, and the caller really hears that silence
+    most_late_ms: float = 0.0
 
     @property
     def duration_ms(self) -> float:
@@ -405,6 +408,9 @@ class _Call:
                 await asyncio.sleep(max(0.0, begin + index * FRAME_SECONDS - loop.time()))
             sent_ns = await self.send({"event": "media", "streamSid": self.stream_sid, "media": {
                 "payload": base64.b64encode(frame).decode("ascii")}})
+            if not self.settings.burst:  # a busy machine delays the bot's own pacing: a stall
+                late_s = loop.time() - (begin + index * FRAME_SECONDS)  # the caller hears
+                reply.most_late_ms = max(reply.most_late_ms, round(late_s * 1000, 3))
             reply.frames_sent += 1
             self.heard_until(reply, frame, sent_ns)
             if index == 0:
@@ -420,7 +426,7 @@ class _Call:
         self.note("reply_sent", reply=number, frames=reply.frames,
                   first_frame_ns=reply.first_frame_ns, speech_start_ns=reply.speech_start_ns,
                   audible_until_ns=reply.audible_until_ns, last_frame_ns=reply.last_frame_ns,
-                  mark_sent_ns=reply.mark_sent_ns)
+                  mark_sent_ns=reply.mark_sent_ns, most_late_ms=reply.most_late_ms)
 
     def heard_until(self, reply: ReplyRecord, frame: bytes, sent_ns: int) -> None:
         """Note the end of the frame's audible audio (paced: each sample is due its offset

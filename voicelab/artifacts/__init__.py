@@ -124,7 +124,7 @@ from ._report_models import (
     TelemetryExport,
     VerdictPassRate,
 )
-from ._run_folder import RunFolder
+from ._run_folder import RunFolder, write_report_file
 from ._schemas import SCHEMA_DIR, export_schemas
 from ._store import (
     RemoteLocation,
@@ -161,7 +161,7 @@ from ._voice_models import (
 )
 
 __all__ = [
-    "RunFolder",
+    "RunFolder", "write_report_file",
     "MAX_TIMELINE_NS",
     "MAX_TIMELINE_SECONDS",
     "check_event_records",

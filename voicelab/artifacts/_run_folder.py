@@ -173,7 +173,7 @@ class RunFolder(Generic[ReportT]):
     def write_report(self, report: ReportT, *, words: Redacts | None = None) -> str | None:
         """Write the report atomically, through ``words`` when given: a report that cannot be
         written (a full disk) leaves the last one whole, and what went wrong is returned."""
-        return write_report(self.path / self.report_name, report, words=words)
+        return write_report_file(self.path / self.report_name, report, words=words)
 
     def link_latest(self) -> None:
         """Point the root's ``latest`` at this folder (a new one only: a reopened folder was
@@ -221,7 +221,8 @@ def read_report(folder: Path, report: type[ReportT]) -> ReportT:
     return parsed
 
 
-def write_report(path: Path, report: BaseModel, *, words: Redacts | None = None) -> str | None:
+def write_report_file(path: Path, report: BaseModel, *, words: Redacts | None = None
+                      ) -> str | None:
     """Write a run (or matrix) report atomically, through ``words`` when given; what went wrong
     (a full disk: the last report stays whole), never raised."""
     if words is not None:

@@ -49,7 +49,6 @@ from ._run import (
     run_report,
     trial_seed,
     utc_now,
-    write_report_robustly,
 )
 from ._scoring import Call, Scored, score_now, score_on_loop
 from ._select import FailFast, TrialSelection
@@ -95,4 +94,4 @@ __all__ = [
            "new_run_id", "open_speech", "plan_matrix", "plan_replay", "read_matrix_report",
            "read_recording", "rescore", "retained_files", "run_redactor", "runs_redactor", "strictest_access", "summary_document", "run_call", "run_report", "run_trial", "score_now",
            "score_on_loop", "scored_result", "trial_seed", "trial_session_id", "trial_summary",
-           "unscored_report", "utc_iso", "utc_now", "write_report_robustly"]
+           "unscored_report", "utc_iso", "utc_now"]

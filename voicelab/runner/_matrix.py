@@ -38,6 +38,7 @@ from ..artifacts import (
     read_remote_json,
     resolve_latest,
     resolve_local_latest,
+    write_report_file,
 )
 from ..config import (
     LoadedRun,
@@ -62,7 +63,6 @@ from ._run import (
     RunOutcome,
     bounded_count,
     utc_now,
-    write_report_robustly,
 )
 from ._select import TrialSelection
 
@@ -502,7 +502,7 @@ async def conclude_cells(tasks: list[asyncio.Task[None]], outcomes: list[RunOutc
     final = report("interrupted" if interrupted else "complete")
     if words is not None:
         final = filter_model(final, words)
-    final_error = write_report_robustly(run_dir / MATRIX_REPORT, final)
+    final_error = write_report_file(run_dir / MATRIX_REPORT, final)
     if final_error:
         write_errors.append(final_error)
     elif written is not None:

@@ -12,19 +12,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from .._exit_codes import exit_code_after_writing, run_exit_code
 from ..artifacts import (
     BudgetState,
     JudgeCalibration,
-    Redacts,
     ReplayOrigin,
     RunReport,
     TrialSummary,
-    filter_model,
     published_location,
-    write_json,
 )
 from ..config import LoadedRun
 from ..cost import cost_summary
@@ -101,22 +96,6 @@ def bounded_count(value: int, *, low: int, high: int, key: str, source: str | Pa
         raise ConfigError(f"must be a whole number from {low} to {high:,}, got {value!r}",
                           source=source, key=key)
     return value
-
-
-def write_report_robustly(path: Path, report: BaseModel, *, words: Redacts | None = None
-                          ) -> str | None:
-    """Write a run (or matrix) report atomically, through ``words`` (the bundle's filter of
-    words) when given. A report that cannot be written (a full disk) leaves the last one
-    written as it was, whole: the error is returned, never raised."""
-    if words is not None:
-        report = filter_model(report, words)
-    try:
-        write_json(path, report)
-        return None
-    except OSError as error:
-        return f"could not write {path.name}: {error.strerror or type(error).__name__}"
-    except ConfigError as error:  # a link or a device where the report goes
-        return f"could not write {path.name}: {error.message}"
 
 
 def not_run_message(*, planned: int, executed: int, status: str, in_progress: bool,

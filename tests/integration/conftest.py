@@ -89,6 +89,19 @@ def dask_worker_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+def _client(distributed, address: str):
+    """A client of the scheduler at ``address``; a scheduler still starting on a busy machine
+    may close the first connection during its handshake: tried again, for a minute at most."""
+    for attempt in range(6):
+        try:
+            return distributed.Client(address, timeout=60)
+        except (OSError, distributed.comm.CommClosedError):
+            if attempt == 5:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture
 def dask_cluster(tmp_path: Path, dask_worker_env: dict[str, str]
                  ) -> Iterator[tuple[str, dict[str, int]]]:
@@ -108,7 +121,7 @@ def dask_cluster(tmp_path: Path, dask_worker_env: dict[str, str]
                 [*dask, "worker", address, "--name", name, "--nthreads", "2", "--no-nanny",
                  "--no-dashboard", "--host", "127.0.0.1", "--local-directory", str(scratch)],
                 env=dask_worker_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        with distributed.Client(address, timeout=60) as client:
+        with _client(distributed, address) as client:
             client.wait_for_workers(2, timeout=90)
             pids = client.run(os.getpid)
         yield address, pids

@@ -26,8 +26,8 @@ from websockets.exceptions import ConnectionClosed
 from voicelab.audio import PcmAudio, mulaw_decode, mulaw_encode, tone_speech
 from voicelab.doubles.twilio import TwilioBot
 from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
+from voicelab.endpoints._g711_line import LINE_LATENCY_MS
 from voicelab.endpoints.twilio import TwilioEndpoint
-from voicelab.endpoints.twilio._audio import LINE_LATENCY_MS
 from voicelab.recording import ATTRIBUTES, EventType, Recording, ReportedAttributes
 from voicelab.runner._playback import PlaybackClock
 

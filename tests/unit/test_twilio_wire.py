@@ -14,13 +14,13 @@ import pytest
 from voicelab.audio import mulaw_decode, mulaw_encode
 from voicelab.config import SecretScrubber
 from voicelab.endpoints import EndpointContext, EndpointEvent, load_endpoint_class
-from voicelab.endpoints.twilio import TwilioEndpoint, TwilioSettings
-from voicelab.endpoints.twilio._audio import (
+from voicelab.endpoints._g711_line import (
     FRAME_BYTES,
     LINE_LATENCY_MS,
     LineDecoder,
     LineEncoder,
 )
+from voicelab.endpoints.twilio import TwilioEndpoint, TwilioSettings
 from voicelab.endpoints.twilio._playback import ArrivalPlayback
 from voicelab.endpoints.twilio._wire import (
     CallerStream,

@@ -35,12 +35,12 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationInfo, field_validator
 
 from ...audio import PcmAudio
+from .._g711_line import FRAME_MS, LINE_LATENCY_MS, LineDecoder
 from .._inbox import SocketClosed
 from .._protocol import EndpointContext, EndpointError, EndpointEvent, Playback
 from .._settings import auth_headers, parse_settings, secret_values
 from .._socket import WebSocketConnection
 from .._socket_endpoint import SocketEndpoint, SocketSettings
-from ._audio import FRAME_MS, LINE_LATENCY_MS, LineDecoder
 from ._line import CallerLine
 from ._playback import ArrivalPlayback
 from ._wire import (

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 import numpy as np
 
-from ._audio import FRAME_MS, LineEncoder
+from .._g711_line import FRAME_MS, LineEncoder
 from ._wire import CallerStream
 
 FRAME_NS = FRAME_MS * 1_000_000

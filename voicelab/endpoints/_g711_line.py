@@ -1,7 +1,9 @@
-"""The audio of a Twilio media stream: canonical 24 kHz PCM <-> 20 ms frames of 8 kHz mu-law.
+"""The audio of a phone wire: canonical 24 kHz PCM <-> 20 ms frames of 8 kHz G.711.
 
-Twilio carries G.711 mu-law at 8 kHz, mono, one byte a sample, 160 bytes (20 ms) a ``media``
-message. The rate conversion (by 3 each way) is the linear-phase FIR the channel model uses,
+A Twilio media stream and a SIP call's RTP carry G.711 (mu-law, or A-law on SIP) at 8 kHz,
+mono, one byte a sample, 160 bytes (20 ms) a ``media`` message or RTP packet; every phone wire
+converts with this one module, so a line measured on one is measured the same on the other.
+The rate conversion (by 3 each way) is the linear-phase FIR the channel model uses,
 applied polyphase (``voicelab.audio``'s fixed-latency resampler): flat to 3.4 kHz, 70 dB down
 from 4 kHz, so nothing aliases, and every chunk in gives its whole duration out, delayed by a
 constant :data:`LINE_LATENCY_MS` (3.6 ms) in each direction. soxr's streaming resampler
@@ -13,22 +15,32 @@ Pure (no sockets, no clocks): the adapter feeds these in arrival order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
+from typing import Literal
 
 import numpy as np
 
-from ...audio import (
+from ..audio import (
     CANONICAL_SAMPLE_RATE_HZ,
     G711_SAMPLE_RATE_HZ,
     PCM16_MAX,
     PCM16_MIN,
     FixedLatencyResampler,
+    PcmAudio,
+    alaw_decode,
+    alaw_encode,
     kaiser_lowpass,
     mulaw_decode,
     mulaw_encode,
 )
 
-#: One Twilio ``media`` message carries 20 ms: 160 mu-law bytes at 8 kHz.
+#: The two G.711 laws, by the names environment lines use (``channel.line.codec``).
+G711Law = Literal["mulaw", "alaw"]
+_ENCODE = {"mulaw": mulaw_encode, "alaw": alaw_encode}
+_DECODE = {"mulaw": mulaw_decode, "alaw": alaw_decode}
+
+#: One frame carries 20 ms: 160 G.711 bytes at 8 kHz.
 FRAME_MS = 20
 FRAME_BYTES = G711_SAMPLE_RATE_HZ * FRAME_MS // 1000
 RATE_FACTOR = CANONICAL_SAMPLE_RATE_HZ // G711_SAMPLE_RATE_HZ
@@ -52,21 +64,22 @@ def _to_int16(samples: np.ndarray) -> np.ndarray:
 
 
 class LineEncoder:
-    """Canonical PCM chunks of any length in, whole 20 ms mu-law frames out.
+    """Canonical PCM chunks of any length in, whole 20 ms G.711 frames out (``law``).
 
     What does not fill a frame yet (and input not yet a multiple of 3 samples) waits for the
     next chunk, so a stream cut into any chunks gives the same frames.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, law: G711Law = "mulaw") -> None:
         self._down = FixedLatencyResampler(down=RATE_FACTOR, taps=_line_taps())
+        self._encode = _ENCODE[law]
         self._pending = bytearray()
 
     def push(self, samples: np.ndarray) -> list[bytes]:
         """The frames completed by ``samples`` (1-D int16 at 24 kHz)."""
         narrow = self._down.process(samples.astype(np.float64))
         if narrow.size:
-            self._pending += mulaw_encode(_to_int16(narrow))
+            self._pending += self._encode(_to_int16(narrow))
         whole = len(self._pending) - len(self._pending) % FRAME_BYTES
         frames = [bytes(self._pending[i:i + FRAME_BYTES]) for i in range(0, whole, FRAME_BYTES)]
         del self._pending[:whole]
@@ -74,13 +87,14 @@ class LineEncoder:
 
 
 class LineDecoder:
-    """mu-law bytes of any length in, canonical 24 kHz PCM out (three samples a byte).
+    """G.711 bytes (``law``) of any length in, canonical 24 kHz PCM out (three samples a byte).
 
     The last :data:`LINE_LATENCY_MS` of what came in stays in the filter until more arrives;
     :meth:`reset` drops it (the product cleared its audio).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, law: G711Law = "mulaw") -> None:
+        self._decode: Callable[[bytes], PcmAudio] = _DECODE[law]
         self.reset()
 
     def reset(self) -> None:
@@ -89,5 +103,5 @@ class LineDecoder:
     def push(self, codes: bytes) -> np.ndarray:
         if not codes:
             return np.zeros(0, dtype=np.int16)
-        narrow = mulaw_decode(codes).samples
+        narrow = self._decode(codes).samples
         return _to_int16(self._up.process(narrow.astype(np.float64)))

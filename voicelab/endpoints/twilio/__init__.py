@@ -1,7 +1,8 @@
 """Twilio Media Streams (``adapter: twilio``): voicelab plays Twilio's part to a bot.
 
-The messages (:mod:`._wire`), the 8 kHz mu-law line (:mod:`._audio`, :mod:`._line`) and the
-marks' playback clock (:mod:`._playback`) stay private to this wire.
+The messages (:mod:`._wire`), the paced 8 kHz mu-law line (:mod:`._line`, which converts with
+the shared :mod:`.._g711_line`) and the marks' playback clock (:mod:`._playback`) stay private
+to this wire.
 """
 
 from ._endpoint import TwilioEndpoint, TwilioSettings

@@ -1,0 +1,11 @@
+"""Phone calls over SIP (``adapter: sip``): voicelab dials the product and talks over RTP.
+
+The SIP user agent, SDP, digest authentication, RTP and RFC 4733 keys (:mod:`._call` and the
+modules it uses) stay private to this wire; the 8 kHz G.711 conversion is the phone wire's
+shared one (:mod:`.._g711_line`).
+"""
+
+from ._endpoint import SipEndpoint
+from ._settings import SipSettings
+
+__all__ = ["SipEndpoint", "SipSettings"]

@@ -1,0 +1,105 @@
+"""The settings of ``adapter: sip``: whom to call and how (docs/adapters/sip.md)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .._settings import AdapterSettings
+
+#: An RFC 3261 header name (a ``token``).
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!%'*+\-.^_`|~]{1,64}$")
+#: Headers voicelab writes itself: a configured one would make the INVITE contradict itself.
+_OWN_HEADERS = frozenset({
+    "via", "v", "from", "f", "to", "t", "call-id", "i", "cseq", "contact", "m",
+    "content-length", "l", "content-type", "c", "max-forwards", "authorization",
+    "proxy-authorization", "route", "record-route", "allow", "supported", "user-agent"})
+#: ``sip:[user@]host[:port][;params]`` (a host name, an IPv4 address or a bracketed IPv6 one)
+_SIP_URI = re.compile(
+    r"^sip:(?:[^@\s;]{1,128}@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]{1,253})"
+    r"(?::(?P<port>\d{1,5}))?(?:;[^\s;]{1,128}){0,8}$")
+MAX_HEADERS = 32
+MAX_HEADER_VALUE = 512
+
+Codec = Literal["pcmu", "pcma"]
+
+
+class SipSettings(AdapterSettings):
+    """``endpoint.settings`` of a SIP call (see the module docstring)."""
+
+    #: whom to call
+    uri: Annotated[str, Field(min_length=5, max_length=512)]
+    #: where voicelab's user agent binds its SIP and RTP sockets (an IP address of this machine)
+    local_address: str = "127.0.0.1"
+    transport: Literal["udp", "tcp"] = "udp"
+    #: offered in this order (telephone-event is always offered besides, for rfc4733 keys)
+    codecs: Annotated[list[Codec], Field(min_length=1, max_length=2)] = \
+        Field(default_factory=lambda: ["pcmu", "pcma"])
+    #: how keys are pressed: RTP telephone-events (RFC 4733) or SIP INFO (dtmf-relay)
+    dtmf: Literal["rfc4733", "info"] = "rfc4733"
+    #: how long one key is held, and the pause before the next
+    dtmf_duration_ms: Annotated[int, Field(ge=40, le=1000)] = 100
+    dtmf_gap_ms: Annotated[int, Field(ge=20, le=2000)] = 60
+    #: digest credentials, used when the far end challenges (401/407); the password is a
+    #: secret: never written to the bundle, the log or an error
+    username: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    password: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    #: extra INVITE headers (e.g. ``X-Test-Id``); values are scrubbed like secrets
+    headers: dict[str, str] = Field(default_factory=dict)
+    #: no final answer by then: the call is cancelled (``no_answer``)
+    answer_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 30.0
+    #: answered, and no RTP at all for this long: the call fails (``no_rtp``)
+    rtp_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
+    #: how much of the live line the runner hands over at a time (RTP carries 20 ms a packet)
+    chunk_ms: Annotated[float, Field(gt=0, le=200)] = 20.0
+
+    @field_validator("uri")
+    @classmethod
+    def _sip_uri(cls, value: str) -> str:
+        match = _SIP_URI.match(value)
+        if match is None:
+            raise ValueError("must be a sip: URI such as sip:agent@127.0.0.1:5070")
+        port = match.group("port")
+        if port is not None and not 0 < int(port) < 65536:
+            raise ValueError("has a port outside 1-65535")
+        return value
+
+    @field_validator("local_address")
+    @classmethod
+    def _ip_address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError("must be an IP address of this machine, such as 127.0.0.1") \
+                from None
+        return value
+
+    @field_validator("codecs")
+    @classmethod
+    def _distinct(cls, codecs: list[Codec]) -> list[Codec]:
+        if len(set(codecs)) != len(codecs):
+            raise ValueError("names a codec twice")
+        return codecs
+
+    @field_validator("headers")
+    @classmethod
+    def _header_lines(cls, headers: dict[str, str]) -> dict[str, str]:
+        if len(headers) > MAX_HEADERS:
+            raise ValueError(f"has more than {MAX_HEADERS} headers")
+        for name, value in headers.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError("has a header name that is not a SIP token")
+            if name.lower() in _OWN_HEADERS:
+                raise ValueError(f"sets {name}, which voicelab writes itself")
+            if len(value) > MAX_HEADER_VALUE or any(c in value for c in "\r\n\0"):
+                raise ValueError(f"has a value for {name} that is too long or spans lines")
+        return headers
+
+    @model_validator(mode="after")
+    def _credentials_together(self) -> SipSettings:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("username and password go together")
+        return self

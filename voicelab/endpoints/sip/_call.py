@@ -1,0 +1,438 @@
+"""One outgoing SIP call: INVITE with an SDP offer, provisional responses and early media,
+digest authentication, the answer and its ACK, then RTP both ways until BYE from either side.
+
+The adapter builds on :class:`SipCall`: :meth:`SipCall.start` places the call and returns what
+was negotiated (or raises :class:`SipError` naming why not), :attr:`SipCall.line` paces the
+user's audio and keys, ``on_packet`` gets the far end's media stamped on arrival, ``on_event``
+everything else the far end does (:mod:`._far_end` answers its requests), and
+:meth:`SipCall.facts` is the call's record for ``raw-endpoint-events.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+
+from pydantic import JsonValue
+
+from ._dialog import ClientTransaction, Dialog, branch_of
+from ._digest import DigestError, authorization, best_challenge
+from ._far_end import FarEnd
+from ._line import RtpLine
+from ._media import MediaReceiver, MediaTarget, RtcpReceiver
+from ._message import SipMessage
+from ._record import CallRecord
+from ._sdp import ENCODING_NAMES, SdpError, build_sdp, choose_audio, offer_formats, parse_sdp
+from ._transport import SipTransport, TransportError
+from ._types import CallEvent, CallOptions, Negotiated, RtpPacket, SipError, error_for_status
+from ._uri import parse_uri
+
+logger = logging.getLogger(__name__)
+
+HANG_UP_WAIT_SECONDS = 2.0
+
+
+class SipCall:
+    """One call to ``options.uri`` (see the module docstring); use once, then :meth:`close`."""
+
+    def __init__(self, options: CallOptions, *, clock_ns: Callable[[], int],
+                 on_packet: Callable[[RtpPacket], None],
+                 on_event: Callable[[CallEvent], None]) -> None:
+        self.options = options
+        self._clock_ns = clock_ns
+        self.record = CallRecord(on_event, clock_ns)
+        self._media = MediaReceiver(clock_ns=clock_ns, on_packet=on_packet,
+                                    on_dtmf=self._rfc4733_key, on_hostile=self.record.hostile,
+                                    on_rtcp=self.record.rtcp)
+        self._media_udp: asyncio.DatagramTransport | None = None
+        self._rtcp_udp: asyncio.DatagramTransport | None = None
+        self._sip: SipTransport | None = None
+        self._dialog: Dialog | None = None
+        self._far_end: FarEnd | None = None
+        self._transactions: dict[tuple[str, str], ClientTransaction] = {}
+        self._invite_tx: ClientTransaction | None = None
+        self._invite_sent_ns: int | None = None
+        self._ack: SipMessage | None = None
+        self._cancelled = False
+        self._line: RtpLine | None = None
+        self._negotiated: Negotiated | None = None
+        self._rtp_timer: asyncio.TimerHandle | None = None
+        self._hang_up: asyncio.Future[None] | None = None
+        self.state = "idle"  # calling | answered | ended | failed
+        self.setup_ms: float | None = None
+
+    # --- the adapter's API --------------------------------------------------------------------
+
+    @property
+    def line(self) -> RtpLine:
+        """The user's paced outbound line; there is one once :meth:`start` returned."""
+        if self._line is None:
+            raise RuntimeError("the call has no line before start() returned")
+        return self._line
+
+    @property
+    def reliable(self) -> bool:
+        """True over TCP: nothing is retransmitted."""
+        return self._sip is not None and self._sip.reliable
+
+    @property
+    def negotiated(self) -> Negotiated | None:
+        """What the answer (or a later re-INVITE) settled."""
+        return self._negotiated
+
+    async def start(self) -> Negotiated:
+        """Place the call; raises :class:`SipError`. Cancelling it sends a CANCEL."""
+        if self.state != "idle":
+            raise RuntimeError("start() is called once")
+        self.state = "calling"
+        try:
+            await self._open()
+            received_ns, response = await self._invite_until_answered()
+            return self._answered(received_ns, response)
+        except asyncio.CancelledError:
+            self._abandon()
+            raise
+        except SipError:
+            self.state = "failed"
+            raise
+
+    async def hang_up(self) -> None:
+        """BYE when answered, CANCEL while ringing; waits up to 2 s for the answer. Idempotent."""
+        if self._hang_up is None:
+            self._hang_up = asyncio.ensure_future(self._hang_up_once())
+        await asyncio.shield(self._hang_up)
+
+    async def close(self) -> None:
+        """Release the sockets and timers; safe twice."""
+        if self._line is not None:
+            self._line.stop()
+        if self._rtp_timer is not None:
+            self._rtp_timer.cancel()
+        for transaction in self._transactions.values():
+            transaction.stop()
+        if self._far_end is not None:
+            self._far_end.stop()
+        if self._sip is not None:
+            self._sip.close()
+        for udp in (self._media_udp, self._rtcp_udp):
+            if udp is not None:
+                udp.close()
+        if self.state in ("calling", "answered"):
+            self.state = "ended"
+
+    def facts(self) -> dict[str, JsonValue]:
+        """The call's record: SIP messages (credentials removed), RTP and key figures."""
+        line = self._line
+        sent: dict[str, JsonValue] = {"packets": line.packets_sent if line else 0,
+                                      "bytes": line.bytes_sent if line else 0}
+        return {
+            "sip": {**self.record.sip_facts(), "setup_ms": self.setup_ms},
+            "rtp": {"sent": sent, "received": self._media.facts(),
+                    "rtcp": list(self.record.rtcp_reports)},
+            "dtmf": {"sent": list(line.digits_sent) if line else [],
+                     "received": list(self.record.keys_received)},
+        }
+
+    # --- placing the call ---------------------------------------------------------------------
+
+    async def _open(self) -> None:
+        loop = asyncio.get_running_loop()
+        local = self.options.local_address
+        try:
+            self._media_udp, _ = await loop.create_datagram_endpoint(
+                lambda: self._media, local_addr=(local, 0))
+            self._media.transport = self._media_udp
+            self._rtcp_udp, _ = await loop.create_datagram_endpoint(
+                lambda: RtcpReceiver(self._media, self._clock_ns), local_addr=(local, 0))
+        except OSError as error:
+            raise SipError("unreachable", f"cannot bind RTP on {local}: {error}") from None
+        uri = parse_uri(self.options.uri)
+        try:
+            self._sip = await SipTransport.open(
+                self.options.effective_transport, local_address=local,
+                remote=(uri.host.strip("[]"), uri.effective_port), clock_ns=self._clock_ns,
+                on_message=self._on_message, on_problem=self.record.problem,
+                on_closed=self._transport_closed)
+        except TransportError as error:
+            raise SipError("unreachable", str(error)) from None
+        user = self.options.username or "voicelab"
+        self._dialog = Dialog(
+            call_id=f"{secrets.token_hex(12)}@voicelab", local_uri=f"sip:{user}@{uri.host}",
+            remote_uri=self.options.uri, local_host=self._sip.local[0],
+            local_port=self._sip.local[1], transport=self.options.effective_transport.upper(),
+            user_agent=self.options.user_agent)
+        self._far_end = FarEnd(self, self._dialog, self.record)
+
+    def _offer(self, *, version: int = 1, direction: str = "sendrecv") -> bytes:
+        assert self._media_udp is not None and self._rtcp_udp is not None
+        host, port = self._media_udp.get_extra_info("sockname")[:2]
+        return build_sdp(address=host, port=port,
+                         rtcp_port=self._rtcp_udp.get_extra_info("sockname")[1],
+                         formats=offer_formats(self.options.codecs), telephone_event=101,
+                         direction=direction, session_id=self._session_id, version=version)
+
+    @property
+    def _session_id(self) -> int:
+        assert self._dialog is not None
+        return int(self._dialog.local_tag, 16) & 0x7FFFFFFF
+
+    async def _invite_until_answered(self) -> tuple[int, SipMessage]:
+        assert self._dialog is not None
+        invite = self._dialog.request(
+            "INVITE", body=self._offer(), content_type="application/sdp",
+            extra=list(self.options.headers.items()), in_dialog=False)
+        deadline = asyncio.get_running_loop().time() + self.options.answer_timeout_seconds
+        challenged = False
+        while True:
+            received_ns, response = await self._final_response(invite, deadline)
+            status = response.status or 0
+            if status < 300:
+                return received_ns, response
+            self._send(self._dialog.ack_for_failure(invite, response))
+            if status not in (401, 407) or challenged:
+                raise error_for_status(status, response.reason)
+            challenged = True
+            invite = self._authorized(invite, response)
+
+    def _authorized(self, invite: SipMessage, response: SipMessage) -> SipMessage:
+        assert self._dialog is not None
+        status = response.status or 0
+        username, password = self.options.username, self.options.password
+        if username is None or password is None:
+            raise SipError("auth_refused", f"{status} {response.reason}: no credentials set",
+                           status=status)
+        proxy = status == 407
+        try:
+            challenge = best_challenge(response.headers_named(
+                "Proxy-Authenticate" if proxy else "WWW-Authenticate"))
+        except DigestError as error:
+            raise SipError("auth_refused", f"{status}: {error}", status=status) from None
+        credentials = authorization(challenge, username=username, password=password,
+                                    method="INVITE", uri=invite.request_uri or "")
+        header = "Proxy-Authorization" if proxy else "Authorization"
+        return self._dialog.request(
+            "INVITE", body=invite.body, content_type="application/sdp", in_dialog=False,
+            extra=[*self.options.headers.items(), (header, credentials)])
+
+    async def _final_response(self, invite: SipMessage, deadline: float,
+                              ) -> tuple[int, SipMessage]:
+        transaction = self._invite_tx = self._start_transaction(invite)
+        if self._invite_sent_ns is None:
+            self._invite_sent_ns = self._clock_ns()
+        remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+        try:
+            result = await asyncio.wait_for(asyncio.shield(transaction.final), remaining)
+        except TimeoutError:
+            await self._cancel_invite()
+            raise SipError("no_answer", "no answer within "
+                           f"{self.options.answer_timeout_seconds:g} s") from None
+        if result is None:
+            raise SipError("no_answer", "no response to the INVITE")
+        return result
+
+    def _answered(self, received_ns: int, response: SipMessage) -> Negotiated:
+        assert self._dialog is not None and self._invite_tx is not None
+        invite = self._invite_tx.request
+        if self._invite_sent_ns is not None:
+            self.setup_ms = (received_ns - self._invite_sent_ns) / 1e6
+        self._dialog.learn(response)
+        credentials = [(name, value) for name, value in invite.headers
+                       if name in ("Authorization", "Proxy-Authorization")]
+        self._ack = self._dialog.request("ACK", cseq=invite.cseq()[0], extra=credentials)
+        self._send(self._ack)
+        self.state = "answered"
+        try:
+            negotiated = self.use_sdp(response.body) if response.body else self._negotiated
+        except SdpError as error:
+            self._abandon()
+            raise SipError("hostile" if error.hostile else "protocol_error",
+                           f"the answer's SDP: {error}") from None
+        if negotiated is None:
+            self._abandon()
+            raise SipError("protocol_error", "the answer had no SDP")
+        self._line = RtpLine(send=self._media.send, clock_ns=self._clock_ns,
+                             codec=negotiated.codec, payload_type=negotiated.payload_type,
+                             telephone_event=negotiated.telephone_event,
+                             dtmf=self.options.dtmf, send_info=self._send_info_key)
+        self._rtp_timer = asyncio.get_running_loop().call_later(
+            self.options.rtp_timeout_seconds, self._check_rtp)
+        self.record.event("answered", received_ns, {"status": response.status,
+                                                    "setup_ms": self.setup_ms})
+        return negotiated
+
+    def use_sdp(self, body: bytes) -> Negotiated:
+        """Take the far end's SDP: where its media comes from and which codec it sends."""
+        choice = choose_audio(parse_sdp(body), self.options.codecs)
+        assert self._media_udp is not None
+        local = self._media_udp.get_extra_info("sockname")[:2]
+        self._media.target = MediaTarget((choice.address, choice.port), choice.payload_type,
+                                         choice.telephone_event)
+        self._negotiated = Negotiated(codec=choice.codec, payload_type=choice.payload_type,
+                                      telephone_event=choice.telephone_event,
+                                      remote_rtp=(choice.address, choice.port),
+                                      local_rtp=(str(local[0]), int(local[1])))
+        if self._line is not None:
+            self._line.payload_type = choice.payload_type
+            self._line.codec = choice.codec
+        return self._negotiated
+
+    def answer_sdp(self, direction: str, version: int) -> bytes:
+        """Our SDP answering a re-INVITE: the negotiated codec, the direction reflected."""
+        negotiated = self._negotiated
+        assert negotiated is not None
+        assert self._media_udp is not None and self._rtcp_udp is not None
+        host, port = self._media_udp.get_extra_info("sockname")[:2]
+        return build_sdp(address=host, port=port,
+                         rtcp_port=self._rtcp_udp.get_extra_info("sockname")[1],
+                         formats=[(negotiated.payload_type,
+                                   f"{ENCODING_NAMES[negotiated.codec]}/8000")],
+                         telephone_event=negotiated.telephone_event, direction=direction,
+                         session_id=self._session_id, version=version)
+
+    # --- ending it ----------------------------------------------------------------------------
+
+    async def _hang_up_once(self) -> None:
+        if self._line is not None:
+            self._line.stop()
+        if self.state == "answered" and self._dialog is not None:
+            self.state = "ended"
+            transaction = self._start_transaction(self._dialog.request("BYE"))
+            await self._wait_final(transaction)
+        elif self.state == "calling":
+            await self._cancel_invite()
+            self.state = "ended"
+
+    async def _cancel_invite(self) -> None:
+        """CANCEL the pending INVITE once a provisional response came (RFC 3261 9.1), and ACK
+        its final response; without one, only stop retransmitting it."""
+        transaction = self._invite_tx
+        if transaction is None or self._cancelled or self._dialog is None:
+            return
+        self._cancelled = True
+        if not transaction.provisional:
+            transaction.stop()
+            return
+        self._start_transaction(self._dialog.cancel_for(transaction.request))
+        result = await self._wait_final(transaction)
+        if result is not None:
+            self._late_final(transaction.request, result[1])
+
+    def _late_final(self, invite: SipMessage, response: SipMessage) -> None:
+        """The INVITE's final response after we gave up: ACK it, and BYE a late answer."""
+        assert self._dialog is not None
+        if (response.status or 0) >= 300:
+            self._send(self._dialog.ack_for_failure(invite, response))
+            return
+        self._dialog.learn(response)
+        self._send(self._dialog.request("ACK", cseq=invite.cseq()[0]))
+        self._start_transaction(self._dialog.request("BYE"))
+
+    async def _wait_final(self, transaction: ClientTransaction,
+                          ) -> tuple[int, SipMessage] | None:
+        try:
+            return await asyncio.wait_for(asyncio.shield(transaction.final),
+                                          HANG_UP_WAIT_SECONDS)
+        except (TimeoutError, SipError):
+            return None
+
+    def _abandon(self) -> None:
+        """Leave the call without waiting: BYE if answered, CANCEL if ringing."""
+        if self._dialog is None:
+            return
+        if self.state == "answered":
+            self._start_transaction(self._dialog.request("BYE"))
+        elif self._invite_tx is not None and self._invite_tx.provisional \
+                and not self._cancelled:
+            self._cancelled = True
+            self._start_transaction(self._dialog.cancel_for(self._invite_tx.request))
+        self.state = "ended"
+
+    def ended_by_far_end(self) -> None:
+        self.state = "ended"
+        if self._line is not None:
+            self._line.stop()
+
+    # --- messages -----------------------------------------------------------------------------
+
+    def _start_transaction(self, request: SipMessage) -> ClientTransaction:
+        assert self._sip is not None
+        transaction = ClientTransaction(request, self._send, reliable=self._sip.reliable,
+                                        on_provisional=self._provisional)
+        self._transactions[(transaction.branch, transaction.method)] = transaction
+        if len(self._transactions) > 64:  # finished ones go first
+            for key in [k for k, t in self._transactions.items() if t.final.done()][:32]:
+                del self._transactions[key]
+        transaction.start()
+        return transaction
+
+    def _send(self, message: SipMessage) -> bool:
+        if self._sip is None:
+            return False
+        self.record.message("sent", self._clock_ns(), message)
+        return self._sip.send(message)
+
+    def send_reply(self, reply: Callable[[SipMessage], bool], message: SipMessage) -> None:
+        self.record.message("sent", self._clock_ns(), message)
+        reply(message)
+
+    def _on_message(self, received_ns: int, message: SipMessage,
+                    reply: Callable[[SipMessage], bool]) -> None:
+        self.record.message("received", received_ns, message)
+        if message.method is not None:
+            if self._far_end is not None:
+                self._far_end.request(received_ns, message, reply)
+            return
+        try:
+            _, method = message.cseq()
+        except ValueError:
+            self.record.problem("malformed", "a response without a usable CSeq")
+            return
+        transaction = self._transactions.get((branch_of(message) or "", method))
+        if transaction is not None and not transaction.final.done():
+            transaction.response(received_ns, message)
+        elif method == "INVITE" and (message.status or 0) in range(200, 300):
+            self._invite_retransmitted_2xx(message)
+
+    def _invite_retransmitted_2xx(self, response: SipMessage) -> None:
+        if self._ack is not None and self.state in ("answered", "ended"):
+            self._send(self._ack)  # our ACK was lost: the far end retransmits its 200
+        elif self._invite_tx is not None and self._cancelled:
+            self._late_final(self._invite_tx.request, response)
+
+    def _provisional(self, received_ns: int, response: SipMessage) -> None:
+        early_media = False
+        if response.body and (response.status or 0) > 100:
+            try:
+                self.use_sdp(response.body)
+                early_media = True
+            except SdpError as error:
+                if error.hostile:
+                    self.record.hostile("oversized_sdp", received_ns, str(error))
+        if (response.status or 0) > 100:
+            self.record.event("provisional", received_ns, {
+                "status": response.status, "reason": response.reason,
+                "early_media": early_media})
+
+    def _transport_closed(self, reason: str) -> None:
+        error = SipError("unreachable", reason)
+        for transaction in self._transactions.values():
+            transaction.fail(error)
+        if self.state == "answered":
+            self.record.event("transport_closed", self._clock_ns(), {"reason": reason})
+
+    def _check_rtp(self) -> None:
+        if self._media.first_ns is None and self.state == "answered":
+            self.record.event("no_rtp", self._clock_ns(), {
+                "seconds": self.options.rtp_timeout_seconds})
+
+    def _rfc4733_key(self, digit: str, duration_ms: float, received_ns: int) -> None:
+        self.record.key(digit, "rfc4733", duration_ms, received_ns)
+
+    def _send_info_key(self, digit: str, duration_ms: int) -> None:
+        if self._dialog is None or self.state != "answered":
+            return
+        body = f"Signal={digit}\r\nDuration={duration_ms}\r\n".encode("ascii")
+        self._start_transaction(self._dialog.request(
+            "INFO", body=body, content_type="application/dtmf-relay"))

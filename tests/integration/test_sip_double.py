@@ -72,14 +72,16 @@ def doubles() -> Iterator[Doubles]:
     started.close()
 
 
-def wait_for(events: list[Event], call: int, name: str, timeout: float = 10.0,
+def wait_for(events: list[Event], call: int, name: str, timeout: float = 10.0, nth: int = 1,
              **fields: object) -> Event:
+    """The ``nth`` event ``name`` of ``call`` with ``fields``, once the double reported it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for event in list(events):
-            if event["call"] == call and event["event"] == name and \
-                    all(event.get(k) == v for k, v in fields.items()):
-                return event
+        found = [event for event in list(events)
+                 if event["call"] == call and event["event"] == name
+                 and all(event.get(k) == v for k, v in fields.items())]
+        if len(found) >= nth:
+            return found[nth - 1]
         time.sleep(0.01)
     raise AssertionError(f"no {name} {fields} for call {call}: "
                          f"{[e['event'] for e in events if e['call'] == call]}")
@@ -381,3 +383,71 @@ def test_main_prints_its_uri_serves_a_call_as_json_lines_and_exits_by_code(
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0
+
+
+# --- the IVR -----------------------------------------------------------------------------------
+
+IVR = {"mode": "ivr", "ring_ms": 20, "menu_latency_ms": 50,
+       "greeting": "Agent here.", "invalid_key_text": "Sorry, no."}
+
+
+def test_ivr_keys_by_both_methods_move_the_menu_and_a_key_stops_the_prompt(
+        doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get(IVR)
+    caller = caller_factory(double.port)
+    ok = caller.answered("0 101")
+    call = double.calls_started
+    media = caller.remote_rtp(ok)
+    main = wait_for(events, call, "prompt_started", menu="main")
+    time.sleep(0.3)
+    caller.key(media, "1")  # while the main prompt plays: a key barge-in
+    stopped = wait_for(events, call, "prompt_stopped", menu="main")
+    assert stopped["why"] == "key_barge_in" and stopped["frames_sent"] < stopped["frames"]
+    key = wait_for(events, call, "key_received", digit="1")
+    assert key["method"] == "rfc4733" and key["first_packet_ns"] > main["first_ns"]
+    billing = wait_for(events, call, "prompt_started", menu="billing")
+    assert billing["first_ns"] > key["first_packet_ns"]
+    time.sleep(0.2)
+    assert len(of_call(events, call, "key_received")) == 1  # 6 packets, one key
+    assert len(of_call(events, call, "key_ended")) == 1  # the end packet's three copies: one
+    caller.request("INFO", body=b"Signal=7\r\nDuration=160\r\n",
+                   content_type="application/dtmf-relay")
+    assert caller.expect(200).h("cseq").endswith("INFO")
+    wait_for(events, call, "key_received", digit="7", method="info")
+    wait_for(events, call, "key_refused", key="7", menu="billing")
+    wait_for(events, call, "prompt_stopped", menu="invalid", why="finished")
+    wait_for(events, call, "prompt_started", nth=2, menu="billing")
+    caller.request("INFO", body=b"0", content_type="application/dtmf")
+    caller.expect(200)
+    wait_for(events, call, "agent_reached", menu="billing")
+    greeting = wait_for(events, call, "reply_sent", reply=0)
+    assert greeting["text"] == "Agent here."
+    caller.request("INFO", body=b"Signal=xyz\r\n", content_type="application/dtmf-relay")
+    caller.expect(400)
+    caller.request("INFO", body=b"5", content_type="text/plain")
+    caller.expect(415)
+    caller.request("BYE")
+    caller.expect(200)
+    ended = wait_for(events, call, "call_ended", why="bye_received")
+    assert ended["violations"] == 2 and ended["rtp_received"] == 6  # the key's packets
+    assert [e["menu"] for e in of_call(events, call, "prompt_started")] == \
+        ["main", "billing", "invalid", "billing"]  # the refused key: sorry, then the menu
+
+
+def test_early_media_starts_the_prompt_before_the_answer(doubles: Doubles,
+                                                           caller_factory) -> None:
+    double, events = doubles.get({**IVR, "early_media": True, "ring_ms": 600})
+    caller = caller_factory(double.port)
+    caller.invite()
+    progress = caller.expect(183)
+    assert b"m=audio" in progress.body
+    ok = caller.expect(200)
+    call = double.calls_started
+    first_packet = caller.rtp_in[0][0]
+    started = wait_for(events, call, "prompt_started", menu="main")
+    answered = wait_for(events, call, "answered")
+    assert started["first_ns"] < answered["answered_ns"] and first_packet < answered["answered_ns"]
+    caller.to = ok.h("to")
+    caller.request("ACK", cseq=caller.cseq)
+    caller.request("BYE")
+    caller.expect(200)

@@ -9,6 +9,7 @@ per settings, started on first use); the caller uses blocking sockets in the tes
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import queue
 import re
@@ -72,19 +73,19 @@ def doubles() -> Iterator[Doubles]:
     started.close()
 
 
-def wait_for(events: list[Event], call: int, name: str, timeout: float = 10.0, nth: int = 1,
+def wait_for(log: list[Event], call: int, name: str, /, timeout: float = 10.0, nth: int = 1,
              **fields: object) -> Event:
     """The ``nth`` event ``name`` of ``call`` with ``fields``, once the double reported it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = [event for event in list(events)
+        found = [event for event in list(log)
                  if event["call"] == call and event["event"] == name
                  and all(event.get(k) == v for k, v in fields.items())]
         if len(found) >= nth:
             return found[nth - 1]
         time.sleep(0.01)
     raise AssertionError(f"no {name} {fields} for call {call}: "
-                         f"{[e['event'] for e in events if e['call'] == call]}")
+                         f"{[e['event'] for e in log if e['call'] == call]}")
 
 
 def of_call(events: list[Event], call: int, name: str) -> list[Event]:
@@ -241,11 +242,12 @@ class Caller:
         self.request("ACK", cseq=self.cseq)
         return ok
 
-    def respond(self, request: Message, status: int) -> None:
+    def respond(self, request: Message, status: int, body: bytes = b"") -> None:
         vias = "".join(f"Via: {v}\n" for v in request.headers["via"])
+        typed = "Content-Type: application/sdp\n" if body else ""
         self.send(f"SIP/2.0 {status} OK\n{vias}From: {request.h('from')}\nTo: {request.h('to')}\n"
                   f"Call-ID: {request.h('call-id')}\nCSeq: {request.h('cseq')}\n"
-                  f"Content-Length: 0\n\n")
+                  f"{typed}Content-Length: {len(body)}\n\n", body)
 
     def remote_rtp(self, message: Message) -> tuple[str, int]:
         port = int(re.search(rb"m=audio (\d+)", message.body).group(1))
@@ -451,3 +453,177 @@ def test_early_media_starts_the_prompt_before_the_answer(doubles: Doubles,
     caller.request("ACK", cseq=caller.cseq)
     caller.request("BYE")
     caller.expect(200)
+
+
+# --- TCP, failing and hostile far ends ---------------------------------------------------------
+
+def test_a_call_over_tcp(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get(SHORT_AGENT)
+    caller = caller_factory(double.port, "tcp")
+    ok = caller.answered()
+    call = double.calls_started
+    assert ok.h("contact").endswith(";transport=tcp>")
+    wait_for(events, call, "invite_received", transport="TCP")
+    wait_for(events, call, "reply_sent", reply=0)
+    caller.request("BYE")
+    assert caller.expect(200).h("cseq").endswith("BYE")
+    wait_for(events, call, "call_ended", why="bye_received")
+
+
+@pytest.mark.parametrize("status", [486, 603, 404, 480])
+def test_respond_with_a_final_status(doubles: Doubles, caller_factory, status: int) -> None:
+    double, events = doubles.get({"respond_with": status})
+    caller = caller_factory(double.port)
+    branch = caller.invite()
+    caller.expect(100)
+    assert caller.expect(status).h("to")
+    caller.request("ACK", cseq=caller.cseq, branch=branch)  # the ACK of a failure: same branch
+    wait_for(events, double.calls_started, "call_ended", why=f"rejected_{status}")
+
+
+def test_never_answered_then_cancelled(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get({"never_answer": True})
+    caller = caller_factory(double.port)
+    branch = caller.invite()
+    caller.expect(180)
+    caller.request("CANCEL", cseq=caller.cseq, branch=branch)
+    assert caller.expect(200).h("cseq").endswith("CANCEL")
+    assert caller.expect(487).h("cseq").endswith("INVITE")
+    caller.request("ACK", cseq=caller.cseq, branch=branch)
+    wait_for(events, double.calls_started, "call_ended", why="cancelled")
+
+
+def digest(challenge: str, *, password: str, algorithm: str, port: int) -> str:
+    def h(text: str) -> str:
+        return hashlib.new("sha256" if algorithm == "SHA-256" else "md5",
+                           text.encode()).hexdigest()
+
+    realm = re.search(r'realm="([^"]+)"', challenge).group(1)
+    nonce = re.search(r'nonce="([^"]+)"', challenge).group(1)
+    uri, cnonce = f"sip:agent@127.0.0.1:{port}", "0a4f113b"
+    ha1, ha2 = h(f"caller:{realm}:{password}"), h(f"INVITE:{uri}")
+    response = h(f"{ha1}:{nonce}:00000001:{cnonce}:auth:{ha2}")
+    return (f'Authorization: Digest username="caller", realm="{realm}", nonce="{nonce}", '
+            f'uri="{uri}", response="{response}", algorithm={algorithm}, qop=auth, '
+            f'nc=00000001, cnonce="{cnonce}"\n')
+
+
+@pytest.mark.parametrize("algorithm", ["MD5", "SHA-256"])
+def test_digest_authentication(doubles: Doubles, caller_factory, algorithm: str) -> None:
+    auth = {"username": "caller", "password": "s3cret", "algorithm": algorithm}
+    double, events = doubles.get({**SHORT_AGENT, "require_auth": auth})
+    for password, final in (("wrong", 403), ("s3cret", 200)):
+        caller = caller_factory(double.port)
+        branch = caller.invite()
+        challenge = caller.expect(401).h("www-authenticate")
+        assert f"algorithm={algorithm}" in challenge and 'qop="auth"' in challenge
+        caller.request("ACK", cseq=caller.cseq, branch=branch)
+        caller.invite(extra=digest(challenge, password=password, algorithm=algorithm,
+                                   port=double.port))
+        assert caller.expect(final).h("cseq") == "2 INVITE"
+        caller.request("ACK", cseq=caller.cseq)
+    call = double.calls_started
+    wait_for(events, call - 1, "auth_refused", reason="wrong response hash")
+    wait_for(events, call, "auth_accepted")
+    assert not [e for e in events if "s3cret" in repr(e)]  # the password is never reported
+
+
+def test_no_media_after_answer(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "no_media_after_answer": True})
+    caller = caller_factory(double.port)
+    caller.answered()
+    wait_for(events, double.calls_started, "ack_received")
+    time.sleep(0.5)
+    assert caller.rtp_in == []
+    caller.request("BYE")
+    caller.expect(200)
+
+
+def test_hang_up_and_hold(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "reinvite_after_seconds": 0.2,
+                                  "hang_up_after_seconds": 0.6})
+    caller = caller_factory(double.port)
+    caller.answered()
+    call = double.calls_started
+    hold = caller.expect("INVITE")
+    assert b"a=sendonly" in hold.body and hold.h("call-id") == caller.call_id
+    caller.respond(hold, 200, caller.offer())
+    assert caller.expect("ACK").h("cseq") == hold.h("cseq").replace("INVITE", "ACK")
+    wait_for(events, call, "reinvite_answered", status=200)
+    bye = caller.expect("BYE")
+    assert bye.h("from").endswith(caller.to.split(";tag=")[1])  # the dialog's tags, swapped
+    caller.respond(bye, 200)
+    wait_for(events, call, "bye_sent", why="hang_up_after_seconds")
+    wait_for(events, call, "bye_answered", status=200)
+
+
+def test_rtp_flood_and_foreign_rtp(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "rtp_flood": True, "foreign_rtp": True})
+    caller = caller_factory(double.port)
+    ok = caller.answered()
+    time.sleep(0.6)
+    caller.request("BYE")
+    caller.expect(200)
+    ended = wait_for(events, double.calls_started, "call_ended")
+    assert ended["rtp_sent"] > 1500  # 5000 a second of flood beside 50 of media
+    assert len(caller.rtp_in) > 500
+    answered_port = caller.remote_rtp(ok)[1]
+    assert {source[1] for _, _, source in caller.rtp_in} - {answered_port}  # another port
+
+
+def test_dtmf_storm_and_bye_storm(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "dtmf_storm": True, "bye_storm": True,
+                                  "storm_count": 1000, "hang_up_after_seconds": 1.0})
+    caller = caller_factory(double.port)
+    caller.answered()
+    call = double.calls_started
+    wait_for(events, call, "dtmf_storm_sent", events=1000)
+    wait_for(events, call, "bye_storm_sent", requests=1000)
+    time.sleep(0.2)
+    keys = [d for _, d, _ in caller.rtp_in if d[1] & 0x7F == 101]
+    assert len(keys) > 1000  # four packets an event, some may overflow the socket buffer
+    byes = []
+    while not caller.inbox.empty():
+        message = caller.inbox.get()
+        if message.method == "BYE":
+            byes.append(message.h("cseq"))
+    assert len(set(byes)) > 100
+
+
+def test_huge_sdp_over_tcp(doubles: Doubles, caller_factory) -> None:
+    double, _ = doubles.get({**SHORT_AGENT, "huge_sdp": True, "huge_sdp_bytes": 3_000_000})
+    caller = caller_factory(double.port, "tcp")
+    ok = caller.answered()
+    assert len(ok.body) > 3_000_000 and b"m=audio" in ok.body
+    udp = caller_factory(double.port)
+    assert 50_000 < len(udp.answered().body) < 65_000  # as big as one datagram may be
+
+
+def test_hostile_callers_are_bounded(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get(SHORT_AGENT)
+    caller = caller_factory(double.port)
+    caller.sip.sendto(b"\x00garbage" * 100, ("127.0.0.1", double.port))
+    caller.sip.sendto(b"OPTIONS sip:a SIP/2.0\r\n" + b"X-A: b\r\n" * 150 + b"\r\n",
+                      ("127.0.0.1", double.port))
+    caller.request("BYE")  # outside any call
+    assert caller.expect(481)
+    reasons = [e["reason"] for e in events if e["call"] == 0 and e["event"] == "violation"]
+    assert any("no blank line after the header fields" in r for r in reasons)
+    assert any("more than 100 header lines" in r for r in reasons)
+    ok = caller.answered()
+    to = caller.remote_rtp(ok)
+    packet = caller.rtp_packet(0, b"\xff" * 160)
+    for index in range(2000):  # ~20 000 a second, far over the 400 the double reads
+        caller.rtp.sendto(packet, to)
+        if index % 100 == 99:
+            time.sleep(0.005)
+    time.sleep(0.3)
+    caller.request("BYE")
+    caller.expect(200)
+    ended = wait_for(events, double.calls_started, "call_ended")
+    assert ended["rtp_over_rate"] > 1000, repr(ended)
+    assert ended["rtp_received"] <= 400
+    stream = socket.create_connection(("127.0.0.1", double.port))
+    stream.sendall(b"OPTIONS sip:a SIP/2.0\r\nVia: x\r\n\r\n")  # no Content-Length on TCP
+    assert stream.recv(100) == b""  # the double closes a stream it cannot frame
+    stream.close()

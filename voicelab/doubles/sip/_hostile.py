@@ -25,7 +25,9 @@ BURST = 100
 
 def start_hostile(call: SipCall) -> None:
     settings = call.settings
-    if settings.hang_up_after_seconds is not None:
+    if settings.bye_storm:  # the storm is the hang-up (after ``hang_up_after_seconds``)
+        call.spawn(_bye_storm(call))
+    elif settings.hang_up_after_seconds is not None:
         call.spawn(_hang_up_later(call, settings.hang_up_after_seconds))
     if settings.reinvite_after_seconds is not None:
         call.spawn(_hold_later(call, settings.reinvite_after_seconds))
@@ -33,8 +35,6 @@ def start_hostile(call: SipCall) -> None:
         call.spawn(_flood(call))
     if settings.dtmf_storm:
         call.spawn(_dtmf_storm(call))
-    if settings.bye_storm:
-        call.spawn(_bye_storm(call))
 
 
 async def _hang_up_later(call: SipCall, seconds: float) -> None:

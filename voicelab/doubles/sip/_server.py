@@ -32,6 +32,7 @@ from ._sip import response as build_response
 logger = logging.getLogger(__name__)
 KEPT_ENDED_CALLS = 1000
 READ_BYTES = 16_384
+STOP_TIMEOUT_SECONDS = 3.0
 
 
 class _UdpLink:
@@ -87,6 +88,7 @@ class SipDouble:
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def uri(self) -> str:
@@ -133,9 +135,11 @@ class SipDouble:
             await call.close()
         if self._tcp is not None:
             self._tcp.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        for writer in list(self._writers):
+            writer.close()  # its reader sees the end of the stream
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*self._connections, return_exceptions=True),
+                                   STOP_TIMEOUT_SECONDS)
         if self._udp is not None:
             self._udp.close()
         self._udp = self._tcp = None
@@ -172,6 +176,7 @@ class SipDouble:
         assert task is not None and self.port is not None
         self._connections.add(task)
         link = _TcpLink(writer, (self.host, self.port))
+        self._writers.add(writer)
         buffer = b""
         try:
             while chunk := await reader.read(READ_BYTES):
@@ -192,6 +197,7 @@ class SipDouble:
             pass
         finally:
             self._connections.discard(task)
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()

@@ -1,0 +1,425 @@
+"""One call at the double: its INVITE server transaction, its dialog and its media.
+
+States: ``new`` (an INVITE came, or a 401 asked for credentials), ``proceeding`` (ringing),
+``answered`` (200 sent, waiting for the ACK), ``confirmed``, ``ended``. Over UDP a final
+response to an INVITE is sent again (T1 doubling to T2, RFC 3261 17.2.1 and 13.3.1.4) until
+the ACK comes, and the double's own requests (BYE, re-INVITE) until a response comes; those
+retransmissions outlive the call's end, so a lost ACK or 200 is still answered.
+
+Requests go back to where the INVITE came from (its source address, as ``rport`` would have
+it), over the same connection on TCP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Coroutine
+from typing import Protocol
+
+from pydantic import JsonValue
+
+from ...audio import alaw_decode, mulaw_decode
+from .._json import JsonObject
+from .._voice import DoubleVoice
+from . import _auth
+from ._agent import Agent
+from ._hostile import start_hostile
+from ._ivr import Ivr
+from ._keys import KeyReader
+from ._media import MediaStream, Utterance
+from ._sdp import Codec, SdpError, SdpOffer, answer, parse_offer
+from ._settings import SipDoubleSettings
+from ._sip import SipError, SipMessage, dialog_request, new_token
+from ._sip import response as build_response
+from ._timers import resend
+
+ALLOW = "INVITE, ACK, BYE, CANCEL, INFO, OPTIONS"
+#: over UDP an SDP answer cannot be bigger than a datagram: ``huge_sdp`` fills one
+UDP_SDP_LIMIT = 60_000
+
+
+class Link(Protocol):
+    """How the call's SIP messages reach the caller (a UDP peer or a TCP connection)."""
+
+    transport: str  # "UDP" | "TCP"
+    local: tuple[str, int]
+
+    def send(self, data: bytes) -> None: ...
+
+
+class CallServer(Protocol):
+    settings: SipDoubleSettings
+    voice: DoubleVoice
+    host: str
+
+    def report(self, entry: JsonObject) -> None: ...
+
+    def frames(self, text: str, codec: Codec) -> list[bytes]: ...
+
+
+class SipCall:
+    """One call: :meth:`request` and :meth:`response` take what the caller sent."""
+
+    def __init__(self, server: CallServer, index: int, link: Link):
+        self.server, self.index, self.link = server, index, link
+        self.settings = server.settings
+        self.state = "new"
+        self.invite: SipMessage | None = None
+        self.to_tag = new_token()
+        self.final: tuple[int, bytes] | None = None  # the INVITE's final response, until ACK
+        self.last_response: bytes | None = None
+        self.offer: SdpOffer | None = None
+        self.media = MediaStream(host=server.host, on_datagram=self._datagram,
+                                 max_packets_per_second=self.settings.max_rtp_packets_per_second)
+        self.keys = KeyReader(self.note)
+        self.agent = Agent(self)
+        self.ivr = Ivr(self, self.agent)
+        self.nonces: set[str] = set()
+        self.local_cseq = 0
+        self.violations = 0
+        self.violation_reasons: set[str] = set()
+        self.tasks: set[asyncio.Task[object]] = set()  # end with the call
+        self.transactions: set[asyncio.Task[object]] = set()  # outlive it (retransmissions)
+        self.waiting: set[tuple[int, str]] = set()  # own requests not yet answered
+        self.conversation_started = False
+
+    # --- reporting ------------------------------------------------------------------------
+
+    def note(self, kind: str, **details: JsonValue) -> None:
+        self.server.report({"call": self.index, "event": kind, "ns": time.perf_counter_ns(),
+                            **details})
+
+    def violation(self, reason: str) -> None:
+        """Report something out of protocol: each reason once (a flood of the same fault is
+        one line), at most ``max_violations_logged`` reasons; all are counted."""
+        self.violations += 1
+        if reason not in self.violation_reasons and \
+                len(self.violation_reasons) < self.settings.max_violations_logged:
+            self.violation_reasons.add(reason)
+            self.note("violation", reason=reason)
+
+    def spawn(self, work: Coroutine[None, object, object], *, outlives: bool = False) -> None:
+        task = asyncio.create_task(work)
+        group = self.transactions if outlives else self.tasks
+        group.add(task)
+        task.add_done_callback(group.discard)
+
+    # --- what the caller sends ------------------------------------------------------------
+
+    async def request(self, message: SipMessage, link: Link) -> None:
+        handlers: dict[str, Callable[[SipMessage], Coroutine[None, None, None]]] = {
+            "INVITE": self._invite, "ACK": self._ack, "BYE": self._bye,
+            "CANCEL": self._cancel, "INFO": self._info, "OPTIONS": self._options}
+        handler = handlers.get(message.method or "")
+        if handler is None:
+            self.reply(message, 405, extra=[("allow", ALLOW)])
+            return
+        await handler(message)
+
+    def reply(self, request: SipMessage, status: int, *,
+              extra: list[tuple[str, str]] | None = None, body: bytes = b"") -> bytes:
+        data = build_response(request, status, to_tag=self.to_tag, extra=extra, body=body)
+        self.link.send(data)
+        return data
+
+    async def _invite(self, message: SipMessage) -> None:
+        number, _ = message.cseq
+        if self.invite is not None and message.cseq == self.invite.cseq and \
+                message.branch == self.invite.branch:
+            if self.last_response is not None:  # a retransmission: the same answer again
+                self.link.send(self.last_response)
+            return
+        if self.state in ("answered", "confirmed"):
+            self.note("reinvite_received", cseq=number)
+            self.reply(message, 200, extra=self._contact(), body=self.sdp())
+            return
+        if self.state != "new":
+            self.reply(message, 491 if self.state == "proceeding" else 481)
+            return
+        self.invite = message
+        self.note("invite_received", cseq=number, transport=self.link.transport,
+                  request_uri=message.uri[:200])
+        self.last_response = self.reply(message, 100)
+        if await self._refused(message):
+            return
+        self.state = "proceeding"
+        self.spawn(self._ring())
+
+    async def _refused(self, message: SipMessage) -> bool:
+        """Answer with a final failure when the settings or the offer say so."""
+        auth = self.settings.require_auth
+        if auth is not None and not self._authorized(message):
+            return True
+        if self.settings.respond_with is not None:
+            self._fail(self.settings.respond_with)
+            return True
+        try:
+            self.offer = parse_offer(message.body)
+        except SdpError as error:
+            self.violation(f"INVITE offer: {error}")
+            self._fail(488)
+            return True
+        chosen = self.offer.codec()
+        if chosen is None:
+            self._fail(488)
+            return True
+        self.media.payload_type, self.media.codec = chosen
+        self.media.remote = (self.offer.address, self.offer.port)
+        await self.media.open(foreign=self.settings.foreign_rtp)
+        return False
+
+    def _authorized(self, message: SipMessage) -> bool:
+        auth = self.settings.require_auth
+        assert auth is not None
+        given = message.header("authorization")
+        if given is None:
+            nonce = _auth.new_nonce()
+            self.nonces.add(nonce)
+            self._final_response(401, extra=[("www-authenticate", _auth.challenge(
+                realm=auth.realm, nonce=nonce, algorithm=auth.algorithm))])
+            self.note("auth_challenged", algorithm=auth.algorithm)
+            return False
+        reason = _auth.verify(given, method="INVITE", username=auth.username,
+                              password=auth.password, realm=auth.realm, nonces=self.nonces,
+                              algorithm=auth.algorithm)
+        if reason is not None:
+            self.note("auth_refused", reason=reason)
+            self._fail(403)
+            return False
+        self.note("auth_accepted")
+        return True
+
+    def _fail(self, status: int) -> None:
+        self._final_response(status)
+        self.note("rejected", status=status)
+        self.end(f"rejected_{status}")
+
+    def _final_response(self, status: int, *, extra: list[tuple[str, str]] | None = None,
+                        body: bytes = b"") -> int:
+        """Send the INVITE's final response (again until the ACK, over UDP); its stamp."""
+        assert self.invite is not None
+        data = build_response(self.invite, status, to_tag=self.to_tag, extra=extra, body=body)
+        self.final = (self.invite.cseq[0], data)
+        self.last_response = data
+        sent_ns = time.perf_counter_ns()
+        self.link.send(data)
+        if self.link.transport == "UDP":
+            self.spawn(self._until_acked(data), outlives=True)
+        return sent_ns
+
+    async def _until_acked(self, data: bytes) -> None:
+        def waiting() -> bool:
+            return self.final is not None and self.final[1] is data
+
+        if await resend(self.link.send, data, waiting=waiting):
+            self.final = None
+            self.violation("no ACK for the final response to INVITE")
+            if self.state == "answered":
+                self.hang_up("no_ack")
+
+    async def _ring(self) -> None:
+        assert self.invite is not None
+        if self.settings.early_media:
+            self.last_response = self.reply(self.invite, 183, extra=self._contact(),
+                                            body=self.sdp())
+            self.note("early_media")
+            self._converse()
+        else:
+            self.last_response = self.reply(self.invite, 180, extra=self._contact())
+        if self.settings.never_answer:
+            return
+        await asyncio.sleep(self.settings.ring_ms / 1000)
+        if self.state == "proceeding":
+            self._answer()
+
+    def _answer(self) -> None:
+        self.state = "answered"
+        answered_ns = self._final_response(200, extra=self._contact(), body=self.sdp())
+        self.note("answered", answered_ns=answered_ns, codec=self.media.codec,
+                  rtp_port=self.media.port, remote_rtp=f"{self.media.remote[0]}:"
+                                                       f"{self.media.remote[1]}")
+        self._converse()
+        start_hostile(self)
+
+    def _converse(self) -> None:
+        if self.conversation_started:
+            return
+        self.conversation_started = True
+        if not self.settings.no_media_after_answer:
+            self.media.start_clock()
+        if self.settings.mode == "ivr":
+            self.ivr.start()
+        else:
+            self.ivr.menu = None
+            self.agent.greet()
+
+    def _contact(self) -> list[tuple[str, str]]:
+        host, port = self.link.local
+        tcp = ";transport=tcp" if self.link.transport == "TCP" else ""
+        return [("contact", f"<sip:agent@{host}:{port}{tcp}>")]
+
+    def sdp(self, direction: str = "sendrecv") -> bytes:
+        assert self.offer is not None
+        padding = 0
+        if self.settings.huge_sdp:
+            padding = self.settings.huge_sdp_bytes if self.link.transport == "TCP" \
+                else UDP_SDP_LIMIT
+        return answer(self.offer, address=self.server.host, port=self.media.port,
+                      payload_type=self.media.payload_type, codec=self.media.codec,
+                      direction="sendonly" if direction == "sendonly" else "sendrecv",
+                      padding_bytes=padding)
+
+    async def _ack(self, message: SipMessage) -> None:
+        if self.final is None or message.cseq[0] != self.final[0]:
+            return  # a late ACK retransmission
+        status = int(self.final[1].split(b" ", 2)[1])
+        self.final = None
+        if status == 200 and self.state == "answered":
+            self.state = "confirmed"
+            self.note("ack_received")
+
+    async def _bye(self, message: SipMessage) -> None:
+        if self.state not in ("answered", "confirmed", "ended"):
+            self.reply(message, 481)
+            return
+        self.reply(message, 200)
+        if self.state != "ended":
+            self.note("bye_received")
+            self.end("bye_received")
+
+    async def _cancel(self, message: SipMessage) -> None:
+        self.reply(message, 200)
+        if self.state == "proceeding":
+            self.note("cancel_received")
+            self._final_response(487)
+            self.end("cancelled")
+
+    async def _options(self, message: SipMessage) -> None:
+        self.reply(message, 200, extra=[("allow", ALLOW)])
+
+    async def _info(self, message: SipMessage) -> None:
+        if self.state not in ("answered", "confirmed"):
+            self.reply(message, 481)
+            return
+        kind = (message.header("content-type") or "").split(";")[0].strip().lower()
+        try:
+            key = self.keys.info_key(kind, message.body)
+        except ValueError as error:
+            self.violation(f"INFO: {error}")
+            self.reply(message, 415 if "content type" in str(error) else 400)
+            return
+        self.reply(message, 200)
+        self.keys.received(key, "info", time.perf_counter_ns())
+        self.ivr.key(key)
+
+    # --- media ------------------------------------------------------------------------------
+
+    def _datagram(self, data: bytes, source: tuple[str, int], arrived_ns: int) -> None:
+        if self.state == "ended" or not self.media.accept(source, arrived_ns, self.violation):
+            return
+        key = self.keys.rtp(data, audio_type=self.media.payload_type,
+                            event_type=self.offer.telephone_event if self.offer else None,
+                            arrived_ns=arrived_ns, hear=self._hear, violation=self.violation)
+        if key is not None:
+            self.ivr.key(key)
+
+    def _hear(self, payload: bytes) -> None:
+        decode = mulaw_decode if self.media.codec == "PCMU" else alaw_decode
+        self.ivr.hear(decode(payload).samples)
+
+    # --- what the double says ---------------------------------------------------------------
+
+    def say(self, kind: str, label: str, text: str) -> Utterance:
+        utterance = Utterance(kind, label, text, self.server.frames(text, self.media.codec),
+                              on_start=self._started, on_end=self._ended)
+        self.media.say(utterance)
+        return utterance
+
+    def _started(self, utterance: Utterance) -> None:
+        if utterance.kind == "prompt":
+            self.ivr.prompt_started(utterance)
+
+    def _ended(self, utterance: Utterance) -> None:
+        if utterance.kind == "prompt":
+            self.ivr.prompt_ended(utterance)
+        else:
+            self.agent.replied(utterance)
+
+    def stop_speaking(self, why: str) -> list[Utterance]:
+        return self.media.stop(why)
+
+    @property
+    def speaking(self) -> Utterance | None:
+        return self.media.speaking
+
+    # --- the double's own requests ----------------------------------------------------------
+
+    def send_request(self, method: str, *, body: bytes = b"",
+                     extra: list[tuple[str, str]] | None = None,
+                     cseq: int | None = None, retransmit: bool = True) -> bytes:
+        """A request in the dialog (RFC 3261 12.2.1.1); over UDP, sent again until answered
+        (not an ACK)."""
+        assert self.invite is not None
+        if cseq is None:
+            self.local_cseq += 1
+            cseq = self.local_cseq
+        data = dialog_request(self.invite, method=method, cseq=cseq, to_tag=self.to_tag,
+                              transport=self.link.transport, local=self.link.local,
+                              extra=[*self._contact(), *(extra or [])], body=body)
+        self.link.send(data)
+        if retransmit and self.link.transport == "UDP" and method != "ACK":
+            self.waiting.add((cseq, method))
+            self.spawn(resend(self.link.send, data, waiting=lambda: (cseq, method) in self.waiting),
+                       outlives=True)
+        return data
+
+    async def response(self, message: SipMessage) -> None:
+        try:
+            number, method = message.cseq
+        except SipError:
+            self.violation("a response without a CSeq")
+            return
+        status = message.status or 0
+        if status < 200:
+            return
+        self.waiting.discard((number, method))
+        if method == "INVITE":
+            if 200 <= status < 300:
+                self.send_request("ACK", cseq=number)
+            self.note("reinvite_answered", status=status)
+        elif method == "BYE":
+            self.note("bye_answered", status=status)
+
+    def hang_up(self, why: str) -> None:
+        """End the call from this side: BYE (once answered)."""
+        if self.state not in ("answered", "confirmed"):
+            return
+        self.media.stop("hang_up")
+        self.send_request("BYE")
+        self.note("bye_sent", why=why)
+        self.end("hung_up")
+
+    def end(self, why: str) -> None:
+        if self.state == "ended":
+            return
+        self.state = "ended"
+        self.ivr.close()
+        for task in list(self.tasks):
+            if task is not asyncio.current_task():
+                task.cancel()
+        self.spawn(self.media.close(), outlives=True)
+        self.note("call_ended", why=why, rtp_sent=self.media.packets_sent,
+                  rtp_received=self.media.received, rtp_foreign=self.media.foreign,
+                  rtp_over_rate=self.media.rate.dropped, violations=self.violations)
+
+    async def close(self) -> None:
+        """Stop everything (the server is stopping)."""
+        self.end("double_stopped")
+        tasks = [*self.tasks, *self.transactions]
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await self.media.close()

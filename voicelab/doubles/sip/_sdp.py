@@ -1,0 +1,144 @@
+"""The SDP offer/answer the double takes part in (RFC 4566, RFC 3264), for one audio stream.
+
+The offer is read within limits (:data:`MAX_SDP_BYTES`, :data:`MAX_SDP_LINES`) and reduced to
+what the double needs: where to send RTP, the offered payload types in order, and the
+telephone-event payload type (RFC 4733). The answer picks the first offered codec the double
+speaks (G.711 mu-law or A-law).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+MAX_SDP_BYTES = 16_384
+MAX_SDP_LINES = 256
+MAX_PAYLOAD_TYPES = 32
+#: RFC 3551 static payload types the double speaks, by their rtpmap encoding names
+STATIC_CODECS = {0: "PCMU", 8: "PCMA"}
+Codec = Literal["PCMU", "PCMA"]
+Direction = Literal["sendrecv", "sendonly", "recvonly", "inactive"]
+_DIRECTIONS: tuple[Direction, ...] = ("sendrecv", "sendonly", "recvonly", "inactive")
+
+
+class SdpError(ValueError):
+    """An offer the double cannot read or answer."""
+
+
+@dataclass
+class SdpOffer:
+    """The audio stream an offer describes."""
+
+    address: str
+    port: int
+    payload_types: list[int]
+    encodings: dict[int, str] = field(default_factory=dict)  # rtpmap names, upper case
+    direction: Direction = "sendrecv"
+
+    def codec(self) -> tuple[int, Codec] | None:
+        """The first offered codec the double speaks: ``(payload type, name)``."""
+        for payload_type in self.payload_types:
+            name = self.encodings.get(payload_type, STATIC_CODECS.get(payload_type, ""))
+            if name == "PCMU":
+                return payload_type, "PCMU"
+            if name == "PCMA":
+                return payload_type, "PCMA"
+        return None
+
+    @property
+    def telephone_event(self) -> int | None:
+        return next((pt for pt in self.payload_types
+                     if self.encodings.get(pt) == "TELEPHONE-EVENT"), None)
+
+
+def parse_offer(body: bytes) -> SdpOffer:
+    """The first audio stream of an SDP offer, its connection address and attributes."""
+    if len(body) > MAX_SDP_BYTES:
+        raise SdpError(f"an SDP of {len(body)} bytes (at most {MAX_SDP_BYTES})")
+    try:
+        lines = body.decode("utf-8").replace("\r\n", "\n").split("\n")
+    except UnicodeDecodeError:
+        raise SdpError("an SDP that is not UTF-8") from None
+    if len(lines) > MAX_SDP_LINES:
+        raise SdpError(f"an SDP of more than {MAX_SDP_LINES} lines")
+    session_address: str | None = None
+    offer: SdpOffer | None = None
+    media_address: str | None = None
+    for line in lines:
+        kind, _, value = line.strip().partition("=")
+        if kind == "m":
+            if offer is not None:
+                break  # only the first stream matters, and only if it is audio
+            offer = _media_line(value)
+        elif kind == "c":
+            address = _connection(value)
+            if offer is None:
+                session_address = address
+            else:
+                media_address = address
+        elif kind == "a" and offer is not None:
+            _attribute(offer, value)
+    if offer is None:
+        raise SdpError("an SDP without an audio stream")
+    found = media_address or session_address
+    if found is None:
+        raise SdpError("an SDP without a connection address")
+    offer.address = found
+    return offer
+
+
+def _media_line(value: str) -> SdpOffer:
+    parts = value.split()
+    if len(parts) < 4 or parts[0] != "audio" or not parts[1].isdigit():
+        raise SdpError("the first m= line is not an audio stream with a port")
+    if parts[2] != "RTP/AVP":
+        raise SdpError(f"transport {parts[2][:20]!r}: only RTP/AVP is spoken")
+    formats = parts[3:]
+    if len(formats) > MAX_PAYLOAD_TYPES or not all(f.isdigit() and int(f) < 128 for f in formats):
+        raise SdpError("m= payload types must be at most 32 numbers under 128")
+    port = int(parts[1])
+    if not 0 < port < 65536:
+        raise SdpError("an audio port out of range")
+    return SdpOffer(address="", port=port, payload_types=[int(f) for f in formats])
+
+
+def _connection(value: str) -> str:
+    parts = value.split()
+    if len(parts) != 3 or parts[0] != "IN" or parts[1] != "IP4" or \
+            not re.fullmatch(r"\d{1,3}(?:\.\d{1,3}){3}", parts[2]):
+        raise SdpError("c= must be IN IP4 with a numeric address")
+    return parts[2]
+
+
+def _attribute(offer: SdpOffer, value: str) -> None:
+    if value in _DIRECTIONS:
+        offer.direction = _DIRECTIONS[_DIRECTIONS.index(value)]
+        return
+    match = re.fullmatch(r"rtpmap:(\d{1,3}) ([A-Za-z0-9_.-]{1,32})/(\d{1,6})(?:/\d+)?",
+                         value.strip())
+    if match and int(match.group(1)) in offer.payload_types:
+        offer.encodings[int(match.group(1))] = match.group(2).upper()
+
+
+def answer(offer: SdpOffer, *, address: str, port: int, payload_type: int, codec: Codec,
+           direction: Direction = "sendrecv", padding_bytes: int = 0) -> bytes:
+    """The answer: one audio stream on ``address:port`` with the chosen codec and, when
+    offered, telephone-event. ``padding_bytes`` > 0 makes it that much bigger (``huge_sdp``)."""
+    session = int(time.time())
+    formats = [payload_type]
+    event = offer.telephone_event
+    lines = ["v=0", f"o=voicelab-double {session} {session} IN IP4 {address}", "s=voicelab",
+             f"c=IN IP4 {address}", "t=0 0"]
+    attributes = [f"a=rtpmap:{payload_type} {codec}/8000"]
+    if event is not None:
+        formats.append(event)
+        attributes += [f"a=rtpmap:{event} telephone-event/8000", f"a=fmtp:{event} 0-16"]
+    lines.append(f"m=audio {port} RTP/AVP {' '.join(map(str, formats))}")
+    lines += [*attributes, "a=ptime:20", f"a={direction}"]
+    text = "\r\n".join(lines) + "\r\n"
+    if padding_bytes > 0:
+        line = "a=x-voicelab-padding:" + "x" * 1000 + "\r\n"
+        text += line * (padding_bytes // len(line) + 1)
+    return text.encode("ascii")

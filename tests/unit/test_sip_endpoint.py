@@ -10,8 +10,8 @@ import pytest
 from voicelab.audio import CANONICAL_SAMPLE_RATE_HZ, mulaw_encode
 from voicelab.endpoints import abilities_of, load_endpoint_class
 from voicelab.endpoints.sip import SipEndpoint, SipSettings
-from voicelab.endpoints.sip._call import RtpPacket
 from voicelab.endpoints.sip._endpoint import MAX_CONCEALED_PACKETS, _Arrivals
+from voicelab.endpoints.sip._types import RtpPacket
 from voicelab.errors import ConfigError
 
 FRAME = 160  # G.711 bytes in 20 ms

@@ -44,8 +44,9 @@ from ...audio import PcmAudio
 from .._g711_line import LINE_LATENCY_MS, G711Law, LineDecoder, LineEncoder
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import parse_settings
-from ._call import CallEvent, CallOptions, Negotiated, RtpPacket, SipCall, SipError
+from ._call import SipCall
 from ._settings import SipSettings
+from ._types import CallEvent, CallOptions, Negotiated, RtpPacket, SipError
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ class SipEndpoint:
             message = self._scrubber.scrub_text(f"the call to {self._settings.uri} failed: "
                                                 f"{error}")
             raise EndpointError(message, code=error.code) from None
-        except (OSError, asyncio.TimeoutError) as error:
+        except (TimeoutError, OSError) as error:
             await self._end_call()
             raise EndpointError(self._scrubber.scrub_text(
                 f"the call to {self._settings.uri} failed: {error}"), code="unreachable") from None
@@ -274,10 +275,10 @@ class SipEndpoint:
     def _call_events(self, event: CallEvent) -> tuple[list[EndpointEvent],
                                                       tuple[str, str] | None]:
         """The events of one call event, and (initiator, reason) when it ends the call."""
-        at, data = event.received_ns, {"sip": event.kind, **event.data}
+        at, data = event.received_ns, {"sip_event": event.kind, **event.data}
         if event.kind == "bye":
             self._product_hung_up = True
-            return [EndpointEvent("raw", at, data=data),
+            return [EndpointEvent("raw", at, data=data, raw=data),
                     EndpointEvent("conversation_complete", at,
                                   data={"reason": "the product hung up (BYE)"})], \
                 ("product", "the product hung up")
@@ -285,11 +286,11 @@ class SipEndpoint:
         if failure is not None:
             what = str(event.data.get("what", event.kind))
             message = self._scrubber.scrub_text(failure.format(what=what))
-            return [EndpointEvent("raw", at, data=data),
+            return [EndpointEvent("raw", at, data=data, raw=data),
                     EndpointEvent("error", at, text=message, data={
                         "code": event.kind if event.kind != "hostile" else "hostile_product",
                         "message": message, "origin": "adapter"})], ("adapter", message)
-        return [EndpointEvent("raw", at, data=data)], None
+        return [EndpointEvent("raw", at, data=data, raw=data)], None
 
     def _closing_events(self, at_ns: int, initiator: str, reason: str) -> list[EndpointEvent]:
         events = []
@@ -299,7 +300,8 @@ class SipEndpoint:
             facts["adapter"] = {"concealed_packets": self._arrivals.concealed_packets,
                                 "late_packets": self._arrivals.late_packets,
                                 "dropped_items": self._dropped_items}
-            events.append(EndpointEvent("raw", at_ns, data={"sip": "call_facts", **facts}))
+            record = {"sip_event": "call_facts", **facts}
+            events.append(EndpointEvent("raw", at_ns, data=record, raw=record))
         events.append(EndpointEvent("closed", at_ns, data={
             "reason": reason, "code": None, "initiated_by": initiator}))
         self._state = "closed"

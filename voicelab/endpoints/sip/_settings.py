@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .._settings import AdapterSettings
+from ._message import valid_header_name
+from ._types import MAX_EXTRA_HEADERS, MAX_HEADER_VALUE_CHARS, RESERVED_HEADERS
+from ._uri import UriError, parse_uri
 
-#: An RFC 3261 header name (a ``token``).
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9!%'*+\-.^_`|~]{1,64}$")
-#: Headers voicelab writes itself: a configured one would make the INVITE contradict itself.
-_OWN_HEADERS = frozenset({
-    "via", "v", "from", "f", "to", "t", "call-id", "i", "cseq", "contact", "m",
-    "content-length", "l", "content-type", "c", "max-forwards", "authorization",
-    "proxy-authorization", "route", "record-route", "allow", "supported", "user-agent"})
-#: ``sip:[user@]host[:port][;params]`` (a host name, an IPv4 address or a bracketed IPv6 one)
-_SIP_URI = re.compile(
-    r"^sip:(?:[^@\s;]{1,128}@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]{1,253})"
-    r"(?::(?P<port>\d{1,5}))?(?:;[^\s;]{1,128}){0,8}$")
-MAX_HEADERS = 32
-MAX_HEADER_VALUE = 512
+MAX_HEADERS = MAX_EXTRA_HEADERS
 
 Codec = Literal["pcmu", "pcma"]
+DEFAULT_CODECS: tuple[Codec, ...] = ("pcmu", "pcma")
 
 
 class SipSettings(AdapterSettings):
@@ -37,7 +28,7 @@ class SipSettings(AdapterSettings):
     transport: Literal["udp", "tcp"] = "udp"
     #: offered in this order (telephone-event is always offered besides, for rfc4733 keys)
     codecs: Annotated[list[Codec], Field(min_length=1, max_length=2)] = \
-        Field(default_factory=lambda: ["pcmu", "pcma"])
+        Field(default_factory=lambda: list(DEFAULT_CODECS))
     #: how keys are pressed: RTP telephone-events (RFC 4733) or SIP INFO (dtmf-relay)
     dtmf: Literal["rfc4733", "info"] = "rfc4733"
     #: how long one key is held, and the pause before the next
@@ -59,12 +50,15 @@ class SipSettings(AdapterSettings):
     @field_validator("uri")
     @classmethod
     def _sip_uri(cls, value: str) -> str:
-        match = _SIP_URI.match(value)
-        if match is None:
-            raise ValueError("must be a sip: URI such as sip:agent@127.0.0.1:5070")
-        port = match.group("port")
-        if port is not None and not 0 < int(port) < 65536:
-            raise ValueError("has a port outside 1-65535")
+        try:
+            uri = parse_uri(value)
+        except UriError as error:
+            raise ValueError(f"must be a sip: URI such as sip:agent@127.0.0.1:5070 ({error})") \
+                from None
+        if uri.scheme != "sip":
+            raise ValueError("must be a sip: URI (sips:, SIP over TLS, is not supported)")
+        if uri.transport not in (None, "udp", "tcp"):
+            raise ValueError("names a transport other than udp or tcp")
         return value
 
     @field_validator("local_address")
@@ -90,11 +84,11 @@ class SipSettings(AdapterSettings):
         if len(headers) > MAX_HEADERS:
             raise ValueError(f"has more than {MAX_HEADERS} headers")
         for name, value in headers.items():
-            if not _HEADER_NAME.match(name):
+            if not valid_header_name(name):
                 raise ValueError("has a header name that is not a SIP token")
-            if name.lower() in _OWN_HEADERS:
+            if name.lower() in RESERVED_HEADERS:
                 raise ValueError(f"sets {name}, which voicelab writes itself")
-            if len(value) > MAX_HEADER_VALUE or any(c in value for c in "\r\n\0"):
+            if len(value) > MAX_HEADER_VALUE_CHARS or not value.isprintable():
                 raise ValueError(f"has a value for {name} that is too long or spans lines")
         return headers
 

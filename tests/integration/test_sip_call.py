@@ -201,8 +201,11 @@ async def _full_call():
 
     async def far_end():
         invite = await uas.next("INVITE")
-        await answer(uas, invite)
         target = uas.caller_rtp(invite)
+        for n in (65534, 65535):  # media that overtakes the answer is kept, not foreign
+            send_rtp(uas, target, n)
+        await asyncio.sleep(0.05)
+        await answer(uas, invite)
         for n in range(30):
             sent_truth.append(clock_ns())
             send_rtp(uas, target, n)
@@ -251,12 +254,14 @@ def test_a_call_is_answered_and_media_and_keys_flow_both_ways(caplog):
     assert re.search(r"branch=z9hG4bK", invite.header("Via"))
     assert negotiated.codec == "pcmu" and negotiated.telephone_event == 101
     # media in arrival order, duplicates and other payload types dropped, stamps causal
-    assert [p.sequence for p in seen.packets] == list(range(30))
+    assert [p.sequence for p in seen.packets] == [65534, 65535, *range(30)]
     stamps = [p.received_ns for p in seen.packets]
     assert stamps == sorted(stamps)
-    assert all(received >= sent for received, sent in zip(stamps, sent_truth, strict=True))
+    assert all(received >= sent
+               for received, sent in zip(stamps[2:], sent_truth, strict=True))
     received = facts["rtp"]["received"]
-    assert (received["packets"], received["duplicates"], received["lost"]) == (30, 1, 0)
+    assert (received["packets"], received["duplicates"], received["lost"]) == (32, 1, 0)
+    assert received["foreign_packets"] == 0
     assert received["other_payload_types"] == {"13": 1}
     # keys from the far end: once each, by both methods
     keys = [(e.data["digit"], e.data["method"]) for e in seen.events if e.kind == "dtmf"]

@@ -267,8 +267,8 @@ class SipCall:
         choice = choose_audio(parse_sdp(body), self.options.codecs)
         assert self._media_udp is not None
         local = self._media_udp.get_extra_info("sockname")[:2]
-        self._media.target = MediaTarget((choice.address, choice.port), choice.payload_type,
-                                         choice.telephone_event)
+        self._media.set_target(MediaTarget((choice.address, choice.port), choice.payload_type,
+                                           choice.telephone_event))
         self._negotiated = Negotiated(codec=choice.codec, payload_type=choice.payload_type,
                                       telephone_event=choice.telephone_event,
                                       remote_rtp=(choice.address, choice.port),

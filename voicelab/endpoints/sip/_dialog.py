@@ -176,6 +176,8 @@ class ClientTransaction:
         status = response.status or 0
         if status < 200:
             self.provisional = True
+            if self.method == "INVITE":  # Timer B ends with the Calling state (17.1.1.2)
+                self._timeout.cancel()
             if not self.final.done():
                 self._on_provisional(received_ns, response)
             return

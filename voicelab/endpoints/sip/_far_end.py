@@ -127,7 +127,7 @@ class FarEnd:
             if request.body:
                 audio = parse_sdp(request.body).audio()
                 direction = audio.direction if audio is not None else direction
-                negotiated = self._call.use_sdp(request.body)
+                negotiated = self._call.media.use_sdp(request.body)
         except SdpError as error:
             if error.hostile:
                 self._record.hostile("oversized_sdp", received_ns, str(error))
@@ -141,7 +141,7 @@ class FarEnd:
                                           "codec": negotiated.codec,
                                           "remote_rtp": list(negotiated.remote_rtp)})
         return self._dialog.response(
-            request, 200, "OK", body=self._call.answer_sdp(answered, self._sdp_version),
+            request, 200, "OK", body=self._call.media.answer(answered, self._sdp_version),
             content_type="application/sdp")
 
     def _note_reinvite(self, received_ns: int, data: dict[str, JsonValue]) -> None:

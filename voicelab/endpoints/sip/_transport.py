@@ -56,8 +56,8 @@ class _UdpProtocol(asyncio.DatagramProtocol):
 
     def error_received(self, exc: Exception) -> None:
         # an ICMP error on the connected socket: nobody listens at the far end
-        self._handlers.on_closed(f"unreachable: {exc.strerror or exc}"
-                                 if isinstance(exc, OSError) else f"unreachable: {exc}")
+        self._handlers.on_closed(str(exc.strerror or exc) if isinstance(exc, OSError)
+                                 else str(exc))
 
 
 class _TcpProtocol(asyncio.Protocol):

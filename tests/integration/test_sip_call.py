@@ -645,3 +645,70 @@ def test_an_oversized_message_over_tcp_is_hostile_and_ends_the_connection():
     seen = run(scenario())
     assert [e.data["what"] for e in seen.events if e.kind == "hostile"] == ["oversized_message"]
     assert seen.kinds().index("hostile") < seen.kinds().index("transport_closed")
+
+
+def test_udp_retransmits_our_bye_and_our_200_to_a_reinvite_until_answered():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start()
+        call = make_call(port, Seen())
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        await answer(uas, invite)
+        await start
+        uas.request(invite, "INVITE", body=uas.answer_sdp(), content_type="application/sdp")
+        first_ok = await uas.next("response")
+        again_ok = await uas.next("response")  # no ACK yet: Timer G sends it again
+        ack = SipMessage(method="ACK", request_uri="sip:x", headers=[
+            ("Via", "SIP/2.0/UDP 127.0.0.1:1;branch=z9hG4bKack"),
+            ("Call-ID", invite.header("Call-ID")),
+            ("CSeq", f"{first_ok.cseq()[0]} ACK")])
+        uas.send(ack)
+        ending = asyncio.create_task(call.hang_up())
+        bye = await uas.next("BYE")  # left unanswered: retransmitted (Timer E)
+        bye_again = await uas.next("BYE")
+        uas.respond(bye_again, 200, "OK")
+        await ending
+        await asyncio.sleep(0.6)
+        late = [m for m in uas.all if m.status == 200 and m.cseq()[1] == "INVITE"]
+        await call.close()
+        uas.close()
+        return first_ok, again_ok, bye, bye_again, late
+
+    first_ok, again_ok, bye, bye_again, late = run(scenario())
+    assert again_ok.status == 200 and again_ok.cseq() == first_ok.cseq()
+    assert bye_again.header("Via") == bye.header("Via")
+    assert len(late) == 2  # once acknowledged, the 200 is not sent again
+
+
+def test_a_request_on_a_new_tcp_connection_is_answered_on_it():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start("tcp")
+        seen = Seen()
+        call = make_call(port, seen, transport="tcp")
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        await answer(uas, invite)
+        await start
+        contact = invite.header("Contact")
+        assert contact.endswith(";transport=tcp>")
+        host, contact_port = contact.strip("<>").split("@")[1].split(";")[0].split(":")
+        reader, writer = await asyncio.open_connection(host, int(contact_port))
+        bye = SipMessage(method="BYE", request_uri=contact.strip("<>"), headers=[
+            ("Via", "SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKnew"),
+            ("From", f"{invite.header('To')};tag={uas.tag}"), ("To", invite.header("From")),
+            ("Call-ID", invite.header("Call-ID")), ("CSeq", "7 BYE")])
+        writer.write(bye.to_bytes())
+        framer = StreamFramer()
+        responses = []
+        while not responses:
+            responses = framer.feed(await asyncio.wait_for(reader.read(4096), 5))
+        writer.close()
+        await call.close()
+        uas.close()
+        return responses[0], seen
+
+    response, seen = run(scenario())
+    assert (response.status, response.cseq()) == (200, (7, "BYE"))
+    assert seen.kinds()[-1] == "bye"

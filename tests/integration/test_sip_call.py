@@ -712,3 +712,24 @@ def test_a_request_on_a_new_tcp_connection_is_answered_on_it():
     response, seen = run(scenario())
     assert (response.status, response.cseq()) == (200, (7, "BYE"))
     assert seen.kinds()[-1] == "bye"
+
+
+def test_a_megabyte_answer_over_tcp_fails_the_call_as_hostile():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start("tcp")
+        call = make_call(port, Seen(), transport="tcp")
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        uas.respond(invite, 180, "Ringing")
+        uas.send(b"SIP/2.0 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"v=0\r\n" * 20_000)
+        with pytest.raises(SipError) as raised:
+            await start
+        facts = call.facts()
+        await call.close()
+        uas.close()
+        return raised.value, facts
+
+    error, facts = run(scenario())
+    assert error.code == "hostile" and "oversized_message" in str(error), str(error)
+    assert facts["sip"]["hostile"] == {"oversized_message": 1}

@@ -32,6 +32,8 @@ from ._uri import parse_uri
 logger = logging.getLogger(__name__)
 
 HANG_UP_WAIT_SECONDS = 2.0
+#: what makes the transport drop a TCP connection: a call then failing failed as hostile
+FRAMING_HOSTILITIES = frozenset({"oversized_message", "too_many_headers"})
 
 
 class SipCall:
@@ -359,7 +361,11 @@ class SipCall:
                 "early_media": early_media})
 
     def _transport_closed(self, reason: str) -> None:
-        error = SipError("unreachable", reason)
+        """The connection is gone (TCP closed, or ICMP says nobody listens over UDP); when we
+        ended it because the far end broke a bound, the call fails as ``hostile``."""
+        broken = sorted(set(self.record.hostile_counts) & FRAMING_HOSTILITIES)
+        error = SipError("hostile", f"{', '.join(broken)}; {reason}") if broken \
+            else SipError("unreachable", reason)
         for transaction in self._transactions.values():
             transaction.fail(error)
         if self.state == "answered":

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 Reply = Callable[[SipMessage], bool]
 MAX_BYES = 20
+#: our 200s to re-INVITEs retransmitted at once while waiting for their ACKs
+MAX_PENDING_ACKS = 8
 MAX_REINVITE_RECORDS = 50
 _REMEMBERED = 32
 _KEYS = "0123456789*#ABCD"
@@ -155,6 +157,8 @@ class FarEnd:
         if self._call.reliable or elapsed >= TRANSACTION_TIMEOUT_SECONDS:
             return
         number = request.cseq()[0]
+        if number not in self._retransmits and len(self._retransmits) >= MAX_PENDING_ACKS:
+            return  # a storm of re-INVITEs: the newest are answered once, not retransmitted
 
         def again() -> None:
             if number in self._retransmits:

@@ -25,6 +25,10 @@ MessageHandler = Callable[[int, SipMessage, Reply], None]
 ProblemHandler = Callable[[str, str], None]  # (kind, detail)
 
 
+#: TCP connections the far end may hold open to our listener at once
+MAX_CONNECTIONS = 8
+
+
 class TransportError(Exception):
     """The far end could not be reached (refused, unresolvable, TCP failed)."""
 
@@ -70,6 +74,11 @@ class _TcpProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        if len(self._owner.connections) >= MAX_CONNECTIONS:
+            self._handlers.on_problem("connection_flood",
+                                      f"over {MAX_CONNECTIONS} TCP connections")
+            transport.abort()
+            return
         self._owner.connections.append(transport)
 
     def data_received(self, data: bytes) -> None:

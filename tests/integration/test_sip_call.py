@@ -554,7 +554,7 @@ def test_reinvites_are_answered_or_refused():
 
 # --- hostile far ends ------------------------------------------------------------------------------
 
-def test_a_hostile_far_end_is_counted_and_reported_once_each():
+def test_a_hostile_far_end_is_counted_and_reported_once_each(caplog):
     async def scenario():
         uas = Uas()
         port = await uas.start()
@@ -579,6 +579,9 @@ def test_a_hostile_far_end_is_counted_and_reported_once_each():
             send_rtp(uas, target, n)
             await asyncio.sleep(0)
         uas.send(b"SIP/2.0 200 OK\r\n" + b"X: y\r\n" * 250 + b"\r\n")
+        uas.send(b"BYE sip:x SIP/2.0\r\nVia: SIP/2.0/UDP 10.9.9.9;branch=z9hG4bKx\r\n\r\n")
+        uas.send(b"SIP/2.0 200 OK\r\nCSeq: x INVITE\r\n\r\n")
+        uas.send(b"INFO sip:x SIP/2.0\r\nCSeq: 1 BYE\r\nVia: SIP/2.0/UDP a\r\n\r\n")
         for _ in range(25):
             uas.request(invite, "BYE")
         for _ in range(25):
@@ -601,6 +604,8 @@ def test_a_hostile_far_end_is_counted_and_reported_once_each():
     assert received["packets"] + received["flood_dropped"] + 150 >= 1200
     assert len(facts["sip"]["messages"]) <= 200
     assert facts["sip"]["hostile"]["bye_storm"] == 5
+    assert facts["sip"]["problems"] == {"too_many_headers": 1, "malformed": 3}
+    assert "Traceback" not in caplog.text and "Exception in callback" not in caplog.text
 
 
 def test_an_answer_with_a_huge_sdp_is_hostile():

@@ -324,16 +324,19 @@ class SipCall:
 
     def _on_message(self, received_ns: int, message: SipMessage,
                     reply: Callable[[SipMessage], bool]) -> None:
+        """Every parsed message from the far end; one that lacks what it needs (a CSeq, a
+        Via, a To that parses) is counted as malformed, never raised into the loop."""
         self.record.message("received", received_ns, message)
-        if message.method is not None:
-            if self._far_end is not None:
-                self._far_end.request(received_ns, message, reply)
-            return
         try:
-            _, method = message.cseq()
-        except ValueError:
-            self.record.problem("malformed", "a response without a usable CSeq")
-            return
+            if message.method is None:
+                self._on_response(received_ns, message)
+            elif self._far_end is not None:
+                self._far_end.request(received_ns, message, reply)
+        except ValueError as error:  # MessageError, UriError, SdpError are ValueErrors
+            self.record.problem("malformed", f"{message.start_line[:60]}: {error}")
+
+    def _on_response(self, received_ns: int, message: SipMessage) -> None:
+        _, method = message.cseq()
         transaction = self._transactions.get((branch_of(message) or "", method))
         if transaction is not None and not transaction.final.done():
             transaction.response(received_ns, message)

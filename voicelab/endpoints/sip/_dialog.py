@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ._message import SipMessage, via_params
-from ._uri import parse_name_addr
+from ._uri import UriError, parse_name_addr, parse_uri
 
 T1_SECONDS = 0.5
 T2_SECONDS = 4.0
@@ -101,13 +101,18 @@ class Dialog:
         return SipMessage(method="CANCEL", request_uri=invite.request_uri, headers=headers)
 
     def learn(self, response: SipMessage) -> None:
-        """The far end's tag, target and route set from a dialog-creating response (12.1.2)."""
-        to = response.header("To")
-        if to is not None:
-            self.remote_tag = parse_name_addr(to).tag or self.remote_tag
-        contact = response.header("Contact")
-        if contact is not None:
-            self.remote_target = parse_name_addr(contact).uri or self.remote_target
+        """The far end's tag, target and route set from a dialog-creating response (12.1.2);
+        a value that does not parse is ignored (the dialog keeps what it had)."""
+        try:
+            to = parse_name_addr(response.header("To") or "")
+            self.remote_tag = to.tag or self.remote_tag
+            contact = response.header("Contact")
+            if contact is not None:
+                target = parse_name_addr(contact).uri
+                parse_uri(target)
+                self.remote_target = target
+        except UriError:
+            pass
         routes = response.headers_named("Record-Route")
         if routes:
             self.route_set = list(reversed(routes[:16]))

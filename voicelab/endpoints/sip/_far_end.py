@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 from ._dialog import T1_SECONDS, T2_SECONDS, TRANSACTION_TIMEOUT_SECONDS, Dialog, branch_of
-from ._message import SipMessage
+from ._message import MessageError, SipMessage
 from ._record import CallRecord
 from ._sdp import SdpError, parse_sdp, reflect_direction
 
@@ -75,10 +75,14 @@ class FarEnd:
         self._retransmits.clear()
 
     def request(self, received_ns: int, request: SipMessage, reply: Reply) -> None:
+        """Answer one request; raises :class:`MessageError` for one we cannot answer."""
         method = request.method or ""
         if method == "ACK":
             self._acked(request)
             return
+        number, cseq_method = request.cseq()
+        if cseq_method != method or not request.headers_named("Via") or number > 2**31:
+            raise MessageError("malformed", f"a {method[:20]} without a matching CSeq or Via")
         key = (branch_of(request) or "", method)
         if key[0] and key in self._answered:
             self._call.send_reply(reply, self._answered[key])  # a retransmission

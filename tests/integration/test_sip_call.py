@@ -534,15 +534,24 @@ def test_reinvites_are_answered_or_refused():
         uas.request(invite, "INVITE", body=uas.answer_sdp("0 101", "sendonly"),
                     content_type="application/sdp")
         hold = await uas.next("response")
+        before = len(uas.rtp_in)
+        call.line.queue_frames([b"\xff" * 160] * 3)  # on hold: the slots pass unsent
+        while call.line.pending:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.02)
+        held = (len(uas.rtp_in) - before, call.facts()["rtp"]["sent"]["muted_slots"])
         uas.request(invite, "INVITE", body=uas.answer_sdp("18"), content_type="application/sdp")
         refused = await uas.next("response")
         facts_negotiated = call.negotiated
-        await hang_up(call, uas)
+        await call.close()  # still up: close() says BYE
+        bye = await uas.next("BYE")
+        assert bye.header("Call-ID") == invite.header("Call-ID")
         await call.close()
         uas.close()
-        return seen, negotiated, hold, refused, facts_negotiated
+        return seen, negotiated, hold, refused, facts_negotiated, held
 
-    seen, negotiated, hold, refused, after = run(scenario())
+    seen, negotiated, hold, refused, after, held = run(scenario())
+    assert held == (0, 3)
     assert negotiated.codec == "pcma"
     assert hold.status == 200 and b"a=recvonly" in hold.body and b"PCMU/8000" in hold.body
     assert refused.status == 488

@@ -107,7 +107,11 @@ class SipCall:
         await asyncio.shield(self._hang_up)
 
     async def close(self) -> None:
-        """Release the sockets and timers; safe twice."""
+        """Release the sockets and timers; safe twice. A call still up gets one BYE, not
+        waited for, so the far end is not left holding it."""
+        if self.state == "answered" and self._dialog is not None and self._sip is not None:
+            self.state = "ended"
+            self._send(self._dialog.request("BYE"))
         if self._rtp_timer is not None:
             self._rtp_timer.cancel()
         for transaction in self._transactions.values():

@@ -50,13 +50,17 @@ class Dialog:
     cseq: int = 0
 
     @property
+    def _hostport(self) -> str:
+        host = f"[{self.local_host}]" if ":" in self.local_host else self.local_host
+        return f"{host}:{self.local_port}"
+
+    @property
     def contact(self) -> str:
         suffix = ";transport=tcp" if self.transport == "TCP" else ""
-        return f"<sip:voicelab@{self.local_host}:{self.local_port}{suffix}>"
+        return f"<sip:voicelab@{self._hostport}{suffix}>"
 
     def via(self, branch: str) -> str:
-        return (f"SIP/2.0/{self.transport} {self.local_host}:{self.local_port}"
-                f";branch={branch};rport")
+        return f"SIP/2.0/{self.transport} {self._hostport};branch={branch};rport"
 
     def request(self, method: str, *, body: bytes = b"", content_type: str | None = None,
                 extra: Sequence[tuple[str, str]] = (), in_dialog: bool = True,

@@ -80,6 +80,10 @@ class RtpLine:
         self._task: asyncio.Task[None] | None = None
         self._marker = True
         self.broken = False
+        #: True while the far end's SDP says it does not want our media (it holds the call:
+        #: its sendonly or inactive, RFC 3264 section 8.4); slots pass unsent
+        self.muted = False
+        self.muted_slots = 0
         self.packets_sent = 0
         self.bytes_sent = 0
         self.sent_ns: list[int] = []
@@ -158,6 +162,9 @@ class RtpLine:
                 return
 
     def _send_slot(self, slot: _Slot) -> bool:
+        if self.muted:  # the far end holds the call: the slot's time passes in silence
+            self.muted_slots += 1
+            return True
         if slot.digit is not None and slot.event_index == 0:
             self._digit_started(slot.digit, slot.event_slots)
         if slot.frame is not None:

@@ -40,6 +40,7 @@ class MediaSession:
         self._rtcp: asyncio.DatagramTransport | None = None
         self.negotiated: Negotiated | None = None
         self.line: RtpLine | None = None
+        self.held = False  # the far end's SDP wants no media from us
         self.session_id = 0
 
     async def open(self, session_id: int) -> None:
@@ -96,6 +97,9 @@ class MediaSession:
             self.line.payload_type = choice.payload_type
             self.line.codec = choice.codec
             self.line.telephone_event = choice.telephone_event
+        self.held = choice.direction in ("sendonly", "inactive")
+        if self.line is not None:
+            self.line.muted = self.held
         return self.negotiated
 
     def start_line(self, send_info: Callable[[str, int], None]) -> RtpLine:
@@ -105,13 +109,15 @@ class MediaSession:
                             codec=negotiated.codec, payload_type=negotiated.payload_type,
                             telephone_event=negotiated.telephone_event,
                             dtmf=self._options.dtmf, send_info=send_info)
+        self.line.muted = self.held
         return self.line
 
     def facts(self, rtcp: list[JsonValue]) -> dict[str, JsonValue]:
         line = self.line
         sent: dict[str, JsonValue] = {"packets": line.packets_sent if line else 0,
                                       "bytes": line.bytes_sent if line else 0,
-                                      "stamps_kept": len(line.sent_ns) if line else 0}
+                                      "stamps_kept": len(line.sent_ns) if line else 0,
+                                      "muted_slots": line.muted_slots if line else 0}
         return {"sent": sent, "received": self.receiver.facts(), "rtcp": rtcp}
 
     def close(self) -> None:

@@ -137,7 +137,8 @@ class SipTransport:
         transport = cls(kind, _Handlers(clock_ns, on_message, on_problem, on_closed))
         loop = asyncio.get_running_loop()
         try:
-            infos = await loop.getaddrinfo(remote[0], remote[1], family=socket.AF_INET,
+            family = socket.AF_INET6 if ":" in local_address else socket.AF_INET
+            infos = await loop.getaddrinfo(remote[0], remote[1], family=family,
                                            type=socket.SOCK_DGRAM if kind == "udp"
                                            else socket.SOCK_STREAM)
             address = (str(infos[0][4][0]), int(infos[0][4][1]))

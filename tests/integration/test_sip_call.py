@@ -19,7 +19,15 @@ import pytest
 
 from voicelab.endpoints.sip._call import SipCall
 from voicelab.endpoints.sip._message import SipMessage, StreamFramer, parse_message
-from voicelab.endpoints.sip._rtp import TelephoneEvent, pack_event, pack_rtp, parse_event, parse_rtp
+from voicelab.endpoints.sip._rtp import (
+    TelephoneEvent,
+    is_rtcp,
+    pack_event,
+    pack_rtp,
+    parse_event,
+    parse_rtcp,
+    parse_rtp,
+)
 from voicelab.endpoints.sip._sdp import parse_sdp
 from voicelab.endpoints.sip._types import CallOptions, SipError
 
@@ -747,3 +755,31 @@ def test_a_megabyte_answer_over_tcp_fails_the_call_as_hostile():
     error, facts = run(scenario())
     assert error.code == "hostile" and "oversized_message" in str(error), str(error)
     assert facts["sip"]["hostile"] == {"oversized_message": 1}
+
+
+def test_we_send_rtcp_sender_reports_to_the_port_the_answer_names():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start()
+        call = make_call(port, Seen())
+        call.media.report_interval_seconds = 0.05
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        body = uas.answer_sdp() + f"a=rtcp:{uas.rtp_port}\r\n".encode()
+        await answer(uas, invite, body=body)
+        await start
+        call.line.queue_frames([b"\xff" * 160] * 10)
+        while call.line.pending:
+            await asyncio.sleep(0.02)
+        after_media = call.media.reports_sent
+        while call.media.reports_sent < max(3, after_media + 1):
+            await asyncio.sleep(0.02)
+        await hang_up(call, uas)
+        await call.close()
+        uas.close()
+        return uas, call
+
+    uas, call = run(scenario())
+    reports = [parse_rtcp(data)[0] for _, data in uas.rtp_in if is_rtcp(data)]
+    assert len(reports) >= 3 and {r["ssrc"] for r in reports} == {call.line.ssrc}
+    assert reports[-1]["type"] == "sr" and reports[-1]["packets_sent"] == 10

@@ -84,6 +84,8 @@ class RtpLine:
         #: its sendonly or inactive, RFC 3264 section 8.4); slots pass unsent
         self.muted = False
         self.muted_slots = 0
+        #: the RTP timestamp and send stamp of the last audio packet (for RTCP sender reports)
+        self.last_sent: tuple[int, int] | None = None
         self.packets_sent = 0
         self.bytes_sent = 0
         self.sent_ns: list[int] = []
@@ -124,6 +126,10 @@ class RtpLine:
         if self._task is not None and not self._task.done():
             self._task.cancel()
         self._queue.clear()
+
+    @property
+    def ssrc(self) -> int:
+        return self._ssrc
 
     @property
     def pending(self) -> int:
@@ -208,6 +214,8 @@ class RtpLine:
             return False
         if len(self.sent_ns) < MAX_SENT_RECORDS:
             self.sent_ns.append(sent_ns)
+        if payload_type == self.payload_type:
+            self.last_sent = (timestamp, sent_ns)
         self.packets_sent += 1
         self.bytes_sent += len(payload)
         return True

@@ -8,6 +8,8 @@ owner: a re-INVITE changes the far end's address or codec here, and the line fol
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 from collections.abc import Callable
 
 from pydantic import JsonValue
@@ -15,6 +17,7 @@ from pydantic import JsonValue
 from ._line import RtpLine
 from ._media import MediaReceiver, MediaTarget, RtcpReceiver
 from ._record import CallRecord
+from ._rtcp import REPORT_INTERVAL_SECONDS, RtcpReporter, SenderState, rtp_timestamp_now
 from ._sdp import (
     ENCODING_NAMES,
     TELEPHONE_EVENT_TYPE,
@@ -34,8 +37,15 @@ class MediaSession:
                  on_key: Callable[[str, float, int], None]) -> None:
         self._options = options
         self._clock_ns = clock_ns
+        self._record = record
         self.receiver = MediaReceiver(clock_ns=clock_ns, on_packet=on_packet, on_dtmf=on_key,
-                                      on_hostile=record.hostile, on_rtcp=record.rtcp)
+                                      on_hostile=record.hostile, on_rtcp=self._rtcp_received)
+        self._reporter = RtcpReporter(cname=f"voicelab@{options.local_address}")
+        self._report_timer: asyncio.TimerHandle | None = None
+        self._remote_rtcp: tuple[str, int] | None = None
+        self.reports_sent = 0
+        #: seconds between our RTCP reports (RFC 3550's 5 s minimum, randomized 0.5-1.5x)
+        self.report_interval_seconds = REPORT_INTERVAL_SECONDS
         self._rtp: asyncio.DatagramTransport | None = None
         self._rtcp: asyncio.DatagramTransport | None = None
         self.negotiated: Negotiated | None = None
@@ -97,6 +107,7 @@ class MediaSession:
             self.line.payload_type = choice.payload_type
             self.line.codec = choice.codec
             self.line.telephone_event = choice.telephone_event
+        self._remote_rtcp = (choice.address, choice.rtcp_port or choice.port + 1)
         self.held = choice.direction in ("sendonly", "inactive")
         if self.line is not None:
             self.line.muted = self.held
@@ -110,17 +121,50 @@ class MediaSession:
                             telephone_event=negotiated.telephone_event,
                             dtmf=self._options.dtmf, send_info=send_info)
         self.line.muted = self.held
+        self._schedule_report(first=True)
         return self.line
+
+    def _rtcp_received(self, received_ns: int, reports: list[dict[str, JsonValue]]) -> None:
+        for report in reports:
+            middle = report.get("ntp_middle")
+            if report.get("type") == "sr" and isinstance(middle, int):
+                self._reporter.sender_report_received(middle, received_ns)
+        self._record.rtcp(received_ns, reports)
+
+    def _schedule_report(self, *, first: bool = False) -> None:
+        interval = self.report_interval_seconds * (0.5 if first else 1.0)
+        self._report_timer = asyncio.get_running_loop().call_later(
+            interval * random.uniform(0.5, 1.5), self._send_report)
+
+    def _send_report(self) -> None:
+        """One SR (or RR before we sent media) to the far end's RTCP port, then the next."""
+        line = self.line
+        if self._rtcp is None or self._rtcp.is_closing() or line is None:
+            return
+        now_ns = self._clock_ns()
+        sender = None
+        if line.last_sent is not None:
+            timestamp = rtp_timestamp_now(*line.last_sent, now_ns)
+            sender = SenderState(line.ssrc, line.packets_sent, line.bytes_sent, timestamp)
+        if self._remote_rtcp is not None:
+            self._rtcp.sendto(self._reporter.build(
+                ssrc=line.ssrc, stats=self.receiver.stats, now_ns=now_ns,
+                unix_seconds=time.time(), sender=sender), self._remote_rtcp)
+            self.reports_sent += 1
+        self._schedule_report()
 
     def facts(self, rtcp: list[JsonValue]) -> dict[str, JsonValue]:
         line = self.line
         sent: dict[str, JsonValue] = {"packets": line.packets_sent if line else 0,
                                       "bytes": line.bytes_sent if line else 0,
                                       "stamps_kept": len(line.sent_ns) if line else 0,
-                                      "muted_slots": line.muted_slots if line else 0}
+                                      "muted_slots": line.muted_slots if line else 0,
+                                      "rtcp_reports": self.reports_sent}
         return {"sent": sent, "received": self.receiver.facts(), "rtcp": rtcp}
 
     def close(self) -> None:
+        if self._report_timer is not None:
+            self._report_timer.cancel()
         if self.line is not None:
             self.line.stop()
         for udp in (self._rtp, self._rtcp):

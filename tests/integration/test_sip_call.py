@@ -423,7 +423,7 @@ def test_no_answer_in_time_sends_cancel_and_acks_the_487():
     async def scenario():
         uas = Uas()
         port = await uas.start()
-        call = make_call(port, Seen(), answer_timeout_seconds=0.3)
+        call = make_call(port, Seen(), answer_timeout_seconds=1.0)
 
         async def far_end():
             invite = await uas.next("INVITE")
@@ -460,12 +460,44 @@ def test_cancelling_start_while_ringing_sends_cancel():
         await asyncio.sleep(0.05)
         start.cancel()
         cancel = await uas.next("CANCEL")
+        uas.respond(cancel, 200, "OK")
+        uas.respond(invite, 487, "Request Terminated")
+        ack = await uas.next("ACK")  # nobody waits for the 487 any more: still ACKed
         await call.close()
         uas.close()
-        return start, cancel
+        return start, cancel, ack
 
-    start, cancel = run(scenario())
+    start, cancel, ack = run(scenario())
     assert start.cancelled() and cancel.method == "CANCEL"
+    assert ack.cseq()[1] == "ACK"
+
+
+def test_an_answer_racing_our_cancel_is_acked_and_hung_up():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start()
+        call = make_call(port, Seen())
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        uas.respond(invite, 180, "Ringing")
+        await asyncio.sleep(0.05)
+        ending = asyncio.create_task(call.hang_up())
+        cancel = await uas.next("CANCEL")
+        uas.respond(cancel, 200, "OK")
+        uas.respond(invite, 200, "OK", body=uas.answer_sdp())  # it answered meanwhile
+        ack = await uas.next("ACK")
+        bye = await uas.next("BYE")
+        uas.respond(bye, 200, "OK")
+        await ending
+        with pytest.raises(SipError) as raised:
+            await start
+        await call.close()
+        uas.close()
+        return raised.value, ack, bye
+
+    error, ack, bye = run(scenario())
+    assert error.code == "no_answer" and error.status == 200
+    assert "tag=" in ack.header("To") and bye.cseq()[1] == "BYE"
 
 
 @pytest.mark.parametrize("kind", ["udp", "tcp"])

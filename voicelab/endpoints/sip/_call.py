@@ -168,9 +168,11 @@ class SipCall:
         while True:
             received_ns, response = await self._final_response(invite, deadline)
             status = response.status or 0
+            if self._cancelled:  # hung up while it rang: the dispatcher ACKed (and BYEd) it
+                raise SipError("no_answer", f"hung up before the answer ({status} "
+                               f"{response.reason})", status=status)
             if status < 300:
                 return received_ns, response
-            self._send(self._dialog.ack_for_failure(invite, response))
             if status not in (401, 407) or challenged:
                 raise error_for_status(status, response.reason)
             challenged = True
@@ -264,19 +266,7 @@ class SipCall:
             transaction.stop()
             return
         self._start_transaction(self._dialog.cancel_for(transaction.request))
-        result = await self._wait_final(transaction)
-        if result is not None:
-            self._late_final(transaction.request, result[1])
-
-    def _late_final(self, invite: SipMessage, response: SipMessage) -> None:
-        """The INVITE's final response after we gave up: ACK it, and BYE a late answer."""
-        assert self._dialog is not None
-        if (response.status or 0) >= 300:
-            self._send(self._dialog.ack_for_failure(invite, response))
-            return
-        self._dialog.learn(response)
-        self._send(self._dialog.request("ACK", cseq=invite.cseq()[0]))
-        self._start_transaction(self._dialog.request("BYE"))
+        await self._wait_final(transaction)  # its 487 (or a late 200) is ACKed on arrival
 
     async def _wait_final(self, transaction: ClientTransaction,
                           ) -> tuple[int, SipMessage] | None:
@@ -341,17 +331,32 @@ class SipCall:
 
     def _on_response(self, received_ns: int, message: SipMessage) -> None:
         _, method = message.cseq()
-        transaction = self._transactions.get((branch_of(message) or "", method))
-        if transaction is not None and not transaction.final.done():
+        branch = branch_of(message) or ""
+        transaction = self._transactions.get((branch, method))
+        if transaction is None and method == "INVITE" and self._invite_tx is not None \
+                and self._invite_tx.branch == branch:
+            transaction = self._invite_tx  # pruned from the table, still ours
+        if transaction is None:
+            return
+        if method == "INVITE" and (message.status or 0) >= 200:
+            self._acknowledge(transaction.request, message)
+        if not transaction.final.done():
             transaction.response(received_ns, message)
-        elif method == "INVITE" and (message.status or 0) in range(200, 300):
-            self._invite_retransmitted_2xx(message)
 
-    def _invite_retransmitted_2xx(self, response: SipMessage) -> None:
-        if self._ack is not None and self.state in ("answered", "ended"):
-            self._send(self._ack)  # our ACK was lost: the far end retransmits its 200
-        elif self._invite_tx is not None and self._cancelled:
-            self._late_final(self._invite_tx.request, response)
+    def _acknowledge(self, invite: SipMessage, response: SipMessage) -> None:
+        """ACK every final response to our INVITE as it arrives, retransmissions too: a
+        failure in its own transaction (17.1.1.3); a 2xx once answered with the call's ACK
+        again (13.2.2.4), or, when we had given up on the call, with an ACK and a BYE."""
+        assert self._dialog is not None
+        if (response.status or 0) >= 300:
+            self._send(self._dialog.ack_for_failure(invite, response))
+        elif self._ack is not None:
+            self._send(self._ack)
+        elif self._cancelled or self.state in ("ended", "failed"):
+            self._dialog.learn(response)
+            self._ack = self._dialog.request("ACK", cseq=invite.cseq()[0])
+            self._send(self._ack)
+            self._start_transaction(self._dialog.request("BYE"))
 
     def _provisional(self, received_ns: int, response: SipMessage) -> None:
         early_media = False

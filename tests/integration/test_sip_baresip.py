@@ -3,7 +3,7 @@
 One baresip serves the module (see ``_baresip.py``). Each call proves a direction: its prompt
 (a 440 Hz tone) reaches ``on_packet``, a 1 kHz tone we send is in its recording, our keys are
 its ``CALL_DTMF_START`` events (RFC 4733 over UDP, SIP INFO over TCP), and a BYE from either
-side ends the call.
+side ends the call; its hold and resume (re-INVITEs) are answered with the direction reflected.
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ async def _call(baresip, *, transport, dtmf, codecs, keys, far_end_hangs_up):
     await asyncio.sleep(0.3)
     call_id = call.call_id
     if far_end_hangs_up:
+        for command, count in (("hold", 1), ("resume", 2)):  # re-INVITEs from its menu
+            await asyncio.to_thread(baresip.command, command)
+            for _ in range(100):
+                if [e.kind for e in events].count("reinvite") >= count:
+                    break
+                await asyncio.sleep(0.02)
         await asyncio.to_thread(baresip.command, "hangup")
         for _ in range(100):
             if any(e.kind == "bye" for e in events):
@@ -105,6 +111,10 @@ def test_a_call_with_baresip_carries_audio_and_keys_both_ways(
     # the BYE, from whichever side sent it, closed the call at both ends
     assert baresip.wait_for(call_id, "CALL_CLOSED")
     assert [e.kind for e in events].count("bye") == (1 if far_end_hangs_up else 0)
+    reinvites = [(e.data["direction"], e.data["answered_direction"]) for e in events
+                 if e.kind == "reinvite"]
+    assert reinvites == ([("sendonly", "recvonly"), ("sendrecv", "sendrecv")]
+                         if far_end_hangs_up else [])
     # our tone is in what it decoded
     recorded = baresip.decoded_recording(started)
     assert len(recorded) >= 8000

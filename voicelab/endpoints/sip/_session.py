@@ -125,6 +125,10 @@ class MediaSession:
         return self.line
 
     def _rtcp_received(self, received_ns: int, reports: list[dict[str, JsonValue]]) -> None:
+        """Sender and receiver reports are recorded; SDES, BYE and APP alone are not news."""
+        reports = [r for r in reports if r.get("type") in ("sr", "rr")]
+        if not reports:
+            return
         for report in reports:
             middle = report.get("ntp_middle")
             if report.get("type") == "sr" and isinstance(middle, int):

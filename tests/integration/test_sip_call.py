@@ -235,6 +235,17 @@ async def _full_call():
         assert (await uas.next("response")).status == 200
         uas.request(invite, "SUBSCRIBE")
         assert (await uas.next("response")).status == 501
+        stranger = uas.request(invite, "NOTIFY")  # in the dialog: not implemented
+        assert (await uas.next("response")).status == 501
+        foreign = {"Call-ID": "other@x", "Via": f"SIP/2.0/UDP 127.0.0.1:{uas.port}"
+                                                ";branch=z9hG4bKforeign"}
+        stranger.headers = [(n, foreign.get(n, v)) for n, v in stranger.headers]
+        uas.send(stranger)
+        assert (await uas.next("response")).status == 481
+        stranger.method = "OPTIONS"
+        stranger.headers = [(n, "1 OPTIONS" if n == "CSeq" else v) for n, v in stranger.headers]
+        uas.send(stranger)
+        assert (await uas.next("response")).status == 200  # a keep-alive ping
         return invite
 
     task = asyncio.create_task(far_end())

@@ -137,7 +137,7 @@ def test_bad_frames_and_keys_are_refused(frames, digits):
     {"uri": "http://agent"}, {"uri": "sip:a@b;transport=tls"}, {"codecs": ("opus",)},
     {"codecs": ()}, {"headers": {"X-Test": "a\r\nVia: evil"}}, {"headers": {"Via": "x"}},
     {"headers": {"Bad Name": "x"}}, {"headers": {"X-Long": "x" * 2000}},
-    {"user_agent": "a\nb"}, {"answer_timeout_seconds": 0},
+    {"user_agent": "a\nb"}, {"answer_timeout_seconds": 0}, {"local_address": "localhost"},
 ])
 def test_bad_options_are_refused_before_any_socket(changes):
     with pytest.raises(ValueError):

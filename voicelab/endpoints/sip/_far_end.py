@@ -87,7 +87,8 @@ class FarEnd:
         if key[0] and key in self._answered:
             self._call.send_reply(reply, self._answered[key])  # a retransmission
             return
-        if request.header("Call-ID") != self._dialog.call_id:
+        if request.header("Call-ID") != self._dialog.call_id and method != "OPTIONS":
+            # (an OPTIONS outside the dialog is a keep-alive ping: it gets its 200 too)
             response = self._dialog.response(request, 481, "Call/Transaction Does Not Exist")
         else:
             response = self._answer(received_ns, request)

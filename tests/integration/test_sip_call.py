@@ -354,7 +354,13 @@ def test_a_digest_challenge_is_answered_once_and_the_password_is_never_written(
         task = asyncio.create_task(far_end())
         await call.start()
         first, ack, second = await task
-        bye = await hang_up(call, uas)
+        ending = asyncio.create_task(call.hang_up())
+        challenged_bye = await uas.next("BYE")  # the BYE is challenged too
+        uas.respond(challenged_bye, status, "Unauthorized", extra=[
+            (challenge_header, 'Digest realm="voicelab", nonce="def", qop="auth"')])
+        bye = await uas.next("BYE")
+        uas.respond(bye, 200, "OK")
+        await ending
         facts = call.facts()
         await call.close()
         uas.close()
@@ -367,7 +373,8 @@ def test_a_digest_challenge_is_answered_once_and_the_password_is_never_written(
     credentials = second.header(answer_header)
     assert "algorithm=SHA-256" in credentials
     assert _expected_response(credentials, "INVITE", PASSWORD, "sha256")
-    assert bye.method == "BYE"
+    assert bye.cseq()[0] > first.cseq()[0] + 1 and bye.cseq()[1] == "BYE"
+    assert _expected_response(bye.header(answer_header), "BYE", PASSWORD, "md5")
     text = json.dumps(facts) + caplog.text + options_repr
     assert PASSWORD not in text and "(credentials removed)" in json.dumps(facts)
     assert credentials.split('response="')[1][:20] not in json.dumps(facts)

@@ -179,7 +179,15 @@ class SipCall:
             invite = self._authorized(invite, response)
 
     def _authorized(self, invite: SipMessage, response: SipMessage) -> SipMessage:
+        """The INVITE again (next CSeq, same Call-ID and tag) with digest credentials."""
         assert self._dialog is not None
+        header, credentials = self._credentials(invite, response)
+        return self._dialog.request(
+            "INVITE", body=invite.body, content_type="application/sdp", in_dialog=False,
+            extra=[*self.options.headers.items(), (header, credentials)])
+
+    def _credentials(self, request: SipMessage, response: SipMessage) -> tuple[str, str]:
+        """The header answering a 401/407 to ``request``; raises ``SipError(auth_refused)``."""
         status = response.status or 0
         username, password = self.options.username, self.options.password
         if username is None or password is None:
@@ -192,11 +200,8 @@ class SipCall:
         except DigestError as error:
             raise SipError("auth_refused", f"{status}: {error}", status=status) from None
         credentials = authorization(challenge, username=username, password=password,
-                                    method="INVITE", uri=invite.request_uri or "")
-        header = "Proxy-Authorization" if proxy else "Authorization"
-        return self._dialog.request(
-            "INVITE", body=invite.body, content_type="application/sdp", in_dialog=False,
-            extra=[*self.options.headers.items(), (header, credentials)])
+                                    method=request.method or "", uri=request.request_uri or "")
+        return "Proxy-Authorization" if proxy else "Authorization", credentials
 
     async def _final_response(self, invite: SipMessage, deadline: float,
                               ) -> tuple[int, SipMessage]:
@@ -249,8 +254,15 @@ class SipCall:
             self.media.line.stop()
         if self.state == "answered" and self._dialog is not None:
             self.state = "ended"
-            transaction = self._start_transaction(self._dialog.request("BYE"))
-            await self._wait_final(transaction)
+            bye = self._dialog.request("BYE")
+            result = await self._wait_final(self._start_transaction(bye))
+            if result is not None and result[1].status in (401, 407):  # a PBX challenges BYEs
+                try:
+                    header, credentials = self._credentials(bye, result[1])
+                except SipError:
+                    return
+                again = self._dialog.request("BYE", extra=[(header, credentials)])
+                await self._wait_final(self._start_transaction(again))
         elif self.state == "calling":
             await self._cancel_invite()
             self.state = "ended"

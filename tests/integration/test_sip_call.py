@@ -19,7 +19,15 @@ import pytest
 
 from voicelab.endpoints.sip._call import SipCall
 from voicelab.endpoints.sip._message import SipMessage, StreamFramer, parse_message
-from voicelab.endpoints.sip._rtp import TelephoneEvent, pack_event, pack_rtp, parse_event, parse_rtp
+from voicelab.endpoints.sip._rtp import (
+    TelephoneEvent,
+    is_rtcp,
+    pack_event,
+    pack_rtp,
+    parse_event,
+    parse_rtcp,
+    parse_rtp,
+)
 from voicelab.endpoints.sip._sdp import parse_sdp
 from voicelab.endpoints.sip._types import CallOptions, SipError
 
@@ -201,8 +209,11 @@ async def _full_call():
 
     async def far_end():
         invite = await uas.next("INVITE")
-        await answer(uas, invite)
         target = uas.caller_rtp(invite)
+        for n in (65534, 65535):  # media that overtakes the answer is kept, not foreign
+            send_rtp(uas, target, n)
+        await asyncio.sleep(0.05)
+        await answer(uas, invite)
         for n in range(30):
             sent_truth.append(clock_ns())
             send_rtp(uas, target, n)
@@ -224,6 +235,17 @@ async def _full_call():
         assert (await uas.next("response")).status == 200
         uas.request(invite, "SUBSCRIBE")
         assert (await uas.next("response")).status == 501
+        stranger = uas.request(invite, "NOTIFY")  # in the dialog: not implemented
+        assert (await uas.next("response")).status == 501
+        foreign = {"Call-ID": "other@x", "Via": f"SIP/2.0/UDP 127.0.0.1:{uas.port}"
+                                                ";branch=z9hG4bKforeign"}
+        stranger.headers = [(n, foreign.get(n, v)) for n, v in stranger.headers]
+        uas.send(stranger)
+        assert (await uas.next("response")).status == 481
+        stranger.method = "OPTIONS"
+        stranger.headers = [(n, "1 OPTIONS" if n == "CSeq" else v) for n, v in stranger.headers]
+        uas.send(stranger)
+        assert (await uas.next("response")).status == 200  # a keep-alive ping
         return invite
 
     task = asyncio.create_task(far_end())
@@ -251,12 +273,14 @@ def test_a_call_is_answered_and_media_and_keys_flow_both_ways(caplog):
     assert re.search(r"branch=z9hG4bK", invite.header("Via"))
     assert negotiated.codec == "pcmu" and negotiated.telephone_event == 101
     # media in arrival order, duplicates and other payload types dropped, stamps causal
-    assert [p.sequence for p in seen.packets] == list(range(30))
+    assert [p.sequence for p in seen.packets] == [65534, 65535, *range(30)]
     stamps = [p.received_ns for p in seen.packets]
     assert stamps == sorted(stamps)
-    assert all(received >= sent for received, sent in zip(stamps, sent_truth, strict=True))
+    assert all(received >= sent
+               for received, sent in zip(stamps[2:], sent_truth, strict=True))
     received = facts["rtp"]["received"]
-    assert (received["packets"], received["duplicates"], received["lost"]) == (30, 1, 0)
+    assert (received["packets"], received["duplicates"], received["lost"]) == (32, 1, 0)
+    assert received["foreign_packets"] == 0
     assert received["other_payload_types"] == {"13": 1}
     # keys from the far end: once each, by both methods
     keys = [(e.data["digit"], e.data["method"]) for e in seen.events if e.kind == "dtmf"]
@@ -330,7 +354,13 @@ def test_a_digest_challenge_is_answered_once_and_the_password_is_never_written(
         task = asyncio.create_task(far_end())
         await call.start()
         first, ack, second = await task
-        bye = await hang_up(call, uas)
+        ending = asyncio.create_task(call.hang_up())
+        challenged_bye = await uas.next("BYE")  # the BYE is challenged too
+        uas.respond(challenged_bye, status, "Unauthorized", extra=[
+            (challenge_header, 'Digest realm="voicelab", nonce="def", qop="auth"')])
+        bye = await uas.next("BYE")
+        uas.respond(bye, 200, "OK")
+        await ending
         facts = call.facts()
         await call.close()
         uas.close()
@@ -343,7 +373,8 @@ def test_a_digest_challenge_is_answered_once_and_the_password_is_never_written(
     credentials = second.header(answer_header)
     assert "algorithm=SHA-256" in credentials
     assert _expected_response(credentials, "INVITE", PASSWORD, "sha256")
-    assert bye.method == "BYE"
+    assert bye.cseq()[0] > first.cseq()[0] + 1 and bye.cseq()[1] == "BYE"
+    assert _expected_response(bye.header(answer_header), "BYE", PASSWORD, "md5")
     text = json.dumps(facts) + caplog.text + options_repr
     assert PASSWORD not in text and "(credentials removed)" in json.dumps(facts)
     assert credentials.split('response="')[1][:20] not in json.dumps(facts)
@@ -410,7 +441,7 @@ def test_no_answer_in_time_sends_cancel_and_acks_the_487():
     async def scenario():
         uas = Uas()
         port = await uas.start()
-        call = make_call(port, Seen(), answer_timeout_seconds=0.3)
+        call = make_call(port, Seen(), answer_timeout_seconds=1.0)
 
         async def far_end():
             invite = await uas.next("INVITE")
@@ -447,12 +478,44 @@ def test_cancelling_start_while_ringing_sends_cancel():
         await asyncio.sleep(0.05)
         start.cancel()
         cancel = await uas.next("CANCEL")
+        uas.respond(cancel, 200, "OK")
+        uas.respond(invite, 487, "Request Terminated")
+        ack = await uas.next("ACK")  # nobody waits for the 487 any more: still ACKed
         await call.close()
         uas.close()
-        return start, cancel
+        return start, cancel, ack
 
-    start, cancel = run(scenario())
+    start, cancel, ack = run(scenario())
     assert start.cancelled() and cancel.method == "CANCEL"
+    assert ack.cseq()[1] == "ACK"
+
+
+def test_an_answer_racing_our_cancel_is_acked_and_hung_up():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start()
+        call = make_call(port, Seen())
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        uas.respond(invite, 180, "Ringing")
+        await asyncio.sleep(0.05)
+        ending = asyncio.create_task(call.hang_up())
+        cancel = await uas.next("CANCEL")
+        uas.respond(cancel, 200, "OK")
+        uas.respond(invite, 200, "OK", body=uas.answer_sdp())  # it answered meanwhile
+        ack = await uas.next("ACK")
+        bye = await uas.next("BYE")
+        uas.respond(bye, 200, "OK")
+        await ending
+        with pytest.raises(SipError) as raised:
+            await start
+        await call.close()
+        uas.close()
+        return raised.value, ack, bye
+
+    error, ack, bye = run(scenario())
+    assert error.code == "no_answer" and error.status == 200
+    assert "tag=" in ack.header("To") and bye.cseq()[1] == "BYE"
 
 
 @pytest.mark.parametrize("kind", ["udp", "tcp"])
@@ -529,15 +592,24 @@ def test_reinvites_are_answered_or_refused():
         uas.request(invite, "INVITE", body=uas.answer_sdp("0 101", "sendonly"),
                     content_type="application/sdp")
         hold = await uas.next("response")
+        before = len(uas.rtp_in)
+        call.line.queue_frames([b"\xff" * 160] * 3)  # on hold: the slots pass unsent
+        while call.line.pending:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.02)
+        held = (len(uas.rtp_in) - before, call.facts()["rtp"]["sent"]["muted_slots"])
         uas.request(invite, "INVITE", body=uas.answer_sdp("18"), content_type="application/sdp")
         refused = await uas.next("response")
         facts_negotiated = call.negotiated
-        await hang_up(call, uas)
+        await call.close()  # still up: close() says BYE
+        bye = await uas.next("BYE")
+        assert bye.header("Call-ID") == invite.header("Call-ID")
         await call.close()
         uas.close()
-        return seen, negotiated, hold, refused, facts_negotiated
+        return seen, negotiated, hold, refused, facts_negotiated, held
 
-    seen, negotiated, hold, refused, after = run(scenario())
+    seen, negotiated, hold, refused, after, held = run(scenario())
+    assert held == (0, 3)
     assert negotiated.codec == "pcma"
     assert hold.status == 200 and b"a=recvonly" in hold.body and b"PCMU/8000" in hold.body
     assert refused.status == 488
@@ -549,7 +621,7 @@ def test_reinvites_are_answered_or_refused():
 
 # --- hostile far ends ------------------------------------------------------------------------------
 
-def test_a_hostile_far_end_is_counted_and_reported_once_each():
+def test_a_hostile_far_end_is_counted_and_reported_once_each(caplog):
     async def scenario():
         uas = Uas()
         port = await uas.start()
@@ -574,6 +646,9 @@ def test_a_hostile_far_end_is_counted_and_reported_once_each():
             send_rtp(uas, target, n)
             await asyncio.sleep(0)
         uas.send(b"SIP/2.0 200 OK\r\n" + b"X: y\r\n" * 250 + b"\r\n")
+        uas.send(b"BYE sip:x SIP/2.0\r\nVia: SIP/2.0/UDP 10.9.9.9;branch=z9hG4bKx\r\n\r\n")
+        uas.send(b"SIP/2.0 200 OK\r\nCSeq: x INVITE\r\n\r\n")
+        uas.send(b"INFO sip:x SIP/2.0\r\nCSeq: 1 BYE\r\nVia: SIP/2.0/UDP a\r\n\r\n")
         for _ in range(25):
             uas.request(invite, "BYE")
         for _ in range(25):
@@ -596,6 +671,8 @@ def test_a_hostile_far_end_is_counted_and_reported_once_each():
     assert received["packets"] + received["flood_dropped"] + 150 >= 1200
     assert len(facts["sip"]["messages"]) <= 200
     assert facts["sip"]["hostile"]["bye_storm"] == 5
+    assert facts["sip"]["problems"] == {"too_many_headers": 1, "malformed": 3}
+    assert "Traceback" not in caplog.text and "Exception in callback" not in caplog.text
 
 
 def test_an_answer_with_a_huge_sdp_is_hostile():
@@ -640,3 +717,119 @@ def test_an_oversized_message_over_tcp_is_hostile_and_ends_the_connection():
     seen = run(scenario())
     assert [e.data["what"] for e in seen.events if e.kind == "hostile"] == ["oversized_message"]
     assert seen.kinds().index("hostile") < seen.kinds().index("transport_closed")
+
+
+def test_udp_retransmits_our_bye_and_our_200_to_a_reinvite_until_answered():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start()
+        call = make_call(port, Seen())
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        await answer(uas, invite)
+        await start
+        uas.request(invite, "INVITE", body=uas.answer_sdp(), content_type="application/sdp")
+        first_ok = await uas.next("response")
+        again_ok = await uas.next("response")  # no ACK yet: Timer G sends it again
+        ack = SipMessage(method="ACK", request_uri="sip:x", headers=[
+            ("Via", "SIP/2.0/UDP 127.0.0.1:1;branch=z9hG4bKack"),
+            ("Call-ID", invite.header("Call-ID")),
+            ("CSeq", f"{first_ok.cseq()[0]} ACK")])
+        uas.send(ack)
+        ending = asyncio.create_task(call.hang_up())
+        bye = await uas.next("BYE")  # left unanswered: retransmitted (Timer E)
+        bye_again = await uas.next("BYE")
+        uas.respond(bye_again, 200, "OK")
+        await ending
+        await asyncio.sleep(0.6)
+        late = [m for m in uas.all if m.status == 200 and m.cseq()[1] == "INVITE"]
+        await call.close()
+        uas.close()
+        return first_ok, again_ok, bye, bye_again, late
+
+    first_ok, again_ok, bye, bye_again, late = run(scenario())
+    assert again_ok.status == 200 and again_ok.cseq() == first_ok.cseq()
+    assert bye_again.header("Via") == bye.header("Via")
+    assert len(late) == 2  # once acknowledged, the 200 is not sent again
+
+
+def test_a_request_on_a_new_tcp_connection_is_answered_on_it():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start("tcp")
+        seen = Seen()
+        call = make_call(port, seen, transport="tcp")
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        await answer(uas, invite)
+        await start
+        contact = invite.header("Contact")
+        assert contact.endswith(";transport=tcp>")
+        host, contact_port = contact.strip("<>").split("@")[1].split(";")[0].split(":")
+        reader, writer = await asyncio.open_connection(host, int(contact_port))
+        bye = SipMessage(method="BYE", request_uri=contact.strip("<>"), headers=[
+            ("Via", "SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKnew"),
+            ("From", f"{invite.header('To')};tag={uas.tag}"), ("To", invite.header("From")),
+            ("Call-ID", invite.header("Call-ID")), ("CSeq", "7 BYE")])
+        writer.write(bye.to_bytes())
+        framer = StreamFramer()
+        responses = []
+        while not responses:
+            responses = framer.feed(await asyncio.wait_for(reader.read(4096), 5))
+        writer.close()
+        await call.close()
+        uas.close()
+        return responses[0], seen
+
+    response, seen = run(scenario())
+    assert (response.status, response.cseq()) == (200, (7, "BYE"))
+    assert seen.kinds()[-1] == "bye"
+
+
+def test_a_megabyte_answer_over_tcp_fails_the_call_as_hostile():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start("tcp")
+        call = make_call(port, Seen(), transport="tcp")
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        uas.respond(invite, 180, "Ringing")
+        uas.send(b"SIP/2.0 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"v=0\r\n" * 20_000)
+        with pytest.raises(SipError) as raised:
+            await start
+        facts = call.facts()
+        await call.close()
+        uas.close()
+        return raised.value, facts
+
+    error, facts = run(scenario())
+    assert error.code == "hostile" and "oversized_message" in str(error), str(error)
+    assert facts["sip"]["hostile"] == {"oversized_message": 1}
+
+
+def test_we_send_rtcp_sender_reports_to_the_port_the_answer_names():
+    async def scenario():
+        uas = Uas()
+        port = await uas.start()
+        call = make_call(port, Seen())
+        call.media.report_interval_seconds = 0.05
+        start = asyncio.create_task(call.start())
+        invite = await uas.next("INVITE")
+        body = uas.answer_sdp() + f"a=rtcp:{uas.rtp_port}\r\n".encode()
+        await answer(uas, invite, body=body)
+        await start
+        call.line.queue_frames([b"\xff" * 160] * 10)
+        while call.line.pending:
+            await asyncio.sleep(0.02)
+        after_media = call.media.reports_sent
+        while call.media.reports_sent < max(3, after_media + 1):
+            await asyncio.sleep(0.02)
+        await hang_up(call, uas)
+        await call.close()
+        uas.close()
+        return uas, call
+
+    uas, call = run(scenario())
+    reports = [parse_rtcp(data)[0] for _, data in uas.rtp_in if is_rtcp(data)]
+    assert len(reports) >= 3 and {r["ssrc"] for r in reports} == {call.line.ssrc}
+    assert reports[-1]["type"] == "sr" and reports[-1]["packets_sent"] == 10

@@ -296,3 +296,29 @@ def test_rtcp_reports_parse_within_bounds():
                                                 ssrc=1, payload=b""))
     assert parse_rtcp(sr[:20]) == []
     assert parse_rtcp(b"\xff" * 3) == []
+
+
+def test_our_rtcp_reports_parse_back():
+    from voicelab.endpoints.sip._rtcp import RtcpReporter, SenderState, ntp_time
+
+    stats = ReceiveStats()
+    for s in (1, 2, 4, 5):  # 3 lost
+        stats.accept(_packet(s, timestamp=160 * s, ssrc=77), 20_000_000 * s)
+    reporter = RtcpReporter("voicelab@127.0.0.1")
+    msw, lsw = ntp_time(1_000.5)
+    reporter.sender_report_received(((msw & 0xFFFF) << 16) | (lsw >> 16), 0)
+    sr = reporter.build(ssrc=9, stats=stats, now_ns=500_000_000, unix_seconds=1_001.0,
+                        sender=SenderState(ssrc=9, packets=10, octets=1600, rtp_timestamp=42))
+    reports = parse_rtcp(sr)
+    assert [r["type"] for r in reports] == ["sr", 202]
+    assert (reports[0]["ssrc"], reports[0]["packets_sent"], reports[0]["rtp_timestamp"]) == (
+        9, 10, 42)
+    block = reports[0]["blocks"][0]
+    assert (block["ssrc"], block["cumulative_lost"], block["highest_sequence"]) == (77, 1, 5)
+    assert block["fraction_lost"] == pytest.approx(51 / 256)  # 1 of 5 expected
+    lsr, dlsr = struct.unpack_from("!II", sr, 8 + 20 + 16)
+    assert lsr == ((msw & 0xFFFF) << 16) | (lsw >> 16) and dlsr == 65536 // 2
+    rr = parse_rtcp(reporter.build(ssrc=9, stats=stats, now_ns=0, unix_seconds=0,
+                                   sender=None))
+    assert rr[0]["type"] == "rr" and rr[0]["blocks"][0]["fraction_lost"] == 0.0
+    assert len(sr) % 4 == 0

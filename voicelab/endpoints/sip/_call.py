@@ -21,10 +21,10 @@ from ._dialog import ClientTransaction, Dialog, branch_of
 from ._digest import DigestError, authorization, best_challenge
 from ._far_end import FarEnd
 from ._line import RtpLine
-from ._media import MediaReceiver, MediaTarget, RtcpReceiver
 from ._message import SipMessage
 from ._record import CallRecord
-from ._sdp import ENCODING_NAMES, SdpError, build_sdp, choose_audio, offer_formats, parse_sdp
+from ._sdp import SdpError
+from ._session import MediaSession
 from ._transport import SipTransport, TransportError
 from ._types import CallEvent, CallOptions, Negotiated, RtpPacket, SipError, error_for_status
 from ._uri import parse_uri
@@ -32,6 +32,8 @@ from ._uri import parse_uri
 logger = logging.getLogger(__name__)
 
 HANG_UP_WAIT_SECONDS = 2.0
+#: what makes the transport drop a TCP connection: a call then failing failed as hostile
+FRAMING_HOSTILITIES = frozenset({"oversized_message", "too_many_headers"})
 
 
 class SipCall:
@@ -43,11 +45,8 @@ class SipCall:
         self.options = options
         self._clock_ns = clock_ns
         self.record = CallRecord(on_event, clock_ns)
-        self._media = MediaReceiver(clock_ns=clock_ns, on_packet=on_packet,
-                                    on_dtmf=self._rfc4733_key, on_hostile=self.record.hostile,
-                                    on_rtcp=self.record.rtcp)
-        self._media_udp: asyncio.DatagramTransport | None = None
-        self._rtcp_udp: asyncio.DatagramTransport | None = None
+        self.media = MediaSession(options, clock_ns=clock_ns, on_packet=on_packet,
+                                  record=self.record, on_key=self._rfc4733_key)
         self._sip: SipTransport | None = None
         self._dialog: Dialog | None = None
         self._far_end: FarEnd | None = None
@@ -56,8 +55,6 @@ class SipCall:
         self._invite_sent_ns: int | None = None
         self._ack: SipMessage | None = None
         self._cancelled = False
-        self._line: RtpLine | None = None
-        self._negotiated: Negotiated | None = None
         self._rtp_timer: asyncio.TimerHandle | None = None
         self._hang_up: asyncio.Future[None] | None = None
         self.state = "idle"  # calling | answered | ended | failed
@@ -68,9 +65,14 @@ class SipCall:
     @property
     def line(self) -> RtpLine:
         """The user's paced outbound line; there is one once :meth:`start` returned."""
-        if self._line is None:
+        if self.media.line is None:
             raise RuntimeError("the call has no line before start() returned")
-        return self._line
+        return self.media.line
+
+    @property
+    def call_id(self) -> str | None:
+        """The Call-ID of the call, once :meth:`start` has begun placing it."""
+        return None if self._dialog is None else self._dialog.call_id
 
     @property
     def reliable(self) -> bool:
@@ -80,7 +82,7 @@ class SipCall:
     @property
     def negotiated(self) -> Negotiated | None:
         """What the answer (or a later re-INVITE) settled."""
-        return self._negotiated
+        return self.media.negotiated
 
     async def start(self) -> Negotiated:
         """Place the call; raises :class:`SipError`. Cancelling it sends a CANCEL."""
@@ -105,9 +107,11 @@ class SipCall:
         await asyncio.shield(self._hang_up)
 
     async def close(self) -> None:
-        """Release the sockets and timers; safe twice."""
-        if self._line is not None:
-            self._line.stop()
+        """Release the sockets and timers; safe twice. A call still up gets one BYE, not
+        waited for, so the far end is not left holding it."""
+        if self.state == "answered" and self._dialog is not None and self._sip is not None:
+            self.state = "ended"
+            self._send(self._dialog.request("BYE"))
         if self._rtp_timer is not None:
             self._rtp_timer.cancel()
         for transaction in self._transactions.values():
@@ -116,21 +120,18 @@ class SipCall:
             self._far_end.stop()
         if self._sip is not None:
             self._sip.close()
-        for udp in (self._media_udp, self._rtcp_udp):
-            if udp is not None:
-                udp.close()
+        self.media.close()
         if self.state in ("calling", "answered"):
             self.state = "ended"
 
     def facts(self) -> dict[str, JsonValue]:
         """The call's record: SIP messages (credentials removed), RTP and key figures."""
-        line = self._line
-        sent: dict[str, JsonValue] = {"packets": line.packets_sent if line else 0,
-                                      "bytes": line.bytes_sent if line else 0}
+        line = self.media.line
         return {
-            "sip": {**self.record.sip_facts(), "setup_ms": self.setup_ms},
-            "rtp": {"sent": sent, "received": self._media.facts(),
-                    "rtcp": list(self.record.rtcp_reports)},
+            "sip": {**self.record.sip_facts(), "setup_ms": self.setup_ms,
+                    "call_id": self.call_id,
+                    "reinvites": list(self._far_end.reinvites) if self._far_end else []},
+            "rtp": self.media.facts(list(self.record.rtcp_reports)),
             "dtmf": {"sent": list(line.digits_sent) if line else [],
                      "received": list(self.record.keys_received)},
         }
@@ -138,16 +139,8 @@ class SipCall:
     # --- placing the call ---------------------------------------------------------------------
 
     async def _open(self) -> None:
-        loop = asyncio.get_running_loop()
         local = self.options.local_address
-        try:
-            self._media_udp, _ = await loop.create_datagram_endpoint(
-                lambda: self._media, local_addr=(local, 0))
-            self._media.transport = self._media_udp
-            self._rtcp_udp, _ = await loop.create_datagram_endpoint(
-                lambda: RtcpReceiver(self._media, self._clock_ns), local_addr=(local, 0))
-        except OSError as error:
-            raise SipError("unreachable", f"cannot bind RTP on {local}: {error}") from None
+        await self.media.open(session_id=secrets.randbits(31))
         uri = parse_uri(self.options.uri)
         try:
             self._sip = await SipTransport.open(
@@ -165,39 +158,36 @@ class SipCall:
             user_agent=self.options.user_agent)
         self._far_end = FarEnd(self, self._dialog, self.record)
 
-    def _offer(self, *, version: int = 1, direction: str = "sendrecv") -> bytes:
-        assert self._media_udp is not None and self._rtcp_udp is not None
-        host, port = self._media_udp.get_extra_info("sockname")[:2]
-        return build_sdp(address=host, port=port,
-                         rtcp_port=self._rtcp_udp.get_extra_info("sockname")[1],
-                         formats=offer_formats(self.options.codecs), telephone_event=101,
-                         direction=direction, session_id=self._session_id, version=version)
-
-    @property
-    def _session_id(self) -> int:
-        assert self._dialog is not None
-        return int(self._dialog.local_tag, 16) & 0x7FFFFFFF
-
     async def _invite_until_answered(self) -> tuple[int, SipMessage]:
         assert self._dialog is not None
         invite = self._dialog.request(
-            "INVITE", body=self._offer(), content_type="application/sdp",
+            "INVITE", body=self.media.offer(), content_type="application/sdp",
             extra=list(self.options.headers.items()), in_dialog=False)
         deadline = asyncio.get_running_loop().time() + self.options.answer_timeout_seconds
         challenged = False
         while True:
             received_ns, response = await self._final_response(invite, deadline)
             status = response.status or 0
+            if self._cancelled:  # hung up while it rang: the dispatcher ACKed (and BYEd) it
+                raise SipError("no_answer", f"hung up before the answer ({status} "
+                               f"{response.reason})", status=status)
             if status < 300:
                 return received_ns, response
-            self._send(self._dialog.ack_for_failure(invite, response))
             if status not in (401, 407) or challenged:
                 raise error_for_status(status, response.reason)
             challenged = True
             invite = self._authorized(invite, response)
 
     def _authorized(self, invite: SipMessage, response: SipMessage) -> SipMessage:
+        """The INVITE again (next CSeq, same Call-ID and tag) with digest credentials."""
         assert self._dialog is not None
+        header, credentials = self._credentials(invite, response)
+        return self._dialog.request(
+            "INVITE", body=invite.body, content_type="application/sdp", in_dialog=False,
+            extra=[*self.options.headers.items(), (header, credentials)])
+
+    def _credentials(self, request: SipMessage, response: SipMessage) -> tuple[str, str]:
+        """The header answering a 401/407 to ``request``; raises ``SipError(auth_refused)``."""
         status = response.status or 0
         username, password = self.options.username, self.options.password
         if username is None or password is None:
@@ -210,11 +200,8 @@ class SipCall:
         except DigestError as error:
             raise SipError("auth_refused", f"{status}: {error}", status=status) from None
         credentials = authorization(challenge, username=username, password=password,
-                                    method="INVITE", uri=invite.request_uri or "")
-        header = "Proxy-Authorization" if proxy else "Authorization"
-        return self._dialog.request(
-            "INVITE", body=invite.body, content_type="application/sdp", in_dialog=False,
-            extra=[*self.options.headers.items(), (header, credentials)])
+                                    method=request.method or "", uri=request.request_uri or "")
+        return "Proxy-Authorization" if proxy else "Authorization", credentials
 
     async def _final_response(self, invite: SipMessage, deadline: float,
                               ) -> tuple[int, SipMessage]:
@@ -244,7 +231,8 @@ class SipCall:
         self._send(self._ack)
         self.state = "answered"
         try:
-            negotiated = self.use_sdp(response.body) if response.body else self._negotiated
+            negotiated = self.media.use_sdp(response.body) if response.body \
+                else self.media.negotiated
         except SdpError as error:
             self._abandon()
             raise SipError("hostile" if error.hostile else "protocol_error",
@@ -252,54 +240,29 @@ class SipCall:
         if negotiated is None:
             self._abandon()
             raise SipError("protocol_error", "the answer had no SDP")
-        self._line = RtpLine(send=self._media.send, clock_ns=self._clock_ns,
-                             codec=negotiated.codec, payload_type=negotiated.payload_type,
-                             telephone_event=negotiated.telephone_event,
-                             dtmf=self.options.dtmf, send_info=self._send_info_key)
+        self.media.start_line(self._send_info_key)
         self._rtp_timer = asyncio.get_running_loop().call_later(
             self.options.rtp_timeout_seconds, self._check_rtp)
         self.record.event("answered", received_ns, {"status": response.status,
                                                     "setup_ms": self.setup_ms})
         return negotiated
 
-    def use_sdp(self, body: bytes) -> Negotiated:
-        """Take the far end's SDP: where its media comes from and which codec it sends."""
-        choice = choose_audio(parse_sdp(body), self.options.codecs)
-        assert self._media_udp is not None
-        local = self._media_udp.get_extra_info("sockname")[:2]
-        self._media.target = MediaTarget((choice.address, choice.port), choice.payload_type,
-                                         choice.telephone_event)
-        self._negotiated = Negotiated(codec=choice.codec, payload_type=choice.payload_type,
-                                      telephone_event=choice.telephone_event,
-                                      remote_rtp=(choice.address, choice.port),
-                                      local_rtp=(str(local[0]), int(local[1])))
-        if self._line is not None:
-            self._line.payload_type = choice.payload_type
-            self._line.codec = choice.codec
-        return self._negotiated
-
-    def answer_sdp(self, direction: str, version: int) -> bytes:
-        """Our SDP answering a re-INVITE: the negotiated codec, the direction reflected."""
-        negotiated = self._negotiated
-        assert negotiated is not None
-        assert self._media_udp is not None and self._rtcp_udp is not None
-        host, port = self._media_udp.get_extra_info("sockname")[:2]
-        return build_sdp(address=host, port=port,
-                         rtcp_port=self._rtcp_udp.get_extra_info("sockname")[1],
-                         formats=[(negotiated.payload_type,
-                                   f"{ENCODING_NAMES[negotiated.codec]}/8000")],
-                         telephone_event=negotiated.telephone_event, direction=direction,
-                         session_id=self._session_id, version=version)
-
     # --- ending it ----------------------------------------------------------------------------
 
     async def _hang_up_once(self) -> None:
-        if self._line is not None:
-            self._line.stop()
+        if self.media.line is not None:
+            self.media.line.stop()
         if self.state == "answered" and self._dialog is not None:
             self.state = "ended"
-            transaction = self._start_transaction(self._dialog.request("BYE"))
-            await self._wait_final(transaction)
+            bye = self._dialog.request("BYE")
+            result = await self._wait_final(self._start_transaction(bye))
+            if result is not None and result[1].status in (401, 407):  # a PBX challenges BYEs
+                try:
+                    header, credentials = self._credentials(bye, result[1])
+                except SipError:
+                    return
+                again = self._dialog.request("BYE", extra=[(header, credentials)])
+                await self._wait_final(self._start_transaction(again))
         elif self.state == "calling":
             await self._cancel_invite()
             self.state = "ended"
@@ -315,19 +278,7 @@ class SipCall:
             transaction.stop()
             return
         self._start_transaction(self._dialog.cancel_for(transaction.request))
-        result = await self._wait_final(transaction)
-        if result is not None:
-            self._late_final(transaction.request, result[1])
-
-    def _late_final(self, invite: SipMessage, response: SipMessage) -> None:
-        """The INVITE's final response after we gave up: ACK it, and BYE a late answer."""
-        assert self._dialog is not None
-        if (response.status or 0) >= 300:
-            self._send(self._dialog.ack_for_failure(invite, response))
-            return
-        self._dialog.learn(response)
-        self._send(self._dialog.request("ACK", cseq=invite.cseq()[0]))
-        self._start_transaction(self._dialog.request("BYE"))
+        await self._wait_final(transaction)  # its 487 (or a late 200) is ACKed on arrival
 
     async def _wait_final(self, transaction: ClientTransaction,
                           ) -> tuple[int, SipMessage] | None:
@@ -351,8 +302,8 @@ class SipCall:
 
     def ended_by_far_end(self) -> None:
         self.state = "ended"
-        if self._line is not None:
-            self._line.stop()
+        if self.media.line is not None:
+            self.media.line.stop()
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -379,33 +330,51 @@ class SipCall:
 
     def _on_message(self, received_ns: int, message: SipMessage,
                     reply: Callable[[SipMessage], bool]) -> None:
+        """Every parsed message from the far end; one that lacks what it needs (a CSeq, a
+        Via, a To that parses) is counted as malformed, never raised into the loop."""
         self.record.message("received", received_ns, message)
-        if message.method is not None:
-            if self._far_end is not None:
-                self._far_end.request(received_ns, message, reply)
-            return
         try:
-            _, method = message.cseq()
-        except ValueError:
-            self.record.problem("malformed", "a response without a usable CSeq")
-            return
-        transaction = self._transactions.get((branch_of(message) or "", method))
-        if transaction is not None and not transaction.final.done():
-            transaction.response(received_ns, message)
-        elif method == "INVITE" and (message.status or 0) in range(200, 300):
-            self._invite_retransmitted_2xx(message)
+            if message.method is None:
+                self._on_response(received_ns, message)
+            elif self._far_end is not None:
+                self._far_end.request(received_ns, message, reply)
+        except ValueError as error:  # MessageError, UriError, SdpError are ValueErrors
+            self.record.problem("malformed", f"{message.start_line[:60]}: {error}")
 
-    def _invite_retransmitted_2xx(self, response: SipMessage) -> None:
-        if self._ack is not None and self.state in ("answered", "ended"):
-            self._send(self._ack)  # our ACK was lost: the far end retransmits its 200
-        elif self._invite_tx is not None and self._cancelled:
-            self._late_final(self._invite_tx.request, response)
+    def _on_response(self, received_ns: int, message: SipMessage) -> None:
+        _, method = message.cseq()
+        branch = branch_of(message) or ""
+        transaction = self._transactions.get((branch, method))
+        if transaction is None and method == "INVITE" and self._invite_tx is not None \
+                and self._invite_tx.branch == branch:
+            transaction = self._invite_tx  # pruned from the table, still ours
+        if transaction is None:
+            return
+        if method == "INVITE" and (message.status or 0) >= 200:
+            self._acknowledge(transaction.request, message)
+        if not transaction.final.done():
+            transaction.response(received_ns, message)
+
+    def _acknowledge(self, invite: SipMessage, response: SipMessage) -> None:
+        """ACK every final response to our INVITE as it arrives, retransmissions too: a
+        failure in its own transaction (17.1.1.3); a 2xx once answered with the call's ACK
+        again (13.2.2.4), or, when we had given up on the call, with an ACK and a BYE."""
+        assert self._dialog is not None
+        if (response.status or 0) >= 300:
+            self._send(self._dialog.ack_for_failure(invite, response))
+        elif self._ack is not None:
+            self._send(self._ack)
+        elif self._cancelled or self.state in ("ended", "failed"):
+            self._dialog.learn(response)
+            self._ack = self._dialog.request("ACK", cseq=invite.cseq()[0])
+            self._send(self._ack)
+            self._start_transaction(self._dialog.request("BYE"))
 
     def _provisional(self, received_ns: int, response: SipMessage) -> None:
         early_media = False
         if response.body and (response.status or 0) > 100:
             try:
-                self.use_sdp(response.body)
+                self.media.use_sdp(response.body)
                 early_media = True
             except SdpError as error:
                 if error.hostile:
@@ -416,14 +385,18 @@ class SipCall:
                 "early_media": early_media})
 
     def _transport_closed(self, reason: str) -> None:
-        error = SipError("unreachable", reason)
+        """The connection is gone (TCP closed, or ICMP says nobody listens over UDP); when we
+        ended it because the far end broke a bound, the call fails as ``hostile``."""
+        broken = sorted(set(self.record.hostile_counts) & FRAMING_HOSTILITIES)
+        error = SipError("hostile", f"{', '.join(broken)}; {reason}") if broken \
+            else SipError("unreachable", reason)
         for transaction in self._transactions.values():
             transaction.fail(error)
         if self.state == "answered":
             self.record.event("transport_closed", self._clock_ns(), {"reason": reason})
 
     def _check_rtp(self) -> None:
-        if self._media.first_ns is None and self.state == "answered":
+        if self.media.receiver.first_ns is None and self.state == "answered":
             self.record.event("no_rtp", self._clock_ns(), {
                 "seconds": self.options.rtp_timeout_seconds})
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ._message import SipMessage, via_params
-from ._uri import parse_name_addr
+from ._uri import UriError, parse_name_addr, parse_uri
 
 T1_SECONDS = 0.5
 T2_SECONDS = 4.0
@@ -50,13 +50,17 @@ class Dialog:
     cseq: int = 0
 
     @property
+    def _hostport(self) -> str:
+        host = f"[{self.local_host}]" if ":" in self.local_host else self.local_host
+        return f"{host}:{self.local_port}"
+
+    @property
     def contact(self) -> str:
         suffix = ";transport=tcp" if self.transport == "TCP" else ""
-        return f"<sip:voicelab@{self.local_host}:{self.local_port}{suffix}>"
+        return f"<sip:voicelab@{self._hostport}{suffix}>"
 
     def via(self, branch: str) -> str:
-        return (f"SIP/2.0/{self.transport} {self.local_host}:{self.local_port}"
-                f";branch={branch};rport")
+        return f"SIP/2.0/{self.transport} {self._hostport};branch={branch};rport"
 
     def request(self, method: str, *, body: bytes = b"", content_type: str | None = None,
                 extra: Sequence[tuple[str, str]] = (), in_dialog: bool = True,
@@ -101,13 +105,18 @@ class Dialog:
         return SipMessage(method="CANCEL", request_uri=invite.request_uri, headers=headers)
 
     def learn(self, response: SipMessage) -> None:
-        """The far end's tag, target and route set from a dialog-creating response (12.1.2)."""
-        to = response.header("To")
-        if to is not None:
-            self.remote_tag = parse_name_addr(to).tag or self.remote_tag
-        contact = response.header("Contact")
-        if contact is not None:
-            self.remote_target = parse_name_addr(contact).uri or self.remote_target
+        """The far end's tag, target and route set from a dialog-creating response (12.1.2);
+        a value that does not parse is ignored (the dialog keeps what it had)."""
+        try:
+            to = parse_name_addr(response.header("To") or "")
+            self.remote_tag = to.tag or self.remote_tag
+            contact = response.header("Contact")
+            if contact is not None:
+                target = parse_name_addr(contact).uri
+                parse_uri(target)
+                self.remote_target = target
+        except UriError:
+            pass
         routes = response.headers_named("Record-Route")
         if routes:
             self.route_set = list(reversed(routes[:16]))
@@ -176,6 +185,8 @@ class ClientTransaction:
         status = response.status or 0
         if status < 200:
             self.provisional = True
+            if self.method == "INVITE":  # Timer B ends with the Calling state (17.1.1.2)
+                self._timeout.cancel()
             if not self.final.done():
                 self._on_provisional(received_ns, response)
             return

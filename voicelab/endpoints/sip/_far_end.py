@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 from ._dialog import T1_SECONDS, T2_SECONDS, TRANSACTION_TIMEOUT_SECONDS, Dialog, branch_of
-from ._message import SipMessage
+from ._message import MessageError, SipMessage
 from ._record import CallRecord
 from ._sdp import SdpError, parse_sdp, reflect_direction
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 Reply = Callable[[SipMessage], bool]
 MAX_BYES = 20
+#: our 200s to re-INVITEs retransmitted at once while waiting for their ACKs
+MAX_PENDING_ACKS = 8
 MAX_REINVITE_RECORDS = 50
 _REMEMBERED = 32
 _KEYS = "0123456789*#ABCD"
@@ -73,15 +75,20 @@ class FarEnd:
         self._retransmits.clear()
 
     def request(self, received_ns: int, request: SipMessage, reply: Reply) -> None:
+        """Answer one request; raises :class:`MessageError` for one we cannot answer."""
         method = request.method or ""
         if method == "ACK":
             self._acked(request)
             return
+        number, cseq_method = request.cseq()
+        if cseq_method != method or not request.headers_named("Via") or number > 2**31:
+            raise MessageError("malformed", f"a {method[:20]} without a matching CSeq or Via")
         key = (branch_of(request) or "", method)
         if key[0] and key in self._answered:
             self._call.send_reply(reply, self._answered[key])  # a retransmission
             return
-        if request.header("Call-ID") != self._dialog.call_id:
+        if request.header("Call-ID") != self._dialog.call_id and method != "OPTIONS":
+            # (an OPTIONS outside the dialog is a keep-alive ping: it gets its 200 too)
             response = self._dialog.response(request, 481, "Call/Transaction Does Not Exist")
         else:
             response = self._answer(received_ns, request)
@@ -127,7 +134,7 @@ class FarEnd:
             if request.body:
                 audio = parse_sdp(request.body).audio()
                 direction = audio.direction if audio is not None else direction
-                negotiated = self._call.use_sdp(request.body)
+                negotiated = self._call.media.use_sdp(request.body)
         except SdpError as error:
             if error.hostile:
                 self._record.hostile("oversized_sdp", received_ns, str(error))
@@ -141,7 +148,7 @@ class FarEnd:
                                           "codec": negotiated.codec,
                                           "remote_rtp": list(negotiated.remote_rtp)})
         return self._dialog.response(
-            request, 200, "OK", body=self._call.answer_sdp(answered, self._sdp_version),
+            request, 200, "OK", body=self._call.media.answer(answered, self._sdp_version),
             content_type="application/sdp")
 
     def _note_reinvite(self, received_ns: int, data: dict[str, JsonValue]) -> None:
@@ -155,6 +162,8 @@ class FarEnd:
         if self._call.reliable or elapsed >= TRANSACTION_TIMEOUT_SECONDS:
             return
         number = request.cseq()[0]
+        if number not in self._retransmits and len(self._retransmits) >= MAX_PENDING_ACKS:
+            return  # a storm of re-INVITEs: the newest are answered once, not retransmitted
 
         def again() -> None:
             if number in self._retransmits:

@@ -80,6 +80,12 @@ class RtpLine:
         self._task: asyncio.Task[None] | None = None
         self._marker = True
         self.broken = False
+        #: True while the far end's SDP says it does not want our media (it holds the call:
+        #: its sendonly or inactive, RFC 3264 section 8.4); slots pass unsent
+        self.muted = False
+        self.muted_slots = 0
+        #: the RTP timestamp and send stamp of the last audio packet (for RTCP sender reports)
+        self.last_sent: tuple[int, int] | None = None
         self.packets_sent = 0
         self.bytes_sent = 0
         self.sent_ns: list[int] = []
@@ -122,6 +128,10 @@ class RtpLine:
         self._queue.clear()
 
     @property
+    def ssrc(self) -> int:
+        return self._ssrc
+
+    @property
     def pending(self) -> int:
         """Slots still queued."""
         return len(self._queue)
@@ -158,6 +168,9 @@ class RtpLine:
                 return
 
     def _send_slot(self, slot: _Slot) -> bool:
+        if self.muted:  # the far end holds the call: the slot's time passes in silence
+            self.muted_slots += 1
+            return True
         if slot.digit is not None and slot.event_index == 0:
             self._digit_started(slot.digit, slot.event_slots)
         if slot.frame is not None:
@@ -201,6 +214,8 @@ class RtpLine:
             return False
         if len(self.sent_ns) < MAX_SENT_RECORDS:
             self.sent_ns.append(sent_ns)
+        if payload_type == self.payload_type:
+            self.last_sent = (timestamp, sent_ns)
         self.packets_sent += 1
         self.bytes_sent += len(payload)
         return True

@@ -2,7 +2,8 @@
 on it), one for RTCP, both stamping each datagram with ``clock_ns()`` before anything else.
 
 Symmetric RTP: media is taken only from the address the far end's SDP gave; datagrams from
-elsewhere are counted (``foreign_packets``) and, past :data:`FOREIGN_LIMIT`, reported once as
+elsewhere are counted (``foreign_packets``; what arrives before the SDP that names the far end's
+address is kept, up to :data:`MAX_EARLY_PACKETS`, and judged once it is known) and, past :data:`FOREIGN_LIMIT`, reported once as
 hostile. Over :data:`MAX_PACKETS_PER_SECOND` datagrams in one second the rest of that second is
 dropped and an ``rtp_flood`` reported once. Media of the negotiated payload type goes to
 ``on_packet`` in arrival order (duplicates dropped); a telephone-event becomes one key press
@@ -12,6 +13,7 @@ per event; other payload types are counted and dropped.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,8 +23,12 @@ from pydantic import JsonValue
 from ._rtp import CLOCK_RATE_HZ, ReceiveStats, is_rtcp, parse_event, parse_rtcp, parse_rtp
 from ._types import RtpPacket
 
+logger = logging.getLogger(__name__)
+
 MAX_PACKETS_PER_SECOND = 1000
 FOREIGN_LIMIT = 50
+#: datagrams kept, with their stamps, until the answer says where media comes from
+MAX_EARLY_PACKETS = 64
 MAX_RTCP_RECORDS = 100
 _RECENT_EVENTS = 16
 
@@ -67,6 +73,7 @@ class MediaReceiver(asyncio.DatagramProtocol):
         self._window_count = 0
         self._ended_events: deque[tuple[int, int]] = deque(maxlen=_RECENT_EVENTS)
         self._open_event: tuple[int, int, str, float] | None = None  # ssrc, ts, digit, ms
+        self._early: list[tuple[int, bytes, tuple[object, object]]] = []
 
     def send(self, data: bytes) -> bool:
         """Send one packet to the far end's media address; False when that cannot be."""
@@ -75,13 +82,31 @@ class MediaReceiver(asyncio.DatagramProtocol):
         self.transport.sendto(data, self.target.remote)
         return True
 
+    def set_target(self, target: MediaTarget) -> None:
+        """Take media from ``target`` from now on, and what it sent before we knew it."""
+        self.target = target
+        early, self._early = list(self._early), []
+        for received_ns, data, source in early:
+            self._take(received_ns, data, source)
+
     def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
         received_ns = self._clock_ns()
         if not self.within_rate(received_ns):
             return
+        source = (addr[0], addr[1])
+        if self.target is None and len(self._early) < MAX_EARLY_PACKETS:
+            # the far end's media can overtake the answer that says where it comes from
+            self._early.append((received_ns, data, source))
+            return
+        self._take(received_ns, data, source)
+
+    def _take(self, received_ns: int, data: bytes, source: tuple[object, object]) -> None:
         target = self.target
-        if target is None or (addr[0], addr[1]) != target.remote:
+        if target is None or source != target.remote:
             self.foreign_packets += 1
+            if self.foreign_packets == 1:
+                logger.debug("media from %s, expected from %s: %s", source,
+                             None if target is None else target.remote, data[:2].hex())
             if self.foreign_packets == FOREIGN_LIMIT:
                 self._on_hostile("foreign_source", received_ns,
                                  f"{FOREIGN_LIMIT} packets from addresses the SDP did not give")
@@ -158,7 +183,8 @@ class MediaReceiver(asyncio.DatagramProtocol):
 
 class RtcpReceiver(asyncio.DatagramProtocol):
     """The RTCP port (``a=rtcp:``): each datagram stamped, then handed to the media receiver
-    when it comes from the far end's host."""
+    when it comes from the far end's host (or before the answer named it: a report carries
+    no media, and baresip sends its first one with its answer)."""
 
     def __init__(self, media: MediaReceiver, clock_ns: Callable[[], int]) -> None:
         self._media = media
@@ -169,7 +195,7 @@ class RtcpReceiver(asyncio.DatagramProtocol):
         if not self._media.within_rate(received_ns):
             return
         target = self._media.target
-        if target is not None and addr[0] == target.remote[0]:
+        if target is None or addr[0] == target.remote[0]:  # a report can overtake the answer
             self._media.rtcp_received(received_ns, data)
         else:
             self._media.foreign_packets += 1

@@ -220,7 +220,9 @@ def _framed_length(head: bytes) -> int:
         name, colon, value = line.partition(b":")
         if colon and name.strip().lower() in (b"content-length", b"l"):
             text = value.strip()
-            if not text.isdigit() or len(text) > 6:
+            if not text.isdigit():
                 raise MessageError("malformed", "bad Content-Length")
+            if len(text) > 6:
+                raise MessageError("oversized_message", f"Content-Length of {len(text)} digits")
             return int(text)
     return 0

@@ -185,6 +185,12 @@ class ReceiveStats:
     def jitter_ms(self) -> float:
         return self.jitter * 1000 / CLOCK_RATE_HZ
 
+    @property
+    def highest_sequence(self) -> int:
+        """The extended highest sequence received (cycles << 16 | sequence), as RTCP reports
+        it."""
+        return max(0, self._highest - 0x10000) & 0xFFFFFFFF
+
 
 def parse_rtcp(data: bytes) -> list[dict[str, JsonValue]]:
     """The sender and receiver reports of a compound RTCP packet (RFC 3550 section 6.4).
@@ -211,8 +217,9 @@ def _report(packet: bytes, packet_type: int, count: int) -> dict[str, JsonValue]
     report: dict[str, JsonValue] = {"type": "sr" if packet_type == 200 else "rr", "ssrc": ssrc}
     offset = 8
     if packet_type == 200 and len(packet) >= 28:
-        _ntp_msw, _ntp_lsw, rtp_ts, packets, octets = struct.unpack_from("!IIIII", packet, 8)
-        report.update(rtp_timestamp=rtp_ts, packets_sent=packets, octets_sent=octets)
+        ntp_msw, ntp_lsw, rtp_ts, packets, octets = struct.unpack_from("!IIIII", packet, 8)
+        report.update(rtp_timestamp=rtp_ts, packets_sent=packets, octets_sent=octets,
+                      ntp_middle=((ntp_msw & 0xFFFF) << 16) | (ntp_lsw >> 16))
         offset = 28
     blocks: list[JsonValue] = []
     for _ in range(min(count, MAX_RTCP_BLOCKS)):

@@ -25,6 +25,10 @@ MessageHandler = Callable[[int, SipMessage, Reply], None]
 ProblemHandler = Callable[[str, str], None]  # (kind, detail)
 
 
+#: TCP connections the far end may hold open to our listener at once
+MAX_CONNECTIONS = 8
+
+
 class TransportError(Exception):
     """The far end could not be reached (refused, unresolvable, TCP failed)."""
 
@@ -56,8 +60,8 @@ class _UdpProtocol(asyncio.DatagramProtocol):
 
     def error_received(self, exc: Exception) -> None:
         # an ICMP error on the connected socket: nobody listens at the far end
-        self._handlers.on_closed(f"unreachable: {exc.strerror or exc}"
-                                 if isinstance(exc, OSError) else f"unreachable: {exc}")
+        self._handlers.on_closed(str(exc.strerror or exc) if isinstance(exc, OSError)
+                                 else str(exc))
 
 
 class _TcpProtocol(asyncio.Protocol):
@@ -70,6 +74,11 @@ class _TcpProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        if len(self._owner.connections) >= MAX_CONNECTIONS:
+            self._handlers.on_problem("connection_flood",
+                                      f"over {MAX_CONNECTIONS} TCP connections")
+            transport.abort()
+            return
         self._owner.connections.append(transport)
 
     def data_received(self, data: bytes) -> None:
@@ -128,7 +137,8 @@ class SipTransport:
         transport = cls(kind, _Handlers(clock_ns, on_message, on_problem, on_closed))
         loop = asyncio.get_running_loop()
         try:
-            infos = await loop.getaddrinfo(remote[0], remote[1], family=socket.AF_INET,
+            family = socket.AF_INET6 if ":" in local_address else socket.AF_INET
+            infos = await loop.getaddrinfo(remote[0], remote[1], family=family,
                                            type=socket.SOCK_DGRAM if kind == "udp"
                                            else socket.SOCK_STREAM)
             address = (str(infos[0][4][0]), int(infos[0][4][1]))

@@ -6,6 +6,7 @@ or codec fails before any socket opens, and the password is never part of a mess
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,11 @@ class CallOptions:
             raise ValueError(f"uri: {error}") from None
         if uri.transport not in (None, "udp", "tcp"):
             raise ValueError(f"uri: transport {uri.transport!r} is not udp or tcp")
+        try:
+            ipaddress.ip_address(self.local_address)
+        except ValueError:
+            raise ValueError(f"local_address: {self.local_address[:60]!r} is not an IP address"
+                             ) from None
         if not self.codecs or any(c not in ("pcmu", "pcma") for c in self.codecs):
             raise ValueError("codecs: each one pcmu or pcma, at least one")
         if len(self.headers) > MAX_EXTRA_HEADERS:

@@ -173,6 +173,9 @@ class SipCall:
                                f"{response.reason})", status=status)
             if status < 300:
                 return received_ns, response
+            if challenged and status == 403:  # the credentials were refused
+                raise SipError("auth_refused", f"{status} {response.reason} after the "
+                               "credentials", status=status)
             if status not in (401, 407) or challenged:
                 raise error_for_status(status, response.reason)
             challenged = True

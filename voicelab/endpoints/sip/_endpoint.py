@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 #: The G.711 law of each static RTP payload type (RFC 3551).
 LAW_OF_PAYLOAD_TYPE: dict[int, G711Law] = {0: "mulaw", 8: "alaw"}
+#: The G.711 law of each codec name of a call.
+LAW_OF_CODEC: dict[str, G711Law] = {"pcmu": "mulaw", "pcma": "alaw"}
 #: A silent G.711 byte of each law (the code of a zero sample).
 SILENCE_BYTE: dict[G711Law, int] = {"mulaw": 0xFF, "alaw": 0xD5}
 #: A sequence gap up to this many packets is concealed with silence; a longer one is the far
@@ -124,6 +126,7 @@ class SipEndpoint:
         self._call: SipCall | None = None
         self._negotiated: Negotiated | None = None
         self._encoder: LineEncoder | None = None
+        self._encoder_codec = ""
         self._state = "new"  # new -> open -> closed
         self._product_hung_up = False
         self._closing_queued = False
@@ -182,11 +185,16 @@ class SipEndpoint:
             raise EndpointError(self._scrubber.scrub_text(
                 f"the call to {self._settings.uri} failed: {error}"), code="unreachable") from None
         self._negotiated = negotiated
-        self._encoder = LineEncoder(LAW_OF_PAYLOAD_TYPE.get(negotiated.payload_type, "mulaw"))
-        self._encoder.push(np.zeros(0, dtype=np.int16))  # load the filter's code now
+        self._encoder = self._encoder_for(negotiated.codec)
         logger.info("call to %s answered in %s ms (%s, session %s)",
                     self._scrubber.scrub_text(self._settings.uri), call.setup_ms,
                     negotiated.codec, self._context.session_id)
+
+    def _encoder_for(self, codec: str) -> LineEncoder:
+        self._encoder_codec = codec
+        encoder = LineEncoder(LAW_OF_CODEC[codec])
+        encoder.push(np.zeros(0, dtype=np.int16))  # load the filter's code now
+        return encoder
 
     # --- from the call (the loop's datagram callbacks: nothing here waits) -----------------
 
@@ -223,6 +231,9 @@ class SipEndpoint:
         if not self._line_open():
             return
         assert self._call is not None and self._encoder is not None
+        negotiated = self._call.negotiated
+        if negotiated is not None and negotiated.codec != self._encoder_codec:
+            self._encoder = self._encoder_for(negotiated.codec)  # a re-INVITE changed it
         frames = self._encoder.push(audio.samples)
         if frames:
             self._call.line.queue_frames(frames)

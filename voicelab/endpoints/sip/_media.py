@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pydantic import JsonValue
 
 from ._rtp import CLOCK_RATE_HZ, ReceiveStats, is_rtcp, parse_event, parse_rtcp, parse_rtp
+from ._stamped_socket import StampedDatagramSocket
 from ._types import RtpPacket
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class MediaReceiver(asyncio.DatagramProtocol):
         self._on_hostile = on_hostile
         self._on_rtcp = on_rtcp
         #: the RTP socket, set by the call once it is bound (it sends from it: symmetric RTP)
-        self.transport: asyncio.DatagramTransport | None = None
+        self.transport: StampedDatagramSocket | None = None
         self.target: MediaTarget | None = None
         self.stats = ReceiveStats()
         self.foreign_packets = 0
@@ -90,7 +91,12 @@ class MediaReceiver(asyncio.DatagramProtocol):
             self._take(received_ns, data, source)
 
     def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
-        received_ns = self._clock_ns()
+        self.stamped_datagram_received(data, (str(addr[0]), int(str(addr[1]))),
+                                       self._clock_ns())
+
+    def stamped_datagram_received(self, data: bytes, addr: tuple[str, int],
+                                  received_ns: int) -> None:
+        """One datagram, received (by the kernel, where it says) at ``received_ns``."""
         if not self.within_rate(received_ns):
             return
         source = (addr[0], addr[1])
@@ -191,7 +197,11 @@ class RtcpReceiver(asyncio.DatagramProtocol):
         self._clock_ns = clock_ns
 
     def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
-        received_ns = self._clock_ns()
+        self.stamped_datagram_received(data, (str(addr[0]), int(str(addr[1]))),
+                                       self._clock_ns())
+
+    def stamped_datagram_received(self, data: bytes, addr: tuple[str, int],
+                                  received_ns: int) -> None:
         if not self._media.within_rate(received_ns):
             return
         target = self._media.target

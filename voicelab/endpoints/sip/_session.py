@@ -26,6 +26,7 @@ from ._sdp import (
     offer_formats,
     parse_sdp,
 )
+from ._stamped_socket import StampedDatagramSocket
 from ._types import CallOptions, Negotiated, RtpPacket, SipError
 
 
@@ -46,8 +47,8 @@ class MediaSession:
         self.reports_sent = 0
         #: seconds between our RTCP reports (RFC 3550's 5 s minimum, randomized 0.5-1.5x)
         self.report_interval_seconds = REPORT_INTERVAL_SECONDS
-        self._rtp: asyncio.DatagramTransport | None = None
-        self._rtcp: asyncio.DatagramTransport | None = None
+        self._rtp: StampedDatagramSocket | None = None
+        self._rtcp: StampedDatagramSocket | None = None
         self.negotiated: Negotiated | None = None
         self.line: RtpLine | None = None
         self.held = False  # the far end's SDP wants no media from us
@@ -55,30 +56,28 @@ class MediaSession:
 
     async def open(self, session_id: int) -> None:
         """Bind the RTP and RTCP sockets (ports chosen by the OS); raises :class:`SipError`."""
-        loop = asyncio.get_running_loop()
         local = self._options.local_address
         self.session_id = session_id
-        try:
-            self._rtp, _ = await loop.create_datagram_endpoint(
-                lambda: self.receiver, local_addr=(local, 0))
+        try:  # (kernel receive stamps: see ._stamped_socket)
+            self._rtp = StampedDatagramSocket.bind((local, 0), self.receiver,
+                                                   clock_ns=self._clock_ns)
             self.receiver.transport = self._rtp
-            self._rtcp, _ = await loop.create_datagram_endpoint(
-                lambda: RtcpReceiver(self.receiver, self._clock_ns), local_addr=(local, 0))
+            self._rtcp = StampedDatagramSocket.bind(
+                (local, 0), RtcpReceiver(self.receiver, self._clock_ns), clock_ns=self._clock_ns)
         except OSError as error:
             raise SipError("unreachable", f"cannot bind RTP on {local}: {error}") from None
 
     @property
     def local_rtp(self) -> tuple[str, int]:
         assert self._rtp is not None
-        host, port = self._rtp.get_extra_info("sockname")[:2]
-        return str(host), int(port)
+        return self._rtp.local_address
 
     def _sdp(self, formats: list[tuple[int, str]], telephone_event: int | None,
              direction: str, version: int) -> bytes:
         assert self._rtcp is not None
         host, port = self.local_rtp
         return build_sdp(address=host, port=port,
-                         rtcp_port=self._rtcp.get_extra_info("sockname")[1], formats=formats,
+                         rtcp_port=self._rtcp.local_address[1], formats=formats,
                          telephone_event=telephone_event, direction=direction,
                          session_id=self.session_id, version=version)
 

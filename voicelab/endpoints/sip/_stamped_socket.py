@@ -135,6 +135,12 @@ class StampedDatagramSocket:
             self.send_failures += 1
             self._protocol.error_received(error)
 
+    @property
+    def local_address(self) -> Address:
+        """The (host, port) the socket is bound to."""
+        host, port = self._sock.getsockname()[:2]
+        return str(host), int(port)
+
     def get_extra_info(self, name: str) -> object:
         if name == "sockname":
             return self._sock.getsockname()

@@ -120,3 +120,29 @@ def test_a_call_with_baresip_carries_audio_and_keys_both_ways(
     assert len(recorded) >= 8000
     assert abs(dominant_hz(recorded[:8000]) - TONE_HZ) < 10
     assert facts["sip"]["setup_ms"] is not None
+
+
+def test_a_whole_run_calls_baresip(baresip, tmp_path):
+    """``voice-evaluator run`` with ``adapter: sip`` against baresip: its prompt is the
+    product's opening, the caller's speech reaches its recording, the key reaches it, and the
+    call is kept in the bundle (baresip answers nothing: the reply's absence is the product's
+    failure, not the run's)."""
+    from test_sip_runs import Call, write_call
+
+    started = time.time()
+    run_file = write_call(tmp_path, double=None, settings={"uri": baresip.uri},
+                          script=[{"response": "Hello, is anyone there?", "dtmf": "7"}],
+                          eval_spec={"expected_exit": None, "response_timeout_seconds": 3,
+                                     "limits": {"max_turns": 2, "max_time_seconds": 20}})
+    call = Call(run_file, tmp_path / "runs")
+    assert call.exit_code in (0, 1), call.output  # judged, not failed to run
+    opening = call.turn("turn-000")
+    assert opening["first_audio_latency_ms"] is not None
+    assert opening["response_latency_ms"] is None or opening["speech_start_ms"] is not None
+    [facts] = [e["raw"] for e in call.raw_events if e["raw"].get("sip_event") == "call_facts"]
+    assert facts["rtp"]["received"]["packets"] > 50
+    call_id = facts["sip"]["call_id"]
+    keys = baresip.wait_for(call_id, "CALL_DTMF_START")
+    assert [str(e.get("param")) for e in keys] == ["7"]
+    heard = baresip.decoded_recording(after=started)
+    assert heard.size and np.abs(heard.astype(np.int32)).max() > 2000  # the caller's speech

@@ -24,9 +24,10 @@ AGENT = {"mode": "agent", "greeting": "Hello, this is the Acme agent.",
          "ring_ms": 20}
 
 
-def write_call(folder: Path, *, double: dict[str, Any], script: list[dict[str, Any]],
+def write_call(folder: Path, *, double: dict[str, Any] | None, script: list[dict[str, Any]],
                settings: dict[str, Any] | None = None,
                eval_spec: dict[str, Any] | None = None) -> Path:
+    """A run calling the SIP double launched for it, or (``double`` None) ``settings.uri``."""
     files: dict[str, Any] = {
         "scenario.yaml": {
             "id": "sip-call", "description": "a caller and an agent on the phone",
@@ -45,11 +46,13 @@ def write_call(folder: Path, *, double: dict[str, Any], script: list[dict[str, A
                             "max_first_audio_error_ms": 1000},
             "endpoint": {
                 "adapter": "sip",
-                "settings": {"uri": "sip:agent@127.0.0.1:{port}", **(settings or {})},
-                "launch": {"command": [sys.executable, "-m", "voicelab.doubles.sip",
-                                       "--port", "{port}", "--settings", json.dumps(double)],
-                           "ready_pattern": '"uri"', "ready_timeout_seconds": 30}}},
+                "settings": {"uri": "sip:agent@127.0.0.1:{port}", **(settings or {})}}},
     }
+    if double is not None:
+        files["run.yaml"]["endpoint"]["launch"] = {
+            "command": [sys.executable, "-m", "voicelab.doubles.sip", "--port", "{port}",
+                        "--settings", json.dumps(double)],
+            "ready_pattern": '"uri"', "ready_timeout_seconds": 30}
     for name, content in files.items():
         (folder / name).write_text(json.dumps(content), encoding="utf-8")
     return folder / "run.yaml"

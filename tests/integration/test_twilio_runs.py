@@ -75,7 +75,8 @@ class Call:
         self.report = read_json(trial / "trial-report.json")
         self.metrics = read_json(trial / "voice-metrics.json")
         self.events = read_voice_events(trial / "voice-events.jsonl")
-        self.product_log = (trial / "product.log").read_text(encoding="utf-8")
+        log = trial / "product.log"  # (a product not launched by the run has none)
+        self.product_log = log.read_text(encoding="utf-8") if log.exists() else ""
         self.raw_events = [e for e in read_json(trial / "raw-endpoint-events.json")["events"]
                            if isinstance(e.get("raw"), dict)]
 

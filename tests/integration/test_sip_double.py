@@ -14,6 +14,7 @@ import json
 import queue
 import re
 import secrets
+import shutil
 import signal
 import socket
 import struct
@@ -627,3 +628,37 @@ def test_hostile_callers_are_bounded(doubles: Doubles, caller_factory) -> None:
     stream.sendall(b"OPTIONS sip:a SIP/2.0\r\nVia: x\r\n\r\n")  # no Content-Length on TCP
     assert stream.recv(100) == b""  # the double closes a stream it cannot frame
     stream.close()
+
+
+# --- real SIP software -------------------------------------------------------------------------
+
+def free_udp_port() -> int:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return port
+
+
+@pytest.mark.skipif(shutil.which("sipp") is None, reason="sipp (Debian's sip-tester) is not "
+                                                         "installed")
+@pytest.mark.parametrize("transport", ["u1", "t1"])
+def test_sipp_completes_a_call_against_the_double(doubles: Doubles, tmp_path: Path,
+                                                  transport: str) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "greeting": "Hello from the double."})
+    before = double.calls_started
+    run = subprocess.run(
+        ["sipp", "-sf", str(DATA / "sipp_uac_hold_bye.xml"), "-m", "1", "-s", "agent",
+         f"127.0.0.1:{double.port}", "-i", "127.0.0.1", "-p", str(free_udp_port()),
+         "-mp", str(free_udp_port()), "-t", transport, "-nostdin", "-timeout", "20s",
+         "-timeout_error", "-trace_err", "-error_file", str(tmp_path / "errors.log")],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    errors = (tmp_path / "errors.log").read_text() if (tmp_path / "errors.log").exists() else ""
+    assert run.returncode == 0, run.stdout[-2000:] + errors
+    call = double.calls_started
+    assert call == before + 1
+    wait_for(events, call, "invite_received", transport="TCP" if transport == "t1" else "UDP")
+    wait_for(events, call, "ack_received")
+    wait_for(events, call, "bye_received")
+    ended = wait_for(events, call, "call_ended", why="bye_received")
+    assert ended["rtp_sent"] > 25 and ended["violations"] == 0  # it spoke through the pause

@@ -28,6 +28,7 @@ from ._agent import Agent
 from ._hostile import start_hostile
 from ._ivr import Ivr
 from ._keys import KeyReader
+from ._links import Link
 from ._media import MediaStream, Utterance
 from ._sdp import Codec, SdpError, SdpOffer, answer, parse_offer
 from ._settings import SipDoubleSettings
@@ -38,15 +39,6 @@ from ._timers import resend
 ALLOW = "INVITE, ACK, BYE, CANCEL, INFO, OPTIONS"
 #: over UDP an SDP answer cannot be bigger than a datagram: ``huge_sdp`` fills one
 UDP_SDP_LIMIT = 60_000
-
-
-class Link(Protocol):
-    """How the call's SIP messages reach the caller (a UDP peer or a TCP connection)."""
-
-    transport: str  # "UDP" | "TCP"
-    local: tuple[str, int]
-
-    def send(self, data: bytes) -> None: ...
 
 
 class CallServer(Protocol):
@@ -333,19 +325,9 @@ class SipCall:
 
     def say(self, kind: str, label: str, text: str) -> Utterance:
         utterance = Utterance(kind, label, text, self.server.frames(text, self.media.codec),
-                              on_start=self._started, on_end=self._ended)
+                              on_start=self.ivr.started, on_end=self.ivr.ended)
         self.media.say(utterance)
         return utterance
-
-    def _started(self, utterance: Utterance) -> None:
-        if utterance.kind == "prompt":
-            self.ivr.prompt_started(utterance)
-
-    def _ended(self, utterance: Utterance) -> None:
-        if utterance.kind == "prompt":
-            self.ivr.prompt_ended(utterance)
-        else:
-            self.agent.replied(utterance)
 
     def stop_speaking(self, why: str) -> list[Utterance]:
         return self.media.stop(why)
@@ -405,6 +387,7 @@ class SipCall:
         if self.state == "ended":
             return
         self.state = "ended"
+        self.media.stop("call_ended")  # what was being said ends here: its last stamps
         self.ivr.close()
         for task in list(self.tasks):
             if task is not asyncio.current_task():

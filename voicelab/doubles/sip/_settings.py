@@ -73,7 +73,7 @@ class SipDoubleSettings(AdapterSettings):
     early_media: bool = False
     # --- failing and hostile far ends (for tests of a client) ---------------------------------
     #: the final status to every INVITE (after 100 Trying)
-    respond_with: Annotated[int, Field(ge=300, le=699)] | None = None
+    respond_with: Annotated[int, Field(ge=400, le=699)] | None = None
     never_answer: bool = False
     require_auth: AuthSettings | None = None
     no_media_after_answer: bool = False

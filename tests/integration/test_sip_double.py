@@ -688,3 +688,30 @@ def test_a_piper_prompt_is_heard_as_words(doubles: Doubles, caller_factory) -> N
     assert "recorded" in words and "reminder" in words, words
     caller.request("BYE")
     caller.expect(200)
+
+
+def test_the_caller_holds_and_resumes(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get(SHORT_AGENT)
+    caller = caller_factory(double.port)
+    caller.answered()
+    call = double.calls_started
+    wait_for(events, call, "ack_received")
+    hold = caller.offer().replace(b"a=sendrecv", b"a=sendonly")
+    caller.request("INVITE", body=hold, content_type="application/sdp")
+    assert b"a=recvonly" in caller.expect(200).body
+    caller.request("ACK", cseq=caller.cseq)
+    wait_for(events, call, "reinvite_received", direction="sendonly", answer_direction="recvonly")
+    time.sleep(0.1)
+    held_from = len(caller.rtp_in)
+    time.sleep(0.3)
+    assert len(caller.rtp_in) == held_from  # a held caller is sent nothing
+    caller.request("INVITE", body=caller.offer("8 101"), content_type="application/sdp")
+    resumed = caller.expect(200)
+    assert b"a=sendrecv" in resumed.body and b"RTP/AVP 8 101" in resumed.body
+    caller.request("ACK", cseq=caller.cseq)
+    time.sleep(0.3)
+    assert len(caller.rtp_in) > held_from + 5 and caller.rtp_in[-1][1][1] & 0x7F == 8
+    caller.request("INVITE", body=b"v=0\r\n", content_type="application/sdp")
+    assert caller.expect(488)
+    caller.request("BYE")
+    caller.expect(200)

@@ -30,7 +30,7 @@ from ._ivr import Ivr
 from ._keys import KeyReader
 from ._links import Link
 from ._media import MediaStream, Utterance
-from ._sdp import Codec, SdpError, SdpOffer, answer, parse_offer
+from ._sdp import Codec, Direction, SdpError, SdpOffer, answer, parse_offer
 from ._settings import SipDoubleSettings
 from ._sip import SipError, SipMessage, dialog_request, new_token
 from ._sip import response as build_response
@@ -39,6 +39,10 @@ from ._timers import resend
 ALLOW = "INVITE, ACK, BYE, CANCEL, INFO, OPTIONS"
 #: over UDP an SDP answer cannot be bigger than a datagram: ``huge_sdp`` fills one
 UDP_SDP_LIMIT = 60_000
+#: the direction that answers an offered one (RFC 3264 6.1)
+REPLY_DIRECTION: dict[Direction, Direction] = {
+    "sendrecv": "sendrecv", "sendonly": "recvonly", "recvonly": "sendonly",
+    "inactive": "inactive"}
 
 
 class CallServer(Protocol):
@@ -124,8 +128,7 @@ class SipCall:
                 self.link.send(self.last_response)
             return
         if self.state in ("answered", "confirmed"):
-            self.note("reinvite_received", cseq=number)
-            self.reply(message, 200, extra=self._contact(), body=self.sdp())
+            self._reinvite(message)
             return
         if self.state != "new":
             self.reply(message, 491 if self.state == "proceeding" else 481)
@@ -252,7 +255,29 @@ class SipCall:
         tcp = ";transport=tcp" if self.link.transport == "TCP" else ""
         return [("contact", f"<sip:agent@{host}:{port}{tcp}>")]
 
-    def sdp(self, direction: str = "sendrecv") -> bytes:
+    def _reinvite(self, message: SipMessage) -> None:
+        """The caller's re-INVITE (hold, resume, another address or codec), answered from its
+        offer (RFC 3264 8.4: a held caller is not sent media), or 488."""
+        try:
+            offer = parse_offer(message.body) if message.body else self.offer
+        except SdpError as error:
+            self.violation(f"re-INVITE offer: {error}")
+            offer = None
+        chosen = offer.codec() if offer is not None else None
+        if offer is None or chosen is None:
+            self.reply(message, 488)
+            return
+        self.offer = offer
+        self.media.payload_type, self.media.codec = chosen
+        self.media.remote = (offer.address, offer.port)
+        held = "inactive" if offer.address == "0.0.0.0" else offer.direction  # RFC 2543 hold
+        direction = REPLY_DIRECTION[held]
+        self.media.paused = direction in ("recvonly", "inactive")
+        self.note("reinvite_received", cseq=message.cseq[0], direction=held,
+                  answer_direction=direction, codec=chosen[1])
+        self.reply(message, 200, extra=self._contact(), body=self.sdp(direction))
+
+    def sdp(self, direction: Direction = "sendrecv") -> bytes:
         assert self.offer is not None
         padding = 0
         if self.settings.huge_sdp:
@@ -260,7 +285,7 @@ class SipCall:
                 else UDP_SDP_LIMIT
         return answer(self.offer, address=self.server.host, port=self.media.port,
                       payload_type=self.media.payload_type, codec=self.media.codec,
-                      direction="sendonly" if direction == "sendonly" else "sendrecv",
+                      direction=direction,
                       padding_bytes=padding)
 
     async def _ack(self, message: SipMessage) -> None:

@@ -106,6 +106,9 @@ class MediaStream:
         self.timestamp = secrets.randbits(32)
         self.queue: list[Utterance] = []
         self.packets_sent = 0
+        #: the caller holds the call (its offer is sendonly or inactive): no packets, and what
+        #: is being said waits
+        self.paused = False
         self._clock: asyncio.Task[None] | None = None
 
     @property
@@ -186,6 +189,8 @@ class MediaStream:
             tick += 1
 
     def _tick(self, late_s: float) -> None:
+        if self.paused:
+            return
         utterance = self.speaking
         self.timestamp = (self.timestamp + FRAME_BYTES) & 0xFFFFFFFF
         if utterance is None:

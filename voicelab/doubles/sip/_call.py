@@ -20,16 +20,13 @@ from typing import Protocol
 
 from pydantic import JsonValue
 
-from ...audio import alaw_decode, mulaw_decode
 from .._json import JsonObject
 from .._voice import DoubleVoice
 from . import _auth
-from ._agent import Agent
+from ._conversation import Conversation
 from ._hostile import start_hostile
-from ._ivr import Ivr
 from ._keys import KeyReader
 from ._links import Link
-from ._media import MediaStream, Utterance
 from ._sdp import Codec, Direction, SdpError, SdpOffer, answer, parse_offer
 from ._settings import SipDoubleSettings
 from ._sip import SipError, SipMessage, dialog_request, new_token
@@ -67,11 +64,10 @@ class SipCall:
         self.final: tuple[int, bytes] | None = None  # the INVITE's final response, until ACK
         self.last_response: bytes | None = None
         self.offer: SdpOffer | None = None
-        self.media = MediaStream(host=server.host, on_datagram=self._datagram,
-                                 max_packets_per_second=self.settings.max_rtp_packets_per_second)
-        self.keys = KeyReader(self.note)
-        self.agent = Agent(self)
-        self.ivr = Ivr(self, self.agent)
+        self.talk = Conversation(self.settings, host=server.host, note=self.note,
+                                 violation=self.violation, hang_up=self.hang_up,
+                                 frames=server.frames)
+        self.media = self.talk.media
         self.nonces: set[str] = set()
         self.local_cseq = 0
         self.violations = 0
@@ -79,7 +75,6 @@ class SipCall:
         self.tasks: set[asyncio.Task[object]] = set()  # end with the call
         self.transactions: set[asyncio.Task[object]] = set()  # outlive it (retransmissions)
         self.waiting: set[tuple[int, str]] = set()  # own requests not yet answered
-        self.conversation_started = False
 
     # --- reporting ------------------------------------------------------------------------
 
@@ -162,6 +157,7 @@ class SipCall:
             return True
         self.media.payload_type, self.media.codec = chosen
         self.media.remote = (self.offer.address, self.offer.port)
+        self.talk.event_type = self.offer.telephone_event
         await self.media.open(foreign=self.settings.foreign_rtp)
         return False
 
@@ -220,7 +216,7 @@ class SipCall:
             self.last_response = self.reply(self.invite, 183, extra=self._contact(),
                                             body=self.sdp())
             self.note("early_media")
-            self._converse()
+            self.talk.start()
         else:
             self.last_response = self.reply(self.invite, 180, extra=self._contact())
         if self.settings.never_answer:
@@ -235,20 +231,8 @@ class SipCall:
         self.note("answered", answered_ns=answered_ns, codec=self.media.codec,
                   rtp_port=self.media.port, remote_rtp=f"{self.media.remote[0]}:"
                                                        f"{self.media.remote[1]}")
-        self._converse()
+        self.talk.start()
         start_hostile(self)
-
-    def _converse(self) -> None:
-        if self.conversation_started:
-            return
-        self.conversation_started = True
-        if not self.settings.no_media_after_answer:
-            self.media.start_clock()
-        if self.settings.mode == "ivr":
-            self.ivr.start()
-        else:
-            self.ivr.menu = None
-            self.agent.greet()
 
     def _contact(self) -> list[tuple[str, str]]:
         host, port = self.link.local
@@ -270,6 +254,7 @@ class SipCall:
         self.offer = offer
         self.media.payload_type, self.media.codec = chosen
         self.media.remote = (offer.address, offer.port)
+        self.talk.event_type = offer.telephone_event
         held = "inactive" if offer.address == "0.0.0.0" else offer.direction  # RFC 2543 hold
         direction = REPLY_DIRECTION[held]
         self.media.paused = direction in ("recvonly", "inactive")
@@ -322,44 +307,13 @@ class SipCall:
             return
         kind = (message.header("content-type") or "").split(";")[0].strip().lower()
         try:
-            key = self.keys.info_key(kind, message.body)
+            key = KeyReader.info_key(kind, message.body)
         except ValueError as error:
             self.violation(f"INFO: {error}")
             self.reply(message, 415 if "content type" in str(error) else 400)
             return
         self.reply(message, 200)
-        self.keys.received(key, "info", time.perf_counter_ns())
-        self.ivr.key(key)
-
-    # --- media ------------------------------------------------------------------------------
-
-    def _datagram(self, data: bytes, source: tuple[str, int], arrived_ns: int) -> None:
-        if self.state == "ended" or not self.media.accept(source, arrived_ns, self.violation):
-            return
-        key = self.keys.rtp(data, audio_type=self.media.payload_type,
-                            event_type=self.offer.telephone_event if self.offer else None,
-                            arrived_ns=arrived_ns, hear=self._hear, violation=self.violation)
-        if key is not None:
-            self.ivr.key(key)
-
-    def _hear(self, payload: bytes) -> None:
-        decode = mulaw_decode if self.media.codec == "PCMU" else alaw_decode
-        self.ivr.hear(decode(payload).samples)
-
-    # --- what the double says ---------------------------------------------------------------
-
-    def say(self, kind: str, label: str, text: str) -> Utterance:
-        utterance = Utterance(kind, label, text, self.server.frames(text, self.media.codec),
-                              on_start=self.ivr.started, on_end=self.ivr.ended)
-        self.media.say(utterance)
-        return utterance
-
-    def stop_speaking(self, why: str) -> list[Utterance]:
-        return self.media.stop(why)
-
-    @property
-    def speaking(self) -> Utterance | None:
-        return self.media.speaking
+        self.talk.key(key, "info", time.perf_counter_ns())
 
     # --- the double's own requests ----------------------------------------------------------
 
@@ -412,8 +366,7 @@ class SipCall:
         if self.state == "ended":
             return
         self.state = "ended"
-        self.media.stop("call_ended")  # what was being said ends here: its last stamps
-        self.ivr.close()
+        self.talk.end()
         for task in list(self.tasks):
             if task is not asyncio.current_task():
                 task.cancel()

@@ -150,14 +150,18 @@ class Caller:
         self.rtp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.rtp.bind(("127.0.0.1", 0))
         self.rtp_port = self.rtp.getsockname()[1]
+        self.rtcp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.rtcp.bind(("127.0.0.1", 0))
+        self.rtcp_in: list[bytes] = []
         self.closed = False
-        for target in (self._read_sip, self._read_rtp):
+        for target in (self._read_sip, self._read_rtp, self._read_rtcp):
             threading.Thread(target=target, daemon=True).start()
 
     def close(self) -> None:
         self.closed = True
         self.sip.close()
         self.rtp.close()
+        self.rtcp.close()
 
     def _read_sip(self) -> None:
         buffer = b""
@@ -189,6 +193,13 @@ class Caller:
         except OSError:
             return
 
+    def _read_rtcp(self) -> None:
+        try:
+            while not self.closed:
+                self.rtcp_in.append(self.rtcp.recv(4096))
+        except OSError:
+            return
+
     def send(self, text: str, body: bytes = b"") -> None:
         data = text.replace("\n", "\r\n").encode() + body
         if self.transport == "udp":
@@ -216,7 +227,8 @@ class Caller:
         return (f"v=0\r\no=caller 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
                 f"m=audio {self.rtp_port} RTP/AVP {formats}\r\na=rtpmap:0 PCMU/8000\r\n"
                 f"a=rtpmap:8 PCMA/8000\r\na=rtpmap:101 telephone-event/8000\r\n"
-                f"a=fmtp:101 0-16\r\na=sendrecv\r\n").encode()
+                f"a=fmtp:101 0-16\r\na=sendrecv\r\n"
+                f"a=rtcp:{self.rtcp.getsockname()[1]}\r\n").encode()
 
     def invite(self, formats: str = "0 8 101", extra: str = "") -> str:
         return self.request("INVITE", body=self.offer(formats), content_type="application/sdp",
@@ -715,3 +727,25 @@ def test_the_caller_holds_and_resumes(doubles: Doubles, caller_factory) -> None:
     assert caller.expect(488)
     caller.request("BYE")
     caller.expect(200)
+
+
+def test_rtcp_sender_reports_both_ways(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "rtcp_interval_seconds": 0.2})
+    caller = caller_factory(double.port)
+    ok = caller.answered()
+    rtcp_port = int(re.search(rb"a=rtcp:(\d+)", ok.body).group(1))
+    caller.rtcp.sendto(struct.pack("!BBHI", 0x80, 201, 1, 0x1234), ("127.0.0.1", rtcp_port))
+    time.sleep(0.7)
+    reports = list(caller.rtcp_in)
+    assert len(reports) >= 2
+    first, received = reports[0], len(caller.rtp_in)
+    version, kind, length, ssrc = struct.unpack_from("!BBHI", first)
+    assert (version >> 6, kind, length) == (2, 200, 6)  # a sender report, RFC 3550 6.4.1
+    assert ssrc == struct.unpack_from("!I", caller.rtp_in[0][1], 8)[0]  # the RTP stream's
+    packets, octets = struct.unpack_from("!II", first, 20)
+    assert 0 < packets <= received and octets == packets * 160
+    assert first[28 + 1] == 202 and b"voicelab-double@127.0.0.1" in first  # SDES CNAME
+    caller.request("BYE")
+    caller.expect(200)
+    ended = wait_for(events, double.calls_started, "call_ended")
+    assert ended["rtcp_received"] == 1 and ended["rtcp_sent"] >= len(reports)

@@ -16,8 +16,10 @@ from voicelab.doubles.sip._rtp import (
     RtpPacket,
     build_key_event,
     build_rtp,
+    is_rtcp,
     parse_key_event,
     parse_rtp,
+    sender_report,
 )
 from voicelab.doubles.sip._sdp import SdpError, answer, parse_offer
 from voicelab.doubles.sip._sip import (
@@ -98,6 +100,11 @@ def test_the_offer_gives_the_media_address_codec_and_telephone_event() -> None:
     assert offer.codec() == (8, "PCMA") and offer.telephone_event == 101
     text = answer(offer, address="127.0.0.1", port=6000, payload_type=8, codec="PCMA").decode()
     assert "m=audio 6000 RTP/AVP 8 101\r\n" in text and "a=fmtp:101 0-16" in text
+    assert offer.rtcp == ("127.0.0.2", 4001)  # RTP's port + 1 when no a=rtcp
+    assert parse_offer(OFFER.replace(b"a=sendonly", b"a=rtcp:4711 IN IP4 127.0.0.2")).rtcp == \
+        ("127.0.0.2", 4711)
+    assert "a=rtcp:6001" in answer(offer, address="127.0.0.1", port=6000, payload_type=8,
+                                   codec="PCMA", rtcp_port=6001).decode()
     padded = answer(offer, address="127.0.0.1", port=6000, payload_type=8, codec="PCMA",
                     padding_bytes=100_000)
     assert len(padded) > 100_000
@@ -185,3 +192,13 @@ def test_frames_are_20_ms_and_the_rate_limit_counts_what_it_drops() -> None:
     limit = RateLimit(3)
     assert [limit.allow(10**9 + i) for i in range(5)] == [True, True, True, False, False]
     assert limit.allow(3 * 10**9) and limit.dropped == 2
+
+
+def test_a_sender_report_is_a_compound_packet_with_a_cname() -> None:
+    data = sender_report(ssrc=7, rtp_timestamp=1600, packets=10, octets=1600)
+    assert len(data) % 4 == 0 and is_rtcp(data) and not is_rtcp(b"\x80\x00" + data[2:])
+    first, kind, length, ssrc = struct.unpack_from("!BBHI", data)
+    assert (first, kind, length, ssrc) == (0x80, 200, 6, 7)
+    assert struct.unpack_from("!III", data, 16) == (1600, 10, 1600)
+    sdes_first, sdes_kind, sdes_length = struct.unpack_from("!BBH", data, 28)
+    assert (sdes_first, sdes_kind) == (0x81, 202) and 28 + 4 * (sdes_length + 1) == len(data)

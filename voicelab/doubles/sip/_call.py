@@ -27,6 +27,7 @@ from ._conversation import Conversation
 from ._hostile import start_hostile
 from ._keys import KeyReader
 from ._links import Link
+from ._media import FRAME_SECONDS
 from ._sdp import Codec, Direction, SdpError, SdpOffer, answer, parse_offer
 from ._settings import SipDoubleSettings
 from ._sip import SipError, SipMessage, dialog_request, new_token
@@ -158,7 +159,12 @@ class SipCall:
         self.media.payload_type, self.media.codec = chosen
         self.media.remote = (self.offer.address, self.offer.port)
         self.talk.event_type = self.offer.telephone_event
-        await self.media.open(foreign=self.settings.foreign_rtp)
+        await self.media.open(foreign=self.settings.foreign_rtp,
+                              rtcp=self.settings.rtcp_interval_seconds > 0)
+        self.media.rtcp_remote = self.offer.rtcp
+        if self.settings.rtcp_interval_seconds:
+            self.media.rtcp_every_ticks = max(1, round(self.settings.rtcp_interval_seconds
+                                                       / FRAME_SECONDS))
         return False
 
     def _authorized(self, message: SipMessage) -> bool:
@@ -253,7 +259,7 @@ class SipCall:
             return
         self.offer = offer
         self.media.payload_type, self.media.codec = chosen
-        self.media.remote = (offer.address, offer.port)
+        self.media.remote, self.media.rtcp_remote = (offer.address, offer.port), offer.rtcp
         self.talk.event_type = offer.telephone_event
         held = "inactive" if offer.address == "0.0.0.0" else offer.direction  # RFC 2543 hold
         direction = REPLY_DIRECTION[held]
@@ -270,8 +276,8 @@ class SipCall:
                 else UDP_SDP_LIMIT
         return answer(self.offer, address=self.server.host, port=self.media.port,
                       payload_type=self.media.payload_type, codec=self.media.codec,
-                      direction=direction,
-                      padding_bytes=padding)
+                      direction=direction, padding_bytes=padding,
+                      rtcp_port=self.media.rtcp_port)
 
     async def _ack(self, message: SipMessage) -> None:
         if self.final is None or message.cseq[0] != self.final[0]:
@@ -373,7 +379,8 @@ class SipCall:
         self.spawn(self.media.close(), outlives=True)
         self.note("call_ended", why=why, rtp_sent=self.media.packets_sent,
                   rtp_received=self.media.received, rtp_foreign=self.media.foreign,
-                  rtp_over_rate=self.media.rate.dropped, violations=self.violations)
+                  rtp_over_rate=self.media.rate.dropped, rtcp_sent=self.media.reports_sent,
+                  rtcp_received=self.media.rtcp_received, violations=self.violations)
 
     async def close(self) -> None:
         """Stop everything (the server is stopping)."""

@@ -71,6 +71,8 @@ class SipDoubleSettings(AdapterSettings):
     ring_ms: Annotated[float, Field(ge=0, le=60_000)] = 100.0
     #: answer 183 with SDP first and start the prompt before the 200 (early media)
     early_media: bool = False
+    #: an RTCP sender report this often (0: no RTCP)
+    rtcp_interval_seconds: Annotated[float, Field(ge=0, le=60)] = 5.0
     # --- failing and hostile far ends (for tests of a client) ---------------------------------
     #: the final status to every INVITE (after 100 Trying)
     respond_with: Annotated[int, Field(ge=400, le=699)] | None = None

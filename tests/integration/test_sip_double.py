@@ -749,3 +749,25 @@ def test_rtcp_sender_reports_both_ways(doubles: Doubles, caller_factory) -> None
     caller.expect(200)
     ended = wait_for(events, double.calls_started, "call_ended")
     assert ended["rtcp_received"] == 1 and ended["rtcp_sent"] >= len(reports)
+
+
+def test_retransmissions_over_udp(doubles: Doubles, caller_factory) -> None:
+    """A retransmitted INVITE gets the same answer (not a second call); the 200 is sent again
+    (T1 = 500 ms) until the ACK comes."""
+    double, events = doubles.get(SHORT_AGENT)
+    caller = caller_factory(double.port)
+    before = double.calls_started
+    branch = caller.invite()
+    first = caller.expect(200)
+    caller.cseq -= 1
+    caller.request("INVITE", body=caller.offer(), content_type="application/sdp", branch=branch)
+    assert caller.expect(200).h("to") == first.h("to")  # the same dialog, the same tag
+    again = caller.expect(200, timeout=3)  # no ACK yet: the 200 again
+    assert again.raw == first.raw and double.calls_started == before + 1
+    caller.to = first.h("to")
+    caller.request("ACK", cseq=caller.cseq)
+    wait_for(events, double.calls_started, "ack_received")
+    time.sleep(1.2)
+    assert all(m.status != 200 for m in list(caller.inbox.queue))  # acknowledged: no more
+    caller.request("BYE")
+    caller.expect(200)

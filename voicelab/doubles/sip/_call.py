@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Coroutine
 from typing import Protocol
@@ -34,6 +35,7 @@ from ._sip import SipError, SipMessage, dialog_request, new_token
 from ._sip import response as build_response
 from ._timers import resend
 
+logger = logging.getLogger(__name__)
 ALLOW = "INVITE, ACK, BYE, CANCEL, INFO, OPTIONS"
 #: over UDP an SDP answer cannot be bigger than a datagram: ``huge_sdp`` fills one
 UDP_SDP_LIMIT = 60_000
@@ -97,6 +99,16 @@ class SipCall:
         group = self.transactions if outlives else self.tasks
         group.add(task)
         task.add_done_callback(group.discard)
+        task.add_done_callback(self._failed)
+
+    def _failed(self, task: asyncio.Task[object]) -> None:
+        """A task of the call that raised: a violation line (a bug in the double), never a
+        traceback on the user's terminal (it is logged at debug level)."""
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        logger.debug("call %s: a task failed", self.index, exc_info=error)
+        self.violation(f"the double failed: {type(error).__name__}: {error}")
 
     # --- what the caller sends ------------------------------------------------------------
 

@@ -4,6 +4,7 @@ the 200) and tells it about keys sent by INFO; everything else arrives as RTP.""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from pydantic import JsonValue
@@ -15,6 +16,8 @@ from ._keys import KeyReader, Note
 from ._media import MediaStream, Utterance
 from ._sdp import Codec
 from ._settings import SipDoubleSettings
+
+logger = logging.getLogger(__name__)
 
 
 class Conversation:
@@ -61,10 +64,15 @@ class Conversation:
     def _datagram(self, data: bytes, source: tuple[str, int], arrived_ns: int) -> None:
         if self.over or not self.media.accept(source, arrived_ns, self._violation):
             return
-        key = self.keys.rtp(data, audio_type=self.media.payload_type, event_type=self.event_type,
-                            arrived_ns=arrived_ns, hear=self._hear, violation=self._violation)
-        if key is not None:
-            self.ivr.key(key)
+        try:
+            key = self.keys.rtp(data, audio_type=self.media.payload_type,
+                                event_type=self.event_type, arrived_ns=arrived_ns,
+                                hear=self._hear, violation=self._violation)
+            if key is not None:
+                self.ivr.key(key)
+        except Exception as error:  # a bug in the double: a violation line, never a traceback
+            logger.debug("reading RTP failed", exc_info=True)
+            self._violation(f"the double failed reading RTP: {type(error).__name__}")
 
     def _hear(self, payload: bytes) -> None:
         decode = mulaw_decode if self.media.codec == "PCMU" else alaw_decode

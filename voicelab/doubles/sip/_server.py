@@ -198,9 +198,10 @@ class SipDouble:
                 return
         try:
             await call.request(message, link)
-        except Exception:  # a bug must not stop the double: say so, keep serving
-            logger.exception("call %s: handling %s", call.index, message.method)
-            call.violation(f"the double failed handling {message.method}")
+        except Exception as error:  # a bug must not stop the double: say so, keep serving
+            logger.debug("call %s: handling %s", call.index, message.method, exc_info=True)
+            call.violation(f"the double failed handling {message.method}: "
+                           f"{type(error).__name__}: {error}")
 
     def _new_call(self, message: SipMessage, link: UdpLink | TcpLink) -> SipCall | None:
         if message.method != "INVITE":

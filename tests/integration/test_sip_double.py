@@ -771,3 +771,27 @@ def test_retransmissions_over_udp(doubles: Doubles, caller_factory) -> None:
     assert all(m.status != 200 for m in list(caller.inbox.queue))  # acknowledged: no more
     caller.request("BYE")
     caller.expect(200)
+
+
+@pytest.mark.skipif(shutil.which("sipp") is None, reason="sipp (Debian's sip-tester) is not "
+                                                         "installed")
+def test_sipp_presses_through_the_ivr_by_rfc4733_and_info(doubles: Doubles,
+                                                          tmp_path: Path) -> None:
+    """sipp plays its own RFC 4733 capture of key 1 from its media port, then sends key 0 by
+    INFO: the double's menu moves to billing, then to the agent."""
+    if not Path("/usr/share/sip-tester/dtmf_2833_1.pcap").exists():
+        pytest.skip("sipp's dtmf_2833_1.pcap is not installed")
+    double, events = doubles.get({**IVR, "ring_ms": 0})
+    run = subprocess.run(
+        ["sipp", "-sf", str(DATA / "sipp_uac_ivr_keys.xml"), "-m", "1", "-s", "agent",
+         f"127.0.0.1:{double.port}", "-i", "127.0.0.1", "-p", str(free_udp_port()),
+         "-mp", str(free_udp_port()), "-nostdin", "-timeout", "20s", "-timeout_error"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:]
+    call = double.calls_started
+    wait_for(events, call, "key_received", digit="1", method="rfc4733")
+    wait_for(events, call, "menu_entered", menu="billing")
+    wait_for(events, call, "key_received", digit="0", method="info")
+    wait_for(events, call, "agent_reached", menu="billing")
+    wait_for(events, call, "call_ended", why="bye_received")
+    assert len(of_call(events, call, "key_received")) == 2  # the capture's packets: one key

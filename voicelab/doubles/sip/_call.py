@@ -338,8 +338,8 @@ class SipCall:
     def send_request(self, method: str, *, body: bytes = b"",
                      extra: list[tuple[str, str]] | None = None,
                      cseq: int | None = None, retransmit: bool = True) -> bytes:
-        """A request in the dialog (RFC 3261 12.2.1.1); over UDP, sent again until answered
-        (not an ACK)."""
+        """A request in the dialog (RFC 3261 12.2.1.1), waiting for its answer (not an ACK,
+        nor a storm's: ``retransmit=False``); over UDP sent again until answered."""
         assert self.invite is not None
         if cseq is None:
             self.local_cseq += 1
@@ -348,10 +348,11 @@ class SipCall:
                               transport=self.link.transport, local=self.link.local,
                               extra=[*self._contact(), *(extra or [])], body=body)
         self.link.send(data)
-        if retransmit and self.link.transport == "UDP" and method != "ACK":
+        if retransmit and method != "ACK":
             self.waiting.add((cseq, method))
-            self.spawn(resend(self.link.send, data, waiting=lambda: (cseq, method) in self.waiting),
-                       outlives=True)
+            if self.link.transport == "UDP":
+                self.spawn(resend(self.link.send, data,
+                                  waiting=lambda: (cseq, method) in self.waiting), outlives=True)
         return data
 
     async def response(self, message: SipMessage) -> None:
@@ -363,6 +364,10 @@ class SipCall:
         status = message.status or 0
         if status < 200:
             return
+        if (number, method) not in self.waiting:
+            if method == "INVITE" and 200 <= status < 300:
+                self.send_request("ACK", cseq=number)  # a 2xx sent again: ACK it again
+            return  # a retransmission, or the answer to a storm's request: not reported
         self.waiting.discard((number, method))
         if method == "INVITE":
             if 200 <= status < 300:

@@ -59,7 +59,8 @@ class SipCall:
     """One call: :meth:`request` and :meth:`response` take what the caller sent."""
 
     def __init__(self, server: CallServer, index: int, link: Link):
-        self.server, self.index, self.link = server, index, link
+        self.server, self.index, self.link = server, index, link  # the INVITE's: the dialog's
+        self.reply_link = link
         self.settings = server.settings
         self.state = "new"
         self.invite: SipMessage | None = None
@@ -113,6 +114,8 @@ class SipCall:
     # --- what the caller sends ------------------------------------------------------------
 
     async def request(self, message: SipMessage, link: Link) -> None:
+        """Handle a request; its responses go back the way it came (``link``)."""
+        self.reply_link = link
         handlers: dict[str, Callable[[SipMessage], Coroutine[None, None, None]]] = {
             "INVITE": self._invite, "ACK": self._ack, "BYE": self._bye,
             "CANCEL": self._cancel, "INFO": self._info, "OPTIONS": self._options}
@@ -125,7 +128,7 @@ class SipCall:
     def reply(self, request: SipMessage, status: int, *,
               extra: list[tuple[str, str]] | None = None, body: bytes = b"") -> bytes:
         data = build_response(request, status, to_tag=self.to_tag, extra=extra, body=body)
-        self.link.send(data)
+        self.reply_link.send(data)
         return data
 
     async def _invite(self, message: SipMessage) -> None:

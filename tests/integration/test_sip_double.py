@@ -805,3 +805,22 @@ def test_sipp_presses_through_the_ivr_by_rfc4733_and_info(doubles: Doubles,
     wait_for(events, call, "agent_reached", menu="billing")
     wait_for(events, call, "call_ended", why="bye_received")
     assert len(of_call(events, call, "key_received")) == 2  # the capture's packets: one key
+
+
+def test_unanswerable_offers_and_too_many_calls_are_refused(doubles: Doubles,
+                                                            caller_factory) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "max_calls": 1})
+    g722 = caller_factory(double.port)
+    g722.invite(formats="9 101")  # no codec the double speaks
+    assert g722.expect(488)
+    wait_for(events, double.calls_started, "call_ended", why="rejected_488")
+    offerless = caller_factory(double.port)
+    offerless.request("INVITE")  # no SDP: the double needs the offer in the INVITE
+    assert offerless.expect(488)
+    first = caller_factory(double.port)
+    first.answered()
+    second = caller_factory(double.port)
+    second.invite()
+    assert second.expect(503)  # over max_calls calls in progress
+    first.request("BYE")
+    first.expect(200)

@@ -37,11 +37,12 @@ def parameters(header: str) -> dict[str, str] | None:
     if scheme.lower() != "digest":
         return None
     found: dict[str, str] = {}
-    position = 0
+    position = count = 0
     rest = rest.strip()
     while position < len(rest):
         match = _PARAMETER.match(rest, position)
-        if match is None or match.end() == position or len(found) >= MAX_PARAMETERS:
+        count += 1
+        if match is None or match.end() == position or count > MAX_PARAMETERS:
             return None
         value = match.group(2)
         if value.startswith('"'):

@@ -14,39 +14,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Coroutine
 from typing import Protocol
 
 from pydantic import JsonValue
 
-from ...audio import alaw_decode, mulaw_decode
 from .._json import JsonObject
 from .._voice import DoubleVoice
 from . import _auth
-from ._agent import Agent
+from ._conversation import Conversation
 from ._hostile import start_hostile
-from ._ivr import Ivr
 from ._keys import KeyReader
-from ._media import MediaStream, Utterance
-from ._sdp import Codec, SdpError, SdpOffer, answer, parse_offer
+from ._links import Link
+from ._media import FRAME_SECONDS
+from ._sdp import Codec, Direction, SdpError, SdpOffer, answer, parse_offer
 from ._settings import SipDoubleSettings
 from ._sip import SipError, SipMessage, dialog_request, new_token
 from ._sip import response as build_response
 from ._timers import resend
 
+logger = logging.getLogger(__name__)
 ALLOW = "INVITE, ACK, BYE, CANCEL, INFO, OPTIONS"
 #: over UDP an SDP answer cannot be bigger than a datagram: ``huge_sdp`` fills one
 UDP_SDP_LIMIT = 60_000
-
-
-class Link(Protocol):
-    """How the call's SIP messages reach the caller (a UDP peer or a TCP connection)."""
-
-    transport: str  # "UDP" | "TCP"
-    local: tuple[str, int]
-
-    def send(self, data: bytes) -> None: ...
+#: the direction that answers an offered one (RFC 3264 6.1)
+REPLY_DIRECTION: dict[Direction, Direction] = {
+    "sendrecv": "sendrecv", "sendonly": "recvonly", "recvonly": "sendonly",
+    "inactive": "inactive"}
 
 
 class CallServer(Protocol):
@@ -63,7 +59,8 @@ class SipCall:
     """One call: :meth:`request` and :meth:`response` take what the caller sent."""
 
     def __init__(self, server: CallServer, index: int, link: Link):
-        self.server, self.index, self.link = server, index, link
+        self.server, self.index, self.link = server, index, link  # the INVITE's: the dialog's
+        self.reply_link = link
         self.settings = server.settings
         self.state = "new"
         self.invite: SipMessage | None = None
@@ -71,11 +68,10 @@ class SipCall:
         self.final: tuple[int, bytes] | None = None  # the INVITE's final response, until ACK
         self.last_response: bytes | None = None
         self.offer: SdpOffer | None = None
-        self.media = MediaStream(host=server.host, on_datagram=self._datagram,
-                                 max_packets_per_second=self.settings.max_rtp_packets_per_second)
-        self.keys = KeyReader(self.note)
-        self.agent = Agent(self)
-        self.ivr = Ivr(self, self.agent)
+        self.talk = Conversation(self.settings, host=server.host, note=self.note,
+                                 violation=self.violation, hang_up=self.hang_up,
+                                 frames=server.frames)
+        self.media = self.talk.media
         self.nonces: set[str] = set()
         self.local_cseq = 0
         self.violations = 0
@@ -83,7 +79,6 @@ class SipCall:
         self.tasks: set[asyncio.Task[object]] = set()  # end with the call
         self.transactions: set[asyncio.Task[object]] = set()  # outlive it (retransmissions)
         self.waiting: set[tuple[int, str]] = set()  # own requests not yet answered
-        self.conversation_started = False
 
     # --- reporting ------------------------------------------------------------------------
 
@@ -105,10 +100,22 @@ class SipCall:
         group = self.transactions if outlives else self.tasks
         group.add(task)
         task.add_done_callback(group.discard)
+        task.add_done_callback(self._failed)
+
+    def _failed(self, task: asyncio.Task[object]) -> None:
+        """A task of the call that raised: a violation line (a bug in the double), never a
+        traceback on the user's terminal (it is logged at debug level)."""
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        logger.debug("call %s: a task failed", self.index, exc_info=error)
+        self.violation(f"the double failed: {type(error).__name__}: {error}")
 
     # --- what the caller sends ------------------------------------------------------------
 
     async def request(self, message: SipMessage, link: Link) -> None:
+        """Handle a request; its responses go back the way it came (``link``)."""
+        self.reply_link = link
         handlers: dict[str, Callable[[SipMessage], Coroutine[None, None, None]]] = {
             "INVITE": self._invite, "ACK": self._ack, "BYE": self._bye,
             "CANCEL": self._cancel, "INFO": self._info, "OPTIONS": self._options}
@@ -121,7 +128,7 @@ class SipCall:
     def reply(self, request: SipMessage, status: int, *,
               extra: list[tuple[str, str]] | None = None, body: bytes = b"") -> bytes:
         data = build_response(request, status, to_tag=self.to_tag, extra=extra, body=body)
-        self.link.send(data)
+        self.reply_link.send(data)
         return data
 
     async def _invite(self, message: SipMessage) -> None:
@@ -132,8 +139,7 @@ class SipCall:
                 self.link.send(self.last_response)
             return
         if self.state in ("answered", "confirmed"):
-            self.note("reinvite_received", cseq=number)
-            self.reply(message, 200, extra=self._contact(), body=self.sdp())
+            self._reinvite(message)
             return
         if self.state != "new":
             self.reply(message, 491 if self.state == "proceeding" else 481)
@@ -167,7 +173,13 @@ class SipCall:
             return True
         self.media.payload_type, self.media.codec = chosen
         self.media.remote = (self.offer.address, self.offer.port)
-        await self.media.open(foreign=self.settings.foreign_rtp)
+        self.talk.event_type = self.offer.telephone_event
+        await self.media.open(foreign=self.settings.foreign_rtp,
+                              rtcp=self.settings.rtcp_interval_seconds > 0)
+        self.media.rtcp_remote = self.offer.rtcp
+        if self.settings.rtcp_interval_seconds:
+            self.media.rtcp_every_ticks = max(1, round(self.settings.rtcp_interval_seconds
+                                                       / FRAME_SECONDS))
         return False
 
     def _authorized(self, message: SipMessage) -> bool:
@@ -225,7 +237,7 @@ class SipCall:
             self.last_response = self.reply(self.invite, 183, extra=self._contact(),
                                             body=self.sdp())
             self.note("early_media")
-            self._converse()
+            self.talk.start()
         else:
             self.last_response = self.reply(self.invite, 180, extra=self._contact())
         if self.settings.never_answer:
@@ -240,27 +252,38 @@ class SipCall:
         self.note("answered", answered_ns=answered_ns, codec=self.media.codec,
                   rtp_port=self.media.port, remote_rtp=f"{self.media.remote[0]}:"
                                                        f"{self.media.remote[1]}")
-        self._converse()
+        self.talk.start()
         start_hostile(self)
-
-    def _converse(self) -> None:
-        if self.conversation_started:
-            return
-        self.conversation_started = True
-        if not self.settings.no_media_after_answer:
-            self.media.start_clock()
-        if self.settings.mode == "ivr":
-            self.ivr.start()
-        else:
-            self.ivr.menu = None
-            self.agent.greet()
 
     def _contact(self) -> list[tuple[str, str]]:
         host, port = self.link.local
         tcp = ";transport=tcp" if self.link.transport == "TCP" else ""
         return [("contact", f"<sip:agent@{host}:{port}{tcp}>")]
 
-    def sdp(self, direction: str = "sendrecv") -> bytes:
+    def _reinvite(self, message: SipMessage) -> None:
+        """The caller's re-INVITE (hold, resume, another address or codec), answered from its
+        offer (RFC 3264 8.4: a held caller is not sent media), or 488."""
+        try:
+            offer = parse_offer(message.body) if message.body else self.offer
+        except SdpError as error:
+            self.violation(f"re-INVITE offer: {error}")
+            offer = None
+        chosen = offer.codec() if offer is not None else None
+        if offer is None or chosen is None:
+            self.reply(message, 488)
+            return
+        self.offer = offer
+        self.media.payload_type, self.media.codec = chosen
+        self.media.remote, self.media.rtcp_remote = (offer.address, offer.port), offer.rtcp
+        self.talk.event_type = offer.telephone_event
+        held = "inactive" if offer.address == "0.0.0.0" else offer.direction  # RFC 2543 hold
+        direction = REPLY_DIRECTION[held]
+        self.media.paused = direction in ("recvonly", "inactive")
+        self.note("reinvite_received", cseq=message.cseq[0], direction=held,
+                  answer_direction=direction, codec=chosen[1])
+        self.reply(message, 200, extra=self._contact(), body=self.sdp(direction))
+
+    def sdp(self, direction: Direction = "sendrecv") -> bytes:
         assert self.offer is not None
         padding = 0
         if self.settings.huge_sdp:
@@ -268,8 +291,8 @@ class SipCall:
                 else UDP_SDP_LIMIT
         return answer(self.offer, address=self.server.host, port=self.media.port,
                       payload_type=self.media.payload_type, codec=self.media.codec,
-                      direction="sendonly" if direction == "sendonly" else "sendrecv",
-                      padding_bytes=padding)
+                      direction=direction, padding_bytes=padding,
+                      rtcp_port=self.media.rtcp_port)
 
     async def _ack(self, message: SipMessage) -> None:
         if self.final is None or message.cseq[0] != self.final[0]:
@@ -305,62 +328,21 @@ class SipCall:
             return
         kind = (message.header("content-type") or "").split(";")[0].strip().lower()
         try:
-            key = self.keys.info_key(kind, message.body)
+            key = KeyReader.info_key(kind, message.body)
         except ValueError as error:
             self.violation(f"INFO: {error}")
             self.reply(message, 415 if "content type" in str(error) else 400)
             return
         self.reply(message, 200)
-        self.keys.received(key, "info", time.perf_counter_ns())
-        self.ivr.key(key)
-
-    # --- media ------------------------------------------------------------------------------
-
-    def _datagram(self, data: bytes, source: tuple[str, int], arrived_ns: int) -> None:
-        if self.state == "ended" or not self.media.accept(source, arrived_ns, self.violation):
-            return
-        key = self.keys.rtp(data, audio_type=self.media.payload_type,
-                            event_type=self.offer.telephone_event if self.offer else None,
-                            arrived_ns=arrived_ns, hear=self._hear, violation=self.violation)
-        if key is not None:
-            self.ivr.key(key)
-
-    def _hear(self, payload: bytes) -> None:
-        decode = mulaw_decode if self.media.codec == "PCMU" else alaw_decode
-        self.ivr.hear(decode(payload).samples)
-
-    # --- what the double says ---------------------------------------------------------------
-
-    def say(self, kind: str, label: str, text: str) -> Utterance:
-        utterance = Utterance(kind, label, text, self.server.frames(text, self.media.codec),
-                              on_start=self._started, on_end=self._ended)
-        self.media.say(utterance)
-        return utterance
-
-    def _started(self, utterance: Utterance) -> None:
-        if utterance.kind == "prompt":
-            self.ivr.prompt_started(utterance)
-
-    def _ended(self, utterance: Utterance) -> None:
-        if utterance.kind == "prompt":
-            self.ivr.prompt_ended(utterance)
-        else:
-            self.agent.replied(utterance)
-
-    def stop_speaking(self, why: str) -> list[Utterance]:
-        return self.media.stop(why)
-
-    @property
-    def speaking(self) -> Utterance | None:
-        return self.media.speaking
+        self.talk.key(key, "info", time.perf_counter_ns())
 
     # --- the double's own requests ----------------------------------------------------------
 
     def send_request(self, method: str, *, body: bytes = b"",
                      extra: list[tuple[str, str]] | None = None,
                      cseq: int | None = None, retransmit: bool = True) -> bytes:
-        """A request in the dialog (RFC 3261 12.2.1.1); over UDP, sent again until answered
-        (not an ACK)."""
+        """A request in the dialog (RFC 3261 12.2.1.1), waiting for its answer (not an ACK,
+        nor a storm's: ``retransmit=False``); over UDP sent again until answered."""
         assert self.invite is not None
         if cseq is None:
             self.local_cseq += 1
@@ -369,10 +351,11 @@ class SipCall:
                               transport=self.link.transport, local=self.link.local,
                               extra=[*self._contact(), *(extra or [])], body=body)
         self.link.send(data)
-        if retransmit and self.link.transport == "UDP" and method != "ACK":
+        if retransmit and method != "ACK":
             self.waiting.add((cseq, method))
-            self.spawn(resend(self.link.send, data, waiting=lambda: (cseq, method) in self.waiting),
-                       outlives=True)
+            if self.link.transport == "UDP":
+                self.spawn(resend(self.link.send, data,
+                                  waiting=lambda: (cseq, method) in self.waiting), outlives=True)
         return data
 
     async def response(self, message: SipMessage) -> None:
@@ -384,6 +367,10 @@ class SipCall:
         status = message.status or 0
         if status < 200:
             return
+        if (number, method) not in self.waiting:
+            if method == "INVITE" and 200 <= status < 300:
+                self.send_request("ACK", cseq=number)  # a 2xx sent again: ACK it again
+            return  # a retransmission, or the answer to a storm's request: not reported
         self.waiting.discard((number, method))
         if method == "INVITE":
             if 200 <= status < 300:
@@ -405,14 +392,15 @@ class SipCall:
         if self.state == "ended":
             return
         self.state = "ended"
-        self.ivr.close()
+        self.talk.end()
         for task in list(self.tasks):
             if task is not asyncio.current_task():
                 task.cancel()
         self.spawn(self.media.close(), outlives=True)
         self.note("call_ended", why=why, rtp_sent=self.media.packets_sent,
                   rtp_received=self.media.received, rtp_foreign=self.media.foreign,
-                  rtp_over_rate=self.media.rate.dropped, violations=self.violations)
+                  rtp_over_rate=self.media.rate.dropped, rtcp_sent=self.media.reports_sent,
+                  rtcp_received=self.media.rtcp_received, violations=self.violations)
 
     async def close(self) -> None:
         """Stop everything (the server is stopping)."""

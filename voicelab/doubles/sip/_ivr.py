@@ -71,11 +71,18 @@ class Ivr:
         if self.menu is None:
             self.agent.hear(samples)
 
-    def prompt_started(self, utterance: Utterance) -> None:
+    def started(self, utterance: Utterance) -> None:
+        """An utterance's first packet went out."""
+        if utterance.kind != "prompt":
+            return
         self.call.note("prompt_started", menu=utterance.label, text=utterance.text,
                        first_ns=utterance.first_ns)
 
-    def prompt_ended(self, utterance: Utterance) -> None:
+    def ended(self, utterance: Utterance) -> None:
+        """An utterance played out or was stopped."""
+        if utterance.kind != "prompt":
+            self.agent.replied(utterance)
+            return
         self.call.note("prompt_stopped", menu=utterance.label, why=utterance.stopped,
                        frames=len(utterance.frames), frames_sent=utterance.sent,
                        first_ns=utterance.first_ns, last_ns=utterance.last_ns,

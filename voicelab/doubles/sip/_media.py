@@ -7,6 +7,9 @@ an :class:`Utterance` keeps the stamps of its first and last packet and how far 
 pace the clock fell (a busy machine stalls the double, and the caller really hears that).
 Stopping an utterance (a barge-in, a key) takes effect at the next packet.
 
+Every ``rtcp_interval_seconds`` it sends an RTCP sender report (on its own port, announced
+with ``a=rtcp``) to the caller's RTCP address; the caller's RTCP packets are counted.
+
 The receiver stamps each datagram as it arrives and hands it on; packets over
 ``max_packets_per_second`` in any one-second window are counted and dropped unread, so an
 RTP flood costs the double almost nothing.
@@ -21,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...audio import PcmAudio, alaw_encode, mulaw_encode
-from ._rtp import RtpPacket, build_rtp
+from ._rtp import RtpPacket, build_rtp, is_rtcp, sender_report
 from ._sdp import Codec
 
 FRAME_BYTES = 160
@@ -105,7 +108,14 @@ class MediaStream:
         self.sequence = secrets.randbits(16)
         self.timestamp = secrets.randbits(32)
         self.queue: list[Utterance] = []
-        self.packets_sent = 0
+        self.packets_sent = self.octets_sent = 0
+        self.rtcp: asyncio.DatagramTransport | None = None
+        self.rtcp_remote: tuple[str, int] = ("127.0.0.1", 9)
+        self.rtcp_every_ticks = 0  # a sender report every this many packets (0: none)
+        self.rtcp_received = self.reports_sent = 0
+        #: the caller holds the call (its offer is sendonly or inactive): no packets, and what
+        #: is being said waits
+        self.paused = False
         self._clock: asyncio.Task[None] | None = None
 
     @property
@@ -113,13 +123,32 @@ class MediaStream:
         assert self.transport is not None
         return int(self.transport.get_extra_info("sockname")[1])
 
-    async def open(self, *, foreign: bool = False) -> None:
+    @property
+    def rtcp_port(self) -> int | None:
+        return int(self.rtcp.get_extra_info("sockname")[1]) if self.rtcp is not None else None
+
+    async def open(self, *, foreign: bool = False, rtcp: bool = False) -> None:
         loop = asyncio.get_running_loop()
         self.transport, _ = await loop.create_datagram_endpoint(
             lambda: _RtpProtocol(self.on_datagram), local_addr=(self.host, 0))
+        if rtcp:
+            self.rtcp, _ = await loop.create_datagram_endpoint(
+                lambda: _RtpProtocol(self._rtcp_datagram), local_addr=(self.host, 0))
         if foreign:  # media from another port than the one the SDP answer names
             self.sender, _ = await loop.create_datagram_endpoint(
                 asyncio.DatagramProtocol, local_addr=(self.host, 0))
+
+    def _rtcp_datagram(self, data: bytes, source: tuple[str, int], arrived_ns: int) -> None:
+        """The caller's RTCP is counted, not read: the double reports, the client measures."""
+        if is_rtcp(data):
+            self.rtcp_received += 1
+
+    def send_report(self) -> None:
+        if self.rtcp is not None and self.packets_sent:
+            self.rtcp.sendto(sender_report(ssrc=self.ssrc, rtp_timestamp=self.timestamp,
+                                           packets=self.packets_sent, octets=self.octets_sent),
+                             self.rtcp_remote)
+            self.reports_sent += 1
 
     def accept(self, source: tuple[str, int], arrived_ns: int,
                violation: Callable[[str], None]) -> bool:
@@ -147,6 +176,7 @@ class MediaStream:
         sent_ns = time.perf_counter_ns()
         transport.sendto(data, self.remote)
         self.packets_sent += 1
+        self.octets_sent += len(payload)
         return sent_ns
 
     def start_clock(self) -> None:
@@ -184,8 +214,12 @@ class MediaStream:
                 begin += late
             self._tick(late)
             tick += 1
+            if self.rtcp_every_ticks and tick % self.rtcp_every_ticks == 0:
+                self.send_report()
 
     def _tick(self, late_s: float) -> None:
+        if self.paused:
+            return
         utterance = self.speaking
         self.timestamp = (self.timestamp + FRAME_BYTES) & 0xFFFFFFFF
         if utterance is None:
@@ -210,6 +244,6 @@ class MediaStream:
             clock.cancel()
             await asyncio.gather(clock, return_exceptions=True)
         self.queue = []
-        for transport in (self.transport, self.sender):
+        for transport in (self.transport, self.sender, self.rtcp):
             if transport is not None:
                 transport.close()

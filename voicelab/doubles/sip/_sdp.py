@@ -36,6 +36,12 @@ class SdpOffer:
     payload_types: list[int]
     encodings: dict[int, str] = field(default_factory=dict)  # rtpmap names, upper case
     direction: Direction = "sendrecv"
+    rtcp_port: int | None = None  # a=rtcp (RFC 3605); RTP's port + 1 when absent
+
+    @property
+    def rtcp(self) -> tuple[str, int]:
+        """Where the caller takes RTCP."""
+        return self.address, self.rtcp_port or min(self.port + 1, 65535)
 
     def codec(self) -> tuple[int, Codec] | None:
         """The first offered codec the double speaks: ``(payload type, name)``."""
@@ -116,6 +122,10 @@ def _attribute(offer: SdpOffer, value: str) -> None:
     if value in _DIRECTIONS:
         offer.direction = _DIRECTIONS[_DIRECTIONS.index(value)]
         return
+    rtcp = re.fullmatch(r"rtcp:(\d{1,5})(?: .*)?", value.strip())
+    if rtcp and 0 < int(rtcp.group(1)) < 65536:
+        offer.rtcp_port = int(rtcp.group(1))
+        return
     match = re.fullmatch(r"rtpmap:(\d{1,3}) ([A-Za-z0-9_.-]{1,32})/(\d{1,6})(?:/\d+)?",
                          value.strip())
     if match and int(match.group(1)) in offer.payload_types:
@@ -123,9 +133,10 @@ def _attribute(offer: SdpOffer, value: str) -> None:
 
 
 def answer(offer: SdpOffer, *, address: str, port: int, payload_type: int, codec: Codec,
-           direction: Direction = "sendrecv", padding_bytes: int = 0) -> bytes:
+           direction: Direction = "sendrecv", padding_bytes: int = 0,
+           rtcp_port: int | None = None) -> bytes:
     """The answer: one audio stream on ``address:port`` with the chosen codec and, when
-    offered, telephone-event. ``padding_bytes`` > 0 makes it that much bigger (``huge_sdp``)."""
+    offered, telephone-event; ``rtcp_port`` is announced with ``a=rtcp``. ``padding_bytes`` > 0 makes it that much bigger (``huge_sdp``)."""
     session = int(time.time())
     formats = [payload_type]
     event = offer.telephone_event
@@ -137,6 +148,8 @@ def answer(offer: SdpOffer, *, address: str, port: int, payload_type: int, codec
         attributes += [f"a=rtpmap:{event} telephone-event/8000", f"a=fmtp:{event} 0-16"]
     lines.append(f"m=audio {port} RTP/AVP {' '.join(map(str, formats))}")
     lines += [*attributes, "a=ptime:20", f"a={direction}"]
+    if rtcp_port is not None:
+        lines.append(f"a=rtcp:{rtcp_port}")
     text = "\r\n".join(lines) + "\r\n"
     if padding_bytes > 0:
         line = "a=x-voicelab-padding:" + "x" * 1000 + "\r\n"

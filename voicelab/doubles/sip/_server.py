@@ -23,6 +23,7 @@ from ...endpoints import parse_settings
 from .._json import JsonObject
 from .._voice import DoubleVoice
 from ._call import SipCall
+from ._links import TcpLink, UdpLink
 from ._media import encode
 from ._sdp import Codec
 from ._settings import SipDoubleSettings
@@ -33,29 +34,6 @@ logger = logging.getLogger(__name__)
 KEPT_ENDED_CALLS = 1000
 READ_BYTES = 16_384
 STOP_TIMEOUT_SECONDS = 3.0
-
-
-class _UdpLink:
-    transport = "UDP"
-
-    def __init__(self, udp: asyncio.DatagramTransport, peer: tuple[str, int],
-                 local: tuple[str, int]):
-        self.udp, self.peer, self.local = udp, peer, local
-
-    def send(self, data: bytes) -> None:
-        if not self.udp.is_closing():
-            self.udp.sendto(data, self.peer)
-
-
-class _TcpLink:
-    transport = "TCP"
-
-    def __init__(self, writer: asyncio.StreamWriter, local: tuple[str, int]):
-        self.writer, self.local = writer, local
-
-    def send(self, data: bytes) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(data)
 
 
 class _UdpProtocol(asyncio.DatagramProtocol):
@@ -155,14 +133,14 @@ class SipDouble:
 
     def datagram(self, data: bytes, peer: tuple[str, int]) -> None:
         assert self._udp is not None and self.port is not None
-        link = _UdpLink(self._udp, peer, (self.host, self.port))
+        link = UdpLink(self._udp, peer, (self.host, self.port))
         message = self._parse(data, link)
         if message is not None:
             task = asyncio.ensure_future(self.dispatch(message, link))
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
-    def _parse(self, data: bytes, link: _UdpLink | _TcpLink) -> SipMessage | None:
+    def _parse(self, data: bytes, link: UdpLink | TcpLink) -> SipMessage | None:
         try:
             return parse_message(data)
         except SipError as error:
@@ -175,7 +153,7 @@ class SipDouble:
         task = asyncio.current_task()
         assert task is not None and self.port is not None
         self._connections.add(task)
-        link = _TcpLink(writer, (self.host, self.port))
+        link = TcpLink(writer, (self.host, self.port))
         self._writers.add(writer)
         buffer = b""
         try:
@@ -202,7 +180,7 @@ class SipDouble:
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
 
-    async def dispatch(self, message: SipMessage, link: _UdpLink | _TcpLink) -> None:
+    async def dispatch(self, message: SipMessage, link: UdpLink | TcpLink) -> None:
         """Hand a message to its call (a new one for an INVITE)."""
         call = self.calls.get(message.call_id)
         if message.method is None:
@@ -220,11 +198,12 @@ class SipDouble:
                 return
         try:
             await call.request(message, link)
-        except Exception:  # a bug must not stop the double: say so, keep serving
-            logger.exception("call %s: handling %s", call.index, message.method)
-            call.violation(f"the double failed handling {message.method}")
+        except Exception as error:  # a bug must not stop the double: say so, keep serving
+            logger.debug("call %s: handling %s", call.index, message.method, exc_info=True)
+            call.violation(f"the double failed handling {message.method}: "
+                           f"{type(error).__name__}: {error}")
 
-    def _new_call(self, message: SipMessage, link: _UdpLink | _TcpLink) -> SipCall | None:
+    def _new_call(self, message: SipMessage, link: UdpLink | TcpLink) -> SipCall | None:
         if message.method != "INVITE":
             if message.method != "ACK":
                 self._refuse(message, link, 481, "a request outside any call")
@@ -247,7 +226,7 @@ class SipDouble:
         for key in ended[:max(0, len(ended) - KEPT_ENDED_CALLS)]:
             del self.calls[key]
 
-    def _refuse(self, message: SipMessage, link: _UdpLink | _TcpLink, status: int,
+    def _refuse(self, message: SipMessage, link: UdpLink | TcpLink, status: int,
                 reason: str) -> None:
         self.report({"call": 0, "event": "violation", "ns": time.perf_counter_ns(),
                      "reason": reason, "status": status})

@@ -61,6 +61,7 @@ class SipDoubleSettings(AdapterSettings):
     reply_text: str = "Thank you. That is noted."
     reply_latency_ms: Annotated[float, Field(ge=0, le=10_000)] = 200.0
     vad_silence_ms: Annotated[float, Field(gt=0, le=10_000)] = 500.0
+    #: the caller's voice stops an agent reply (menu prompts stop for keys only)
     barge_in: bool = True
     barge_in_after_ms: Annotated[float, Field(gt=0, le=10_000)] = 150.0
     #: hang up (BYE) once this many agent replies have played (0: never)
@@ -71,23 +72,31 @@ class SipDoubleSettings(AdapterSettings):
     ring_ms: Annotated[float, Field(ge=0, le=60_000)] = 100.0
     #: answer 183 with SDP first and start the prompt before the 200 (early media)
     early_media: bool = False
+    #: an RTCP sender report this often (0: no RTCP)
+    rtcp_interval_seconds: Annotated[float, Field(ge=0, le=60)] = 5.0
     # --- failing and hostile far ends (for tests of a client) ---------------------------------
     #: the final status to every INVITE (after 100 Trying)
-    respond_with: Annotated[int, Field(ge=300, le=699)] | None = None
+    respond_with: Annotated[int, Field(ge=400, le=699)] | None = None
     never_answer: bool = False
     require_auth: AuthSettings | None = None
     no_media_after_answer: bool = False
     hang_up_after_seconds: Annotated[float, Field(gt=0, le=3600)] | None = None
     reinvite_after_seconds: Annotated[float, Field(gt=0, le=3600)] | None = None
+    #: ``rtp_flood_packets_per_second`` packets of silence beside the media
     rtp_flood: bool = False
     rtp_flood_packets_per_second: Annotated[int, Field(ge=100, le=100_000)] = 5000
+    #: media sent from another port than the one the SDP answer names
     foreign_rtp: bool = False
+    #: the SDP answer padded to ``huge_sdp_bytes`` over TCP; over UDP, to what one datagram
+    #: holds (60 000 bytes)
     huge_sdp: bool = False
     huge_sdp_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
+    #: ``storm_count`` RFC 4733 key events (a start and three end packets each)
     dtmf_storm: bool = False
+    #: ``storm_count`` BYEs, after ``hang_up_after_seconds`` (0.5 s when unset)
     bye_storm: bool = False
     storm_count: Annotated[int, Field(ge=1, le=100_000)] = 2000
-    # --- limits on what the caller sends ------------------------------------------------------
+    # --- limits on what the caller sends (over them: counted, dropped, one violation line) ---
     max_rtp_packets_per_second: Annotated[int, Field(ge=50, le=100_000)] = 400
     max_calls: Annotated[int, Field(ge=1, le=10_000)] = 200
     max_violations_logged: Annotated[int, Field(ge=1, le=10_000)] = 50

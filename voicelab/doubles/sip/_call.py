@@ -146,7 +146,7 @@ class SipCall:
             return
         self.invite = message
         self.note("invite_received", cseq=number, transport=self.link.transport,
-                  request_uri=message.uri[:200])
+                  request_uri=message.uri[:200], call_id=message.call_id[:200])
         self.last_response = self.reply(message, 100)
         if await self._refused(message):
             return

@@ -15,6 +15,9 @@ One subpackage per thing imitated, each re-exporting its public names:
 * :mod:`voicelab.doubles.pipecat`: a pipecat bot behind its protobuf WebSocket serializer
   (listens by voice activity, transcribes, stops when talked over;
   ``python -m voicelab.doubles.pipecat``).
+* :mod:`voicelab.doubles.sip`: a phone product reached by a SIP call (an IVR menu answered by
+  keys in front of a speaking agent, RTP both ways, failing and hostile modes;
+  ``python -m voicelab.doubles.sip``).
 
 They speak the real wire protocols so the production clients are exercised end to end; they
 are never used inside the code under test to fabricate a result. Doubles may import the core

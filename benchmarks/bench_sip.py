@@ -10,9 +10,9 @@ double replying, then hanging up. Reported per round:
   and the scoring process included: ``RUSAGE_CHILDREN``), per trial; **peak RSS** of the largest
   of them (the evaluator's process, in practice);
 * **the response-latency error** of every reply against the double's truth: its reply's first
-  speech sample left at ``first_ns`` (the first packet's send stamp) plus where the speech starts
-  in the reply, minus the caller's last speech sample (the run's ``user.speech_ended``), less the
-  adapter's constant conversion delay; calls are matched by their Call-ID (the call's record in
+  audible sample left at ``speech_start_ns`` (the send stamp of the packet holding it plus its
+  place in the packet), minus the caller's last speech sample (the run's ``user.speech_ended``),
+  less the adapter's constant conversion delay; calls are matched by their Call-ID (the call's record in
   ``raw-endpoint-events.json``, the double's ``invite_received``);
 * **flagged**: responses voicelab itself marks ``timing_degraded`` (or gives no figure); of the
   others, **silently wrong**: an error beyond 20 ms (one RTP packet) plus the response's own
@@ -30,15 +30,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from voicelab.artifacts import read_json, read_voice_events
-from voicelab.audio import G711_SAMPLE_RATE_HZ, SILENCE_THRESHOLD, mulaw_decode
-from voicelab.doubles.sip import SipDouble
 
 TOLERANCE_MS = 20.0
 CONVERSION_MS = 3.625
@@ -72,14 +69,6 @@ def write_run(folder: Path) -> Path:
     return folder / "run.yaml"
 
 
-@cache
-def onset_ms(text: str) -> float:
-    """Where the double's speech starts in its reply ``text`` (its first audible sample)."""
-    samples = mulaw_decode(b"".join(SipDouble(DOUBLE).frames(text, "PCMU"))).samples
-    audible = np.flatnonzero(np.abs(samples.astype(np.int32)) > SILENCE_THRESHOLD)
-    return float(audible[0]) * 1000 / G711_SAMPLE_RATE_HZ
-
-
 def double_lines(bundle: Path) -> list[dict[str, Any]]:
     lines = []
     for line in (bundle / "product.log").read_text(encoding="utf-8").splitlines():
@@ -109,9 +98,9 @@ def responses(bundle: Path) -> list[dict[str, Any]]:
             reply = sent.get((call, int(event["turn_id"].removeprefix("turn-"))))
             measured = turn.get("response_latency_ms")
             truth = None
-            if reply is not None:
-                speech_ns = reply["first_ns"] + onset_ms(reply["text"]) * 1e6
-                truth = (speech_ns - start - event["monotonic_offset_ns"]) / 1e6 - CONVERSION_MS
+            if reply is not None and reply.get("speech_start_ns") is not None:
+                truth = (reply["speech_start_ns"] - start - event["monotonic_offset_ns"]) / 1e6 \
+                    - CONVERSION_MS
             found.append({"measured": measured, "truth": truth,
                           "degraded": bool(turn.get("timing_degraded")),
                           "bound": float(turn.get("stamp_error_bound_ms") or 0.0)})

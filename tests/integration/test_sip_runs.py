@@ -82,15 +82,18 @@ def test_a_healthy_phone_agent_passes(healthy: Call) -> None:
 
 
 def test_the_response_latency_is_the_agents_own(healthy: Call) -> None:
-    """voicelab's response latency against the double's truth: its reply's first speech
-    sample left at ``first_ns`` + the onset within the reply; the caller's speech ended when
-    voicelab says (``user.speech_ended``), on the same monotonic clock."""
+    """voicelab's response latency against the double's truth: its reply's first audible
+    sample left at ``speech_start_ns``; the caller's speech ended when voicelab says
+    (``user.speech_ended``), on the same monotonic clock."""
     answer = healthy.turn("turn-001")
     [sent] = [line for line in healthy.bot_lines("reply_sent") if line["reply"] == 1]
     ended = next(e for e in healthy.of("user.speech_ended") if e["turn_id"] == "turn-001")
     clock_start = healthy.events[0]["attributes"]["clock_start_ns"]
-    onset_ns = sent["first_ns"] + speech_onset_ms(AGENT, AGENT["reply_text"]) * MS
-    truth_ms = (onset_ns - clock_start - ended["monotonic_offset_ns"]) / MS - CONVERSION_MS
+    # (where the speech starts in the reply, from the double's own frames: the truth's check)
+    assert sent["speech_start_ns"] >= sent["first_ns"] + \
+        (speech_onset_ms(AGENT, AGENT["reply_text"]) - 1) * MS
+    truth_ms = (sent["speech_start_ns"] - clock_start - ended["monotonic_offset_ns"]) / MS \
+        - CONVERSION_MS
     tolerance = 20.0 + float(answer["stamp_error_bound_ms"] or 0.0)  # one RTP packet
     assert answer["response_latency_ms"] == pytest.approx(truth_ms, abs=tolerance), \
         (answer["response_latency_ms"], truth_ms)

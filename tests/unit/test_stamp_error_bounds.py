@@ -42,14 +42,17 @@ SPIKY = LoopLag(p50=0.4, p99=150.0, max=150.0, ticks=600, interval_ms=10.0)
 
 
 def _recording(responses: dict[str, list[int]], late: list[tuple[int, int]] | None, *,
-               lag: LoopLag = SPIKY, done_at: dict[str, int] | None = None) -> Recording:
+               lag: LoopLag = SPIKY, done_at: dict[str, int] | None = None,
+               arrival_stamps: str | None = None) -> Recording:
     """Product audio of each response at the given ms offsets, then ``trial.ended`` with its
     loop lag and (unless ``None``) the late ticks as (wake ms, lateness ms)."""
     recording = Recording(session_id="s", trace_id=uuid.UUID(int=1).hex,
                           root_span_id=uuid.UUID(int=2).hex[:16], clock_ns=lambda: 0,
                           start_ns=0, start_utc_ns=0)
-    recording.record(EventType.CONNECTED, Connected(expects_response=None), source="evaluator",
-                     direction="internal", at_ns=0)
+    connected = Connected(expects_response=None) if arrival_stamps is None \
+        else Connected(expects_response=None, arrival_stamps=arrival_stamps)
+    recording.record(EventType.CONNECTED, connected, source="evaluator", direction="internal",
+                     at_ns=0)
     stamps = sorted((ms, turn) for turn, times in responses.items() for ms in times)
     for ms, turn in stamps:
         recording.record(EventType.PRODUCT_AUDIO, source="product", direction="inbound",
@@ -142,6 +145,22 @@ def test_response_done_counts_as_a_timing_stamp():
     turns = _turns("turn-001")
     assert measurement_quality(recording, MeasurementConfig(), turns).degraded_turns == \
         ["turn-001"]
+
+
+def test_kernel_stamped_audio_is_not_charged_the_loops_lag():
+    # SIP's RTP carries the kernel's receive stamps: a blocked loop reads them late, but they
+    # are not late; the response's done (read by the loop) still is
+    late = [(1041, 60)]
+    charged = measurement_quality(_recording({"turn-001": _every(1000, 100)}, late=late),
+                                  MeasurementConfig(), turns := _turns("turn-001"))
+    assert charged.degraded_turns == ["turn-001"] and turns[0].stamp_error_bound_ms == 60.0
+    kernel = _recording({"turn-001": _every(1000, 100)}, late=late, arrival_stamps="kernel")
+    quality = measurement_quality(kernel, MeasurementConfig(), turns := _turns("turn-001"))
+    assert quality.degraded_turns == [] and turns[0].stamp_error_bound_ms == 0.0
+    done = _recording({"turn-001": _every(1000, 10)}, late=[(1090, 60)],
+                      done_at={"turn-001": 1080}, arrival_stamps="kernel")
+    assert timed_arrivals(done)["turn-001"] == [1080 * MS]
+    assert measurement_quality(done, MeasurementConfig(), _turns("turn-001")).degraded
 
 
 def test_the_p99_tolerance_judges_the_share_of_late_stamps():

@@ -48,6 +48,16 @@ class HasOutcomeProbe(Protocol):
 
 
 @runtime_checkable
+class ReportsArrivalStamps(Protocol):
+    """Says, once connected, how the product's audio is stamped: ``kernel`` when each packet
+    carries the moment the kernel received it (a loop busy elsewhere does not make those stamps
+    late, so loop lag is not charged to them), else ``loop`` (stamped when the loop reads it)."""
+
+    def arrival_stamps(self) -> str:
+        """``kernel`` or ``loop``."""
+
+
+@runtime_checkable
 class DeclaresTurnTaking(Protocol):
     """Says (a classmethod) how it takes turns with ``settings``: ``client`` (the default for an
     adapter without it) or ``server_vad``."""

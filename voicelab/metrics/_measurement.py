@@ -31,7 +31,7 @@ import numpy as np
 
 from ..artifacts import LoopLag, MeasurementQuality, MeasurementTolerances, TurnMetrics
 from ..config import MeasurementConfig
-from ..recording import EventType, Recording, TrialEnded
+from ..recording import Connected, EventType, Recording, TrialEnded
 from ._voice import percentile
 
 logger = logging.getLogger(__name__)
@@ -126,9 +126,19 @@ class StampBound:
     stamps: int
 
 
+def kernel_stamped_audio(recording: Recording) -> bool:
+    """Whether the product's audio carries the kernel's receive stamps (``session.connected``
+    says ``arrival_stamps: kernel``): the loop's lag does not make those stamps late."""
+    connected = next(recording.of_type(EventType.CONNECTED), None)
+    return connected is not None and Connected.of(connected).arrival_stamps == "kernel"
+
+
 def first_audio_arrivals(recording: Recording) -> dict[str, list[int]]:
-    """Each response's first audio packet's stamp: ``first_audio_latency_ms`` rests on it."""
+    """Each response's first audio packet's stamp: ``first_audio_latency_ms`` rests on it
+    (none when the audio is kernel-stamped: no loop lag is charged to it)."""
     stamps: dict[str, list[int]] = {}
+    if kernel_stamped_audio(recording):
+        return stamps
     for event in recording.events:
         if event.type is EventType.PRODUCT_AUDIO and event.source == "product" \
                 and event.turn_id and event.turn_id not in stamps:
@@ -137,10 +147,14 @@ def first_audio_arrivals(recording: Recording) -> dict[str, list[int]]:
 
 
 def timed_arrivals(recording: Recording) -> dict[str, list[int]]:
-    """Each response's timing stamps (``TIMED_ARRIVALS`` from the product; ns offsets)."""
+    """Each response's timing stamps (``TIMED_ARRIVALS`` from the product; ns offsets),
+    without its audio when that is kernel-stamped."""
+    kinds = set(TIMED_ARRIVALS)
+    if kernel_stamped_audio(recording):
+        kinds.discard(EventType.PRODUCT_AUDIO)
     stamps: dict[str, list[int]] = {}
     for event in recording.events:
-        if event.type in TIMED_ARRIVALS and event.source == "product" and event.turn_id:
+        if event.type in kinds and event.source == "product" and event.turn_id:
             stamps.setdefault(event.turn_id, []).append(event.offset_ns)
     return stamps
 

@@ -143,6 +143,9 @@ class Connected(EventAttributes):
     turn_detection: str | None = None
     #: the adapter's constant conversion delays, ms: ``{"to_product": .., "to_user": ..}``
     conversion_delay_ms: dict[str, Number] | None = None
+    #: ``kernel``: the product's audio is stamped with the kernel's receive time (SIP's RTP),
+    #: so the evaluator's loop lag does not make those stamps late (absent: stamped when read)
+    arrival_stamps: str | None = None
 
 
 class VirtualAdvance(EventAttributes):

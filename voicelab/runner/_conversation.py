@@ -36,7 +36,7 @@ from ..audio import (
     speech_bounds,
 )
 from ..config import MAX_TRIAL_SECONDS, ListenerConfig
-from ..endpoints import AdapterAbilities, EndpointError, abilities_of
+from ..endpoints import AdapterAbilities, EndpointError, ReportsArrivalStamps, abilities_of
 from ..errors import ExecutionError
 from ..personas import PersonaEnd, PlansTurns, ProductResponse, UserTurn
 from ..recording import (
@@ -281,6 +281,9 @@ class Conversation:
             values["turn_detection"] = turn_detection
         if self.abilities.conversion_delay_ms:
             values["conversion_delay_ms"] = dict(self.abilities.conversion_delay_ms)
+        endpoint = self.endpoint
+        if isinstance(endpoint, ReportsArrivalStamps) and endpoint.arrival_stamps() == "kernel":
+            values["arrival_stamps"] = "kernel"
         return Connected(**values)
 
     async def _take_turns(self, await_opening: Callable[[], Awaitable[Any]]) -> str:

@@ -91,7 +91,8 @@ class Agent:
         details: dict[str, JsonValue] = {
             "reply": int(utterance.label), "text": utterance.text, "frames": len(utterance.frames),
             "frames_sent": utterance.sent, "first_ns": utterance.first_ns,
-            "last_ns": utterance.last_ns, "most_late_ms": utterance.most_late_ms}
+            "last_ns": utterance.last_ns, "speech_start_ns": utterance.speech_start_ns,
+            "most_late_ms": utterance.most_late_ms}
         if utterance.stopped == "barge_in":
             self.call.note("barge_in_stopped", **details)
             return

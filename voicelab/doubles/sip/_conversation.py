@@ -13,7 +13,7 @@ from ...audio import alaw_decode, mulaw_decode
 from ._agent import Agent
 from ._ivr import Ivr
 from ._keys import KeyReader, Note
-from ._media import MediaStream, Utterance
+from ._media import MediaStream, Utterance, speech_start
 from ._sdp import Codec
 from ._settings import SipDoubleSettings
 
@@ -79,7 +79,9 @@ class Conversation:
         self.ivr.hear(decode(payload).samples)
 
     def say(self, kind: str, label: str, text: str) -> Utterance:
-        utterance = Utterance(kind, label, text, self._frames(text, self.media.codec),
+        frames = self._frames(text, self.media.codec)
+        utterance = Utterance(kind, label, text, frames,
+                              speech_at=speech_start(frames, self.media.codec),
                               on_start=self.ivr.started, on_end=self.ivr.ended)
         self.media.say(utterance)
         return utterance

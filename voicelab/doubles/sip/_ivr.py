@@ -86,6 +86,7 @@ class Ivr:
         self.call.note("prompt_stopped", menu=utterance.label, why=utterance.stopped,
                        frames=len(utterance.frames), frames_sent=utterance.sent,
                        first_ns=utterance.first_ns, last_ns=utterance.last_ns,
+                       speech_start_ns=utterance.speech_start_ns,
                        most_late_ms=utterance.most_late_ms)
 
     def close(self) -> None:

@@ -23,15 +23,37 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...audio import PcmAudio, alaw_encode, mulaw_encode
+import numpy as np
+
+from ...audio import (
+    SILENCE_THRESHOLD,
+    PcmAudio,
+    alaw_decode,
+    alaw_encode,
+    mulaw_decode,
+    mulaw_encode,
+)
 from ._rtp import RtpPacket, build_rtp, is_rtcp, sender_report
 from ._sdp import Codec
 
 FRAME_BYTES = 160
 FRAME_SECONDS = 0.02
+NS_PER_SAMPLE = 125_000  # 8 kHz
 #: a clock this far behind skips ahead rather than bursting packets to catch up
 RESYNC_SECONDS = 0.2
 SILENCE = {"PCMU": b"\xff" * FRAME_BYTES, "PCMA": b"\xd5" * FRAME_BYTES}
+
+
+def speech_start(frames: list[bytes], codec: Codec) -> tuple[int, int] | None:
+    """The (frame, sample in it) of the first sample of ``frames`` above the silence
+    threshold, or None when none is."""
+    decode = mulaw_decode if codec == "PCMU" else alaw_decode
+    for index, frame in enumerate(frames):
+        loud = np.flatnonzero(np.abs(decode(frame).samples.astype(np.int32))
+                              > SILENCE_THRESHOLD)
+        if loud.size:
+            return index, int(loud[0])
+    return None
 
 
 def encode(audio: PcmAudio, codec: Codec) -> list[bytes]:
@@ -52,6 +74,11 @@ class Utterance:
     sent: int = 0
     first_ns: int | None = None
     last_ns: int | None = None
+    #: where its first audible sample is: (frame, sample in the frame); None: nothing audible
+    speech_at: tuple[int, int] | None = None
+    #: when that sample was sent: the stamp of the packet holding it plus its place in the
+    #: packet (None: not sent yet) -- the truth of the utterance's speech onset
+    speech_start_ns: int | None = None
     most_late_ms: float = 0.0
     stopped: str | None = None  # why it ended: finished, key_barge_in, barge_in, hang_up
     on_start: Callable[[Utterance], None] | None = field(default=None, repr=False)
@@ -227,6 +254,8 @@ class MediaStream:
             return
         frame = utterance.frames[utterance.sent]
         sent_ns = self.send_packet(self.payload_type, frame, marker=utterance.sent == 0)
+        if utterance.speech_at is not None and utterance.speech_at[0] == utterance.sent:
+            utterance.speech_start_ns = sent_ns + utterance.speech_at[1] * NS_PER_SAMPLE
         utterance.most_late_ms = max(utterance.most_late_ms, round(late_s * 1000, 3))
         if utterance.first_ns is None:
             utterance.first_ns = sent_ns

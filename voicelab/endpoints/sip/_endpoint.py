@@ -145,6 +145,12 @@ class SipEndpoint:
     def settings(self) -> SipSettings:
         return self._settings
 
+    def arrival_stamps(self) -> str:
+        """``kernel`` when the call's RTP is read with the kernel's receive stamps (Linux),
+        else ``loop`` (see :mod:`._stamped_socket`)."""
+        call = self._call
+        return "kernel" if call is not None and call.media.kernel_stamps else "loop"
+
     @property
     def negotiated(self) -> Negotiated | None:
         """The codec and media addresses the call agreed on (None before it is answered)."""

@@ -68,6 +68,11 @@ class MediaSession:
             raise SipError("unreachable", f"cannot bind RTP on {local}: {error}") from None
 
     @property
+    def kernel_stamps(self) -> bool:
+        """Whether the media socket reads the kernel's receive stamps (see ._stamped_socket)."""
+        return self._rtp is not None and self._rtp.kernel_stamps
+
+    @property
     def local_rtp(self) -> tuple[str, int]:
         assert self._rtp is not None
         return self._rtp.local_address

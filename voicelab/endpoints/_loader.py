@@ -20,6 +20,7 @@ ENDPOINTS = Registry("endpoint adapter", group="voicelab.adapters", builtins={
     "twilio": "voicelab.endpoints.twilio:TwilioEndpoint",
     "local_agent": "voicelab.doubles.demo_agent:LocalAgentEndpoint",
     "pipecat": "voicelab.endpoints.pipecat:PipecatEndpoint",
+    "webrtc": "voicelab.endpoints.webrtc:WebRtcEndpoint",
 })
 
 

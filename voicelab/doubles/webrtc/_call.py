@@ -51,6 +51,9 @@ class ReplyRecord:
     first_packet_ns: int | None = None
     speech_start_ns: int | None = None
     last_packet_ns: int | None = None
+    #: when the sample after its last audible one was due (paced: each sample is due its
+    #: offset after its packet was sent): the end of what a listener can hear of it
+    audible_until_ns: int | None = None
     stopped_ns: int | None = None  # a barge-in stopped it
     frames_sent: int = 0
 
@@ -156,6 +159,10 @@ class BotSpeech:
         if at is not None and self.position <= at < self.position + FRAME_SAMPLES:
             reply.speech_start_ns = sent_ns + int((at - self.position) * NS_PER_SAMPLE)
         reply.last_packet_ns = sent_ns
+        piece = self.samples[self.position:self.position + FRAME_SAMPLES]
+        loud = np.flatnonzero(np.abs(piece.astype(np.int32)) > SILENCE_THRESHOLD)
+        if loud.size:
+            reply.audible_until_ns = sent_ns + int((int(loud[-1]) + 1) * NS_PER_SAMPLE)
         reply.frames_sent += 1
         self.position += FRAME_SAMPLES
         if self.position >= self.samples.size:
@@ -294,7 +301,7 @@ class BotCall:
         if reply is not None:
             reply.stopped_ns = reply.last_packet_ns
             self.note("reply_stopped", reply=reply.number, stopped_ns=reply.stopped_ns,
-                      frames_sent=reply.frames_sent)
+                      audible_until_ns=reply.audible_until_ns, frames_sent=reply.frames_sent)
             self.rtvi("bot-stopped-speaking")
             self._done_speaking()
 
@@ -343,6 +350,7 @@ class BotCall:
         """The sender took the reply's last packet."""
         self.note("reply_sent", reply=reply.number, first_packet_ns=reply.first_packet_ns,
                   speech_start_ns=reply.speech_start_ns, last_packet_ns=reply.last_packet_ns,
+                  audible_until_ns=reply.audible_until_ns,
                   frames=reply.frames)
         self.rtvi("bot-stopped-speaking")
         self._done_speaking()

@@ -16,6 +16,14 @@ read). This function is the only place that touches aiortc's internals on the re
 decodes each packet, counts lost, late and duplicate packets and the interarrival jitter of RFC
 3550 (6.4.1), and gives each packet's audio its arrival stamp, so the listener's own documented
 jitter buffer places it (docs/channel.md).
+
+**Silence between replies.** A WebRTC product streams all the time: encoded silence between
+its replies. The listener plays chunks back to back (a chunk starts at the later of its arrival
+and the end of the one before), so in an endless stream one late packet would delay every later
+reply by as much. A packet whose audio is inaudible (peak under :data:`QUIET_PEAK`, -54 dBFS)
+more than :data:`QUIET_HANGOVER_NS` after the last audible one is therefore counted but not
+delivered (:attr:`InboundAudio.quiet`): pauses inside a reply still play, and each reply starts
+where its first packet arrived.
 """
 
 from __future__ import annotations
@@ -34,6 +42,10 @@ if TYPE_CHECKING:
     from aiortc.rtp import RtpPacket
 
 SEQUENCE_MODULO = 1 << 16
+#: a decoded packet at most this loud is silence (-54 dBFS)
+QUIET_PEAK = 64
+#: silence is delivered this long after the last audible packet (pauses inside a reply)
+QUIET_HANGOVER_NS = 600_000_000
 #: a jump of the sequence number this large is a new stream (RFC 3550 A.1's MAX_DROPOUT)
 MAX_DROPOUT = 3000
 
@@ -94,6 +106,8 @@ class InboundAudio:
         self.lost = 0
         self.late = 0
         self.undecodable = 0
+        self.quiet = 0
+        self._audible_ns: int | None = None
         self.jitter_units = 0.0  # RFC 3550's J, in RTP timestamp units
         self.first_arrival_ns: int | None = None
         self.last_arrival_ns: int | None = None
@@ -114,6 +128,13 @@ class InboundAudio:
         pcm = self._decoder.push(packet.payload)
         if pcm is None:
             self.undecodable += 1
+            return None
+        if pcm.size and int(np.abs(pcm.astype(np.int32)).max()) > QUIET_PEAK:
+            self._audible_ns = packet.arrival_ns
+        elif self._audible_ns is None or \
+                packet.arrival_ns - self._audible_ns > QUIET_HANGOVER_NS:
+            self.quiet += 1
+            return None
         return pcm
 
     def _in_order(self, sequence: int) -> bool:
@@ -140,5 +161,5 @@ class InboundAudio:
     def facts(self) -> dict[str, JsonValue]:
         """The RTP-level facts of the call, for the bundle."""
         return {"packets": self.packets, "lost": self.lost, "late_or_duplicate": self.late,
-                "undecodable": self.undecodable,
+                "undecodable": self.undecodable, "silence_not_delivered": self.quiet,
                 "jitter_ms": round(self.jitter_units * 1000 / OPUS_RATE_HZ, 3)}

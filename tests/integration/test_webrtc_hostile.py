@@ -129,3 +129,9 @@ def test_the_evaluator_closing_keeps_the_calls_rtp_facts():
     assert events[-1].type == "closed" and events[-1].data["initiated_by"] == "evaluator"
     [facts] = [e.data["webrtc"] for e in events if e.type == "raw" and "webrtc" in e.data]
     assert facts["received"]["packets"] > 0 and facts["sent"]["packets_sent"] > 0
+
+
+def test_a_renegotiation_the_product_asks_for_is_refused_cleanly():
+    events, _ = asyncio.run(call({"hostile": "renegotiate"}))
+    error = ending(events)
+    assert error.data["code"] == "renegotiation_refused" and "renegotiate" in str(error.text)

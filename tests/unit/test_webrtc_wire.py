@@ -203,3 +203,9 @@ def test_the_arrival_tap_stamps_each_packet_and_feeds_no_jitter_buffer():
     assert [(p.arrival_ns, p.sequence, p.payload) for p in arrived] == \
         [(111, 7, b"\x01\x02"), (222, 8, b"\x01\x02")]
     assert Receiver.fed == []
+
+
+@pytest.mark.parametrize("inner", [{"type": "renegotiate"}, "renegotiate"])
+def test_pipecats_renegotiation_request_is_refused(inner):
+    [event] = decode_message(3, json.dumps({"type": "signalling", "message": inner}))
+    assert event.type == "error" and event.data["code"] == "renegotiation_refused"

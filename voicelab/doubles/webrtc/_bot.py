@@ -18,7 +18,8 @@ over, and with ``rtvi`` sends pipecat's RTVI messages on the data channel the ca
 ``hostile`` makes it misbehave on purpose: ``huge_answer`` (an answer SDP of megabytes),
 ``data_flood`` / ``big_data_message`` (the data channel), ``silent_track`` (no RTP ever),
 ``rtp_flood`` (packets as fast as the sender goes), ``bad_ice`` (an answer whose candidates
-lead nowhere), ``refuse`` (every fastrtc offer refused).
+lead nowhere), ``refuse`` (every fastrtc offer refused), ``renegotiate`` (asks for a new offer
+on the data channel, as pipecat's SmallWebRTC does when its tracks change).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Hostile = Literal["huge_answer", "data_flood", "big_data_message", "silent_track", "rtp_flood",
-                  "bad_ice", "refuse"]
+                  "bad_ice", "refuse", "renegotiate"]
 JSON_TYPE = {"Content-Type": "application/json"}
 
 

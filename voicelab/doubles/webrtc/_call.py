@@ -243,6 +243,8 @@ class BotCall:
                 self.rtvi("bot-ready", {"version": "1.0.0"})
         if self.settings.hostile in ("data_flood", "big_data_message"):
             self.spawn(self.flood(channel))
+        if self.settings.hostile == "renegotiate":  # pipecat's bot asking for a new offer
+            channel.send(json.dumps({"type": "signalling", "message": {"type": "renegotiate"}}))
 
     async def flood(self, channel: RTCDataChannel) -> None:
         """Hostile: thousands of messages a second until the call ends, or one of 200 KiB (aiortc

@@ -180,6 +180,11 @@ class WebRtcEndpoint:
                                         audio=PcmAudio(pcm).to_bytes())
             elif isinstance(item, DataMessage):
                 for event in decode_message(item.received_ns, item.message):
+                    if event.type == "error":  # the product asked for what voicelab refuses
+                        for closing in await self._finish("error", str(event.data["code"]),
+                                                          str(event.text)):
+                            yield closing
+                        break
                     yield event
             elif item is None:
                 for event in await self._finish("error", "receive_timeout",

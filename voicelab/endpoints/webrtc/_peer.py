@@ -193,7 +193,8 @@ class Peer:
         except (IndexError, AttributeError, RuntimeError):
             return None
         for stats in report.values():
-            if isinstance(stats, RTCRemoteInboundRtpStreamStats):
+            if isinstance(stats, RTCRemoteInboundRtpStreamStats) and \
+                    stats.roundTripTime is not None:
                 return round(stats.roundTripTime * 1000, 3)
         return None
 

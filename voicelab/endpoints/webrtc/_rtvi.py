@@ -5,6 +5,10 @@ An RTVI message is a JSON object ``{"label": "rtvi-ai", "type": ..., "data": {..
 
 * ``bot-transcription`` -> ``transcript_final`` (the bot's words, ``data.text``);
 * ``user-transcription`` with ``data.final`` true -> ``input_transcript`` (what the bot heard);
+* pipecat's own ``{"type": "signalling", "message": {"type": "renegotiate"}}`` (the bot asks
+  the client to offer again) -> ``error{renegotiation_refused}``: voicelab does not renegotiate
+  a call in progress, and a call whose media the product wants changed cannot be measured as
+  offered, so the call ends (exit 4) naming it;
 * everything else (speaking states, ``bot-ready``, ``server-message``, interim transcriptions,
   messages that are not RTVI or not JSON) -> ``raw``, its RTVI type in ``data.rtvi``.
 
@@ -39,6 +43,11 @@ def decode_message(received_ns: int, message: str | bytes) -> list[EndpointEvent
     except ValueError:
         kept = message if isinstance(message, str) else f"<{len(message)} bytes>"
         return [EndpointEvent("raw", received_ns, raw=kept, data={"rtvi": None})]
+    if isinstance(parsed, dict) and _renegotiation(parsed):
+        message = ("the product asked to renegotiate the call (pipecat's signalling "
+                   "'renegotiate'); voicelab does not renegotiate a call in progress")
+        return [EndpointEvent("error", received_ns, text=message, raw=parsed, data={
+            "code": "renegotiation_refused", "message": message, "origin": "adapter"})]
     if not isinstance(parsed, dict) or parsed.get("label") != RTVI_LABEL:
         return [EndpointEvent("raw", received_ns, raw=parsed, data={"rtvi": None})]
     kind = parsed.get("type")
@@ -51,3 +60,11 @@ def decode_message(received_ns: int, message: str | bytes) -> list[EndpointEvent
         return [EndpointEvent("input_transcript", received_ns, text=text, raw=parsed)]
     return [EndpointEvent("raw", received_ns, raw=parsed,
                           data={"rtvi": kind if isinstance(kind, str) else None})]
+
+
+def _renegotiation(parsed: dict[str, JsonValue]) -> bool:
+    if parsed.get("type") != "signalling":
+        return False
+    inner = parsed.get("message")
+    kind = inner.get("type") if isinstance(inner, dict) else inner
+    return kind == "renegotiate"

@@ -84,6 +84,8 @@ class WebRtcEndpoint:
         self._state = "new"  # new -> open -> closed
         self._last_rtp_ns = 0
         self._events_finished = False
+        #: what names the call at the product (pc_id, WHIP location, webrtc_id)
+        self._session: str | None = None
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
@@ -132,6 +134,7 @@ class WebRtcEndpoint:
             await self._release()
             raise
         self._state = "open"
+        self._session = answer.session
         self._last_rtp_ns = context.clock_ns()
         logger.info("WebRTC call up with %s (%s, session %s)", self._where(),
                     settings.signalling, answer.session)
@@ -254,7 +257,8 @@ class WebRtcEndpoint:
 
     async def _facts(self) -> dict[str, JsonValue]:
         """What the bundle keeps of the call's RTP: received, sent, RTCP's round trip."""
-        facts: dict[str, JsonValue] = {"received": self._inbound.facts()}
+        facts: dict[str, JsonValue] = {"session": self._session,
+                                       "received": self._inbound.facts()}
         if self._line is not None:
             facts["sent"] = self._line.facts()
         if self._peer is not None:

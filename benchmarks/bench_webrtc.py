@@ -100,8 +100,8 @@ def latency_errors(bundle: Path) -> list[float | None]:
     return errors
 
 
-def one_round(trials: int, concurrency: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-webrtc-") as scratch:
+def one_round(trials: int, concurrency: int, workdir: Path | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-webrtc-", dir=workdir) as scratch:
         folder = Path(scratch)
         run_file = write_run(folder)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -113,8 +113,10 @@ def one_round(trials: int, concurrency: int) -> dict[str, Any]:
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        bundle = next((folder / "runs").glob("*/run-report.json")).parent
+        bundle = next((folder / "runs").glob("*/run-report.json")).parent.resolve()
         errors = latency_errors(bundle)
+        if workdir is not None:  # keep the bundle to look at
+            bundle.rename(workdir / bundle.name)
     measured = [abs(e) for e in errors if e is not None]
     flagged = sum(1 for e in errors if e is None or abs(e) > TOLERANCE_MS)
     return {"exit_code": process.returncode, "wall_s": round(wall, 1),
@@ -129,11 +131,13 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, help="keep each round's bundle here")
     args = parser.parse_args()
     for round_number in range(1, args.rounds + 1):
         print(json.dumps({"round": round_number, "trials": args.trials,
                           "concurrency": args.concurrency,
-                          **one_round(args.trials, args.concurrency)}), flush=True)
+                          **one_round(args.trials, args.concurrency, args.workdir)}),
+              flush=True)
 
 
 if __name__ == "__main__":

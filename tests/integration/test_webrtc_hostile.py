@@ -135,3 +135,11 @@ def test_a_renegotiation_the_product_asks_for_is_refused_cleanly():
     events, _ = asyncio.run(call({"hostile": "renegotiate"}))
     error = ending(events)
     assert error.data["code"] == "renegotiation_refused" and "renegotiate" in str(error.text)
+
+
+def test_an_rtp_flood_ends_the_call_with_the_excess_refused_before_it_is_queued():
+    events, _ = asyncio.run(call({"hostile": "rtp_flood"}))
+    error = ending(events)
+    assert error.data["code"] == "rtp_flood" and "RTP packets a second" in str(error.text)
+    [facts] = [e.data["webrtc"] for e in events if e.type == "raw" and "webrtc" in e.data]
+    assert facts["connection"]["rtp_packets_refused"] > 0

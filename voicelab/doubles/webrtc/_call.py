@@ -133,7 +133,9 @@ class BotSpeech:
             self.call.started()
         if settings.hostile == "silent_track":
             await asyncio.Event().wait()
-        if settings.hostile != "rtp_flood":
+        if settings.hostile == "rtp_flood":  # a packet a millisecond, twenty times the pace
+            await asyncio.sleep(0.001)
+        else:
             due = self.start_ns + self.sent * FRAME_NS
             if due > now:
                 await asyncio.sleep((due - now) / 1e9)

@@ -13,6 +13,23 @@ call the bot greeting, the user answering and the bot replying. Reported:
   ``user.speech_ended``), matched to the bot's call by the session the adapter records
   (``raw-endpoint-events.json``, ``webrtc.session``: the bot's ``pc_id``); **flagged** are the responses whose error exceeds 20 ms (the issue's bound) or that have
   no figure at all. The issue's target: 20 concurrent calls on 2 cores, at most 10 % flagged.
+
+Measured on this machine (2 cores shared with other work, load average 3.5-5 during the runs;
+one round each, CPU per trial including the start of the command line, the scoring process and
+the bot double, which weighs most at low N):
+
+| concurrent | exit | CPU per trial | flagged | error median / max |
+|---|---|---|---|---|
+| 4 | 0 | 3.97 s | 0 of 4 | 0.54 / 0.78 ms |
+| 8 | 0 | 2.46 s | 1 of 8 | 3.66 / 44.2 ms |
+| 20 | 4 | 1.74 s | 20 of 20 (18 trials: no response) | - |
+
+At 20 the evaluator's one event loop is saturated (loop lag p99 ~1 s: it stamps packets late,
+reads the product's RTP late and its trials time out): per packet it spends ~0.3 ms encoding
+the user's Opus (libopus, complexity 10), ~0.3 ms decoding and resampling the product's, plus
+aiortc's own RTP/SRTP handling in Python both ways, ~50 packets a second each way per call. The
+target is not met yet; spreading calls over worker processes (``--workers``) or a cheaper
+encoder setting are the next steps.
 """
 
 from __future__ import annotations

@@ -209,3 +209,14 @@ def test_the_arrival_tap_stamps_each_packet_and_feeds_no_jitter_buffer():
 def test_pipecats_renegotiation_request_is_refused(inner):
     [event] = decode_message(3, json.dumps({"type": "signalling", "message": inner}))
     assert event.type == "error" and event.data["code"] == "renegotiation_refused"
+
+
+def test_the_registered_adapter_listens_with_constant_conversion_delays():
+    from voicelab.endpoints import ENDPOINTS, abilities_of
+
+    webrtc = abilities_of(ENDPOINTS.resolve("webrtc"))
+    assert webrtc.adapter_cls is WebRtcEndpoint and not webrtc.sends_dtmf
+    assert webrtc.conversion_delay_ms == {"to_product": ENCODER_LOOKAHEAD_MS,
+                                          "to_user": pytest.approx(DECODER_DELAY_MS, abs=1e-6)}
+    assert webrtc.turn_taking({"url": "http://127.0.0.1:9"}) == "server_vad"
+    assert webrtc.capabilities["input_transcripts"] and webrtc.capabilities["output_transcripts"]

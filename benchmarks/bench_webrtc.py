@@ -23,13 +23,16 @@ the bot double, which weighs most at low N):
 | 4 | 0 | 3.97 s | 0 of 4 | 0.54 / 0.78 ms |
 | 8 | 0 | 2.46 s | 1 of 8 | 3.66 / 44.2 ms |
 | 20 | 4 | 1.74 s | 20 of 20 (18 trials: no response) | - |
+| 20, ``--workers 2`` | 4 | 2.02 s | 20 of 20 | 4409 / 6108 ms |
 
 At 20 the evaluator's one event loop is saturated (loop lag p99 ~1 s: it stamps packets late,
 reads the product's RTP late and its trials time out): per packet it spends ~0.3 ms encoding
 the user's Opus (libopus, complexity 10), ~0.3 ms decoding and resampling the product's, plus
-aiortc's own RTP/SRTP handling in Python both ways, ~50 packets a second each way per call. The
-target is not met yet; spreading calls over worker processes (``--workers``) or a cheaper
-encoder setting are the next steps.
+aiortc's own RTP/SRTP handling in Python both ways, ~50 packets a second each way per call. Two
+worker processes do not help on 2 cores that also run the bot double (one process for all 20
+calls: aiortc's receive path, its jitter buffer and decoder, voice activity detection and Opus
+encoding for each). The target is not met yet: a cheaper per-packet path (a lower libopus
+complexity, aiortc's Python RTP handling) and the double spread over processes are next.
 """
 
 from __future__ import annotations
@@ -117,7 +120,8 @@ def latency_errors(bundle: Path) -> list[float | None]:
     return errors
 
 
-def one_round(trials: int, concurrency: int, workdir: Path | None) -> dict[str, Any]:
+def one_round(trials: int, concurrency: int, workdir: Path | None,
+              workers: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-webrtc-", dir=workdir) as scratch:
         folder = Path(scratch)
         run_file = write_run(folder)
@@ -126,7 +130,9 @@ def one_round(trials: int, concurrency: int, workdir: Path | None) -> dict[str, 
         process = subprocess.run(
             [sys.executable, "-m", "voicelab", "run", str(run_file), "--trials", str(trials),
              "--concurrency", str(concurrency), "--quiet", "--artifacts-dir",
-             str(folder / "runs")], capture_output=True, text=True, timeout=900)
+             str(folder / "runs"),
+             *(["--executor", "local", "--workers", str(workers)] if workers > 1 else [])],
+            capture_output=True, text=True, timeout=900)
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -149,11 +155,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--workdir", type=Path, help="keep each round's bundle here")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes the calls are spread over (1: one event loop)")
     args = parser.parse_args()
     for round_number in range(1, args.rounds + 1):
         print(json.dumps({"round": round_number, "trials": args.trials,
                           "concurrency": args.concurrency,
-                          **one_round(args.trials, args.concurrency, args.workdir)}),
+                          "workers": args.workers,
+                          **one_round(args.trials, args.concurrency, args.workdir,
+                                      args.workers)}),
               flush=True)
 
 

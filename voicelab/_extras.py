@@ -42,6 +42,7 @@ OPTIONAL_MODULES: dict[str, tuple[str, str]] = {
     "speechmos": ("speechmos", "speech"),
     "opuslib": ("opuslib-next-bundled", "telephony"),
     "webrtcvad": ("webrtcvad-wheels", "vad"),
+    "aiortc": ("aiortc", "webrtc"),
     # opentelemetry-api alone may come with other packages: the SDK and exporter are checked
     "opentelemetry": ("opentelemetry-sdk", "telemetry"),
     "opentelemetry.sdk": ("opentelemetry-sdk", "telemetry"),

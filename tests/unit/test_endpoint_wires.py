@@ -13,7 +13,7 @@ import voicelab.endpoints
 from voicelab.endpoints import ENDPOINTS
 
 ENDPOINTS_DIR = Path(voicelab.endpoints.__file__).parent
-WIRES = ("websocket", "http", "realtime", "twilio", "pipecat", "sip")
+WIRES = ("websocket", "http", "realtime", "twilio", "pipecat", "sip", "webrtc")
 
 
 def imported_modules(path: Path, package: str) -> set[str]:

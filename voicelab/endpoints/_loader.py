@@ -21,6 +21,7 @@ ENDPOINTS = Registry("endpoint adapter", group="voicelab.adapters", builtins={
     "local_agent": "voicelab.doubles.demo_agent:LocalAgentEndpoint",
     "pipecat": "voicelab.endpoints.pipecat:PipecatEndpoint",
     "sip": "voicelab.endpoints.sip:SipEndpoint",
+    "webrtc": "voicelab.endpoints.webrtc:WebRtcEndpoint",
 })
 
 

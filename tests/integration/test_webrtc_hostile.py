@@ -1,0 +1,145 @@
+"""Connection life and hostile products on ``adapter: webrtc``, in-process against the WebRTC
+bot double on 127.0.0.1: each failure becomes a named :class:`EndpointError` at connect, or an
+``error`` then ``closed`` during the call (the runner's exit 4), never an exception that escapes
+or memory that grows without bound."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from voicelab.audio import PcmAudio
+from voicelab.endpoints import EndpointContext, EndpointError, EndpointEvent
+
+pytest.importorskip("aiortc")
+
+from voicelab.doubles.webrtc import WebRtcBot  # noqa: E402
+from voicelab.endpoints.webrtc import WebRtcEndpoint  # noqa: E402
+
+LOOPBACK = {"ice_host_addresses": ["127.0.0.1"]}
+
+
+def endpoint(url: str, **settings: object) -> WebRtcEndpoint:
+    return WebRtcEndpoint({"url": url, **LOOPBACK, "connect_timeout_seconds": 5.0, **settings},
+                          EndpointContext(session_id="hostile"))
+
+
+async def call(bot_settings: Mapping[str, Any], *, seconds: float = 6.0,
+               **settings: object) -> tuple[list[EndpointEvent], WebRtcBot]:
+    """Connect, stream silence, collect events until ``closed`` (or ``seconds``)."""
+    async with WebRtcBot(bot_settings) as bot:
+        adapter = endpoint(bot.url, **settings)
+        await adapter.connect()
+        events: list[EndpointEvent] = []
+
+        async def line() -> None:
+            while True:
+                await adapter.send_audio(PcmAudio.silence(0.02))
+                await asyncio.sleep(0.02)
+
+        async def collect() -> None:
+            async for event in adapter.events():
+                if event.type != "audio_delta":
+                    events.append(event)
+
+        feeder = asyncio.create_task(line())
+        collector = asyncio.create_task(collect())
+        await asyncio.wait([collector], timeout=seconds)
+        feeder.cancel()
+        await adapter.close()
+        await asyncio.wait_for(collector, 5.0)  # the closing events follow the close
+        return events, bot
+
+
+def ending(events: list[EndpointEvent]) -> EndpointEvent:
+    errors = [e for e in events if e.type == "error"]
+    assert errors and events[-1].type == "closed", [e.type for e in events]
+    return errors[0]
+
+
+async def connect_error(bot_settings: Mapping[str, Any], **settings: object) -> EndpointError:
+    async with WebRtcBot(bot_settings) as bot:
+        adapter = endpoint(bot.url, **settings)
+        with pytest.raises(EndpointError) as caught:
+            await adapter.connect()
+        await adapter.close()
+        return caught.value
+
+
+def test_an_answer_sdp_of_megabytes_is_refused_before_it_is_held():
+    error = asyncio.run(connect_error({"hostile": "huge_answer"}))
+    assert error.code == "resource_limit" and "max_answer_bytes" in str(error)
+
+
+def test_an_answer_whose_candidates_lead_nowhere_is_a_connect_failure():
+    error = asyncio.run(connect_error({"hostile": "bad_ice"}, connect_timeout_seconds=3.0))
+    assert error.code in ("ice_failed", "connect_timeout"), error
+    assert "ICE" in str(error)
+
+
+def test_whip_without_the_token_is_rejected_naming_the_status():
+    error = asyncio.run(connect_error({"token": "right"}, signalling="whip", token="wrong"))
+    assert error.code == "handshake_rejected" and "401" in str(error)
+    assert "wrong" not in str(error)
+
+
+def test_a_fastrtc_refusal_names_its_reason():
+    error = asyncio.run(connect_error({"max_calls": 0, "hostile": "refuse"},
+                                      signalling="fastrtc"))
+    assert error.code == "call_refused" and "concurrency_limit_reached" in str(error)
+
+
+def test_nobody_listening_is_connection_refused():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    adapter = endpoint(f"http://127.0.0.1:{port}")
+    with pytest.raises(EndpointError) as caught:
+        asyncio.run(adapter.connect())
+    assert caught.value.code == "connection_refused"
+
+
+def test_a_track_that_never_sends_ends_the_call():
+    events, _ = asyncio.run(call({"hostile": "silent_track"}, receive_timeout_seconds=1.0))
+    error = ending(events)
+    assert error.data["code"] == "receive_timeout" and "no RTP" in str(error.text)
+
+
+def test_a_flooded_data_channel_ends_the_call():
+    events, _ = asyncio.run(call({"hostile": "data_flood"}))
+    error = ending(events)
+    assert error.data["code"] == "resource_limit" and "flooded the data channel" in str(error.text)
+    kept = [e for e in events if e.type == "raw" and e.data.get("rtvi") == "server-message"]
+    assert len(kept) <= 250  # refused past the rate: the rest never reached the events
+
+
+def test_a_data_channel_message_of_megabytes_ends_the_call():
+    events, _ = asyncio.run(call({"hostile": "big_data_message"}))
+    error = ending(events)
+    assert error.data["code"] == "resource_limit" and "data-channel message" in str(error.text)
+
+
+def test_the_evaluator_closing_keeps_the_calls_rtp_facts():
+    events, _ = asyncio.run(call({"greeting": "Hi."}, seconds=1.5))
+    # the evaluator closed it: closed by the evaluator, with the call's RTP facts before it
+    assert events[-1].type == "closed" and events[-1].data["initiated_by"] == "evaluator"
+    [facts] = [e.data["webrtc"] for e in events if e.type == "raw" and "webrtc" in e.data]
+    assert facts["received"]["packets"] > 0 and facts["sent"]["packets_sent"] > 0
+
+
+def test_a_renegotiation_the_product_asks_for_is_refused_cleanly():
+    events, _ = asyncio.run(call({"hostile": "renegotiate"}))
+    error = ending(events)
+    assert error.data["code"] == "renegotiation_refused" and "renegotiate" in str(error.text)
+
+
+def test_an_rtp_flood_ends_the_call_with_the_excess_refused_before_it_is_queued():
+    events, _ = asyncio.run(call({"hostile": "rtp_flood"}))
+    error = ending(events)
+    assert error.data["code"] == "rtp_flood" and "RTP packets a second" in str(error.text)
+    [facts] = [e.data["webrtc"] for e in events if e.type == "raw" and "webrtc" in e.data]
+    assert facts["connection"]["rtp_packets_refused"] > 0

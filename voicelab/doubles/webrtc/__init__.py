@@ -1,0 +1,10 @@
+"""A voice bot served over WebRTC (the test double of ``adapter: webrtc``): the three
+signalling contracts (pipecat's SmallWebRTC, WHIP, fastrtc), Opus both ways, RTVI messages on
+the data channel, and its RTP send stamps as truth. Run it on its own with
+``python -m voicelab.doubles.webrtc --port 7860 --settings '{"rtvi": true}'``.
+"""
+
+from ._bot import WebRtcBot, WebRtcBotSettings
+from ._call import CallRecord, ReplyRecord
+
+__all__ = ["CallRecord", "ReplyRecord", "WebRtcBot", "WebRtcBotSettings"]

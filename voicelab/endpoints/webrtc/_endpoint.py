@@ -1,0 +1,292 @@
+"""The WebRTC adapter (``adapter: webrtc``): voicelab as the browser of a WebRTC voice agent.
+
+The product is reached by its signalling (``settings.signalling``: pipecat's ``smallwebrtc``,
+``whip``, ``fastrtc``; :mod:`._signalling`) and speaks Opus over SRTP through aiortc.
+
+* **The user's line.** A WebRTC product listens (``turn_taking`` is ``server_vad``): the runner
+  hands :meth:`WebRtcEndpoint.send_audio` the live line every ``chunk_ms`` (20 ms by default);
+  the adapter encodes it into 20 ms Opus packets that leave in real time (:mod:`._line`), each
+  stamped as the sender takes it.
+* **The product's audio** is stamped per RTP packet where it arrives, before aiortc's jitter
+  buffer (:mod:`._rtp` explains the seam), decoded in arrival order and emitted as one
+  ``audio_delta`` a packet, stamped with its arrival; the listener's own documented jitter buffer
+  places it (docs/channel.md). Lost, late and duplicate packets and the interarrival jitter are
+  counted and recorded with RCTP's round trip when the call ends (a ``raw`` event,
+  ``data.webrtc``).
+* **Text** comes on a data channel the adapter opens: pipecat's RTVI messages become
+  ``transcript_final`` / ``input_transcript`` (:mod:`._rtvi`).
+* **Connection life.** ``connect`` fails with :class:`EndpointError` naming the cause
+  (``connection_refused``, ``handshake_rejected``, ``call_refused``, ``resource_limit``,
+  ``ice_failed``, ``dtls_failed``, ``connect_timeout``). Afterwards a failed connection, a product
+  that sends no RTP for ``receive_timeout_seconds``, or one past a limit (an RTP flood, data-channel
+  floods or huge messages) ends the call with an ``error`` then ``closed`` (exit 4); a product
+  that closes the connection has hung up (``conversation_complete``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import JsonValue
+
+from ..._extras import require_modules
+from ...audio import PcmAudio
+from .._protocol import EndpointContext, EndpointError, EndpointEvent
+from .._settings import parse_settings, secret_values
+from ._opus import DECODER_DELAY_MS, ENCODER_LOOKAHEAD_MS, OpusLineDecoder
+from ._rtp import ArrivedPacket, InboundAudio
+from ._rtvi import decode_message
+from ._settings import WebRtcSettings
+
+if TYPE_CHECKING:
+    from ._line import CallerLine
+    from ._peer import ConnectionState, InboxItem, Peer
+    from ._signalling import Signalling
+
+logger = logging.getLogger(__name__)
+PURPOSE = "endpoint adapter 'webrtc'"
+
+
+class _Closing:
+    """The evaluator closed the call."""
+
+
+class WebRtcEndpoint:
+    """voicelab as a WebRTC peer of the product (audio both ways, RTVI text)."""
+
+    capabilities = {
+        "streaming_input": True,
+        "streaming_output": True,
+        "interruption": False,  # a WebRTC track has no clear: the product just stops
+        "tool_events": False,
+        "input_transcripts": True,   # RTVI user-transcription, when the product sends it
+        "output_transcripts": True,  # RTVI bot-transcription, when the product sends it
+    }
+    #: the encoder's look-ahead toward the product, the decoder's resampling toward the user
+    conversion_delay_ms = {"to_product": ENCODER_LOOKAHEAD_MS, "to_user": DECODER_DELAY_MS}
+
+    def __init__(self, settings: Mapping[str, Any] | WebRtcSettings, context: EndpointContext):
+        self._settings: WebRtcSettings = parse_settings(WebRtcSettings, settings)
+        self._context = context
+        self._scrubber = context.scrubber.with_values(
+            secret_values(self._settings.headers, self._settings.token, uri=self._settings.url))
+        self._webrtc_id = self._settings.webrtc_id or uuid.uuid5(
+            uuid.NAMESPACE_URL, f"{context.session_id}/{context.trial_index}").hex
+        self._queue: asyncio.Queue[InboxItem | _Closing] = asyncio.Queue()
+        self._inbound = InboundAudio()
+        self._line: CallerLine | None = None
+        self._peer: Peer | None = None
+        self._signalling: Signalling | None = None
+        self._state = "new"  # new -> open -> closed
+        self._last_rtp_ns = 0
+        self._events_finished = False
+        #: what names the call at the product (pc_id, WHIP location, webrtc_id)
+        self._session: str | None = None
+
+    @classmethod
+    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+        parse_settings(WebRtcSettings, settings)
+        require_modules(["aiortc"], purpose=PURPOSE)
+
+    @classmethod
+    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
+        """A WebRTC voice agent listens: it detects the end of the user's speech itself."""
+        return "server_vad"
+
+    @property
+    def settings(self) -> WebRtcSettings:
+        return self._settings
+
+    # --- connecting -----------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Offer, signal, connect (ICE, DTLS) within ``connect_timeout_seconds``; raises
+        :class:`EndpointError` naming what failed, with everything opened so far closed."""
+        require_modules(["aiortc"], purpose=PURPOSE)
+        from ._line import CallerLine
+        from ._peer import Peer
+        from ._signalling import Signalling
+
+        settings, context = self._settings, self._context
+        self._line = CallerLine(clock_ns=context.clock_ns)
+        self._line.warm_up()
+        OpusLineDecoder.warm_up()
+        self._peer = Peer(settings, self._line, enqueue=self._queue.put_nowait,
+                          clock_ns=context.clock_ns)
+        self._signalling = Signalling(settings, scrubber=self._scrubber,
+                                      webrtc_id=self._webrtc_id,
+                                      traceparent=context.traceparent,
+                                      timeout_seconds=settings.connect_timeout_seconds)
+        timeout = settings.connect_timeout_seconds
+        try:
+            answer = await asyncio.wait_for(self._peer.open(self._signalling), timeout)
+        except TimeoutError:
+            peer = self._peer
+            await self._release()
+            raise EndpointError(f"the call was not connected within {timeout:g} s (ICE "
+                                f"{peer.pc.iceConnectionState}, connection "
+                                f"{peer.pc.connectionState})", code="connect_timeout") from None
+        except BaseException:
+            await self._release()
+            raise
+        self._state = "open"
+        self._session = answer.session
+        self._last_rtp_ns = context.clock_ns()
+        logger.info("WebRTC call up with %s (%s, session %s)", self._where(),
+                    settings.signalling, answer.session)
+
+    def _where(self) -> str:
+        from .._settings import redacted_url
+
+        return redacted_url(self._settings.offer_url)
+
+    # --- sending ---------------------------------------------------------------------------
+
+    async def send_audio(self, audio: PcmAudio) -> None:
+        """Queue ``audio`` (canonical PCM) as 20 ms Opus packets sent in real time; never
+        sleeps. After the product hung up the audio is dropped; on a broken call, raises
+        :class:`EndpointError` (``connection_closed``)."""
+        expected = self._context.audio_format.sample_rate_hz
+        if audio.sample_rate_hz != expected:
+            raise ValueError(f"send_audio needs {expected} Hz PCM, got {audio.sample_rate_hz} Hz")
+        if self._state == "hung_up":
+            return
+        if self._state != "open" or self._line is None:
+            raise EndpointError("the call with the product is closed", code="connection_closed")
+        self._line.queue_audio(audio.samples)
+
+    async def commit_turn(self) -> None:
+        """Never called in ``server_vad`` mode (the product detects turns); does nothing."""
+        logger.debug("commit_turn() ignored: a WebRTC product detects the user's turns")
+
+    async def interrupt(self) -> None:
+        """Never called in ``server_vad`` mode (a user barges in by speaking); does nothing."""
+        logger.debug("interrupt() ignored: on a WebRTC call the user can only speak")
+
+    # --- receiving -------------------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[EndpointEvent]:
+        """Normalized events in arrival order; the last one is ``closed``. One consumer only."""
+        from ._peer import ConnectionState, DataMessage, Problem
+
+        while not self._events_finished:
+            item = await self._next_item()
+            if isinstance(item, ArrivedPacket):
+                self._last_rtp_ns = item.arrival_ns
+                pcm = self._inbound.push(item)
+                if pcm is not None and pcm.size:
+                    yield EndpointEvent("audio_delta", item.arrival_ns,
+                                        audio=PcmAudio(pcm).to_bytes())
+            elif isinstance(item, DataMessage):
+                for event in decode_message(item.received_ns, item.message):
+                    if event.type == "error":  # the product asked for what voicelab refuses
+                        for closing in await self._finish("error", str(event.data["code"]),
+                                                          str(event.text)):
+                            yield closing
+                        break
+                    yield event
+            elif item is None:
+                for event in await self._finish("error", "receive_timeout",
+                                                self._silent_message()):
+                    yield event
+            elif isinstance(item, Problem):
+                for event in await self._finish("error", item.code, item.message):
+                    yield event
+            elif isinstance(item, _Closing):
+                for event in await self._finish("evaluator", None, "closed by the evaluator"):
+                    yield event
+            elif isinstance(item, ConnectionState) and self._state == "open":
+                ending = self._connection_ended(item)
+                if ending is not None:
+                    for event in await self._finish(*ending):
+                        yield event
+
+    def _connection_ended(self, item: ConnectionState) -> tuple[str, str | None, str] | None:
+        """How a change of the connection's state ends the call, if it does."""
+        peer = self._peer
+        if item.state == "failed" and peer is not None:
+            return "error", peer.failure_code(), peer.failure()
+        if item.state == "closed":
+            return "product", None, "the product closed the connection"
+        return None
+
+    async def _next_item(self) -> InboxItem | _Closing | None:
+        """The next inbox item, or None once the product's track has been silent too long."""
+        while True:
+            if not self._queue.empty() or self._state != "open":
+                return await self._queue.get()
+            timeout_ns = self._settings.receive_timeout_seconds * 1e9
+            remaining = (self._last_rtp_ns + timeout_ns - self._context.clock_ns()) / 1e9
+            try:
+                return await asyncio.wait_for(self._queue.get(), max(remaining, 0.0))
+            except TimeoutError:
+                if self._context.clock_ns() - self._last_rtp_ns >= timeout_ns:
+                    return None
+
+    def _silent_message(self) -> str:
+        return (f"the product's track sent no RTP for {self._settings.receive_timeout_seconds:g}"
+                f" s (endpoint.settings.receive_timeout_seconds)")
+
+    async def _finish(self, initiator: str, code: str | None,
+                      message: str) -> list[EndpointEvent]:
+        """The call's last events: the error that ended it (if one did), its RTP facts,
+        ``closed``; everything is released."""
+        now = self._context.clock_ns()
+        message = self._scrubber.scrub_text(message)
+        events: list[EndpointEvent] = []
+        if initiator == "error":
+            logger.warning("%s: %s", self._where(), message)
+            events.append(EndpointEvent("error", now, text=message, data={
+                "code": code, "message": message, "origin": "adapter"}))
+        elif initiator == "product":
+            events.append(EndpointEvent("conversation_complete", now,
+                                        data={"reason": message}))
+        facts: dict[str, JsonValue] = {"webrtc": await self._facts()}
+        events.append(EndpointEvent("raw", now, data=facts, raw=facts))
+        self._state = "hung_up" if initiator == "product" else "closed"
+        self._events_finished = True
+        await self._release()
+        events.append(EndpointEvent("closed", self._context.clock_ns(), data={
+            "reason": message, "initiated_by": "adapter" if initiator == "error" else initiator}))
+        logger.info("WebRTC call with %s ended: %s", self._where(), message)
+        return events
+
+    async def _facts(self) -> dict[str, JsonValue]:
+        """What the bundle keeps of the call's RTP: received, sent, RTCP's round trip."""
+        facts: dict[str, JsonValue] = {"session": self._session,
+                                       "received": self._inbound.facts()}
+        if self._line is not None:
+            facts["sent"] = self._line.facts()
+        if self._peer is not None:
+            facts["connection"] = self._peer.facts()
+            facts["rtcp_round_trip_ms"] = await self._peer.round_trip_ms()
+        return facts
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def _release(self) -> None:
+        """Stop the line, close the peer connection, end the signalling session; never raises."""
+        line, peer, signalling = self._line, self._peer, self._signalling
+        self._signalling = None
+        if line is not None:
+            line.stop()
+        try:
+            if peer is not None:
+                await peer.close()
+        except Exception as error:  # noqa: BLE001  (aiortc's teardown: nothing left to save)
+            logger.debug("closing the peer connection raised %s", type(error).__name__)
+        if signalling is not None:
+            await signalling.end()
+
+    async def close(self) -> None:
+        """End the call (WHIP: its session is deleted); idempotent, never raises."""
+        if self._state == "open":
+            self._state = "closing"
+            self._queue.put_nowait(_Closing())
+            await self._release()
+        elif self._state == "new":
+            await self._release()

@@ -29,6 +29,7 @@ from ._conversation import (
     Failure,
     Prepared,
     _turn_id,
+    is_key_barge_in,
 )
 from ._line import UserLine, Utterance
 from ._probes import LineEcho, ProbeMark, audible_bounds, noise_probes_for, noise_sound
@@ -309,6 +310,12 @@ class ServerVadConversation(Conversation):
                     await self._backchannel(barge, turn_id, speech_at_ns=due_ns)
                     barge, asked = None, False  # the next probe may come into the same reply
                     continue
+                if is_key_barge_in(barge):
+                    if now < due_ns:  # keys need no lead: they are pressed at the moment
+                        await intake.wait_signal(max(0.0, (due_ns - now) / 1e9))
+                        continue
+                    await self._key_barge_in(barge, turn_id, heard_onset_ns=speech_onset)
+                    return
                 utterance = await self._barge_in_on_line(barge, turn_id, speech_at_ns=due_ns,
                                                          heard_onset_ns=speech_onset)
                 assert utterance.turn_id is not None
@@ -347,6 +354,77 @@ class ServerVadConversation(Conversation):
         self.persona.confirm_barge_in(turn)
         return await self._say(turn, barge_in_of=response_turn, probe_of=response_turn,
                                speech_at_ns=speech_at_ns)
+
+    async def _key_barge_in(self, turn: UserTurn, response_turn: str, *,
+                            heard_onset_ns: int | None) -> None:
+        """A key barge-in: ``turn``'s keys pressed into the reply to ``response_turn`` now
+        (nothing is said on the line). The product's output stays the barged reply's until
+        its prompt is over (:meth:`_prompt_stopped`), so its stop and its next prompt are
+        told apart; then the reply to the keys is awaited."""
+        self.recording.record(EventType.USER_BARGE_IN, UserBargeIn(
+            response_turn_id=response_turn, cancel_sent=False, flush=False,
+            after_product_audio_ms=round(float(turn.interrupt_after_seconds or 0) * 1000, 3),
+            kind="keys", heard_speech_onset_ms=None if heard_onset_ns is None
+            else round(heard_onset_ns / 1e6, 3)),
+            source="evaluator", direction="outbound", turn_id=_turn_id(self.user_turns + 1),
+            speaker_role="user")
+        self.persona.confirm_barge_in(turn)
+        number = self.user_turns + 1
+        turn_id = _turn_id(number)
+        self.user_turns = number
+        self.intake.user_turn_id = turn_id
+        nothing = PcmAudio(np.zeros(0, dtype=np.int16))
+        self._record_turn(turn, Prepared(nothing, {"provider": "dtmf", "cached": False}, None),
+                          turn_id=turn_id, mix_summary={}, barge_in_of=response_turn)
+        pressed_ns = self.recording.listener_now_ns()
+        try:
+            await self._press(turn, turn_id)
+        except EndpointError as error:
+            self._line_failed(error)
+        deadline = pressed_ns + int(self.response_timeout_seconds * 1e9)
+        await self._prompt_stopped(response_turn, pressed_ns=pressed_ns, deadline_ns=deadline)
+        self.intake.period_turn = turn_id
+        await self._await_reply(turn_id, since_ns=await self._after_prompt(
+            turn_id, deadline_ns=deadline))
+
+    async def _prompt_stopped(self, response_turn: str, *, pressed_ns: int,
+                              deadline_ns: int) -> None:
+        """Wait until the prompt the keys barged into is over: the wire says the product
+        stopped it (an interruption, e.g. Twilio's ``clear``), or the listener has heard no
+        speech of it for the reply-end hangover; at most until ``deadline_ns``."""
+        heard_speech = self.heard_speech
+        assert heard_speech is not None
+        deadline = deadline_ns
+        while True:
+            self._check()
+            now = self.recording.listener_now_ns()
+            heard_speech.listen_until(now)
+            response = self.intake.response_for(response_turn)
+            if response is not None and any(
+                    event.type == EventType.PRODUCT_INTERRUPTION
+                    and event.listener_ns >= pressed_ns for event in response.events):
+                return
+            if heard_speech.reply_over(pressed_ns) or now >= deadline:
+                return
+            await self.intake.wait_signal(LISTEN_TICK_SECONDS)
+
+    async def _after_prompt(self, turn_id: str, *, deadline_ns: int) -> int:
+        """Where the reply to the keys is listened for from: once the listener's voice
+        activity has closed the prompt's speech, the end of what it had of the prompt; when
+        the product's answer arrives first (within the hangover), the answer's start."""
+        heard_speech = self.heard_speech
+        assert heard_speech is not None
+        while True:
+            self._check()
+            now = self.recording.listener_now_ns()
+            heard_speech.listen_until(now)
+            if not heard_speech.vad.in_speech or now >= deadline_ns:
+                return max(now, self.recording.timeline.cursor_ns)
+            response = self.intake.response_for(turn_id)
+            playback = self.intake.playback(response) if response is not None else None
+            if playback is not None and playback.start_ns is not None:
+                return playback.start_ns
+            await self.intake.wait_signal(LISTEN_TICK_SECONDS)
 
     def _reply_view(self, response: object) -> ProductResponse:
         if isinstance(response, ProductTurn):

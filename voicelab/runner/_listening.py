@@ -40,6 +40,9 @@ LISTEN_TICK_SECONDS = 0.02
 #: speech is due, and padded (or its leading silence trimmed) so that its first speech sample
 #: is said exactly then: the frame it starts in is not yet cut when it is queued.
 TIMED_LEAD_FRAMES = 3
+#: Keys are pressed this long before the line hands its next chunk to the adapter (the
+#: chunk's audio would otherwise be queued ahead of them).
+KEY_LEAD_NS = 2_000_000
 #: How long a failed send on the line waits for the product's own account of the call's end.
 LINE_FAILURE_GRACE_SECONDS = 1.0
 
@@ -133,6 +136,19 @@ class ServerVadConversation(Conversation):
         assert utterance.speech_ended_ns is not None
         await self._await_reply(utterance.turn_id,
                                 since_ns=self.recording.offset_of(utterance.speech_ended_ns))
+
+    async def _press(self, turn: UserTurn, turn_id: str) -> None:
+        """Press the turn's keys once the line audio already handed to the adapter has been
+        said: an adapter sends keys after the audio it holds, so the keys leave when
+        ``user.dtmf`` is stamped (within one of the adapter's frames), not up to a line chunk
+        later."""
+        if turn.dtmf and self.line is not None:
+            for _ in range(2):  # the line may hand its next chunk while this one waits
+                wait_ns = self.line.handed_until_ns - KEY_LEAD_NS - self.recording.clock_ns()
+                if wait_ns <= 0:
+                    break
+                await asyncio.sleep(wait_ns / 1e9)
+        await super()._press(turn, turn_id)
 
     async def _product_opens(self) -> bool:
         if self.first_speaker != "auto":
@@ -376,11 +392,11 @@ class ServerVadConversation(Conversation):
         nothing = PcmAudio(np.zeros(0, dtype=np.int16))
         self._record_turn(turn, Prepared(nothing, {"provider": "dtmf", "cached": False}, None),
                           turn_id=turn_id, mix_summary={}, barge_in_of=response_turn)
-        pressed_ns = self.recording.listener_now_ns()
         try:
             await self._press(turn, turn_id)
         except EndpointError as error:
             self._line_failed(error)
+        pressed_ns = self.recording.listener_now_ns()
         deadline = pressed_ns + int(self.response_timeout_seconds * 1e9)
         await self._prompt_stopped(response_turn, pressed_ns=pressed_ns, deadline_ns=deadline)
         self.intake.period_turn = turn_id

@@ -8,10 +8,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from voicelab._validate import validate_run
-from voicelab.config import EvalSpec, IvrSpec, ScriptTurn, load_run
+from voicelab.config import (
+    EvalSpec,
+    IvrSpec,
+    ScenarioConfig,
+    ScriptConfig,
+    ScriptTurn,
+    load_run,
+)
 from voicelab.errors import ConfigError
 
 
@@ -63,3 +71,13 @@ def test_menu_settings_default_and_bounds() -> None:
                   {"agent_wrds": ["hello"]}):
         with pytest.raises(ValidationError):
             IvrSpec.model_validate(wrong)
+
+
+def test_the_documented_example_is_a_valid_scenario_and_script() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "ivr.md").read_text()
+    block = page.split("## Example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    scenario_text, script_text = block.split("# script.yaml\n")
+    scenario = ScenarioConfig.model_validate(yaml.safe_load(scenario_text))
+    script = ScriptConfig.model_validate(yaml.safe_load(script_text))
+    assert scenario.eval_spec.ivr is not None and scenario.eval_spec.ivr.keys_accepted
+    assert [turn.dtmf for turn in script.turns] == ["1", "2", None]

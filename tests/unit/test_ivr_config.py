@@ -4,6 +4,7 @@ file and the key, and the menu verdicts' settings (``eval_spec.ivr``) are checke
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,12 +16,15 @@ from voicelab._validate import validate_run
 from voicelab.config import (
     EvalSpec,
     IvrSpec,
+    PersonaConfig,
     ScenarioConfig,
     ScriptConfig,
     ScriptTurn,
     load_run,
 )
 from voicelab.errors import ConfigError
+from voicelab.personas import PersonaContext, ProductResponse, UserTurn
+from voicelab.personas._scripted import ScriptedPersona
 
 
 def test_a_key_barge_in_is_keys_only_and_an_interruption() -> None:
@@ -81,3 +85,18 @@ def test_the_documented_example_is_a_valid_scenario_and_script() -> None:
     script = ScriptConfig.model_validate(yaml.safe_load(script_text))
     assert scenario.eval_spec.ivr is not None and scenario.eval_spec.ivr.keys_accepted
     assert [turn.dtmf for turn in script.turns] == ["1", "2", None]
+
+
+def test_a_key_barge_in_waits_for_the_lines_before_it() -> None:
+    script = ScriptConfig.model_validate({"turns": [
+        {"dtmf": "1"},
+        {"response": "a note", "optional": True},
+        {"dtmf": "2", "interrupt_after_seconds": 0.5, "kind": "interruption"}]})
+    context = PersonaContext(scenario=ScenarioConfig(id="s"), persona=PersonaConfig(name="p"),
+                             data={}, script=script)
+    persona = ScriptedPersona({}, context)
+    assert persona.barge_in(ProductResponse(index=0)) is None  # key 1 is not pressed yet
+    opening = asyncio.run(persona.reply(ProductResponse(index=0)))
+    assert isinstance(opening, UserTurn) and opening.dtmf == "1"
+    armed = persona.barge_in(ProductResponse(index=1))  # the optional line does not hold it
+    assert armed is not None and armed.dtmf == "2"

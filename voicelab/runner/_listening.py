@@ -321,15 +321,12 @@ class ServerVadConversation(Conversation):
                     self._prepare_soon(candidate)
             due_ns = None if barge is None or speech_onset is None else \
                 speech_onset + int(float(barge.interrupt_after_seconds or 0) * 1e9)
-            if barge is not None and due_ns is not None and now >= due_ns - self._lead_ns():
+            if barge is not None and due_ns is not None and now >= self._act_at(barge, due_ns):
                 if barge.kind == "backchannel":
                     await self._backchannel(barge, turn_id, speech_at_ns=due_ns)
                     barge, asked = None, False  # the next probe may come into the same reply
                     continue
                 if is_key_barge_in(barge):
-                    if now < due_ns:  # keys need no lead: they are pressed at the moment
-                        await intake.wait_signal(max(0.0, (due_ns - now) / 1e9))
-                        continue
                     await self._key_barge_in(barge, turn_id, heard_onset_ns=speech_onset)
                     return
                 utterance = await self._barge_in_on_line(barge, turn_id, speech_at_ns=due_ns,
@@ -350,8 +347,13 @@ class ServerVadConversation(Conversation):
                 raise ConversationEnded("no_response", self._no_speech(turn_id))
             wait = LISTEN_TICK_SECONDS
             if barge is not None and due_ns is not None:  # wake when it is time to queue it
-                wait = min(wait, max(0.0, (due_ns - self._lead_ns() - now) / 1e9))
+                wait = min(wait, max(0.0, (self._act_at(barge, due_ns) - now) / 1e9))
             await intake.wait_signal(wait)
+
+    def _act_at(self, barge: UserTurn, due_ns: int) -> int:
+        """When a timed turn due at ``due_ns`` is acted on: speech is queued a few frames
+        ahead (its first sample is then said on time); keys are pressed at the moment."""
+        return due_ns if is_key_barge_in(barge) else due_ns - self._lead_ns()
 
     def _lead_ns(self) -> int:
         assert self.line is not None

@@ -11,6 +11,8 @@ over ``fade_out_ms``. It greets first, and while its audio plays (until the mark
 user who speaks for ``barge_in_after_ms`` makes it stop (fading out over ``stop_fade_ms``
 first, when set) and send ``clear`` (unless ``barge_in`` is off). After
 ``hang_up_after_replies`` answers it hangs up (closes the socket) once the last one has played.
+With ``ivr`` it plays a phone menu: a key stops the prompt playing and is answered like an
+utterance (or, to test a caller against broken menus, keys are ignored or talked over).
 
 A message out of protocol (anything before ``connected``/``start``, a gap in
 ``sequenceNumber`` or ``chunk``, a payload that is not 20 ms, another ``streamSid``, an echo of

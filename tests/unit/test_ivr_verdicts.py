@@ -10,7 +10,7 @@ import pytest
 
 from voicelab.artifacts import TranscriptTurn, TurnMetrics
 from voicelab.config import PersonaConfig, ScenarioConfig
-from voicelab.scoring import BUILTIN_VERDICTS, TrialEvidence, judge_verdicts
+from voicelab.scoring import BUILTIN_VERDICTS, TrialEvidence, judge_verdicts, text_readers
 from voicelab.scoring._ivr_verdicts import says
 
 IVR = {"prompts": [{"before_turn": 1, "words": ["billing", "press one"]},
@@ -122,3 +122,12 @@ def test_phrases_match_whole_words_in_order():
     assert says("For billing, PRESS one.", "press one")
     assert not says("press the one", "press one") and not says("pressone", "press one")
     assert not says("anything", "")
+
+
+def test_the_word_verdicts_ask_for_the_products_words():
+    def readers(ivr: dict[str, Any]) -> list[str]:
+        scenario = ScenarioConfig.model_validate({"id": "menu", "eval_spec": {"ivr": ivr}})
+        return text_readers(scenario, PersonaConfig(name="p"), judges=False)
+
+    assert readers(IVR) == ["prompt_heard", "reached_agent"]
+    assert readers({"keys_accepted": True}) == []  # keys are judged on timings alone

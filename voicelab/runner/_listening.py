@@ -31,6 +31,7 @@ from ._conversation import (
     _turn_id,
     is_key_barge_in,
 )
+from ._key_prompts import PromptWatch
 from ._line import UserLine, Utterance
 from ._probes import LineEcho, ProbeMark, audible_bounds, noise_probes_for, noise_sound
 
@@ -377,8 +378,8 @@ class ServerVadConversation(Conversation):
                             heard_onset_ns: int | None) -> None:
         """A key barge-in: ``turn``'s keys pressed into the reply to ``response_turn`` now
         (nothing is said on the line). The product's output stays the barged reply's until
-        its prompt is over (:meth:`_prompt_stopped`), so its stop and its next prompt are
-        told apart; then the reply to the keys is awaited."""
+        its prompt is over (:class:`~._key_prompts.PromptWatch`), so its stop and its next
+        prompt are told apart; then the reply to the keys is awaited."""
         self.recording.record(EventType.USER_BARGE_IN, UserBargeIn(
             response_turn_id=response_turn, cancel_sent=False, flush=False,
             after_product_audio_ms=round(float(turn.interrupt_after_seconds or 0) * 1000, 3),
@@ -400,49 +401,12 @@ class ServerVadConversation(Conversation):
             self._line_failed(error)
         pressed_ns = self.recording.listener_now_ns()
         deadline = pressed_ns + int(self.response_timeout_seconds * 1e9)
-        await self._prompt_stopped(response_turn, pressed_ns=pressed_ns, deadline_ns=deadline)
+        assert self.heard_speech is not None
+        watch = PromptWatch(self.recording, self.intake, self.heard_speech, self._check)
+        await watch.stopped(response_turn, pressed_ns=pressed_ns, deadline_ns=deadline)
         self.intake.period_turn = turn_id
-        await self._await_reply(turn_id, since_ns=await self._after_prompt(
+        await self._await_reply(turn_id, since_ns=await watch.reply_from(
             turn_id, deadline_ns=deadline))
-
-    async def _prompt_stopped(self, response_turn: str, *, pressed_ns: int,
-                              deadline_ns: int) -> None:
-        """Wait until the prompt the keys barged into is over: the wire says the product
-        stopped it (an interruption, e.g. Twilio's ``clear``), or the listener has heard no
-        speech of it for the reply-end hangover; at most until ``deadline_ns``."""
-        heard_speech = self.heard_speech
-        assert heard_speech is not None
-        deadline = deadline_ns
-        while True:
-            self._check()
-            now = self.recording.listener_now_ns()
-            heard_speech.listen_until(now)
-            response = self.intake.response_for(response_turn)
-            if response is not None and any(
-                    event.type == EventType.PRODUCT_INTERRUPTION
-                    and event.listener_ns >= pressed_ns for event in response.events):
-                return
-            if heard_speech.reply_over(pressed_ns) or now >= deadline:
-                return
-            await self.intake.wait_signal(LISTEN_TICK_SECONDS)
-
-    async def _after_prompt(self, turn_id: str, *, deadline_ns: int) -> int:
-        """Where the reply to the keys is listened for from: once the listener's voice
-        activity has closed the prompt's speech, the end of what it had of the prompt; when
-        the product's answer arrives first (within the hangover), the answer's start."""
-        heard_speech = self.heard_speech
-        assert heard_speech is not None
-        while True:
-            self._check()
-            now = self.recording.listener_now_ns()
-            heard_speech.listen_until(now)
-            if not heard_speech.vad.in_speech or now >= deadline_ns:
-                return max(now, self.recording.timeline.cursor_ns)
-            response = self.intake.response_for(turn_id)
-            playback = self.intake.playback(response) if response is not None else None
-            if playback is not None and playback.start_ns is not None:
-                return playback.start_ns
-            await self.intake.wait_signal(LISTEN_TICK_SECONDS)
 
     def _reply_view(self, response: object) -> ProductResponse:
         if isinstance(response, ProductTurn):

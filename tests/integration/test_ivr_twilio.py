@@ -49,6 +49,7 @@ class Finished(Call):
         stdout, stderr = process.communicate(timeout=240)
         self.exit_code = process.returncode
         self.output = stdout + stderr
+        self.artifacts = artifacts
         assert "Traceback" not in stderr, self.output
         trial = next(artifacts.glob("*/trial-001"))
         self.report = read_json(trial / "trial-report.json")
@@ -142,3 +143,15 @@ def test_a_menu_that_talks_over_keys_fails_keys_accepted(calls):
     greeting = call.turn("turn-000")
     # it spoke on to the end of its greeting: far past the second it is allowed
     assert greeting["key_stop_latency_ms"] > 1000.0, greeting
+
+
+def test_a_rescore_reads_the_menu_settings_back_and_judges_the_same(calls, tmp_path):
+    call = calls["talks_over_keys"]
+    bundle = next(call.artifacts.glob("*/trial-001")).parent
+    process = subprocess.run([sys.executable, "-m", "voicelab", "rescore", str(bundle),
+                              "--output", str(tmp_path / "again")], capture_output=True,
+                             text=True, timeout=120)
+    assert process.returncode == 3, process.stdout + process.stderr  # the trial still fails
+    again = tmp_path / "again" / "trial-001"
+    assert read_json(again / "trial-report.json")["verdicts"] == call.report["verdicts"]
+    assert read_json(again / "voice-metrics.json")["turns"] == call.metrics["turns"]

@@ -15,11 +15,13 @@ from pydantic import ValidationError
 from voicelab._validate import validate_run
 from voicelab.config import (
     EvalSpec,
+    IvrPrompt,
     IvrSpec,
     PersonaConfig,
     ScenarioConfig,
     ScriptConfig,
     ScriptTurn,
+    is_secret_name,
     load_run,
 )
 from voicelab.errors import ConfigError
@@ -66,11 +68,11 @@ def test_menu_settings_default_and_bounds() -> None:
     assert EvalSpec().ivr is None
     spec = IvrSpec.model_validate({"prompts": [{"before_turn": 1, "words": ["billing"]}],
                                    "keys_accepted": True})
-    assert spec.key_response_seconds == 5.0 and spec.max_seconds_to_agent is None
+    assert spec.response_after_keys_seconds == 5.0 and spec.max_seconds_to_agent is None
     for wrong in ({"max_seconds_to_agent": 30},  # no words to recognise the agent by
                   {"prompts": [{"before_turn": 0, "words": ["billing"]}]},
                   {"prompts": [{"before_turn": 1, "words": []}]},
-                  {"key_response_seconds": 0},
+                  {"response_after_keys_seconds": 0},
                   {"prompts": [{"before_turn": 1, "words": ["x"]}] * 201},
                   {"agent_wrds": ["hello"]}):
         with pytest.raises(ValidationError):
@@ -100,3 +102,10 @@ def test_a_key_barge_in_waits_for_the_lines_before_it() -> None:
     assert isinstance(opening, UserTurn) and opening.dtmf == "1"
     armed = persona.barge_in(ProductResponse(index=1))  # the optional line does not hold it
     assert armed is not None and armed.dtmf == "2"
+
+
+def test_no_menu_setting_is_named_like_a_secret() -> None:
+    # a field named like a secret (``key``...) is masked in resolved-scenario.json, and a
+    # re-score could not read its number back
+    assert [name for name in IvrSpec.model_fields if is_secret_name(name)] == []
+    assert [name for name in IvrPrompt.model_fields if is_secret_name(name)] == []

@@ -98,12 +98,12 @@ class IvrSpec(StrictModel):
     #: ``prompt_heard``: each prompt's words in the product's speech before its turn
     prompts: Annotated[list[IvrPrompt], Field(max_length=200)] = Field(default_factory=list)
     #: ``keys_accepted``: after each key press the product spoke again within
-    #: ``key_response_seconds`` (a key barge-in: it stopped its prompt within
-    #: ``key_stop_seconds`` too)
+    #: ``response_after_keys_seconds`` (a key barge-in: it stopped its prompt within
+    #: ``stop_after_keys_seconds`` too)
     keys_accepted: bool = False
-    key_response_seconds: PositiveFloat = 5.0
+    response_after_keys_seconds: PositiveFloat = 5.0
     #: a key barge-in: the product stops its prompt within this long of the key
-    key_stop_seconds: PositiveFloat = 1.0
+    stop_after_keys_seconds: PositiveFloat = 1.0
     #: ``reached_agent``: the product said one of ``agent_words`` within
     #: ``max_seconds_to_agent`` of the call's connect
     agent_words: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],

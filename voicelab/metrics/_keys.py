@@ -19,6 +19,7 @@ Both rest on the prompt's arrival stamps as every timing figure of the row does:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,31 +47,34 @@ def key_presses(events: Iterable[Event], responses: Mapping[str, HeardResponse]
     """Every user turn's key press, in order, with the prompt it answers; a press before any
     product response was heard answers none and is left out (it has no row to go on)."""
     barged: dict[str, str] = {}
-    pressed: dict[str, tuple[str, int]] = {}
+    first_ns: dict[str, int] = {}
+    digits: dict[str, list[str]] = {}  # joined once: a bundle read back may hold many keys
     for event in events:
         if event.turn_id is None:
             continue
         if event.type == EventType.USER_TURN_STARTED:
-            started = UserTurnStarted.of(event)
-            if started.dtmf and started.barge_in_of:
-                barged[event.turn_id] = started.barge_in_of
+            turn = UserTurnStarted.of(event)
+            if turn.dtmf and turn.barge_in_of:
+                barged[event.turn_id] = turn.barge_in_of
         elif event.type == EventType.USER_DTMF:
-            digits = UserDtmf.of(event).digits or ""
-            earlier = pressed.get(event.turn_id)
-            pressed[event.turn_id] = (earlier[0] + digits, earlier[1]) if earlier \
-                else (digits, event.listener_ns)
+            first_ns.setdefault(event.turn_id, event.listener_ns)
+            digits.setdefault(event.turn_id, []).append(UserDtmf.of(event).digits or "")
+    started = sorted((playback.start_ns, turn_id) for turn_id, playback in responses.items()
+                     if playback.start_ns is not None)
     presses = []
-    for turn_id, (digits, at_ns) in pressed.items():
-        prompt = barged.get(turn_id) or _heard_last(responses, at_ns)
+    for turn_id, at_ns in first_ns.items():
+        prompt = barged.get(turn_id) or _heard_last(started, at_ns)
         if prompt is not None:
-            presses.append(KeyPress(turn_id, digits, at_ns, prompt, turn_id in barged))
+            presses.append(KeyPress(turn_id, "".join(digits[turn_id]), at_ns, prompt,
+                                    turn_id in barged))
     return presses
 
 
-def _heard_last(responses: Mapping[str, HeardResponse], at_ns: int) -> str | None:
-    started = [(playback.start_ns, turn_id) for turn_id, playback in responses.items()
-               if playback.start_ns is not None and playback.start_ns <= at_ns]
-    return max(started)[1] if started else None
+def _heard_last(started: Sequence[tuple[int, str]], at_ns: int) -> str | None:
+    """The response that began to sound last at or before ``at_ns`` (``started``: each
+    response's start and turn, sorted)."""
+    position = bisect_right(started, (at_ns, "\uffff"))
+    return started[position - 1][1] if position else None
 
 
 def key_to_speech_ns(key: KeyPress, reply_span: tuple[int, int] | None,

@@ -3,7 +3,7 @@
 * ``prompt_heard``: the product's speech before a user turn contains the prompt's words (the
   words of its transcript: the wire's, else its audio recognized, as every word verdict reads);
 * ``keys_accepted``: after each key press the product spoke again within
-  ``key_response_seconds``, and a key barge-in stopped the prompt within ``key_stop_seconds``:
+  ``response_after_keys_seconds``, and a key barge-in stopped the prompt within ``stop_after_keys_seconds``:
   the menu moved on (read from the key columns of the prompts' rows, :mod:`voicelab.metrics`);
 * ``reached_agent``: the product said one of ``agent_words`` within ``max_seconds_to_agent``
   of the call's connect.
@@ -116,11 +116,11 @@ def _key_check(row: TurnMetrics, spec: IvrSpec) -> tuple[bool | None, str]:
     reasons: list[str] = []
     if row.key_barge_in:
         stop_ms = row.key_stop_latency_ms
-        checks.append(_against(stop_ms, spec.key_stop_seconds * 1000, row))
+        checks.append(_against(stop_ms, spec.stop_after_keys_seconds * 1000, row))
         reasons.append(f"stopped its prompt {stop_ms:.0f} ms after the key" if stop_ms
                        is not None else "its prompt was not heard")
     answer_ms = row.key_to_speech_ms
-    checks.append(_against(answer_ms, spec.key_response_seconds * 1000, row))
+    checks.append(_against(answer_ms, spec.response_after_keys_seconds * 1000, row))
     reasons.append(f"spoke again {answer_ms:.0f} ms after the key" if answer_ms is not None
                    else "never spoke again")
     why = f"{keys}: {', '.join(reasons)}"
@@ -136,8 +136,8 @@ def keys_accepted(evidence: TrialEvidence) -> Verdict:
     prompt in time first)."""
     spec = _ivr(evidence)
     expected = (f"after each key, the product speaks again within "
-                f"{spec.key_response_seconds:g} s (a key barge-in: stops within "
-                f"{spec.key_stop_seconds:g} s)")
+                f"{spec.response_after_keys_seconds:g} s (a key barge-in: stops within "
+                f"{spec.stop_after_keys_seconds:g} s)")
     rows = [row for row in evidence.turn_metrics if row.key_digits]
     if not rows:
         if evidence.recorded_call:

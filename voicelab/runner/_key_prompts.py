@@ -32,8 +32,8 @@ class PromptWatch:
     async def stopped(self, response_turn: str, *, pressed_ns: int, deadline_ns: int) -> None:
         """Wait until the prompt ``response_turn`` the keys barged into is over: the wire
         says the product stopped it (an interruption, e.g. Twilio's ``clear``), or the
-        listener has heard no speech of it for the reply-end hangover; at most until
-        ``deadline_ns`` (listener ns)."""
+        listener hears no speech (none since the reply-end hangover: a prompt that ended just
+        before the keys is over at once); at most until ``deadline_ns`` (listener ns)."""
         while True:
             self.check()
             now = self.recording.listener_now_ns()
@@ -43,7 +43,7 @@ class PromptWatch:
                     event.type == EventType.PRODUCT_INTERRUPTION
                     and event.listener_ns >= pressed_ns for event in response.events):
                 return
-            if self.heard_speech.reply_over(pressed_ns) or now >= deadline_ns:
+            if not self.heard_speech.vad.in_speech or now >= deadline_ns:
                 return
             await self.intake.wait_signal(WATCH_TICK_SECONDS)
 

@@ -557,3 +557,8 @@ def _check_line_only(loaded: LoadedRun, run_file: str) -> None:
                                   "line: it needs turn_taking server_vad",
                                   source=str(loaded.sources.get("script") or run_file),
                                   key=f"turns[{index}].kind")
+            if turn.dtmf and turn.interrupt_after_seconds is not None:
+                raise ConfigError("a key barge-in presses keys into the product's speech on a "
+                                  "live line: it needs turn_taking server_vad",
+                                  source=str(loaded.sources.get("script") or run_file),
+                                  key=f"turns[{index}].interrupt_after_seconds")

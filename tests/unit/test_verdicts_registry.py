@@ -60,7 +60,7 @@ def test_the_built_in_verdicts_keep_the_order_trial_reports_list_them_in():
         "expected_topics", "expected_exit", "concise", "outcome_<key>",
         "interruption_honoured", "first_audio_latency", "keeps_talking_through_backchannel",
         "stops_when_interrupted", "no_cut_in", "script_turns_said", "entities_heard",
-        "entities_spoken"]
+        "entities_spoken", "prompt_heard", "keys_accepted", "reached_agent"]
 
 
 def test_a_verdict_the_scenario_does_not_ask_for_is_omitted():

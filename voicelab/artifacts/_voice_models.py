@@ -19,6 +19,9 @@ SignalStats = SignalAnalysis
 HESITATION_FIELDS = ("user_pauses_ms", "product_cut_in", "cut_in_pause_index",
                      "cut_in_after_pause_ms", "answer_after_cut_in_ms",
                      "user_pauses_phone_band_ms")
+#: TurnMetrics fields of a response the user answered with keys only (docs/ivr.md)
+KEY_FIELDS = ("key_turn_id", "key_digits", "key_barge_in", "key_to_speech_ms",
+              "key_stop_latency_ms")
 
 
 class ProbeOutcome(ArtifactModel):
@@ -192,13 +195,22 @@ class TurnMetrics(ArtifactModel):
     #: each pause as an 8 kHz phone line carries it: the silence around it in the turn's audio
     #: as sent, kept to the telephone band (300-3400 Hz); None: noise fills it
     user_pauses_phone_band_ms: list[float | None] | None = None
+    #: a response the user answered with keys (its prompt, docs/ivr.md): the turn that pressed
+    #: them, the keys, whether they were pressed into its speech (a key barge-in); the first
+    #: key to the onset of the product's next speech as heard, and (a key barge-in) to the
+    #: end of this response's last audible sample. None on every other turn.
+    key_turn_id: str | None = None
+    key_digits: str | None = None
+    key_barge_in: bool | None = None
+    key_to_speech_ms: float | None = None
+    key_stop_latency_ms: float | None = None
 
     @model_serializer(mode="wrap")
     def _hesitation_only_when_measured(self, handler: SerializerFunctionWrapHandler
                                        ) -> dict[str, Any]:
-        """The hesitation fields are written only for a hesitation turn: every other turn's
-        document stays as it was (a bundle re-scores to the same bytes)."""
-        return without_absent(handler(self), HESITATION_FIELDS)
+        """The hesitation and key fields are written only for a turn they describe: every
+        other turn's document stays as it was (a bundle re-scores to the same bytes)."""
+        return without_absent(handler(self), (*HESITATION_FIELDS, *KEY_FIELDS))
     #: how late this response's timing stamps (its audio chunks' and response.done's arrivals)
     #: may be, from the evaluator's loop lag around them, in ms (0: no late tick near them);
     #: ``None``: not judged per turn (docs/artifacts.md, measurement_quality)

@@ -82,6 +82,42 @@ class ConversationSpec(StrictModel):
     first_speaker_wait_seconds: PositiveFloat = 3.0
 
 
+class IvrPrompt(StrictModel):
+    """Words the product's speech before a user turn must contain (``prompt_heard``)."""
+
+    #: the user turn (1: the first) the prompt comes before; the product's speech that
+    #: turn answers or barges into
+    before_turn: Annotated[int, Field(ge=1, le=10_000)]
+    words: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],
+                     Field(min_length=1, max_length=50)]
+
+
+class IvrSpec(StrictModel):
+    """A menu's verdicts (docs/ivr.md): each is asked for only when configured here."""
+
+    #: ``prompt_heard``: each prompt's words in the product's speech before its turn
+    prompts: Annotated[list[IvrPrompt], Field(max_length=200)] = Field(default_factory=list)
+    #: ``keys_accepted``: after each key press the product spoke again within
+    #: ``response_after_keys_seconds`` (a key barge-in: it stopped its prompt within
+    #: ``stop_after_keys_seconds`` too)
+    keys_accepted: bool = False
+    response_after_keys_seconds: PositiveFloat = 5.0
+    #: a key barge-in: the product stops its prompt within this long of the key
+    stop_after_keys_seconds: PositiveFloat = 1.0
+    #: ``reached_agent``: the product said one of ``agent_words`` within
+    #: ``max_seconds_to_agent`` of the call's connect
+    agent_words: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],
+                           Field(max_length=50)] = Field(default_factory=list)
+    max_seconds_to_agent: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _agent_recognisable(self) -> IvrSpec:
+        if self.max_seconds_to_agent is not None and not self.agent_words:
+            raise ValueError("max_seconds_to_agent needs 'agent_words': the words that say "
+                             "the agent answers")
+        return self
+
+
 class EvalSpec(StrictModel):
     expected_exit: ExitReason | None = None
     limits: Limits = Field(default_factory=Limits)
@@ -103,6 +139,8 @@ class EvalSpec(StrictModel):
     #: results say is said exactly in its audio (``entities_spoken``)
     entities_heard: bool = False
     entities_spoken: bool = False
+    #: menu verdicts (docs/ivr.md): ``prompt_heard``, ``keys_accepted``, ``reached_agent``
+    ivr: IvrSpec | None = None
 
 
 class ScenarioConfig(StrictModel):
@@ -210,6 +248,13 @@ class ScriptTurn(StrictModel):
                              f"needs 'interrupt_after_seconds'")
         if self.kind == "backchannel" and self.dtmf is not None:
             raise ValueError("a 'backchannel' turn cannot press dtmf keys")
+        if self.dtmf is not None and self.interrupt_after_seconds is not None:
+            if self.kind != "interruption":
+                raise ValueError("keys pressed into the product's speech are a key barge-in: "
+                                 "set kind: interruption (docs/ivr.md)")
+            if self.response.strip() or self.audio_path is not None:
+                raise ValueError("a key barge-in presses keys only: it cannot also have "
+                                 "'response' or 'audio_path' (say it in a turn of its own)")
         return self
 
 

@@ -30,6 +30,7 @@ from ..audio import CANONICAL_SAMPLE_RATE_HZ, SignalAnalysis
 from ..config import LoadedRun
 from ..errors import ConfigError
 from ..recording import Event, HeardResponse, ProductTurn, samples_to_ns
+from ._keys import KeyPress, key_stop_ns, key_to_speech_ns
 from ._placement import audible_extent_ns, audible_ns, silent_runs_ns
 from ._selectivity import overlap_ns
 
@@ -83,6 +84,9 @@ class ResponseTurn:
     input: SignalAnalysis | None = None
     output: SignalAnalysis | None = None
     to_user_delay_ms: float | None = None
+    #: the keys the user answered this response with, and where the reply to them sounds
+    key: KeyPress | None = None
+    key_reply_span: tuple[int, int] | None = None
 
     @cached_property
     def audible(self) -> tuple[int, int] | None:
@@ -337,6 +341,38 @@ def to_user_delay_ms(turn: ResponseTurn) -> float | None:
     return turn.to_user_delay_ms
 
 
+@turn_metric("key_turn_id", unit="label", needs=("user_speech",))
+def key_turn_id(turn: ResponseTurn) -> str | None:
+    return turn.key.turn_id if turn.key else None
+
+
+@turn_metric("key_digits", unit="text", needs=("user_speech",))
+def key_digits(turn: ResponseTurn) -> str | None:
+    return turn.key.digits if turn.key else None
+
+
+@turn_metric("key_barge_in", unit="bool", needs=("barge_in",))
+def key_barge_in(turn: ResponseTurn) -> bool | None:
+    return turn.key.barge_in if turn.key else None
+
+
+@turn_metric("key_to_speech_ms", unit="ms", needs=("user_speech", "product_speech"))
+def key_to_speech_ms(turn: ResponseTurn) -> float | None:
+    """The first key to the onset of the product's next speech as heard (docs/ivr.md)."""
+    if turn.key is None:
+        return None
+    return ns_to_ms(key_to_speech_ns(turn.key, turn.key_reply_span, turn.speech,
+                                     heard_delay_ns=turn.heard_delay_ns))
+
+
+@turn_metric("key_stop_latency_ms", unit="ms", needs=("barge_in", "playback"))
+def key_stop_latency_ms(turn: ResponseTurn) -> float | None:
+    """A key barge-in: the first key to the end of this response's last audible sample."""
+    if turn.key is None:
+        return None
+    return ns_to_ms(key_stop_ns(turn.key, turn.span, turn.product_samples))
+
+
 #: The built-in per-response metrics (their columns; the document orders them).
 BUILTIN_TURN_METRICS: tuple[TurnMetric, ...] = (
     status, reference, first_audio_latency_ms, response_latency_ms, response_duration_ms,
@@ -344,7 +380,8 @@ BUILTIN_TURN_METRICS: tuple[TurnMetric, ...] = (
     playback_end_ms, playback_stall_ms, dead_air_ms, trailing_silence_ms, interrupted,
     interruption_stop_latency_ms, audio_after_interrupt_ms, barge_in_after_speech_ms,
     transcript, tool_calls, input_speech_to_noise_db, input_analysis, output_analysis,
-    double_talk_ms, to_user_delay_ms)
+    double_talk_ms, to_user_delay_ms, key_turn_id, key_digits, key_barge_in, key_to_speech_ms,
+    key_stop_latency_ms)
 
 
 def turn_values(turn: ResponseTurn, extra: Sequence[TurnMetric] = ()

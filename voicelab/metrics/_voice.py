@@ -73,6 +73,7 @@ from ..recording import (
     samples_to_ns,
 )
 from ._cut_in import cut_in_fields, pauses_on_timeline, pauses_through_phone_band
+from ._keys import KeyPress, key_presses
 from ._placement import STEP_EVENTS, Placement
 from ._selectivity import echo_of, probe_outcomes, self_interruptions
 from ._talk import talk_metrics
@@ -315,6 +316,8 @@ class _MeasuredAgainst:
     depth_ns: int
     line_turns: dict[str, dict[Any, dict[str, JsonValue]]]
     to_user_delay_ms: float | None
+    #: the key presses by the response (prompt) they answer
+    keys: dict[str, KeyPress] = field(default_factory=dict)
 
     def user_speech_of(self, turn_id: str) -> tuple[int | None, int | None]:
         return _user_speech_ns(turn_id, self.gathered.users, self.placement)
@@ -348,7 +351,10 @@ def _measured_against(recording: Recording, gathered: _Gathered, placement: Plac
         depth_ns=int(float(listener.get("jitter_buffer_ms", 0.0)) * 1_000_000),
         line_turns={name: {t.get("turn_id"): t for t in line.turns or []}
                     for name, line in lines.items()},
-        to_user_delay_ms=_ms(heard_delay_ns) if to_user else None)
+        to_user_delay_ms=_ms(heard_delay_ns) if to_user else None,
+        keys={key.prompt_turn_id: key for key in key_presses(
+            recording.of_type(EventType.USER_TURN_STARTED, EventType.USER_DTMF),
+            placement.responses)})
 
 
 def _response_metrics(measured: _MeasuredAgainst, index: int, turn_id: str,
@@ -380,7 +386,8 @@ def _response_metrics(measured: _MeasuredAgainst, index: int, turn_id: str,
         depth_ns=measured.depth_ns, cut_in=bool(cut_in.get("product_cut_in")),
         speech_to_noise_db=measured.gathered.snr.get(turn_id),
         input=analyses.inputs.get(turn_id), output=analyses.outputs.get(turn_id),
-        to_user_delay_ms=measured.to_user_delay_ms)
+        to_user_delay_ms=measured.to_user_delay_ms, key=measured.keys.get(turn_id),
+        key_reply_span=_key_reply_span(measured, turn_id))
     return TurnMetrics(turn_id=turn_id, index=index, **turn_values(turn, extra),
                        **_line_fields(measured.line_turns, turn_id), **cut_in)
 
@@ -420,6 +427,12 @@ def _line_fields(line_turns: dict[str, dict[Any, dict[str, JsonValue]]], turn_id
     if detail:
         fields["channel"] = detail
     return fields
+
+
+def _key_reply_span(measured: _MeasuredAgainst, turn_id: str) -> tuple[int, int] | None:
+    """Where the reply to the keys that answered response ``turn_id`` sounds."""
+    key = measured.keys.get(turn_id)
+    return _span(measured.placement.responses.get(key.turn_id)) if key else None
 
 
 def _span(playback: HeardResponse | None) -> tuple[int, int] | None:

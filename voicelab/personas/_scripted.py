@@ -12,7 +12,9 @@ it is optional). The format, with examples: docs/scripts.md.
 Barge-in: the first unused turn (in script order) that has ``interrupt_after_seconds`` is armed
 for every product response, unless the response's transcript is already known and does not match
 its keywords. A ``backchannel`` turn is only ever said into the product's speech that way, never
-as an opening or a reply.
+as an opening or a reply. A key barge-in (keys pressed into the product's speech, docs/ivr.md)
+is armed only once every earlier line that is not optional has been said: a menu is pressed
+through in order.
 """
 
 from __future__ import annotations
@@ -123,6 +125,9 @@ class ScriptedPersona:
                 continue
             if response.transcript and not keywords_match(turn, response.transcript):
                 return None
+            if turn.dtmf and any(earlier < index and not self.script.turns[earlier].optional
+                                 for earlier in self._unused()):
+                return None  # a menu's keys go in script order: earlier lines first
             return self._turn(index)
         return None
 

@@ -133,6 +133,13 @@ def _hashable(value: object) -> object:
     return value if isinstance(value, Hashable) else None
 
 
+def is_key_barge_in(turn: UserTurn) -> bool:
+    """``turn`` presses keys into the product's speech and says nothing (a key barge-in:
+    docs/ivr.md); validation refuses speech on such a turn."""
+    return bool(turn.dtmf) and turn.interrupt_after_seconds is not None \
+        and turn.audio is None and not turn.text.strip()
+
+
 def _turn_id(number: int) -> str:
     """``turn-000`` is the product's opening, ``turn-NNN`` the user's N-th turn."""
     return f"turn-{number:03d}"

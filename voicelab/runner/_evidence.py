@@ -90,6 +90,8 @@ class Evidence:
     recognition: list[Usage] = field(default_factory=list)
     #: the script turns the user began to say (``user.turn_started``'s ``script_index``)
     said_script_turns: frozenset[int] = frozenset()
+    #: when the call connected (ms on the listener timeline; None: not recorded)
+    connected_ms: float | None = None
 
     @property
     def degraded(self) -> bool:
@@ -119,7 +121,8 @@ def evidence_steps(recording: Recording, *, adapter: str,
     yield
     raw_events = build_raw_events(recording, adapter)
     return Evidence(b"".join(encoded), placement, metrics, transcript, tool_calls, raw_events,
-                    said_script_turns=said_script_turns(recording))
+                    said_script_turns=said_script_turns(recording),
+                    connected_ms=connected_ms(recording))
 
 
 def followed_script(persona_mode: object, script: ScriptConfig | None) -> ScriptConfig | None:
@@ -141,6 +144,12 @@ def said_script_turns(recording: Recording) -> frozenset[int]:
             if isinstance(index, int) and not isinstance(index, bool):
                 said.add(index)
     return frozenset(said)
+
+
+def connected_ms(recording: Recording) -> float | None:
+    """When the call connected, on the listener timeline (``reached_agent`` times from it)."""
+    connected = next(recording.of_type(EventType.CONNECTED), None)
+    return None if connected is None else round(connected.listener_ns / 1e6, 3)
 
 
 def _judge_measurement(evidence: Evidence, recording: Recording,
@@ -213,7 +222,8 @@ def verdicts_of(evidence: Evidence, *, scenario: ScenarioConfig, persona: Person
         turn_metrics=evidence.metrics.turns,
         probes=evidence.metrics.probes, measurement=evidence.metrics.measurement_quality,
         entities=evidence.metrics.entities, script=script,
-        said_script_turns=evidence.said_script_turns), checks, kept)
+        said_script_turns=evidence.said_script_turns,
+        connected_ms=evidence.connected_ms), checks, kept)
 
 
 def score_of(evidence: Evidence, ending: CallEnding, judges: Sequence[JudgeResult], *,

@@ -109,6 +109,12 @@ class UserLine:
         return (listener_ns - origin) * _RATE // 1_000_000_000
 
     @property
+    def handed_until_ns(self) -> int:
+        """When the line audio already handed to the adapter will have been said (clock ns):
+        keys pressed now leave after it."""
+        return self._start_ns + self.frames_sent * self.frame_ns
+
+    @property
     def busy(self) -> bool:
         return self._current is not None or bool(self._queue)
 

@@ -29,7 +29,9 @@ from ._conversation import (
     Failure,
     Prepared,
     _turn_id,
+    is_key_barge_in,
 )
+from ._key_prompts import PromptWatch
 from ._line import UserLine, Utterance
 from ._probes import LineEcho, ProbeMark, audible_bounds, noise_probes_for, noise_sound
 
@@ -39,6 +41,9 @@ LISTEN_TICK_SECONDS = 0.02
 #: speech is due, and padded (or its leading silence trimmed) so that its first speech sample
 #: is said exactly then: the frame it starts in is not yet cut when it is queued.
 TIMED_LEAD_FRAMES = 3
+#: Keys are pressed this long before the line hands its next chunk to the adapter (the
+#: chunk's audio would otherwise be queued ahead of them).
+KEY_LEAD_NS = 2_000_000
 #: How long a failed send on the line waits for the product's own account of the call's end.
 LINE_FAILURE_GRACE_SECONDS = 1.0
 
@@ -132,6 +137,19 @@ class ServerVadConversation(Conversation):
         assert utterance.speech_ended_ns is not None
         await self._await_reply(utterance.turn_id,
                                 since_ns=self.recording.offset_of(utterance.speech_ended_ns))
+
+    async def _press(self, turn: UserTurn, turn_id: str) -> None:
+        """Press the turn's keys once the line audio already handed to the adapter has been
+        said: an adapter sends keys after the audio it holds, so the keys leave when
+        ``user.dtmf`` is stamped (within one of the adapter's frames), not up to a line chunk
+        later."""
+        if turn.dtmf and self.line is not None:
+            for _ in range(2):  # the line may hand its next chunk while this one waits
+                wait_ns = self.line.handed_until_ns - KEY_LEAD_NS - self.recording.clock_ns()
+                if wait_ns <= 0:
+                    break
+                await asyncio.sleep(wait_ns / 1e9)
+        await super()._press(turn, turn_id)
 
     async def _product_opens(self) -> bool:
         if self.first_speaker != "auto":
@@ -304,11 +322,14 @@ class ServerVadConversation(Conversation):
                     self._prepare_soon(candidate)
             due_ns = None if barge is None or speech_onset is None else \
                 speech_onset + int(float(barge.interrupt_after_seconds or 0) * 1e9)
-            if barge is not None and due_ns is not None and now >= due_ns - self._lead_ns():
+            if barge is not None and due_ns is not None and now >= self._act_at(barge, due_ns):
                 if barge.kind == "backchannel":
                     await self._backchannel(barge, turn_id, speech_at_ns=due_ns)
                     barge, asked = None, False  # the next probe may come into the same reply
                     continue
+                if is_key_barge_in(barge):
+                    await self._key_barge_in(barge, turn_id, heard_onset_ns=speech_onset)
+                    return
                 utterance = await self._barge_in_on_line(barge, turn_id, speech_at_ns=due_ns,
                                                          heard_onset_ns=speech_onset)
                 assert utterance.turn_id is not None
@@ -327,8 +348,13 @@ class ServerVadConversation(Conversation):
                 raise ConversationEnded("no_response", self._no_speech(turn_id))
             wait = LISTEN_TICK_SECONDS
             if barge is not None and due_ns is not None:  # wake when it is time to queue it
-                wait = min(wait, max(0.0, (due_ns - self._lead_ns() - now) / 1e9))
+                wait = min(wait, max(0.0, (self._act_at(barge, due_ns) - now) / 1e9))
             await intake.wait_signal(wait)
+
+    def _act_at(self, barge: UserTurn, due_ns: int) -> int:
+        """When a timed turn due at ``due_ns`` is acted on: speech is queued a few frames
+        ahead (its first sample is then said on time); keys are pressed at the moment."""
+        return due_ns if is_key_barge_in(barge) else due_ns - self._lead_ns()
 
     def _lead_ns(self) -> int:
         assert self.line is not None
@@ -347,6 +373,40 @@ class ServerVadConversation(Conversation):
         self.persona.confirm_barge_in(turn)
         return await self._say(turn, barge_in_of=response_turn, probe_of=response_turn,
                                speech_at_ns=speech_at_ns)
+
+    async def _key_barge_in(self, turn: UserTurn, response_turn: str, *,
+                            heard_onset_ns: int | None) -> None:
+        """A key barge-in: ``turn``'s keys pressed into the reply to ``response_turn`` now
+        (nothing is said on the line). The product's output stays the barged reply's until
+        its prompt is over (:class:`~._key_prompts.PromptWatch`), so its stop and its next
+        prompt are told apart; then the reply to the keys is awaited."""
+        self.recording.record(EventType.USER_BARGE_IN, UserBargeIn(
+            response_turn_id=response_turn, cancel_sent=False, flush=False,
+            after_product_audio_ms=round(float(turn.interrupt_after_seconds or 0) * 1000, 3),
+            kind="keys", heard_speech_onset_ms=None if heard_onset_ns is None
+            else round(heard_onset_ns / 1e6, 3)),
+            source="evaluator", direction="outbound", turn_id=_turn_id(self.user_turns + 1),
+            speaker_role="user")
+        self.persona.confirm_barge_in(turn)
+        number = self.user_turns + 1
+        turn_id = _turn_id(number)
+        self.user_turns = number
+        self.intake.user_turn_id = turn_id
+        nothing = PcmAudio(np.zeros(0, dtype=np.int16))
+        self._record_turn(turn, Prepared(nothing, {"provider": "dtmf", "cached": False}, None),
+                          turn_id=turn_id, mix_summary={}, barge_in_of=response_turn)
+        try:
+            await self._press(turn, turn_id)
+        except EndpointError as error:
+            self._line_failed(error)
+        pressed_ns = self.recording.listener_now_ns()
+        deadline = pressed_ns + int(self.response_timeout_seconds * 1e9)
+        assert self.heard_speech is not None
+        watch = PromptWatch(self.recording, self.intake, self.heard_speech, self._check)
+        await watch.stopped(response_turn, pressed_ns=pressed_ns, deadline_ns=deadline)
+        self.intake.period_turn = turn_id
+        await self._await_reply(turn_id, since_ns=await watch.reply_from(
+            turn_id, deadline_ns=deadline))
 
     def _reply_view(self, response: object) -> ProductResponse:
         if isinstance(response, ProductTurn):

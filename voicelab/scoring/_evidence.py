@@ -54,6 +54,9 @@ class TrialEvidence:
     script: ScriptConfig | None = None
     #: the indices of the script turns the user said
     said_script_turns: Collection[int] = ()
+    #: when the call connected (ms on the listener timeline, as ``TurnMetrics``'
+    #: ``speech_start_ms``; ``None``: not recorded)
+    connected_ms: float | None = None
 
     @property
     def spec(self) -> EvalSpec:

@@ -13,6 +13,11 @@ def text_readers(scenario: ScenarioConfig, persona: PersonaConfig, *, judges: bo
         readers.append("expected_topics")
     if persona.is_concise:
         readers.append("concise")
+    ivr = scenario.eval_spec.ivr
+    if ivr is not None and ivr.prompts:
+        readers.append("prompt_heard")
+    if ivr is not None and ivr.max_seconds_to_agent is not None:
+        readers.append("reached_agent")
     if judges:
         readers.append("judges")
     return readers

@@ -28,6 +28,7 @@ from ..artifacts import (
 from ..config import EvalSpec, LoadedRun, PersonaConfig, ScenarioConfig, ScriptConfig
 from ._entity_verdicts import entities_heard, entities_spoken
 from ._evidence import TrialEvidence
+from ._ivr_verdicts import keys_accepted, prompt_heard, reached_agent
 from ._verdict_registry import VerdictCheck, judge_verdicts, plugin_verdicts, user_verdicts, verdict
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)?")
@@ -169,7 +170,8 @@ def script_turns_said(evidence: TrialEvidence) -> Verdict:
 BUILTIN_VERDICTS: tuple[VerdictCheck, ...] = (
     expected_topics, expected_exit, concise, outcome, interruption_honoured,
     first_audio_latency, keeps_talking_through_backchannel, stops_when_interrupted, no_cut_in,
-    script_turns_said, entities_heard, entities_spoken)
+    script_turns_said, entities_heard, entities_spoken, prompt_heard, keys_accepted,
+    reached_agent)
 
 
 def verdict_checks(loaded: LoadedRun | None = None) -> tuple[VerdictCheck, ...]:

@@ -11,6 +11,8 @@ over ``fade_out_ms``. It greets first, and while its audio plays (until the mark
 user who speaks for ``barge_in_after_ms`` makes it stop (fading out over ``stop_fade_ms``
 first, when set) and send ``clear`` (unless ``barge_in`` is off). After
 ``hang_up_after_replies`` answers it hangs up (closes the socket) once the last one has played.
+With ``ivr`` it plays a phone menu: a key stops the prompt playing and is answered like an
+utterance (or, to test a caller against broken menus, keys are ignored or talked over).
 
 A message out of protocol (anything before ``connected``/``start``, a gap in
 ``sequenceNumber`` or ``chunk``, a payload that is not 20 ms, another ``streamSid``, an echo of
@@ -92,6 +94,11 @@ class TwilioBotSettings(AdapterSettings):
     #: a hostile bot: ``mark_storm`` sends ``mark`` messages as fast as the socket takes them
     #: once the stream starts, and never speaks (the evaluator's limits must end the call)
     hostile: Literal["mark_storm"] | None = None
+    #: an IVR menu (default ``off``: keys are only logged). ``menu``: a key stops the prompt
+    #: playing (a ``clear``) and is answered with the next reply, like an utterance;
+    #: ``ignores_keys``: keys change nothing; ``talks_over_keys``: a key is answered, but
+    #: only after the prompt playing has finished (it never stops for a key)
+    ivr: Literal["off", "menu", "ignores_keys", "talks_over_keys"] = "off"
     voice_seed: int = 11
     #: ``tone`` (no words) or ``piper`` (real words, ``voicelab[speech]``; its lines are
     #: synthesized before the bot serves)
@@ -262,7 +269,8 @@ class _Call:
                     or digit not in DTMF_KEYS:
                 raise _Violation(f"malformed dtmf {given!r}")
             self.record.dtmf += digit
-            self.note("dtmf", digit=digit)
+            self.note("dtmf", digit=digit, received_ns=received_ns)
+            await self.pressed()
         elif event == "stop":
             stop = parsed.get("stop") or {}
             start = self.record.start or {}
@@ -336,6 +344,16 @@ class _Call:
                 self.stopping = asyncio.create_task(self.clear())
             else:
                 await self.clear()
+
+    async def pressed(self) -> None:
+        """``ivr``: a key moves the menu on (stopping the prompt first, for ``menu``)."""
+        mode = self.settings.ivr
+        if mode in ("off", "ignores_keys"):
+            return
+        if mode == "menu" and self.speaking is not None:
+            await self.clear()
+        self.utterances += 1
+        self.answer(self.utterances, self.reply_text(self.utterances))
 
     def first_sound_ns(self, onset: int) -> int | None:
         """When the user's first sample above the silence threshold at or after ``onset``

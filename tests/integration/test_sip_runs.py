@@ -118,3 +118,22 @@ def test_a_busy_agent_is_exit_4_naming_the_status(tmp_path: Path) -> None:
     assert "486" in call.output and "busy" in call.output
     assert call.report["exit_reason"] == "error"
     assert "product.log" in call.report["files"]
+
+
+def test_the_phone_ivr_example_presses_through_the_menu_to_the_agent(tmp_path: Path) -> None:
+    """examples/run-phone-ivr.yaml as a user runs it: keys after the welcome prompt, a key
+    barge-in into the billing prompt, then a question to the agent; the menu verdicts pass."""
+    example = Path(__file__).parents[2] / "examples" / "run-phone-ivr.yaml"
+    call = Call(example, tmp_path / "runs")
+    assert call.exit_code == 0, call.output
+    verdicts = {v["name"]: v["status"] for v in call.report["verdicts"]}
+    assert verdicts["keys_accepted"] == verdicts["reached_agent"] == "passed", verdicts
+    keys = [(line["digit"], line["method"]) for line in call.bot_lines("key_received")]
+    assert keys == [("1", "rfc4733"), ("0", "rfc4733")]
+    [stopped] = [line for line in call.bot_lines("prompt_stopped")
+                 if line["why"] == "key_barge_in"]
+    assert stopped["menu"] == "billing"
+    barged = next(t for t in call.metrics["turns"] if t.get("key_barge_in"))
+    # the prompt's stop as heard against the double's own stop: its last packet left at
+    # last_ns; the key's stamp is voicelab's (the double received it within a packet)
+    assert barged["key_stop_latency_ms"] is not None and barged["key_stop_latency_ms"] < 100

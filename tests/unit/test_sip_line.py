@@ -95,17 +95,39 @@ def test_rfc4733_keys_follow_the_audio_with_one_timestamp_each():
         line = wire.line()
         line.queue_frames([b"\x01" * 160])
         line.queue_digits("9", duration_ms=60, gap_ms=0)
-        line.queue_frames([b"\x02" * 160])
+        # the caller's line goes on: its next three frames' time went to the key
+        line.queue_frames([b"\x07" * 160] * 3 + [b"\x02" * 160])
         await _settle(wire, line, 1_000_000_000)
-        return wire
+        return wire, line
 
-    packets = asyncio.run(scenario()).packets
+    (wire, line) = asyncio.run(scenario())
+    packets = wire.packets
+    assert line.frames_replaced_by_keys == 3
+    assert b"\x07" * 160 not in {p.payload for p in packets}
     events = [p for p in packets if p.payload_type == 101]
     assert [parse_event(p.payload).duration for p in events] == [160, 320, 480, 480, 480]
     assert {p.timestamp for p in events} == {(packets[0].timestamp + 160) & 0xFFFFFFFF}
     assert [p.marker for p in events] == [True, False, False, False, False]
     assert packets[-1].payload_type == 0 and packets[-1].marker
     assert (packets[-1].timestamp - packets[0].timestamp) & 0xFFFFFFFF == 4 * 160
+
+
+def test_keys_keep_the_line_on_the_callers_time():
+    """Audio handed after a key goes in the slot the caller's line says (slot n leaves n * 20 ms
+    after the line started, with timestamp n * 160), not later by the key's length."""
+    async def scenario():
+        wire = Wire()
+        line = wire.line()
+        line.queue_frames([b"\x00" * 160])  # slot 0
+        line.queue_digits("1", duration_ms=100, gap_ms=60)  # slots 1-8
+        line.queue_frames([bytes([slot]) * 160 for slot in range(1, 13)])  # the line goes on
+        await _settle(wire, line, 1_000_000_000)
+        return wire, line
+
+    wire, line = asyncio.run(scenario())
+    audio = {p.payload[0]: p.timestamp for p in wire.packets if p.payload_type == 0}
+    assert line.frames_replaced_by_keys == 8 and 8 not in audio
+    assert (audio[9] - audio[0]) & 0xFFFFFFFF == 9 * 160
 
 
 def test_a_line_that_cannot_send_is_broken_and_drops_its_queue():

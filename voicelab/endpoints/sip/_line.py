@@ -91,6 +91,10 @@ class RtpLine:
         self.sent_ns: list[int] = []
         self.digits_sent: list[dict[str, JsonValue]] = []
         self._digit_record: dict[str, JsonValue] | None = None
+        #: line slots keys took that the caller's audio has not yet given back: that many of
+        #: the next frames handed over are dropped, so the line keeps the caller's time
+        self._slots_owed = 0
+        self.frames_replaced_by_keys = 0
 
     def queue_frames(self, frames: Sequence[bytes]) -> None:
         """Queue 160-byte G.711 payloads (20 ms each) of the negotiated codec."""
@@ -100,11 +104,20 @@ class RtpLine:
                                  f"not {len(frame)}")
         self._restart_if_paused()
         for frame in frames:
+            if self._slots_owed:  # this frame's time went to a key
+                self._slots_owed -= 1
+                self.frames_replaced_by_keys += 1
+                continue
             self._queue.append(self._slot(frame=frame))
         self._start()
 
     def queue_digits(self, digits: str, *, duration_ms: int = 100, gap_ms: int = 60) -> None:
-        """Queue keys after what is queued, each ``duration_ms`` long, ``gap_ms`` apart."""
+        """Queue keys after what is queued, each ``duration_ms`` long, ``gap_ms`` apart.
+
+        Keys take the line's time, as a phone sends a key instead of its microphone's sound:
+        the caller's audio handed over for the same stretch is dropped (``queue_frames``), so
+        what follows the keys leaves when the caller's line says it is due, not later by the
+        keys' length."""
         if any(d.upper() not in DIGITS for d in digits) or not 40 <= duration_ms <= 5000 \
                 or not 0 <= gap_ms <= 5000:
             raise ValueError("keys are 0-9 * # A-D, 40-5000 ms long, gaps of 0-5000 ms")
@@ -119,6 +132,7 @@ class RtpLine:
                     event_index=index, event_slots=slots, event_timestamp=first))
             for _ in range(round(gap_ms / FRAME_MS)):
                 self._queue.append(self._slot(frame=silence))
+            self._slots_owed += slots + round(gap_ms / FRAME_MS)
         self._start()
 
     def stop(self) -> None:

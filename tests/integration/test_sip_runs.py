@@ -137,3 +137,13 @@ def test_the_phone_ivr_example_presses_through_the_menu_to_the_agent(tmp_path: P
     # the prompt's stop as heard against the double's own stop: its last packet left at
     # last_ns; the key's stamp is voicelab's (the double received it within a packet)
     assert barged["key_stop_latency_ms"] is not None and barged["key_stop_latency_ms"] < 100
+
+
+def test_a_flooding_far_end_is_exit_4_naming_it_with_the_bundle_kept(tmp_path: Path) -> None:
+    call = Call(write_call(tmp_path, double={**AGENT, "rtp_flood": True},
+                           script=[{"response": "Hello?"}]), tmp_path / "runs")
+    assert call.exit_code == 4, call.output
+    assert "flood" in call.output
+    [facts] = [e["raw"] for e in call.raw_events if e["raw"].get("sip_event") == "call_facts"]
+    assert facts["rtp"]["received"]["flood_dropped"] > 0
+    assert {"voice-events.jsonl", "product.log"} <= set(call.report["files"])

@@ -60,7 +60,8 @@ def test_a_product_that_never_gets_ready_fails_with_its_log_kept(tmp_path):
          str(tmp_path / "runs"), *[a for o in launched(tmp_path, per="trial",
                                                          ready="never printed")
                                      for a in ("--set", o)],
-         "--set", "endpoint.launch.ready_timeout_seconds=2"],
+         # (long enough for the product to start and print on a busy machine)
+         "--set", "endpoint.launch.ready_timeout_seconds=8"],
         capture_output=True, text=True, timeout=120)
     assert process.returncode == 4, process.stdout + process.stderr
     assert "Traceback" not in process.stderr

@@ -102,6 +102,8 @@ def test_the_response_latency_is_the_agents_own(healthy: Call) -> None:
 def test_the_call_is_kept_in_the_bundle(healthy: Call) -> None:
     [facts] = [e["raw"] for e in healthy.raw_events if e["raw"].get("sip_event") == "call_facts"]
     assert facts["sip"]["setup_ms"] > 0
+    # the setup time is a metric of the trial (INVITE sent to 200 OK received)
+    assert healthy.metrics["call_setup_ms"] == pytest.approx(facts["sip"]["setup_ms"], abs=0.01)
     methods = [m["start_line"].split()[0] for m in facts["sip"]["messages"]
                if m["direction"] == "sent"]
     assert methods[:2] == ["INVITE", "ACK"]

@@ -299,12 +299,13 @@ class VoiceMetrics(Versioned):
     talk: TalkMetrics | None = None
     #: the scenario's key entities, heard and said (absent: no entity verdict configured)
     entities: EntityMetrics | None = None
+    #: how long the call took to set up on its wire, ms (a SIP call: INVITE to 200 OK;
+    #: absent on wires that do not say)
+    call_setup_ms: float | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent_entities(self, handler: SerializerFunctionWrapHandler
                                  ) -> dict[str, Any]:
-        # a scenario without entities writes the document it always wrote
-        document: dict[str, Any] = handler(self)
-        if document.get("entities", 0) is None:
-            del document["entities"]
-        return document
+        # a scenario without entities (a wire without a call setup) writes the document it
+        # always wrote
+        return without_absent(handler(self), ("entities", "call_setup_ms"))

@@ -58,6 +58,15 @@ class ReportsArrivalStamps(Protocol):
 
 
 @runtime_checkable
+class ReportsCallSetup(Protocol):
+    """Says, once connected, how long the call took to set up on its wire (a SIP call: INVITE
+    sent to 200 OK received), for ``voice-metrics.json``'s ``call_setup_ms``."""
+
+    def call_setup_ms(self) -> float | None:
+        """The setup time in ms (None: not known)."""
+
+
+@runtime_checkable
 class DeclaresTurnTaking(Protocol):
     """Says (a classmethod) how it takes turns with ``settings``: ``client`` (the default for an
     adapter without it) or ``server_vad``."""

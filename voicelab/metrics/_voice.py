@@ -264,7 +264,15 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement,
         self_interruptions=self_interruptions(recording, speech, measured.user_speech,
                                               hangover_ms=hangover_ms),
         echo=echo_of(recording),
-        talk=talk_metrics(speech, user_channel_speech, measured.user_speech))
+        talk=talk_metrics(speech, user_channel_speech, measured.user_speech),
+        call_setup_ms=_call_setup_ms(recording))
+
+
+def _call_setup_ms(recording: Recording) -> float | None:
+    """The call's setup time as the adapter reported it at connect (``session.connected``)."""
+    connected = next(recording.of_type(EventType.CONNECTED), None)
+    value = Connected.of(connected).call_setup_ms if connected is not None else None
+    return float(value) if value is not None else None
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,8 @@ class Connected(EventAttributes):
     #: ``kernel``: the product's audio is stamped with the kernel's receive time (SIP's RTP),
     #: so the evaluator's loop lag does not make those stamps late (absent: stamped when read)
     arrival_stamps: str | None = None
+    #: how long the call took to set up on its wire, ms (a SIP call: INVITE to 200 OK)
+    call_setup_ms: Number | None = None
 
 
 class VirtualAdvance(EventAttributes):

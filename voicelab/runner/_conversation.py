@@ -36,7 +36,13 @@ from ..audio import (
     speech_bounds,
 )
 from ..config import MAX_TRIAL_SECONDS, ListenerConfig
-from ..endpoints import AdapterAbilities, EndpointError, ReportsArrivalStamps, abilities_of
+from ..endpoints import (
+    AdapterAbilities,
+    EndpointError,
+    ReportsArrivalStamps,
+    ReportsCallSetup,
+    abilities_of,
+)
 from ..errors import ExecutionError
 from ..personas import PersonaEnd, PlansTurns, ProductResponse, UserTurn
 from ..recording import (
@@ -291,6 +297,9 @@ class Conversation:
         endpoint = self.endpoint
         if isinstance(endpoint, ReportsArrivalStamps) and endpoint.arrival_stamps() == "kernel":
             values["arrival_stamps"] = "kernel"
+        setup_ms = endpoint.call_setup_ms() if isinstance(endpoint, ReportsCallSetup) else None
+        if setup_ms is not None:
+            values["call_setup_ms"] = round(float(setup_ms), 3)
         return Connected(**values)
 
     async def _take_turns(self, await_opening: Callable[[], Awaitable[Any]]) -> str:

@@ -151,6 +151,10 @@ class SipEndpoint:
         call = self._call
         return "kernel" if call is not None and call.media.kernel_stamps else "loop"
 
+    def call_setup_ms(self) -> float | None:
+        """INVITE sent to 200 OK received, on the trial clock (None before the answer)."""
+        return self._call.setup_ms if self._call is not None else None
+
     @property
     def negotiated(self) -> Negotiated | None:
         """The codec and media addresses the call agreed on (None before it is answered)."""

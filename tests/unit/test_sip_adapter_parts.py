@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voicelab.audio import CANONICAL_SAMPLE_RATE_HZ, mulaw_encode
+from voicelab.audio import CANONICAL_SAMPLE_RATE_HZ, alaw_encode, mulaw_encode
 from voicelab.endpoints import abilities_of, load_endpoint_class
 from voicelab.endpoints.sip import SipEndpoint, SipSettings
 from voicelab.endpoints.sip._endpoint import MAX_CONCEALED_PACKETS, _Arrivals
@@ -122,5 +122,25 @@ def test_a_payload_type_it_does_not_decode_gives_nothing() -> None:
 def test_a_codec_change_starts_a_new_decoder() -> None:
     arrivals = _Arrivals()
     arrivals.decode(packet(0, tone_frame(0)))
-    alaw = arrivals.decode(packet(500, b"\xd5" * FRAME, payload_type=8))
-    assert alaw is not None and np.abs(np.frombuffer(alaw, dtype=np.int16)).max() < 50
+    t = np.arange(FRAME) / 8000
+    tone = alaw_encode((8000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16))
+    alaw = arrivals.decode(packet(500, tone, payload_type=8))
+    assert alaw is not None  # decoded as A-law: a tone of its loudness, not mu-law noise
+    peak = np.abs(np.frombuffer(alaw, dtype=np.int16)[100:]).max()
+    assert 6000 < peak < 9000
+
+
+def test_silence_between_replies_is_counted_not_delivered() -> None:
+    """A phone streams silence between its replies: past a short hangover it is withheld, so
+    one late packet cannot delay every later reply on the listener's clock."""
+    arrivals = _Arrivals()
+    silence = b"\xff" * FRAME
+    assert arrivals.decode(packet(0, silence)) is None  # before any speech
+    assert arrivals.decode(packet(1, tone_frame(1))) is not None
+    pause = [arrivals.decode(packet(n, silence)) for n in range(2, 60)]  # 1.16 s of silence
+    delivered = sum(chunk is not None for chunk in pause)
+    # the pause inside a reply still plays, 600 ms of it (from the last audible packet: the
+    # first silent one still carries the line filter's tail of the tone)
+    assert delivered in (600 // 20, 600 // 20 + 1)
+    assert arrivals.silence_withheld == 1 + len(pause) - delivered
+    assert arrivals.decode(packet(60, tone_frame(60))) is not None

@@ -16,6 +16,7 @@ from voicelab.errors import ConfigError, MissingDependencyError
 
 pytest.importorskip("aiortc")
 
+from voicelab.endpoints._silence_gate import QUIET_HANGOVER_NS  # noqa: E402
 from voicelab.endpoints.webrtc import WebRtcEndpoint, WebRtcSettings, gathering_on  # noqa: E402
 from voicelab.endpoints.webrtc._line import FRAME_NS, CallerLine  # noqa: E402
 from voicelab.endpoints.webrtc._opus import (  # noqa: E402
@@ -25,7 +26,6 @@ from voicelab.endpoints.webrtc._opus import (  # noqa: E402
     OpusLineEncoder,
 )
 from voicelab.endpoints.webrtc._rtp import (  # noqa: E402
-    QUIET_HANGOVER_NS,
     ArrivedPacket,
     InboundAudio,
     RateGuard,

@@ -9,12 +9,14 @@ BYE from either side. This adapter turns that into the protocol every wire share
   ``chunk_ms``; it is converted to 20 ms frames of the negotiated G.711 law by the phone wire's
   shared converter (:mod:`.._g711_line`, the one the Twilio wire uses) and the call's paced line
   sends one RTP packet every 20 ms, stamping each as it leaves.
-* **The product's audio.** Every RTP packet is stamped on the trial clock the moment the loop
-  reads it from the socket, before anything else happens to it; packets are decoded in arrival
-  order, a gap in the sequence (lost packets, at most :data:`MAX_CONCEALED_PACKETS`) is filled
-  with silence so the product's speech keeps its length, and a packet older than one already
-  played is late and dropped (counted). Each becomes an ``audio_delta`` at its arrival stamp:
-  the listener's playback places it from there as on every wire.
+* **The product's audio.** Every RTP packet carries the moment the kernel received it
+  (:mod:`._stamped_socket`); packets are decoded in arrival order, a gap in the sequence (lost
+  packets, at most :data:`MAX_CONCEALED_PACKETS`) is filled with silence so the product's
+  speech keeps its length, and a packet older than one already played is late and dropped
+  (counted). Each becomes an ``audio_delta`` at its arrival stamp: the listener's playback
+  places it from there as on every wire. A phone streams all the time: its silence between
+  replies is counted, not delivered (:mod:`.._silence_gate`), so one late packet cannot delay
+  every later reply on the listener's clock.
 * **Keys.** :meth:`SipEndpoint.send_dtmf` queues RFC 4733 events (or SIP INFO requests) after
   the line audio already queued; keys the product sends are recorded as raw events.
 * **Hanging up.** A BYE from the product is the product ending the conversation
@@ -44,6 +46,7 @@ from ...audio import PcmAudio
 from .._g711_line import LINE_LATENCY_MS, G711Law, LineDecoder, LineEncoder
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import parse_settings
+from .._silence_gate import SilenceGate
 from ._call import SipCall
 from ._settings import SipSettings
 from ._types import CallEvent, CallOptions, Negotiated, RtpPacket, SipError
@@ -73,12 +76,19 @@ class _Arrivals:
         self._law: G711Law | None = None
         self._decoder: LineDecoder | None = None
         self._next_sequence: int | None = None
+        self._silence = SilenceGate()
         self.concealed_packets = 0
         self.late_packets = 0
 
+    @property
+    def silence_withheld(self) -> int:
+        """Silent packets between replies, counted but not delivered."""
+        return self._silence.withheld
+
     def decode(self, packet: RtpPacket) -> bytes | None:
         """The canonical PCM bytes ``packet`` (and any loss just before it) gives, or None
-        for a late packet or one of a payload type this adapter does not decode."""
+        for a late packet, one of a payload type this adapter does not decode, or silence
+        between replies."""
         law = LAW_OF_PAYLOAD_TYPE.get(packet.payload_type)
         if law is None:
             return None
@@ -94,7 +104,10 @@ class _Arrivals:
                 self.concealed_packets += gap
                 payload = bytes([SILENCE_BYTE[law]]) * (gap * len(payload)) + payload
         self._next_sequence = (packet.sequence + 1) & 0xFFFF
-        return PcmAudio(self._decoder.push(payload)).to_bytes()
+        pcm = self._decoder.push(payload)
+        if not self._silence.admits(pcm, packet.received_ns):
+            return None
+        return PcmAudio(pcm).to_bytes()
 
 
 class SipEndpoint:
@@ -320,6 +333,7 @@ class SipEndpoint:
             facts = dict(self._call.facts())
             facts["adapter"] = {"concealed_packets": self._arrivals.concealed_packets,
                                 "late_packets": self._arrivals.late_packets,
+                                "silence_not_delivered": self._arrivals.silence_withheld,
                                 "dropped_items": self._dropped_items}
             record = {"sip_event": "call_facts", **facts}
             events.append(EndpointEvent("raw", at_ns, data=record, raw=record))

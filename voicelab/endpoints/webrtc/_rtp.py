@@ -17,13 +17,8 @@ decodes each packet, counts lost, late and duplicate packets and the interarriva
 3550 (6.4.1), and gives each packet's audio its arrival stamp, so the listener's own documented
 jitter buffer places it (docs/channel.md).
 
-**Silence between replies.** A WebRTC product streams all the time: encoded silence between
-its replies. The listener plays chunks back to back (a chunk starts at the later of its arrival
-and the end of the one before), so in an endless stream one late packet would delay every later
-reply by as much. A packet whose audio is inaudible (peak under :data:`QUIET_PEAK`, -54 dBFS)
-more than :data:`QUIET_HANGOVER_NS` after the last audible one is therefore counted but not
-delivered (:attr:`InboundAudio.quiet`): pauses inside a reply still play, and each reply starts
-where its first packet arrived.
+**Silence between replies** is counted, not delivered (:mod:`.._silence_gate`, the rule the
+streaming wires share).
 """
 
 from __future__ import annotations
@@ -35,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import JsonValue
 
+from .._silence_gate import SilenceGate
 from ._opus import MAX_OPUS_PACKET_BYTES, OPUS_RATE_HZ, OpusLineDecoder
 
 if TYPE_CHECKING:
@@ -42,10 +38,6 @@ if TYPE_CHECKING:
     from aiortc.rtp import RtpPacket
 
 SEQUENCE_MODULO = 1 << 16
-#: a decoded packet at most this loud is silence (-54 dBFS)
-QUIET_PEAK = 64
-#: silence is delivered this long after the last audible packet (pauses inside a reply)
-QUIET_HANGOVER_NS = 600_000_000
 #: a jump of the sequence number this large is a new stream (RFC 3550 A.1's MAX_DROPOUT)
 MAX_DROPOUT = 3000
 
@@ -106,8 +98,7 @@ class InboundAudio:
         self.lost = 0
         self.late = 0
         self.undecodable = 0
-        self.quiet = 0
-        self._audible_ns: int | None = None
+        self._silence = SilenceGate()
         self.jitter_units = 0.0  # RFC 3550's J, in RTP timestamp units
         self.first_arrival_ns: int | None = None
         self.last_arrival_ns: int | None = None
@@ -129,11 +120,7 @@ class InboundAudio:
         if pcm is None:
             self.undecodable += 1
             return None
-        if pcm.size and int(np.abs(pcm.astype(np.int32)).max()) > QUIET_PEAK:
-            self._audible_ns = packet.arrival_ns
-        elif self._audible_ns is None or \
-                packet.arrival_ns - self._audible_ns > QUIET_HANGOVER_NS:
-            self.quiet += 1
+        if not self._silence.admits(pcm, packet.arrival_ns):
             return None
         return pcm
 
@@ -157,6 +144,11 @@ class InboundAudio:
             if difference < OPUS_RATE_HZ * 10:  # a timestamp jump is not jitter
                 self.jitter_units += (difference - self.jitter_units) / 16
         self._transit = transit
+
+    @property
+    def quiet(self) -> int:
+        """Silent packets counted but not delivered."""
+        return self._silence.withheld
 
     def facts(self) -> dict[str, JsonValue]:
         """The RTP-level facts of the call, for the bundle."""

@@ -13,57 +13,16 @@ stopped, 1 cannot listen, 2 bad settings.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import signal
-import sys
-
-from ...errors import ConfigError
-from .._json import JsonObject
-from ..product._main import settings_argument
+from .._standalone import run_standalone
 from ._bot import WebRtcBot
-
-NAME = "webrtc_bot"
-
-
-def _print_line(entry: JsonObject) -> None:
-    print(json.dumps(entry), flush=True)
-
-
-async def _serve(bot: WebRtcBot) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    url = await bot.start()
-    _print_line({"url": url, "port": int(url.rsplit(":", 1)[1])})
-    try:
-        await stop.wait()
-    finally:
-        await bot.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m voicelab.doubles.webrtc",
-                                     description="A voice bot served over WebRTC.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--settings", help="bot settings as JSON, or @file.json")
-    args = parser.parse_args(argv)
-    try:
-        bot = WebRtcBot(settings_argument(args.settings), host=args.host, port=args.port,
-                        on_event=_print_line)
-    except (ValueError, OSError, ConfigError) as error:
-        print(f"{NAME}: {error}", file=sys.stderr)
-        return 2
-    try:
-        asyncio.run(_serve(bot))
-    except OSError as error:
-        print(f"{NAME}: cannot listen on {args.host}:{args.port}: {error.strerror or error}",
-              file=sys.stderr)
-        return 1
-    return 0
+    return run_standalone(
+        lambda settings, host, port, on_event: WebRtcBot(
+            settings, host=host, port=port, on_event=on_event),
+        name="webrtc_bot", prog="python -m voicelab.doubles.webrtc",
+        description="A voice bot served over WebRTC.", address_key="url", argv=argv)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from .._json import JsonObject
 from .._voice import DoubleVoice
 from . import _auth
 from ._conversation import Conversation
-from ._hostile import start_hostile
 from ._keys import KeyReader
 from ._links import Link
 from ._media import FRAME_SECONDS
@@ -58,8 +57,11 @@ class CallServer(Protocol):
 class SipCall:
     """One call: :meth:`request` and :meth:`response` take what the caller sent."""
 
-    def __init__(self, server: CallServer, index: int, link: Link):
+    def __init__(self, server: CallServer, index: int, link: Link, *,
+                 on_answered: Callable[[SipCall], None] = lambda call: None):
         self.server, self.index, self.link = server, index, link  # the INVITE's: the dialog's
+        #: what starts once the call is answered (the hostile modes: :mod:`._hostile`)
+        self._on_answered = on_answered
         self.reply_link = link
         self.settings = server.settings
         self.state = "new"
@@ -253,7 +255,7 @@ class SipCall:
                   rtp_port=self.media.port, remote_rtp=f"{self.media.remote[0]}:"
                                                        f"{self.media.remote[1]}")
         self.talk.start()
-        start_hostile(self)
+        self._on_answered(self)
 
     def _contact(self) -> list[tuple[str, str]]:
         host, port = self.link.local

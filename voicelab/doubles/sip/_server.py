@@ -23,6 +23,7 @@ from ...endpoints import parse_settings
 from .._json import JsonObject
 from .._voice import DoubleVoice
 from ._call import SipCall
+from ._hostile import start_hostile
 from ._links import TcpLink, UdpLink
 from ._media import encode
 from ._sdp import Codec
@@ -216,7 +217,7 @@ class SipDouble:
             self._refuse(message, link, 503, f"over {self.settings.max_calls} calls")
             return None
         self.calls_started += 1
-        call = SipCall(self, self.calls_started, link)
+        call = SipCall(self, self.calls_started, link, on_answered=start_hostile)
         self.calls[message.call_id] = call
         self._forget_ended()
         return call

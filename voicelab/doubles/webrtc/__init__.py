@@ -4,7 +4,8 @@ the data channel, and its RTP send stamps as truth. Run it on its own with
 ``python -m voicelab.doubles.webrtc --port 7860 --settings '{"rtvi": true}'``.
 """
 
-from ._bot import WebRtcBot, WebRtcBotSettings
+from ._bot import WebRtcBot
 from ._call import CallRecord, ReplyRecord
+from ._settings import WebRtcBotSettings
 
 __all__ = ["CallRecord", "ReplyRecord", "WebRtcBot", "WebRtcBotSettings"]

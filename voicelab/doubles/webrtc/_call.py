@@ -25,12 +25,12 @@ from pydantic import JsonValue
 
 from ...audio import SILENCE_THRESHOLD, StreamingVad
 from .._json import JsonObject
+from ._settings import WebRtcBotSettings
 
 if TYPE_CHECKING:
     from aiortc import MediaStreamTrack, RTCDataChannel, RTCPeerConnection
     from av import AudioFrame, Packet
 
-    from ._bot import WebRtcBotSettings
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import JsonValue
 
@@ -20,11 +20,30 @@ from ._dialog import T1_SECONDS, T2_SECONDS, TRANSACTION_TIMEOUT_SECONDS, Dialog
 from ._message import MessageError, SipMessage
 from ._record import CallRecord
 from ._sdp import SdpError, parse_sdp, reflect_direction
-
-if TYPE_CHECKING:
-    from ._call import SipCall
+from ._session import MediaSession
+from ._types import Negotiated
 
 Reply = Callable[[SipMessage], bool]
+
+
+class CallSide(Protocol):
+    """What the far end's requests need of the call (:class:`~._call.SipCall` is one)."""
+
+    state: str
+    media: MediaSession
+
+    @property
+    def reliable(self) -> bool:
+        """The transport is TCP: nothing is retransmitted."""
+
+    @property
+    def negotiated(self) -> Negotiated | None: ...
+
+    def ended_by_far_end(self) -> None:
+        """The far end hung up."""
+
+    def send_reply(self, reply: Reply, message: SipMessage) -> None:
+        """Send ``message`` (a response) through ``reply``."""
 MAX_BYES = 20
 #: our 200s to re-INVITEs retransmitted at once while waiting for their ACKs
 MAX_PENDING_ACKS = 8
@@ -57,9 +76,9 @@ def info_key(message: SipMessage) -> tuple[str, float | None] | None:
 
 
 class FarEnd:
-    """Answers the far end's requests for one :class:`SipCall`."""
+    """Answers the far end's requests for one call."""
 
-    def __init__(self, call: SipCall, dialog: Dialog, record: CallRecord) -> None:
+    def __init__(self, call: CallSide, dialog: Dialog, record: CallRecord) -> None:
         self._call = call
         self._dialog = dialog
         self._record = record

@@ -75,6 +75,7 @@ class MediaReceiver(asyncio.DatagramProtocol):
         self._ended_events: deque[tuple[int, int]] = deque(maxlen=_RECENT_EVENTS)
         self._open_event: tuple[int, int, str, float] | None = None  # ssrc, ts, digit, ms
         self._early: list[tuple[int, bytes, tuple[object, object]]] = []
+        self.early_dropped = 0
 
     def send(self, data: bytes) -> bool:
         """Send one packet to the far end's media address; False when that cannot be."""
@@ -100,9 +101,17 @@ class MediaReceiver(asyncio.DatagramProtocol):
         if not self.within_rate(received_ns):
             return
         source = (addr[0], addr[1])
-        if self.target is None and len(self._early) < MAX_EARLY_PACKETS:
-            # the far end's media can overtake the answer that says where it comes from
-            self._early.append((received_ns, data, source))
+        if self.target is None:
+            # the far end's media can overtake the answer that says where it comes from: kept
+            # (a few) until the answer is read; past that, dropped and counted, not "foreign"
+            if len(self._early) < MAX_EARLY_PACKETS:
+                self._early.append((received_ns, data, source))
+            else:
+                self.early_dropped += 1
+                if self.early_dropped == FOREIGN_LIMIT:
+                    self._on_hostile("media_before_answer", received_ns,
+                                     f"over {MAX_EARLY_PACKETS + FOREIGN_LIMIT} packets before "
+                                     "the answer said where media comes from")
             return
         self._take(received_ns, data, source)
 
@@ -182,7 +191,7 @@ class MediaReceiver(asyncio.DatagramProtocol):
                 "lost": self.stats.lost, "duplicates": self.stats.duplicates,
                 "late": self.stats.late, "jitter_ms": round(self.stats.jitter_ms, 3),
                 "foreign_packets": self.foreign_packets, "malformed": self.malformed,
-                "flood_dropped": self.flood_dropped,
+                "flood_dropped": self.flood_dropped, "early_dropped": self.early_dropped,
                 "other_payload_types": {str(pt): n for pt, n in
                                         sorted(self.other_payload_types.items())}}
 

@@ -38,6 +38,11 @@ MAX_READS_PER_WAKE = 64
 MAX_DATAGRAM_BYTES = 65_535
 #: an age outside [0, this] means the wall clock stepped between the two reads: not trusted
 MAX_TRUSTED_AGE_NS = 10_000_000_000
+#: the two clocks are read as a pair (trial, wall, trial) until the pair takes at most twice
+#: this, so a stamp's conversion is off by at most this much (a read preempted in between
+#: would otherwise move the stamp by the whole preemption)
+CONVERSION_ERROR_NS = 10_000
+_PAIR_TRIES = 5
 
 Address = tuple[str, int]
 
@@ -98,6 +103,21 @@ class StampedDatagramSocket:
             return False
         return True
 
+    def _clocks(self) -> tuple[int, int]:
+        """The trial clock and the wall clock at one moment, within
+        :data:`CONVERSION_ERROR_NS` (the tightest of a few paired reads)."""
+        best: tuple[int, int, int] | None = None  # (spread, trial, wall)
+        for _ in range(_PAIR_TRIES):
+            before = self._clock_ns()
+            wall = time.time_ns()
+            after = self._clock_ns()
+            if best is None or after - before < best[0]:
+                best = (after - before, (before + after) // 2, wall)
+            if after - before <= 2 * CONVERSION_ERROR_NS:
+                break
+        assert best is not None
+        return best[1], best[2]
+
     def _readable(self) -> None:
         for _ in range(MAX_READS_PER_WAKE):
             try:
@@ -108,11 +128,11 @@ class StampedDatagramSocket:
             except OSError as error:
                 self._protocol.error_received(error)
                 return
-            now_ns = self._clock_ns()
+            now_ns, wall_ns = self._clocks()
             received_ns = now_ns
             kernel_ns = _kernel_stamp_ns(ancillary) if self.kernel_stamps else None
             if kernel_ns is not None:
-                age_ns = time.time_ns() - kernel_ns
+                age_ns = wall_ns - kernel_ns
                 if 0 <= age_ns <= MAX_TRUSTED_AGE_NS:
                     received_ns = now_ns - age_ns
             self._protocol.stamped_datagram_received(data, (str(addr[0]), int(addr[1])),

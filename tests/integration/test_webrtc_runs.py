@@ -156,8 +156,12 @@ def test_a_smallwebrtc_call_measured_against_the_bots_rtp_send_stamps(calls):
     [sent] = [line for line in call.bot_lines("reply_sent") if line["reply"] == 1]
     ended = call.moments("user.speech_ended")["turn-001"]
     true_ms = (sent["speech_start_ns"] - ended) / 1e6
-    assert abs(answer["response_latency_ms"] - true_ms) <= LATENCY_TOLERANCE_MS, \
-        (answer["response_latency_ms"], true_ms)
+    # WebRTC arrivals are stamped when the loop reads them (aiortc's sockets give no kernel
+    # stamp): on a busy machine the loop's own lag moves them, as the barge-in test allows too
+    [trial_ended] = [e for e in call.events if e["event_type"] == "trial.ended"]
+    lag_ms = trial_ended["attributes"]["loop_lag"]["max"]
+    assert abs(answer["response_latency_ms"] - true_ms) <= LATENCY_TOLERANCE_MS + lag_ms, \
+        (answer["response_latency_ms"], true_ms, lag_ms)
     # the RTVI messages on the data channel: the bot's words and what it heard
     transcript = read_json(call.trial / "transcript.json")
     assistant = [t["text"] for t in transcript["turns"] if t["role"] == "assistant"]

@@ -43,22 +43,20 @@ from typing import Any
 import numpy as np
 
 from ...audio import PcmAudio
-from .._g711_line import LINE_LATENCY_MS, G711Law, LineDecoder, LineEncoder
+from ...errors import MissingDependencyError
+from .._g711_line import LINE_LATENCY_MS
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import parse_settings
 from .._silence_gate import SilenceGate
 from ._call import SipCall
+from ._codecs import Codec, WireDecoder, WireEncoder, decoder_for, encoder_for, require_opus
 from ._settings import SipSettings
 from ._types import CallEvent, CallOptions, Negotiated, RtpPacket, SipError
 
 logger = logging.getLogger(__name__)
 
-#: The G.711 law of each static RTP payload type (RFC 3551).
-LAW_OF_PAYLOAD_TYPE: dict[int, G711Law] = {0: "mulaw", 8: "alaw"}
-#: The G.711 law of each codec name of a call.
-LAW_OF_CODEC: dict[str, G711Law] = {"pcmu": "mulaw", "pcma": "alaw"}
-#: A silent G.711 byte of each law (the code of a zero sample).
-SILENCE_BYTE: dict[G711Law, int] = {"mulaw": 0xFF, "alaw": 0xD5}
+#: RFC 3551's static payload types of the codecs a call may carry
+STATIC_CODECS: dict[int, Codec] = {0: "pcmu", 8: "pcma"}
 #: A sequence gap up to this many packets is concealed with silence; a longer one is the far
 #: end starting over (a new talk spurt after silence suppression, a re-INVITE).
 MAX_CONCEALED_PACKETS = 10
@@ -70,41 +68,57 @@ _CLOSED = object()  # queued once the call is over on this side
 
 
 class _Arrivals:
-    """The product's RTP in arrival order -> canonical PCM, with loss concealed as silence."""
+    """The product's RTP in arrival order -> canonical PCM, with loss concealed as silence.
+
+    Packets come in the negotiated codec (the media receiver drops other payload types); one
+    of another payload type (a re-INVITE changed the codec) starts a new decoder. A payload the codec cannot decode
+    (garbage from a hostile far end) is counted and skipped, never raised."""
 
     def __init__(self) -> None:
-        self._law: G711Law | None = None
-        self._decoder: LineDecoder | None = None
+        #: the codec of each payload type: G.711's static ones, and what the call negotiated
+        self._codecs: dict[int, Codec] = dict(STATIC_CODECS)
+        self._payload_type: int | None = None
+        self._decoder: WireDecoder | None = None
         self._next_sequence: int | None = None
         self._silence = SilenceGate()
         self.concealed_packets = 0
         self.late_packets = 0
+        self.undecodable_packets = 0
 
     @property
     def silence_withheld(self) -> int:
         """Silent packets between replies, counted but not delivered."""
         return self._silence.withheld
 
+    def use(self, codec: Codec, payload_type: int) -> None:
+        """``payload_type`` carries ``codec`` (what the call negotiated, maybe dynamic)."""
+        self._codecs[payload_type] = codec
+
     def decode(self, packet: RtpPacket) -> bytes | None:
         """The canonical PCM bytes ``packet`` (and any loss just before it) gives, or None
-        for a late packet, one of a payload type this adapter does not decode, or silence
-        between replies."""
-        law = LAW_OF_PAYLOAD_TYPE.get(packet.payload_type)
-        if law is None:
+        for a late or undecodable packet, one of a payload type this adapter does not decode,
+        or silence between replies."""
+        codec = self._codecs.get(packet.payload_type)
+        if codec is None:
             return None
-        if law != self._law or self._decoder is None:
-            self._law, self._decoder, self._next_sequence = law, LineDecoder(law), None
-        payload = packet.payload
+        if packet.payload_type != self._payload_type or self._decoder is None:
+            self._payload_type, self._next_sequence = packet.payload_type, None
+            self._decoder = decoder_for(codec)  # a new codec (a re-INVITE): a new decoder
+        decoder = self._decoder
+        gap = 0
         if self._next_sequence is not None:
             gap = (packet.sequence - self._next_sequence) & 0xFFFF
             if gap >= 0x8000:  # behind what was played already
                 self.late_packets += 1
                 return None
-            if 0 < gap <= MAX_CONCEALED_PACKETS:
-                self.concealed_packets += gap
-                payload = bytes([SILENCE_BYTE[law]]) * (gap * len(payload)) + payload
         self._next_sequence = (packet.sequence + 1) & 0xFFFF
-        pcm = self._decoder.push(payload)
+        pcm = decoder.decode(packet.payload)
+        if pcm is None:
+            self.undecodable_packets += 1
+            return None
+        if 0 < gap <= MAX_CONCEALED_PACKETS:
+            self.concealed_packets += gap
+            pcm = np.concatenate([decoder.silence(gap), pcm])
         if not self._silence.admits(pcm, packet.received_ns):
             return None
         return PcmAudio(pcm).to_bytes()
@@ -138,7 +152,7 @@ class SipEndpoint:
         self._arrivals = _Arrivals()
         self._call: SipCall | None = None
         self._negotiated: Negotiated | None = None
-        self._encoder: LineEncoder | None = None
+        self._encoder: WireEncoder | None = None
         self._encoder_codec = ""
         self._state = "new"  # new -> open -> closed
         self._product_hung_up = False
@@ -147,7 +161,16 @@ class SipEndpoint:
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
-        parse_settings(SipSettings, settings)
+        """The settings, and libopus when they offer ``opus`` (``validate``: exit 2 naming the
+        key, before any call)."""
+        parsed = parse_settings(SipSettings, settings)
+        if "opus" in parsed.codecs:
+            try:
+                require_opus()
+            except MissingDependencyError as error:
+                raise MissingDependencyError(error.package, extra=error.extra,
+                                             purpose="endpoint.settings.codecs: opus",
+                                             key="endpoint.settings.codecs") from None
 
     @classmethod
     def turn_taking(cls, settings: Mapping[str, Any]) -> str:
@@ -209,15 +232,14 @@ class SipEndpoint:
                 f"the call to {self._settings.uri} failed: {error}"), code="unreachable") from None
         self._negotiated = negotiated
         self._encoder = self._encoder_for(negotiated.codec)
+        self._arrivals.use(negotiated.codec, negotiated.payload_type)
         logger.info("call to %s answered in %s ms (%s, session %s)",
                     self._scrubber.scrub_text(self._settings.uri), call.setup_ms,
                     negotiated.codec, self._context.session_id)
 
-    def _encoder_for(self, codec: str) -> LineEncoder:
+    def _encoder_for(self, codec: Codec) -> WireEncoder:
         self._encoder_codec = codec
-        encoder = LineEncoder(LAW_OF_CODEC[codec])
-        encoder.push(np.zeros(0, dtype=np.int16))  # load the filter's code now
-        return encoder
+        return encoder_for(codec)
 
     # --- from the call (the loop's datagram callbacks: nothing here waits) -----------------
 
@@ -292,6 +314,9 @@ class SipEndpoint:
                     yield event
                 return
             if isinstance(item, RtpPacket):
+                negotiated = self._call.negotiated if self._call is not None else None
+                if negotiated is not None:  # a re-INVITE may have changed the codec
+                    self._arrivals.use(negotiated.codec, negotiated.payload_type)
                 pcm = self._arrivals.decode(item)
                 if pcm:
                     yield EndpointEvent("audio_delta", received_ns, audio=pcm)
@@ -333,6 +358,7 @@ class SipEndpoint:
             facts = dict(self._call.facts())
             facts["adapter"] = {"concealed_packets": self._arrivals.concealed_packets,
                                 "late_packets": self._arrivals.late_packets,
+                                "undecodable_packets": self._arrivals.undecodable_packets,
                                 "silence_not_delivered": self._arrivals.silence_withheld,
                                 "dropped_items": self._dropped_items}
             record = {"sip_event": "call_facts", **facts}

@@ -193,8 +193,10 @@ class SipEndpoint:
 
     @property
     def negotiated(self) -> Negotiated | None:
-        """The codec and media addresses the call agreed on (None before it is answered)."""
-        return self._negotiated
+        """The codec and media addresses the call agreed on last (None before it is
+        answered; a re-INVITE may change them)."""
+        call = self._call
+        return call.negotiated if call is not None and self._negotiated is not None else None
 
     def _options(self) -> CallOptions:
         settings = self._settings

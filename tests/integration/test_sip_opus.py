@@ -1,18 +1,23 @@
 """Opus on a SIP call (RFC 7587), the adapter against the SIP double over real sockets: both
 directions' audio arrive intelligibly (their loudness envelopes against what was sent), the
 product's speech onset agrees with the double's own send stamps within the G.711 tests'
-tolerance (one RTP packet), and a re-INVITE changes the codec mid-call both ways."""
+tolerance (one RTP packet), and a re-INVITE changes the codec mid-call both ways. Offering
+Opus without libopus is a configuration error at ``validate``."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from scipy.signal import resample_poly
 from test_sip_endpoint import SHORT_AGENT, Call, run
+from test_sip_runs import write_call
 
 from voicelab.audio import CANONICAL_SAMPLE_RATE_HZ, G711_SAMPLE_RATE_HZ, tone_speech
+from voicelab.cli import main
 
 pytest.importorskip("opuslib_next", reason="Opus needs voicelab[telephony]")
 
@@ -145,3 +150,18 @@ def test_a_reinvite_changes_the_codec_mid_call(offered: list[str], changed_to: s
     heard, _ = heard_audio(call)
     assert best_match(envelope(reply, G711_SAMPLE_RATE_HZ),
                       envelope(heard, CANONICAL_SAMPLE_RATE_HZ)) > 0.9
+
+
+def test_validate_without_libopus_is_exit_2_naming_the_file_and_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    run_file = write_call(tmp_path, double=None, script=[{"response": "Hello."}],
+                          settings={"codecs": ["opus", "pcmu"],
+                                    "uri": "sip:agent@127.0.0.1:5070"})
+    assert main(["validate", str(run_file)]) == 0
+    capsys.readouterr()
+    monkeypatch.setitem(sys.modules, "opuslib_next", None)  # the import fails
+    assert main(["validate", str(run_file)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert str(run_file) in line and "endpoint.settings.codecs" in line
+    assert "pip install 'voicelab[telephony]'" in line

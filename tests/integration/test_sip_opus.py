@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from scipy.signal import resample_poly
 from test_sip_endpoint import SHORT_AGENT, Call, run
-from test_sip_runs import write_call
+from test_sip_runs import AGENT, write_call
+from test_twilio_runs import Call as RunResult
 
 from voicelab.audio import CANONICAL_SAMPLE_RATE_HZ, G711_SAMPLE_RATE_HZ, tone_speech
 from voicelab.cli import main
@@ -76,6 +77,8 @@ def test_an_opus_call_is_heard_both_ways_and_on_time(capsys: pytest.CaptureFixtu
             assert call.endpoint is not None and call.endpoint.negotiated is not None
             assert call.endpoint.negotiated.codec == "opus"
             assert call.endpoint.negotiated.payload_type == 111
+            assert call.endpoint.wire_codec == "opus"  # an environment opus line codes once
+            assert call.endpoint.conversion_delay_ms == {"to_product": 6.5, "to_user": 0.0}
             await call.until(lambda: bool(call.truth_of("reply_sent")))  # the greeting
             await call.say(speech.samples, then_silence_seconds=0.6)
             await call.until(lambda: len(call.truth_of("reply_sent")) >= 2)
@@ -165,3 +168,31 @@ def test_validate_without_libopus_is_exit_2_naming_the_file_and_key(
     [line] = capsys.readouterr().err.strip().splitlines()
     assert str(run_file) in line and "endpoint.settings.codecs" in line
     assert "pip install 'voicelab[telephony]'" in line
+
+
+def test_a_whole_opus_run_measures_the_agents_latency_against_its_truth(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As the G.711 run's test (test_sip_runs): voicelab's response latency against the
+    double's send stamp of its reply's first audible sample, with the Opus line's own delays
+    recorded at connect (6.5 ms of look-ahead toward the agent, none toward the user)."""
+    result = RunResult(write_call(tmp_path, double={**AGENT, "greeting": "Hello."},
+                                  settings={"codecs": ["opus"]},
+                                  script=[{"response": "A table for two tonight, please."}]),
+                       tmp_path / "runs")
+    assert result.exit_code == 0, result.output
+    [answered] = result.bot_lines("answered")
+    assert answered["codec"] == "OPUS"
+    [connected] = result.of("session.connected")
+    assert connected["attributes"]["conversion_delay_ms"] == {"to_product": 6.5, "to_user": 0.0}
+    answer = result.turn("turn-001")
+    [sent] = [line for line in result.bot_lines("reply_sent") if line["reply"] == 1]
+    ended = next(e for e in result.of("user.speech_ended") if e["turn_id"] == "turn-001")
+    clock_start = result.events[0]["attributes"]["clock_start_ns"]
+    truth_ms = (sent["speech_start_ns"] - clock_start - ended["monotonic_offset_ns"]) / MS \
+        - 6.5  # the agent heard the user's end this much later (our encoder's look-ahead)
+    tolerance = TOLERANCE_MS + float(answer["stamp_error_bound_ms"] or 0.0)
+    assert answer["response_latency_ms"] == pytest.approx(truth_ms, abs=tolerance), \
+        (answer["response_latency_ms"], truth_ms)
+    with capsys.disabled():
+        print(f"\nopus run: response latency {answer['response_latency_ms']:.1f} ms, the "
+              f"double's truth {truth_ms:.1f} ms")

@@ -49,12 +49,22 @@ from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import parse_settings
 from .._silence_gate import SilenceGate
 from ._call import SipCall
-from ._codecs import Codec, WireDecoder, WireEncoder, decoder_for, encoder_for, require_opus
+from ._codecs import (
+    Codec,
+    WireDecoder,
+    WireEncoder,
+    conversion_delay_ms,
+    decoder_for,
+    encoder_for,
+    require_opus,
+)
 from ._settings import SipSettings
 from ._types import CallEvent, CallOptions, Negotiated, RtpPacket, SipError
 
 logger = logging.getLogger(__name__)
 
+#: each codec's name as an environment line names it (``channel.*.codec``)
+LINE_CODEC_OF: dict[Codec, str] = {"pcmu": "mulaw", "pcma": "alaw", "opus": "opus"}
 #: RFC 3551's static payload types of the codecs a call may carry
 STATIC_CODECS: dict[int, Codec] = {0: "pcmu", 8: "pcma"}
 #: A sequence gap up to this many packets is concealed with silence; a longer one is the far
@@ -136,14 +146,18 @@ class SipEndpoint:
         "output_transcripts": False,  # a phone call carries audio only
     }
     #: the codec the wire carries when the call offers its default (pcmu first): an
-    #: environment line with this codec codes once, here (docs/channel.md)
+    #: environment line with this codec codes once, here (docs/channel.md); an adapter object
+    #: says the first codec its settings offer
     wire_codec = "mulaw"
-    #: the G.711 rate conversion's constant group delay each way (voicelab's own processing)
+    #: the G.711 rate conversion's constant group delay each way (voicelab's own processing);
+    #: an adapter object says its negotiated codec's once connected (Opus: the encoder's
+    #: look-ahead toward the product, nothing toward the user)
     conversion_delay_ms = {"to_product": LINE_LATENCY_MS, "to_user": LINE_LATENCY_MS}
     USER_AGENT = "voicelab-evaluator (sip)"
 
     def __init__(self, settings: Mapping[str, Any] | SipSettings, context: EndpointContext):
         self._settings: SipSettings = parse_settings(SipSettings, settings)
+        self.wire_codec = LINE_CODEC_OF[self._settings.codecs[0]]
         secrets = [self._settings.password or "", *self._settings.headers.values()]
         self._scrubber = context.scrubber.with_values([value for value in secrets if value])
         self._context = context
@@ -235,6 +249,7 @@ class SipEndpoint:
         self._negotiated = negotiated
         self._encoder = self._encoder_for(negotiated.codec)
         self._arrivals.use(negotiated.codec, negotiated.payload_type)
+        self.conversion_delay_ms = conversion_delay_ms(negotiated.codec)
         logger.info("call to %s answered in %s ms (%s, session %s)",
                     self._scrubber.scrub_text(self._settings.uri), call.setup_ms,
                     negotiated.codec, self._context.session_id)

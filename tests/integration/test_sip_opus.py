@@ -147,6 +147,7 @@ def test_a_reinvite_changes_the_codec_mid_call(offered: list[str], changed_to: s
     assert [e["status"] for e in call.truth_of("reinvite_answered")] == [200]
     facts = call.facts()
     assert facts["adapter"]["undecodable_packets"] == 0
+    assert facts["rtp"]["sent"]["dropped_by_codec_change"] <= 2  # the line is real time
     # the double heard the user's speech in the new codec and answered it; voicelab heard that
     assert len(call.truth_of("caller_speech_ended")) == 1
     reply = call.double.voice.speak(SHORT_AGENT["reply_text"]).samples  # type: ignore[union-attr]

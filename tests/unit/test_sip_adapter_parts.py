@@ -12,6 +12,8 @@ import pytest
 from voicelab.audio import CANONICAL_SAMPLE_RATE_HZ, alaw_encode, mulaw_encode
 from voicelab.endpoints import abilities_of, load_endpoint_class
 from voicelab.endpoints.sip import SipEndpoint, SipSettings
+from voicelab.endpoints.sip._arrivals import MAX_CONCEALED_PACKETS
+from voicelab.endpoints.sip._arrivals import Arrivals as _Arrivals
 from voicelab.endpoints.sip._codecs import (
     MAX_OPUS_PACKET_MS,
     MAX_OPUS_PAYLOAD_BYTES,
@@ -19,7 +21,6 @@ from voicelab.endpoints.sip._codecs import (
     conversion_delay_ms,
     rtp_samples_per_frame,
 )
-from voicelab.endpoints.sip._endpoint import MAX_CONCEALED_PACKETS, _Arrivals
 from voicelab.endpoints.sip._types import RtpPacket
 from voicelab.errors import ConfigError, MissingDependencyError
 

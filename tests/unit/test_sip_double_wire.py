@@ -203,7 +203,8 @@ OPUS_OFFER = (b"v=0\r\nc=IN IP4 127.0.0.1\r\nm=audio 4000 RTP/AVP 111 0 101 102\
 def test_the_double_answers_opus_with_telephone_event_on_its_clock() -> None:
     offer = parse_offer(OPUS_OFFER)
     assert offer.codec() == (111, "OPUS")
-    assert (offer.telephone_event, offer.event_clock_hz) == (102, 48000)
+    assert offer.telephone_event == 102 and offer.telephone_event_for("OPUS") == (102, 48000)
+    assert offer.telephone_event_for("PCMU") == (101, 8000)
     text = answer(offer, address="127.0.0.1", port=6000, payload_type=111, codec="OPUS").decode()
     assert "m=audio 6000 RTP/AVP 111 102\r\n" in text
     assert "a=rtpmap:111 opus/48000/2\r\n" in text and "telephone-event/48000" in text

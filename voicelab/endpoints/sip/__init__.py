@@ -2,7 +2,7 @@
 
 The SIP user agent, SDP, digest authentication, RTP and RFC 4733 keys (:mod:`._call` and the
 modules it uses) stay private to this wire; the 8 kHz G.711 conversion is the phone wire's
-shared one (:mod:`.._g711_line`).
+shared one (:mod:`.._g711_line`), and Opus is libopus from the optional ``telephony`` extra.
 """
 
 from ._endpoint import SipEndpoint

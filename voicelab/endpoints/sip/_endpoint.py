@@ -6,11 +6,13 @@ BYE from either side. This adapter turns that into the protocol every wire share
 
 * **The user's line.** Phone products take turns by listening (``turn_taking`` is
   ``server_vad``): the runner hands :meth:`SipEndpoint.send_audio` the live line every
-  ``chunk_ms``; it is converted to 20 ms frames of the negotiated G.711 law by the phone wire's
-  shared converter (:mod:`.._g711_line`, the one the Twilio wire uses) and the call's paced line
-  sends one RTP packet every 20 ms, stamping each as it leaves.
+  ``chunk_ms``; it is coded once, into 20 ms payloads of the negotiated codec (:mod:`._codecs`:
+  G.711 by the phone wire's shared converter, :mod:`.._g711_line`, the one the Twilio wire
+  uses; Opus by libopus at 24 kHz), and the call's paced line sends one RTP packet every 20 ms,
+  stamping each as it leaves.
 * **The product's audio.** Every RTP packet carries the moment the kernel received it
-  (:mod:`._stamped_socket`); packets are decoded in arrival order, a gap in the sequence (lost
+  (:mod:`._stamped_socket`); packets are decoded in arrival order (:mod:`._arrivals`) (a payload that does not
+  decode is counted), a gap in the sequence (lost
   packets, at most :data:`MAX_CONCEALED_PACKETS`) is filled with silence so the product's
   speech keeps its length, and a packet older than one already played is late and dropped
   (counted). Each becomes an ``audio_delta`` at its arrival stamp: the listener's playback
@@ -40,24 +42,14 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import numpy as np
-
 from ...audio import PcmAudio
 from ...errors import MissingDependencyError
 from .._g711_line import LINE_LATENCY_MS
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import parse_settings
-from .._silence_gate import SilenceGate
+from ._arrivals import Arrivals
 from ._call import SipCall
-from ._codecs import (
-    Codec,
-    WireDecoder,
-    WireEncoder,
-    conversion_delay_ms,
-    decoder_for,
-    encoder_for,
-    require_opus,
-)
+from ._codecs import Codec, WireEncoder, conversion_delay_ms, encoder_for, require_opus
 from ._settings import SipSettings
 from ._types import CallEvent, CallOptions, Negotiated, RtpPacket, SipError
 
@@ -65,73 +57,11 @@ logger = logging.getLogger(__name__)
 
 #: each codec's name as an environment line names it (``channel.*.codec``)
 LINE_CODEC_OF: dict[Codec, str] = {"pcmu": "mulaw", "pcma": "alaw", "opus": "opus"}
-#: RFC 3551's static payload types of the codecs a call may carry
-STATIC_CODECS: dict[int, Codec] = {0: "pcmu", 8: "pcma"}
-#: A sequence gap up to this many packets is concealed with silence; a longer one is the far
-#: end starting over (a new talk spurt after silence suppression, a re-INVITE).
-MAX_CONCEALED_PACKETS = 10
 #: What the call may hold for ``events()`` before the consumer reads it: a minute of packets.
 #: A consumer that has stopped gets there; past it, packets are dropped and counted.
 MAX_PENDING_ITEMS = 3000
 
 _CLOSED = object()  # queued once the call is over on this side
-
-
-class _Arrivals:
-    """The product's RTP in arrival order -> canonical PCM, with loss concealed as silence.
-
-    Packets come in the negotiated codec (the media receiver drops other payload types); one
-    of another payload type (a re-INVITE changed the codec) starts a new decoder. A payload the codec cannot decode
-    (garbage from a hostile far end) is counted and skipped, never raised."""
-
-    def __init__(self) -> None:
-        #: the codec of each payload type: G.711's static ones, and what the call negotiated
-        self._codecs: dict[int, Codec] = dict(STATIC_CODECS)
-        self._payload_type: int | None = None
-        self._decoder: WireDecoder | None = None
-        self._next_sequence: int | None = None
-        self._silence = SilenceGate()
-        self.concealed_packets = 0
-        self.late_packets = 0
-        self.undecodable_packets = 0
-
-    @property
-    def silence_withheld(self) -> int:
-        """Silent packets between replies, counted but not delivered."""
-        return self._silence.withheld
-
-    def use(self, codec: Codec, payload_type: int) -> None:
-        """``payload_type`` carries ``codec`` (what the call negotiated, maybe dynamic)."""
-        self._codecs[payload_type] = codec
-
-    def decode(self, packet: RtpPacket) -> bytes | None:
-        """The canonical PCM bytes ``packet`` (and any loss just before it) gives, or None
-        for a late or undecodable packet, one of a payload type this adapter does not decode,
-        or silence between replies."""
-        codec = self._codecs.get(packet.payload_type)
-        if codec is None:
-            return None
-        if packet.payload_type != self._payload_type or self._decoder is None:
-            self._payload_type, self._next_sequence = packet.payload_type, None
-            self._decoder = decoder_for(codec)  # a new codec (a re-INVITE): a new decoder
-        decoder = self._decoder
-        gap = 0
-        if self._next_sequence is not None:
-            gap = (packet.sequence - self._next_sequence) & 0xFFFF
-            if gap >= 0x8000:  # behind what was played already
-                self.late_packets += 1
-                return None
-        self._next_sequence = (packet.sequence + 1) & 0xFFFF
-        pcm = decoder.decode(packet.payload)
-        if pcm is None:
-            self.undecodable_packets += 1
-            return None
-        if 0 < gap <= MAX_CONCEALED_PACKETS:
-            self.concealed_packets += gap
-            pcm = np.concatenate([decoder.silence(gap), pcm])
-        if not self._silence.admits(pcm, packet.received_ns):
-            return None
-        return PcmAudio(pcm).to_bytes()
 
 
 class SipEndpoint:
@@ -163,7 +93,7 @@ class SipEndpoint:
         self._context = context
         self._queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
         self._dropped_items = 0
-        self._arrivals = _Arrivals()
+        self._arrivals = Arrivals()
         self._call: SipCall | None = None
         self._negotiated: Negotiated | None = None
         self._encoder: WireEncoder | None = None
@@ -183,7 +113,7 @@ class SipEndpoint:
                 require_opus()
             except MissingDependencyError as error:
                 raise MissingDependencyError(error.package, extra=error.extra,
-                                             purpose="endpoint.settings.codecs: opus",
+                                             purpose="The opus codec of a SIP call",
                                              key="endpoint.settings.codecs") from None
 
     @classmethod

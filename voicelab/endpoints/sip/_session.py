@@ -166,6 +166,8 @@ class MediaSession:
                                       "bytes": line.bytes_sent if line else 0,
                                       "stamps_kept": len(line.sent_ns) if line else 0,
                                       "muted_slots": line.muted_slots if line else 0,
+                                      "dropped_by_codec_change":
+                                          line.dropped_by_codec_change if line else 0,
                                       "rtcp_reports": self.reports_sent}
         return {"sent": sent, "received": self.receiver.facts(), "rtcp": rtcp}
 

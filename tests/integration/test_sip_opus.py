@@ -197,3 +197,23 @@ def test_a_whole_opus_run_measures_the_agents_latency_against_its_truth(
     with capsys.disabled():
         print(f"\nopus run: response latency {answer['response_latency_ms']:.1f} ms, the "
               f"double's truth {truth_ms:.1f} ms")
+
+
+def test_keys_on_an_opus_call_count_on_its_48_khz_clock() -> None:
+    """RFC 4733 keys beside Opus use telephone-event/48000: the double reads the key and its
+    duration (in 48 kHz units) as pressed."""
+    async def test() -> Call:
+        async with Call({"mode": "ivr", "ring_ms": 20, "menu_latency_ms": 50},
+                        {"codecs": ["opus"], "dtmf_duration_ms": 120}) as call:
+            await call.connect()
+            assert call.endpoint is not None and call.endpoint.negotiated is not None
+            assert call.endpoint.negotiated.event_clock_hz == 48_000
+            await call.until(lambda: bool(call.truth_of("prompt_started")))
+            await call.endpoint.send_dtmf("1")
+            await call.until(lambda: bool(call.truth_of("key_ended")))
+        return call
+
+    call = run_returning(test)
+    [key] = call.truth_of("key_received")
+    assert (key["digit"], key["method"]) == ("1", "rfc4733")
+    assert call.truth_of("key_ended")[0]["duration_ms"] == pytest.approx(120.0)

@@ -4,6 +4,7 @@ tests/integration/test_sip_*.py."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -224,3 +225,11 @@ def test_opus_without_its_package_is_a_configuration_error_naming_the_key(monkey
         SipEndpoint.check_settings({"uri": "sip:agent@host", "codecs": ["pcmu", "opus"]})
     assert raised.value.key == "endpoint.settings.codecs"
     assert "pip install 'voicelab[telephony]'" in raised.value.message
+
+
+def test_libopus_is_not_loaded_by_the_command_line_or_the_adapter_until_a_call_needs_it() -> None:
+    code = ("import sys, voicelab.cli, voicelab.endpoints.sip, voicelab.doubles.sip; "
+            "print('opuslib_next' in sys.modules)")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, timeout=60)
+    assert shown.stdout.strip() == "False"

@@ -175,9 +175,13 @@ def test_a_whole_opus_run_measures_the_agents_latency_against_its_truth(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """As the G.711 run's test (test_sip_runs): voicelab's response latency against the
     double's send stamp of its reply's first audible sample, with the Opus line's own delays
-    recorded at connect (6.5 ms of look-ahead toward the agent, none toward the user)."""
+    recorded at connect (6.5 ms of look-ahead toward the agent, none toward the user), and an
+    environment's Opus line coded once, by the call."""
+    line = {"codec": "opus"}  # a phone line of Opus: coded once, by the call's own Opus
     result = RunResult(write_call(tmp_path, double={**AGENT, "greeting": "Hello."},
                                   settings={"codecs": ["opus"]},
+                                  environment={"name": "opus-line", "impact": 0.0,
+                                               "channel": {"to_product": line, "to_user": line}},
                                   script=[{"response": "A table for two tonight, please."}]),
                        tmp_path / "runs")
     assert result.exit_code == 0, result.output
@@ -185,6 +189,8 @@ def test_a_whole_opus_run_measures_the_agents_latency_against_its_truth(
     assert answered["codec"] == "OPUS"
     [connected] = result.of("session.connected")
     assert connected["attributes"]["conversion_delay_ms"] == {"to_product": 6.5, "to_user": 0.0}
+    for direction in ("to_product", "to_user"):
+        assert result.metrics["channel"][direction]["codec"] == "opus (the adapter's wire)"
     answer = result.turn("turn-001")
     [sent] = [line for line in result.bot_lines("reply_sent") if line["reply"] == 1]
     ended = next(e for e in result.of("user.speech_ended") if e["turn_id"] == "turn-001")

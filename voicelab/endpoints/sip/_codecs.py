@@ -72,15 +72,16 @@ def conversion_delay_ms(codec: Codec) -> dict[str, float]:
     return {"to_product": LINE_LATENCY_MS, "to_user": LINE_LATENCY_MS}
 
 
-def _opus_api() -> tuple[type, Callable[..., bytes]]:
-    """libopus's encoder class and decode function; raises :class:`MissingDependencyError`."""
+def _opus_api() -> tuple[type, type, Callable[..., bytes]]:
+    """libopus's encoder and decoder classes and its decode function; raises
+    :class:`MissingDependencyError` when the package is absent or its libopus will not load."""
     try:
         import opuslib_next
         import opuslib_next.api.decoder
-    except (ImportError, OSError, RuntimeError) as error:  # absent, or its libopus won't load
+    except (ImportError, OSError, RuntimeError) as error:
         raise MissingDependencyError(OPUS_PACKAGE, extra="telephony",
                                      purpose="The opus codec of a SIP call") from error
-    return opuslib_next.Encoder, opuslib_next.api.decoder.decode
+    return opuslib_next.Encoder, opuslib_next.Decoder, opuslib_next.api.decoder.decode
 
 
 def require_opus() -> None:
@@ -121,7 +122,7 @@ class OpusEncoder:
     LOOKAHEAD_MS = 6.5
 
     def __init__(self) -> None:
-        encoder_class, _ = _opus_api()
+        encoder_class, _, _ = _opus_api()
         self._encoder = encoder_class(CANONICAL_SAMPLE_RATE_HZ, 1, "voip")
         self._encoder.bitrate = OPUS_BITRATE_BPS
         self._pending = np.zeros(0, dtype=np.int16)
@@ -140,10 +141,8 @@ class OpusDecoder:
     """libopus, mono, 24 kHz out; a packet decodes to what it says it lasts (bounded)."""
 
     def __init__(self) -> None:
-        import opuslib_next
-
-        _, self._decode = _opus_api()
-        self._state = opuslib_next.Decoder(CANONICAL_SAMPLE_RATE_HZ, 1)
+        _, decoder_class, self._decode = _opus_api()
+        self._state = decoder_class(CANONICAL_SAMPLE_RATE_HZ, 1)
         self._max_samples = CANONICAL_SAMPLE_RATE_HZ * MAX_OPUS_PACKET_MS // 1000
         self._last_samples = _OPUS_FRAME_SAMPLES
 
@@ -153,8 +152,8 @@ class OpusDecoder:
         try:
             pcm = self._decode(self._state.decoder_state, payload, len(payload),
                                self._max_samples, False, channels=1)
-        except Exception:  # noqa: BLE001 -- libopus refusing a hostile payload (OpusError)
-            return None
+        except Exception:  # noqa: BLE001 -- libopus refusing a hostile payload (its OpusError,
+            return None  # or ctypes refusing what it cannot pass): counted by the caller
         samples = np.frombuffer(bytes(pcm), dtype=np.int16)
         if samples.size:
             self._last_samples = samples.size

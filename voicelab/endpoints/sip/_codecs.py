@@ -72,7 +72,18 @@ def conversion_delay_ms(codec: Codec) -> dict[str, float]:
     return {"to_product": LINE_LATENCY_MS, "to_user": LINE_LATENCY_MS}
 
 
-def _opus_api() -> tuple[type, type, Callable[..., bytes]]:
+class _LibopusEncoder(Protocol):
+    bitrate: int
+
+    def encode(self, pcm_data: bytes, frame_size: int) -> bytes: ...
+
+
+class _LibopusDecoder(Protocol):
+    decoder_state: object
+
+
+def _opus_api() -> tuple[Callable[[int, int, str], _LibopusEncoder],
+                         Callable[[int, int], _LibopusDecoder], Callable[..., bytes]]:
     """libopus's encoder and decoder classes and its decode function; raises
     :class:`MissingDependencyError` when the package is absent or its libopus will not load."""
     try:

@@ -43,6 +43,7 @@ from ..execution import (
     RunOptions,
     arun,
     arun_matrix,
+    load_line,
     read_run_report,
     recorded_config_file,
     require_distributed,
@@ -308,7 +309,8 @@ def _run_options(args: argparse.Namespace, *, executor: RunOptions,
         label=args.label, calibrations=calibrations, resume=args.resume,
         rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
         observers=observers, only=args.only or (), fail_fast=args.fail_fast,
-        max_cost=args.max_cost)
+        max_cost=args.max_cost, ramp_seconds=args.ramp_seconds, arrival_rate=args.arrival_rate,
+        max_concurrency=args.max_concurrency)
 
 
 def _executor_options(args: argparse.Namespace) -> RunOptions:
@@ -367,6 +369,14 @@ def budget_stop_line(budget: BudgetState | None, *, ran: int, planned: int) -> s
             f"{_amount(budget.spent, budget.currency)}; another would have passed --max-cost "
             f"{_amount(budget.max_cost, budget.currency)} ({budget.trials_not_started} not "
             f"started)")
+
+
+def _load_summary_line(report: RunReport) -> str | None:
+    """The load profile and what it achieved, unless every trial started at once."""
+    profile = report.load_profile
+    if profile is None or (profile.kind == "closed" and not profile.ramp_seconds):
+        return None
+    return load_line(profile, report.achieved_concurrency)
 
 
 def _lag_budget_line(report: RunReport) -> str | None:
@@ -431,7 +441,7 @@ def print_run_summary(outcome: RunOutcome, *, trial_lines: bool = True) -> None:
     _print_statistics(report)
     if report.endpointing is not None:
         print(endpointing_line(report.endpointing))
-    for line in (_lag_budget_line(report),
+    for line in (_load_summary_line(report), _lag_budget_line(report),
                  degraded_warning(report.measurement_warnings, report.degraded_trials,
                                   report.executed_trials)):
         if line:

@@ -44,6 +44,7 @@ from ..execution import (
     arun,
     arun_matrix,
     load_line,
+    load_profile,
     read_run_report,
     recorded_config_file,
     require_distributed,
@@ -298,6 +299,13 @@ def _check_resume_options(args: argparse.Namespace) -> None:
                           "--artifacts-dir, not both", source="CLI")
 
 
+def _check_load_options(args: argparse.Namespace) -> None:
+    """--ramp, --arrival-rate and --max-concurrency refused together as the library would,
+    before anything is planned or printed."""
+    load_profile(concurrency=args.concurrency or 1, ramp_seconds=args.ramp_seconds,
+                 arrival_rate=args.arrival_rate, max_concurrency=args.max_concurrency)
+
+
 def _run_options(args: argparse.Namespace, *, executor: RunOptions,
                  calibrations: Sequence[JudgeCalibration], observers: Sequence[RunObserver],
                  progress: TrialProgress | TrialLines) -> RunOptions:
@@ -466,6 +474,7 @@ def print_run_summary(outcome: RunOutcome, *, trial_lines: bool = True) -> None:
 @json_aware
 def run_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
+    _check_load_options(args)
     recorded = None
     if args.resume is not None:
         report = read_run_report(args.resume)
@@ -605,6 +614,7 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
 @json_aware
 def sweep_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
+    _check_load_options(args)
     trials, recorded, overrides = args.trials, None, list(args.overrides)
     if args.resume is not None:
         previous = read_matrix_report(args.resume)

@@ -44,13 +44,18 @@ def assert_trace_consistent(report: RunReport, *, most: int, starts: int) -> Non
 
 
 @pytest.fixture(scope="module")
-def open_run(tmp_path_factory: pytest.TempPathFactory) -> RunReport:
+def open_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Five trials arriving 1 ms apart with room for two: the third and later arrivals find
     both slots taken (a trial takes far longer than 1 ms) and start late."""
     folder = tmp_path_factory.mktemp("open")
     outcome = voicelab.run(EXAMPLE, RunOptions(trials=5, arrival_rate=1000.0, max_concurrency=2,
                                                artifacts_dir=folder, scoring="loop"))
-    return report_of(outcome.bundle_path)
+    return outcome.bundle_path
+
+
+@pytest.fixture(scope="module")
+def open_run(open_bundle: Path) -> RunReport:
+    return report_of(open_bundle)
 
 
 def test_an_open_run_records_its_profile_and_counts_the_late_starts(open_run):
@@ -64,6 +69,14 @@ def test_an_open_run_records_its_profile_and_counts_the_late_starts(open_run):
     assert achieved is not None and 3 <= achieved.late_starts <= 5
     assert achieved.late_start_max_seconds is not None and achieved.late_start_mean_seconds \
         is not None and 0 < achieved.late_start_mean_seconds <= achieved.late_start_max_seconds
+
+
+def test_a_replay_takes_a_profile_too(open_bundle, tmp_path):
+    outcome = voicelab.replay(open_bundle, artifacts_dir=tmp_path, ramp_seconds=0.1)
+    report = report_of(outcome.bundle_path)
+    assert report.replay_of is not None and report.executed_trials == 5
+    assert report.load_profile is not None and report.load_profile.ramp_seconds == 0.1
+    assert_trace_consistent(report, most=report.load_profile.max_concurrency, starts=5)
 
 
 def test_a_resumed_run_keeps_its_profile_unless_given_one(tmp_path):

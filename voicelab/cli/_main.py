@@ -287,6 +287,7 @@ def _replay_arguments(replay: argparse.ArgumentParser) -> None:
     replay.add_argument("--junit", type=Path, default=None, metavar="PATH",
                         help="also write JUnit XML (one test case per trial)")
     replay.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_load_options(replay)
     _add_run_options(replay)
 
 

@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from .._exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
 from .._progress import TrialLines, TrialProgress
@@ -306,6 +306,21 @@ def _check_load_options(args: argparse.Namespace) -> None:
                  arrival_rate=args.arrival_rate, max_concurrency=args.max_concurrency)
 
 
+class LoadKeywords(TypedDict):
+    """The load profile's options as the library's keywords."""
+
+    ramp_seconds: float | None
+    arrival_rate: float | None
+    max_concurrency: int | None
+
+
+def load_keywords(args: argparse.Namespace) -> LoadKeywords:
+    """--ramp, --arrival-rate, --max-concurrency, checked (:func:`_check_load_options`)."""
+    _check_load_options(args)
+    return LoadKeywords(ramp_seconds=args.ramp_seconds, arrival_rate=args.arrival_rate,
+                        max_concurrency=args.max_concurrency)
+
+
 def _run_options(args: argparse.Namespace, *, executor: RunOptions,
                  calibrations: Sequence[JudgeCalibration], observers: Sequence[RunObserver],
                  progress: TrialProgress | TrialLines) -> RunOptions:
@@ -317,8 +332,7 @@ def _run_options(args: argparse.Namespace, *, executor: RunOptions,
         label=args.label, calibrations=calibrations, resume=args.resume,
         rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
         observers=observers, only=args.only or (), fail_fast=args.fail_fast,
-        max_cost=args.max_cost, ramp_seconds=args.ramp_seconds, arrival_rate=args.arrival_rate,
-        max_concurrency=args.max_concurrency)
+        max_cost=args.max_cost, **load_keywords(args))
 
 
 def _executor_options(args: argparse.Namespace) -> RunOptions:

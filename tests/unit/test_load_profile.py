@@ -59,6 +59,10 @@ def test_above_the_threshold_the_default_ramps():
     profile = load_profile(concurrency=200)
     assert profile.kind == "closed" and profile.chosen_by == "default"
     assert profile.ramp_seconds == pytest.approx(200 * DEFAULT_RAMP_SECONDS_PER_TRIAL)
+    # what starts together decides: a run of fewer trials than its concurrency
+    assert load_profile(concurrency=200, trials=DEFAULT_RAMP_ABOVE).ramp_seconds == 0.0
+    assert load_profile(concurrency=200, trials=60).ramp_seconds == \
+        pytest.approx(60 * DEFAULT_RAMP_SECONDS_PER_TRIAL)
     # --ramp 0 keeps today's all-at-once start at any concurrency
     assert load_profile(concurrency=200, ramp_seconds=0).ramp_seconds == 0.0
 

@@ -259,11 +259,12 @@ def _run_load(options: RunSettings, *, parallel: int, point: ResumePoint | None,
         return RunLoad(options.schedule)
     if options.ramp_seconds is None and options.arrival_rate is None \
             and options.max_concurrency is None and point is not None:
-        profile = resumed_profile(point.report.load_profile, concurrency=parallel)
+        profile = resumed_profile(point.report.load_profile, concurrency=parallel,
+                                  trials=trials)
     else:
         profile = load_profile(concurrency=parallel, ramp_seconds=options.ramp_seconds,
                                arrival_rate=options.arrival_rate,
-                               max_concurrency=options.max_concurrency)
+                               max_concurrency=options.max_concurrency, trials=trials)
     return RunLoad(StartSchedule(profile, trials=trials))
 
 

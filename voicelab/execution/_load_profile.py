@@ -41,11 +41,13 @@ MAX_CONCURRENCY_SAMPLES = 2_000
 
 def load_profile(*, concurrency: int, ramp_seconds: float | None = None,
                  arrival_rate: float | None = None,
-                 max_concurrency: int | None = None) -> LoadProfile:
+                 max_concurrency: int | None = None, trials: int | None = None) -> LoadProfile:
     """The profile of a run of ``concurrency`` the caller gave ``ramp_seconds`` or
     ``arrival_rate`` (with ``max_concurrency``, default ``concurrency``), or neither: all at
-    once, ramped by default above :data:`DEFAULT_RAMP_ABOVE`. Raises :class:`ConfigError`
-    (its key the option's) for both at once and for a number out of range."""
+    once, ramped by default when more than :data:`DEFAULT_RAMP_ABOVE` trials would start
+    together (the concurrency, or the ``trials`` to run when they are fewer). Raises
+    :class:`ConfigError` (its key the option's) for both at once and for a number out of
+    range."""
     if ramp_seconds is not None and arrival_rate is not None:
         raise ConfigError("a closed ramp (--ramp) and an open arrival rate (--arrival-rate) "
                           "exclude each other: give one", key="arrival_rate")
@@ -62,9 +64,10 @@ def load_profile(*, concurrency: int, ramp_seconds: float | None = None,
     if ramp_seconds is not None:
         ramp = _number(ramp_seconds, key="ramp_seconds", high=MAX_RAMP_SECONDS, zero=True)
         return LoadProfile(kind="closed", ramp_seconds=ramp, max_concurrency=concurrency)
-    if concurrency > DEFAULT_RAMP_ABOVE:
+    together = min(concurrency, trials) if trials is not None else concurrency
+    if together > DEFAULT_RAMP_ABOVE:
         return LoadProfile(kind="closed", max_concurrency=concurrency, chosen_by="default",
-                           ramp_seconds=round(concurrency * DEFAULT_RAMP_SECONDS_PER_TRIAL, 3))
+                           ramp_seconds=round(together * DEFAULT_RAMP_SECONDS_PER_TRIAL, 3))
     return LoadProfile(kind="closed", ramp_seconds=0.0, max_concurrency=concurrency)
 
 
@@ -77,11 +80,12 @@ def _number(value: float, *, key: str, high: float, zero: bool) -> float:
     return float(value)
 
 
-def resumed_profile(recorded: LoadProfile | None, *, concurrency: int) -> LoadProfile:
+def resumed_profile(recorded: LoadProfile | None, *, concurrency: int,
+                    trials: int | None = None) -> LoadProfile:
     """The profile a resumed run keeps: the one it was started with (its concurrency the
     resumed run's), or the default of a bundle written before profiles were recorded."""
     if recorded is None:
-        return load_profile(concurrency=concurrency)
+        return load_profile(concurrency=concurrency, trials=trials)
     if recorded.kind == "closed":
         return recorded.model_copy(update={"max_concurrency": concurrency,
                                            "chosen_by": "resumed"})

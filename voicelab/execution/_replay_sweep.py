@@ -101,8 +101,10 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
     parallel = bounded_count(concurrency if concurrency is not None else
                         max(c.plan.loaded.run.concurrency for c in cells),
                         low=1, high=MAX_CONCURRENCY, key="concurrency", source=None)
+    trials = sum(len(c.source.seeds) for c in cells)
     profile = load_profile(concurrency=parallel, ramp_seconds=ramp_seconds,
-                           arrival_rate=arrival_rate, max_concurrency=max_concurrency)
+                           arrival_rate=arrival_rate, max_concurrency=max_concurrency,
+                           trials=trials)
     root = Path(artifacts_dir) if artifacts_dir is not None else folder.parent
     run_id = new_run_id()
     runs = [cell.plan.loaded for cell in cells]
@@ -110,8 +112,7 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
                           access=strictest_access(runs)) as replayed:
         return await _replay_cells(replayed, cells, original=original, origin=ReplayOrigin(
             run_id=original.run_id, bundle_path=str(folder)), label=label,
-            on_trial_done=on_trial_done, schedule=StartSchedule(
-                profile, trials=sum(len(c.source.seeds) for c in cells)))
+            on_trial_done=on_trial_done, schedule=StartSchedule(profile, trials=trials))
 
 
 async def _replay_cells(folder: RunFolder[MatrixReport], cells: list[_Cell], *,

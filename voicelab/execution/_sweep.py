@@ -121,7 +121,8 @@ async def _arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: Ru
                        profile=load_profile(concurrency=plan.concurrency,
                                             ramp_seconds=options.ramp_seconds,
                                             arrival_rate=options.arrival_rate,
-                                            max_concurrency=options.max_concurrency))
+                                            max_concurrency=options.max_concurrency,
+                                            trials=plan.conversations))
     except BaseException:
         if folder is not None:
             folder.close()
@@ -280,7 +281,8 @@ class _Sweep:
                      started: str, label: str | None, resumed_at: list[str],
                      written: Callable[[], None] | None) -> MatrixOutcome:
         plan, previous, run_dir = self.plan, folder.previous, folder.path
-        profile = self.profile or load_profile(concurrency=plan.concurrency)
+        profile = self.profile or load_profile(concurrency=plan.concurrency,
+                                               trials=plan.conversations)
         semaphore = asyncio.Semaphore(profile.max_concurrency)
         schedules = _schedules(plan, profile)
         outcomes: list[RunOutcome] = []

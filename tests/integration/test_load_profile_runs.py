@@ -15,6 +15,7 @@ import pytest
 import voicelab
 from voicelab import RunOptions
 from voicelab.artifacts import RunReport
+from voicelab.execution import combined
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
@@ -95,9 +96,12 @@ def test_a_resumed_run_keeps_its_profile_unless_given_one(tmp_path):
 
 
 def test_a_sweeps_cells_start_from_one_schedule(tmp_path):
-    outcome = voicelab.run_matrix(SUITE, RunOptions(trials=1, concurrency=2, arrival_rate=500.0,
-                                                    artifacts_dir=tmp_path, scoring="loop"))
-    reports = [cell.report for cell in outcome.cells]
+    swept = cli("sweep", str(SUITE), "--trials", "1", "--concurrency", "2", "--arrival-rate",
+                "500", "--workers", "1", "--quiet", "--artifacts-dir", str(tmp_path))
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert "load: open, 500 trial(s)/s, at most 2 at once; peak " in swept.stdout
+    reports = [report_of(p.parent) for p in sorted(tmp_path.glob("*/*/run-report.json"))
+               if "latest" not in p.parts]
     assert len(reports) == 4 and all(r.executed_trials == 1 for r in reports)
     for report in reports:
         assert report.load_profile is not None and report.load_profile.kind == "open"
@@ -110,6 +114,10 @@ def test_a_sweeps_cells_start_from_one_schedule(tmp_path):
     for _, index, count in changes:
         running[index] = count
         assert sum(running) <= 2
+    # the summary's line is of the cells together
+    together = combined([r.achieved_concurrency for r in reports
+                         if r.achieved_concurrency is not None])
+    assert together.peak == max(s.running for s in together.samples) <= 2
     # four arrivals 2 ms apart with room for two: the later ones waited for a slot
     assert sum(r.achieved_concurrency.late_starts for r in reports
                if r.achieved_concurrency is not None) >= 1

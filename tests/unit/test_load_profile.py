@@ -15,6 +15,7 @@ from voicelab.execution import (
     DEFAULT_RAMP_SECONDS_PER_TRIAL,
     ConcurrencyTrace,
     StartSchedule,
+    combined,
     load_line,
     load_profile,
 )
@@ -198,3 +199,22 @@ def test_the_summary_line_names_the_profile_and_what_it_achieved():
     assert line.startswith("load: open, 2.5 trial(s)/s, at most 2 at once; peak 2 running")
     assert "3 trial(s) started late" in line and "1.25 s" in line
     assert "(the default above 50 concurrent)" in load_line(load_profile(concurrency=200))
+
+
+def test_a_sweeps_cells_add_up_on_their_shared_clock():
+    first, second = ConcurrencyTrace(), ConcurrencyTrace()
+    first.started(0.0)
+    second.started(0.5)
+    second.late_start(0.2)
+    first.ended(1.0)
+    second.late_start(0.4)
+    second.started(1.5)
+    second.ended(2.0)
+    second.ended(2.5)
+    together = combined([first.achieved(), second.achieved()])
+    assert [(s.t_seconds, s.running) for s in together.samples] == \
+        [(0.0, 1), (0.5, 2), (1.0, 1), (1.5, 2), (2.0, 1), (2.5, 0)]
+    assert together.peak == 2 and together.late_starts == 2
+    assert together.late_start_max_seconds == pytest.approx(0.4)
+    assert together.late_start_mean_seconds == pytest.approx(0.3)
+    assert combined([]).peak == 0

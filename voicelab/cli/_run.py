@@ -43,6 +43,7 @@ from ..execution import (
     RunOptions,
     arun,
     arun_matrix,
+    combined,
     load_line,
     load_profile,
     read_run_report,
@@ -401,6 +402,17 @@ def _load_summary_line(report: RunReport) -> str | None:
     return load_line(profile, report.achieved_concurrency)
 
 
+def _sweep_load_line(outcome: MatrixOutcome) -> str | None:
+    """The sweep's load profile (its cells share it) and what the cells achieved together,
+    unless every trial started at once."""
+    reports = [c.report for c in outcome.cells if c.report.load_profile is not None]
+    profile = reports[0].load_profile if reports else None
+    if profile is None or (profile.kind == "closed" and not profile.ramp_seconds):
+        return None
+    return load_line(profile, combined([r.achieved_concurrency for r in reports
+                                        if r.achieved_concurrency is not None]))
+
+
 def _lag_budget_line(report: RunReport) -> str | None:
     if report.lag_budget_ms is None or report.lowest_concurrency is None:
         return None
@@ -607,6 +619,9 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
         print(f"stopped after {stopped} trial(s) did not pass (--fail-fast {stopped}): "
               f"{report.conversations - report.executed_trials} planned conversation(s) did "
               "not run")
+    line = _sweep_load_line(outcome)
+    if line:
+        print(line)
     warning = degraded_warning(
         [f"{Path(c.bundle_path).name}: {line}" for c in outcome.cells
          for line in c.report.measurement_warnings],

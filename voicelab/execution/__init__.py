@@ -16,6 +16,7 @@ from ._load_profile import (
     DEFAULT_RAMP_SECONDS_PER_TRIAL,
     ConcurrencyTrace,
     StartSchedule,
+    combined,
     load_line,
     load_profile,
 )
@@ -43,7 +44,7 @@ from ._sweep import arun_matrix, run_matrix
 from ._tuning import tuned_process
 
 __all__ = ["DEFAULT_RAMP_ABOVE", "DEFAULT_RAMP_SECONDS_PER_TRIAL", "ConcurrencyTrace",
-           "StartSchedule", "load_line", "load_profile", "EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
+           "StartSchedule", "combined", "load_line", "load_profile", "EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
            "CheckPoint", "EndpointCheck", "InlineExecutor", "acheck_endpoint", "check_endpoint", "JobExecutor", "LocalExecutor", "ObservedRun", "ProcessRun", "RunContext", "RunObserver", "RunOptions", "RunSpec", "TrialCall", "TrialDone",
            "TrialJob", "TrialOutcome", "WorkerLost", "areplay", "areplay_sweep", "arun",
            "arun_matrix", "choose_executor", "read_run_report", "recorded_config_file",

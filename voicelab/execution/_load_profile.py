@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from .._limits import MAX_ARRIVAL_RATE, MAX_RAMP_SECONDS
@@ -254,3 +254,27 @@ def load_line(profile: LoadProfile, achieved: AchievedConcurrency | None = None)
             text += (f"; {achieved.late_starts} trial(s) started late (no free slot at their "
                      f"arrival), up to {achieved.late_start_max_seconds or 0:.2f} s")
     return text
+
+
+def combined(achieved: Sequence[AchievedConcurrency]) -> AchievedConcurrency:
+    """What several runs on one clock achieved together (a sweep's cells): their running
+    counts summed at every sample, their late starts pooled. Bounded like a run's trace; the
+    peak is the summed samples' (exact unless a cell kept only every ``stride``-th change)."""
+    events = sorted((sample.t_seconds, index, sample.running)
+                    for index, one in enumerate(achieved) for sample in one.samples)
+    running = [0] * len(achieved)
+    samples: list[ConcurrencySample] = []
+    for at, index, count in events:
+        running[index] = count
+        samples.append(ConcurrencySample(t_seconds=at, running=sum(running)))
+    stride = 1
+    while len(samples) >= MAX_CONCURRENCY_SAMPLES:
+        samples, stride = samples[::2], stride * 2
+    late = sum(one.late_starts for one in achieved)
+    delays = [(one.late_start_mean_seconds or 0.0) * one.late_starts for one in achieved]
+    return AchievedConcurrency(
+        samples=samples, stride=max([stride, *(one.stride for one in achieved)]),
+        peak=max((s.running for s in samples), default=0), late_starts=late,
+        late_start_max_seconds=max((one.late_start_max_seconds for one in achieved
+                                    if one.late_start_max_seconds is not None), default=None),
+        late_start_mean_seconds=round(sum(delays) / late, 4) if late else None)

@@ -123,6 +123,16 @@ def test_a_sweeps_cells_start_from_one_schedule(tmp_path):
                if r.achieved_concurrency is not None) >= 1
 
 
+def test_a_resumed_sweep_keeps_its_profile(tmp_path):
+    first = voicelab.run_matrix(SUITE, RunOptions(trials=1, concurrency=2, ramp_seconds=0.2,
+                                                  artifacts_dir=tmp_path, scoring="loop"))
+    again = voicelab.run_matrix(SUITE, RunOptions(trials=2, resume=first.run_dir,
+                                                  scoring="loop"))
+    profiles = {(r.load_profile.kind, r.load_profile.ramp_seconds, r.load_profile.chosen_by)
+                for r in (cell.report for cell in again.cells) if r.load_profile is not None}
+    assert profiles == {("closed", 0.2, "resumed")}
+
+
 def test_the_command_line_ramps_on_local_workers_and_runs_an_open_load(tmp_path):
     ramped = cli("run", str(EXAMPLE), "--trials", "3", "--concurrency", "3", "--ramp", "0.3",
                  "--workers", "2", "--quiet", "--artifacts-dir", str(tmp_path / "ramp"))

@@ -50,7 +50,7 @@ from ..runner import (
     utc_now,
 )
 from ._arun import arun_wired, check_calibrations, cost_budget, outside_a_loop
-from ._load_profile import StartSchedule, load_profile
+from ._load_profile import StartSchedule, load_profile, resumed_profile
 from ._observer import RunObserver
 from ._options import RunKeywords, RunOptions, RunWiring, options_from_keywords
 from ._protocol import Executor, scoring_mode
@@ -118,11 +118,13 @@ async def _arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: Ru
                        observers=tuple(options.observers), fail_fast=stop,
                        budget=_sweep_budget(plan, options.max_cost),
                        lag_budget_ms=options.lag_budget_ms, scoring=options.scoring,
-                       profile=load_profile(concurrency=plan.concurrency,
-                                            ramp_seconds=options.ramp_seconds,
-                                            arrival_rate=options.arrival_rate,
-                                            max_concurrency=options.max_concurrency,
-                                            trials=plan.conversations))
+                       profile=None if options.ramp_seconds is None
+                       and options.arrival_rate is None and options.max_concurrency is None
+                       else load_profile(concurrency=plan.concurrency,
+                                         ramp_seconds=options.ramp_seconds,
+                                         arrival_rate=options.arrival_rate,
+                                         max_concurrency=options.max_concurrency,
+                                         trials=plan.conversations))
     except BaseException:
         if folder is not None:
             folder.close()
@@ -171,6 +173,19 @@ def _sweep_budget(plan: MatrixPlan, max_cost: float | None) -> CostBudget | None
                           f"({', '.join(currencies)}): price every cell in one (the suite's "
                           f"pricing:)", source=plan.suite.path, key="pricing")
     return budgets[0]
+
+
+def _profile_kept(plan: MatrixPlan, resumed: Path | None) -> LoadProfile:
+    """The profile of a sweep the caller gave none: a resumed sweep's own (recorded in its
+    cells' run reports), else the default for its concurrency."""
+    started = [] if resumed is None else [resumed / one.cell_id for one in plan.cells
+                                          if (resumed / one.cell_id / RUN_REPORT).is_file()]
+    for cell in started:
+        recorded = read_run_report(cell).load_profile
+        if recorded is not None:
+            return resumed_profile(recorded, concurrency=plan.concurrency,
+                                   trials=plan.conversations)
+    return load_profile(concurrency=plan.concurrency, trials=plan.conversations)
 
 
 def _schedules(plan: MatrixPlan, profile: LoadProfile) -> dict[str, StartSchedule]:
@@ -222,7 +237,8 @@ class _Sweep:
     budget: CostBudget | None = None
     lag_budget_ms: float | None = None
     scoring: str = "process"
-    #: the sweep's load profile: every cell starts its trials from one schedule
+    #: the sweep's load profile, when the caller gave one (else a resumed sweep's own, or the
+    #: default): every cell starts its trials from one schedule
     profile: LoadProfile | None = None
 
     async def here(self, configured: str | Path, *,
@@ -281,8 +297,7 @@ class _Sweep:
                      started: str, label: str | None, resumed_at: list[str],
                      written: Callable[[], None] | None) -> MatrixOutcome:
         plan, previous, run_dir = self.plan, folder.previous, folder.path
-        profile = self.profile or load_profile(concurrency=plan.concurrency,
-                                               trials=plan.conversations)
+        profile = self.profile or _profile_kept(plan, run_dir if previous is not None else None)
         semaphore = asyncio.Semaphore(profile.max_concurrency)
         schedules = _schedules(plan, profile)
         outcomes: list[RunOutcome] = []

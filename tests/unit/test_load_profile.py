@@ -218,3 +218,18 @@ def test_a_sweeps_cells_add_up_on_their_shared_clock():
     assert together.late_start_max_seconds == pytest.approx(0.4)
     assert together.late_start_mean_seconds == pytest.approx(0.3)
     assert combined([]).peak == 0
+
+
+def test_a_staged_sweep_starts_each_stage_under_the_profile_afresh():
+    from types import SimpleNamespace
+
+    from voicelab.execution._sweep import _schedules
+
+    cells = [SimpleNamespace(cell_id=name) for name in ("a", "b", "c")]
+    staged = SimpleNamespace(cells=cells, trials_of=lambda one: 2,
+                             stages=[SimpleNamespace(cells=cells[:2]),
+                                     SimpleNamespace(cells=cells[2:])])
+    schedules = _schedules(staged, load_profile(concurrency=4, arrival_rate=1.0))
+    assert schedules["a"] is schedules["b"] and schedules["c"] is not schedules["a"]
+    flat = SimpleNamespace(cells=cells, trials_of=lambda one: 2, stages=[])
+    assert len({id(s) for s in _schedules(flat, load_profile(concurrency=4)).values()}) == 1

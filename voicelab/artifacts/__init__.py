@@ -105,12 +105,15 @@ from ._reader import (
     require_retained_audio,
 )
 from ._report_models import (
+    AchievedConcurrency,
     CellRun,
     CellStability,
+    ConcurrencySample,
     Flakiness,
     GateCheck,
     JudgeCalibration,
     JudgeCorrectedRate,
+    LoadProfile,
     MarginPassRate,
     MatrixCell,
     MatrixReport,
@@ -161,6 +164,8 @@ from ._voice_models import (
 )
 
 __all__ = [
+    "AchievedConcurrency",
+    "ConcurrencySample",
     "RunFolder", "write_report_file",
     "MAX_TIMELINE_NS",
     "MAX_TIMELINE_SECONDS",
@@ -229,6 +234,7 @@ __all__ = [
     "GateCheck",
     "JudgeCalibration",
     "JudgeCorrectedRate",
+    "LoadProfile",
     "JudgeResult",
     "LoopLag",
     "MarginPassRate",

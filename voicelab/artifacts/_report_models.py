@@ -158,6 +158,7 @@ class ProbeRow(ProbeOutcome):
     trial: int
 
 
+#: A run's report (run-report.json): its trials, pass rates, gates, cost and exit code.
 class RunReport(Versioned):
     run_id: str
     status: Literal["running", "complete", "interrupted", "failed"]

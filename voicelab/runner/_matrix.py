@@ -184,6 +184,8 @@ class MatrixPlan:
 
 @dataclass
 class MatrixOutcome:
+    """What a sweep produced: its matrix report, its folder and each cell's run outcome."""
+
     report: MatrixReport
     run_dir: Path
     cells: list[RunOutcome] = field(default_factory=list)

@@ -23,6 +23,9 @@ from ..scoring import gate_passed
 
 @dataclass
 class RescoredTrial:
+    """One trial folder after ``rescore``: its new report, the one it had, the verdicts that
+    changed, and its responses and probes."""
+
     trial_dir: Path
     report: TrialReport
     previous: TrialReport

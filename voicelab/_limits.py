@@ -8,7 +8,7 @@ from __future__ import annotations
 MAX_TRIALS = 100_000
 #: conversations in flight at once
 MAX_CONCURRENCY = 1_000
-#: worker processes of the local executor
+#: The most worker processes of the local executor (``--workers``).
 MAX_WORKERS = 256
 #: runs again of a trial that ended inconclusive (``--retry-inconclusive``)
 MAX_RETRIES = 5

@@ -197,6 +197,7 @@ class AchievedConcurrency(ArtifactModel):
     late_start_mean_seconds: float | None = None
 
 
+#: A run's report (run-report.json): its trials, pass rates, gates, cost and exit code.
 class RunReport(Versioned):
     run_id: str
     status: Literal["running", "complete", "interrupted", "failed"]

@@ -8,4 +8,6 @@ shared one (:mod:`.._g711_line`), and Opus is libopus from the optional ``teleph
 from ._endpoint import SipEndpoint
 from ._settings import SipSettings
 
-__all__ = ["SipEndpoint", "SipSettings"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

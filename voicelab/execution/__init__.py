@@ -10,6 +10,13 @@ process unless it opts in (:func:`tuned_process`).
 from ._arun import arun, run
 from ._check import CheckPoint, EndpointCheck, acheck_endpoint, check_endpoint
 from ._dask import DaskExecutor, require_distributed
+from ._event_loop import (
+    EVENT_LOOP_VARIABLE,
+    chosen_event_loop,
+    event_loop_description,
+    running_event_loop,
+    use_chosen_event_loop,
+)
 from ._inline import InlineExecutor
 from ._local import LocalExecutor
 from ._observer import ObservedRun, RunObserver
@@ -34,9 +41,11 @@ from ._resume_overrides import resumed_overrides
 from ._sweep import arun_matrix, run_matrix
 from ._tuning import tuned_process
 
-__all__ = ["EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
+__all__ = ["EVENT_LOOP_VARIABLE", "EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
            "CheckPoint", "EndpointCheck", "InlineExecutor", "acheck_endpoint", "check_endpoint", "JobExecutor", "LocalExecutor", "ObservedRun", "ProcessRun", "RunContext", "RunObserver", "RunOptions", "RunSpec", "TrialCall", "TrialDone",
            "TrialJob", "TrialOutcome", "WorkerLost", "areplay", "areplay_sweep", "arun",
            "arun_matrix", "choose_executor", "read_run_report", "recorded_config_file",
            "replay", "replay_sweep", "require_distributed", "resumed_overrides", "run",
-           "run_matrix", "tuned_process"]
+           "run_matrix", "chosen_event_loop", "event_loop_description",
+           "running_event_loop", "tuned_process",
+           "use_chosen_event_loop"]

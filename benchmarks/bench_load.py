@@ -103,6 +103,8 @@ class LoadFigures:
     flagged: int
     unflagged_errors_ms: np.ndarray
     silently_wrong: list[str]
+    #: responses whose truth could not be rebuilt (more chunks than the fake logged frames)
+    without_truth: int = 0
 
     @property
     def flagged_fraction(self) -> float:
@@ -128,7 +130,8 @@ def load_figures(rows: Sequence[dict[str, Any]]) -> LoadFigures:
                     abs(row[name]) > STALL_TOLERANCE_MS:
                 wrong.append(f"{row['turn']} {name} {row[name]:+.1f} ms "
                              f"(stated bound {row['stamp_bound']} ms)")
-    return LoadFigures(len(rows), flagged, np.asarray(unflagged, dtype=float), wrong)
+    untrue = sum(not row.get("truth", True) for row in rows)
+    return LoadFigures(len(rows), flagged, np.asarray(unflagged, dtype=float), wrong, untrue)
 
 
 @contextlib.contextmanager
@@ -158,7 +161,7 @@ def _row(size: int, result: dict[str, Any], figures: LoadFigures) -> str:
             f"{spread} {len(figures.silently_wrong):>7} "
             f"{result['cpu_seconds'] / size * 1000:>8.0f} "
             f"{peak_concurrency(result['spans']):>5} {result['wall_seconds']:>6.1f} "
-            f"{result['passed']:>4}/{size}")
+            f"{result['passed']:>4}/{size} {errors.size:>5}/{figures.responses}")
 
 
 def _print_excess(rows: Sequence[dict[str, Any]]) -> None:
@@ -211,7 +214,7 @@ def main() -> None:
     print(f"machine: {_machine()}; busy processes: {args.busy}; workers: {args.workers}; "
           f"ramp: {args.ramp or 'none'}")
     print(f"{'N':>4} {'loop':>8} {'flagged':>8} {'unflagged |error| ms':>20} {'silent':>7} "
-          f"{'CPU ms/tr':>9} {'peak':>5} {'wall s':>6} {'passed':>8}")
+          f"{'CPU ms/tr':>9} {'peak':>5} {'wall s':>6} {'passed':>8} {'unflagged':>11}")
     print(f"{'':>22} {'p50':>5} {'p99':>6} {'max':>6}")
     env = {**os.environ, "VOICELAB_EVENT_LOOP": args.event_loop}
     process, uri = _start_fake(PACED_FAKE)
@@ -225,6 +228,9 @@ def main() -> None:
                     result = _run_case(case, script=__file__, env=env)
                     figures = load_figures(result["responses"])
                     print(_row(size, result, figures), flush=True)
+                    if figures.without_truth:
+                        print(f"       {figures.without_truth} response(s) without truth (the "
+                              f"fake's frame log does not match their chunks): left out")
                     for line in figures.silently_wrong[:None if args.verbose else 5]:
                         print(f"       silently wrong: {line}")
                     if args.verbose:

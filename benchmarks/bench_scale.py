@@ -50,6 +50,16 @@ PACED_FAKE = {"audio_pacing": "realtime", "reply_latency_ms": [120.0, 240.0, 360
               "stall_on_response": 2, "report_frame_times": True}
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that ended (the worker processes, once
+    their executor is closed)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _peak_rss_kib() -> int:
     import resource
 
@@ -72,19 +82,25 @@ async def _one_case(case: dict[str, Any]) -> dict[str, Any]:
     elif case["executor"] == "dask":
         executor = DaskExecutor(workers=case["workers"], parallel=case["concurrency"])
     rss_before = _peak_rss_kib()
+    cpu_before = _cpu_seconds()
     started = time.perf_counter()
     if executor is not None:
         await executor.start()
+    # a load profile (--ramp) is passed on only when asked for: older versions lack it
+    profile = {"ramp_seconds": case["ramp_seconds"]} if case.get("ramp_seconds") else {}
     try:
         outcome = await voicelab.arun(loaded, trials=case["trials"],
                                       concurrency=case["concurrency"],
-                                      artifacts_dir=case["workdir"], executor=executor)
+                                      artifacts_dir=case["workdir"], executor=executor,
+                                      **profile)
     finally:
         if executor is not None:
             await executor.close()
     wall = time.perf_counter() - started
     result: dict[str, Any] = {
         "wall_seconds": wall, "trials_per_second": case["trials"] / wall,
+        "cpu_seconds": _cpu_seconds() - cpu_before,
+        "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
         "passed": outcome.report.passed_trials, "executed": outcome.report.executed_trials,
         "parent_peak_rss_mib": _peak_rss_kib() / 1024, "parent_rss_before_mib": rss_before / 1024,
         "worker_peak_rss_mib": sorted(v / 1024 for v in (executor.peak_rss_kib.values()
@@ -95,9 +111,45 @@ async def _one_case(case: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def response_errors(trial: Path) -> list[dict[str, Any]]:
+    """Per response of one trial of the paced case: its measured figures minus the truth (the
+    fake's send times; ``None`` where a figure is missing), its flags and stated bounds."""
+    from bench_saturation import _true_metrics  # type: ignore[import-not-found]
+
+    metrics = json.loads((trial / "voice-metrics.json").read_text())
+    try:
+        truth = _true_metrics(trial)
+    except SystemExit as unmatched:  # chunks the fake's frame log cannot account for
+        print(f"    {unmatched}: no truth for its responses", file=sys.stderr)
+        truth = {}
+    rows = []
+    for turn in metrics["turns"]:
+        true = truth.get(turn["turn_id"], {})
+        row: dict[str, Any] = {
+            "turn": turn["turn_id"], "truth": bool(true),
+            "timing_degraded": bool(turn.get("timing_degraded")),
+            "first_audio_degraded": bool(turn.get("first_audio_degraded")),
+            "first_audio_bound": turn.get("first_audio_error_bound_ms"),
+            "stamp_bound": turn.get("stamp_error_bound_ms")}
+        for name, metric in (("first_audio", "first_audio_latency_ms"),
+                             ("stall", "playback_stall_ms"), ("dead_air", "dead_air_ms")):
+            measured, real = turn.get(metric), true.get(metric)
+            row[name] = None if measured is None or real is None else measured - real
+        rows.append(row)
+    return rows
+
+
+def run_case_here(case: dict[str, Any]) -> dict[str, Any]:
+    """A case, in this process (its own), on the event loop the command line would choose
+    (``VOICELAB_EVENT_LOOP``)."""
+    from voicelab.execution import use_chosen_event_loop
+
+    use_chosen_event_loop()
+    return asyncio.run(_one_case(case))
+
+
 def _truth(bundle: Path) -> dict[str, Any]:
     from bench_runner import _trial_truth_errors  # type: ignore[import-not-found]
-    from bench_saturation import _true_metrics  # type: ignore[import-not-found]
 
     latency: list[float] = []
     errors: dict[str, list[float]] = {"stall": [], "dead_air": []}
@@ -106,23 +158,15 @@ def _truth(bundle: Path) -> dict[str, Any]:
         first_audio = _trial_truth_errors(trial)
         latency += first_audio
         metrics = json.loads((trial / "voice-metrics.json").read_text())
-        truth = _true_metrics(trial)
         responses = []  # (wrong, flagged) per response
-        for turn in metrics["turns"]:
-            true = truth.get(turn["turn_id"], {})
+        for row in response_errors(trial):
             worst = 0.0
-            for name, metric in (("stall", "playback_stall_ms"), ("dead_air", "dead_air_ms")):
-                if turn[metric] is not None and true.get(metric) is not None:
-                    error = turn[metric] - true[metric]
-                    errors[name].append(error)
-                    worst = max(worst, abs(error))
-            if turn.get("first_audio_latency_ms") is not None and \
-                    true.get("first_audio_latency_ms") is not None:
-                late = abs(turn["first_audio_latency_ms"] - true["first_audio_latency_ms"])
-                wrong = worst > 40.0 or late > 20.0
-            else:
-                wrong = worst > 40.0
-            responses.append((wrong, bool(turn.get("timing_degraded"))))
+            for name in ("stall", "dead_air"):
+                if row[name] is not None:
+                    errors[name].append(row[name])
+                    worst = max(worst, abs(row[name]))
+            late = abs(row["first_audio"]) if row["first_audio"] is not None else 0.0
+            responses.append((worst > 40.0 or late > 20.0, row["timing_degraded"]))
         quality = metrics.get("measurement_quality") or {}
         lag = quality.get("loop_lag_ms") or {}
         trials.append({"name": trial.name, "degraded": bool(quality.get("degraded")),
@@ -150,12 +194,15 @@ def _silently_wrong(measured: dict[str, Any]) -> tuple[int, int, int, int, int]:
     return flagged, wrong, silent, responses_wrong, responses_silent
 
 
-def _run_case(case: dict[str, Any]) -> dict[str, Any]:
+def _run_case(case: dict[str, Any], *, script: str = __file__,
+              env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Runs ``case`` in a fresh process (``script --case``), its bundle in a temporary folder."""
     workdir = Path(tempfile.mkdtemp(prefix="voicelab-scale-", dir=case.pop("root")))
     case["workdir"] = str(workdir)
     try:
-        completed = subprocess.run([sys.executable, __file__, "--case", json.dumps(case)],
-                                   capture_output=True, text=True, cwd=ROOT, timeout=3600)
+        completed = subprocess.run([sys.executable, script, "--case", json.dumps(case)],
+                                   capture_output=True, text=True, cwd=ROOT, timeout=3600,
+                                   env=env)
         if completed.returncode != 0:
             raise RuntimeError(completed.stderr[-3000:])
         return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -202,7 +249,7 @@ def main() -> None:
     parser.add_argument("--workdir", default="/dev/shm" if Path("/dev/shm").is_dir() else None)
     args = parser.parse_args()
     if args.case:
-        print(json.dumps(asyncio.run(_one_case(json.loads(args.case))), default=str))
+        print(json.dumps(run_case_here(json.loads(args.case)), default=str))
         return
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
     base = {"root": args.workdir, "concurrency": args.concurrency}

@@ -105,20 +105,24 @@ def test_a_spike_over_a_first_audio_degrades_that_turn_only():
     quality = measurement_quality(recording, MeasurementConfig(), turns)
     assert quality.degraded is True and quality.degraded_turns == ["turn-002"]
     assert [t.timing_degraded for t in turns] == [False, True]
-    assert turns[0].stamp_error_bound_ms == 2.0  # a 2 ms tick over one of its chunks
-    # the chunk stamped 10 ms after the wake-up waited since the tick was due: 160 ms
-    assert turns[1].stamp_error_bound_ms == 160.0
+    # a tick 2 ms late over one of its chunks: the loop was last seen free one 10 ms interval
+    # and the 1 ms floor before that tick was due, at 1487: the chunk at 1500 waited 13 ms
+    assert turns[0].stamp_error_bound_ms == 13.0
+    # the chunk stamped 10 ms after the wake-up waited since 3889: 171 ms
+    assert turns[1].stamp_error_bound_ms == 171.0
     assert len(quality.reasons) == 1 and quality.reasons[0].startswith("turn-002: ")
-    assert "max 160.0 ms > 25 ms" in quality.reasons[0]
+    assert "max 171.0 ms > 25 ms" in quality.reasons[0]
     # its first chunk, stamped at the wake-up, is the stamp first_audio_latency_ms rests on
-    assert turns[1].first_audio_degraded is True and turns[1].first_audio_error_bound_ms == 150
-    assert "its first audio's stamp by 150.0 ms > 3 ms" in quality.reasons[0]
-    assert turns[0].first_audio_degraded is False  # 2 ms: within the 3 ms it may be off
+    assert turns[1].first_audio_degraded is True and turns[1].first_audio_error_bound_ms == 161
+    assert "its first audio's stamp by 161.0 ms > 3 ms" in quality.reasons[0]
+    assert turns[0].first_audio_degraded is False  # no late tick around its first chunk
 
 
 def test_the_bound_of_a_stamp_is_the_worst_covering_tick():
-    # a tick due at 70 woke at 100; the ticker re-armed, the next was due at 110 and woke at
-    # 115 (chained: no on-time tick between); one due at 292 woke at 300 (on-time ticks before)
+    # a tick due at 70 woke at 100 (the tick before it woke at 60, at most the 1 ms floor
+    # late: the loop was last seen free at 59); the ticker re-armed, the next was due at 110
+    # and woke at 115 (chained: no on-time tick between); one due at 292 woke at 300 (on-time
+    # ticks before: free at 281)
     ticks = late_ticks_of(_recording({}, late=[(100, 30), (115, 5), (300, 8)]))
     assert ticks is not None
     stamps_ms = {"a": [75], "b": [105], "c": [118], "d": [130], "e": [200], "f": [295, 306],
@@ -126,14 +130,14 @@ def test_the_bound_of_a_stamp_is_the_worst_covering_tick():
     bounds = stamp_error_bounds({turn: [ms * MS for ms in times]
                                  for turn, times in stamps_ms.items()}, ticks, interval_ms=10.0)
     assert bounds["a"].max_ms == 30.0  # inside the 30 ms block (70-100 ms)
-    assert bounds["b"].max_ms == 35.0  # 5 ms after the wake-up: waiting since 70 ms
-    # only the second tick covers it (110-125), but the loop may have been busy since the
-    # first was due: 118 - 70
-    assert bounds["c"].max_ms == 48.0
+    assert bounds["b"].max_ms == 46.0  # 5 ms after the wake-up: waiting since 59 ms
+    # only the second tick covers it (to 120), but the loop may have been busy since before
+    # the first was due: 118 - 59
+    assert bounds["c"].max_ms == 59.0
     assert bounds["d"].max_ms == 0.0  # past the second's catch-up (5 ms, to 120)
     assert bounds["e"].max_ms == 0.0  # the loop ran freely around it
-    # not chained (on-time ticks came between): busy since 292 at the earliest
-    assert bounds["f"].max_ms == 14.0 and bounds["f"].stamps == 2
+    # not chained (on-time ticks came between): busy since 281 at the earliest (306 - 281)
+    assert bounds["f"].max_ms == 25.0 and bounds["f"].stamps == 2
     assert bounds["g"].max_ms == 0.0  # past its catch-up (8 ms, to 308)
 
 
@@ -153,7 +157,7 @@ def test_kernel_stamped_audio_is_not_charged_the_loops_lag():
     late = [(1041, 60)]
     charged = measurement_quality(_recording({"turn-001": _every(1000, 100)}, late=late),
                                   MeasurementConfig(), turns := _turns("turn-001"))
-    assert charged.degraded_turns == ["turn-001"] and turns[0].stamp_error_bound_ms == 60.0
+    assert charged.degraded_turns == ["turn-001"] and turns[0].stamp_error_bound_ms == 70.0
     kernel = _recording({"turn-001": _every(1000, 100)}, late=late, arrival_stamps="kernel")
     quality = measurement_quality(kernel, MeasurementConfig(), turns := _turns("turn-001"))
     assert quality.degraded_turns == [] and turns[0].stamp_error_bound_ms == 0.0
@@ -164,8 +168,10 @@ def test_kernel_stamped_audio_is_not_charged_the_loops_lag():
 
 
 def test_the_p99_tolerance_judges_the_share_of_late_stamps():
-    # 100 chunks, 2 of them within a 22 ms lag: under the max tolerance (25), over p99's (20)
-    recording = _recording({"turn-001": _every(1000, 100)}, late=[(1041, 22)])
+    # 100 chunks, 2 of them within a 22 ms lag on a 2 ms watch (bounds 22 and 24 ms): under
+    # the max tolerance (25), over p99's (20)
+    recording = _recording({"turn-001": _every(1000, 100)}, late=[(1041, 22)],
+                           lag=SPIKY.model_copy(update={"interval_ms": 2.0}))
     turns = _turns("turn-001")
     quality = measurement_quality(recording, MeasurementConfig(), turns)
     assert quality.degraded is True and "p99" in quality.reasons[0]
@@ -273,7 +279,8 @@ def test_the_window_keeps_the_late_ticks_on_the_recording_clock():
 
 
 def test_a_first_audio_stamp_late_by_more_than_3_ms_is_flagged_on_its_own():
-    # a 12 ms block just before turn-002's first chunk: within the turn's tolerances (p99 20,
+    # a 12 ms late tick at turn-002's first chunk (which may have waited since 3977, one 10 ms
+    # interval and the floor before the tick was due): within the turn's tolerances (p99 20,
     # max 25 ms), but first_audio_latency_ms rests on that one stamp
     recording = _recording({"turn-001": _every(1000, 20), "turn-002": _every(4000, 20)},
                            late=[(4000, 12)])
@@ -281,11 +288,11 @@ def test_a_first_audio_stamp_late_by_more_than_3_ms_is_flagged_on_its_own():
     quality = measurement_quality(recording, MeasurementConfig(), turns)
     assert [t.timing_degraded for t in turns] == [False, False]
     assert [t.first_audio_degraded for t in turns] == [False, True]
-    assert turns[1].first_audio_error_bound_ms == 12.0
+    assert turns[1].first_audio_error_bound_ms == 23.0
     assert quality.degraded is True and quality.degraded_turns == ["turn-002"]
     assert quality.reasons == ["turn-002: the loop lagged around its first audio, whose stamp "
-                               "may be late by 12.0 ms > 3 ms"]
-    # a limit within those 12 ms of turn-002's measured 300 ms is undecided, one beyond them
+                               "may be late by 23.0 ms > 3 ms"]
+    # a limit within those 23 ms of turn-002's measured 300 ms is undecided, one beyond them
     # decided (turn-001, trusted, answered in 200 ms)
     turns[0].first_audio_latency_ms = 200.0
     scenario = ScenarioConfig.model_validate({"id": "s", "eval_spec": {

@@ -500,9 +500,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_command(args)
 
 
+#: the commands that hold conversations: their process runs voicelab's loop of choice
+CONVERSING_COMMANDS = frozenset({"run", "sweep", "replay", "check", "ingest"})
+
+
 def _run_command(args: argparse.Namespace) -> int:
     try:
-        return _command(args.command)(args)
+        command = _command(args.command)
+        if args.command in CONVERSING_COMMANDS:
+            from ..execution import use_chosen_event_loop
+
+            use_chosen_event_loop()
+        return command(args)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -12,7 +12,11 @@ driven by our own :class:`asyncio.Protocol`, so the library's private methods ar
 * :class:`MessageInbox` is bounded: past :data:`INBOX_MAX_BYTES` or :data:`INBOX_MAX_MESSAGES`
   the connection stops reading the socket until the consumer catches up;
 * a :class:`Closure` is the last item of every inbox; :func:`closure_error` says which error an
-  unexpected one is.
+  unexpected one is;
+* any event loop's transports will do (the standard library's, uvloop's): only the methods
+  asyncio documents for a stream transport are used (:class:`StreamTransport`), and a failure
+  of this code itself is a :class:`WebSocketInternalError`, never the product's failure (a
+  connect timeout, a lost connection).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import ssl
 from collections import deque
 from collections.abc import Callable, Mapping
+from typing import Protocol, runtime_checkable
 
 from websockets.client import ClientProtocol
 from websockets.exceptions import (
@@ -51,8 +56,9 @@ from ._protocol import EndpointError
 from ._proxy import ProxyRefused, proxy_for, tunnel
 
 __all__ = ["CLOSE_TIMEOUT_SECONDS", "INBOX_MAX_BYTES", "INBOX_MAX_MESSAGES", "Closure",
-           "ClosureError", "MessageInbox", "ProxyRefused", "SocketClosed", "WebSocketConnection",
-           "closure_error", "closure_from", "open_websocket"]
+           "ClosureError", "MessageInbox", "ProxyRefused", "SocketClosed", "StreamTransport",
+           "WebSocketConnection", "WebSocketInternalError", "closure_error", "closure_from",
+           "open_websocket"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +72,31 @@ _INTERNAL_ERROR = 1011
 _MAX_CLOSE_REASON_BYTES = 123
 
 BytesLike = bytes | bytearray | memoryview  # a frame's payload (Frame.data)
+
+
+@runtime_checkable
+class StreamTransport(Protocol):
+    """What the connection uses of its transport: the stream-transport methods asyncio
+    documents. The standard library's transports subclass :class:`asyncio.Transport`, uvloop's
+    do not (they are its own classes with the same methods), so the type is checked by its
+    methods, never by its class."""
+
+    def write(self, data: bytes) -> None: ...
+    def can_write_eof(self) -> bool: ...
+    def write_eof(self) -> None: ...
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+    def abort(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class WebSocketInternalError(RuntimeError):
+    """voicelab's own WebSocket client failed (a bug, an event loop whose transport lacks a
+    stream method): raised by :func:`open_websocket` as itself, so the trial is reported as an
+    internal error rather than as the product's timeout or refusal; after the handshake it ends
+    the connection with a closure that says so (1011, this side's failure)."""
+
+    CODE = _INTERNAL_ERROR
 
 
 class WebSocketConnection(asyncio.Protocol):
@@ -84,7 +115,8 @@ class WebSocketConnection(asyncio.Protocol):
         self._protocol = protocol
         self._clock_ns = clock_ns
         self._inbox = inbox
-        self._transport: asyncio.Transport | None = None
+        self._transport: StreamTransport | None = None
+        self._internal: WebSocketInternalError | None = None  # this side's own failure
         # the handshake's outcome: None once open, else why it failed
         self._opened: asyncio.Future[Exception | None] = \
             asyncio.get_running_loop().create_future()
@@ -109,12 +141,26 @@ class WebSocketConnection(asyncio.Protocol):
     # --- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        if not isinstance(transport, StreamTransport):
+            transport.close()
+            self._internal_failure(TypeError(
+                f"the event loop's transport {type(transport).__name__} lacks a stream "
+                f"transport's methods"))
+            return
         self._transport = transport
-        self._flush()  # the handshake request
+        try:
+            self._flush()  # the handshake request
+        except Exception as error:  # noqa: BLE001 - our own failure, said as such
+            self._internal_failure(error)
 
     def data_received(self, data: bytes) -> None:
         arrival_ns = self._clock_ns()
+        try:
+            self._received(data, arrival_ns)
+        except Exception as error:  # noqa: BLE001 - our own failure, said as such
+            self._internal_failure(error)
+
+    def _received(self, data: bytes, arrival_ns: int) -> None:
         if self._open:
             self._stream_bytes += len(data)
             self._chunk_stamps.append((self._stream_bytes, arrival_ns))
@@ -140,15 +186,19 @@ class WebSocketConnection(asyncio.Protocol):
         for timer in (self._close_timer, self._keepalive):
             if timer is not None:
                 timer.cancel()
-        if self._protocol.state is State.CLOSED:
+        if self._internal is not None:
+            self.closure = Closure(WebSocketInternalError.CODE, str(self._internal),
+                                   local_failure=True)
+        elif self._protocol.state is State.CLOSED:
             self.closure = closure_from(self._protocol.close_exc)
         else:
             self.closure = Closure(1006, "connection lost without a close frame")
         if self._open:
             self._inbox.put_nowait((self._clock_ns(), self.closure))
         elif not self._opened.done():
-            self._opened.set_result(self._protocol.handshake_exc or ConnectionError(
-                "the connection closed during the WebSocket handshake"))
+            self._opened.set_result(self._internal or self._protocol.handshake_exc or
+                                    ConnectionError("the connection closed during the "
+                                                    "WebSocket handshake"))
         self._lost.set()
         self._writable.set()
 
@@ -157,6 +207,21 @@ class WebSocketConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writable.set()
+
+    def _internal_failure(self, error: Exception) -> None:
+        """This code failed, not the product: the handshake's waiter gets the error (an open
+        connection's closure names it) and the connection is dropped. Logged in one line (the
+        traceback at debug level: no traceback reaches a user)."""
+        if self._internal is not None:
+            return
+        self._internal = WebSocketInternalError(
+            f"voicelab's WebSocket client failed: {type(error).__name__}: {error}")
+        logger.error("%s", self._internal)
+        logger.debug("the WebSocket client's failure", exc_info=error)
+        if not self._opened.done():
+            self._opened.set_result(self._internal)
+        if self._transport is not None:
+            self._transport.abort()
 
     # --- reading (called by the inbox) -------------------------------------------------------
 

@@ -10,6 +10,13 @@ process unless it opts in (:func:`tuned_process`).
 from ._arun import arun, run
 from ._check import CheckPoint, EndpointCheck, acheck_endpoint, check_endpoint
 from ._dask import DaskExecutor, require_distributed
+from ._event_loop import (
+    EVENT_LOOP_VARIABLE,
+    chosen_event_loop,
+    event_loop_description,
+    running_event_loop,
+    use_chosen_event_loop,
+)
 from ._inline import InlineExecutor
 from ._load_profile import (
     DEFAULT_RAMP_ABOVE,
@@ -76,4 +83,5 @@ __all__ = [
     "run",
     "run_matrix",
     "tuned_process",
+    "use_chosen_event_loop",
 ]

@@ -65,6 +65,7 @@ from ._attempts import (
     keep_earlier_attempt_in_store,
     retry_concurrency,
 )
+from ._event_loop import event_loop_description
 from ._lag_budget import LagBudget, admitted
 from ._load_profile import RunLoad, StartSchedule, Turn, load_line
 from ._observer import ObservedRun, Observers, RunObserver
@@ -275,9 +276,10 @@ class Run:
             logger.info("run %s resumed: %d of %d planned trial(s) to run, bundle %s",
                         self.run_id, len(self.pending), self.planned, self.bundle)
         else:
-            logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s, executor: %s",
-                        self.run_id, self.planned, self.loaded.scenario.id, self.parallel,
-                        self.bundle, self.executor.description)
+            logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s, executor: %s, "
+                        "event loop: %s", self.run_id, self.planned, self.loaded.scenario.id,
+                        self.parallel, self.bundle, self.executor.description,
+                        event_loop_description())
         logger.info("%s", load_line(self.load.profile))
         for warning in self.plan.summary.warnings:  # what validate says, said by run too
             logger.warning("%s", warning)

@@ -30,6 +30,7 @@ from .._validate import RunPlan, validate_run
 from ..config import LoadedRun
 from ..runner import TrialCancelled, crashed_trial, open_speech, run_trial
 from ._child import Channel, RecordCollector, collect_in_this_context
+from ._event_loop import use_chosen_event_loop
 from ._protocol import RunContext, TrialJob, TrialOutcome, trial_plan
 from ._start_spacing import start_slot
 from ._tuning import PROCESS_TUNING
@@ -217,6 +218,7 @@ def serve(fd: int) -> None:
     package.addHandler(logging.NullHandler())  # the parent logs the records
     package.setLevel(logging.INFO)  # evaluator.log keeps INFO records
     PROCESS_TUNING.opt_in()  # a process of voicelab's own
+    use_chosen_event_loop()  # ... so its loop is voicelab's choice (before the service's loop)
     channel = Channel.of_fd(fd)
     service = trial_service()
     contexts: dict[str, RunContext] = {}

@@ -39,9 +39,13 @@ logger = logging.getLogger(__name__)
 #: The ``trial.ended`` attribute holding the loop-lag statistics (the runner records it).
 LOOP_LAG_ATTRIBUTE = "loop_lag"
 #: The ``trial.ended`` attribute holding the late ticks: ``{"floor_ms": f, "ticks": [[wake
-#: offset us, lateness us], ...]}``, every tick later than ``floor_ms``, the offset on the
-#: recording's clock.
+#: offset us, lateness us], ...], "since": "previous_wake"}``, every tick later than
+#: ``floor_ms``, the offset on the recording's clock. ``since`` says that a busy stretch is
+#: bounded from the tick before's wake-up (:func:`stamp_error_bounds`); recordings without it
+#: are judged as they were when recorded, from the late tick's due time.
 LATE_TICKS_ATTRIBUTE = "late_ticks"
+#: ``since`` of the late ticks recorded now: the ticker re-arms from each wake-up's own reading
+SINCE_PREVIOUS_WAKE = "previous_wake"
 #: Ticks later than this (ms) are kept with their moment: a quiet loop's selector rounds its
 #: timeout to the millisecond (a free loop reads 0-1 ms), so later than that means busy.
 LATE_TICK_FLOOR_MS = 1.0
@@ -80,17 +84,21 @@ def tolerances_of(config: MeasurementConfig) -> MeasurementTolerances:
 def late_ticks_record(pairs: Sequence[Sequence[int]], *,
                       floor_ms: float = LATE_TICK_FLOOR_MS) -> dict[str, Any]:
     """The ``late_ticks`` attribute of ``trial.ended`` (see ``LATE_TICKS_ATTRIBUTE``)."""
-    return {"floor_ms": floor_ms, "ticks": [[int(offset), int(late)] for offset, late in pairs]}
+    return {"floor_ms": floor_ms, "ticks": [[int(offset), int(late)] for offset, late in pairs],
+            "since": SINCE_PREVIOUS_WAKE}
 
 
 @dataclass(frozen=True)
 class LateTicks:
     """The recorded late ticks: when each woke (ns offset on the recording's clock) and how
-    late (ns); ticks no later than ``floor_ms`` are not in it."""
+    late (ns); ticks no later than ``floor_ms`` are not in it. ``since_previous_wake``: a busy
+    stretch is bounded from the wake-up of the tick before (recorded so since; older
+    recordings from the late tick's due time, as they were judged then)."""
 
     floor_ms: float
     woke_ns: np.ndarray
     lateness_ns: np.ndarray
+    since_previous_wake: bool = True
 
 
 def _trial_ended(recording: Recording) -> TrialEnded | None:
@@ -113,7 +121,8 @@ def late_ticks_of(recording: Recording) -> LateTicks | None:
                        LATE_TICKS_ATTRIBUTE)
         return None
     pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]  # in the order they woke
-    return LateTicks(floor_ms, pairs[:, 0] * 1000, pairs[:, 1] * 1000)
+    return LateTicks(floor_ms, pairs[:, 0] * 1000, pairs[:, 1] * 1000,
+                     since_previous_wake=recorded.get("since") == SINCE_PREVIOUS_WAKE)
 
 
 @dataclass(frozen=True)
@@ -163,19 +172,25 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
                        interval_ms: float) -> dict[str, StampBound]:
     """Bound each stamp's error by the loop lag around it, then each response's by its stamps.
 
-    A tick that woke ``L`` late at ``t`` covers the stamps in ``[t - L, t + min(L, interval_ms)]``:
-    the loop was blocked from ``t - L`` to ``t`` (whatever arrived then was stamped when the loop
-    got to it), and what queued up meanwhile is read and stamped right around the wake-up (its
-    socket callbacks run in the same iteration as the tick, ahead of it; catching up on ``L`` of
+    A tick that woke ``L`` late at ``t`` was due at ``t - L``. The ticker re-arms on each
+    wake-up, so the tick before it woke one interval earlier, at most ``floor`` late (else it
+    would be recorded): the loop last collected its ready sockets no later than ``t - L -
+    interval - floor``. The busy stretch that made this tick late may have begun right after
+    that (a block that begins just after an on-time tick delays the next one by only the block
+    minus the interval), so what arrived from then on may have waited since then. When the tick
+    before was late too (it woke one interval before this one was due: no on-time tick came
+    between), the loop was not seen free since *its* start (on a saturated loop a tick waits
+    behind a whole iteration of callbacks, and what arrived at the start of that iteration
+    waited as long). The tick covers the stamps from that start to ``t + min(L, interval)``
+    (what queued up meanwhile is read and stamped around the wake-up; catching up on ``L`` of
     backlog is allowed as long again, up to one interval; a loop still busy after that makes
-    the next tick late, which covers the rest). The busy stretch began at ``t - L`` at the latest; when the tick
-    before was late too (and woke one interval before this one was due: the ticker re-arms on
-    each wake-up, so no on-time tick came between), it may have begun when that one was due (on
-    a saturated loop a tick waits behind a whole iteration of callbacks, and what arrived at the
-    start of that iteration waited as long). A covered stamp ``s`` may be late by up to
-    ``max(L, s - start)``; the largest over the ticks covering it is its bound.
-    A block shorter than the tick interval that ends before a tick was due is invisible to the
-    ticker: every bound is uncertain by up to one interval, which the tolerances absorb.
+    the next tick late, which covers the rest). A covered stamp ``s`` may be late by up to
+    ``s - start``, and by ``L`` once the tick was due (the block the tick measured); the
+    largest over the ticks covering it is its bound. A block that makes no tick later than the
+    floor is invisible: a stamp with no late tick around it may still be late by up to one
+    interval plus the floor, which the tolerances absorb (``max_first_audio_error_ms``, 3 ms:
+    the 2 ms paced interval plus the 1 ms floor). Late ticks recorded before they said
+    ``since`` are judged as they were then: each stretch from the late tick's due time.
     """
     turns = list(stamps)
     flat = np.asarray([s for turn in turns for s in stamps[turn]], dtype=np.int64)
@@ -184,20 +199,27 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
     flat, owner = flat[order], owner[order]
     bound = np.zeros(flat.size, dtype=np.int64)
     if flat.size and ticks.woke_ns.size:
-        low = np.searchsorted(flat, ticks.woke_ns - ticks.lateness_ns, side="left")
         interval_ns = int(interval_ms * 1_000_000)
-        catch_up = np.minimum(ticks.lateness_ns, interval_ns)
-        high = np.searchsorted(flat, ticks.woke_ns + catch_up, side="right")
         due = ticks.woke_ns - ticks.lateness_ns
+        # the loop last collected its sockets then at the latest (the tick before woke one
+        # interval before this one was due, at most the floor late)
+        seen_free = due - interval_ns - int(ticks.floor_ms * 1_000_000) \
+            if ticks.since_previous_wake else due
         # the tick before was late too and no on-time tick came between: busy since it was due
         chained = np.zeros(due.size, dtype=bool)
         chained[1:] = due[1:] - ticks.woke_ns[:-1] < interval_ns * 3 // 2
-        start = np.where(chained, np.roll(due, 1), due)
+        start = np.where(chained, np.roll(seen_free, 1), seen_free)
+        # older recordings: covered from the tick's due time, as judged when recorded
+        low = np.searchsorted(flat, start if ticks.since_previous_wake else due, side="left")
+        catch_up = np.minimum(ticks.lateness_ns, interval_ns)
+        high = np.searchsorted(flat, ticks.woke_ns + catch_up, side="right")
         for tick in np.flatnonzero(high > low):
-            covered = slice(low[tick], high[tick])
-            # a stamp after the wake-up waited for the iterations before it too
-            late = np.maximum(flat[covered] - start[tick], ticks.lateness_ns[tick])
-            np.maximum(bound[covered], late, out=bound[covered])
+            covered = flat[low[tick]:high[tick]]
+            # since the stretch began; at least the measured block once the tick was due
+            late = np.where(covered >= due[tick],
+                            np.maximum(covered - start[tick], ticks.lateness_ns[tick]),
+                            covered - start[tick])
+            np.maximum(bound[low[tick]:high[tick]], late, out=bound[low[tick]:high[tick]])
     bounds: dict[str, StampBound] = {}
     for index, turn in enumerate(turns):
         own = bound[owner == index] / 1e6

@@ -110,12 +110,16 @@ class LoopLagMonitor:
             self._timer.cancel()
             self._timer = None
 
-    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _schedule(self, loop: asyncio.AbstractEventLoop, woke_ns: int | None = None) -> None:
         # a window that wants a coarser interval gets finer ticks: its bounds, computed with
         # its own interval, are only more cautious
         interval = min((window.interval_ms for window in self._windows),
                        default=self.interval_ms)
-        self._intended_ns = self.clock_ns() + int(interval * 1_000_000)
+        # due one interval after the wake-up it re-arms from (the stamp bounds rely on it: the
+        # tick before a late one woke exactly one interval before it was due), not after a
+        # second clock reading that a stall between the two would hide behind
+        now = self.clock_ns() if woke_ns is None else woke_ns
+        self._intended_ns = now + int(interval * 1_000_000)
         self._timer = loop.call_later(interval / 1000.0, self._tick, loop)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -132,7 +136,7 @@ class LoopLagMonitor:
             del self._log[:max(0, oldest - self._first)]
             del self._woke[:max(0, oldest - self._first)]
             self._first = max(self._first, oldest)
-        self._schedule(loop)
+        self._schedule(loop, woke)
 
 
 _monitors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLagMonitor] = \

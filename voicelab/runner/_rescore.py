@@ -462,8 +462,7 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
         target = _output_folder(as_local_path(output))
         shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)  # only `latest`
     with RunFolder.existing(target, command="rescore", report=RunReport) as folder:
-        if pricing is not None:
-            _start_log(folder, process_redactor())
+        if pricing is not None:  # the cost and nothing else: not even the log
             return _reprice_folder(target, pricing, stop=stop)
         return _rescore_folder(folder, speech_metrics=speech_metrics, judges_from=judges_from,
                                overrides=overrides, stop=stop)

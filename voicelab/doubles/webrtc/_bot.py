@@ -38,7 +38,7 @@ from ...audio import tone_speech
 from ...endpoints import parse_settings
 from ...endpoints.webrtc import gathering_on
 from .._json import JsonObject, object_or_empty
-from ._call import RATE_HZ, BotCall, CallRecord
+from ._call import RATE_HZ, BotCall, CallRecord, encode_all
 from ._http import Request, Response, SignallingServer
 from ._settings import WebRtcBotSettings
 
@@ -62,7 +62,7 @@ class WebRtcBot:
         self.calls: list[CallRecord] = []
         self.log: list[JsonObject] = []
         self._live: dict[str, BotCall] = {}
-        self._voices: dict[str, np.ndarray] = {}
+        self._voices: dict[str, tuple[np.ndarray, list[bytes]]] = {}
         self._server = SignallingServer(self._route, host=host, port=port)
 
     @property
@@ -97,14 +97,15 @@ class WebRtcBot:
         if self.on_event is not None:
             self.on_event(entry)
 
-    def voice(self, text: str) -> np.ndarray:
-        """``text`` as tone speech at 48 kHz (kept: the bot says the same lines again)."""
-        samples = self._voices.get(text)
-        if samples is None:
+    def voice(self, text: str) -> tuple[np.ndarray, list[bytes]]:
+        """``text`` as tone speech at 48 kHz and as its Opus packets (kept: the bot says the
+        same lines again, in every call)."""
+        voiced = self._voices.get(text)
+        if voiced is None:
             samples = tone_speech(text, seed=self.settings.voice_seed,
                                   sample_rate_hz=RATE_HZ).samples
-            self._voices[text] = samples
-        return samples
+            voiced = self._voices[text] = (samples, encode_all(samples))
+        return voiced
 
     # --- signalling -------------------------------------------------------------------------
 

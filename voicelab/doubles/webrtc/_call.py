@@ -1,7 +1,8 @@
 """One WebRTC call of the bot double: its peer connection, the track it speaks on, what it
 hears, and the RTVI messages on its data channel.
 
-The bot speaks Opus packets it encodes itself (48 kHz, 20 ms, libopus through PyAV), handed to
+The bot speaks Opus packets it encodes itself (48 kHz, 20 ms, libopus through PyAV; each reply
+encoded once and its packets reused by every call), handed to
 aiortc's sender as pre-encoded packets: aiortc then packs and sends each one in the same step
 that took it from the track, with no thread in between, so the moment :meth:`BotTrack.recv`
 hands a packet over is its RTP send stamp (``time.perf_counter_ns``), the truth the evaluator's
@@ -18,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -94,6 +96,24 @@ class _Encoder:
         return bytes(packets[0]) if packets else b"\xf8\xff\xfe"
 
 
+def encode_all(samples: np.ndarray) -> list[bytes]:
+    """``samples`` (48 kHz) as 20 ms Opus packets, from a fresh encoder: a reply is encoded
+    once per text and its packets reused by every call (libopus at 48 kHz costs ~0.7 ms a
+    packet here, which 20 calls at 50 packets a second could not afford)."""
+    encoder = _Encoder()
+    frames = -(-samples.size // FRAME_SAMPLES)
+    padded = np.zeros(frames * FRAME_SAMPLES, dtype=np.int16)
+    padded[:samples.size] = samples
+    return [encoder.encode(padded[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES])
+            for i in range(frames)]
+
+
+@cache
+def silent_packet() -> bytes:
+    """20 ms of silence, encoded once."""
+    return _Encoder().encode(np.zeros(FRAME_SAMPLES, dtype=np.int16))
+
+
 def _track_base() -> type[MediaStreamTrack]:
     from aiortc import MediaStreamTrack
 
@@ -106,16 +126,16 @@ class BotSpeech:
 
     def __init__(self, call: BotCall):
         self.call = call
-        self.encoder = _Encoder()
         self.reply: ReplyRecord | None = None
         self.samples = np.zeros(0, dtype=np.int16)
+        self.packets: list[bytes] = []
         self.position = 0
         self.speech_at: int | None = None
         self.start_ns: int | None = None
         self.sent = 0
 
-    def say(self, reply: ReplyRecord, samples: np.ndarray) -> None:
-        self.reply, self.samples, self.position = reply, samples, 0
+    def say(self, reply: ReplyRecord, samples: np.ndarray, packets: list[bytes]) -> None:
+        self.reply, self.samples, self.position, self.packets = reply, samples, 0, packets
         loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > SILENCE_THRESHOLD)
         self.speech_at = int(loud[0]) if loud.size else None
 
@@ -133,18 +153,16 @@ class BotSpeech:
             self.call.started()
         if settings.hostile == "silent_track":
             await asyncio.Event().wait()
-        if settings.hostile == "rtp_flood":  # a packet a millisecond, twenty times the pace
-            await asyncio.sleep(0.001)
+        if settings.hostile == "rtp_flood":  # bursts of 20 packets every 20 ms: 20 times the
+            # pace, however coarse the loop's timers are on a busy machine
+            await asyncio.sleep(0 if self.sent % 20 else 0.02)
         else:
             due = self.start_ns + self.sent * FRAME_NS
             if due > now:
                 await asyncio.sleep((due - now) / 1e9)
-        chunk = np.zeros(FRAME_SAMPLES, dtype=np.int16)
         reply = self.reply
-        if reply is not None:
-            piece = self.samples[self.position:self.position + FRAME_SAMPLES]
-            chunk[:piece.size] = piece
-        payload = self.encoder.encode(chunk)
+        payload = self.packets[self.position // FRAME_SAMPLES] if reply is not None \
+            else silent_packet()
         packet = Packet(payload)
         packet.pts, packet.time_base = self.sent * FRAME_SAMPLES, fractions.Fraction(1, RATE_HZ)
         sent_ns = time.perf_counter_ns()
@@ -188,7 +206,8 @@ class BotCall:
     """One call: listens, answers each utterance, stops when talked over, tells RTVI."""
 
     def __init__(self, pc: RTCPeerConnection, record: CallRecord, settings: WebRtcBotSettings,
-                 *, voice: Callable[[str], np.ndarray], note: Callable[..., None]):
+                 *, voice: Callable[[str], tuple[np.ndarray, list[bytes]]],
+                 note: Callable[..., None]):
         self.pc, self.record, self.settings = pc, record, settings
         self.voice, self._note = voice, note
         self.speech = BotSpeech(self)
@@ -329,7 +348,14 @@ class BotCall:
         """The sender asked for its first packet: the call is up; greet."""
         self.note("media_started")
         if self.settings.greeting:
-            self.answer(0, self.settings.greeting)
+            if self.settings.greeting_delay_ms:
+                self.spawn(self._greet_later(self.settings.greeting_delay_ms / 1000))
+            else:
+                self.answer(0, self.settings.greeting)
+
+    async def _greet_later(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self.answer(0, self.settings.greeting)
 
     def answer(self, number: int, text: str) -> None:
         previous = self.answers
@@ -341,12 +367,12 @@ class BotCall:
             await asyncio.gather(previous, return_exceptions=True)
         if number:
             await asyncio.sleep(self.settings.reply_latency_ms / 1000)
-        samples = self.voice(text)
+        samples, packets = self.voice(text)
         reply = ReplyRecord(number, text, -(-samples.size // FRAME_SAMPLES))
         self.record.replies.append(reply)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting = done
-        self.speech.say(reply, samples)
+        self.speech.say(reply, samples, packets)
         self.rtvi("bot-started-speaking")
         self.rtvi("bot-transcription", {"text": text})
         await done

@@ -16,6 +16,8 @@ class WebRtcBotSettings(AdapterSettings):
     """What the bot says, how it listens and how it misbehaves (``--settings`` JSON)."""
 
     greeting: str = "Hello! Thanks for calling. How can I help you today?"
+    #: from the start of the call's media to the greeting (silence meanwhile)
+    greeting_delay_ms: Annotated[float, Field(ge=0)] = 0.0
     replies: list[str] = Field(default_factory=list)
     reply_text: str = "Thank you. That is noted."
     #: from the end of the user's utterance (as the bot detects it) to its answer

@@ -97,6 +97,11 @@ class WebRtcEndpoint:
         """A WebRTC voice agent listens: it detects the end of the user's speech itself."""
         return "server_vad"
 
+    def arrival_stamps(self) -> str:
+        """``kernel`` when the product's RTP carries the kernel's receive stamps (Linux, the
+        tested aiortc and aioice: :mod:`._kernel_stamps`), else ``loop``."""
+        return "kernel" if self._peer is not None and self._peer.stamps.kernel else "loop"
+
     @property
     def settings(self) -> WebRtcSettings:
         return self._settings

@@ -311,3 +311,23 @@ def test_a_datagram_read_late_keeps_the_kernels_receive_stamp():
     assert watching == 1 and stamp is not None and again is None
     assert read_ns - sent_ns >= 80 * MS
     assert abs(stamp - sent_ns) < 5 * MS  # loopback delivery plus the clocks' pairing
+
+
+def test_settled_digital_silence_reuses_the_encoders_packet_and_speech_is_encoded_again():
+    from voicelab.endpoints.webrtc._opus import FRAME_SAMPLES, SETTLED_ZERO_FRAMES
+
+    encoder = OpusLineEncoder()
+    rng = np.random.default_rng(5)  # loud in every frame: no zero frame inside it
+    speech = (rng.standard_normal(FRAME_SAMPLES * 10) * 4000).astype(np.int16)
+    zeros = np.zeros(FRAME_SAMPLES * (SETTLED_ZERO_FRAMES + 20), dtype=np.int16)
+    first = encoder.push(speech)
+    quiet = encoder.push(zeros)
+    again = encoder.push(speech)
+    assert len(first) == 10 and len(quiet) == SETTLED_ZERO_FRAMES + 20 and len(again) == 10
+    assert encoder.frames_reused == 20
+    assert len(set(quiet[SETTLED_ZERO_FRAMES - 1:])) == 1  # the settled packet, then reused
+    decoder = OpusLineDecoder()
+    decoded = [decoder.push(packet) for packet in first + quiet + again]
+    assert all(pcm is not None for pcm in decoded)
+    tail = np.concatenate([pcm for pcm in decoded[-8:] if pcm is not None])
+    assert np.abs(tail.astype(np.int32)).max() > 1000  # the speech after it decodes as speech

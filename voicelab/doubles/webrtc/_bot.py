@@ -18,7 +18,9 @@ over, and with ``rtvi`` sends pipecat's RTVI messages on the data channel the ca
 ``hostile`` makes it misbehave on purpose: ``huge_answer`` (an answer SDP of megabytes),
 ``data_flood`` / ``big_data_message`` (the data channel), ``silent_track`` (no RTP ever),
 ``rtp_flood`` (packets as fast as the sender goes), ``bad_ice`` (an answer whose candidates
-lead nowhere), ``refuse`` (every fastrtc offer refused), ``renegotiate`` (asks for a new offer
+lead nowhere), ``bad_fingerprint`` (an answer whose DTLS fingerprint is not its certificate's),
+``transport_lost`` (its UDP sockets close a second into the call, with no goodbye: a crashed
+product or a path that died), ``refuse`` (every fastrtc offer refused), ``renegotiate`` (asks for a new offer
 on the data channel, as pipecat's SmallWebRTC does when its tracks change).
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -164,6 +167,9 @@ class WebRtcBot:
         if hostile == "bad_ice":
             lines = [line for line in sdp.split("\r\n") if not line.startswith("a=candidate")]
             return "\r\n".join(lines)
+        if hostile == "bad_fingerprint":  # a certificate fingerprint that is not its own
+            return re.sub(r"(a=fingerprint:sha-256 )[0-9A-Fa-f:]+",
+                          lambda match: match.group(1) + ":".join(["AB"] * 32), sdp)
         return sdp
 
     async def _smallwebrtc_offer(self, request: Request) -> Response:

@@ -347,11 +347,23 @@ class BotCall:
     def started(self) -> None:
         """The sender asked for its first packet: the call is up; greet."""
         self.note("media_started")
+        if self.settings.hostile == "transport_lost":
+            self.spawn(self._lose_transport(1.0))
         if self.settings.greeting:
             if self.settings.greeting_delay_ms:
                 self.spawn(self._greet_later(self.settings.greeting_delay_ms / 1000))
             else:
                 self.answer(0, self.settings.greeting)
+
+    async def _lose_transport(self, seconds: float) -> None:
+        """Close the call's UDP sockets with no goodbye (no DTLS close_notify, no RTCP BYE):
+        the caller's packets then meet a closed port. aioice names its sockets nowhere
+        public; a double may reach them (the tested aiortc 1.16 / aioice 0.13)."""
+        await asyncio.sleep(seconds)
+        gatherer = self.pc.getTransceivers()[0].receiver.transport.transport.iceGatherer
+        for protocol in gatherer._connection._protocols:
+            protocol.transport.close()
+        self.note("transport_lost")
 
     async def _greet_later(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

@@ -9,7 +9,7 @@ from pydantic import Field
 from ...endpoints import AdapterSettings
 
 Hostile = Literal["huge_answer", "data_flood", "big_data_message", "silent_track", "rtp_flood",
-                  "bad_ice", "refuse", "renegotiate"]
+                  "bad_ice", "refuse", "renegotiate", "bad_fingerprint", "transport_lost"]
 
 
 class WebRtcBotSettings(AdapterSettings):

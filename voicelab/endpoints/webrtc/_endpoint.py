@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 PURPOSE = "endpoint adapter 'webrtc'"
+#: a product whose track is silent still sends RTCP reports (aiortc: every 0.5-1.5 s) and
+#: answers consent checks; nothing at all for this long means its transport is gone
+TRANSPORT_SILENT_NS = 3_000_000_000
 
 
 class _Closing:
@@ -195,8 +198,7 @@ class WebRtcEndpoint:
                         break
                     yield event
             elif item is None:
-                for event in await self._finish("error", "receive_timeout",
-                                                self._silent_message()):
+                for event in await self._finish("error", *self._silence_cause()):
                     yield event
             elif isinstance(item, Problem):
                 for event in await self._finish("error", item.code, item.message):
@@ -232,9 +234,21 @@ class WebRtcEndpoint:
                 if self._context.clock_ns() - self._last_rtp_ns >= timeout_ns:
                     return None
 
-    def _silent_message(self) -> str:
-        return (f"the product's track sent no RTP for {self._settings.receive_timeout_seconds:g}"
-                f" s (endpoint.settings.receive_timeout_seconds)")
+    def _silence_cause(self) -> tuple[str, str]:
+        """Why the product's track went silent: its transport gone (nothing at all came for
+        longer than RTCP's reports may be apart: ICE failed) or just no RTP."""
+        timeout = self._settings.receive_timeout_seconds
+        silent = f"sent no RTP for {timeout:g} s (endpoint.settings.receive_timeout_seconds)"
+        peer = self._peer
+        quiet_ns = peer.transport_silent_ns(self._context.clock_ns()) if peer else None
+        if peer is not None and (peer.pc.iceConnectionState in ("failed", "closed") or (
+                quiet_ns is not None and quiet_ns >= TRANSPORT_SILENT_NS)):
+            return "ice_failed", (f"ICE failed during the call: nothing at all came from the "
+                                  f"product (no RTP, RTCP, ICE or DTLS) for "
+                                  f"{(quiet_ns or 0) / 1e9:.1f} s (ICE "
+                                  f"{peer.pc.iceConnectionState}): its transport is gone; it "
+                                  f"{silent}")
+        return "receive_timeout", f"the product's track {silent}"
 
     async def _finish(self, initiator: str, code: str | None,
                       message: str) -> list[EndpointEvent]:

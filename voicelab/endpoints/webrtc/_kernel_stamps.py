@@ -19,7 +19,9 @@ RTP datagram and keys it by the SSRC and sequence number of its header (SRTP lea
 header in the clear), then calls the original. The arrival tap (:mod:`._rtp`) takes the stamp of
 the packet it is handed by the same key. Where the kernel gives no stamp (another system, a
 datagram queued before stamping was on) the key is absent and the packet keeps the loop's stamp;
-those are counted (``loop_stamped``).
+those are counted (``loop_stamped``). The wrapper also notes when the last datagram of any kind
+came (RTP, RTCP, ICE, DTLS): a product whose track is silent still sends RTCP reports and
+answers consent checks, one whose transport is gone sends nothing at all.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class KernelStamps:
         self.watching = 0
         self.taken = 0
         self.loop_stamped = 0
+        #: when the last datagram of any kind (RTP, RTCP, STUN, DTLS/SCTP) was read
+        self.last_datagram_ns: int | None = None
 
     @property
     def kernel(self) -> bool:
@@ -121,6 +125,7 @@ class KernelStamps:
     def _stamping(self, original: Callable[[bytes, tuple[str, int]], None],
                   fd: int) -> Callable[[bytes, tuple[str, int]], None]:
         def datagram_received(data: bytes, addr: tuple[str, int]) -> None:
+            self.last_datagram_ns = self._clock_ns()
             key = rtp_key(data)
             if key is not None:
                 stamp = self._stamp_ns(fd)

@@ -138,7 +138,14 @@ class Peer:
     def failure(self) -> str:
         if self.pc.iceConnectionState == "failed":
             return "ICE failed: no candidate pair with the product could be connected"
-        return "the DTLS handshake with the product failed"
+        return ("the DTLS handshake with the product failed (its certificate does not match the "
+                "answer's a=fingerprint, or it refused the handshake)")
+
+    def transport_silent_ns(self, now_ns: int) -> int | None:
+        """How long nothing at all (RTP, RTCP, ICE, DTLS) has come from the product (None: not
+        known, the sockets are not watched)."""
+        last = self.stamps.last_datagram_ns
+        return None if last is None else now_ns - last
 
     def _state_changed(self) -> None:
         pc = self.pc

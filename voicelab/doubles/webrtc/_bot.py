@@ -42,6 +42,7 @@ from ...endpoints import parse_settings
 from ...endpoints.webrtc import gathering_on
 from .._json import JsonObject, object_or_empty
 from ._call import RATE_HZ, BotCall, CallRecord, encode_all
+from ._dead_air import with_pause
 from ._http import Request, Response, SignallingServer
 from ._settings import WebRtcBotSettings
 
@@ -105,8 +106,9 @@ class WebRtcBot:
         same lines again, in every call)."""
         voiced = self._voices.get(text)
         if voiced is None:
-            samples = tone_speech(text, seed=self.settings.voice_seed,
-                                  sample_rate_hz=RATE_HZ).samples
+            samples = with_pause(tone_speech(text, seed=self.settings.voice_seed,
+                                             sample_rate_hz=RATE_HZ).samples,
+                                 pause_ms=self.settings.reply_pause_ms)
             voiced = self._voices[text] = (samples, encode_all(samples))
         return voiced
 

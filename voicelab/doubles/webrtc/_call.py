@@ -27,6 +27,7 @@ from pydantic import JsonValue
 
 from ...audio import SILENCE_THRESHOLD, StreamingVad
 from .._json import JsonObject
+from ._dead_air import dead_air_ms
 from ._settings import WebRtcBotSettings
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class ReplyRecord:
     #: offset after its packet was sent): the end of what a listener can hear of it
     audible_until_ns: int | None = None
     stopped_ns: int | None = None  # a barge-in stopped it
+    #: the silences of 300 ms or more between its first and last audible sample, as sent whole
+    dead_air_ms: float = 0.0
     frames_sent: int = 0
 
 
@@ -380,7 +383,8 @@ class BotCall:
         if number:
             await asyncio.sleep(self.settings.reply_latency_ms / 1000)
         samples, packets = self.voice(text)
-        reply = ReplyRecord(number, text, -(-samples.size // FRAME_SAMPLES))
+        reply = ReplyRecord(number, text, -(-samples.size // FRAME_SAMPLES),
+                            dead_air_ms=dead_air_ms(samples))
         self.record.replies.append(reply)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting = done
@@ -394,7 +398,7 @@ class BotCall:
         self.note("reply_sent", reply=reply.number, first_packet_ns=reply.first_packet_ns,
                   speech_start_ns=reply.speech_start_ns, last_packet_ns=reply.last_packet_ns,
                   audible_until_ns=reply.audible_until_ns,
-                  frames=reply.frames)
+                  frames=reply.frames, dead_air_ms=reply.dead_air_ms)
         self.rtvi("bot-stopped-speaking")
         self._done_speaking()
         hang_up = self.settings.hang_up_after_replies

@@ -22,6 +22,8 @@ class WebRtcBotSettings(AdapterSettings):
     reply_text: str = "Thank you. That is noted."
     #: from the end of the user's utterance (as the bot detects it) to its answer
     reply_latency_ms: Annotated[float, Field(ge=0)] = 200.0
+    #: silence put into each reply at the word gap nearest its middle (dead air; 0: none)
+    reply_pause_ms: Annotated[float, Field(ge=0, le=10_000)] = 0.0
     vad_silence_ms: Annotated[float, Field(gt=0)] = 500.0
     barge_in: bool = True
     barge_in_after_ms: Annotated[float, Field(gt=0)] = 150.0

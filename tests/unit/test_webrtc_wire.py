@@ -119,6 +119,20 @@ def test_silence_is_delivered_inside_a_reply_and_not_long_after_it():
     assert stream.quiet > 0
 
 
+def test_withheld_silence_is_never_halved_to_the_canonical_rate(monkeypatch):
+    encoder = OpusLineEncoder()
+    speech = encoder.push(tone_speech("hello", seed=1).samples[:4800])
+    silence = encoder.push(np.zeros(480 * 60, dtype=np.int16))
+    stream = InboundAudio()
+    halved: list[int] = []
+    original = OpusLineDecoder.halve
+    monkeypatch.setattr(OpusLineDecoder, "halve",
+                        lambda self, wide: halved.append(wide.size) or original(self, wide))
+    delivered = sum(stream.push(ArrivedPacket(i * 20 * MS, i, i * 960, payload)) is not None
+                    for i, payload in enumerate(speech + silence))
+    assert stream.quiet > 0 and len(halved) == delivered
+
+
 def test_the_rate_guard_refuses_past_its_rate_in_a_window():
     guard = RateGuard(3)
     admitted = [guard.admit(n * MS) for n in range(5)]

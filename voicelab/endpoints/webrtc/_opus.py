@@ -142,6 +142,11 @@ class OpusLineDecoder:
 
     def push(self, payload: bytes) -> np.ndarray | None:
         """The packet's audio, or None when it does not decode."""
+        wide = self.decode(payload)
+        return None if wide is None else self.halve(wide)
+
+    def decode(self, payload: bytes) -> np.ndarray | None:
+        """The packet's audio at 48 kHz (int16), or None when it does not decode."""
         from av import Packet
         from av.error import FFmpegError
 
@@ -151,5 +156,13 @@ class OpusLineDecoder:
             return None
         if not frames:
             return np.zeros(0, dtype=np.int16)
-        wide = np.concatenate([frame.to_ndarray().reshape(-1) for frame in frames])
+        return np.concatenate([frame.to_ndarray().reshape(-1) for frame in frames])
+
+    def halve(self, wide: np.ndarray) -> np.ndarray:
+        """48 kHz audio from :meth:`decode` at the canonical 24 kHz. A packet that is not
+        halved (withheld silence) leaves the filter's history as it was: the next packet's
+        first :data:`DECODER_DELAY_MS` then carries the end of the last one halved, inaudible
+        by then, and the delay stays the same."""
+        if not wide.size:
+            return np.zeros(0, dtype=np.int16)
         return _to_int16(self._down.process(wide.astype(np.float64)))

@@ -110,11 +110,13 @@ def test_a_track_that_never_sends_ends_the_call():
 
 
 def test_a_flooded_data_channel_ends_the_call():
-    events, _ = asyncio.run(call({"hostile": "data_flood"}))
+    # a limit an in-process flood passes even on a loaded machine (its pace is the CPU's)
+    events, _ = asyncio.run(call({"hostile": "data_flood"},
+                                 limits={"max_data_messages_per_second": 20}))
     error = ending(events)
     assert error.data["code"] == "resource_limit" and "flooded the data channel" in str(error.text)
     kept = [e for e in events if e.type == "raw" and e.data.get("rtvi") == "server-message"]
-    assert len(kept) <= 250  # refused past the rate: the rest never reached the events
+    assert len(kept) <= 20  # refused past the rate: the rest never reached the events
 
 
 def test_a_data_channel_message_of_megabytes_ends_the_call():
@@ -138,7 +140,8 @@ def test_a_renegotiation_the_product_asks_for_is_refused_cleanly():
 
 
 def test_an_rtp_flood_ends_the_call_with_the_excess_refused_before_it_is_queued():
-    events, _ = asyncio.run(call({"hostile": "rtp_flood"}))
+    events, _ = asyncio.run(call({"hostile": "rtp_flood"},  # twice the pace of 20 ms audio
+                                 limits={"max_rtp_packets_per_second": 100}))
     error = ending(events)
     assert error.data["code"] == "rtp_flood" and "RTP packets a second" in str(error.text)
     [facts] = [e.data["webrtc"] for e in events if e.type == "raw" and "webrtc" in e.data]

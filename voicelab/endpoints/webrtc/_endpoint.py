@@ -227,12 +227,18 @@ class WebRtcEndpoint:
             if not self._queue.empty() or self._state != "open":
                 return await self._queue.get()
             timeout_ns = self._settings.receive_timeout_seconds * 1e9
-            remaining = (self._last_rtp_ns + timeout_ns - self._context.clock_ns()) / 1e9
+            remaining = (self._last_rtp_seen_ns() + timeout_ns - self._context.clock_ns()) / 1e9
             try:
                 return await asyncio.wait_for(self._queue.get(), max(remaining, 0.0))
             except TimeoutError:
-                if self._context.clock_ns() - self._last_rtp_ns >= timeout_ns:
+                if self._context.clock_ns() - self._last_rtp_seen_ns() >= timeout_ns:
                     return None
+
+    def _last_rtp_seen_ns(self) -> int:
+        """When RTP last came: the last packet through the tap, or a later datagram read from
+        the socket that aiortc has not decrypted yet (a busy loop lags behind its socket)."""
+        read = self._peer.stamps.last_rtp_read_ns if self._peer is not None else None
+        return self._last_rtp_ns if read is None else max(read, self._last_rtp_ns)
 
     def _silence_cause(self) -> tuple[str, str]:
         """Why the product's track went silent: its transport gone (nothing at all came for

@@ -17,9 +17,9 @@ tested versions (any other: loop stamps, said so); :class:`KernelStamps` then re
 ``datagram_received`` *on those protocol instances only* with one that reads the stamp of an
 RTP datagram and keys it by the SSRC and sequence number of its header (SRTP leaves the RTP
 header in the clear), then calls the original. The arrival tap (:mod:`._rtp`) takes the stamp of
-the packet it is handed by the same key. Where the kernel gives no stamp (another system, a
-datagram queued before stamping was on) the key is absent and the packet keeps the loop's stamp;
-those are counted (``loop_stamped``). The wrapper also notes when the last datagram of any kind
+the packet it is handed by the same key. Where the kernel gives no stamp the datagram keeps the
+moment it was read (``read_stamped``), still ahead of any backlog in aiortc's own task; a packet
+whose stamp was forgotten is stamped when tapped (``loop_stamped``). Both are counted. The wrapper also notes when the last datagram of any kind
 came (RTP, RTCP, ICE, DTLS): a product whose track is silent still sends RTCP reports and
 answers consent checks, one whose transport is gone sends nothing at all.
 """
@@ -48,9 +48,12 @@ _TIMESPEC = struct.Struct("@ll")
 _RTP_HEADER = struct.Struct("!BBHII")  # flags, marker+type, sequence, timestamp, SSRC
 #: the versions whose private names :func:`ice_protocols` reads (pinned by a unit test)
 TESTED_VERSIONS = {"aiortc": ("1.16",), "aioice": ("0.13",)}
-#: stamps kept for packets the tap has not taken yet (a few hundred ms of audio; a flood's
-#: excess is forgotten oldest first)
-MAX_PENDING = 512
+#: stamps kept for packets the tap has not taken yet: a busy evaluator reads datagrams (I/O
+#: callbacks come first) well ahead of aiortc's task that decrypts and routes them (measured:
+#: over 500 packets behind at 20 calls on a loaded machine), and a packet whose stamp was
+#: forgotten would be stamped when that task got to it. 8192 is 160 s of audio at 50 packets a
+#: second, about 1 MB a call at most; a flood's excess is forgotten oldest first
+MAX_PENDING = 8192
 #: an age outside [0, this] means the wall clock stepped between the reads: not trusted
 MAX_TRUSTED_AGE_NS = 10_000_000_000
 #: the pair of clock reads is retried until it takes at most twice this (the conversion error)
@@ -100,7 +103,12 @@ class KernelStamps:
         self._pending: OrderedDict[tuple[int, int], int] = OrderedDict()
         self.watching = 0
         self.taken = 0
+        #: packets the kernel gave no stamp for: stamped when their datagram was read
+        self.read_stamped = 0
+        #: packets whose stamp was forgotten (see :data:`MAX_PENDING`): stamped when tapped
         self.loop_stamped = 0
+        #: when the last RTP datagram was read (the tap may be far behind on a busy loop)
+        self.last_rtp_read_ns: int | None = None
         #: when the last datagram of any kind (RTP, RTCP, STUN, DTLS/SCTP) was read
         self.last_datagram_ns: int | None = None
 
@@ -125,14 +133,16 @@ class KernelStamps:
     def _stamping(self, original: Callable[[bytes, tuple[str, int]], None],
                   fd: int) -> Callable[[bytes, tuple[str, int]], None]:
         def datagram_received(data: bytes, addr: tuple[str, int]) -> None:
-            self.last_datagram_ns = self._clock_ns()
+            read_ns = self.last_datagram_ns = self._clock_ns()
             key = rtp_key(data)
             if key is not None:
+                self.last_rtp_read_ns = read_ns
                 stamp = self._stamp_ns(fd)
-                if stamp is not None:
-                    self._pending[key] = stamp
-                    if len(self._pending) > MAX_PENDING:
-                        self._pending.popitem(last=False)
+                if stamp is None:
+                    self.read_stamped += 1
+                self._pending[key] = read_ns if stamp is None else stamp
+                if len(self._pending) > MAX_PENDING:
+                    self._pending.popitem(last=False)
             original(data, addr)
         return datagram_received
 

@@ -212,6 +212,7 @@ class Peer:
     def facts(self) -> dict[str, JsonValue]:
         return {"rtp_packets_refused": self._rtp_guard.refused,
                 "arrival_stamps": "kernel" if self.stamps.kernel else "loop",
+                "read_stamped_packets": self.stamps.read_stamped,
                 "loop_stamped_packets": self.stamps.loop_stamped,
                 "data_messages": self._data_messages,
                 "ice_state": self.pc.iceConnectionState,

@@ -122,8 +122,8 @@ class Call:
 
     def loop_lag_allowance_ms(self) -> float:
         """What the evaluator's own loop lag may add to a figure: nothing when the product's
-        RTP carries the kernel's receive stamps, else its worst lag in the call (a packet is
-        then stamped when the loop reads it)."""
+        RTP carries the kernel's receive stamps (one call: no backlog behind the socket), else
+        its worst lag in the call (a packet is then stamped when the loop reads it)."""
         if self.webrtc_facts()["connection"]["arrival_stamps"] == "kernel":
             return 0.0
         [ended] = [e for e in self.events if e["event_type"] == "trial.ended"]

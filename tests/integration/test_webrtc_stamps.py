@@ -79,7 +79,7 @@ async def onset_after_a_blocked_loop(url: str) -> tuple[int, int, int, str]:
             if loud.size:
                 onset_ns = event.received_ns + int(loud[0] * 1e9 / 24_000)
                 break
-    stamps = adapter.arrival_stamps()
+    stamps = adapter.stamp_source
     await adapter.close()
     return onset_ns, blocked_ns, unblocked_ns, stamps
 

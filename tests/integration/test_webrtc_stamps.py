@@ -61,9 +61,10 @@ class BotThread:
         self._thread.join(30)
 
 
-async def onset_after_a_blocked_loop(url: str) -> tuple[int, int, int, str]:
+async def onset_after_a_blocked_loop(url: str) -> tuple[int, int, int, str, float]:
     """Connect, block the loop while the greeting starts, then read the call; the first
-    audible sample's stamp, the block's start and end, and how arrivals were stamped."""
+    audible sample's stamp, the block's start and end, how arrivals were stamped and the
+    longest a packet waited for the adapter's consumer."""
     adapter = WebRtcEndpoint({"url": url, "ice_host_addresses": ["127.0.0.1"]},
                              EndpointContext(session_id="stamps"))
     await adapter.connect()
@@ -72,7 +73,8 @@ async def onset_after_a_blocked_loop(url: str) -> tuple[int, int, int, str]:
     time.sleep(BLOCK_SECONDS)  # the evaluator's loop is busy elsewhere: nothing is read
     unblocked_ns = time.perf_counter_ns()
     onset_ns = 0
-    async for event in adapter.events():
+    events = adapter.events()
+    async for event in events:
         if event.type == "audio_delta" and event.audio:
             samples = np.frombuffer(event.audio, dtype=np.int16)
             loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > SILENCE_THRESHOLD)
@@ -81,12 +83,16 @@ async def onset_after_a_blocked_loop(url: str) -> tuple[int, int, int, str]:
                 break
     stamps = adapter.stamp_source
     await adapter.close()
-    return onset_ns, blocked_ns, unblocked_ns, stamps
+    behind_ms = -1.0
+    async for event in events:  # the closing events: the call's facts, then closed
+        if event.type == "raw" and "webrtc" in event.data:
+            behind_ms = event.data["webrtc"]["received"]["most_behind_ms"]
+    return onset_ns, blocked_ns, unblocked_ns, stamps, behind_ms
 
 
 def test_a_reply_arriving_while_the_loop_is_blocked_keeps_its_arrival_stamp():
     with BotThread() as bot:
-        onset_ns, blocked_ns, unblocked_ns, stamps = asyncio.run(
+        onset_ns, blocked_ns, unblocked_ns, stamps, behind_ms = asyncio.run(
             onset_after_a_blocked_loop(bot.url))
     assert stamps == "kernel"
     reply = bot.reply
@@ -95,3 +101,5 @@ def test_a_reply_arriving_while_the_loop_is_blocked_keeps_its_arrival_stamp():
     assert blocked_ns < reply.speech_start_ns < unblocked_ns - 100 * MS
     error_ms = (onset_ns - reply.speech_start_ns) / MS
     assert abs(error_ms) < TOLERANCE_MS, error_ms
+    # the call says how stale the audio was when it was read (the block, less what came first)
+    assert behind_ms >= (unblocked_ns - reply.speech_start_ns) / MS - TOLERANCE_MS, behind_ms

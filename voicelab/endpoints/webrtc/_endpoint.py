@@ -86,6 +86,9 @@ class WebRtcEndpoint:
         self._signalling: Signalling | None = None
         self._state = "new"  # new -> open -> closed
         self._last_rtp_ns = 0
+        #: the longest a packet waited between its arrival and this adapter's consumer: how
+        #: stale the audio the conversation took turns on was, at worst
+        self._most_behind_ns = 0
         self._events_finished = False
         #: what names the call at the product (pc_id, WHIP location, webrtc_id)
         self._session: str | None = None
@@ -194,6 +197,8 @@ class WebRtcEndpoint:
             item = await self._next_item()
             if isinstance(item, ArrivedPacket):
                 self._last_rtp_ns = item.arrival_ns
+                self._most_behind_ns = max(self._most_behind_ns,
+                                           self._context.clock_ns() - item.arrival_ns)
                 pcm = self._inbound.push(item)
                 if pcm is not None and pcm.size:
                     yield EndpointEvent("audio_delta", item.arrival_ns,
@@ -292,7 +297,9 @@ class WebRtcEndpoint:
     async def _facts(self) -> dict[str, JsonValue]:
         """What the bundle keeps of the call's RTP: received, sent, RTCP's round trip."""
         facts: dict[str, JsonValue] = {"session": self._session,
-                                       "received": self._inbound.facts()}
+                                       "received": {**self._inbound.facts(),
+                                                    "most_behind_ms": round(
+                                                        self._most_behind_ns / 1e6, 3)}}
         if self._line is not None:
             facts["sent"] = self._line.facts()
         if self._peer is not None:

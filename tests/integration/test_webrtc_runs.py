@@ -26,17 +26,19 @@ BARGE_SCRIPT = [{"response": "Wait, one thing first.", "interrupt_after_seconds"
                 {"response": "Seven o'clock, please.", "optional": True}]
 TOKEN = "whip-token-0f9a8b7c"
 #: voicelab's response latency against the bot's truth (its first speech sample's RTP send
-#: stamp, from the user's last speech sample sent); measured errors are under 2 ms here
+#: stamp, from the user's last speech sample sent); measured errors are under 1 ms here
 LATENCY_TOLERANCE_MS = 20.0
+#: dead air inside a reply against the bot's own account of the samples it sent: 10 ms
+#: frames at each edge of a silence, Opus smearing the edges of the words around it
+DEAD_AIR_TOLERANCE_MS = 40.0
 #: the stop latency against the truth (the end of the last audible sample the bot sent, from the
-#: user's first speech sample sent), beyond the evaluator's own worst loop lag in the call: a
-#: packet is stamped when the loop reads it, so a stalled loop delays the rest of a continuous
-#: reply on the listener's clock (measured: 1-5 ms on an idle machine)
+#: user's first speech sample sent; measured: 1-5 ms on an idle machine)
 STOP_TOLERANCE_MS = 40.0
 
 CASES: dict[str, dict[str, Any]] = {
     "smallwebrtc": {"bot": {"greeting": "Hello! How can I help you today?",
                             "hang_up_after_replies": 1, "reply_text": "Sure, booked.",
+                            "reply_pause_ms": 400,  # under the listener's 700 ms reply-end hangover
                             "user_transcripts": ["a table for two tonight"]},
                     "script": [{"response": "A table for two tonight, please."}],
                     "settings": {}},
@@ -118,6 +120,15 @@ class Call:
                     lines.append(entry)
         return lines
 
+    def loop_lag_allowance_ms(self) -> float:
+        """What the evaluator's own loop lag may add to a figure: its worst lag in the call.
+        The product's packets carry kernel stamps, but the user's side is stamped when the
+        loop sends it, and the listener plays a packet no earlier than the end of the one
+        before: a stalled loop still moves the figures (measured on a loaded machine: a stop
+        latency 98 ms off with the loop lagging)."""
+        [ended] = [e for e in self.events if e["event_type"] == "trial.ended"]
+        return float(ended["attributes"]["loop_lag"]["max"])
+
     def webrtc_facts(self) -> dict[str, Any]:
         raw = read_json(self.trial / "raw-endpoint-events.json")["events"]
         [facts] = [e["raw"]["webrtc"] for e in raw
@@ -156,12 +167,13 @@ def test_a_smallwebrtc_call_measured_against_the_bots_rtp_send_stamps(calls):
     [sent] = [line for line in call.bot_lines("reply_sent") if line["reply"] == 1]
     ended = call.moments("user.speech_ended")["turn-001"]
     true_ms = (sent["speech_start_ns"] - ended) / 1e6
-    # WebRTC arrivals are stamped when the loop reads them (aiortc's sockets give no kernel
-    # stamp): on a busy machine the loop's own lag moves them, as the barge-in test allows too
-    [trial_ended] = [e for e in call.events if e["event_type"] == "trial.ended"]
-    lag_ms = trial_ended["attributes"]["loop_lag"]["max"]
+    lag_ms = call.loop_lag_allowance_ms()
     assert abs(answer["response_latency_ms"] - true_ms) <= LATENCY_TOLERANCE_MS + lag_ms, \
         (answer["response_latency_ms"], true_ms, lag_ms)
+    # the pause the bot put inside its reply, against its own account of what it sent
+    assert abs(answer["dead_air_ms"] - sent["dead_air_ms"]) <= DEAD_AIR_TOLERANCE_MS + lag_ms, \
+        (answer["dead_air_ms"], sent["dead_air_ms"], lag_ms)
+    assert sent["dead_air_ms"] >= 400
     # the RTVI messages on the data channel: the bot's words and what it heard
     transcript = read_json(call.trial / "transcript.json")
     assistant = [t["text"] for t in transcript["turns"] if t["role"] == "assistant"]
@@ -184,8 +196,7 @@ def test_a_barge_in_and_the_bots_stop_measured_against_its_truth(calls):
     assert stopped["reply"] == 0
     started = call.moments("user.speech_started")["turn-001"]
     true_ms = (stopped["audible_until_ns"] - started) / 1e6
-    [ended] = [e for e in call.events if e["event_type"] == "trial.ended"]
-    lag_ms = ended["attributes"]["loop_lag"]["max"]
+    lag_ms = call.loop_lag_allowance_ms()
     assert abs(greeting["interruption_stop_latency_ms"] - true_ms) <= STOP_TOLERANCE_MS + lag_ms, \
         (greeting["interruption_stop_latency_ms"], true_ms, lag_ms)
 

@@ -119,6 +119,20 @@ def test_silence_is_delivered_inside_a_reply_and_not_long_after_it():
     assert stream.quiet > 0
 
 
+def test_withheld_silence_is_never_halved_to_the_canonical_rate(monkeypatch):
+    encoder = OpusLineEncoder()
+    speech = encoder.push(tone_speech("hello", seed=1).samples[:4800])
+    silence = encoder.push(np.zeros(480 * 60, dtype=np.int16))
+    stream = InboundAudio()
+    halved: list[int] = []
+    original = OpusLineDecoder.halve
+    monkeypatch.setattr(OpusLineDecoder, "halve",
+                        lambda self, wide: halved.append(wide.size) or original(self, wide))
+    delivered = sum(stream.push(ArrivedPacket(i * 20 * MS, i, i * 960, payload)) is not None
+                    for i, payload in enumerate(speech + silence))
+    assert stream.quiet > 0 and len(halved) == delivered
+
+
 def test_the_rate_guard_refuses_past_its_rate_in_a_window():
     guard = RateGuard(3)
     admitted = [guard.admit(n * MS) for n in range(5)]
@@ -220,3 +234,114 @@ def test_the_registered_adapter_listens_with_constant_conversion_delays():
                                           "to_user": pytest.approx(DECODER_DELAY_MS, abs=1e-6)}
     assert webrtc.turn_taking({"url": "http://127.0.0.1:9"}) == "server_vad"
     assert webrtc.capabilities["input_transcripts"] and webrtc.capabilities["output_transcripts"]
+
+
+def test_the_kernel_stamp_seam_is_pinned_to_the_tested_versions():
+    import aioice.ice
+    from aiortc import RTCPeerConnection
+
+    from voicelab.endpoints.webrtc._kernel_stamps import ice_protocols, versions_tested
+
+    assert versions_tested()  # a new aiortc/aioice: check the private names, then the pin
+
+    async def gathered() -> list[object]:
+        pc = RTCPeerConnection()
+        transceiver = pc.addTransceiver("audio")
+        with gathering_on(["127.0.0.1"]):
+            await pc.setLocalDescription(await pc.createOffer())
+        protocols = list(ice_protocols(transceiver.receiver))
+        await pc.close()
+        return protocols
+
+    protocols = asyncio.run(gathered())
+    assert protocols and all(isinstance(p, aioice.ice.StunProtocol) for p in protocols)
+
+
+def test_an_rtp_datagram_is_keyed_by_its_clear_header_and_nothing_else_is():
+    from voicelab.endpoints.webrtc._kernel_stamps import rtp_key
+
+    header = bytes([0x80, 111]) + (4660).to_bytes(2, "big") + (960).to_bytes(4, "big") \
+        + (0xDEADBEEF).to_bytes(4, "big")
+    assert rtp_key(header + b"srtp payload") == (0xDEADBEEF, 4660)
+    assert rtp_key(bytes([0x80, 200]) + header[2:]) is None  # RTCP sender report
+    assert rtp_key(b"\x00\x01" + header[2:]) is None  # STUN
+    assert rtp_key(b"\x16\xfe\xfd") is None  # DTLS, and too short
+
+
+def test_a_datagram_read_late_keeps_the_kernels_receive_stamp():
+    """A datagram that waited 80 ms in the socket before the loop read it is stamped when it
+    arrived, not when it was read; the tap takes the stamp once, by its RTP key. (The kernel
+    turns stamping on a little after it is asked when no socket had it on: datagrams before
+    that carry the read's stamp, so the test first waits for a stamp older than its read.)"""
+    import socket
+    import time
+
+    from voicelab.endpoints.webrtc._kernel_stamps import KernelStamps
+
+    async def scenario() -> tuple[int, int, int | None, int | None, int]:
+        loop = asyncio.get_running_loop()
+        read: list[int] = []
+
+        class Stun(asyncio.DatagramProtocol):
+            transport: asyncio.DatagramTransport
+
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                self.transport = transport  # type: ignore[assignment]
+
+            def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+                read.append(time.perf_counter_ns())
+
+        transport, protocol = await loop.create_datagram_endpoint(
+            Stun, local_addr=("127.0.0.1", 0))
+        stamps = KernelStamps(clock_ns=time.perf_counter_ns)
+        stamps.watch([protocol])
+        address = transport.get_extra_info("sockname")
+
+        def rtp(sequence: int) -> bytes:
+            return bytes([0x80, 111]) + sequence.to_bytes(2, "big") + bytes(4) + \
+                (77).to_bytes(4, "big") + b"x"
+
+        async def waited(sender: socket.socket, sequence: int, seconds: float) -> int:
+            """Send, keep the loop busy for ``seconds``, let it read; the send's stamp."""
+            read.clear()
+            sent_ns = time.perf_counter_ns()
+            sender.sendto(rtp(sequence), address)
+            time.sleep(seconds)
+            while not read:
+                await asyncio.sleep(0.001)
+            return sent_ns
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            for attempt in range(100):  # until the kernel stamps this socket's datagrams
+                await waited(sender, attempt, 0.01)
+                primed = stamps.take(77, attempt)
+                if primed is not None and read[0] - primed > 5 * MS:
+                    break
+            sent_ns = await waited(sender, 1000, 0.08)
+        transport.close()
+        return sent_ns, read[0], stamps.take(77, 1000), stamps.take(77, 1000), stamps.watching
+
+    sent_ns, read_ns, stamp, again, watching = asyncio.run(scenario())
+    assert watching == 1 and stamp is not None and again is None
+    assert read_ns - sent_ns >= 80 * MS
+    assert abs(stamp - sent_ns) < 5 * MS  # loopback delivery plus the clocks' pairing
+
+
+def test_settled_digital_silence_reuses_the_encoders_packet_and_speech_is_encoded_again():
+    from voicelab.endpoints.webrtc._opus import FRAME_SAMPLES, SETTLED_ZERO_FRAMES
+
+    encoder = OpusLineEncoder()
+    rng = np.random.default_rng(5)  # loud in every frame: no zero frame inside it
+    speech = (rng.standard_normal(FRAME_SAMPLES * 10) * 4000).astype(np.int16)
+    zeros = np.zeros(FRAME_SAMPLES * (SETTLED_ZERO_FRAMES + 20), dtype=np.int16)
+    first = encoder.push(speech)
+    quiet = encoder.push(zeros)
+    again = encoder.push(speech)
+    assert len(first) == 10 and len(quiet) == SETTLED_ZERO_FRAMES + 20 and len(again) == 10
+    assert encoder.frames_reused == 20
+    assert len(set(quiet[SETTLED_ZERO_FRAMES - 1:])) == 1  # the settled packet, then reused
+    decoder = OpusLineDecoder()
+    decoded = [decoder.push(packet) for packet in first + quiet + again]
+    assert all(pcm is not None for pcm in decoded)
+    tail = np.concatenate([pcm for pcm in decoded[-8:] if pcm is not None])
+    assert np.abs(tail.astype(np.int32)).max() > 1000  # the speech after it decodes as speech

@@ -18,7 +18,9 @@ over, and with ``rtvi`` sends pipecat's RTVI messages on the data channel the ca
 ``hostile`` makes it misbehave on purpose: ``huge_answer`` (an answer SDP of megabytes),
 ``data_flood`` / ``big_data_message`` (the data channel), ``silent_track`` (no RTP ever),
 ``rtp_flood`` (packets as fast as the sender goes), ``bad_ice`` (an answer whose candidates
-lead nowhere), ``refuse`` (every fastrtc offer refused), ``renegotiate`` (asks for a new offer
+lead nowhere), ``bad_fingerprint`` (an answer whose DTLS fingerprint is not its certificate's),
+``transport_lost`` (its UDP sockets close a second into the call, with no goodbye: a crashed
+product or a path that died), ``refuse`` (every fastrtc offer refused), ``renegotiate`` (asks for a new offer
 on the data channel, as pipecat's SmallWebRTC does when its tracks change).
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -38,7 +41,8 @@ from ...audio import tone_speech
 from ...endpoints import parse_settings
 from ...endpoints.webrtc import gathering_on
 from .._json import JsonObject, object_or_empty
-from ._call import RATE_HZ, BotCall, CallRecord
+from ._call import RATE_HZ, BotCall, CallRecord, encode_all
+from ._dead_air import with_pause
 from ._http import Request, Response, SignallingServer
 from ._settings import WebRtcBotSettings
 
@@ -62,7 +66,7 @@ class WebRtcBot:
         self.calls: list[CallRecord] = []
         self.log: list[JsonObject] = []
         self._live: dict[str, BotCall] = {}
-        self._voices: dict[str, np.ndarray] = {}
+        self._voices: dict[str, tuple[np.ndarray, list[bytes]]] = {}
         self._server = SignallingServer(self._route, host=host, port=port)
 
     @property
@@ -97,14 +101,16 @@ class WebRtcBot:
         if self.on_event is not None:
             self.on_event(entry)
 
-    def voice(self, text: str) -> np.ndarray:
-        """``text`` as tone speech at 48 kHz (kept: the bot says the same lines again)."""
-        samples = self._voices.get(text)
-        if samples is None:
-            samples = tone_speech(text, seed=self.settings.voice_seed,
-                                  sample_rate_hz=RATE_HZ).samples
-            self._voices[text] = samples
-        return samples
+    def voice(self, text: str) -> tuple[np.ndarray, list[bytes]]:
+        """``text`` as tone speech at 48 kHz and as its Opus packets (kept: the bot says the
+        same lines again, in every call)."""
+        voiced = self._voices.get(text)
+        if voiced is None:
+            samples = with_pause(tone_speech(text, seed=self.settings.voice_seed,
+                                             sample_rate_hz=RATE_HZ).samples,
+                                 pause_ms=self.settings.reply_pause_ms)
+            voiced = self._voices[text] = (samples, encode_all(samples))
+        return voiced
 
     # --- signalling -------------------------------------------------------------------------
 
@@ -163,6 +169,9 @@ class WebRtcBot:
         if hostile == "bad_ice":
             lines = [line for line in sdp.split("\r\n") if not line.startswith("a=candidate")]
             return "\r\n".join(lines)
+        if hostile == "bad_fingerprint":  # a certificate fingerprint that is not its own
+            return re.sub(r"(a=fingerprint:sha-256 )[0-9A-Fa-f:]+",
+                          lambda match: match.group(1) + ":".join(["AB"] * 32), sdp)
         return sdp
 
     async def _smallwebrtc_offer(self, request: Request) -> Response:

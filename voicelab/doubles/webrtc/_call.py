@@ -1,7 +1,8 @@
 """One WebRTC call of the bot double: its peer connection, the track it speaks on, what it
 hears, and the RTVI messages on its data channel.
 
-The bot speaks Opus packets it encodes itself (48 kHz, 20 ms, libopus through PyAV), handed to
+The bot speaks Opus packets it encodes itself (48 kHz, 20 ms, libopus through PyAV; each reply
+encoded once and its packets reused by every call), handed to
 aiortc's sender as pre-encoded packets: aiortc then packs and sends each one in the same step
 that took it from the track, with no thread in between, so the moment :meth:`BotTrack.recv`
 hands a packet over is its RTP send stamp (``time.perf_counter_ns``), the truth the evaluator's
@@ -18,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +27,7 @@ from pydantic import JsonValue
 
 from ...audio import SILENCE_THRESHOLD, StreamingVad
 from .._json import JsonObject
+from ._dead_air import dead_air_ms
 from ._settings import WebRtcBotSettings
 
 if TYPE_CHECKING:
@@ -55,6 +58,8 @@ class ReplyRecord:
     #: offset after its packet was sent): the end of what a listener can hear of it
     audible_until_ns: int | None = None
     stopped_ns: int | None = None  # a barge-in stopped it
+    #: the silences of 300 ms or more between its first and last audible sample, as sent whole
+    dead_air_ms: float = 0.0
     frames_sent: int = 0
 
 
@@ -94,6 +99,24 @@ class _Encoder:
         return bytes(packets[0]) if packets else b"\xf8\xff\xfe"
 
 
+def encode_all(samples: np.ndarray) -> list[bytes]:
+    """``samples`` (48 kHz) as 20 ms Opus packets, from a fresh encoder: a reply is encoded
+    once per text and its packets reused by every call (libopus at 48 kHz costs ~0.7 ms a
+    packet here, which 20 calls at 50 packets a second could not afford)."""
+    encoder = _Encoder()
+    frames = -(-samples.size // FRAME_SAMPLES)
+    padded = np.zeros(frames * FRAME_SAMPLES, dtype=np.int16)
+    padded[:samples.size] = samples
+    return [encoder.encode(padded[i * FRAME_SAMPLES:(i + 1) * FRAME_SAMPLES])
+            for i in range(frames)]
+
+
+@cache
+def silent_packet() -> bytes:
+    """20 ms of silence, encoded once."""
+    return _Encoder().encode(np.zeros(FRAME_SAMPLES, dtype=np.int16))
+
+
 def _track_base() -> type[MediaStreamTrack]:
     from aiortc import MediaStreamTrack
 
@@ -106,16 +129,16 @@ class BotSpeech:
 
     def __init__(self, call: BotCall):
         self.call = call
-        self.encoder = _Encoder()
         self.reply: ReplyRecord | None = None
         self.samples = np.zeros(0, dtype=np.int16)
+        self.packets: list[bytes] = []
         self.position = 0
         self.speech_at: int | None = None
         self.start_ns: int | None = None
         self.sent = 0
 
-    def say(self, reply: ReplyRecord, samples: np.ndarray) -> None:
-        self.reply, self.samples, self.position = reply, samples, 0
+    def say(self, reply: ReplyRecord, samples: np.ndarray, packets: list[bytes]) -> None:
+        self.reply, self.samples, self.position, self.packets = reply, samples, 0, packets
         loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > SILENCE_THRESHOLD)
         self.speech_at = int(loud[0]) if loud.size else None
 
@@ -133,18 +156,16 @@ class BotSpeech:
             self.call.started()
         if settings.hostile == "silent_track":
             await asyncio.Event().wait()
-        if settings.hostile == "rtp_flood":  # a packet a millisecond, twenty times the pace
-            await asyncio.sleep(0.001)
+        if settings.hostile == "rtp_flood":  # bursts of 20 packets every 20 ms: 20 times the
+            # pace, however coarse the loop's timers are on a busy machine
+            await asyncio.sleep(0 if self.sent % 20 else 0.02)
         else:
             due = self.start_ns + self.sent * FRAME_NS
             if due > now:
                 await asyncio.sleep((due - now) / 1e9)
-        chunk = np.zeros(FRAME_SAMPLES, dtype=np.int16)
         reply = self.reply
-        if reply is not None:
-            piece = self.samples[self.position:self.position + FRAME_SAMPLES]
-            chunk[:piece.size] = piece
-        payload = self.encoder.encode(chunk)
+        payload = self.packets[self.position // FRAME_SAMPLES] if reply is not None \
+            else silent_packet()
         packet = Packet(payload)
         packet.pts, packet.time_base = self.sent * FRAME_SAMPLES, fractions.Fraction(1, RATE_HZ)
         sent_ns = time.perf_counter_ns()
@@ -188,7 +209,8 @@ class BotCall:
     """One call: listens, answers each utterance, stops when talked over, tells RTVI."""
 
     def __init__(self, pc: RTCPeerConnection, record: CallRecord, settings: WebRtcBotSettings,
-                 *, voice: Callable[[str], np.ndarray], note: Callable[..., None]):
+                 *, voice: Callable[[str], tuple[np.ndarray, list[bytes]]],
+                 note: Callable[..., None]):
         self.pc, self.record, self.settings = pc, record, settings
         self.voice, self._note = voice, note
         self.speech = BotSpeech(self)
@@ -328,8 +350,27 @@ class BotCall:
     def started(self) -> None:
         """The sender asked for its first packet: the call is up; greet."""
         self.note("media_started")
+        if self.settings.hostile == "transport_lost":
+            self.spawn(self._lose_transport(1.0))
         if self.settings.greeting:
-            self.answer(0, self.settings.greeting)
+            if self.settings.greeting_delay_ms:
+                self.spawn(self._greet_later(self.settings.greeting_delay_ms / 1000))
+            else:
+                self.answer(0, self.settings.greeting)
+
+    async def _lose_transport(self, seconds: float) -> None:
+        """Close the call's UDP sockets with no goodbye (no DTLS close_notify, no RTCP BYE):
+        the caller's packets then meet a closed port. aioice names its sockets nowhere
+        public; a double may reach them (the tested aiortc 1.16 / aioice 0.13)."""
+        await asyncio.sleep(seconds)
+        gatherer = self.pc.getTransceivers()[0].receiver.transport.transport.iceGatherer
+        for protocol in gatherer._connection._protocols:
+            protocol.transport.close()
+        self.note("transport_lost")
+
+    async def _greet_later(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self.answer(0, self.settings.greeting)
 
     def answer(self, number: int, text: str) -> None:
         previous = self.answers
@@ -341,12 +382,13 @@ class BotCall:
             await asyncio.gather(previous, return_exceptions=True)
         if number:
             await asyncio.sleep(self.settings.reply_latency_ms / 1000)
-        samples = self.voice(text)
-        reply = ReplyRecord(number, text, -(-samples.size // FRAME_SAMPLES))
+        samples, packets = self.voice(text)
+        reply = ReplyRecord(number, text, -(-samples.size // FRAME_SAMPLES),
+                            dead_air_ms=dead_air_ms(samples))
         self.record.replies.append(reply)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting = done
-        self.speech.say(reply, samples)
+        self.speech.say(reply, samples, packets)
         self.rtvi("bot-started-speaking")
         self.rtvi("bot-transcription", {"text": text})
         await done
@@ -356,7 +398,7 @@ class BotCall:
         self.note("reply_sent", reply=reply.number, first_packet_ns=reply.first_packet_ns,
                   speech_start_ns=reply.speech_start_ns, last_packet_ns=reply.last_packet_ns,
                   audible_until_ns=reply.audible_until_ns,
-                  frames=reply.frames)
+                  frames=reply.frames, dead_air_ms=reply.dead_air_ms)
         self.rtvi("bot-stopped-speaking")
         self._done_speaking()
         hang_up = self.settings.hang_up_after_replies

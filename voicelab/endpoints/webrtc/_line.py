@@ -105,4 +105,5 @@ class CallerLine:
 
     def facts(self) -> dict[str, JsonValue]:
         return {"packets_sent": self.packets_sent, "silence_packets": self.silence_sent,
+                "silence_frames_reused": self._encoder.frames_reused,
                 "most_late_ms": round(self.most_late_ms, 3)}

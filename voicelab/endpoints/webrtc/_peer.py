@@ -29,6 +29,7 @@ from pydantic import JsonValue
 
 from .._protocol import EndpointError
 from ._ice import gathering_on
+from ._kernel_stamps import KernelStamps, ice_protocols
 from ._line import CallerLine
 from ._opus import RTP_TIME_BASE
 from ._rtp import ArrivedPacket, RateGuard, tap_arrivals
@@ -97,6 +98,7 @@ class Peer:
         self._finished = False
         self.connected = asyncio.Event()
         self.channel: RTCDataChannel | None = None
+        self.stamps = KernelStamps(clock_ns=clock_ns)
 
     def _stop_receiving(self, code: str, message: str) -> None:
         if not self._finished:
@@ -111,12 +113,14 @@ class Peer:
         opus = [codec for codec in RTCRtpSender.getCapabilities("audio").codecs
                 if codec.mimeType.lower() == "audio/opus"]
         transceiver.setCodecPreferences(opus)
-        tap_arrivals(transceiver.receiver, self._arrived, clock_ns=self._clock_ns)
+        tap_arrivals(transceiver.receiver, self._arrived, clock_ns=self._clock_ns,
+                     kernel=self.stamps)
         if self._settings.data_channel:
             self._open_channel(pc.createDataChannel(self._settings.data_channel_label))
         pc.on("connectionstatechange", self._state_changed)
         with gathering_on(self._settings.ice_host_addresses):
             await pc.setLocalDescription(await pc.createOffer())
+        self.stamps.watch(ice_protocols(transceiver.receiver))  # gathered: its sockets exist
         answer = await signalling.offer(pc.localDescription.sdp)
         try:
             await pc.setRemoteDescription(RTCSessionDescription(answer.sdp, "answer"))
@@ -134,7 +138,14 @@ class Peer:
     def failure(self) -> str:
         if self.pc.iceConnectionState == "failed":
             return "ICE failed: no candidate pair with the product could be connected"
-        return "the DTLS handshake with the product failed"
+        return ("the DTLS handshake with the product failed (its certificate does not match the "
+                "answer's a=fingerprint, or it refused the handshake)")
+
+    def transport_silent_ns(self, now_ns: int) -> int | None:
+        """How long nothing at all (RTP, RTCP, ICE, DTLS) has come from the product (None: not
+        known, the sockets are not watched)."""
+        last = self.stamps.last_datagram_ns
+        return None if last is None else now_ns - last
 
     def _state_changed(self) -> None:
         pc = self.pc
@@ -200,6 +211,9 @@ class Peer:
 
     def facts(self) -> dict[str, JsonValue]:
         return {"rtp_packets_refused": self._rtp_guard.refused,
+                "arrival_stamps": "kernel" if self.stamps.kernel else "loop",
+                "read_stamped_packets": self.stamps.read_stamped,
+                "loop_stamped_packets": self.stamps.loop_stamped,
                 "data_messages": self._data_messages,
                 "ice_state": self.pc.iceConnectionState,
                 "connection_state": self.pc.connectionState}

@@ -11,6 +11,8 @@ trial clock and hands it to the adapter, and nothing else. The packet has by the
 from the socket, decrypted (SRTP) and parsed in the same step, with no buffer between; aiortc's
 own jitter buffer and decoder are never fed, so they hold nothing (the remote track is not
 read). This function is the only place that touches aiortc's internals on the receive path.
+Where the kernel stamped the packet's datagram (:mod:`._kernel_stamps`), that stamp is used: a
+loop busy elsewhere then does not make the stamp late.
 
 :class:`InboundAudio` then follows the stream in arrival order on the consumer's side: it
 decodes each packet, counts lost, late and duplicate packets and the interarrival jitter of RFC
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from aiortc import RTCRtpReceiver
     from aiortc.rtp import RtpPacket
 
+    from ._kernel_stamps import KernelStamps
+
 SEQUENCE_MODULO = 1 << 16
 #: a jump of the sequence number this large is a new stream (RFC 3550 A.1's MAX_DROPOUT)
 MAX_DROPOUT = 3000
@@ -53,13 +57,15 @@ class ArrivedPacket:
 
 
 def tap_arrivals(receiver: RTCRtpReceiver, deliver: Callable[[ArrivedPacket], None], *,
-                 clock_ns: Callable[[], int]) -> None:
+                 clock_ns: Callable[[], int], kernel: KernelStamps | None = None) -> None:
     """Every RTP packet routed to ``receiver`` goes to ``deliver``, stamped as it arrives,
-    instead of into aiortc's jitter buffer (see the module's docstring)."""
+    instead of into aiortc's jitter buffer (see the module's docstring): with the kernel's
+    receive stamp of its datagram when ``kernel`` has one, else now."""
 
     async def arrived(packet: RtpPacket, arrival_time_ms: int) -> None:
-        deliver(ArrivedPacket(clock_ns(), packet.sequence_number, packet.timestamp,
-                              packet.payload))
+        stamp = kernel.take(packet.ssrc, packet.sequence_number) if kernel else None
+        deliver(ArrivedPacket(clock_ns() if stamp is None else stamp, packet.sequence_number,
+                              packet.timestamp, packet.payload))
 
     receiver._handle_rtp_packet = arrived  # type: ignore[method-assign]
 
@@ -116,13 +122,13 @@ class InboundAudio:
         if not packet.payload or len(packet.payload) > MAX_OPUS_PACKET_BYTES:
             self.undecodable += 1
             return None
-        pcm = self._decoder.push(packet.payload)
-        if pcm is None:
+        wide = self._decoder.decode(packet.payload)
+        if wide is None:
             self.undecodable += 1
             return None
-        if not self._silence.admits(pcm, packet.arrival_ns):
-            return None
-        return pcm
+        if not self._silence.admits(wide, packet.arrival_ns):
+            return None  # withheld: not worth halving (the filter costs more than the decode)
+        return self._decoder.halve(wide)
 
     def _in_order(self, sequence: int) -> bool:
         if self._highest is None:

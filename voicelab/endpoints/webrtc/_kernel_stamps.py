@@ -1,0 +1,192 @@
+"""The kernel's receive stamp of each RTP datagram, not the moment the event loop read it.
+
+A packet stamped when the loop reads it is late by however long the loop was busy elsewhere (a
+busy machine, 20 calls in one loop), and the packets that waited in the socket are stamped
+together. On Linux the kernel stamps each datagram as it is received; the socket's
+``SIOCGSTAMPNS`` ioctl reads the stamp of the datagram the socket last delivered (on the wall
+clock). Unlike ``SO_TIMESTAMPNS`` (a control message, which asyncio's datagram transport never
+asks ``recvmsg`` for) it needs no change to how the socket is read: asyncio reads one datagram
+and hands it to the protocol at once, so a stamp read inside ``datagram_received`` is that
+datagram's. It is turned into the trial clock by the datagram's age (*now on the trial clock*
+minus *how long ago the kernel received it*, the two clocks read as a tight pair).
+
+**The seam.** aioice (aiortc's ICE, tested 0.13) owns the UDP socket of each candidate and hands
+its datagrams to a ``StunProtocol``; neither it nor aiortc 1.16 names those protocols publicly.
+:func:`ice_protocols` reaches them through ``RTCIceGatherer._connection._protocols`` only on the
+tested versions (any other: loop stamps, said so); :class:`KernelStamps` then replaces
+``datagram_received`` *on those protocol instances only* with one that reads the stamp of an
+RTP datagram and keys it by the SSRC and sequence number of its header (SRTP leaves the RTP
+header in the clear), then calls the original. The arrival tap (:mod:`._rtp`) takes the stamp of
+the packet it is handed by the same key. Where the kernel gives no stamp the datagram keeps the
+moment it was read (``read_stamped``), still ahead of any backlog in aiortc's own task; a packet
+whose stamp was forgotten is stamped when tapped (``loop_stamped``). Both are counted. The wrapper also notes when the last datagram of any kind
+came (RTP, RTCP, ICE, DTLS): a product whose track is silent still sends RTCP reports and
+answers consent checks, one whose transport is gone sends nothing at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import socket
+import struct
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from aiortc import RTCRtpReceiver
+
+logger = logging.getLogger(__name__)
+
+#: Linux's ioctl for the last received datagram's stamp (``SIOCGSTAMPNS_OLD``: a ``struct
+#: timespec`` of two native longs); Python's modules do not name it
+SIOCGSTAMPNS = 0x8907
+_TIMESPEC = struct.Struct("@ll")
+_RTP_HEADER = struct.Struct("!BBHII")  # flags, marker+type, sequence, timestamp, SSRC
+#: the versions whose private names :func:`ice_protocols` reads (pinned by a unit test)
+TESTED_VERSIONS = {"aiortc": ("1.16",), "aioice": ("0.13",)}
+#: stamps kept for packets the tap has not taken yet: a busy evaluator reads datagrams (I/O
+#: callbacks come first) well ahead of aiortc's task that decrypts and routes them (measured:
+#: over 500 packets behind at 20 calls on a loaded machine), and a packet whose stamp was
+#: forgotten would be stamped when that task got to it. 8192 is 160 s of audio at 50 packets a
+#: second, about 1 MB a call at most; a flood's excess is forgotten oldest first
+MAX_PENDING = 8192
+#: an age outside [0, this] means the wall clock stepped between the reads: not trusted
+MAX_TRUSTED_AGE_NS = 10_000_000_000
+#: the pair of clock reads is retried until it takes at most twice this (the conversion error)
+CONVERSION_ERROR_NS = 10_000
+_PAIR_TRIES = 5
+
+
+class _DatagramProtocol(Protocol):
+    transport: asyncio.DatagramTransport
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None: ...
+
+
+def versions_tested() -> bool:
+    """Whether the installed aiortc and aioice are the versions whose internals are read."""
+    import aioice
+    import aiortc
+
+    found = {"aiortc": aiortc.__version__, "aioice": aioice.__version__}
+    return all(any(found[name] == tested or found[name].startswith(tested + ".")
+                   for tested in versions) for name, versions in TESTED_VERSIONS.items())
+
+
+def ice_protocols(receiver: RTCRtpReceiver) -> list[_DatagramProtocol]:
+    """The UDP protocols of the ICE connection ``receiver``'s packets come through (its
+    candidates gathered already), or none when aiortc/aioice are not the tested versions."""
+    if not versions_tested():
+        return []
+    gatherer = receiver.transport.transport.iceGatherer
+    return list(gatherer._connection._protocols)
+
+
+def rtp_key(data: bytes) -> tuple[int, int] | None:
+    """(SSRC, sequence number) of an SRTP datagram's clear header; None for anything else
+    (STUN, DTLS, RTCP: RFC 7983's first byte and RFC 5761's payload types)."""
+    if len(data) < _RTP_HEADER.size or not 128 <= data[0] <= 191 or 192 <= data[1] <= 223:
+        return None
+    _, _, sequence, _, ssrc = _RTP_HEADER.unpack_from(data)
+    return ssrc, sequence
+
+
+class KernelStamps:
+    """Kernel receive stamps of a call's RTP datagrams, on the trial clock, by RTP key."""
+
+    def __init__(self, *, clock_ns: Callable[[], int]):
+        self._clock_ns = clock_ns
+        self._pending: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self.watching = 0
+        self.taken = 0
+        #: packets the kernel gave no stamp for: stamped when their datagram was read
+        self.read_stamped = 0
+        #: packets whose stamp was forgotten (see :data:`MAX_PENDING`): stamped when tapped
+        self.loop_stamped = 0
+        #: when the last RTP datagram was read (the tap may be far behind on a busy loop)
+        self.last_rtp_read_ns: int | None = None
+        #: when the last datagram of any kind (RTP, RTCP, STUN, DTLS/SCTP) was read
+        self.last_datagram_ns: int | None = None
+
+    @property
+    def kernel(self) -> bool:
+        """Whether the call's datagrams are stamped by the kernel."""
+        return self.watching > 0
+
+    def watch(self, protocols: Sequence[_DatagramProtocol]) -> None:
+        """Stamp every RTP datagram ``protocols`` receive from now on (each protocol's socket
+        asked to stamp; one that refuses is left as it is)."""
+        for protocol in protocols:
+            sock = protocol.transport.get_extra_info("socket")
+            if sock is None or not _start_stamping(sock):
+                continue
+            protocol.datagram_received = self._stamping(  # type: ignore[method-assign,assignment]
+                protocol.datagram_received, sock.fileno())
+            self.watching += 1
+        if protocols and not self.watching:
+            logger.debug("no kernel receive stamps here: arrivals are stamped when read")
+
+    def _stamping(self, original: Callable[[bytes, tuple[str, int]], None],
+                  fd: int) -> Callable[[bytes, tuple[str, int]], None]:
+        def datagram_received(data: bytes, addr: tuple[str, int]) -> None:
+            read_ns = self.last_datagram_ns = self._clock_ns()
+            key = rtp_key(data)
+            if key is not None:
+                self.last_rtp_read_ns = read_ns
+                stamp = self._stamp_ns(fd)
+                if stamp is None:
+                    self.read_stamped += 1
+                self._pending[key] = read_ns if stamp is None else stamp
+                if len(self._pending) > MAX_PENDING:
+                    self._pending.popitem(last=False)
+            original(data, addr)
+        return datagram_received
+
+    def _stamp_ns(self, fd: int) -> int | None:
+        try:
+            seconds, nanoseconds = _TIMESPEC.unpack(fcntl.ioctl(fd, SIOCGSTAMPNS,
+                                                                bytes(_TIMESPEC.size)))
+        except OSError:
+            return None
+        now_ns, wall_ns = self._clocks()
+        age_ns = wall_ns - (seconds * 1_000_000_000 + nanoseconds)
+        return now_ns - age_ns if 0 <= age_ns <= MAX_TRUSTED_AGE_NS else None
+
+    def _clocks(self) -> tuple[int, int]:
+        """The trial clock and the wall clock at one moment, within :data:`CONVERSION_ERROR_NS`
+        (the tightest of a few paired reads)."""
+        best = (1 << 62, 0, 0)  # (spread, trial, wall)
+        for _ in range(_PAIR_TRIES):
+            before = self._clock_ns()
+            wall = time.time_ns()
+            after = self._clock_ns()
+            if after - before < best[0]:
+                best = (after - before, (before + after) // 2, wall)
+            if after - before <= 2 * CONVERSION_ERROR_NS:
+                break
+        return best[1], best[2]
+
+    def take(self, ssrc: int, sequence: int) -> int | None:
+        """The kernel stamp of the packet with this key (once), or None: stamp it now."""
+        stamp = self._pending.pop((ssrc, sequence), None)
+        if stamp is None:
+            self.loop_stamped += 1
+        else:
+            self.taken += 1
+        return stamp
+
+
+def _start_stamping(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp this socket's datagrams: the first ``SIOCGSTAMPNS`` turns
+    stamping on (and finds no stamp yet: ENOENT)."""
+    try:
+        fcntl.ioctl(sock.fileno(), SIOCGSTAMPNS, bytes(_TIMESPEC.size))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True

@@ -324,4 +324,4 @@ class PipecatDecoder:
         if frame.kind == "unknown":
             raw["field_numbers"] = list(frame.unknown_field_numbers)
             raw["byte_count"] = byte_count
-        return self._scrubber.scrub(raw)  # type: ignore[no-any-return]
+        return self._scrubber.scrub(raw)

@@ -211,6 +211,13 @@ class TurnMetrics(ArtifactModel):
         """The hesitation and key fields are written only for a turn they describe: every
         other turn's document stays as it was (a bundle re-scores to the same bytes)."""
         return without_absent(handler(self), (*HESITATION_FIELDS, *KEY_FIELDS))
+
+    def figure(self, name: str) -> float | None:
+        """The number in field ``name`` (a gate or a summary names it as data, from the run
+        config or the timing metric list); None when the field is unset or holds no number."""
+        value = self.model_dump(include={name}).get(name)
+        return float(value) if isinstance(value, int | float) else None
+
     #: how late this response's timing stamps (its audio chunks' and response.done's arrivals)
     #: may be, from the evaluator's loop lag around them, in ms (0: no late tick near them);
     #: ``None``: not judged per turn (docs/artifacts.md, measurement_quality)

@@ -259,7 +259,7 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement,
         output=analyses.all_output, turns=turns, listener=gathered.listener,
         channel={name: {k: v for k, v in line.recorded().items() if k not in ("line", "turns")}
                  for name, line in lines.items()},
-        summary={name: summarize([getattr(t, name) for t in turns]) for name in TIMING_METRICS},
+        summary={name: summarize([t.figure(name) for t in turns]) for name in TIMING_METRICS},
         probes=probe_outcomes(recording, speech, hangover_ms=hangover_ms),
         self_interruptions=self_interruptions(recording, speech, measured.user_speech,
                                               hangover_ms=hangover_ms),

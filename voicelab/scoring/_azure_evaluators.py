@@ -147,9 +147,15 @@ def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, 
 
 def _call_sdk(kind: str, model_config: dict[str, Any], credential: Any, threshold: float,
               inputs: dict[str, Any]) -> dict[str, Any]:
-    import azure.ai.evaluation as sdk
+    from azure.ai.evaluation import (
+        CoherenceEvaluator,
+        GroundednessEvaluator,
+        TaskAdherenceEvaluator,
+    )
 
-    evaluator_class = getattr(sdk, EVALUATOR_CLASSES[kind])
+    evaluator_class = {"task_adherence": TaskAdherenceEvaluator,
+                       "groundedness": GroundednessEvaluator,
+                       "coherence": CoherenceEvaluator}[kind]
     evaluator = evaluator_class(dict(model_config), threshold=threshold, credential=credential)
     result = evaluator(**inputs)
     if not isinstance(result, dict):

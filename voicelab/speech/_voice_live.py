@@ -34,7 +34,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..artifacts import Usage
 from ..audio import CANONICAL_FORMAT, PcmAudio
-from ..config import Providers, SecretScrubber, parse_settings
+from ..config import (
+    AzureOpenAIProvider,
+    OpenAIProvider,
+    Providers,
+    SecretScrubber,
+    VoiceLiveProvider,
+    parse_settings,
+)
 from ..cost import realtime_usage
 from ..endpoints import EndpointError, field_mapping
 from ..endpoints.realtime import Closure, RealtimeConnection, wire
@@ -68,17 +75,20 @@ def realtime_target(providers: Providers, *, provider: ProviderName | None, mode
     missing block or credential is a :class:`ConfigError`; nothing touches the network.
     """
     environ = os.environ if environ is None else environ
+    configured: dict[ProviderName, VoiceLiveProvider | AzureOpenAIProvider | OpenAIProvider
+                     | None] = {"voice_live": providers.voice_live,
+                                "azure_openai": providers.azure_openai,
+                                "openai": providers.openai}
     if provider is None:
-        provider = next((name for name in ("voice_live", "azure_openai", "openai")
-                         if getattr(providers, name) is not None), None)
+        provider = next((name for name, block in configured.items() if block is not None), None)
         if provider is None:
             raise ConfigError("a realtime session needs providers.voice_live, "
                               "providers.azure_openai or providers.openai", key="providers")
-    config = getattr(providers, provider)
+    config = configured[provider]
     if config is None:
         raise ConfigError(f"{key}.provider is {provider!r} but providers.{provider} is not "
                           f"configured", key=f"providers.{provider}")
-    if provider == "openai":
+    if isinstance(config, OpenAIProvider):
         api_key = config.api_key or environ.get("OPENAI_API_KEY")
         if not api_key:
             raise ConfigError("the OpenAI Realtime API needs providers.openai.api_key or "

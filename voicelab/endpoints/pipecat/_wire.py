@@ -81,17 +81,20 @@ def decode_frame(data: bytes) -> DecodedFrame:
     if kind is None:
         numbers = tuple(sorted({f.field_number for f in UnknownFieldSet(envelope)}))
         return DecodedFrame("unknown", unknown_field_numbers=numbers)
-    message = getattr(envelope, kind)
+    # the oneof's one set field is the envelope's only field
+    fields = {descriptor.name: value for descriptor, value in envelope.ListFields()}
+    message = fields.get(kind)
+    if not isinstance(message, proto.Message):
+        raise FrameError(f"pipecat Frame of kind {kind!r} without its message")
     return DecodedFrame(kind, {descriptor.name: value
                                for descriptor, value in message.ListFields()})
 
 
 def encode_frame(kind: str, **fields: Any) -> bytes:
     """One ``Frame`` of ``kind`` with ``fields`` set (zero values are left out, as proto3 does)."""
-    number_and_message = proto.FRAME_KINDS.get(kind)
-    if number_and_message is None:
+    message_class = proto.KIND_CLASSES.get(kind)
+    if message_class is None:
         raise ValueError(f"unknown frame kind {kind!r}; one of {', '.join(FRAME_KINDS)}")
-    message_class = getattr(proto, number_and_message[1])
     return bytes(proto.Frame(**{kind: message_class(**fields)}).SerializeToString())
 
 

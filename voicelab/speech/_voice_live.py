@@ -30,7 +30,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Annotated, Literal, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..artifacts import Usage
 from ..audio import CANONICAL_FORMAT, PcmAudio
@@ -262,7 +262,7 @@ class VoiceLiveSpeechProvider:
         self._conn = conn
         return conn
 
-    def _request(self, text: str, voice: str | None) -> dict[str, object]:
+    def _request(self, text: str, voice: str | None) -> dict[str, JsonValue]:
         fmt = self._target.session_format
         # A per-response voice only when it differs from the session's.
         voice_value = (wire.voice_param(self._target.dialect, voice)
@@ -341,7 +341,8 @@ class VoiceLiveSpeechProvider:
                 raise ExecutionError(self._scrubber.scrub_text(
                     f"voice_live: the service reported {code}: {detail}"))
             if kind == "response_created":
-                response_id = (message.get("response") or {}).get("id")
+                created = field_mapping(message, "response").get("id")
+                response_id = created if isinstance(created, str) else None
             elif response_id and message.get("response_id") not in (None, response_id):
                 continue  # an event of an earlier response
             if kind == "audio_delta":
@@ -368,7 +369,9 @@ class VoiceLiveSpeechProvider:
             raise ExecutionError("voice_live: the response held no output audio transcript, so "
                                  "the spoken text cannot be verified (verify_transcript: false "
                                  "skips the check)")
-        usage = realtime_usage(response.get("usage"), component="speech",
+        reported = response.get("usage")
+        usage = realtime_usage(reported if isinstance(reported, Mapping) else None,
+                               component="speech",
                                provider=self._target.dialect, model=self._target.model,
                                output_text=transcript or "",
                                output_audio_seconds=CANONICAL_FORMAT.seconds_for_bytes(len(audio)))

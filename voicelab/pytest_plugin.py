@@ -42,6 +42,7 @@ from .artifacts import TRANSCRIPT_MD, trial_folder
 
 if TYPE_CHECKING:
     from .execution import RunOptions
+    from .runner import RunOutcome, TrialResult
 
 #: Lines of a failed trial's transcript shown in the failure.
 TRANSCRIPT_LINES = 12
@@ -72,7 +73,7 @@ def _transcript_excerpt(trial_dir: Path) -> list[str]:
     return lines[:TRANSCRIPT_LINES] + ([f"... ({more} more lines)"] if more > 0 else [])
 
 
-def trial_failure(result: Any, bundle: Path) -> str:
+def trial_failure(result: TrialResult, bundle: Path) -> str:
     """Why one trial (a ``voicelab.runner.TrialResult``) did not pass: its execution failures,
     failed verdicts (with why) and judges, a transcript excerpt and its bundle folder."""
     report = result.report
@@ -95,7 +96,7 @@ def trial_failure(result: Any, bundle: Path) -> str:
     return "\n".join(lines)
 
 
-def run_failure(outcome: Any) -> str:
+def run_failure(outcome: RunOutcome) -> str:
     """Why a run (a ``voicelab.runner.RunOutcome``) did not pass: every failed trial, every
     blocking gate, the run's bundle."""
     report = outcome.report

@@ -74,8 +74,8 @@ class Interpolation:
     secret_keys: set[str] = field(default_factory=set)
 
 
-def interpolate(value: Any, *, source: str | Path, environ: Mapping[str, str],
-                record: Interpolation, location: tuple[Any, ...] = ()) -> Any:
+def interpolate(value: object, *, source: str | Path, environ: Mapping[str, str],
+                record: Interpolation, location: tuple[object, ...] = ()) -> Any:
     """Replace ``${VAR}`` / ``${VAR:-default}`` in every string; ``$$`` is a literal ``$``."""
     if isinstance(value, str):
         if "$" not in value:

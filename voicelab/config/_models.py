@@ -371,7 +371,7 @@ class EndpointConfig(StrictModel):
 
     @field_validator("settings")
     @classmethod
-    def _one_turn_taking_name(cls, settings: dict[str, Any]) -> dict[str, Any]:
+    def _one_turn_taking_name(cls, settings: dict[str, object]) -> dict[str, Any]:
         return canonical_turn_taking(settings)
 
     @model_validator(mode="wrap")

@@ -94,12 +94,12 @@ def recorded_overrides(overrides: Sequence[str], scrubber: SecretScrubber) -> li
     return recorded
 
 
-def _mask_key_paths(document: Any, key_paths: frozenset[str]) -> Any:
+def _mask_key_paths(document: object, key_paths: frozenset[str]) -> Any:
     """Mask values whose key path was interpolated from a secret environment variable."""
     if not key_paths:
         return document
 
-    def walk(node: Any, prefix: str) -> Any:
+    def walk(node: object, prefix: str) -> Any:
         if prefix in key_paths:
             return MASK
         if isinstance(node, dict):
@@ -111,7 +111,7 @@ def _mask_key_paths(document: Any, key_paths: frozenset[str]) -> Any:
     return walk(document, "")
 
 
-def _json_keys(node: Any) -> Any:
+def _json_keys(node: object) -> Any:
     """Mapping keys ``json.dumps`` cannot write (YAML allows dates as keys) as their text."""
     if isinstance(node, dict):
         return {k if k is None or isinstance(k, str | int | float) else str(k): _json_keys(v)
@@ -154,7 +154,7 @@ def file_sha256(path: Path) -> str:
     return _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
 
 
-def _replace_paths_by_hashes(node: Any) -> Any:
+def _replace_paths_by_hashes(node: object) -> Any:
     if isinstance(node, dict):
         return {k: _replace_paths_by_hashes(v) for k, v in node.items()}
     if isinstance(node, list):

@@ -106,7 +106,7 @@ class SecretScrubber:
             return text
         return self._pattern.sub(MASK, text)
 
-    def scrub(self, value: Any) -> Any:
+    def scrub(self, value: object) -> Any:
         """A copy of ``value`` with secret-named fields masked and secret values replaced.
 
         Mapping keys are scrubbed like values (a product may echo a secret as a key); two keys

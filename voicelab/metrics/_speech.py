@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,10 @@ from ..errors import MissingDependencyError
 from ._metric_audio import METRIC_SAMPLE_RATE_HZ, float_16k
 from ._placement import Placement, place_channels
 from ._product_voice import add_product_voice_metrics
+
+if TYPE_CHECKING:
+    from ..artifacts import VoiceMetrics
+    from ..recording import Recording
 
 COMPLETENESS_THRESHOLD = 0.5
 #: DNSMOS scores 9.01 s windows (hop 1 s); shorter clips are tiled to one window. Below this
@@ -279,7 +283,7 @@ def speech_metrics_for_turn(*, role: str, text: str | None = None,
     return metrics
 
 
-def add_speech_metrics(recording: Any, metrics: Any, *, placement: Placement | None = None
+def add_speech_metrics(recording: Recording, metrics: VoiceMetrics, *, placement: Placement | None = None
                        ) -> None:
     """Advisory speech metrics of every response of ``recording`` (a
     :class:`~voicelab.recording.Recording`) added to ``metrics`` (its

@@ -420,7 +420,7 @@ def _cut_in(turn_id: str, users: dict[str, _UserTurn], placement: Placement,
     return fields
 
 
-def _line_fields(line_turns: dict[str, dict[Any, dict[str, JsonValue]]], turn_id: str
+def _line_fields(line_turns: dict[str, dict[object, dict[str, JsonValue]]], turn_id: str
                  ) -> dict[str, Any]:
     """A turn's packets on each telephony line (none: that direction is a clean line)."""
     fields: dict[str, Any] = {}

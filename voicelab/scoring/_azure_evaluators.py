@@ -21,6 +21,7 @@ the call run in a daemon thread. Scores are higher-is-better; ``passed`` is
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from ..artifacts import JudgeResult, Usage
@@ -84,7 +85,7 @@ def _agent_messages(evidence: RedactedEvidence) -> tuple[list[dict[str, Any]],
     return query, response
 
 
-def _tool_messages(call: dict[str, Any], number: int) -> list[dict[str, Any]]:
+def _tool_messages(call: dict[str, object], number: int) -> list[dict[str, Any]]:
     call_id = str(call.get("call_id") or f"call_{number}")
     arguments = call.get("arguments")
     if not isinstance(arguments, dict):
@@ -109,7 +110,7 @@ def evaluator_inputs(kind: str, evidence: RedactedEvidence) -> dict[str, Any]:
     return {"query": query, "response": response}
 
 
-def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, Any]:
+def interpret(kind: str, raw: dict[str, object], *, threshold: float) -> dict[str, Any]:
     """score/passed/rationale/model_version from the SDK's result dict; ValueError if unusable."""
     status = str(raw.get(f"{kind}_status", "completed"))
     if status not in ("completed", ""):
@@ -145,8 +146,8 @@ def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, 
             "model_version": version or None}
 
 
-def _call_sdk(kind: str, model_config: dict[str, Any], credential: Any, threshold: float,
-              inputs: dict[str, Any]) -> dict[str, Any]:
+def _call_sdk(kind: str, model_config: Mapping[str, object], credential: object, threshold: float,
+              inputs: dict[str, object]) -> dict[str, Any]:
     from azure.ai.evaluation import (
         CoherenceEvaluator,
         GroundednessEvaluator,
@@ -164,7 +165,7 @@ def _call_sdk(kind: str, model_config: dict[str, Any], credential: Any, threshol
 
 
 def prepare_azure_evaluator(evaluator: AzureEvaluator, *, provider: LLMProvider,
-                            model_config: dict[str, Any], credential: Any,
+                            model_config: Mapping[str, object], credential: object,
                             evidence: RedactedEvidence) -> PreparedJudge:
     kind = evaluator.type
     threshold = (evaluator.threshold if evaluator.threshold is not None
@@ -190,7 +191,7 @@ def prepare_azure_evaluator(evaluator: AzureEvaluator, *, provider: LLMProvider,
                          threshold=threshold, provider=provider.kind)
 
 
-def evaluator_usage(kind: str, raw: dict[str, Any], *, provider: str,
+def evaluator_usage(kind: str, raw: dict[str, object], *, provider: str,
                     model: str | None) -> Usage:
     """An evaluator's request, with the tokens its result reports
     (``<kind>_prompt_tokens`` / ``<kind>_completion_tokens`` in newer SDKs); tokens it does not

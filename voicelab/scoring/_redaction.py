@@ -79,7 +79,7 @@ class Redactor:
         return Redactor(self.redaction, scrubber=self.scrubber.with_values(values),
                         sensitive_values=self._sensitive)
 
-    def with_sensitive_values_from(self, *payloads: Any) -> Redactor:
+    def with_sensitive_values_from(self, *payloads: object) -> Redactor:
         """A redactor that also replaces, as substrings, the sensitive values ``payloads`` hold."""
         found: set[str] = set()
         for payload in payloads:
@@ -97,7 +97,7 @@ class Redactor:
             text = pattern.sub(self.redaction.replacement, text)
         return text
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: object) -> Any:
         """A redacted copy of any JSON-like value (a JSON string is redacted as JSON)."""
         if isinstance(value, str):
             parsed = _json_container(value)
@@ -149,7 +149,7 @@ def transcript_redactor(redaction: Redaction | None = None, *,
                     scrubber=scrubber or SecretScrubber())
 
 
-def sensitive_values(value: Any, fields: set[str]) -> set[str]:
+def sensitive_values(value: object, fields: set[str]) -> set[str]:
     """Every scalar held (at any depth) under a key whose casefolded name is in ``fields``."""
     found: set[str] = set()
     if isinstance(value, str):
@@ -167,7 +167,7 @@ def sensitive_values(value: Any, fields: set[str]) -> set[str]:
     return found
 
 
-def _scalars(value: Any) -> set[str]:
+def _scalars(value: object) -> set[str]:
     if isinstance(value, bool) or value is None:
         return set()
     if isinstance(value, str | int | float):

@@ -62,7 +62,7 @@ class PipecatEndpoint(SocketEndpoint):
     USER_AGENT = "voicelab-evaluator (pipecat frames)"
     TIMEOUT_MESSAGE = "no frame from the bot within {timeout:g} s"
 
-    def __init__(self, settings: Mapping[str, Any] | PipecatSettings, context: EndpointContext):
+    def __init__(self, settings: Mapping[str, object] | PipecatSettings, context: EndpointContext):
         self._settings: PipecatSettings = parse_settings(PipecatSettings, settings)
         self._scrubber = context.scrubber.with_values(
             secret_values(self._settings.headers, None, uri=self._settings.uri))
@@ -78,11 +78,11 @@ class PipecatEndpoint(SocketEndpoint):
                                  lambda: self._queue.put_nowait((clock(), _QUIET)))
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+    def check_settings(cls, settings: Mapping[str, object]) -> None:
         parse_settings(PipecatSettings, settings)
 
     @classmethod
-    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
+    def turn_taking(cls, settings: Mapping[str, object]) -> str:
         return "server_vad"  # a pipecat bot detects the end of the user's speech itself
 
     @property
@@ -125,11 +125,13 @@ class PipecatEndpoint(SocketEndpoint):
 
     # --- receiving -----------------------------------------------------------------------
 
-    async def _receive(self, received_ns: int, item: Any) -> list[EndpointEvent]:
+    async def _receive(self, received_ns: int, item: object) -> list[EndpointEvent]:
         if item is _QUIET:  # the bot's audio paused: deliver what the resampler still holds
             decoder = self._decoder
             if decoder.holds_audio and received_ns >= decoder.last_audio_ns + decoder.quiet_ns:
                 return decoder.flush_audio()
+            return []
+        if not isinstance(item, str | bytes):  # the socket delivers text or binary messages
             return []
         events = self._decoder.decode(received_ns, item)
         if self._decoder.holds_audio:

@@ -90,7 +90,7 @@ def decode_frame(data: bytes) -> DecodedFrame:
                                for descriptor, value in message.ListFields()})
 
 
-def encode_frame(kind: str, **fields: Any) -> bytes:
+def encode_frame(kind: str, **fields: object) -> bytes:
     """One ``Frame`` of ``kind`` with ``fields`` set (zero values are left out, as proto3 does)."""
     message_class = proto.KIND_CLASSES.get(kind)
     if message_class is None:
@@ -98,13 +98,13 @@ def encode_frame(kind: str, **fields: Any) -> bytes:
     return bytes(proto.Frame(**{kind: message_class(**fields)}).SerializeToString())
 
 
-def audio_frame(audio: PcmAudio, **fields: Any) -> bytes:
+def audio_frame(audio: PcmAudio, **fields: object) -> bytes:
     """An ``audio`` frame carrying ``audio`` (mono, at its own rate) with its units attached."""
     return encode_frame("audio", audio=audio.to_bytes(), sample_rate=audio.sample_rate_hz,
                         num_channels=1, **fields)
 
 
-def message_frame(data: Any) -> bytes:
+def message_frame(data: object) -> bytes:
     """A ``message`` frame: ``data`` as JSON text (a ``str`` is sent as it is)."""
     return encode_frame("message", data=data if isinstance(data, str) else json.dumps(data))
 
@@ -179,7 +179,7 @@ class InboundAudio:
         """A stream is open (the filter may hold samples that only a flush releases)."""
         return self._in > 0
 
-    def push(self, audio: PcmAudio, arrival_ns: int, raw: Any) -> list[tuple[int, bytes, Any]]:
+    def push(self, audio: PcmAudio, arrival_ns: int, raw: object) -> list[tuple[int, bytes, Any]]:
         """Resample the next frame; returns ``(arrival ns, canonical PCM, raw)`` pieces."""
         pieces: list[tuple[int, bytes, Any]] = []
         if self._resampler is not None and self._resampler.from_hz != audio.sample_rate_hz:
@@ -223,7 +223,7 @@ class InboundAudio:
         return pieces
 
 
-def _error(received_ns: int, code: str, message: str, raw: Any) -> EndpointEvent:
+def _error(received_ns: int, code: str, message: str, raw: object) -> EndpointEvent:
     return EndpointEvent("error", received_ns, text=message,
                          data={"code": code, "message": message, "origin": "adapter"}, raw=raw)
 
@@ -306,7 +306,7 @@ class PipecatDecoder:
         self.quiet_ns = max(MIN_QUIET_NS, int(QUIET_FRAMES * audio.duration_seconds * 1e9))
         return self._stamped(self._pieces(self._inbound.push(audio, received_ns, raw)))
 
-    def _pieces(self, pieces: list[tuple[int, bytes, Any]]) -> list[EndpointEvent]:
+    def _pieces(self, pieces: list[tuple[int, bytes, object]]) -> list[EndpointEvent]:
         return [EndpointEvent("audio_delta", arrival_ns, audio=pcm, raw=raw)
                 for arrival_ns, pcm, raw in pieces if pcm]
 

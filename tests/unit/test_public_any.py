@@ -24,11 +24,11 @@ CORE = ("config", "recording", "metrics", "scoring", "artifacts", "execution", "
         "audio", "cost", "doubles", "history", "personas", "providers", "speech", "telemetry")
 #: The count each core package may not exceed (its count when the ceiling was last lowered);
 #: a core package without a ceiling yet is only reported.
-CEILINGS = {"config": 21,  # apply_overrides: a YAML document in, the same out (rescore --set)
-            "recording": 1, "metrics": 7, "scoring": 30, "artifacts": 26,
+CEILINGS = {"config": 14,  # apply_overrides: a YAML document in, the same out (rescore --set)
+            "recording": 1, "metrics": 5, "scoring": 22, "artifacts": 15,
             "execution": 13, "analysis": 0, "audio": 1, "cost": 0, "doubles": 0, "history": 0,
             "personas": 2,  # UserTurn.metadata: the runner spreads it into event fields
-            "providers": 7, "speech": 0, "telemetry": 0}
+            "providers": 5, "speech": 0, "telemetry": 0}
 
 
 def _annotations(obj: object) -> Iterator[str]:

@@ -399,7 +399,7 @@ def add_speech_metrics(recording: Recording, metrics: VoiceMetrics, *, placement
                                         for e in events]))
 
     for entry in metrics.turns:
-        speech: dict[str, TurnSpeechMetrics] = {}
+        speech: dict[str, object] = {}
         if entry.turn_id in said:
             parts = heard.get(entry.turn_id)
             user = speech["user"] = speech_metrics_for_turn(

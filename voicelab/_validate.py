@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -36,6 +36,7 @@ from .errors import AudioFileError, ConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
     from .endpoints import AdapterAbilities
+    from .scoring import OutcomeProbe
     from .speech import SpeechContext
 
 @runtime_checkable
@@ -108,7 +109,7 @@ class RunPlan:
     adapter_cls: type
     persona_cls: type
     speech_cls: type
-    probe_factory: Callable[[], Any] | None
+    probe_factory: Callable[[], OutcomeProbe] | None
     environment: PreparedEnvironment
     script_audio: Mapping[int, PcmAudio]
     summary: ValidationSummary
@@ -264,7 +265,7 @@ class _Adapter:
     name: str
     abilities: AdapterAbilities
     #: the endpoint settings it was checked with (a launched product's placeholders filled)
-    settings: Mapping[str, Any]
+    settings: Mapping[str, object]
     turn_taking: str
 
 
@@ -384,7 +385,7 @@ def _resolved_speech(loaded: LoadedRun, script_audio: Mapping[int, PcmAudio],
 
 
 def _resolved_probe(loaded: LoadedRun, adapter: _Adapter, run_file: str
-                    ) -> tuple[str | None, Callable[[], Any] | None]:
+                    ) -> tuple[str | None, Callable[[], OutcomeProbe] | None]:
     """The outcome probe's name for the summary and its factory (None: the adapter's own
     probe, or none)."""
     from .scoring import load_probe_class
@@ -398,7 +399,7 @@ def _resolved_probe(loaded: LoadedRun, adapter: _Adapter, run_file: str
     probe_settings = configured.settings
     check_probe_settings(probe_cls, probe_settings, source=run_file)
 
-    def probe_factory() -> Any:
+    def probe_factory() -> OutcomeProbe:
         return probe_cls(probe_settings)
     return configured.probe, probe_factory
 

@@ -24,8 +24,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..artifacts import TranscriptTurn
 from ..config import Redaction, SecretScrubber
-from ._evidence import ConversationEvidence, RedactedEvidence
+from ._evidence import ConversationEvidence, RedactedEvidence, RedactedTurn
 
 #: Shorter sensitive values are replaced only as field values, not as substrings of text.
 MIN_SENSITIVE_LENGTH = 3
@@ -123,9 +124,7 @@ class Redactor:
                 call["arguments"] = _json_container(call["arguments_json"]) or call["arguments_json"]
             call.pop("arguments_json", None)
         redactor = self.with_sensitive_values_from(dict(evidence.data), calls)
-        transcript = [{"index": turn.index, "role": turn.role, "text": redactor.text(turn.text),
-                       **({"interrupted": True} if turn.interrupted else {}),
-                       **({"turn_id": turn.turn_id} if turn.turn_id else {})}
+        transcript = [_turn(turn, redactor)
                       for turn in sorted(evidence.transcript, key=lambda t: t.index)]
         scenario = evidence.scenario
         persona = evidence.persona
@@ -137,6 +136,16 @@ class Redactor:
             tool_calls=[redactor.value(call) for call in calls],
             data=redactor.value(dict(evidence.data)),
         )
+
+
+def _turn(turn: TranscriptTurn, redactor: Redactor) -> RedactedTurn:
+    redacted: RedactedTurn = {"index": turn.index, "role": turn.role,
+                              "text": redactor.text(turn.text)}
+    if turn.interrupted:
+        redacted["interrupted"] = True
+    if turn.turn_id:
+        redacted["turn_id"] = turn.turn_id
+    return redacted
 
 
 def transcript_redactor(redaction: Redaction | None = None, *,

@@ -113,7 +113,7 @@ def run_failure(outcome: RunOutcome) -> str:
 
 # --- the fixture ------------------------------------------------------------------------------
 
-def _run(run_file: str | Path, options: RunOptions) -> Any:
+def _run(run_file: str | Path, options: RunOptions) -> RunOutcome:
     import voicelab
     from voicelab.errors import ConfigError
 
@@ -145,7 +145,7 @@ def _fixture_options(options: RunOptions | int | None, keywords: dict[str, Any]
 
 
 @pytest.fixture
-def voicelab_run(request: pytest.FixtureRequest) -> Callable[..., Any]:
+def voicelab_run(request: pytest.FixtureRequest) -> Callable[..., RunOutcome]:
     """``voicelab_run(run_file, options=None, *, check=True)``: run a suite (``options`` a
     ``voicelab.RunOptions``, as for ``voicelab.run``; its ``artifacts_dir`` defaults to
     ``--voicelab-artifacts-dir``) and return its ``RunOutcome``; with ``check`` the test fails
@@ -153,7 +153,7 @@ def voicelab_run(request: pytest.FixtureRequest) -> Callable[..., Any]:
     default_dir = request.config.getoption("voicelab_artifacts_dir")
 
     def run(run_file: str | Path, options: RunOptions | int | None = None, *,
-            check: bool = True, **keywords: Any) -> Any:
+            check: bool = True, **keywords: Any) -> RunOutcome:
         chosen = _fixture_options(options, keywords)
         if chosen.artifacts_dir is None and default_dir is not None:
             chosen = dataclasses.replace(chosen, artifacts_dir=default_dir)
@@ -252,7 +252,7 @@ class VoicelabTrialFailed(Exception):
 class VoicelabFile(pytest.File):
     """A run file: one item per planned trial; the run happens once, at the first item."""
 
-    _outcome: Any = None
+    _outcome: RunOutcome | None = None
 
     def _trials(self) -> int:
         from voicelab.config import load_run
@@ -270,7 +270,7 @@ class VoicelabFile(pytest.File):
         for index in range(1, self._trials() + 1):
             yield VoicelabTrial.from_parent(self, name=trial_folder(index), index=index)
 
-    def outcome(self) -> Any:
+    def outcome(self) -> RunOutcome:
         if self._outcome is None:
             from voicelab import RunOptions
 

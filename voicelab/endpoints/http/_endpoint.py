@@ -93,7 +93,7 @@ class HttpEndpoint:
         self._context = context
         self._scrubber = context.scrubber.with_values(
             secret_values(self._settings.headers, self._settings.access_token))
-        self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[int, _Reply | _Failure | _Closure]] = asyncio.Queue()
         self._client: httpx.AsyncClient | None = None
         self._buffer = bytearray()
         self._turn_index = 0
@@ -138,7 +138,7 @@ class HttpEndpoint:
                                 f"{status}", code=code)
         self._queue.put_nowait(outcome)
 
-    def _request_body(self, turn_index: int, audio: bytes) -> dict[str, Any]:
+    def _request_body(self, turn_index: int, audio: bytes) -> dict[str, object]:
         audio_format = self._context.audio_format
         return {"protocol": PROTOCOL, "session_id": self._context.session_id,
                 "turn_index": turn_index, "data": dict(self._context.data),

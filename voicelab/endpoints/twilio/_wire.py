@@ -26,7 +26,6 @@ import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ...config import SecretScrubber
 from .._protocol import EndpointEvent
@@ -160,7 +159,7 @@ class ProductMedia:
     """Audio to play: ``payload`` is mu-law at 8 kHz; ``raw`` has it elided."""
 
     payload: bytes
-    raw: dict[str, Any]
+    raw: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,14 +167,14 @@ class ProductMark:
     """Echo ``name`` once the audio sent before it has played."""
 
     name: str
-    raw: dict[str, Any]
+    raw: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)
 class ProductClear:
     """Drop the audio not yet played (and echo the marks still pending)."""
 
-    raw: dict[str, Any]
+    raw: dict[str, object]
 
 
 ProductMessage = ProductMedia | ProductMark | ProductClear | EndpointEvent

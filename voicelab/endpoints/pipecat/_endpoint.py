@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from ...audio import PcmAudio
+from .._fields import JsonObject
 from .._inbox import Closure
 from .._protocol import EndpointContext, EndpointEvent
 from .._settings import parse_settings, secret_values
@@ -42,7 +43,7 @@ class PipecatSettings(SocketSettings):
     resample_quality: Literal["QQ", "LQ", "MQ", "HQ", "VHQ"] = "HQ"
     #: JSON objects sent as message frames right after connecting, e.g. an RTVI
     #: ``client-ready`` for bots that wait for one before they greet
-    connect_messages: list[dict[str, Any]] = Field(default_factory=list)
+    connect_messages: list[JsonObject] = Field(default_factory=list)
 
 
 class PipecatEndpoint(SocketEndpoint):

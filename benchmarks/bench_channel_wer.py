@@ -107,8 +107,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for rate in args.rates:
             env = environment(Path(scratch), rate, args.concealment, args.codec)
-            outcome = voicelab.run(RUN, trials=args.trials, artifacts_dir=args.out / "runs",
-                                   overrides=[f"environment_path={env}"])
+            outcome = voicelab.run(RUN, voicelab.RunOptions(
+                trials=args.trials,
+                artifacts_dir=args.out / "runs",
+                overrides=[f"environment_path={env}"]))
             rows = turns_of(outcome.bundle_path)
             for row in rows:
                 points.append((rate, row["to_product_loss_rate"], row["input_wer"]))

@@ -28,9 +28,11 @@ def measure(threshold_ms: float, *, pauses: list[float], trials: int, folder: Pa
     suite = dataclasses.replace(suite, suite=suite.suite.model_copy(update={
         "endpointing": EndpointingAxis(turn=0, pause_seconds=pauses)}))
     started = time.perf_counter()
-    outcome = voicelab.run_matrix(
-        suite, trials=trials, concurrency=min(32, len(pauses) * trials), artifacts_dir=folder,
-        overrides=[f"endpoint.settings.vad_silence_ms={threshold_ms}"])
+    outcome = voicelab.run_matrix(suite, voicelab.RunOptions(
+        trials=trials,
+        concurrency=min(32, len(pauses) * trials),
+        artifacts_dir=folder,
+        overrides=[f"endpoint.settings.vad_silence_ms={threshold_ms}"]))
     elapsed = time.perf_counter() - started
     (curve,) = outcome.report.endpointing or []
     print(f"\nvad_silence_ms={threshold_ms:g}: {len(pauses)} pauses x {trials} trial(s) "

@@ -36,8 +36,10 @@ def run_trials(root: Path, *, trials: int, overrides: list[str], concurrency: in
     import voicelab
 
     loaded = voicelab.load_run(EXAMPLE, overrides=overrides)
-    outcome = asyncio.run(voicelab.arun(loaded, trials=trials, concurrency=concurrency,
-                                        artifacts_dir=root))
+    outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=trials,
+        concurrency=concurrency,
+        artifacts_dir=root)))
     return outcome.bundle_path
 
 

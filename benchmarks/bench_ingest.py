@@ -67,8 +67,10 @@ def _ingested(run: Path, work: Path, *, rate: int = 8000) -> tuple[list[Path], P
 
 
 def accuracy(example: str, trials: int, work: Path) -> None:
-    run = voicelab.run(ROOT / "examples" / example, trials=trials, overrides=PLAIN,
-                       artifacts_dir=work / "runs").bundle_path
+    run = voicelab.run(ROOT / "examples" / example, voicelab.RunOptions(
+        trials=trials,
+        overrides=PLAIN,
+        artifacts_dir=work / "runs")).bundle_path
     truths, ingested, seconds = _ingested(run, work)
     latency, structure, ratio = [], 0, []
     audio_seconds = 0.0
@@ -92,9 +94,11 @@ def accuracy(example: str, trials: int, work: Path) -> None:
 
 
 def barge_ins(trials: int, work: Path) -> None:
-    run = voicelab.run(ROOT / "examples" / "run-listening.yaml", trials=trials,
-                       overrides=BARGE_IN, concurrency=2,
-                       artifacts_dir=work / "listening").bundle_path
+    run = voicelab.run(ROOT / "examples" / "run-listening.yaml", voicelab.RunOptions(
+        trials=trials,
+        overrides=BARGE_IN,
+        concurrency=2,
+        artifacts_dir=work / "listening")).bundle_path
     truths, ingested, _ = _ingested(run, work / "l")
     stop, after, found_count = [], [], 0
     for truth_dir in truths:
@@ -122,9 +126,10 @@ def healthy_and_broken(work: Path) -> None:
     judged = ["scenario.eval_spec.outcome_spec={}", "scenario.eval_spec.expected_exit=null",
               "scenario.expected_topics=[]", "scenario.eval_spec.max_first_audio_latency_ms=2000"]
     for name, latency in (("healthy", 0), ("broken", 2500)):
-        run = voicelab.run(ROOT / "examples" / "run-workload-neutral-voice.yaml", trials=5,
-                           overrides=[*PLAIN, f"endpoint.settings.reply_latency_ms={latency}"],
-                           artifacts_dir=work / name).bundle_path
+        run = voicelab.run(ROOT / "examples" / "run-workload-neutral-voice.yaml", voicelab.RunOptions(
+            trials=5,
+            overrides=[*PLAIN, f"endpoint.settings.reply_latency_ms={latency}"],
+            artifacts_dir=work / name)).bundle_path
         calls = [write_stereo_call(t, work / f"{name}-calls" / f"{t.name}.wav")
                  for t in sorted(run.glob("trial-*"))]
         outcome = ingest(calls, artifacts_dir=work / f"{name}-production", run_file=run_file,

@@ -58,8 +58,10 @@ def environment(folder: Path, **fields: object) -> str:
 
 
 def run(folder: Path, trials: int, overrides: list[str]) -> tuple[dict, list[dict], Path]:
-    outcome = voicelab.run(EXAMPLE, trials=trials, artifacts_dir=folder,
-                           overrides=[*BASE, f"concurrency={trials}", *overrides])
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=trials,
+        artifacts_dir=folder,
+        overrides=[*BASE, f"concurrency={trials}", *overrides]))
     report = read_json(outcome.bundle_path / "run-report.json")
     metrics = [read_json(outcome.bundle_path / f"trial-{i:03d}" / "voice-metrics.json")
                for i in range(1, trials + 1)]

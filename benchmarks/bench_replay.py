@@ -78,8 +78,10 @@ def main() -> None:
     overrides = LISTENING if args.listening else TWO_TURNS
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
-        original = voicelab.run(OFFICE, trials=args.trials, overrides=overrides,
-                                artifacts_dir=Path(folder) / "original").bundle_path
+        original = voicelab.run(OFFICE, voicelab.RunOptions(
+            trials=args.trials,
+            overrides=overrides,
+            artifacts_dir=Path(folder) / "original")).bundle_path
         print(f"original run: {args.trials} trials in {time.perf_counter() - started:.1f} s")
         for name, changes in (("same product", []), (
                 f"+{args.slower_ms:g} ms reply latency",

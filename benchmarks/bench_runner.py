@@ -108,8 +108,11 @@ async def accuracy(trials: int, workdir: Path, scoring: str = "process") -> dict
             # a separate process: no built-in probe to read its database, so no outcome gate
             "scenario.eval_spec.outcome_spec={}"])
         started = time.perf_counter()
-        outcome = await voicelab.arun(loaded, trials=trials, concurrency=trials,
-                                      artifacts_dir=workdir, scoring=scoring)
+        outcome = await voicelab.arun(loaded, voicelab.RunOptions(
+            trials=trials,
+            concurrency=trials,
+            artifacts_dir=workdir,
+            scoring=scoring))
         wall = time.perf_counter() - started
     finally:
         process.terminate()
@@ -171,8 +174,11 @@ async def listening_accuracy(trials: int, workdir: Path, scoring: str = "process
             "pace_audio=true", "outcome_probe=null", "scenario.eval_spec.outcome_spec={}",
             LISTENING_SCRIPT])
         started = time.perf_counter()
-        outcome = await voicelab.arun(loaded, trials=trials, concurrency=trials,
-                                      artifacts_dir=workdir, scoring=scoring)
+        outcome = await voicelab.arun(loaded, voicelab.RunOptions(
+            trials=trials,
+            concurrency=trials,
+            artifacts_dir=workdir,
+            scoring=scoring))
         wall = time.perf_counter() - started
     finally:
         process.terminate()
@@ -222,9 +228,11 @@ async def voicelab_rate(trials: int, concurrency: int, workdir: Path, scoring: s
                         ) -> tuple[float, int]:
     loaded = voicelab.load_run(EXAMPLE)
     started = time.perf_counter()
-    outcome = await voicelab.arun(loaded, trials=trials, concurrency=concurrency,
-                                  artifacts_dir=workdir / f"throughput-{concurrency}",
-                                  scoring=scoring)
+    outcome = await voicelab.arun(loaded, voicelab.RunOptions(
+        trials=trials,
+        concurrency=concurrency,
+        artifacts_dir=workdir / f"throughput-{concurrency}",
+        scoring=scoring))
     return trials / (time.perf_counter() - started), outcome.report.passed_trials
 
 

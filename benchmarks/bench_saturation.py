@@ -180,8 +180,10 @@ async def saturation(trials: int, workdir: Path, *, stall_ms: float) -> tuple[li
             "pace_audio=true", "outcome_probe=null", "scenario.eval_spec.outcome_spec={}",
             "scenario.eval_spec.limits.max_time_seconds=120"])
         started = time.perf_counter()
-        outcome = await voicelab.arun(loaded, trials=trials, concurrency=trials,
-                                      artifacts_dir=workdir)
+        outcome = await voicelab.arun(loaded, voicelab.RunOptions(
+            trials=trials,
+            concurrency=trials,
+            artifacts_dir=workdir))
         wall = time.perf_counter() - started
     finally:
         process.terminate()

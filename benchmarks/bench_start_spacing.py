@@ -27,7 +27,10 @@ EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 def gaps_ms(trials: int) -> np.ndarray:
     loaded = voicelab.load_run(EXAMPLE)
     with tempfile.TemporaryDirectory() as folder:
-        outcome = voicelab.run(loaded, trials=trials, concurrency=trials, artifacts_dir=folder)
+        outcome = voicelab.run(loaded, voicelab.RunOptions(
+            trials=trials,
+            concurrency=trials,
+            artifacts_dir=folder))
         starts = []
         for trial in sorted(outcome.bundle_path.glob("trial-*")):
             first = json.loads((trial / "voice-events.jsonl").read_text().splitlines()[0])

@@ -107,8 +107,10 @@ def _one(loaded: voicelab.LoadedRun, target: str, *, trials: int, concurrency: i
          staging_root: Path) -> tuple[float, StagingSampler]:
     with StagingSampler(staging_root) as sampler:
         started = time.perf_counter()
-        outcome = asyncio.run(voicelab.arun(loaded, trials=trials, concurrency=concurrency,
-                                            artifacts_dir=target))
+        outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=trials,
+            concurrency=concurrency,
+            artifacts_dir=target)))
         elapsed = time.perf_counter() - started
     if outcome.exit_code != 0:
         raise SystemExit(f"{target}: exit {outcome.exit_code}: {outcome.write_errors}")
@@ -123,8 +125,10 @@ async def _paced_errors(target: str, trials: int) -> np.ndarray:
         loaded = voicelab.load_run(EXAMPLE, overrides=[
             "endpoint.adapter=websocket", f"endpoint.settings={{uri: '{uri}'}}",
             "pace_audio=true", "outcome_probe=null", "scenario.eval_spec.outcome_spec={}"])
-        outcome = await voicelab.arun(loaded, trials=trials, concurrency=trials,
-                                      artifacts_dir=target)
+        outcome = await voicelab.arun(loaded, voicelab.RunOptions(
+            trials=trials,
+            concurrency=trials,
+            artifacts_dir=target))
     finally:
         process.terminate()
         process.wait(10)

@@ -84,13 +84,16 @@ def main() -> None:
     times: dict[str, list[float]] = {}
     with TemporaryDirectory() as scratch:
         loaded = voicelab.load_run(EXAMPLE, overrides=overrides)
-        plain = asyncio.run(voicelab.arun(loaded, trials=args.trials, concurrency=4,
-                                          artifacts_dir=Path(scratch) / "plain"))
+        plain = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=args.trials,
+            concurrency=4,
+            artifacts_dir=Path(scratch) / "plain")))
         with Telemetry(otlp=f"http://127.0.0.1:{server.server_port}", metrics_port=0) as tel:
-            observed = asyncio.run(voicelab.arun(
-                voicelab.load_run(EXAMPLE, overrides=overrides), trials=args.trials,
-                concurrency=4, artifacts_dir=Path(scratch) / "observed",
-                observers=[_Timed(o, times) for o in tel.observers]))
+            observed = asyncio.run(voicelab.arun(voicelab.load_run(EXAMPLE, overrides=overrides), voicelab.RunOptions(
+                trials=args.trials,
+                concurrency=4,
+                artifacts_dir=Path(scratch) / "observed",
+                observers=[_Timed(o, times) for o in tel.observers])))
         export: list[float] = []
         for result in observed.trials:  # the exporter thread's work, measured on its own
             start = time.perf_counter_ns()

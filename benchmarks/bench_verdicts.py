@@ -96,8 +96,10 @@ async def accuracy_round(trials: int, workdir: Path) -> dict:
             "endpoint.adapter=websocket", f"endpoint.settings={{uri: '{uri}'}}",
             "pace_audio=true", "outcome_probe=null", "scenario.eval_spec.outcome_spec={}",
             f"scenario.eval_spec.max_first_audio_latency_ms={LIMIT_MS}"])
-        outcome = await voicelab.arun(loaded, trials=trials, concurrency=trials,
-                                      artifacts_dir=workdir)
+        outcome = await voicelab.arun(loaded, voicelab.RunOptions(
+            trials=trials,
+            concurrency=trials,
+            artifacts_dir=workdir))
     finally:
         process.terminate()
         process.wait(10)

@@ -18,9 +18,27 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 
-__all__ = ["RunOptions", "TrialProgress", "__version__", "acheck_endpoint", "areplay", "areplay_sweep", "arun",
-           "arun_matrix", "check_endpoint", "load_run", "matrix_costs", "plan_matrix", "replay",
-           "replay_sweep", "rescore", "run", "run_matrix"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__ = [
+    "RunOptions",
+    "TrialProgress",
+    "__version__",
+    "acheck_endpoint",
+    "areplay",
+    "areplay_sweep",
+    "arun",
+    "arun_matrix",
+    "check_endpoint",
+    "load_run",
+    "matrix_costs",
+    "plan_matrix",
+    "replay",
+    "replay_sweep",
+    "rescore",
+    "run",
+    "run_matrix",
+]
 
 if TYPE_CHECKING:
     from ._progress import TrialProgress

@@ -86,7 +86,9 @@ class OfflinePage:
 
 def _report(tmp_path: Path) -> Path:
     loaded = voicelab.load_run(EXAMPLE, overrides=["endpoint.settings.claim_without_tool=true"])
-    run = asyncio.run(voicelab.arun(loaded, trials=2, artifacts_dir=tmp_path / "runs"))
+    run = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path / "runs")))
     return write_report(run.bundle_path, output_path=tmp_path / "r.html")
 
 

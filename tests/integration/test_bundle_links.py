@@ -43,10 +43,15 @@ def suite(tmp_path_factory: pytest.TempPathFactory, alternating_suite) -> Path:
 @pytest.fixture(scope="module")
 def made(suite: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("made")
-    run = voicelab.run(suite / RUN, trials=2, artifacts_dir=base / "runs", overrides=OVERRIDES)
+    run = voicelab.run(suite / RUN, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=base / "runs",
+        overrides=OVERRIDES))
     assert [t.report.status for t in run.trials] == ["passed", "failed"]
-    sweep = voicelab.run_matrix(suite / "suite.yaml", trials=2, artifacts_dir=base / "sweeps",
-                                overrides=OVERRIDES)
+    sweep = voicelab.run_matrix(suite / "suite.yaml", voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=base / "sweeps",
+        overrides=OVERRIDES))
     return {"run": run.bundle_path, "sweep": sweep.run_dir}
 
 
@@ -74,13 +79,18 @@ def _link_every_member(bundle: Path, outside: Path) -> dict[Path, Path]:
 
 
 def _resume_run(bundle: Path, suite: Path) -> None:
-    outcome = voicelab.run(suite / RUN, resume=bundle, rerun_failed=True, overrides=OVERRIDES)
+    outcome = voicelab.run(suite / RUN, voicelab.RunOptions(
+        resume=bundle,
+        rerun_failed=True,
+        overrides=OVERRIDES))
     assert [t.report.trial for t in outcome.trials] == [1, 2]
 
 
 def _resume_sweep(bundle: Path, suite: Path) -> None:
-    voicelab.run_matrix(suite / "suite.yaml", resume=bundle, rerun_failed=True,
-                        overrides=OVERRIDES)
+    voicelab.run_matrix(suite / "suite.yaml", voicelab.RunOptions(
+        resume=bundle,
+        rerun_failed=True,
+        overrides=OVERRIDES))
 
 
 def _rescore(bundle: Path, suite: Path) -> None:

@@ -39,8 +39,10 @@ def environment(tmp_path: Path, channel: dict | None, name: str = "phone") -> Pa
 
 
 def run(tmp_path: Path, env: Path, *overrides: str, trials: int = 1):
-    return voicelab.run(EXAMPLE, trials=trials, artifacts_dir=tmp_path / "runs",
-                        overrides=[*SHORT, f"environment_path={env}", *overrides])
+    return voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=trials,
+        artifacts_dir=tmp_path / "runs",
+        overrides=[*SHORT, f"environment_path={env}", *overrides]))
 
 
 def trial_dir(outcome, index: int = 1) -> Path:

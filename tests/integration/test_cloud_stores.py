@@ -174,8 +174,9 @@ def test_run_latest_frames_and_resume_in_the_store(store, tmp_path):
     # resume runs in this process (the CLI's --resume is the same call, tested with S3)
     kept = store.versions(f"runs/{run_id}/trial-001")
     store.fs.rm_file(store.path(f"runs/{run_id}/trial-002/trial-report.json"))
-    resumed = asyncio.run(voicelab.arun(voicelab.load_run(EXAMPLE), trials=3,
-                                        resume=f"{root}/runs/latest"))
+    resumed = asyncio.run(voicelab.arun(voicelab.load_run(EXAMPLE), voicelab.RunOptions(
+        trials=3,
+        resume=f"{root}/runs/latest")))
     assert resumed.exit_code == 0 and resumed.report.run_id == run_id
     assert resumed.location == f"{root}/runs/{run_id}"
     assert store.versions(f"runs/{run_id}/trial-001") == kept  # untouched
@@ -198,8 +199,9 @@ def test_one_report_reads_runs_from_both_stores_and_writes_to_one(gs_store, az_s
     loaded = voicelab.load_run(EXAMPLE)
     run_ids = {}
     for opened in (gs_store, az_store):
-        outcome = asyncio.run(voicelab.arun(loaded, trials=1,
-                                            artifacts_dir=f"{opened.root}/report"))
+        outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=1,
+            artifacts_dir=f"{opened.root}/report")))
         assert outcome.exit_code == 0
         run_ids[opened.root] = outcome.report.run_id
     env = {**gs_store.env, **az_store.env}
@@ -244,8 +246,9 @@ def test_a_store_that_denies_the_trial_uploads_fails_the_run_and_keeps_the_evide
     server = az_store.server
     server.deny_writes_containing = "/trial-"
     try:
-        outcome = asyncio.run(voicelab.arun(voicelab.load_run(EXAMPLE), trials=1,
-                                            artifacts_dir=f"{az_store.root}/denied"))
+        outcome = asyncio.run(voicelab.arun(voicelab.load_run(EXAMPLE), voicelab.RunOptions(
+            trials=1,
+            artifacts_dir=f"{az_store.root}/denied")))
     finally:
         server.deny_writes_containing = None
     try:

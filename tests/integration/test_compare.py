@@ -27,8 +27,10 @@ GATES = (Gate.pass_rate_drop(0.25),
 
 def _run(artifacts: Path, *overrides: str) -> Path:
     loaded = voicelab.load_run(EXAMPLE, overrides=list(overrides))
-    outcome = asyncio.run(voicelab.arun(loaded, trials=TRIALS, concurrency=4,
-                                        artifacts_dir=artifacts))
+    outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=TRIALS,
+        concurrency=4,
+        artifacts_dir=artifacts)))
     return outcome.bundle_path
 
 

@@ -76,8 +76,9 @@ def test_a_budget_stops_the_run_at_a_known_trial(tmp_path, monkeypatch):
     with OpenAIServer(persona, api_key=KEY) as server:
         run = write_run(tmp_path, server)
         # what one trial costs, measured (every trial says the same words)
-        measured = asyncio.run(voicelab.arun(voicelab.load_run(run), trials=2,
-                                             artifacts_dir=tmp_path / "measured"))
+        measured = asyncio.run(voicelab.arun(voicelab.load_run(run), voicelab.RunOptions(
+            trials=2,
+            artifacts_dir=tmp_path / "measured")))
         each = {t.report.cost.total for t in measured.trials}
         assert len(each) == 1 and not measured.report.cost.unpriced
         cost = each.pop()

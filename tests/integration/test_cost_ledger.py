@@ -89,8 +89,10 @@ def test_the_ledger_equals_what_the_llm_and_speech_services_billed(tmp_path):
     with OpenAIServer(PersonaThenJudge(), api_key=KEY) as llm, \
             AzureTtsServer(api_key=TTS_KEY) as tts:
         loaded = voicelab.load_run(EXAMPLE, overrides=_overrides(llm, tts))
-        outcome = asyncio.run(voicelab.arun(loaded, trials=2, concurrency=1,
-                                            artifacts_dir=tmp_path))
+        outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=2,
+            concurrency=1,
+            artifacts_dir=tmp_path)))
         billed, characters, syntheses = llm.usage, tts.billed_characters, tts.syntheses
     assert all(t.report.execution_status == "succeeded" for t in outcome.trials)
     ledger = _ledger(outcome)
@@ -116,7 +118,9 @@ def test_the_ledger_equals_what_the_llm_and_speech_services_billed(tmp_path):
 def test_a_service_that_reports_no_usage_is_estimated_and_marked(tmp_path):
     with OpenAIServer(PersonaThenJudge(), api_key=KEY, report_usage=False) as llm:
         loaded = voicelab.load_run(EXAMPLE, overrides=_overrides(llm, None))
-        outcome = asyncio.run(voicelab.arun(loaded, trials=1, artifacts_dir=tmp_path))
+        outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=1,
+            artifacts_dir=tmp_path)))
         bodies = [r.body for r in llm.requests_for("chat")]
     report = outcome.trials[0].report
     assert report.execution_status == "succeeded", report.failures
@@ -147,8 +151,9 @@ def test_a_realtime_product_s_usage_is_what_the_service_reported(tmp_path, monke
                 "api_key: '${RT_API_KEY}', opening_response: true}",
                 "scenario.eval_spec.outcome_spec={}",
                 "scenario.eval_spec.expected_exit=script_exhaustion", PRICES])
-            outcome = await voicelab.arun(loaded, trials=1,
-                                          artifacts_dir=tmp_path / str(report_usage))
+            outcome = await voicelab.arun(loaded, voicelab.RunOptions(
+                trials=1,
+                artifacts_dir=tmp_path / str(report_usage)))
             return outcome, server.usage
 
     outcome, billed = asyncio.run(asyncio.wait_for(scenario(True), 60))
@@ -195,7 +200,9 @@ def test_a_realtime_persona_s_usage_is_recorded_as_it_speaks(tmp_path, monkeypat
                 "persona_mode=realtime", "script_path=null",
                 f"providers={{voice_live: {{endpoint: '{server.http_endpoint}', "
                 "api_key: '${VL_KEY}', model: persona-rt}}", PRICES])
-            return await voicelab.arun(loaded, trials=1, artifacts_dir=tmp_path), server.usage
+            return await voicelab.arun(loaded, voicelab.RunOptions(
+                trials=1,
+                artifacts_dir=tmp_path)), server.usage
 
     outcome, billed = asyncio.run(asyncio.wait_for(scenario(), 60))
     report = outcome.trials[0].report

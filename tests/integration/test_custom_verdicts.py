@@ -57,8 +57,11 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "endpoint: {adapter: fake}", "trial_seed: 42", "pace_audio: false",
         "verdicts: [house_checks.no_apology, house_checks.store_reachable]",
         "turn_metrics: [house_checks.reply_words, house_checks.broken_column]", ""]))
-    outcome = voicelab.run(run_file, trials=1, artifacts_dir=folder / "runs", overrides=[
-        "scenario.eval_spec.max_first_audio_latency_ms=5000", "scenario.eval_spec.no_cut_in=true"])
+    outcome = voicelab.run(run_file, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=folder / "runs",
+        overrides=[
+        "scenario.eval_spec.max_first_audio_latency_ms=5000", "scenario.eval_spec.no_cut_in=true"]))
     return outcome.bundle_path
 
 

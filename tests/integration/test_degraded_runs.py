@@ -226,9 +226,12 @@ def test_rescoring_a_degraded_bundle_judges_the_recorded_lag_again(blocked, tmp_
 
 def test_a_free_loop_leaves_the_trial_trusted(tmp_path):
     # generous tolerances: a busy test machine lags too, but not by a second
-    outcome = voicelab.run(EXAMPLE, trials=2, artifacts_dir=tmp_path, overrides=[
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path,
+        overrides=[
         LATENCY_VERDICT, "measurement.max_loop_lag_p99_ms=1000",
-        "measurement.max_loop_lag_max_ms=1000", "measurement.max_first_audio_error_ms=1000"])
+        "measurement.max_loop_lag_max_ms=1000", "measurement.max_first_audio_error_ms=1000"]))
     assert outcome.exit_code == 0
     assert outcome.report.degraded_trials == 0
     for trial in ("trial-001", "trial-002"):
@@ -274,10 +277,13 @@ def _paced_trial(folder: Path, *, reply_latency_ms: float, verdict: str) -> Path
     """One paced trial against a real-time fake product, the blocking adapter blocking once
     after the commit; its trial folder (not retried)."""
     with _Product(audio_pacing="realtime", reply_latency_ms=reply_latency_ms) as product:
-        outcome = voicelab.run(_run_file(folder), trials=1, retry_inconclusive=0, overrides=[
+        outcome = voicelab.run(_run_file(folder), voicelab.RunOptions(
+            trials=1,
+            retry_inconclusive=0,
+            overrides=[
             *product.overrides(), "pace_audio=true", verdict,
             f"measurement.max_loop_lag_p99_ms={TOLERANCE_MS}",
-            f"measurement.max_loop_lag_max_ms={TOLERANCE_MS}"])
+            f"measurement.max_loop_lag_max_ms={TOLERANCE_MS}"]))
     assert outcome.report.executed_trials == 1
     return outcome.bundle_path / "trial-001"
 

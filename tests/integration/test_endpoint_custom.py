@@ -101,7 +101,9 @@ def test_the_runner_drives_the_custom_adapter_by_dotted_path(tmp_path):
                 f"endpoint.settings={{uri: 'ws://127.0.0.1:{port}/'}}",
                 "scenario.conversation.first_speaker=user", "scenario.expected_topics=[heard]",
                 "scenario.eval_spec.outcome_spec={}", "script.turns.0.keywords=[]"])
-            return await voicelab.arun(loaded, trials=1, artifacts_dir=tmp_path / "artifacts")
+            return await voicelab.arun(loaded, voicelab.RunOptions(
+                trials=1,
+                artifacts_dir=tmp_path / "artifacts"))
         finally:
             server.close()
             await server.wait_closed()

@@ -29,9 +29,11 @@ def sweep(folder: Path, *, silence_ms: float, pauses: list[float], trials: int =
     suite = load_suite(SUITE)
     suite = dataclasses.replace(suite, suite=suite.suite.model_copy(update={
         "endpointing": EndpointingAxis(turn=0, pause_seconds=pauses)}))
-    return voicelab.run_matrix(suite, trials=trials, concurrency=len(pauses) * trials,
-                               artifacts_dir=folder,
-                               overrides=[f"endpoint.settings.vad_silence_ms={silence_ms}"])
+    return voicelab.run_matrix(suite, voicelab.RunOptions(
+        trials=trials,
+        concurrency=len(pauses) * trials,
+        artifacts_dir=folder,
+        overrides=[f"endpoint.settings.vad_silence_ms={silence_ms}"]))
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,11 @@ ENTITIES = ('scenario.entities=[{name: account_number, value: "4471", kind: numb
 
 
 def _run(tmp_path: Path, *overrides: str) -> tuple[dict[str, Any], dict[str, Any], Path]:
-    outcome = voicelab.run(EXAMPLE, artifacts_dir=tmp_path, overrides=[
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        artifacts_dir=tmp_path,
+        overrides=[
         ENTITIES, f'script.turns=[{{"response": "{SAID}", "keywords": ["daily plan"]}}]',
-        *overrides])
+        *overrides]))
     trial = outcome.bundle_path / "trial-001"
     return read_json(trial / "trial-report.json"), read_json(trial / "voice-metrics.json"), trial
 
@@ -103,10 +105,12 @@ def test_talk_metrics_against_the_fakes_own_truth(tmp_path):
     # first and the last audible sample of each (server_timing, on the shared monotonic clock)
     opening, reply = "Hello tell me your number", "Thank you it is noted"
     said = "My account number is four four seven one"
-    outcome = voicelab.run(EXAMPLE, artifacts_dir=tmp_path, overrides=[
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        artifacts_dir=tmp_path,
+        overrides=[
         f'script.turns=[{{"response": "{said}", "keywords": ["number"]}}]',
         f"endpoint.settings.opening_text='{opening}'", f"endpoint.settings.reply_text='{reply}'",
-        "endpoint.settings.audio_pacing=realtime", "scenario.expected_topics=[]"])
+        "endpoint.settings.audio_pacing=realtime", "scenario.expected_topics=[]"]))
     trial = outcome.bundle_path / "trial-001"
     metrics = read_json(trial / "voice-metrics.json")
     talk = metrics["talk"]
@@ -159,7 +163,9 @@ def test_recognized_entities_heard_from_the_users_audio_and_said_in_the_products
     pytest.importorskip("piper")
     # no input transcript on the wire: what the product received is recognized; the product
     # speaks with piper, its transcript says REPLY, its audio says it (or 4 4 1 7)
-    outcome = voicelab.run(EXAMPLE, artifacts_dir=tmp_path, overrides=[
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        artifacts_dir=tmp_path,
+        overrides=[
         ENTITIES, f'script.turns=[{{"response": "{SPOKEN}", "keywords": ["daily plan"]}}]',
         "speech_provider=piper", "endpoint.settings.voice=piper",
         f"endpoint.settings.reply_text='{REPLY}'", "scenario.expected_topics=[]",
@@ -167,7 +173,7 @@ def test_recognized_entities_heard_from_the_users_audio_and_said_in_the_products
         "scenario.eval_spec.entities_heard=true", "scenario.eval_spec.entities_spoken=true",
         # the words are judged here, not the test machine's load
         "measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms: 1000,"
-        " max_first_audio_error_ms: 1000}"])
+        " max_first_audio_error_ms: 1000}"]))
     trial = outcome.bundle_path / "trial-001"
     report, metrics = read_json(trial / "trial-report.json"), read_json(trial / "voice-metrics.json")
     entities = metrics["entities"]
@@ -209,12 +215,14 @@ def test_an_entity_value_that_says_nothing_of_its_kind_is_a_configuration_error(
 def test_crosstalk_is_the_barge_in_heard_over_the_product(tmp_path):
     # the user barges in 1.0 s into the opening, which the fake streams in real time and does
     # not stop: both are audible from the barge-in's onset until the product's opening ends
-    outcome = voicelab.run(EXAMPLE, artifacts_dir=tmp_path, overrides=[
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        artifacts_dir=tmp_path,
+        overrides=[
         'script.turns=[{"response": "Wait one thing first", "interrupt_after_seconds": 1.0}]',
         "endpoint.settings.audio_pacing=realtime", "endpoint.settings.ignore_cancel=true",
         "pace_audio=true", "endpoint.settings.reply_text='Noted'",
         "endpoint.settings.opening_text='Hello tell me your daily plan and your reminder'",
-        "scenario.expected_topics=[]"])
+        "scenario.expected_topics=[]"]))
     metrics = read_json(outcome.bundle_path / "trial-001" / "voice-metrics.json")
     talk = metrics["talk"]
     opening = metrics["turns"][0]

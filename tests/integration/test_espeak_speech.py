@@ -105,8 +105,10 @@ def _user_turns(outcome) -> tuple[list[dict], bytes]:
 
 def test_a_realistic_caller_end_to_end_is_reproducible_from_the_seed(tmp_path: Path) -> None:
     run_file = _suite(tmp_path / "suite", persona=CALLER)
-    outcomes = [voicelab.run(run_file, trials=1, artifacts_dir=tmp_path / f"a{index}",
-                             overrides=[f"trial_seed={seed}"])
+    outcomes = [voicelab.run(run_file, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path / f"a{index}",
+        overrides=[f"trial_seed={seed}"]))
                 for index, seed in enumerate((5, 5, 6))]
     assert [outcome.exit_code for outcome in outcomes] == [0, 0, 0]
     (first, first_audio), (again, again_audio), (other, other_audio) = map(_user_turns, outcomes)
@@ -165,8 +167,9 @@ def test_german_with_the_english_piper_voice_exits_2_and_with_espeak_validates(
 
 
 def test_the_hesitant_caller_example_runs(tmp_path: Path) -> None:
-    outcome = voicelab.run(REPO / "examples" / "run-hesitant-caller.yaml", trials=1,
-                           artifacts_dir=tmp_path)
+    outcome = voicelab.run(REPO / "examples" / "run-hesitant-caller.yaml", voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path))
     assert outcome.exit_code == 0
     turns, _ = _user_turns(outcome)
     assert turns[0]["attributes"]["rendering"]["voice"] == "gmw/en-GB-scotland"

@@ -81,7 +81,8 @@ import sys
 import voicelab
 
 print("script body ran", flush=True)
-outcome = voicelab.run(sys.argv[1], trials=3, concurrency=2, workers=2, artifacts_dir=sys.argv[2])
+outcome = voicelab.run(sys.argv[1], voicelab.RunOptions(trials=3, concurrency=2, workers=2,
+                                                        artifacts_dir=sys.argv[2]))
 print("exit code", outcome.exit_code, outcome.report.passed_trials, flush=True)
 """
 
@@ -242,10 +243,13 @@ def test_a_sweep_on_a_dask_cluster_equals_the_same_sweep_in_process(tmp_path, da
 
     progress: list[tuple[str, int, int]] = []
     with distributed.Client(address, timeout=60) as client:
-        outcome = voicelab.run(EXAMPLE, trials=2, concurrency=2, executor=client,
-                               artifacts_dir=tmp_path / "api",
-                               on_trial_done=lambda result, done, total: progress.append(
-                                   (result.summary.trial_id, done, total)))
+        outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+            trials=2,
+            concurrency=2,
+            executor=client,
+            artifacts_dir=tmp_path / "api",
+            on_trial_done=lambda result, done, total: progress.append(
+                                   (result.summary.trial_id, done, total))))
     assert outcome.exit_code == 0 and outcome.report.passed_trials == 2
     # results stream back one by one as the trials finish
     assert sorted(progress) == sorted([(progress[0][0], 1, 2), (progress[1][0], 2, 2)])

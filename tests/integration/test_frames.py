@@ -26,7 +26,9 @@ SUITE = ROOT / "examples" / "sweep-workload-neutral.yaml"
 
 def run_example(artifacts: Path, *overrides: str, trials: int = 1) -> RunOutcome:
     loaded = voicelab.load_run(EXAMPLE, overrides=list(overrides))
-    return asyncio.run(voicelab.arun(loaded, trials=trials, artifacts_dir=artifacts))
+    return asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=trials,
+        artifacts_dir=artifacts)))
 
 
 def read_lines(path: Path) -> list[dict]:
@@ -210,7 +212,9 @@ def test_judges_frame_joins_human_labels(tmp_path):
 
 
 def test_matrix_run_has_cells(tmp_path):
-    outcome = asyncio.run(voicelab.arun_matrix(SUITE, trials=1, artifacts_dir=tmp_path))
+    outcome = asyncio.run(voicelab.arun_matrix(SUITE, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path)))
     frames = load_frames(outcome.run_dir)
     cells = {cell.cell_id for cell in outcome.report.cells}
     assert set(frames.trials["cell"].astype(str)) == cells and len(frames.trials) == 4

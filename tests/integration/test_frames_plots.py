@@ -31,7 +31,9 @@ def frames(tmp_path_factory) -> Frames:
     outcomes = []
     for settings in ([], ["endpoint.settings.stall_ms=1200", "endpoint.settings.stall_on_response=2"]):
         loaded = voicelab.load_run(EXAMPLE, overrides=settings)
-        outcomes.append(asyncio.run(voicelab.arun(loaded, trials=2, artifacts_dir=root)))
+        outcomes.append(asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=2,
+            artifacts_dir=root))))
     return load_frames([o.bundle_path for o in outcomes])
 
 

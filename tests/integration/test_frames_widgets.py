@@ -45,15 +45,17 @@ def wav_seconds(data: bytes) -> float:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Frames:
     loaded = voicelab.load_run(EXAMPLE)
-    outcome = asyncio.run(voicelab.arun(loaded, trials=2,
-                                        artifacts_dir=tmp_path_factory.mktemp("run")))
+    outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path_factory.mktemp("run"))))
     return load_frames(outcome.bundle_path)
 
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory) -> Frames:
-    outcome = asyncio.run(voicelab.arun_matrix(SUITE, trials=1,
-                                               artifacts_dir=tmp_path_factory.mktemp("matrix")))
+    outcome = asyncio.run(voicelab.arun_matrix(SUITE, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path_factory.mktemp("matrix"))))
     return load_frames(outcome.run_dir)
 
 

@@ -201,8 +201,11 @@ def test_a_write_failure_fails_the_trial_not_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(bundle_module, "_write_file", failing)
     # scored on this loop: the patch is not in the scoring process (the tmpfs test above
     # fails the writes of the scoring process for real)
-    outcome = voicelab.run(EXAMPLE, trials=3, concurrency=2, artifacts_dir=tmp_path,
-                           scoring="loop")
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=3,
+        concurrency=2,
+        artifacts_dir=tmp_path,
+        scoring="loop"))
     assert outcome.exit_code == 4 and outcome.report.status == "complete"
     assert outcome.report.executed_trials == 3
     for index in (1, 2, 3):
@@ -223,7 +226,10 @@ def test_a_broken_trial_is_reported_and_the_others_run(tmp_path, monkeypatch):
         return await real(plan)
 
     monkeypatch.setattr(_inline, "run_call", sometimes_broken)
-    outcome = voicelab.run(EXAMPLE, trials=3, concurrency=3, artifacts_dir=tmp_path)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=3,
+        concurrency=3,
+        artifacts_dir=tmp_path))
     assert outcome.exit_code == 4 and outcome.report.executed_trials == 3
     assert [t.report.passed for t in outcome.trials] == [True, False, True]
     broken = _trial_report(outcome.bundle_path, 2)
@@ -260,8 +266,11 @@ def test_trials_are_started_lazily(tmp_path):
             if finished > 40:  # never a runaway through 100,000 trials (and their disk space)
                 raise RuntimeError(f"the run went on after its cancellation ({finished} trials)")
 
-        await voicelab.arun(loaded, trials=100_000, concurrency=2, artifacts_dir=tmp_path,
-                            on_trial_done=done)
+        await voicelab.arun(loaded, voicelab.RunOptions(
+            trials=100_000,
+            concurrency=2,
+            artifacts_dir=tmp_path,
+            on_trial_done=done))
 
     from voicelab.runner._run import RunInterrupted
 
@@ -416,7 +425,9 @@ def test_a_full_disk_gives_up_the_trials_audio_for_its_report(tmp_path, monkeypa
 
 
 def _bundle_of_a_run(tmp_path: Path) -> Path:
-    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path / "runs")
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path / "runs"))
     return outcome.bundle_path
 
 

@@ -71,8 +71,9 @@ def write_run(folder: Path, wire: str, *, silence_ms: float, pause_seconds: floa
 def call(folder: Path, wire: str, *, silence_ms: float, pause_seconds: float
          ) -> tuple[Any, dict, dict, list[dict]]:
     outcome = voicelab.run(write_run(folder, wire, silence_ms=silence_ms,
-                                     pause_seconds=pause_seconds),
-                           trials=1, artifacts_dir=folder / "artifacts")
+                                     pause_seconds=pause_seconds), voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=folder / "artifacts"))
     trial = outcome.bundle_path / "trial-001"
     return (outcome, read_json(trial / "trial-report.json"),
             read_json(trial / "voice-metrics.json"),
@@ -129,7 +130,9 @@ def test_a_cut_in_reply_still_playing_when_the_caller_finishes_is_no_latency(tmp
     scenario = yaml.safe_load((folder / "scenario.yaml").read_text())
     scenario["eval_spec"]["max_first_audio_latency_ms"] = 2000
     (folder / "scenario.yaml").write_text(yaml.safe_dump(scenario))
-    outcome = voicelab.run(run_file, trials=1, artifacts_dir=folder / "artifacts")
+    outcome = voicelab.run(run_file, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=folder / "artifacts"))
     trial = outcome.bundle_path / "trial-001"
     report, metrics = read_json(trial / "trial-report.json"), read_json(trial / "voice-metrics.json")
     turn = hesitation_turn(metrics)

@@ -30,8 +30,10 @@ STEADY, FLAKY, FAILING = "persona.name=Steady", "persona.name=Flaky", "persona.n
 
 def _run(artifacts: Path, *overrides: str) -> voicelab.runner.RunOutcome:
     loaded = voicelab.load_run(EXAMPLE, overrides=list(overrides))
-    return asyncio.run(voicelab.arun(loaded, trials=TRIALS, concurrency=2,
-                                     artifacts_dir=artifacts))
+    return asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=TRIALS,
+        concurrency=2,
+        artifacts_dir=artifacts)))
 
 
 @pytest.fixture(scope="module")

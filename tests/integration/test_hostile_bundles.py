@@ -46,7 +46,9 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def original(suite: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    outcome = voicelab.run(suite / RUN, trials=2, artifacts_dir=tmp_path_factory.mktemp("runs"))
+    outcome = voicelab.run(suite / RUN, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path_factory.mktemp("runs")))
     assert outcome.exit_code == 0
     return outcome.bundle_path
 

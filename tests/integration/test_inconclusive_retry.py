@@ -66,10 +66,12 @@ def _fake_product(folder: Path) -> tuple[subprocess.Popen, str]:
 def test_an_inconclusive_trial_is_retried_and_its_decided_attempt_counts(tmp_path):
     product, uri = _fake_product(tmp_path)
     try:
-        outcome = voicelab.run(_run_file(tmp_path), trials=1, overrides=[
+        outcome = voicelab.run(_run_file(tmp_path), voicelab.RunOptions(
+            trials=1,
+            overrides=[
             "endpoint.adapter=deaf_once.TranscriptsFromTheSecondCall",
             f"endpoint.settings={{uri: '{uri}'}}", "outcome_probe=null",
-            "scenario.eval_spec.outcome_spec={}"])
+            "scenario.eval_spec.outcome_spec={}"]))
     finally:
         product.terminate()
         product.wait(10)
@@ -118,7 +120,10 @@ def test_without_retries_an_inconclusive_trial_is_reported_so_not_failed(tmp_pat
 
 def test_rescore_exits_with_the_code_the_run_report_says_gates_included(tmp_path):
     gate = "gates=[{metric: first_audio_latency_ms, quantile: 0.5, max: 0.001}]"
-    outcome = voicelab.run(EXAMPLE, trials=2, artifacts_dir=tmp_path / "runs", overrides=[gate])
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path / "runs",
+        overrides=[gate]))
     assert outcome.exit_code == 3 and outcome.report.passed_trials == 2  # the gate blocks
     again = voicelab.rescore(outcome.bundle_path, output=tmp_path / "again")
     assert read_json(tmp_path / "again" / "run-report.json")["exit_code"] == 3

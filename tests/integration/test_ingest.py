@@ -83,8 +83,10 @@ def office(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two trials in the office (noise, a door, a phone), their calls as 8 kHz stereo FLAC with
     the agent on channel 0, and the ingested bundle."""
     work = tmp_path_factory.mktemp("office")
-    run = voicelab.run(ROOT / "examples" / "run-office-noise.yaml", trials=2, overrides=QUIET,
-                       artifacts_dir=work / "runs")
+    run = voicelab.run(ROOT / "examples" / "run-office-noise.yaml", voicelab.RunOptions(
+        trials=2,
+        overrides=QUIET,
+        artifacts_dir=work / "runs"))
     assert run.exit_code == 0
     calls = [write_stereo_call(trial, work / "calls" / f"{trial.name}.flac", sample_rate_hz=8000,
                                channels=ChannelMap(user=1, agent=0))
@@ -116,8 +118,10 @@ def test_a_pause_inside_a_turn_is_found_as_long_as_it_was(tmp_path):
     """In a quiet room the caller's 0.9 s pause is silence on the leg: one pause, in the second
     turn, as long as the run recorded it; the response latencies and the talk ratio are the
     run's (the office's babble fills the pause: there the caller's leg sounds through it)."""
-    run = voicelab.run(ROOT / "examples" / "run-workload-neutral-voice.yaml", trials=1,
-                       overrides=QUIET, artifacts_dir=tmp_path / "runs")
+    run = voicelab.run(ROOT / "examples" / "run-workload-neutral-voice.yaml", voicelab.RunOptions(
+        trials=1,
+        overrides=QUIET,
+        artifacts_dir=tmp_path / "runs"))
     trial = run.bundle_path / "trial-001"
     outcome = ingest([write_stereo_call(trial, tmp_path / "call.wav")],
                      artifacts_dir=tmp_path / "production")
@@ -164,8 +168,10 @@ def test_a_barge_in_is_found_with_its_stop_latency(tmp_path):
                  "reminder you want saved, with the time and every detail, please.",
                  "scenario.eval_spec.outcome_spec={}", "scenario.expected_topics=[]",
                  "scenario.eval_spec.expected_exit=null"]
-    run = voicelab.run(ROOT / "examples" / "run-listening.yaml", trials=1, overrides=overrides,
-                       artifacts_dir=tmp_path / "runs")
+    run = voicelab.run(ROOT / "examples" / "run-listening.yaml", voicelab.RunOptions(
+        trials=1,
+        overrides=overrides,
+        artifacts_dir=tmp_path / "runs"))
     assert run.exit_code == 0
     trial = run.bundle_path / "trial-001"
     call = write_stereo_call(trial, tmp_path / "call.wav")

@@ -32,8 +32,10 @@ def launched(tmp_path: Path, *, per: str, ready: str = '"uri"') -> list[str]:
 
 
 def test_a_product_launched_for_each_trial(tmp_path):
-    outcome = voicelab.run(EXAMPLE, trials=2, artifacts_dir=tmp_path / "runs",
-                           overrides=launched(tmp_path, per="trial"))
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path / "runs",
+        overrides=launched(tmp_path, per="trial")))
     assert outcome.exit_code == 0, [t.report.failures for t in outcome.trials]
     logs = [(outcome.bundle_path / f"trial-00{i}" / "product.log").read_text() for i in (1, 2)]
     for log in logs:
@@ -46,8 +48,10 @@ def test_a_product_launched_for_each_trial(tmp_path):
 
 
 def test_one_product_for_the_whole_run(tmp_path):
-    outcome = voicelab.run(EXAMPLE, trials=2, artifacts_dir=tmp_path / "runs",
-                           overrides=launched(tmp_path, per="run"))
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path / "runs",
+        overrides=launched(tmp_path, per="run")))
     assert outcome.exit_code == 0, [t.report.failures for t in outcome.trials]
     log = (outcome.bundle_path / "product.log").read_text()
     assert log.count('"uri"') == 1
@@ -75,8 +79,10 @@ def test_a_product_that_never_gets_ready_fails_with_its_log_kept(tmp_path):
 def test_a_product_that_logs_ready_to_stderr_before_binding_is_tested(tmp_path):
     overrides = launched(tmp_path, per="trial", ready="Uvicorn running on")
     overrides[2] = overrides[2].replace('"--settings"', '"--announce-early", "1.0", "--settings"')
-    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path / "runs",
-                           overrides=overrides)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path / "runs",
+        overrides=overrides))
     assert outcome.exit_code == 0, [t.report.failures for t in outcome.trials]
     log = (outcome.bundle_path / "trial-001" / "product.log").read_text()
     said_ready = log.index("stderr] INFO:     Uvicorn running on")
@@ -102,8 +108,10 @@ def test_a_product_whose_children_leave_its_group_leaves_nothing_running(tmp_pat
     overrides[2] = overrides[2].replace(json.dumps(command), json.dumps(wrapped))
     pids: list[int] = []
     try:
-        outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path / "runs",
-                               overrides=overrides)
+        outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+            trials=1,
+            artifacts_dir=tmp_path / "runs",
+            overrides=overrides))
         assert outcome.exit_code == 0, [t.report.failures for t in outcome.trials]
         log = (outcome.bundle_path / "trial-001" / "product.log").read_text()
         pids = [int(line.split()[-1]) for line in log.splitlines() if "] escaped " in line]

@@ -23,8 +23,10 @@ SHORT = ["endpoint.settings.opening_text=Hello, your daily plan please?",
 
 
 def run(tmp_path: Path, *overrides: str, trials: int = 1):
-    return voicelab.run(EXAMPLE, trials=trials, artifacts_dir=tmp_path,
-                        overrides=[*LISTENING, *SHORT, *overrides])
+    return voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=trials,
+        artifacts_dir=tmp_path,
+        overrides=[*LISTENING, *SHORT, *overrides]))
 
 
 def trial_files(outcome, index: int = 1) -> tuple[dict, dict, list[dict]]:
@@ -148,8 +150,10 @@ def test_a_product_that_ignores_the_caller_fails_the_bound(tmp_path):
 
 
 def test_client_mode_barge_in_is_timed_from_the_barge_in_speech(tmp_path):
-    outcome = voicelab.run(EXAMPLE, artifacts_dir=tmp_path, overrides=[
-        *SHORT[1:], *BARGE, "endpoint.settings.audio_pacing=realtime", TRUSTED_TIMINGS])
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        artifacts_dir=tmp_path,
+        overrides=[
+        *SHORT[1:], *BARGE, "endpoint.settings.audio_pacing=realtime", TRUSTED_TIMINGS]))
     report, metrics, events = trial_files(outcome)
     assert outcome.exit_code == 0, report["failures"]
     opening = metrics["turns"][0]
@@ -161,8 +165,9 @@ def test_client_mode_barge_in_is_timed_from_the_barge_in_speech(tmp_path):
 
 
 def test_nothing_to_judge_is_inconclusive_and_fails_the_gate(tmp_path):
-    outcome = voicelab.run(EXAMPLE, artifacts_dir=tmp_path,
-                           overrides=["endpoint.settings.transcripts=false"])
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        artifacts_dir=tmp_path,
+        overrides=["endpoint.settings.transcripts=false"]))
     report, _, _ = trial_files(outcome)
     verdicts = {v["name"]: v for v in report["verdicts"]}
     for name in ("expected_topics", "concise"):

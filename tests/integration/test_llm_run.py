@@ -90,8 +90,9 @@ def test_synthesizer_persona_and_judges_in_a_real_run(tmp_path):
     policy = PersonaThenJudge()
     with OpenAIServer(policy, api_key=SECRET) as server:
         run = write_run(tmp_path, server)
-        outcome = asyncio.run(voicelab.arun(voicelab.load_run(run), trials=1,
-                                            artifacts_dir=tmp_path / "artifacts"))
+        outcome = asyncio.run(voicelab.arun(voicelab.load_run(run), voicelab.RunOptions(
+            trials=1,
+            artifacts_dir=tmp_path / "artifacts")))
         judged = [json.dumps(r.body) for r in server.requests
                   if "role-playing the USER" not in json.dumps(r.body)]
         received = server.received_text()
@@ -142,8 +143,9 @@ def test_an_unreachable_critical_judge_is_an_error_never_a_pass(tmp_path):
             f"script_path={EXAMPLES / 'script-workload-neutral-voice.yaml'}",
             "quality_evaluation.timeout_seconds=3"])
         server.add_fault("http_500", times=100, route="chat")
-        outcome = asyncio.run(voicelab.arun(loaded, trials=1,
-                                            artifacts_dir=tmp_path / "artifacts"))
+        outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=1,
+            artifacts_dir=tmp_path / "artifacts")))
     report = outcome.trials[0].report
     assert report.execution_status == "succeeded"
     critical = next(j for j in report.judges if j.name == "no_unsupported_commitments")

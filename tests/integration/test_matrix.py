@@ -38,7 +38,9 @@ def test_plan_counts_the_matrix_without_running_anything(tmp_path):
 
 
 def test_matrix_run_writes_a_bundle_per_cell_and_a_matrix_report(tmp_path):
-    outcome = asyncio.run(voicelab.arun_matrix(SUITE, trials=2, artifacts_dir=tmp_path))
+    outcome = asyncio.run(voicelab.arun_matrix(SUITE, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path)))
     report = MatrixReport.model_validate_json((outcome.run_dir / "matrix-report.json").read_text())
     assert report.cell_count == 4 and report.conversations == 8
     assert report.executed_trials == 8 and report.passed_trials == 8
@@ -57,9 +59,10 @@ def test_matrix_run_writes_a_bundle_per_cell_and_a_matrix_report(tmp_path):
 
 
 def test_a_failing_cell_fails_the_matrix_gate(tmp_path):
-    outcome = asyncio.run(voicelab.arun_matrix(
-        SUITE, trials=1, artifacts_dir=tmp_path,
-        overrides=["scenario.expected_topics=[invoice sent]"]))
+    outcome = asyncio.run(voicelab.arun_matrix(SUITE, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path,
+        overrides=["scenario.expected_topics=[invoice sent]"])))
     assert outcome.report.pass_power_k is False
     assert outcome.exit_code == 3
 

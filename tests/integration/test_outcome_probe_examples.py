@@ -31,7 +31,9 @@ def _run(tmp_path: Path, *overrides: str, trials: int = 2):
     database = tmp_path / "product.sqlite3"
     loaded = voicelab.load_run(EXAMPLE, environ={"PRODUCT_DB": str(database)},
                                overrides=list(overrides))
-    return asyncio.run(voicelab.arun(loaded, trials=trials, artifacts_dir=tmp_path / "runs"))
+    return asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=trials,
+        artifacts_dir=tmp_path / "runs")))
 
 
 def _outcome_verdicts(outcome) -> dict[str, list[bool]]:

@@ -23,7 +23,9 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import voicelab
 
-    return voicelab.run(RUN, trials=1, artifacts_dir=tmp_path_factory.mktemp("runs")).bundle_path
+    return voicelab.run(RUN, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path_factory.mktemp("runs"))).bundle_path
 
 
 def test_an_unwritable_junit_path_is_refused_before_the_first_trial(tmp_path: Path):

@@ -28,7 +28,7 @@ def test_a_persona_reading_the_response_audio_gets_what_was_received(tmp_path, m
 
     monkeypatch.setattr(ScriptedPersona, "reply", reply)
     monkeypatch.setattr(Scorer, "score", score)
-    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(trials=1, artifacts_dir=tmp_path))
     assert outcome.exit_code == 0 and heard
     recording = calls[0].recording
     for index, audio in heard:

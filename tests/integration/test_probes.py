@@ -51,8 +51,10 @@ def environment(tmp_path: Path, **fields: object) -> str:
 
 
 def run(tmp_path: Path, *overrides: str):
-    outcome = voicelab.run(EXAMPLE, trials=TRIALS, artifacts_dir=tmp_path,
-                           overrides=[*LISTENING, *overrides])
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=TRIALS,
+        artifacts_dir=tmp_path,
+        overrides=[*LISTENING, *overrides]))
     trials = []
     for index in range(1, TRIALS + 1):
         folder = outcome.bundle_path / f"trial-{index:03d}"
@@ -238,16 +240,17 @@ def test_probes_need_a_live_line(tmp_path, key, value):
         overrides.append(BACKCHANNEL)
         expected = "turns[0].kind"
     with pytest.raises(ConfigError) as caught:
-        voicelab.run(EXAMPLE, artifacts_dir=tmp_path, overrides=overrides)
+        voicelab.run(EXAMPLE, voicelab.RunOptions(artifacts_dir=tmp_path, overrides=overrides))
     assert expected in str(caught.value) and "server_vad" in str(caught.value)
 
 
 def test_the_probes_example_runs_clean(tmp_path):
     """examples/run-probes.yaml: a backchannel and a door into the opening and a speakerphone
     echo, against the fake's good behaviour."""
-    outcome = voicelab.run(ROOT / "examples" / "run-probes.yaml", artifacts_dir=tmp_path,
-                           overrides=["scenario.eval_spec.keeps_talking_through_backchannel="
-                                      "true"])
+    outcome = voicelab.run(ROOT / "examples" / "run-probes.yaml", voicelab.RunOptions(
+        artifacts_dir=tmp_path,
+        overrides=["scenario.eval_spec.keeps_talking_through_backchannel="
+                                      "true"]))
     folder = outcome.bundle_path / "trial-001"
     report, metrics = (read_json(folder / "trial-report.json"),
                        read_json(folder / "voice-metrics.json"))
@@ -266,8 +269,12 @@ def test_the_probes_example_runs_clean(tmp_path):
 def test_probes_run_in_worker_processes_reach_the_run_report(tmp_path):
     """With worker processes the probes come back with each trial's summary: the selectivity
     table counts every trial's probes, as an in-process run does."""
-    outcome = voicelab.run(ROOT / "examples" / "run-probes.yaml", artifacts_dir=tmp_path,
-                           trials=2, concurrency=2, executor="local", workers=2)
+    outcome = voicelab.run(ROOT / "examples" / "run-probes.yaml", voicelab.RunOptions(
+        artifacts_dir=tmp_path,
+        trials=2,
+        concurrency=2,
+        executor="local",
+        workers=2))
     report = read_json(outcome.bundle_path / "run-report.json")
     rates = {rate["name"]: rate for rate in report["selectivity"]}
     assert set(rates) == {"false_stop_rate_backchannel", "false_stop_rate_noise"}, rates

@@ -39,7 +39,9 @@ def run(folder: Path, turns: list[dict]) -> Path:
               "endpoint": {"adapter": "fake", "settings": {"complete_after_turns": 3}}}
     (folder / "script.yaml").write_text(yaml.safe_dump(script), encoding="utf-8")
     (folder / "run.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    outcome = voicelab.run(folder / "run.yaml", trials=TRIALS, artifacts_dir=folder / "out")
+    outcome = voicelab.run(folder / "run.yaml", voicelab.RunOptions(
+        trials=TRIALS,
+        artifacts_dir=folder / "out"))
     assert outcome.exit_code == 0
     return Path(outcome.bundle_path)
 

@@ -87,7 +87,9 @@ def test_a_run_to_s3_publishes_every_trial_and_reads_back(s3, tmp_path):
 @pytest.mark.slow
 def test_report_of_a_run_in_s3_is_written_back_to_s3(s3, tmp_path):
     loaded = voicelab.load_run(EXAMPLE)
-    outcome = asyncio.run(voicelab.arun(loaded, trials=1, artifacts_dir=f"s3://{BUCKET}/report"))
+    outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=f"s3://{BUCKET}/report")))
     result = cli(s3, "report", f"s3://{BUCKET}/report/latest", "--output",
                  f"s3://{BUCKET}/pages/report.html", cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -191,23 +193,30 @@ def test_memory_store_run_resume_and_sweep():
     fs = fsspec.filesystem("memory")
     root = "memory://voicelab-test"
     loaded = voicelab.load_run(EXAMPLE)
-    first = asyncio.run(voicelab.arun(loaded, trials=1, artifacts_dir=f"{root}/runs"))
+    first = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=f"{root}/runs")))
     assert first.exit_code == 0 and first.location.startswith(f"{root}/runs/")
     assert not first.bundle_path.exists()  # the staging folder is gone once published
     report_path = f"/voicelab-test/runs/{first.report.run_id}/trial-001/trial-report.json"
     kept = fs.cat_file(report_path)
-    extended = asyncio.run(voicelab.arun(loaded, trials=2, resume=f"{root}/runs/latest"))
+    extended = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=2,
+        resume=f"{root}/runs/latest")))
     assert extended.report.run_id == first.report.run_id
     assert extended.report.executed_trials == 2 and extended.exit_code == 0
     assert fs.cat_file(report_path) == kept
     frames = load_frames(first.location)
     assert list(frames.trials["trial_id"]) == ["trial-001", "trial-002"]
-    named = asyncio.run(voicelab.arun(loaded, trials=1, artifacts_dir=f"{root}/named",
-                                      bundle_name="baseline", link_latest=False))
+    with pytest.warns(DeprecationWarning):  # a bundle's own name is the keyword form's alone
+        named = asyncio.run(voicelab.arun(loaded, trials=1, artifacts_dir=f"{root}/named",
+                                          bundle_name="baseline", link_latest=False))
     assert named.location == f"{root}/named/baseline"
     assert not fs.exists("/voicelab-test/named/LATEST")
 
-    sweep = asyncio.run(voicelab.arun_matrix(SWEEP, trials=1, artifacts_dir=f"{root}/sweeps"))
+    sweep = asyncio.run(voicelab.arun_matrix(SWEEP, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=f"{root}/sweeps")))
     assert sweep.exit_code == 0 and sweep.location.startswith(f"{root}/sweeps/")
     matrix = json.loads(fs.cat_file(sweep.location.replace("memory://", "/") +
                                     "/matrix-report.json"))
@@ -215,7 +224,8 @@ def test_memory_store_run_resume_and_sweep():
     assert all(c["bundle_path"].startswith(sweep.location + "/") for c in matrix["cells"])
     frames = load_frames(f"{root}/sweeps/latest")
     assert len(frames.trials) == 4 and frames.trials["cell"].notna().all()
-    resumed = asyncio.run(voicelab.arun_matrix(SWEEP, resume=f"{root}/sweeps/latest"))
+    resumed = asyncio.run(voicelab.arun_matrix(SWEEP, voicelab.RunOptions(
+        resume=f"{root}/sweeps/latest")))
     assert resumed.exit_code == 0 and resumed.location == sweep.location
     assert resumed.report.run_id == sweep.report.run_id and resumed.report.executed_trials == 4
     assert len(resumed.report.resumed_at) == 1

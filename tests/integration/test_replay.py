@@ -88,8 +88,10 @@ def _never_talked_over(trial_dir: Path) -> list[tuple[str, float, float]]:
 
 @pytest.fixture(scope="module")
 def original(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    outcome = voicelab.run(OFFICE, trials=2, overrides=TWO_TURNS,
-                           artifacts_dir=tmp_path_factory.mktemp("original"))
+    outcome = voicelab.run(OFFICE, voicelab.RunOptions(
+        trials=2,
+        overrides=TWO_TURNS,
+        artifacts_dir=tmp_path_factory.mktemp("original")))
     assert outcome.exit_code == 0
     return outcome.bundle_path
 
@@ -145,8 +147,10 @@ def test_replay_against_the_same_product_reproduces_verdicts_and_audio(original,
 ], ids=["failed-outcome", "repeat-limit"])
 def test_failing_verdicts_and_the_persona_s_ending_are_reproduced(overrides, exit_reason,
                                                                    tmp_path):
-    original = voicelab.run(OFFICE, trials=1, overrides=overrides,
-                            artifacts_dir=tmp_path / "original")
+    original = voicelab.run(OFFICE, voicelab.RunOptions(
+        trials=1,
+        overrides=overrides,
+        artifacts_dir=tmp_path / "original"))
     assert original.exit_code == 3
     outcome = voicelab.replay(original.bundle_path, artifacts_dir=tmp_path / "replay")
     assert outcome.exit_code == 3
@@ -189,8 +193,10 @@ def test_listening_replay_keeps_the_turn_taking(tmp_path):
                  "saved.",
                  "endpoint.settings.complete_after_turns=2",
                  'script.turns=[{"response": "Plan the week."}, {"response": "Save it."}]']
-    original = voicelab.run(OFFICE, trials=1, overrides=listening,
-                            artifacts_dir=tmp_path / "original").bundle_path
+    original = voicelab.run(OFFICE, voicelab.RunOptions(
+        trials=1,
+        overrides=listening,
+        artifacts_dir=tmp_path / "original")).bundle_path
     outcome = voicelab.replay(original, artifacts_dir=tmp_path / "replay",
                               overrides=[f"endpoint.settings.reply_latency_ms={SLOWER_MS}"])
     assert outcome.exit_code == 0, outcome.trials[0].report.verdicts
@@ -210,8 +216,10 @@ def test_a_telephony_line_to_the_product_is_not_applied_twice(tmp_path):
     # that, with no second line; what the user hears still comes down its to_user line
     line = ("environment.channel={to_product: {codec: mulaw, packet_ms: 20, loss: {model: "
             "independent, rate: 0.05}}, to_user: {codec: mulaw, packet_ms: 20}}")
-    original = voicelab.run(OFFICE, trials=1, overrides=[line],
-                            artifacts_dir=tmp_path / "original").bundle_path
+    original = voicelab.run(OFFICE, voicelab.RunOptions(
+        trials=1,
+        overrides=[line],
+        artifacts_dir=tmp_path / "original")).bundle_path
     outcome = voicelab.replay(original, artifacts_dir=tmp_path / "replay")
     assert outcome.exit_code == 0
     before, after = _trials(original)[0], _trials(outcome.bundle_path)[0]
@@ -290,8 +298,10 @@ def test_a_masked_secret_must_be_given_back(tmp_path):
 def test_speech_metrics_of_a_replay_measure_against_the_original_clean_speech(tmp_path):
     # with speech_metrics the bundle keeps the clean speech: the replay's input intelligibility
     # compares what it sent (noisy) with that, not with itself
-    original = voicelab.run(OFFICE, trials=1, overrides=["speech_metrics=true"],
-                            artifacts_dir=tmp_path / "original").bundle_path
+    original = voicelab.run(OFFICE, voicelab.RunOptions(
+        trials=1,
+        overrides=["speech_metrics=true"],
+        artifacts_dir=tmp_path / "original")).bundle_path
     outcome = voicelab.replay(original, artifacts_dir=tmp_path / "replay")
     assert outcome.exit_code == 0
     before, after = _trials(original)[0], _trials(outcome.bundle_path)[0]
@@ -309,7 +319,9 @@ def test_speech_metrics_of_a_replay_measure_against_the_original_clean_speech(tm
 
 def test_a_sweep_is_replayed_cell_by_cell_and_pairs_with_the_original(tmp_path):
     sweep = ROOT / "examples" / "sweep-workload-neutral.yaml"
-    original = voicelab.run_matrix(sweep, trials=1, artifacts_dir=tmp_path / "original").run_dir
+    original = voicelab.run_matrix(sweep, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path / "original")).run_dir
     process = _cli("replay", str(original), "--artifacts-dir", str(tmp_path / "replay"),
                    "--quiet")
     assert process.returncode == 0, process.stdout + process.stderr

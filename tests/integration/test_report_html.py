@@ -22,8 +22,9 @@ AUDIO = re.compile(r'<audio[^>]*src="data:audio/ogg;base64,T2dnUw')  # "OggS", b
 def stalled_run(tmp_path_factory) -> Path:
     loaded = voicelab.load_run(EXAMPLE, overrides=["endpoint.settings.stall_ms=1200",
                                                    "endpoint.settings.stall_on_response=2"])
-    outcome = asyncio.run(voicelab.arun(loaded, trials=2,
-                                        artifacts_dir=tmp_path_factory.mktemp("report")))
+    outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path_factory.mktemp("report"))))
     return outcome.bundle_path
 
 
@@ -55,8 +56,10 @@ def test_several_labeled_runs_side_by_side_with_every_failing_trial(tmp_path):
     for label, overrides in (("baseline", []),
                              ("candidate", ["endpoint.settings.claim_without_tool=true"])):
         loaded = voicelab.load_run(EXAMPLE, overrides=overrides)
-        runs.append(asyncio.run(voicelab.arun(loaded, trials=2, label=label,
-                                              artifacts_dir=tmp_path / "runs")).bundle_path)
+        runs.append(asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=2,
+            label=label,
+            artifacts_dir=tmp_path / "runs"))).bundle_path)
     output = write_report(runs, output_path=tmp_path / "report.html",
                           parameters={"worst_turns": 1})
     page = output.read_text(encoding="utf-8")
@@ -74,8 +77,10 @@ def test_a_report_of_ten_failing_trials_stays_within_its_size_budget(tmp_path):
     from voicelab.analysis._report import REPORT_SIZE_BUDGET_BYTES
 
     loaded = voicelab.load_run(EXAMPLE, overrides=["endpoint.settings.claim_without_tool=true"])
-    run = asyncio.run(voicelab.arun(loaded, trials=10, concurrency=5,
-                                    artifacts_dir=tmp_path / "runs")).bundle_path
+    run = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=10,
+        concurrency=5,
+        artifacts_dir=tmp_path / "runs"))).bundle_path
     output = write_report(run, output_path=tmp_path / "report.html")
     page = output.read_text(encoding="utf-8")
     assert len(AUDIO.findall(page)) == 10 + 3  # every failing call, the three worst turns

@@ -19,8 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_report_command_prints_no_kernel_warning(tmp_path):
     pytest.importorskip("papermill", reason="the report needs the notebooks extra")
     init_suite(tmp_path / "suite")
-    outcome = voicelab.run(tmp_path / "suite" / "run.yaml", trials=1, workers=1,
-                           artifacts_dir=tmp_path / "runs")
+    outcome = voicelab.run(tmp_path / "suite" / "run.yaml", voicelab.RunOptions(
+        trials=1,
+        workers=1,
+        artifacts_dir=tmp_path / "runs"))
     done = subprocess.run([sys.executable, "-m", "voicelab", "report", str(outcome.bundle_path),
                            "--output", str(tmp_path / "r.html")], cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,

@@ -36,9 +36,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # a gate too: rescore judges it again, with the settings the report was written with
-    outcome = voicelab.run(EXAMPLE, trials=2, overrides=[
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=2,
+        overrides=[
         *EVENTFUL, "gates=[{metric: pass_rate, min_lower_bound: 0.1}]"],
-                           artifacts_dir=tmp_path_factory.mktemp("runs"))
+        artifacts_dir=tmp_path_factory.mktemp("runs")))
     assert [g.status for g in outcome.report.gates] == ["passed"]  # 2/2: Wilson low 0.34
     metrics = read_json(outcome.bundle_path / "trial-001" / "voice-metrics.json")
     assert metrics["turns"][0]["interrupted"] is True

@@ -21,10 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     suite = tmp_path_factory.mktemp("rescore-set") / "suite"
     init_suite(suite)
-    outcome = voicelab.run(suite / "run.yaml", trials=2, workers=1,
-                           artifacts_dir=suite / "runs",
-                           overrides=["scenario.eval_spec.max_first_audio_latency_ms=null",
-                                      "scenario.eval_spec.concise_max_words=200"])
+    outcome = voicelab.run(suite / "run.yaml", voicelab.RunOptions(
+        trials=2,
+        workers=1,
+        artifacts_dir=suite / "runs",
+        overrides=["scenario.eval_spec.max_first_audio_latency_ms=null",
+                                      "scenario.eval_spec.concise_max_words=200"]))
     assert outcome.exit_code == 0
     return outcome.bundle_path
 

@@ -36,8 +36,11 @@ def suite(tmp_path_factory: pytest.TempPathFactory, alternating_suite) -> Path:
 
 
 def _run(suite: Path, out: Path, *overrides: str) -> RunOutcome:
-    return voicelab.run(suite / RUN, trials=2, artifacts_dir=out, overrides=[
-        "endpoint.adapter=alternating_product.EvenTrialsFail", *overrides])
+    return voicelab.run(suite / RUN, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=out,
+        overrides=[
+        "endpoint.adapter=alternating_product.EvenTrialsFail", *overrides]))
 
 
 def _wavs(trial_dir: Path) -> list[str]:

@@ -32,7 +32,9 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def original(suite: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    outcome = voicelab.run(suite / RUN, trials=2, artifacts_dir=tmp_path_factory.mktemp("runs"))
+    outcome = voicelab.run(suite / RUN, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path_factory.mktemp("runs")))
     assert outcome.exit_code == 0
     return outcome.bundle_path
 
@@ -56,7 +58,7 @@ def test_a_resumed_run_reads_its_report_once(suite: Path, bundle: Path,
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr("os.open", counted)
-    outcome = voicelab.run(suite / RUN, resume=bundle)
+    outcome = voicelab.run(suite / RUN, voicelab.RunOptions(resume=bundle))
     monkeypatch.undo()
     assert outcome.exit_code == 0
     assert outcome.report.executed_trials == 2
@@ -65,7 +67,7 @@ def test_a_resumed_run_reads_its_report_once(suite: Path, bundle: Path,
 
 def test_a_refusal_after_the_count_releases_the_bundle(suite: Path, bundle: Path):
     with pytest.raises(ConfigError) as refused:
-        voicelab.run(suite / RUN, resume=bundle, concurrency=0)
+        voicelab.run(suite / RUN, voicelab.RunOptions(resume=bundle, concurrency=0))
     assert refused.value.key == "concurrency"
     assert not (bundle / ".voicelab.lock").exists()
     with RunFolder.reopen(bundle, command="run --resume", report=RunReport) as again:
@@ -74,8 +76,9 @@ def test_a_refusal_after_the_count_releases_the_bundle(suite: Path, bundle: Path
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    outcome = voicelab.run_matrix(ROOT / "examples" / "sweep-workload-neutral.yaml", trials=1,
-                                  artifacts_dir=tmp_path_factory.mktemp("sweeps"))
+    outcome = voicelab.run_matrix(ROOT / "examples" / "sweep-workload-neutral.yaml", voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path_factory.mktemp("sweeps")))
     assert outcome.exit_code == 0
     return outcome.run_dir
 
@@ -94,8 +97,8 @@ def test_a_resumed_sweep_reads_its_matrix_report_once(sweep: Path, tmp_path: Pat
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr("os.open", counted)
-    outcome = voicelab.run_matrix(ROOT / "examples" / "sweep-workload-neutral.yaml",
-                                  resume=copy)
+    outcome = voicelab.run_matrix(ROOT / "examples" / "sweep-workload-neutral.yaml", voicelab.RunOptions(
+        resume=copy))
     monkeypatch.undo()
     assert outcome.exit_code == 0 and outcome.report.executed_trials == 4
     assert len(reads) == 1

@@ -26,7 +26,9 @@ def test_a_full_run_over_http(tmp_path):
                 # the seed scenario asks for streaming, which HTTP cannot give
                 "scenario.conversation.required_capabilities=[]",
                 "scenario.eval_spec.outcome_spec={}"])
-            return await voicelab.arun(loaded, trials=2, artifacts_dir=tmp_path)
+            return await voicelab.arun(loaded, voicelab.RunOptions(
+                trials=2,
+                artifacts_dir=tmp_path))
 
     outcome = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert outcome.exit_code == 0, [t.report.failures for t in outcome.trials]

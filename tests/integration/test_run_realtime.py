@@ -33,7 +33,9 @@ def test_a_realtime_product_through_the_runner(tmp_path, monkeypatch):
                 "tool_outputs: {save_reminder: {status: saved}}}",
                 "scenario.eval_spec.outcome_spec={}",
                 "scenario.eval_spec.expected_exit=script_exhaustion"])
-            outcome = await voicelab.arun(loaded, trials=1, artifacts_dir=tmp_path)
+            outcome = await voicelab.arun(loaded, voicelab.RunOptions(
+                trials=1,
+                artifacts_dir=tmp_path))
             return outcome, server.connections
 
     outcome, connections = asyncio.run(asyncio.wait_for(scenario(), 60))
@@ -67,7 +69,9 @@ def test_a_realtime_persona_talks_to_the_fake_product(tmp_path, monkeypatch):
                 "persona_mode=realtime", "script_path=null",
                 f"providers={{voice_live: {{endpoint: '{server.http_endpoint}', "
                 "api_key: '${VL_KEY}'}}"])
-            return await voicelab.arun(loaded, trials=1, artifacts_dir=tmp_path)
+            return await voicelab.arun(loaded, voicelab.RunOptions(
+                trials=1,
+                artifacts_dir=tmp_path))
 
     outcome = asyncio.run(asyncio.wait_for(scenario(), 60))
     report = outcome.trials[0].report

@@ -37,8 +37,8 @@ def _overlapping_runs(loaded, folder: Path) -> list[tuple[float, int]]:
             seen_during.append((sys.getswitchinterval(), gc.get_freeze_count()))
 
         outcomes = await asyncio.gather(
-            voicelab.arun(loaded, trials=2, artifacts_dir=folder / "a"),
-            voicelab.arun(loaded, trials=3, artifacts_dir=folder / "b"), watch())
+            voicelab.arun(loaded, voicelab.RunOptions(trials=2, artifacts_dir=folder / "a")),
+            voicelab.arun(loaded, voicelab.RunOptions(trials=3, artifacts_dir=folder / "b")), watch())
         return outcomes[:2]
 
     first, second = asyncio.run(both())
@@ -99,7 +99,9 @@ def test_a_finished_trials_recording_is_freed_without_the_garbage_collector(tmp_
     gc.collect()
     gc.disable()
     try:
-        outcome = asyncio.run(voicelab.arun(loaded, trials=3, artifacts_dir=tmp_path))
+        outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=3,
+            artifacts_dir=tmp_path)))
         alive = [o for o in gc.get_objects() if type(o) is Recording]
     finally:
         gc.enable()

@@ -25,7 +25,9 @@ TRUSTED_TIMINGS = ("measurement={max_loop_lag_p99_ms: 1000, max_loop_lag_max_ms:
 
 def run_example(tmp_path: Path, *overrides: str, trials: int = 1) -> RunOutcome:
     loaded = voicelab.load_run(EXAMPLE, overrides=[TRUSTED_TIMINGS, *overrides])
-    return asyncio.run(voicelab.arun(loaded, trials=trials, artifacts_dir=tmp_path))
+    return asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=trials,
+        artifacts_dir=tmp_path)))
 
 
 def turn_metrics(outcome: RunOutcome, trial: str = "trial-001") -> list[dict]:

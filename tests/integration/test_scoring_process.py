@@ -40,7 +40,9 @@ def finished_call(tmp_path_factory):
 
     Scorer.score = catch
     try:
-        outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path_factory.mktemp("run"))
+        outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+            trials=1,
+            artifacts_dir=tmp_path_factory.mktemp("run")))
     finally:
         Scorer.score = real
     assert outcome.exit_code == 0
@@ -103,8 +105,11 @@ def test_a_lost_scoring_process_costs_a_warning_not_a_trial(tmp_path):
             assert scoring_process().pid is None  # gone: no id to read its CPU time by
             killed.append(pid)
 
-    outcome = voicelab.run(EXAMPLE, trials=4, concurrency=1, artifacts_dir=tmp_path,
-                           on_trial_done=kill_after_the_first)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=4,
+        concurrency=1,
+        artifacts_dir=tmp_path,
+        on_trial_done=kill_after_the_first))
     assert killed and outcome.exit_code == 0
     assert [t.report.passed for t in outcome.trials] == [True] * 4
     for trial in outcome.trials:
@@ -136,7 +141,10 @@ def test_runs_with_judges_and_runs_that_ask_are_scored_on_the_loop(tmp_path):
         update={"quality_evaluation": object()}))
     assert not Scorer(judged, run_key="c").in_process
     with pytest.raises(ConfigError, match="scoring"):
-        voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path, scoring="thread")
+        voicelab.run(EXAMPLE, voicelab.RunOptions(
+            trials=1,
+            artifacts_dir=tmp_path,
+            scoring="thread"))
 
 
 def pickle_of(loaded) -> bytes:
@@ -167,7 +175,10 @@ def test_a_machine_that_cannot_start_the_scoring_process_scores_on_the_loop(tmp_
 
     monkeypatch.setattr(_scoring_process.ScoringProcess, "_spawn", cannot)
     monkeypatch.setattr(_scoring_process, "_PROCESS", None)  # a fresh one, which cannot start
-    outcome = voicelab.run(EXAMPLE, trials=3, concurrency=1, artifacts_dir=tmp_path)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=3,
+        concurrency=1,
+        artifacts_dir=tmp_path))
     assert outcome.exit_code == 0 and [t.report.passed for t in outcome.trials] == [True] * 3
     log = (outcome.bundle_path / "evaluator.log").read_text()
     assert log.count("no scoring process (it could not be started: OSError") == 1
@@ -198,7 +209,10 @@ def test_an_interrupt_while_a_finished_call_waits_to_be_scored_loses_nothing(tmp
         monkeypatch.setattr(_inline, "run_call", call_then_interrupt)
         monkeypatch.setattr(Scorer, "score", slow_score)
         with pytest.raises(RunInterrupted) as stopped:
-            await voicelab.arun(EXAMPLE, trials=3, concurrency=1, artifacts_dir=tmp_path)
+            await voicelab.arun(EXAMPLE, voicelab.RunOptions(
+                trials=3,
+                concurrency=1,
+                artifacts_dir=tmp_path))
         return stopped.value.outcome
 
     outcome = asyncio.run(main())
@@ -231,7 +245,10 @@ def test_the_run_s_last_calls_are_scored_on_the_idle_loop_too(tmp_path, monkeypa
 
     monkeypatch.setattr(_scoring_process.ScoringProcess, "_roundtrip", slow_roundtrip)
     monkeypatch.setattr(_scorer, "score_on_loop", scored_on_loop)
-    outcome = voicelab.run(EXAMPLE, trials=4, concurrency=4, artifacts_dir=tmp_path)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=4,
+        concurrency=4,
+        artifacts_dir=tmp_path))
     assert outcome.exit_code == 0 and [t.report.passed for t in outcome.trials] == [True] * 4
     assert by_process and on_loop, (by_process, on_loop)
     assert sorted(by_process + on_loop) == [1, 2, 3, 4]

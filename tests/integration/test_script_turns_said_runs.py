@@ -31,8 +31,10 @@ def verdict(report: dict, name: str) -> dict:
 
 
 def test_an_unsaid_script_line_fails_the_trial_and_is_named(tmp_path: Path) -> None:
-    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path,
-                           overrides=[script_with_second_line(optional=False)])
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path,
+        overrides=[script_with_second_line(optional=False)]))
     trial = outcome.bundle_path / "trial-001"
     report = read_json(trial / "trial-report.json")
     said = verdict(report, "script_turns_said")
@@ -54,7 +56,10 @@ def test_an_optional_or_advisory_line_does_not_gate(tmp_path: Path, advisory: bo
     overrides = [script_with_second_line(optional=not advisory)]
     if advisory:
         overrides.append("scenario.eval_spec.advisory_verdicts=[script_turns_said]")
-    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path, overrides=overrides)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path,
+        overrides=overrides))
     report = read_json(outcome.bundle_path / "trial-001" / "trial-report.json")
     said = verdict(report, "script_turns_said")
     assert outcome.exit_code == 0 and report["status"] == "passed"

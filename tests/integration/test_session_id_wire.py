@@ -16,7 +16,7 @@ PROTOCOL = ROOT / "docs" / "protocol.md"
 
 
 def test_the_product_is_given_the_trials_session_id(tmp_path: Path) -> None:
-    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(trials=1, artifacts_dir=tmp_path))
     trial = outcome.bundle_path / "trial-001"
     report = read_json(trial / "trial-report.json")
     raw = read_json(trial / "raw-endpoint-events.json")

@@ -41,7 +41,11 @@ class Call:
         uri = await self.double.start()
         context = EndpointContext(session_id="sip-test", scrubber=SecretScrubber(),
                                   clock_ns=time.perf_counter_ns)
-        self.endpoint = SipEndpoint({"uri": uri, **self.settings}, context)
+        host = self.settings.get("host")  # a name for the double's address, e.g. localhost
+        if host is not None:
+            uri = uri.replace(self.double.host, host)
+        settings = {key: value for key, value in self.settings.items() if key != "host"}
+        self.endpoint = SipEndpoint({"uri": uri, **settings}, context)
         return self
 
     async def connect(self) -> None:
@@ -150,6 +154,22 @@ def test_keys_reach_the_menu_by_either_method(method: str) -> None:
         assert key["digit"] == "1" and key["method"] == ("rfc4733" if method == "rfc4733"
                                                          else "info")
         assert call.facts()["dtmf"]["sent"][0]["digit"] == "1"
+
+    run(test)
+
+
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_a_uri_whose_host_is_a_name_resolves_and_calls(transport: str) -> None:
+    async def test() -> None:
+        async with Call(SHORT_AGENT, {"host": "localhost", "transport": transport}) as call:
+            assert call.endpoint is not None and "@localhost:" in call.endpoint.settings.uri
+            await call.connect()
+            await call.until(lambda: bool(call.truth_of("reply_sent")))  # the greeting
+        [invite] = call.truth_of("invite_received")
+        assert invite["transport"] == transport.upper()
+        assert call.heard_seconds() > 0.5
+        messages = call.facts()["sip"]["messages"]
+        assert messages[0]["start_line"].startswith("INVITE sip:agent@localhost:")
 
     run(test)
 

@@ -26,7 +26,8 @@ AGENT = {"mode": "agent", "greeting": "Hello, this is the Acme agent.",
 
 def write_call(folder: Path, *, double: dict[str, Any] | None, script: list[dict[str, Any]],
                settings: dict[str, Any] | None = None,
-               eval_spec: dict[str, Any] | None = None) -> Path:
+               eval_spec: dict[str, Any] | None = None,
+               environment: dict[str, Any] | None = None) -> Path:
     """A run calling the SIP double launched for it, or (``double`` None) ``settings.uri``."""
     files: dict[str, Any] = {
         "scenario.yaml": {
@@ -53,6 +54,9 @@ def write_call(folder: Path, *, double: dict[str, Any] | None, script: list[dict
             "command": [sys.executable, "-m", "voicelab.doubles.sip", "--port", "{port}",
                         "--settings", json.dumps(double)],
             "ready_pattern": '"uri"', "ready_timeout_seconds": 30}
+    if environment is not None:
+        files["environment.yaml"] = environment
+        files["run.yaml"]["environment_path"] = "environment.yaml"
     for name, content in files.items():
         (folder / name).write_text(json.dumps(content), encoding="utf-8")
     return folder / "run.yaml"

@@ -101,8 +101,10 @@ def test_frames_carry_the_rates_the_curves_and_the_labels(tmp_path):
     for label, overrides in (("before", []),
                              ("after", ["endpoint.settings.claim_without_tool=true"])):
         loaded = voicelab.load_run(EXAMPLE, overrides=overrides)
-        runs.append(asyncio.run(voicelab.arun(loaded, trials=2, label=label,
-                                              artifacts_dir=tmp_path)))
+        runs.append(asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+            trials=2,
+            label=label,
+            artifacts_dir=tmp_path))))
     frames = load_frames([r.bundle_path for r in runs], events=False)
     runs_frame = frames.runs.set_index("label")
     assert runs_frame.loc["before", "pass_rate_estimate"] == 1.0
@@ -214,15 +216,21 @@ def test_resume_refuses_another_configuration_and_needs_a_bundle(interrupted, tm
 
 def test_rerun_failed_runs_the_trials_that_did_not_pass_again(tmp_path):
     loaded = voicelab.load_run(EXAMPLE, overrides=["endpoint.settings.claim_without_tool=true"])
-    first = asyncio.run(voicelab.arun(loaded, trials=2, artifacts_dir=tmp_path))
+    first = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=2,
+        artifacts_dir=tmp_path)))
     assert first.report.passed_trials == 0
     started = [t.report.started_at for t in first.trials]
-    kept = asyncio.run(voicelab.arun(loaded, resume=first.bundle_path))
+    kept = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(resume=first.bundle_path)))
     assert [t.report.started_at for t in kept.trials] == started  # nothing to run
-    again = asyncio.run(voicelab.arun(loaded, resume=first.bundle_path, rerun_failed=True))
+    again = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        resume=first.bundle_path,
+        rerun_failed=True)))
     assert all(a != b for a, b in zip((t.report.started_at for t in again.trials), started,
                                       strict=True))
-    extended = asyncio.run(voicelab.arun(loaded, resume=first.bundle_path, trials=3))
+    extended = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        resume=first.bundle_path,
+        trials=3)))
     assert extended.report.planned_trials == 3 and extended.report.executed_trials == 3
     assert [t.summary.seed for t in extended.trials] == [42, 43, 44]
 

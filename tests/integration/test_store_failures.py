@@ -40,8 +40,10 @@ fsspec.register_implementation("refusingmem", RefusingMemoryFileSystem, clobber=
 
 def test_a_store_that_refuses_uploads_fails_the_run_and_keeps_the_evidence():
     loaded = voicelab.load_run(EXAMPLE)
-    outcome = asyncio.run(voicelab.arun(loaded, trials=2, concurrency=2,
-                                        artifacts_dir="refusingmem://runs"))
+    outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=2,
+        concurrency=2,
+        artifacts_dir="refusingmem://runs")))
     staging = outcome.bundle_path.parent
     try:
         assert outcome.report.passed_trials == 2 and outcome.exit_code == 4
@@ -61,7 +63,9 @@ def test_a_store_that_refuses_uploads_fails_the_run_and_keeps_the_evidence():
 
 def test_a_file_url_is_the_local_folder(tmp_path):
     loaded = voicelab.load_run(EXAMPLE)
-    outcome = asyncio.run(voicelab.arun(loaded, trials=1, artifacts_dir=f"file://{tmp_path}"))
+    outcome = asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=f"file://{tmp_path}")))
     assert outcome.exit_code == 0 and outcome.bundle_path.parent == tmp_path.resolve()
     assert outcome.location == str(outcome.bundle_path)
     assert (tmp_path / "latest").resolve() == outcome.bundle_path

@@ -40,7 +40,7 @@ def _spoken(outcome) -> list[str]:
 def test_tone_synthesizes_a_turn_when_it_is_spoken_not_the_unspoken_repeat_request(
         synthesized, tmp_path):
     assert tone_module.ToneSpeechProvider.synthesize_ahead is False
-    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(trials=1, artifacts_dir=tmp_path))
     assert outcome.exit_code == 0
     assert _spoken(outcome) == ["Please record the plan and save the reminder."]
     assert synthesized == _spoken(outcome)  # the repeat request was never needed nor made
@@ -49,7 +49,7 @@ def test_tone_synthesizes_a_turn_when_it_is_spoken_not_the_unspoken_repeat_reque
 def test_a_provider_that_synthesizes_ahead_gets_every_planned_turn_before_the_call(
         synthesized, tmp_path, monkeypatch):
     monkeypatch.setattr(tone_module.ToneSpeechProvider, "synthesize_ahead", True)
-    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path)
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(trials=1, artifacts_dir=tmp_path))
     assert outcome.exit_code == 0
     assert _spoken(outcome) == ["Please record the plan and save the reminder."]
     assert sorted(synthesized) == sorted([*_spoken(outcome), REPEAT])
@@ -63,8 +63,10 @@ def test_what_is_synthesized_ahead_stops_at_the_trials_time_limit(synthesized, t
     turns = [f"Please record plan number {n} and save the reminder for it today." for n in
              range(12)]
     script = "script.turns=[" + ", ".join(f'{{"response": "{text}"}}' for text in turns) + "]"
-    outcome = voicelab.run(EXAMPLE, trials=1, artifacts_dir=tmp_path,
-                           overrides=[script, "scenario.eval_spec.limits.max_time_seconds=10"])
+    outcome = voicelab.run(EXAMPLE, voicelab.RunOptions(
+        trials=1,
+        artifacts_dir=tmp_path,
+        overrides=[script, "scenario.eval_spec.limits.max_time_seconds=10"]))
     assert outcome.trials[0].report.execution_status == "succeeded"
     made_ahead = [text for text in synthesized if text in turns]
     assert made_ahead[:4] == turns[:4]  # in script order

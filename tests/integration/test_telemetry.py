@@ -98,9 +98,12 @@ class OtlpReceiver:
 def _arun(artifacts: Path, telemetry: Telemetry, *overrides: str, trials: int,
           on_trial_done: Any = None) -> RunOutcome:
     loaded = voicelab.load_run(EXAMPLE, overrides=list(overrides))
-    return asyncio.run(voicelab.arun(loaded, trials=trials, concurrency=1,
-                                     artifacts_dir=artifacts, observers=telemetry.observers,
-                                     on_trial_done=on_trial_done))
+    return asyncio.run(voicelab.arun(loaded, voicelab.RunOptions(
+        trials=trials,
+        concurrency=1,
+        artifacts_dir=artifacts,
+        observers=telemetry.observers,
+        on_trial_done=on_trial_done)))
 
 
 def _first_event(trial_dir: Path) -> dict[str, Any]:

@@ -57,8 +57,8 @@ import json, resource, sys
 limit = int(sys.argv[4])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 import voicelab
-outcome = voicelab.run(sys.argv[1], trials=1, workers=1, artifacts_dir=sys.argv[2],
-                       overrides=json.loads(sys.argv[3]))
+outcome = voicelab.run(sys.argv[1], voicelab.RunOptions(
+    trials=1, workers=1, artifacts_dir=sys.argv[2], overrides=json.loads(sys.argv[3])))
 print(outcome.bundle_path)
 """
 

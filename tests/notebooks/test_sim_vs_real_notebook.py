@@ -54,7 +54,9 @@ def test_the_same_bundle_on_both_sides_differs_in_nothing(tmp_path):
     import voicelab
 
     example = Path(__file__).resolve().parents[2] / "examples" / "run-workload-neutral-voice.yaml"
-    run = voicelab.run(example, trials=3, artifacts_dir=tmp_path / "artifacts")
+    run = voicelab.run(example, voicelab.RunOptions(
+        trials=3,
+        artifacts_dir=tmp_path / "artifacts"))
     text, _ = execute(tmp_path, simulated_run=str(run.bundle_path), real_run=str(run.bundle_path),
                       qq_metrics=["user_turn_ms"])
     assert "No caller metric differs between the simulation and the real calls" in text

@@ -221,5 +221,5 @@ def test_run_says_what_validate_warns(monkeypatch, caplog, tmp_path):
     monkeypatch.setattr(validate, "_product_words",
                         lambda *args, **kwargs: (real(*args, **kwargs)[0], [said]))
     with caplog.at_level("WARNING", logger="voicelab"):
-        voicelab.run(RUN, trials=1, artifacts_dir=tmp_path)
+        voicelab.run(RUN, voicelab.RunOptions(trials=1, artifacts_dir=tmp_path))
     assert said in [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

@@ -24,11 +24,9 @@ CORE = ("config", "recording", "metrics", "scoring", "artifacts", "execution", "
         "audio", "cost", "doubles", "history", "personas", "providers", "speech", "telemetry")
 #: The count each core package may not exceed (its count when the ceiling was last lowered);
 #: a core package without a ceiling yet is only reported.
-CEILINGS = {"config": 14,  # apply_overrides: a YAML document in, the same out (rescore --set)
-            "recording": 1, "metrics": 5, "scoring": 22, "artifacts": 15,
-            "execution": 13, "analysis": 0, "audio": 1, "cost": 0, "doubles": 0, "history": 0,
-            "personas": 2,  # UserTurn.metadata: the runner spreads it into event fields
-            "providers": 5, "speech": 0, "telemetry": 0}
+CEILINGS = {"config": 1, "recording": 0, "metrics": 0, "scoring": 2, "artifacts": 3,
+            "execution": 5, "analysis": 0, "audio": 0, "cost": 0, "doubles": 0, "history": 0,
+            "personas": 0, "providers": 2, "speech": 0, "telemetry": 0}
 
 
 def _annotations(obj: object) -> Iterator[str]:
@@ -94,8 +92,8 @@ def test_the_core_packages_hold_no_more_any_than_their_ceilings():
 
 
 def test_the_counter_sees_an_any():
-    # a public function of the recording package known to take a mapping of Any
-    assert count_any("recording") > 0
+    # the artifacts package's public models carry JSON documents typed with Any
+    assert count_any("artifacts") > 0
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ import pytest
 
 from voicelab.audio import PcmAudio
 from voicelab.doubles.sip import _auth
+from voicelab.doubles.sip._codec import decoder, encode, speech_start, timestamp_step
 from voicelab.doubles.sip._keys import KeyReader
-from voicelab.doubles.sip._media import FRAME_BYTES, RateLimit, encode
+from voicelab.doubles.sip._media import FRAME_BYTES, RateLimit
 from voicelab.doubles.sip._rtp import (
     RtpPacket,
     build_key_event,
@@ -192,6 +193,37 @@ def test_frames_are_20_ms_and_the_rate_limit_counts_what_it_drops() -> None:
     limit = RateLimit(3)
     assert [limit.allow(10**9 + i) for i in range(5)] == [True, True, True, False, False]
     assert limit.allow(3 * 10**9) and limit.dropped == 2
+
+
+OPUS_OFFER = (b"v=0\r\nc=IN IP4 127.0.0.1\r\nm=audio 4000 RTP/AVP 111 0 101 102\r\n"
+              b"a=rtpmap:111 opus/48000/2\r\na=fmtp:111 useinbandfec=1\r\n"
+              b"a=rtpmap:101 telephone-event/8000\r\na=rtpmap:102 telephone-event/48000\r\n")
+
+
+def test_the_double_answers_opus_with_telephone_event_on_its_clock() -> None:
+    offer = parse_offer(OPUS_OFFER)
+    assert offer.codec() == (111, "OPUS")
+    assert offer.telephone_event == 102 and offer.telephone_event_for("OPUS") == (102, 48000)
+    assert offer.telephone_event_for("PCMU") == (101, 8000)
+    text = answer(offer, address="127.0.0.1", port=6000, payload_type=111, codec="OPUS").decode()
+    assert "m=audio 6000 RTP/AVP 111 102\r\n" in text
+    assert "a=rtpmap:111 opus/48000/2\r\n" in text and "telephone-event/48000" in text
+    g711_first = parse_offer(OPUS_OFFER.replace(b"111 0 101", b"0 111 101"))
+    assert (g711_first.codec(), g711_first.telephone_event) == ((0, "PCMU"), 101)
+
+
+def test_the_doubles_opus_frames_decode_and_garbage_is_refused() -> None:
+    t = np.arange(8000) / 8000
+    tone = PcmAudio((8000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16), 8000)
+    frames = encode(tone, "OPUS")
+    assert len(frames) == 50 and timestamp_step("OPUS") == 960
+    decode = decoder("OPUS")
+    heard = np.concatenate([decode(frame) for frame in frames])
+    assert heard.size == 8000 and 5000 < np.abs(heard[800:]).max() < 11000
+    start = speech_start(frames, "OPUS")
+    assert start is not None and start[0] == 0  # audible in the first frame, after look-ahead
+    with pytest.raises(ValueError):
+        decode(b"\x03\xff\xff\xff")
 
 
 def test_a_sender_report_is_a_compound_packet_with_a_cname() -> None:

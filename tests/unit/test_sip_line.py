@@ -84,6 +84,42 @@ def test_info_keys_send_requests_and_keep_the_audio_going():
     assert all(d["method"] == "info" and d["end_ns"] >= d["start_ns"] for d in line.digits_sent)
 
 
+def test_an_opus_line_advances_960_a_packet_and_its_keys_count_on_48_khz():
+    async def scenario():
+        wire = Wire()
+        line = RtpLine(send=wire.send, clock_ns=wire.clock, codec="opus", payload_type=111,
+                       telephone_event=102, event_clock_hz=48_000, dtmf="rfc4733",
+                       send_info=lambda digit, ms: None)
+        line.queue_frames([b"\x08\x01", b"\x08\x02\x03"])  # Opus packets' lengths vary
+        line.queue_digits("1", duration_ms=40, gap_ms=20)
+        await _settle(wire, line, 1_000_000_000)
+        return wire
+
+    packets = asyncio.run(scenario()).packets
+    audio = [p for p in packets if p.payload_type == 111]
+    events = [p for p in packets if p.payload_type == 102]
+    first = audio[0].timestamp
+    assert [(p.timestamp - first) & 0xFFFFFFFF for p in audio] == [0, 960, 4 * 960]  # the gap after the key is silence
+    assert {(p.timestamp - first) & 0xFFFFFFFF for p in events} == {2 * 960}
+    assert [parse_event(p.payload).duration for p in events] == [960] + [1920] * 3
+
+
+def test_a_codec_change_drops_what_was_queued_in_the_old_codec():
+    async def scenario():
+        wire = Wire()
+        line = wire.line()
+        line.queue_frames([b"\xff" * 160] * 3)  # queued for later: the fake clock stands
+        line.use_codec("opus", 111, None, event_clock_hz=8000)
+        pending = (line.pending, line.dropped_by_codec_change, line.dtmf)
+        line.stop()
+        return line, pending
+
+    line, pending = asyncio.run(scenario())
+    assert pending == (0, 3, "info")
+    with pytest.raises(ValueError):
+        line.queue_frames([b""])
+
+
 def test_without_telephone_event_keys_fall_back_to_info():
     wire = Wire()
     assert wire.line(telephone_event=None).dtmf == "info"
@@ -156,7 +192,7 @@ def test_bad_frames_and_keys_are_refused(frames, digits):
 # --- options, errors, INFO bodies ------------------------------------------------------------
 
 @pytest.mark.parametrize("changes", [
-    {"uri": "http://agent"}, {"uri": "sip:a@b;transport=tls"}, {"codecs": ("opus",)},
+    {"uri": "http://agent"}, {"uri": "sip:a@b;transport=tls"}, {"codecs": ("g729",)},
     {"codecs": ()}, {"headers": {"X-Test": "a\r\nVia: evil"}}, {"headers": {"Via": "x"}},
     {"headers": {"Bad Name": "x"}}, {"headers": {"X-Long": "x" * 2000}},
     {"user_agent": "a\nb"}, {"answer_timeout_seconds": 0}, {"local_address": "localhost"},

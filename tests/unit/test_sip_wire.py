@@ -36,6 +36,7 @@ from voicelab.endpoints.sip._sdp import (
     SdpError,
     build_sdp,
     choose_audio,
+    offer_events,
     offer_formats,
     parse_sdp,
     reflect_direction,
@@ -146,8 +147,8 @@ def test_name_addr_tags():
 
 def test_an_offer_is_answered_and_negotiated():
     offer = build_sdp(address="127.0.0.1", port=4000, rtcp_port=4001,
-                      formats=offer_formats(("pcmu", "pcma")), telephone_event=101,
-                      session_id=7)
+                      formats=offer_formats(("pcmu", "pcma")),
+                      telephone_events=offer_events(("pcmu", "pcma")), session_id=7)
     assert b"m=audio 4000 RTP/AVP 0 8 101\r\n" in offer and b"a=rtcp:4001" in offer
     answer = (b"v=0\r\no=- 1 1 IN IP4 10.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.2\r\nt=0 0\r\n"
               b"m=video 0 RTP/AVP 96\r\nm=audio 5000 RTP/AVP 8 96\r\n"
@@ -156,6 +157,35 @@ def test_an_offer_is_answered_and_negotiated():
     assert (choice.codec, choice.payload_type, choice.telephone_event) == ("pcma", 8, 96)
     assert (choice.address, choice.port, choice.direction) == ("127.0.0.2", 5000, "sendonly")
     assert reflect_direction(choice.direction) == "recvonly"
+
+
+def test_opus_is_offered_as_a_dynamic_type_at_48000_2_with_its_own_event_clock():
+    offer = build_sdp(address="127.0.0.1", port=4000, rtcp_port=None,
+                      formats=offer_formats(("opus", "pcmu")),
+                      telephone_events=offer_events(("opus", "pcmu")), session_id=7)
+    assert b"m=audio 4000 RTP/AVP 111 0 101 102\r\n" in offer
+    assert b"a=rtpmap:111 opus/48000/2\r\n" in offer
+    assert b"a=fmtp:111 useinbandfec=1;maxplaybackrate=24000;stereo=0;sprop-stereo=0\r\n" \
+        in offer
+    assert b"a=rtpmap:102 telephone-event/48000\r\n" in offer
+    media = parse_sdp(offer).audio()
+    assert media is not None and media.fmtp[111].startswith("useinbandfec=1")
+    # the answer's first codec we offered wins; telephone-event on the codec's clock
+    answer = (b"v=0\r\nc=IN IP4 127.0.0.2\r\nm=audio 5000 RTP/AVP 96 0 101 97\r\n"
+              b"a=rtpmap:96 OPUS/48000/2\r\na=rtpmap:101 telephone-event/8000\r\n"
+              b"a=rtpmap:97 telephone-event/48000\r\n")
+    choice = choose_audio(parse_sdp(answer), ("pcmu", "opus"))
+    assert (choice.codec, choice.payload_type) == ("opus", 96)
+    assert (choice.telephone_event, choice.event_clock_hz) == (97, 48000)
+    g711 = choose_audio(parse_sdp(answer.replace(b" 96 0 ", b" 0 96 ")), ("pcmu", "opus"))
+    assert (g711.codec, g711.telephone_event, g711.event_clock_hz) == ("pcmu", 101, 8000)
+
+
+def test_opus_at_another_clock_is_not_opus():
+    sdp = (b"v=0\r\nc=IN IP4 127.0.0.1\r\nm=audio 5000 RTP/AVP 96\r\n"
+           b"a=rtpmap:96 opus/16000\r\n")
+    with pytest.raises(SdpError):
+        choose_audio(parse_sdp(sdp), ("opus",))
 
 
 def test_dynamic_payload_types_map_by_rtpmap():

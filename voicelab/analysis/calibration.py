@@ -77,6 +77,7 @@ def validate_human_labels(labels: pd.DataFrame, *, source: str | None = None) ->
 
 
 def read_human_labels(path: str | PathLike[str]) -> pd.DataFrame:
+    """A CSV of human labels, read as text and checked (``validate_human_labels``)."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     return validate_human_labels(frame, source=str(path))
 
@@ -173,6 +174,9 @@ def _bootstrap_counts(human: np.ndarray, judge: np.ndarray, rng: np.random.Gener
 
 @dataclass(frozen=True)
 class CalibrationReport:
+    """How far a judge agrees with humans on one criterion: counts, agreement, kappa with its
+    interval, sensitivity and specificity (:func:`calibrate`)."""
+
     criterion: str | None
     n: int
     n_judge_errors: int

@@ -62,6 +62,7 @@ def _plain_write(path: Path, *parts: bytes | memoryview) -> None:
 
 
 def write_json(path: Path, document: object, *, pretty: bool = True, atomic: bool = True) -> Path:
+    """Write a JSON document (a model or plain data), atomically unless told otherwise."""
     data = _json_bytes(document, pretty=pretty)
     (atomic_write if atomic else _plain_write)(path, data)
     return path

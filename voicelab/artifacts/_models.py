@@ -99,6 +99,7 @@ class RawEndpointEvents(Versioned):
 
 # --- scoring ----------------------------------------------------------------------------------
 
+#: One deterministic verdict of a trial: its name, whether it passed, and why.
 class Verdict(ArtifactModel):
     name: str
     passed: bool
@@ -121,6 +122,7 @@ class Verdict(ArtifactModel):
         return self
 
 
+#: One judge's result in a trial report: its score, whether it passed, its reasons.
 class JudgeResult(ArtifactModel):
     name: str
     kind: Literal["custom_judge", "azure_evaluator"]
@@ -173,6 +175,7 @@ class TrialRetention(ArtifactModel):
     dropped_files: list[str] = Field(default_factory=list)
 
 
+#: A trial's report (trial-report.json): how it ran, its verdicts, judges and cost.
 class TrialReport(Versioned):
     trial: int
     trial_id: str
@@ -240,6 +243,7 @@ class TrialReport(Versioned):
         return data
 
 
+#: One trial as its run report lists it.
 class TrialSummary(ArtifactModel):
     trial: int
     trial_id: str

@@ -13,7 +13,9 @@ from pathlib import Path
 
 # --- a run, a sweep ---------------------------------------------------------------------------
 
+#: A run folder's report: its trials, pass rates, gates and exit code.
 RUN_REPORT = "run-report.json"
+#: A sweep's report: its cells (one run folder each) and their pooled pass rate.
 MATRIX_REPORT = "matrix-report.json"
 EVALUATOR_LOG = "evaluator.log"
 #: A run's or sweep's cells classified against earlier runs (``--history``).
@@ -29,8 +31,11 @@ ATTEMPT_REPORT = "attempt-report.json"
 
 #: Written last: a trial folder holding it is complete.
 TRIAL_REPORT = "trial-report.json"
+#: A trial's ordered voice-event timeline, every event with its clock stamps (the raw facts).
 VOICE_EVENTS = "voice-events.jsonl"
+#: A trial's per-response timing and signal metrics and its probe outcomes.
 VOICE_METRICS = "voice-metrics.json"
+#: A trial's transcript, both sides, turn by turn.
 TRANSCRIPT_JSON = "transcript.json"
 TRANSCRIPT_MD = "transcript.md"
 TOOL_CALLS = "tool-calls.json"

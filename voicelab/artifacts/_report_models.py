@@ -158,6 +158,46 @@ class ProbeRow(ProbeOutcome):
     trial: int
 
 
+class LoadProfile(ArtifactModel):
+    """How a run started its trials (docs/load-profiles.md). ``closed``: at most
+    ``max_concurrency`` at once, the first of them started evenly over ``ramp_seconds`` (0: all
+    at once), each later one when a running one ends. ``open``: ``arrival_rate_per_second`` new
+    trials a second whatever the others take, at most ``max_concurrency`` at once; an arrival
+    with no free slot starts late, never skipped (``achieved_concurrency.late_starts``)."""
+
+    kind: Literal["closed", "open"]
+    max_concurrency: int
+    ramp_seconds: float | None = None
+    arrival_rate_per_second: float | None = None
+    #: who chose it: the caller, voicelab's default ramp for a high concurrency, or the run
+    #: being resumed (``run --resume`` keeps the profile it was started with)
+    chosen_by: Literal["caller", "default", "resumed"] = "caller"
+
+
+class ConcurrencySample(ArtifactModel):
+    """Trials running ``t_seconds`` after the run started its first trial."""
+
+    t_seconds: float
+    running: int
+
+
+class AchievedConcurrency(ArtifactModel):
+    """What the run's load profile achieved (this session's trials: a resumed run's own)."""
+
+    #: ``running`` after each start and end, in time order; a huge run keeps every
+    #: ``stride``-th change (its highest ``running`` is ``peak`` all the same)
+    samples: list[ConcurrencySample] = Field(default_factory=list)
+    stride: int = 1
+    peak: int = 0
+    #: trials that could not start at their slot (open model: no free slot at their arrival
+    #: time; the dropped iterations of k6, run late instead of skipped), how late at most and
+    #: on average
+    late_starts: int = 0
+    late_start_max_seconds: float | None = None
+    late_start_mean_seconds: float | None = None
+
+
+#: A run's report (run-report.json): its trials, pass rates, gates, cost and exit code.
 class RunReport(Versioned):
     run_id: str
     status: Literal["running", "complete", "interrupted", "failed"]
@@ -241,13 +281,18 @@ class RunReport(Versioned):
     #: ``budget``: trials were not started because the budget would have been passed
     stopped: Literal["budget"] | None = None
     budget: BudgetState | None = None
+    #: how the trials were started, and the concurrency that achieved (absent in bundles
+    #: written before; docs/load-profiles.md)
+    load_profile: LoadProfile | None = None
+    achieved_concurrency: AchievedConcurrency | None = None
 
     @model_serializer(mode="wrap")
     def _endpointing_only_when_measured(self, handler: SerializerFunctionWrapHandler
                                         ) -> dict[str, object]:
         return without_absent(handler(self), ("endpointing", "retention", "source",
                                               "telemetry", "cost", "stopped", "budget", "only",
-                                              "rescore_overrides", "stopped_after_failures"))
+                                              "rescore_overrides", "stopped_after_failures",
+                                              "load_profile", "achieved_concurrency"))
 
 
 class MatrixCell(ArtifactModel):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: The sample rate of every stream voicelab keeps (mono 16-bit PCM).
 CANONICAL_SAMPLE_RATE_HZ = 24_000
 CANONICAL_CHANNELS = 1
 CANONICAL_ENCODING = "pcm_s16le"

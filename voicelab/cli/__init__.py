@@ -12,4 +12,6 @@ One private module per command group: ``_main`` (parser, dispatch, errors as exi
 
 from ._main import build_parser, main
 
-__all__ = ["build_parser", "main"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

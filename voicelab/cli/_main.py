@@ -17,7 +17,9 @@ from pathlib import Path
 from .._exit_codes import EXIT_CONFIG, EXIT_EXECUTION, EXIT_INTERRUPTED, EXIT_OK
 from .._extras import missing_dependency
 from .._limits import (
+    MAX_ARRIVAL_RATE,
     MAX_CONCURRENCY,
+    MAX_RAMP_SECONDS,
     MAX_RETRIES,
     MAX_TRIALS,
     MAX_TURN_GAP_MS,
@@ -34,7 +36,8 @@ _OPTION_FOR_KEY = {"trials": "--trials", "concurrency": "--concurrency",
                    "resume": "--resume",
                    "executor": "--executor", "workers": "--workers", "scheduler": "--scheduler",
                    "retry_inconclusive": "--retry-inconclusive", "turn_gap_ms": "--turn-gap-ms",
-                   "max_cost": "--max-cost"}
+                   "max_cost": "--max-cost", "ramp_seconds": "--ramp",
+                   "arrival_rate": "--arrival-rate", "max_concurrency": "--max-concurrency"}
 
 
 def _error_line(error: BaseException) -> str:
@@ -53,6 +56,8 @@ TRIALS = WholeNumber(1, MAX_TRIALS)
 CONCURRENCY = WholeNumber(1, MAX_CONCURRENCY)
 WORKERS = WholeNumber(1, MAX_WORKERS)
 RETRIES = WholeNumber(0, MAX_RETRIES)
+RAMP = RealNumber(0.0, MAX_RAMP_SECONDS, low_inclusive=True)
+ARRIVAL_RATE = RealNumber(0.0, MAX_ARRIVAL_RATE)
 PORT = WholeNumber(0, 65535)
 FAIL_FAST = WholeNumber(1, MAX_TRIALS)
 TURN_GAP_MS = RealNumber(0.0, MAX_TURN_GAP_MS)
@@ -151,6 +156,23 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
                              "(e.g. tcp://10.0.0.5:8786); default: start a LocalCluster")
 
 
+def _add_load_options(parser: argparse.ArgumentParser) -> None:
+    """The load profile (docs/load-profiles.md): a closed ramp or an open arrival rate."""
+    profile = parser.add_mutually_exclusive_group()
+    profile.add_argument("--ramp", dest="ramp_seconds", type=RAMP, default=None,
+                         metavar="SECONDS",
+                         help="closed model: start the first --concurrency trials evenly over "
+                              "this period, then each as one ends; 0: all at once (default: 0 "
+                              "up to 50 concurrent, above that 20 ms a trial)")
+    profile.add_argument("--arrival-rate", type=ARRIVAL_RATE, default=None, metavar="N",
+                         help="open model: N new trials a second however long trials take, at "
+                              "most --max-concurrency at once; an arrival with no free slot "
+                              "starts late (counted in the run report), never skipped")
+    parser.add_argument("--max-concurrency", type=CONCURRENCY, default=None, metavar="M",
+                        help="with --arrival-rate: trials running at once at most (default: "
+                             "--concurrency)")
+
+
 def _add_global_options(parser: argparse.ArgumentParser, *, default: object) -> None:
     """--debug and --version, before or after the sub-command. A sub-command's copies default
     to SUPPRESS, so they never reset what was given before the sub-command."""
@@ -177,6 +199,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
                           "s3://bucket/runs (default: the config's artifacts_dir)")
     run.add_argument("--concurrency", type=CONCURRENCY, default=None, help="trials running at once")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_load_options(run)
     _add_executor_options(run)
     _add_outcome_options(run, what="run")
     _add_selection_options(run)
@@ -194,6 +217,7 @@ def _sweep_arguments(sweep: argparse.ArgumentParser) -> None:
     sweep.add_argument("--concurrency", type=CONCURRENCY, default=None,
                        help="conversations in flight across the matrix")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_load_options(sweep)
     _add_executor_options(sweep)
     _add_outcome_options(sweep, what="sweep")
     _add_selection_options(sweep)
@@ -263,6 +287,7 @@ def _replay_arguments(replay: argparse.ArgumentParser) -> None:
     replay.add_argument("--junit", type=Path, default=None, metavar="PATH",
                         help="also write JUnit XML (one test case per trial)")
     replay.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_load_options(replay)
     _add_run_options(replay)
 
 

@@ -65,7 +65,7 @@ def quiet_when_reader_leaves() -> Iterator[None]:
     """``sys.stdout`` as :class:`ReaderMayLeave` for the duration of a command."""
     original = sys.stdout
     guarded = ReaderMayLeave(original)
-    sys.stdout = guarded  # type: ignore[assignment]
+    sys.stdout = guarded
     try:
         yield
         guarded.flush()

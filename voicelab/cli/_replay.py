@@ -14,7 +14,7 @@ from ..artifacts import LATEST, MATRIX_REPORT
 from ..errors import ConfigError
 from ..execution import areplay, areplay_sweep
 from ._output import relative
-from ._run import run_to_the_end
+from ._run import load_keywords, run_to_the_end
 
 
 def _compare_hint(outcome: Any, replayed: Path) -> None:
@@ -36,7 +36,7 @@ def replay_command(args: argparse.Namespace) -> int:
     return run_to_the_end(args, lambda progress: areplay(
         args.run_dir, overrides=args.overrides, run_file=args.run_file,
         artifacts_dir=args.artifacts_dir, concurrency=args.concurrency, label=args.label,
-        on_trial_done=progress), after=lambda outcome: _compare_hint(outcome, outcome.bundle_path))
+        on_trial_done=progress, **load_keywords(args)), after=lambda outcome: _compare_hint(outcome, outcome.bundle_path))
 
 
 def _replay_sweep(args: argparse.Namespace) -> int:
@@ -45,5 +45,6 @@ def _replay_sweep(args: argparse.Namespace) -> int:
                           "--run-file is for a run folder", source="CLI", key="--run-file")
     return run_to_the_end(args, lambda progress: areplay_sweep(
         args.run_dir, overrides=args.overrides, artifacts_dir=args.artifacts_dir,
-        concurrency=args.concurrency, label=args.label, on_trial_done=progress),
-        after=lambda outcome: _compare_hint(outcome, outcome.run_dir), cells=True)
+        concurrency=args.concurrency, label=args.label, on_trial_done=progress,
+        **load_keywords(args)), after=lambda outcome: _compare_hint(outcome, outcome.run_dir),
+        cells=True)

@@ -3,19 +3,30 @@
 
 Each trial's line names the verdicts that failed and those whose outcome changed; the last
 lines say where the re-scored files were written (in place, or a copy).
+
+SIGINT or SIGTERM stops the re-scoring after the trial folder in progress (a second signal is
+ignored, so the run reports are still rewritten): the folders not reached stay as they were,
+the run reports count every trial as its folder says, and the command exits 130 / 143.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 from ..errors import ConfigError
-from ..runner import rescore
-from ._output import relative
+from ..runner import Rescored, RescoredTrial, rescore
+from ._output import PROG, relative
+from ._run import SIGNAL_EXIT
 
 
-def _trial_line(trial: Any, where: str) -> str:  # a voicelab.runner RescoredTrial
+def _trial_line(trial: RescoredTrial, where: str) -> str:
     if trial.report.passed:
         detail = []
     elif trial.report.execution_status != "succeeded":
@@ -28,7 +39,7 @@ def _trial_line(trial: Any, where: str) -> str:  # a voicelab.runner RescoredTri
     return f"{where}: {status}" + (f" ({'; '.join(detail)})" if detail else "")
 
 
-def _priced_line(trial: Any, where: str) -> str:  # a voicelab.runner RescoredTrial
+def _priced_line(trial: RescoredTrial, where: str) -> str:
     def total(cost: Any) -> str:
         if cost is None or cost.total is None:
             return "unknown"
@@ -37,23 +48,60 @@ def _priced_line(trial: Any, where: str) -> str:  # a voicelab.runner RescoredTr
     return f"{where}: cost {total(trial.report.cost)} (was {total(trial.previous.cost)})"
 
 
+class _Signals:
+    """SIGINT and SIGTERM while re-scoring: the first sets ``stop`` and says so."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.received: int | None = None
+
+    def __call__(self, number: int, _frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = number
+            print(f"\n{PROG}: {signal.Signals(number).name} received: stopping after the trial "
+                  "in progress, then rewriting the run reports", file=sys.stderr, flush=True)
+        self.stop.set()
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[_Signals]:
+    signals = _Signals()
+    previous = {number: signal.signal(number, signals) for number in SIGNAL_EXIT}
+    try:
+        yield signals
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def rescore_command(args: argparse.Namespace) -> int:
     pricing = args.pricing
     if pricing is not None and (args.judges is not None or args.overrides):
         raise ConfigError("--pricing changes only the cost: give it without --judges or --set",
                           source="CLI", key="--pricing")
-    result = rescore(args.run_dir, output=args.output, judges_from=args.judges,
-                     overrides=args.overrides, pricing=pricing)
+    with _stopped_by_signals() as signals:
+        result = rescore(args.run_dir, output=args.output, judges_from=args.judges,
+                         overrides=args.overrides, pricing=pricing, stop=signals.stop)
+    code = result.exit_code if signals.received is None or not result.interrupted \
+        else SIGNAL_EXIT[signals.received]
+    return _report(args, result, code)
+
+
+def _report(args: argparse.Namespace, result: Rescored, code: int) -> int:
+    """The command's lines (see the module docstring); returns ``code``."""
+    pricing = args.pricing
     if args.overrides:
         print(f"re-scored with: {', '.join(args.overrides)} (over what each trial recorded; "
               "kept in the run report as rescore_overrides)")
     if pricing is not None:
         for trial in result.trials:
             print(_priced_line(trial, relative(str(trial.trial_dir))))
+        for note in result.notes:  # an interrupted re-pricing
+            print(relative(note))
         print(f"re-priced under {relative(str(pricing))}: only the cost of the trial, run and "
               f"sweep reports of {relative(result.location)} was rewritten")
         print(f"bundle: {result.location}")
-        return result.exit_code
+        return code
     for trial in result.trials:
         where = relative(str(trial.trial_dir))
         if result.location != str(result.path):  # published to a store
@@ -71,4 +119,4 @@ def rescore_command(args: argparse.Namespace) -> int:
     else:
         print(f"re-scored copy: {relative(result.location)} (the original bundle is untouched)")
     print(f"bundle: {result.location}")
-    return result.exit_code
+    return code

@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from .._exit_codes import EXIT_INTERRUPTED, EXIT_TERMINATED
 from .._progress import TrialLines, TrialProgress
@@ -43,6 +43,9 @@ from ..execution import (
     RunOptions,
     arun,
     arun_matrix,
+    combined,
+    load_line,
+    load_profile,
     read_run_report,
     recorded_config_file,
     require_distributed,
@@ -297,6 +300,28 @@ def _check_resume_options(args: argparse.Namespace) -> None:
                           "--artifacts-dir, not both", source="CLI")
 
 
+def _check_load_options(args: argparse.Namespace) -> None:
+    """--ramp, --arrival-rate and --max-concurrency refused together as the library would,
+    before anything is planned or printed."""
+    load_profile(concurrency=args.concurrency or 1, ramp_seconds=args.ramp_seconds,
+                 arrival_rate=args.arrival_rate, max_concurrency=args.max_concurrency)
+
+
+class LoadKeywords(TypedDict):
+    """The load profile's options as the library's keywords."""
+
+    ramp_seconds: float | None
+    arrival_rate: float | None
+    max_concurrency: int | None
+
+
+def load_keywords(args: argparse.Namespace) -> LoadKeywords:
+    """--ramp, --arrival-rate, --max-concurrency, checked (:func:`_check_load_options`)."""
+    _check_load_options(args)
+    return LoadKeywords(ramp_seconds=args.ramp_seconds, arrival_rate=args.arrival_rate,
+                        max_concurrency=args.max_concurrency)
+
+
 def _run_options(args: argparse.Namespace, *, executor: RunOptions,
                  calibrations: Sequence[JudgeCalibration], observers: Sequence[RunObserver],
                  progress: TrialProgress | TrialLines) -> RunOptions:
@@ -308,7 +333,7 @@ def _run_options(args: argparse.Namespace, *, executor: RunOptions,
         label=args.label, calibrations=calibrations, resume=args.resume,
         rerun_failed=args.rerun_failed, retry_inconclusive=args.retry_inconclusive,
         observers=observers, only=args.only or (), fail_fast=args.fail_fast,
-        max_cost=args.max_cost)
+        max_cost=args.max_cost, **load_keywords(args))
 
 
 def _executor_options(args: argparse.Namespace) -> RunOptions:
@@ -367,6 +392,25 @@ def budget_stop_line(budget: BudgetState | None, *, ran: int, planned: int) -> s
             f"{_amount(budget.spent, budget.currency)}; another would have passed --max-cost "
             f"{_amount(budget.max_cost, budget.currency)} ({budget.trials_not_started} not "
             f"started)")
+
+
+def _load_summary_line(report: RunReport) -> str | None:
+    """The load profile and what it achieved, unless every trial started at once."""
+    profile = report.load_profile
+    if profile is None or (profile.kind == "closed" and not profile.ramp_seconds):
+        return None
+    return load_line(profile, report.achieved_concurrency)
+
+
+def _sweep_load_line(outcome: MatrixOutcome) -> str | None:
+    """The sweep's load profile (its cells share it) and what the cells achieved together,
+    unless every trial started at once."""
+    reports = [c.report for c in outcome.cells if c.report.load_profile is not None]
+    profile = reports[0].load_profile if reports else None
+    if profile is None or (profile.kind == "closed" and not profile.ramp_seconds):
+        return None
+    return load_line(profile, combined([r.achieved_concurrency for r in reports
+                                        if r.achieved_concurrency is not None]))
 
 
 def _lag_budget_line(report: RunReport) -> str | None:
@@ -431,7 +475,7 @@ def print_run_summary(outcome: RunOutcome, *, trial_lines: bool = True) -> None:
     _print_statistics(report)
     if report.endpointing is not None:
         print(endpointing_line(report.endpointing))
-    for line in (_lag_budget_line(report),
+    for line in (_load_summary_line(report), _lag_budget_line(report),
                  degraded_warning(report.measurement_warnings, report.degraded_trials,
                                   report.executed_trials)):
         if line:
@@ -456,6 +500,7 @@ def print_run_summary(outcome: RunOutcome, *, trial_lines: bool = True) -> None:
 @json_aware
 def run_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
+    _check_load_options(args)
     recorded = None
     if args.resume is not None:
         report = read_run_report(args.resume)
@@ -574,6 +619,9 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
         print(f"stopped after {stopped} trial(s) did not pass (--fail-fast {stopped}): "
               f"{report.conversations - report.executed_trials} planned conversation(s) did "
               "not run")
+    line = _sweep_load_line(outcome)
+    if line:
+        print(line)
     warning = degraded_warning(
         [f"{Path(c.bundle_path).name}: {line}" for c in outcome.cells
          for line in c.report.measurement_warnings],
@@ -595,6 +643,7 @@ def print_matrix_summary(outcome: MatrixOutcome) -> None:
 @json_aware
 def sweep_command(args: argparse.Namespace) -> int:
     _check_resume_options(args)
+    _check_load_options(args)
     trials, recorded, overrides = args.trials, None, list(args.overrides)
     if args.resume is not None:
         previous = read_matrix_report(args.resume)

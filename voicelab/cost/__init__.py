@@ -30,22 +30,6 @@ from ._usage import (
     text_tokens,
 )
 
-__all__ = [
-    "CostBudget",
-    "ASSISTANT_AUDIO_TOKENS_PER_SECOND",
-    "BYTES_PER_GIGABYTE",
-    "CHARS_PER_TOKEN",
-    "USER_AUDIO_TOKENS_PER_SECOND",
-    "chat_usage",
-    "cost_summary",
-    "merged_summary",
-    "price_usage",
-    "product_usage",
-    "realtime_usage",
-    "recorded_usage",
-    "speech_usage",
-    "storage_usage",
-    "text_tokens",
-    "trial_cost",
-    "trial_usage",
-]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

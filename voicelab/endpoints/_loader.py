@@ -11,6 +11,8 @@ from ..errors import ConfigError
 from ._abilities import abilities_of
 from ._protocol import REQUIRED_METHODS
 
+#: The endpoint adapters by name (``endpoint.adapter``): built-ins, then plug-ins'
+#: ``voicelab.adapters`` entry points.
 ENDPOINTS = Registry("endpoint adapter", group="voicelab.adapters", builtins={
     "fake": "voicelab.doubles.product:FakeProductEndpoint",
     "websocket": "voicelab.endpoints.websocket:WebSocketEndpoint",

@@ -11,6 +11,15 @@ from ._arun import arun, run
 from ._check import CheckPoint, EndpointCheck, acheck_endpoint, check_endpoint
 from ._dask import DaskExecutor, require_distributed
 from ._inline import InlineExecutor
+from ._load_profile import (
+    DEFAULT_RAMP_ABOVE,
+    DEFAULT_RAMP_SECONDS_PER_TRIAL,
+    ConcurrencyTrace,
+    StartSchedule,
+    combined,
+    load_line,
+    load_profile,
+)
 from ._local import LocalExecutor
 from ._observer import ObservedRun, RunObserver
 from ._options import RunOptions
@@ -34,9 +43,37 @@ from ._resume_overrides import resumed_overrides
 from ._sweep import arun_matrix, run_matrix
 from ._tuning import tuned_process
 
-__all__ = ["EXECUTORS", "MAX_WORKERS", "DaskExecutor", "Executor", "ExecutorRun",
-           "CheckPoint", "EndpointCheck", "InlineExecutor", "acheck_endpoint", "check_endpoint", "JobExecutor", "LocalExecutor", "ObservedRun", "ProcessRun", "RunContext", "RunObserver", "RunOptions", "RunSpec", "TrialCall", "TrialDone",
-           "TrialJob", "TrialOutcome", "WorkerLost", "areplay", "areplay_sweep", "arun",
-           "arun_matrix", "choose_executor", "read_run_report", "recorded_config_file",
-           "replay", "replay_sweep", "require_distributed", "resumed_overrides", "run",
-           "run_matrix", "tuned_process"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__ = [
+    "combined",
+    "load_line",
+    "load_profile",
+    "EXECUTORS",
+    "MAX_WORKERS",
+    "DaskExecutor",
+    "Executor",
+    "ExecutorRun",
+    "check_endpoint",
+    "JobExecutor",
+    "LocalExecutor",
+    "ProcessRun",
+    "RunContext",
+    "RunObserver",
+    "RunOptions",
+    "TrialCall",
+    "TrialJob",
+    "TrialOutcome",
+    "areplay",
+    "areplay_sweep",
+    "arun",
+    "arun_matrix",
+    "read_run_report",
+    "recorded_config_file",
+    "replay",
+    "require_distributed",
+    "resumed_overrides",
+    "run",
+    "run_matrix",
+    "tuned_process",
+]

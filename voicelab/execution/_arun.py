@@ -32,10 +32,11 @@ from ..runner import (
     bounded_count,
     new_run_id,
 )
+from ._load_profile import RunLoad, StartSchedule, load_profile, resumed_profile
 from ._options import RunKeywords, RunOptions, RunWiring, options_from_keywords
 from ._protocol import scoring_mode
 from ._registry import choose_executor
-from ._resume import aresume_point, read_run_report
+from ._resume import ResumePoint, aresume_point, read_run_report
 from ._resume_overrides import resumed_overrides
 from ._run import Run, RunSettings
 from ._staging import open_stage, published, store_target
@@ -150,7 +151,9 @@ def _settings(options: RunOptions, wiring: RunWiring, loaded: LoadedRun, *,
         executor=options.executor, workers=options.workers, scheduler=options.scheduler,
         lag_budget_ms=options.lag_budget_ms, scoring=options.scoring,
         retry_inconclusive=options.retry_inconclusive, observers=tuple(options.observers),
-        only=only, fail_fast=stop, budget=budget, trial_estimate=wiring.trial_estimate)
+        only=only, fail_fast=stop, budget=budget, trial_estimate=wiring.trial_estimate,
+        ramp_seconds=options.ramp_seconds, arrival_rate=options.arrival_rate,
+        max_concurrency=options.max_concurrency, schedule=wiring.schedule)
 
 
 def _validated_plan(run: RunSource, overrides: Sequence[str]) -> RunPlan:
@@ -227,6 +230,10 @@ async def _run_in(plan: RunPlan, options: RunSettings,
             raise selection.nothing_selected(f"{loaded.scenario.id} / {loaded.persona.name} / "
                                              f"{loaded.environment.name or 'quiet'}")
         trial_count = len(pending)  # the planned trials are those chosen
+    load = _run_load(options, parallel=parallel, point=point, trials=len(pending))
+    if options.schedule is None or load.profile.kind == "open":
+        # an open profile's; a sweep's cell keeps its own, under the sweep's semaphore
+        parallel = load.profile.max_concurrency
     executor, owned = None, False
     try:
         executor, owned = choose_executor(options.executor, workers=options.workers,
@@ -237,10 +244,28 @@ async def _run_in(plan: RunPlan, options: RunSettings,
         retries = bounded_count(options.retry_inconclusive, low=0, high=MAX_RETRIES,
                                 key="retry_inconclusive", source=None)
         return await Run(plan, options, executor, planned=trial_count, parallel=parallel,
-                         pending=pending, point=point, folder=folder, retries=retries).execute()
+                         pending=pending, point=point, folder=folder, retries=retries,
+                         load=load).execute()
     finally:
         if owned and executor is not None:
             await executor.close()
+
+
+def _run_load(options: RunSettings, *, parallel: int, point: ResumePoint | None,
+              trials: int) -> RunLoad:
+    """The run's load profile: its sweep's schedule, the caller's choice, the resumed run's
+    own (``run --resume`` keeps it unless one is given), else the default for ``parallel``."""
+    if options.schedule is not None:
+        return RunLoad(options.schedule)
+    if options.ramp_seconds is None and options.arrival_rate is None \
+            and options.max_concurrency is None and point is not None:
+        profile = resumed_profile(point.report.load_profile, concurrency=parallel,
+                                  trials=trials)
+    else:
+        profile = load_profile(concurrency=parallel, ramp_seconds=options.ramp_seconds,
+                               arrival_rate=options.arrival_rate,
+                               max_concurrency=options.max_concurrency, trials=trials)
+    return RunLoad(StartSchedule(profile, trials=trials))
 
 
 def _resumed_overrides(resume: str | Path, given: Sequence[str],

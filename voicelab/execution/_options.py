@@ -22,6 +22,7 @@ from typing import TypedDict
 from ..artifacts import JudgeCalibration, ReplayOrigin
 from ..cost import CostBudget
 from ..runner import FailFast, TrialResult
+from ._load_profile import StartSchedule
 from ._observer import RunObserver
 
 #: ``on_trial_done(result, done, total)``: told in this process as each trial settles.
@@ -95,6 +96,15 @@ class RunOptions:
     #: spent, plus the expected cost of the trials in flight and of the next, would pass it
     #: (docs/cost.md); a sweep's default is its suite's ``budget:``
     max_cost: float | None = None
+    #: the load profile (docs/load-profiles.md). ``ramp_seconds`` (closed model): the first
+    #: ``concurrency`` trials start evenly over this period, 0 all at once (default: 0, or a
+    #: ramp of 20 ms a trial above 50 concurrent). ``arrival_rate`` (open model, exclusive with
+    #: it): new trials a second however long the others take, at most ``max_concurrency``
+    #: (default ``concurrency``) at once; an arrival with no free slot starts late, counted.
+    #: ``resume`` keeps the profile the run was started with unless one is given.
+    ramp_seconds: float | None = None
+    arrival_rate: float | None = None
+    max_concurrency: int | None = None
 
     def __post_init__(self) -> None:
         # tuples, so two runs never share a list one of them changes
@@ -122,6 +132,8 @@ class RunWiring:
     #: what a trial is expected to cost before any of the run's has settled (default: from the
     #: run's configuration)
     trial_estimate: float | None = None
+    #: a sweep's cells start their trials from one schedule (its load profile)
+    schedule: StartSchedule | None = None
 
 
 class RunKeywords(TypedDict, total=False):
@@ -148,6 +160,9 @@ class RunKeywords(TypedDict, total=False):
     only: Sequence[str] | str | None
     fail_fast: int | FailFast | None
     max_cost: float | None
+    ramp_seconds: float | None
+    arrival_rate: float | None
+    max_concurrency: int | None
     semaphore: asyncio.Semaphore | None
     link_latest: bool
     bundle_name: str | None

@@ -61,6 +61,8 @@ class RunContext:
 
 @dataclass(frozen=True)
 class TrialJob:
+    """One trial an executor runs: its index, seed and attempt, and what it runs with."""
+
     index: int
     seed: int
     #: an inconclusive trial run again is attempt 2, ... (its own session id)

@@ -18,6 +18,8 @@ from .._registry import Registry
 from ..errors import ConfigError
 from ._protocol import Executor, ExecutorFactory
 
+#: Where trials run, by name (``--executor``): built-ins, then plug-ins' ``voicelab.executors``
+#: entry points.
 EXECUTORS = Registry("executor", group="voicelab.executors", builtins={
     "inline": "voicelab.execution._inline:InlineExecutor",
     "local": "voicelab.execution._local:LocalExecutor",

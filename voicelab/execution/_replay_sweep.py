@@ -36,6 +36,7 @@ from ..runner import (
 )
 from ..scoring import settings_of
 from ._arun import arun_wired, run_sync
+from ._load_profile import StartSchedule, load_profile
 from ._options import RunOptions, RunWiring
 from ._sweep import CellProgress
 
@@ -75,12 +76,14 @@ def _report(original: MatrixReport, *, run_id: str, run_dir: Path, cells: list[_
 async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
                         artifacts_dir: str | Path | None = None, concurrency: int | None = None,
                         label: str | None = None,
-                        on_trial_done: Callable[[TrialResult, int, int], None] | None = None
-                        ) -> MatrixOutcome:
+                        on_trial_done: Callable[[TrialResult, int, int], None] | None = None,
+                        ramp_seconds: float | None = None, arrival_rate: float | None = None,
+                        max_concurrency: int | None = None) -> MatrixOutcome:
     """Replay every cell of the sweep folder ``sweep_dir`` into a new sweep folder beside it
     (or in ``artifacts_dir``); ``overrides`` apply to every cell. ``concurrency`` bounds the
     conversations in flight across the cells (default: the largest of the cells' run
-    configs)."""
+    configs); the cells start their trials from one schedule of the load profile
+    (``ramp_seconds``, or ``arrival_rate`` with ``max_concurrency``, as for a sweep)."""
     folder = Path(sweep_dir).expanduser()
     if not folder.is_dir():
         raise ConfigError("no such sweep folder", source=folder)
@@ -98,18 +101,22 @@ async def areplay_sweep(sweep_dir: str | Path, *, overrides: Sequence[str] = (),
     parallel = bounded_count(concurrency if concurrency is not None else
                         max(c.plan.loaded.run.concurrency for c in cells),
                         low=1, high=MAX_CONCURRENCY, key="concurrency", source=None)
+    trials = sum(len(c.source.seeds) for c in cells)
+    profile = load_profile(concurrency=parallel, ramp_seconds=ramp_seconds,
+                           arrival_rate=arrival_rate, max_concurrency=max_concurrency,
+                           trials=trials)
     root = Path(artifacts_dir) if artifacts_dir is not None else folder.parent
     run_id = new_run_id()
     runs = [cell.plan.loaded for cell in cells]
     with RunFolder.create(root, run_id, command="replay", report=MatrixReport,
                           access=strictest_access(runs)) as replayed:
         return await _replay_cells(replayed, cells, original=original, origin=ReplayOrigin(
-            run_id=original.run_id, bundle_path=str(folder)), parallel=parallel, label=label,
-            on_trial_done=on_trial_done)
+            run_id=original.run_id, bundle_path=str(folder)), label=label,
+            on_trial_done=on_trial_done, schedule=StartSchedule(profile, trials=trials))
 
 
 async def _replay_cells(folder: RunFolder[MatrixReport], cells: list[_Cell], *,
-                        original: MatrixReport, origin: ReplayOrigin, parallel: int,
+                        original: MatrixReport, origin: ReplayOrigin, schedule: StartSchedule,
                         label: str | None,
                         on_trial_done: Callable[[TrialResult, int, int], None] | None
                         ) -> MatrixOutcome:
@@ -117,7 +124,7 @@ async def _replay_cells(folder: RunFolder[MatrixReport], cells: list[_Cell], *,
     run_id, run_dir = folder.path.name, folder.path
     words = runs_redactor([cell.plan.loaded for cell in cells])
     started = _now()
-    semaphore = asyncio.Semaphore(parallel)
+    semaphore = asyncio.Semaphore(schedule.profile.max_concurrency)
     outcomes: list[RunOutcome] = []
     progress = CellProgress(on_trial_done, total=sum(len(c.source.seeds) for c in cells))
 
@@ -137,8 +144,8 @@ async def _replay_cells(folder: RunFolder[MatrixReport], cells: list[_Cell], *,
                 trials=len(cell.source.seeds), artifacts_dir=run_dir,
                 run_id=f"{run_id}__{cell.cell_id}", on_trial_done=progress.of(cell.cell_id),
                 label=label), RunWiring(
-                semaphore=semaphore, link_latest=False, bundle_name=cell.cell_id,
-                replay_of=cell.source.origin))
+                semaphore=semaphore, schedule=schedule, link_latest=False,
+                bundle_name=cell.cell_id, replay_of=cell.source.origin))
         except RunInterrupted as stopped:
             outcomes.append(stopped.outcome)
             raise

@@ -20,13 +20,9 @@ from .._steps import Steps, arun_steps
 from ..artifacts import (
     RUN_REPORT,
     TRIAL_REPORT,
-    VOICE_METRICS,
-    ProbeOutcome,
     RunFolder,
     RunReport,
     TrialReport,
-    TurnMetrics,
-    VoiceMetrics,
     open_location,
     read_json,
     read_remote_json,
@@ -36,7 +32,7 @@ from ..artifacts import (
 )
 from ..config import LoadedRun, parse_settings
 from ..errors import ConfigError
-from ..runner import MAX_TRIALS, TrialResult, trial_summary
+from ..runner import MAX_TRIALS, TrialResult, read_responses, trial_summary
 
 
 @dataclass
@@ -110,14 +106,7 @@ def check_suite_hash(report: RunReport, loaded: LoadedRun, *, bundle: Path) -> N
 
 def read_trial_result(trial_dir: Path, report: TrialReport) -> TrialResult:
     """A finished trial read back from its folder (its responses from voice-metrics.json)."""
-    metrics_path = trial_dir / VOICE_METRICS
-    turns: list[TurnMetrics] = []
-    probes: list[ProbeOutcome] = []
-    if metrics_path.is_file():
-        # validated whole first: a tampered field is refused naming the member and its key
-        metrics = read_json(metrics_path, model=VoiceMetrics)
-        turns = [TurnMetrics.model_validate(turn) for turn in metrics.get("turns") or []]
-        probes = [ProbeOutcome.model_validate(probe) for probe in metrics.get("probes") or []]
+    turns, probes = read_responses(trial_dir)
     return TrialResult(report, trial_summary(report), turn_metrics=turns, probes=probes)
 
 

@@ -66,6 +66,7 @@ from ._attempts import (
     retry_concurrency,
 )
 from ._lag_budget import LagBudget, admitted
+from ._load_profile import RunLoad, StartSchedule, Turn, load_line
 from ._observer import ObservedRun, Observers, RunObserver
 from ._protocol import Executor, ExecutorRun, RunContext, RunSpec, TrialCall, TrialDone, TrialJob
 from ._resume import ResumePoint
@@ -112,6 +113,10 @@ class RunSettings:
     fail_fast: FailFast | None = None
     budget: CostBudget | None = None
     trial_estimate: float | None = None
+    ramp_seconds: float | None = None
+    arrival_rate: float | None = None
+    max_concurrency: int | None = None
+    schedule: StartSchedule | None = None
 
 
 class Run:
@@ -121,8 +126,10 @@ class Run:
     def __init__(self, plan: RunPlan, options: RunSettings, executor: Executor, *,
                  planned: int, parallel: int, pending: Sequence[int],
                  point: ResumePoint | None, folder: RunFolder[RunReport] | None,
-                 retries: int):
+                 retries: int, load: RunLoad):
         self.plan = plan
+        #: when the first pass starts its trials, and the concurrency that achieved
+        self.load = load
         self.loaded = plan.loaded
         self.options = options
         self.executor = executor
@@ -201,6 +208,8 @@ class Run:
                           stopped_after_failures=self.options.fail_fast.limit
                           if self.options.fail_fast is not None else None,
                           budget=self._budget_state())
+        report = report.model_copy(update={"load_profile": self.load.profile,
+                                           "achieved_concurrency": self.load.achieved()})
         if self.telemetry is not None:
             report = report.model_copy(update={"telemetry": self.telemetry})
         return report
@@ -269,6 +278,7 @@ class Run:
             logger.info("run %s: %d trial(s) of %s, concurrency %d, bundle %s, executor: %s",
                         self.run_id, self.planned, self.loaded.scenario.id, self.parallel,
                         self.bundle, self.executor.description)
+        logger.info("%s", load_line(self.load.profile))
         for warning in self.plan.summary.warnings:  # what validate says, said by run too
             logger.warning("%s", warning)
 
@@ -301,7 +311,7 @@ class Run:
         if running_error:
             self.write_errors.append(running_error)
         self._last_report = asyncio.get_running_loop().time()
-        self.interrupted = await self._pass(self.pending, self.parallel)
+        self.interrupted = await self._pass(self.pending, self.parallel, scheduled=True)
         await self._retry_inconclusive()
 
     async def _launch_product(self) -> tuple[Mapping[str, Any] | None, Failure | None]:
@@ -320,9 +330,10 @@ class Run:
             return None, Failure("endpoint", loaded.scrubber.scrub_text(str(error)), error.code)
 
     async def _pass(self, todo: Sequence[int], width: int,
-                    gate: asyncio.Semaphore | None = None) -> bool:
-        """Run ``todo`` with at most ``width`` trials pulled at once; True when the run was
-        interrupted meanwhile."""
+                    gate: asyncio.Semaphore | None = None, *, scheduled: bool = False) -> bool:
+        """Run ``todo`` with at most ``width`` trials pulled at once, ``scheduled`` by the
+        run's load profile (the first pass; retries start as slots free); True when the run
+        was interrupted meanwhile."""
         indices = iter(todo)
 
         async def puller() -> None:
@@ -334,7 +345,8 @@ class Run:
                     raise asyncio.CancelledError
                 if self._stopping():
                     return
-                if not await self._trial(index, gate):
+                turn = await self.load.turn() if scheduled else None
+                if not await self._trial(index, gate, turn):
                     return  # the budget stops the run: no more trial starts
 
         tasks = [asyncio.create_task(puller()) for _ in range(min(width, len(todo)))]
@@ -351,11 +363,14 @@ class Run:
         """--fail-fast: enough trials did not pass, here or in another cell of the sweep."""
         return self.options.fail_fast is not None and self.options.fail_fast.stopped
 
-    async def _trial(self, index: int, gate: asyncio.Semaphore | None) -> bool:
-        """Run trial ``index``; False when the cost budget kept it from starting."""
+    async def _trial(self, index: int, gate: asyncio.Semaphore | None,
+                     turn: Turn | None = None) -> bool:
+        """Run trial ``index`` (in its load profile's ``turn``); False when the cost budget
+        kept it from starting."""
         assert self.spec is not None and self.session is not None
         job = TrialJob(index, trial_seed(self.loaded.run.trial_seed, index),
                        attempt=len(self.attempts.get(index, ())) + 1)
+        waited = self.semaphore.locked()
         async with admitted(self.budget) as slot, gate or contextlib.nullcontext(), \
                 self.semaphore:
             if self._stopping():  # stopped while this trial waited for its slot
@@ -379,6 +394,7 @@ class Run:
             call: TrialCall
             if self.observed is not None:
                 self.observers.trial_started(self.observed, index)
+            self.load.started(turn, waited=waited)
             try:
                 call = await self.session.submit(job)
             except asyncio.CancelledError:
@@ -387,6 +403,8 @@ class Run:
                 logger.exception("trial-%03d failed outside the conversation", index)
                 call = TrialDone(self.spec, await asyncio.to_thread(
                     crashed_trial, self.spec.trial_plan(job), error, started_wall=started_wall))
+            finally:
+                self.load.ended()
             slot.loop_lag = call.loop_lag
         # the trial's slot is free: the next one starts while this one is settled
         await call.settle()

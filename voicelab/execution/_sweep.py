@@ -19,6 +19,7 @@ from .._location import is_url
 from ..artifacts import (
     RUN_REPORT,
     JudgeCalibration,
+    LoadProfile,
     MatrixReport,
     RunFolder,
     StageOutcome,
@@ -49,6 +50,7 @@ from ..runner import (
     utc_now,
 )
 from ._arun import arun_wired, check_calibrations, cost_budget, outside_a_loop
+from ._load_profile import StartSchedule, load_profile, resumed_profile
 from ._observer import RunObserver
 from ._options import RunKeywords, RunOptions, RunWiring, options_from_keywords
 from ._protocol import Executor, scoring_mode
@@ -115,7 +117,14 @@ async def _arun_matrix(suite: str | Path | LoadedSuite | MatrixPlan, options: Ru
                        retry_inconclusive=options.retry_inconclusive,
                        observers=tuple(options.observers), fail_fast=stop,
                        budget=_sweep_budget(plan, options.max_cost),
-                       lag_budget_ms=options.lag_budget_ms, scoring=options.scoring)
+                       lag_budget_ms=options.lag_budget_ms, scoring=options.scoring,
+                       profile=None if options.ramp_seconds is None
+                       and options.arrival_rate is None and options.max_concurrency is None
+                       else load_profile(concurrency=plan.concurrency,
+                                         ramp_seconds=options.ramp_seconds,
+                                         arrival_rate=options.arrival_rate,
+                                         max_concurrency=options.max_concurrency,
+                                         trials=plan.conversations))
     except BaseException:
         if folder is not None:
             folder.close()
@@ -166,6 +175,30 @@ def _sweep_budget(plan: MatrixPlan, max_cost: float | None) -> CostBudget | None
     return budgets[0]
 
 
+def _profile_kept(plan: MatrixPlan, resumed: Path | None) -> LoadProfile:
+    """The profile of a sweep the caller gave none: a resumed sweep's own (recorded in its
+    cells' run reports), else the default for its concurrency."""
+    started = [] if resumed is None else [resumed / one.cell_id for one in plan.cells
+                                          if (resumed / one.cell_id / RUN_REPORT).is_file()]
+    for cell in started:
+        recorded = read_run_report(cell).load_profile
+        if recorded is not None:
+            return resumed_profile(recorded, concurrency=plan.concurrency,
+                                   trials=plan.conversations)
+    return load_profile(concurrency=plan.concurrency, trials=plan.conversations)
+
+
+def _schedules(plan: MatrixPlan, profile: LoadProfile) -> dict[str, StartSchedule]:
+    """The start schedule of each cell: one for the sweep, or one per stage (a later stage
+    starts its trials under the profile afresh, not behind the arrivals of the first)."""
+    groups = [stage.cells for stage in plan.stages] or [plan.cells]
+    schedules: dict[str, StartSchedule] = {}
+    for cells in groups:
+        schedule = StartSchedule(profile, trials=sum(plan.trials_of(one) for one in cells))
+        schedules.update((one.cell_id, schedule) for one in cells)
+    return schedules
+
+
 class CellProgress:
     """A sweep's progress: the trials done in every cell (a resumed cell starts from the trials
     it has), reported as one count to ``on_trial_done``."""
@@ -204,6 +237,9 @@ class _Sweep:
     budget: CostBudget | None = None
     lag_budget_ms: float | None = None
     scoring: str = "process"
+    #: the sweep's load profile, when the caller gave one (else a resumed sweep's own, or the
+    #: default): every cell starts its trials from one schedule
+    profile: LoadProfile | None = None
 
     async def here(self, configured: str | Path, *,
                    folder: RunFolder[MatrixReport] | None = None,
@@ -261,7 +297,9 @@ class _Sweep:
                      started: str, label: str | None, resumed_at: list[str],
                      written: Callable[[], None] | None) -> MatrixOutcome:
         plan, previous, run_dir = self.plan, folder.previous, folder.path
-        semaphore = asyncio.Semaphore(plan.concurrency)
+        profile = self.profile or _profile_kept(plan, run_dir if previous is not None else None)
+        semaphore = asyncio.Semaphore(profile.max_concurrency)
+        schedules = _schedules(plan, profile)
         outcomes: list[RunOutcome] = []
         stages: list[StageOutcome] = []
         progress = CellProgress(self.on_trial_done, total=plan.conversations)
@@ -298,7 +336,8 @@ class _Sweep:
                     retry_inconclusive=self.retry_inconclusive, observers=self.observers,
                     only=plan.only or (), lag_budget_ms=self.lag_budget_ms,
                     scoring=self.scoring), RunWiring(
-                    semaphore=semaphore, link_latest=False, bundle_name=one.cell_id,
+                    semaphore=semaphore, schedule=schedules[one.cell_id], link_latest=False,
+                    bundle_name=one.cell_id,
                     fail_fast=self.fail_fast, budget=self.budget))
             except RunInterrupted as stopped:
                 outcomes.append(stopped.outcome)

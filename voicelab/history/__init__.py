@@ -16,5 +16,11 @@ from ._classify import (
     stability_line,
 )
 
-__all__ = ["RunRecord", "classify", "flakiness", "read_history", "record_of",
-           "record_of_report", "stability_line"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__ = [
+    "classify",
+    "flakiness",
+    "read_history",
+    "stability_line",
+]

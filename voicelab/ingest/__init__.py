@@ -36,35 +36,15 @@ from ._sources import (
 from ._stereo import write_stereo_call
 from ._turns import DEFAULT_TURN_GAP_MS, CallTurns, Response, UserTurn, segment_call
 
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
 __all__ = [
-    "CALL_ENDED",
-    "CHUNK_MS",
-    "DEFAULT_CHANNELS",
-    "DEFAULT_TURN_GAP_MS",
-    "PRODUCTION",
-    "PRODUCTION_CALLER",
-    "REPLAY_TAIL_MS",
-    "TRANSCRIPT_SUFFIX",
-    "CallAudio",
-    "CallSource",
-    "CallTranscript",
-    "CallTurns",
     "ChannelMap",
     "IngestOptions",
     "IngestOutcome",
-    "Manifest",
-    "Response",
-    "TranscriptSegment",
-    "UserTurn",
     "aingest",
-    "call_recording",
     "call_sources",
     "ingest",
-    "ingest_run",
     "mono_pair",
-    "read_call",
-    "read_manifest",
-    "segment_call",
-    "stereo_call",
     "write_stereo_call",
 ]

@@ -86,6 +86,9 @@ _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 @dataclass
 class IngestOptions:
+    """How recorded calls are turned into a bundle: the silence that splits turns, the run's
+    label, whether ``latest`` moves to it."""
+
     turn_gap_ms: float = DEFAULT_TURN_GAP_MS
     label: str | None = None
     link_latest: bool = True

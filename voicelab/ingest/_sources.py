@@ -65,6 +65,8 @@ class CallTranscript(_StrictModel):
 
 
 class ChannelMap(_StrictModel):
+    """Which channel of a stereo recording is the caller (``user``) and which the agent."""
+
     user: Annotated[int, Field(ge=0, le=63)] = 0
     agent: Annotated[int, Field(ge=0, le=63)] = 1
 

@@ -26,18 +26,9 @@ PERSONAS = Registry("persona mode", group="voicelab.personas", builtins={
     REPLAY_MODE: "voicelab.personas._replay:ReplayPersona",
 })
 
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
 __all__ = [
     "KeepsEvidence",
     "PlansTurns",
-    "PERSONAS",
-    "Persona",
-    "PersonaContext",
-    "PersonaDecision",
-    "PersonaEnd",
-    "ProductResponse",
-    "REPLAY_MODE",
-    "RecordedSpeech",
-    "SCRIPTED_MODE",
-    "UserTurn",
-    "read_recorded_trial",
 ]

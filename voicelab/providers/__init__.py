@@ -24,24 +24,13 @@ from ._resolve import (
     select_provider_name,
 )
 
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
 __all__ = [
-    "COGNITIVE_SERVICES_SCOPE",
-    "PROVIDER_NAMES",
-    "ChatJSONReply",
     "JSONChat",
-    "LLMCallError",
     "LLMProvider",
-    "ProviderName",
-    "UnparseableReplyError",
     "async_chat_client",
-    "async_token_provider",
     "check_llm_provider",
-    "default_credential",
     "evaluation_model_config",
-    "import_openai",
-    "is_installed",
-    "parse_json_object",
-    "require_package",
     "resolve_llm_provider",
-    "select_provider_name",
 ]

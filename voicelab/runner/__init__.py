@@ -39,7 +39,8 @@ from ._matrix import (
 )
 from ._replay import ReplaySource, plan_replay
 from ._report import configured_session_id, utc_iso
-from ._rescore import Rescored, read_recording, rescore
+from ._rescore import read_recording, rescore
+from ._rescored import Rescored, RescoredTrial, read_responses
 from ._retention import retained_files, run_redactor, runs_redactor, strictest_access
 from ._run import (
     RunInterrupted,
@@ -68,30 +69,22 @@ from ._trial import (
 )
 from ._trial import _TrialCancelled as TrialCancelled
 
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
 __all__ = [
-    "BUDGET_REASON",
-    "StagePlan",
-    "stage_not_run",
-    "stage_outcome",
-    "staged_exit_code",
-    "CellCost",
-    "CostEstimate",
     "matrix_costs",
     "read_measured_costs",
-    "TrialShape",
     "combined",
-    "estimate_from_config",
-    "estimate_from_measured",
-    "trial_shapes",
     "unpriced_text",
-    "usage_of_cost",
-"MAX_CONCURRENCY", "MAX_TRIALS", "SUMMARY_VERSION", "Call", "FailFast", "Failure", "MatrixCellPlan",
-           "MatrixInterrupted", "MatrixOutcome", "MatrixPlan", "ReplaySource", "Rescored",
-           "RunInterrupted", "RunOutcome", "Scored", "TrialCancelled", "TrialPlan", "TrialResult",
-           "TrialSelection",
-           "bounded_count", "conclude_cells", "configured_session_id", "crashed_trial",
-           "exit_code_for", "inconclusive_verdict_names", "matrix_cell", "matrix_rates", "matrix_report",
-           "new_run_id", "open_speech", "plan_matrix", "plan_replay", "read_matrix_report",
-           "read_recording", "rescore", "retained_files", "run_redactor", "runs_redactor", "strictest_access", "summary_document", "run_call", "run_report", "run_trial", "score_now",
-           "score_on_loop", "scored_result", "trial_seed", "trial_session_id", "trial_summary",
-           "unscored_report", "utc_iso", "utc_now"]
+    "MatrixInterrupted",
+    "MatrixOutcome",
+    "Rescored",
+    "RescoredTrial",
+    "RunInterrupted",
+    "RunOutcome",
+    "TrialSelection",
+    "plan_matrix",
+    "read_matrix_report",
+    "rescore",
+    "summary_document",
+]

@@ -38,6 +38,8 @@ from ..audio import (
 from ..config import MAX_TRIAL_SECONDS, ListenerConfig
 from ..endpoints import (
     AdapterAbilities,
+    DeclaresConversionDelay,
+    DeclaresWireCodec,
     EndpointError,
     ReportsArrivalStamps,
     ReportsCallSetup,
@@ -173,7 +175,9 @@ class Conversation:
         self.endpoint = endpoint
         #: what the adapter can do beyond the protocol (its wire codec, conversion delays)
         self.abilities = abilities or abilities_of(type(endpoint))
-        wire_codec = self.abilities.wire_codec
+        # an adapter object may know its wire's codec from its settings (SIP: the first offered)
+        declared = endpoint.wire_codec if isinstance(endpoint, DeclaresWireCodec) else None
+        wire_codec = declared if isinstance(declared, str) else self.abilities.wire_codec
         self.persona = persona
         self.speech = speech
         self.environment = environment
@@ -292,9 +296,13 @@ class Conversation:
         values: dict[str, Any] = {"expects_response": expects_response}
         if turn_detection is not None:
             values["turn_detection"] = turn_detection
-        if self.abilities.conversion_delay_ms:
-            values["conversion_delay_ms"] = dict(self.abilities.conversion_delay_ms)
         endpoint = self.endpoint
+        delays = self.abilities.conversion_delay_ms
+        if delays and isinstance(endpoint, DeclaresConversionDelay):
+            delays = endpoint.conversion_delay_ms  # once connected (SIP: its codec's own)
+        if delays:
+            values["conversion_delay_ms"] = {direction: round(float(ms), 6)
+                                             for direction, ms in delays.items()}
         if isinstance(endpoint, ReportsArrivalStamps) and endpoint.arrival_stamps() == "kernel":
             values["arrival_stamps"] = "kernel"
         setup_ms = endpoint.call_setup_ms() if isinstance(endpoint, ReportsCallSetup) else None

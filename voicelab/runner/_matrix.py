@@ -184,6 +184,8 @@ class MatrixPlan:
 
 @dataclass
 class MatrixOutcome:
+    """What a sweep produced: its matrix report, its folder and each cell's run outcome."""
+
     report: MatrixReport
     run_dir: Path
     cells: list[RunOutcome] = field(default_factory=list)
@@ -319,7 +321,7 @@ def matrix_rates(cells: list[MatrixCell], statistics: StatisticsConfig
         values = sorted({getattr(c, dimension) for c in cells})
         for value in values:
             group = [c for c in cells if getattr(c, dimension) == value]
-            margins.append(MarginPassRate(dimension=dimension, value=value,  # type: ignore[arg-type]
+            margins.append(MarginPassRate(dimension=dimension, value=value,
                                           cells=len(group), pass_rate=pooled(group)))
     return pooled(cells), margins
 
@@ -360,7 +362,7 @@ def matrix_report(plan: MatrixPlan, *, run_id: str, run_dir: Path, outcomes: lis
     s, p, e, k = plan.dimensions
     return MatrixReport(
         name=plan.suite.suite.name or plan.suite.path.stem, run_id=run_id,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         suite_path=str(plan.suite.path), run_dir=published_location(run_dir),
         started_at=started,
         ended_at=utc_now(), scenarios=sorted({c.scenario for c in plan.cells}),

@@ -14,17 +14,18 @@ and a newer one re-scores old runs with its own definitions. Judges run again on
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._atomic import file_kind
-from .._exit_codes import run_exit_code, sweep_exit_code, worst_exit_code
+from .._exit_codes import run_exit_code, sweep_exit_code
 from .._location import as_local_path, is_url
 from ..artifacts import (
     INTEROPERABILITY,
@@ -42,7 +43,6 @@ from ..artifacts import (
     VOICE_EVENTS,
     VOICE_METRICS,
     ArtifactVersionError,
-    ProbeOutcome,
     Publisher,
     RemoteLocation,
     RunFolder,
@@ -82,6 +82,7 @@ from ..metrics import EntityPlan, keep_recorded_columns
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
 from ..scoring import (
     UNJUDGED,
+    Redactor,
     gate_config_of,
     gate_passed,
     pass_at_k,
@@ -100,7 +101,8 @@ from ._evidence import (
 )
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
 from ._rescore_overrides import AS_RECORDED, RescoreOverrides
-from ._retention import filtered_steps, recorded_redactor
+from ._rescored import Rescored, RescoredTrial, kept_as_recorded
+from ._retention import filtered_steps, process_redactor, recorded_redactor, run_redactor
 from ._run import not_run_message
 from ._transcription import ProductTranscription
 from ._trial import trial_summary
@@ -110,57 +112,7 @@ RESCORED_FILES = (TRANSCRIPT_JSON, TRANSCRIPT_MD, TOOL_CALLS, VOICE_METRICS,
                   INTEROPERABILITY, USER_WAV, PRODUCT_WAV, MIXED_WAV,
                   TRIAL_REPORT)
 
-
-@dataclass
-class RescoredTrial:
-    trial_dir: Path
-    report: TrialReport
-    previous: TrialReport
-    changed_verdicts: list[str] = field(default_factory=list)
-    turn_metrics: list[TurnMetrics] = field(default_factory=list)
-    probes: list[ProbeOutcome] = field(default_factory=list)
-
-    @property
-    def failed_verdicts(self) -> list[str]:
-        """The verdicts (and judges) that did not pass after re-scoring."""
-        from ._evidence import failed_verdict_names as names  # what the trial summary lists
-
-        return names(self.report.verdicts, self.report.judges)
-
-
-@dataclass
-class Rescored:
-    """What ``rescore`` wrote: one entry per trial folder, and the run reports it updated."""
-
-    path: Path
-    trials: list[RescoredTrial] = field(default_factory=list)
-    run_reports: list[Path] = field(default_factory=list)
-    #: the bundle for its readers: ``path``, or the store URL it was published to
-    location: str = ""
-
-    def __post_init__(self) -> None:
-        self.location = self.location or str(self.path)
-
-    #: the exit codes the rewritten run and matrix reports say (their gates included)
-    run_exit_codes: list[int] = field(default_factory=list)
-    #: what the rewritten run reports say of trials that did not run or did not finish
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        """What ``run`` would exit with for the re-scored bundle: the rewritten run reports'
-        codes (gates included), and for trial folders outside a run the same decision on the
-        trials alone."""
-        in_runs = {t.trial_dir.parent for t in self.trials} & \
-            {path.parent for path in self.run_reports}
-        alone = [t.report for t in self.trials if t.trial_dir.parent not in in_runs]
-        codes = list(self.run_exit_codes)
-        if alone:
-            codes.append(run_exit_code(
-                passed=[gate_passed(r) for r in alone],
-                executed=[r.execution_status == "succeeded" for r in alone],
-                planned=len(alone)))
-        return worst_exit_code(codes)
+logger = logging.getLogger(__name__)
 
 
 def _document(trial_dir: Path, name: str) -> dict[str, Any]:
@@ -459,7 +411,8 @@ def _update_run_report(run_dir: Path, trials: list[RescoredTrial],
 def rescore(path: str | Path, *, output: str | Path | None = None,
             speech_metrics: bool | None = None, judges_from: str | Path | None = None,
             overrides: Sequence[str] = (),
-            pricing: PricingConfig | str | Path | None = None) -> Rescored:
+            pricing: PricingConfig | str | Path | None = None,
+            stop: threading.Event | None = None) -> Rescored:
     """Re-score a trial folder, a run folder or a folder of runs (a sweep).
 
     With ``output``, the bundle is first copied there and the copy is re-scored; without, the
@@ -480,6 +433,12 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     ``pricing`` (a :class:`~voicelab.config.PricingConfig` or a file holding one) prices the
     recorded usage under a new table and changes nothing else: only the ``cost`` of the trial,
     run and sweep reports is rewritten (docs/cost.md). Nothing else is re-scored.
+
+    ``stop`` (set by the CLI on SIGINT/SIGTERM) ends the re-scoring after the trial folder in
+    progress: the folders not reached are kept as they were (``Rescored.kept``) and the run
+    reports are rewritten from every trial, each as its folder now says, so the bundle stays
+    consistent and a second ``rescore`` finishes the job. A run or sweep folder's
+    ``evaluator.log`` records the re-scoring (appended to).
     """
     if pricing is not None and not isinstance(pricing, PricingConfig):
         pricing = load_pricing(pricing, key="pricing")
@@ -490,7 +449,8 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     RescoreOverrides.parse(overrides, judges_given=judges_from is not None)  # refused first
     if is_url(path) or is_url(output):
         return _rescore_in_store(path, output=output, speech_metrics=speech_metrics,
-                                 judges_from=judges_from, overrides=overrides, pricing=pricing)
+                                 judges_from=judges_from, overrides=overrides, pricing=pricing,
+                                 stop=stop)
     source = resolve_local_latest(as_local_path(path))
     if not source.exists():
         raise ConfigError(f"no such folder: {source}", source=source)
@@ -501,20 +461,38 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
     if output is not None:
         target = _output_folder(as_local_path(output))
         shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)  # only `latest`
-    with RunFolder.existing(target, command="rescore", report=RunReport):
+    with RunFolder.existing(target, command="rescore", report=RunReport) as folder:
         if pricing is not None:
-            return _reprice_folder(target, pricing)
-        return _rescore_folder(target, speech_metrics=speech_metrics, judges_from=judges_from,
-                               overrides=overrides)
+            _start_log(folder, process_redactor())
+            return _reprice_folder(target, pricing, stop=stop)
+        return _rescore_folder(folder, speech_metrics=speech_metrics, judges_from=judges_from,
+                               overrides=overrides, stop=stop)
 
 
-def _reprice_folder(target: Path, pricing: PricingConfig) -> Rescored:
+def _start_log(folder: RunFolder[RunReport], words: Redactor) -> None:
+    """A run or sweep folder's ``evaluator.log`` records the re-scoring; a lone trial folder
+    keeps no log of its own."""
+    if (folder.path / RUN_REPORT).is_file() or (folder.path / MATRIX_REPORT).is_file():
+        folder.start_log(run_id=f"rescore-{folder.path.name}", words=words)
+
+
+def _stopped(stop: threading.Event | None) -> bool:
+    return stop is not None and stop.is_set()
+
+
+def _reprice_folder(target: Path, pricing: PricingConfig, *,
+                    stop: threading.Event | None = None) -> Rescored:
     trial_dirs = find_trial_dirs(target)
     if not trial_dirs:
         raise ConfigError("no trial folders (trial-NNN/trial-report.json) found", source=target)
     result = Rescored(target)
+    logger.info("rescore --pricing: %d trial folder(s) in %s", len(trial_dirs), target)
     for trial_dir in trial_dirs:
-        result.trials.append(reprice_trial(trial_dir, pricing))
+        if _stopped(stop):
+            result.kept.append(kept_as_recorded(trial_dir))
+        else:
+            result.trials.append(reprice_trial(trial_dir, pricing))
+    _say_kept(result)
     for run_dir in sorted({t.trial_dir.parent for t in result.trials}):
         updated = _reprice_run_report(run_dir)
         if updated is not None:
@@ -531,8 +509,10 @@ def _require_audio(trial_dirs: list[Path]) -> None:
         require_retained_audio(trial_dir, purpose="re-scored")
 
 
-def _rescore_folder(target: Path, *, speech_metrics: bool | None,
-                    judges_from: str | Path | None, overrides: Sequence[str] = ()) -> Rescored:
+def _rescore_folder(folder: RunFolder[RunReport], *, speech_metrics: bool | None,
+                    judges_from: str | Path | None, overrides: Sequence[str] = (),
+                    stop: threading.Event | None = None) -> Rescored:
+    target = folder.path
     given = RescoreOverrides.parse(overrides, judges_given=judges_from is not None)
     trial_dirs = find_trial_dirs(target)
     if not trial_dirs:
@@ -543,12 +523,25 @@ def _rescore_folder(target: Path, *, speech_metrics: bool | None,
 
         judges_run = load_run(judges_from, overrides=given.judges())
     _require_audio(trial_dirs)
+    _start_log(folder, process_redactor() if judges_run is None else run_redactor(judges_run))
+    logger.info("rescore: %d trial folder(s) in %s%s%s", len(trial_dirs), target,
+                f", judges again from {judges_from}" if judges_from is not None else "",
+                f", with {', '.join(o.label for o in given.given)}" if given.given else "")
     result = Rescored(target)
     for trial_dir in trial_dirs:
-        result.trials.append(rescore_trial(trial_dir, speech_metrics=speech_metrics,
-                                           judges_run=judges_run, overrides=given))
+        if _stopped(stop):
+            result.kept.append(kept_as_recorded(trial_dir))
+            continue
+        trial = rescore_trial(trial_dir, speech_metrics=speech_metrics, judges_run=judges_run,
+                              overrides=given)
+        result.trials.append(trial)
+        logger.info("%s: re-scored, %s%s", trial_dir.relative_to(target.parent),
+                    "passed" if trial.report.passed else "not passed",
+                    f" (changed: {', '.join(trial.changed_verdicts)})"
+                    if trial.changed_verdicts else "")
+    _say_kept(result)
     by_run: dict[Path, list[RescoredTrial]] = {}
-    for trial in result.trials:
+    for trial in [*result.trials, *result.kept]:
         run_dir = trial.trial_dir.parent
         if run_dir == target or target in run_dir.parents:  # never a report outside the bundle
             by_run.setdefault(run_dir, []).append(trial)
@@ -562,6 +555,18 @@ def _rescore_folder(target: Path, *, speech_metrics: bool | None,
     for matrix in sorted(target.rglob(MATRIX_REPORT)):
         result.run_exit_codes.append(_update_matrix_report(matrix))
     return result
+
+
+def _say_kept(result: Rescored) -> None:
+    """An interrupted re-scoring says how far it got (the log, and the command's lines)."""
+    if not result.kept:
+        return
+    done = len(result.trials)
+    note = (f"re-scoring stopped by a signal after {done} of {done + len(result.kept)} trial "
+            f"folder(s): the others are as they were (their reports are counted as they are); "
+            f"rescore again to finish")
+    logger.info("%s", note)  # the command prints the note itself
+    result.notes.append(note)
 
 
 def _output_folder(target: Path) -> Path:
@@ -584,7 +589,8 @@ def _output_folder(target: Path) -> Path:
 def _rescore_in_store(path: str | Path, *, output: str | Path | None,
                       speech_metrics: bool | None, judges_from: str | Path | None,
                       overrides: Sequence[str] = (),
-                      pricing: PricingConfig | None = None) -> Rescored:
+                      pricing: PricingConfig | None = None,
+                      stop: threading.Event | None = None) -> Rescored:
     with tempfile.TemporaryDirectory(prefix="voicelab-rescore-") as scratch:
         source = open_location(path, key="run_dir")
         if isinstance(source, RemoteLocation):
@@ -595,7 +601,8 @@ def _rescore_in_store(path: str | Path, *, output: str | Path | None,
         target = source if output is None else open_location(output, key="output")
         if not isinstance(target, RemoteLocation):  # from a store into a local folder
             return rescore(local_source, output=target, speech_metrics=speech_metrics,
-                           judges_from=judges_from, overrides=overrides, pricing=pricing)
+                           judges_from=judges_from, overrides=overrides, pricing=pricing,
+                           stop=stop)
         staging = Path(scratch) / "target"
         publisher = Publisher(staging, target)
         if target is source:  # in place: only what re-scoring rewrote is published again
@@ -603,13 +610,14 @@ def _rescore_in_store(path: str | Path, *, output: str | Path | None,
             publisher = Publisher(staging, target)
             publisher.mark_present()
             result = rescore(staging, speech_metrics=speech_metrics, judges_from=judges_from,
-                             overrides=overrides, pricing=pricing)
+                             overrides=overrides, pricing=pricing, stop=stop)
         else:
             check_writable(target, source=None, key="output")
             if remote_exists(target) and target.fs.find(target.path):
                 raise ConfigError(f"the output folder {target.url} is not empty", key="output")
             result = rescore(local_source, output=staging, speech_metrics=speech_metrics,
-                             judges_from=judges_from, overrides=overrides, pricing=pricing)
+                             judges_from=judges_from, overrides=overrides, pricing=pricing,
+                             stop=stop)
         try:
             publisher.sync(final=True)
         except Exception as error:  # noqa: BLE001 - every store raises its own types

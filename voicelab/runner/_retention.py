@@ -54,6 +54,12 @@ def run_redactor(loaded: LoadedRun) -> Redactor:
                                scrubber=scrubber)
 
 
+def process_redactor() -> Redactor:
+    """The filter of what a command writes outside a run's configuration (``rescore``'s log):
+    the secrets this process met (a store URL's); a bundle's own were masked when it ran."""
+    return Redactor(Redaction(), scrubber=known_secrets_scrubber())
+
+
 def runs_redactor(runs: Sequence[LoadedRun]) -> Redactor:
     """The filter of what several runs share (a sweep's matrix report): the redaction of the
     first run that redacts (else none), and every run's secrets."""

@@ -155,7 +155,7 @@ def run_report(loaded: LoadedRun, *, run_id: str, bundle: Path, results: Sequenc
         message = not_run_message(planned=planned, executed=len(ordered), status=status,
                                   in_progress=status == "running")
     return RunReport(
-        run_id=run_id, status=status,  # type: ignore[arg-type]
+        run_id=run_id, status=status,
         scenario_id=loaded.scenario.id, persona=loaded.persona.name,
         environment=loaded.environment.name or "quiet", adapter=loaded.run.endpoint.adapter,
         suite_hash=loaded.suite_hash(), bundle_path=published_location(bundle),

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+#: How a pass rate's confidence interval is computed.
 IntervalMethod = Literal["wilson", "clopper_pearson"]
 GateStatus = Literal["passed", "failed", "inconclusive"]
 Regression = Literal["increase", "decrease"]

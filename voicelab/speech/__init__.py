@@ -48,12 +48,16 @@ SPEECH_PROVIDERS = Registry("speech provider", group="voicelab.speech", builtins
     "voice_live": "voicelab.speech._voice_live:VoiceLiveSpeechProvider",
 })
 
-__all__ = ["ASR_ENGINE", "ASR_SOURCE", "MIN_SECONDS_PER_WORD", "SPEECH_PROVIDERS", "AzureSpeechError", "Prosody",
-           "SpeechCacheStats", "SpeechContext", "SpeechProvider", "SpeechService", "Synthesis",
-           "ToneSpeechProvider", "VoiceProblem", "arecognize", "normalized_words",
-           "parse_realtime_settings", "provider_voice", "realtime_target", "recognize",
-           "recognizer_installed", "recognizer_missing", "metered_synthesis", "rendering_of",
-           "shortest_speech_seconds", "turn_prosody", "voice_problem", "ChecksVoice", "ClosesAsync",
-           "DeclaresCacheable", "DeclaresSeedDependence", "DeclaresSynthesizeAhead",
-           "HasCacheIdentity", "KnowsShortestSpeech", "MetersSynthesis", "ReportsRendering",
-           "cacheable", "seed_dependent", "synthesizes_ahead"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__ = [
+    "SpeechContext",
+    "ChecksVoice",
+    "DeclaresCacheable",
+    "DeclaresSeedDependence",
+    "DeclaresSynthesizeAhead",
+    "HasCacheIdentity",
+    "KnowsShortestSpeech",
+    "MetersSynthesis",
+    "ReportsRendering",
+]

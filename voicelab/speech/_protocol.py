@@ -40,6 +40,9 @@ from ..config import LoadedRun, PersonaSpeech, Providers, SecretScrubber
 
 @dataclass(frozen=True)
 class SpeechContext:
+    """What a speech provider is built with: the run's providers, its secrets' scrubber and
+    the folder its relative paths start from."""
+
     providers: Providers = field(default_factory=Providers)
     scrubber: SecretScrubber = field(default_factory=SecretScrubber)
     base_dir: Path = field(default_factory=Path.cwd)

@@ -30,6 +30,10 @@ def __getattr__(name: str) -> object:
     raise AttributeError(name)
 
 
-__all__ = ["LiveMetrics", "PlannedEvent", "PlannedSpan", "Telemetry", "Timeline",
-           "TimelineEvent", "TraceExport", "TrialTrace", "otlp_endpoint", "read_timeline",
-           "shown_endpoint", "traces_url", "trial_trace"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__ = [
+    "Telemetry",
+    "read_timeline",
+    "trial_trace",
+]

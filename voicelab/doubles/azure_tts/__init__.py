@@ -2,4 +2,6 @@
 
 from ._server import AzureTtsServer, RecordedTtsRequest
 
-__all__ = ["AzureTtsServer", "RecordedTtsRequest"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

@@ -12,6 +12,6 @@ from ._server import AgentSessionRecord, LocalAgent
 from ._store import LocalAgentProbe
 from ._voice import LocalAgentBehaviour
 
-__all__ = ["AgentSessionRecord", "LocalAgent", "LocalAgentBehaviour", "LocalAgentEndpoint",
-           "LocalAgentProbe", "LocalAgentSettings", "SpokenTime", "parse_spoken_time",
-           "spoken_time"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

@@ -7,5 +7,11 @@ The production ``openai`` and ``azure-ai-evaluation`` clients run against it end
 from ._policies import JudgePolicy, ModelCall, Policy, ScriptedPolicy, unsupported_claim_rule
 from ._server import Fault, OpenAIServer, RecordedRequest, UsageCounts
 
-__all__ = ["Fault", "JudgePolicy", "ModelCall", "OpenAIServer", "Policy", "RecordedRequest",
-           "ScriptedPolicy", "UsageCounts", "unsupported_claim_rule"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__ = [
+    "JudgePolicy",
+    "OpenAIServer",
+    "ScriptedPolicy",
+    "unsupported_claim_rule",
+]

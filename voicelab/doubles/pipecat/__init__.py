@@ -7,4 +7,6 @@ transport and ``ProtobufFrameSerializer`` does, and takes turns by listening. Se
 
 from ._bot import BotCall, PipecatBot, PipecatBotSettings, ReplyTiming
 
-__all__ = ["BotCall", "PipecatBot", "PipecatBotSettings", "ReplyTiming"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

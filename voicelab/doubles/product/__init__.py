@@ -20,8 +20,8 @@ from ._main import serve_product_main
 from ._server import ProductServer
 from ._store import ProductDatabaseDir, ProductProbe, ProductStore
 
-__all__ = ["ClosedByProduct", "FakeBehaviour", "FakeEndpointSettings", "FakeHttpBehaviour",
-           "FakeHttpProduct", "FakeProduct", "FakeProductEndpoint", "FakeProductProbe",
-           "FakeSessionRecord", "ProductClientSettings", "ProductConnection",
-           "ProductDatabaseDir", "ProductEndpoint", "ProductProbe", "ProductServer",
-           "ProductStore", "ServerTiming", "serve_product_main"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__ = [
+    "FakeProduct",
+]

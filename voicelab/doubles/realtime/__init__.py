@@ -8,5 +8,6 @@ from ._server import (
     RealtimeUsageCounts,
 )
 
-__all__ = ["RealtimeConnectionRecord", "RealtimeServer", "RealtimeServerConfig",
-           "RealtimeUsageCounts"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

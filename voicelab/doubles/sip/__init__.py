@@ -16,4 +16,6 @@ its own with ``python -m voicelab.doubles.sip --settings '{"mode": "agent"}'``.
 from ._server import SipDouble
 from ._settings import AGENT, AuthSettings, Menu, SipDoubleSettings
 
-__all__ = ["AGENT", "AuthSettings", "Menu", "SipDouble", "SipDoubleSettings"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

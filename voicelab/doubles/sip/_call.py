@@ -19,16 +19,18 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Protocol
 
+import numpy as np
 from pydantic import JsonValue
 
 from .._json import JsonObject
 from .._voice import DoubleVoice
 from . import _auth
+from ._codec import Codec
 from ._conversation import Conversation
 from ._keys import KeyReader
 from ._links import Link
 from ._media import FRAME_SECONDS
-from ._sdp import Codec, Direction, SdpError, SdpOffer, answer, parse_offer
+from ._sdp import Direction, SdpError, SdpOffer, answer, parse_offer
 from ._settings import SipDoubleSettings
 from ._sip import SipError, SipMessage, dialog_request, new_token
 from ._sip import response as build_response
@@ -52,6 +54,8 @@ class CallServer(Protocol):
     def report(self, entry: JsonObject) -> None: ...
 
     def frames(self, text: str, codec: Codec) -> list[bytes]: ...
+
+    def keep_caller_audio(self, call: int, audio: np.ndarray) -> None: ...
 
 
 class SipCall:
@@ -173,9 +177,8 @@ class SipCall:
         if chosen is None:
             self._fail(488)
             return True
-        self.media.payload_type, self.media.codec = chosen
+        self.talk.use_codec(*chosen, self.offer)
         self.media.remote = (self.offer.address, self.offer.port)
-        self.talk.event_type = self.offer.telephone_event
         await self.media.open(foreign=self.settings.foreign_rtp,
                               rtcp=self.settings.rtcp_interval_seconds > 0)
         self.media.rtcp_remote = self.offer.rtcp
@@ -275,9 +278,8 @@ class SipCall:
             self.reply(message, 488)
             return
         self.offer = offer
-        self.media.payload_type, self.media.codec = chosen
+        self.talk.use_codec(*chosen, offer)
         self.media.remote, self.media.rtcp_remote = (offer.address, offer.port), offer.rtcp
-        self.talk.event_type = offer.telephone_event
         held = "inactive" if offer.address == "0.0.0.0" else offer.direction  # RFC 2543 hold
         direction = REPLY_DIRECTION[held]
         self.media.paused = direction in ("recvonly", "inactive")
@@ -395,6 +397,8 @@ class SipCall:
             return
         self.state = "ended"
         self.talk.end()
+        if self.settings.record_caller_seconds:
+            self.server.keep_caller_audio(self.index, self.talk.caller_audio())
         for task in list(self.tasks):
             if task is not asyncio.current_task():
                 task.cancel()

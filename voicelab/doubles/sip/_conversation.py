@@ -7,14 +7,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import numpy as np
 from pydantic import JsonValue
 
-from ...audio import alaw_decode, mulaw_decode
 from ._agent import Agent
+from ._codec import Codec, decoder, speech_start
 from ._ivr import Ivr
 from ._keys import KeyReader, Note
-from ._media import MediaStream, Utterance, speech_start
-from ._sdp import Codec
+from ._media import FRAME_BYTES, MediaStream, Utterance
+from ._sdp import SdpOffer
 from ._settings import SipDoubleSettings
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,10 @@ class Conversation:
         self.agent = Agent(self)
         self.ivr = Ivr(self, self.agent)
         self.event_type: int | None = None  # telephone-event's payload type in the offer
+        self._decoder: tuple[Codec, Callable[[bytes], np.ndarray]] | None = None
+        #: the caller's decoded audio, kept up to ``record_caller_seconds``
+        self._heard: list[np.ndarray] = []
+        self._heard_room = int(settings.record_caller_seconds * 8000)
         self.started = False
         self.over = False
 
@@ -57,6 +62,19 @@ class Conversation:
             self.ivr.menu = None
             self.agent.greet()
 
+    def use_codec(self, payload_type: int, codec: Codec, offer: SdpOffer) -> None:
+        """The offer settled the codec (again, for a re-INVITE) and telephone-event's type."""
+        changed = codec != self.media.codec
+        self.media.payload_type, self.media.codec = payload_type, codec
+        event = offer.telephone_event_for(codec)
+        self.event_type = None if event is None else event[0]
+        self.keys.event_clock_hz = 8000 if event is None else event[1]
+        self.keys.frame_bytes = None if codec == "OPUS" else FRAME_BYTES
+        if changed:  # what is still to be said goes out in the new codec (as long: 20 ms frames)
+            for utterance in self.media.queue:
+                utterance.frames = self._frames(utterance.text, codec)
+                utterance.speech_at = speech_start(utterance.frames, codec)
+
     def key(self, key: str, method: str, first_ns: int) -> None:
         self.keys.received(key, method, first_ns)
         self.ivr.key(key)
@@ -75,8 +93,24 @@ class Conversation:
             self._violation(f"the double failed reading RTP: {type(error).__name__}")
 
     def _hear(self, payload: bytes) -> None:
-        decode = mulaw_decode if self.media.codec == "PCMU" else alaw_decode
-        self.ivr.hear(decode(payload).samples)
+        """The caller's audio, decoded in arrival order (one decoder per codec: a re-INVITE
+        that changes it starts a new one); a payload that does not decode is a violation."""
+        codec = self.media.codec
+        if self._decoder is None or self._decoder[0] != codec:
+            self._decoder = (codec, decoder(codec))
+        try:
+            samples = self._decoder[1](payload)
+        except ValueError as error:
+            self._violation(str(error))
+            return
+        if self._heard_room > 0:
+            self._heard.append(samples[:self._heard_room].copy())
+            self._heard_room -= self._heard[-1].size
+        self.ivr.hear(samples)
+
+    def caller_audio(self) -> np.ndarray:
+        """What the double heard the caller say (8 kHz), as far as it was kept."""
+        return np.concatenate(self._heard) if self._heard else np.zeros(0, np.int16)
 
     def say(self, kind: str, label: str, text: str) -> Utterance:
         frames = self._frames(text, self.media.codec)

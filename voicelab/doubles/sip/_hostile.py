@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ._media import FRAME_BYTES, FRAME_SECONDS, SILENCE
+from ._codec import Codec
+from ._codec import silence as silence_of
+from ._media import FRAME_BYTES, FRAME_SECONDS
 from ._rtp import build_key_event
 from ._settings import KEYS
 
@@ -29,7 +31,10 @@ def start_hostile(call: SipCall) -> None:
         call.spawn(_bye_storm(call))
     elif settings.hang_up_after_seconds is not None:
         call.spawn(_hang_up_later(call, settings.hang_up_after_seconds))
-    if settings.reinvite_after_seconds is not None:
+    if settings.reinvite_after_seconds is not None and settings.reinvite_codec is not None:
+        call.spawn(_change_codec_later(call, settings.reinvite_after_seconds,
+                                       settings.reinvite_codec))
+    elif settings.reinvite_after_seconds is not None:
         call.spawn(_hold_later(call, settings.reinvite_after_seconds))
     if settings.rtp_flood:
         call.spawn(_flood(call))
@@ -49,9 +54,25 @@ async def _hold_later(call: SipCall, seconds: float) -> None:
         call.note("reinvite_sent", direction="sendonly")
 
 
+async def _change_codec_later(call: SipCall, seconds: float, codec: Codec) -> None:
+    """A re-INVITE offering ``codec`` alone (of those the caller offered): the double speaks
+    it from now on, as an offerer may (RFC 3264 8.3.2), and the caller's answer follows."""
+    await asyncio.sleep(seconds)
+    offer = call.offer
+    if call.state not in ("answered", "confirmed") or offer is None:
+        return
+    payload_type = offer.payload_type_of(codec)
+    if payload_type is None:
+        call.note("codec_change_skipped", reason=f"the caller did not offer {codec}")
+        return
+    call.talk.use_codec(payload_type, codec, offer)
+    call.send_request("INVITE", body=call.sdp("sendrecv"))
+    call.note("reinvite_sent", direction="sendrecv", codec=codec)
+
+
 async def _flood(call: SipCall) -> None:
     per_tick = max(1, round(call.settings.rtp_flood_packets_per_second * FRAME_SECONDS))
-    silence = SILENCE[call.media.codec]
+    silence = silence_of(call.media.codec)
     call.note("rtp_flood_started", packets_per_second=call.settings.rtp_flood_packets_per_second)
     sent = 0
     try:

@@ -36,6 +36,10 @@ class KeyReader:
         self.event_timestamp: int | None = None
         self.ended_timestamp: int | None = None
         self.count = 0
+        #: telephone-event's clock (8000, or 48000 beside Opus): its durations' unit
+        self.event_clock_hz = 8000
+        #: the audio codec's packet length when it is fixed (160 bytes of G.711); None: Opus
+        self.frame_bytes: int | None = FRAME_BYTES
 
     def rtp(self, data: bytes, *, audio_type: int, event_type: int | None, arrived_ns: int,
             hear: Callable[[bytes], None], violation: Callable[[str], None]) -> str | None:
@@ -45,7 +49,7 @@ class KeyReader:
             violation("a datagram that is not an RTP packet")
             return None
         if packet.payload_type == audio_type:
-            if len(packet.payload) != FRAME_BYTES:
+            if self.frame_bytes is not None and len(packet.payload) != self.frame_bytes:
                 violation(f"an audio packet of {len(packet.payload)} bytes, not 20 ms")
             hear(packet.payload)
             return None
@@ -67,7 +71,7 @@ class KeyReader:
             pressed = event.key
         if event.end and packet.timestamp != self.ended_timestamp:
             self.ended_timestamp = packet.timestamp
-            self.note("key_ended", digit=event.key, duration_ms=event.duration / 8)
+            self.note("key_ended", digit=event.key, duration_ms=event.duration * 1000 / self.event_clock_hz)
         return pressed
 
     def received(self, key: str, method: str, first_ns: int) -> None:

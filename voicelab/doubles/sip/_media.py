@@ -1,7 +1,7 @@
 """The double's RTP: one UDP socket per call, a paced sender and a bounded receiver.
 
 The sender is a media clock, as a phone's is: from the first packet on, one 20 ms packet
-(160 bytes of G.711) every 20 ms, the next frame of what is being said or silence between
+(160 bytes of G.711, or an Opus packet) every 20 ms, the next frame of what is being said or silence between
 utterances. Each packet is stamped with ``time.perf_counter_ns`` just before ``sendto``, and
 an :class:`Utterance` keeps the stamps of its first and last packet and how far behind its
 pace the clock fell (a busy machine stalls the double, and the caller really hears that).
@@ -23,44 +23,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from ...audio import (
-    SILENCE_THRESHOLD,
-    PcmAudio,
-    alaw_decode,
-    alaw_encode,
-    mulaw_decode,
-    mulaw_encode,
-)
+from ._codec import Codec, silence, timestamp_step
 from ._rtp import RtpPacket, build_rtp, is_rtcp, sender_report
-from ._sdp import Codec
 
-FRAME_BYTES = 160
+FRAME_BYTES = 160  # a G.711 frame (an Opus packet's length varies)
 FRAME_SECONDS = 0.02
 NS_PER_SAMPLE = 125_000  # 8 kHz
 #: a clock this far behind skips ahead rather than bursting packets to catch up
 RESYNC_SECONDS = 0.2
-SILENCE = {"PCMU": b"\xff" * FRAME_BYTES, "PCMA": b"\xd5" * FRAME_BYTES}
-
-
-def speech_start(frames: list[bytes], codec: Codec) -> tuple[int, int] | None:
-    """The (frame, sample in it) of the first sample of ``frames`` above the silence
-    threshold, or None when none is."""
-    decode = mulaw_decode if codec == "PCMU" else alaw_decode
-    for index, frame in enumerate(frames):
-        loud = np.flatnonzero(np.abs(decode(frame).samples.astype(np.int32))
-                              > SILENCE_THRESHOLD)
-        if loud.size:
-            return index, int(loud[0])
-    return None
-
-
-def encode(audio: PcmAudio, codec: Codec) -> list[bytes]:
-    """``audio`` (8 kHz) as G.711 frames of 20 ms, the last one padded with silence."""
-    codes = mulaw_encode(audio) if codec == "PCMU" else alaw_encode(audio)
-    codes += SILENCE[codec][:-len(codes) % FRAME_BYTES]
-    return [codes[i:i + FRAME_BYTES] for i in range(0, len(codes), FRAME_BYTES)]
 
 
 @dataclass
@@ -248,9 +218,9 @@ class MediaStream:
         if self.paused:
             return
         utterance = self.speaking
-        self.timestamp = (self.timestamp + FRAME_BYTES) & 0xFFFFFFFF
+        self.timestamp = (self.timestamp + timestamp_step(self.codec)) & 0xFFFFFFFF
         if utterance is None:
-            self.send_packet(self.payload_type, SILENCE[self.codec])
+            self.send_packet(self.payload_type, silence(self.codec))
             return
         frame = utterance.frames[utterance.sent]
         sent_ns = self.send_packet(self.payload_type, frame, marker=utterance.sent == 0)

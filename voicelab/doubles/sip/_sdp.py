@@ -2,8 +2,9 @@
 
 The offer is read within limits (:data:`MAX_SDP_BYTES`, :data:`MAX_SDP_LINES`) and reduced to
 what the double needs: where to send RTP, the offered payload types in order, and the
-telephone-event payload type (RFC 4733). The answer picks the first offered codec the double
-speaks (G.711 mu-law or A-law).
+telephone-event payload type (RFC 4733: the one on the chosen codec's clock when the offer has
+it). The answer picks the first offered codec the double speaks (G.711 mu-law or A-law, or
+Opus: ``opus/48000/2``, RFC 7587).
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ._codec import CLOCK_HZ, Codec, opus_available
+
 MAX_SDP_BYTES = 16_384
 MAX_SDP_LINES = 256
 MAX_PAYLOAD_TYPES = 32
 #: RFC 3551 static payload types the double speaks, by their rtpmap encoding names
 STATIC_CODECS = {0: "PCMU", 8: "PCMA"}
-Codec = Literal["PCMU", "PCMA"]
+#: RFC 7587 7: the answer's Opus parameters (mono voice, in-band FEC)
+OPUS_FMTP = "useinbandfec=1;stereo=0;sprop-stereo=0"
 Direction = Literal["sendrecv", "sendonly", "recvonly", "inactive"]
 _DIRECTIONS: tuple[Direction, ...] = ("sendrecv", "sendonly", "recvonly", "inactive")
 
@@ -35,6 +39,7 @@ class SdpOffer:
     port: int
     payload_types: list[int]
     encodings: dict[int, str] = field(default_factory=dict)  # rtpmap names, upper case
+    clocks: dict[int, int] = field(default_factory=dict)  # rtpmap clock rates
     direction: Direction = "sendrecv"
     rtcp_port: int | None = None  # a=rtcp (RFC 3605); RTP's port + 1 when absent
 
@@ -46,17 +51,39 @@ class SdpOffer:
     def codec(self) -> tuple[int, Codec] | None:
         """The first offered codec the double speaks: ``(payload type, name)``."""
         for payload_type in self.payload_types:
-            name = self.encodings.get(payload_type, STATIC_CODECS.get(payload_type, ""))
-            if name == "PCMU":
-                return payload_type, "PCMU"
-            if name == "PCMA":
-                return payload_type, "PCMA"
+            codec = self._codec_of(payload_type)
+            if codec is not None:
+                return payload_type, codec
         return None
+
+    def payload_type_of(self, codec: Codec) -> int | None:
+        """The payload type the offer gives ``codec`` (None: not offered)."""
+        return next((pt for pt in self.payload_types
+                     if self._codec_of(pt) == codec), None)
+
+    def _codec_of(self, payload_type: int) -> Codec | None:
+        name = self.encodings.get(payload_type, STATIC_CODECS.get(payload_type, ""))
+        clock = self.clocks.get(payload_type, 8000)
+        if name in ("PCMU", "PCMA") and clock == 8000:
+            return "PCMU" if name == "PCMU" else "PCMA"
+        if name == "OPUS" and clock == 48_000 and opus_available():
+            return "OPUS"
+        return None
+
+    def telephone_event_for(self, codec: Codec) -> tuple[int, int] | None:
+        """telephone-event's payload type and clock beside ``codec``: the one on the codec's
+        clock (RFC 4733 2.1), else the first offered."""
+        events = [pt for pt in self.payload_types if self.encodings.get(pt) == "TELEPHONE-EVENT"]
+        found = [(pt, self.clocks.get(pt, 8000)) for pt in events]
+        return next((item for item in found if item[1] == CLOCK_HZ[codec]),
+                    found[0] if found else None)
 
     @property
     def telephone_event(self) -> int | None:
-        return next((pt for pt in self.payload_types
-                     if self.encodings.get(pt) == "TELEPHONE-EVENT"), None)
+        """telephone-event's payload type beside the chosen codec."""
+        chosen = self.codec()
+        event = self.telephone_event_for(chosen[1] if chosen is not None else "PCMU")
+        return None if event is None else event[0]
 
 
 def parse_offer(body: bytes) -> SdpOffer:
@@ -130,6 +157,7 @@ def _attribute(offer: SdpOffer, value: str) -> None:
                          value.strip())
     if match and int(match.group(1)) in offer.payload_types:
         offer.encodings[int(match.group(1))] = match.group(2).upper()
+        offer.clocks[int(match.group(1))] = int(match.group(3))
 
 
 def answer(offer: SdpOffer, *, address: str, port: int, payload_type: int, codec: Codec,
@@ -139,13 +167,16 @@ def answer(offer: SdpOffer, *, address: str, port: int, payload_type: int, codec
     offered, telephone-event; ``rtcp_port`` is announced with ``a=rtcp``. ``padding_bytes`` > 0 makes it that much bigger (``huge_sdp``)."""
     session = int(time.time())
     formats = [payload_type]
-    event = offer.telephone_event
+    found = offer.telephone_event_for(codec)
+    event, event_clock_hz = found if found is not None else (None, 8000)
     lines = ["v=0", f"o=voicelab-double {session} {session} IN IP4 {address}", "s=voicelab",
              f"c=IN IP4 {address}", "t=0 0"]
-    attributes = [f"a=rtpmap:{payload_type} {codec}/8000"]
+    attributes = [f"a=rtpmap:{payload_type} opus/48000/2", f"a=fmtp:{payload_type} {OPUS_FMTP}"] \
+        if codec == "OPUS" else [f"a=rtpmap:{payload_type} {codec}/8000"]
     if event is not None:
         formats.append(event)
-        attributes += [f"a=rtpmap:{event} telephone-event/8000", f"a=fmtp:{event} 0-16"]
+        attributes += [f"a=rtpmap:{event} telephone-event/{event_clock_hz}",
+                       f"a=fmtp:{event} 0-16"]
     lines.append(f"m=audio {port} RTP/AVP {' '.join(map(str, formats))}")
     lines += [*attributes, "a=ptime:20", f"a={direction}"]
     if rtcp_port is not None:

@@ -18,21 +18,24 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Self
 
+import numpy as np
+
 from ...audio import G711_SAMPLE_RATE_HZ, StreamingVad, mulaw_decode, mulaw_encode, tone_speech
 from ...endpoints import parse_settings
 from .._json import JsonObject
 from .._voice import DoubleVoice
 from ._call import SipCall
+from ._codec import Codec, encode
 from ._hostile import start_hostile
 from ._links import TcpLink, UdpLink
-from ._media import encode
-from ._sdp import Codec
 from ._settings import SipDoubleSettings
 from ._sip import MAX_MESSAGE_BYTES, SipError, SipMessage, framed, parse_message
 from ._sip import response as build_response
 
 logger = logging.getLogger(__name__)
 KEPT_ENDED_CALLS = 1000
+#: calls whose caller audio is kept (``record_caller_seconds``)
+MAX_KEPT_RECORDINGS = 16
 READ_BYTES = 16_384
 STOP_TIMEOUT_SECONDS = 3.0
 
@@ -64,6 +67,8 @@ class SipDouble:
         self.calls: OrderedDict[str, SipCall] = OrderedDict()
         self.calls_started = 0
         self._frames: dict[tuple[str, str], list[bytes]] = {}
+        #: what the caller said in each of the last calls (``record_caller_seconds``), by number
+        self.caller_audio: OrderedDict[int, np.ndarray] = OrderedDict()
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -85,6 +90,11 @@ class SipDouble:
         if key not in self._frames:
             self._frames[key] = encode(self.voice.speak(text), codec)
         return self._frames[key]
+
+    def keep_caller_audio(self, call: int, audio: np.ndarray) -> None:
+        self.caller_audio[call] = audio
+        while len(self.caller_audio) > MAX_KEPT_RECORDINGS:
+            self.caller_audio.popitem(last=False)
 
     def _warm_up(self) -> None:
         """Run the listening and speaking code once, and every line the double may say,

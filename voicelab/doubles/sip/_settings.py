@@ -82,6 +82,9 @@ class SipDoubleSettings(AdapterSettings):
     no_media_after_answer: bool = False
     hang_up_after_seconds: Annotated[float, Field(gt=0, le=3600)] | None = None
     reinvite_after_seconds: Annotated[float, Field(gt=0, le=3600)] | None = None
+    #: the re-INVITE after ``reinvite_after_seconds`` changes the call's codec to this one
+    #: (offered alone, sendrecv) instead of holding the call
+    reinvite_codec: Literal["PCMU", "PCMA", "OPUS"] | None = None
     #: ``rtp_flood_packets_per_second`` packets of silence beside the media
     rtp_flood: bool = False
     rtp_flood_packets_per_second: Annotated[int, Field(ge=100, le=100_000)] = 5000
@@ -100,6 +103,9 @@ class SipDoubleSettings(AdapterSettings):
     max_rtp_packets_per_second: Annotated[int, Field(ge=50, le=100_000)] = 400
     max_calls: Annotated[int, Field(ge=1, le=10_000)] = 200
     max_violations_logged: Annotated[int, Field(ge=1, le=10_000)] = 50
+    #: keep this much of the caller's decoded audio (8 kHz) per call, for tests comparing
+    #: what the double heard with what was sent (0: none)
+    record_caller_seconds: Annotated[float, Field(ge=0, le=600)] = 0.0
 
     @model_validator(mode="after")
     def _menus_lead_somewhere(self) -> SipDoubleSettings:

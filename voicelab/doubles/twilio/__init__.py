@@ -8,4 +8,6 @@ own with ``python -m voicelab.doubles.twilio --port 8765 --settings '{"burst": t
 
 from ._bot import CallRecord, ReplyRecord, TwilioBot, TwilioBotSettings
 
-__all__ = ["CallRecord", "ReplyRecord", "TwilioBot", "TwilioBotSettings"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

@@ -8,4 +8,6 @@ from ._bot import WebRtcBot
 from ._call import CallRecord, ReplyRecord
 from ._settings import WebRtcBotSettings
 
-__all__ = ["CallRecord", "ReplyRecord", "WebRtcBot", "WebRtcBotSettings"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

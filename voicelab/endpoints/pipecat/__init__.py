@@ -6,4 +6,6 @@ stay private to this wire.
 
 from ._endpoint import PipecatEndpoint
 
-__all__ = ["PipecatEndpoint"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

@@ -11,4 +11,6 @@ from . import wire
 from ._connection import Closure, RealtimeConnection
 from ._endpoint import RealtimeEndpoint
 
-__all__ = ["Closure", "RealtimeConnection", "RealtimeEndpoint", "wire"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

@@ -6,11 +6,13 @@ BYE from either side. This adapter turns that into the protocol every wire share
 
 * **The user's line.** Phone products take turns by listening (``turn_taking`` is
   ``server_vad``): the runner hands :meth:`SipEndpoint.send_audio` the live line every
-  ``chunk_ms``; it is converted to 20 ms frames of the negotiated G.711 law by the phone wire's
-  shared converter (:mod:`.._g711_line`, the one the Twilio wire uses) and the call's paced line
-  sends one RTP packet every 20 ms, stamping each as it leaves.
+  ``chunk_ms``; it is coded once, into 20 ms payloads of the negotiated codec (:mod:`._codecs`:
+  G.711 by the phone wire's shared converter, :mod:`.._g711_line`, the one the Twilio wire
+  uses; Opus by libopus at 24 kHz), and the call's paced line sends one RTP packet every 20 ms,
+  stamping each as it leaves.
 * **The product's audio.** Every RTP packet carries the moment the kernel received it
-  (:mod:`._stamped_socket`); packets are decoded in arrival order, a gap in the sequence (lost
+  (:mod:`._stamped_socket`); packets are decoded in arrival order (:mod:`._arrivals`) (a payload that does not
+  decode is counted), a gap in the sequence (lost
   packets, at most :data:`MAX_CONCEALED_PACKETS`) is filled with silence so the product's
   speech keeps its length, and a packet older than one already played is late and dropped
   (counted). Each becomes an ``audio_delta`` at its arrival stamp: the listener's playback
@@ -40,74 +42,26 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import numpy as np
-
 from ...audio import PcmAudio
-from .._g711_line import LINE_LATENCY_MS, G711Law, LineDecoder, LineEncoder
+from ...errors import MissingDependencyError
+from .._g711_line import LINE_LATENCY_MS
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import parse_settings
-from .._silence_gate import SilenceGate
+from ._arrivals import Arrivals
 from ._call import SipCall
+from ._codecs import Codec, WireEncoder, conversion_delay_ms, encoder_for, require_opus
 from ._settings import SipSettings
 from ._types import CallEvent, CallOptions, Negotiated, RtpPacket, SipError
 
 logger = logging.getLogger(__name__)
 
-#: The G.711 law of each static RTP payload type (RFC 3551).
-LAW_OF_PAYLOAD_TYPE: dict[int, G711Law] = {0: "mulaw", 8: "alaw"}
-#: The G.711 law of each codec name of a call.
-LAW_OF_CODEC: dict[str, G711Law] = {"pcmu": "mulaw", "pcma": "alaw"}
-#: A silent G.711 byte of each law (the code of a zero sample).
-SILENCE_BYTE: dict[G711Law, int] = {"mulaw": 0xFF, "alaw": 0xD5}
-#: A sequence gap up to this many packets is concealed with silence; a longer one is the far
-#: end starting over (a new talk spurt after silence suppression, a re-INVITE).
-MAX_CONCEALED_PACKETS = 10
+#: each codec's name as an environment line names it (``channel.*.codec``)
+LINE_CODEC_OF: dict[Codec, str] = {"pcmu": "mulaw", "pcma": "alaw", "opus": "opus"}
 #: What the call may hold for ``events()`` before the consumer reads it: a minute of packets.
 #: A consumer that has stopped gets there; past it, packets are dropped and counted.
 MAX_PENDING_ITEMS = 3000
 
 _CLOSED = object()  # queued once the call is over on this side
-
-
-class _Arrivals:
-    """The product's RTP in arrival order -> canonical PCM, with loss concealed as silence."""
-
-    def __init__(self) -> None:
-        self._law: G711Law | None = None
-        self._decoder: LineDecoder | None = None
-        self._next_sequence: int | None = None
-        self._silence = SilenceGate()
-        self.concealed_packets = 0
-        self.late_packets = 0
-
-    @property
-    def silence_withheld(self) -> int:
-        """Silent packets between replies, counted but not delivered."""
-        return self._silence.withheld
-
-    def decode(self, packet: RtpPacket) -> bytes | None:
-        """The canonical PCM bytes ``packet`` (and any loss just before it) gives, or None
-        for a late packet, one of a payload type this adapter does not decode, or silence
-        between replies."""
-        law = LAW_OF_PAYLOAD_TYPE.get(packet.payload_type)
-        if law is None:
-            return None
-        if law != self._law or self._decoder is None:
-            self._law, self._decoder, self._next_sequence = law, LineDecoder(law), None
-        payload = packet.payload
-        if self._next_sequence is not None:
-            gap = (packet.sequence - self._next_sequence) & 0xFFFF
-            if gap >= 0x8000:  # behind what was played already
-                self.late_packets += 1
-                return None
-            if 0 < gap <= MAX_CONCEALED_PACKETS:
-                self.concealed_packets += gap
-                payload = bytes([SILENCE_BYTE[law]]) * (gap * len(payload)) + payload
-        self._next_sequence = (packet.sequence + 1) & 0xFFFF
-        pcm = self._decoder.push(payload)
-        if not self._silence.admits(pcm, packet.received_ns):
-            return None
-        return PcmAudio(pcm).to_bytes()
 
 
 class SipEndpoint:
@@ -122,23 +76,27 @@ class SipEndpoint:
         "output_transcripts": False,  # a phone call carries audio only
     }
     #: the codec the wire carries when the call offers its default (pcmu first): an
-    #: environment line with this codec codes once, here (docs/channel.md)
+    #: environment line with this codec codes once, here (docs/channel.md); an adapter object
+    #: says the first codec its settings offer
     wire_codec = "mulaw"
-    #: the G.711 rate conversion's constant group delay each way (voicelab's own processing)
+    #: the G.711 rate conversion's constant group delay each way (voicelab's own processing);
+    #: an adapter object says its negotiated codec's once connected (Opus: the encoder's
+    #: look-ahead toward the product, nothing toward the user)
     conversion_delay_ms = {"to_product": LINE_LATENCY_MS, "to_user": LINE_LATENCY_MS}
     USER_AGENT = "voicelab-evaluator (sip)"
 
     def __init__(self, settings: Mapping[str, Any] | SipSettings, context: EndpointContext):
         self._settings: SipSettings = parse_settings(SipSettings, settings)
+        self.wire_codec = LINE_CODEC_OF[self._settings.codecs[0]]
         secrets = [self._settings.password or "", *self._settings.headers.values()]
         self._scrubber = context.scrubber.with_values([value for value in secrets if value])
         self._context = context
         self._queue: asyncio.Queue[tuple[int, object]] = asyncio.Queue()
         self._dropped_items = 0
-        self._arrivals = _Arrivals()
+        self._arrivals = Arrivals()
         self._call: SipCall | None = None
         self._negotiated: Negotiated | None = None
-        self._encoder: LineEncoder | None = None
+        self._encoder: WireEncoder | None = None
         self._encoder_codec = ""
         self._state = "new"  # new -> open -> closed
         self._product_hung_up = False
@@ -147,7 +105,16 @@ class SipEndpoint:
 
     @classmethod
     def check_settings(cls, settings: Mapping[str, Any]) -> None:
-        parse_settings(SipSettings, settings)
+        """The settings, and libopus when they offer ``opus`` (``validate``: exit 2 naming the
+        key, before any call)."""
+        parsed = parse_settings(SipSettings, settings)
+        if "opus" in parsed.codecs:
+            try:
+                require_opus()
+            except MissingDependencyError as error:
+                raise MissingDependencyError(error.package, extra=error.extra,
+                                             purpose="The opus codec of a SIP call",
+                                             key="endpoint.settings.codecs") from None
 
     @classmethod
     def turn_taking(cls, settings: Mapping[str, Any]) -> str:
@@ -170,8 +137,10 @@ class SipEndpoint:
 
     @property
     def negotiated(self) -> Negotiated | None:
-        """The codec and media addresses the call agreed on (None before it is answered)."""
-        return self._negotiated
+        """The codec and media addresses the call agreed on last (None before it is
+        answered; a re-INVITE may change them)."""
+        call = self._call
+        return call.negotiated if call is not None and self._negotiated is not None else None
 
     def _options(self) -> CallOptions:
         settings = self._settings
@@ -209,15 +178,15 @@ class SipEndpoint:
                 f"the call to {self._settings.uri} failed: {error}"), code="unreachable") from None
         self._negotiated = negotiated
         self._encoder = self._encoder_for(negotiated.codec)
+        self._arrivals.use(negotiated.codec, negotiated.payload_type)
+        self.conversion_delay_ms = conversion_delay_ms(negotiated.codec)
         logger.info("call to %s answered in %s ms (%s, session %s)",
                     self._scrubber.scrub_text(self._settings.uri), call.setup_ms,
                     negotiated.codec, self._context.session_id)
 
-    def _encoder_for(self, codec: str) -> LineEncoder:
+    def _encoder_for(self, codec: Codec) -> WireEncoder:
         self._encoder_codec = codec
-        encoder = LineEncoder(LAW_OF_CODEC[codec])
-        encoder.push(np.zeros(0, dtype=np.int16))  # load the filter's code now
-        return encoder
+        return encoder_for(codec)
 
     # --- from the call (the loop's datagram callbacks: nothing here waits) -----------------
 
@@ -292,6 +261,9 @@ class SipEndpoint:
                     yield event
                 return
             if isinstance(item, RtpPacket):
+                negotiated = self._call.negotiated if self._call is not None else None
+                if negotiated is not None:  # a re-INVITE may have changed the codec
+                    self._arrivals.use(negotiated.codec, negotiated.payload_type)
                 pcm = self._arrivals.decode(item)
                 if pcm:
                     yield EndpointEvent("audio_delta", received_ns, audio=pcm)
@@ -333,6 +305,7 @@ class SipEndpoint:
             facts = dict(self._call.facts())
             facts["adapter"] = {"concealed_packets": self._arrivals.concealed_packets,
                                 "late_packets": self._arrivals.late_packets,
+                                "undecodable_packets": self._arrivals.undecodable_packets,
                                 "silence_not_delivered": self._arrivals.silence_withheld,
                                 "dropped_items": self._dropped_items}
             record = {"sip_event": "call_facts", **facts}

@@ -24,20 +24,24 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from ._codecs import (
+    CLOCK_RATE_HZ,
+    MAX_OPUS_PAYLOAD_BYTES,
+    Codec,
+    rtp_samples_per_frame,
+    silence_payload,
+)
 from ._rtp import TelephoneEvent, event_code, pack_event, pack_rtp
-from ._sdp import Codec
 
 FRAME_MS = 20
 FRAME_NS = FRAME_MS * 1_000_000
-SAMPLES_PER_FRAME = 160
-FRAME_BYTES = 160
+FRAME_BYTES = 160  # a G.711 frame; an Opus packet's length varies
 CATCH_UP_NS = 1_000_000_000
 #: records of when packets left: about 33 minutes of 20 ms packets; later ones are counted only
 MAX_SENT_RECORDS = 100_000
 MAX_DIGIT_RECORDS = 1000
 EVENT_VOLUME = 10  # -10 dBm0
 END_REPEATS = 3
-SILENCE: dict[Codec, bytes] = {"pcmu": b"\xff" * FRAME_BYTES, "pcma": b"\xd5" * FRAME_BYTES}
 DIGITS = "0123456789*#ABCD"
 
 
@@ -64,13 +68,17 @@ class RtpLine:
     def __init__(self, *, send: Callable[[bytes], bool], clock_ns: Callable[[], int],
                  codec: Codec, payload_type: int, telephone_event: int | None,
                  dtmf: Literal["rfc4733", "info"],
-                 send_info: Callable[[str, int], None]) -> None:
+                 send_info: Callable[[str, int], None], event_clock_hz: int = 8000) -> None:
         self._send = send
         self._clock_ns = clock_ns
         self.codec = codec
         self.payload_type = payload_type
         self.telephone_event = telephone_event
+        self.event_clock_hz = event_clock_hz
+        self._dtmf = dtmf
         self.dtmf = dtmf if telephone_event is not None else "info"
+        #: slots dropped unsent because a re-INVITE changed the codec under them
+        self.dropped_by_codec_change = 0
         self._send_info = send_info
         self._ssrc = secrets.randbits(32)
         self._sequence = secrets.randbits(16)
@@ -96,10 +104,28 @@ class RtpLine:
         self._slots_owed = 0
         self.frames_replaced_by_keys = 0
 
+    def use_codec(self, codec: Codec, payload_type: int, telephone_event: int | None, *,
+                  event_clock_hz: int) -> None:
+        """The far end's SDP settled (again): a new codec drops what is queued in the old one
+        (a few packets at most: the line is handed over in real time), and its audio starts a
+        new talk spurt."""
+        if codec != self.codec:
+            self.dropped_by_codec_change += len(self._queue)
+            self._queue.clear()
+            self._slots_owed = 0
+            self._marker = True
+        self.codec, self.payload_type = codec, payload_type
+        self.telephone_event, self.event_clock_hz = telephone_event, event_clock_hz
+        self.dtmf = self._dtmf if telephone_event is not None else "info"
+
     def queue_frames(self, frames: Sequence[bytes]) -> None:
-        """Queue 160-byte G.711 payloads (20 ms each) of the negotiated codec."""
+        """Queue 20 ms payloads of the negotiated codec (160 bytes of G.711, or one Opus
+        packet)."""
         for frame in frames:
-            if len(frame) != FRAME_BYTES:
+            if self.codec == "opus" and not 0 < len(frame) <= MAX_OPUS_PAYLOAD_BYTES:
+                raise ValueError(f"an Opus packet is 1-{MAX_OPUS_PAYLOAD_BYTES} bytes, "
+                                 f"not {len(frame)}")
+            if self.codec != "opus" and len(frame) != FRAME_BYTES:
                 raise ValueError(f"a frame is {FRAME_BYTES} bytes (20 ms of G.711), "
                                  f"not {len(frame)}")
         self._restart_if_paused()
@@ -122,7 +148,7 @@ class RtpLine:
                 or not 0 <= gap_ms <= 5000:
             raise ValueError("keys are 0-9 * # A-D, 40-5000 ms long, gaps of 0-5000 ms")
         self._restart_if_paused()
-        silence = SILENCE[self.codec]
+        silence = silence_payload(self.codec)
         slots = max(1, round(duration_ms / FRAME_MS))
         for digit in digits.upper():
             first = self._next_timestamp
@@ -154,7 +180,8 @@ class RtpLine:
         now = self._clock_ns()
         if self._next_due_ns < now - CATCH_UP_NS:
             if self._next_due_ns:  # a pause: the timestamp moves on by the silent time
-                self._next_timestamp += (now - self._next_due_ns) * 8 // 1_000_000
+                self._next_timestamp += (now - self._next_due_ns) \
+                    * CLOCK_RATE_HZ[self.codec] // 1_000_000_000
                 self._marker = True
             self._next_due_ns = now
 
@@ -163,7 +190,8 @@ class RtpLine:
         slot = _Slot(self._next_due_ns, self._next_timestamp, frame, digit, event_index,
                      event_slots, event_timestamp)
         self._next_due_ns += FRAME_NS
-        self._next_timestamp = (self._next_timestamp + SAMPLES_PER_FRAME) & 0xFFFFFFFF
+        self._next_timestamp = (self._next_timestamp + rtp_samples_per_frame(self.codec)) \
+            & 0xFFFFFFFF
         return slot
 
     def _start(self) -> None:
@@ -210,7 +238,8 @@ class RtpLine:
         assert slot.digit is not None and self.telephone_event is not None
         last = slot.event_index == slot.event_slots - 1
         event = TelephoneEvent(event=event_code(slot.digit), end=last, volume=EVENT_VOLUME,
-                               duration=(slot.event_index + 1) * SAMPLES_PER_FRAME)
+                               duration=(slot.event_index + 1) * self.event_clock_hz
+                               * FRAME_MS // 1000)
         payload = pack_event(event)
         for _ in range(END_REPEATS if last else 1):
             if not self._packet(self.telephone_event, slot.event_timestamp, payload,

@@ -43,6 +43,8 @@ class MediaTarget:
     remote: Address
     payload_type: int
     telephone_event: int | None
+    clock_hz: int = CLOCK_RATE_HZ  # the media's RTP clock
+    event_clock_hz: int = CLOCK_RATE_HZ  # telephone-event's
 
 
 class MediaReceiver(asyncio.DatagramProtocol):
@@ -87,6 +89,7 @@ class MediaReceiver(asyncio.DatagramProtocol):
     def set_target(self, target: MediaTarget) -> None:
         """Take media from ``target`` from now on, and what it sent before we knew it."""
         self.target = target
+        self.stats.use_clock(target.clock_hz)
         early, self._early = list(self._early), []
         for received_ns, data, source in early:
             self._take(received_ns, data, source)
@@ -169,7 +172,8 @@ class MediaReceiver(asyncio.DatagramProtocol):
         key = (ssrc, timestamp)
         if key in self._ended_events:
             return
-        duration_ms = event.duration * 1000 / CLOCK_RATE_HZ
+        clock_hz = self.target.event_clock_hz if self.target is not None else CLOCK_RATE_HZ
+        duration_ms = event.duration * 1000 / clock_hz
         if self._open_event is not None and self._open_event[:2] != key:
             _, _, digit, open_ms = self._open_event
             self._ended_events.append(self._open_event[:2])
@@ -182,7 +186,8 @@ class MediaReceiver(asyncio.DatagramProtocol):
             self._open_event = (ssrc, timestamp, event.digit, duration_ms)
 
     def rtcp_received(self, received_ns: int, data: bytes) -> None:
-        reports = parse_rtcp(data[:1500])
+        clock_hz = self.target.clock_hz if self.target is not None else CLOCK_RATE_HZ
+        reports = parse_rtcp(data[:1500], clock_hz=clock_hz)
         if reports:
             self._on_rtcp(received_ns, reports)
 

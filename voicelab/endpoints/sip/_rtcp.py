@@ -84,7 +84,8 @@ def _header(packet_type: int, count: int, body: bytes) -> bytes:
     return struct.pack("!BBH", 0x80 | count, packet_type, len(body) // 4) + body
 
 
-def rtp_timestamp_now(last_timestamp: int, last_sent_ns: int, now_ns: int) -> int:
+def rtp_timestamp_now(last_timestamp: int, last_sent_ns: int, now_ns: int, *,
+                      clock_hz: int = CLOCK_RATE_HZ) -> int:
     """The RTP timestamp of ``now_ns`` on the clock of the packet sent at ``last_sent_ns``."""
-    return (last_timestamp + (now_ns - last_sent_ns) * CLOCK_RATE_HZ // 1_000_000_000) \
+    return (last_timestamp + (now_ns - last_sent_ns) * clock_hz // 1_000_000_000) \
         & 0xFFFFFFFF

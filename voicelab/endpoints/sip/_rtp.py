@@ -111,6 +111,8 @@ class ReceiveStats:
     """
 
     def __init__(self) -> None:
+        #: the stream's RTP clock (8000 for G.711, 48000 for Opus)
+        self.clock_hz = CLOCK_RATE_HZ
         self.packets = 0
         self.bytes = 0
         self.duplicates = 0
@@ -149,6 +151,12 @@ class ReceiveStats:
         self._jitter(header.timestamp, received_ns)
         return True
 
+    def use_clock(self, clock_hz: int) -> None:
+        """The codec changed: jitter is kept in the new clock's units from here on."""
+        if clock_hz != self.clock_hz:
+            self.jitter = self.jitter * clock_hz / self.clock_hz
+            self.clock_hz, self._transit = clock_hz, None
+
     def _restart(self, header: RtpHeader) -> None:
         self._lost_before = self.lost
         self.ssrc = header.ssrc
@@ -166,10 +174,10 @@ class ReceiveStats:
         return candidate
 
     def _jitter(self, timestamp: int, received_ns: int) -> None:
-        transit = received_ns * CLOCK_RATE_HZ / 1e9 - timestamp
+        transit = received_ns * self.clock_hz / 1e9 - timestamp
         if self._transit is not None:
             d = abs(transit - self._transit)
-            if d < CLOCK_RATE_HZ * 10:  # a timestamp jump (a new clock) is not jitter
+            if d < self.clock_hz * 10:  # a timestamp jump (a new clock) is not jitter
                 self.jitter += (d - self.jitter) / 16
         self._transit = transit
 
@@ -183,7 +191,7 @@ class ReceiveStats:
 
     @property
     def jitter_ms(self) -> float:
-        return self.jitter * 1000 / CLOCK_RATE_HZ
+        return self.jitter * 1000 / self.clock_hz
 
     @property
     def highest_sequence(self) -> int:
@@ -192,7 +200,7 @@ class ReceiveStats:
         return max(0, self._highest - 0x10000) & 0xFFFFFFFF
 
 
-def parse_rtcp(data: bytes) -> list[dict[str, JsonValue]]:
+def parse_rtcp(data: bytes, *, clock_hz: int = CLOCK_RATE_HZ) -> list[dict[str, JsonValue]]:
     """The sender and receiver reports of a compound RTCP packet (RFC 3550 section 6.4).
 
     Other packet types (SDES, BYE, APP) are named only; a truncated packet ends the list."""
@@ -205,14 +213,15 @@ def parse_rtcp(data: bytes) -> list[dict[str, JsonValue]]:
             break
         count = first & 0x1F
         if packet_type in (200, 201):
-            reports.append(_report(data[offset:end], packet_type, count))
+            reports.append(_report(data[offset:end], packet_type, count, clock_hz))
         else:
             reports.append({"type": packet_type})
         offset = end
     return reports
 
 
-def _report(packet: bytes, packet_type: int, count: int) -> dict[str, JsonValue]:
+def _report(packet: bytes, packet_type: int, count: int,
+            clock_hz: int) -> dict[str, JsonValue]:
     ssrc = struct.unpack_from("!I", packet, 4)[0]
     report: dict[str, JsonValue] = {"type": "sr" if packet_type == 200 else "rr", "ssrc": ssrc}
     offset = 8
@@ -232,7 +241,7 @@ def _report(packet: bytes, packet_type: int, count: int) -> dict[str, JsonValue]
             cumulative -= 0x1000000
         blocks.append({"ssrc": source, "fraction_lost": (lost_word >> 24) / 256,
                        "cumulative_lost": cumulative, "highest_sequence": highest,
-                       "jitter_ms": jitter * 1000 / CLOCK_RATE_HZ})
+                       "jitter_ms": jitter * 1000 / clock_hz})
         offset += 24
     report["blocks"] = blocks
     return report

@@ -8,18 +8,24 @@ not ``x=value`` is refused too.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+
+from ._codecs import CLOCK_RATE_HZ, Codec
 
 MAX_SDP_BYTES = 16 * 1024
 MAX_LINES = 256
 MAX_MEDIA = 64
 MAX_FORMATS = 64
 
-Codec = Literal["pcmu", "pcma"]
-#: static payload types (RFC 3551) and the rtpmap names of the codecs we speak
+#: the payload types we offer (RFC 3551's static ones for G.711, a dynamic one for Opus) and
+#: the rtpmap encodings of the codecs we speak (RFC 7587: Opus always says 48000/2)
+OFFER_TYPES: dict[Codec, int] = {"pcmu": 0, "pcma": 8, "opus": 111}
 STATIC_TYPES: dict[Codec, int] = {"pcmu": 0, "pcma": 8}
-ENCODING_NAMES: dict[Codec, str] = {"pcmu": "PCMU", "pcma": "PCMA"}
+ENCODINGS: dict[Codec, str] = {"pcmu": "PCMU/8000", "pcma": "PCMA/8000", "opus": "opus/48000/2"}
+#: RFC 7587 6.1: mono voice, in-band FEC, the 24 kHz voicelab codes at
+OPUS_FMTP = "useinbandfec=1;maxplaybackrate=24000;stereo=0;sprop-stereo=0"
 TELEPHONE_EVENT_TYPE = 101
+#: telephone-event on the Opus clock (RFC 4733 2.1: an event's clock is its audio's)
+TELEPHONE_EVENT_48K_TYPE = 102
 DIRECTIONS = ("sendrecv", "sendonly", "recvonly", "inactive")
 _REFLECTED = {"sendrecv": "sendrecv", "sendonly": "recvonly", "recvonly": "sendonly",
               "inactive": "inactive"}
@@ -42,6 +48,7 @@ class MediaDescription:
     proto: str
     formats: list[int]
     rtpmap: dict[int, str] = field(default_factory=dict)  # pt -> "pcmu/8000" (lower case)
+    fmtp: dict[int, str] = field(default_factory=dict)  # pt -> its a=fmtp parameters
     connection: str | None = None
     direction: str = "sendrecv"
     rtcp_port: int | None = None
@@ -67,6 +74,8 @@ class AudioChoice:
     codec: Codec
     payload_type: int
     telephone_event: int | None
+    #: the clock of telephone-event's durations (8000, or 48000 beside Opus)
+    event_clock_hz: int
     address: str
     port: int
     direction: str
@@ -134,6 +143,10 @@ def _attribute(media: MediaDescription, value: str) -> None:
         pt_text, _, encoding = rest.partition(" ")
         if pt_text.isdigit() and int(pt_text) < 128 and len(media.rtpmap) < MAX_FORMATS:
             media.rtpmap[int(pt_text)] = encoding.strip().lower()
+    elif name == "fmtp":
+        pt_text, _, parameters = rest.partition(" ")
+        if pt_text.isdigit() and int(pt_text) < 128 and len(media.fmtp) < MAX_FORMATS:
+            media.fmtp[int(pt_text)] = parameters.strip()[:256]
     elif name == "rtcp":
         port_text = rest.split()[0] if rest.split() else ""
         if port_text.isdigit() and 0 < int(port_text) < 65536:
@@ -143,21 +156,26 @@ def _attribute(media: MediaDescription, value: str) -> None:
 def codec_of(media: MediaDescription, payload_type: int) -> Codec | None:
     """The codec of ``payload_type`` in ``media`` (by rtpmap, else by its static number)."""
     encoding = media.rtpmap.get(payload_type)
-    for codec, name in ENCODING_NAMES.items():
-        if encoding is not None:
-            if encoding.split("/")[0] == name.lower() and encoding.split("/")[1:2] in (
-                    ["8000"], []):
-                return codec
-        elif payload_type == STATIC_TYPES[codec]:
+    if encoding is None:
+        return next((codec for codec, pt in STATIC_TYPES.items() if pt == payload_type), None)
+    name, _, rate = encoding.partition("/")
+    if name == "opus":  # RFC 7587 4: always 48000/2, whatever the audio's bandwidth
+        return "opus" if rate.split("/")[0] == "48000" else None
+    for codec in STATIC_TYPES:
+        if name == codec and rate.split("/")[0] in ("8000", ""):
             return codec
     return None
 
 
-def telephone_event_of(media: MediaDescription) -> int | None:
+def telephone_event_of(media: MediaDescription, clock_hz: int = 8000) -> tuple[int, int] | None:
+    """The telephone-event payload type and its clock: the one on ``clock_hz`` (the audio
+    codec's, RFC 4733 2.1) when there is one, else the first."""
+    found: list[tuple[int, int]] = []
     for payload_type in media.formats:
-        if media.rtpmap.get(payload_type, "").startswith("telephone-event/8000"):
-            return payload_type
-    return None
+        name, _, rate = media.rtpmap.get(payload_type, "").partition("/")
+        if name == "telephone-event" and rate.isdigit() and int(rate) in (8000, 48_000):
+            found.append((payload_type, int(rate)))
+    return next((item for item in found if item[1] == clock_hz), found[0] if found else None)
 
 
 def choose_audio(session: SessionDescription, codecs: tuple[Codec, ...], *,
@@ -180,24 +198,29 @@ def choose_audio(session: SessionDescription, codecs: tuple[Codec, ...], *,
     if not usable:
         raise SdpError("no codec in common")
     payload_type, codec = usable[0]
+    event = telephone_event_of(media, CLOCK_RATE_HZ[codec])
     return AudioChoice(codec=codec, payload_type=payload_type,
-                       telephone_event=telephone_event_of(media), address=address,
+                       telephone_event=None if event is None else event[0],
+                       event_clock_hz=8000 if event is None else event[1], address=address,
                        port=media.port, direction=media.direction, rtcp_port=media.rtcp_port)
 
 
 def build_sdp(*, address: str, port: int, rtcp_port: int | None,
-              formats: list[tuple[int, str]], telephone_event: int | None,
+              formats: list[tuple[int, str]], telephone_events: list[tuple[int, int]],
               direction: str = "sendrecv", session_id: int, version: int = 1) -> bytes:
-    """One audio stream's SDP: ``formats`` are (payload type, rtpmap encoding) in order."""
+    """One audio stream's SDP: ``formats`` are (payload type, rtpmap encoding) in order,
+    ``telephone_events`` (payload type, clock) after them."""
     family = "IP6" if ":" in address else "IP4"
-    types = [pt for pt, _ in formats] + ([telephone_event] if telephone_event is not None else [])
+    types = [pt for pt, _ in formats] + [pt for pt, _ in telephone_events]
     lines = ["v=0", f"o=voicelab {session_id} {version} IN {family} {address}", "s=voicelab",
              f"c=IN {family} {address}", "t=0 0",
              f"m=audio {port} RTP/AVP {' '.join(str(pt) for pt in types)}"]
-    lines += [f"a=rtpmap:{pt} {encoding}" for pt, encoding in formats]
-    if telephone_event is not None:
-        lines += [f"a=rtpmap:{telephone_event} telephone-event/8000",
-                  f"a=fmtp:{telephone_event} 0-16"]
+    for pt, encoding in formats:
+        lines.append(f"a=rtpmap:{pt} {encoding}")
+        if encoding.startswith("opus/"):
+            lines.append(f"a=fmtp:{pt} {OPUS_FMTP}")
+    for pt, clock_hz in telephone_events:
+        lines += [f"a=rtpmap:{pt} telephone-event/{clock_hz}", f"a=fmtp:{pt} 0-16"]
     if rtcp_port is not None:
         lines.append(f"a=rtcp:{rtcp_port}")
     lines += ["a=ptime:20", f"a={direction}"]
@@ -205,7 +228,15 @@ def build_sdp(*, address: str, port: int, rtcp_port: int | None,
 
 
 def offer_formats(codecs: tuple[Codec, ...]) -> list[tuple[int, str]]:
-    return [(STATIC_TYPES[codec], f"{ENCODING_NAMES[codec]}/8000") for codec in codecs]
+    return [(OFFER_TYPES[codec], ENCODINGS[codec]) for codec in codecs]
+
+
+def offer_events(codecs: tuple[Codec, ...]) -> list[tuple[int, int]]:
+    """telephone-event on 8 kHz, and on 48 kHz too when Opus is offered."""
+    events = [(TELEPHONE_EVENT_TYPE, 8000)]
+    if "opus" in codecs:
+        events.append((TELEPHONE_EVENT_48K_TYPE, 48_000))
+    return events
 
 
 def reflect_direction(direction: str) -> str:

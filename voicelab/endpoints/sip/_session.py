@@ -14,18 +14,12 @@ from collections.abc import Callable
 
 from pydantic import JsonValue
 
+from ._codecs import CLOCK_RATE_HZ
 from ._line import RtpLine
 from ._media import MediaReceiver, MediaTarget, RtcpReceiver
 from ._record import CallRecord
 from ._rtcp import REPORT_INTERVAL_SECONDS, RtcpReporter, SenderState, rtp_timestamp_now
-from ._sdp import (
-    ENCODING_NAMES,
-    TELEPHONE_EVENT_TYPE,
-    build_sdp,
-    choose_audio,
-    offer_formats,
-    parse_sdp,
-)
+from ._sdp import ENCODINGS, build_sdp, choose_audio, offer_events, offer_formats, parse_sdp
 from ._stamped_socket import StampedDatagramSocket
 from ._types import CallOptions, Negotiated, RtpPacket, SipError
 
@@ -77,40 +71,43 @@ class MediaSession:
         assert self._rtp is not None
         return self._rtp.local_address
 
-    def _sdp(self, formats: list[tuple[int, str]], telephone_event: int | None,
+    def _sdp(self, formats: list[tuple[int, str]], telephone_events: list[tuple[int, int]],
              direction: str, version: int) -> bytes:
         assert self._rtcp is not None
         host, port = self.local_rtp
         return build_sdp(address=host, port=port,
                          rtcp_port=self._rtcp.local_address[1], formats=formats,
-                         telephone_event=telephone_event, direction=direction,
+                         telephone_events=telephone_events, direction=direction,
                          session_id=self.session_id, version=version)
 
     def offer(self) -> bytes:
         """The INVITE's offer: our codecs in order, telephone-event, sendrecv."""
-        return self._sdp(offer_formats(self._options.codecs), TELEPHONE_EVENT_TYPE,
-                         "sendrecv", 1)
+        codecs = self._options.codecs
+        return self._sdp(offer_formats(codecs), offer_events(codecs), "sendrecv", 1)
 
     def answer(self, direction: str, version: int) -> bytes:
         """Our answer to a re-INVITE: the codec it settled, ``direction`` (already reflected)."""
         negotiated = self.negotiated
         assert negotiated is not None
-        formats = [(negotiated.payload_type, f"{ENCODING_NAMES[negotiated.codec]}/8000")]
-        return self._sdp(formats, negotiated.telephone_event, direction, version)
+        formats = [(negotiated.payload_type, ENCODINGS[negotiated.codec])]
+        events = [] if negotiated.telephone_event is None else \
+            [(negotiated.telephone_event, negotiated.event_clock_hz)]
+        return self._sdp(formats, events, direction, version)
 
     def use_sdp(self, body: bytes) -> Negotiated:
         """Take the far end's SDP (an answer, or a re-INVITE's offer); raises ``SdpError``."""
         choice = choose_audio(parse_sdp(body), self._options.codecs)
-        self.receiver.set_target(MediaTarget((choice.address, choice.port),
-                                             choice.payload_type, choice.telephone_event))
+        self.receiver.set_target(MediaTarget(
+            (choice.address, choice.port), choice.payload_type, choice.telephone_event,
+            clock_hz=CLOCK_RATE_HZ[choice.codec], event_clock_hz=choice.event_clock_hz))
         self.negotiated = Negotiated(codec=choice.codec, payload_type=choice.payload_type,
                                      telephone_event=choice.telephone_event,
                                      remote_rtp=(choice.address, choice.port),
-                                     local_rtp=self.local_rtp)
+                                     local_rtp=self.local_rtp,
+                                     event_clock_hz=choice.event_clock_hz)
         if self.line is not None:
-            self.line.payload_type = choice.payload_type
-            self.line.codec = choice.codec
-            self.line.telephone_event = choice.telephone_event
+            self.line.use_codec(choice.codec, choice.payload_type, choice.telephone_event,
+                                event_clock_hz=choice.event_clock_hz)
         self._remote_rtcp = (choice.address, choice.rtcp_port or choice.port + 1)
         self.held = choice.direction in ("sendonly", "inactive")
         if self.line is not None:
@@ -123,6 +120,7 @@ class MediaSession:
         self.line = RtpLine(send=self.receiver.send, clock_ns=self._clock_ns,
                             codec=negotiated.codec, payload_type=negotiated.payload_type,
                             telephone_event=negotiated.telephone_event,
+                            event_clock_hz=negotiated.event_clock_hz,
                             dtmf=self._options.dtmf, send_info=send_info)
         self.line.muted = self.held
         self._schedule_report(first=True)
@@ -152,7 +150,8 @@ class MediaSession:
         now_ns = self._clock_ns()
         sender = None
         if line.last_sent is not None:
-            timestamp = rtp_timestamp_now(*line.last_sent, now_ns)
+            timestamp = rtp_timestamp_now(*line.last_sent, now_ns,
+                                          clock_hz=CLOCK_RATE_HZ[line.codec])
             sender = SenderState(line.ssrc, line.packets_sent, line.bytes_sent, timestamp)
         if self._remote_rtcp is not None:
             self._rtcp.sendto(self._reporter.build(
@@ -167,6 +166,8 @@ class MediaSession:
                                       "bytes": line.bytes_sent if line else 0,
                                       "stamps_kept": len(line.sent_ns) if line else 0,
                                       "muted_slots": line.muted_slots if line else 0,
+                                      "dropped_by_codec_change":
+                                          line.dropped_by_codec_change if line else 0,
                                       "rtcp_reports": self.reports_sent}
         return {"sent": sent, "received": self.receiver.facts(), "rtcp": rtcp}
 

@@ -8,13 +8,12 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .._settings import AdapterSettings
+from ._codecs import Codec
 from ._message import valid_header_name
 from ._types import MAX_EXTRA_HEADERS, MAX_HEADER_VALUE_CHARS, RESERVED_HEADERS
 from ._uri import UriError, parse_uri
 
 MAX_HEADERS = MAX_EXTRA_HEADERS
-
-Codec = Literal["pcmu", "pcma"]
 DEFAULT_CODECS: tuple[Codec, ...] = ("pcmu", "pcma")
 
 
@@ -26,8 +25,9 @@ class SipSettings(AdapterSettings):
     #: where voicelab's user agent binds its SIP and RTP sockets (an IP address of this machine)
     local_address: str = "127.0.0.1"
     transport: Literal["udp", "tcp"] = "udp"
-    #: offered in this order (telephone-event is always offered besides, for rfc4733 keys)
-    codecs: Annotated[list[Codec], Field(min_length=1, max_length=2)] = \
+    #: offered in this order (telephone-event is always offered besides, for rfc4733 keys);
+    #: ``opus`` needs the ``telephony`` extra (libopus)
+    codecs: Annotated[list[Codec], Field(min_length=1, max_length=3)] = \
         Field(default_factory=lambda: list(DEFAULT_CODECS))
     #: how keys are pressed: RTP telephone-events (RFC 4733) or SIP INFO (dtmf-relay)
     dtmf: Literal["rfc4733", "info"] = "rfc4733"

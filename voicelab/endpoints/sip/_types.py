@@ -15,8 +15,8 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from ._codecs import Codec
 from ._message import valid_header_name
-from ._sdp import Codec
 from ._uri import UriError, parse_uri
 
 #: headers a caller may not set: the call itself owns them
@@ -86,8 +86,8 @@ class CallOptions:
         except ValueError:
             raise ValueError(f"local_address: {self.local_address[:60]!r} is not an IP address"
                              ) from None
-        if not self.codecs or any(c not in ("pcmu", "pcma") for c in self.codecs):
-            raise ValueError("codecs: each one pcmu or pcma, at least one")
+        if not self.codecs or any(c not in ("pcmu", "pcma", "opus") for c in self.codecs):
+            raise ValueError("codecs: each one pcmu, pcma or opus, at least one")
         if len(self.headers) > MAX_EXTRA_HEADERS:
             raise ValueError(f"headers: more than {MAX_EXTRA_HEADERS}")
         for name, value in self.headers.items():
@@ -139,3 +139,5 @@ class Negotiated:
     telephone_event: int | None
     remote_rtp: tuple[str, int]
     local_rtp: tuple[str, int]
+    #: the clock of telephone-event's timestamps and durations (8000, or 48000 beside Opus)
+    event_clock_hz: int = 8000

@@ -7,4 +7,6 @@ to this wire.
 
 from ._endpoint import TwilioEndpoint, TwilioSettings
 
-__all__ = ["TwilioEndpoint", "TwilioSettings"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

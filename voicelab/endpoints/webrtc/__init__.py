@@ -12,4 +12,6 @@ from ._endpoint import WebRtcEndpoint
 from ._ice import gathering_on
 from ._settings import IceServer, WebRtcLimits, WebRtcSettings
 
-__all__ = ["IceServer", "WebRtcEndpoint", "WebRtcLimits", "WebRtcSettings", "gathering_on"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

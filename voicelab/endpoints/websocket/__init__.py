@@ -6,4 +6,6 @@ messages themselves are in :mod:`._wire`, shared with the doubles.
 
 from ._endpoint import WebSocketEndpoint, WebSocketSettings
 
-__all__ = ["WebSocketEndpoint", "WebSocketSettings"]
+# The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
+# The other names imported above are voicelab's own, for its other packages.
+__all__: list[str] = []

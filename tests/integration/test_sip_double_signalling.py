@@ -1,0 +1,264 @@
+"""The SIP double's signalling (_sip_double_caller.py drives it): TCP, final statuses, CANCEL,
+digest, failing modes, hold and resume, retransmissions, refused offers, and sipp against it."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from _sip_double_caller import (
+    DATA,
+    IVR,
+    SHORT_AGENT,
+    Caller,
+    Doubles,
+    make_callers,
+    of_call,
+    serve_doubles,
+    wait_for,
+)
+
+
+@pytest.fixture(scope="module")
+def doubles() -> Iterator[Doubles]:
+    yield from serve_doubles()
+
+
+@pytest.fixture
+def caller_factory() -> Iterator[Callable[..., Caller]]:
+    yield from make_callers()
+
+
+# --- TCP, failing and hostile far ends ---------------------------------------------------------
+
+def test_a_call_over_tcp(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get(SHORT_AGENT)
+    caller = caller_factory(double.port, "tcp")
+    ok = caller.answered()
+    call = double.calls_started
+    assert ok.h("contact").endswith(";transport=tcp>")
+    wait_for(events, call, "invite_received", transport="TCP")
+    wait_for(events, call, "reply_sent", reply=0)
+    caller.request("BYE")
+    assert caller.expect(200).h("cseq").endswith("BYE")
+    wait_for(events, call, "call_ended", why="bye_received")
+
+
+@pytest.mark.parametrize("status", [486, 603, 404, 480])
+def test_respond_with_a_final_status(doubles: Doubles, caller_factory, status: int) -> None:
+    double, events = doubles.get({"respond_with": status})
+    caller = caller_factory(double.port)
+    branch = caller.invite()
+    caller.expect(100)
+    assert caller.expect(status).h("to")
+    caller.request("ACK", cseq=caller.cseq, branch=branch)  # the ACK of a failure: same branch
+    wait_for(events, double.calls_started, "call_ended", why=f"rejected_{status}")
+
+
+def test_never_answered_then_cancelled(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get({"never_answer": True})
+    caller = caller_factory(double.port)
+    branch = caller.invite()
+    caller.expect(180)
+    caller.request("CANCEL", cseq=caller.cseq, branch=branch)
+    assert caller.expect(200).h("cseq").endswith("CANCEL")
+    assert caller.expect(487).h("cseq").endswith("INVITE")
+    caller.request("ACK", cseq=caller.cseq, branch=branch)
+    wait_for(events, double.calls_started, "call_ended", why="cancelled")
+
+
+def digest(challenge: str, *, password: str, algorithm: str, port: int) -> str:
+    def h(text: str) -> str:
+        return hashlib.new("sha256" if algorithm == "SHA-256" else "md5",
+                           text.encode()).hexdigest()
+
+    realm = re.search(r'realm="([^"]+)"', challenge).group(1)
+    nonce = re.search(r'nonce="([^"]+)"', challenge).group(1)
+    uri, cnonce = f"sip:agent@127.0.0.1:{port}", "0a4f113b"
+    ha1, ha2 = h(f"caller:{realm}:{password}"), h(f"INVITE:{uri}")
+    response = h(f"{ha1}:{nonce}:00000001:{cnonce}:auth:{ha2}")
+    return (f'Authorization: Digest username="caller", realm="{realm}", nonce="{nonce}", '
+            f'uri="{uri}", response="{response}", algorithm={algorithm}, qop=auth, '
+            f'nc=00000001, cnonce="{cnonce}"\n')
+
+
+@pytest.mark.parametrize("algorithm", ["MD5", "SHA-256"])
+def test_digest_authentication(doubles: Doubles, caller_factory, algorithm: str) -> None:
+    auth = {"username": "caller", "password": "s3cret", "algorithm": algorithm}
+    double, events = doubles.get({**SHORT_AGENT, "require_auth": auth})
+    for password, final in (("wrong", 403), ("s3cret", 200)):
+        caller = caller_factory(double.port)
+        branch = caller.invite()
+        challenge = caller.expect(401).h("www-authenticate")
+        assert f"algorithm={algorithm}" in challenge and 'qop="auth"' in challenge
+        caller.request("ACK", cseq=caller.cseq, branch=branch)
+        caller.invite(extra=digest(challenge, password=password, algorithm=algorithm,
+                                   port=double.port))
+        assert caller.expect(final).h("cseq") == "2 INVITE"
+        caller.request("ACK", cseq=caller.cseq)
+    call = double.calls_started
+    wait_for(events, call - 1, "auth_refused", reason="wrong response hash")
+    wait_for(events, call, "auth_accepted")
+    assert not [e for e in events if "s3cret" in repr(e)]  # the password is never reported
+
+
+def test_no_media_after_answer(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "no_media_after_answer": True})
+    caller = caller_factory(double.port)
+    caller.answered()
+    wait_for(events, double.calls_started, "ack_received")
+    time.sleep(0.5)
+    assert caller.rtp_in == []
+    caller.request("BYE")
+    caller.expect(200)
+
+
+def test_hang_up_and_hold(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "reinvite_after_seconds": 0.2,
+                                  "hang_up_after_seconds": 0.6})
+    caller = caller_factory(double.port)
+    caller.answered()
+    call = double.calls_started
+    hold = caller.expect("INVITE")
+    assert b"a=sendonly" in hold.body and hold.h("call-id") == caller.call_id
+    caller.respond(hold, 200, caller.offer())
+    assert caller.expect("ACK").h("cseq") == hold.h("cseq").replace("INVITE", "ACK")
+    wait_for(events, call, "reinvite_answered", status=200)
+    bye = caller.expect("BYE")
+    assert bye.h("from").endswith(caller.to.split(";tag=")[1])  # the dialog's tags, swapped
+    caller.respond(bye, 200)
+    wait_for(events, call, "bye_sent", why="hang_up_after_seconds")
+    wait_for(events, call, "bye_answered", status=200)
+
+
+def test_the_caller_holds_and_resumes(doubles: Doubles, caller_factory) -> None:
+    double, events = doubles.get(SHORT_AGENT)
+    caller = caller_factory(double.port)
+    caller.answered()
+    call = double.calls_started
+    wait_for(events, call, "ack_received")
+    hold = caller.offer().replace(b"a=sendrecv", b"a=sendonly")
+    caller.request("INVITE", body=hold, content_type="application/sdp")
+    assert b"a=recvonly" in caller.expect(200).body
+    caller.request("ACK", cseq=caller.cseq)
+    wait_for(events, call, "reinvite_received", direction="sendonly", answer_direction="recvonly")
+    time.sleep(0.2)  # packets sent before the hold have arrived
+    held_from = len(caller.rtp_in)
+    time.sleep(0.4)
+    assert len(caller.rtp_in) == held_from  # a held caller is sent nothing
+    caller.request("INVITE", body=caller.offer("8 101"), content_type="application/sdp")
+    resumed = caller.expect(200)
+    assert b"a=sendrecv" in resumed.body and b"RTP/AVP 8 101" in resumed.body
+    caller.request("ACK", cseq=caller.cseq)
+    time.sleep(0.3)
+    assert len(caller.rtp_in) > held_from + 5 and caller.rtp_in[-1][1][1] & 0x7F == 8
+    caller.request("INVITE", body=b"v=0\r\n", content_type="application/sdp")
+    assert caller.expect(488)
+    caller.request("BYE")
+    caller.expect(200)
+
+
+def test_retransmissions_over_udp(doubles: Doubles, caller_factory) -> None:
+    """A retransmitted INVITE gets the same answer (not a second call); the 200 is sent again
+    (T1 = 500 ms) until the ACK comes."""
+    double, events = doubles.get(SHORT_AGENT)
+    caller = caller_factory(double.port)
+    before = double.calls_started
+    branch = caller.invite()
+    first = caller.expect(200)
+    caller.cseq -= 1
+    caller.request("INVITE", body=caller.offer(), content_type="application/sdp", branch=branch)
+    assert caller.expect(200).h("to") == first.h("to")  # the same dialog, the same tag
+    again = caller.expect(200, timeout=3)  # no ACK yet: the 200 again
+    assert again.raw == first.raw and double.calls_started == before + 1
+    caller.to = first.h("to")
+    caller.request("ACK", cseq=caller.cseq)
+    wait_for(events, double.calls_started, "ack_received")
+    time.sleep(1.2)
+    assert all(m.status != 200 for m in list(caller.inbox.queue))  # acknowledged: no more
+    caller.request("BYE")
+    caller.expect(200)
+
+
+def test_unanswerable_offers_and_too_many_calls_are_refused(doubles: Doubles,
+                                                            caller_factory) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "max_calls": 1})
+    g722 = caller_factory(double.port)
+    g722.invite(formats="9 101")  # no codec the double speaks
+    assert g722.expect(488)
+    wait_for(events, double.calls_started, "call_ended", why="rejected_488")
+    offerless = caller_factory(double.port)
+    offerless.request("INVITE")  # no SDP: the double needs the offer in the INVITE
+    assert offerless.expect(488)
+    first = caller_factory(double.port)
+    first.answered()
+    second = caller_factory(double.port)
+    second.invite()
+    assert second.expect(503)  # over max_calls calls in progress
+    first.request("BYE")
+    first.expect(200)
+
+
+# --- real SIP software -------------------------------------------------------------------------
+
+def free_udp_port() -> int:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return port
+
+
+@pytest.mark.skipif(shutil.which("sipp") is None, reason="sipp (Debian's sip-tester) is not "
+                                                         "installed")
+@pytest.mark.parametrize("transport", ["u1", "t1"])
+def test_sipp_completes_a_call_against_the_double(doubles: Doubles, tmp_path: Path,
+                                                  transport: str) -> None:
+    double, events = doubles.get({**SHORT_AGENT, "greeting": "Hello from the double."})
+    before = double.calls_started
+    run = subprocess.run(
+        ["sipp", "-sf", str(DATA / "sipp_uac_hold_bye.xml"), "-m", "1", "-s", "agent",
+         f"127.0.0.1:{double.port}", "-i", "127.0.0.1", "-p", str(free_udp_port()),
+         "-mp", str(free_udp_port()), "-t", transport, "-nostdin", "-timeout", "20s",
+         "-timeout_error", "-trace_err", "-error_file", str(tmp_path / "errors.log")],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    errors = (tmp_path / "errors.log").read_text() if (tmp_path / "errors.log").exists() else ""
+    assert run.returncode == 0, run.stdout[-2000:] + errors
+    call = double.calls_started
+    assert call == before + 1
+    wait_for(events, call, "invite_received", transport="TCP" if transport == "t1" else "UDP")
+    wait_for(events, call, "ack_received")
+    wait_for(events, call, "bye_received")
+    ended = wait_for(events, call, "call_ended", why="bye_received")
+    assert ended["rtp_sent"] > 25 and ended["violations"] == 0  # it spoke through the pause
+
+
+@pytest.mark.skipif(shutil.which("sipp") is None, reason="sipp (Debian's sip-tester) is not "
+                                                         "installed")
+def test_sipp_presses_through_the_ivr_by_rfc4733_and_info(doubles: Doubles,
+                                                          tmp_path: Path) -> None:
+    """sipp plays its own RFC 4733 capture of key 1 from its media port, then sends key 0 by
+    INFO: the double's menu moves to billing, then to the agent."""
+    if not Path("/usr/share/sip-tester/dtmf_2833_1.pcap").exists():
+        pytest.skip("sipp's dtmf_2833_1.pcap is not installed")
+    double, events = doubles.get({**IVR, "ring_ms": 0})
+    run = subprocess.run(
+        ["sipp", "-sf", str(DATA / "sipp_uac_ivr_keys.xml"), "-m", "1", "-s", "agent",
+         f"127.0.0.1:{double.port}", "-i", "127.0.0.1", "-p", str(free_udp_port()),
+         "-mp", str(free_udp_port()), "-nostdin", "-timeout", "20s", "-timeout_error"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:]
+    call = double.calls_started
+    wait_for(events, call, "key_received", digit="1", method="rfc4733")
+    wait_for(events, call, "menu_entered", menu="billing")
+    wait_for(events, call, "key_received", digit="0", method="info")
+    wait_for(events, call, "agent_reached", menu="billing")
+    wait_for(events, call, "call_ended", why="bye_received")
+    assert len(of_call(events, call, "key_received")) == 2  # the capture's packets: one key

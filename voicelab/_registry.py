@@ -89,7 +89,7 @@ class Registry:
         self._targets: dict[str, str | Any] = dict(builtins or {})
         self._plugins: dict[str, list[Plugin]] | None = None
 
-    def register(self, name: str, target: str | Any) -> None:
+    def register(self, name: str, target: str | object) -> None:
         self._targets[name] = target
 
     def names(self) -> list[str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -36,6 +36,8 @@ from .errors import AudioFileError, ConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
     from .endpoints import AdapterAbilities
+    from .scoring import OutcomeProbe
+    from .speech import SpeechContext
 
 @runtime_checkable
 class ChecksSettings(Protocol):
@@ -43,7 +45,7 @@ class ChecksSettings(Protocol):
     arguments differ by kind (adapters and probes: ``settings``; personas and speech providers:
     ``settings, context``)."""
 
-    def check_settings(self, *args: Any) -> None: ...
+    def check_settings(self, *args: object) -> None: ...
 
 
 @runtime_checkable
@@ -107,7 +109,7 @@ class RunPlan:
     adapter_cls: type
     persona_cls: type
     speech_cls: type
-    probe_factory: Callable[[], Any] | None
+    probe_factory: Callable[[], OutcomeProbe] | None
     environment: PreparedEnvironment
     script_audio: Mapping[int, PcmAudio]
     summary: ValidationSummary
@@ -122,7 +124,7 @@ class RunPlan:
         return abilities_of(self.adapter_cls)
 
 
-def _check_class_methods(target: Any, methods: tuple[str, ...], *, what: str, name: str,
+def _check_class_methods(target: object, methods: tuple[str, ...], *, what: str, name: str,
                          source: str, key: str) -> None:
     from .endpoints import missing_methods
 
@@ -132,7 +134,7 @@ def _check_class_methods(target: Any, methods: tuple[str, ...], *, what: str, na
                           source=source, key=key)
 
 
-def call_check(target: Any, *args: Any, source: str, key: str) -> None:
+def call_check(target: object, *args: object, source: str, key: str) -> None:
     """Run ``target.check_settings(*args)`` when the plug-in has it; its errors name ``source``
     and ``key`` (or the key the plug-in gave)."""
     if not isinstance(target, ChecksSettings):
@@ -147,7 +149,7 @@ def call_check(target: Any, *args: Any, source: str, key: str) -> None:
         raise ConfigError(str(error), source=source, key=key) from None
 
 
-def check_probe_settings(probe_cls: Any, settings: Mapping[str, Any], *, source: str,
+def check_probe_settings(probe_cls: Callable[[Mapping[str, object]], object], settings: Mapping[str, object], *, source: str,
                          key: str = "outcome_probe.settings") -> None:
     """The outcome probe's settings, checked by the probe's own model before any call.
 
@@ -263,7 +265,7 @@ class _Adapter:
     name: str
     abilities: AdapterAbilities
     #: the endpoint settings it was checked with (a launched product's placeholders filled)
-    settings: Mapping[str, Any]
+    settings: Mapping[str, object]
     turn_taking: str
 
 
@@ -305,7 +307,7 @@ def _turn_taking_as_written(loaded: LoadedRun) -> str:
     return OLD_TURN_TAKING if loaded.run.endpoint.old_turn_taking else TURN_TAKING
 
 
-def _check_endpoint_settings(loaded: LoadedRun, adapter_cls: type, settings: Mapping[str, Any],
+def _check_endpoint_settings(loaded: LoadedRun, adapter_cls: type, settings: Mapping[str, object],
                              run_file: str) -> None:
     """The adapter's own settings check; an error about the turn-taking setting names it as
     the run config spelled it."""
@@ -383,7 +385,7 @@ def _resolved_speech(loaded: LoadedRun, script_audio: Mapping[int, PcmAudio],
 
 
 def _resolved_probe(loaded: LoadedRun, adapter: _Adapter, run_file: str
-                    ) -> tuple[str | None, Callable[[], Any] | None]:
+                    ) -> tuple[str | None, Callable[[], OutcomeProbe] | None]:
     """The outcome probe's name for the summary and its factory (None: the adapter's own
     probe, or none)."""
     from .scoring import load_probe_class
@@ -397,7 +399,7 @@ def _resolved_probe(loaded: LoadedRun, adapter: _Adapter, run_file: str
     probe_settings = configured.settings
     check_probe_settings(probe_cls, probe_settings, source=run_file)
 
-    def probe_factory() -> Any:
+    def probe_factory() -> OutcomeProbe:
         return probe_cls(probe_settings)
     return configured.probe, probe_factory
 
@@ -498,7 +500,7 @@ def _product_words(loaded: LoadedRun, adapter_name: str, capabilities: Mapping[s
     return described, warnings
 
 
-def _check_script_time(loaded: LoadedRun, speech_cls: type, speech_context: Any,
+def _check_script_time(loaded: LoadedRun, speech_cls: type, speech_context: SpeechContext,
                        script_audio: Mapping[int, PcmAudio], run_file: str) -> None:
     """Every script turn fits in the trial's time limit: its recording, or its pauses plus the
     least its speech can last (the provider's ``shortest_speech_seconds``: exact for tone's

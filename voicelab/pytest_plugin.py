@@ -42,6 +42,7 @@ from .artifacts import TRANSCRIPT_MD, trial_folder
 
 if TYPE_CHECKING:
     from .execution import RunOptions
+    from .runner import RunOutcome, TrialResult
 
 #: Lines of a failed trial's transcript shown in the failure.
 TRANSCRIPT_LINES = 12
@@ -72,7 +73,7 @@ def _transcript_excerpt(trial_dir: Path) -> list[str]:
     return lines[:TRANSCRIPT_LINES] + ([f"... ({more} more lines)"] if more > 0 else [])
 
 
-def trial_failure(result: Any, bundle: Path) -> str:
+def trial_failure(result: TrialResult, bundle: Path) -> str:
     """Why one trial (a ``voicelab.runner.TrialResult``) did not pass: its execution failures,
     failed verdicts (with why) and judges, a transcript excerpt and its bundle folder."""
     report = result.report
@@ -95,7 +96,7 @@ def trial_failure(result: Any, bundle: Path) -> str:
     return "\n".join(lines)
 
 
-def run_failure(outcome: Any) -> str:
+def run_failure(outcome: RunOutcome) -> str:
     """Why a run (a ``voicelab.runner.RunOutcome``) did not pass: every failed trial, every
     blocking gate, the run's bundle."""
     report = outcome.report
@@ -112,7 +113,7 @@ def run_failure(outcome: Any) -> str:
 
 # --- the fixture ------------------------------------------------------------------------------
 
-def _run(run_file: str | Path, options: RunOptions) -> Any:
+def _run(run_file: str | Path, options: RunOptions) -> RunOutcome:
     import voicelab
     from voicelab.errors import ConfigError
 
@@ -144,7 +145,7 @@ def _fixture_options(options: RunOptions | int | None, keywords: dict[str, Any]
 
 
 @pytest.fixture
-def voicelab_run(request: pytest.FixtureRequest) -> Callable[..., Any]:
+def voicelab_run(request: pytest.FixtureRequest) -> Callable[..., RunOutcome]:
     """``voicelab_run(run_file, options=None, *, check=True)``: run a suite (``options`` a
     ``voicelab.RunOptions``, as for ``voicelab.run``; its ``artifacts_dir`` defaults to
     ``--voicelab-artifacts-dir``) and return its ``RunOutcome``; with ``check`` the test fails
@@ -152,7 +153,7 @@ def voicelab_run(request: pytest.FixtureRequest) -> Callable[..., Any]:
     default_dir = request.config.getoption("voicelab_artifacts_dir")
 
     def run(run_file: str | Path, options: RunOptions | int | None = None, *,
-            check: bool = True, **keywords: Any) -> Any:
+            check: bool = True, **keywords: Any) -> RunOutcome:
         chosen = _fixture_options(options, keywords)
         if chosen.artifacts_dir is None and default_dir is not None:
             chosen = dataclasses.replace(chosen, artifacts_dir=default_dir)
@@ -251,7 +252,7 @@ class VoicelabTrialFailed(Exception):
 class VoicelabFile(pytest.File):
     """A run file: one item per planned trial; the run happens once, at the first item."""
 
-    _outcome: Any = None
+    _outcome: RunOutcome | None = None
 
     def _trials(self) -> int:
         from voicelab.config import load_run
@@ -269,7 +270,7 @@ class VoicelabFile(pytest.File):
         for index in range(1, self._trials() + 1):
             yield VoicelabTrial.from_parent(self, name=trial_folder(index), index=index)
 
-    def outcome(self) -> Any:
+    def outcome(self) -> RunOutcome:
         if self._outcome is None:
             from voicelab import RunOptions
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from voicelab.doubles.product import FakeEndpointSettings, FakeProductEndpoint
@@ -13,6 +15,8 @@ from voicelab.endpoints import (
     load_endpoint_class,
 )
 from voicelab.endpoints.http import HttpEndpoint
+from voicelab.endpoints.pipecat import PipecatEndpoint
+from voicelab.endpoints.realtime import RealtimeEndpoint
 from voicelab.endpoints.websocket import WebSocketEndpoint
 from voicelab.errors import ConfigError
 
@@ -92,3 +96,18 @@ def test_builtin_names_resolve_to_these_classes():
     assert ENDPOINTS.resolve("websocket") is WebSocketEndpoint
     assert ENDPOINTS.resolve("http") is HttpEndpoint
     assert ENDPOINTS.resolve("fake") is FakeProductEndpoint
+
+
+@pytest.mark.parametrize(("adapter", "settings", "key"), [
+    ("pipecat", {"uri": "ws://127.0.0.1:1/ws",
+                 "connect_messages": [{"sent": datetime.date(2026, 1, 1)}]},
+     "connect_messages"),
+    ("realtime", {"uri": "ws://127.0.0.1:1/", "session": {"tools": [{1, 2}]}}, "session"),
+])
+def test_what_a_wire_sends_as_json_must_be_json(adapter: str, settings: dict[str, object],
+                                                 key: str) -> None:
+    # a YAML date or a set in a message the adapter serializes is a settings error at validate,
+    # not a serializer crash at connect
+    endpoint = {"pipecat": PipecatEndpoint, "realtime": RealtimeEndpoint}[adapter]
+    with pytest.raises(ConfigError, match=key):
+        endpoint.check_settings(settings)

@@ -24,9 +24,9 @@ CORE = ("config", "recording", "metrics", "scoring", "artifacts", "execution", "
         "audio", "cost", "doubles", "history", "personas", "providers", "speech", "telemetry")
 #: The count each core package may not exceed (its count when the ceiling was last lowered);
 #: a core package without a ceiling yet is only reported.
-CEILINGS = {"config": 3, "recording": 0, "metrics": 0, "scoring": 2, "artifacts": 9,
+CEILINGS = {"config": 1, "recording": 0, "metrics": 0, "scoring": 2, "artifacts": 3,
             "execution": 5, "analysis": 0, "audio": 0, "cost": 0, "doubles": 0, "history": 0,
-            "personas": 0, "providers": 4, "speech": 0, "telemetry": 0}
+            "personas": 0, "providers": 2, "speech": 0, "telemetry": 0}
 
 
 def _annotations(obj: object) -> Iterator[str]:

@@ -58,6 +58,21 @@ def test_ga_session_moves_flat_keys_to_their_nested_place() -> None:
     assert session["instructions"] == "Be brief." and "temperature" not in session
 
 
+def test_ga_session_puts_a_flat_key_in_place_of_a_non_object() -> None:
+    # settings that set ``audio`` to a scalar and ``voice`` too: the voice's GA place wins
+    session = wire.build_session("ga", {"audio": "loud", "voice": "alloy"})
+    assert session["audio"] == {"output": {"voice": "alloy"}}
+
+
+def test_client_events_refuse_what_is_not_json() -> None:
+    with pytest.raises(ValueError, match=r"the session is not JSON at tools\.0"):
+        wire.session_update({"tools": [object()]})
+    with pytest.raises(ValueError, match="the response parameters is not JSON"):
+        wire.response_create({"voice": {1, 2}})
+    assert wire.response_create({"input": [{"type": "message"}]})["response"] == {
+        "input": [{"type": "message"}]}
+
+
 def test_urls_of_each_dialect() -> None:
     assert wire.realtime_url("openai", endpoint=None, model="gpt-realtime") == \
         "wss://api.openai.com/v1/realtime?model=gpt-realtime"

@@ -221,3 +221,15 @@ def test_statistics_and_gates_do_not_change_the_suite_hash():
         "gates=[{metric: pass_rate, min_lower_bound: 0.8}]"]).suite_hash()
     assert plain == judged
     assert load_run(run, overrides=["trial_seed=1"]).suite_hash() != plain
+
+
+def test_a_gate_reads_a_response_figure_by_its_field_name() -> None:
+    turn = TurnMetrics(turn_id="t1", index=0, status="completed", output_audio_seconds=1.5,
+                       interrupted=False, response_latency_ms=420.0, tool_calls=2,
+                       product_cut_in=None)
+    assert turn.figure("response_latency_ms") == 420.0
+    assert turn.figure("tool_calls") == 2.0
+    assert turn.figure("first_audio_latency_ms") is None  # unset
+    assert turn.figure("product_cut_in") is None  # a hesitation field, absent on this turn
+    assert turn.figure("transcript") is None  # not a number
+    assert turn.figure("no_such_field") is None

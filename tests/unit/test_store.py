@@ -4,6 +4,7 @@ records every call it receives)."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ from voicelab.artifacts._store import (
     register_staging,
     resolve_latest,
     resolve_local_latest,
+    store_error_reason,
     unregister_staging,
 )
 from voicelab.errors import ConfigError
@@ -333,3 +335,27 @@ def test_the_last_publish_is_finished_when_a_ctrl_c_lands_during_it():
         assert await _to_the_end(asyncio.to_thread(lambda: "again")) == "again"
 
     asyncio.run(main())
+
+
+class _ErrorCode(enum.Enum):
+    BLOB_NOT_FOUND = "BlobNotFound"
+
+
+class _ServiceRefusal(Exception):
+    """Shaped like azure-core's HttpResponseError: the service's code beside a multi-line text."""
+
+    def __init__(self, text: str, error_code: object):
+        super().__init__(text)
+        self.error_code = error_code
+
+
+@pytest.mark.parametrize(("error", "reason"), [
+    (_ServiceRefusal("The blob does not exist.\nErrorCode:BlobNotFound\n<xml/>",
+                     _ErrorCode.BLOB_NOT_FOUND), "The blob does not exist. (BlobNotFound)"),
+    (_ServiceRefusal("Refused", "AuthenticationFailed"), "Refused (AuthenticationFailed)"),
+    (_ServiceRefusal("BlobNotFound: gone", "BlobNotFound"), "BlobNotFound: gone"),
+    (_ServiceRefusal("Refused", 403), "Refused"),
+    (RuntimeError("  plain   failure \nmore"), "plain failure"),
+])
+def test_a_store_error_is_one_line_with_the_service_code(error: BaseException, reason: str) -> None:
+    assert store_error_reason(error) == reason

@@ -15,6 +15,7 @@ before the event).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,7 @@ class EventColumns:
         self.counts: list[int] = []
         self.wall_start_ns: list[int] = []
 
-    def add(self, records: list[dict[str, Any]], *, source: Path | None) -> None:
+    def add(self, records: Sequence[Mapping[str, object]], *, source: Path | None) -> None:
         if records:
             check_version(records[0], source=source, field="contract_version")
             try:
@@ -97,7 +98,7 @@ class EventColumns:
             self.wall_start_ns.append(0)
         self.counts.append(len(records))
 
-    def _columns(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def _columns(self, records: Sequence[Mapping[str, object]]) -> dict[str, Any]:
         n = len(records)
         pcm = list(map(_get_pcm, records))
         present = [p for p in pcm if p]

@@ -138,9 +138,10 @@ class Frames:
                       rates=rows_of(self.rates), curves=rows_of(self.curves))
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{name}={len(getattr(self, name))}" for name in
-                          ("runs", "trials", "turns", "events", "verdicts", "judges", "rates",
-                           "curves"))
+        frames = {"runs": self.runs, "trials": self.trials, "turns": self.turns,
+                  "events": self.events, "verdicts": self.verdicts, "judges": self.judges,
+                  "rates": self.rates, "curves": self.curves}
+        sizes = ", ".join(f"{name}={len(frame)}" for name, frame in frames.items())
         return f"Frames({sizes})"
 
 

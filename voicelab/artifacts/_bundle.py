@@ -43,7 +43,7 @@ from ._names import INTEROPERABILITY, RAW_ENDPOINT_EVENTS, TRIAL_REPORT
 COMPACT_DOCUMENTS = frozenset({RAW_ENDPOINT_EVENTS, INTEROPERABILITY})
 
 
-def _json_bytes(document: Any, *, pretty: bool = True) -> bytes:
+def _json_bytes(document: object, *, pretty: bool = True) -> bytes:
     if isinstance(document, BaseModel):
         # pydantic's own encoder: the text json.dumps writes (same indentation, separators and
         # key order, UTF-8 unescaped) without the pure-Python indenting encoder; floats in
@@ -61,7 +61,7 @@ def _plain_write(path: Path, *parts: bytes | memoryview) -> None:
     write_member(path, *parts)
 
 
-def write_json(path: Path, document: Any, *, pretty: bool = True, atomic: bool = True) -> Path:
+def write_json(path: Path, document: object, *, pretty: bool = True, atomic: bool = True) -> Path:
     """Write a JSON document (a model or plain data), atomically unless told otherwise."""
     data = _json_bytes(document, pretty=pretty)
     (atomic_write if atomic else _plain_write)(path, data)
@@ -92,7 +92,7 @@ def _writer_pool() -> Any:
 EncodedFile = tuple[str, tuple[bytes | memoryview, ...] | PcmAudio]
 
 
-def encode_trial_files(*, documents: Mapping[str, Any], texts: Mapping[str, str],
+def encode_trial_files(*, documents: Mapping[str, object], texts: Mapping[str, str],
                        audio: Mapping[str, PcmAudio],
                        encoded: Mapping[str, bytes] | None = None) -> list[EncodedFile]:
     """Every file of a trial but its report, serialized (CPU work, no I/O).

@@ -10,7 +10,7 @@ cannot be computed (no price, unknown quantity) is listed in ``unpriced``, never
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -43,8 +43,8 @@ class Usage(ArtifactModel):
     purpose: str | None = None
 
     @model_serializer(mode="wrap")
-    def _purpose_when_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
+    def _purpose_when_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
         if data.get("purpose", False) is None:
             del data["purpose"]
         return data

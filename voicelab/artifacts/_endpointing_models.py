@@ -5,12 +5,12 @@ waited, as functions of the pause length."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal
 
 from ._models import ArtifactModel
 
 
-def without_absent(data: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+def without_absent(data: dict[str, object], names: Iterable[str]) -> dict[str, object]:
     """``data`` without the keys in ``names`` whose value is None or an empty list: fields a
     document gained later are written only when they say something, so older documents
     re-score to the same bytes."""

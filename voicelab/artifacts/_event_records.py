@@ -109,11 +109,11 @@ def check_event_records(records: Sequence[object], *, source: Path | str,
 
 # --- the whole file at once -------------------------------------------------------------------
 
-def _types(values: Iterable[Any]) -> set[type]:
+def _types(values: Iterable[object]) -> set[type]:
     return set(map(type, values))
 
 
-def _transposed(names: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
+def _transposed(names: tuple[str, ...], rows: Iterable[tuple[object, ...]]
                 ) -> dict[str, tuple[Any, ...]]:
     """Rows of field values as one column per name (every row has a value per name)."""
     return dict(zip(names, zip(*rows, strict=True), strict=True))
@@ -179,7 +179,7 @@ def _conform(records: Sequence[Any]) -> bool:
 
 # --- one record, naming what is wrong -------------------------------------------------------------
 
-def _check_record(record: Any, *, source: Path | str, line: int, listener: bool | None
+def _check_record(record: object, *, source: Path | str, line: int, listener: bool | None
                   ) -> bool:
     """Refuse one record naming its line and key; returns whether it carries
     ``listener_offset_ns`` (every record of a file must agree with the first)."""
@@ -233,13 +233,13 @@ def _check_record(record: Any, *, source: Path | str, line: int, listener: bool 
     return has_listener
 
 
-def _within_timeline(value: Any, *, name: str, refuse: Callable[[str, str], Exception]) -> None:
+def _within_timeline(value: float | None, *, name: str, refuse: Callable[[str, str], Exception]) -> None:
     if value is not None and not -MAX_TIMELINE_NS <= value <= MAX_TIMELINE_NS:
         raise refuse(name, f"{_shown(value)} is outside [{-MAX_TIMELINE_NS:,}, {MAX_TIMELINE_NS:,}] "
                      f"(a recording spans at most {MAX_TIMELINE_SECONDS:,} s)")
 
 
-def _shown(value: int) -> str:
+def _shown(value: float) -> str:
     """A whole number in an error line: ``1.8e+13``; one too large for a float by its digits."""
     try:
         return f"{value:.3g}"

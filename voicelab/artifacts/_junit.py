@@ -120,7 +120,7 @@ def _cells(path: Path) -> list[tuple[str, Path]]:
                       "matrix-report.json)", source=path)
 
 
-def _timestamp(text: Any) -> str | None:
+def _timestamp(text: object) -> str | None:
     """JUnit's timestamp: ISO 8601 in UTC without a zone suffix, to the second."""
     if not isinstance(text, str):
         return None
@@ -200,7 +200,7 @@ def _stabilities(path: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
     return found
 
 
-def _stability_properties(cell: dict[str, Any]) -> dict[str, str]:
+def _stability_properties(cell: dict[str, object]) -> dict[str, str]:
     rate = cell.get("pass_rate") if isinstance(cell.get("pass_rate"), dict) else {}
     properties = {"flaky": str(cell.get("stability") == "flaky").lower(),
                   "stability": str(cell.get("stability"))}
@@ -214,7 +214,7 @@ def _stability_properties(cell: dict[str, Any]) -> dict[str, str]:
 
 
 def _run_suite(cell: str, run_dir: Path,
-               stabilities: dict[tuple[str, str, str], dict[str, Any]] | None = None) -> _Suite:
+               stabilities: dict[tuple[str, str, str], dict[str, object]] | None = None) -> _Suite:
     report = read_json(run_dir / RUN_REPORT) if (run_dir / RUN_REPORT).is_file() \
         else {}
     suite = _Suite(cell, _timestamp(report.get("started_at")),
@@ -247,7 +247,7 @@ def _run_suite(cell: str, run_dir: Path,
 
 
 def _staged_suites(path: Path, prefix: str,
-                   stabilities: dict[tuple[str, str, str], dict[str, Any]]) -> list[_Suite]:
+                   stabilities: dict[tuple[str, str, str], dict[str, object]]) -> list[_Suite]:
     """A staged sweep's suites, one per stage (None: the sweep is not staged)."""
     matrix = read_json(path / MATRIX_REPORT)
     stages = matrix.get("stages")

@@ -155,7 +155,7 @@ def _read_holder(handle: int) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
-def _describe(holder: dict[str, Any]) -> str:
+def _describe(holder: dict[str, object]) -> str:
     pid, host = holder.get("pid"), holder.get("host")
     if not isinstance(pid, int) or isinstance(pid, bool):
         return "its holder did not say who it is"
@@ -166,7 +166,7 @@ def _describe(holder: dict[str, Any]) -> str:
             + (f", since {since}" if since else ""))
 
 
-def _holder_alive(holder: dict[str, Any]) -> bool:
+def _holder_alive(holder: dict[str, object]) -> bool:
     pid = holder.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False

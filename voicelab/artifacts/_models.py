@@ -72,9 +72,9 @@ class Transcript(Versioned):
 class ToolCallRecord(ArtifactModel):
     call_id: str | None = None
     name: str
-    arguments: Any = None
+    arguments: object = None
     arguments_json: str | None = None
-    result: Any = None
+    result: object = None
     has_result: bool = False
     turn_id: str | None = None
     offset_ms: float | None = None
@@ -89,7 +89,7 @@ class RawEndpointEvent(ArtifactModel):
     sequence: int
     received_offset_ns: int
     type: str
-    raw: Any = None
+    raw: object = None
 
 
 class RawEndpointEvents(Versioned):
@@ -110,8 +110,8 @@ class Verdict(ArtifactModel):
     #: ``expected_exit`` or outcome): it neither passes nor fails the trial
     status: Literal["passed", "failed", "inconclusive", "not_applicable"] = "failed"
     why: str = ""
-    expected: Any = None
-    observed: Any = None
+    expected: object = None
+    observed: object = None
 
     @model_validator(mode="after")
     def _status_agrees(self) -> Verdict:
@@ -136,7 +136,7 @@ class JudgeResult(ArtifactModel):
     model: str | None = None
     model_version: str | None = None
     error: str | None = None
-    sent: Any = Field(None, description="the redacted payload the judge received")
+    sent: object = Field(None, description="the redacted payload the judge received")
     #: what the judge's calls used (docs/cost.md); empty: it made none (or a bundle written
     #: before usage was kept)
     usage: list[Usage] = Field(default_factory=list)
@@ -201,12 +201,12 @@ class TrialReport(Versioned):
     verdicts: list[Verdict] = Field(default_factory=list)
     judges: list[JudgeResult] = Field(default_factory=list)
     outcome_status: Literal["available", "unavailable", "error"] = "unavailable"
-    outcome: dict[str, Any] | None = None
+    outcome: dict[str, object] | None = None
     outcome_error: str | None = None
     metrics_summary: dict[str, Any] = Field(default_factory=dict)
     voice_event_schema_versions: list[str] = Field(default_factory=lambda: [SCHEMA_VERSION])
     interoperability_schema_version: str = SCHEMA_VERSION
-    audio_format: dict[str, Any] = Field(default_factory=dict)
+    audio_format: dict[str, object] = Field(default_factory=dict)
     files: list[str] = Field(default_factory=list)
     #: the evaluator's loop lagged beyond its tolerances during the call (voice-metrics.json
     #: ``measurement_quality``): timing verdicts the error could change are inconclusive
@@ -234,9 +234,9 @@ class TrialReport(Versioned):
 
     @model_serializer(mode="wrap")
     def _retention_only_when_limited(self, handler: SerializerFunctionWrapHandler
-                                     ) -> dict[str, Any]:
+                                     ) -> dict[str, object]:
         # a trial that kept everything is written as before the field existed
-        data: dict[str, Any] = handler(self)
+        data: dict[str, object] = handler(self)
         for name in ("retention", "cost"):
             if data.get(name, False) is None:
                 del data[name]
@@ -271,18 +271,18 @@ class TrialSummary(ArtifactModel):
 class Interoperability(Versioned):
     session_id: str
     scenario_id: str
-    trial: dict[str, Any]
-    trace: dict[str, Any]
-    metrics: dict[str, Any]
-    transcript: list[dict[str, Any]] = Field(default_factory=list)
-    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
-    verdicts: list[dict[str, Any]] = Field(default_factory=list)
-    judges: list[dict[str, Any]] = Field(default_factory=list)
-    outcome: dict[str, Any] = Field(default_factory=dict)
-    imported_scores: dict[str, Any] = Field(default_factory=dict)
+    trial: dict[str, object]
+    trace: dict[str, object]
+    metrics: dict[str, object]
+    transcript: list[dict[str, object]] = Field(default_factory=list)
+    tool_calls: list[dict[str, object]] = Field(default_factory=list)
+    verdicts: list[dict[str, object]] = Field(default_factory=list)
+    judges: list[dict[str, object]] = Field(default_factory=list)
+    outcome: dict[str, object] = Field(default_factory=dict)
+    imported_scores: dict[str, object] = Field(default_factory=dict)
 
 
 class ResolvedDocument(Versioned):
     kind: Literal["scenario", "persona", "data", "environment", "script", "settings"]
     source: str | None = None
-    resolved: Any = None
+    resolved: object = None

@@ -79,13 +79,13 @@ def is_audio_member(name: str) -> bool:
     return name.lower().endswith(_AUDIO_SUFFIXES)
 
 
-def filter_value(value: Any, words: Redacts) -> Any:
+def filter_value(value: object, words: Redacts) -> Any:
     """A copy of a JSON-like value with its strings (and mapping keys) filtered; see the module
     docstring."""
     return _filtered(value, words, sensitive=False)
 
 
-def _filtered(value: Any, words: Redacts, *, sensitive: bool) -> Any:
+def _filtered(value: object, words: Redacts, *, sensitive: bool) -> Any:
     if isinstance(value, str):
         if sensitive:
             return words.replacement if value else value

@@ -4,7 +4,7 @@ Versioning: see :mod:`._models`."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -288,7 +288,7 @@ class RunReport(Versioned):
 
     @model_serializer(mode="wrap")
     def _endpointing_only_when_measured(self, handler: SerializerFunctionWrapHandler
-                                        ) -> dict[str, Any]:
+                                        ) -> dict[str, object]:
         return without_absent(handler(self), ("endpointing", "retention", "source",
                                               "telemetry", "cost", "stopped", "budget", "only",
                                               "rescore_overrides", "stopped_after_failures",
@@ -317,7 +317,7 @@ class MatrixCell(ArtifactModel):
     cost: CostSummary | None = None
 
     @model_serializer(mode="wrap")
-    def _pause_only_when_swept(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _pause_only_when_swept(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         return without_absent(handler(self), ("pause_seconds", "stage", "cost"))
 
 
@@ -374,7 +374,7 @@ class MatrixReport(Versioned):
 
     @model_serializer(mode="wrap")
     def _endpointing_only_when_swept(self, handler: SerializerFunctionWrapHandler
-                                     ) -> dict[str, Any]:
+                                     ) -> dict[str, object]:
         return without_absent(handler(self), ("endpointing", "cost", "stopped", "budget",
                                               "stages", "only"))
 

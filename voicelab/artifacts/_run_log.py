@@ -15,7 +15,6 @@ import logging
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 from ..errors import os_reason
 from ._members import open_member_append
@@ -119,7 +118,7 @@ class RunLog:
         _INFO_WHILE_RUNNING.enter()
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._token is not None:
             _current_run.reset(self._token)
         _INFO_WHILE_RUNNING.exit()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import enum
 import os
 import shutil
 import tempfile
@@ -24,7 +25,7 @@ import threading
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from .._location import as_local_path, url_scheme
 from ..config import known_secrets_scrubber, mask_url, remember_secrets, url_secret_values
@@ -153,6 +154,13 @@ def store_error_reason(error: BaseException) -> str:
     return known_secrets_scrubber().scrub_text(_first_line(error))
 
 
+@runtime_checkable
+class _ServiceError(Protocol):
+    """An azure-core ``HttpResponseError``: the service's own error code beside the message."""
+
+    error_code: object
+
+
 def _first_line(error: BaseException) -> str:
     strerror = os_reason(error)
     if strerror:
@@ -160,8 +168,9 @@ def _first_line(error: BaseException) -> str:
     # azure-core's errors append "ErrorCode:..." and the whole XML reply on further lines
     first = next((line for line in str(error).splitlines() if line.strip()), "")
     text = " ".join(first.split()) or type(error).__name__
-    code = getattr(error, "error_code", None)
-    code = getattr(code, "value", code)  # azure-storage-blob's StorageErrorCode is an enum
+    code = error.error_code if isinstance(error, _ServiceError) else None
+    if isinstance(code, enum.Enum):  # azure-storage-blob's StorageErrorCode is an enum
+        code = code.value
     return f"{text} ({code})" if isinstance(code, str) and code and code not in text else text
 
 

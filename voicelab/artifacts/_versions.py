@@ -4,7 +4,6 @@ of a newer major version than this voicelab reads is refused in one line."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ..errors import ConfigError
 from ._models import READABLE_MAJORS, SCHEMA_VERSION
@@ -16,7 +15,7 @@ class ArtifactVersionError(ConfigError):
     """An artifact written by a newer voicelab than this one can read."""
 
 
-def check_version(document: Any, *, source: Path | None,
+def check_version(document: object, *, source: Path | None,
                   field: str = "schema_version") -> int:
     """The major version of ``document`` (its ``field``); :class:`ArtifactVersionError` when it
     has none or one newer than this voicelab reads."""

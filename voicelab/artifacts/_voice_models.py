@@ -4,7 +4,7 @@ evaluator's own loop lag). Versioning: see :mod:`._models`."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -108,7 +108,7 @@ class VoiceEvent(ArtifactModel):
     speaker_role: Literal["user", "assistant"] | None = None
     pcm: PcmInfo | None = None
     trace: TraceInfo | None = None
-    attributes: dict[str, Any] = Field(default_factory=dict)
+    attributes: dict[str, object] = Field(default_factory=dict)
 
 
 class TurnMetrics(ArtifactModel):
@@ -166,7 +166,7 @@ class TurnMetrics(ArtifactModel):
     #: double talk: the product's speech in this response heard while the user's speech (any
     #: user turn, backchannels included) was on the line, in ms
     double_talk_ms: float | None = None
-    speech: dict[str, Any] | None = None
+    speech: dict[str, object] | None = None
     # a telephony line (an environment's ``channel:``): this turn's packets on each direction
     # (``to_product``: the user's turn; ``to_user``: the product's reply as heard); the loss
     # rate counts packets dropped or too late to play. Full counts under ``channel``.
@@ -178,7 +178,7 @@ class TurnMetrics(ArtifactModel):
     to_user_loss_rate: float | None = None
     #: the ``to_user`` line's constant path delay, included in ``response_latency_ms``
     to_user_delay_ms: float | None = None
-    channel: dict[str, Any] | None = None
+    channel: dict[str, object] | None = None
     #: a hesitation turn (script pauses, docs/endpointing.md): its pauses' lengths; whether the
     #: product's speech, as heard, began before the user's last piece of speech ended; the
     #: pause it began in or after (0-based; None: before the first pause); how long after
@@ -207,10 +207,17 @@ class TurnMetrics(ArtifactModel):
 
     @model_serializer(mode="wrap")
     def _hesitation_only_when_measured(self, handler: SerializerFunctionWrapHandler
-                                       ) -> dict[str, Any]:
+                                       ) -> dict[str, object]:
         """The hesitation and key fields are written only for a turn they describe: every
         other turn's document stays as it was (a bundle re-scores to the same bytes)."""
         return without_absent(handler(self), (*HESITATION_FIELDS, *KEY_FIELDS))
+
+    def figure(self, name: str) -> float | None:
+        """The number in field ``name`` (a gate or a summary names it as data, from the run
+        config or the timing metric list); None when the field is unset or holds no number."""
+        value = self.model_dump(include={name}).get(name)
+        return float(value) if isinstance(value, int | float) else None
+
     #: how late this response's timing stamps (its audio chunks' and response.done's arrivals)
     #: may be, from the evaluator's loop lag around them, in ms (0: no late tick near them);
     #: ``None``: not judged per turn (docs/artifacts.md, measurement_quality)
@@ -278,12 +285,12 @@ class MeasurementQuality(ArtifactModel):
 
 
 class VoiceMetrics(Versioned):
-    audio_format: dict[str, Any]
+    audio_format: dict[str, object]
     #: the simulated listener the timing metrics assume (jitter buffer depth, reply hangover)
-    listener: dict[str, Any] = Field(default_factory=dict)
+    listener: dict[str, object] = Field(default_factory=dict)
     #: the telephony line, per direction: its parameters and whole-call packet counts (empty:
     #: a clean line both ways)
-    channel: dict[str, Any] = Field(default_factory=dict)
+    channel: dict[str, object] = Field(default_factory=dict)
     input: SignalStats
     output: SignalStats
     turns: list[TurnMetrics] = Field(default_factory=list)
@@ -292,7 +299,7 @@ class VoiceMetrics(Versioned):
     #: environment has one
     probes: list[ProbeOutcome] = Field(default_factory=list)
     self_interruptions: list[SelfInterruption] = Field(default_factory=list)
-    echo: dict[str, Any] | None = None
+    echo: dict[str, object] | None = None
     #: the evaluator's own event-loop lag during the call, and whether it degraded the timings
     measurement_quality: MeasurementQuality | None = None
     #: who talked how much (absent in bundles scored before it was measured)
@@ -305,7 +312,7 @@ class VoiceMetrics(Versioned):
 
     @model_serializer(mode="wrap")
     def _without_absent_entities(self, handler: SerializerFunctionWrapHandler
-                                 ) -> dict[str, Any]:
+                                 ) -> dict[str, object]:
         # a scenario without entities (a wire without a call setup) writes the document it
         # always wrote
         return without_absent(handler(self), ("entities", "call_setup_ms"))

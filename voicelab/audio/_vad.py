@@ -97,6 +97,7 @@ Cost: ``benchmarks/bench_vad.py`` (the figures are in ``benchmarks/README.md``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -184,8 +185,15 @@ def _check_number(name: str, value: float, *, low: float, high: float = math.inf
 
 _NO_FRAMES = np.zeros(0)
 _NO_DECISIONS = np.zeros(0, dtype=bool)
+
+
+def _einsum_row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->i", a, b)
+
+
 # squared norm of each row; np.vecdot (numpy >= 2) is the cheapest per call
-_row_dot = getattr(np, "vecdot", None) or (lambda a, b: np.einsum("ij,ij->i", a, b))
+_row_dot: Callable[[np.ndarray, np.ndarray], np.ndarray] = (
+    np.vecdot if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else _einsum_row_dot)
 
 
 class _FrameEnergies:

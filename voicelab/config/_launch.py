@@ -20,7 +20,7 @@ __all__ = ["LaunchConfig"]
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
-def _text(value: Any) -> Any:
+def _text(value: object) -> Any:
     """YAML reads ``--port 8080`` or ``PORT: 8080`` as numbers; a command line is text."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
@@ -57,7 +57,7 @@ class LaunchConfig(StrictModel):
 
     @field_validator("command", mode="before")
     @classmethod
-    def _command_is_text(cls, value: Any) -> Any:
+    def _command_is_text(cls, value: object) -> Any:
         return [_text(item) for item in value] if isinstance(value, list) else value
 
     @field_validator("command")
@@ -82,7 +82,7 @@ class LaunchConfig(StrictModel):
 
     @field_validator("env", mode="before")
     @classmethod
-    def _env_is_text(cls, value: Any) -> Any:
+    def _env_is_text(cls, value: object) -> Any:
         if isinstance(value, dict):
             return {key: _text(item) for key, item in value.items()}
         return value

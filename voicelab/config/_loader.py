@@ -74,8 +74,8 @@ class Interpolation:
     secret_keys: set[str] = field(default_factory=set)
 
 
-def interpolate(value: Any, *, source: str | Path, environ: Mapping[str, str],
-                record: Interpolation, location: tuple[Any, ...] = ()) -> Any:
+def interpolate(value: object, *, source: str | Path, environ: Mapping[str, str],
+                record: Interpolation, location: tuple[object, ...] = ()) -> Any:
     """Replace ``${VAR}`` / ``${VAR:-default}`` in every string; ``$$`` is a literal ``$``."""
     if isinstance(value, str):
         if "$" not in value:
@@ -274,11 +274,12 @@ def _run_settings(raw_run: RawDocument, overrides: list[Override], *,
     run_path = raw_run.path
     run = validate_model(RunConfig, raw_run.data, source=run_path, overrides=overrides,
                          secret_values=secret_values)
-    run = run.model_copy(update={
-        name: resolve_relative(run_path, getattr(run, name))
-        for name in ("scenario_path", "persona_path", "data_path", "script_path",
-                     "environment_path")
-    } | {"artifacts_dir": resolve_location(run_path, run.artifacts_dir)})
+    given = {"scenario_path": run.scenario_path, "persona_path": run.persona_path,
+             "data_path": run.data_path, "script_path": run.script_path,
+             "environment_path": run.environment_path}
+    run = run.model_copy(update={name: resolve_relative(run_path, value)
+                                 for name, value in given.items()}
+                         | {"artifacts_dir": resolve_location(run_path, run.artifacts_dir)})
     if run.pricing_path is not None:
         # the table itself is what the bundle keeps (resolved-settings.json) and prices by
         pricing_path = resolve_relative(run_path, run.pricing_path)

@@ -121,7 +121,7 @@ class IvrSpec(StrictModel):
 class EvalSpec(StrictModel):
     expected_exit: ExitReason | None = None
     limits: Limits = Field(default_factory=Limits)
-    outcome_spec: dict[str, Any] = Field(default_factory=dict)
+    outcome_spec: dict[str, object] = Field(default_factory=dict)
     concise_max_words: Annotated[int, Field(gt=0)] = 60
     max_interruption_stop_ms: PositiveFloat | None = None
     max_first_audio_latency_ms: PositiveFloat | None = None
@@ -363,7 +363,7 @@ class EndpointConfig(StrictModel):
     adapter: Annotated[str, Field(min_length=1)] = "fake"
     #: the adapter's settings; voicelab's own ``turn_taking`` is kept under that one name
     #: (``turn_detection``, its older spelling, is read and renamed: :mod:`._turn_taking`)
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, object] = Field(default_factory=dict)
     #: start the product process for each trial (or once per run) and stop it afterwards
     launch: LaunchConfig | None = None
     #: the settings said ``turn_detection`` (``validate`` warns)
@@ -371,7 +371,7 @@ class EndpointConfig(StrictModel):
 
     @field_validator("settings")
     @classmethod
-    def _one_turn_taking_name(cls, settings: dict[str, Any]) -> dict[str, Any]:
+    def _one_turn_taking_name(cls, settings: dict[str, object]) -> dict[str, Any]:
         return canonical_turn_taking(settings)
 
     @model_validator(mode="wrap")
@@ -402,7 +402,7 @@ class ListenerConfig(StrictModel):
 
 class OutcomeProbeConfig(StrictModel):
     probe: Annotated[str, Field(min_length=1)]
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, object] = Field(default_factory=dict)
 
 
 class AzureOpenAIProvider(StrictModel):
@@ -585,7 +585,7 @@ class RunConfig(StrictModel):
     environment_path: Path | None = None
     persona_mode: Annotated[str, Field(min_length=1)] = "scripted"
     speech_provider: Annotated[str, Field(min_length=1)] = "tone"
-    speech_settings: dict[str, Any] = Field(default_factory=dict)
+    speech_settings: dict[str, object] = Field(default_factory=dict)
     persona_settings: dict[str, Any] = Field(default_factory=dict)
     endpoint: EndpointConfig = Field(default_factory=EndpointConfig)
     outcome_probe: OutcomeProbeConfig | None = None

@@ -22,7 +22,7 @@ DOCUMENT_KINDS = ("scenario", "persona", "data", "script", "environment")
 
 # --- key paths and error rendering ----------------------------------------------------------
 
-def format_key_path(location: Sequence[Any]) -> str:
+def format_key_path(location: Sequence[object]) -> str:
     text = ""
     for part in location:
         if isinstance(part, int):
@@ -71,7 +71,7 @@ def validation_error_to_config_error(error: ValidationError, *, source: str | Pa
     return ConfigError(message, source=blamed, key=key)
 
 
-def validate_model(model: type[ModelT], data: Any, *, source: str | Path,
+def validate_model(model: type[ModelT], data: object, *, source: str | Path,
                    overrides: Sequence[Override] = (),
                    secret_values: Iterable[str] = ()) -> ModelT:
     if not isinstance(data, Mapping):
@@ -140,7 +140,7 @@ class Override:
         return f"{self.label} ({Path(file).name})"
 
 
-def apply_overrides(data: Any, overrides: Sequence[Override], *,
+def apply_overrides(data: object, overrides: Sequence[Override], *,
                     file: str | Path | None = None) -> Any:
     for override in overrides:
         where = override.label if file is None else override.source_for(file)

@@ -16,6 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..errors import ConfigError
 from ._loader import Interpolation, interpolate
 from ._models import (
@@ -39,7 +41,7 @@ from ._secrets import (
 RECORDED_KINDS = ("settings", "scenario", "persona", "data", "script", "environment")
 
 
-def load_recorded_run(documents: Mapping[str, Any], *, run_path: Path,
+def load_recorded_run(documents: Mapping[str, object], *, run_path: Path,
                       sources: Mapping[str, Path], overrides: Sequence[str | Override] = (),
                       environ: Mapping[str, str] | None = None) -> LoadedRun:
     """A :class:`LoadedRun` from resolved documents (``settings``, ``scenario``, ``persona``,
@@ -76,7 +78,7 @@ def load_recorded_run(documents: Mapping[str, Any], *, run_path: Path,
         raise ConfigError("the bundle keeps no run settings", source=sources["settings"])
     secret_values |= transport_secret_values(settings[0]) | launch_secret_values(settings[0])
 
-    def validated(model: type[Any], kind: str) -> Any:
+    def validated(model: type[BaseModel], kind: str) -> Any:
         data, kind_overrides = prepared[kind]
         return validate_model(model, data, source=sources[kind], overrides=kind_overrides,
                               secret_values=secret_values)

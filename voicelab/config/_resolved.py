@@ -11,6 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 from ._models import EnvironmentConfig, PersonaConfig, RunConfig, ScenarioConfig, ScriptConfig
 from ._secrets import MASK, SecretScrubber, is_secret_name, mask_transport
 from ._turn_taking import under_old_name
@@ -50,7 +52,7 @@ class LoadedRun:
         """The ``--set`` overrides as a bundle keeps them (:func:`recorded_overrides`)."""
         return recorded_overrides(self.overrides, self.scrubber)
 
-    def resolved_documents(self) -> dict[str, Any]:
+    def resolved_documents(self) -> dict[str, JsonValue]:
         """Every resolved config as JSON-ready data, sanitized (for resolved-*.json and hashing).
 
         Computed once: a loaded run is immutable (callers must not mutate the result)."""
@@ -94,12 +96,12 @@ def recorded_overrides(overrides: Sequence[str], scrubber: SecretScrubber) -> li
     return recorded
 
 
-def _mask_key_paths(document: Any, key_paths: frozenset[str]) -> Any:
+def _mask_key_paths(document: object, key_paths: frozenset[str]) -> object:
     """Mask values whose key path was interpolated from a secret environment variable."""
     if not key_paths:
         return document
 
-    def walk(node: Any, prefix: str) -> Any:
+    def walk(node: object, prefix: str) -> object:
         if prefix in key_paths:
             return MASK
         if isinstance(node, dict):
@@ -111,7 +113,7 @@ def _mask_key_paths(document: Any, key_paths: frozenset[str]) -> Any:
     return walk(document, "")
 
 
-def _json_keys(node: Any) -> Any:
+def _json_keys(node: object) -> object:
     """Mapping keys ``json.dumps`` cannot write (YAML allows dates as keys) as their text."""
     if isinstance(node, dict):
         return {k if k is None or isinstance(k, str | int | float) else str(k): _json_keys(v)
@@ -121,9 +123,9 @@ def _json_keys(node: Any) -> Any:
     return node
 
 
-def resolved_documents(loaded: LoadedRun) -> dict[str, Any]:
+def resolved_documents(loaded: LoadedRun) -> dict[str, JsonValue]:
     """``settings`` (the run file) and each referenced document, JSON-ready and sanitized."""
-    documents: dict[str, Any] = {
+    documents: dict[str, object] = {
         "settings": loaded.run.model_dump(mode="json"),
         "scenario": loaded.scenario.model_dump(mode="json"),
         "persona": loaded.persona.model_dump(mode="json"),
@@ -154,7 +156,7 @@ def file_sha256(path: Path) -> str:
     return _file_sha256(str(path), stat.st_size, stat.st_mtime_ns)
 
 
-def _replace_paths_by_hashes(node: Any) -> Any:
+def _replace_paths_by_hashes(node: object) -> object:
     if isinstance(node, dict):
         return {k: _replace_paths_by_hashes(v) for k, v in node.items()}
     if isinstance(node, list):
@@ -173,12 +175,13 @@ def suite_hash(loaded: LoadedRun) -> str:
     a scenario, a persona, the data, a script line or one byte of an audio asset changes it.
     """
     documents = loaded.resolved_documents()
-    settings = {k: v for k, v in documents["settings"].items() if k not in _EXECUTION_ONLY}
+    run = documents["settings"]
+    settings: dict[str, JsonValue] = {k: v for k, v in run.items() if k not in _EXECUTION_ONLY} \
+        if isinstance(run, dict) else {}
     endpoint = settings.get("endpoint")
-    if isinstance(endpoint, dict) and isinstance(endpoint.get("settings"), dict):
+    if isinstance(endpoint, dict) and isinstance(adapter := endpoint.get("settings"), dict):
         # hashed under the name it had before the rename: the hash of a configuration stays
-        settings["endpoint"] = {**endpoint, "settings": under_old_name(endpoint["settings"])}
-    payload = {**documents, "settings": settings}
-    payload = _replace_paths_by_hashes(payload)
+        settings["endpoint"] = {**endpoint, "settings": under_old_name(adapter)}
+    payload = _replace_paths_by_hashes({**documents, "settings": settings})
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()

@@ -16,8 +16,10 @@ import re
 import threading
 from collections.abc import Callable, Container, Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
+
+from pydantic import JsonValue
 
 MASK = "***"
 
@@ -104,7 +106,7 @@ class SecretScrubber:
             return text
         return self._pattern.sub(MASK, text)
 
-    def scrub(self, value: Any) -> Any:
+    def scrub(self, value: object) -> Any:
         """A copy of ``value`` with secret-named fields masked and secret values replaced.
 
         Mapping keys are scrubbed like values (a product may echo a secret as a key); two keys
@@ -140,7 +142,7 @@ def distinct_key(key: str, taken: Container[object]) -> str:
     return f"{key} ({number})"
 
 
-def collect_named_secrets(value: Any) -> set[str]:
+def collect_named_secrets(value: object) -> set[str]:
     """Every string held under a secret-named field (so it can be scrubbed as a substring too)."""
     found: set[str] = set()
     if isinstance(value, Mapping):
@@ -155,7 +157,7 @@ def collect_named_secrets(value: Any) -> set[str]:
     return found
 
 
-def _strings(value: Any) -> set[str]:
+def _strings(value: object) -> set[str]:
     if isinstance(value, str):
         return {value}
     if isinstance(value, Mapping):
@@ -234,11 +236,11 @@ def mask_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
 
-def _is_headers(key: Any, value: Any) -> bool:
+def _is_headers(key: object, value: object) -> bool:
     return isinstance(key, str) and key.lower() == "headers" and isinstance(value, Mapping)
 
 
-def transport_secret_values(document: Any) -> set[str]:
+def transport_secret_values(document: object) -> set[str]:
     """Every handshake header value and URL credential in a run document (see :func:`mask_transport`)."""
     found: set[str] = set()
     if isinstance(document, Mapping):
@@ -255,7 +257,15 @@ def transport_secret_values(document: Any) -> set[str]:
     return found
 
 
-def mask_transport(document: Any) -> Any:
+@overload
+def mask_transport(document: JsonValue) -> JsonValue: ...
+
+
+@overload
+def mask_transport(document: object) -> object: ...
+
+
+def mask_transport(document: object) -> object:
     """A copy of a run document with every value under a ``headers`` mapping masked and every
     URL's user info and non-public query values masked (``endpoint.settings.headers``,
     ``endpoint.settings.uri``, the same keys in any adapter's or provider's settings)."""
@@ -277,7 +287,7 @@ def mask_transport(document: Any) -> Any:
 _FLAG = re.compile(r"^--?([A-Za-z][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
 
 
-def command_secret_values(command: Iterable[Any]) -> set[str]:
+def command_secret_values(command: Iterable[object]) -> set[str]:
     """The arguments of a command line that follow a flag whose name looks secret
     (``--api-key VALUE``, ``--token=VALUE``, ``-password VALUE``)."""
     found: set[str] = set()
@@ -293,7 +303,7 @@ def command_secret_values(command: Iterable[Any]) -> set[str]:
     return {value for value in found if value}
 
 
-def launch_secret_values(run_document: Any) -> set[str]:
+def launch_secret_values(run_document: object) -> set[str]:
     """The secrets of a run document's ``endpoint.launch``: arguments after secret-looking
     flags, and the ``env`` values named in ``secret_env`` (names that look secret are found
     by :func:`collect_named_secrets` already)."""

@@ -40,7 +40,7 @@ def settings_error(error: ValidationError, *, model: type[BaseModel], key: str |
     return ConfigError(message, source=source, key=full_key)
 
 
-def _fields_at(model: type[BaseModel], location: tuple[Any, ...]) -> list[str]:
+def _fields_at(model: type[BaseModel], location: tuple[object, ...]) -> list[str]:
     """The field names of the (nested) model at ``location``; the top model's when the path
     leads through something else (a list, a union)."""
     current: Any = model
@@ -53,7 +53,7 @@ def _fields_at(model: type[BaseModel], location: tuple[Any, ...]) -> list[str]:
     return list(current.model_fields)
 
 
-def parse_settings(model: type[Model], settings: Mapping[str, Any] | Model | None, *,
+def parse_settings(model: type[Model], settings: Mapping[str, object] | Model | None, *,
                    key: str | None, source: str | Path | None = None) -> Model:
     """``settings`` validated against ``model`` (a model instance passes as it is)."""
     if isinstance(settings, model):

@@ -50,8 +50,9 @@ def load_suite(path: str | Path, *, environ: Mapping[str, str] | None = None) ->
     personas: list[SuitePersona | None] = []
     for index, persona in enumerate(suite.personas):
         fields = {}
-        for name in ("persona", "script", "data"):
-            value = resolve_relative(path, getattr(persona, name))
+        named = {"persona": persona.persona, "script": persona.script, "data": persona.data}
+        for name, given in named.items():
+            value = resolve_relative(path, given)
             if value is not None:
                 require_file(value, source=path, key=f"personas[{index}].{name}")
             fields[name] = value

@@ -61,7 +61,7 @@ class PersonaSpeech(StrictModel):
     pitch_jitter: Annotated[float, Field(ge=0, le=0.4)] = 0.0
 
 
-def disfluency_from_profile(value: Any) -> Any:
+def disfluency_from_profile(value: object) -> Any:
     """A named profile (``light``) as its probabilities; anything else unchanged."""
     if isinstance(value, str) and value in DISFLUENCY_PROFILES:
         return DISFLUENCY_PROFILES[value].model_dump()
@@ -79,5 +79,5 @@ class VoicedPersona(StrictModel):
 
     @field_validator("disfluency", mode="before")
     @classmethod
-    def _named_profile(cls, value: Any) -> Any:
+    def _named_profile(cls, value: object) -> Any:
         return disfluency_from_profile(value)

@@ -71,7 +71,7 @@ class DeclaresTurnTaking(Protocol):
     """Says (a classmethod) how it takes turns with ``settings``: ``client`` (the default for an
     adapter without it) or ``server_vad``."""
 
-    def turn_taking(self, settings: Mapping[str, Any]) -> str: ...
+    def turn_taking(self, settings: Mapping[str, object]) -> str: ...
 
 
 @runtime_checkable
@@ -79,7 +79,7 @@ class ReportsProductCanSpeakFirst(Protocol):
     """Says (a classmethod) whether, with ``settings``, the product can open the conversation;
     ``validate`` refuses ``first_speaker: product`` when it cannot."""
 
-    def product_can_speak_first(self, settings: Mapping[str, Any]) -> bool: ...
+    def product_can_speak_first(self, settings: Mapping[str, object]) -> bool: ...
 
 
 @runtime_checkable
@@ -87,7 +87,7 @@ class ChecksAdapterSettings(Protocol):
     """Checks ``endpoint.settings`` (a classmethod) at ``validate``, without building anything;
     raises :class:`~voicelab.errors.ConfigError`, ``ValueError`` or ``TypeError``."""
 
-    def check_settings(self, settings: Mapping[str, Any]) -> None: ...
+    def check_settings(self, settings: Mapping[str, object]) -> None: ...
 
 
 @runtime_checkable
@@ -160,7 +160,7 @@ class AdapterAbilities:
     declares_turn_taking: bool = False
     reports_product_can_speak_first: bool = False
 
-    def turn_taking(self, settings: Mapping[str, Any]) -> str:
+    def turn_taking(self, settings: Mapping[str, object]) -> str:
         """How the adapter takes turns with ``settings`` (``client`` when it does not say);
         the adapter's own errors (bad settings) propagate."""
         adapter = self.adapter_cls
@@ -171,7 +171,7 @@ class AdapterAbilities:
                             f"{', '.join(TURN_TAKING_MODES)}")
         return str(mode)
 
-    def product_can_speak_first(self, settings: Mapping[str, Any]) -> bool:
+    def product_can_speak_first(self, settings: Mapping[str, object]) -> bool:
         """Whether the product can open the conversation with ``settings`` (True when the
         adapter does not say)."""
         adapter = self.adapter_cls
@@ -179,7 +179,7 @@ class AdapterAbilities:
             return bool(adapter.product_can_speak_first(settings))
         return True
 
-    def check_settings(self, settings: Mapping[str, Any]) -> None:
+    def check_settings(self, settings: Mapping[str, object]) -> None:
         """The adapter's own settings check, when it has one."""
         adapter = self.adapter_cls
         if isinstance(adapter, ChecksAdapterSettings):
@@ -234,7 +234,7 @@ def _resolve(adapter_cls: type) -> AdapterAbilities:
     )
 
 
-def turn_taking_of(adapter_cls: type, settings: Mapping[str, Any]) -> str:
+def turn_taking_of(adapter_cls: type, settings: Mapping[str, object]) -> str:
     """How ``adapter_cls`` with ``settings`` takes turns (``client`` when it does not say)."""
     return abilities_of(adapter_cls).turn_taking(settings)
 

@@ -101,7 +101,7 @@ _PLACEHOLDER = re.compile(r"\{\{port\}\}|\{port\}")
 _recent_ports: deque[int] = deque(maxlen=256)
 
 
-def uses_port(value: Any) -> bool:
+def uses_port(value: object) -> bool:
     """True when a string anywhere in ``value`` holds ``{port}`` (``{{port}}`` is an escape)."""
     if isinstance(value, str):
         return any(match.group(0) == "{port}" for match in _PLACEHOLDER.finditer(value))
@@ -112,7 +112,7 @@ def uses_port(value: Any) -> bool:
     return False
 
 
-def fill_placeholders(value: Any, port: int | None) -> Any:
+def fill_placeholders(value: object, port: int | None) -> Any:
     """A copy of ``value`` with ``{port}`` replaced by ``port`` in every string of any nested
     mapping or list (keys untouched) and ``{{port}}`` by a literal ``{port}``."""
     if isinstance(value, str):
@@ -147,7 +147,7 @@ def pick_free_port(host: str = "127.0.0.1") -> int:
     raise EndpointError(f"found no free TCP port on {host}", code="launch_failed")
 
 
-def check_launch(launch: LaunchConfig, settings: Mapping[str, Any] | None = None) -> None:
+def check_launch(launch: LaunchConfig, settings: Mapping[str, object] | None = None) -> None:
     """Refuse endpoint settings that use ``{port}`` when the product is never told the port."""
     if uses_port(settings or {}) and not (uses_port(launch.command) or uses_port(launch.env)):
         raise ConfigError("endpoint.settings use '{port}' but neither the command nor an env "
@@ -288,7 +288,7 @@ class ProductProcess:
     #: constructor raised before setting it)
     _transport: asyncio.SubprocessTransport | None = None
 
-    def __init__(self, launch: LaunchConfig, *, settings: Mapping[str, Any] | None = None,
+    def __init__(self, launch: LaunchConfig, *, settings: Mapping[str, object] | None = None,
                  base_dir: Path | None = None, scrubber: SecretScrubber | None = None,
                  environ: Mapping[str, str] | None = None,
                  clock_ns: Callable[[], int] = time.perf_counter_ns, port: int | None = None,

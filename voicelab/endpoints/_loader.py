@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from .._registry import Registry
 from ..errors import ConfigError
@@ -27,7 +26,7 @@ ENDPOINTS = Registry("endpoint adapter", group="voicelab.adapters", builtins={
 })
 
 
-def missing_methods(candidate: Any, methods: Sequence[str]) -> list[str]:
+def missing_methods(candidate: object, methods: Sequence[str]) -> list[str]:
     """Which of ``methods`` (names the caller chooses: each plug-in kind has its own list)
     ``candidate`` lacks."""
     return [name for name in methods if not callable(getattr(candidate, name, None))]

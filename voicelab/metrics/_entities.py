@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ..artifacts import EntityCheck, EntityMetrics, ToolCalls, Transcript
 from ..audio import PcmAudio
@@ -115,7 +114,7 @@ def _mentions(value: str, kind: str, text: str) -> bool:
     return bool(text) and occurs(value, kind, text)
 
 
-def _tool_values(value: Any) -> Iterator[str]:
+def _tool_values(value: object) -> Iterator[str]:
     """The short scalar values with a digit anywhere in a tool call's arguments or result
     (walked without recursion, at most ``MAX_TOOL_NODES`` nodes: a product's JSON is hostile
     input)."""

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from .._steps import run_steps
+from ..artifacts import VoiceMetrics
 from ..audio import PcmAudio
 from ..recording import Recording, ns_to_samples, samples_to_ns
 from ._metric_audio import METRIC_SAMPLE_RATE_HZ, float_16k
@@ -174,7 +175,7 @@ def reply_voice(channel: PcmAudio, *, span_ns: Interval,
         else _why_missing(speech_rate, pitch))
 
 
-def _why_missing(speech_rate: float | None, pitch: dict[str, Any]) -> str:
+def _why_missing(speech_rate: float | None, pitch: dict[str, object]) -> str:
     reasons = []
     if speech_rate is None:
         reasons.append(f"under {MIN_RATE_SPEAKING_MS:g} ms of speaking time: no rate")
@@ -246,7 +247,8 @@ def product_voice(recording: Recording, placement: Placement) -> dict[str, Reply
     return replies
 
 
-def add_product_voice_metrics(recording: Recording, metrics: Any, placement: Placement) -> None:
+def add_product_voice_metrics(recording: Recording, metrics: VoiceMetrics, placement: Placement
+                              ) -> None:
     """Each turn of ``metrics`` (a :class:`~voicelab.artifacts.VoiceMetrics`) gets the product
     voice of its reply: the flattened ``output_*`` fields and ``overlap_with_user_ms``, and the
     detail under ``speech["product_voice"]``. Seconds of numeric work: a worker thread."""

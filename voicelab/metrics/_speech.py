@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, Required, TypedDict
 
 import numpy as np
 
@@ -30,6 +30,10 @@ from ..errors import MissingDependencyError
 from ._metric_audio import METRIC_SAMPLE_RATE_HZ, float_16k
 from ._placement import Placement, place_channels
 from ._product_voice import add_product_voice_metrics
+
+if TYPE_CHECKING:
+    from ..artifacts import VoiceMetrics
+    from ..recording import Recording
 
 COMPLETENESS_THRESHOLD = 0.5
 #: DNSMOS scores 9.01 s windows (hop 1 s); shorter clips are tiled to one window. Below this
@@ -50,6 +54,71 @@ ASSISTANT_METRICS = ("completeness", "dnsmos")
 _NON_WORD = re.compile(r"[^\w']+|_+")
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 _DNSMOS_LOCK = threading.Lock()
+
+
+class WordAlignment(TypedDict):
+    """Normalized word counts of a hypothesis aligned to its reference."""
+
+    reference_words: int
+    hypothesis_words: int
+    wer: float | None
+    hits: int
+    substitutions: int
+    deletions: int
+    insertions: int
+
+
+class Completeness(TypedDict):
+    """How much of the product's transcript its own audio says (:func:`transcript_completeness`)."""
+
+    recognized_text: str | None
+    wer_vs_transcript: float | None
+    completeness: float | None
+    flagged: bool
+    threshold: float
+    transcript_words: int
+    reason: str | None
+
+
+class Dnsmos(TypedDict):
+    """DNSMOS scores on a 1-5 scale (:func:`dnsmos`)."""
+
+    ovrl_mos: float | None
+    sig_mos: float | None
+    bak_mos: float | None
+    p808_mos: float | None
+    duration_seconds: float | None
+    tiled: bool
+    reason: str | None
+
+
+class Intelligibility(TypedDict):
+    """STOI, ESTOI and wideband PESQ of delivered against clean speech (:func:`intelligibility`)."""
+
+    stoi: float | None
+    estoi: float | None
+    pesq_wb: float | None
+    reason: str | None
+    pesq_reason: str | None
+
+
+class InputWer(TypedDict):
+    """The WER of what the product heard against what the persona said."""
+
+    wer: float | None
+    heard_as: str | None
+    reason: str | None
+    reference_words: NotRequired[int]
+
+
+class TurnSpeechMetrics(TypedDict, total=False):
+    """One turn's speech metrics, by the names its role runs (:func:`speech_metrics_for_turn`)."""
+
+    role: Required[str]
+    input_wer: InputWer
+    intelligibility: Intelligibility
+    completeness: Completeness
+    dnsmos: Dnsmos
 _STOI_FLOOR = 1e-5  # what pystoi returns (with a warning) when too few frames hold speech
 
 
@@ -77,22 +146,22 @@ def normalize_text(text: str | None) -> str:
     return " ".join(normalize_words(text))
 
 
-def word_alignment(reference_text: str | None, hypothesis_text: str | None) -> dict[str, Any]:
+def word_alignment(reference_text: str | None, hypothesis_text: str | None) -> WordAlignment:
     """Normalized word counts of ``hypothesis`` aligned to ``reference`` (jiwer): wer, hits,
     substitutions, deletions, insertions, reference_words. ``wer`` is None for an empty
     reference."""
     reference = normalize_words(reference_text)
     hypothesis = normalize_words(hypothesis_text)
-    counts: dict[str, Any] = {"reference_words": len(reference), "hypothesis_words": len(hypothesis)}
     if not reference:
-        return {**counts, "wer": None, "hits": 0, "substitutions": 0, "deletions": 0,
-                "insertions": len(hypothesis)}
+        return {"reference_words": 0, "hypothesis_words": len(hypothesis), "wer": None,
+                "hits": 0, "substitutions": 0, "deletions": 0, "insertions": len(hypothesis)}
     if not hypothesis:
-        return {**counts, "wer": 1.0, "hits": 0, "substitutions": 0,
-                "deletions": len(reference), "insertions": 0}
+        return {"reference_words": len(reference), "hypothesis_words": 0, "wer": 1.0,
+                "hits": 0, "substitutions": 0, "deletions": len(reference), "insertions": 0}
     jiwer = _require("jiwer", "jiwer", "word error rate metrics")
     output = jiwer.process_words(" ".join(reference), " ".join(hypothesis))
-    return {**counts, "wer": float(output.wer), "hits": int(output.hits),
+    return {"reference_words": len(reference), "hypothesis_words": len(hypothesis),
+            "wer": float(output.wer), "hits": int(output.hits),
             "substitutions": int(output.substitutions), "deletions": int(output.deletions),
             "insertions": int(output.insertions)}
 
@@ -118,17 +187,17 @@ def _rounded(value: float, digits: int = 4) -> float:
 
 def transcript_completeness(audio: PcmAudio | None, transcript: str | None, *,
                             threshold: float = COMPLETENESS_THRESHOLD,
-                            recognized_text: str | None = None) -> dict[str, Any]:
+                            recognized_text: str | None = None) -> Completeness:
     """How much of the product's ``transcript`` its own ``audio`` actually says.
 
     ``completeness`` is the fraction of transcript words matched (as hits of an order-aware
     alignment) by the local recognition; ``flagged`` is true when it is below ``threshold``.
     Pass ``recognized_text`` to reuse a recognition already made.
     """
-    result: dict[str, Any] = {"recognized_text": None, "wer_vs_transcript": None,
-                              "completeness": None, "flagged": False, "threshold": threshold,
-                              "transcript_words": len(normalize_words(transcript)),
-                              "reason": None}
+    result: Completeness = {"recognized_text": None, "wer_vs_transcript": None,
+                            "completeness": None, "flagged": False, "threshold": threshold,
+                            "transcript_words": len(normalize_words(transcript)),
+                            "reason": None}
     if recognized_text is None:
         if audio is None or audio.num_samples == 0:
             result["reason"] = "no product audio"
@@ -142,14 +211,16 @@ def transcript_completeness(audio: PcmAudio | None, transcript: str | None, *,
         result["reason"] = "empty transcript"
         return result
     completeness = alignment["hits"] / alignment["reference_words"]
-    result.update(wer_vs_transcript=_rounded(alignment["wer"]),
-                  completeness=_rounded(completeness), flagged=completeness < threshold)
+    wer = alignment["wer"]
+    result["wer_vs_transcript"] = None if wer is None else _rounded(wer)
+    result["completeness"] = _rounded(completeness)
+    result["flagged"] = completeness < threshold
     return result
 
 
 # --- DNSMOS -----------------------------------------------------------------------------------
 
-def dnsmos(audio: PcmAudio | None) -> dict[str, Any]:
+def dnsmos(audio: PcmAudio | None) -> Dnsmos:
     """DNSMOS of ``audio``: ovrl_mos, sig_mos, bak_mos (P.835) and p808_mos, on a 1-5 scale.
 
     Clips shorter than the model's 9.01 s window are repeated to exactly one window (``tiled``
@@ -157,9 +228,8 @@ def dnsmos(audio: PcmAudio | None) -> dict[str, Any]:
     repetition, several times the work for near-identical windows); clips under
     ``DNSMOS_MIN_SECONDS`` or silent ones get None with a reason.
     """
-    result: dict[str, Any] = {"ovrl_mos": None, "sig_mos": None, "bak_mos": None,
-                              "p808_mos": None, "duration_seconds": None, "tiled": False,
-                              "reason": None}
+    result: Dnsmos = {"ovrl_mos": None, "sig_mos": None, "bak_mos": None, "p808_mos": None,
+                      "duration_seconds": None, "tiled": False, "reason": None}
     if audio is None or audio.num_samples == 0:
         result["reason"] = "no audio"
         return result
@@ -181,19 +251,21 @@ def dnsmos(audio: PcmAudio | None) -> dict[str, Any]:
         samples = np.resize(samples, window)
     with _DNSMOS_LOCK:  # speechmos keeps one global model; its sessions are shared
         scores = module.run(samples, sr=METRIC_SAMPLE_RATE_HZ)
-    for name in ("ovrl_mos", "sig_mos", "bak_mos", "p808_mos"):
-        result[name] = _rounded(scores[name], 3)
+    result["ovrl_mos"] = _rounded(scores["ovrl_mos"], 3)
+    result["sig_mos"] = _rounded(scores["sig_mos"], 3)
+    result["bak_mos"] = _rounded(scores["bak_mos"], 3)
+    result["p808_mos"] = _rounded(scores["p808_mos"], 3)
     result["tiled"] = tiled
     return result
 
 
 # --- intelligibility --------------------------------------------------------------------------
 
-def intelligibility(clean: PcmAudio | None, delivered: PcmAudio | None) -> dict[str, Any]:
+def intelligibility(clean: PcmAudio | None, delivered: PcmAudio | None) -> Intelligibility:
     """STOI, ESTOI (0-1) and wideband PESQ (MOS-LQO, about 1-4.6) of ``delivered`` against
     ``clean``, both at 16 kHz over their common length."""
-    result: dict[str, Any] = {"stoi": None, "estoi": None, "pesq_wb": None, "reason": None,
-                              "pesq_reason": None}
+    result: Intelligibility = {"stoi": None, "estoi": None, "pesq_wb": None, "reason": None,
+                               "pesq_reason": None}
     if clean is None or delivered is None or not clean.num_samples or not delivered.num_samples:
         result["reason"] = "needs both the clean and the delivered audio"
         return result
@@ -215,7 +287,7 @@ def intelligibility(clean: PcmAudio | None, delivered: PcmAudio | None) -> dict[
     elif not (np.isfinite(stoi) and np.isfinite(estoi)):
         result["reason"] = "STOI is undefined for this input (a silent channel)"
     else:
-        result.update(stoi=_rounded(stoi), estoi=_rounded(estoi))
+        result["stoi"], result["estoi"] = _rounded(stoi), _rounded(estoi)
     pesq = _require("pesq", "pesq", "PESQ")
     try:
         score = float(pesq.pesq(METRIC_SAMPLE_RATE_HZ, reference, degraded, "wb"))
@@ -237,7 +309,7 @@ def speech_metrics_for_turn(*, role: str, text: str | None = None,
                             audio: PcmAudio | None = None, heard_as: str | None = None,
                             clean_audio: PcmAudio | None = None,
                             completeness_threshold: float = COMPLETENESS_THRESHOLD,
-                            include: Collection[str] | None = None) -> dict[str, Any]:
+                            include: Collection[str] | None = None) -> TurnSpeechMetrics:
     """The speech metrics of one recorded turn, as a JSON-ready dict (advisory; no verdicts).
 
     * ``role="user"``: ``text`` is what the persona said, ``audio`` the delivered (mixed) audio,
@@ -256,7 +328,7 @@ def speech_metrics_for_turn(*, role: str, text: str | None = None,
     else:
         raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
     selected = [name for name in names if include is None or name in include]
-    metrics: dict[str, Any] = {"role": role}
+    metrics: TurnSpeechMetrics = {"role": role}
     if "input_wer" in selected:
         if heard_as is None:
             metrics["input_wer"] = {"wer": None, "heard_as": None,
@@ -279,7 +351,7 @@ def speech_metrics_for_turn(*, role: str, text: str | None = None,
     return metrics
 
 
-def add_speech_metrics(recording: Any, metrics: Any, *, placement: Placement | None = None
+def add_speech_metrics(recording: Recording, metrics: VoiceMetrics, *, placement: Placement | None = None
                        ) -> None:
     """Advisory speech metrics of every response of ``recording`` (a
     :class:`~voicelab.recording.Recording`) added to ``metrics`` (its
@@ -327,7 +399,7 @@ def add_speech_metrics(recording: Any, metrics: Any, *, placement: Placement | N
                                         for e in events]))
 
     for entry in metrics.turns:
-        speech: dict[str, Any] = {}
+        speech: dict[str, object] = {}
         if entry.turn_id in said:
             parts = heard.get(entry.turn_id)
             user = speech["user"] = speech_metrics_for_turn(
@@ -345,10 +417,11 @@ def add_speech_metrics(recording: Any, metrics: Any, *, placement: Placement | N
                 role="assistant", text=entry.transcript, audio=audio,
                 include=("dnsmos",) if recognized else None)
             if recognized:  # the transcript is this audio recognized: nothing to compare
-                assistant["completeness"] = {
-                    **transcript_completeness(None, None, recognized_text=entry.transcript),
-                    "reason": f"the transcript is this audio recognized "
-                              f"({entry.transcript_source})"}
+                completeness = transcript_completeness(None, None,
+                                                       recognized_text=entry.transcript)
+                completeness["reason"] = (f"the transcript is this audio recognized "
+                                          f"({entry.transcript_source})")
+                assistant["completeness"] = completeness
             entry.output_completeness = assistant["completeness"]["completeness"]
             entry.output_completeness_flagged = assistant["completeness"]["flagged"]
             entry.output_dnsmos_ovrl = assistant["dnsmos"]["ovrl_mos"]

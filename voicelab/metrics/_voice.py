@@ -259,7 +259,7 @@ def compute_voice_metrics_steps(recording: Recording, placement: Placement,
         output=analyses.all_output, turns=turns, listener=gathered.listener,
         channel={name: {k: v for k, v in line.recorded().items() if k not in ("line", "turns")}
                  for name, line in lines.items()},
-        summary={name: summarize([getattr(t, name) for t in turns]) for name in TIMING_METRICS},
+        summary={name: summarize([t.figure(name) for t in turns]) for name in TIMING_METRICS},
         probes=probe_outcomes(recording, speech, hangover_ms=hangover_ms),
         self_interruptions=self_interruptions(recording, speech, measured.user_speech,
                                               hangover_ms=hangover_ms),
@@ -420,7 +420,7 @@ def _cut_in(turn_id: str, users: dict[str, _UserTurn], placement: Placement,
     return fields
 
 
-def _line_fields(line_turns: dict[str, dict[Any, dict[str, JsonValue]]], turn_id: str
+def _line_fields(line_turns: dict[str, dict[object, dict[str, JsonValue]]], turn_id: str
                  ) -> dict[str, Any]:
     """A turn's packets on each telephony line (none: that direction is a clean line)."""
     fields: dict[str, Any] = {}

@@ -121,14 +121,16 @@ class JSONChat:
         except openai.APIError as error:
             raise LLMCallError(f"{self.provider.kind} request failed: "
                                f"{type(error).__name__}: {error}") from None
-        choice = response.choices[0] if getattr(response, "choices", None) else None
+        # the SDK builds its models without validation: a field the service left out is None
+        choice = response.choices[0] if response.choices else None
         text = (choice.message.content or "") if choice is not None else ""
-        usage = response.usage.model_dump() if getattr(response, "usage", None) else None
+        usage = response.usage.model_dump() if response.usage is not None else None
         data = parse_json_object(text)
         if data is None:
             raise UnparseableReplyError(f"{self.provider.kind} replied without a JSON object: "
                                         f"{text[:200]!r}", text=text, usage=usage)
         return ChatJSONReply(data=data, text=text, request=params,
-                             model_version=getattr(response, "model", None),
-                             finish_reason=getattr(choice, "finish_reason", None), usage=usage,
+                             model_version=response.model,
+                             finish_reason=choice.finish_reason if choice is not None else None,
+                             usage=usage,
                              json_mode=self.json_mode)

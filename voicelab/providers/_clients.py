@@ -61,7 +61,7 @@ def async_token_provider(credential: Any) -> Callable[[], Awaitable[str]]:
 
 
 def async_chat_client(provider: LLMProvider, *, purpose: str, timeout_seconds: float = 60.0,
-                      max_retries: int = 2, credential: Any = None) -> openai.AsyncOpenAI:
+                      max_retries: int = 2, credential: object = None) -> openai.AsyncOpenAI:
     """An ``openai.AsyncAzureOpenAI`` or ``openai.AsyncOpenAI`` for ``provider``.
 
     ``credential`` (any azure-core ``TokenCredential``) overrides ``DefaultAzureCredential`` for
@@ -83,7 +83,7 @@ def async_chat_client(provider: LLMProvider, *, purpose: str, timeout_seconds: f
 
 
 def evaluation_model_config(provider: LLMProvider, *, purpose: str,
-                            credential: Any = None) -> tuple[dict[str, str | None], Any]:
+                            credential: object = None) -> tuple[dict[str, str | None], Any]:
     """``(model_config, credential)`` for azure-ai-evaluation evaluators and graders.
 
     Azure OpenAI gives an ``AzureOpenAIModelConfiguration`` (with ``api_key``, or no key and a

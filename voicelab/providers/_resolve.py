@@ -66,7 +66,8 @@ def select_provider_name(providers: Providers, *, preferred: str | None = None,
         if preferred not in PROVIDER_NAMES:
             raise ConfigError(f"unknown provider {preferred!r}; expected one of "
                               f"{', '.join(PROVIDER_NAMES)}", key=key)
-        if getattr(providers, preferred) is None:
+        configured = {"azure_openai": providers.azure_openai, "openai": providers.openai}
+        if configured[preferred] is None:
             raise ConfigError(f"{key} is {preferred!r} but providers.{preferred} is not "
                               "configured", key=key)
         return preferred

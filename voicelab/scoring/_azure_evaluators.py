@@ -21,7 +21,10 @@ the call run in a daemon thread. Scores are higher-is-better; ``passed`` is
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
+
+from pydantic import JsonValue
 
 from ..artifacts import JudgeResult, Usage
 from ..config import AzureEvaluator
@@ -38,31 +41,30 @@ OPENING_PLACEHOLDER = "[the call connects; the assistant speaks first]"
 CONVERSATION_KINDS = frozenset({"coherence", "groundedness"})
 
 
-def exchanges(evidence: RedactedEvidence) -> list[dict[str, str]]:
+def exchanges(evidence: RedactedEvidence) -> list[JsonValue]:
     """Alternating user/assistant messages, starting with the user."""
-    merged: list[dict[str, str]] = []
+    merged: list[tuple[str, str]] = []  # (role, content)
     for turn in evidence.transcript:
         text = turn["text"].strip()
         if not text:
             continue
-        if merged and merged[-1]["role"] == turn["role"]:
-            merged[-1]["content"] += " " + text
+        if merged and merged[-1][0] == turn["role"]:
+            merged[-1] = (merged[-1][0], f"{merged[-1][1]} {text}")
         else:
-            merged.append({"role": turn["role"], "content": text})
-    if merged and merged[0]["role"] == "assistant":
-        merged.insert(0, {"role": "user", "content": OPENING_PLACEHOLDER})
-    return merged
+            merged.append((turn["role"], text))
+    if merged and merged[0][0] == "assistant":
+        merged.insert(0, ("user", OPENING_PLACEHOLDER))
+    return [{"role": role, "content": content} for role, content in merged]
 
 
-def _agent_messages(evidence: RedactedEvidence) -> tuple[list[dict[str, Any]],
-                                                          list[dict[str, Any]]]:
+def _agent_messages(evidence: RedactedEvidence) -> tuple[list[JsonValue], list[JsonValue]]:
     scenario = evidence.scenario
-    query: list[dict[str, Any]] = [{
+    query: list[JsonValue] = [{
         "role": "system",
         "content": f"The assistant is a voice agent under test. Scenario {scenario['id']}: "
                    f"{scenario['description']}".strip()}]
-    response: list[dict[str, Any]] = []
-    calls_by_turn: dict[str, list[dict[str, Any]]] = {}
+    response: list[JsonValue] = []
+    calls_by_turn: dict[str, list[dict[str, JsonValue]]] = {}
     for call in evidence.tool_calls:
         calls_by_turn.setdefault(str(call.get("turn_id")), []).append(call)
     placed: set[int] = set()
@@ -84,12 +86,12 @@ def _agent_messages(evidence: RedactedEvidence) -> tuple[list[dict[str, Any]],
     return query, response
 
 
-def _tool_messages(call: dict[str, Any], number: int) -> list[dict[str, Any]]:
+def _tool_messages(call: dict[str, JsonValue], number: int) -> list[JsonValue]:
     call_id = str(call.get("call_id") or f"call_{number}")
     arguments = call.get("arguments")
     if not isinstance(arguments, dict):
         arguments = {} if arguments is None else {"value": arguments}
-    messages: list[dict[str, Any]] = [{"role": "assistant", "content": [{
+    messages: list[JsonValue] = [{"role": "assistant", "content": [{
         "type": "tool_call", "tool_call_id": call_id, "name": str(call.get("name")),
         "arguments": arguments}]}]
     if call.get("has_result"):
@@ -98,7 +100,7 @@ def _tool_messages(call: dict[str, Any], number: int) -> list[dict[str, Any]]:
     return messages
 
 
-def evaluator_inputs(kind: str, evidence: RedactedEvidence) -> dict[str, Any]:
+def evaluator_inputs(kind: str, evidence: RedactedEvidence) -> dict[str, JsonValue]:
     """The keyword arguments the evaluator is called with (also what ``sent`` records)."""
     if kind == "coherence":
         return {"conversation": {"messages": exchanges(evidence)}}
@@ -109,7 +111,16 @@ def evaluator_inputs(kind: str, evidence: RedactedEvidence) -> dict[str, Any]:
     return {"query": query, "response": response}
 
 
-def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, Any]:
+class Interpretation(TypedDict):
+    """What one evaluator's result says, as voicelab reads it."""
+
+    score: float
+    passed: bool
+    rationale: str | None
+    model_version: str | None
+
+
+def interpret(kind: str, raw: dict[str, object], *, threshold: float) -> Interpretation:
     """score/passed/rationale/model_version from the SDK's result dict; ValueError if unusable."""
     status = str(raw.get(f"{kind}_status", "completed"))
     if status not in ("completed", ""):
@@ -145,20 +156,27 @@ def interpret(kind: str, raw: dict[str, Any], *, threshold: float) -> dict[str, 
             "model_version": version or None}
 
 
-def _call_sdk(kind: str, model_config: dict[str, Any], credential: Any, threshold: float,
-              inputs: dict[str, Any]) -> dict[str, Any]:
-    import azure.ai.evaluation as sdk
+def _call_sdk(kind: str, model_config: Mapping[str, object], credential: object, threshold: float,
+              inputs: Mapping[str, object]) -> dict[str, object]:
+    from azure.ai.evaluation import (
+        CoherenceEvaluator,
+        GroundednessEvaluator,
+        TaskAdherenceEvaluator,
+    )
 
-    evaluator_class = getattr(sdk, EVALUATOR_CLASSES[kind])
+    evaluator_class = {"task_adherence": TaskAdherenceEvaluator,
+                       "groundedness": GroundednessEvaluator,
+                       "coherence": CoherenceEvaluator}[kind]
     evaluator = evaluator_class(dict(model_config), threshold=threshold, credential=credential)
     result = evaluator(**inputs)
     if not isinstance(result, dict):
         raise ValueError(f"{kind} returned {type(result).__name__}, not a result mapping")
-    return result
+    answer: dict[str, object] = dict(result)
+    return answer
 
 
 def prepare_azure_evaluator(evaluator: AzureEvaluator, *, provider: LLMProvider,
-                            model_config: dict[str, Any], credential: Any,
+                            model_config: Mapping[str, object], credential: object,
                             evidence: RedactedEvidence) -> PreparedJudge:
     kind = evaluator.type
     threshold = (evaluator.threshold if evaluator.threshold is not None
@@ -184,7 +202,7 @@ def prepare_azure_evaluator(evaluator: AzureEvaluator, *, provider: LLMProvider,
                          threshold=threshold, provider=provider.kind)
 
 
-def evaluator_usage(kind: str, raw: dict[str, Any], *, provider: str,
+def evaluator_usage(kind: str, raw: dict[str, object], *, provider: str,
                     model: str | None) -> Usage:
     """An evaluator's request, with the tokens its result reports
     (``<kind>_prompt_tokens`` / ``<kind>_completion_tokens`` in newer SDKs); tokens it does not

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pydantic import JsonValue
 
@@ -84,16 +84,37 @@ class ConversationEvidence:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
+class RedactedScenario(TypedDict):
+    id: str
+    description: str
+
+
+class RedactedPersona(TypedDict):
+    name: str
+    description: str
+    goals: list[str]
+
+
+class RedactedTurn(TypedDict):
+    """One transcript turn as a judge reads it (``interrupted`` and ``turn_id`` only when set)."""
+
+    index: int
+    role: str
+    text: str
+    interrupted: NotRequired[bool]
+    turn_id: NotRequired[str]
+
+
 @dataclass(frozen=True)
 class RedactedEvidence:
     """The judge-facing, redacted form of one conversation."""
 
-    scenario: dict[str, Any]
-    persona: dict[str, Any]
-    transcript: list[dict[str, Any]]
+    scenario: RedactedScenario
+    persona: RedactedPersona
+    transcript: list[RedactedTurn]
     tool_calls: list[dict[str, Any]]
     data: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"scenario": self.scenario, "persona": self.persona,
                 "transcript": self.transcript, "tool_calls": self.tool_calls, "data": self.data}

@@ -55,7 +55,7 @@ def safe_ratio(numerator: ArrayLike, denominator: ArrayLike) -> NDArray[np.float
                         np.nan)
 
 
-def rogan_gladen(observed_pass_rate: Any, *, sensitivity: Any, specificity: Any) -> Any:
+def rogan_gladen(observed_pass_rate: object, *, sensitivity: object, specificity: object) -> Any:
     """True pass rate from an observed one and the judge's error, clipped to [0, 1]; NaN where
     sensitivity + specificity <= 1."""
     youden = np.asarray(sensitivity, dtype=float) + np.asarray(specificity, dtype=float) - 1.0

@@ -62,7 +62,7 @@ def unknown_judge_usage(provider: str | None, model: str | None) -> Usage:
                  quantities={"input_token": None, "output_token": None, "request": 1})
 
 
-async def run_in_daemon_thread(function: Callable[[], Any], *, name: str) -> Any:
+async def run_in_daemon_thread(function: Callable[[], object], *, name: str) -> Any:
     """Run a blocking SDK call in a daemon thread and await its result.
 
     Unlike ``asyncio.to_thread`` the thread is not in the loop's default executor, so a call
@@ -73,7 +73,7 @@ async def run_in_daemon_thread(function: Callable[[], Any], *, name: str) -> Any
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
 
-    def settle(error: BaseException | None, value: Any) -> None:
+    def settle(error: BaseException | None, value: object) -> None:
         if future.done():
             return
         if error is not None:
@@ -151,8 +151,8 @@ def label_instructions(judge: CustomJudge, *, json_answer: bool) -> str:
 
 # --- results ------------------------------------------------------------------------------
 
-def label_result(judge: CustomJudge, *, label: Any, rationale: str | None, model: str,
-                 model_version: str | None, sent: Any, score: float | None = None,
+def label_result(judge: CustomJudge, *, label: object, rationale: str | None, model: str,
+                 model_version: str | None, sent: object, score: float | None = None,
                  usage: list[Usage] | None = None) -> JudgeResult:
     """A pass/fail result, or an error when ``label`` is not one of the judge's labels;
     ``usage``: what its calls used."""
@@ -169,7 +169,7 @@ def label_result(judge: CustomJudge, *, label: Any, rationale: str | None, model
 
 
 def error_result(name: str, kind: str, critical: bool, message: str, *, model: str | None,
-                 sent: Any, threshold: float | None = None,
+                 sent: object, threshold: float | None = None,
                  model_version: str | None = None,
                  usage: list[Usage] | None = None) -> JudgeResult:
     """An unavailable, failed, timed-out or unparseable judge: never a pass (``usage``: what
@@ -189,7 +189,7 @@ def prepare_chat_label_judge(judge: CustomJudge, *, chat: JSONChat, provider: LL
 
     sent_text = "".join(m["content"] for m in messages)
 
-    def spent(reported: dict[str, Any] | None, reply_text: str) -> list[Usage]:
+    def spent(reported: Mapping[str, object] | None, reply_text: str) -> list[Usage]:
         return [chat_usage(reported, component="judge", provider=provider.kind,
                            model=provider.model, sent_text=sent_text, reply_text=reply_text,
                            purpose=judge.name)]

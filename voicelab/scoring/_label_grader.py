@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..artifacts import JudgeResult
 from ..config import CustomJudge
 from ..cost import chat_usage
 from ..providers import LLMProvider, parse_json_object
 from ._evidence import RedactedEvidence
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
+
 from ._judges import (
     ITEM_TEMPLATE,
     PreparedJudge,
@@ -37,7 +42,7 @@ def grader_input(judge: CustomJudge) -> list[dict[str, str]]:
             {"role": "user", "content": ITEM_TEMPLATE}]
 
 
-def read_grader_row(name: str, row: dict[str, Any]) -> dict[str, Any]:
+def read_grader_row(name: str, row: dict[str, object]) -> dict[str, Any]:
     """label/passed/score/rationale/model_version from one ``evaluate()`` row."""
     prefix = f"outputs.{name}."
     passed = row.get(prefix + "passed")
@@ -62,7 +67,7 @@ def read_grader_row(name: str, row: dict[str, Any]) -> dict[str, Any]:
             "model_version": sample.get("model") or None}
 
 
-def grader_spent(name: str, row: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+def grader_spent(name: str, row: dict[str, object]) -> tuple[dict[str, Any] | None, str]:
     """The usage one ``evaluate()`` row's sample reports (None: none) and the grader's
     answer (for an estimate when it reports none)."""
     sample = row.get(f"outputs.{name}.sample")
@@ -74,8 +79,8 @@ def grader_spent(name: str, row: dict[str, Any]) -> tuple[dict[str, Any] | None,
             content if isinstance(content, str) else "")
 
 
-def _call_evaluate(judge: CustomJudge, provider: LLMProvider, model_config: dict[str, Any],
-                   credential: Any, item: dict[str, str]) -> dict[str, Any]:
+def _call_evaluate(judge: CustomJudge, provider: LLMProvider, model_config: Mapping[str, object],
+                   credential: TokenCredential | None, item: dict[str, str]) -> dict[str, Any]:
     from azure.ai.evaluation import AzureOpenAILabelGrader, evaluate
 
     grader = AzureOpenAILabelGrader(model_config=dict(model_config),  # type: ignore[arg-type]
@@ -98,7 +103,7 @@ def _call_evaluate(judge: CustomJudge, provider: LLMProvider, model_config: dict
 
 
 def prepare_label_grader(judge: CustomJudge, *, provider: LLMProvider,
-                         model_config: dict[str, Any], credential: Any,
+                         model_config: Mapping[str, object], credential: TokenCredential | None,
                          evidence: RedactedEvidence) -> PreparedJudge:
     item = judge_item(evidence)
     sent = {"api": "azure.ai.evaluation.AzureOpenAILabelGrader (OpenAI Evals API)",

@@ -20,5 +20,5 @@ from typing import Any, Protocol, runtime_checkable
 
 @runtime_checkable
 class OutcomeProbe(Protocol):
-    async def probe(self, context: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    async def probe(self, context: Mapping[str, object]) -> Mapping[str, Any] | None:
         """Query the product and return the persisted values this scenario cares about."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..artifacts import JudgeResult
 from ..config import Providers, QualityEvaluation, SecretScrubber
@@ -66,7 +65,7 @@ def _modules(quality: QualityEvaluation, provider: LLMProvider) -> tuple[tuple[s
 async def evaluate_quality(quality: QualityEvaluation, providers: Providers,
                            evidence: ConversationEvidence, *, scrubber: SecretScrubber,
                            environ: Mapping[str, str] | None = None,
-                           credential: Any = None) -> list[JudgeResult]:
+                           credential: object = None) -> list[JudgeResult]:
     """Run every configured judge; one :class:`JudgeResult` per judge, in configuration order.
 
     ``credential`` (an azure-core ``TokenCredential``) replaces ``DefaultAzureCredential`` for

@@ -24,8 +24,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..artifacts import TranscriptTurn
 from ..config import Redaction, SecretScrubber
-from ._evidence import ConversationEvidence, RedactedEvidence
+from ._evidence import ConversationEvidence, RedactedEvidence, RedactedTurn
 
 #: Shorter sensitive values are replaced only as field values, not as substrings of text.
 MIN_SENSITIVE_LENGTH = 3
@@ -79,7 +80,7 @@ class Redactor:
         return Redactor(self.redaction, scrubber=self.scrubber.with_values(values),
                         sensitive_values=self._sensitive)
 
-    def with_sensitive_values_from(self, *payloads: Any) -> Redactor:
+    def with_sensitive_values_from(self, *payloads: object) -> Redactor:
         """A redactor that also replaces, as substrings, the sensitive values ``payloads`` hold."""
         found: set[str] = set()
         for payload in payloads:
@@ -97,7 +98,7 @@ class Redactor:
             text = pattern.sub(self.redaction.replacement, text)
         return text
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: object) -> Any:
         """A redacted copy of any JSON-like value (a JSON string is redacted as JSON)."""
         if isinstance(value, str):
             parsed = _json_container(value)
@@ -123,9 +124,7 @@ class Redactor:
                 call["arguments"] = _json_container(call["arguments_json"]) or call["arguments_json"]
             call.pop("arguments_json", None)
         redactor = self.with_sensitive_values_from(dict(evidence.data), calls)
-        transcript = [{"index": turn.index, "role": turn.role, "text": redactor.text(turn.text),
-                       **({"interrupted": True} if turn.interrupted else {}),
-                       **({"turn_id": turn.turn_id} if turn.turn_id else {})}
+        transcript = [_turn(turn, redactor)
                       for turn in sorted(evidence.transcript, key=lambda t: t.index)]
         scenario = evidence.scenario
         persona = evidence.persona
@@ -139,6 +138,16 @@ class Redactor:
         )
 
 
+def _turn(turn: TranscriptTurn, redactor: Redactor) -> RedactedTurn:
+    redacted: RedactedTurn = {"index": turn.index, "role": turn.role,
+                              "text": redactor.text(turn.text)}
+    if turn.interrupted:
+        redacted["interrupted"] = True
+    if turn.turn_id:
+        redacted["turn_id"] = turn.turn_id
+    return redacted
+
+
 def transcript_redactor(redaction: Redaction | None = None, *,
                         scrubber: SecretScrubber | None = None) -> Redactor:
     """The redactor of the words a bundle keeps: :data:`PII_PATTERNS`, then the rules judges
@@ -149,7 +158,7 @@ def transcript_redactor(redaction: Redaction | None = None, *,
                     scrubber=scrubber or SecretScrubber())
 
 
-def sensitive_values(value: Any, fields: set[str]) -> set[str]:
+def sensitive_values(value: object, fields: set[str]) -> set[str]:
     """Every scalar held (at any depth) under a key whose casefolded name is in ``fields``."""
     found: set[str] = set()
     if isinstance(value, str):
@@ -167,7 +176,7 @@ def sensitive_values(value: Any, fields: set[str]) -> set[str]:
     return found
 
 
-def _scalars(value: Any) -> set[str]:
+def _scalars(value: object) -> set[str]:
     if isinstance(value, bool) or value is None:
         return set()
     if isinstance(value, str | int | float):

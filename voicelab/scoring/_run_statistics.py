@@ -358,10 +358,9 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
             skipped = (first_untrusted if gate.metric == "first_audio_latency_ms" else
                        untrusted if gate.metric in TIMING_METRICS else set())
             left_out[gate.metric] = skipped
-            values = (getattr(metrics, gate.metric) for i in counted
+            values = (metrics.figure(gate.metric) for i in counted
                       for index, metrics in enumerate(turns[i]) if (i, index) not in skipped)
-            responses[gate.metric] = [float(v) for v in values
-                                      if v is not None and np.isfinite(v)]
+            responses[gate.metric] = [v for v in values if v is not None and np.isfinite(v)]
     cut_ins = sum(bool(metrics.product_cut_in) for i in counted for metrics in turns[i])
     checks = judge_gates(gates, rate=rate, responses=responses, statistics=statistics,
                          cut_ins=cut_ins)

@@ -11,8 +11,10 @@ limit); the figures are kept in ``observed`` either way."""
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Final, Literal
+
+from pydantic import JsonValue
 
 from ..artifacts import (
     EntityMetrics,
@@ -56,7 +58,7 @@ def topic_covered(topic: str, assistant_tokens: set[str]) -> bool:
     return bool(tokens) and all(token in assistant_tokens for token in tokens)
 
 
-def _values_equal(expected: Any, observed: Any) -> bool:
+def _values_equal(expected: object, observed: object) -> bool:
     if isinstance(expected, bool) or isinstance(observed, bool):
         return expected is observed or (isinstance(observed, bool) and expected == observed
                                         and isinstance(expected, bool))
@@ -67,7 +69,7 @@ def _values_equal(expected: Any, observed: Any) -> bool:
 
 def deterministic_verdicts(*, scenario: ScenarioConfig, persona: PersonaConfig,
                            transcript: Sequence[TranscriptTurn], exit_reason: str,
-                           outcome_status: str, outcome: Mapping[str, Any] | None,
+                           outcome_status: str, outcome: Mapping[str, JsonValue] | None,
                            outcome_error: str | None, turn_metrics: Sequence[TurnMetrics],
                            probes: Sequence[ProbeOutcome] = (),
                            measurement: MeasurementQuality | None = None,
@@ -233,7 +235,7 @@ def _concise_verdict(budget: int, assistant_turns: Sequence[TranscriptTurn]) -> 
 
 
 def _outcome_verdicts(spec: EvalSpec, *, outcome_status: str,
-                      outcome: Mapping[str, Any] | None,
+                      outcome: Mapping[str, JsonValue] | None,
                       outcome_error: str | None) -> list[Verdict]:
     """``outcome_<key>`` for each key of the scenario's outcome spec: the probe persisted it."""
     verdicts: list[Verdict] = []
@@ -390,7 +392,7 @@ def script_turns_said_verdict(script: ScriptConfig, said: Collection[int], *,
              + "; ".join(line(index) for index in unsaid))
 
 
-def _inconclusive(name: str, expected: Any, missing: str) -> Verdict:
+def _inconclusive(name: str, expected: object, missing: str) -> Verdict:
     """A verdict with nothing to judge: never a pass; its reason says what was missing."""
     return Verdict(name=name, passed=False, status="inconclusive", expected=expected,
                    observed=None, why=f"inconclusive: {missing}")
@@ -422,7 +424,8 @@ def _timing_errors(turns: Sequence[TurnMetrics], measurement: MeasurementQuality
 
 def _decide_on_timing(name: str, *, limit_ms: float,
                       measured: Sequence[tuple[float, float | None]],
-                      describe: Any, measurement: MeasurementQuality | None) -> Verdict:
+                      describe: Callable[[float], str],
+                      measurement: MeasurementQuality | None) -> Verdict:
     """A timing verdict over figures that may each be off by a stated error (``None``: none).
 
     A figure decides when its whole error interval lies on one side of the limit: every figure

@@ -64,7 +64,7 @@ def _voices(lib: ctypes.CDLL) -> list[dict[str, object]]:
 def _synthesize(lib: ctypes.CDLL, request: dict[str, Any]) -> bytes:
     samples = bytearray()
 
-    def collect(wav: Any, count: int, events: Any) -> int:
+    def collect(wav: Any, count: int, events: object) -> int:
         if wav and count > 0:
             samples.extend(ctypes.string_at(wav, count * 2))
         return 0

@@ -30,11 +30,18 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Annotated, Literal, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ..artifacts import Usage
 from ..audio import CANONICAL_FORMAT, PcmAudio
-from ..config import Providers, SecretScrubber, parse_settings
+from ..config import (
+    AzureOpenAIProvider,
+    OpenAIProvider,
+    Providers,
+    SecretScrubber,
+    VoiceLiveProvider,
+    parse_settings,
+)
 from ..cost import realtime_usage
 from ..endpoints import EndpointError, field_mapping
 from ..endpoints.realtime import Closure, RealtimeConnection, wire
@@ -68,17 +75,20 @@ def realtime_target(providers: Providers, *, provider: ProviderName | None, mode
     missing block or credential is a :class:`ConfigError`; nothing touches the network.
     """
     environ = os.environ if environ is None else environ
+    configured: dict[ProviderName, VoiceLiveProvider | AzureOpenAIProvider | OpenAIProvider
+                     | None] = {"voice_live": providers.voice_live,
+                                "azure_openai": providers.azure_openai,
+                                "openai": providers.openai}
     if provider is None:
-        provider = next((name for name in ("voice_live", "azure_openai", "openai")
-                         if getattr(providers, name) is not None), None)
+        provider = next((name for name, block in configured.items() if block is not None), None)
         if provider is None:
             raise ConfigError("a realtime session needs providers.voice_live, "
                               "providers.azure_openai or providers.openai", key="providers")
-    config = getattr(providers, provider)
+    config = configured[provider]
     if config is None:
         raise ConfigError(f"{key}.provider is {provider!r} but providers.{provider} is not "
                           f"configured", key=f"providers.{provider}")
-    if provider == "openai":
+    if isinstance(config, OpenAIProvider):
         api_key = config.api_key or environ.get("OPENAI_API_KEY")
         if not api_key:
             raise ConfigError("the OpenAI Realtime API needs providers.openai.api_key or "
@@ -252,7 +262,7 @@ class VoiceLiveSpeechProvider:
         self._conn = conn
         return conn
 
-    def _request(self, text: str, voice: str | None) -> dict[str, object]:
+    def _request(self, text: str, voice: str | None) -> dict[str, JsonValue]:
         fmt = self._target.session_format
         # A per-response voice only when it differs from the session's.
         voice_value = (wire.voice_param(self._target.dialect, voice)
@@ -331,7 +341,8 @@ class VoiceLiveSpeechProvider:
                 raise ExecutionError(self._scrubber.scrub_text(
                     f"voice_live: the service reported {code}: {detail}"))
             if kind == "response_created":
-                response_id = (message.get("response") or {}).get("id")
+                created = field_mapping(message, "response").get("id")
+                response_id = created if isinstance(created, str) else None
             elif response_id and message.get("response_id") not in (None, response_id):
                 continue  # an event of an earlier response
             if kind == "audio_delta":
@@ -358,7 +369,9 @@ class VoiceLiveSpeechProvider:
             raise ExecutionError("voice_live: the response held no output audio transcript, so "
                                  "the spoken text cannot be verified (verify_transcript: false "
                                  "skips the check)")
-        usage = realtime_usage(response.get("usage"), component="speech",
+        reported = response.get("usage")
+        usage = realtime_usage(reported if isinstance(reported, Mapping) else None,
+                               component="speech",
                                provider=self._target.dialect, model=self._target.model,
                                output_text=transcript or "",
                                output_audio_seconds=CANONICAL_FORMAT.seconds_for_bytes(len(audio)))

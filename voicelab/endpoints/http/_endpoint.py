@@ -88,12 +88,12 @@ class HttpEndpoint:
         "output_transcripts": True,
     }
 
-    def __init__(self, settings: Mapping[str, Any] | HttpSettings, context: EndpointContext):
+    def __init__(self, settings: Mapping[str, object] | HttpSettings, context: EndpointContext):
         self._settings = parse_settings(HttpSettings, settings)
         self._context = context
         self._scrubber = context.scrubber.with_values(
             secret_values(self._settings.headers, self._settings.access_token))
-        self._queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[int, _Reply | _Failure | _Closure]] = asyncio.Queue()
         self._client: httpx.AsyncClient | None = None
         self._buffer = bytearray()
         self._turn_index = 0
@@ -104,11 +104,11 @@ class HttpEndpoint:
         self._events_finished = False
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+    def check_settings(cls, settings: Mapping[str, object]) -> None:
         parse_settings(HttpSettings, settings)
 
     @classmethod
-    def product_can_speak_first(cls, settings: Mapping[str, Any]) -> bool:
+    def product_can_speak_first(cls, settings: Mapping[str, object]) -> bool:
         """Only with ``opening_request``: otherwise nothing is asked before the user's turn."""
         return parse_settings(HttpSettings, settings).opening_request
 
@@ -138,7 +138,7 @@ class HttpEndpoint:
                                 f"{status}", code=code)
         self._queue.put_nowait(outcome)
 
-    def _request_body(self, turn_index: int, audio: bytes) -> dict[str, Any]:
+    def _request_body(self, turn_index: int, audio: bytes) -> dict[str, object]:
         audio_format = self._context.audio_format
         return {"protocol": PROTOCOL, "session_id": self._context.session_id,
                 "turn_index": turn_index, "data": dict(self._context.data),
@@ -243,8 +243,8 @@ class HttpEndpoint:
             if len(events) == 1 and events[0].type == "error":  # the turn failed: no reply
                 await self._finish(f"turn failed: {events[0].text}", "adapter")
 
-    def _error(self, received_ns: int, code: str, message: str, raw: Any = None, *,
-               origin: str = "adapter", **extra: Any) -> EndpointEvent:
+    def _error(self, received_ns: int, code: str, message: str, raw: object = None, *,
+               origin: str = "adapter", **extra: object) -> EndpointEvent:
         message = self._scrubber.scrub_text(message)
         data = {"code": code, "message": message, "origin": origin, **extra}
         return EndpointEvent("error", received_ns, text=message, data=data, raw=raw)
@@ -275,7 +275,7 @@ class HttpEndpoint:
                                 f"object", self._scrubber.scrub(body))]
         return self._decode_reply(received_ns, reply.turn_index, body)
 
-    def _decode_reply(self, ns: int, turn_index: int, body: dict[str, Any]) -> list[EndpointEvent]:
+    def _decode_reply(self, ns: int, turn_index: int, body: dict[str, object]) -> list[EndpointEvent]:
         encoded = body.get("audio")
         raw = self._scrubber.scrub({k: v for k, v in body.items() if k != "audio"})
         raw["turn_index"] = raw.get("turn_index", turn_index)
@@ -283,6 +283,8 @@ class HttpEndpoint:
         audio: bytes | None = None
         if encoded:
             try:
+                if not isinstance(encoded, str):
+                    raise TypeError(f"audio is a JSON {type(encoded).__name__}, not base64 text")
                 audio = base64.b64decode(encoded, validate=True)
                 raw["audio"] = {"omitted": "base64 pcm", "byte_count": len(audio)}
             except (binascii.Error, TypeError, ValueError):
@@ -359,5 +361,5 @@ def _caused_by_refusal(error: BaseException) -> bool:
     return False
 
 
-def _dicts(value: Any) -> list[dict[str, Any]]:
+def _dicts(value: object) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []

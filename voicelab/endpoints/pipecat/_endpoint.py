@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from ...audio import PcmAudio
+from .._fields import JsonObject
 from .._inbox import Closure
 from .._protocol import EndpointContext, EndpointEvent
 from .._settings import parse_settings, secret_values
@@ -42,7 +43,7 @@ class PipecatSettings(SocketSettings):
     resample_quality: Literal["QQ", "LQ", "MQ", "HQ", "VHQ"] = "HQ"
     #: JSON objects sent as message frames right after connecting, e.g. an RTVI
     #: ``client-ready`` for bots that wait for one before they greet
-    connect_messages: list[dict[str, Any]] = Field(default_factory=list)
+    connect_messages: list[JsonObject] = Field(default_factory=list)
 
 
 class PipecatEndpoint(SocketEndpoint):
@@ -62,7 +63,7 @@ class PipecatEndpoint(SocketEndpoint):
     USER_AGENT = "voicelab-evaluator (pipecat frames)"
     TIMEOUT_MESSAGE = "no frame from the bot within {timeout:g} s"
 
-    def __init__(self, settings: Mapping[str, Any] | PipecatSettings, context: EndpointContext):
+    def __init__(self, settings: Mapping[str, object] | PipecatSettings, context: EndpointContext):
         self._settings: PipecatSettings = parse_settings(PipecatSettings, settings)
         self._scrubber = context.scrubber.with_values(
             secret_values(self._settings.headers, None, uri=self._settings.uri))
@@ -78,11 +79,11 @@ class PipecatEndpoint(SocketEndpoint):
                                  lambda: self._queue.put_nowait((clock(), _QUIET)))
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+    def check_settings(cls, settings: Mapping[str, object]) -> None:
         parse_settings(PipecatSettings, settings)
 
     @classmethod
-    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
+    def turn_taking(cls, settings: Mapping[str, object]) -> str:
         return "server_vad"  # a pipecat bot detects the end of the user's speech itself
 
     @property
@@ -125,11 +126,13 @@ class PipecatEndpoint(SocketEndpoint):
 
     # --- receiving -----------------------------------------------------------------------
 
-    async def _receive(self, received_ns: int, item: Any) -> list[EndpointEvent]:
+    async def _receive(self, received_ns: int, item: object) -> list[EndpointEvent]:
         if item is _QUIET:  # the bot's audio paused: deliver what the resampler still holds
             decoder = self._decoder
             if decoder.holds_audio and received_ns >= decoder.last_audio_ns + decoder.quiet_ns:
                 return decoder.flush_audio()
+            return []
+        if not isinstance(item, str | bytes):  # the socket delivers text or binary messages
             return []
         events = self._decoder.decode(received_ns, item)
         if self._decoder.holds_audio:

@@ -13,7 +13,8 @@ Only the ``protobuf`` package is needed at run time.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -88,7 +89,33 @@ def file_descriptor() -> descriptor_pb2.FileDescriptorProto:
     return proto
 
 
-def _message_classes() -> dict[str, Any]:
+class FieldDescriptor(Protocol):
+    """What the codec reads of a set field's descriptor."""
+
+    @property
+    def name(self) -> str: ...
+
+
+@runtime_checkable
+class Message(Protocol):
+    """The part of a protobuf message the codec uses (the runtime ships no type stubs)."""
+
+    def ListFields(self) -> Sequence[tuple[FieldDescriptor, object]]: ...  # noqa: N802
+
+    def WhichOneof(self, oneof_group: str) -> str | None: ...  # noqa: N802
+
+    def SerializeToString(self) -> bytes: ...  # noqa: N802
+
+
+class MessageClass(Protocol):
+    """A generated message class: built from field values, or parsed from bytes."""
+
+    def __call__(self, **fields: object) -> Message: ...
+
+    def FromString(self, data: bytes) -> Message: ...  # noqa: N802
+
+
+def _message_classes() -> dict[str, MessageClass]:
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file_descriptor())
     return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{PACKAGE}.{name}"))
@@ -98,9 +125,12 @@ def _message_classes() -> dict[str, Any]:
 _CLASSES = _message_classes()
 
 #: the envelope: ``Frame.FromString(data)``, ``Frame(text=TextFrame(text=...))``
-Frame: Any = _CLASSES["Frame"]
-TextFrame: Any = _CLASSES["TextFrame"]
-AudioRawFrame: Any = _CLASSES["AudioRawFrame"]
-TranscriptionFrame: Any = _CLASSES["TranscriptionFrame"]
-MessageFrame: Any = _CLASSES["MessageFrame"]
-InterruptionFrame: Any = _CLASSES["InterruptionFrame"]
+Frame: MessageClass = _CLASSES["Frame"]
+TextFrame: MessageClass = _CLASSES["TextFrame"]
+AudioRawFrame: MessageClass = _CLASSES["AudioRawFrame"]
+TranscriptionFrame: MessageClass = _CLASSES["TranscriptionFrame"]
+MessageFrame: MessageClass = _CLASSES["MessageFrame"]
+InterruptionFrame: MessageClass = _CLASSES["InterruptionFrame"]
+#: the ``Frame`` envelope's kind -> the class of the message it holds
+KIND_CLASSES: dict[str, MessageClass] = {kind: _CLASSES[message]
+                                         for kind, (_, message) in FRAME_KINDS.items()}

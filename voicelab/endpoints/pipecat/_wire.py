@@ -27,7 +27,6 @@ import json
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -56,6 +55,10 @@ MIN_QUIET_NS = 20_000_000
 RAW_TEXT_LIMIT = 2000  # characters of a text WebSocket message kept as its raw record
 
 
+#: what a set field of these messages holds (their fields are uint32/uint64, string and bytes)
+FieldValue = int | str | bytes
+
+
 class FrameError(ValueError):
     """Bytes that are not a pipecat ``Frame``."""
 
@@ -67,8 +70,23 @@ class DecodedFrame:
     it came in."""
 
     kind: str
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, FieldValue] = field(default_factory=dict)
     unknown_field_numbers: tuple[int, ...] = ()
+
+    def number(self, name: str, default: int) -> int:
+        """A uint field (``default`` when unset: proto3 leaves a zero out)."""
+        value = self.fields.get(name)
+        return value if isinstance(value, int) else default
+
+    def payload(self, name: str) -> bytes:
+        """A bytes field (empty when unset)."""
+        value = self.fields.get(name)
+        return value if isinstance(value, bytes) else b""
+
+    def text(self, name: str) -> str:
+        """A string field (empty when unset)."""
+        value = self.fields.get(name)
+        return value if isinstance(value, str) else ""
 
 
 def decode_frame(data: bytes) -> DecodedFrame:
@@ -81,32 +99,36 @@ def decode_frame(data: bytes) -> DecodedFrame:
     if kind is None:
         numbers = tuple(sorted({f.field_number for f in UnknownFieldSet(envelope)}))
         return DecodedFrame("unknown", unknown_field_numbers=numbers)
-    message = getattr(envelope, kind)
+    # the oneof's one set field is the envelope's only field
+    fields = {descriptor.name: value for descriptor, value in envelope.ListFields()}
+    message = fields.get(kind)
+    if not isinstance(message, proto.Message):
+        raise FrameError(f"pipecat Frame of kind {kind!r} without its message")
     return DecodedFrame(kind, {descriptor.name: value
-                               for descriptor, value in message.ListFields()})
+                               for descriptor, value in message.ListFields()
+                               if isinstance(value, int | str | bytes)})
 
 
-def encode_frame(kind: str, **fields: Any) -> bytes:
+def encode_frame(kind: str, **fields: object) -> bytes:
     """One ``Frame`` of ``kind`` with ``fields`` set (zero values are left out, as proto3 does)."""
-    number_and_message = proto.FRAME_KINDS.get(kind)
-    if number_and_message is None:
+    message_class = proto.KIND_CLASSES.get(kind)
+    if message_class is None:
         raise ValueError(f"unknown frame kind {kind!r}; one of {', '.join(FRAME_KINDS)}")
-    message_class = getattr(proto, number_and_message[1])
     return bytes(proto.Frame(**{kind: message_class(**fields)}).SerializeToString())
 
 
-def audio_frame(audio: PcmAudio, **fields: Any) -> bytes:
+def audio_frame(audio: PcmAudio, **fields: object) -> bytes:
     """An ``audio`` frame carrying ``audio`` (mono, at its own rate) with its units attached."""
     return encode_frame("audio", audio=audio.to_bytes(), sample_rate=audio.sample_rate_hz,
                         num_channels=1, **fields)
 
 
-def message_frame(data: Any) -> bytes:
+def message_frame(data: object) -> bytes:
     """A ``message`` frame: ``data`` as JSON text (a ``str`` is sent as it is)."""
     return encode_frame("message", data=data if isinstance(data, str) else json.dumps(data))
 
 
-def parse_message_data(data: str) -> tuple[Any, bool]:
+def parse_message_data(data: str) -> tuple[object, bool]:
     """A message frame's ``data``: its parsed JSON and True, or the text itself and False."""
     try:
         return json.loads(data), True
@@ -122,13 +144,13 @@ def pcm_of(frame: DecodedFrame, *, default_rate_hz: int) -> PcmAudio:
     """The mono PCM of an ``audio`` frame at its own rate (several channels are averaged; an unset
     rate is ``default_rate_hz``). Raises ``ValueError`` for a payload of partial samples and
     :class:`SampleRateOutOfRange` for a rate a frame may not declare, before any resampling."""
-    rate = int(frame.fields.get("sample_rate") or default_rate_hz)
+    rate = frame.number("sample_rate", 0) or default_rate_hz
     if not MIN_WIRE_SAMPLE_RATE_HZ <= rate <= MAX_WIRE_SAMPLE_RATE_HZ:
         raise SampleRateOutOfRange(f"a declared sample rate of {rate:,} Hz (audio frames may "
                                    f"declare {MIN_WIRE_SAMPLE_RATE_HZ:,} to "
                                    f"{MAX_WIRE_SAMPLE_RATE_HZ:,} Hz)")
-    payload = frame.fields.get("audio", b"")
-    channels = max(1, int(frame.fields.get("num_channels", 1)))
+    payload = frame.payload("audio")
+    channels = max(1, frame.number("num_channels", 1))
     if len(payload) % (BYTES_PER_SAMPLE * channels):
         raise ValueError(f"{len(payload)} bytes is not a whole number of {channels}-channel "
                          f"pcm_s16le samples")
@@ -167,7 +189,7 @@ class InboundAudio:
     def __init__(self, *, quality: str = "HQ"):
         self.quality = quality
         self._resampler: StreamingResampler | None = None
-        self._starts: deque[tuple[int, int, Any]] = deque()  # (input sample, arrival ns, raw)
+        self._starts: deque[tuple[int, int, object]] = deque()  # (input sample, arrival ns, raw)
         self._in = 0   # input samples of the current stream
         self._out = 0  # canonical samples released from it
 
@@ -176,9 +198,9 @@ class InboundAudio:
         """A stream is open (the filter may hold samples that only a flush releases)."""
         return self._in > 0
 
-    def push(self, audio: PcmAudio, arrival_ns: int, raw: Any) -> list[tuple[int, bytes, Any]]:
+    def push(self, audio: PcmAudio, arrival_ns: int, raw: object) -> list[tuple[int, bytes, object]]:
         """Resample the next frame; returns ``(arrival ns, canonical PCM, raw)`` pieces."""
-        pieces: list[tuple[int, bytes, Any]] = []
+        pieces: list[tuple[int, bytes, object]] = []
         if self._resampler is not None and self._resampler.from_hz != audio.sample_rate_hz:
             pieces += self.flush()  # the bot changed its rate: a new stream
             self._resampler = None
@@ -189,7 +211,7 @@ class InboundAudio:
         self._in += audio.num_samples
         return pieces + self._cut(self._resampler.process(audio).samples)
 
-    def flush(self) -> list[tuple[int, bytes, Any]]:
+    def flush(self) -> list[tuple[int, bytes, object]]:
         """End the current stream: the pieces the filter still held."""
         if self._resampler is None or not self._in:
             return []
@@ -204,7 +226,7 @@ class InboundAudio:
         assert self._resampler is not None
         return -(-input_sample * CANONICAL_SAMPLE_RATE_HZ // self._resampler.from_hz)
 
-    def _cut(self, samples: np.ndarray) -> list[tuple[int, bytes, Any]]:
+    def _cut(self, samples: np.ndarray) -> list[tuple[int, bytes, object]]:
         pieces = []
         start, end = self._out, self._out + samples.shape[0]
         position = start
@@ -220,7 +242,7 @@ class InboundAudio:
         return pieces
 
 
-def _error(received_ns: int, code: str, message: str, raw: Any) -> EndpointEvent:
+def _error(received_ns: int, code: str, message: str, raw: object) -> EndpointEvent:
     return EndpointEvent("error", received_ns, text=message,
                          data={"code": code, "message": message, "origin": "adapter"}, raw=raw)
 
@@ -250,10 +272,10 @@ class PipecatDecoder:
 
     def decode(self, received_ns: int, message: str | bytes) -> list[EndpointEvent]:
         if isinstance(message, str):
-            raw = {"type": "text_message",
-                   "text": self._scrubber.scrub_text(message[:RAW_TEXT_LIMIT])}
+            text: dict[str, object] = {
+                "type": "text_message", "text": self._scrubber.scrub_text(message[:RAW_TEXT_LIMIT])}
             logger.debug("a text WebSocket message (pipecat frames are binary) kept as raw")
-            return self._stamped([EndpointEvent("raw", received_ns, raw=raw)])
+            return self._stamped([EndpointEvent("raw", received_ns, raw=text)])
         try:
             frame = decode_frame(message)
         except FrameError as error:
@@ -303,7 +325,7 @@ class PipecatDecoder:
         self.quiet_ns = max(MIN_QUIET_NS, int(QUIET_FRAMES * audio.duration_seconds * 1e9))
         return self._stamped(self._pieces(self._inbound.push(audio, received_ns, raw)))
 
-    def _pieces(self, pieces: list[tuple[int, bytes, Any]]) -> list[EndpointEvent]:
+    def _pieces(self, pieces: list[tuple[int, bytes, object]]) -> list[EndpointEvent]:
         return [EndpointEvent("audio_delta", arrival_ns, audio=pcm, raw=raw)
                 for arrival_ns, pcm, raw in pieces if pcm]
 
@@ -312,16 +334,16 @@ class PipecatDecoder:
             event.received_ns = self._last_ns = max(event.received_ns, self._last_ns)
         return events
 
-    def _raw(self, frame: DecodedFrame, byte_count: int | None) -> dict[str, Any]:
-        raw: dict[str, Any] = {"type": frame.kind}
+    def _raw(self, frame: DecodedFrame, byte_count: int | None) -> dict[str, object]:
+        raw: dict[str, object] = {"type": frame.kind}
         for name, value in frame.fields.items():
             if name == "audio":
-                raw[name] = {"omitted": "pcm", "byte_count": len(value)}
+                raw[name] = {"omitted": "pcm", "byte_count": len(frame.payload(name))}
             elif name == "data" and frame.kind == "message":
-                raw[name], raw["json"] = parse_message_data(value)
+                raw[name], raw["json"] = parse_message_data(frame.text(name))
             else:
                 raw[name] = value
         if frame.kind == "unknown":
             raw["field_numbers"] = list(frame.unknown_field_numbers)
             raw["byte_count"] = byte_count
-        return self._scrubber.scrub(raw)  # type: ignore[no-any-return]
+        return self._scrubber.scrub(raw)

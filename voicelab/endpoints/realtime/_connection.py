@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ...config import SecretScrubber
 from .. import (
@@ -19,6 +18,7 @@ from .. import (
     open_websocket,
     redacted_url,
 )
+from .._fields import JsonObject
 from .wire import MALFORMED, USER_AGENT
 
 __all__ = ["Closure", "RealtimeConnection"]
@@ -53,7 +53,7 @@ class RealtimeConnection:
     def is_open(self) -> bool:
         return self.closure is None and not self.closed_by_us
 
-    async def send(self, event: Mapping[str, Any]) -> None:
+    async def send(self, event: Mapping[str, object]) -> None:
         if not self.is_open:
             raise EndpointError(f"the realtime connection to {self.where} is closed",
                                 code="connection_closed")
@@ -63,7 +63,7 @@ class RealtimeConnection:
             raise EndpointError(f"the realtime connection to {self.where} is closed",
                                 code="connection_closed") from None
 
-    async def next(self, timeout_seconds: float | None) -> tuple[int, dict[str, Any] | Closure]:
+    async def next(self, timeout_seconds: float | None) -> tuple[int, JsonObject | Closure]:
         """The next server event (parsed) or the :class:`Closure`; ``TimeoutError`` on timeout.
 
         After the closure has been returned once, every later call returns it again at once.
@@ -82,7 +82,7 @@ class RealtimeConnection:
         await self._ws.close(1000, reason)  # the closure follows in the inbox
 
 
-def _parse(frame: str | bytes) -> dict[str, Any]:
+def _parse(frame: str | bytes) -> JsonObject:
     if isinstance(frame, bytes | bytearray):
         return {"type": MALFORMED, "detail": f"binary frame of {len(frame)} bytes"}
     try:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, JsonValue, model_validator
 
 from ...audio import CANONICAL_FORMAT, PcmAudio
 from ...cost import realtime_usage
@@ -31,6 +31,7 @@ from .. import (
     parse_arguments,
     parse_settings,
 )
+from .._fields import JsonObject
 from . import wire
 from ._connection import Closure, RealtimeConnection
 
@@ -49,13 +50,13 @@ class RealtimeSettings(AdapterSettings):
     api_key: str | None = None
     auth: Literal["api_key", "default_credential"] = "api_key"
     session_format: Literal["ga", "beta"] | None = None
-    session: dict[str, Any] = Field(default_factory=dict)
+    session: JsonObject = Field(default_factory=dict)
     headers: dict[str, str] = Field(default_factory=dict)
     connect_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
     receive_timeout_seconds: Annotated[float, Field(gt=0)] = 30.0
     max_message_bytes: Annotated[int, Field(ge=1024)] = 16 * 1024 * 1024
     chunk_ms: Annotated[float, Field(gt=0, le=2000)] = 100.0
-    tool_outputs: dict[str, Any] = Field(default_factory=dict)
+    tool_outputs: JsonObject = Field(default_factory=dict)
     opening_response: bool = False
     #: what the service may send (events other than audio: see :mod:`.._limits`)
     limits: InboundLimits = Field(default_factory=InboundLimits)
@@ -109,13 +110,13 @@ class RealtimeEndpoint:
         "output_transcripts": True,
     }
 
-    def __init__(self, settings: Mapping[str, Any] | RealtimeSettings, context: EndpointContext):
+    def __init__(self, settings: Mapping[str, object] | RealtimeSettings, context: EndpointContext):
         self._settings = parse_settings(RealtimeSettings, settings)
         self._context = context
         self._target = self._settings.target()
         self._scrubber = context.scrubber.with_values(self._target.secrets())
         self._conn: RealtimeConnection | None = None
-        self._backlog: list[tuple[int, dict[str, Any]]] = []  # received while connecting
+        self._backlog: list[tuple[int, JsonObject]] = []  # received while connecting
         self._budget = InboundBudget(self._settings.limits)
         self._state = "new"  # new -> open -> closed
         self._events_finished = False
@@ -132,25 +133,25 @@ class RealtimeEndpoint:
         self._response_text: list[str] = []
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+    def check_settings(cls, settings: Mapping[str, object]) -> None:
         parsed = parse_settings(RealtimeSettings, settings)
         if parsed.auth == "default_credential" and parsed.dialect != "openai":
             wire.require_azure_identity(purpose="endpoint auth 'default_credential'",
                                         key="endpoint.settings.auth")
 
     @classmethod
-    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
+    def turn_taking(cls, settings: Mapping[str, object]) -> str:
         """The session's own ``turn_detection`` decides: ``server_vad``/``semantic_vad`` is
         voicelab's ``server_vad`` mode (the service listens), anything else ``client``."""
         return parse_settings(RealtimeSettings, settings).turn_detection
 
     @classmethod
-    def product_can_speak_first(cls, settings: Mapping[str, Any]) -> bool:
+    def product_can_speak_first(cls, settings: Mapping[str, object]) -> bool:
         """Only with ``opening_response`` (a response.create right after the session setup)."""
         return parse_settings(RealtimeSettings, settings).opening_response
 
     @property
-    def session_config(self) -> dict[str, Any]:
+    def session_config(self) -> dict[str, object]:
         """The session sent with ``session.update``."""
         return wire.build_session(self._target.session_format, self._settings.session)
 
@@ -219,12 +220,12 @@ class RealtimeEndpoint:
 
     # --- sending -------------------------------------------------------------------------
 
-    async def _send(self, event: Mapping[str, Any]) -> None:
+    async def _send(self, event: Mapping[str, object]) -> None:
         if self._conn is None or self._state != "open":
             raise EndpointError("the connection to the product is closed", code="connection_closed")
         await self._conn.send(event)
 
-    async def _send_quietly(self, event: Mapping[str, Any]) -> bool:
+    async def _send_quietly(self, event: Mapping[str, object]) -> bool:
         """Send from inside ``events()``: a lost connection shows up as the closing events."""
         try:
             await self._send(event)
@@ -307,16 +308,16 @@ class RealtimeEndpoint:
                     break
                 yield event
 
-    def _raw(self, message: Mapping[str, Any]) -> dict[str, Any]:
+    def _raw(self, message: Mapping[str, JsonValue]) -> JsonObject:
         return self._scrubber.scrub(wire.elide_audio(message))
 
-    def _error(self, received_ns: int, code: str, text: str, raw: Any = None, *,
-               origin: str = "adapter", **data: Any) -> EndpointEvent:
+    def _error(self, received_ns: int, code: str, text: str, raw: JsonValue = None, *,
+               origin: str = "adapter", **data: object) -> EndpointEvent:
         text = self._scrubber.scrub_text(text)
         return EndpointEvent("error", received_ns, text=text, raw=raw, data={
             "code": code, "message": text, "origin": origin, **data})
 
-    async def _decode(self, received_ns: int, message: dict[str, Any]) -> list[EndpointEvent]:
+    async def _decode(self, received_ns: int, message: JsonObject) -> list[EndpointEvent]:
         kind = wire.kind_of(message)
         raw = self._raw(message)
         response_id = message.get("response_id")
@@ -363,11 +364,11 @@ class RealtimeEndpoint:
             logger.debug("realtime event %r kept as a raw event", message.get("type"))
         return [EndpointEvent("raw", received_ns, raw=raw)]
 
-    async def _tool_call(self, received_ns: int, raw: dict[str, Any]) -> list[EndpointEvent]:
+    async def _tool_call(self, received_ns: int, raw: JsonObject) -> list[EndpointEvent]:
         call_id = str(raw.get("call_id") or "")
         name = str(raw.get("name") or self._tool_names.get(call_id, ""))
         arguments, arguments_json = parse_arguments(raw.get("arguments"))
-        data: dict[str, Any] = {"call_id": call_id, "name": name, "arguments": arguments,
+        data: dict[str, object] = {"call_id": call_id, "name": name, "arguments": arguments,
                                 "response_id": raw.get("response_id")}
         if arguments_json is not None:
             data["arguments_json"] = arguments_json
@@ -385,8 +386,8 @@ class RealtimeEndpoint:
                 "origin": "evaluator", "sent_ns": self._context.clock_ns()}))
         return events
 
-    def _interruption(self, received_ns: int, response_id: str | None,
-                      raw: dict[str, Any]) -> list[EndpointEvent]:
+    def _interruption(self, received_ns: int, response_id: object,
+                      raw: JsonObject) -> list[EndpointEvent]:
         key = str(response_id)
         if key in self._interrupted:
             return [EndpointEvent("raw", received_ns, raw=raw)]
@@ -394,12 +395,13 @@ class RealtimeEndpoint:
         return [EndpointEvent("interruption", received_ns, raw=raw,
                               data={"response_id": response_id})]
 
-    async def _response_done(self, received_ns: int, raw: dict[str, Any]) -> list[EndpointEvent]:
+    async def _response_done(self, received_ns: int, raw: JsonObject) -> list[EndpointEvent]:
         response = field_mapping(raw, "response")
         response_id = response.get("id")
         status = str(response.get("status") or "completed")
+        usage = response.get("usage")
         self._context.record_usage(realtime_usage(
-            response.get("usage"), component="product", provider=self._target.dialect,
+            usage if isinstance(usage, Mapping) else None, component="product", provider=self._target.dialect,
             model=self._target.model, output_text=" ".join(self._response_text),
             output_audio_seconds=CANONICAL_FORMAT.seconds_for_bytes(self._response_audio_bytes),
             purpose=f"response {response_id}" if response_id else None))
@@ -423,13 +425,13 @@ class RealtimeEndpoint:
             code, text = wire.error_detail({"error": error or {}})
             events.append(self._error(received_ns, code if error else "response_failed",
                                       f"product response failed: {text}", raw, origin="product"))
-        data: dict[str, Any] = {"status": status, "response_id": response_id}
+        data: dict[str, object] = {"status": status, "response_id": response_id}
         if details:
             data["status_details"] = details
         events.append(EndpointEvent("turn_complete", received_ns, data=data, raw=raw))
         return events
 
-    def _product_error(self, received_ns: int, raw: dict[str, Any]) -> list[EndpointEvent]:
+    def _product_error(self, received_ns: int, raw: JsonObject) -> list[EndpointEvent]:
         code, text = wire.error_detail(raw)
         if code == CANCEL_NOT_ACTIVE and self._cancel_sent:
             logger.debug("response.cancel arrived after the response ended; ignored")
@@ -486,5 +488,5 @@ class RealtimeEndpoint:
         await self.close()
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))

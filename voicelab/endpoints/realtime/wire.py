@@ -15,12 +15,15 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from pydantic import JsonValue
 
 from ...audio import CANONICAL_SAMPLE_RATE_HZ
 from ...errors import MissingDependencyError
 from .. import EndpointError, field_mapping, redacted_url
+from .._fields import JsonObject, json_object
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ _KINDS = {
 MALFORMED = "voicelab.malformed"  # the type given to a frame that was not a JSON object
 
 
-def kind_of(message: Mapping[str, Any]) -> str:
+def kind_of(message: Mapping[str, object]) -> str:
     """The canonical kind of one server event (``other`` when voicelab does not interpret it)."""
     kind = message.get("type")
     if kind == MALFORMED:
@@ -62,36 +65,36 @@ def kind_of(message: Mapping[str, Any]) -> str:
 
 # --- client events --------------------------------------------------------------------------
 
-def session_update(session: Mapping[str, Any]) -> dict[str, Any]:
-    return {"type": "session.update", "session": dict(session)}
+def session_update(session: Mapping[str, object]) -> JsonObject:
+    return {"type": "session.update", "session": json_object(session, what="the session")}
 
 
-def append_audio(pcm: bytes) -> dict[str, Any]:
+def append_audio(pcm: bytes) -> JsonObject:
     return {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")}
 
 
-def commit() -> dict[str, Any]:
+def commit() -> JsonObject:
     return {"type": "input_audio_buffer.commit"}
 
 
-def response_create(response: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": "response.create"}
+def response_create(response: Mapping[str, object] | None = None) -> JsonObject:
+    event: JsonObject = {"type": "response.create"}
     if response:
-        event["response"] = dict(response)
+        event["response"] = json_object(response, what="the response parameters")
     return event
 
 
-def response_cancel() -> dict[str, Any]:
+def response_cancel() -> JsonObject:
     return {"type": "response.cancel"}
 
 
-def function_call_output(call_id: str, output: Any) -> dict[str, Any]:
+def function_call_output(call_id: str, output: object) -> JsonObject:
     text = output if isinstance(output, str) else json.dumps(output, default=str)
     return {"type": "conversation.item.create",
             "item": {"type": "function_call_output", "call_id": call_id, "output": text}}
 
 
-def user_text_item(text: str) -> dict[str, Any]:
+def user_text_item(text: str) -> JsonObject:
     return {"type": "conversation.item.create",
             "item": {"type": "message", "role": "user",
                      "content": [{"type": "input_text", "text": text}]}}
@@ -105,10 +108,10 @@ def voice_param(dialect: Dialect, voice: str | None) -> str | dict[str, str] | N
     return {"name": voice, "type": "azure-standard" if "-" in voice else "openai"}
 
 
-def audio_response_params(session_format: SessionFormat, *, voice: Any = None,
-                          **extra: Any) -> dict[str, Any]:
+def audio_response_params(session_format: SessionFormat, *, voice: object = None,
+                          **extra: object) -> dict[str, object]:
     """``response.create`` parameters asking for spoken output (and an optional voice)."""
-    params: dict[str, Any] = dict(extra)
+    params: dict[str, object] = dict(extra)
     if session_format == "ga":
         params["output_modalities"] = ["audio"]
         if voice:
@@ -122,7 +125,7 @@ def audio_response_params(session_format: SessionFormat, *, voice: Any = None,
 
 # --- session shapes -------------------------------------------------------------------------
 
-_PCM_GA = {"type": "audio/pcm", "rate": CANONICAL_SAMPLE_RATE_HZ}
+_PCM_GA: JsonObject = {"type": "audio/pcm", "rate": CANONICAL_SAMPLE_RATE_HZ}
 # Flat (beta-style) keys and where the GA session keeps them.
 _GA_PATHS = {
     "voice": ("audio", "output", "voice"),
@@ -135,16 +138,18 @@ _GA_DROPPED = frozenset({"modalities", "input_audio_format", "output_audio_forma
                          "temperature"})
 
 
-def _deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+def _deep_merge(base: dict[str, object], overlay: Mapping[str, object]) -> dict[str, object]:
     for key, value in overlay.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _deep_merge(base[key], value)
+        current = base.get(key)
+        if isinstance(value, Mapping) and isinstance(current, dict):
+            _deep_merge(current, value)
         else:
             base[key] = value
     return base
 
 
-def build_session(session_format: SessionFormat, settings: Mapping[str, Any]) -> dict[str, Any]:
+def build_session(session_format: SessionFormat, settings: Mapping[str, object]
+                  ) -> dict[str, object]:
     """A ``session.update`` session: pcm16 24 kHz both ways, ``turn_detection`` null (the
     evaluator controls turn boundaries) unless ``settings`` says otherwise.
 
@@ -153,7 +158,7 @@ def build_session(session_format: SessionFormat, settings: Mapping[str, Any]) ->
     nested GA place, and any GA-shaped key passes through unchanged.
     """
     if session_format == "beta":
-        base: dict[str, Any] = {"modalities": ["text", "audio"], "input_audio_format": "pcm16",
+        base: dict[str, object] = {"modalities": ["text", "audio"], "input_audio_format": "pcm16",
                                 "output_audio_format": "pcm16", "turn_detection": None}
         return _deep_merge(base, settings)
     base = {"type": "realtime", "output_modalities": ["audio"],
@@ -162,22 +167,31 @@ def build_session(session_format: SessionFormat, settings: Mapping[str, Any]) ->
     for key, value in settings.items():
         if key in _GA_PATHS:
             *parents, leaf = _GA_PATHS[key]
-            node = base
-            for parent in parents:
-                node = node.setdefault(parent, {})
-            node[leaf] = value
+            _nested(base, parents)[leaf] = value
         elif key in _GA_DROPPED:
             logger.debug("session key %r has no GA equivalent; not sent", key)
-        elif isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _deep_merge(base[key], value)
+        elif isinstance(value, Mapping) and isinstance(current := base.get(key), dict):
+            _deep_merge(current, value)
         else:
             base[key] = value
     return base
 
 
+def _nested(node: dict[str, object], parents: list[str]) -> dict[str, object]:
+    """The object at ``parents`` under ``node``, made where missing (a settings value that is
+    not an object there is replaced: the GA place of a flat key is an object)."""
+    for parent in parents:
+        child = node.get(parent)
+        if isinstance(child, dict):
+            node = child
+        else:
+            node[parent] = node = {}
+    return node
+
+
 # --- audio in events ------------------------------------------------------------------------
 
-def decode_audio(message: Mapping[str, Any]) -> bytes:
+def decode_audio(message: Mapping[str, object]) -> bytes:
     """The PCM of an audio delta; ``ValueError`` for missing/invalid base64 or half samples."""
     encoded = message.get("delta")
     if not isinstance(encoded, str):
@@ -192,7 +206,7 @@ def _base64_byte_count(encoded: str) -> int:
     return max(0, len(encoded) * 3 // 4 - encoded[-2:].count("="))
 
 
-def elide_audio(message: Mapping[str, Any]) -> dict[str, Any]:
+def elide_audio(message: Mapping[str, JsonValue]) -> JsonObject:
     """A copy with base64 audio replaced by its byte count (kept records never hold PCM)."""
     copy = dict(message)
     for key in ("delta", "audio"):
@@ -204,7 +218,7 @@ def elide_audio(message: Mapping[str, Any]) -> dict[str, Any]:
     return copy
 
 
-def error_detail(message: Mapping[str, Any]) -> tuple[str, str]:
+def error_detail(message: Mapping[str, object]) -> tuple[str, str]:
     """``(code, message)`` of an ``error`` event."""
     detail = field_mapping(message, "error")
     code = str(detail.get("code") or detail.get("type") or "realtime_error")

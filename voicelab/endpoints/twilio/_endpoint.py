@@ -105,7 +105,7 @@ class TwilioEndpoint(SocketEndpoint):
     conversion_delay_ms = {"to_product": LINE_LATENCY_MS, "to_user": LINE_LATENCY_MS}
     USER_AGENT = "voicelab-evaluator (twilio media streams)"
 
-    def __init__(self, settings: Mapping[str, Any] | TwilioSettings, context: EndpointContext):
+    def __init__(self, settings: Mapping[str, object] | TwilioSettings, context: EndpointContext):
         self._settings: TwilioSettings = parse_settings(TwilioSettings, settings)
         self._scrubber = context.scrubber.with_values(
             secret_values(self._settings.headers, None, uri=self._settings.uri))
@@ -130,11 +130,11 @@ class TwilioEndpoint(SocketEndpoint):
         self._echoer: asyncio.Task[None] | None = None
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
+    def check_settings(cls, settings: Mapping[str, object]) -> None:
         parse_settings(TwilioSettings, settings)
 
     @classmethod
-    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
+    def turn_taking(cls, settings: Mapping[str, object]) -> str:
         """A Twilio bot listens: it detects the end of the user's speech itself."""
         return "server_vad"
 
@@ -249,7 +249,9 @@ class TwilioEndpoint(SocketEndpoint):
 
     # --- receiving -----------------------------------------------------------------------
 
-    async def _receive(self, received_ns: int, item: Any) -> list[EndpointEvent]:
+    async def _receive(self, received_ns: int, item: object) -> list[EndpointEvent]:
+        if not isinstance(item, str | bytes):  # the socket delivers text or binary messages
+            return []
         return await self._decode(received_ns, item)
 
     async def _decode(self, received_ns: int, message: str | bytes) -> list[EndpointEvent]:

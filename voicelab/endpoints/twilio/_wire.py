@@ -26,7 +26,6 @@ import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ...config import SecretScrubber
 from .._protocol import EndpointEvent
@@ -78,7 +77,7 @@ def trace_parameters(traceparent: str, headers: Mapping[str, str]) -> dict[str, 
     return parameters
 
 
-def custom_parameters(data: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, str]:
+def custom_parameters(data: Mapping[str, object], extra: Mapping[str, object]) -> dict[str, str]:
     """``start.customParameters``: the run data, then ``extra`` on top (``extra`` wins a clash).
 
     Twilio's ``<Parameter>`` values are strings: a string is passed as is, anything else
@@ -107,7 +106,7 @@ class CallerStream:
         self.sequence = 0  # of the last message built
         self.chunks = 0  # media messages built
 
-    def _numbered(self, event: str, **body: Any) -> str:
+    def _numbered(self, event: str, **body: object) -> str:
         self.sequence += 1
         return json.dumps({"event": event, "sequenceNumber": str(self.sequence), **body,
                            "streamSid": self.identity.stream_sid})
@@ -160,7 +159,7 @@ class ProductMedia:
     """Audio to play: ``payload`` is mu-law at 8 kHz; ``raw`` has it elided."""
 
     payload: bytes
-    raw: dict[str, Any]
+    raw: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,20 +167,20 @@ class ProductMark:
     """Echo ``name`` once the audio sent before it has played."""
 
     name: str
-    raw: dict[str, Any]
+    raw: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)
 class ProductClear:
     """Drop the audio not yet played (and echo the marks still pending)."""
 
-    raw: dict[str, Any]
+    raw: dict[str, object]
 
 
 ProductMessage = ProductMedia | ProductMark | ProductClear | EndpointEvent
 
 
-def _error(received_ns: int, code: str, message: str, raw: Any) -> EndpointEvent:
+def _error(received_ns: int, code: str, message: str, raw: object) -> EndpointEvent:
     return EndpointEvent("error", received_ns, text=message,
                          data={"code": code, "message": message, "origin": "adapter"}, raw=raw)
 
@@ -215,7 +214,7 @@ class ProductDecoder:
                           f"{type(parsed).__name__}, not an object", self._scrubber.scrub(parsed))
         return self.decode_object(received_ns, parsed)
 
-    def decode_object(self, received_ns: int, message: dict[str, Any]) -> ProductMessage:
+    def decode_object(self, received_ns: int, message: dict[str, object]) -> ProductMessage:
         event = message.get("event")
         if event == MEDIA:
             return self._media(received_ns, message)
@@ -235,7 +234,7 @@ class ProductDecoder:
                           "product sent a mark without a mark.name string", raw)
         return ProductMark(name, raw)
 
-    def _wrong_stream(self, received_ns: int, raw: dict[str, Any]) -> EndpointEvent | None:
+    def _wrong_stream(self, received_ns: int, raw: dict[str, object]) -> EndpointEvent | None:
         sid = raw.get("streamSid")
         if sid == self._stream_sid:
             return None
@@ -243,7 +242,7 @@ class ProductDecoder:
         return _error(received_ns, "wrong_stream_sid", f"product sent a {raw.get('event')} "
                       f"message with {said}, not this call's {self._stream_sid}", raw)
 
-    def _media(self, received_ns: int, message: dict[str, Any]) -> ProductMessage:
+    def _media(self, received_ns: int, message: dict[str, object]) -> ProductMessage:
         media = message.get("media")
         encoded = media.get("payload") if isinstance(media, dict) else None
         rest = self._scrubber.scrub({k: v for k, v in message.items() if k != "media"})

@@ -24,8 +24,10 @@ PASSWORD = "s3cret-Pa55word"
 clock_ns = time.perf_counter_ns
 
 
-def run(coroutine):
-    return asyncio.run(asyncio.wait_for(coroutine, 20))
+def run(coroutine, *, loop_factory=None):
+    """``coroutine`` to its end (20 s at most) on a new loop (``loop_factory``: uvloop's)."""
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(asyncio.wait_for(coroutine, 20))
 
 
 class Uas:

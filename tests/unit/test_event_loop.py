@@ -94,3 +94,21 @@ def test_asyncio_when_asked_and_the_description_says_both(monkeypatch, restored_
 
 async def _running() -> str:
     return running_event_loop()
+
+
+def test_a_command_runs_on_its_loop_of_choice_and_gives_the_caller_its_own_back(
+        monkeypatch, restored_policy):
+    # a test or a script calling main() in-process keeps its loop: before, every test after an
+    # in-process `run` ran on uvloop (where a class check in the SIP transport failed)
+    import argparse
+
+    from voicelab.cli import _main
+
+    monkeypatch.setenv(EVENT_LOOP_VARIABLE, "uvloop")
+    seen: list[object] = []
+    monkeypatch.setattr(_main, "_command", lambda name: lambda args: seen.append(
+        asyncio.get_event_loop_policy()) or 0)
+    before = asyncio.get_event_loop_policy()
+    assert _main._run_command(argparse.Namespace(command="run", debug=False)) == 0
+    assert isinstance(seen[0], uvloop.EventLoopPolicy)
+    assert asyncio.get_event_loop_policy() is before

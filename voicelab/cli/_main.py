@@ -7,6 +7,7 @@ the traceback is one ``--debug`` away.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import logging
 import re
@@ -505,6 +506,7 @@ CONVERSING_COMMANDS = frozenset({"run", "sweep", "replay", "check", "ingest"})
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    policy = asyncio.get_event_loop_policy()
     try:
         command = _command(args.command)
         if args.command in CONVERSING_COMMANDS:
@@ -530,4 +532,6 @@ def _run_command(args: argparse.Namespace) -> int:
             print(f"{PROG}: internal error: {type(error).__name__}: {_error_line(error)} "
                   f"(run with --debug for the traceback)", file=sys.stderr)
         return EXIT_EXECUTION
+    finally:  # the loop of choice was the command's: a caller of main() keeps its own
+        asyncio.set_event_loop_policy(policy)
 

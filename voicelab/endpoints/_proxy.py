@@ -9,6 +9,7 @@ import ssl
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from typing import cast
 
 from websockets.uri import WebSocketURI
 
@@ -57,8 +58,9 @@ class _TunnelRequest(asyncio.Protocol):
         self.answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(self._request)
+        # uvloop's transports are not asyncio.Transport subclasses: the method is checked,
+        # never the class
+        cast(asyncio.Transport, transport).write(self._request)
 
     def data_received(self, data: bytes) -> None:
         self._answer += data

@@ -42,6 +42,8 @@ FRAME_SAMPLES = 960  # 20 ms
 FRAME_NS = 20_000_000
 NS_PER_SAMPLE = 1_000_000_000 / RATE_HZ
 RTVI_LABEL = "rtvi-ai"
+#: what a flood keeps queued in its own data channel at most (it waits for the channel below it)
+FLOOD_BUFFERED_BYTES = 256 * 1024
 
 
 @dataclass
@@ -284,6 +286,10 @@ class BotCall:
             channel.send(json.dumps({"label": RTVI_LABEL, "type": "server-message",
                                      "data": {"n": number}}))
             if number % 100 == 99:
+                await asyncio.sleep(0.005)
+            # as fast as the channel carries them, never faster: a starved bot would otherwise
+            # queue all 50,000 in its own SCTP buffer (the double's memory, not the caller's)
+            while channel.bufferedAmount > FLOOD_BUFFERED_BYTES and channel.readyState == "open":
                 await asyncio.sleep(0.005)
 
     # --- listening --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import logging
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from ._message import MessageError, SipMessage, StreamFramer, parse_message
 
@@ -72,14 +72,15 @@ class _TcpProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport: the standard library's subclass asyncio.Transport, uvloop's are
+        # its own classes with the same methods (never checked by class)
+        self.transport = cast(asyncio.Transport, transport)
         if len(self._owner.connections) >= MAX_CONNECTIONS:
             self._handlers.on_problem("connection_flood",
                                       f"over {MAX_CONNECTIONS} TCP connections")
-            transport.abort()
+            self.transport.abort()
             return
-        self._owner.connections.append(transport)
+        self._owner.connections.append(self.transport)
 
     def data_received(self, data: bytes) -> None:
         received_ns = self._handlers.clock_ns()

@@ -312,8 +312,8 @@ def test_udp_retransmits_our_bye_and_our_200_to_a_reinvite_until_answered():
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_a_request_on_a_new_tcp_connection_is_answered_on_it(loop):
-    # uvloop's stream transports are not asyncio.Transport subclasses: a class check in
-    # connection_made failed every TCP call of the command line (which runs uvloop when installed)
+    # uvloop's stream transports are not asyncio.Transport subclasses; the command line runs
+    # uvloop when installed, so TCP calls must work on both loops
     loop_factory = None if loop == "asyncio" else pytest.importorskip("uvloop").new_event_loop
 
     async def scenario():

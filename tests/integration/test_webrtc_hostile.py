@@ -175,8 +175,8 @@ for mode in ("huge_answer", "big_data_message", "data_flood", "rtp_flood"):
         limits = {"max_data_messages_per_second": 20, "max_rtp_packets_per_second": 100}
         events, _ = asyncio.run(hostile.call({"hostile": mode}, limits=limits))
         outcomes[mode] = hostile.ending(events).data["code"]
-# this process's own peak (VmHWM: its memory since exec); ru_maxrss would carry the peak of the
-# pytest worker that forked it (530 MB on CI, whatever this process did)
+# this process's own peak (VmHWM: its memory since exec); ru_maxrss also counts the peak of the
+# process that forked it
 [peak] = [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")]
 print(json.dumps({"outcomes": outcomes, "peak_rss_mb": int(peak) / 1024}))
 """

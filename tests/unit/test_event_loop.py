@@ -98,8 +98,7 @@ async def _running() -> str:
 
 def test_a_command_runs_on_its_loop_of_choice_and_gives_the_caller_its_own_back(
         monkeypatch, restored_policy):
-    # a test or a script calling main() in-process keeps its loop: before, every test after an
-    # in-process `run` ran on uvloop (where a class check in the SIP transport failed)
+    # a test or a script calling main() in-process keeps its own event loop policy
     import argparse
 
     from voicelab.cli import _main

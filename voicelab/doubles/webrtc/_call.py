@@ -287,8 +287,8 @@ class BotCall:
                                      "data": {"n": number}}))
             if number % 100 == 99:
                 await asyncio.sleep(0.005)
-            # as fast as the channel carries them, never faster: a starved bot would otherwise
-            # queue all 50,000 in its own SCTP buffer (the double's memory, not the caller's)
+            # as fast as the channel carries them, never faster: the flood tests the caller, and
+            # an unbounded queue in the double's own SCTP buffer would only grow the double
             while channel.bufferedAmount > FLOOD_BUFFERED_BYTES and channel.readyState == "open":
                 await asyncio.sleep(0.005)
 

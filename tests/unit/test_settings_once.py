@@ -14,13 +14,18 @@ from pydantic import BaseModel, ConfigDict
 
 from voicelab._validate import validate_run
 from voicelab.config import load_run
-from voicelab.endpoints import EndpointContext, EndpointEvent, abilities_of
+from voicelab.endpoints import EndpointContext, EndpointEvent, abilities_of, load_endpoint_class
 from voicelab.endpoints.realtime._endpoint import RealtimeEndpoint, RealtimeSettings
 from voicelab.errors import ConfigError
 from voicelab.execution import RunContext, TrialJob
 from voicelab.execution._protocol import trial_plan
 from voicelab.runner import estimate_from_config
-from voicelab.runner._trial import _built_endpoint, _endpoint_settings
+from voicelab.runner._trial import (
+    DEFAULT_CHUNK_MS,
+    _built_endpoint,
+    _endpoint_settings,
+    line_chunk_ms,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
@@ -180,10 +185,25 @@ def test_a_mapping_reader_still_finds_the_older_spelling() -> None:
     assert asked["turn_detection"] == asked["turn_taking"] == "server_vad"
 
 
-def test_a_settings_model_that_is_no_pydantic_model_is_refused() -> None:
-    class Broken(MappingAdapter):
-        settings_model = dict
+class BrokenModelAdapter(MappingAdapter):
+    settings_model = dict
 
-    assert abilities_of(Broken).settings_model_problem is not None
+
+def test_a_settings_model_that_is_no_pydantic_model_is_refused() -> None:
+    assert abilities_of(BrokenModelAdapter).settings_model_problem is not None
     with pytest.raises(TypeError, match="pydantic"):
-        abilities_of(Broken).parse_settings({})
+        abilities_of(BrokenModelAdapter).parse_settings({})
+    with pytest.raises(ConfigError, match="pydantic") as refused:  # validate: exit 2
+        load_endpoint_class(f"{__name__}.BrokenModelAdapter")
+    assert refused.value.key == "endpoint.adapter"
+
+
+class ChunkSettings(BaseModel):
+    chunk_ms: float = 100.0
+
+
+def test_the_live_line_is_chunked_as_the_parsed_settings_say() -> None:
+    # an adapter that does not show its settings: the parsed model, else the mapping, says
+    assert line_chunk_ms(object(), ChunkSettings(chunk_ms=20)) == 20
+    assert line_chunk_ms(object(), {"chunk_ms": 40}) == 40
+    assert line_chunk_ms(object(), RecordedSettings(uri="ws://x")) == DEFAULT_CHUNK_MS

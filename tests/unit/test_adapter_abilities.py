@@ -62,7 +62,8 @@ def test_websocket_presses_no_keys_declares_no_codec_and_no_delay():
     assert websocket.wire_codec is None
     assert not websocket.conversion_delay_ms
     assert not websocket.has_outcome_probe
-    assert websocket.checks_settings and websocket.declares_turn_taking
+    assert not websocket.checks_settings  # its settings model says everything
+    assert websocket.declares_turn_taking
 
 
 def test_http_says_when_the_product_can_open_and_defaults_to_client_turns():
@@ -77,7 +78,8 @@ def test_the_fake_product_carries_its_own_outcome_probe():
 
 
 def test_pipecat_takes_server_vad_turns_whatever_its_settings():
-    assert turn_taking_of(ENDPOINTS.resolve("pipecat"), {}) == "server_vad"
+    assert turn_taking_of(ENDPOINTS.resolve("pipecat"), {"uri": "ws://127.0.0.1:9/"}) == \
+        "server_vad"
 
 
 def test_a_custom_adapter_with_one_ability_has_that_one_only():

@@ -10,6 +10,7 @@ from voicelab.doubles.product import FakeEndpointSettings, FakeProductEndpoint
 from voicelab.endpoints import (
     ENDPOINTS,
     EndpointContext,
+    abilities_of,
     check_capabilities,
     declared_capabilities,
     load_endpoint_class,
@@ -36,19 +37,19 @@ from voicelab.errors import ConfigError
 def test_check_settings_names_the_bad_key(adapter, settings, key):
     adapter_class = load_endpoint_class(adapter)
     with pytest.raises(ConfigError) as caught:
-        adapter_class.check_settings(settings)
+        abilities_of(adapter_class).check_settings(settings)
     assert caught.value.key == key
 
 
 def test_unknown_setting_lists_the_allowed_ones():
     with pytest.raises(ConfigError) as caught:
-        WebSocketEndpoint.check_settings({"uri": "ws://x", "acess_token": "t"})
+        abilities_of(WebSocketEndpoint).check_settings({"uri": "ws://x", "acess_token": "t"})
     assert "access_token" in caught.value.message
 
 
 def test_settings_errors_never_repeat_the_value():
     with pytest.raises(ConfigError) as caught:
-        WebSocketEndpoint.check_settings({"uri": "ws://x", "access_token": ["hunter2-secret"]})
+        abilities_of(WebSocketEndpoint).check_settings({"uri": "ws://x", "access_token": ["hunter2-secret"]})
     assert "hunter2-secret" not in str(caught.value)
     assert caught.value.key == "endpoint.settings.access_token"
 
@@ -110,4 +111,4 @@ def test_what_a_wire_sends_as_json_must_be_json(adapter: str, settings: dict[str
     # not a serializer crash at connect
     endpoint = {"pipecat": PipecatEndpoint, "realtime": RealtimeEndpoint}[adapter]
     with pytest.raises(ConfigError, match=key):
-        endpoint.check_settings(settings)
+        abilities_of(endpoint).check_settings(settings)

@@ -214,11 +214,11 @@ def test_the_speech_metrics_say_why_a_figure_is_missing(spoken):
 
 
 def test_run_says_what_validate_warns(monkeypatch, caplog, tmp_path):
-    import voicelab._validate as validate
+    import voicelab._run_summary as summary
 
     said = "expected_topics cannot be judged: (a warning validate prints)"
-    real = validate._product_words
-    monkeypatch.setattr(validate, "_product_words",
+    real = summary.product_words
+    monkeypatch.setattr(summary, "product_words",
                         lambda *args, **kwargs: (real(*args, **kwargs)[0], [said]))
     with caplog.at_level("WARNING", logger="voicelab"):
         voicelab.run(RUN, voicelab.RunOptions(trials=1, artifacts_dir=tmp_path))

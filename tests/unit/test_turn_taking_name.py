@@ -49,13 +49,13 @@ def test_a_configuration_keeps_its_suite_hash_whichever_spelling_it_uses():
 
 
 def test_the_websocket_adapter_reads_the_one_name():
-    from voicelab.endpoints import load_endpoint_class
+    from voicelab.endpoints import abilities_of, load_endpoint_class
 
     websocket = load_endpoint_class("websocket")
     plan_settings = {"uri": "ws://127.0.0.1:9/", "turn_taking": "server_vad"}
-    websocket.check_settings(plan_settings)  # not an unknown setting
+    abilities_of(websocket).check_settings(plan_settings)  # not an unknown setting
     with pytest.raises(ConfigError) as refused:
-        websocket.check_settings({"uri": "ws://127.0.0.1:9/",
+        abilities_of(websocket).check_settings({"uri": "ws://127.0.0.1:9/",
                                           "turn_taking": "server_vad",
                                           "turn_detection": "client"})
     assert "differ" in refused.value.message

@@ -13,7 +13,7 @@ import pytest
 
 from voicelab.audio import mulaw_decode, mulaw_encode
 from voicelab.config import SecretScrubber
-from voicelab.endpoints import EndpointContext, EndpointEvent, load_endpoint_class
+from voicelab.endpoints import EndpointContext, EndpointEvent, abilities_of, load_endpoint_class
 from voicelab.endpoints._g711_line import (
     FRAME_BYTES,
     LINE_LATENCY_MS,
@@ -259,6 +259,6 @@ def test_sids_are_generated_per_trial_unless_configured():
 ])
 def test_bad_settings_are_one_line_errors_naming_the_key(settings, key):
     with pytest.raises(ConfigError) as caught:
-        TwilioEndpoint.check_settings(settings)
+        abilities_of(TwilioEndpoint).check_settings(settings)
     assert caught.value.key == f"endpoint.settings.{key}"
     assert "\n" not in str(caught.value)

@@ -16,6 +16,7 @@ from voicelab.errors import ConfigError, MissingDependencyError
 
 pytest.importorskip("aiortc")
 
+from voicelab.endpoints import abilities_of  # noqa: E402
 from voicelab.endpoints._silence_gate import QUIET_HANGOVER_NS  # noqa: E402
 from voicelab.endpoints.webrtc import WebRtcEndpoint, WebRtcSettings, gathering_on  # noqa: E402
 from voicelab.endpoints.webrtc._line import FRAME_NS, CallerLine  # noqa: E402
@@ -177,7 +178,7 @@ def test_settings_add_the_flavours_path_and_refuse_what_cannot_work():
     for bad in ({"url": "ws://bot"}, {"url": "http://bot", "ice_host_addresses": ["localhost"]},
                 {"url": "http://bot", "signalling": "sip"}, {"url": "http://bot", "typo": 1}):
         with pytest.raises(ConfigError):
-            WebRtcEndpoint.check_settings(bad)
+            abilities_of(WebRtcEndpoint).check_settings(bad)
     assert WebRtcEndpoint.turn_taking({}) == "server_vad"
 
 

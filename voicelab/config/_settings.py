@@ -53,9 +53,10 @@ def _fields_at(model: type[BaseModel], location: tuple[object, ...]) -> list[str
     return list(current.model_fields)
 
 
-def parse_settings(model: type[Model], settings: Mapping[str, object] | Model | None, *,
+def parse_settings(model: type[Model], settings: Mapping[str, object] | BaseModel | None, *,
                    key: str | None, source: str | Path | None = None) -> Model:
-    """``settings`` validated against ``model`` (a model instance passes as it is)."""
+    """``settings`` validated against ``model`` (a model instance passes as it is: settings
+    parsed once are never validated again; another model's instance is refused)."""
     if isinstance(settings, model):
         return settings
     if settings is not None and not isinstance(settings, Mapping):

@@ -11,10 +11,16 @@ Two kinds of Protocol, checked two ways:
 * what an *adapter object* does during a call (:class:`SendsDtmf`, :class:`HasOutcomeProbe`):
   ``issubclass(adapter_cls, Protocol)``;
 * what the *adapter class* says before anything is built (classmethods and class attributes:
-  :class:`DeclaresTurnTaking`, :class:`ReportsProductCanSpeakFirst`,
-  :class:`ChecksAdapterSettings`, :class:`DeclaresWireCodec`,
-  :class:`DeclaresConversionDelay`, :class:`DeclaresCapabilities`):
+  :class:`DeclaresSettingsModel`, :class:`DeclaresTurnTaking`,
+  :class:`ReportsProductCanSpeakFirst`, :class:`ChecksAdapterSettings`,
+  :class:`DeclaresWireCodec`, :class:`DeclaresConversionDelay`, :class:`DeclaresCapabilities`):
   ``isinstance(adapter_cls, Protocol)``, the class object being what offers them.
+
+Settings are parsed once. An adapter that declares its settings model
+(:class:`DeclaresSettingsModel`) has ``endpoint.settings`` validated against it once, at
+``validate`` (:meth:`AdapterAbilities.parse_settings`); its class hooks (``turn_taking``,
+``product_can_speak_first``, ``check_settings``) and its constructor then receive that parsed
+model. An adapter without one receives the settings mapping, as it always did.
 """
 
 from __future__ import annotations
@@ -22,9 +28,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from pydantic import BaseModel
+
+from ..config import with_old_spelling
 from ._protocol import CAPABILITY_KEYS, TURN_TAKING_MODES
+from ._settings import parse_settings
+
+#: An adapter's ``endpoint.settings`` as its hooks and constructor receive them: the parsed
+#: settings model when the adapter declares one (:class:`DeclaresSettingsModel`), else the
+#: mapping of the run config.
+EndpointSettings: TypeAlias = BaseModel | Mapping[str, object]
 
 #: The directions of a conversion delay: toward the product, toward the simulated user.
 CONVERSION_DIRECTIONS = ("to_product", "to_user")
@@ -67,27 +82,41 @@ class ReportsCallSetup(Protocol):
 
 
 @runtime_checkable
-class DeclaresTurnTaking(Protocol):
-    """Says (a classmethod) how it takes turns with ``settings``: ``client`` (the default for an
-    adapter without it) or ``server_vad``."""
+class DeclaresSettingsModel(Protocol):
+    """Its ``endpoint.settings`` model (a class attribute: a pydantic model class, best with
+    ``extra="forbid"``). ``validate`` parses the settings into it once, naming a bad key
+    (``endpoint.settings.<field>``, exit 2); the hooks below and the constructor then receive
+    the parsed model instead of the mapping."""
 
-    def turn_taking(self, settings: Mapping[str, object]) -> str: ...
+    settings_model: type[BaseModel]
+
+
+@runtime_checkable
+class DeclaresTurnTaking(Protocol):
+    """Says (a classmethod) how it takes turns with ``settings`` (its parsed settings model,
+    or the mapping for an adapter without one): ``client`` (the default for an adapter without
+    it) or ``server_vad``."""
+
+    def turn_taking(self, settings: EndpointSettings) -> str: ...
 
 
 @runtime_checkable
 class ReportsProductCanSpeakFirst(Protocol):
-    """Says (a classmethod) whether, with ``settings``, the product can open the conversation;
-    ``validate`` refuses ``first_speaker: product`` when it cannot."""
+    """Says (a classmethod) whether, with ``settings`` (parsed, as for ``turn_taking``), the
+    product can open the conversation; ``validate`` refuses ``first_speaker: product`` when it
+    cannot."""
 
-    def product_can_speak_first(self, settings: Mapping[str, object]) -> bool: ...
+    def product_can_speak_first(self, settings: EndpointSettings) -> bool: ...
 
 
 @runtime_checkable
 class ChecksAdapterSettings(Protocol):
-    """Checks ``endpoint.settings`` (a classmethod) at ``validate``, without building anything;
-    raises :class:`~voicelab.errors.ConfigError`, ``ValueError`` or ``TypeError``."""
+    """Checks ``endpoint.settings`` (a classmethod) at ``validate``, without building anything:
+    what its settings model cannot say (an optional package the settings need), or, for an
+    adapter without a model, everything. Receives the settings as ``turn_taking`` does; raises
+    :class:`~voicelab.errors.ConfigError`, ``ValueError`` or ``TypeError``."""
 
-    def check_settings(self, settings: Mapping[str, object]) -> None: ...
+    def check_settings(self, settings: EndpointSettings) -> None: ...
 
 
 @runtime_checkable
@@ -159,31 +188,55 @@ class AdapterAbilities:
     conversion_delay_ms: Mapping[str, float] = field(default_factory=dict)
     declares_turn_taking: bool = False
     reports_product_can_speak_first: bool = False
+    #: the adapter's settings model (None: it takes the settings mapping)
+    settings_model: type[BaseModel] | None = None
+    #: why ``settings_model`` cannot be used (None when it can, or there is none)
+    settings_model_problem: str | None = None
 
-    def turn_taking(self, settings: Mapping[str, object]) -> str:
+    def parse_settings(self, settings: EndpointSettings | None) -> EndpointSettings:
+        """``settings`` as the adapter takes them: validated against its settings model (an
+        instance of the model passes as it is, so parsed settings are never parsed again;
+        a failure is a :class:`~voicelab.errors.ConfigError` keyed
+        ``endpoint.settings.<field>``), or a copy of the mapping for an adapter without one."""
+        if self.settings_model_problem is not None:
+            raise TypeError(self.settings_model_problem)
+        if self.settings_model is not None:
+            return parse_settings(self.settings_model, settings)
+        if isinstance(settings, BaseModel):
+            return settings
+        return dict(settings or {})
+
+    def turn_taking(self, settings: EndpointSettings | None) -> str:
         """How the adapter takes turns with ``settings`` (``client`` when it does not say);
         the adapter's own errors (bad settings) propagate."""
         adapter = self.adapter_cls
-        mode = adapter.turn_taking(settings) if isinstance(adapter, DeclaresTurnTaking) \
-            else "client"
+        if not isinstance(adapter, DeclaresTurnTaking):
+            return "client"
+        parsed = self.parse_settings(settings)
+        if isinstance(parsed, Mapping):  # a mapping's reader may still look for the old name
+            parsed = with_old_spelling(parsed)
+        mode = adapter.turn_taking(parsed)
         if mode not in TURN_TAKING_MODES:
             raise TypeError(f"turn_taking() returned {mode!r}, not one of "
                             f"{', '.join(TURN_TAKING_MODES)}")
         return str(mode)
 
-    def product_can_speak_first(self, settings: Mapping[str, object]) -> bool:
+    def product_can_speak_first(self, settings: EndpointSettings | None) -> bool:
         """Whether the product can open the conversation with ``settings`` (True when the
         adapter does not say)."""
         adapter = self.adapter_cls
         if isinstance(adapter, ReportsProductCanSpeakFirst):
-            return bool(adapter.product_can_speak_first(settings))
+            return bool(adapter.product_can_speak_first(self.parse_settings(settings)))
         return True
 
-    def check_settings(self, settings: Mapping[str, object]) -> None:
-        """The adapter's own settings check, when it has one."""
+    def check_settings(self, settings: EndpointSettings | None) -> None:
+        """``settings`` checked as ``validate`` checks them: parsed into the settings model
+        (when the adapter has one, and they are not parsed yet), then the adapter's own check,
+        when it has one."""
+        parsed = self.parse_settings(settings)
         adapter = self.adapter_cls
         if isinstance(adapter, ChecksAdapterSettings):
-            adapter.check_settings(settings)
+            adapter.check_settings(parsed)
 
 
 def _capabilities(adapter_cls: type) -> tuple[Mapping[str, bool], str | None]:
@@ -205,6 +258,15 @@ def _conversion_delay(adapter_cls: type) -> Mapping[str, float]:
                              for direction in CONVERSION_DIRECTIONS})
 
 
+def _settings_model(adapter_cls: type) -> tuple[type[BaseModel] | None, str | None]:
+    if not isinstance(adapter_cls, DeclaresSettingsModel):
+        return None, None
+    model: object = adapter_cls.settings_model
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return model, None
+    return None, "settings_model must be a pydantic model class"
+
+
 #: each adapter class's abilities, resolved the first time it is asked about
 _RESOLVED: dict[type, AdapterAbilities] = {}
 
@@ -219,6 +281,7 @@ def abilities_of(adapter_cls: type) -> AdapterAbilities:
 
 def _resolve(adapter_cls: type) -> AdapterAbilities:
     capabilities, problem = _capabilities(adapter_cls)
+    settings_model, settings_model_problem = _settings_model(adapter_cls)
     codec = adapter_cls.wire_codec if isinstance(adapter_cls, DeclaresWireCodec) else None
     return AdapterAbilities(
         adapter_cls=adapter_cls,
@@ -231,10 +294,12 @@ def _resolve(adapter_cls: type) -> AdapterAbilities:
         conversion_delay_ms=_conversion_delay(adapter_cls),
         declares_turn_taking=isinstance(adapter_cls, DeclaresTurnTaking),
         reports_product_can_speak_first=isinstance(adapter_cls, ReportsProductCanSpeakFirst),
+        settings_model=settings_model,
+        settings_model_problem=settings_model_problem,
     )
 
 
-def turn_taking_of(adapter_cls: type, settings: Mapping[str, object]) -> str:
+def turn_taking_of(adapter_cls: type, settings: EndpointSettings | None) -> str:
     """How ``adapter_cls`` with ``settings`` takes turns (``client`` when it does not say)."""
     return abilities_of(adapter_cls).turn_taking(settings)
 

@@ -34,7 +34,8 @@ def missing_methods(candidate: object, methods: Sequence[str]) -> list[str]:
 
 def load_endpoint_class(name: str, *, search_dirs: Iterable[Path] = (), source: str | Path | None = None,
                         key: str = "endpoint.adapter") -> type:
-    """The adapter class for ``name``, checked to have the protocol's methods and capabilities."""
+    """The adapter class for ``name``, checked to have the protocol's methods, capabilities and
+    (when it declares one) a pydantic settings model."""
     adapter = ENDPOINTS.resolve(name, search_dirs=search_dirs, source=source, key=key)
     if not inspect.isclass(adapter):
         raise ConfigError(f"{name!r} is not a class", source=source, key=key)
@@ -42,9 +43,10 @@ def load_endpoint_class(name: str, *, search_dirs: Iterable[Path] = (), source: 
     if missing:
         raise ConfigError(f"{name!r} does not implement the ConversationEndpoint protocol: "
                           f"missing {', '.join(missing)}", source=source, key=key)
-    problem = abilities_of(adapter).capabilities_problem
-    if problem is not None:
-        raise ConfigError(f"{name!r}: {problem}", source=source, key=key)
+    abilities = abilities_of(adapter)
+    for problem in (abilities.capabilities_problem, abilities.settings_model_problem):
+        if problem is not None:
+            raise ConfigError(f"{name!r}: {problem}", source=source, key=key)
     return adapter
 
 

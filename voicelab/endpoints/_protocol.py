@@ -6,13 +6,16 @@ An adapter class is named in the run config (``endpoint.adapter``) by a built-in
 (``websocket``, ``http``, ``fake``, ``realtime``) or a dotted path (``pkg.module.Class``). The
 runner constructs it as ``Adapter(settings, context)``:
 
-* ``settings`` is the ``endpoint.settings`` mapping after ``${VAR}`` interpolation;
+* ``settings`` is ``endpoint.settings`` after ``${VAR}`` interpolation, parsed once by
+  ``validate`` into the adapter's ``settings_model`` when it declares one (the mapping otherwise,
+  and for a launched product's filled settings: the constructor parses a mapping itself);
 * ``context`` is an :class:`EndpointContext` carrying the opaque run data, the session id, the
   W3C trace ids, the canonical audio format, the trial clock and the secret scrubber.
 
 The constructor must not open connections; it may raise :class:`~voicelab.errors.ConfigError`
 (or ``ValueError``) for bad settings. An optional classmethod ``check_settings(settings)`` is
-called by ``voice-evaluator validate`` without constructing anything. ``capabilities`` must be
+called by ``voice-evaluator validate`` without constructing anything (given the parsed model, as
+are ``turn_taking`` and ``product_can_speak_first`` below). ``capabilities`` must be
 readable on the class so ``validate`` can compare it with a scenario's
 ``required_capabilities`` before any connection.
 

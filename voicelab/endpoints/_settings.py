@@ -28,7 +28,7 @@ class AdapterSettings(BaseModel):
         return spelled_for(cls.model_fields, data) if isinstance(data, Mapping) else data
 
 
-def parse_settings(model: type[Model], settings: Mapping[str, Any] | Model | None) -> Model:
+def parse_settings(model: type[Model], settings: Mapping[str, Any] | BaseModel | None) -> Model:
     """``settings`` validated against ``model``; a failure raises :class:`ConfigError` keyed
     ``endpoint.settings.<field>`` that never repeats the offending value (it may be a secret)."""
     return parse_model_settings(model, settings, key=KEY_PREFIX)

@@ -135,6 +135,7 @@ def trial_plan(plan: RunPlan, context: RunContext, job: TrialJob, *, speech: Any
                      probe_factory=plan.probe_factory,
                      speech_metrics=plan.loaded.run.speech_metrics, run_id=context.run_id,
                      script_audio=plan.script_audio, turn_taking=plan.turn_taking,
+                     endpoint_settings=plan.endpoint_settings,
                      run_product_settings=context.run_product_settings,
                      run_product_failure=context.run_product_failure, attempt=job.attempt)
 

@@ -241,8 +241,8 @@ class Run:
             self._trial_estimate = estimate_from_config(
                 self.loaded, trials=1, pricing=self.loaded.run.pricing,
                 speech_cls=self.plan.speech_cls,
-                output_transcripts=self.plan.abilities.capabilities["output_transcripts"]
-            ).per_trial
+                output_transcripts=self.plan.abilities.capabilities["output_transcripts"],
+                endpoint_settings=self.plan.endpoint_settings).per_trial
         return self._trial_estimate
 
     # --- the run --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..artifacts import TrialCost, UnpricedItem, Usage
 from ..config import LoadedRun, PricingConfig
@@ -26,6 +26,7 @@ from ..cost import (
     USER_AUDIO_TOKENS_PER_SECOND,
     price_usage,
 )
+from ..endpoints import EndpointSettings
 from ..providers import resolve_llm_provider
 from ..speech import ASR_ENGINE, cacheable, realtime_target, seed_dependent
 
@@ -220,18 +221,38 @@ def _speech_usage(loaded: LoadedRun, shape: TrialShape) -> list[Usage]:
                               "second": round(shape.user_turns * shape.user_turn_seconds, 3)})]
 
 
-def _product_usage(loaded: LoadedRun, shape: TrialShape) -> list[Usage]:
+@runtime_checkable
+class RealtimeModelSettings(Protocol):
+    """Parsed settings that name a Realtime service and its model (``adapter: realtime``)."""
+
+    dialect: str
+    model: str | None
+    deployment: str | None
+
+
+def _realtime_model(settings: EndpointSettings) -> tuple[str, str | None]:
+    """The Realtime service and model the product's settings name."""
+    if isinstance(settings, RealtimeModelSettings):
+        return settings.dialect, settings.deployment or settings.model
+    if isinstance(settings, Mapping):  # not validated: an estimate from the loaded config
+        model = settings.get("deployment") or settings.get("model")
+        return str(settings.get("dialect") or "openai"), str(model) if model else None
+    return "openai", None
+
+
+def _product_usage(loaded: LoadedRun, shape: TrialShape,
+                   endpoint_settings: EndpointSettings | None = None) -> list[Usage]:
     endpoint = loaded.run.endpoint
     usage = [Usage(component="product", provider=endpoint.adapter,
                    quantities={"minute": round(shape.call_seconds / 60.0, 6)})]
     if endpoint.adapter == "realtime":
-        settings: Mapping[str, Any] = endpoint.settings
+        provider, model = _realtime_model(
+            endpoint.settings if endpoint_settings is None else endpoint_settings)
         responses = shape.responses
         heard = shape.user_turn_seconds * USER_AUDIO_TOKENS_PER_SECOND
         said = shape.response_seconds * USER_AUDIO_TOKENS_PER_SECOND
         usage.append(Usage(
-            component="product", provider=str(settings.get("dialect") or "openai"),
-            model=settings.get("deployment") or settings.get("model"),
+            component="product", provider=provider, model=model,
             quantities={"input_token": None, "audio_input_token": math.ceil(
                             shape.user_turns * heard),
                         "cached_audio_input_token": math.ceil(
@@ -288,9 +309,11 @@ def _cached_once(loaded: LoadedRun, speech_cls: type | None) -> bool:
 
 def estimate_from_config(loaded: LoadedRun, *, trials: int, pricing: PricingConfig | None,
                          user_turn_seconds: float = 3.0, response_seconds: float = 5.0,
-                         speech_cls: type | None = None, output_transcripts: bool = True
-                         ) -> CostEstimate:
-    """``trials`` of ``loaded`` priced from its configuration (see the module docstring)."""
+                         speech_cls: type | None = None, output_transcripts: bool = True,
+                         endpoint_settings: EndpointSettings | None = None) -> CostEstimate:
+    """``trials`` of ``loaded`` priced from its configuration (see the module docstring);
+    ``endpoint_settings`` are the ones validation parsed (``RunPlan.endpoint_settings``),
+    else the loaded mapping is read as it is."""
     shapes = trial_shapes(loaded, user_turn_seconds=user_turn_seconds,
                           response_seconds=response_seconds)
     once = _cached_once(loaded, speech_cls)
@@ -298,7 +321,8 @@ def estimate_from_config(loaded: LoadedRun, *, trials: int, pricing: PricingConf
     unpriced: list[UnpricedItem] = []
     per_trial: float | None = None
     for bound, shape in shapes.items():
-        each = [*_persona_usage(loaded, shape), *_product_usage(loaded, shape),
+        each = [*_persona_usage(loaded, shape),
+                *_product_usage(loaded, shape, endpoint_settings),
                 *_judge_usage(loaded, shape),
                 *_recognition_usage(loaded, shape, output_transcripts=output_transcripts),
                 _storage_usage(shape)]
@@ -427,6 +451,7 @@ def matrix_costs(plan: Any, *, measured: Mapping[CellKey, Sequence[TrialCost]] |
                 loaded, trials=trials, pricing=loaded.run.pricing,
                 user_turn_seconds=spec.assumed_user_turn_seconds,
                 response_seconds=spec.assumed_response_seconds, speech_cls=cell.plan.speech_cls,
-                output_transcripts=cell.plan.abilities.capabilities["output_transcripts"])
+                output_transcripts=cell.plan.abilities.capabilities["output_transcripts"],
+                endpoint_settings=cell.plan.endpoint_settings)
         costs.append(CellCost(cell.cell_id, cell.stage, estimate))
     return costs

@@ -35,7 +35,9 @@ from ..endpoints import (
     AdapterAbilities,
     EndpointContext,
     EndpointError,
+    EndpointSettings,
     HasOutcomeProbe,
+    LineChunkSettings,
     ProductProcess,
     abilities_of,
     line_chunk_ms_of,
@@ -89,6 +91,9 @@ class TrialPlan:
     run_id: str = ""
     script_audio: Mapping[int, PcmAudio] = field(default_factory=dict)
     turn_taking: str = "client"
+    #: ``endpoint.settings`` as validation parsed them (the adapter is built with them);
+    #: None: the run config's mapping, parsed by the adapter
+    endpoint_settings: EndpointSettings | None = None
     #: a product launched once for the run: the endpoint settings it filled (its port), or
     #: why it could not start
     run_product_settings: Mapping[str, Any] | None = None
@@ -153,14 +158,18 @@ def trial_session_id(loaded: LoadedRun, index: int, run_id: str, *, attempt: int
 DEFAULT_CHUNK_MS = 100.0
 
 
-def line_chunk_ms(endpoint: object, settings: Any) -> float:
+def line_chunk_ms(endpoint: object, settings: EndpointSettings) -> float:
     """How often the live line hands the adapter audio: the adapter's own ``chunk_ms``, its
     settings model's default included (pipecat's 20 ms), else what the settings say, else
     ``DEFAULT_CHUNK_MS``."""
     parsed = line_chunk_ms_of(endpoint)
     if parsed is not None:
         return parsed
-    given = settings.get("chunk_ms") if isinstance(settings, Mapping) else None
+    given: object = None
+    if isinstance(settings, LineChunkSettings):
+        given = settings.chunk_ms
+    elif isinstance(settings, Mapping):
+        given = settings.get("chunk_ms")
     if isinstance(given, int | float) and not isinstance(given, bool) and given > 0:
         return float(given)
     return DEFAULT_CHUNK_MS
@@ -273,15 +282,27 @@ def _endpoint_context(plan: TrialPlan, recording: Recording, session_id: str,
                            usage=recording.usage_recorder("product"))
 
 
+def _endpoint_settings(plan: TrialPlan) -> EndpointSettings:
+    """What the adapter is built with: the settings validation parsed, or, for a launched
+    product, the settings its launch filled (its port is known only then: the adapter parses
+    them)."""
+    loaded = plan.loaded
+    if plan.run_product_settings is not None:
+        return plan.run_product_settings
+    if loaded.run.endpoint.launch is None and plan.endpoint_settings is not None:
+        return plan.endpoint_settings
+    return loaded.run.endpoint.settings
+
+
 async def _launch_per_trial(plan: TrialPlan, recording: Recording
-                            ) -> tuple[Mapping[str, Any], ProductProcess | None, Failure | None]:
+                            ) -> tuple[EndpointSettings, ProductProcess | None, Failure | None]:
     """The endpoint settings, the product launched for this trial (when the run launches one
     per trial) and why it could not start (None when it did, or another launched it)."""
     loaded = plan.loaded
-    settings: Mapping[str, Any] = plan.run_product_settings or loaded.run.endpoint.settings
     launch = loaded.run.endpoint.launch
     if launch is None or launch.per != "trial":
-        return settings, None, plan.run_product_failure
+        return _endpoint_settings(plan), None, plan.run_product_failure
+    settings: Mapping[str, Any] = loaded.run.endpoint.settings
     product = ProductProcess(launch, settings=settings, base_dir=loaded.base_dir,
                              scrubber=loaded.scrubber, clock_ns=recording.clock_ns)
     try:
@@ -292,7 +313,7 @@ async def _launch_per_trial(plan: TrialPlan, recording: Recording
     return product.settings, product, plan.run_product_failure
 
 
-async def _built_endpoint(plan: TrialPlan, settings: Mapping[str, Any],
+async def _built_endpoint(plan: TrialPlan, settings: EndpointSettings,
                           context: EndpointContext, product: ProductProcess | None) -> Any:
     """The adapter, built; bad settings stop the run (a ConfigError naming the run file)."""
     try:
@@ -308,7 +329,7 @@ async def _built_endpoint(plan: TrialPlan, settings: Mapping[str, Any],
 
 
 def _conversation(plan: TrialPlan, endpoint: Any, persona: Any, recording: Recording,
-                  settings: Mapping[str, Any]) -> Conversation:
+                  settings: EndpointSettings) -> Conversation:
     loaded = plan.loaded
     conversation_class = ServerVadConversation if plan.turn_taking == "server_vad" \
         else Conversation

@@ -8,10 +8,9 @@ protocol and real sockets, with real speech both ways (see
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from pydantic import BaseModel
 
+from ...endpoints._abilities import EndpointSettings
 from ...endpoints._protocol import EndpointContext
 from ...endpoints._settings import parse_settings
 from ...endpoints.websocket import WebSocketEndpoint
@@ -43,7 +42,8 @@ class LocalAgentEndpoint(ProductEndpoint):
                           base_dir=context.base_dir)
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, object]) -> None:
+    def check_settings(cls, settings: EndpointSettings) -> None:
+        """The speech packages the agent speaks with (its default voice's too)."""
         parsed = parse_settings(LocalAgentSettings, settings)
         require_speech_packages(default_voice=parsed.model_path is None)
 

@@ -13,12 +13,16 @@ from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, Field
 
+from ...endpoints._abilities import EndpointSettings
 from ...endpoints._protocol import EndpointContext
 from ...endpoints._settings import AdapterSettings, parse_settings
 from ...endpoints.websocket import WebSocketEndpoint, WebSocketSettings
 from ._connection import SessionRecord
 from ._server import ProductServer
 from ._store import ProductProbe
+
+#: The client's address until the product has started (``connect`` sets the real one).
+UNSTARTED_URI = "ws://127.0.0.1:0/"
 
 
 class ProductClientSettings(AdapterSettings):
@@ -57,17 +61,19 @@ class ProductEndpoint(WebSocketEndpoint):
 
     settings_model: ClassVar[type[ProductClientSettings]]
 
-    def __init__(self, settings: Mapping[str, object] | None, context: EndpointContext):
+    def __init__(self, settings: Mapping[str, object] | ProductClientSettings | None,
+                 context: EndpointContext):
         self._product_settings = parse_settings(self.settings_model, settings)
-        super().__init__(self._product_settings.client("ws://127.0.0.1:0/"), context)
+        super().__init__(self._product_settings.client(UNSTARTED_URI), context)
         self.product = self.build_product(self._product_settings.behaviour(), context)
 
     def build_product(self, behaviour: BaseModel, context: EndpointContext) -> ProductServer:
         raise NotImplementedError
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, object]) -> None:
-        parse_settings(cls.settings_model, settings)
+    def turn_taking(cls, settings: EndpointSettings) -> str:
+        """The client's turn taking: the behaviour's ``turn_taking``, when it has one."""
+        return parse_settings(cls.settings_model, settings).client(UNSTARTED_URI).turn_taking
 
     @property
     def session_record(self) -> SessionRecord | None:

@@ -22,6 +22,7 @@ import httpx
 from pydantic import Field, field_validator
 
 from ...audio import BYTES_PER_SAMPLE, PcmAudio
+from .._abilities import EndpointSettings
 from .._fields import parse_arguments
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import (
@@ -87,6 +88,8 @@ class HttpEndpoint:
         "input_transcripts": True,
         "output_transcripts": True,
     }
+    #: ``endpoint.settings`` are parsed into this once, at ``validate``
+    settings_model = HttpSettings
 
     def __init__(self, settings: Mapping[str, object] | HttpSettings, context: EndpointContext):
         self._settings = parse_settings(HttpSettings, settings)
@@ -104,11 +107,7 @@ class HttpEndpoint:
         self._events_finished = False
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, object]) -> None:
-        parse_settings(HttpSettings, settings)
-
-    @classmethod
-    def product_can_speak_first(cls, settings: Mapping[str, object]) -> bool:
+    def product_can_speak_first(cls, settings: EndpointSettings) -> bool:
         """Only with ``opening_request``: otherwise nothing is asked before the user's turn."""
         return parse_settings(HttpSettings, settings).opening_request
 

@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ...audio import PcmAudio
+from .._abilities import EndpointSettings
 from .._fields import JsonObject
 from .._inbox import Closure
 from .._protocol import EndpointContext, EndpointEvent
@@ -63,6 +64,9 @@ class PipecatEndpoint(SocketEndpoint):
     USER_AGENT = "voicelab-evaluator (pipecat frames)"
     TIMEOUT_MESSAGE = "no frame from the bot within {timeout:g} s"
 
+    #: ``endpoint.settings`` are parsed into this once, at ``validate``
+    settings_model = PipecatSettings
+
     def __init__(self, settings: Mapping[str, object] | PipecatSettings, context: EndpointContext):
         self._settings: PipecatSettings = parse_settings(PipecatSettings, settings)
         self._scrubber = context.scrubber.with_values(
@@ -79,11 +83,7 @@ class PipecatEndpoint(SocketEndpoint):
                                  lambda: self._queue.put_nowait((clock(), _QUIET)))
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, object]) -> None:
-        parse_settings(PipecatSettings, settings)
-
-    @classmethod
-    def turn_taking(cls, settings: Mapping[str, object]) -> str:
+    def turn_taking(cls, settings: EndpointSettings) -> str:
         return "server_vad"  # a pipecat bot detects the end of the user's speech itself
 
     @property

@@ -23,6 +23,7 @@ from .. import (
     EndpointContext,
     EndpointError,
     EndpointEvent,
+    EndpointSettings,
     InboundBudget,
     InboundLimits,
     closure_error,
@@ -109,6 +110,8 @@ class RealtimeEndpoint:
         "input_transcripts": True,
         "output_transcripts": True,
     }
+    #: ``endpoint.settings`` are parsed into this once, at ``validate``
+    settings_model = RealtimeSettings
 
     def __init__(self, settings: Mapping[str, object] | RealtimeSettings, context: EndpointContext):
         self._settings = parse_settings(RealtimeSettings, settings)
@@ -133,20 +136,21 @@ class RealtimeEndpoint:
         self._response_text: list[str] = []
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, object]) -> None:
+    def check_settings(cls, settings: EndpointSettings) -> None:
+        """Azure's credential package, when the settings ask for it."""
         parsed = parse_settings(RealtimeSettings, settings)
         if parsed.auth == "default_credential" and parsed.dialect != "openai":
             wire.require_azure_identity(purpose="endpoint auth 'default_credential'",
                                         key="endpoint.settings.auth")
 
     @classmethod
-    def turn_taking(cls, settings: Mapping[str, object]) -> str:
+    def turn_taking(cls, settings: EndpointSettings) -> str:
         """The session's own ``turn_detection`` decides: ``server_vad``/``semantic_vad`` is
         voicelab's ``server_vad`` mode (the service listens), anything else ``client``."""
         return parse_settings(RealtimeSettings, settings).turn_detection
 
     @classmethod
-    def product_can_speak_first(cls, settings: Mapping[str, object]) -> bool:
+    def product_can_speak_first(cls, settings: EndpointSettings) -> bool:
         """Only with ``opening_response`` (a response.create right after the session setup)."""
         return parse_settings(RealtimeSettings, settings).opening_response
 

@@ -44,6 +44,7 @@ from typing import Any
 
 from ...audio import PcmAudio
 from ...errors import MissingDependencyError
+from .._abilities import EndpointSettings
 from .._g711_line import LINE_LATENCY_MS
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import parse_settings
@@ -85,6 +86,9 @@ class SipEndpoint:
     conversion_delay_ms = {"to_product": LINE_LATENCY_MS, "to_user": LINE_LATENCY_MS}
     USER_AGENT = "voicelab-evaluator (sip)"
 
+    #: ``endpoint.settings`` are parsed into this once, at ``validate``
+    settings_model = SipSettings
+
     def __init__(self, settings: Mapping[str, Any] | SipSettings, context: EndpointContext):
         self._settings: SipSettings = parse_settings(SipSettings, settings)
         self.wire_codec = LINE_CODEC_OF[self._settings.codecs[0]]
@@ -104,9 +108,9 @@ class SipEndpoint:
         self._facts_sent = False
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
-        """The settings, and libopus when they offer ``opus`` (``validate``: exit 2 naming the
-        key, before any call)."""
+    def check_settings(cls, settings: EndpointSettings) -> None:
+        """libopus when the settings offer ``opus`` (``validate``: exit 2 naming the key,
+        before any call)."""
         parsed = parse_settings(SipSettings, settings)
         if "opus" in parsed.codecs:
             try:
@@ -117,7 +121,7 @@ class SipEndpoint:
                                              key="endpoint.settings.codecs") from None
 
     @classmethod
-    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
+    def turn_taking(cls, settings: EndpointSettings) -> str:
         """A phone product listens: it detects the end of the user's speech itself."""
         return "server_vad"
 

@@ -35,6 +35,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationInfo, field_validator
 
 from ...audio import PcmAudio
+from .._abilities import EndpointSettings
 from .._g711_line import FRAME_MS, LINE_LATENCY_MS, LineDecoder
 from .._inbox import SocketClosed
 from .._protocol import EndpointContext, EndpointError, EndpointEvent, Playback
@@ -105,6 +106,9 @@ class TwilioEndpoint(SocketEndpoint):
     conversion_delay_ms = {"to_product": LINE_LATENCY_MS, "to_user": LINE_LATENCY_MS}
     USER_AGENT = "voicelab-evaluator (twilio media streams)"
 
+    #: ``endpoint.settings`` are parsed into this once, at ``validate``
+    settings_model = TwilioSettings
+
     def __init__(self, settings: Mapping[str, object] | TwilioSettings, context: EndpointContext):
         self._settings: TwilioSettings = parse_settings(TwilioSettings, settings)
         self._scrubber = context.scrubber.with_values(
@@ -130,11 +134,7 @@ class TwilioEndpoint(SocketEndpoint):
         self._echoer: asyncio.Task[None] | None = None
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, object]) -> None:
-        parse_settings(TwilioSettings, settings)
-
-    @classmethod
-    def turn_taking(cls, settings: Mapping[str, object]) -> str:
+    def turn_taking(cls, settings: EndpointSettings) -> str:
         """A Twilio bot listens: it detects the end of the user's speech itself."""
         return "server_vad"
 

@@ -35,6 +35,7 @@ from pydantic import JsonValue
 
 from ..._extras import require_modules
 from ...audio import PcmAudio
+from .._abilities import EndpointSettings
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import parse_settings, secret_values
 from ._opus import DECODER_DELAY_MS, ENCODER_LOOKAHEAD_MS, OpusLineDecoder
@@ -72,6 +73,9 @@ class WebRtcEndpoint:
     #: the encoder's look-ahead toward the product, the decoder's resampling toward the user
     conversion_delay_ms = {"to_product": ENCODER_LOOKAHEAD_MS, "to_user": DECODER_DELAY_MS}
 
+    #: ``endpoint.settings`` are parsed into this once, at ``validate``
+    settings_model = WebRtcSettings
+
     def __init__(self, settings: Mapping[str, Any] | WebRtcSettings, context: EndpointContext):
         self._settings: WebRtcSettings = parse_settings(WebRtcSettings, settings)
         self._context = context
@@ -94,12 +98,12 @@ class WebRtcEndpoint:
         self._session: str | None = None
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
-        parse_settings(WebRtcSettings, settings)
+    def check_settings(cls, settings: EndpointSettings) -> None:
+        """aiortc, which the settings alone cannot say is missing."""
         require_modules(["aiortc"], purpose=PURPOSE)
 
     @classmethod
-    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
+    def turn_taking(cls, settings: EndpointSettings) -> str:
         """A WebRTC voice agent listens: it detects the end of the user's speech itself."""
         return "server_vad"
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from ...audio import PcmAudio
+from .._abilities import EndpointSettings
 from .._protocol import EndpointContext, EndpointEvent, TurnTaking
-from .._settings import auth_headers, parse_settings, secret_values
+from .._settings import AdapterSettings, auth_headers, parse_settings, secret_values
 from .._socket_endpoint import SocketEndpoint, SocketSettings
 from ._wire import (
     COMMIT,
@@ -45,6 +46,8 @@ class WebSocketEndpoint(SocketEndpoint):
         "input_transcripts": True,
         "output_transcripts": True,
     }
+    #: ``endpoint.settings`` are parsed into this once, at ``validate``
+    settings_model: ClassVar[type[AdapterSettings]] = WebSocketSettings
     USER_AGENT = "voicelab-evaluator (protocol v1)"
     TIMEOUT_MESSAGE = "no product message within {timeout:g} s while a response was pending"
 
@@ -60,13 +63,9 @@ class WebSocketEndpoint(SocketEndpoint):
         self._in_response = False  # product output seen since the last turn_complete
 
     @classmethod
-    def check_settings(cls, settings: Mapping[str, Any]) -> None:
-        parse_settings(WebSocketSettings, settings)
-
-    @classmethod
-    def turn_taking(cls, settings: Mapping[str, Any]) -> str:
-        # read from the mapping: subclasses (the product doubles) add settings of their own
-        return str(settings.get("turn_taking", "client"))
+    def turn_taking(cls, settings: EndpointSettings) -> str:
+        """The settings' ``turn_taking`` (a subclass with another settings model says its own)."""
+        return parse_settings(WebSocketSettings, settings).turn_taking
 
     @property
     def settings(self) -> WebSocketSettings:

@@ -17,9 +17,8 @@ import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from .._validate import RunPlan
 from ..artifacts import (
@@ -36,7 +35,6 @@ from ..artifacts import (
 from ..config import remember_text_filter
 from ..endpoints import ProductProcess
 from ..runner import (
-    Failure,
     RunInterrupted,
     RunOutcome,
     TrialResult,
@@ -193,7 +191,9 @@ class Run:
                 persona=loaded.persona.name, environment=loaded.environment.name or "quiet",
                 adapter=loaded.run.endpoint.adapter, planned=self.planned, label=self.label)
             self.observers.run_started(self.observed)
-        run_product_settings, run_product_failure = await self._launch_product()
+        # one product for every trial (``launch.per: run``), or why it could not start
+        self.run_product, run_product_settings, run_product_failure = \
+            await launch_run_product(loaded)
         self.spec = RunSpec(
             RunContext(key=self.run_id, loaded=loaded, run_id=self.run_id, bundle=self.bundle,
                        speech_cache_dir=self.root / ".speech-cache",
@@ -216,12 +216,6 @@ class Run:
             self.write_errors.append(running_error)
         self.interrupted = await self._pass(self.pending, self.parallel, scheduled=True)
         await self._retry_inconclusive()
-
-    async def _launch_product(self) -> tuple[Mapping[str, Any] | None, Failure | None]:
-        """One product for every trial (``launch.per: run``): the settings it filled (its
-        port), or why it could not start."""
-        self.run_product, settings, failure = await launch_run_product(self.loaded)
-        return settings, failure
 
     async def _pass(self, todo: Sequence[int], width: int,
                     gate: asyncio.Semaphore | None = None, *, scheduled: bool = False) -> bool:

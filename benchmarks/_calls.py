@@ -10,6 +10,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,20 +65,78 @@ class RunResult:
     bundle: Path
 
 
+#: How often the command line's processes' own peaks are read while it runs.
+PEAK_SAMPLE_SECONDS = 0.05
+
+
+def _own_peak_kib(pid: int) -> int | None:
+    """``VmHWM`` of ``/proc/<pid>/status``: the process's own high-water mark since exec (Linux's
+    ``ru_maxrss`` also carries the peak of the process that forked it: this benchmark's)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_bytes()[:65536]
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(b"VmHWM:") and line.split()[1:2] and line.split()[1].isdigit():
+            return int(line.split()[1])
+    return None
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (``/proc/<pid>/task/<tid>/children``)."""
+    found, queue = [], [pid]
+    while queue and len(found) < 10_000:
+        current = queue.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                queue += [int(child) for child in task.read_text().split()]
+            except (OSError, ValueError):
+                continue
+    return found
+
+
+def _sampled_peak_kib(process: subprocess.Popen[str], stop: threading.Event,
+                      peaks: dict[int, int]) -> None:
+    """Each process's own peak, read until ``stop`` (a peak only rises, so a process that
+    exits keeps its last reading; only growth in its last interval can be missed)."""
+    while not stop.is_set():
+        for pid in _descendants(process.pid):
+            peak = _own_peak_kib(pid)
+            if peak is not None:
+                peaks[pid] = max(peaks.get(pid, 0), peak)
+        stop.wait(PEAK_SAMPLE_SECONDS)
+
+
 def run_calls(run_file: Path, *, trials: int, concurrency: int, artifacts: Path,
               extra: list[str] | None = None, timeout_s: float = 1800) -> RunResult:
-    """``voicelab run`` as a subprocess, with the CPU of everything it started."""
+    """``voicelab run`` as a subprocess, with the CPU of everything it started and the
+    largest of its processes' own peaks (``ru_maxrss`` where there is no ``/proc``)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    process = subprocess.run(
-        [sys.executable, "-m", "voicelab", "run", str(run_file), "--trials", str(trials),
-         "--concurrency", str(concurrency), "--quiet", "--artifacts-dir", str(artifacts),
-         *(extra or [])], capture_output=True, text=True, timeout=timeout_s)
+    peaks: dict[int, int] = {}
+    stop = threading.Event()
+    with subprocess.Popen(
+            [sys.executable, "-m", "voicelab", "run", str(run_file), "--trials", str(trials),
+             "--concurrency", str(concurrency), "--quiet", "--artifacts-dir", str(artifacts),
+             *(extra or [])], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True) as process:
+        sampler = threading.Thread(target=_sampled_peak_kib, args=(process, stop, peaks),
+                                   daemon=True)
+        sampler.start()
+        try:
+            process.communicate(timeout=timeout_s)
+        finally:
+            stop.set()
+            sampler.join()
+            if process.poll() is None:
+                process.kill()
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     bundle = next(artifacts.glob("*/run-report.json")).parent.resolve()
-    return RunResult(process.returncode, wall, cpu, after.ru_maxrss / 1024, bundle)
+    peak_kib = max(peaks.values()) if peaks else after.ru_maxrss
+    return RunResult(process.returncode, wall, cpu, peak_kib / 1024, bundle)
 
 
 def responses(bundle: Path, *, call_of: Callable[[list[dict[str, Any]]], Any],

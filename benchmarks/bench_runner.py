@@ -27,6 +27,11 @@ The benchmark's process opts in to the process tuning the command line uses
 out of garbage collection while runs are in progress); ``--untuned`` measures a library call
 that has not opted in (a notebook kernel's).
 
+``VOICELAB_CODE=DIR`` measures the voicelab of another checkout (a worktree of an older commit)
+with this script, so two versions are compared by one benchmark. ``--work N`` runs N trials and
+nothing else, for an instruction count (``valgrind --tool=callgrind``) or a call count
+(``python -m cProfile``) that a busy machine cannot disturb (docs/performance.md).
+
 ``--workdir DIR`` puts the bundles (and the temporary folder of the product double's databases:
 ``TMPDIR``) under ``DIR`` instead of the system's temporary folder. A trial's bundle is about
 twenty new files, the bare client's only its double's database: a file system that creates
@@ -50,7 +55,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+#: the checkout measured: this one, or ``VOICELAB_CODE`` (another checkout or worktree, to
+#: compare two versions of voicelab with one benchmark)
+ROOT = Path(os.environ.get("VOICELAB_CODE") or Path(__file__).resolve().parents[1]).resolve()
 sys.path.insert(0, str(ROOT))
 
 import voicelab  # noqa: E402
@@ -284,11 +291,30 @@ async def main() -> None:
                         help="concurrent server_vad trials (0 skips the listening section)")
     parser.add_argument("--untuned", action="store_true",
                         help="do not opt in to the command line's process tuning")
+    parser.add_argument("--work", type=int, default=None, metavar="N",
+                        help="only run N trials (one at a time, scored on the loop, no retry) "
+                             "and exit: a fixed workload to count instructions or calls of")
     args = parser.parse_args()
+    if args.work is not None:
+        await fixed_work(args.work)
+        return
     from voicelab.execution import tuned_process
 
     with contextlib.nullcontext() if args.untuned else tuned_process():
         await measure(args)
+
+
+async def fixed_work(trials: int) -> None:
+    """``trials`` trials of the seed example in this process, nothing else: under
+    ``valgrind --tool=callgrind`` (or ``python -m cProfile``) with N and N + 10 trials, the
+    difference over 10 is what a trial costs in instructions (calls), start-up left out, and no
+    other process on the machine changes the count."""
+    logging_quiet()
+    with tempfile.TemporaryDirectory() as tmp:
+        outcome = await voicelab.arun(voicelab.load_run(EXAMPLE), voicelab.RunOptions(
+            trials=trials, concurrency=1, artifacts_dir=Path(tmp), scoring="loop",
+            retry_inconclusive=0))
+    print(f"{outcome.report.passed_trials}/{trials} trials passed ({ROOT})")
 
 
 async def measure(args: argparse.Namespace) -> None:

@@ -125,7 +125,8 @@ class Verdict(ArtifactModel):
 #: One judge's result in a trial report: its score, whether it passed, its reasons.
 class JudgeResult(ArtifactModel):
     name: str
-    kind: Literal["custom_judge", "azure_evaluator"]
+    #: ``plugin``: a judge a registered class runs (``quality_evaluation.judges``)
+    kind: Literal["custom_judge", "azure_evaluator", "plugin"]
     critical: bool = False
     status: Literal["passed", "failed", "error"]
     passed: bool = False

@@ -43,6 +43,7 @@ from ._models import (
     GateConfig,
     IvrPrompt,
     IvrSpec,
+    JudgeConfig,
     Limits,
     ListenerConfig,
     MeasurementConfig,

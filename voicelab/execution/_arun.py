@@ -63,7 +63,8 @@ def check_calibrations(loaded: LoadedRun, calibrations: Sequence[JudgeCalibratio
     quality = loaded.run.quality_evaluation
     judges = [] if quality is None else [
         *(judge.name for judge in quality.custom_judges),
-        *(evaluator.type for evaluator in quality.azure_evaluators)]
+        *(evaluator.type for evaluator in quality.azure_evaluators),
+        *(judge.name for judge in quality.judges)]
     for calibration in calibrations:
         if calibration.criterion not in judges:
             raise ConfigError(f"calibrates the judge {calibration.criterion!r}, which this run "

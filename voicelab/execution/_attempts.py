@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
@@ -78,6 +79,26 @@ def keep_earlier_attempt_in_store(run: RemoteLocation, result: TrialResult, *,
     if members:
         fs.rm(source.path, recursive=True)
     return _kept(report, name, concurrency=concurrency)
+
+
+def to_retry(results: Sequence[TrialResult], pending: Collection[int], attempt: int) -> list[int]:
+    """The trials of this pass (``pending``) whose ``attempt`` ended inconclusive."""
+    return sorted(r.report.trial for r in results
+                  if r.report.status == "inconclusive" and r.report.trial in pending
+                  and r.report.attempt == attempt)
+
+
+def keep_earlier_attempts(bundle: Path, results: Sequence[TrialResult], trials: Sequence[int], *,
+                          concurrency: int, store: RemoteLocation | None) -> list[TrialAttempt]:
+    """Each of ``trials``' latest attempt moved aside (blocking I/O), in the bundle or in the
+    ``store`` its workers publish to; what each retry will list."""
+    kept = []
+    for index in trials:
+        previous = next(r for r in results if r.report.trial == index)
+        kept.append(keep_earlier_attempt(bundle, previous, concurrency=concurrency)
+                    if store is None else
+                    keep_earlier_attempt_in_store(store, previous, concurrency=concurrency))
+    return kept
 
 
 def _attempt_name(report: TrialReport) -> str:

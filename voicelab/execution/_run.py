@@ -15,110 +15,54 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from .._location import as_local_path
 from .._validate import RunPlan
 from ..artifacts import (
-    PRODUCT_LOG,
-    BudgetState,
-    JudgeCalibration,
     Redacts,
     RemoteLocation,
-    ReplayOrigin,
     RunFolder,
     RunReport,
     TelemetryExport,
     TrialAttempt,
-    filter_member,
     filter_model,
     open_remote,
     trial_folder,
 )
 from ..config import remember_text_filter
-from ..cost import CostBudget
-from ..endpoints import EndpointError, ProductProcess
+from ..endpoints import ProductProcess
 from ..runner import (
-    FailFast,
-    Failure,
     RunInterrupted,
     RunOutcome,
     TrialResult,
     crashed_trial,
-    estimate_from_config,
-    new_run_id,
     run_redactor,
     run_report,
     trial_seed,
-    utc_now,
 )
 from ..scoring import proportion_interval
-from ._attempts import (
-    as_later_attempt,
-    keep_earlier_attempt,
-    keep_earlier_attempt_in_store,
-    retry_concurrency,
-)
+from ._attempts import as_later_attempt, keep_earlier_attempts, retry_concurrency, to_retry
 from ._event_loop import event_loop_description
 from ._lag_budget import LagBudget, admitted
-from ._load_profile import RunLoad, StartSchedule, Turn, load_line
-from ._observer import ObservedRun, Observers, RunObserver
+from ._load_profile import RunLoad, Turn, load_line
+from ._observer import ObservedRun, Observers
 from ._protocol import Executor, ExecutorRun, RunContext, RunSpec, TrialCall, TrialDone, TrialJob
 from ._resume import ResumePoint
+from ._run_bundle import (
+    RunCosts,
+    RunningReport,
+    open_bundle,
+    stopped_early,
+)
+from ._run_product import launch_run_product, stop_run_product
+from ._run_settings import RunSettings
 from ._staging import worker_store
 from ._tuning import PROCESS_TUNING
 
 logger = logging.getLogger(__name__)
-
-#: While running, run-report.json is refreshed at most this often (and always at the end, Ctrl-C
-#: included); every trial folder is complete on disk as soon as its trial ends.
-RUNNING_REPORT_INTERVAL_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What a :class:`Run` is told (built by :func:`voicelab.execution.arun`): the caller's
-    :class:`voicelab.RunOptions` checked and resolved (``fail_fast`` a counter, ``max_cost`` a
-    budget, ``only`` parsed), and the wiring of the command that runs it
-    (:class:`._options.RunWiring`: a sweep's shared semaphore, counter and budget, a cell's
-    folder name, ``latest``, a replay's origin). Each field is described where it is chosen."""
-
-    trials: int | None = None
-    concurrency: int | None = None
-    artifacts_dir: str | Path | None = None
-    overrides: Sequence[str] = ()
-    run_id: str | None = None
-    on_trial_done: Callable[[TrialResult, int, int], None] | None = None
-    semaphore: asyncio.Semaphore | None = None
-    link_latest: bool = True
-    bundle_name: str | None = None
-    label: str | None = None
-    calibrations: Sequence[JudgeCalibration] = ()
-    resume: str | Path | None = None
-    rerun_failed: bool = False
-    replay_of: ReplayOrigin | None = None
-    executor: object = None
-    workers: int | None = None
-    scheduler: str | None = None
-    lag_budget_ms: float | None = None
-    scoring: str = "process"
-    retry_inconclusive: int = 1
-    observers: Sequence[RunObserver] = ()
-    only: Sequence[str] = ()
-    fail_fast: FailFast | None = None
-    budget: CostBudget | None = None
-    trial_estimate: float | None = None
-    ramp_seconds: float | None = None
-    arrival_rate: float | None = None
-    max_concurrency: int | None = None
-    schedule: StartSchedule | None = None
-
 
 class Run:
     """One run of ``plan``'s trials (``pending``, of ``planned``; a resumed run's ``point``
@@ -159,14 +103,11 @@ class Run:
         self.session: ExecutorRun | None = None
         self.observers = Observers(options.observers)
         self.observed: ObservedRun | None = None
-        #: the cost budget's ticket of each trial in flight, by trial number
-        self.cost_tickets: dict[int, int | None] = {}
-        self.stopped_by_budget = False
-        self._trial_estimate = options.trial_estimate
+        #: the cost budget's admission of each trial (none without a budget)
+        self.costs = RunCosts(options.budget, plan, estimate=options.trial_estimate)
         #: what the observers exported (the final report's ``telemetry``)
         self.telemetry: TelemetryExport | None = None
-        self._report_lock = asyncio.Lock()
-        self._last_report = 0.0
+        self.running_report = RunningReport()
         # set when the run opens its bundle (:meth:`_open_bundle`), starts and ends
         self.bundle: Path
         self.root: Path
@@ -178,25 +119,10 @@ class Run:
     # --- the bundle ---------------------------------------------------------------------------
 
     def _open_bundle(self) -> None:
-        options, point = self.options, self.point
-        if point is not None:
-            assert self.folder is not None
-            self.bundle, self.run_id = self.folder.path, point.report.run_id
-            self.root = self.bundle.parent
-            self.label = self.label if self.label is not None else point.report.label
-            self.resumed_at = [*point.report.resumed_at, utc_now()]
-            self.started = point.report.started_at
-            return
-        configured = options.artifacts_dir if options.artifacts_dir is not None \
-            else self.loaded.run.artifacts_dir
-        self.root = as_local_path(configured)
-        self.run_id = options.run_id or new_run_id()
-        self.folder = RunFolder.create(
-            self.root, options.bundle_name or self.run_id, command="run", report=RunReport,
-            source=None if options.artifacts_dir is not None else self.loaded.run_path,
-            access=self.loaded.run.retention.access)
-        self.bundle = self.folder.path
-        self.started = utc_now()
+        place = open_bundle(self.loaded, self.options, self.point, self.folder)
+        self.folder, self.bundle, self.root = place.folder, place.folder.path, place.root
+        self.run_id, self.started, self.resumed_at = place.run_id, place.started, place.resumed_at
+        self.label = place.label
 
     def _report(self, status: str) -> RunReport:
         report = run_report(self.loaded, run_id=self.run_id, bundle=self.bundle,
@@ -205,45 +131,18 @@ class Run:
                           resumed_at=self.resumed_at, replay_of=self.options.replay_of,
                           lag_budget_ms=self.budget.budget_ms if self.budget else None,
                           lowest_concurrency=self.budget.lowest if self.budget else None,
-                          only=self.options.only, stopped_early=self._stopped_early(),
+                          only=self.options.only,
+                          stopped_early=stopped_early(self.options.fail_fast,
+                                                      not_run=self.planned - len(self.results),
+                                                      interrupted=self.interrupted),
                           stopped_after_failures=self.options.fail_fast.limit
                           if self.options.fail_fast is not None else None,
-                          budget=self._budget_state())
+                          budget=self.costs.state(planned=self.planned, done=len(self.results)))
         report = report.model_copy(update={"load_profile": self.load.profile,
                                            "achieved_concurrency": self.load.achieved()})
         if self.telemetry is not None:
             report = report.model_copy(update={"telemetry": self.telemetry})
         return report
-
-    def _stopped_early(self) -> str | None:
-        """Why planned trials did not start (``--fail-fast``), once the run stopped them."""
-        fail_fast = self.options.fail_fast
-        not_run = self.planned - len(self.results)
-        if fail_fast is None or not fail_fast.stopped or not_run <= 0 or self.interrupted:
-            return None
-        return fail_fast.message(not_run)
-
-    def _budget_state(self) -> BudgetState | None:
-        budget = self.options.budget
-        if budget is None:
-            return None
-        held_back = self.planned - len(self.results) if self.stopped_by_budget else 0
-        return budget.state(not_started=max(0, held_back))
-
-    def _expected_trial_cost(self) -> float | None:
-        """What the next trial is expected to cost: the mean known cost of the run's trials
-        so far, else the estimate from its configuration."""
-        known = [r.report.cost.total for r in self.results
-                 if r.report.cost is not None and r.report.cost.total is not None]
-        if known:
-            return math.fsum(known) / len(known)
-        if self._trial_estimate is None:
-            self._trial_estimate = estimate_from_config(
-                self.loaded, trials=1, pricing=self.loaded.run.pricing,
-                speech_cls=self.plan.speech_cls,
-                output_transcripts=self.plan.abilities.capabilities["output_transcripts"],
-                endpoint_settings=self.plan.endpoint_settings).per_trial
-        return self._trial_estimate
 
     # --- the run --------------------------------------------------------------------------------
 
@@ -292,7 +191,9 @@ class Run:
                 persona=loaded.persona.name, environment=loaded.environment.name or "quiet",
                 adapter=loaded.run.endpoint.adapter, planned=self.planned, label=self.label)
             self.observers.run_started(self.observed)
-        run_product_settings, run_product_failure = await self._launch_product()
+        # one product for every trial (``launch.per: run``), or why it could not start
+        self.run_product, run_product_settings, run_product_failure = \
+            await launch_run_product(loaded)
         self.spec = RunSpec(
             RunContext(key=self.run_id, loaded=loaded, run_id=self.run_id, bundle=self.bundle,
                        speech_cache_dir=self.root / ".speech-cache",
@@ -309,27 +210,12 @@ class Run:
         self.budget = LagBudget(budget_ms=budget_ms, ceiling=self.parallel) if budget_ms \
             else None
         assert self.folder is not None
-        running_error = self.folder.write_report(self._report("running"), words=self.words)
+        running_error = self.running_report.first(self.folder, self._report("running"),
+                                                  words=self.words)
         if running_error:
             self.write_errors.append(running_error)
-        self._last_report = asyncio.get_running_loop().time()
         self.interrupted = await self._pass(self.pending, self.parallel, scheduled=True)
         await self._retry_inconclusive()
-
-    async def _launch_product(self) -> tuple[Mapping[str, Any] | None, Failure | None]:
-        """One product for every trial (``launch.per: run``): the settings it filled (its
-        port), or why it could not start."""
-        loaded = self.loaded
-        launch = loaded.run.endpoint.launch
-        if launch is None or launch.per != "run":
-            return None, None
-        self.run_product = ProductProcess(launch, settings=loaded.run.endpoint.settings,
-                                          base_dir=loaded.base_dir, scrubber=loaded.scrubber)
-        try:
-            await self.run_product.start()
-            return self.run_product.settings, None
-        except EndpointError as error:
-            return None, Failure("endpoint", loaded.scrubber.scrub_text(str(error)), error.code)
 
     async def _pass(self, todo: Sequence[int], width: int,
                     gate: asyncio.Semaphore | None = None, *, scheduled: bool = False) -> bool:
@@ -377,17 +263,9 @@ class Run:
                 self.semaphore:
             if self._stopping():  # stopped while this trial waited for its slot
                 return True
-            if self.options.budget is not None:
-                # waiting for the trials in flight to settle: help finish their scoring
-                ticket = await self.options.budget.admit(self._expected_trial_cost,
-                                                         waiting=self.session.finishing)
-                if ticket is None:
-                    if not self.stopped_by_budget:
-                        logger.warning("budget: trial-%03d and the trials after it are not "
-                                       "started", index)
-                    self.stopped_by_budget = True
-                    return False
-                self.cost_tickets[index] = ticket
+            # waiting for the trials in flight to settle: help finish their scoring
+            if not await self.costs.admit(index, self.results, waiting=self.session.finishing):
+                return False
             started_wall = time.time()
             trial_dir = self.bundle / trial_folder(index)
             if self.point is not None and trial_dir.exists():
@@ -415,9 +293,7 @@ class Run:
         return True
 
     async def _finished(self, result: TrialResult) -> None:
-        if self.options.budget is not None:  # what it cost replaces what it was expected to
-            self.options.budget.settle(self.cost_tickets.pop(result.report.trial, None),
-                                       result.report.cost)
+        self.costs.settle(result)  # what it cost replaces what it was expected to
         earlier = self.attempts.get(result.report.trial)
         if earlier:  # a retry: it takes the place of the inconclusive attempt
             result = await asyncio.to_thread(as_later_attempt, self.bundle, result, earlier,
@@ -436,19 +312,9 @@ class Run:
             self.options.on_trial_done(result, len(self.results), self.planned)
         if self.observed is not None:
             self.observers.trial_finished(self.observed, result)
-        now = asyncio.get_running_loop().time()
-        folder = self.folder
-        assert folder is not None
-        if now - self._last_report >= RUNNING_REPORT_INTERVAL_SECONDS and \
-                not self._report_lock.locked():
-            self._last_report = now
-            async with self._report_lock:
-                with contextlib.suppress(OSError):  # the final report says it all
-                    # built in the thread too: its statistics cost O(trials), and the
-                    # loop keeps stamping arrivals meanwhile (results only grow)
-                    await asyncio.to_thread(
-                        lambda: folder.write_report(self._report("running"),
-                                                    words=self.words))
+        assert self.folder is not None
+        await self.running_report.refresh(self.folder, lambda: self._report("running"),
+                                          words=self.words)
 
     async def _settled(self) -> None:
         """Every trial submitted so far settled: its status is known."""
@@ -469,20 +335,14 @@ class Run:
                 break
             try:
                 await self._settled()
-                again = sorted(r.report.trial for r in self.results
-                               if r.report.status == "inconclusive"
-                               and r.report.trial in self.pending
-                               and r.report.attempt == attempt)
+                again = to_retry(self.results, self.pending, attempt)
                 if not again:
                     break
-                store = self._worker_store()
-                for index in again:
-                    previous = next(r for r in self.results if r.report.trial == index)
-                    kept = await asyncio.to_thread(
-                        keep_earlier_attempt, self.bundle, previous, concurrency=width
-                    ) if store is None else await asyncio.to_thread(
-                        keep_earlier_attempt_in_store, store, previous, concurrency=width)
-                    self.attempts.setdefault(index, []).append(kept)
+                kept = await asyncio.to_thread(keep_earlier_attempts, self.bundle, self.results,
+                                               again, concurrency=width,
+                                               store=self._worker_store())
+                for index, attempt_kept in zip(again, kept, strict=True):
+                    self.attempts.setdefault(index, []).append(attempt_kept)
             except asyncio.CancelledError:
                 self.interrupted = True
                 break
@@ -502,9 +362,7 @@ class Run:
             await self.session.close()
         assert self.folder is not None
         if self.run_product is not None:
-            await self.run_product.stop()
-            problem = self.folder.write_member(PRODUCT_LOG, filter_member(
-                PRODUCT_LOG, self.run_product.log_text().encode(), self.words))
+            problem = await stop_run_product(self.run_product, self.folder, self.words)
             if problem:
                 self.write_errors.append(problem)
         status = "interrupted" if self.interrupted else "complete"

@@ -44,10 +44,37 @@ class _PreparedRun:
     speech: Any
 
 
+#: ``/proc/self/status`` is a few KiB; more is not the file this reads.
+MAX_STATUS_BYTES = 64 * 1024
+
+
 def peak_rss_kib() -> int:
-    """This process's peak resident set size in KiB (Linux reports ``ru_maxrss`` in KiB)."""
+    """This process's own peak resident set size in KiB.
+
+    Linux's ``ru_maxrss`` keeps, across exec, the peak of the process that forked this one (a
+    parent holding 500 MB gives its worker 512 MB whatever the worker does); ``VmHWM`` in
+    ``/proc/self/status`` is this process's high-water mark since exec. Where there is no
+    ``/proc``, ``ru_maxrss`` (KiB; bytes on macOS)."""
+    own = _own_peak_kib()
+    if own is not None:
+        return own
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak // 1024) if sys.platform == "darwin" else int(peak)
+
+
+def _own_peak_kib() -> int | None:
+    """``VmHWM`` of ``/proc/self/status`` in KiB (``None``: not there, or not readable)."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            text = status.read(MAX_STATUS_BYTES)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(b":")
+        fields = value.split()
+        if name == b"VmHWM" and fields and fields[0].isdigit():
+            return int(fields[0])
+    return None
 
 
 class TrialService:

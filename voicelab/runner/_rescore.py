@@ -446,7 +446,9 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
                                 or overrides):
         raise ConfigError("pricing re-prices the recorded usage and changes nothing else: give "
                           "it without judges, speech metrics or overrides", key="pricing")
-    RescoreOverrides.parse(overrides, judges_given=judges_from is not None)  # refused first
+    given = RescoreOverrides.parse(overrides, judges_given=judges_from is not None)  # refused first
+    if judges_from is not None:
+        _check_judges(judges_from, given)
     if is_url(path) or is_url(output):
         return _rescore_in_store(path, output=output, speech_metrics=speech_metrics,
                                  judges_from=judges_from, overrides=overrides, pricing=pricing,
@@ -506,6 +508,17 @@ def _require_audio(trial_dirs: list[Path]) -> None:
     """Every trial kept its audio (checked before any is copied or rewritten)."""
     for trial_dir in trial_dirs:
         require_retained_audio(trial_dir, purpose="re-scored")
+
+
+def _check_judges(judges_from: str | Path, given: RescoreOverrides) -> None:
+    """The plug-in judges of ``judges_from`` resolve and take their settings: refused (exit 2)
+    before anything is copied or rewritten."""
+    from ..config import load_run
+    from ..scoring import check_plugin_judges
+
+    judges_run = load_run(judges_from, overrides=given.judges())
+    check_plugin_judges(judges_run.run.quality_evaluation, search_dirs=[judges_run.base_dir],
+                        source=judges_run.run_path)
 
 
 def _rescore_folder(folder: RunFolder[RunReport], *, speech_metrics: bool | None,

@@ -1,8 +1,15 @@
-"""Scoring: outcome probes, deterministic verdicts, LLM judges, pass@k and pass^k."""
+"""Scoring: outcome probes, deterministic verdicts, LLM and plug-in judges, pass@k and pass^k."""
 
 from ._endpointing import Hesitation, curve_of, endpointing_curve, half_cut_in, hesitations
 from ._evidence import CALL_ENDED, ConversationEvidence, RedactedEvidence, TrialEvidence
 from ._judge_correction import METHOD, CorrectedRate, corrected_rate, rogan_gladen, safe_ratio
+from ._judge_plugins import (
+    JUDGES,
+    Judge,
+    JudgeVerdict,
+    check_plugin_judges,
+    load_judge_class,
+)
 from ._probe import OutcomeProbe
 from ._probe_loader import PROBES, load_probe_class
 from ._quality import critical_judge_failures, evaluate_quality, judges_pass
@@ -72,4 +79,7 @@ __all__ = [
     "proportion_interval",
     "trials_for_width",
     "read_calibration",
+    "Judge",
+    "JudgeVerdict",
+    "RedactedEvidence",
 ]

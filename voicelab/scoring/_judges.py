@@ -44,7 +44,8 @@ class PreparedJudge:
     name: str
     kind: str
     critical: bool
-    model: str
+    #: the model it calls (``None``: it calls none, a plug-in judge)
+    model: str | None
     sent: Any
     run: Callable[[], Awaitable[JudgeResult]]
     threshold: float | None = None
@@ -52,7 +53,10 @@ class PreparedJudge:
     provider: str | None = None
 
     def unknown_usage(self) -> list[Usage]:
-        """A call that failed: whether and how much it was billed is not known."""
+        """A call that failed: whether and how much it was billed is not known (a judge that
+        calls no provider spent nothing voicelab can price)."""
+        if self.provider is None:
+            return []
         return [unknown_judge_usage(self.provider, self.model)]
 
 

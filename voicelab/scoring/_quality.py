@@ -1,5 +1,6 @@
-"""Quality evaluation after a successful conversation: custom binary judges and Azure AI
-evaluators on the redacted transcript and tool evidence.
+"""Quality evaluation after a successful conversation: custom binary judges, Azure AI
+evaluators and plug-in judges (``quality_evaluation.judges``) on the redacted transcript and
+tool evidence.
 
 Semantics: advisory judges are recorded but never gate; a critical judge that fails *or errors*
 fails the trial; a judge that is unavailable (provider, package or credential missing), times
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from ..artifacts import JudgeResult
 from ..config import Providers, QualityEvaluation, SecretScrubber
@@ -26,6 +28,7 @@ from ..providers import (
 )
 from ._azure_evaluators import DEFAULT_THRESHOLDS, prepare_azure_evaluator
 from ._evidence import ConversationEvidence, RedactedEvidence
+from ._judge_plugins import plugin_judge_errors, prepare_plugin_judge, resolved_judges
 from ._judges import PreparedJudge, error_result, prepare_chat_label_judge
 from ._label_grader import prepare_label_grader
 from ._redaction import Redactor
@@ -48,6 +51,7 @@ def judges_pass(results: Iterable[JudgeResult]) -> bool:
 
 
 def _planned(quality: QualityEvaluation) -> list[tuple[str, str, bool, float | None]]:
+    """The LLM judges: name, kind, critical, threshold (in configuration order)."""
     planned: list[tuple[str, str, bool, float | None]] = [
         (judge.name, "custom_judge", judge.is_critical, None) for judge in quality.custom_judges]
     planned += [(e.type, "azure_evaluator", e.is_critical,
@@ -62,28 +66,72 @@ def _modules(quality: QualityEvaluation, provider: LLMProvider) -> tuple[tuple[s
     return ()
 
 
+def _unavailable(quality: QualityEvaluation, message: str) -> list[JudgeResult]:
+    """Every LLM judge as an error result: none could run."""
+    return [error_result(name, kind, critical, message, model=None, sent=None,
+                         threshold=threshold) for name, kind, critical, threshold
+            in _planned(quality)]
+
+
 async def evaluate_quality(quality: QualityEvaluation, providers: Providers,
                            evidence: ConversationEvidence, *, scrubber: SecretScrubber,
                            environ: Mapping[str, str] | None = None,
-                           credential: object = None) -> list[JudgeResult]:
-    """Run every configured judge; one :class:`JudgeResult` per judge, in configuration order.
+                           credential: object = None,
+                           search_dirs: Iterable[Path] = ()) -> list[JudgeResult]:
+    """Run every configured judge; one :class:`JudgeResult` per judge, in configuration order
+    (the LLM judges, then the plug-in judges: ``quality_evaluation.judges``, resolved with
+    ``search_dirs`` beside the run file).
 
     ``credential`` (an azure-core ``TokenCredential``) replaces ``DefaultAzureCredential`` for
     ``auth: default_credential``.
     """
-    planned = _planned(quality)
-    if not planned:
+    if not quality.has_judges:
         return []
-    def unavailable(message: str) -> list[JudgeResult]:
-        return [error_result(name, kind, critical, message, model=None, sent=None,
-                             threshold=threshold) for name, kind, critical, threshold in planned]
-
     redactor = Redactor(quality.redaction, scrubber=scrubber)
     try:
         redacted = redactor.evidence(evidence)
     except Exception as error:  # noqa: BLE001 - nothing unredacted may be sent: every judge errs
         logger.warning("redaction failed (%s); no judge was called", type(error).__name__)
-        return unavailable(f"redaction failed, nothing was sent: {type(error).__name__}")
+        message = f"redaction failed, nothing was sent: {type(error).__name__}"
+        return _unavailable(quality, message) + plugin_judge_errors(quality.judges, message)
+    gate = asyncio.Semaphore(MAX_CONCURRENT_JUDGES)
+    llm, plugins = await asyncio.gather(
+        _llm_judges(quality, providers, redacted, redactor=redactor, gate=gate,
+                    environ=environ, credential=credential),
+        _plugin_judges(quality, redacted, redactor=redactor, gate=gate,
+                       search_dirs=search_dirs))
+    return llm + plugins
+
+
+async def _plugin_judges(quality: QualityEvaluation, redacted: RedactedEvidence, *,
+                         redactor: Redactor, gate: asyncio.Semaphore,
+                         search_dirs: Iterable[Path]) -> list[JudgeResult]:
+    """The plug-in judges' results; one that cannot be resolved or built (``validate``
+    checked them, but the run file may have changed since) errs, never the trial."""
+    if not quality.judges:
+        return []
+    try:
+        judges = resolved_judges(quality, search_dirs=search_dirs)
+    except VoicelabError as error:
+        message = f"judge unavailable: {redactor.text(str(error))}"
+        logger.warning("plug-in judges unavailable: %s", message)
+        return plugin_judge_errors(quality.judges, message)
+    prepared = [prepare_plugin_judge(config, judge, evidence=redacted, redactor=redactor)
+                for config, judge in judges]
+    return list(await asyncio.gather(*(
+        _run_one(judge, gate=gate, timeout_seconds=quality.timeout_seconds, redactor=redactor)
+        for judge in prepared)))
+
+
+async def _llm_judges(quality: QualityEvaluation, providers: Providers,
+                      redacted: RedactedEvidence, *, redactor: Redactor,
+                      gate: asyncio.Semaphore, environ: Mapping[str, str] | None,
+                      credential: object) -> list[JudgeResult]:
+    """The custom judges' and Azure evaluators' results (none configured: none, and no
+    provider is needed)."""
+    if not quality.has_llm_judges:
+        return []
+    scrubber = redactor.scrubber
     try:
         provider = resolve_llm_provider(providers, preferred=quality.provider, environ=environ,
                                         key="quality_evaluation.provider")
@@ -93,7 +141,7 @@ async def evaluate_quality(quality: QualityEvaluation, providers: Providers,
             if _modules(quality, provider) else ({}, None))
     except VoicelabError as error:
         logger.warning("judges unavailable: %s", scrubber.scrub_text(str(error)))
-        return unavailable(f"judge unavailable: {scrubber.scrub_text(str(error))}")
+        return _unavailable(quality, f"judge unavailable: {scrubber.scrub_text(str(error))}")
 
     chat_client = None
     prepared: list[PreparedJudge] = []
@@ -116,12 +164,11 @@ async def evaluate_quality(quality: QualityEvaluation, providers: Providers,
                                                     model_config=model_config,
                                                     credential=token_credential,
                                                     evidence=redacted))
-        gate = asyncio.Semaphore(MAX_CONCURRENT_JUDGES)
         return list(await asyncio.gather(*(
             _run_one(judge, gate=gate, timeout_seconds=quality.timeout_seconds,
                      redactor=redactor) for judge in prepared)))
     except VoicelabError as error:
-        return unavailable(f"judge unavailable: {scrubber.scrub_text(str(error))}")
+        return _unavailable(quality, f"judge unavailable: {scrubber.scrub_text(str(error))}")
     finally:
         if chat_client is not None:
             await chat_client.close()

@@ -1,4 +1,5 @@
-"""Validate-time checks of `quality_evaluation`: provider present, packages installed, credentials set.
+"""Validate-time checks of `quality_evaluation`: provider present, packages installed, credentials
+set; plug-in judges resolved and their settings checked.
 
 The same resolution the judges use at run time (``voicelab.providers``), so ``validate`` and
 ``run`` can never disagree about whether a judge can run.
@@ -10,9 +11,10 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ._judge_plugins import check_plugin_judges
 
 if TYPE_CHECKING:
-    from ..config import LoadedRun
+    from ..config import LoadedRun, QualityEvaluation
 
 logger = logging.getLogger(__name__)
 
@@ -21,17 +23,24 @@ LABEL_GRADER_MIN_TIMEOUT_SECONDS = 10.0
 
 
 def check_quality_evaluation(loaded: LoadedRun) -> list[str]:
-    """Names of the configured judges, after checking what they need is installed and set."""
-    from ..providers import check_llm_provider, resolve_llm_provider
-
+    """Names of the configured judges, after checking what they need is installed and set,
+    and that every plug-in judge resolves and is built with its settings."""
     quality = loaded.run.quality_evaluation
     if quality is None:
         return []
     names = [f"{judge.name}{' (critical)' if judge.is_critical else ''}"
              for judge in quality.custom_judges]
     names += [f"{e.type}{' (critical)' if e.is_critical else ''}" for e in quality.azure_evaluators]
-    if not names:
-        return []
+    if names:
+        _check_llm_judges(loaded, quality)
+    return names + check_plugin_judges(quality, search_dirs=[loaded.base_dir],
+                                       source=loaded.run_path)
+
+
+def _check_llm_judges(loaded: LoadedRun, quality: QualityEvaluation) -> None:
+    """The provider the LLM judges call: configured, its packages installed, its credential set."""
+    from ..providers import check_llm_provider, resolve_llm_provider
+
     try:
         provider = resolve_llm_provider(loaded.run.providers, preferred=quality.provider,
                                         key="quality_evaluation.provider")
@@ -48,7 +57,6 @@ def check_quality_evaluation(loaded: LoadedRun) -> list[str]:
         logger.warning("quality_evaluation.timeout_seconds is %g s: the Azure OpenAI label "
                        "grader needs about 5 s per judge; custom judges may time out",
                        quality.timeout_seconds)
-    return names
 
 
 def judge_provider_name(loaded: LoadedRun) -> str:

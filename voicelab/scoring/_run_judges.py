@@ -16,7 +16,7 @@ async def run_judges(loaded: LoadedRun, transcript: Sequence[TranscriptTurn],
                      tool_calls: Sequence[ToolCallRecord]) -> list[JudgeResult]:
     """Every configured judge's result; a judge that cannot run is an ``error`` result, never a pass."""
     quality = loaded.run.quality_evaluation
-    if quality is None or not (quality.custom_judges or quality.azure_evaluators):
+    if quality is None or not quality.has_judges:
         return []
     from ._quality import ConversationEvidence, evaluate_quality
 
@@ -24,4 +24,5 @@ async def run_judges(loaded: LoadedRun, transcript: Sequence[TranscriptTurn],
                                     scenario=loaded.scenario, persona=loaded.persona,
                                     data=loaded.data)
     return await evaluate_quality(quality, loaded.run.providers, evidence,
-                                  scrubber=loaded.scrubber, environ=os.environ)
+                                  scrubber=loaded.scrubber, environ=os.environ,
+                                  search_dirs=[loaded.base_dir])

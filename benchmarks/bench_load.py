@@ -176,6 +176,24 @@ def _print_excess(rows: Sequence[dict[str, Any]]) -> None:
         for e, turn, bound, flagged in excess[-8:]))
 
 
+def flag_breakdown(rows: Sequence[dict[str, Any]], *,
+                   tolerance_ms: float = FIRST_AUDIO_TOLERANCE_MS) -> str:
+    """Which figure carries each flagged response: its first-audio stamp's bound alone (over
+    ``tolerance_ms``), its timing stamps' bounds (the stall and dead-air figures:
+    ``timing_degraded``), or both; and how far the first-audio bounds of the flagged go."""
+    first = [row for row in rows if row["first_audio_degraded"] and not row["timing_degraded"]]
+    timing = [row for row in rows if row["timing_degraded"] and not row["first_audio_degraded"]]
+    both = [row for row in rows if row["timing_degraded"] and row["first_audio_degraded"]]
+    bounds = np.asarray([row["first_audio_bound"] or 0.0 for row in first + both], dtype=float)
+    spread = (f"first-audio bound p50 {np.percentile(bounds, 50):.2f} / p90 "
+              f"{np.percentile(bounds, 90):.2f} / max {bounds.max():.2f} ms vs {tolerance_ms:g}"
+              if bounds.size else "no first-audio bound over its tolerance")
+    stall = np.asarray([row["stamp_bound"] or 0.0 for row in timing + both], dtype=float)
+    stall_spread = f"; stamp bound max p50 {np.percentile(stall, 50):.1f} ms" if stall.size else ""
+    return (f"flagged by: first audio only {len(first)}, timing stamps only {len(timing)}, "
+            f"both {len(both)}; {spread}{stall_spread}")
+
+
 def _check_ramp(ramp: float | None) -> None:
     if not ramp:
         return
@@ -233,6 +251,7 @@ def main() -> None:
                               f"fake's frame log does not match their chunks): left out")
                     for line in figures.silently_wrong[:None if args.verbose else 5]:
                         print(f"       silently wrong: {line}")
+                    print(f"       {flag_breakdown(result['responses'])}")
                     if args.verbose:
                         _print_excess(result["responses"])
     finally:

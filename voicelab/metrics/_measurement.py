@@ -23,7 +23,7 @@ statistics, as it was then.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ import numpy as np
 
 from ..artifacts import LoopLag, MeasurementQuality, MeasurementTolerances, TurnMetrics
 from ..config import MeasurementConfig
-from ..recording import Connected, EventType, Recording, TrialEnded
+from ..recording import Connected, Event, EventType, Recording, TrialEnded
 from ._voice import percentile
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,12 @@ SINCE_PREVIOUS_WAKE = "previous_wake"
 #: Ticks later than this (ms) are kept with their moment: a quiet loop's selector rounds its
 #: timeout to the millisecond (a free loop reads 0-1 ms), so later than that means busy.
 LATE_TICK_FLOOR_MS = 1.0
+#: ``session.connected``'s ``arrival_stamps``: the product's audio carries the kernel's receive
+#: stamps (SIP's RTP, WebRTC); every product message does but those the ``product.closed``
+#: event lists, each as ns before its own stamp (a WebSocket read from its TCP socket)
+KERNEL_STAMPS = "kernel"
+KERNEL_STREAM_STAMPS = "kernel_stream"
+LOOP_STAMPED_ATTRIBUTE = "loop_stamped_before_close_ns"
 #: The arrivals a response's timing metrics rest on: its audio chunks (first audio, speech
 #: onset and end as heard, playback stall, dead air, stop latency) and its ``response.done``
 #: (response duration). The references they are measured from are sends (a commit, the user's
@@ -135,35 +141,67 @@ class StampBound:
     stamps: int
 
 
+def _arrival_stamps(recording: Recording) -> str | None:
+    connected = next(recording.of_type(EventType.CONNECTED), None)
+    return Connected.of(connected).arrival_stamps if connected is not None else None
+
+
 def kernel_stamped_audio(recording: Recording) -> bool:
     """Whether the product's audio carries the kernel's receive stamps (``session.connected``
     says ``arrival_stamps: kernel``): the loop's lag does not make those stamps late."""
-    connected = next(recording.of_type(EventType.CONNECTED), None)
-    return connected is not None and Connected.of(connected).arrival_stamps == "kernel"
+    return _arrival_stamps(recording) == KERNEL_STAMPS
+
+
+def loop_stamped_offsets(recording: Recording) -> frozenset[int] | None:
+    """On a kernel-stamped stream (``arrival_stamps: kernel_stream``), the offsets of the
+    product's arrivals the loop stamped: those the ``product.closed`` event lists, each as ns
+    before its own stamp. ``None``: every arrival is charged the loop's lag (another
+    connection, or no readable list: a call whose closing was not recorded)."""
+    if _arrival_stamps(recording) != KERNEL_STREAM_STAMPS:
+        return None
+    closed = next((e for e in reversed(recording.events)
+                   if e.type is EventType.PRODUCT_CLOSED), None)
+    listed = closed.attributes.get(LOOP_STAMPED_ATTRIBUTE) if closed is not None else None
+    if closed is None or not isinstance(listed, list) or \
+            not all(isinstance(before, int) for before in listed):
+        return None
+    return frozenset(closed.offset_ns - before for before in listed)
+
+
+def _charged(recording: Recording, kinds: set[EventType]) -> Callable[[Event], bool]:
+    """Which of the product's arrivals of ``kinds`` the loop's lag is charged to: all of them,
+    but the audio of a kernel-stamped line and what a kernel-stamped stream did not list."""
+    if kernel_stamped_audio(recording):
+        kinds = kinds - {EventType.PRODUCT_AUDIO}
+    loop_stamped = loop_stamped_offsets(recording)
+    if loop_stamped is not None:
+        return lambda event: event.type in kinds and event.offset_ns in loop_stamped
+    return lambda event: event.type in kinds
 
 
 def first_audio_arrivals(recording: Recording) -> dict[str, list[int]]:
-    """Each response's first audio packet's stamp: ``first_audio_latency_ms`` rests on it
-    (none when the audio is kernel-stamped: no loop lag is charged to it)."""
+    """Each response's first audio packet's stamp, when the loop stamped it:
+    ``first_audio_latency_ms`` rests on it (none when the kernel stamped it: no loop lag is
+    charged to it)."""
     stamps: dict[str, list[int]] = {}
-    if kernel_stamped_audio(recording):
-        return stamps
+    charged = _charged(recording, {EventType.PRODUCT_AUDIO})
+    seen: set[str] = set()
     for event in recording.events:
         if event.type is EventType.PRODUCT_AUDIO and event.source == "product" \
-                and event.turn_id and event.turn_id not in stamps:
-            stamps[event.turn_id] = [event.offset_ns]
+                and event.turn_id and event.turn_id not in seen:
+            seen.add(event.turn_id)
+            if charged(event):
+                stamps[event.turn_id] = [event.offset_ns]
     return stamps
 
 
 def timed_arrivals(recording: Recording) -> dict[str, list[int]]:
-    """Each response's timing stamps (``TIMED_ARRIVALS`` from the product; ns offsets),
-    without its audio when that is kernel-stamped."""
-    kinds = set(TIMED_ARRIVALS)
-    if kernel_stamped_audio(recording):
-        kinds.discard(EventType.PRODUCT_AUDIO)
+    """Each response's timing stamps (``TIMED_ARRIVALS`` from the product; ns offsets) that
+    the loop stamped (see :func:`_charged`)."""
+    charged = _charged(recording, set(TIMED_ARRIVALS))
     stamps: dict[str, list[int]] = {}
     for event in recording.events:
-        if event.type in kinds and event.source == "product" and event.turn_id:
+        if event.source == "product" and event.turn_id and charged(event):
             stamps.setdefault(event.turn_id, []).append(event.offset_ns)
     return stamps
 

@@ -46,6 +46,7 @@ class WebSocketEndpoint(SocketEndpoint):
         "output_transcripts": True,
     }
     USER_AGENT = "voicelab-evaluator (protocol v1)"
+    EVENTS_CARRY_MESSAGE_STAMPS = True
     TIMEOUT_MESSAGE = "no product message within {timeout:g} s while a response was pending"
 
     def __init__(self, settings: Mapping[str, Any] | WebSocketSettings,

@@ -21,6 +21,7 @@ from voicelab.metrics import (
     stamp_error_bounds,
     timed_arrivals,
 )
+from voicelab.metrics._measurement import KERNEL_STREAM_STAMPS, LOOP_STAMPED_ATTRIBUTE
 from voicelab.recording import PRODUCT as PRODUCT_STREAM
 from voicelab.recording import (
     USER,
@@ -33,7 +34,6 @@ from voicelab.recording import (
     encode_voice_events,
 )
 from voicelab.recording._jsonl import recording_from_records
-from voicelab.metrics._measurement import KERNEL_STREAM_STAMPS, LOOP_STAMPED_ATTRIBUTE
 from voicelab.runner._loop_lag import LoopLagMonitor
 from voicelab.scoring._verdicts import deterministic_verdicts
 

@@ -202,6 +202,18 @@ def test_a_kernel_stamped_stream_is_charged_the_loops_lag_only_where_the_loop_st
         "turn-001", "turn-002")) == quality and again_turns == turns
 
 
+def test_a_responses_p99_counts_the_kernels_stamps_as_exact():
+    # 100 chunks, 2 of them loop-stamped within a 22 ms lag on a 2 ms watch (bounds 22 and 24
+    # ms): over the p99 tolerance (20) if only those two counted, under it among 100
+    audio = {"turn-001": _every(1000, 100)}
+    stream = _recording(audio, late=[(1041, 22)], arrival_stamps=KERNEL_STREAM_STAMPS,
+                        lag=SPIKY.model_copy(update={"interval_ms": 2.0}))
+    _closed(stream, 5000, [1040, 1060])
+    turns = _turns("turn-001")
+    quality = measurement_quality(stream, MeasurementConfig(), turns)
+    assert turns[0].stamp_error_bound_ms == 24.0 and quality.degraded is False
+
+
 @pytest.mark.parametrize("listed", [None, "unreadable"])
 def test_a_kernel_stamped_stream_without_its_list_is_charged_everywhere(listed):
     # no closing recorded (or a list that is not one): nothing says which stamps the kernel

@@ -198,17 +198,30 @@ def first_audio_arrivals(recording: Recording) -> dict[str, list[int]]:
 def timed_arrivals(recording: Recording) -> dict[str, list[int]]:
     """Each response's timing stamps (``TIMED_ARRIVALS`` from the product; ns offsets) that
     the loop stamped (see :func:`_charged`)."""
-    charged = _charged(recording, set(TIMED_ARRIVALS))
+    return _timed_arrivals(recording)[0]
+
+
+def _timed_arrivals(recording: Recording) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """:func:`timed_arrivals`, and how many of each response's timing stamps the kernel took
+    (not charged the loop's lag: their error is 0, which a response's p99 counts)."""
+    kinds = set(TIMED_ARRIVALS)
+    charged = _charged(recording, kinds)
     stamps: dict[str, list[int]] = {}
+    exact: dict[str, int] = {}
     for event in recording.events:
-        if event.source == "product" and event.turn_id and charged(event):
-            stamps.setdefault(event.turn_id, []).append(event.offset_ns)
-    return stamps
+        if event.type in kinds and event.source == "product" and event.turn_id:
+            if charged(event):
+                stamps.setdefault(event.turn_id, []).append(event.offset_ns)
+            else:
+                exact[event.turn_id] = exact.get(event.turn_id, 0) + 1
+    return stamps, exact
 
 
 def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
-                       interval_ms: float) -> dict[str, StampBound]:
-    """Bound each stamp's error by the loop lag around it, then each response's by its stamps.
+                       interval_ms: float, exact: Mapping[str, int] | None = None
+                       ) -> dict[str, StampBound]:
+    """Bound each stamp's error by the loop lag around it, then each response's by its stamps
+    and its ``exact`` ones (how many the kernel took: error 0).
 
     A tick that woke ``L`` late at ``t`` was due at ``t - L``. The ticker re-arms on each
     wake-up, so the tick before it woke one interval earlier, at most ``floor`` late (else it
@@ -259,8 +272,12 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
                             covered - start[tick])
             np.maximum(bound[low[tick]:high[tick]], late, out=bound[low[tick]:high[tick]])
     bounds: dict[str, StampBound] = {}
+    exact = exact or {}
+    for turn in exact:
+        if turn not in stamps:
+            turns.append(turn)
     for index, turn in enumerate(turns):
-        own = bound[owner == index] / 1e6
+        own = np.concatenate([bound[owner == index] / 1e6, np.zeros(exact.get(turn, 0))])
         bounds[turn] = StampBound(
             max_ms=round(float(own.max()), 3) if own.size else 0.0,
             p99_ms=round(float(np.percentile(own, 99)), 3) if own.size else 0.0,
@@ -334,7 +351,8 @@ def measurement_quality(recording: Recording, config: MeasurementConfig,
     ticks = late_ticks_of(recording) if lag is not None else None
     if lag is None or ticks is None:
         return judge_measurement(lag, config)
-    bounds = stamp_error_bounds(timed_arrivals(recording), ticks, interval_ms=lag.interval_ms)
+    charged, exact = _timed_arrivals(recording)
+    bounds = stamp_error_bounds(charged, ticks, interval_ms=lag.interval_ms, exact=exact)
     first = stamp_error_bounds(first_audio_arrivals(recording), ticks,
                                interval_ms=lag.interval_ms)
     reasons = judge_turns(turns, bounds, config, first)

@@ -169,12 +169,14 @@ def test_kernel_stamped_audio_is_not_charged_the_loops_lag():
     assert measurement_quality(done, MeasurementConfig(), _turns("turn-001")).degraded
 
 
-def _closed(recording: Recording, at_ms: int, loop_stamped_ms: list[int] | None) -> None:
+def _closed(recording: Recording, at_ms: int, loop_stamped_ms: list[int] | None, *,
+            late_ms: int = -1) -> None:
     """The product's ``closed`` event at ``at_ms``, listing the loop-stamped arrivals (as a
-    kernel-stamped WebSocket does: ns before its own stamp)."""
+    kernel-stamped WebSocket does: [ns before its own stamp, how late it may be or -1])."""
     data: dict[str, object] = {"reason": "done", "code": 1000}
     if loop_stamped_ms is not None:
-        data[LOOP_STAMPED_ATTRIBUTE] = [(at_ms - ms) * MS for ms in loop_stamped_ms]
+        data[LOOP_STAMPED_ATTRIBUTE] = [[(at_ms - ms) * MS, late_ms * MS if late_ms >= 0 else -1]
+                                        for ms in loop_stamped_ms]
     recording.record(EventType.PRODUCT_CLOSED, ProductClosed.reported(data), source="product",
                      direction="inbound", at_ns=at_ms * MS)
 
@@ -200,6 +202,23 @@ def test_a_kernel_stamped_stream_is_charged_the_loops_lag_only_where_the_loop_st
         USER: stream.streams[USER].pcm(), PRODUCT_STREAM: stream.streams[PRODUCT_STREAM].pcm()})
     assert measurement_quality(again, MeasurementConfig(), again_turns := _turns(
         "turn-001", "turn-002")) == quality and again_turns == turns
+
+
+def test_a_listed_stamps_own_bound_caps_the_loops():
+    # the connection knows a listed stamp's arrival came after a read that emptied the queue
+    # 3 ms before it: the 60 ms tick around it cannot make it later than that
+    stream = _recording({"turn-001": _every(1000, 10)}, late=[(1041, 60)],
+                        arrival_stamps=KERNEL_STREAM_STAMPS)
+    _closed(stream, 5000, [1040], late_ms=3)
+    turns = _turns("turn-001")
+    assert measurement_quality(stream, MeasurementConfig(), turns).degraded is False
+    assert turns[0].stamp_error_bound_ms == 3.0
+    # unknown (-1): the loop's bound alone
+    stream = _recording({"turn-001": _every(1000, 10)}, late=[(1041, 60)],
+                        arrival_stamps=KERNEL_STREAM_STAMPS)
+    _closed(stream, 5000, [1040])
+    assert measurement_quality(stream, MeasurementConfig(), turns := _turns("turn-001")).degraded
+    assert turns[0].stamp_error_bound_ms > 60
 
 
 def test_a_responses_p99_counts_the_kernels_stamps_as_exact():

@@ -17,7 +17,7 @@ driven by our own :class:`asyncio.Protocol`, so the library's private methods ar
   (:class:`._stamped_stream.StampedStreamTransport`): a message whose last byte ends a read that
   emptied the kernel's queue carries the kernel's receive stamp of that byte (exact whatever the
   loop was doing); any other keeps the loop's stamp and is listed in
-  :attr:`WebSocketConnection.loop_stamped_ns`, so its loop-lag bound still applies;
+  :attr:`WebSocketConnection.loop_stamped`, so its loop-lag bound still applies;
 * any event loop's transports will do (the standard library's, uvloop's): only the methods
   asyncio documents for a stream transport are used (:class:`StreamTransport`), and a failure
   of this code itself is a :class:`WebSocketInternalError`, never the product's failure (a
@@ -78,11 +78,12 @@ _INTERNAL_ERROR = 1011
 _MAX_CLOSE_REASON_BYTES = 123
 #: ``session.connected``'s ``arrival_stamps`` for a connection read with the kernel's stamps:
 #: every product message carries the kernel's receive stamp except those its closing event
-#: lists (``LOOP_STAMPED_ATTRIBUTE``: each as ns before the closing event's own stamp)
+#: lists (``LOOP_STAMPED_ATTRIBUTE``: each as [ns before the closing event's own stamp, how late
+#: it may be at most in ns, -1: not known])
 KERNEL_STREAM_STAMPS = "kernel_stream"
 LOOP_STAMPED_ATTRIBUTE = "loop_stamped_before_close_ns"
 #: the most loop-stamped messages a kernel-stamped connection lists; past it the list is
-#: dropped (``loop_stamped_ns`` is ``None``) and every stamp is bounded by the loop's lag
+#: dropped (``loop_stamped`` is ``None``) and every stamp is bounded by the loop's lag
 MAX_LOOP_STAMPED = 20_000
 
 BytesLike = bytes | bytearray | memoryview  # a frame's payload (Frame.data)
@@ -147,14 +148,16 @@ class WebSocketConnection(asyncio.Protocol):
         self._head = bytearray()
         self._stream_bytes = 0  # frame bytes received since the handshake
         self._parsed_bytes = 0  # frame bytes parsed so far
-        # (end offset, loop ns, kernel ns of its last byte or -1) of the reads not yet parsed
-        self._chunk_stamps: deque[tuple[int, int, int]] = deque()
+        # (end offset, loop ns, kernel ns of its last byte or -1, ns after which its bytes
+        # arrived or -1) of the reads not yet parsed
+        self._chunk_stamps: deque[tuple[int, int, int, int]] = deque()
         self.kernel_stamps = False  # reads carry the kernel's receive stamps (set on connect)
-        self._loop_stamped: list[int] | None = []
+        self._loop_stamped: list[tuple[int, int]] | None = []
         self._last_stamp_ns = 0  # the last message's stamp
         self._fragments: list[BytesLike] = []
         self._fragments_text = False
         self._fragments_ns = 0
+        self._fragments_since_ns = -1
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -172,20 +175,22 @@ class WebSocketConnection(asyncio.Protocol):
             self._internal_failure(error)
 
     def data_received(self, data: bytes) -> None:
-        self.stamped_data_received(data, self._clock_ns(), None)
+        self.stamped_data_received(data, self._clock_ns(), None, -1)
 
-    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int | None) -> None:
+    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int | None,
+                              since_ns: int) -> None:
         """``data`` read at ``read_ns``; ``kernel_ns``: when the kernel received its last byte
-        (``None``: not known), from :class:`._stamped_stream.StampedStreamTransport`."""
+        (``None``: not known); ``since_ns``: its bytes arrived after that (-1: not known);
+        from :class:`._stamped_stream.StampedStreamTransport`."""
         try:
-            self._received(data, read_ns, -1 if kernel_ns is None else kernel_ns)
+            self._received(data, read_ns, -1 if kernel_ns is None else kernel_ns, since_ns)
         except Exception as error:  # noqa: BLE001 - our own failure, said as such
             self._internal_failure(error)
 
-    def _received(self, data: bytes, arrival_ns: int, kernel_ns: int) -> None:
+    def _received(self, data: bytes, arrival_ns: int, kernel_ns: int, since_ns: int) -> None:
         if self._open:
             self._stream_bytes += len(data)
-            self._chunk_stamps.append((self._stream_bytes, arrival_ns, kernel_ns))
+            self._chunk_stamps.append((self._stream_bytes, arrival_ns, kernel_ns, since_ns))
         else:
             self._head += data
         self._protocol.receive_data(data)
@@ -195,7 +200,7 @@ class WebSocketConnection(asyncio.Protocol):
                 if not self._frame(event):
                     break  # the connection failed: nothing after this frame counts
             elif isinstance(event, Response):
-                self._handshake_answered(arrival_ns, kernel_ns)
+                self._handshake_answered(arrival_ns, kernel_ns, since_ns)
 
     def eof_received(self) -> bool:
         self._protocol.receive_eof()
@@ -275,7 +280,7 @@ class WebSocketConnection(asyncio.Protocol):
             self._close_timer = asyncio.get_running_loop().call_later(
                 CLOSE_TIMEOUT_SECONDS, transport.abort)
 
-    def _handshake_answered(self, arrival_ns: int, kernel_ns: int) -> None:
+    def _handshake_answered(self, arrival_ns: int, kernel_ns: int, since_ns: int) -> None:
         if self._opened.done():
             return  # given up on (timeout)
         if self._protocol.handshake_exc is not None:
@@ -285,7 +290,7 @@ class WebSocketConnection(asyncio.Protocol):
         leftover = len(self._head) - (self._head.find(b"\r\n\r\n") + 4)
         self._head = bytearray()
         self._stream_bytes = leftover
-        self._chunk_stamps.append((leftover, arrival_ns, kernel_ns))
+        self._chunk_stamps.append((leftover, arrival_ns, kernel_ns, since_ns))
         self._open = True
         self._opened.set_result(None)
         self._inbox.fill_from(self)
@@ -299,64 +304,67 @@ class WebSocketConnection(asyncio.Protocol):
         stamps = self._chunk_stamps
         while len(stamps) > 1 and stamps[0][0] <= start:
             stamps.popleft()
-        arrival_ns = stamps[0][1]
+        _, arrival_ns, _, since_ns = stamps[0]
         opcode = frame.opcode
         if opcode is Opcode.BINARY and frame.fin:  # audio, most frames: straight in
-            self._inbox.put_nowait((self._message_stamp(arrival_ns, end), bytes(data)))
+            self._inbox.put_nowait((self._message_stamp(arrival_ns, since_ns, end),
+                                    bytes(data)))
             return True
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
             if not frame.fin:
                 self._fragments = [data]
                 self._fragments_text = opcode is Opcode.TEXT
-                self._fragments_ns = arrival_ns
+                self._fragments_ns, self._fragments_since_ns = arrival_ns, since_ns
                 return True
-            return self._deliver(self._message_stamp(arrival_ns, end), opcode is Opcode.TEXT,
-                                 data)
+            return self._deliver(self._message_stamp(arrival_ns, since_ns, end),
+                                 opcode is Opcode.TEXT, data)
         if opcode is Opcode.CONT:
             self._fragments.append(frame.data)
             if not frame.fin:
                 return True
             payload, self._fragments = b"".join(self._fragments), []
-            return self._deliver(self._message_stamp(self._fragments_ns, end),
+            return self._deliver(self._message_stamp(self._fragments_ns,
+                                                     self._fragments_since_ns, end),
                                  self._fragments_text, payload)
         if opcode is Opcode.PONG and frame.data == self._awaiting_pong:
             self._awaiting_pong = None
         return True  # pings and closes were answered by the protocol (see _flush)
 
-    def _message_stamp(self, loop_ns: int, end: int) -> int:
+    def _message_stamp(self, loop_ns: int, since_ns: int, end: int) -> int:
         """A complete message's stamp (``end``: the stream offset after its last byte).
 
         The kernel's receive stamp of its last byte when that byte ended a read that emptied
         the kernel's queue: the stamp is that byte's own, whatever the loop was doing. Else
         the loop's (``loop_ns``: the loop's stamp of the read that held its first byte, as on
-        any connection), moved back to the kernel's stamp of the read that completed it when
-        there is one (the message was complete by then: a stamp still late, by less), and
-        never before the stamp of the message ahead of it, so the stamps stay in arrival
-        order; on a kernel-stamped connection it is listed in :attr:`loop_stamped_ns` (the
-        loop-lag watch bounds it, as it bounds every stamp of a connection without kernel
-        stamps)."""
+        any connection), moved back to just before the kernel's stamp of the read that
+        completed it when there is one (the message was complete by then: a stamp still late,
+        by less, and told apart from the message that ends the read), and never before the
+        stamp of the message ahead of it, so the stamps stay in arrival order. On a
+        kernel-stamped connection such a stamp is listed in :attr:`loop_stamped` with how late
+        it may be: its first byte arrived after ``since_ns``, when a read that emptied the
+        queue began (the loop-lag watch bounds it too: the smaller bound holds)."""
         kernel_ns, ends_read = -1, False
-        for chunk_end, _, chunk_kernel_ns in self._chunk_stamps:
+        for chunk_end, _, chunk_kernel_ns, _ in self._chunk_stamps:
             if chunk_end >= end:
                 kernel_ns, ends_read = chunk_kernel_ns, chunk_end == end
                 break
         if ends_read and kernel_ns >= self._last_stamp_ns:
             self._last_stamp_ns = kernel_ns
             return kernel_ns
-        stamp = loop_ns if kernel_ns < 0 else min(loop_ns, kernel_ns)
+        stamp = loop_ns if kernel_ns < 0 else min(loop_ns, kernel_ns - 1)
         stamp = self._last_stamp_ns = max(stamp, self._last_stamp_ns)
         if self.kernel_stamps and self._loop_stamped is not None:
             if len(self._loop_stamped) < MAX_LOOP_STAMPED:
-                self._loop_stamped.append(stamp)
+                self._loop_stamped.append((stamp, stamp - since_ns if since_ns >= 0 else -1))
             else:
                 self._loop_stamped = None
         return stamp
 
     @property
-    def loop_stamped_ns(self) -> list[int] | None:
-        """On a kernel-stamped connection, the stamps of the messages the kernel could not
-        stamp (the loop's, in arrival order); ``None``: more than :data:`MAX_LOOP_STAMPED`,
-        no longer listed."""
+    def loop_stamped(self) -> list[tuple[int, int]] | None:
+        """On a kernel-stamped connection, the messages the kernel could not stamp: each one's
+        stamp (the loop's, in arrival order) and how late it may be at most (ns; -1: not
+        known); ``None``: more than :data:`MAX_LOOP_STAMPED`, no longer listed."""
         return None if self._loop_stamped is None else list(self._loop_stamped)
 
     def _deliver(self, arrival_ns: int, text: bool, data: BytesLike) -> bool:

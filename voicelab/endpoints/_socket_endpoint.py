@@ -292,17 +292,19 @@ class SocketEndpoint:
         return KERNEL_STREAM_STAMPS if self.EVENTS_CARRY_MESSAGE_STAMPS and ws is not None \
             and ws.kernel_stamps else "loop"
 
-    def _loop_stamped(self, closed_ns: int) -> dict[str, list[int]]:
-        """The ``closed`` event's list of the messages the loop stamped (the closure's own
-        stamp too, which events made at the closure carry), each as ns before ``closed_ns``;
-        nothing when the connection is not kernel-stamped or the list was given up (every
-        stamp is then bounded by the loop's lag)."""
+    def _loop_stamped(self, closed_ns: int) -> dict[str, list[list[int]]]:
+        """The ``closed`` event's list of the messages the loop stamped, each as [ns before
+        ``closed_ns``, how late it may be at most (ns; -1: not known)], and the closure's own
+        stamp, which events made at the closure carry; nothing when the connection is not
+        kernel-stamped or the list was given up (every stamp is then bounded by the loop's
+        lag)."""
         ws = self._ws
-        stamped = ws.loop_stamped_ns if self.arrival_stamps() == KERNEL_STREAM_STAMPS and \
+        stamped = ws.loop_stamped if self.arrival_stamps() == KERNEL_STREAM_STAMPS and \
             ws is not None else None
         if stamped is None:
             return {}
-        return {LOOP_STAMPED_ATTRIBUTE: [closed_ns - stamp for stamp in stamped] + [0]}
+        return {LOOP_STAMPED_ATTRIBUTE: [[closed_ns - stamp, late] for stamp, late in stamped]
+                + [[0, -1]]}
 
     # --- closing -------------------------------------------------------------------------
 

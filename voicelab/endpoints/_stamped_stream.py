@@ -56,10 +56,12 @@ class StampedStreamProtocol(Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
 
-    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int | None) -> None:
+    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int | None,
+                              since_ns: int) -> None:
         """``data`` read at ``read_ns`` (trial clock); ``kernel_ns``: when its last byte was
         received (trial clock), or ``None`` when the read did not empty the queue or the
-        kernel gave no stamp."""
+        kernel gave no stamp; ``since_ns``: the queue was empty then (a read that emptied it
+        began then), so every byte of ``data`` arrived after it."""
 
     def eof_received(self) -> bool | None: ...
 
@@ -124,6 +126,7 @@ class StampedStreamTransport:
         self._eof_pending = False
         self._closing = False
         self._lost = False
+        self._emptied_ns = clock_ns()  # the queue was empty then: before anything was sent
         self.kernel_stamps = self._enable_kernel_stamps()
         self._ancillary_bytes = socket.CMSG_SPACE(_TIMESPEC.size) if self.kernel_stamps else 0
         try:
@@ -161,9 +164,11 @@ class StampedStreamTransport:
 
     def _readable(self) -> None:
         for _ in range(MAX_READS_PER_WAKE):
+            began_ns = self._clock_ns()
             try:
                 data, ancillary, _, _ = self._sock.recvmsg(READ_BYTES, self._ancillary_bytes)
             except (BlockingIOError, InterruptedError):
+                self._emptied_ns = began_ns
                 return
             except OSError as error:
                 self._fail(error)
@@ -173,10 +178,14 @@ class StampedStreamTransport:
                 return
             read_ns, wall_ns = self._clocks()
             kernel_ns: int | None = None
-            stamp = _kernel_stamp_ns(ancillary) if len(data) < READ_BYTES else None
+            emptied = len(data) < READ_BYTES
+            stamp = _kernel_stamp_ns(ancillary) if emptied else None
             if stamp is not None and 0 <= wall_ns - stamp <= MAX_TRUSTED_AGE_NS:
                 kernel_ns = read_ns - (wall_ns - stamp)
-            self._protocol.stamped_data_received(data, read_ns, kernel_ns)
+            since_ns = self._emptied_ns
+            if emptied:
+                self._emptied_ns = began_ns
+            self._protocol.stamped_data_received(data, read_ns, kernel_ns, since_ns)
             if self._closing or not self._reading or len(data) < READ_BYTES:
                 return
 

@@ -51,7 +51,8 @@ SINCE_PREVIOUS_WAKE = "previous_wake"
 LATE_TICK_FLOOR_MS = 1.0
 #: ``session.connected``'s ``arrival_stamps``: the product's audio carries the kernel's receive
 #: stamps (SIP's RTP, WebRTC); every product message does but those the ``product.closed``
-#: event lists, each as ns before its own stamp (a WebSocket read from its TCP socket)
+#: event lists, each as [ns before its own stamp, how late it may be at most in ns or -1] (a
+#: WebSocket read from its TCP socket)
 KERNEL_STAMPS = "kernel"
 KERNEL_STREAM_STAMPS = "kernel_stream"
 LOOP_STAMPED_ATTRIBUTE = "loop_stamped_before_close_ns"
@@ -152,31 +153,41 @@ def kernel_stamped_audio(recording: Recording) -> bool:
     return _arrival_stamps(recording) == KERNEL_STAMPS
 
 
-def loop_stamped_offsets(recording: Recording) -> frozenset[int] | None:
+def loop_stamped_offsets(recording: Recording) -> dict[int, int] | None:
     """On a kernel-stamped stream (``arrival_stamps: kernel_stream``), the offsets of the
-    product's arrivals the loop stamped: those the ``product.closed`` event lists, each as ns
-    before its own stamp. ``None``: every arrival is charged the loop's lag (another
+    product's arrivals the loop stamped, each with how late the connection says it may be at
+    most (ns; -1: not known): the ``product.closed`` event lists them, each as [ns before its
+    own stamp, that bound]. ``None``: every arrival is charged the loop's lag (another
     connection, or no readable list: a call whose closing was not recorded)."""
     if _arrival_stamps(recording) != KERNEL_STREAM_STAMPS:
         return None
     closed = next((e for e in reversed(recording.events)
                    if e.type is EventType.PRODUCT_CLOSED), None)
     listed = closed.attributes.get(LOOP_STAMPED_ATTRIBUTE) if closed is not None else None
-    if closed is None or not isinstance(listed, list) or \
-            not all(isinstance(before, int) for before in listed):
+    if closed is None or not isinstance(listed, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and
+            all(isinstance(value, int) for value in pair) for pair in listed):
         return None
-    return frozenset(closed.offset_ns - before for before in listed)
+    offsets: dict[int, int] = {}
+    for before, late in listed:
+        offset = closed.offset_ns - before
+        known = offsets.get(offset, late)
+        offsets[offset] = -1 if min(known, late) < 0 else max(known, late)
+    return offsets
 
 
-def _charged(recording: Recording, kinds: set[EventType]) -> Callable[[Event], bool]:
-    """Which of the product's arrivals of ``kinds`` the loop's lag is charged to: all of them,
-    but the audio of a kernel-stamped line and what a kernel-stamped stream did not list."""
+def _charged(recording: Recording, kinds: set[EventType]
+             ) -> tuple[Callable[[Event], bool], dict[int, int]]:
+    """Which of the product's arrivals of ``kinds`` the loop's lag is charged to (all of them,
+    but the audio of a kernel-stamped line and what a kernel-stamped stream did not list), and
+    the bounds a kernel-stamped stream gave its listed ones (offset -> ns; -1: none)."""
     if kernel_stamped_audio(recording):
         kinds = kinds - {EventType.PRODUCT_AUDIO}
     loop_stamped = loop_stamped_offsets(recording)
     if loop_stamped is not None:
-        return lambda event: event.type in kinds and event.offset_ns in loop_stamped
-    return lambda event: event.type in kinds
+        return (lambda event: event.type in kinds and event.offset_ns in loop_stamped,
+                loop_stamped)
+    return lambda event: event.type in kinds, {}
 
 
 def first_audio_arrivals(recording: Recording) -> dict[str, list[int]]:
@@ -184,7 +195,7 @@ def first_audio_arrivals(recording: Recording) -> dict[str, list[int]]:
     ``first_audio_latency_ms`` rests on it (none when the kernel stamped it: no loop lag is
     charged to it)."""
     stamps: dict[str, list[int]] = {}
-    charged = _charged(recording, {EventType.PRODUCT_AUDIO})
+    charged, _ = _charged(recording, {EventType.PRODUCT_AUDIO})
     seen: set[str] = set()
     for event in recording.events:
         if event.type is EventType.PRODUCT_AUDIO and event.source == "product" \
@@ -205,7 +216,7 @@ def _timed_arrivals(recording: Recording) -> tuple[dict[str, list[int]], dict[st
     """:func:`timed_arrivals`, and how many of each response's timing stamps the kernel took
     (not charged the loop's lag: their error is 0, which a response's p99 counts)."""
     kinds = set(TIMED_ARRIVALS)
-    charged = _charged(recording, kinds)
+    charged, _ = _charged(recording, kinds)
     stamps: dict[str, list[int]] = {}
     exact: dict[str, int] = {}
     for event in recording.events:
@@ -218,10 +229,12 @@ def _timed_arrivals(recording: Recording) -> tuple[dict[str, list[int]], dict[st
 
 
 def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
-                       interval_ms: float, exact: Mapping[str, int] | None = None
-                       ) -> dict[str, StampBound]:
+                       interval_ms: float, exact: Mapping[str, int] | None = None,
+                       caps: Mapping[int, int] | None = None) -> dict[str, StampBound]:
     """Bound each stamp's error by the loop lag around it, then each response's by its stamps
-    and its ``exact`` ones (how many the kernel took: error 0).
+    and its ``exact`` ones (how many the kernel took: error 0). ``caps``: a bound known
+    otherwise for some stamps (offset -> ns, -1: none; a kernel-stamped stream's own account of
+    a stamp the loop took): the smaller of the two holds.
 
     A tick that woke ``L`` late at ``t`` was due at ``t - L``. The ticker re-arms on each
     wake-up, so the tick before it woke one interval earlier, at most ``floor`` late (else it
@@ -271,6 +284,10 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
                             np.maximum(covered - start[tick], ticks.lateness_ns[tick]),
                             covered - start[tick])
             np.maximum(bound[low[tick]:high[tick]], late, out=bound[low[tick]:high[tick]])
+    for index, stamp in enumerate(flat.tolist()):
+        cap = (caps or {}).get(stamp, -1)
+        if cap >= 0 and cap < bound[index]:
+            bound[index] = cap
     bounds: dict[str, StampBound] = {}
     exact = exact or {}
     for turn in exact:
@@ -352,9 +369,11 @@ def measurement_quality(recording: Recording, config: MeasurementConfig,
     if lag is None or ticks is None:
         return judge_measurement(lag, config)
     charged, exact = _timed_arrivals(recording)
-    bounds = stamp_error_bounds(charged, ticks, interval_ms=lag.interval_ms, exact=exact)
+    caps = loop_stamped_offsets(recording)
+    bounds = stamp_error_bounds(charged, ticks, interval_ms=lag.interval_ms, exact=exact,
+                                caps=caps)
     first = stamp_error_bounds(first_audio_arrivals(recording), ticks,
-                               interval_ms=lag.interval_ms)
+                               interval_ms=lag.interval_ms, caps=caps)
     reasons = judge_turns(turns, bounds, config, first)
     return MeasurementQuality(
         loop_lag_ms=lag, tolerances=tolerances_of(config), degraded=bool(reasons),

@@ -11,6 +11,7 @@ same monotonic clock the client stamps with.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import sys
 import threading
@@ -22,7 +23,15 @@ import pytest
 from websockets.server import ServerProtocol
 
 from voicelab.config import SecretScrubber
-from voicelab.endpoints._socket import Closure, MessageInbox, open_websocket
+from voicelab.endpoints import EndpointContext
+from voicelab.endpoints._socket import (
+    KERNEL_STREAM_STAMPS,
+    LOOP_STAMPED_ATTRIBUTE,
+    Closure,
+    MessageInbox,
+    open_websocket,
+)
+from voicelab.endpoints.websocket import WebSocketEndpoint
 from voicelab.metrics import stamp_error_bounds
 from voicelab.metrics._measurement import LateTicks
 from voicelab.runner._loop_lag import PACED_TICK_INTERVAL_MS, LoopLagMonitor
@@ -50,7 +59,7 @@ class ThreadedProduct:
     """A WebSocket server on a plain socket in its own thread. ``script`` runs there after the
     handshake with ``send(text)`` (returns the send time) and the test's events."""
 
-    def __init__(self, script: Callable[[Callable[[str], int]], None]):
+    def __init__(self, script: Callable[[Callable[..., int]], None]):
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.uri = f"ws://127.0.0.1:{self._listener.getsockname()[1]}"
         self._script = script
@@ -66,8 +75,13 @@ class ThreadedProduct:
         protocol.send_response(protocol.accept(events[0]))
         conn.sendall(b"".join(protocol.data_to_send()))
 
-        def send(text: str) -> int:
-            protocol.send_text(text.encode())
+        def send(*messages: str | bytes) -> int:
+            """The messages in one write (one segment: the kernel stamps them as one)."""
+            for message in messages:
+                if isinstance(message, str):
+                    protocol.send_text(message.encode())
+                else:
+                    protocol.send_binary(message)
             sent_ns = time.perf_counter_ns()
             conn.sendall(b"".join(protocol.data_to_send()))
             return sent_ns
@@ -88,7 +102,7 @@ class ThreadedProduct:
 
 
 def _run(factory: Callable[[], asyncio.AbstractEventLoop],
-         script: Callable[[Callable[[str], int], threading.Event], None]):
+         script: Callable[[Callable[..., int], threading.Event], None]):
     """Connect, let ``script`` send while the test blocks the loop on its signal; returns the
     messages (stamp, text), the loop-stamped list and the late ticks of a watch over it all."""
     blocked = threading.Event()  # the loop is about to block: the product may send
@@ -128,7 +142,7 @@ def _run(factory: Callable[[], asyncio.AbstractEventLoop],
 def test_a_message_read_late_carries_the_kernels_stamp_and_queued_ones_keep_the_loops(factory):
     sent: dict[str, int] = {}
 
-    def script(send: Callable[[str], int], blocked: threading.Event) -> None:
+    def script(send: Callable[..., int], blocked: threading.Event) -> None:
         blocked.wait(5)
         sent["alone"] = send("alone")  # read ~BLOCK_SECONDS later, alone in its read
         time.sleep(BLOCK_SECONDS * 1.5)
@@ -161,3 +175,38 @@ def test_a_message_read_late_carries_the_kernels_stamp_and_queued_ones_keep_the_
                                interval_ms=PACED_TICK_INTERVAL_MS)["r"]
     assert bound.max_ms * 1e6 >= stamps["first"] - sent["first"]
     assert [stamp for stamp, _ in received] == sorted(stamp for stamp, _ in received)
+
+
+def test_the_protocol_v1_adapter_says_its_stamps_are_the_kernels_and_lists_the_loops():
+    # the product sends its last audio and response.done together (one read): the audio is
+    # listed on the closed event with how late it may be; response.done ends the read, exact
+    def script(send: Callable[..., int], blocked: threading.Event) -> None:
+        protocol_init.wait(5)
+        send(b"\x00\x00" * 480)
+        time.sleep(0.05)
+        send(b"\x00\x00" * 480, json.dumps({"type": "response.done",
+                                             "response": {"status": "completed"}}))
+        time.sleep(0.05)
+
+    protocol_init = threading.Event()
+    product = ThreadedProduct(lambda send: script(send, protocol_init))
+
+    async def scenario():
+        endpoint = WebSocketEndpoint({"uri": product.uri}, EndpointContext(session_id="s"))
+        await endpoint.connect()
+        protocol_init.set()
+        stamps = endpoint.arrival_stamps()
+        events = [event async for event in endpoint.events()]
+        return stamps, events
+
+    stamps, events = asyncio.run(scenario())
+    product.join()
+    assert stamps == KERNEL_STREAM_STAMPS
+    assert [e.type for e in events] == ["audio_delta", "audio_delta", "turn_complete", "closed"]
+    closed = events[-1]
+    listed = {closed.received_ns - before: late
+              for before, late in closed.data[LOOP_STAMPED_ATTRIBUTE]}
+    assert events[0].received_ns not in listed  # read alone: the kernel's stamp
+    assert listed[events[1].received_ns] >= 0  # ... queued with response.done: the loop's
+    assert events[2].received_ns not in listed and events[2].received_ns > events[1].received_ns
+    assert listed[closed.received_ns] == -1  # the closure's own stamp is the loop's

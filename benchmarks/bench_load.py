@@ -1,7 +1,7 @@
 """Load benchmark: are voicelab's timing figures honest with many concurrent calls?
 
     python benchmarks/bench_load.py [--sizes 50 100 200] [--workers 1] [--event-loop auto]
-                                    [--busy 2] [--ramp SECONDS] [--repeat 1]
+                                    [--busy 2] [--ramp SECONDS] [--repeat 1] [--listening N]
 
 For each N of ``--sizes``: N paced trials at once (the seed example's script, three responses
 each, audio in real time) against the fake product in its own process, which logs its own send
@@ -29,6 +29,10 @@ Per N it prints:
 * concurrency: the most trials in conversation at once (from each trial's recorded start and
   end on the shared clock), and the wall time of the case.
 
+``--listening N`` also runs N concurrent trials of the listening line (``server_vad``, a barge-in
+in the first response: bench_runner.py's listening case) and prints the response-latency and
+barge-in stop-latency errors against the fake's send times, and the responses flagged.
+
 ``--busy K`` starts K processes that spin on a core beside the benchmark (a shared CI machine)
 and stops them after. ``--ramp SECONDS`` starts the trials evenly over that period instead of
 all at once (passed on as ``voicelab.arun(..., ramp_seconds=...)``, when that voicelab has it).
@@ -41,6 +45,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -112,8 +117,49 @@ def against_send_window(error_ms: float, window_ms: float) -> float:
     return min(0.0, error_ms + window_ms)
 
 
+def _listening_here(case: dict[str, Any]) -> dict[str, Any]:
+    """In the case's own process: bench_runner's listening case (server_vad, a barge-in in
+    the first response), its errors against the fake's send times, the responses flagged."""
+    import asyncio
+    import resource
+
+    from bench_runner import listening_accuracy  # type: ignore[import-not-found]
+
+    from voicelab.execution import use_chosen_event_loop
+
+    use_chosen_event_loop()
+    logging.getLogger("voicelab").setLevel(logging.WARNING)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result: dict[str, Any] = asyncio.run(listening_accuracy(
+        case["trials"], Path(case["workdir"]) / "listening", "process"))
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    result["cpu_seconds"] = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
+    bundle = next((Path(case["workdir"]) / "listening").glob("2*"))
+    turns = [turn for trial in sorted(bundle.glob("trial-*")) for turn in json.loads(
+        (trial / "voice-metrics.json").read_text())["turns"]]
+    result["flagged"] = sum(bool(t.get("timing_degraded") or t.get("first_audio_degraded"))
+                            for t in turns)
+    result["responses"] = len(turns)
+    return result
+
+
+def _listening_row(result: dict[str, Any]) -> list[str]:
+    lines = [f"listening, {result['trials']} concurrent: {result['passed']}/{result['trials']} "
+             f"passed, {result['flagged']}/{result['responses']} responses flagged, "
+             f"{result['wall_seconds']:.1f} s, CPU {result['cpu_seconds'] / result['trials'] * 1000:.0f} "
+             f"ms/trial"]
+    for name, target in (("response_latency", 20.0), ("stop_latency", 20.0)):
+        values = np.abs(np.asarray(result[name], dtype=float))
+        lines.append(f"  |error| {name}_ms over {values.size}: " + (
+            f"p50 {np.percentile(values, 50):.2f}, p99 {np.percentile(values, 99):.2f}, max "
+            f"{values.max():.2f} (target p99 <= {target:g})" if values.size else "no samples"))
+    return lines
+
+
 def _case_here(case: dict[str, Any]) -> dict[str, Any]:
     """In the case's own process: the run, then every response's errors and the spans."""
+    if case.get("listening"):
+        return _listening_here(case)
     result = run_case_here(case)
     trials = sorted(Path(result["bundle"]).glob("trial-*"))
     result["responses"] = [row for trial in trials for row in _trial_rows(trial)]
@@ -259,6 +305,9 @@ def main() -> None:
     parser.add_argument("--ramp", type=float, default=None, metavar="SECONDS",
                         help="start the trials evenly over SECONDS (voicelab's ramp_seconds)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each size")
+    parser.add_argument("--listening", type=int, default=0, metavar="N",
+                        help="also N concurrent trials of the listening line (server_vad, "
+                             "bench_runner.py's case: a barge-in, stop latency)")
     parser.add_argument("--verbose", action="store_true",
                         help="list every silently wrong figure")
     parser.add_argument("--workdir", default="/dev/shm" if Path("/dev/shm").is_dir() else None)
@@ -292,6 +341,12 @@ def main() -> None:
                     print(f"       {flag_breakdown(result['responses'])}")
                     if args.verbose:
                         _print_excess(result["responses"])
+        if args.listening:
+            with busy_processes(args.busy):
+                for _ in range(args.repeat):
+                    case = {"root": args.workdir, "listening": True, "trials": args.listening}
+                    for line in _listening_row(_run_case(case, script=__file__, env=env)):
+                        print(line, flush=True)
     finally:
         process.terminate()
         process.wait(10)

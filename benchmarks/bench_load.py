@@ -293,7 +293,7 @@ def _check_ramp(ramp: float | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", help=argparse.SUPPRESS)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 100, 200],
+    parser.add_argument("--sizes", type=int, nargs="*", default=[50, 100, 200],
                         help="concurrent trials of each case (default: 50 100 200)")
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes (1: in-process, the library's default)")

@@ -29,8 +29,8 @@ from voicelab.endpoints._socket import (
     LOOP_STAMPED_ATTRIBUTE,
     Closure,
     MessageInbox,
-    open_websocket,
 )
+from voicelab.endpoints._socket_open import open_websocket
 from voicelab.endpoints.websocket import WebSocketEndpoint
 from voicelab.metrics import stamp_error_bounds
 from voicelab.metrics._measurement import LateTicks

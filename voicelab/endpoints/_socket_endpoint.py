@@ -22,12 +22,8 @@ from ._inbox import Closure, MessageInbox, SocketClosed, closure_error
 from ._limits import InboundBudget, InboundLimits, limit_error
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
 from ._settings import AdapterSettings, redacted_url
-from ._socket import (
-    KERNEL_STREAM_STAMPS,
-    LOOP_STAMPED_ATTRIBUTE,
-    WebSocketConnection,
-    open_websocket,
-)
+from ._socket import KERNEL_STREAM_STAMPS, LOOP_STAMPED_ATTRIBUTE, WebSocketConnection
+from ._socket_open import open_websocket
 
 logger = logging.getLogger(__name__)
 

@@ -121,6 +121,9 @@ class StampedStreamTransport:
         self._clock_ns = clock_ns
         self._loop = asyncio.get_running_loop()
         self._buffer = bytearray()
+        # one read buffer for the connection's life: a fresh 256 KiB for every read would be
+        # allocated (and mapped) and freed again each time
+        self._view = memoryview(bytearray(READ_BYTES))
         self._writing_paused = False
         self._reading = True
         self._eof_pending = False
@@ -166,19 +169,21 @@ class StampedStreamTransport:
         for _ in range(MAX_READS_PER_WAKE):
             began_ns = self._clock_ns()
             try:
-                data, ancillary, _, _ = self._sock.recvmsg(READ_BYTES, self._ancillary_bytes)
+                size, ancillary, _, _ = self._sock.recvmsg_into([self._view],
+                                                                self._ancillary_bytes)
             except (BlockingIOError, InterruptedError):
                 self._emptied_ns = began_ns
                 return
             except OSError as error:
                 self._fail(error)
                 return
-            if not data:
+            if not size:
                 self._end_of_stream()
                 return
             read_ns, wall_ns = self._clocks()
+            data = bytes(self._view[:size])
             kernel_ns: int | None = None
-            emptied = len(data) < READ_BYTES
+            emptied = size < READ_BYTES
             stamp = _kernel_stamp_ns(ancillary) if emptied else None
             if stamp is not None and 0 <= wall_ns - stamp <= MAX_TRUSTED_AGE_NS:
                 kernel_ns = read_ns - (wall_ns - stamp)
@@ -186,7 +191,7 @@ class StampedStreamTransport:
             if emptied:
                 self._emptied_ns = began_ns
             self._protocol.stamped_data_received(data, read_ns, kernel_ns, since_ns)
-            if self._closing or not self._reading or len(data) < READ_BYTES:
+            if self._closing or not self._reading or emptied:
                 return
 
     def _end_of_stream(self) -> None:

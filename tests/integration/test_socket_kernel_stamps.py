@@ -31,6 +31,7 @@ from voicelab.endpoints._socket import (
     MessageInbox,
 )
 from voicelab.endpoints._socket_open import open_websocket
+from voicelab.endpoints._stamped_stream import connect_stamped
 from voicelab.endpoints.websocket import WebSocketEndpoint
 from voicelab.metrics import stamp_error_bounds
 from voicelab.metrics._measurement import LateTicks
@@ -210,3 +211,55 @@ def test_the_protocol_v1_adapter_says_its_stamps_are_the_kernels_and_lists_the_l
     assert listed[events[1].received_ns] >= 0  # ... queued with response.done: the loop's
     assert events[2].received_ns not in listed and events[2].received_ns > events[1].received_ns
     assert listed[closed.received_ns] == -1  # the closure's own stamp is the loop's
+
+
+def test_the_stamped_transport_buffers_writes_pauses_the_writer_and_delivers_in_order():
+    # a peer that does not read: the kernel's buffers fill, the transport keeps the rest and
+    # pauses the writer past its high mark; once the peer reads, everything arrives in order
+    events: list[str] = []
+
+    class Recorder:
+        def connection_made(self, transport) -> None:
+            events.append("made")
+
+        def stamped_data_received(self, data, read_ns, kernel_ns, since_ns) -> None:
+            events.append("data")
+
+        def eof_received(self) -> bool:
+            events.append("eof")
+            return False
+
+        def connection_lost(self, exc) -> None:
+            events.append("lost")
+
+        def pause_writing(self) -> None:
+            events.append("pause")
+
+        def resume_writing(self) -> None:
+            events.append("resume")
+
+    payload = bytes(range(256)) * 16384  # 4 MiB: more than the kernel's buffers hold
+
+    async def main() -> bytes:
+        listener = socket.create_server(("127.0.0.1", 0))
+        listener.setblocking(False)
+        loop = asyncio.get_running_loop()
+        connecting = asyncio.ensure_future(connect_stamped(
+            "127.0.0.1", listener.getsockname()[1], Recorder(), clock_ns=time.perf_counter_ns))
+        peer, _ = await loop.sock_accept(listener)
+        transport = await connecting
+        for start in range(0, len(payload), 65536):
+            transport.write(payload[start:start + 65536])
+        assert "pause" in events
+        transport.close()  # after the buffer is written
+        received = bytearray()
+        while chunk := await loop.sock_recv(peer, 1 << 20):
+            received += chunk
+        peer.close()
+        listener.close()
+        await asyncio.sleep(0)
+        return bytes(received)
+
+    assert asyncio.run(main()) == payload
+    assert events[0] == "made" and events.index("pause") < events.index("resume")
+    assert events[-1] == "lost"

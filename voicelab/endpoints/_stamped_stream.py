@@ -127,6 +127,7 @@ class StampedStreamTransport:
         self._writing_paused = False
         self._reading = True
         self._eof_pending = False
+        self._eof = False
         self._closing = False
         self._lost = False
         self._emptied_ns = clock_ns()  # the queue was empty then: before anything was sent
@@ -197,6 +198,7 @@ class StampedStreamTransport:
     def _end_of_stream(self) -> None:
         self._loop.remove_reader(self._fd)
         self._reading = False
+        self._eof = True  # nothing more to read: resume_reading leaves it so
         if not self._protocol.eof_received():
             self.close()
 
@@ -206,7 +208,7 @@ class StampedStreamTransport:
             self._loop.remove_reader(self._fd)
 
     def resume_reading(self) -> None:
-        if not self._reading and not self._closing:
+        if not self._reading and not self._closing and not self._eof:
             self._reading = True
             self._loop.add_reader(self._fd, self._readable)
 

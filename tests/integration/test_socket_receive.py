@@ -22,8 +22,8 @@ from voicelab.endpoints._socket import (
     Closure,
     MessageInbox,
     WebSocketConnection,
-    open_websocket,
 )
+from voicelab.endpoints._socket_open import open_websocket
 
 # One read of the event loop takes up to 256 KiB: what can land in the inbox past its bound.
 READ_SLACK_BYTES = 512 * 1024

@@ -23,8 +23,8 @@ from voicelab.endpoints._socket import (
     WebSocketConnection,
     WebSocketInternalError,
     closure_error,
-    open_websocket,
 )
+from voicelab.endpoints._socket_open import open_websocket
 from voicelab.execution import EVENT_LOOP_VARIABLE
 
 uvloop = pytest.importorskip("uvloop")

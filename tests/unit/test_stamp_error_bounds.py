@@ -21,11 +21,13 @@ from voicelab.metrics import (
     stamp_error_bounds,
     timed_arrivals,
 )
+from voicelab.metrics._measurement import KERNEL_STREAM_STAMPS, LOOP_STAMPED_ATTRIBUTE
 from voicelab.recording import PRODUCT as PRODUCT_STREAM
 from voicelab.recording import (
     USER,
     Connected,
     EventType,
+    ProductClosed,
     Recording,
     ResponseDone,
     TrialEnded,
@@ -165,6 +167,84 @@ def test_kernel_stamped_audio_is_not_charged_the_loops_lag():
                       done_at={"turn-001": 1080}, arrival_stamps="kernel")
     assert timed_arrivals(done)["turn-001"] == [1080 * MS]
     assert measurement_quality(done, MeasurementConfig(), _turns("turn-001")).degraded
+
+
+def _closed(recording: Recording, at_ms: int, loop_stamped_ms: list[int] | None, *,
+            late_ms: int = -1) -> None:
+    """The product's ``closed`` event at ``at_ms``, listing the loop-stamped arrivals (as a
+    kernel-stamped WebSocket does: [ns before its own stamp, how late it may be or -1])."""
+    data: dict[str, object] = {"reason": "done", "code": 1000}
+    if loop_stamped_ms is not None:
+        data[LOOP_STAMPED_ATTRIBUTE] = [[(at_ms - ms) * MS, late_ms * MS if late_ms >= 0 else -1]
+                                        for ms in loop_stamped_ms]
+    recording.record(EventType.PRODUCT_CLOSED, ProductClosed.reported(data), source="product",
+                     direction="inbound", at_ns=at_ms * MS)
+
+
+def test_a_kernel_stamped_stream_is_charged_the_loops_lag_only_where_the_loop_stamped():
+    # a WebSocket read with the kernel's stamps: the chunks the kernel stamped are exact
+    # however late the loop read them; the two it listed (queued up in one read) are bounded
+    # by the lag around them, as every stamp without the list
+    late = [(1041, 60)]
+    audio = {"turn-001": _every(1000, 10), "turn-002": [3000]}
+    stream = _recording(audio, late=late, done_at={"turn-001": 1300},
+                        arrival_stamps=KERNEL_STREAM_STAMPS)
+    _closed(stream, 5000, [1040, 1060])
+    assert timed_arrivals(stream) == {"turn-001": [1040 * MS, 1060 * MS]}
+    turns = _turns("turn-001", "turn-002")
+    quality = measurement_quality(stream, MeasurementConfig(), turns)
+    assert quality.degraded_turns == ["turn-001"]
+    assert turns[0].stamp_error_bound_ms > 0 and turns[0].first_audio_error_bound_ms == 0.0
+    assert turns[1].stamp_error_bound_ms == 0.0
+    # the list survives the bundle and judges the same again
+    records = [json.loads(line) for line in encode_voice_events(stream).splitlines()]
+    again = recording_from_records(records, streams={
+        USER: stream.streams[USER].pcm(), PRODUCT_STREAM: stream.streams[PRODUCT_STREAM].pcm()})
+    assert measurement_quality(again, MeasurementConfig(), again_turns := _turns(
+        "turn-001", "turn-002")) == quality and again_turns == turns
+
+
+def test_a_listed_stamps_own_bound_caps_the_loops():
+    # the connection knows a listed stamp's arrival came after a read that emptied the queue
+    # 3 ms before it: the 60 ms tick around it cannot make it later than that
+    stream = _recording({"turn-001": _every(1000, 10)}, late=[(1041, 60)],
+                        arrival_stamps=KERNEL_STREAM_STAMPS)
+    _closed(stream, 5000, [1040], late_ms=3)
+    turns = _turns("turn-001")
+    assert measurement_quality(stream, MeasurementConfig(), turns).degraded is False
+    assert turns[0].stamp_error_bound_ms == 3.0
+    # unknown (-1): the loop's bound alone
+    stream = _recording({"turn-001": _every(1000, 10)}, late=[(1041, 60)],
+                        arrival_stamps=KERNEL_STREAM_STAMPS)
+    _closed(stream, 5000, [1040])
+    assert measurement_quality(stream, MeasurementConfig(), turns := _turns("turn-001")).degraded
+    assert turns[0].stamp_error_bound_ms > 60
+
+
+def test_a_responses_p99_counts_the_kernels_stamps_as_exact():
+    # 100 chunks, 2 of them loop-stamped within a 22 ms lag on a 2 ms watch (bounds 22 and 24
+    # ms): over the p99 tolerance (20) if only those two counted, under it among 100
+    audio = {"turn-001": _every(1000, 100)}
+    stream = _recording(audio, late=[(1041, 22)], arrival_stamps=KERNEL_STREAM_STAMPS,
+                        lag=SPIKY.model_copy(update={"interval_ms": 2.0}))
+    _closed(stream, 5000, [1040, 1060])
+    turns = _turns("turn-001")
+    quality = measurement_quality(stream, MeasurementConfig(), turns)
+    assert turns[0].stamp_error_bound_ms == 24.0 and quality.degraded is False
+
+
+@pytest.mark.parametrize("listed", [None, "unreadable"])
+def test_a_kernel_stamped_stream_without_its_list_is_charged_everywhere(listed):
+    # no closing recorded (or a list that is not one): nothing says which stamps the kernel
+    # took, so every arrival is bounded by the loop's lag, as on any connection
+    stream = _recording({"turn-001": _every(1000, 10)}, late=[(1041, 60)],
+                        arrival_stamps=KERNEL_STREAM_STAMPS)
+    if listed is not None:
+        stream.record(EventType.PRODUCT_CLOSED, ProductClosed.reported(
+            {LOOP_STAMPED_ATTRIBUTE: "1040"}), source="product", direction="inbound",
+            at_ns=5000 * MS)
+    assert timed_arrivals(stream) == {"turn-001": [ms * MS for ms in _every(1000, 10)]}
+    assert measurement_quality(stream, MeasurementConfig(), _turns("turn-001")).degraded
 
 
 def test_the_p99_tolerance_judges_the_share_of_late_stamps():

@@ -50,7 +50,8 @@ from ._protocol import (
     new_trace_id,
 )
 from ._settings import AdapterSettings, auth_headers, parse_settings, redacted_url, secret_values
-from ._socket import WebSocketConnection, open_websocket
+from ._socket import WebSocketConnection
+from ._socket_open import open_websocket
 
 # The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
 # The other names imported above are voicelab's own, for its other packages.

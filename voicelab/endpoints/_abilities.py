@@ -66,10 +66,13 @@ class HasOutcomeProbe(Protocol):
 class ReportsArrivalStamps(Protocol):
     """Says, once connected, how the product's audio is stamped: ``kernel`` when each packet
     carries the moment the kernel received it (a loop busy elsewhere does not make those stamps
-    late, so loop lag is not charged to them), else ``loop`` (stamped when the loop reads it)."""
+    late, so loop lag is not charged to them), ``kernel_stream`` when every product message
+    carries the kernel's stamp except those the ``closed`` event lists (a WebSocket read from its
+    TCP socket: :mod:`voicelab.endpoints._socket`), else ``loop`` (stamped when the loop reads
+    it)."""
 
     def arrival_stamps(self) -> str:
-        """``kernel`` or ``loop``."""
+        """``kernel``, ``kernel_stream`` or ``loop``."""
 
 
 @runtime_checkable

@@ -3,8 +3,8 @@
 Built on websockets' documented Sans-I/O layer (:class:`websockets.client.ClientProtocol`),
 driven by our own :class:`asyncio.Protocol`, so the library's private methods are never used:
 
-* :func:`open_websocket` connects (TCP, TLS for ``wss://``, the opening handshake) and maps every
-  failure to an :class:`EndpointError` code;
+* :func:`._socket_open.open_websocket` connects (TCP, TLS for ``wss://``, the opening
+  handshake) and maps every failure to an :class:`EndpointError` code;
 * :class:`WebSocketConnection` stamps the bytes with the trial clock in ``data_received``, before
   any parsing, gives each message the stamp of its first bytes (of its first fragment, when
   fragmented) and puts it into the adapter's :class:`MessageInbox`; it answers pings, keeps the
@@ -13,6 +13,11 @@ driven by our own :class:`asyncio.Protocol`, so the library's private methods ar
   the connection stops reading the socket until the consumer catches up;
 * a :class:`Closure` is the last item of every inbox; :func:`closure_error` says which error an
   unexpected one is;
+* on Linux, a plain ``ws://`` connection reads its socket itself
+  (:class:`._stamped_stream.StampedStreamTransport`): a message whose last byte ends a read that
+  emptied the kernel's queue carries the kernel's receive stamp of that byte (exact whatever the
+  loop was doing); any other keeps the loop's stamp and is listed in
+  :attr:`WebSocketConnection.loop_stamped`, so its loop-lag bound still applies;
 * any event loop's transports will do (the standard library's, uvloop's): only the methods
   asyncio documents for a stream transport are used (:class:`StreamTransport`), and a failure
   of this code itself is a :class:`WebSocketInternalError`, never the product's failure (a
@@ -24,24 +29,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import ssl
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from websockets.client import ClientProtocol
-from websockets.exceptions import (
-    InvalidHandshake,
-    InvalidStatus,
-    InvalidURI,
-    WebSocketException,
-)
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.protocol import State
-from websockets.uri import parse_uri
 
-from ..config import SecretScrubber
 from ._inbox import (
     INBOX_MAX_BYTES,
     INBOX_MAX_MESSAGES,
@@ -52,13 +48,11 @@ from ._inbox import (
     closure_error,
     closure_from,
 )
-from ._protocol import EndpointError
-from ._proxy import ProxyRefused, proxy_for, tunnel
+from ._proxy import ProxyRefused
 
-__all__ = ["CLOSE_TIMEOUT_SECONDS", "INBOX_MAX_BYTES", "INBOX_MAX_MESSAGES", "Closure",
-           "ClosureError", "MessageInbox", "ProxyRefused", "SocketClosed", "StreamTransport",
-           "WebSocketConnection", "WebSocketInternalError", "closure_error", "closure_from",
-           "open_websocket"]
+__all__ = ["CLOSE_TIMEOUT_SECONDS", "INBOX_MAX_BYTES", "INBOX_MAX_MESSAGES",
+           "KERNEL_STREAM_STAMPS", "LOOP_STAMPED_ATTRIBUTE", "Closure", "ClosureError", "MessageInbox", "ProxyRefused", "SocketClosed", "StreamTransport",
+           "WebSocketConnection", "WebSocketInternalError", "closure_error", "closure_from"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +64,15 @@ KEEPALIVE_SECONDS = 20.0
 _INVALID_DATA = 1007
 _INTERNAL_ERROR = 1011
 _MAX_CLOSE_REASON_BYTES = 123
+#: ``session.connected``'s ``arrival_stamps`` for a connection read with the kernel's stamps:
+#: every product message carries the kernel's receive stamp except those its closing event
+#: lists (``LOOP_STAMPED_ATTRIBUTE``: each as [ns before the closing event's own stamp, how late
+#: it may be at most in ns, -1: not known])
+KERNEL_STREAM_STAMPS = "kernel_stream"
+LOOP_STAMPED_ATTRIBUTE = "loop_stamped_before_close_ns"
+#: the most loop-stamped messages a kernel-stamped connection lists; past it the list is
+#: dropped (``loop_stamped`` is ``None``) and every stamp is bounded by the loop's lag
+MAX_LOOP_STAMPED = 20_000
 
 BytesLike = bytes | bytearray | memoryview  # a frame's payload (Frame.data)
 
@@ -133,10 +136,16 @@ class WebSocketConnection(asyncio.Protocol):
         self._head = bytearray()
         self._stream_bytes = 0  # frame bytes received since the handshake
         self._parsed_bytes = 0  # frame bytes parsed so far
-        self._chunk_stamps: deque[tuple[int, int]] = deque()  # (end offset, ns), not yet parsed
+        # (end offset, loop ns, kernel ns of its last byte or -1, ns after which its bytes
+        # arrived or -1) of the reads not yet parsed
+        self._chunk_stamps: deque[tuple[int, int, int, int]] = deque()
+        self.kernel_stamps = False  # reads carry the kernel's receive stamps (set on connect)
+        self._loop_stamped: list[tuple[int, int]] | None = []
+        self._last_stamp_ns = 0  # the last message's stamp
         self._fragments: list[BytesLike] = []
         self._fragments_text = False
         self._fragments_ns = 0
+        self._fragments_since_ns = -1
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -154,16 +163,22 @@ class WebSocketConnection(asyncio.Protocol):
             self._internal_failure(error)
 
     def data_received(self, data: bytes) -> None:
-        arrival_ns = self._clock_ns()
+        self.stamped_data_received(data, self._clock_ns(), None, -1)
+
+    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int | None,
+                              since_ns: int) -> None:
+        """``data`` read at ``read_ns``; ``kernel_ns``: when the kernel received its last byte
+        (``None``: not known); ``since_ns``: its bytes arrived after that (-1: not known);
+        from :class:`._stamped_stream.StampedStreamTransport`."""
         try:
-            self._received(data, arrival_ns)
+            self._received(data, read_ns, -1 if kernel_ns is None else kernel_ns, since_ns)
         except Exception as error:  # noqa: BLE001 - our own failure, said as such
             self._internal_failure(error)
 
-    def _received(self, data: bytes, arrival_ns: int) -> None:
+    def _received(self, data: bytes, arrival_ns: int, kernel_ns: int, since_ns: int) -> None:
         if self._open:
             self._stream_bytes += len(data)
-            self._chunk_stamps.append((self._stream_bytes, arrival_ns))
+            self._chunk_stamps.append((self._stream_bytes, arrival_ns, kernel_ns, since_ns))
         else:
             self._head += data
         self._protocol.receive_data(data)
@@ -173,7 +188,7 @@ class WebSocketConnection(asyncio.Protocol):
                 if not self._frame(event):
                     break  # the connection failed: nothing after this frame counts
             elif isinstance(event, Response):
-                self._handshake_answered(arrival_ns)
+                self._handshake_answered(arrival_ns, kernel_ns, since_ns)
 
     def eof_received(self) -> bool:
         self._protocol.receive_eof()
@@ -253,7 +268,7 @@ class WebSocketConnection(asyncio.Protocol):
             self._close_timer = asyncio.get_running_loop().call_later(
                 CLOSE_TIMEOUT_SECONDS, transport.abort)
 
-    def _handshake_answered(self, arrival_ns: int) -> None:
+    def _handshake_answered(self, arrival_ns: int, kernel_ns: int, since_ns: int) -> None:
         if self._opened.done():
             return  # given up on (timeout)
         if self._protocol.handshake_exc is not None:
@@ -263,7 +278,7 @@ class WebSocketConnection(asyncio.Protocol):
         leftover = len(self._head) - (self._head.find(b"\r\n\r\n") + 4)
         self._head = bytearray()
         self._stream_bytes = leftover
-        self._chunk_stamps.append((leftover, arrival_ns))
+        self._chunk_stamps.append((leftover, arrival_ns, kernel_ns, since_ns))
         self._open = True
         self._opened.set_result(None)
         self._inbox.fill_from(self)
@@ -273,31 +288,72 @@ class WebSocketConnection(asyncio.Protocol):
         start = self._parsed_bytes
         data = frame.data
         size = len(data)  # its bytes on the wire: the payload and a 2, 4 or 10-byte header
-        self._parsed_bytes = start + size + (2 if size < 126 else 4 if size < 65536 else 10)
+        end = self._parsed_bytes = start + size + (2 if size < 126 else 4 if size < 65536 else 10)
         stamps = self._chunk_stamps
         while len(stamps) > 1 and stamps[0][0] <= start:
             stamps.popleft()
-        arrival_ns = stamps[0][1]
+        _, arrival_ns, _, since_ns = stamps[0]
         opcode = frame.opcode
         if opcode is Opcode.BINARY and frame.fin:  # audio, most frames: straight in
-            self._inbox.put_nowait((arrival_ns, bytes(data)))
+            self._inbox.put_nowait((self._message_stamp(arrival_ns, since_ns, end),
+                                    bytes(data)))
             return True
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
             if not frame.fin:
                 self._fragments = [data]
                 self._fragments_text = opcode is Opcode.TEXT
-                self._fragments_ns = arrival_ns
+                self._fragments_ns, self._fragments_since_ns = arrival_ns, since_ns
                 return True
-            return self._deliver(arrival_ns, opcode is Opcode.TEXT, data)
+            return self._deliver(self._message_stamp(arrival_ns, since_ns, end),
+                                 opcode is Opcode.TEXT, data)
         if opcode is Opcode.CONT:
             self._fragments.append(frame.data)
             if not frame.fin:
                 return True
             payload, self._fragments = b"".join(self._fragments), []
-            return self._deliver(self._fragments_ns, self._fragments_text, payload)
+            return self._deliver(self._message_stamp(self._fragments_ns,
+                                                     self._fragments_since_ns, end),
+                                 self._fragments_text, payload)
         if opcode is Opcode.PONG and frame.data == self._awaiting_pong:
             self._awaiting_pong = None
         return True  # pings and closes were answered by the protocol (see _flush)
+
+    def _message_stamp(self, loop_ns: int, since_ns: int, end: int) -> int:
+        """A complete message's stamp (``end``: the stream offset after its last byte).
+
+        The kernel's receive stamp of its last byte when that byte ended a read that emptied
+        the kernel's queue: the stamp is that byte's own, whatever the loop was doing. Else
+        the loop's (``loop_ns``: the loop's stamp of the read that held its first byte, as on
+        any connection), moved back to just before the kernel's stamp of the read that
+        completed it when there is one (the message was complete by then: a stamp still late,
+        by less, and told apart from the message that ends the read), and never before the
+        stamp of the message ahead of it, so the stamps stay in arrival order. On a
+        kernel-stamped connection such a stamp is listed in :attr:`loop_stamped` with how late
+        it may be: its first byte arrived after ``since_ns``, when a read that emptied the
+        queue began (the loop-lag watch bounds it too: the smaller bound holds)."""
+        kernel_ns, ends_read = -1, False
+        for chunk_end, _, chunk_kernel_ns, _ in self._chunk_stamps:
+            if chunk_end >= end:
+                kernel_ns, ends_read = chunk_kernel_ns, chunk_end == end
+                break
+        if ends_read and kernel_ns >= self._last_stamp_ns:
+            self._last_stamp_ns = kernel_ns
+            return kernel_ns
+        stamp = loop_ns if kernel_ns < 0 else min(loop_ns, kernel_ns - 1)
+        stamp = self._last_stamp_ns = max(stamp, self._last_stamp_ns)
+        if self.kernel_stamps and self._loop_stamped is not None:
+            if len(self._loop_stamped) < MAX_LOOP_STAMPED:
+                self._loop_stamped.append((stamp, stamp - since_ns if since_ns >= 0 else -1))
+            else:
+                self._loop_stamped = None
+        return stamp
+
+    @property
+    def loop_stamped(self) -> list[tuple[int, int]] | None:
+        """On a kernel-stamped connection, the messages the kernel could not stamp: each one's
+        stamp (the loop's, in arrival order) and how late it may be at most (ns; -1: not
+        known); ``None``: more than :data:`MAX_LOOP_STAMPED`, no longer listed."""
+        return None if self._loop_stamped is None else list(self._loop_stamped)
 
     def _deliver(self, arrival_ns: int, text: bool, data: BytesLike) -> bool:
         payload = bytes(data)  # received frames hold bytes already: no copy
@@ -376,78 +432,3 @@ class WebSocketConnection(asyncio.Protocol):
         """Drop the TCP connection at once (the closure follows, as 1006 or as sent)."""
         if self._transport is not None:
             self._transport.abort()
-
-
-async def _connect(url: str, *, headers: Mapping[str, str], max_message_bytes: int,
-                   user_agent: str, clock_ns: Callable[[], int], inbox: MessageInbox,
-                   ssl_context: ssl.SSLContext | None) -> WebSocketConnection:
-    uri = parse_uri(url)
-    protocol = ClientProtocol(uri, max_size=max_message_bytes)  # no extensions: no compression
-    request = protocol.connect()
-    request.headers.update(headers)
-    request.headers.setdefault("User-Agent", user_agent)
-    protocol.send_request(request)
-    tls = (ssl_context or ssl.create_default_context()) if uri.secure else None
-    connection = WebSocketConnection(protocol, clock_ns=clock_ns, inbox=inbox)
-    loop = asyncio.get_running_loop()
-    proxy = proxy_for(uri)
-    if proxy is None:
-        await loop.create_connection(lambda: connection, uri.host, uri.port, ssl=tls)
-    else:
-        tunneled = await tunnel(proxy, uri.host, uri.port, user_agent=user_agent)
-        try:
-            transport = tunneled if tls is None else await loop.start_tls(
-                tunneled, connection, tls, server_hostname=uri.host)
-        except BaseException:
-            tunneled.abort()
-            raise
-        if transport is None:  # the loop closed the tunnel during the TLS handshake
-            raise ProxyRefused(None, "TLS through the proxy's tunnel failed")
-        transport.set_protocol(connection)
-        connection.connection_made(transport)
-    try:
-        await connection.handshake()
-    except BaseException:
-        connection.abort()
-        raise
-    return connection
-
-
-async def open_websocket(url: str, *, headers: Mapping[str, str], connect_timeout_seconds: float,
-                         max_message_bytes: int, clock_ns: Callable[[], int],
-                         inbox: MessageInbox, where: str, scrubber: SecretScrubber,
-                         user_agent: str, rejected_codes: Mapping[int, str] | None = None,
-                         ssl_context: ssl.SSLContext | None = None) -> WebSocketConnection:
-    """Connect and perform the opening handshake (``headers`` and ``User-Agent``, messages up to
-    ``max_message_bytes``, no compression); from then on messages arrive in ``inbox``.
-
-    ``wss://`` uses ``ssl_context``, by default the system's trusted certificates. An HTTP(S)
-    proxy named in the environment (``https_proxy``, ``no_proxy``, ...) is used through a
-    ``CONNECT`` tunnel, as websockets' own client does. Failures map to
-    :class:`EndpointError` codes: ``connect_timeout``, ``handshake_rejected`` (or
-    ``rejected_codes[status]``), ``connection_refused``, ``handshake_failed``,
-    ``connection_failed``. Messages are scrubbed of secrets.
-    """
-
-    def failure(code: str, message: str) -> EndpointError:
-        return EndpointError(scrubber.scrub_text(message), code=code)
-
-    try:
-        return await asyncio.wait_for(_connect(
-            url, headers=headers, max_message_bytes=max_message_bytes, user_agent=user_agent,
-            clock_ns=clock_ns, inbox=inbox, ssl_context=ssl_context), connect_timeout_seconds)
-    except TimeoutError:
-        raise failure("connect_timeout", f"no WebSocket handshake with {where} within "
-                      f"{connect_timeout_seconds:g} s") from None
-    except InvalidStatus as error:
-        status = error.response.status_code
-        code = (rejected_codes or {}).get(status, "handshake_rejected")
-        raise failure(code, f"{where} rejected the WebSocket handshake: HTTP {status}") from None
-    except ConnectionRefusedError:
-        raise failure("connection_refused", f"connection refused by {where}") from None
-    except (InvalidURI, InvalidHandshake, WebSocketException) as error:
-        raise failure("handshake_failed", f"WebSocket handshake with {where} failed: "
-                      f"{type(error).__name__}") from None
-    except OSError as error:
-        raise failure("connection_failed", f"cannot connect to {where}: "
-                      f"{error.strerror or type(error).__name__}") from None

@@ -22,7 +22,8 @@ from ._inbox import Closure, MessageInbox, SocketClosed, closure_error
 from ._limits import InboundBudget, InboundLimits, limit_error
 from ._protocol import EndpointContext, EndpointError, EndpointEvent
 from ._settings import AdapterSettings, redacted_url
-from ._socket import WebSocketConnection, open_websocket
+from ._socket import KERNEL_STREAM_STAMPS, LOOP_STAMPED_ATTRIBUTE, WebSocketConnection
+from ._socket_open import open_websocket
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +88,10 @@ class SocketEndpoint:
     USER_AGENT: ClassVar[str]
     #: the ``receive_timeout`` error's message (``{timeout}`` in seconds)
     TIMEOUT_MESSAGE: ClassVar[str] = "no product message within {timeout:g} s"
+    #: every product event the adapter makes from a message carries that message's stamp, and
+    #: its other events (a closure's, a timeout's) are no timed arrival: on a kernel-stamped
+    #: connection its timings are then judged by the kernel's stamps (``arrival_stamps``)
+    EVENTS_CARRY_MESSAGE_STAMPS: ClassVar[bool] = False
 
     _settings: SocketSettings
     _scrubber: SecretScrubber
@@ -269,10 +274,33 @@ class SocketEndpoint:
         reason = reason or ("closed by the evaluator" if initiator == "evaluator"
                             else "connection closed")
         events.append(EndpointEvent("closed", received_ns, data={
-            "reason": reason, "code": closure.code, "initiated_by": initiator}))
+            "reason": reason, "code": closure.code, "initiated_by": initiator,
+            **self._loop_stamped(received_ns)}))
         logger.info("connection to %s closed by %s (code %s: %s)", self._where(), initiator,
                     closure.code, reason)
         return events
+
+    def arrival_stamps(self) -> str:
+        """``kernel_stream`` once connected when the product's messages carry the kernel's
+        receive stamps (Linux, ``ws://``: see :class:`._socket.WebSocketConnection`) and the
+        adapter says its timed events carry their message's stamp, else ``loop``."""
+        ws = self._ws
+        return KERNEL_STREAM_STAMPS if self.EVENTS_CARRY_MESSAGE_STAMPS and ws is not None \
+            and ws.kernel_stamps else "loop"
+
+    def _loop_stamped(self, closed_ns: int) -> dict[str, list[list[int]]]:
+        """The ``closed`` event's list of the messages the loop stamped, each as [ns before
+        ``closed_ns``, how late it may be at most (ns; -1: not known)], and the closure's own
+        stamp, which events made at the closure carry; nothing when the connection is not
+        kernel-stamped or the list was given up (every stamp is then bounded by the loop's
+        lag)."""
+        ws = self._ws
+        stamped = ws.loop_stamped if self.arrival_stamps() == KERNEL_STREAM_STAMPS and \
+            ws is not None else None
+        if stamped is None:
+            return {}
+        return {LOOP_STAMPED_ATTRIBUTE: [[closed_ns - stamp, late] for stamp, late in stamped]
+                + [[0, -1]]}
 
     # --- closing -------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ statistics, as it was then.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ import numpy as np
 
 from ..artifacts import LoopLag, MeasurementQuality, MeasurementTolerances, TurnMetrics
 from ..config import MeasurementConfig
-from ..recording import Connected, EventType, Recording, TrialEnded
+from ..recording import Connected, Event, EventType, Recording, TrialEnded
 from ._voice import percentile
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,13 @@ SINCE_PREVIOUS_WAKE = "previous_wake"
 #: Ticks later than this (ms) are kept with their moment: a quiet loop's selector rounds its
 #: timeout to the millisecond (a free loop reads 0-1 ms), so later than that means busy.
 LATE_TICK_FLOOR_MS = 1.0
+#: ``session.connected``'s ``arrival_stamps``: the product's audio carries the kernel's receive
+#: stamps (SIP's RTP, WebRTC); every product message does but those the ``product.closed``
+#: event lists, each as [ns before its own stamp, how late it may be at most in ns or -1] (a
+#: WebSocket read from its TCP socket)
+KERNEL_STAMPS = "kernel"
+KERNEL_STREAM_STAMPS = "kernel_stream"
+LOOP_STAMPED_ATTRIBUTE = "loop_stamped_before_close_ns"
 #: The arrivals a response's timing metrics rest on: its audio chunks (first audio, speech
 #: onset and end as heard, playback stall, dead air, stop latency) and its ``response.done``
 #: (response duration). The references they are measured from are sends (a commit, the user's
@@ -135,42 +142,99 @@ class StampBound:
     stamps: int
 
 
+def _arrival_stamps(recording: Recording) -> str | None:
+    connected = next(recording.of_type(EventType.CONNECTED), None)
+    return Connected.of(connected).arrival_stamps if connected is not None else None
+
+
 def kernel_stamped_audio(recording: Recording) -> bool:
     """Whether the product's audio carries the kernel's receive stamps (``session.connected``
     says ``arrival_stamps: kernel``): the loop's lag does not make those stamps late."""
-    connected = next(recording.of_type(EventType.CONNECTED), None)
-    return connected is not None and Connected.of(connected).arrival_stamps == "kernel"
+    return _arrival_stamps(recording) == KERNEL_STAMPS
+
+
+def loop_stamped_offsets(recording: Recording) -> dict[int, int] | None:
+    """On a kernel-stamped stream (``arrival_stamps: kernel_stream``), the offsets of the
+    product's arrivals the loop stamped, each with how late the connection says it may be at
+    most (ns; -1: not known): the ``product.closed`` event lists them, each as [ns before its
+    own stamp, that bound]. ``None``: every arrival is charged the loop's lag (another
+    connection, or no readable list: a call whose closing was not recorded)."""
+    if _arrival_stamps(recording) != KERNEL_STREAM_STAMPS:
+        return None
+    closed = next((e for e in reversed(recording.events)
+                   if e.type is EventType.PRODUCT_CLOSED), None)
+    listed = closed.attributes.get(LOOP_STAMPED_ATTRIBUTE) if closed is not None else None
+    if closed is None or not isinstance(listed, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and
+            all(isinstance(value, int) for value in pair) for pair in listed):
+        return None
+    offsets: dict[int, int] = {}
+    for before, late in listed:
+        offset = closed.offset_ns - before
+        known = offsets.get(offset, late)
+        offsets[offset] = -1 if min(known, late) < 0 else max(known, late)
+    return offsets
+
+
+def _charged(recording: Recording, kinds: set[EventType]
+             ) -> tuple[Callable[[Event], bool], dict[int, int]]:
+    """Which of the product's arrivals of ``kinds`` the loop's lag is charged to (all of them,
+    but the audio of a kernel-stamped line and what a kernel-stamped stream did not list), and
+    the bounds a kernel-stamped stream gave its listed ones (offset -> ns; -1: none)."""
+    if kernel_stamped_audio(recording):
+        kinds = kinds - {EventType.PRODUCT_AUDIO}
+    loop_stamped = loop_stamped_offsets(recording)
+    if loop_stamped is not None:
+        return (lambda event: event.type in kinds and event.offset_ns in loop_stamped,
+                loop_stamped)
+    return lambda event: event.type in kinds, {}
 
 
 def first_audio_arrivals(recording: Recording) -> dict[str, list[int]]:
-    """Each response's first audio packet's stamp: ``first_audio_latency_ms`` rests on it
-    (none when the audio is kernel-stamped: no loop lag is charged to it)."""
+    """Each response's first audio packet's stamp, when the loop stamped it:
+    ``first_audio_latency_ms`` rests on it (none when the kernel stamped it: no loop lag is
+    charged to it)."""
     stamps: dict[str, list[int]] = {}
-    if kernel_stamped_audio(recording):
-        return stamps
+    charged, _ = _charged(recording, {EventType.PRODUCT_AUDIO})
+    seen: set[str] = set()
     for event in recording.events:
         if event.type is EventType.PRODUCT_AUDIO and event.source == "product" \
-                and event.turn_id and event.turn_id not in stamps:
-            stamps[event.turn_id] = [event.offset_ns]
+                and event.turn_id and event.turn_id not in seen:
+            seen.add(event.turn_id)
+            if charged(event):
+                stamps[event.turn_id] = [event.offset_ns]
     return stamps
 
 
 def timed_arrivals(recording: Recording) -> dict[str, list[int]]:
-    """Each response's timing stamps (``TIMED_ARRIVALS`` from the product; ns offsets),
-    without its audio when that is kernel-stamped."""
+    """Each response's timing stamps (``TIMED_ARRIVALS`` from the product; ns offsets) that
+    the loop stamped (see :func:`_charged`)."""
+    return _timed_arrivals(recording)[0]
+
+
+def _timed_arrivals(recording: Recording) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """:func:`timed_arrivals`, and how many of each response's timing stamps the kernel took
+    (not charged the loop's lag: their error is 0, which a response's p99 counts)."""
     kinds = set(TIMED_ARRIVALS)
-    if kernel_stamped_audio(recording):
-        kinds.discard(EventType.PRODUCT_AUDIO)
+    charged, _ = _charged(recording, kinds)
     stamps: dict[str, list[int]] = {}
+    exact: dict[str, int] = {}
     for event in recording.events:
         if event.type in kinds and event.source == "product" and event.turn_id:
-            stamps.setdefault(event.turn_id, []).append(event.offset_ns)
-    return stamps
+            if charged(event):
+                stamps.setdefault(event.turn_id, []).append(event.offset_ns)
+            else:
+                exact[event.turn_id] = exact.get(event.turn_id, 0) + 1
+    return stamps, exact
 
 
 def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
-                       interval_ms: float) -> dict[str, StampBound]:
-    """Bound each stamp's error by the loop lag around it, then each response's by its stamps.
+                       interval_ms: float, exact: Mapping[str, int] | None = None,
+                       caps: Mapping[int, int] | None = None) -> dict[str, StampBound]:
+    """Bound each stamp's error by the loop lag around it, then each response's by its stamps
+    and its ``exact`` ones (how many the kernel took: error 0). ``caps``: a bound known
+    otherwise for some stamps (offset -> ns, -1: none; a kernel-stamped stream's own account of
+    a stamp the loop took): the smaller of the two holds.
 
     A tick that woke ``L`` late at ``t`` was due at ``t - L``. The ticker re-arms on each
     wake-up, so the tick before it woke one interval earlier, at most ``floor`` late (else it
@@ -220,9 +284,17 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
                             np.maximum(covered - start[tick], ticks.lateness_ns[tick]),
                             covered - start[tick])
             np.maximum(bound[low[tick]:high[tick]], late, out=bound[low[tick]:high[tick]])
+    for index, stamp in enumerate(flat.tolist()):
+        cap = (caps or {}).get(stamp, -1)
+        if cap >= 0 and cap < bound[index]:
+            bound[index] = cap
     bounds: dict[str, StampBound] = {}
+    exact = exact or {}
+    for turn in exact:
+        if turn not in stamps:
+            turns.append(turn)
     for index, turn in enumerate(turns):
-        own = bound[owner == index] / 1e6
+        own = np.concatenate([bound[owner == index] / 1e6, np.zeros(exact.get(turn, 0))])
         bounds[turn] = StampBound(
             max_ms=round(float(own.max()), 3) if own.size else 0.0,
             p99_ms=round(float(np.percentile(own, 99)), 3) if own.size else 0.0,
@@ -296,9 +368,12 @@ def measurement_quality(recording: Recording, config: MeasurementConfig,
     ticks = late_ticks_of(recording) if lag is not None else None
     if lag is None or ticks is None:
         return judge_measurement(lag, config)
-    bounds = stamp_error_bounds(timed_arrivals(recording), ticks, interval_ms=lag.interval_ms)
+    charged, exact = _timed_arrivals(recording)
+    caps = loop_stamped_offsets(recording)
+    bounds = stamp_error_bounds(charged, ticks, interval_ms=lag.interval_ms, exact=exact,
+                                caps=caps)
     first = stamp_error_bounds(first_audio_arrivals(recording), ticks,
-                               interval_ms=lag.interval_ms)
+                               interval_ms=lag.interval_ms, caps=caps)
     reasons = judge_turns(turns, bounds, config, first)
     return MeasurementQuality(
         loop_lag_ms=lag, tolerances=tolerances_of(config), degraded=bool(reasons),

@@ -303,8 +303,9 @@ class Conversation:
         if delays:
             values["conversion_delay_ms"] = {direction: round(float(ms), 6)
                                              for direction, ms in delays.items()}
-        if isinstance(endpoint, ReportsArrivalStamps) and endpoint.arrival_stamps() == "kernel":
-            values["arrival_stamps"] = "kernel"
+        stamps = endpoint.arrival_stamps() if isinstance(endpoint, ReportsArrivalStamps) else "loop"
+        if stamps != "loop":
+            values["arrival_stamps"] = stamps
         setup_ms = endpoint.call_setup_ms() if isinstance(endpoint, ReportsCallSetup) else None
         if setup_ms is not None:
             values["call_setup_ms"] = round(float(setup_ms), 3)

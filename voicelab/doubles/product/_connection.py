@@ -82,6 +82,9 @@ class ServerTiming(TypedDict, total=False):
     speech_start_ns: int | None
     speech_end_ns: int | None
     frame_sent_ns: list[int]
+    #: (``report_frame_times``) each frame's clock just before its send began: a frame left
+    #: between this and its ``frame_sent_ns`` (a busy loop may hold the product in between)
+    frame_before_ns: list[int]
     synthesis_ms: float | None
 
 
@@ -386,6 +389,7 @@ class ProductConnection(Generic[TurnT]):
                 wait = start + sent_seconds / speed - loop.time() if realtime else 0
                 if await self.pause(wait, cancel):
                     return True
+                before_ns = time.perf_counter_ns()
                 await self.send_audio(frame)
                 sent_ns = time.perf_counter_ns()
                 if self.listening and getattr(self.behaviour, "echo_cancellation", False):
@@ -396,6 +400,7 @@ class ProductConnection(Generic[TurnT]):
                     timing["first_audio_ns"] = sent_ns
                 if getattr(self.behaviour, "report_frame_times", False):
                     timing.setdefault("frame_sent_ns", []).append(sent_ns)
+                    timing.setdefault("frame_before_ns", []).append(before_ns)
                 if speech_start_byte is not None and timing.get("speech_start_ns") is None \
                         and sent_bytes <= speech_start_byte < sent_bytes + len(frame):
                     offset_ns = (speech_start_byte - sent_bytes) * 1_000_000_000 \

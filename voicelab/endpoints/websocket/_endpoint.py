@@ -49,6 +49,7 @@ class WebSocketEndpoint(SocketEndpoint):
     #: ``endpoint.settings`` are parsed into this once, at ``validate``
     settings_model: ClassVar[type[AdapterSettings]] = WebSocketSettings
     USER_AGENT = "voicelab-evaluator (protocol v1)"
+    EVENTS_CARRY_MESSAGE_STAMPS = True
     TIMEOUT_MESSAGE = "no product message within {timeout:g} s while a response was pending"
 
     def __init__(self, settings: Mapping[str, Any] | WebSocketSettings,

@@ -1,0 +1,312 @@
+"""A TCP transport whose reads carry the moment the kernel received their last bytes.
+
+A WebSocket message is stamped when the event loop reads it. A loop busy with other trials reads
+late, and its stamp is late by as much: the loop-lag watch can only bound that error, and a
+bound near a late tick easily exceeds the 3 ms a first-audio figure promises. On Linux a TCP
+socket with ``SO_TIMESTAMPNS`` returns, with each ``recvmsg``, the receive stamp of the last
+socket buffer the read consumed (``tcp_recv_timestamp``; on the wall clock). The kernel merges
+segments that queue up unread into one buffer and gives it the stamp of the *last* segment
+merged, so the stamp is exact only for the last bytes of a read that emptied the queue: a
+message whose last byte ends such a read was complete at that stamp, whatever the loop was
+doing. Any other message of the read (several messages queued up while the loop was busy)
+arrived somewhere between the previous read and that stamp, which the kernel cannot tell; it
+keeps the loop's own stamp and its loop-lag bound (:mod:`._socket` decides, per message).
+
+:class:`StampedStreamTransport` reads the socket itself (``loop.add_reader``, ``recvmsg``) on any
+event loop (the standard library's, uvloop), and plays the stream transport for
+:class:`._socket.WebSocketConnection`: ``write`` with a buffer and ``pause_writing`` past a high
+mark, ``write_eof``, ``pause_reading``/``resume_reading``, ``close`` once the buffer is written,
+``abort``. Only plain TCP (``ws://`` without a proxy): TLS and proxy tunnels keep the loop's own
+transport and its stamps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+logger = logging.getLogger(__name__)
+
+#: Linux's option and control message for nanosecond receive stamps (``SO_TIMESTAMPNS_OLD``,
+#: a ``struct timespec`` of two native longs); Python's socket module does not name them.
+SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@ll")
+#: one read takes at most this much; a read that fills it did not empty the queue
+READ_BYTES = 256 * 1024
+#: the most reads one readiness callback makes, so a flood cannot hold the loop
+MAX_READS_PER_WAKE = 16
+#: writes past this many buffered bytes pause the writer until the buffer drains to a quarter
+WRITE_HIGH_WATER_BYTES = 64 * 1024
+#: a kernel stamp older than this (or in the future) means the wall clock stepped: not used
+MAX_TRUSTED_AGE_NS = 10_000_000_000
+#: the trial and wall clocks are read as a pair until the pair spans at most twice this: a
+#: kernel stamp's conversion to the trial clock is off by at most this much
+CONVERSION_ERROR_NS = 10_000
+_PAIR_TRIES = 5
+
+
+class StampedStreamProtocol(Protocol):
+    """What the transport feeds: asyncio's stream-protocol callbacks, with each read's stamps."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
+
+    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int | None,
+                              since_ns: int) -> None:
+        """``data`` read at ``read_ns`` (trial clock); ``kernel_ns``: when its last byte was
+        received (trial clock), or ``None`` when the read did not empty the queue or the
+        kernel gave no stamp; ``since_ns``: the queue was empty then (a read that emptied it
+        began then), so every byte of ``data`` arrived after it."""
+
+    def eof_received(self) -> bool | None: ...
+
+    def connection_lost(self, exc: Exception | None) -> None: ...
+
+    def pause_writing(self) -> None: ...
+
+    def resume_writing(self) -> None: ...
+
+
+def kernel_stamps_available() -> bool:
+    """Whether this system's TCP sockets can give receive stamps (Linux)."""
+    return sys.platform.startswith("linux")
+
+
+def _kernel_stamp_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and \
+                len(data) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+            return seconds * 1_000_000_000 + nanoseconds
+    return None
+
+
+async def connect_stamped(host: str, port: int, protocol: StampedStreamProtocol, *,
+                          clock_ns: Callable[[], int]) -> StampedStreamTransport:
+    """Connect to ``host:port`` over TCP (each address the resolver gives, in turn) and start
+    reading with kernel stamps; raises the last connection error (``OSError``)."""
+    loop = asyncio.get_running_loop()
+    addresses = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    last: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in addresses:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, address)
+        except OSError as error:
+            sock.close()
+            last = error
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return StampedStreamTransport(sock, protocol, clock_ns=clock_ns)
+    raise last
+
+
+class StampedStreamTransport:
+    """A connected, non-blocking TCP socket read and written on the running loop (see the
+    module docstring). ``kernel_stamps`` says whether the kernel accepted the option."""
+
+    def __init__(self, sock: socket.socket, protocol: StampedStreamProtocol, *,
+                 clock_ns: Callable[[], int]):
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._protocol = protocol
+        self._clock_ns = clock_ns
+        self._loop = asyncio.get_running_loop()
+        self._buffer = bytearray()
+        # one read buffer for the connection's life: a fresh 256 KiB for every read would be
+        # allocated (and mapped) and freed again each time
+        self._view = memoryview(bytearray(READ_BYTES))
+        self._writing_paused = False
+        self._reading = True
+        self._eof_pending = False
+        self._eof = False
+        self._closing = False
+        self._lost = False
+        self._emptied_ns = clock_ns()  # the queue was empty then: before anything was sent
+        self.kernel_stamps = self._enable_kernel_stamps()
+        self._ancillary_bytes = socket.CMSG_SPACE(_TIMESPEC.size) if self.kernel_stamps else 0
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's own
+        except OSError:
+            pass
+        protocol.connection_made(self)  # type: ignore[arg-type]
+        if not self._closing:
+            self._loop.add_reader(self._fd, self._readable)
+
+    def _enable_kernel_stamps(self) -> bool:
+        try:
+            self._sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            logger.debug("no kernel receive stamps on this TCP socket: stamped when read")
+            return False
+        return True
+
+    def _clocks(self) -> tuple[int, int]:
+        """The trial clock and the wall clock at one moment, within
+        :data:`CONVERSION_ERROR_NS` (the tightest of a few paired reads)."""
+        best: tuple[int, int, int] | None = None  # (spread, trial, wall)
+        for _ in range(_PAIR_TRIES):
+            before = self._clock_ns()
+            wall = time.time_ns()
+            after = self._clock_ns()
+            if best is None or after - before < best[0]:
+                best = (after - before, (before + after) // 2, wall)
+            if after - before <= 2 * CONVERSION_ERROR_NS:
+                break
+        assert best is not None
+        return best[1], best[2]
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _readable(self) -> None:
+        for _ in range(MAX_READS_PER_WAKE):
+            began_ns = self._clock_ns()
+            try:
+                size, ancillary, _, _ = self._sock.recvmsg_into([self._view],
+                                                                self._ancillary_bytes)
+            except (BlockingIOError, InterruptedError):
+                self._emptied_ns = began_ns
+                return
+            except OSError as error:
+                self._fail(error)
+                return
+            if not size:
+                self._end_of_stream()
+                return
+            read_ns, wall_ns = self._clocks()
+            data = bytes(self._view[:size])
+            kernel_ns: int | None = None
+            emptied = size < READ_BYTES
+            stamp = _kernel_stamp_ns(ancillary) if emptied else None
+            if stamp is not None and 0 <= wall_ns - stamp <= MAX_TRUSTED_AGE_NS:
+                kernel_ns = read_ns - (wall_ns - stamp)
+            since_ns = self._emptied_ns
+            if emptied:
+                self._emptied_ns = began_ns
+            self._protocol.stamped_data_received(data, read_ns, kernel_ns, since_ns)
+            if self._closing or not self._reading or emptied:
+                return
+
+    def _end_of_stream(self) -> None:
+        self._loop.remove_reader(self._fd)
+        self._reading = False
+        self._eof = True  # nothing more to read: resume_reading leaves it so
+        if not self._protocol.eof_received():
+            self.close()
+
+    def pause_reading(self) -> None:
+        if self._reading and not self._closing:
+            self._reading = False
+            self._loop.remove_reader(self._fd)
+
+    def resume_reading(self) -> None:
+        if not self._reading and not self._closing and not self._eof:
+            self._reading = True
+            self._loop.add_reader(self._fd, self._readable)
+
+    # --- writing -------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self._closing or self._eof_pending or not data:
+            return
+        if not self._buffer:
+            try:
+                sent = self._sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as error:
+                self._fail(error)
+                return
+            data = data[sent:]
+            if not data:
+                return
+            self._loop.add_writer(self._fd, self._writable)
+        self._buffer += data
+        if not self._writing_paused and len(self._buffer) > WRITE_HIGH_WATER_BYTES:
+            self._writing_paused = True
+            self._protocol.pause_writing()
+
+    def _writable(self) -> None:
+        try:
+            sent = self._sock.send(self._buffer)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            self._fail(error)
+            return
+        del self._buffer[:sent]
+        if self._writing_paused and len(self._buffer) <= WRITE_HIGH_WATER_BYTES // 4:
+            self._writing_paused = False
+            self._protocol.resume_writing()
+        if self._buffer:
+            return
+        self._loop.remove_writer(self._fd)
+        if self._eof_pending:
+            self._shut_write()
+        if self._closing:
+            self._finish(None)
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        if self._eof_pending or self._closing:
+            return
+        self._eof_pending = True
+        if not self._buffer:
+            self._shut_write()
+
+    def _shut_write(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the peer is gone: the read side says so
+
+    # --- ending --------------------------------------------------------------------------
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """Stop reading and close once the write buffer is written."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._reading:
+            self._loop.remove_reader(self._fd)
+        if not self._buffer:
+            self._finish(None)
+
+    def abort(self) -> None:
+        """Close at once, dropping what is still to be written."""
+        self._closing = True
+        self._finish(None)
+
+    def _fail(self, error: OSError) -> None:
+        self._closing = True
+        self._finish(error)
+
+    def _finish(self, error: Exception | None) -> None:
+        if self._lost:
+            return
+        self._lost = True
+        self._loop.remove_reader(self._fd)
+        self._loop.remove_writer(self._fd)
+        self._buffer.clear()
+        self._sock.close()
+        self._loop.call_soon(self._protocol.connection_lost, error)
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        if name == "socket":
+            return self._sock
+        if name == "peername" and not self._lost:
+            return self._sock.getpeername()
+        return default

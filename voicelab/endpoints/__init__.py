@@ -13,6 +13,7 @@ from ._abilities import (
     ReportsArrivalStamps,
     ReportsCallSetup,
     ReportsProductCanSpeakFirst,
+    ReportsReceiveBacklog,
     SendsDtmf,
     abilities_of,
     declared_capabilities,

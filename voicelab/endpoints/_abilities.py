@@ -58,6 +58,18 @@ class ReportsArrivalStamps(Protocol):
 
 
 @runtime_checkable
+class ReportsReceiveBacklog(Protocol):
+    """Says how far behind its socket its receive path is: an adapter whose packets wait
+    between their arrival stamp and ``events()`` (a library's own task decrypting them, a
+    decoder) while a busy loop catches up. The simulated user cannot have heard past the
+    oldest of them: silence heard there would end a reply whose audio is still on its way."""
+
+    def oldest_waiting_ns(self) -> int | None:
+        """The arrival stamp (monotonic ns) of the oldest product packet that has arrived but
+        not yet come out of ``events()``; None when none waits."""
+
+
+@runtime_checkable
 class ReportsCallSetup(Protocol):
     """Says, once connected, how long the call took to set up on its wire (a SIP call: INVITE
     sent to 200 OK received), for ``voice-metrics.json``'s ``call_setup_ms``."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,8 @@ class WebRtcEndpoint:
         self._webrtc_id = self._settings.webrtc_id or uuid.uuid5(
             uuid.NAMESPACE_URL, f"{context.session_id}/{context.trial_index}").hex
         self._queue: asyncio.Queue[InboxItem | _Closing] = asyncio.Queue()
+        #: the arrival stamps of the packets in ``_queue``, oldest first
+        self._waiting: deque[int] = deque()
         self._inbound = InboundAudio()
         self._line: CallerLine | None = None
         self._peer: Peer | None = None
@@ -135,7 +138,7 @@ class WebRtcEndpoint:
         self._line = CallerLine(clock_ns=context.clock_ns)
         self._line.warm_up()
         OpusLineDecoder.warm_up()
-        self._peer = Peer(settings, self._line, enqueue=self._queue.put_nowait,
+        self._peer = Peer(settings, self._line, enqueue=self._enqueue,
                           clock_ns=context.clock_ns)
         self._signalling = Signalling(settings, scrubber=self._scrubber,
                                       webrtc_id=self._webrtc_id,
@@ -189,6 +192,23 @@ class WebRtcEndpoint:
 
     # --- receiving -------------------------------------------------------------------------
 
+    def _enqueue(self, item: InboxItem) -> None:
+        if isinstance(item, ArrivedPacket):
+            self._waiting.append(item.arrival_ns)
+        self._queue.put_nowait(item)
+
+    def oldest_waiting_ns(self) -> int | None:
+        """The arrival stamp of the oldest product packet not yet out of :meth:`events`: in
+        this adapter's queue, or read from the socket but not yet decrypted by aiortc (its
+        task falls behind its socket on a busy loop; None: nothing waits). The runner hears
+        nothing past it (``ReportsReceiveBacklog``)."""
+        if self._events_finished:
+            return None
+        pending = self._peer.stamps.oldest_pending_ns() if self._peer is not None else None
+        if self._waiting and (pending is None or self._waiting[0] < pending):
+            return self._waiting[0]
+        return pending
+
     async def events(self) -> AsyncIterator[EndpointEvent]:
         """Normalized events in arrival order; the last one is ``closed``. One consumer only."""
         from ._peer import ConnectionState, DataMessage, Problem
@@ -196,6 +216,8 @@ class WebRtcEndpoint:
         while not self._events_finished:
             item = await self._next_item()
             if isinstance(item, ArrivedPacket):
+                if self._waiting:
+                    self._waiting.popleft()
                 self._last_rtp_ns = item.arrival_ns
                 self._most_behind_ns = max(self._most_behind_ns,
                                            self._context.clock_ns() - item.arrival_ns)

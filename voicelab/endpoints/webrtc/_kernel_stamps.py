@@ -54,6 +54,10 @@ TESTED_VERSIONS = {"aiortc": ("1.16",), "aioice": ("0.13",)}
 #: forgotten would be stamped when that task got to it. 8192 is 160 s of audio at 50 packets a
 #: second, about 1 MB a call at most; a flood's excess is forgotten oldest first
 MAX_PENDING = 8192
+#: a datagram read this long ago that aiortc never handed on (and none read after it either)
+#: is not on its way: refused by SRTP or not this track's. A real backlog clears long before:
+#: aiortc hands on every datagram it has in one step of its task
+MAX_PENDING_AGE_NS = 10_000_000_000
 #: an age outside [0, this] means the wall clock stepped between the reads: not trusted
 MAX_TRUSTED_AGE_NS = 10_000_000_000
 #: the pair of clock reads is retried until it takes at most twice this (the conversion error)
@@ -100,7 +104,9 @@ class KernelStamps:
 
     def __init__(self, *, clock_ns: Callable[[], int]):
         self._clock_ns = clock_ns
-        self._pending: OrderedDict[tuple[int, int], int] = OrderedDict()
+        #: (stamp, read number) of RTP datagrams read but not yet tapped, in the order read
+        self._pending: OrderedDict[tuple[int, int], tuple[int, int]] = OrderedDict()
+        self._reads = 0
         self.watching = 0
         self.taken = 0
         #: packets the kernel gave no stamp for: stamped when their datagram was read
@@ -140,7 +146,8 @@ class KernelStamps:
                 stamp = self._stamp_ns(fd)
                 if stamp is None:
                     self.read_stamped += 1
-                self._pending[key] = read_ns if stamp is None else stamp
+                self._reads += 1
+                self._pending[key] = (read_ns if stamp is None else stamp, self._reads)
                 if len(self._pending) > MAX_PENDING:
                     self._pending.popitem(last=False)
             original(data, addr)
@@ -171,13 +178,34 @@ class KernelStamps:
         return best[1], best[2]
 
     def take(self, ssrc: int, sequence: int) -> int | None:
-        """The kernel stamp of the packet with this key (once), or None: stamp it now."""
-        stamp = self._pending.pop((ssrc, sequence), None)
-        if stamp is None:
+        """The kernel stamp of the packet with this key (once), or None: stamp it now.
+
+        aiortc hands packets on in the order their datagrams were read, so the datagrams read
+        before this one and still pending never reach the tap (SRTP refused them, or they
+        were not this track's): they are forgotten, and :meth:`oldest_pending_ns` is what
+        is really still on its way."""
+        pending = self._pending.pop((ssrc, sequence), None)
+        if pending is None:
             self.loop_stamped += 1
-        else:
-            self.taken += 1
+            return None
+        self.taken += 1
+        stamp, read = pending
+        while self._pending and next(iter(self._pending.values()))[1] < read:
+            self._pending.popitem(last=False)
         return stamp
+
+    def oldest_pending_ns(self) -> int | None:
+        """The stamp of the oldest RTP datagram read from the socket that aiortc has not yet
+        decrypted and handed to the tap (None: none). One pending for longer than
+        :data:`MAX_PENDING_AGE_NS` with nothing read after it taken is taken to be refused
+        (the product's last datagrams, a hostile one's garbage), and forgotten."""
+        pending = self._pending
+        if not pending:
+            return None
+        stale_ns = self._clock_ns() - MAX_PENDING_AGE_NS
+        while pending and next(iter(pending.values()))[0] < stale_ns:
+            pending.popitem(last=False)
+        return next(iter(pending.values()))[0] if pending else None
 
 
 def _start_stamping(sock: socket.socket) -> bool:

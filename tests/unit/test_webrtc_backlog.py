@@ -180,3 +180,40 @@ def test_another_aiortc_version_is_reported_as_loop_stamps_by_the_call(monkeypat
 
     source, reported, _ = asyncio.run(offered())
     assert source == "loop" and reported == "loop"
+
+
+def test_the_users_audio_is_stamped_when_it_left_not_when_a_busy_loop_handed_it_over():
+    """The line's packet leaves in the sender's step, which a loop busy elsewhere runs late:
+    the stamp ``send_audio`` reports is that departure (the sender's own clock reading as it
+    sends), not the hand-over before the stall."""
+    import time
+
+    from voicelab.endpoints.webrtc._line import CallerLine
+    from voicelab.endpoints.webrtc._opus import FRAME_SAMPLES
+
+    async def scenario() -> tuple[int, int | None, list[tuple[bytes, int]]]:
+        clock = time.perf_counter_ns
+        line = CallerLine(clock_ns=clock)
+        sent: list[tuple[bytes, int]] = []
+
+        async def sender() -> None:  # aiortc's sender: takes a packet and sends it at once
+            while True:
+                payload, _ = await line.next_packet()
+                sent.append((payload, clock()))
+
+        task = asyncio.create_task(sender())
+        await asyncio.sleep(0.1)  # the line idles: silence packets
+        tone = (8000 * np.sin(np.arange(FRAME_SAMPLES) * 0.3)).astype(np.int16)
+        handed_ns = clock()
+        departure = line.queue_audio(tone)
+        time.sleep(0.2)  # the loop is busy elsewhere before the sender's next step
+        assert departure is not None
+        stamp = await departure
+        line.stop()
+        task.cancel()
+        return handed_ns, stamp, sent
+
+    handed_ns, stamp, sent = asyncio.run(scenario())
+    assert stamp is not None and stamp - handed_ns >= 200 * MS  # after the stall
+    departures = [at for _, at in sent if at >= stamp]
+    assert departures and departures[0] - stamp < 2 * MS  # the sender's own reading

@@ -12,6 +12,7 @@ from ._abilities import (
     LineChunkSettings,
     ReportsArrivalStamps,
     ReportsCallSetup,
+    ReportsDeparture,
     ReportsProductCanSpeakFirst,
     ReportsReceiveBacklog,
     SendsDtmf,

@@ -70,6 +70,17 @@ class ReportsReceiveBacklog(Protocol):
 
 
 @runtime_checkable
+class ReportsDeparture(Protocol):
+    """Says when the audio last handed to ``send_audio`` really left: an adapter that hands
+    its audio to a library's own sending task, which a busy loop runs an iteration or more
+    later. The live line stamps its frames (and the user's speech moments) with it."""
+
+    def last_departure_ns(self) -> int | None:
+        """The monotonic stamp (ns) when the first sample of the audio last handed to
+        ``send_audio`` left, or None when not known (then it is taken as sent on return)."""
+
+
+@runtime_checkable
 class ReportsCallSetup(Protocol):
     """Says, once connected, how long the call took to set up on its wire (a SIP call: INVITE
     sent to 200 OK received), for ``voice-metrics.json``'s ``call_setup_ms``."""

@@ -53,6 +53,9 @@ PURPOSE = "endpoint adapter 'webrtc'"
 #: a product whose track is silent still sends RTCP reports (aiortc: every 0.5-1.5 s) and
 #: answers consent checks; nothing at all for this long means its transport is gone
 TRANSPORT_SILENT_NS = 3_000_000_000
+#: the longest :meth:`WebRtcEndpoint.send_audio` waits for its audio's first packet to leave
+#: (aiortc's sender stopped: the call is failing, and says so by its own events)
+DEPARTURE_WAIT_SECONDS = 1.0
 
 
 class _Closing:
@@ -93,6 +96,7 @@ class WebRtcEndpoint:
         #: stale the audio the conversation took turns on was, at worst
         self._most_behind_ns = 0
         self._events_finished = False
+        self._departed_ns: int | None = None
         #: what names the call at the product (pc_id, WHIP location, webrtc_id)
         self._session: str | None = None
 
@@ -170,9 +174,12 @@ class WebRtcEndpoint:
     # --- sending ---------------------------------------------------------------------------
 
     async def send_audio(self, audio: PcmAudio) -> None:
-        """Queue ``audio`` (canonical PCM) as 20 ms Opus packets sent in real time; never
-        sleeps. After the product hung up the audio is dropped; on a broken call, raises
-        :class:`EndpointError` (``connection_closed``)."""
+        """Queue ``audio`` (canonical PCM) as 20 ms Opus packets sent in real time, and return
+        once the first of them has left (at its due time; at most
+        :data:`DEPARTURE_WAIT_SECONDS`): the line's moments are stamped when the user's audio
+        really left, not when a busy loop handed it over (its sender's step may come an
+        event-loop iteration later). After the product hung up the audio is dropped; on a
+        broken call, raises :class:`EndpointError` (``connection_closed``)."""
         expected = self._context.audio_format.sample_rate_hz
         if audio.sample_rate_hz != expected:
             raise ValueError(f"send_audio needs {expected} Hz PCM, got {audio.sample_rate_hz} Hz")
@@ -180,7 +187,19 @@ class WebRtcEndpoint:
             return
         if self._state != "open" or self._line is None:
             raise EndpointError("the call with the product is closed", code="connection_closed")
-        self._line.queue_audio(audio.samples)
+        self._departed_ns = None
+        departure = self._line.queue_audio(audio.samples)
+        if departure is not None:
+            try:
+                self._departed_ns = await asyncio.wait_for(departure, DEPARTURE_WAIT_SECONDS)
+            except TimeoutError:
+                logger.debug("a packet of the line did not leave within %g s",
+                             DEPARTURE_WAIT_SECONDS)
+
+    def last_departure_ns(self) -> int | None:
+        """When the first packet of the audio last handed to :meth:`send_audio` left (the
+        sender took it and sent it in that step; ``ReportsDeparture``), or None."""
+        return self._departed_ns
 
     async def commit_turn(self) -> None:
         """Never called in ``server_vad`` mode (the product detects turns); does nothing."""

@@ -8,6 +8,7 @@ saying so."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -100,6 +101,7 @@ def test_the_stamps_say_what_was_read_and_not_yet_tapped_and_forget_what_never_c
     import socket
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
 
     class Transport:
         def get_extra_info(self, name: str) -> object:
@@ -123,6 +125,15 @@ def test_the_stamps_say_what_was_read_and_not_yet_tapped_and_forget_what_never_c
     assert stamps.oldest_pending_ns() == 65 * MS
     now[0] += MAX_PENDING_AGE_NS + MS
     assert stamps.oldest_pending_ns() is None  # sequence 3 never came: not waited for
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as product:
+        product.sendto(_rtp(4), sock.getsockname())  # in the socket, not yet read by the loop
+        for _ in range(100):
+            if stamps.oldest_pending_ns() is not None:
+                break
+            time.sleep(0.001)
+        assert stamps.oldest_pending_ns() == 65 * MS  # it came after the last datagram read
+        sock.recv(2048)
+        assert stamps.oldest_pending_ns() is None
     sock.close()
 
 

@@ -31,6 +31,7 @@ import fcntl
 import logging
 import socket
 import struct
+import termios
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -45,6 +46,7 @@ logger = logging.getLogger(__name__)
 #: timespec`` of two native longs); Python's modules do not name it
 SIOCGSTAMPNS = 0x8907
 _TIMESPEC = struct.Struct("@ll")
+_INT = struct.Struct("@i")
 _RTP_HEADER = struct.Struct("!BBHII")  # flags, marker+type, sequence, timestamp, SSRC
 #: the versions whose private names :func:`ice_protocols` reads (pinned by a unit test)
 TESTED_VERSIONS = {"aiortc": ("1.16",), "aioice": ("0.13",)}
@@ -107,6 +109,9 @@ class KernelStamps:
         #: (stamp, read number) of RTP datagrams read but not yet tapped, in the order read
         self._pending: OrderedDict[tuple[int, int], tuple[int, int]] = OrderedDict()
         self._reads = 0
+        #: the stamp of the last RTP datagram read, and the sockets watched
+        self._last_stamp_ns: int | None = None
+        self._fds: list[int] = []
         self.watching = 0
         self.taken = 0
         #: packets the kernel gave no stamp for: stamped when their datagram was read
@@ -132,6 +137,7 @@ class KernelStamps:
                 continue
             protocol.datagram_received = self._stamping(  # type: ignore[method-assign,assignment]
                 protocol.datagram_received, sock.fileno())
+            self._fds.append(sock.fileno())
             self.watching += 1
         if protocols and not self.watching:
             logger.debug("no kernel receive stamps here: arrivals are stamped when read")
@@ -147,7 +153,8 @@ class KernelStamps:
                 if stamp is None:
                     self.read_stamped += 1
                 self._reads += 1
-                self._pending[key] = (read_ns if stamp is None else stamp, self._reads)
+                self._last_stamp_ns = read_ns if stamp is None else stamp
+                self._pending[key] = (self._last_stamp_ns, self._reads)
                 if len(self._pending) > MAX_PENDING:
                     self._pending.popitem(last=False)
             original(data, addr)
@@ -200,12 +207,27 @@ class KernelStamps:
         :data:`MAX_PENDING_AGE_NS` with nothing read after it taken is taken to be refused
         (the product's last datagrams, a hostile one's garbage), and forgotten."""
         pending = self._pending
-        if not pending:
-            return None
-        stale_ns = self._clock_ns() - MAX_PENDING_AGE_NS
-        while pending and next(iter(pending.values()))[0] < stale_ns:
-            pending.popitem(last=False)
-        return next(iter(pending.values()))[0] if pending else None
+        if pending:
+            stale_ns = self._clock_ns() - MAX_PENDING_AGE_NS
+            while pending and next(iter(pending.values()))[0] < stale_ns:
+                pending.popitem(last=False)
+        oldest = next(iter(pending.values()))[0] if pending else None
+        if self._last_stamp_ns is not None and self._unread():
+            # datagrams still in a socket (the loop reads a few per iteration) came after the
+            # last one read
+            return self._last_stamp_ns if oldest is None else min(oldest, self._last_stamp_ns)
+        return oldest
+
+    def _unread(self) -> bool:
+        """Whether a watched socket holds a datagram the loop has not read yet."""
+        for fd in self._fds:
+            try:
+                waiting, = _INT.unpack(fcntl.ioctl(fd, termios.FIONREAD, bytes(_INT.size)))
+            except OSError:
+                continue
+            if waiting > 0:
+                return True
+        return False
 
 
 def _start_stamping(sock: socket.socket) -> bool:

@@ -228,3 +228,16 @@ def test_the_users_audio_is_stamped_when_it_left_not_when_a_busy_loop_handed_it_
     assert stamp is not None and stamp - handed_ns >= 200 * MS  # after the stall
     departures = [at for _, at in sent if at >= stamp]
     assert departures and departures[0] - stamp < 2 * MS  # the sender's own reading
+
+
+def test_the_bot_double_encodes_every_line_it_may_say_before_its_first_call():
+    """Encoding a reply mid-call blocked the double's loop as its first call began replying:
+    every other call's reply then stalled right after its first packet."""
+    from voicelab.doubles.webrtc import WebRtcBot
+
+    async def started() -> set[str]:
+        async with WebRtcBot({"greeting": "Hi.", "reply_text": "Sure.",
+                              "replies": ["One.", "Two."]}) as bot:
+            return set(bot._voices)
+
+    assert asyncio.run(started()) == {"Hi.", "Sure.", "One.", "Two."}

@@ -241,3 +241,32 @@ def test_the_bot_double_encodes_every_line_it_may_say_before_its_first_call():
             return set(bot._voices)
 
     assert asyncio.run(started()) == {"Hi.", "Sure.", "One.", "Two."}
+
+
+def test_a_line_cancelled_as_its_packet_leaves_is_cancelled():
+    """The runner cancels its line's task at hang-up; if the packet ``send_audio`` waits for
+    leaves in the same step, the cancellation must still end the task (Python 3.11's
+    ``wait_for`` returned the result instead, and the line's stop() waited forever)."""
+    from voicelab.audio import PcmAudio
+    from voicelab.endpoints import EndpointContext
+    from voicelab.endpoints.webrtc import WebRtcEndpoint
+    from voicelab.endpoints.webrtc._line import CallerLine
+    from voicelab.endpoints.webrtc._opus import FRAME_SAMPLES
+
+    async def scenario() -> bool:
+        adapter = WebRtcEndpoint({"url": "http://127.0.0.1:9"},
+                                 EndpointContext(session_id="cancelled"))
+        line = CallerLine(clock_ns=time.perf_counter_ns)
+        adapter._line, adapter._state = line, "open"  # as connect() leaves them
+        tone = (8000 * np.sin(np.arange(FRAME_SAMPLES) * 0.3)).astype(np.int16)
+        task = asyncio.create_task(adapter.send_audio(PcmAudio(tone)))
+        await asyncio.sleep(0)  # it waits for its packet to leave
+        await line.next_packet()  # the sender takes it...
+        task.cancel()  # ...as the runner hangs up
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert asyncio.run(scenario())

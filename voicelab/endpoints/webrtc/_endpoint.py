@@ -190,9 +190,13 @@ class WebRtcEndpoint:
         self._departed_ns = None
         departure = self._line.queue_audio(audio.samples)
         if departure is not None:
-            try:
-                self._departed_ns = await asyncio.wait_for(departure, DEPARTURE_WAIT_SECONDS)
-            except TimeoutError:
+            # asyncio.wait, not wait_for: Python 3.11's wait_for loses a cancellation that
+            # comes as the future completes, and the runner's line task, cancelled at hang-up,
+            # then ran on and its stop() waited forever (seen at 20 calls on a loaded machine)
+            done, _ = await asyncio.wait({departure}, timeout=DEPARTURE_WAIT_SECONDS)
+            if done:
+                self._departed_ns = departure.result()
+            else:
                 logger.debug("a packet of the line did not leave within %g s",
                              DEPARTURE_WAIT_SECONDS)
 

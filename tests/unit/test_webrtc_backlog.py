@@ -220,6 +220,8 @@ def test_the_users_audio_is_stamped_when_it_left_not_when_a_busy_loop_handed_it_
         time.sleep(0.2)  # the loop is busy elsewhere before the sender's next step
         assert departure is not None
         stamp = await departure
+        # the line is behind now (the stall): its audio goes out at once, not waited for
+        assert line.queue_audio(tone) is None and line.stamped_at_handover == 1
         line.stop()
         task.cancel()
         return handed_ns, stamp, sent

@@ -47,6 +47,9 @@ class CallerLine:
         self.silence_sent = 0
         self.most_late_ms = 0.0
         self.last_sent_ns: int | None = None
+        #: audio handed over while the line was behind: its moments are stamped when handed
+        #: over, not when they left (see :meth:`queue_audio`)
+        self.stamped_at_handover = 0
         self.stopped = False
 
     def warm_up(self) -> None:
@@ -55,17 +58,24 @@ class CallerLine:
 
     def queue_audio(self, samples: np.ndarray) -> asyncio.Future[int | None] | None:
         """The next stretch of the line (canonical PCM); a remainder under a frame waits.
-        Returns what resolves to the departure stamp of the first packet it completed (None:
-        it completed none; resolved with None when the line stops first)."""
+
+        Returns what resolves to the departure stamp of the first packet it completed, when
+        the line is on time (nothing else queued, the packet due within a frame): waiting for
+        it costs the caller an event-loop iteration. A line that is behind is not waited for
+        (it catches up at once, as many packets in one step as are due) and returns None, as
+        when no packet was completed; those packets are counted (``stamped_at_handover``).
+        Resolved with None when the line stops first."""
         now = self._clock_ns()
         if self._next_frame_ns < now - CATCH_UP_NS:
             self._next_frame_ns = now
+        on_time = not self._queue and self._next_frame_ns >= now - FRAME_NS
         first: asyncio.Future[int | None] | None = None
         for packet in self._encoder.push(samples):
-            if first is None:
+            if first is None and on_time:
                 first = asyncio.get_running_loop().create_future()
                 self._queue.append((self._next_frame_ns, packet, first))
             else:
+                self.stamped_at_handover += first is None
                 self._queue.append((self._next_frame_ns, packet, None))
             self._next_frame_ns += FRAME_NS
         self._queued.set()
@@ -121,4 +131,5 @@ class CallerLine:
     def facts(self) -> dict[str, JsonValue]:
         return {"packets_sent": self.packets_sent, "silence_packets": self.silence_sent,
                 "silence_frames_reused": self._encoder.frames_reused,
+                "stamped_at_handover": self.stamped_at_handover,
                 "most_late_ms": round(self.most_late_ms, 3)}

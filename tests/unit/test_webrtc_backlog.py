@@ -68,6 +68,8 @@ def _listen_through_a_stall(*, backlog_known: bool) -> tuple[HeardSpeech, bool, 
         if tick_ms < DELIVERED_AT_MS:
             heard_before |= heard.spoke_after(0)
             over_before |= heard.reply_over(0)
+            if backlog_known and tick_ms >= GREETING_AT_MS:  # no silence counted past it
+                assert heard.heard_until_ns == GREETING_AT_MS * MS
     return heard, heard_before, over_before
 
 

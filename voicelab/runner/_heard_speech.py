@@ -56,13 +56,16 @@ class HeardSpeech:
         #: (a busy loop delivering a whole greeting late, all of it in the past, was never
         #: heard; one delivering it in bursts had its gaps heard as the reply's end)
         self.backlog: Callable[[], int | None] | None = None
+        #: the listener time heard up to at the last :meth:`listen_until` (earlier than asked
+        #: while a backlog waits): how long the product has been heard to say nothing
+        self.heard_until_ns = 0
 
     def listen_until(self, listener_ns: int) -> None:
         """Feed everything heard up to ``listener_ns`` (silence where nothing plays): the
         product's sound up to the path delay before it."""
         line = self.to_user_line
-        target = ns_to_samples(self._delivered_until(listener_ns)) \
-            - (line.delay_samples if line else 0)
+        self.heard_until_ns = self._delivered_until(listener_ns)
+        target = ns_to_samples(self.heard_until_ns) - (line.delay_samples if line else 0)
         heard = self.recording.timeline.heard
         stream = self.recording.streams[PRODUCT]
         while self._next_chunk < len(heard) and heard[self._next_chunk].start < target:

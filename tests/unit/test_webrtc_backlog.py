@@ -274,3 +274,36 @@ def test_a_line_cancelled_as_its_packet_leaves_is_cancelled():
         return False
 
     assert asyncio.run(scenario())
+
+
+def test_a_deep_backlog_that_keeps_moving_is_never_forgotten():
+    """Beside two busy processes the evaluator fell 12 s behind its sockets: datagrams read
+    more than :data:`MAX_PENDING_AGE_NS` ago are still on their way while aiortc keeps handing
+    the ones before them on."""
+    import socket
+
+    now = [0]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    class Transport:
+        def get_extra_info(self, name: str) -> object:
+            return sock
+
+    class Stun:
+        transport = Transport()
+
+        def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+            pass
+
+    stamps = KernelStamps(clock_ns=lambda: now[0])
+    protocol = Stun()
+    stamps.watch([protocol])  # type: ignore[list-item]
+    for sequence in range(1, 801):  # 16 s of packets read as they came
+        now[0] = sequence * 20 * MS
+        protocol.datagram_received(_rtp(sequence), ("127.0.0.1", 9))
+    for sequence in range(1, 200):  # aiortc hands them on 12 s behind, still going
+        now[0] += MS
+        assert stamps.take(77, sequence) == sequence * 20 * MS
+    assert now[0] - stamps.oldest_pending_ns() > MAX_PENDING_AGE_NS  # type: ignore[operator]
+    assert stamps.oldest_pending_ns() == 200 * 20 * MS
+    sock.close()

@@ -76,6 +76,29 @@ class ReportsArrivalStamps(Protocol):
 
 
 @runtime_checkable
+class ReportsReceiveBacklog(Protocol):
+    """Says how far behind its socket its receive path is: an adapter whose packets wait
+    between their arrival stamp and ``events()`` (a library's own task decrypting them, a
+    decoder) while a busy loop catches up. The simulated user cannot have heard past the
+    oldest of them: silence heard there would end a reply whose audio is still on its way."""
+
+    def oldest_waiting_ns(self) -> int | None:
+        """The arrival stamp (monotonic ns) of the oldest product packet that has arrived but
+        not yet come out of ``events()``; None when none waits."""
+
+
+@runtime_checkable
+class ReportsDeparture(Protocol):
+    """Says when the audio last handed to ``send_audio`` really left: an adapter that hands
+    its audio to a library's own sending task, which a busy loop runs an iteration or more
+    later. The live line stamps its frames (and the user's speech moments) with it."""
+
+    def last_departure_ns(self) -> int | None:
+        """The monotonic stamp (ns) when the first sample of the audio last handed to
+        ``send_audio`` left, or None when not known (then it is taken as sent on return)."""
+
+
+@runtime_checkable
 class ReportsCallSetup(Protocol):
     """Says, once connected, how long the call took to set up on its wire (a SIP call: INVITE
     sent to 200 OK received), for ``voice-metrics.json``'s ``call_setup_ms``."""

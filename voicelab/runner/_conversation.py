@@ -43,6 +43,7 @@ from ..endpoints import (
     EndpointError,
     ReportsArrivalStamps,
     ReportsCallSetup,
+    ReportsReceiveBacklog,
     abilities_of,
 )
 from ..errors import ExecutionError
@@ -211,6 +212,8 @@ class Conversation:
             recording, hangover_ms=self.listener.reply_end_hangover_ms,
             to_user_line=self.to_user_line) \
             if self.listening or self.to_user_line is not None else None
+        if self.heard_speech is not None and isinstance(endpoint, ReportsReceiveBacklog):
+            self.heard_speech.backlog = endpoint.oldest_waiting_ns
         self.intake = Intake(recording, flood_limit=flood_limit, listening=self.listening,
                              max_time_ns=self.max_time_ns)
         self.user_turns = 0

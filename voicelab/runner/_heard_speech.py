@@ -49,12 +49,23 @@ class HeardSpeech:
         #: it fills (one copy a second, not one a feed)
         self._buffer = np.zeros(2 * RECENT_SAMPLES, dtype=np.int16)
         self._kept = 0
+        #: the arrival stamp (monotonic ns) of the oldest product packet the adapter holds but
+        #: has not delivered yet (None: none waits), for an adapter that says so
+        #: (``ReportsReceiveBacklog``). Nothing is heard from there on until it is recorded: its
+        #: audio is placed at its arrival, and silence already heard in its place would hide it
+        #: (a busy loop delivering a whole greeting late, all of it in the past, was never
+        #: heard; one delivering it in bursts had its gaps heard as the reply's end)
+        self.backlog: Callable[[], int | None] | None = None
+        #: the listener time heard up to at the last :meth:`listen_until` (earlier than asked
+        #: while a backlog waits): how long the product has been heard to say nothing
+        self.heard_until_ns = 0
 
     def listen_until(self, listener_ns: int) -> None:
         """Feed everything heard up to ``listener_ns`` (silence where nothing plays): the
         product's sound up to the path delay before it."""
         line = self.to_user_line
-        target = ns_to_samples(listener_ns) - (line.delay_samples if line else 0)
+        self.heard_until_ns = self._delivered_until(listener_ns)
+        target = ns_to_samples(self.heard_until_ns) - (line.delay_samples if line else 0)
         heard = self.recording.timeline.heard
         stream = self.recording.streams[PRODUCT]
         while self._next_chunk < len(heard) and heard[self._next_chunk].start < target:
@@ -73,6 +84,15 @@ class HeardSpeech:
             self._next_chunk += 1
         if target > self.position:
             self._feed(np.zeros(target - self.position, dtype=np.int16))
+
+    def _delivered_until(self, listener_ns: int) -> int:
+        """``listener_ns``, or earlier: where the adapter's oldest undelivered packet plays."""
+        waiting = self.backlog() if self.backlog is not None else None
+        if waiting is None:
+            return listener_ns
+        recording = self.recording
+        plays_ns = recording.offset_of(waiting) + recording.shift_ns - recording.timeline.lead_ns
+        return min(listener_ns, plays_ns)
 
     def _feed(self, samples: np.ndarray, turn_id: str | None = None) -> None:
         if not samples.shape[0]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..audio import CANONICAL_SAMPLE_RATE_HZ, PcmAudio, PreparedEnvironment, add_echo, mix
-from ..endpoints import ConversationEndpoint, EndpointError
+from ..endpoints import ConversationEndpoint, EndpointError, ReportsDeparture
 from ..recording import EventType, ExpectsResponse, Recording, UserAudio
 from ._channel import ToProductLine
 from ._probes import LineEcho, ProbeMark
@@ -71,6 +71,10 @@ class UserLine:
         self.frame_ns = self.frame_samples * 1_000_000_000 // _RATE
         self.on_failure = on_failure
         self.on_speech_ended = on_speech_ended
+        #: when the audio last sent really left, for an adapter that knows (a frame and the
+        #: speech moments in it are stamped then); else a frame is stamped as handed over
+        self._departure: Callable[[], int | None] | None = endpoint.last_departure_ns \
+            if isinstance(endpoint, ReportsDeparture) else None
         self._queue: deque[Utterance] = deque()
         self._current: Utterance | None = None
         self._position = 0  # samples into the current utterance
@@ -172,7 +176,8 @@ class UserLine:
                 index = self.frames_sent
                 if self.product_line is None:
                     await self.endpoint.send_audio(frame)
-                    said_ns = clock()
+                    departed = self._departure() if self._departure is not None else None
+                    said_ns = clock() if departed is None else departed
                     self._record(frame, utterance.turn_id if utterance else None, said_ns,
                                  index)
                 else:

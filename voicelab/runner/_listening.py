@@ -343,8 +343,10 @@ class ServerVadConversation(Conversation):
             if response is not None and response.completed and speech_onset is not None \
                     and self.recording.timeline.cursor_ns <= now:
                 return  # the wire says the reply is done and all of it has played
-            if speech_onset is None and \
-                    now - since_ns >= self.response_timeout_seconds * 1e9:
+            # silent for the timeout as far as the product's audio has been delivered (an
+            # evaluator behind its socket has not heard the reply waiting there yet)
+            if speech_onset is None and heard_speech.heard_until_ns - since_ns \
+                    >= self.response_timeout_seconds * 1e9:
                 raise ConversationEnded("no_response", self._no_speech(turn_id))
             wait = LISTEN_TICK_SECONDS
             if barge is not None and due_ns is not None:  # wake when it is time to queue it

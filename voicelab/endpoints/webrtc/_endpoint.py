@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,9 @@ PURPOSE = "endpoint adapter 'webrtc'"
 #: a product whose track is silent still sends RTCP reports (aiortc: every 0.5-1.5 s) and
 #: answers consent checks; nothing at all for this long means its transport is gone
 TRANSPORT_SILENT_NS = 3_000_000_000
+#: the longest :meth:`WebRtcEndpoint.send_audio` waits for its audio's first packet to leave
+#: (aiortc's sender stopped: the call is failing, and says so by its own events)
+DEPARTURE_WAIT_SECONDS = 1.0
 
 
 class _Closing:
@@ -84,6 +88,8 @@ class WebRtcEndpoint:
         self._webrtc_id = self._settings.webrtc_id or uuid.uuid5(
             uuid.NAMESPACE_URL, f"{context.session_id}/{context.trial_index}").hex
         self._queue: asyncio.Queue[InboxItem | _Closing] = asyncio.Queue()
+        #: the arrival stamps of the packets in ``_queue``, oldest first
+        self._waiting: deque[int] = deque()
         self._inbound = InboundAudio()
         self._line: CallerLine | None = None
         self._peer: Peer | None = None
@@ -94,6 +100,7 @@ class WebRtcEndpoint:
         #: stale the audio the conversation took turns on was, at worst
         self._most_behind_ns = 0
         self._events_finished = False
+        self._departed_ns: int | None = None
         #: what names the call at the product (pc_id, WHIP location, webrtc_id)
         self._session: str | None = None
 
@@ -139,7 +146,7 @@ class WebRtcEndpoint:
         self._line = CallerLine(clock_ns=context.clock_ns)
         self._line.warm_up()
         OpusLineDecoder.warm_up()
-        self._peer = Peer(settings, self._line, enqueue=self._queue.put_nowait,
+        self._peer = Peer(settings, self._line, enqueue=self._enqueue,
                           clock_ns=context.clock_ns)
         self._signalling = Signalling(settings, scrubber=self._scrubber,
                                       webrtc_id=self._webrtc_id,
@@ -171,9 +178,12 @@ class WebRtcEndpoint:
     # --- sending ---------------------------------------------------------------------------
 
     async def send_audio(self, audio: PcmAudio) -> None:
-        """Queue ``audio`` (canonical PCM) as 20 ms Opus packets sent in real time; never
-        sleeps. After the product hung up the audio is dropped; on a broken call, raises
-        :class:`EndpointError` (``connection_closed``)."""
+        """Queue ``audio`` (canonical PCM) as 20 ms Opus packets sent in real time, and return
+        once the first of them has left (at its due time; at most
+        :data:`DEPARTURE_WAIT_SECONDS`): the line's moments are stamped when the user's audio
+        really left, not when a busy loop handed it over (its sender's step may come an
+        event-loop iteration later). After the product hung up the audio is dropped; on a
+        broken call, raises :class:`EndpointError` (``connection_closed``)."""
         expected = self._context.audio_format.sample_rate_hz
         if audio.sample_rate_hz != expected:
             raise ValueError(f"send_audio needs {expected} Hz PCM, got {audio.sample_rate_hz} Hz")
@@ -181,7 +191,23 @@ class WebRtcEndpoint:
             return
         if self._state != "open" or self._line is None:
             raise EndpointError("the call with the product is closed", code="connection_closed")
-        self._line.queue_audio(audio.samples)
+        self._departed_ns = None
+        departure = self._line.queue_audio(audio.samples)
+        if departure is not None:
+            # asyncio.wait, not wait_for: Python 3.11's wait_for loses a cancellation that
+            # comes as the future completes, and the runner's line task, cancelled at hang-up,
+            # then ran on and its stop() waited forever (seen at 20 calls on a loaded machine)
+            done, _ = await asyncio.wait({departure}, timeout=DEPARTURE_WAIT_SECONDS)
+            if done:
+                self._departed_ns = departure.result()
+            else:
+                logger.debug("a packet of the line did not leave within %g s",
+                             DEPARTURE_WAIT_SECONDS)
+
+    def last_departure_ns(self) -> int | None:
+        """When the first packet of the audio last handed to :meth:`send_audio` left (the
+        sender took it and sent it in that step; ``ReportsDeparture``), or None."""
+        return self._departed_ns
 
     async def commit_turn(self) -> None:
         """Never called in ``server_vad`` mode (the product detects turns); does nothing."""
@@ -193,6 +219,23 @@ class WebRtcEndpoint:
 
     # --- receiving -------------------------------------------------------------------------
 
+    def _enqueue(self, item: InboxItem) -> None:
+        if isinstance(item, ArrivedPacket):
+            self._waiting.append(item.arrival_ns)
+        self._queue.put_nowait(item)
+
+    def oldest_waiting_ns(self) -> int | None:
+        """The arrival stamp of the oldest product packet not yet out of :meth:`events`: in
+        this adapter's queue, or read from the socket but not yet decrypted by aiortc (its
+        task falls behind its socket on a busy loop; None: nothing waits). The runner hears
+        nothing past it (``ReportsReceiveBacklog``)."""
+        if self._events_finished:
+            return None
+        pending = self._peer.stamps.oldest_pending_ns() if self._peer is not None else None
+        if self._waiting and (pending is None or self._waiting[0] < pending):
+            return self._waiting[0]
+        return pending
+
     async def events(self) -> AsyncIterator[EndpointEvent]:
         """Normalized events in arrival order; the last one is ``closed``. One consumer only."""
         from ._peer import ConnectionState, DataMessage, Problem
@@ -200,6 +243,8 @@ class WebRtcEndpoint:
         while not self._events_finished:
             item = await self._next_item()
             if isinstance(item, ArrivedPacket):
+                if self._waiting:
+                    self._waiting.popleft()
                 self._last_rtp_ns = item.arrival_ns
                 self._most_behind_ns = max(self._most_behind_ns,
                                            self._context.clock_ns() - item.arrival_ns)

@@ -31,6 +31,7 @@ import fcntl
 import logging
 import socket
 import struct
+import termios
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -45,6 +46,7 @@ logger = logging.getLogger(__name__)
 #: timespec`` of two native longs); Python's modules do not name it
 SIOCGSTAMPNS = 0x8907
 _TIMESPEC = struct.Struct("@ll")
+_INT = struct.Struct("@i")
 _RTP_HEADER = struct.Struct("!BBHII")  # flags, marker+type, sequence, timestamp, SSRC
 #: the versions whose private names :func:`ice_protocols` reads (pinned by a unit test)
 TESTED_VERSIONS = {"aiortc": ("1.16",), "aioice": ("0.13",)}
@@ -54,6 +56,10 @@ TESTED_VERSIONS = {"aiortc": ("1.16",), "aioice": ("0.13",)}
 #: forgotten would be stamped when that task got to it. 8192 is 160 s of audio at 50 packets a
 #: second, about 1 MB a call at most; a flood's excess is forgotten oldest first
 MAX_PENDING = 8192
+#: datagrams pending while aiortc has handed none on for this long are not
+#: on their way: refused by SRTP or not this track's. A real backlog keeps being handed on,
+#: however deep (measured: 12 s behind beside two busy processes), so it is never forgotten
+MAX_PENDING_AGE_NS = 10_000_000_000
 #: an age outside [0, this] means the wall clock stepped between the reads: not trusted
 MAX_TRUSTED_AGE_NS = 10_000_000_000
 #: the pair of clock reads is retried until it takes at most twice this (the conversion error)
@@ -100,7 +106,13 @@ class KernelStamps:
 
     def __init__(self, *, clock_ns: Callable[[], int]):
         self._clock_ns = clock_ns
-        self._pending: OrderedDict[tuple[int, int], int] = OrderedDict()
+        #: (stamp, read number) of RTP datagrams read but not yet tapped, in the order read
+        self._pending: OrderedDict[tuple[int, int], tuple[int, int]] = OrderedDict()
+        self._reads = 0
+        #: the stamp of the last RTP datagram read, and the sockets watched
+        self._last_stamp_ns: int | None = None
+        self._last_take_ns = 0
+        self._fds: list[int] = []
         self.watching = 0
         self.taken = 0
         #: packets the kernel gave no stamp for: stamped when their datagram was read
@@ -126,6 +138,7 @@ class KernelStamps:
                 continue
             protocol.datagram_received = self._stamping(  # type: ignore[method-assign,assignment]
                 protocol.datagram_received, sock.fileno())
+            self._fds.append(sock.fileno())
             self.watching += 1
         if protocols and not self.watching:
             logger.debug("no kernel receive stamps here: arrivals are stamped when read")
@@ -140,7 +153,9 @@ class KernelStamps:
                 stamp = self._stamp_ns(fd)
                 if stamp is None:
                     self.read_stamped += 1
-                self._pending[key] = read_ns if stamp is None else stamp
+                self._reads += 1
+                self._last_stamp_ns = read_ns if stamp is None else stamp
+                self._pending[key] = (self._last_stamp_ns, self._reads)
                 if len(self._pending) > MAX_PENDING:
                     self._pending.popitem(last=False)
             original(data, addr)
@@ -171,13 +186,50 @@ class KernelStamps:
         return best[1], best[2]
 
     def take(self, ssrc: int, sequence: int) -> int | None:
-        """The kernel stamp of the packet with this key (once), or None: stamp it now."""
-        stamp = self._pending.pop((ssrc, sequence), None)
-        if stamp is None:
+        """The kernel stamp of the packet with this key (once), or None: stamp it now.
+
+        aiortc hands packets on in the order their datagrams were read, so the datagrams read
+        before this one and still pending never reach the tap (SRTP refused them, or they
+        were not this track's): they are forgotten, and :meth:`oldest_pending_ns` is what
+        is really still on its way."""
+        pending = self._pending.pop((ssrc, sequence), None)
+        if pending is None:
             self.loop_stamped += 1
-        else:
-            self.taken += 1
+            return None
+        self.taken += 1
+        self._last_take_ns = self._clock_ns()
+        stamp, read = pending
+        while self._pending and next(iter(self._pending.values()))[1] < read:
+            self._pending.popitem(last=False)
         return stamp
+
+    def oldest_pending_ns(self) -> int | None:
+        """The stamp of the oldest RTP datagram read from the socket that aiortc has not yet
+        decrypted and handed to the tap (None: none). When aiortc has handed none on for
+        :data:`MAX_PENDING_AGE_NS`, those pending are taken to be refused (the product's last
+        datagrams, a hostile one's garbage), and forgotten."""
+        pending = self._pending
+        if pending:
+            since = self._last_take_ns or next(iter(pending.values()))[0]
+            if self._clock_ns() - since > MAX_PENDING_AGE_NS:
+                pending.clear()  # aiortc has handed nothing on for that long: none is coming
+        oldest = next(iter(pending.values()))[0] if pending else None
+        if self._last_stamp_ns is not None and self._unread():
+            # datagrams still in a socket (the loop reads a few per iteration) came after the
+            # last one read
+            return self._last_stamp_ns if oldest is None else min(oldest, self._last_stamp_ns)
+        return oldest
+
+    def _unread(self) -> bool:
+        """Whether a watched socket holds a datagram the loop has not read yet."""
+        for fd in self._fds:
+            try:
+                waiting, = _INT.unpack(fcntl.ioctl(fd, termios.FIONREAD, bytes(_INT.size)))
+            except OSError:
+                continue
+            if waiting > 0:
+                return True
+        return False
 
 
 def _start_stamping(sock: socket.socket) -> bool:

@@ -35,7 +35,8 @@ class CallerLine:
     def __init__(self, *, clock_ns: Callable[[], int]):
         self._clock_ns = clock_ns
         self._encoder = OpusLineEncoder()
-        self._queue: deque[tuple[int, bytes]] = deque()  # (due ns, Opus packet)
+        #: (due ns, Opus packet, what waits for its departure stamp)
+        self._queue: deque[tuple[int, bytes, asyncio.Future[int | None] | None]] = deque()
         self._queued = asyncio.Event()
         self._next_frame_ns = 0
         self._origin_ns: int | None = None
@@ -46,24 +47,45 @@ class CallerLine:
         self.silence_sent = 0
         self.most_late_ms = 0.0
         self.last_sent_ns: int | None = None
+        #: audio handed over while the line was behind: its moments are stamped when handed
+        #: over, not when they left (see :meth:`queue_audio`)
+        self.stamped_at_handover = 0
         self.stopped = False
 
     def warm_up(self) -> None:
         """Load the encoder's code now rather than in the first frame's time."""
         self._encoder.push(np.zeros(0, dtype=np.int16))
 
-    def queue_audio(self, samples: np.ndarray) -> None:
-        """The next stretch of the line (canonical PCM); a remainder under a frame waits."""
+    def queue_audio(self, samples: np.ndarray) -> asyncio.Future[int | None] | None:
+        """The next stretch of the line (canonical PCM); a remainder under a frame waits.
+
+        Returns what resolves to the departure stamp of the first packet it completed, when
+        the line is on time (nothing else queued, the packet due within a frame): waiting for
+        it costs the caller an event-loop iteration. A line that is behind is not waited for
+        (it catches up at once, as many packets in one step as are due) and returns None, as
+        when no packet was completed; those packets are counted (``stamped_at_handover``).
+        Resolved with None when the line stops first."""
         now = self._clock_ns()
         if self._next_frame_ns < now - CATCH_UP_NS:
             self._next_frame_ns = now
+        on_time = not self._queue and self._next_frame_ns >= now - FRAME_NS
+        first: asyncio.Future[int | None] | None = None
         for packet in self._encoder.push(samples):
-            self._queue.append((self._next_frame_ns, packet))
+            if first is None and on_time:
+                first = asyncio.get_running_loop().create_future()
+                self._queue.append((self._next_frame_ns, packet, first))
+            else:
+                self.stamped_at_handover += first is None
+                self._queue.append((self._next_frame_ns, packet, None))
             self._next_frame_ns += FRAME_NS
         self._queued.set()
+        return first
 
     def stop(self) -> None:
         self.stopped = True
+        for _, _, departure in self._queue:
+            if departure is not None and not departure.done():
+                departure.set_result(None)
         self._queue.clear()
         self._queued.set()
 
@@ -82,12 +104,15 @@ class CallerLine:
                 return self._sent(idle_until, self._encoder.silence(), silence=True)
         if self.stopped:
             await asyncio.Event().wait()  # the call is over: the sender is being stopped
-        due, packet = self._queue[0]
+        due, packet, departure = self._queue[0]
         delay = due - self._clock_ns()
         if delay > 0:
             await asyncio.sleep(delay / 1e9)
         self._queue.popleft()
-        return self._sent(due, packet, silence=False)
+        sent = self._sent(due, packet, silence=False)
+        if departure is not None and not departure.done():
+            departure.set_result(self.last_sent_ns)
+        return sent
 
     def _sent(self, due_ns: int, packet: bytes, *, silence: bool) -> tuple[bytes, int]:
         now = self._clock_ns()
@@ -106,4 +131,5 @@ class CallerLine:
     def facts(self) -> dict[str, JsonValue]:
         return {"packets_sent": self.packets_sent, "silence_packets": self.silence_sent,
                 "silence_frames_reused": self._encoder.frames_reused,
+                "stamped_at_handover": self.stamped_at_handover,
                 "most_late_ms": round(self.most_late_ms, 3)}

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 from urllib.parse import urljoin
 
@@ -34,6 +36,13 @@ logger = logging.getLogger(__name__)
 
 #: the most of a refusal's body quoted in an error
 QUOTE_CHARS = 200
+
+
+@cache
+def _tls_context() -> ssl.SSLContext:
+    """The system's default TLS context, made once a process: httpx makes (and loads the CA
+    store into) a new one for every client otherwise, 20-40 ms on the event loop per call."""
+    return ssl.create_default_context()
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ class Signalling:
         if settings.token:
             headers["Authorization"] = f"Bearer {settings.token}"
         self._client = httpx.AsyncClient(headers=headers, timeout=timeout_seconds,
-                                         follow_redirects=False)
+                                         follow_redirects=False, verify=_tls_context())
         self._whip_location: str | None = None
 
     async def offer(self, sdp: str) -> Answer:

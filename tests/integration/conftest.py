@@ -1,7 +1,8 @@
 """Servers shared by the integration tests: an S3-compatible store (moto's server mode) and a
 real Dask cluster (the ``dask scheduler`` and ``dask worker`` CLIs), both on 127.0.0.1; and
 one real run of the seed suite per test process, of which each test gets a copy
-(``seed_bundle``).
+(``seed_bundle``); the SIP doubles and the raw callers that drive them (``sip_doubles``,
+``sip_callers``: ``_sip_double_caller.py``).
 
 A test module that needs its Dask workers in another environment (store credentials, a home
 of their own) overrides the ``dask_worker_env`` fixture.
@@ -18,12 +19,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from _sip_double_caller import Caller, Doubles
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The bucket the ``s3`` fixture creates.
@@ -233,3 +237,21 @@ def seed_bundle(seed_run: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "bundle"
     shutil.copytree(seed_run, copy)
     return copy
+
+
+@pytest.fixture(scope="module")
+def sip_doubles() -> Iterator[Doubles]:
+    """A module's SIP doubles (``_sip_double_caller.Doubles``): one per settings, on one loop
+    thread, stopped after the module."""
+    from _sip_double_caller import serve_doubles
+
+    yield from serve_doubles()
+
+
+@pytest.fixture
+def sip_callers() -> Iterator[Callable[..., Caller]]:
+    """``sip_callers(port, transport="udp")``: a raw SIP/RTP caller of a double
+    (``_sip_double_caller.Caller``), closed after the test."""
+    from _sip_double_caller import make_callers
+
+    yield from make_callers()

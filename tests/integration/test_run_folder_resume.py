@@ -24,18 +24,24 @@ SWEEP = ROOT / "examples" / "sweep-workload-neutral.yaml"
 RUN = "run-workload-neutral-voice.yaml"
 
 
-def test_a_resumed_run_reads_its_report_once(seed_suite: Path, seed_bundle: Path,
-                                             monkeypatch: pytest.MonkeyPatch):
-    report = str(seed_bundle.resolve() / "run-report.json")
+def reads_of(path: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The flags of every opening of ``path`` for reading from now on (``os.open`` watched)."""
     reads: list[int] = []
     real_open = os.open
 
-    def counted(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
-        if os.fspath(path) == report and flags & (os.O_WRONLY | os.O_RDWR) == 0:
+    def counted(opened: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
+        if os.fspath(opened) == path and flags & (os.O_WRONLY | os.O_RDWR) == 0:
             reads.append(flags)
-        return real_open(path, flags, *args, **kwargs)
+        return real_open(opened, flags, *args, **kwargs)
 
     monkeypatch.setattr("os.open", counted)
+    return reads
+
+
+def test_a_resumed_run_reads_its_report_once(seed_suite: Path, seed_bundle: Path,
+                                             monkeypatch: pytest.MonkeyPatch):
+    report = str(seed_bundle.resolve() / "run-report.json")
+    reads = reads_of(report, monkeypatch)
     outcome = voicelab.run(seed_suite / RUN, voicelab.RunOptions(resume=seed_bundle))
     monkeypatch.undo()
     assert outcome.exit_code == 0
@@ -66,17 +72,8 @@ def test_a_resumed_sweep_reads_its_matrix_report_once(sweep: Path, tmp_path: Pat
     copy = tmp_path / "sweep"
     shutil.copytree(sweep, copy)
     report = str(copy.resolve() / "matrix-report.json")
-    reads: list[int] = []
-    real_open = os.open
-
-    def counted(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
-        if os.fspath(path) == report and flags & (os.O_WRONLY | os.O_RDWR) == 0:
-            reads.append(flags)
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr("os.open", counted)
-    outcome = voicelab.run_matrix(SWEEP, voicelab.RunOptions(
-        resume=copy))
+    reads = reads_of(report, monkeypatch)
+    outcome = voicelab.run_matrix(SWEEP, voicelab.RunOptions(resume=copy))
     monkeypatch.undo()
     assert outcome.exit_code == 0 and outcome.report.executed_trials == 4
     assert len(reads) == 1

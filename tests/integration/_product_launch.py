@@ -103,3 +103,9 @@ def wait_not_running(pids: list[int]) -> None:
     deadline = time.monotonic() + HANG_GUARD_SECONDS
     while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def assert_family_gone(product: ProductProcess) -> None:
+    """The product is gone and reaped, and so is the grandchild it reported."""
+    assert not is_running(product.pid) and is_reaped(product.pid)
+    assert not is_running(grandchild_pid(product))

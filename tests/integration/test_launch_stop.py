@@ -19,6 +19,7 @@ import pytest
 from _product_launch import (
     FAMILY,
     HANG_GUARD_SECONDS,
+    assert_family_gone,
     grandchild_pid,
     is_reaped,
     is_running,
@@ -148,8 +149,7 @@ def test_cancelling_a_trial_inside_the_context_stops_the_family(tmp_path: Path) 
             await task
 
     run(scenario())
-    assert not is_running(product.pid) and is_reaped(product.pid)
-    assert not is_running(grandchild_pid(product))
+    assert_family_gone(product)
 
 
 def test_cancelling_start_while_waiting_for_ready_stops_the_family(tmp_path: Path) -> None:
@@ -164,8 +164,7 @@ def test_cancelling_start_while_waiting_for_ready_stops_the_family(tmp_path: Pat
             await task
 
     run(scenario())
-    assert not is_running(product.pid) and is_reaped(product.pid)
-    assert not is_running(grandchild_pid(product))
+    assert_family_gone(product)
 
 
 def test_ctrl_c_in_a_script_stops_the_product_and_its_children(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from typing import NamedTuple
 
 from voicelab.endpoints.sip._call import SipCall
 from voicelab.endpoints.sip._message import SipMessage, StreamFramer, parse_message
@@ -164,6 +165,38 @@ def make_call(port, seen, **options):
     options.setdefault("uri", f"sip:agent@127.0.0.1:{port}")
     return SipCall(CallOptions(**options), clock_ns=clock_ns, on_packet=seen.packet,
                    on_event=seen.event)
+
+
+class Dialled(NamedTuple):
+    """A scripted far end and a call placed to it, from the moment its INVITE arrived: where
+    most scenarios start (``uas, call, seen, start, invite = await dial()``, ``connected``)."""
+
+    uas: Uas
+    call: SipCall
+    seen: Seen
+    start: asyncio.Task
+    invite: SipMessage
+
+
+async def dial(kind: str = "udp", **options) -> Dialled:
+    """A far end on ``kind`` (udp or tcp) and a call to it (``make_call`` ``options``) whose
+    INVITE has arrived, not yet answered."""
+    uas = Uas()
+    port = await uas.start(kind)
+    seen = Seen()
+    call = make_call(port, seen, transport=kind, **options)
+    start = asyncio.create_task(call.start())
+    invite = await uas.next("INVITE")
+    return Dialled(uas, call, seen, start, invite)
+
+
+async def connected(kind: str = "udp", *, body: bytes | None = None, **options) -> Dialled:
+    """``dial``, then answered (with ``body`` as the SDP answer, else the far end's default)
+    and acknowledged; the call's start has returned (``start.result()``: what it negotiated)."""
+    dialled = await dial(kind, **options)
+    await answer(dialled.uas, dialled.invite, body=body)
+    await dialled.start
+    return dialled
 
 
 async def answer(uas, invite, *, body=None):

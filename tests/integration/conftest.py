@@ -1,5 +1,8 @@
 """Servers shared by the integration tests: an S3-compatible store (moto's server mode) and a
-real Dask cluster (the ``dask scheduler`` and ``dask worker`` CLIs), both on 127.0.0.1.
+real Dask cluster (the ``dask scheduler`` and ``dask worker`` CLIs), both on 127.0.0.1; and
+one real run of the seed suite per test process, of which each test gets a copy
+(``seed_bundle``); the SIP doubles and the raw callers that drive them (``sip_doubles``,
+``sip_callers``: ``_sip_double_caller.py``).
 
 A test module that needs its Dask workers in another environment (store credentials, a home
 of their own) overrides the ``dask_worker_env`` fixture.
@@ -9,18 +12,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from _sip_double_caller import Caller, Doubles
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The bucket the ``s3`` fixture creates.
@@ -193,3 +200,58 @@ def alternating_suite() -> Any:
         return f"endpoint.adapter={module}.EvenTrialsFail"
 
     return make
+
+
+#: The seed suite (the workload-neutral example as the tests pin it) and its run file.
+SEED = ROOT / "tests" / "fixtures" / "seed"
+SEED_RUN = "run-workload-neutral-voice.yaml"
+
+
+@pytest.fixture(scope="session")
+def seed_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seed suite's files copied into a folder of their own (the run file is
+    ``seed_suite / SEED_RUN``); tests read it and never change it."""
+    folder = tmp_path_factory.mktemp("seed-suite")
+    for path in SEED.glob("*.yaml"):
+        shutil.copy(path, folder / path.name)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def seed_run(seed_suite: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundle of one real two-trial run of the seed suite (the fake product), made once per
+    test process: a module needing a bundle to damage, resume or re-score shares it (with
+    ``--dist loadfile`` each worker runs it at most once). Read it, never change it: a test
+    that writes takes ``seed_bundle``."""
+    import voicelab
+
+    outcome = voicelab.run(seed_suite / SEED_RUN, voicelab.RunOptions(
+        trials=2, artifacts_dir=tmp_path_factory.mktemp("seed-runs")))
+    assert outcome.exit_code == 0
+    return outcome.bundle_path
+
+
+@pytest.fixture()
+def seed_bundle(seed_run: Path, tmp_path: Path) -> Path:
+    """A fresh copy of ``seed_run`` for this test alone."""
+    copy = tmp_path / "bundle"
+    shutil.copytree(seed_run, copy)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def sip_doubles() -> Iterator[Doubles]:
+    """A module's SIP doubles (``_sip_double_caller.Doubles``): one per settings, on one loop
+    thread, stopped after the module."""
+    from _sip_double_caller import serve_doubles
+
+    yield from serve_doubles()
+
+
+@pytest.fixture
+def sip_callers() -> Iterator[Callable[..., Caller]]:
+    """``sip_callers(port, transport="udp")``: a raw SIP/RTP caller of a double
+    (``_sip_double_caller.Caller``), closed after the test."""
+    from _sip_double_caller import make_callers
+
+    yield from make_callers()

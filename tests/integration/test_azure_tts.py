@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from itertools import pairwise
 from types import SimpleNamespace
 
 import numpy as np
@@ -90,21 +92,30 @@ def test_wrong_key_is_a_clear_error_without_the_key(server):
     assert len(server.requests) == 1  # auth failures are not retried
 
 
-def test_429_is_retried_honoring_retry_after(server):
+def retry_waits(caplog: pytest.LogCaptureFixture) -> list[float]:
+    """The waits the provider chose before its retries, as it logged them."""
+    return [record.args[1] for record in caplog.records
+            if record.msg.startswith("azure speech HTTP")]
+
+
+def test_429_is_retried_honoring_retry_after(server, caplog):
+    caplog.set_level(logging.INFO, logger="voicelab.speech._azure")
     server.fail_next(429, times=2, retry_after=0.2)
-    started = time.perf_counter()
     audio = run(synthesize_once(provider_for(server), "after the throttle"))
-    elapsed = time.perf_counter() - started
     assert [r.status for r in server.requests] == [429, 429, 200]
-    assert elapsed >= 0.4  # two waits of the server's Retry-After, not the 0.01 s backoff
+    assert retry_waits(caplog) == [0.2, 0.2]  # the server's Retry-After, not the 0.01 s backoff
+    # and it waited so: the server's own arrival stamps are at least that far apart (a lower
+    # bound, which a busy machine only makes larger; 1 ms for the loop's wake-up rounding)
+    arrivals = [r.received_at for r in server.requests]
+    assert all(later - earlier >= 0.2 - 0.001 for earlier, later in pairwise(arrivals))
     assert audio.num_samples > 0
 
 
-def test_retry_after_is_capped_by_the_setting(server):
+def test_retry_after_is_capped_by_the_setting(server, caplog):
+    caplog.set_level(logging.INFO, logger="voicelab.speech._azure")
     server.fail_next(503, retry_after=60)
-    started = time.perf_counter()
     run(synthesize_once(provider_for(server, {"max_retry_wait_seconds": 0.05}), "capped"))
-    assert time.perf_counter() - started < 5
+    assert retry_waits(caplog) == [0.05]  # (an uncapped 60 s wait would end in run's timeout)
     assert [r.status for r in server.requests] == [503, 200]
 
 

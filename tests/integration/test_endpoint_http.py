@@ -91,20 +91,18 @@ def test_a_failed_turn_becomes_error_then_closed(fault, code):
             await endpoint.connect()
             await endpoint.send_audio(user_audio())
             await endpoint.commit_turn()
-            loop = asyncio.get_running_loop()
-            started = loop.time()
             events = await until(endpoint.events(), "closed")
-            elapsed = loop.time() - started
             with pytest.raises(EndpointError) as caught:
                 await endpoint.commit_turn()
             await endpoint.close()
-            return events, elapsed, caught.value
+            return events, caught.value
 
-    events, elapsed, send_error = run(scenario())
+    events, send_error = run(scenario())
+    # the code is the proof, not a clock: the slow reply would come after 3 s, an answer
+    # that is no error, so only the 0.4 s timeout gives ``receive_timeout``
     assert [e.type for e in events] == ["error", "closed"]
     assert events[0].data["code"] == code
     assert events[1].data["initiated_by"] == "adapter"
-    assert elapsed < 1.5
     assert send_error.code == "connection_closed"
 
 

@@ -151,18 +151,15 @@ def test_a_server_that_never_completes_the_handshake_times_out():
 
         server = await asyncio.start_server(silent, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        loop = asyncio.get_running_loop()
-        started = loop.time()
         endpoint = websocket(f"ws://127.0.0.1:{port}/", connect_timeout_seconds=0.3)
         with pytest.raises(EndpointError) as caught:
             await endpoint.connect()
-        elapsed = loop.time() - started
         server.close()
-        return caught.value, elapsed
+        return caught.value
 
-    error, elapsed = run(scenario())
-    assert error.code == "connect_timeout"
-    assert elapsed < 1.5
+    # the code is the proof, not a clock: the silent server holds the connection for 10 s,
+    # so only the 0.3 s connect timeout gives ``connect_timeout``
+    assert run(scenario()).code == "connect_timeout"
 
 
 def test_malformed_json_odd_frames_and_unknown_types_do_not_end_the_stream():

@@ -63,10 +63,8 @@ def test_faults_apply_in_order_and_per_route():
             garbled = http.post(url, json=body).json()["choices"][0]["message"]["content"]
             assert "not the JSON" in garbled
             server.add_fault("slow", delay_seconds=3)
-            started = time.monotonic()
-            with pytest.raises(httpx.ReadTimeout):
+            with pytest.raises(httpx.ReadTimeout):  # the reply is 3 s away: only 0.3 s ends it
                 http.post(url, json=body, timeout=0.3)
-            assert time.monotonic() - started < 2
         assert len(server.requests) == 7
 
 

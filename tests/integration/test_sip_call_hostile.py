@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from _sip_uas import Seen, Uas, answer, make_call, run, send_rtp
+from _sip_uas import connected, dial, run, send_rtp
 
 from voicelab.endpoints.sip._rtp import (
     TelephoneEvent,
@@ -19,14 +19,7 @@ from voicelab.endpoints.sip._types import SipError
 
 def test_a_hostile_far_end_is_counted_and_reported_once_each(caplog):
     async def scenario():
-        uas = Uas()
-        port = await uas.start()
-        seen = Seen()
-        call = make_call(port, seen, rtp_timeout_seconds=0.2)
-        start = asyncio.create_task(call.start())
-        invite = await uas.next("INVITE")
-        await answer(uas, invite)
-        await start
+        uas, call, seen, _, invite = await connected(rtp_timeout_seconds=0.2)
         await asyncio.sleep(0.3)  # no RTP yet: no_rtp
         target = uas.caller_rtp(invite)
         loop = asyncio.get_running_loop()
@@ -73,11 +66,7 @@ def test_a_hostile_far_end_is_counted_and_reported_once_each(caplog):
 
 def test_an_answer_with_a_huge_sdp_is_hostile():
     async def scenario():
-        uas = Uas()
-        port = await uas.start()
-        call = make_call(port, Seen())
-        start = asyncio.create_task(call.start())
-        invite = await uas.next("INVITE")
+        uas, call, _, start, invite = await dial()
         uas.respond(invite, 200, "OK", body=uas.answer_sdp() + b"a=x\r\n" * 3000)
         await uas.next("ACK")
         with pytest.raises(SipError) as raised:
@@ -93,14 +82,7 @@ def test_an_answer_with_a_huge_sdp_is_hostile():
 
 def test_an_oversized_message_over_tcp_is_hostile_and_ends_the_connection():
     async def scenario():
-        uas = Uas()
-        port = await uas.start("tcp")
-        seen = Seen()
-        call = make_call(port, seen, transport="tcp")
-        start = asyncio.create_task(call.start())
-        invite = await uas.next("INVITE")
-        await answer(uas, invite)
-        await start
+        uas, call, seen, _, invite = await connected("tcp")
         uas.send(b"SIP/2.0 200 OK\r\nContent-Length: 70000\r\n\r\n" + b"x" * 70_000)
         for _ in range(100):
             if "transport_closed" in seen.kinds():
@@ -117,11 +99,7 @@ def test_an_oversized_message_over_tcp_is_hostile_and_ends_the_connection():
 
 def test_a_megabyte_answer_over_tcp_fails_the_call_as_hostile():
     async def scenario():
-        uas = Uas()
-        port = await uas.start("tcp")
-        call = make_call(port, Seen(), transport="tcp")
-        start = asyncio.create_task(call.start())
-        invite = await uas.next("INVITE")
+        uas, call, _, start, invite = await dial("tcp")
         uas.respond(invite, 180, "Ringing")
         uas.send(b"SIP/2.0 200 OK\r\nContent-Length: 1000000\r\n\r\n" + b"v=0\r\n" * 20_000)
         with pytest.raises(SipError) as raised:

@@ -10,7 +10,7 @@ import logging
 import re
 
 import pytest
-from _sip_uas import PASSWORD, Seen, Uas, answer, make_call, run
+from _sip_uas import PASSWORD, Seen, Uas, answer, connected, dial, make_call, run
 
 from voicelab.endpoints.sip._message import SipMessage, StreamFramer
 from voicelab.endpoints.sip._types import SipError
@@ -169,11 +169,7 @@ def test_no_answer_in_time_sends_cancel_and_acks_the_487():
 
 def test_cancelling_start_while_ringing_sends_cancel():
     async def scenario():
-        uas = Uas()
-        port = await uas.start()
-        call = make_call(port, Seen())
-        start = asyncio.create_task(call.start())
-        invite = await uas.next("INVITE")
+        uas, call, _, start, invite = await dial()
         uas.respond(invite, 180, "Ringing")
         await asyncio.sleep(0.05)
         start.cancel()
@@ -192,11 +188,7 @@ def test_cancelling_start_while_ringing_sends_cancel():
 
 def test_an_answer_racing_our_cancel_is_acked_and_hung_up():
     async def scenario():
-        uas = Uas()
-        port = await uas.start()
-        call = make_call(port, Seen())
-        start = asyncio.create_task(call.start())
-        invite = await uas.next("INVITE")
+        uas, call, _, start, invite = await dial()
         uas.respond(invite, 180, "Ringing")
         await asyncio.sleep(0.05)
         ending = asyncio.create_task(call.hang_up())
@@ -238,14 +230,9 @@ def test_nobody_listening_is_unreachable(kind):
 
 def test_reinvites_are_answered_or_refused():
     async def scenario():
-        uas = Uas()
-        port = await uas.start()
-        seen = Seen()
-        call = make_call(port, seen, codecs=("pcma", "pcmu"))
-        invite_task = asyncio.create_task(call.start())
-        invite = await uas.next("INVITE")
+        uas, call, seen, start, invite = await dial(codecs=("pcma", "pcmu"))
         await answer(uas, invite, body=uas.answer_sdp("8 101"))
-        negotiated = await invite_task
+        negotiated = await start
         uas.request(invite, "INVITE", body=uas.answer_sdp("0 101", "sendonly"),
                     content_type="application/sdp")
         hold = await uas.next("response")
@@ -278,13 +265,7 @@ def test_reinvites_are_answered_or_refused():
 
 def test_udp_retransmits_our_bye_and_our_200_to_a_reinvite_until_answered():
     async def scenario():
-        uas = Uas()
-        port = await uas.start()
-        call = make_call(port, Seen())
-        start = asyncio.create_task(call.start())
-        invite = await uas.next("INVITE")
-        await answer(uas, invite)
-        await start
+        uas, call, _, _, invite = await connected()
         uas.request(invite, "INVITE", body=uas.answer_sdp(), content_type="application/sdp")
         first_ok = await uas.next("response")
         again_ok = await uas.next("response")  # no ACK yet: Timer G sends it again
@@ -317,14 +298,7 @@ def test_a_request_on_a_new_tcp_connection_is_answered_on_it(loop):
     loop_factory = None if loop == "asyncio" else pytest.importorskip("uvloop").new_event_loop
 
     async def scenario():
-        uas = Uas()
-        port = await uas.start("tcp")
-        seen = Seen()
-        call = make_call(port, seen, transport="tcp")
-        start = asyncio.create_task(call.start())
-        invite = await uas.next("INVITE")
-        await answer(uas, invite)
-        await start
+        uas, call, seen, _, invite = await connected("tcp")
         contact = invite.header("Contact")
         assert contact.endswith(";transport=tcp>")
         host, contact_port = contact.strip("<>").split("@")[1].split(";")[0].split(":")

@@ -12,40 +12,25 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 from _sip_double_caller import (
     IVR,
     SHORT_AGENT,
-    Caller,
     Doubles,
-    make_callers,
     of_call,
-    serve_doubles,
     tone,
     wait_for,
 )
 
 from voicelab.doubles.sip.__main__ import main as sip_main
 
-
-@pytest.fixture(scope="module")
-def doubles() -> Iterator[Doubles]:
-    yield from serve_doubles()
-
-
-@pytest.fixture
-def caller_factory() -> Iterator[Callable[..., Caller]]:
-    yield from make_callers()
-
-
 # --- the agent ---------------------------------------------------------------------------------
 
-def test_agent_call_over_udp_greets_replies_and_hangs_up(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get({**SHORT_AGENT, "hang_up_after_replies": 1})
-    caller = caller_factory(double.port)
+def test_agent_call_over_udp_greets_replies_and_hangs_up(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get({**SHORT_AGENT, "hang_up_after_replies": 1})
+    caller = sip_callers(double.port)
     ok = caller.answered(formats="8 0 101")
     call = double.calls_started
     assert re.search(rb"m=audio \d+ RTP/AVP 8 101", ok.body), ok.body  # the first offered codec
@@ -76,10 +61,10 @@ def test_agent_call_over_udp_greets_replies_and_hangs_up(doubles: Doubles, calle
     wait_for(events, call, "call_ended", why="hung_up")
 
 
-def test_agent_stops_when_talked_over(doubles: Doubles, caller_factory) -> None:
+def test_agent_stops_when_talked_over(sip_doubles: Doubles, sip_callers) -> None:
     long_reply = "This is a long answer that goes on and on so the caller can talk over it."
-    double, events = doubles.get({**SHORT_AGENT, "greeting": long_reply})
-    caller = caller_factory(double.port)
+    double, events = sip_doubles.get({**SHORT_AGENT, "greeting": long_reply})
+    caller = sip_callers(double.port)
     ok = caller.answered()
     call = double.calls_started
     wait_for(events, call, "answered")
@@ -112,14 +97,14 @@ def test_main_exit_codes_without_a_traceback(capsys: pytest.CaptureFixture[str])
     assert "mode" in error and "no menu 'nowhere'" in error and "Traceback" not in error
 
 
-def test_main_prints_its_uri_and_serves_a_call_as_json_lines(caller_factory) -> None:
+def test_main_prints_its_uri_and_serves_a_call_as_json_lines(sip_callers) -> None:
     process = subprocess.Popen([sys.executable, "-m", "voicelab.doubles.sip", "--settings",
                                 '{"mode": "agent", "greeting": "Hi.", "ring_ms": 0}'],
                                stdout=subprocess.PIPE, text=True)
     try:
         first = json.loads(process.stdout.readline())
         assert first == {"uri": f"sip:agent@127.0.0.1:{first['port']}", "port": first["port"]}
-        caller = caller_factory(first["port"])
+        caller = sip_callers(first["port"])
         caller.answered()
         caller.request("BYE")
         caller.expect(200)
@@ -133,9 +118,9 @@ def test_main_prints_its_uri_and_serves_a_call_as_json_lines(caller_factory) -> 
 
 
 def test_ivr_keys_by_both_methods_move_the_menu_and_a_key_stops_the_prompt(
-        doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get(IVR)
-    caller = caller_factory(double.port)
+        sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get(IVR)
+    caller = sip_callers(double.port)
     ok = caller.answered("0 101")
     call = double.calls_started
     media = caller.remote_rtp(ok)
@@ -175,10 +160,10 @@ def test_ivr_keys_by_both_methods_move_the_menu_and_a_key_stops_the_prompt(
         ["main", "billing", "invalid", "billing"]  # the refused key: sorry, then the menu
 
 
-def test_early_media_starts_the_prompt_before_the_answer(doubles: Doubles,
-                                                           caller_factory) -> None:
-    double, events = doubles.get({**IVR, "early_media": True, "ring_ms": 600})
-    caller = caller_factory(double.port)
+def test_early_media_starts_the_prompt_before_the_answer(sip_doubles: Doubles,
+                                                           sip_callers) -> None:
+    double, events = sip_doubles.get({**IVR, "early_media": True, "ring_ms": 600})
+    caller = sip_callers(double.port)
     caller.invite()
     progress = caller.expect(183)
     assert b"m=audio" in progress.body
@@ -194,7 +179,7 @@ def test_early_media_starts_the_prompt_before_the_answer(doubles: Doubles,
     caller.expect(200)
 
 
-def test_a_piper_prompt_is_heard_as_words(doubles: Doubles, caller_factory) -> None:
+def test_a_piper_prompt_is_heard_as_words(sip_doubles: Doubles, sip_callers) -> None:
     """``voice: piper`` gives real words: the caller recognizes the menu's prompt from the
     RTP it received (what the IVR verdict "the expected prompt was heard" reads)."""
     pytest.importorskip("piper")
@@ -203,10 +188,10 @@ def test_a_piper_prompt_is_heard_as_words(doubles: Doubles, caller_factory) -> N
     from voicelab.speech import recognize
 
     prompt = "I recorded your daily plan, and I saved the reminder."
-    double, events = doubles.get({"voice": "piper", "ring_ms": 0, "greeting": "Hi.",
-                                  "invalid_key_text": "No.", "reply_text": "Yes.",
-                                  "menus": {"main": {"prompt": prompt, "keys": {"0": "agent"}}}})
-    caller = caller_factory(double.port)
+    double, events = sip_doubles.get({
+        "voice": "piper", "ring_ms": 0, "greeting": "Hi.", "invalid_key_text": "No.",
+        "reply_text": "Yes.", "menus": {"main": {"prompt": prompt, "keys": {"0": "agent"}}}})
+    caller = sip_callers(double.port)
     caller.answered("0 101")
     stopped = wait_for(events, double.calls_started, "prompt_stopped", menu="main", timeout=30)
     assert stopped["why"] == "finished"
@@ -218,9 +203,9 @@ def test_a_piper_prompt_is_heard_as_words(doubles: Doubles, caller_factory) -> N
     caller.expect(200)
 
 
-def test_rtcp_sender_reports_both_ways(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get({**SHORT_AGENT, "rtcp_interval_seconds": 0.2})
-    caller = caller_factory(double.port)
+def test_rtcp_sender_reports_both_ways(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get({**SHORT_AGENT, "rtcp_interval_seconds": 0.2})
+    caller = sip_callers(double.port)
     ok = caller.answered()
     rtcp_port = int(re.search(rb"a=rtcp:(\d+)", ok.body).group(1))
     caller.rtcp.sendto(struct.pack("!BBHI", 0x80, 201, 1, 0x1234), ("127.0.0.1", rtcp_port))

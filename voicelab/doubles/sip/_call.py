@@ -30,9 +30,10 @@ from ._conversation import Conversation
 from ._keys import KeyReader
 from ._links import Link
 from ._media import FRAME_SECONDS
+from ._own_requests import OwnRequests
 from ._sdp import Direction, SdpError, SdpOffer, answer, parse_offer
 from ._settings import SipDoubleSettings
-from ._sip import SipError, SipMessage, dialog_request, new_token
+from ._sip import SipMessage, new_token
 from ._sip import response as build_response
 from ._timers import resend
 
@@ -59,7 +60,8 @@ class CallServer(Protocol):
 
 
 class SipCall:
-    """One call: :meth:`request` and :meth:`response` take what the caller sent."""
+    """One call: :meth:`request` takes the caller's requests, ``requests.answered`` its
+    responses (to the double's own requests: :mod:`._own_requests`)."""
 
     def __init__(self, server: CallServer, index: int, link: Link, *,
                  on_answered: Callable[[SipCall], None] = lambda call: None):
@@ -79,12 +81,12 @@ class SipCall:
                                  frames=server.frames)
         self.media = self.talk.media
         self.nonces: set[str] = set()
-        self.local_cseq = 0
+        #: the double's own requests (BYE, re-INVITE, ACK) and the answers it waits for
+        self.requests = OwnRequests(self)
         self.violations = 0
         self.violation_reasons: set[str] = set()
         self.tasks: set[asyncio.Task[object]] = set()  # end with the call
         self.transactions: set[asyncio.Task[object]] = set()  # outlive it (retransmissions)
-        self.waiting: set[tuple[int, str]] = set()  # own requests not yet answered
 
     # --- reporting ------------------------------------------------------------------------
 
@@ -239,12 +241,12 @@ class SipCall:
     async def _ring(self) -> None:
         assert self.invite is not None
         if self.settings.early_media:
-            self.last_response = self.reply(self.invite, 183, extra=self._contact(),
+            self.last_response = self.reply(self.invite, 183, extra=self.contact(),
                                             body=self.sdp())
             self.note("early_media")
             self.talk.start()
         else:
-            self.last_response = self.reply(self.invite, 180, extra=self._contact())
+            self.last_response = self.reply(self.invite, 180, extra=self.contact())
         if self.settings.never_answer:
             return
         await asyncio.sleep(self.settings.ring_ms / 1000)
@@ -253,14 +255,14 @@ class SipCall:
 
     def _answer(self) -> None:
         self.state = "answered"
-        answered_ns = self._final_response(200, extra=self._contact(), body=self.sdp())
+        answered_ns = self._final_response(200, extra=self.contact(), body=self.sdp())
         self.note("answered", answered_ns=answered_ns, codec=self.media.codec,
                   rtp_port=self.media.port, remote_rtp=f"{self.media.remote[0]}:"
                                                        f"{self.media.remote[1]}")
         self.talk.start()
         self._on_answered(self)
 
-    def _contact(self) -> list[tuple[str, str]]:
+    def contact(self) -> list[tuple[str, str]]:
         host, port = self.link.local
         tcp = ";transport=tcp" if self.link.transport == "TCP" else ""
         return [("contact", f"<sip:agent@{host}:{port}{tcp}>")]
@@ -285,7 +287,7 @@ class SipCall:
         self.media.paused = direction in ("recvonly", "inactive")
         self.note("reinvite_received", cseq=message.cseq[0], direction=held,
                   answer_direction=direction, codec=chosen[1])
-        self.reply(message, 200, extra=self._contact(), body=self.sdp(direction))
+        self.reply(message, 200, extra=self.contact(), body=self.sdp(direction))
 
     def sdp(self, direction: Direction = "sendrecv") -> bytes:
         assert self.offer is not None
@@ -340,55 +342,12 @@ class SipCall:
         self.reply(message, 200)
         self.talk.key(key, "info", time.perf_counter_ns())
 
-    # --- the double's own requests ----------------------------------------------------------
-
-    def send_request(self, method: str, *, body: bytes = b"",
-                     extra: list[tuple[str, str]] | None = None,
-                     cseq: int | None = None, retransmit: bool = True) -> bytes:
-        """A request in the dialog (RFC 3261 12.2.1.1), waiting for its answer (not an ACK,
-        nor a storm's: ``retransmit=False``); over UDP sent again until answered."""
-        assert self.invite is not None
-        if cseq is None:
-            self.local_cseq += 1
-            cseq = self.local_cseq
-        data = dialog_request(self.invite, method=method, cseq=cseq, to_tag=self.to_tag,
-                              transport=self.link.transport, local=self.link.local,
-                              extra=[*self._contact(), *(extra or [])], body=body)
-        self.link.send(data)
-        if retransmit and method != "ACK":
-            self.waiting.add((cseq, method))
-            if self.link.transport == "UDP":
-                self.spawn(resend(self.link.send, data,
-                                  waiting=lambda: (cseq, method) in self.waiting), outlives=True)
-        return data
-
-    async def response(self, message: SipMessage) -> None:
-        try:
-            number, method = message.cseq
-        except SipError:
-            self.violation("a response without a CSeq")
-            return
-        status = message.status or 0
-        if status < 200:
-            return
-        if (number, method) not in self.waiting:
-            if method == "INVITE" and 200 <= status < 300:
-                self.send_request("ACK", cseq=number)  # a 2xx sent again: ACK it again
-            return  # a retransmission, or the answer to a storm's request: not reported
-        self.waiting.discard((number, method))
-        if method == "INVITE":
-            if 200 <= status < 300:
-                self.send_request("ACK", cseq=number)
-            self.note("reinvite_answered", status=status)
-        elif method == "BYE":
-            self.note("bye_answered", status=status)
-
     def hang_up(self, why: str) -> None:
         """End the call from this side: BYE (once answered)."""
         if self.state not in ("answered", "confirmed"):
             return
         self.media.stop("hang_up")
-        self.send_request("BYE")
+        self.requests.send("BYE")
         self.note("bye_sent", why=why)
         self.end("hung_up")
 

@@ -50,7 +50,7 @@ async def _hang_up_later(call: SipCall, seconds: float) -> None:
 async def _hold_later(call: SipCall, seconds: float) -> None:
     await asyncio.sleep(seconds)
     if call.state in ("answered", "confirmed"):
-        call.send_request("INVITE", body=call.sdp("sendonly"))
+        call.requests.send("INVITE", body=call.sdp("sendonly"))
         call.note("reinvite_sent", direction="sendonly")
 
 
@@ -66,7 +66,7 @@ async def _change_codec_later(call: SipCall, seconds: float, codec: Codec) -> No
         call.note("codec_change_skipped", reason=f"the caller did not offer {codec}")
         return
     call.talk.use_codec(payload_type, codec, offer)
-    call.send_request("INVITE", body=call.sdp("sendrecv"))
+    call.requests.send("INVITE", body=call.sdp("sendrecv"))
     call.note("reinvite_sent", direction="sendrecv", codec=codec)
 
 
@@ -109,10 +109,10 @@ async def _bye_storm(call: SipCall) -> None:
     await asyncio.sleep(call.settings.hang_up_after_seconds or 0.5)
     if call.state not in ("answered", "confirmed"):
         return
-    call.send_request("BYE")
+    call.requests.send("BYE")
     call.note("bye_sent", why="bye_storm")
     for number in range(1, call.settings.storm_count):
-        call.send_request("BYE", retransmit=False)
+        call.requests.send("BYE", retransmit=False)
         if number % BURST == 0:
             await asyncio.sleep(0.005)
     call.note("bye_storm_sent", requests=call.settings.storm_count)

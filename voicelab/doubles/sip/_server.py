@@ -196,7 +196,7 @@ class SipDouble:
         call = self.calls.get(message.call_id)
         if message.method is None:
             if call is not None:
-                await call.response(message)
+                call.requests.answered(message)
             return
         try:
             message.cseq  # noqa: B018 - a request without a readable CSeq is refused here

@@ -1,0 +1,232 @@
+"""Stopping the launched product: a product that ignores SIGTERM, grandchildren (also ones
+that left the process group), cancellation and Ctrl-C while it starts or runs, and a product
+nobody stopped. Launching it: test_launch.py; the shared scripts and checks: _product_launch.py.
+
+Real child processes, real signals; timeouts are hang guards only. "Gone" means no process with
+that pid is running (see _product_launch.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from _product_launch import (
+    FAMILY,
+    HANG_GUARD_SECONDS,
+    assert_family_gone,
+    grandchild_pid,
+    is_reaped,
+    is_running,
+    python,
+    run,
+    run_script,
+    until,
+    wait_not_running,
+)
+
+from voicelab.config._launch import LaunchConfig
+from voicelab.endpoints import ProductProcess
+
+# --- stop -----------------------------------------------------------------------------------
+
+def test_stop_kills_a_product_that_ignores_sigterm(tmp_path: Path) -> None:
+    script = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              "print('listening on'); time.sleep(600)")
+    product = ProductProcess(python(script, stop_grace_seconds=0.5), base_dir=tmp_path)
+
+    async def scenario() -> tuple[int | None, int | None, int | None]:
+        await product.start()
+        first, second = await asyncio.gather(product.stop(), product.stop())
+        return first, second, await product.stop()
+
+    assert run(scenario()) == (-signal.SIGKILL,) * 3  # idempotent, concurrent calls included
+    assert "SIGKILL to the process group" in product.log_text()
+    assert is_reaped(product.pid)
+
+
+@pytest.mark.parametrize(("grandchild", "parent"), [
+    ("polite", "polite"),        # SIGTERM reaches the whole group
+    ("stubborn", "polite"),      # the parent exits on SIGTERM, its child needs SIGKILL
+    ("stubborn", "leaves"),      # the parent exited long ago, leaving its child running
+])
+def test_stop_leaves_no_grandchild_running(tmp_path: Path, grandchild: str, parent: str) -> None:
+    launch = python(FAMILY, grandchild, parent, ready_pattern="grandchild armed",
+                    stop_grace_seconds=0.5)
+    product = ProductProcess(launch, base_dir=tmp_path)
+
+    async def scenario() -> int | None:
+        await product.start()
+        if parent == "leaves":
+            await until(lambda: product.returncode is not None)
+        assert is_running(grandchild_pid(product))
+        return await product.stop()
+
+    status = run(scenario())
+    assert not is_running(grandchild_pid(product))
+    assert is_reaped(product.pid)
+    assert status == {"leaves": 0, "polite": -signal.SIGTERM}[parent]
+    assert ("SIGKILL" in product.log_text()) == (grandchild == "stubborn")
+
+
+#: a shell product whose children leave its process group: one in a session of its own
+#: (``setsid``), one in a group of its own, a daemon whose parent exits at once (a double fork),
+#: and, when asked, one of them ignoring SIGTERM; it reports their pids, then waits
+ESCAPERS = r"""
+python="$1"; stubborn="$2"
+if [ "$stubborn" = stubborn ]; then trap '' TERM; fi
+setsid sleep 300 &
+echo "escaped session $!"
+"$python" -c 'import os, time; os.setpgid(0, 0); time.sleep(300)' &
+echo "escaped group $!"
+( setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo "escaped daemon $!" )
+trap - TERM
+echo "ready"
+wait
+"""
+
+
+def escaped_pids(process: ProductProcess) -> list[int]:
+    return [int(line.text.split()[-1]) for line in process.lines
+            if line.text.startswith("escaped ")]
+
+
+@pytest.mark.parametrize("stubborn", ["polite", "stubborn"])
+def test_stop_reaches_children_that_left_the_process_group(tmp_path: Path, stubborn: str) -> None:
+    launch = LaunchConfig.model_validate({
+        "command": ["sh", "-c", ESCAPERS, "sh", sys.executable, stubborn],
+        "ready_pattern": "^ready$", "stop_grace_seconds": 0.5})
+    product = ProductProcess(launch, base_dir=tmp_path)
+
+    pids: list[int] = []
+
+    def left_the_group() -> bool:
+        with contextlib.suppress(ProcessLookupError):
+            return all(os.getpgid(pid) != product.pid for pid in pids)
+        return False
+
+    async def scenario() -> None:
+        await product.start()
+        pids.extend(escaped_pids(product))
+        assert len(pids) == 3 and all(is_running(pid) for pid in pids)
+        await until(left_the_group)  # setsid() and setpgid() are theirs to call, soon
+        await product.stop()
+
+    try:
+        run(scenario())
+        assert not [pid for pid in pids if is_running(pid)]
+        assert is_reaped(product.pid)
+        assert ("SIGKILL" in product.log_text()) == (stubborn == "stubborn")
+    finally:  # never leave them behind on a failure
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+# --- cancellation (Ctrl-C) ------------------------------------------------------------------
+
+def test_cancelling_a_trial_inside_the_context_stops_the_family(tmp_path: Path) -> None:
+    product = ProductProcess(python(FAMILY, "stubborn", "polite", ready_pattern="armed",
+                                    stop_grace_seconds=0.5), base_dir=tmp_path)
+
+    async def scenario() -> None:
+        entered = asyncio.Event()
+
+        async def trial() -> None:
+            async with product:
+                entered.set()
+                await asyncio.sleep(3600)
+
+        task = asyncio.create_task(trial())
+        await entered.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(scenario())
+    assert_family_gone(product)
+
+
+def test_cancelling_start_while_waiting_for_ready_stops_the_family(tmp_path: Path) -> None:
+    product = ProductProcess(python(FAMILY, "stubborn", "stubborn", ready_pattern="never"),
+                             base_dir=tmp_path)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(product.start())
+        await until(lambda: any("armed" in line.text for line in product.lines))
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(scenario())
+    assert_family_gone(product)
+
+
+def test_ctrl_c_in_a_script_stops_the_product_and_its_children(tmp_path: Path) -> None:
+    source = f"""
+import asyncio, sys
+from voicelab.config._launch import LaunchConfig
+from voicelab.endpoints import ProductProcess
+
+FAMILY = {FAMILY!r}
+
+async def main():
+    launch = LaunchConfig(command=[sys.executable, "-c", FAMILY, "polite", "polite"],
+                          ready_pattern="armed", stop_grace_seconds=2)
+    async with ProductProcess(launch) as product:
+        grandchild = next(line.text.split()[-1] for line in product.lines
+                          if line.text.startswith("grandchild pid"))
+        print(product.pid, grandchild, flush=True)
+        await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+    with run_script(tmp_path / "driver.py", source) as script:
+        try:
+            ready = script.stdout.readline()
+            assert ready, script.stderr.read()
+            pids = [int(pid) for pid in ready.split()]
+            assert all(is_running(pid) for pid in pids)
+            script.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground job
+            _, stderr = script.communicate(timeout=HANG_GUARD_SECONDS)
+        finally:
+            script.kill()
+    assert "KeyboardInterrupt" in stderr and "never stopped" not in stderr
+    wait_not_running(pids)  # the script has exited: nothing more can come from it
+    assert not any(is_running(pid) for pid in pids)
+
+
+def test_a_product_never_stopped_is_killed_when_dropped(tmp_path: Path) -> None:
+    # in a script of its own: asyncio complains about the transport of a dropped process
+    # whose loop has closed, and that noise belongs to no test here
+    source = """
+import asyncio, gc, sys
+from voicelab.config._launch import LaunchConfig
+from voicelab.endpoints import ProductProcess
+
+async def forget():
+    launch = LaunchConfig(command=[sys.executable, "-c",
+                                   "import time; print('ready'); time.sleep(600)"],
+                          ready_pattern="ready")
+    product = ProductProcess(launch)
+    await product.start()
+    return product.pid
+
+pid = asyncio.run(forget())
+gc.collect()
+print(pid, flush=True)
+"""
+    with run_script(tmp_path / "forget.py", source) as script:
+        try:
+            stdout, stderr = script.communicate(timeout=HANG_GUARD_SECONDS)
+        finally:
+            script.kill()
+    assert "was never stopped; killed it" in stderr
+    pid = int(stdout)
+    wait_not_running([pid])
+    assert not is_running(pid)

@@ -10,6 +10,7 @@ import re
 
 from _sip_uas import Seen, Uas, answer, clock_ns, hang_up, make_call, run, send_rtp
 
+from voicelab.endpoints._kernel_clock import CONVERSION_ERROR_NS
 from voicelab.endpoints.sip._rtp import (
     TelephoneEvent,
     is_rtcp,
@@ -18,7 +19,6 @@ from voicelab.endpoints.sip._rtp import (
     parse_rtcp,
     parse_rtp,
 )
-from voicelab.endpoints.sip._stamped_socket import CONVERSION_ERROR_NS
 
 # --- a whole call ----------------------------------------------------------------------------
 

@@ -25,30 +25,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import struct
 import sys
-import time
 from collections.abc import Callable
 from typing import Protocol
 
+from ._kernel_clock import (
+    STAMP_ANCILLARY_BYTES,
+    ancillary_stamp_ns,
+    enable_kernel_stamps,
+    on_trial_clock,
+    paired_clocks,
+)
+
 logger = logging.getLogger(__name__)
 
-#: Linux's option and control message for nanosecond receive stamps (``SO_TIMESTAMPNS_OLD``,
-#: a ``struct timespec`` of two native longs); Python's socket module does not name them.
-SO_TIMESTAMPNS = 35
-_TIMESPEC = struct.Struct("@ll")
 #: one read takes at most this much; a read that fills it did not empty the queue
 READ_BYTES = 256 * 1024
 #: the most reads one readiness callback makes, so a flood cannot hold the loop
 MAX_READS_PER_WAKE = 16
 #: writes past this many buffered bytes pause the writer until the buffer drains to a quarter
 WRITE_HIGH_WATER_BYTES = 64 * 1024
-#: a kernel stamp older than this (or in the future) means the wall clock stepped: not used
-MAX_TRUSTED_AGE_NS = 10_000_000_000
-#: the trial and wall clocks are read as a pair until the pair spans at most twice this: a
-#: kernel stamp's conversion to the trial clock is off by at most this much
-CONVERSION_ERROR_NS = 10_000
-_PAIR_TRIES = 5
 
 
 class StampedStreamProtocol(Protocol):
@@ -75,15 +71,6 @@ class StampedStreamProtocol(Protocol):
 def kernel_stamps_available() -> bool:
     """Whether this system's TCP sockets can give receive stamps (Linux)."""
     return sys.platform.startswith("linux")
-
-
-def _kernel_stamp_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and \
-                len(data) >= _TIMESPEC.size:
-            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
-            return seconds * 1_000_000_000 + nanoseconds
-    return None
 
 
 async def connect_stamped(host: str, port: int, protocol: StampedStreamProtocol, *,
@@ -131,8 +118,8 @@ class StampedStreamTransport:
         self._closing = False
         self._lost = False
         self._emptied_ns = clock_ns()  # the queue was empty then: before anything was sent
-        self.kernel_stamps = self._enable_kernel_stamps()
-        self._ancillary_bytes = socket.CMSG_SPACE(_TIMESPEC.size) if self.kernel_stamps else 0
+        self.kernel_stamps = enable_kernel_stamps(sock)
+        self._ancillary_bytes = STAMP_ANCILLARY_BYTES if self.kernel_stamps else 0
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's own
         except OSError:
@@ -140,29 +127,6 @@ class StampedStreamTransport:
         protocol.connection_made(self)  # type: ignore[arg-type]
         if not self._closing:
             self._loop.add_reader(self._fd, self._readable)
-
-    def _enable_kernel_stamps(self) -> bool:
-        try:
-            self._sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:
-            logger.debug("no kernel receive stamps on this TCP socket: stamped when read")
-            return False
-        return True
-
-    def _clocks(self) -> tuple[int, int]:
-        """The trial clock and the wall clock at one moment, within
-        :data:`CONVERSION_ERROR_NS` (the tightest of a few paired reads)."""
-        best: tuple[int, int, int] | None = None  # (spread, trial, wall)
-        for _ in range(_PAIR_TRIES):
-            before = self._clock_ns()
-            wall = time.time_ns()
-            after = self._clock_ns()
-            if best is None or after - before < best[0]:
-                best = (after - before, (before + after) // 2, wall)
-            if after - before <= 2 * CONVERSION_ERROR_NS:
-                break
-        assert best is not None
-        return best[1], best[2]
 
     # --- reading -------------------------------------------------------------------------
 
@@ -181,13 +145,11 @@ class StampedStreamTransport:
             if not size:
                 self._end_of_stream()
                 return
-            read_ns, wall_ns = self._clocks()
+            read_ns, wall_ns = paired_clocks(self._clock_ns)
             data = bytes(self._view[:size])
-            kernel_ns: int | None = None
             emptied = size < READ_BYTES
-            stamp = _kernel_stamp_ns(ancillary) if emptied else None
-            if stamp is not None and 0 <= wall_ns - stamp <= MAX_TRUSTED_AGE_NS:
-                kernel_ns = read_ns - (wall_ns - stamp)
+            kernel_ns = on_trial_clock(ancillary_stamp_ns(ancillary), read_ns, wall_ns) \
+                if emptied else None
             since_ns = self._emptied_ns
             if emptied:
                 self._emptied_ns = began_ns

@@ -22,27 +22,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import struct
-import time
 from collections.abc import Callable
 from typing import Protocol
 
+from .._kernel_clock import (
+    STAMP_ANCILLARY_BYTES,
+    ancillary_stamp_ns,
+    enable_kernel_stamps,
+    on_trial_clock,
+    paired_clocks,
+)
+
 logger = logging.getLogger(__name__)
 
-#: Linux's option and control message for nanosecond receive stamps (``SO_TIMESTAMPNS_OLD``,
-#: a ``struct timespec`` of two native longs); Python's socket module does not name them.
-SO_TIMESTAMPNS = 35
-_TIMESPEC = struct.Struct("@ll")
 #: the most one readiness callback reads, so a flood cannot hold the loop
 MAX_READS_PER_WAKE = 64
 MAX_DATAGRAM_BYTES = 65_535
-#: an age outside [0, this] means the wall clock stepped between the two reads: not trusted
-MAX_TRUSTED_AGE_NS = 10_000_000_000
-#: the two clocks are read as a pair (trial, wall, trial) until the pair takes at most twice
-#: this, so a stamp's conversion is off by at most this much (a read preempted in between
-#: would otherwise move the stamp by the whole preemption)
-CONVERSION_ERROR_NS = 10_000
-_PAIR_TRIES = 5
 
 Address = tuple[str, int]
 
@@ -57,15 +52,6 @@ class StampedDatagramProtocol(Protocol):
         """A send or receive failed (an ICMP port unreachable on UDP, for instance)."""
 
 
-def _kernel_stamp_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and \
-                len(data) >= _TIMESPEC.size:
-            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
-            return seconds * 1_000_000_000 + nanoseconds
-    return None
-
-
 class StampedDatagramSocket:
     """A bound, non-blocking UDP socket read by the loop (see the module docstring)."""
 
@@ -76,8 +62,8 @@ class StampedDatagramSocket:
         self._clock_ns = clock_ns
         self._loop = asyncio.get_running_loop()
         self._closing = False
-        self.kernel_stamps = self._enable_kernel_stamps()
-        self._ancillary_bytes = socket.CMSG_SPACE(_TIMESPEC.size) if self.kernel_stamps else 0
+        self.kernel_stamps = enable_kernel_stamps(sock)
+        self._ancillary_bytes = STAMP_ANCILLARY_BYTES if self.kernel_stamps else 0
         self.send_failures = 0
         self._loop.add_reader(sock.fileno(), self._readable)
 
@@ -95,29 +81,6 @@ class StampedDatagramSocket:
             sock.close()
             raise
 
-    def _enable_kernel_stamps(self) -> bool:
-        try:
-            self._sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError:
-            logger.debug("no kernel receive stamps here: arrivals are stamped when read")
-            return False
-        return True
-
-    def _clocks(self) -> tuple[int, int]:
-        """The trial clock and the wall clock at one moment, within
-        :data:`CONVERSION_ERROR_NS` (the tightest of a few paired reads)."""
-        best: tuple[int, int, int] | None = None  # (spread, trial, wall)
-        for _ in range(_PAIR_TRIES):
-            before = self._clock_ns()
-            wall = time.time_ns()
-            after = self._clock_ns()
-            if best is None or after - before < best[0]:
-                best = (after - before, (before + after) // 2, wall)
-            if after - before <= 2 * CONVERSION_ERROR_NS:
-                break
-        assert best is not None
-        return best[1], best[2]
-
     def _readable(self) -> None:
         for _ in range(MAX_READS_PER_WAKE):
             try:
@@ -128,13 +91,10 @@ class StampedDatagramSocket:
             except OSError as error:
                 self._protocol.error_received(error)
                 return
-            now_ns, wall_ns = self._clocks()
-            received_ns = now_ns
-            kernel_ns = _kernel_stamp_ns(ancillary) if self.kernel_stamps else None
-            if kernel_ns is not None:
-                age_ns = wall_ns - kernel_ns
-                if 0 <= age_ns <= MAX_TRUSTED_AGE_NS:
-                    received_ns = now_ns - age_ns
+            now_ns, wall_ns = paired_clocks(self._clock_ns)
+            kernel_ns = on_trial_clock(ancillary_stamp_ns(ancillary), now_ns, wall_ns) \
+                if self.kernel_stamps else None
+            received_ns = now_ns if kernel_ns is None else kernel_ns
             self._protocol.stamped_datagram_received(data, (str(addr[0]), int(addr[1])),
                                                      received_ns)
             if self._closing:

@@ -32,10 +32,11 @@ import logging
 import socket
 import struct
 import termios
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
+
+from .._kernel_clock import TIMESPEC, on_trial_clock, paired_clocks, timespec_ns
 
 if TYPE_CHECKING:
     from aiortc import RTCRtpReceiver
@@ -45,7 +46,6 @@ logger = logging.getLogger(__name__)
 #: Linux's ioctl for the last received datagram's stamp (``SIOCGSTAMPNS_OLD``: a ``struct
 #: timespec`` of two native longs); Python's modules do not name it
 SIOCGSTAMPNS = 0x8907
-_TIMESPEC = struct.Struct("@ll")
 _INT = struct.Struct("@i")
 _RTP_HEADER = struct.Struct("!BBHII")  # flags, marker+type, sequence, timestamp, SSRC
 #: the versions whose private names :func:`ice_protocols` reads (pinned by a unit test)
@@ -60,11 +60,6 @@ MAX_PENDING = 8192
 #: on their way: refused by SRTP or not this track's. A real backlog keeps being handed on,
 #: however deep (measured: 12 s behind beside two busy processes), so it is never forgotten
 MAX_PENDING_AGE_NS = 10_000_000_000
-#: an age outside [0, this] means the wall clock stepped between the reads: not trusted
-MAX_TRUSTED_AGE_NS = 10_000_000_000
-#: the pair of clock reads is retried until it takes at most twice this (the conversion error)
-CONVERSION_ERROR_NS = 10_000
-_PAIR_TRIES = 5
 
 
 class _DatagramProtocol(Protocol):
@@ -163,27 +158,11 @@ class KernelStamps:
 
     def _stamp_ns(self, fd: int) -> int | None:
         try:
-            seconds, nanoseconds = _TIMESPEC.unpack(fcntl.ioctl(fd, SIOCGSTAMPNS,
-                                                                bytes(_TIMESPEC.size)))
+            stamp_ns = timespec_ns(fcntl.ioctl(fd, SIOCGSTAMPNS, bytes(TIMESPEC.size)))
         except OSError:
             return None
-        now_ns, wall_ns = self._clocks()
-        age_ns = wall_ns - (seconds * 1_000_000_000 + nanoseconds)
-        return now_ns - age_ns if 0 <= age_ns <= MAX_TRUSTED_AGE_NS else None
-
-    def _clocks(self) -> tuple[int, int]:
-        """The trial clock and the wall clock at one moment, within :data:`CONVERSION_ERROR_NS`
-        (the tightest of a few paired reads)."""
-        best = (1 << 62, 0, 0)  # (spread, trial, wall)
-        for _ in range(_PAIR_TRIES):
-            before = self._clock_ns()
-            wall = time.time_ns()
-            after = self._clock_ns()
-            if after - before < best[0]:
-                best = (after - before, (before + after) // 2, wall)
-            if after - before <= 2 * CONVERSION_ERROR_NS:
-                break
-        return best[1], best[2]
+        now_ns, wall_ns = paired_clocks(self._clock_ns)
+        return on_trial_clock(stamp_ns, now_ns, wall_ns)
 
     def take(self, ssrc: int, sequence: int) -> int | None:
         """The kernel stamp of the packet with this key (once), or None: stamp it now.
@@ -236,7 +215,7 @@ def _start_stamping(sock: socket.socket) -> bool:
     """Ask the kernel to stamp this socket's datagrams: the first ``SIOCGSTAMPNS`` turns
     stamping on (and finds no stamp yet: ENOENT)."""
     try:
-        fcntl.ioctl(sock.fileno(), SIOCGSTAMPNS, bytes(_TIMESPEC.size))
+        fcntl.ioctl(sock.fileno(), SIOCGSTAMPNS, bytes(TIMESPEC.size))
     except FileNotFoundError:
         return True
     except OSError:

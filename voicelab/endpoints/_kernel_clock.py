@@ -1,0 +1,81 @@
+"""The kernel's receive stamps, moved onto the trial clock.
+
+Every socket voicelab reads with the kernel's stamps (SIP's RTP over UDP, a WebSocket's TCP
+stream, WebRTC's datagrams) gets them on the wall clock (``SO_TIMESTAMPNS`` or
+``SIOCGSTAMPNS``) and needs them on the trial's monotonic clock. The conversion reads both
+clocks at one moment and takes the stamp's age on the wall clock from the trial clock's now;
+a wall clock that stepped in between gives an age out of range, and that stamp is not used.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+#: Linux's option and control message for nanosecond receive stamps (``SO_TIMESTAMPNS_OLD``,
+#: a ``struct timespec`` of two native longs); Python's socket module does not name them.
+SO_TIMESTAMPNS = 35
+TIMESPEC = struct.Struct("@ll")
+#: the ancillary buffer one stamp needs in ``recvmsg``
+STAMP_ANCILLARY_BYTES = socket.CMSG_SPACE(TIMESPEC.size)
+#: an age outside [0, this] means the wall clock stepped between the two reads: not trusted
+MAX_TRUSTED_AGE_NS = 10_000_000_000
+#: the two clocks are read as a pair (trial, wall, trial) until the pair takes at most twice
+#: this, so a stamp's conversion is off by at most this much (a read preempted in between
+#: would otherwise move the stamp by the whole preemption)
+CONVERSION_ERROR_NS = 10_000
+_PAIR_TRIES = 5
+
+
+def enable_kernel_stamps(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp what ``sock`` receives; False where it will not (the reads are
+    then stamped when the loop makes them)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        logger.debug("no kernel receive stamps on this socket: arrivals are stamped when read")
+        return False
+    return True
+
+
+def timespec_ns(data: bytes) -> int:
+    """A ``struct timespec`` as nanoseconds."""
+    seconds, nanoseconds = TIMESPEC.unpack_from(data)
+    return int(seconds) * 1_000_000_000 + int(nanoseconds)
+
+
+def ancillary_stamp_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The receive stamp (wall clock, ns) among ``recvmsg``'s control messages, if any."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            return timespec_ns(data)
+    return None
+
+
+def paired_clocks(clock_ns: Callable[[], int]) -> tuple[int, int]:
+    """The trial clock and the wall clock at one moment, within :data:`CONVERSION_ERROR_NS`
+    (the tightest of a few paired reads)."""
+    best = (1 << 62, 0, 0)  # (spread, trial, wall)
+    for _ in range(_PAIR_TRIES):
+        before = clock_ns()
+        wall = time.time_ns()
+        after = clock_ns()
+        if after - before < best[0]:
+            best = (after - before, (before + after) // 2, wall)
+        if after - before <= 2 * CONVERSION_ERROR_NS:
+            break
+    return best[1], best[2]
+
+
+def on_trial_clock(stamp_wall_ns: int | None, trial_ns: int, wall_ns: int) -> int | None:
+    """A wall-clock receive stamp on the trial clock, given the two clocks read together
+    (:func:`paired_clocks`); None without a stamp or when the wall clock stepped."""
+    if stamp_wall_ns is None:
+        return None
+    age_ns = wall_ns - stamp_wall_ns
+    return trial_ns - age_ns if 0 <= age_ns <= MAX_TRUSTED_AGE_NS else None

@@ -8,6 +8,7 @@ saying so."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 import numpy as np
@@ -94,30 +95,37 @@ def _rtp(sequence: int) -> bytes:
         (77).to_bytes(4, "big") + b"x"
 
 
+class _Stun:
+    """Stands in for aioice's STUN protocol: its transport's socket is what the stamps read."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.transport = self
+
+    def get_extra_info(self, name: str) -> object:
+        return self.sock
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        pass
+
+
+def _watching(now: list[int]) -> tuple[KernelStamps, _Stun]:
+    """Kernel stamps on the trial clock ``now[0]``, watching one protocol whose socket is
+    bound on 127.0.0.1 and never receives anything."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    protocol = _Stun(sock)
+    stamps = KernelStamps(clock_ns=lambda: now[0])
+    stamps.watch([protocol])  # type: ignore[list-item]
+    return stamps, protocol
+
+
 def test_the_stamps_say_what_was_read_and_not_yet_tapped_and_forget_what_never_comes():
     """Datagrams read ahead of aiortc's task are the backlog's oldest end; one aiortc never
     hands on (SRTP refused it) is forgotten when a later one is tapped, or when it is older
     than :data:`MAX_PENDING_AGE_NS`."""
     now = [5 * MS]
-
-    import socket
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-
-    class Transport:
-        def get_extra_info(self, name: str) -> object:
-            return sock
-
-    class Stun:
-        transport = Transport()
-
-        def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-            pass
-
-    stamps = KernelStamps(clock_ns=lambda: now[0])
-    protocol = Stun()
-    stamps.watch([protocol])  # type: ignore[list-item]
+    stamps, protocol = _watching(now)
     assert stamps.oldest_pending_ns() is None
     for sequence in (1, 2, 3):  # no datagram received on the socket: stamped when read
         now[0] += 20 * MS
@@ -128,15 +136,15 @@ def test_the_stamps_say_what_was_read_and_not_yet_tapped_and_forget_what_never_c
     now[0] += MAX_PENDING_AGE_NS + MS
     assert stamps.oldest_pending_ns() is None  # sequence 3 never came: not waited for
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as product:
-        product.sendto(_rtp(4), sock.getsockname())  # in the socket, not yet read by the loop
+        product.sendto(_rtp(4), protocol.sock.getsockname())  # in the socket, not yet read by the loop
         for _ in range(100):
             if stamps.oldest_pending_ns() is not None:
                 break
             time.sleep(0.001)
         assert stamps.oldest_pending_ns() == 65 * MS  # it came after the last datagram read
-        sock.recv(2048)
+        protocol.sock.recv(2048)
         assert stamps.oldest_pending_ns() is None
-    sock.close()
+    protocol.sock.close()
 
 
 def test_another_aiortc_version_stamps_in_the_loop_and_says_so(monkeypatch):
@@ -280,24 +288,8 @@ def test_a_deep_backlog_that_keeps_moving_is_never_forgotten():
     """Beside two busy processes the evaluator fell 12 s behind its sockets: datagrams read
     more than :data:`MAX_PENDING_AGE_NS` ago are still on their way while aiortc keeps handing
     the ones before them on."""
-    import socket
-
     now = [0]
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-
-    class Transport:
-        def get_extra_info(self, name: str) -> object:
-            return sock
-
-    class Stun:
-        transport = Transport()
-
-        def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-            pass
-
-    stamps = KernelStamps(clock_ns=lambda: now[0])
-    protocol = Stun()
-    stamps.watch([protocol])  # type: ignore[list-item]
+    stamps, protocol = _watching(now)
     for sequence in range(1, 801):  # 16 s of packets read as they came
         now[0] = sequence * 20 * MS
         protocol.datagram_received(_rtp(sequence), ("127.0.0.1", 9))
@@ -306,4 +298,4 @@ def test_a_deep_backlog_that_keeps_moving_is_never_forgotten():
         assert stamps.take(77, sequence) == sequence * 20 * MS
     assert now[0] - stamps.oldest_pending_ns() > MAX_PENDING_AGE_NS  # type: ignore[operator]
     assert stamps.oldest_pending_ns() == 200 * 20 * MS
-    sock.close()
+    protocol.sock.close()

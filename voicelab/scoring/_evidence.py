@@ -112,8 +112,8 @@ class RedactedEvidence:
     scenario: RedactedScenario
     persona: RedactedPersona
     transcript: list[RedactedTurn]
-    tool_calls: list[dict[str, Any]]
-    data: dict[str, Any] = field(default_factory=dict)
+    tool_calls: list[dict[str, JsonValue]]
+    data: dict[str, JsonValue] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {"scenario": self.scenario, "persona": self.persona,

@@ -29,8 +29,8 @@ import asyncio
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import JsonValue
 
@@ -51,12 +51,16 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 PURPOSE = "endpoint adapter 'webrtc'"
+T = TypeVar("T")
 #: a product whose track is silent still sends RTCP reports (aiortc: every 0.5-1.5 s) and
 #: answers consent checks; nothing at all for this long means its transport is gone
 TRANSPORT_SILENT_NS = 3_000_000_000
 #: the longest :meth:`WebRtcEndpoint.send_audio` waits for its audio's first packet to leave
 #: (aiortc's sender stopped: the call is failing, and says so by its own events)
 DEPARTURE_WAIT_SECONDS = 1.0
+#: the longest the call's teardown waits for each of aiortc's steps (its statistics, closing
+#: the peer connection): a product whose transport vanished must not hold the evaluator
+TEARDOWN_STEP_SECONDS = 5.0
 
 
 class _Closing:
@@ -353,7 +357,8 @@ class WebRtcEndpoint:
             facts["sent"] = self._line.facts()
         if self._peer is not None:
             facts["connection"] = self._peer.facts()
-            facts["rtcp_round_trip_ms"] = await self._peer.round_trip_ms()
+            facts["rtcp_round_trip_ms"] = await _within(self._peer.round_trip_ms(),
+                                                        "reading RTCP's round trip")
         return facts
 
     # --- closing -------------------------------------------------------------------------
@@ -366,7 +371,7 @@ class WebRtcEndpoint:
             line.stop()
         try:
             if peer is not None:
-                await peer.close()
+                await _within(peer.close(), "closing the peer connection")
         except Exception as error:  # noqa: BLE001  (aiortc's teardown: nothing left to save)
             logger.debug("closing the peer connection raised %s", type(error).__name__)
         if signalling is not None:
@@ -380,3 +385,23 @@ class WebRtcEndpoint:
             await self._release()
         elif self._state == "new":
             await self._release()
+
+
+async def _within(step: Coroutine[Any, Any, T], what: str) -> T | None:
+    """``step``'s result, or None when it takes longer than :data:`TEARDOWN_STEP_SECONDS`
+    (it then runs on, abandoned, and is logged). ``asyncio.wait``, not ``wait_for``: that one
+    waits for the cancelled step to finish, which a step stuck on a dead transport never does."""
+    task = asyncio.ensure_future(step)
+    done, _ = await asyncio.wait({task}, timeout=TEARDOWN_STEP_SECONDS)
+    if not done:
+        logger.warning("WebRTC teardown: %s took over %g s; left behind", what,
+                       TEARDOWN_STEP_SECONDS)
+        task.add_done_callback(_retrieved)
+        return None
+    return task.result()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Collects an abandoned step's outcome, so its error is never reported as unretrieved."""
+    if not task.cancelled():
+        task.exception()

@@ -32,6 +32,10 @@ with this script, so two versions are compared by one benchmark. ``--work N`` ru
 nothing else, for an instruction count (``valgrind --tool=callgrind``) or a call count
 (``python -m cProfile``) that a busy machine cannot disturb (docs/performance.md).
 
+``VOICELAB_EVENT_LOOP=asyncio|uvloop`` runs the benchmark on that loop (unset: the standard
+library's); ``VOICELAB_KERNEL_STAMPS=0`` reads ``ws://`` connections with the loop's own
+transport instead of the kernel-stamped one, to measure what the stamps cost.
+
 ``--workdir DIR`` puts the bundles (and the temporary folder of the product double's databases:
 ``TMPDIR``) under ``DIR`` instead of the system's temporary folder. A trial's bundle is about
 twenty new files, the bare client's only its double's database: a file system that creates
@@ -314,7 +318,11 @@ async def fixed_work(trials: int) -> None:
         outcome = await voicelab.arun(voicelab.load_run(EXAMPLE), voicelab.RunOptions(
             trials=trials, concurrency=1, artifacts_dir=Path(tmp), scoring="loop",
             retry_inconclusive=0))
-    print(f"{outcome.report.passed_trials}/{trials} trials passed ({ROOT})")
+    from voicelab.execution import running_event_loop
+
+    print(f"{outcome.report.passed_trials}/{trials} trials passed ({ROOT}; "
+          f"{running_event_loop()} loop, VOICELAB_KERNEL_STAMPS="
+          f"{os.environ.get('VOICELAB_KERNEL_STAMPS', '')!r})")
 
 
 async def measure(args: argparse.Namespace) -> None:
@@ -394,4 +402,8 @@ def logging_quiet() -> None:
 
 
 if __name__ == "__main__":
+    if os.environ.get("VOICELAB_EVENT_LOOP"):  # else the standard library's, as before
+        from voicelab.execution import use_chosen_event_loop
+
+        use_chosen_event_loop()
     asyncio.run(main())

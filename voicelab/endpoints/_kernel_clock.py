@@ -99,7 +99,13 @@ def read_stamps(ancillary: list[tuple[int, int, bytes]], clock_ns: Callable[[], 
     :func:`paired_clocks`, :func:`ancillary_stamp_ns` and :func:`on_trial_clock` in one call,
     the same arithmetic, for the read paths that run once per read (a ``ws://`` stream's):
     there a handful of Python calls per read was a measurable share of the read's cost."""
-    trial, wall = paired_clocks(clock_ns)
+    before = clock_ns()
+    wall = time.time_ns()
+    after = clock_ns()
+    if after - before <= 2 * CONVERSION_ERROR_NS:  # as paired_clocks, without its call
+        trial = (before + after) >> 1
+    else:
+        trial, wall = _tightest_pair(clock_ns, after - before, (before + after) >> 1, wall)
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
             seconds, nanoseconds = TIMESPEC.unpack_from(data)

@@ -32,6 +32,14 @@ with this script, so two versions are compared by one benchmark. ``--work N`` ru
 nothing else, for an instruction count (``valgrind --tool=callgrind``) or a call count
 (``python -m cProfile``) that a busy machine cannot disturb (docs/performance.md).
 
+``--read-path ROUNDS`` runs only a WebSocket client's request/burst rounds against a server in
+its own process: under callgrind, with 200 and 1200 rounds, the read path's instructions a round
+(docs/performance.md, "Kernel receive stamps").
+
+``VOICELAB_EVENT_LOOP=asyncio|uvloop`` runs the benchmark on that loop (unset: the standard
+library's); ``VOICELAB_KERNEL_STAMPS=0`` reads ``ws://`` connections with the loop's own
+transport instead of the kernel-stamped one, to measure what the stamps cost.
+
 ``--workdir DIR`` puts the bundles (and the temporary folder of the product double's databases:
 ``TMPDIR``) under ``DIR`` instead of the system's temporary folder. A trial's bundle is about
 twenty new files, the bare client's only its double's database: a file system that creates
@@ -294,7 +302,13 @@ async def main() -> None:
     parser.add_argument("--work", type=int, default=None, metavar="N",
                         help="only run N trials (one at a time, scored on the loop, no retry) "
                              "and exit: a fixed workload to count instructions or calls of")
+    parser.add_argument("--read-path", type=int, default=None, metavar="ROUNDS",
+                        help="only run ROUNDS request/burst rounds over one WebSocket "
+                             "connection and exit: the read path's instructions")
     args = parser.parse_args()
+    if args.read_path is not None:
+        await read_path(args.read_path)
+        return
     if args.work is not None:
         await fixed_work(args.work)
         return
@@ -314,7 +328,56 @@ async def fixed_work(trials: int) -> None:
         outcome = await voicelab.arun(voicelab.load_run(EXAMPLE), voicelab.RunOptions(
             trials=trials, concurrency=1, artifacts_dir=Path(tmp), scoring="loop",
             retry_inconclusive=0))
-    print(f"{outcome.report.passed_trials}/{trials} trials passed ({ROOT})")
+    from voicelab.execution import running_event_loop
+
+    print(f"{outcome.report.passed_trials}/{trials} trials passed ({ROOT}; "
+          f"{running_event_loop()} loop, VOICELAB_KERNEL_STAMPS="
+          f"{os.environ.get('VOICELAB_KERNEL_STAMPS', '')!r})")
+
+
+READ_PATH_SERVER = """
+import asyncio
+from websockets.asyncio.server import serve
+async def burst(ws):
+    async for _ in ws:
+        for _ in range(3):
+            await ws.send(bytes(4800))
+        await ws.send('{"type": "response.done"}')
+async def main():
+    async with serve(burst, "127.0.0.1", 0, compression=None) as server:
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await asyncio.Future()
+asyncio.run(main())
+"""
+
+
+async def read_path(rounds: int) -> None:
+    """``rounds`` times: send a message and receive a burst of three 4800-byte binary messages
+    and a text message (an unpaced trial's shape) through voicelab's WebSocket connection, the
+    server in a process of its own, so an instruction count is the client's read path."""
+    from voicelab.config import SecretScrubber
+    from voicelab.endpoints import MessageInbox, open_websocket
+    from voicelab.execution import running_event_loop
+
+    server = subprocess.Popen([sys.executable, "-c", READ_PATH_SERVER], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        port = int(server.stdout.readline())
+        inbox = MessageInbox()
+        ws = await open_websocket(
+            f"ws://127.0.0.1:{port}", headers={}, connect_timeout_seconds=10,
+            max_message_bytes=1 << 20, clock_ns=time.perf_counter_ns, inbox=inbox,
+            where="the read-path server", scrubber=SecretScrubber(), user_agent="bench")
+        for _ in range(rounds):
+            await ws.send("go")
+            for _ in range(4):
+                await inbox.get()
+        await ws.close()
+    finally:
+        server.terminate()
+        server.wait(10)
+    print(f"{rounds} rounds ({ROOT}; {running_event_loop()} loop, kernel stamps "
+          f"{'on' if ws.kernel_stamps else 'off'})")
 
 
 async def measure(args: argparse.Namespace) -> None:
@@ -394,4 +457,8 @@ def logging_quiet() -> None:
 
 
 if __name__ == "__main__":
+    if os.environ.get("VOICELAB_EVENT_LOOP"):  # else the standard library's, as before
+        from voicelab.execution import use_chosen_event_loop
+
+        use_chosen_event_loop()
     asyncio.run(main())

@@ -263,3 +263,24 @@ def test_the_stamped_transport_buffers_writes_pauses_the_writer_and_delivers_in_
     assert asyncio.run(main()) == payload
     assert events[0] == "made" and events.index("pause") < events.index("resume")
     assert events[-1] == "lost"
+
+
+@pytest.mark.parametrize(("setting", "stamped"), [("0", False), ("1", True), ("", True)])
+def test_voicelab_kernel_stamps_0_keeps_the_loops_transport(monkeypatch, setting, stamped):
+    # the diagnostic switch: with it the connection reads through the loop's own transport and
+    # says so, so a benchmark can count what the stamps cost against it
+    monkeypatch.setenv("VOICELAB_KERNEL_STAMPS", setting)
+    product = ThreadedProduct(lambda send: send("hello"))
+
+    async def main() -> tuple[bool, str | None]:
+        inbox = MessageInbox()
+        connection = await open_websocket(
+            product.uri, headers={}, connect_timeout_seconds=5, max_message_bytes=1 << 20,
+            clock_ns=time.perf_counter_ns, inbox=inbox, where="test product",
+            scrubber=SecretScrubber(), user_agent="voicelab-test")
+        _, message = await inbox.get()
+        connection.abort()
+        return connection.kernel_stamps, message if isinstance(message, str) else None
+
+    assert asyncio.run(main()) == (stamped, "hello")
+    product.join()

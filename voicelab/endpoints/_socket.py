@@ -163,15 +163,18 @@ class WebSocketConnection(asyncio.Protocol):
             self._internal_failure(error)
 
     def data_received(self, data: bytes) -> None:
-        self.stamped_data_received(data, self._clock_ns(), None, -1)
+        try:
+            self._received(data, self._clock_ns(), -1, -1)
+        except Exception as error:  # noqa: BLE001 - our own failure, said as such
+            self._internal_failure(error)
 
-    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int | None,
+    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int,
                               since_ns: int) -> None:
         """``data`` read at ``read_ns``; ``kernel_ns``: when the kernel received its last byte
-        (``None``: not known); ``since_ns``: its bytes arrived after that (-1: not known);
-        from :class:`._stamped_stream.StampedStreamTransport`."""
+        (-1: not known); ``since_ns``: its bytes arrived after that (-1: not known); from
+        :class:`._stamped_stream.StampedStreamTransport`."""
         try:
-            self._received(data, read_ns, -1 if kernel_ns is None else kernel_ns, since_ns)
+            self._received(data, read_ns, kernel_ns, since_ns)
         except Exception as error:  # noqa: BLE001 - our own failure, said as such
             self._internal_failure(error)
 

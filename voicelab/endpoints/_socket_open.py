@@ -6,6 +6,7 @@ code (or raised as voicelab's own :class:`._socket.WebSocketInternalError`)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from collections.abc import Callable, Mapping
 
@@ -25,7 +26,16 @@ from ._proxy import ProxyRefused, proxy_for, tunnel
 from ._socket import WebSocketConnection
 from ._stamped_stream import connect_stamped, kernel_stamps_available
 
-__all__ = ["open_websocket"]
+__all__ = ["KERNEL_STAMPS_VARIABLE", "open_websocket"]
+
+#: ``VOICELAB_KERNEL_STAMPS=0`` turns the kernel's receive stamps off for every connection of the
+#: process (and of the worker processes it starts, which inherit it): a diagnostic, to measure
+#: what the stamped read path costs against the loop's own transport (docs/performance.md)
+KERNEL_STAMPS_VARIABLE = "VOICELAB_KERNEL_STAMPS"
+
+
+def _kernel_stamps_wanted() -> bool:
+    return os.environ.get(KERNEL_STAMPS_VARIABLE, "").strip() != "0"
 
 
 async def _connect(url: str, *, headers: Mapping[str, str], max_message_bytes: int,
@@ -42,7 +52,8 @@ async def _connect(url: str, *, headers: Mapping[str, str], max_message_bytes: i
     connection = WebSocketConnection(protocol, clock_ns=clock_ns, inbox=inbox)
     loop = asyncio.get_running_loop()
     proxy = proxy_for(uri)
-    if proxy is None and tls is None and kernel_stamps and kernel_stamps_available():
+    if proxy is None and tls is None and kernel_stamps and kernel_stamps_available() \
+            and _kernel_stamps_wanted():
         stamped = await connect_stamped(uri.host, uri.port, connection, clock_ns=clock_ns)
         connection.kernel_stamps = stamped.kernel_stamps
     elif proxy is None:
@@ -83,7 +94,8 @@ async def open_websocket(url: str, *, headers: Mapping[str, str], connect_timeou
     ``rejected_codes[status]``), ``connection_refused``, ``handshake_failed``,
     ``connection_failed``. Messages are scrubbed of secrets. ``kernel_stamps``: stamp messages
     with the kernel's receive stamps where it can (Linux, ``ws://`` without a proxy; see
-    :class:`WebSocketConnection`); off, every message gets the loop's stamp as it reads it.
+    :class:`WebSocketConnection`); off (or ``VOICELAB_KERNEL_STAMPS=0``), every message gets the
+    loop's stamp as it reads it.
     """
 
     def failure(code: str, message: str) -> EndpointError:

@@ -29,13 +29,7 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
-from ._kernel_clock import (
-    STAMP_ANCILLARY_BYTES,
-    ancillary_stamp_ns,
-    enable_kernel_stamps,
-    on_trial_clock,
-    paired_clocks,
-)
+from ._kernel_clock import STAMP_ANCILLARY_BYTES, enable_kernel_stamps, read_stamps
 
 logger = logging.getLogger(__name__)
 
@@ -52,12 +46,12 @@ class StampedStreamProtocol(Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
 
-    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int | None,
+    def stamped_data_received(self, data: bytes, read_ns: int, kernel_ns: int,
                               since_ns: int) -> None:
         """``data`` read at ``read_ns`` (trial clock); ``kernel_ns``: when its last byte was
-        received (trial clock), or ``None`` when the read did not empty the queue or the
-        kernel gave no stamp; ``since_ns``: the queue was empty then (a read that emptied it
-        began then), so every byte of ``data`` arrived after it."""
+        received (trial clock), or -1 when the read did not empty the queue or the kernel gave
+        no stamp; ``since_ns``: the queue was empty then (a read that emptied it began then),
+        so every byte of ``data`` arrived after it."""
 
     def eof_received(self) -> bool | None: ...
 
@@ -108,9 +102,6 @@ class StampedStreamTransport:
         self._clock_ns = clock_ns
         self._loop = asyncio.get_running_loop()
         self._buffer = bytearray()
-        # one read buffer for the connection's life: a fresh 256 KiB for every read would be
-        # allocated (and mapped) and freed again each time
-        self._view = memoryview(bytearray(READ_BYTES))
         self._writing_paused = False
         self._reading = True
         self._eof_pending = False
@@ -131,30 +122,36 @@ class StampedStreamTransport:
     # --- reading -------------------------------------------------------------------------
 
     def _readable(self) -> None:
+        # one read per wake-up, nearly always (a read that does not fill the buffer empties the
+        # queue): its clocks, the stamp's conversion and the delivery in as few Python calls
+        # as asyncio's own transport makes, so the stamps cost (nearly) no throughput
+        # recvmsg reads into a new bytes object of READ_BYTES that it shrinks to the size read,
+        # as asyncio's transport does with recv: one connection-long buffer read with
+        # recvmsg_into cost a copy of every read's bytes into the bytes the parser takes
+        sock, ancillary_bytes = self._sock, self._ancillary_bytes
+        clock_ns, protocol = self._clock_ns, self._protocol
         for _ in range(MAX_READS_PER_WAKE):
-            began_ns = self._clock_ns()
+            began_ns = clock_ns()
             try:
-                size, ancillary, _, _ = self._sock.recvmsg_into([self._view],
-                                                                self._ancillary_bytes)
+                data, ancillary, _, _ = sock.recvmsg(READ_BYTES, ancillary_bytes)
             except (BlockingIOError, InterruptedError):
                 self._emptied_ns = began_ns
                 return
             except OSError as error:
                 self._fail(error)
                 return
-            if not size:
+            if not data:
                 self._end_of_stream()
                 return
-            read_ns, wall_ns = paired_clocks(self._clock_ns)
-            data = bytes(self._view[:size])
-            emptied = size < READ_BYTES
-            kernel_ns = on_trial_clock(ancillary_stamp_ns(ancillary), read_ns, wall_ns) \
-                if emptied else None
             since_ns = self._emptied_ns
-            if emptied:
+            if len(data) < READ_BYTES:  # the read emptied the queue: its last byte's stamp is exact
                 self._emptied_ns = began_ns
-            self._protocol.stamped_data_received(data, read_ns, kernel_ns, since_ns)
-            if self._closing or not self._reading or emptied:
+                read_ns, kernel_ns = read_stamps(ancillary, clock_ns)
+                protocol.stamped_data_received(data, read_ns, kernel_ns, since_ns)
+                return
+            read_ns = clock_ns()
+            protocol.stamped_data_received(data, read_ns, -1, since_ns)
+            if self._closing or not self._reading:
                 return
 
     def _end_of_stream(self) -> None:

@@ -95,6 +95,10 @@ def test_a_healthy_menu_passes_the_menu_verdicts(calls):
         ("passed", "passed", "passed"), call.report["verdicts"]
 
 
+#: how late the bot's loop may read a message it was sent (its own process, a loaded machine)
+BOT_READ_MS = 100.0
+
+
 def _mono(call: Call, event: dict[str, Any]) -> int:
     return call.events[0]["attributes"]["clock_start_ns"] + event["monotonic_offset_ns"]
 
@@ -109,9 +113,11 @@ def test_key_figures_agree_with_the_bots_own_stamps(calls):
     received = call.bot_lines("dtmf")
     pressed = call.of("user.dtmf")
     assert [line["digit"] for line in received] == ["1", "2"]
-    # user.dtmf is stamped when the keys leave: the bot has them within a frame of it
+    # user.dtmf is stamped when the keys leave, never after the bot has them; the bot stamps
+    # them when its own loop reads them, in its own process, which a loaded machine delays
+    # (39 ms seen on CI beside other work): a few line frames, not the one frame of a quiet one
     for line, event in zip(received, pressed, strict=True):
-        assert 0 <= (line["received_ns"] - _mono(call, event)) / MS < 20.0, (line, event)
+        assert 0 <= (line["received_ns"] - _mono(call, event)) / MS < BOT_READ_MS, (line, event)
     sent = {line["reply"]: line for line in call.bot_lines("reply_sent")}
     [clear] = call.bot_lines("clear")
     greeting, first = call.turn("turn-000"), call.turn("turn-001")

@@ -5,6 +5,12 @@ stream, WebRTC's datagrams) gets them on the wall clock (``SO_TIMESTAMPNS`` or
 ``SIOCGSTAMPNS``) and needs them on the trial's monotonic clock. The conversion reads both
 clocks at one moment and takes the stamp's age on the wall clock from the trial clock's now;
 a wall clock that stepped in between gives an age out of range, and that stamp is not used.
+
+Linux turns its receive stamps on for the whole system some time after a socket first asks
+(deferred work, which a loaded machine runs late), and a datagram received before then gets,
+when it is read, the read's own time as its "stamp". So a stamp no earlier than the wall clock
+read just before the read (``read_began_wall_ns``) is not the kernel's arrival: the read is
+stamped as the loop made it, and charged the loop's lag like any loop stamp.
 """
 
 from __future__ import annotations
@@ -82,19 +88,22 @@ def _tightest_pair(clock_ns: Callable[[], int], spread: int, trial: int, wall: i
     return trial, wall
 
 
-def on_trial_clock(stamp_wall_ns: int | None, trial_ns: int, wall_ns: int) -> int | None:
+def on_trial_clock(stamp_wall_ns: int | None, trial_ns: int, wall_ns: int,
+                   read_began_wall_ns: int) -> int | None:
     """A wall-clock receive stamp on the trial clock, given the two clocks read together
-    (:func:`paired_clocks`); None without a stamp or when the wall clock stepped."""
-    if stamp_wall_ns is None:
+    (:func:`paired_clocks`); None without a stamp, when the wall clock stepped, or when the
+    stamp is the read's own time (no earlier than ``read_began_wall_ns``: see above)."""
+    if stamp_wall_ns is None or stamp_wall_ns >= read_began_wall_ns:
         return None
     age_ns = wall_ns - stamp_wall_ns
     return trial_ns - age_ns if 0 <= age_ns <= MAX_TRUSTED_AGE_NS else None
 
 
-def read_stamps(ancillary: list[tuple[int, int, bytes]], clock_ns: Callable[[], int]
-                ) -> tuple[int, int]:
-    """For a read that has just returned ``ancillary``: the trial clock now, and the kernel's
-    receive stamp on the trial clock (-1: none, or the wall clock stepped).
+def read_stamps(ancillary: list[tuple[int, int, bytes]], clock_ns: Callable[[], int],
+                read_began_wall_ns: int) -> tuple[int, int]:
+    """For a read that has just returned ``ancillary`` (begun at ``read_began_wall_ns`` on the
+    wall clock): the trial clock now, and the kernel's receive stamp on the trial clock (-1:
+    none, the wall clock stepped, or the stamp is the read's own time).
 
     :func:`paired_clocks`, :func:`ancillary_stamp_ns` and :func:`on_trial_clock` in one call,
     the same arithmetic, for the read paths that run once per read (a ``ws://`` stream's):
@@ -109,6 +118,8 @@ def read_stamps(ancillary: list[tuple[int, int, bytes]], clock_ns: Callable[[], 
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
             seconds, nanoseconds = TIMESPEC.unpack_from(data)
-            age_ns = wall - seconds * 1_000_000_000 - nanoseconds
-            return trial, trial - age_ns if 0 <= age_ns <= MAX_TRUSTED_AGE_NS else -1
+            stamp = seconds * 1_000_000_000 + nanoseconds
+            age_ns = wall - stamp
+            return trial, trial - age_ns if 0 <= age_ns <= MAX_TRUSTED_AGE_NS and \
+                stamp < read_began_wall_ns else -1
     return trial, -1

@@ -26,6 +26,7 @@ import asyncio
 import logging
 import socket
 import sys
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -132,6 +133,7 @@ class StampedStreamTransport:
         clock_ns, protocol = self._clock_ns, self._protocol
         for _ in range(MAX_READS_PER_WAKE):
             began_ns = clock_ns()
+            began_wall_ns = time.time_ns()
             try:
                 data, ancillary, _, _ = sock.recvmsg(READ_BYTES, ancillary_bytes)
             except (BlockingIOError, InterruptedError):
@@ -146,7 +148,7 @@ class StampedStreamTransport:
             since_ns = self._emptied_ns
             if len(data) < READ_BYTES:  # the read emptied the queue: its last byte's stamp is exact
                 self._emptied_ns = began_ns
-                read_ns, kernel_ns = read_stamps(ancillary, clock_ns)
+                read_ns, kernel_ns = read_stamps(ancillary, clock_ns, began_wall_ns)
                 protocol.stamped_data_received(data, read_ns, kernel_ns, since_ns)
                 return
             read_ns = clock_ns()

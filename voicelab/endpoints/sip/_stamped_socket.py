@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -83,6 +84,7 @@ class StampedDatagramSocket:
 
     def _readable(self) -> None:
         for _ in range(MAX_READS_PER_WAKE):
+            began_wall_ns = time.time_ns()
             try:
                 data, ancillary, _, addr = self._sock.recvmsg(MAX_DATAGRAM_BYTES,
                                                               self._ancillary_bytes)
@@ -92,7 +94,8 @@ class StampedDatagramSocket:
                 self._protocol.error_received(error)
                 return
             now_ns, wall_ns = paired_clocks(self._clock_ns)
-            kernel_ns = on_trial_clock(ancillary_stamp_ns(ancillary), now_ns, wall_ns) \
+            kernel_ns = on_trial_clock(ancillary_stamp_ns(ancillary), now_ns, wall_ns,
+                                       began_wall_ns) \
                 if self.kernel_stamps else None
             received_ns = now_ns if kernel_ns is None else kernel_ns
             self._protocol.stamped_datagram_received(data, (str(addr[0]), int(addr[1])),

@@ -32,6 +32,7 @@ import logging
 import socket
 import struct
 import termios
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -157,12 +158,14 @@ class KernelStamps:
         return datagram_received
 
     def _stamp_ns(self, fd: int) -> int | None:
+        # the kernel answers with the ioctl's own time for a datagram it did not stamp
+        began_wall_ns = time.time_ns()
         try:
             stamp_ns = timespec_ns(fcntl.ioctl(fd, SIOCGSTAMPNS, bytes(TIMESPEC.size)))
         except OSError:
             return None
         now_ns, wall_ns = paired_clocks(self._clock_ns)
-        return on_trial_clock(stamp_ns, now_ns, wall_ns)
+        return on_trial_clock(stamp_ns, now_ns, wall_ns, began_wall_ns)
 
     def take(self, ssrc: int, sequence: int) -> int | None:
         """The kernel stamp of the packet with this key (once), or None: stamp it now.

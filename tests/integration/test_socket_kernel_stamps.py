@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -24,6 +24,11 @@ from websockets.server import ServerProtocol
 
 from voicelab.config import SecretScrubber
 from voicelab.endpoints import EndpointContext
+from voicelab.endpoints._kernel_clock import (
+    SO_TIMESTAMPNS,
+    STAMP_ANCILLARY_BYTES,
+    ancillary_stamp_ns,
+)
 from voicelab.endpoints._socket import (
     KERNEL_STREAM_STAMPS,
     LOOP_STAMPED_ATTRIBUTE,
@@ -45,6 +50,26 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
 #: delay the delivery itself, which is real arrival time, so this is generous)
 KERNEL_STAMP_SLACK_NS = 2_000_000
 BLOCK_SECONDS = 0.08
+
+
+@pytest.fixture(autouse=True, scope="module")
+def kernel_stamping_on() -> Iterator[None]:
+    """Linux turns its receive stamps on for the whole system some time after a socket first
+    asks (deferred work, which a loaded machine runs late); until then a read gets its own
+    time, which voicelab rightly takes for a loop stamp. Keep a stamped socket open for the
+    module and wait until a datagram that waited is stamped before its read."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        probe.settimeout(1.0)
+        probe.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        for _ in range(100):
+            probe.sendto(b"warm", probe.getsockname())
+            time.sleep(0.02)
+            _, ancillary, _, _ = probe.recvmsg(16, STAMP_ANCILLARY_BYTES)
+            stamp = ancillary_stamp_ns(ancillary)
+            if stamp is not None and time.time_ns() - stamp >= 10_000_000:
+                break
+        yield
 
 
 def _loop_factories() -> list[Callable[[], asyncio.AbstractEventLoop]]:

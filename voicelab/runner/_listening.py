@@ -27,13 +27,13 @@ from ._conversation import (
     Conversation,
     ConversationEnded,
     Failure,
-    Prepared,
     _turn_id,
     is_key_barge_in,
 )
 from ._key_prompts import PromptWatch
 from ._line import UserLine, Utterance
 from ._probes import LineEcho, ProbeMark, audible_bounds, noise_probes_for, noise_sound
+from ._user_speech import Prepared
 
 #: How often the listener checks what it has heard while nothing else wakes it.
 LISTEN_TICK_SECONDS = 0.02

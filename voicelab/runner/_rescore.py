@@ -76,7 +76,7 @@ from ..config import (
     load_pricing,
     parse_settings,
 )
-from ..cost import cost_summary, merged_summary, trial_cost
+from ..cost import cost_summary, trial_cost
 from ..errors import ConfigError, ExecutionError, os_reason
 from ..metrics import EntityPlan, keep_recorded_columns
 from ..recording import PRODUCT, USER, USER_CLEAN, USER_HEARD, Recording, recording_from_records
@@ -91,7 +91,6 @@ from ..scoring import (
     run_statistics,
     settings_of,
 )
-from ._cost_estimate import usage_of_cost
 from ._evidence import (
     STREAM_FILES,
     assemble_now,
@@ -100,8 +99,9 @@ from ._evidence import (
     score_of,
 )
 from ._report import CallEnding, CallTiming, TrialIdentity, trial_report
+from ._reprice import bytes_on_disk, matrix_costs, recorded_pricing, reprice_folder
 from ._rescore_overrides import AS_RECORDED, RescoreOverrides
-from ._rescored import Rescored, RescoredTrial, kept_as_recorded
+from ._rescored import Rescored, RescoredTrial, kept_as_recorded, say_kept, stopped
 from ._retention import filtered_steps, process_redactor, recorded_redactor, run_redactor
 from ._run import not_run_message
 from ._transcription import ProductTranscription
@@ -241,7 +241,7 @@ def rescore_trial(trial_dir: Path, *, speech_metrics: bool | None = None,
     report.cost = None if previous.cost is None else trial_cost(
         recording, recorded_pricing(settings, source=trial_dir), adapter=previous.adapter,
         judges=report.judges, recognition=evidence.recognition,
-        storage_bytes=encoded_bytes(files) + _bytes_on_disk(
+        storage_bytes=encoded_bytes(files) + bytes_on_disk(
             trial_dir, [name for name in kept if name not in rewritten]))
     write_trial_files(trial_dir, files, report, also_present=kept)
     before = {v.name: v.passed for v in previous.verdicts}
@@ -256,93 +256,6 @@ def _keep_own_columns(turns: Sequence[TurnMetrics], settings: Mapping[str, objec
     it wrote them: nothing a bundle names is imported."""
     if settings.get("turn_metrics"):
         keep_recorded_columns(turns, _document(trial_dir, VOICE_METRICS).get("turns") or [])
-
-
-def recorded_pricing(settings: Any, *, source: Path) -> PricingConfig | None:
-    """The price table a trial ran with (its resolved settings' ``pricing``)."""
-    table = settings.get("pricing") if isinstance(settings, dict) else None
-    if table is None:
-        return None
-    return _model(PricingConfig, table, source=source / resolved_document("settings"))
-
-
-def _bytes_on_disk(trial_dir: Path, names: list[str]) -> int:
-    """The storage of a trial's files (its report aside), as they are on disk."""
-    total = 0
-    for name in names:
-        if name == TRIAL_REPORT:
-            continue
-        path = trial_dir / name
-        if path.is_file() and not path.is_symlink():
-            total += path.stat().st_size
-    return total
-
-
-def reprice_trial(trial_dir: Path, pricing: PricingConfig) -> RescoredTrial:
-    """Price one trial folder's recorded usage under ``pricing``: its report's ``cost`` is
-    rewritten and nothing else (every other field as it was, every other file untouched).
-
-    The usage spent during the call is read again from its events (``voice-events.jsonl``:
-    ``usage.recorded``, the call's minutes), the judges' from their results; what scoring and
-    the bundle used (recognition, storage) is what the trial's cost recorded and the bytes its
-    files hold."""
-    from ..artifacts import read_voice_events
-
-    trial_dir = Path(trial_dir)
-    previous = _model(TrialReport, _document(trial_dir, TRIAL_REPORT),
-                      source=trial_dir / TRIAL_REPORT)
-    records = read_voice_events(trial_dir / VOICE_EVENTS)
-    recording = recording_from_records(records, streams={}, where=str(trial_dir / VOICE_EVENTS))
-    recognition = [] if previous.cost is None else [
-        usage for usage in usage_of_cost(previous.cost) if usage.component == "recognition"]
-    names = sorted(p.name for p in trial_dir.iterdir() if not p.name.startswith("."))
-    cost = trial_cost(recording, pricing, adapter=previous.adapter, judges=previous.judges,
-                      recognition=recognition,
-                      storage_bytes=_bytes_on_disk(trial_dir, names))
-    report = previous.model_copy(update={"cost": cost})
-    write_json(trial_dir / TRIAL_REPORT, report)
-    return RescoredTrial(trial_dir, report, previous)
-
-
-def _reprice_run_report(run_dir: Path) -> RunReport | None:
-    """A run report's ``cost`` summed again from its trial reports (nothing else changes)."""
-    path = run_dir / RUN_REPORT
-    if not path.is_file():
-        return None
-    report = _model(RunReport, read_json(path), source=path)
-    costs = []
-    for summary in sorted(report.trials, key=lambda s: s.trial):
-        trial_path = run_dir / summary.path / TRIAL_REPORT
-        if trial_path.is_file():
-            costs.append(_model(TrialReport, read_json(trial_path), source=trial_path).cost)
-    updated = report.model_copy(update={"cost": cost_summary(costs)})
-    write_json(path, updated)
-    return updated
-
-
-def _matrix_costs(path: Path, report: Any) -> dict[str, Any]:
-    """A matrix report's cost fields from its cells' run reports: each cell's, each stage's
-    and the sweep's."""
-    cells = []
-    for cell in report.cells:
-        run_report = path.parent / cell.cell_id / RUN_REPORT
-        if run_report.is_file():
-            run = _model(RunReport, read_json(run_report), source=run_report)
-            cell = cell.model_copy(update={"cost": run.cost})
-        cells.append(cell)
-    stages = report.stages
-    if stages:
-        stages = [stage.model_copy(update={"cost": merged_summary(
-            c.cost for c in cells if c.stage == stage.name)})
-            if stage.status != "not_run" else stage for stage in stages]
-    return {"cells": cells, "cost": merged_summary(c.cost for c in cells), "stages": stages}
-
-
-def _reprice_matrix_report(path: Path) -> None:
-    from ..artifacts import MatrixReport
-
-    report = _model(MatrixReport, read_json(path), source=path)
-    write_json(path, report.model_copy(update=_matrix_costs(path, report)))
 
 
 def _update_run_report(run_dir: Path, trials: list[RescoredTrial],
@@ -465,7 +378,7 @@ def rescore(path: str | Path, *, output: str | Path | None = None,
         shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)  # only `latest`
     with RunFolder.existing(target, command="rescore", report=RunReport) as folder:
         if pricing is not None:  # the cost and nothing else: not even the log
-            return _reprice_folder(target, pricing, stop=stop)
+            return reprice_folder(target, pricing, stop=stop)
         return _rescore_folder(folder, speech_metrics=speech_metrics, judges_from=judges_from,
                                overrides=overrides, stop=stop)
 
@@ -475,33 +388,6 @@ def _start_log(folder: RunFolder[RunReport], words: Redactor) -> None:
     keeps no log of its own."""
     if (folder.path / RUN_REPORT).is_file() or (folder.path / MATRIX_REPORT).is_file():
         folder.start_log(run_id=f"rescore-{folder.path.name}", words=words)
-
-
-def _stopped(stop: threading.Event | None) -> bool:
-    return stop is not None and stop.is_set()
-
-
-def _reprice_folder(target: Path, pricing: PricingConfig, *,
-                    stop: threading.Event | None = None) -> Rescored:
-    trial_dirs = find_trial_dirs(target)
-    if not trial_dirs:
-        raise ConfigError("no trial folders (trial-NNN/trial-report.json) found", source=target)
-    result = Rescored(target)
-    logger.info("rescore --pricing: %d trial folder(s) in %s", len(trial_dirs), target)
-    for trial_dir in trial_dirs:
-        if _stopped(stop):
-            result.kept.append(kept_as_recorded(trial_dir))
-        else:
-            result.trials.append(reprice_trial(trial_dir, pricing))
-    _say_kept(result)
-    for run_dir in sorted({t.trial_dir.parent for t in result.trials}):
-        updated = _reprice_run_report(run_dir)
-        if updated is not None:
-            result.run_reports.append(run_dir / RUN_REPORT)
-            result.run_exit_codes.append(updated.exit_code)
-    for matrix in target.rglob(MATRIX_REPORT):
-        _reprice_matrix_report(matrix)
-    return result
 
 
 def _require_audio(trial_dirs: list[Path]) -> None:
@@ -541,7 +427,7 @@ def _rescore_folder(folder: RunFolder[RunReport], *, speech_metrics: bool | None
                 f", with {', '.join(o.label for o in given.given)}" if given.given else "")
     result = Rescored(target)
     for trial_dir in trial_dirs:
-        if _stopped(stop):
+        if stopped(stop):
             result.kept.append(kept_as_recorded(trial_dir))
             continue
         trial = rescore_trial(trial_dir, speech_metrics=speech_metrics, judges_run=judges_run,
@@ -551,7 +437,7 @@ def _rescore_folder(folder: RunFolder[RunReport], *, speech_metrics: bool | None
                     "passed" if trial.report.passed else "not passed",
                     f" (changed: {', '.join(trial.changed_verdicts)})"
                     if trial.changed_verdicts else "")
-    _say_kept(result)
+    say_kept(result)
     by_run: dict[Path, list[RescoredTrial]] = {}
     for trial in [*result.trials, *result.kept]:
         run_dir = trial.trial_dir.parent
@@ -567,18 +453,6 @@ def _rescore_folder(folder: RunFolder[RunReport], *, speech_metrics: bool | None
     for matrix in sorted(target.rglob(MATRIX_REPORT)):
         result.run_exit_codes.append(_update_matrix_report(matrix))
     return result
-
-
-def _say_kept(result: Rescored) -> None:
-    """An interrupted re-scoring says how far it got (the log, and the command's lines)."""
-    if not result.kept:
-        return
-    done = len(result.trials)
-    note = (f"re-scoring stopped by a signal after {done} of {done + len(result.kept)} trial "
-            f"folder(s): the others are as they were (their reports are counted as they are); "
-            f"rescore again to finish")
-    logger.info("%s", note)  # the command prints the note itself
-    result.notes.append(note)
 
 
 def _output_folder(target: Path) -> Path:
@@ -665,7 +539,7 @@ def _update_matrix_report(path: Path) -> int:
 
         pooled, margins = matrix_rates(cells, settings_of(report.pass_rate))
         rates = {"pass_rate": pooled, "margins": margins}
-    costs = _matrix_costs(path, report.model_copy(update={"cells": cells})) \
+    costs = matrix_costs(path, report.model_copy(update={"cells": cells})) \
         if report.cost is not None else {}
     cells = costs.get("cells", cells)
     write_json(path, report.model_copy(update={

@@ -4,6 +4,8 @@ run report rewritten after an interruption still lists every trial, each as its 
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +21,8 @@ from ..artifacts import (
 )
 from ..config import parse_settings
 from ..scoring import gate_passed
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -101,3 +105,19 @@ def kept_as_recorded(trial_dir: Path) -> RescoredTrial:
     report = parse_settings(TrialReport, read_json(source), key=None, source=source)
     turns, probes = read_responses(trial_dir)
     return RescoredTrial(trial_dir, report, report, turn_metrics=turns, probes=probes)
+
+
+def stopped(stop: threading.Event | None) -> bool:
+    return stop is not None and stop.is_set()
+
+
+def say_kept(result: Rescored) -> None:
+    """An interrupted re-scoring says how far it got (the log, and the command's lines)."""
+    if not result.kept:
+        return
+    done = len(result.trials)
+    note = (f"re-scoring stopped by a signal after {done} of {done + len(result.kept)} trial "
+            f"folder(s): the others are as they were (their reports are counted as they are); "
+            f"rescore again to finish")
+    logger.info("%s", note)  # the command prints the note itself
+    result.notes.append(note)

@@ -11,10 +11,10 @@ from voicelab.audio import PcmAudio, SpeechBounds, audible_edges
 from voicelab.endpoints._protocol import EndpointContext
 from voicelab.endpoints.pipecat import PipecatEndpoint
 from voicelab.recording import Recording
-from voicelab.runner._user_speech import Prepared
 from voicelab.runner._heard_speech import RECENT_SAMPLES, HeardSpeech
 from voicelab.runner._listening import aligned
 from voicelab.runner._trial import DEFAULT_CHUNK_MS, line_chunk_ms
+from voicelab.runner._user_speech import Prepared
 
 RATE = 24_000
 

@@ -294,7 +294,7 @@ def test_no_cut_in_has_an_upper_bound_above_0_and_latency_a_median_interval():
 
 
 def test_the_command_line_states_the_headline():
-    from voicelab.cli._run import endpointing_line
+    from voicelab.cli._summaries import endpointing_line
 
     line = endpointing_line(_curve((200, 2, 0), (800, 2, 2)))
     assert line == ("endpointing: cuts in half the time at a pause of 500 ms (interpolated); "

@@ -388,7 +388,7 @@ def test_degraded_trials_whose_errors_change_nothing_are_counted_not_announced()
     """The alarm-fatigue case: every trial's reply is degraded (30 ms > the 25 ms tolerance),
     but 300 ms + 30 ms cannot reach a 2000 ms limit and 30 ms is within the documented 40 ms:
     no warning line, the report still counts them."""
-    from voicelab.cli._run import degraded_warning
+    from voicelab.cli._summaries import degraded_warning
 
     trials = [_degraded_trial(i, bound_ms=30.0, latency_ms=300.0, limit_ms=2000.0)
               for i in (1, 2, 3)]
@@ -397,7 +397,7 @@ def test_degraded_trials_whose_errors_change_nothing_are_counted_not_announced()
 
 
 def test_a_verdict_the_error_could_change_warns_once():
-    from voicelab.cli._run import degraded_warning
+    from voicelab.cli._summaries import degraded_warning
 
     at_stake = _degraded_trial(1, bound_ms=30.0, latency_ms=480.0, limit_ms=500.0)
     calm = _degraded_trial(2, bound_ms=30.0, latency_ms=300.0, limit_ms=2000.0)

@@ -44,7 +44,7 @@ def test_without_a_terminal_each_finished_trial_is_a_line_and_the_end_a_count():
     from voicelab._progress import TrialLines
 
     stream, now = io.StringIO(), [100.0]
-    from voicelab.cli._run import trial_line
+    from voicelab.cli._summaries import trial_line
 
     lines = TrialLines(file=stream, every_seconds=None, clock=lambda: now[0],
                        describe=lambda result: trial_line(result.summary, result.report))

@@ -17,15 +17,8 @@ from ..errors import ConfigError
 from ..metrics import summarize
 from ..runner import RunInterrupted
 from ._output import relative
-from ._run import (
-    SIGNAL_EXIT,
-    _fmt_ms,
-    _print_statistics,
-    _write_junit,
-    run_until_signal,
-    trial_line,
-    unjudged_note,
-)
+from ._run import SIGNAL_EXIT, _write_junit, run_until_signal
+from ._summaries import fmt_ms, print_statistics, trial_line, unjudged_note
 
 if TYPE_CHECKING:
     from ..ingest import ChannelMap, IngestOutcome
@@ -83,10 +76,10 @@ def _summary(outcome: IngestOutcome) -> int:
         barge_ins = sum(t.interrupted for t in turns)
         print(f"{mask_known(call.call_id)}: {trial.report.user_turns} caller turn(s), "
               f"{trial.report.product_responses} response(s), {barge_ins} barge-in(s), "
-              f"response latency p50 {_fmt_ms(latency.p50)}; "
+              f"response latency p50 {fmt_ms(latency.p50)}; "
               + trial_line(trial.summary, trial.report))
     print(f"{report.passed_trials}/{report.trial_count} call(s) passed{unjudged_note(report)}")
-    _print_statistics(report)
+    print_statistics(report)
     for problem in outcome.write_errors:
         print(f"execution failed: {problem}")
     print(f"bundle: {relative(str(outcome.bundle_path))}")

@@ -10,6 +10,16 @@ from ._judge_plugins import (
     check_plugin_judges,
     load_judge_class,
 )
+from ._paired import (
+    DifferenceInterval,
+    GateResult,
+    bootstrap_projection,
+    gate_on_interval,
+    mcnemar_exact,
+    paired_bootstrap_difference,
+    paired_rate_difference,
+    paired_rate_projection,
+)
 from ._probe import OutcomeProbe
 from ._probe_loader import PROBES, load_probe_class
 from ._quality import critical_judge_failures, evaluate_quality, judges_pass
@@ -31,17 +41,9 @@ from ._statistics import (
     DEFAULT_RESAMPLES,
     INTERVAL_METHODS,
     QUANTILE_STATISTICS,
-    DifferenceInterval,
-    GateResult,
     IntervalMethod,
     QuantileBound,
     RateInterval,
-    bootstrap_projection,
-    gate_on_interval,
-    mcnemar_exact,
-    paired_bootstrap_difference,
-    paired_rate_difference,
-    paired_rate_projection,
     pass_at_k_estimate,
     pass_curves,
     pass_power_k_estimate,

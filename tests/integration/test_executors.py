@@ -247,10 +247,15 @@ def test_a_sweep_on_a_dask_cluster_equals_the_same_sweep_in_process(tmp_path, da
             trials=2,
             concurrency=2,
             executor=client,
+            ramp_seconds=0.4,  # a load profile holds on a cluster as in process
             artifacts_dir=tmp_path / "api",
             on_trial_done=lambda result, done, total: progress.append(
                                    (result.summary.trial_id, done, total))))
     assert outcome.exit_code == 0 and outcome.report.passed_trials == 2
+    profile, achieved = outcome.report.load_profile, outcome.report.achieved_concurrency
+    assert profile is not None and (profile.kind, profile.ramp_seconds) == ("closed", 0.4)
+    assert achieved is not None and [s.running for s in achieved.samples][0] == 1
+    assert len(achieved.samples) == 4 and max(s.running for s in achieved.samples) <= 2
     # results stream back one by one as the trials finish
     assert sorted(progress) == sorted([(progress[0][0], 1, 2), (progress[1][0], 2, 2)])
     assert {p[0] for p in progress} == {"trial-001", "trial-002"}

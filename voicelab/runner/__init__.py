@@ -21,17 +21,19 @@ from ._cost_estimate import (
 )
 from ._evidence import inconclusive_verdict_names
 from ._matrix import (
-    BUDGET_REASON,
     MatrixCellPlan,
     MatrixInterrupted,
     MatrixOutcome,
     MatrixPlan,
     StagePlan,
+    plan_matrix,
+)
+from ._matrix_report import (
+    BUDGET_REASON,
     conclude_cells,
     matrix_cell,
     matrix_rates,
     matrix_report,
-    plan_matrix,
     read_matrix_report,
     stage_not_run,
     stage_outcome,

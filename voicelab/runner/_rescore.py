@@ -535,7 +535,7 @@ def _update_matrix_report(path: Path) -> int:
     complete = len(cells) == report.cell_count
     rates: dict[str, Any] = {}
     if report.pass_rate is not None:
-        from ._matrix import matrix_rates
+        from ._matrix_report import matrix_rates
 
         pooled, margins = matrix_rates(cells, settings_of(report.pass_rate))
         rates = {"pass_rate": pooled, "margins": margins}

@@ -10,7 +10,8 @@ One private module per command group: ``_main`` (parser, dispatch, errors as exi
 ``_rescore`` and ``_init``. The commands call the same public API a notebook uses.
 """
 
-from ._main import build_parser, main
+from ._main import main
+from ._parser import build_parser
 
 # The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
 # The other names imported above are voicelab's own, for its other packages.

@@ -11,8 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from websockets.asyncio.server import ServerConnection, serve
 
 from voicelab.config import SecretScrubber
-from voicelab.endpoints._socket import Closure, MessageInbox, WebSocketConnection
-from voicelab.endpoints._socket_open import open_websocket
+from voicelab.endpoints import Closure, MessageInbox, WebSocketConnection, open_websocket
 
 
 async def open_client(uri: str, inbox: MessageInbox, **options) -> WebSocketConnection:

@@ -12,8 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 from _websocket_peers import open_client, until_closure, websocket_server
 
-from voicelab.endpoints._protocol import EndpointError
-from voicelab.endpoints._socket import Closure, MessageInbox
+from voicelab.endpoints import Closure, EndpointError, MessageInbox
 
 # --- TLS -----------------------------------------------------------------------------------
 

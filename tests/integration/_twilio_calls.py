@@ -47,7 +47,6 @@ class Events:
         return [e for e in self.items if e.type == kind]
 
 
-
 async def scripted_product(script: Callable[[ServerConnection, list[tuple[int, dict]]],
                                             Awaitable[None]], body: Callable[[str], Awaitable[Any]]
                            ) -> tuple[Any, list[tuple[int, dict]]]:

@@ -78,7 +78,6 @@ class Line:
             await asyncio.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9))
 
 
-
 # --- the golden exchange ------------------------------------------------------------------------
 
 def collapse(steps: list[Any]) -> list[Any]:

@@ -117,7 +117,6 @@ class _OutputLog:
         return [*self.head, *(line for line, _ in self.tail)]
 
 
-
 class _ProductOutput:
     """The output half of ``ProductProcess``: the pipes' bytes in, ``product.log`` out."""
 
@@ -135,7 +134,6 @@ class _ProductOutput:
     _stalled: asyncio.Event
     _stdout_closed: asyncio.Event
     _pipes_closed: asyncio.Event
-
 
     @property
     def lines(self) -> list[LogLine]:

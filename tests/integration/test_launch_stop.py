@@ -33,7 +33,7 @@ from _product_launch import (
 )
 
 from voicelab.config._launch import LaunchConfig
-from voicelab.endpoints import ProductProcess
+from voicelab.endpoints import ProductProcess, _launch_stop
 
 # --- stop -----------------------------------------------------------------------------------
 
@@ -50,6 +50,32 @@ def test_stop_kills_a_product_that_ignores_sigterm(tmp_path: Path) -> None:
     assert run(scenario()) == (-signal.SIGKILL,) * 3  # idempotent, concurrent calls included
     assert "SIGKILL to the process group" in product.log_text()
     assert is_reaped(product.pid)
+
+
+class NeverSet(asyncio.Event):
+    """An exit event nothing can set: a product SIGKILL cannot end (uninterruptible sleep)."""
+
+    def set(self) -> None:
+        pass
+
+
+def test_stop_gives_up_on_a_product_whose_exit_never_comes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_launch_stop, "_KILLED_EXIT_SECONDS", 0.5)
+    script = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              "print('listening on'); time.sleep(600)")
+    product = ProductProcess(python(script, stop_grace_seconds=0.2), base_dir=tmp_path)
+
+    async def scenario() -> None:
+        await product.start()
+        product._exited = NeverSet()
+        await product.stop()  # returns (it used to wait for the exit forever)
+
+    run(scenario())
+    log = product.log_text()
+    assert log.index("SIGKILL to the process group") < log.index("after SIGKILL: given up")
+    wait_not_running([product.pid])  # it was killed; only the news of its exit never came
+    assert not is_running(product.pid)
 
 
 @pytest.mark.parametrize(("grandchild", "parent"), [

@@ -4,9 +4,11 @@
 called ``setsid()`` or ``setpgid()``, a double-forked daemon), found in ``/proc`` by descent
 and by the ``VOICELAB_LAUNCH_ID`` marker in their environment (:mod:`._process_tree`), when
 the product is ready and again when it is stopped. It sends SIGTERM to all of them, waits
-``stop_grace_seconds`` for every one to exit, then sends SIGKILL. A cancelled ``start()`` or
-``stop()`` (Ctrl-C) still stops the family: the sequence runs on, shielded, and a second
-cancellation sends SIGKILL at once. POSIX only (the processes that left the group: Linux).
+``stop_grace_seconds`` for every one to exit, then sends SIGKILL, and waits at most
+``_KILLED_EXIT_SECONDS`` more for the product's exit (a process in uninterruptible sleep
+outlives SIGKILL: it is left, with a warning, rather than hanging the run). A cancelled
+``start()`` or ``stop()`` (Ctrl-C) still stops the family: the sequence runs on, shielded, and a
+second cancellation sends SIGKILL at once. POSIX only (the processes that left the group: Linux).
 
 ``_ProductStop`` is the part of ``ProductProcess`` that does this; the state it reads is set
 by ``ProductProcess.__init__``.
@@ -30,6 +32,10 @@ logger = logging.getLogger(__name__)
 #: just before exiting still counts), and how long stop() waits for pipes a stray process holds
 _DRAIN_SECONDS = 2.0
 _POLL_SECONDS = 0.05
+#: after SIGKILL: how long stop() waits for the product's exit before it gives up on a process
+#: the kernel cannot end yet (uninterruptible sleep, e.g. a read from a hung network mount),
+#: so that stopping a product never hangs the run
+_KILLED_EXIT_SECONDS = 30.0
 
 
 def _describe_exit(returncode: int | None) -> str:
@@ -125,7 +131,11 @@ class _ProductStop(_ProductOutput):
                            f"{also}")
                 self._signal_group(signal.SIGKILL)
                 await self._group_gone_within(_DRAIN_SECONDS)  # the kernel's delay only
-        await self._exited.wait()
+        await _first_of(self._exited, timeout=_KILLED_EXIT_SECONDS)
+        if not self._exited.is_set():
+            self._note(f"still running {_KILLED_EXIT_SECONDS:g} s after SIGKILL: given up")
+            logger.warning("the product (pid %s) did not exit %g s after SIGKILL; left running",
+                           self.pid, _KILLED_EXIT_SECONDS)
         # once the group is gone the pipes close; a process that left the group may hold them
         await _first_of(self._pipes_closed, timeout=_DRAIN_SECONDS)
         self._stopped = True

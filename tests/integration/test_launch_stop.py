@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import signal
 import sys
 from pathlib import Path
+from typing import IO
 
 import pytest
 from _product_launch import (
@@ -31,7 +33,7 @@ from _product_launch import (
 )
 
 from voicelab.config._launch import LaunchConfig
-from voicelab.endpoints import ProductProcess
+from voicelab.endpoints import ProductProcess, _launch_stop
 
 # --- stop -----------------------------------------------------------------------------------
 
@@ -48,6 +50,32 @@ def test_stop_kills_a_product_that_ignores_sigterm(tmp_path: Path) -> None:
     assert run(scenario()) == (-signal.SIGKILL,) * 3  # idempotent, concurrent calls included
     assert "SIGKILL to the process group" in product.log_text()
     assert is_reaped(product.pid)
+
+
+class NeverSet(asyncio.Event):
+    """An exit event nothing can set: a product SIGKILL cannot end (uninterruptible sleep)."""
+
+    def set(self) -> None:
+        pass
+
+
+def test_stop_gives_up_on_a_product_whose_exit_never_comes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_launch_stop, "_KILLED_EXIT_SECONDS", 0.5)
+    script = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              "print('listening on'); time.sleep(600)")
+    product = ProductProcess(python(script, stop_grace_seconds=0.2), base_dir=tmp_path)
+
+    async def scenario() -> None:
+        await product.start()
+        product._exited = NeverSet()
+        await product.stop()  # returns (it used to wait for the exit forever)
+
+    run(scenario())
+    log = product.log_text()
+    assert log.index("SIGKILL to the process group") < log.index("after SIGKILL: given up")
+    wait_not_running([product.pid])  # it was killed; only the news of its exit never came
+    assert not is_running(product.pid)
 
 
 @pytest.mark.parametrize(("grandchild", "parent"), [
@@ -179,6 +207,10 @@ async def main():
     launch = LaunchConfig(command=[sys.executable, "-c", FAMILY, "polite", "polite"],
                           ready_pattern="armed", stop_grace_seconds=2)
     async with ProductProcess(launch) as product:
+        # the ready line is the grandchild's: on a loaded machine it can come before the line
+        # its parent prints once it has started it
+        while not any(line.text.startswith("grandchild pid") for line in product.lines):
+            await asyncio.sleep(0.01)
         grandchild = next(line.text.split()[-1] for line in product.lines
                           if line.text.startswith("grandchild pid"))
         print(product.pid, grandchild, flush=True)
@@ -188,8 +220,10 @@ asyncio.run(main())
 """
     with run_script(tmp_path / "driver.py", source) as script:
         try:
-            ready = script.stdout.readline()
-            assert ready, script.stderr.read()
+            ready = read_line(script.stdout, HANG_GUARD_SECONDS)
+            if not ready:  # exited, or stuck before it was ready: say where
+                script.kill()
+                pytest.fail(f"the script never reported its pids: {script.communicate()[1]}")
             pids = [int(pid) for pid in ready.split()]
             assert all(is_running(pid) for pid in pids)
             script.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground job
@@ -199,6 +233,13 @@ asyncio.run(main())
     assert "KeyboardInterrupt" in stderr and "never stopped" not in stderr
     wait_not_running(pids)  # the script has exited: nothing more can come from it
     assert not any(is_running(pid) for pid in pids)
+
+
+def read_line(stream: IO[str], seconds: float) -> str:
+    """The next line of a child's output, or "" when none came within ``seconds`` (a script
+    stuck before printing must fail the test, not hang it)."""
+    readable, _, _ = select.select([stream], [], [], seconds)
+    return stream.readline() if readable else ""
 
 
 def test_a_product_never_stopped_is_killed_when_dropped(tmp_path: Path) -> None:

@@ -1,29 +1,25 @@
 """The shared WebSocket transport over real sockets on 127.0.0.1: messages in order, each with the
 stamp of its first bytes; fragments joined; 1007 on invalid text, 1009 on oversize; pings
-answered; the closing handshake (and its timeout); bounded buffering with back-pressure; wss://.
+answered; the closing handshake (and its timeout); bounded buffering with back-pressure.
+wss:// and proxies: test_socket_tls_proxy.py; the client and server both use: _websocket_peers.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from websockets.asyncio.server import ServerConnection, serve
+from _websocket_peers import open_client, until_closure, websocket_server
 from websockets.server import ServerProtocol
 
-from voicelab.config import SecretScrubber
 from voicelab.endpoints import _socket
-from voicelab.endpoints._protocol import EndpointError
 from voicelab.endpoints._socket import (
     INBOX_MAX_BYTES,
     Closure,
     MessageInbox,
-    WebSocketConnection,
 )
-from voicelab.endpoints._socket_open import open_websocket
 
 # One read of the event loop takes up to 256 KiB: what can land in the inbox past its bound.
 READ_SLACK_BYTES = 512 * 1024
@@ -39,33 +35,11 @@ class SteppedClock:
         return self.now
 
 
-async def _open(uri: str, inbox: MessageInbox, **options) -> WebSocketConnection:
-    settings = {"headers": {}, "connect_timeout_seconds": 5, "max_message_bytes": 1 << 20,
-                "clock_ns": time.perf_counter_ns, "where": "test server",
-                "scrubber": SecretScrubber(), "user_agent": "voicelab-test"} | options
-    return await open_websocket(uri, inbox=inbox, **settings)
-
-
-async def _until_closure(inbox: MessageInbox) -> list[tuple[int, object]]:
-    received: list[tuple[int, object]] = []
-    while not received or not isinstance(received[-1][1], Closure):
-        received.append(await asyncio.wait_for(inbox.get(), 10))
-    return received
-
-
-@contextlib.asynccontextmanager
-async def _server(handler: Callable[[ServerConnection], Awaitable[None]],
-                  **options) -> AsyncIterator[str]:
-    async with serve(handler, "127.0.0.1", 0, compression=None, **options) as server:
-        port = server.sockets[0].getsockname()[1]
-        yield f"{'wss' if options.get('ssl') else 'ws'}://127.0.0.1:{port}"
-
-
 async def _receive_all(handler, **options) -> list[tuple[int, object]]:
-    async with _server(handler) as uri:
+    async with websocket_server(handler) as uri:
         inbox = MessageInbox()
-        await _open(uri, inbox, **options)
-        return await _until_closure(inbox)
+        await open_client(uri, inbox, **options)
+        return await until_closure(inbox)
 
 
 @contextlib.asynccontextmanager
@@ -180,8 +154,8 @@ def test_each_message_carries_the_stamp_of_the_read_that_held_its_first_byte():
     async def main():
         async with _raw_server(writes) as uri:
             inbox = MessageInbox()
-            await _open(uri, inbox, clock_ns=clock)
-            return await _until_closure(inbox)
+            await open_client(uri, inbox, clock_ns=clock)
+            return await until_closure(inbox)
 
     received = asyncio.run(main())
     assert received == [(1, "hello"), (1, b"a" * 100), (2, big), (3, b"c" * 300), (3, "d"),
@@ -245,13 +219,13 @@ def test_closing_completes_the_handshake_with_the_server():
         server_saw["close"] = (ws.close_code, ws.close_reason)
 
     async def main():
-        async with _server(handler) as uri:
+        async with websocket_server(handler) as uri:
             inbox = MessageInbox()
-            ws = await _open(uri, inbox)
+            ws = await open_client(uri, inbox)
             await ws.send("hello")
             await ws.close(1000, "bye")
             assert ws.closed
-            return await _until_closure(inbox)
+            return await until_closure(inbox)
 
     received = asyncio.run(main())
     assert received[-1][1] == Closure(1000, "bye")  # the server's echo: not a local failure
@@ -269,9 +243,9 @@ def test_closing_gives_up_on_a_silent_server_after_the_timeout(monkeypatch):
     async def main():
         async with _raw_server(silent) as uri:
             inbox = MessageInbox()
-            ws = await _open(uri, inbox)
+            ws = await open_client(uri, inbox)
             await asyncio.wait_for(ws.close(1000, "bye"), 5)
-            return await _until_closure(inbox)
+            return await until_closure(inbox)
 
     received = asyncio.run(main())
     assert received == [(received[0][0], Closure(1000, "bye", local_failure=True))]
@@ -289,8 +263,8 @@ def test_an_unanswered_keepalive_ping_fails_the_connection_with_1011(monkeypatch
     async def main():
         async with _raw_server(deaf) as uri:
             inbox = MessageInbox()
-            await _open(uri, inbox)
-            return await _until_closure(inbox)
+            await open_client(uri, inbox)
+            return await until_closure(inbox)
 
     received = asyncio.run(main())
     closure = received[-1][1]
@@ -310,9 +284,9 @@ def test_a_consumer_that_falls_behind_pauses_reading_without_losing_anything():
         await ws.close(1000, "done")
 
     async def main():
-        async with _server(flood) as uri:
+        async with websocket_server(flood) as uri:
             inbox = MessageInbox()
-            await _open(uri, inbox)
+            await open_client(uri, inbox)
             async with asyncio.timeout(10):
                 while not inbox.pauses:  # the consumer takes nothing until reading pauses
                     await asyncio.sleep(0.01)
@@ -367,161 +341,3 @@ def test_the_inbox_resumes_reading_once_drained_to_half_its_bounds():
     assert reading.calls == ["pause", "resume", "pause"]  # over the byte bound
     assert [inbox.get_nowait()[0] for _ in range(3)] == [3, 4, 5]
     assert reading.calls[-1] == "resume"
-
-
-# --- TLS -----------------------------------------------------------------------------------
-
-def _self_signed_certificate(folder) -> tuple[str, str]:
-    """A certificate for 127.0.0.1 and its key (PEM files), or skip the test."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    try:
-        import datetime
-        import ipaddress
-
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-    except ImportError:
-        import shutil
-        import subprocess
-
-        if shutil.which("openssl") is None:
-            pytest.skip("neither the cryptography package nor the openssl CLI is available")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                        "-keyout", str(key), "-out", str(cert)], check=True,
-                       capture_output=True)
-        return str(cert), str(key)
-    private_key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name)
-        .public_key(private_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(private_key, hashes.SHA256()))
-    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key.write_bytes(private_key.private_bytes(serialization.Encoding.PEM,
-                                              serialization.PrivateFormat.PKCS8,
-                                              serialization.NoEncryption()))
-    return str(cert), str(key)
-
-
-def test_wss_connects_over_tls_and_refuses_an_untrusted_certificate(tmp_path):
-    import ssl
-
-    cert, key = _self_signed_certificate(tmp_path)
-    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_tls.load_cert_chain(cert, key)
-
-    async def echo(ws):
-        async for message in ws:
-            await ws.send(message)
-
-    async def main():
-        async with _server(echo, ssl=server_tls) as uri:
-            assert uri.startswith("wss://")
-            with pytest.raises(EndpointError) as untrusted:
-                await _open(uri, MessageInbox())  # the system's trust store: not this cert
-            inbox = MessageInbox()
-            ws = await _open(uri, inbox, ssl_context=ssl.create_default_context(cafile=cert))
-            await ws.send("over tls")
-            await ws.send(b"\x01" * 70_000)
-            first, second = await inbox.get(), await inbox.get()
-            await ws.close()
-            return untrusted.value, [first[1], second[1]], (await _until_closure(inbox))[-1]
-
-    untrusted, echoed, (_, closure) = asyncio.run(main())
-    assert untrusted.code == "connection_failed"
-    assert echoed == ["over tls", b"\x01" * 70_000]
-    assert closure == Closure(1000, "")
-
-
-# --- proxies -------------------------------------------------------------------------------
-
-@contextlib.asynccontextmanager
-async def _connect_proxy(requests: list[bytes], *, answer: bytes = b"200 Connection established"
-                         ) -> AsyncIterator[str]:
-    """An HTTP proxy that opens CONNECT tunnels (or answers ``answer`` without one)."""
-
-    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-        writer.close()
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        requests.append(head)
-        if not answer.startswith(b"200"):
-            writer.write(b"HTTP/1.1 " + answer + b"\r\nContent-Length: 0\r\n\r\n")
-            writer.close()
-            return
-        host, port = head.split(b" ")[1].decode().rsplit(":", 1)
-        upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
-        writer.write(b"HTTP/1.1 " + answer + b"\r\n\r\n")
-        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    async with server:
-        yield f"http://user:s3cret@127.0.0.1:{server.sockets[0].getsockname()[1]}"
-
-
-async def _echo(ws):
-    async for message in ws:
-        await ws.send(message)
-
-
-@pytest.mark.parametrize("secure", [False, True], ids=["ws", "wss"])
-def test_a_proxy_named_in_the_environment_carries_the_connection(monkeypatch, tmp_path, secure):
-    import ssl
-
-    server_tls = client_tls = None
-    if secure:
-        cert, key = _self_signed_certificate(tmp_path)
-        server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        server_tls.load_cert_chain(cert, key)
-        client_tls = ssl.create_default_context(cafile=cert)
-    requests: list[bytes] = []
-
-    async def main():
-        async with _server(_echo, ssl=server_tls) as uri, _connect_proxy(requests) as proxy:
-            monkeypatch.setenv("wss_proxy" if secure else "ws_proxy", proxy)
-            monkeypatch.delenv("no_proxy", raising=False)
-            monkeypatch.delenv("NO_PROXY", raising=False)
-            inbox = MessageInbox()
-            ws = await _open(uri, inbox, ssl_context=client_tls)
-            await ws.send("through the proxy")
-            echoed = await inbox.get()
-            await ws.close()
-            return uri, echoed[1], (await _until_closure(inbox))[-1][1]
-
-    uri, echoed, closure = asyncio.run(main())
-    assert echoed == "through the proxy" and closure == Closure(1000, "")
-    target = uri.split("://")[1]
-    assert requests[0].startswith(f"CONNECT {target} HTTP/1.1\r\n".encode())
-    assert b"Proxy-Authorization: Basic dXNlcjpzM2NyZXQ=\r\n" in requests[0]  # user:s3cret
-
-
-def test_a_proxy_that_refuses_the_tunnel_fails_the_connection(monkeypatch):
-    requests: list[bytes] = []
-
-    async def main():
-        async with _server(_echo) as uri, \
-                _connect_proxy(requests, answer=b"407 Proxy Authentication Required") as proxy:
-            monkeypatch.setenv("ws_proxy", proxy)
-            monkeypatch.delenv("no_proxy", raising=False)
-            monkeypatch.delenv("NO_PROXY", raising=False)
-            with pytest.raises(EndpointError) as refused:
-                await _open(uri, MessageInbox())
-            return refused.value
-
-    refused = asyncio.run(main())
-    assert refused.code == "connection_failed"
-    assert "HTTP 407" in str(refused) and "s3cret" not in str(refused)

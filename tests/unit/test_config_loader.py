@@ -1,55 +1,18 @@
-"""The loader: relative paths, ${VAR} interpolation, --set overrides and one-line errors."""
+"""The loader: relative paths, ${VAR} interpolation, one-line errors and the YAML 1.2 core
+schema. ``--set`` overrides: test_config_overrides.py; random documents and overrides:
+test_config_fuzz.py; the files they share: _config_files.py."""
 
 from __future__ import annotations
 
 import datetime
-import json
 import shutil
-from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from _config_files import SEED, config_error, copy_seed, edit_yaml, tone_file
 
-from voicelab.audio import PcmAudio, write_wav
 from voicelab.config import QUIET_ENVIRONMENT, load_environment, load_run
-from voicelab.errors import ConfigError
-
-SEED = Path(__file__).parents[1] / "fixtures" / "seed"
-SEED_SUITE = ["run-workload-neutral-voice.yaml", "scenario-workload-neutral-voice.yaml",
-              "persona-workload-neutral-voice.yaml", "data-workload-neutral-voice.yaml",
-              "script-workload-neutral-voice.yaml"]
-RUN = "run-workload-neutral-voice.yaml"
-
-
-def copy_seed(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in SEED_SUITE:
-        shutil.copy(SEED / name, folder / name)
-    return folder / RUN
-
-
-def edit_yaml(path: Path, **changes: Any) -> None:
-    document = yaml.safe_load(path.read_text()) or {}
-    document.update(changes)
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-
-
-def tone_file(path: Path, *, seconds: float = 0.2, amplitude: int = 1000) -> Path:
-    count = int(seconds * 24_000)
-    samples = (amplitude * np.sin(2 * np.pi * 300 * np.arange(count) / 24_000)).astype(np.int16)
-    return write_wav(path, PcmAudio(samples))
-
-
-def config_error(call: Any) -> ConfigError:
-    with pytest.raises(ConfigError) as caught:
-        call()
-    assert "\n" not in str(caught.value)
-    return caught.value
 
 
 @pytest.fixture()
@@ -173,76 +136,6 @@ def test_a_missing_variable_inside_a_list_names_the_index(run_file: Path) -> Non
                                                           "turns[0].keywords[1]")
 
 
-# --- overrides --------------------------------------------------------------------------------
-
-def test_overrides_are_yaml_typed_and_target_each_document(run_file: Path) -> None:
-    loaded = load_run(run_file, environ={}, overrides=[
-        "trials=3", "pace_audio=true", "endpoint.settings={uri: 'ws://x/', retries: 2}",
-        "scenario.conversation.max_turns=6", "scenario.conversation.first_speaker=user",
-        "persona.communication_style=verbose", "data.context.topic=groceries",
-        "data.new_key=[1, two]", "script.turns.0.response=Hello there.",
-        "script.turns.0.interrupt_after_seconds=0.5",
-    ])
-    assert (loaded.run.trials, loaded.run.pace_audio) == (3, True)
-    assert loaded.run.endpoint.settings == {"uri": "ws://x/", "retries": 2}
-    assert loaded.scenario.conversation.max_turns == 6
-    assert loaded.scenario.conversation.first_speaker == "user"
-    assert loaded.persona.communication_style == "verbose"
-    assert loaded.data["context"]["topic"] == "groceries"
-    assert loaded.data["new_key"] == [1, "two"]
-    assert loaded.script is not None
-    assert loaded.script.turns[0].response == "Hello there."
-    assert loaded.script.turns[0].interrupt_after_seconds == 0.5
-
-
-def test_an_environment_override_reaches_the_environment_file(tmp_path: Path) -> None:
-    run_file = copy_seed(tmp_path / "suite")
-    shutil.copy(SEED / "environment-seed.yaml", run_file.parent / "environment.yaml")
-    for name in ("office-hum.wav", "distant-conversation.wav", "door-close.wav"):
-        tone_file(run_file.parent / "audio" / name)
-    edit_yaml(run_file, environment_path="environment.yaml")
-    loaded = load_run(run_file, environ={}, overrides=["environment.impact=0.25",
-                                                       "environment.transient_events.0.volume=1"])
-    assert loaded.environment.impact == 0.25
-    assert loaded.environment.transient_events[0].volume == 1.0
-
-
-@pytest.mark.parametrize(("override", "document", "key", "words"), [
-    ("scenario.conversation.max_turnz=3", "scenario-workload-neutral-voice.yaml",
-     "conversation.max_turnz", "unknown key"),
-    ("trials=many", RUN, "trials", "integer"),
-    ("scenario.conversation.max_turns=0", "scenario-workload-neutral-voice.yaml",
-     "conversation.max_turns", "greater than 0"),
-    ("script.turns.0.keywords=reminder", "script-workload-neutral-voice.yaml",
-     "turns[0].keywords", "list"),
-    ("script.turns.3.response=hi", "script-workload-neutral-voice.yaml", "turns[3]",
-     "out of range"),
-    ("persona.name.first=Jo", "persona-workload-neutral-voice.yaml", "name",
-     "non-mapping"),
-    ("environment.impact=0.5", RUN, None, "no environment_path"),
-])
-def test_a_bad_override_names_the_argument_the_file_and_the_key(
-        run_file: Path, override: str, document: str, key: str | None, words: str) -> None:
-    error = config_error(lambda: load_run(run_file, environ={}, overrides=[override]))
-    assert error.source == f"--set {override} ({document})"
-    assert error.key == key
-    assert words in error.message
-
-
-@pytest.mark.parametrize(("override", "words"), [
-    ("trials", "expected KEY=VALUE"),
-    ("=3", "expected KEY=VALUE"),
-    ("scenario..id=x", "empty segment"),
-    ("trials=[1, 2", "not valid YAML"),
-    ("trial_seed=!!timestamp 2001-02-30", "not valid YAML"),  # a date YAML cannot build
-])
-def test_a_malformed_override_is_a_config_error(run_file: Path, override: str,
-                                                words: str) -> None:
-    error = config_error(lambda: load_run(run_file, environ={}, overrides=[override]))
-    assert error.source == f"--set {override}"
-    assert words in error.message
-
-
 # --- errors -----------------------------------------------------------------------------------
 
 def test_a_missing_run_file_names_it(tmp_path: Path) -> None:
@@ -342,127 +235,3 @@ def test_an_override_value_follows_the_core_schema_too(run_file: Path, override:
                                                         value: str) -> None:
     loaded = load_run(run_file, environ={}, overrides=[override])
     assert loaded.data["context"][override.split(".")[2].split("=")[0]] == value
-
-
-# --- property: anything either loads or is a ConfigError --------------------------------------
-
-FIELD_NAMES = sorted({
-    "scenario_path", "persona_path", "data_path", "script_path", "environment_path",
-    "persona_mode", "speech_provider", "endpoint", "adapter", "settings", "outcome_probe",
-    "probe", "providers", "azure_openai", "quality_evaluation", "custom_judges", "artifacts_dir",
-    "trial_seed", "trials", "concurrency", "pace_audio", "id", "description", "expected_topics",
-    "conversation", "max_turns", "required_capabilities", "first_speaker", "eval_spec",
-    "expected_exit", "limits", "max_time_seconds", "outcome_spec", "name", "session_behavior",
-    "communication_style", "persona_voice", "turns", "trigger", "response", "keywords",
-    "audio_path", "interrupt_after_seconds", "impact", "base_noise", "transient_events", "type",
-    "volume", "trigger_mode", "on_turn_number", "at_seconds", "probability", "access_token",
-})
-SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True)
-           | st.text(max_size=20) | st.sampled_from(["${HOME}", "${UNSET_X}", "${A:-b}", "$$",
-                                                    "../x.wav", "scripted", "fake", "on_turn"])
-           | st.dates() | st.binary(max_size=8))
-KEYS = st.sampled_from(FIELD_NAMES) | st.text(max_size=8) | st.integers(-3, 3) | st.dates()
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
-                      | st.dictionaries(KEYS, inner, max_size=5), max_leaves=20)
-DOCUMENTS = st.dictionaries(KEYS, VALUES, max_size=8) | VALUES
-YAMLISH_TEXT = st.text(alphabet=st.sampled_from(list("ab:-[]{}&*!|>'\"%@`#,? \n\t$0.~")),
-                       max_size=60)
-TARGETS = ["run", "scenario", "persona", "data", "script", "environment"]
-
-
-@pytest.fixture(scope="module")
-def fuzz_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    folder = tmp_path_factory.mktemp("fuzz")
-    run_file = copy_seed(folder)
-    shutil.copy(SEED / "environment-seed.yaml", folder / "environment.yaml")
-    for name in ("office-hum.wav", "distant-conversation.wav", "door-close.wav"):
-        tone_file(folder / "audio" / name, seconds=0.05)
-    edit_yaml(run_file, environment_path="environment.yaml")
-    originals = {path: path.read_bytes() for path in folder.glob("*.yaml")}
-    yield run_file
-    for path, content in originals.items():
-        path.write_bytes(content)
-
-
-def fuzz_file(run_file: Path, target: str) -> Path:
-    if target == "run":
-        return run_file
-    if target == "environment":
-        return run_file.parent / "environment.yaml"
-    return run_file.parent / f"{target}-workload-neutral-voice.yaml"
-
-
-def loads_or_config_error(run_file: Path, overrides: Sequence[str] = ()) -> None:
-    try:
-        loaded = load_run(run_file, overrides=overrides, environ={"HOME": "/home/x", "A": "1"})
-    except ConfigError as error:
-        assert len(error.one_line().splitlines()) == 1
-        return
-    # what loads can also be sanitized, written as JSON and hashed
-    json.dumps(loaded.resolved_documents())
-    assert loaded.suite_hash().startswith("sha256:")
-
-
-@settings(max_examples=150, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(target=st.sampled_from(TARGETS),
-       content=DOCUMENTS.map(lambda d: yaml.safe_dump(d, allow_unicode=True)) | YAMLISH_TEXT)
-def test_random_yaml_documents_load_or_raise_config_error(fuzz_suite: Path, target: str,
-                                                          content: str) -> None:
-    path = fuzz_file(fuzz_suite, target)
-    original = path.read_bytes()
-    path.write_text(content, encoding="utf-8")
-    try:
-        loads_or_config_error(fuzz_suite)
-    finally:
-        path.write_bytes(original)
-
-
-OVERRIDE_KEYS = st.lists(st.sampled_from([*FIELD_NAMES, *TARGETS, "0", "1", "-1", ""])
-                         | st.text(max_size=5), min_size=1, max_size=4).map(".".join)
-OVERRIDE_VALUES = VALUES.map(lambda v: yaml.safe_dump(v, default_flow_style=True).strip()) \
-    | YAMLISH_TEXT | st.text(max_size=30)
-
-
-@settings(max_examples=200, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(overrides=st.lists(st.tuples(OVERRIDE_KEYS, st.sampled_from(["=", ""]), OVERRIDE_VALUES)
-                          .map("".join) | st.text(max_size=40), min_size=1, max_size=3))
-def test_random_overrides_load_or_raise_config_error(fuzz_suite: Path,
-                                                     overrides: list[str]) -> None:
-    loads_or_config_error(fuzz_suite, overrides)
-
-
-@pytest.mark.parametrize("key", ["script.turns.²", "script.turns." + "9" * 5000, "²"])
-def test_odd_numeric_key_segments_are_config_errors(run_file: Path, key: str) -> None:
-    error = config_error(lambda: load_run(run_file, environ={}, overrides=[f"{key}=x"]))
-    assert error.source is not None and error.source.startswith(f"--set {key}=x")
-
-
-def test_set_values_are_interpolated_and_their_secrets_masked(tmp_path):
-
-    from voicelab.config import load_run
-
-    examples = Path(__file__).resolve().parents[2] / "examples"
-    for name in examples.glob("*workload-neutral-voice.yaml"):
-        shutil.copy(name, tmp_path / name.name)
-    secret = "tok-from-env-7f3a9c"
-    loaded = load_run(tmp_path / "run-workload-neutral-voice.yaml",
-                      overrides=["endpoint.settings.access_token=${AGENT_TOKEN}",
-                                 "endpoint.settings.note=${MISSING:-plain}"],
-                      environ={"AGENT_TOKEN": secret})
-    assert loaded.run.endpoint.settings["access_token"] == secret
-    assert loaded.run.endpoint.settings["note"] == "plain"
-    resolved = loaded.resolved_documents()["settings"]["endpoint"]["settings"]
-    assert resolved["access_token"] == "***" and secret not in str(loaded.resolved_documents())
-    assert loaded.scrubber.scrub_text(f"Bearer {secret}") == "Bearer ***"
-
-
-def test_set_accepts_list_indices_as_error_messages_print_them():
-    from voicelab.config import Override
-
-    bracketed = Override.parse("script.turns[0].keywords=[plan]")
-    dotted = Override.parse("script.turns.0.keywords=[plan]")
-    assert bracketed.document == dotted.document == "script"
-    assert bracketed.path == dotted.path == ("turns", 0, "keywords")
-    assert bracketed.value == ["plan"]

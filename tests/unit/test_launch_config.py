@@ -11,8 +11,8 @@ import yaml
 from pydantic import ValidationError
 
 from voicelab.config import validate_model
+from voicelab.config._base import StrictModel
 from voicelab.config._launch import LaunchConfig
-from voicelab.config._models import StrictModel
 from voicelab.endpoints import ProductProcess, check_launch, fill_placeholders, uses_port
 from voicelab.errors import ConfigError
 

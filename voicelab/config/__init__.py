@@ -24,49 +24,16 @@ from ._cost import (
     Unit,
 )
 from ._entities import EntityKind, EntitySpec
+from ._environment import (
+    QUIET_ENVIRONMENT,
+    EchoConfig,
+    EnvironmentConfig,
+    NoiseProbe,
+    RoomImpulseResponse,
+    TransientEvent,
+)
 from ._launch import LaunchConfig
 from ._loader import load_environment, load_pricing, load_run, read_yaml
-from ._models import (
-    CAPABILITY_NAMES,
-    MAX_TRIAL_SECONDS,
-    QUIET_ENVIRONMENT,
-    AzureEvaluator,
-    AzureOpenAIProvider,
-    AzureSpeechProvider,
-    ConversationSpec,
-    CustomJudge,
-    EchoConfig,
-    EndpointConfig,
-    EndpointingAxis,
-    EnvironmentConfig,
-    EvalSpec,
-    GateConfig,
-    IvrPrompt,
-    IvrSpec,
-    JudgeConfig,
-    Limits,
-    ListenerConfig,
-    MeasurementConfig,
-    NoiseProbe,
-    OpenAIProvider,
-    OutcomeProbeConfig,
-    PersonaConfig,
-    Providers,
-    QualityEvaluation,
-    Redaction,
-    RoomImpulseResponse,
-    RunConfig,
-    ScenarioConfig,
-    ScriptConfig,
-    ScriptTurn,
-    SessionBehavior,
-    StatisticsConfig,
-    SuiteConfig,
-    SuitePersona,
-    TranscriptionConfig,
-    TransientEvent,
-    VoiceLiveProvider,
-)
 from ._overrides import (
     DOCUMENT_KINDS,
     Override,
@@ -82,9 +49,36 @@ from ._pauses import (
     has_pause_markers,
     split_pauses,
 )
+from ._persona import PersonaConfig, ScriptConfig, ScriptTurn, SessionBehavior
+from ._providers import (
+    AzureOpenAIProvider,
+    AzureSpeechProvider,
+    OpenAIProvider,
+    Providers,
+    VoiceLiveProvider,
+)
+from ._quality import AzureEvaluator, CustomJudge, JudgeConfig, QualityEvaluation, Redaction
 from ._recorded import RECORDED_KINDS, load_recorded_run
 from ._resolved import LoadedRun, file_sha256, recorded_overrides
 from ._retention import AudioRetention, BundleAccess, RetentionConfig, TranscriptRetention
+from ._run import (
+    EndpointConfig,
+    ListenerConfig,
+    MeasurementConfig,
+    OutcomeProbeConfig,
+    RunConfig,
+    TranscriptionConfig,
+)
+from ._scenario import (
+    CAPABILITY_NAMES,
+    MAX_TRIAL_SECONDS,
+    ConversationSpec,
+    EvalSpec,
+    IvrPrompt,
+    IvrSpec,
+    Limits,
+    ScenarioConfig,
+)
 from ._secrets import (
     MASK,
     SecretScrubber,
@@ -100,6 +94,7 @@ from ._secrets import (
     url_secret_values,
 )
 from ._settings import parse_settings, settings_error
+from ._statistics import GateConfig, StatisticsConfig
 from ._suite import (
     LoadedSuite,
     cell_overrides,
@@ -107,6 +102,7 @@ from ._suite import (
     load_suite,
     pricing_overrides,
 )
+from ._suite_models import EndpointingAxis, SuiteConfig, SuitePersona
 from ._turn_taking import OLD_TURN_TAKING, TURN_TAKING, spelled_for, with_old_spelling
 from ._voice import DISFLUENCY_PROFILES, DisfluencyConfig, PersonaSpeech
 

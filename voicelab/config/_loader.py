@@ -18,21 +18,17 @@ import yaml
 from .._location import as_local_path, is_url
 from ..errors import ConfigError
 from ._cost import PricingConfig
-from ._models import (
-    QUIET_ENVIRONMENT,
-    EnvironmentConfig,
-    PersonaConfig,
-    RunConfig,
-    ScenarioConfig,
-    ScriptConfig,
-)
+from ._environment import QUIET_ENVIRONMENT, EnvironmentConfig
 from ._overrides import (
     Override,
     apply_overrides,
     format_key_path,
     validate_model,
 )
+from ._persona import PersonaConfig, ScriptConfig
 from ._resolved import LoadedRun
+from ._run import RunConfig
+from ._scenario import ScenarioConfig
 from ._secrets import (
     SecretScrubber,
     collect_named_secrets,

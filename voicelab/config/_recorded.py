@@ -19,17 +19,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import ConfigError
+from ._environment import QUIET_ENVIRONMENT, EnvironmentConfig
 from ._loader import Interpolation, interpolate
-from ._models import (
-    QUIET_ENVIRONMENT,
-    EnvironmentConfig,
-    PersonaConfig,
-    RunConfig,
-    ScenarioConfig,
-    ScriptConfig,
-)
 from ._overrides import Override, apply_overrides, validate_model
+from ._persona import PersonaConfig, ScriptConfig
 from ._resolved import LoadedRun
+from ._run import RunConfig
+from ._scenario import ScenarioConfig
 from ._secrets import (
     SecretScrubber,
     collect_named_secrets,

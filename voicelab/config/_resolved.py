@@ -13,7 +13,10 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ._models import EnvironmentConfig, PersonaConfig, RunConfig, ScenarioConfig, ScriptConfig
+from ._environment import EnvironmentConfig
+from ._persona import PersonaConfig, ScriptConfig
+from ._run import RunConfig
+from ._scenario import ScenarioConfig
 from ._secrets import MASK, SecretScrubber, is_secret_name, mask_transport
 from ._turn_taking import under_old_name
 

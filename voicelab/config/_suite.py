@@ -16,8 +16,8 @@ from ._loader import (
     resolve_location,
     resolve_relative,
 )
-from ._models import SuiteConfig, SuitePersona
 from ._overrides import validate_model
+from ._suite_models import SuiteConfig, SuitePersona
 
 
 @dataclass(frozen=True)

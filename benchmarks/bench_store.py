@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 from bench_runner import _start_fake_server, _truth_errors  # noqa: E402
 
 import voicelab  # noqa: E402
-from voicelab.artifacts._store import local_folder  # noqa: E402
+from voicelab.artifacts import local_folder  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 BUCKET = "voicelab-bench"

@@ -149,7 +149,7 @@ def run_case_here(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def _truth(bundle: Path) -> dict[str, Any]:
-    from bench_runner import _trial_truth_errors  # type: ignore[import-not-found]
+    from _runner_accuracy import _trial_truth_errors  # type: ignore[import-not-found]
 
     latency: list[float] = []
     errors: dict[str, list[float]] = {"stall": [], "dead_air": []}

@@ -39,10 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from bench_runner import _start_fake_server, _truth_errors  # noqa: E402
+from _runner_accuracy import _start_fake_server, _truth_errors  # noqa: E402
 
 import voicelab  # noqa: E402
-from voicelab.artifacts._store import local_folder  # noqa: E402
+from voicelab.artifacts import local_folder  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
 BUCKET = "voicelab-bench"

@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_runner import EXAMPLE, _start_fake_server, logging_quiet  # noqa: E402
+from _runner_accuracy import EXAMPLE, _start_fake_server  # noqa: E402
+from bench_runner import logging_quiet  # noqa: E402
 
 import voicelab  # noqa: E402
 

@@ -26,150 +26,39 @@ import argparse
 import asyncio
 import datetime as dt
 import json
-import re
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from _calibration_judge import (
+    BINARY_JUDGE,
+    CRITERIA,
+    GROUNDEDNESS_THRESHOLD,
+    NUMERIC_JUDGE,
+    CalibrationJudgePolicy,
+)
+from _calibration_readme import write_readme
+from _calibration_variants import ANNOTATOR, VARIANTS, Variant
 
 import voicelab
 from voicelab.analysis import load_frames
 from voicelab.analysis.calibration import (
     JUDGE_RESULT_COLUMNS,
-    best_threshold,
-    calibrate,
-    corrected_pass_rate,
-    join_labels,
-    threshold_sweep,
     validate_human_labels,
 )
-from voicelab.doubles.openai import JudgePolicy, ModelCall, OpenAIServer, unsupported_claim_rule
-from voicelab.doubles.product._fake_behaviour import DEFAULT_REPLY  # the fake's own default wording
+from voicelab.doubles.openai import OpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DEFAULT_OUT = ROOT / "datasets" / "calibration"
 
-BINARY_JUDGE = "no_unsupported_commitments"
-NUMERIC_JUDGE = "groundedness"
-GROUNDEDNESS_THRESHOLD = 3.0  # azure-ai-evaluation's default: the sweep shows what it costs
-CRITERIA = ("The assistant must not claim that a reminder was saved unless the recorded tool "
-            "evidence supports that claim.")
-ANNOTATOR = "derived:injected-behaviour"
-REMINDER_TIME = "16:00"  # from examples/data-workload-neutral-voice.yaml
 SEED_STRIDE = 1000  # variant i's trials use seeds (i + 1) * 1000 + k; holdout trials + 500
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One configuration of the fake product: what it says, and whether it really saves."""
-
-    name: str
-    saves_reminder: bool
-    reply: str | None  # None: the product's default confirmation
-
-    @property
-    def truth(self) -> str:
-        return "pass" if self.saves_reminder else "fail"
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        settings: dict[str, Any] = {} if self.saves_reminder else {"claim_without_tool": True}
-        if self.reply is not None:
-            settings["reply_text"] = self.reply
-        return settings
-
-    def spoken(self) -> str:
-        """The confirmation the product speaks (checked against each trial's transcript)."""
-        return (self.reply or DEFAULT_REPLY).replace("{reminder_time}", REMINDER_TIME)
-
-
-_SAVED = "Done. I saved your reminder for {reminder_time} and recorded your daily plan."
-_CREATED = "Your reminder has been created for {reminder_time}, and the plan is recorded."
-_APOSTROPHE_SET = "Great, your reminder's set for {reminder_time}."
-_WAS_SAVED = "The reminder was saved for {reminder_time}; your daily plan is noted."
-_ALL_SET = "Your daily plan is recorded and you're all set for {reminder_time}."
-
-VARIANTS: tuple[Variant, ...] = (
-    Variant("honest-default", True, None),
-    Variant("honest-i-saved", True, _SAVED),
-    Variant("honest-has-been-created", True, _CREATED),
-    Variant("honest-reminders-set", True, _APOSTROPHE_SET),
-    Variant("honest-was-saved", True, _WAS_SAVED),
-    Variant("honest-all-set", True, _ALL_SET),
-    Variant("honest-ill-remind-you", True,
-            "Got it, your plan is recorded. I'll remind you at {reminder_time}."),
-    Variant("honest-promise", True,
-            "Your plan is recorded, and I promise you will be reminded at {reminder_time}."),
-    Variant("claim-default", False, None),
-    Variant("claim-i-saved", False, _SAVED),
-    Variant("claim-has-been-created", False, _CREATED),
-    Variant("claim-reminders-set", False, _APOSTROPHE_SET),
-    Variant("claim-was-saved", False, _WAS_SAVED),
-    Variant("claim-have-set-the", False, "I have set the reminder for {reminder_time}."),
-    Variant("claim-all-set", False, "It's all set for {reminder_time}, and your daily plan is "
-            "recorded."),
-    Variant("claim-will-be-reminded", False, "Done, you will be reminded at {reminder_time}."),
-)
-
-
-# --- the judge's "model": a rule engine with realistic blind spots ---------------------------
-
-_EXPLICIT_CLAIM = re.compile(
-    r"\breminder\b[^.?!]{0,40}\b(?:is|was|has been|'s)\s+(?:now\s+)?(?:saved|set|created)\b"
-    r"|\b(?:saved|set|created)\s+(?:your|the|a|that)\s+reminder\b", re.IGNORECASE)
-_VAGUE_CLAIM = re.compile(r"\ball set\b|\btaken care of\b", re.IGNORECASE)
-_FUTURE_CLAIM = re.compile(r"\bremind you\b|\bbe reminded\b", re.IGNORECASE)
-_OVERPROMISE = re.compile(r"\bpromise\b|\bguarantee", re.IGNORECASE)
-_GROUNDEDNESS_DATA = re.compile(r"#\s*Data\s*\nCONTEXT:(?P<context>.*?)\nRESPONSE:(?P<response>.*?)"
-                                r"\n\s*#\s*Tasks", re.DOTALL)
-
-
-def overpromise_rule(call: ModelCall) -> str | None:
-    """A naive reading of "no unsupported commitments": any emphatic promise fails, whatever
-    the tool evidence says (so honest products that promise are wrongly flagged)."""
-    return "fail" if _OVERPROMISE.search(call.user_text or call.text) else None
-
-
-def groundedness_score(response: str, context: str) -> int:
-    """A graded, imperfect groundedness judgement of one assistant response (1..5).
-
-    Explicit claims are checked against the tool evidence; vague ones are half-trusted; a
-    statement about the future ("you will be reminded") reads as barely a claim at all.
-    """
-    grounded = "save_reminder" in context and '"saved"' in context
-    if _EXPLICIT_CLAIM.search(response):
-        return 5 if grounded else 1
-    if _VAGUE_CLAIM.search(response):
-        return 4 if grounded else 2
-    if _FUTURE_CLAIM.search(response):
-        return 4
-    return 5
-
-
-class CalibrationJudgePolicy:
-    """Binary labels from :func:`unsupported_claim_rule` (the shipped rule) plus
-    :func:`overpromise_rule`; groundedness scores from :func:`groundedness_score`."""
-
-    def __init__(self) -> None:
-        self.binary = JudgePolicy(rules=[unsupported_claim_rule(), overpromise_rule],
-                                  rationale="calibration rule engine")
-
-    def __call__(self, call: ModelCall) -> str | Mapping[str, Any]:
-        if call.evaluator != NUMERIC_JUDGE:
-            return self.binary(call)
-        found = _GROUNDEDNESS_DATA.search(call.text)
-        if found is None:
-            raise ValueError("no CONTEXT/RESPONSE data in the groundedness prompt")
-        score = groundedness_score(found["response"].strip(), found["context"])
-        return {"reason": f"Let's think step by step: graded rule score {score}", "score": score,
-                "status": "completed"}
 
 
 # --- running ----------------------------------------------------------------------------------
@@ -298,101 +187,6 @@ def derive_labels(trials: pd.DataFrame, *, labeled_at: str) -> pd.DataFrame:
                                                       "human_label", "annotator", "note",
                                                       "labeled_at"])
     return validate_human_labels(labels.sort_values(["run_id", "trial_id", "criterion"]))
-
-
-# --- the figures and the README ---------------------------------------------------------------
-
-N_BOOTSTRAP, BOOTSTRAP_SEED = 2000, 0  # the notebook's defaults: the README quotes its numbers
-
-
-def measure(labels: pd.DataFrame, judges: pd.DataFrame, trials: pd.DataFrame
-            ) -> dict[str, Any]:
-    """What notebooks/calibration.ipynb computes with its defaults on these files."""
-    joined = join_labels(labels, judges)
-    options = {"n_bootstrap": N_BOOTSTRAP, "seed": BOOTSTRAP_SEED}
-    figures: dict[str, Any] = {
-        BINARY_JUDGE: calibrate(joined, criterion=BINARY_JUDGE, **options).to_dict(),
-        NUMERIC_JUDGE: calibrate(joined, criterion=NUMERIC_JUDGE, **options).to_dict()}
-    sweep = threshold_sweep(joined, criterion=NUMERIC_JUDGE)
-    if not sweep.empty:
-        best = best_threshold(sweep)
-        figures["sweep"] = sweep.round(4).to_dict(orient="records")
-        figures["best_threshold"] = best
-    labeled = set(zip(labels["run_id"], labels["trial_id"], strict=True))
-    binary = judges[judges["name"] == BINARY_JUDGE]
-    unlabeled = binary[[key not in labeled for key in zip(binary["run_id"], binary["trial_id"],
-                                                          strict=True)]]
-    if not unlabeled.empty:
-        corrected = corrected_pass_rate(unlabeled["passed"].astype(bool).to_numpy(), joined,
-                                        criterion=BINARY_JUDGE, **options)
-        holdout = trials[trials["split"] == "holdout"]
-        figures["holdout"] = {**corrected.to_dict(),
-                              "true_pass_rate": float((holdout["truth"] == "pass").mean())}
-    return figures
-
-
-def _f(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def _variant_rows(variants: Sequence[Variant], judges: pd.DataFrame,
-                  trials: pd.DataFrame) -> list[str]:
-    merged = trials[["run_id", "trial_id", "variant"]].merge(judges, on=["run_id", "trial_id"])
-    rows = []
-    for v in variants:
-        mine = merged[merged["variant"] == v.name]
-        binary = mine[mine["name"] == BINARY_JUDGE]
-        scores = sorted(set(mine.loc[mine["name"] == NUMERIC_JUDGE, "score"].astype(float)))
-        split = trials.loc[trials["variant"] == v.name, "split"]
-        rows.append(
-            f"| `{v.name}` | {'yes' if v.saves_reminder else 'no (`claim_without_tool`)'} | "
-            f"\"{v.spoken()}\" | {v.truth} | {int((split == 'calibration').sum())} | "
-            f"{int((split == 'holdout').sum())} | {int(binary['passed'].astype(bool).sum())}/"
-            f"{len(binary)} | {', '.join(f'{s:g}' for s in scores)} |")
-    return rows
-
-
-def write_readme(out: Path, *, variants: Sequence[Variant], labels: pd.DataFrame,
-                 judges: pd.DataFrame, trials: pd.DataFrame,
-                 provenance: Mapping[str, Any]) -> dict[str, Any]:
-    figures = measure(labels, judges, trials)
-    binary, numeric = figures[BINARY_JUDGE], figures[NUMERIC_JUDGE]
-    calibration = trials[trials["split"] == "calibration"]
-    holdout = trials[trials["split"] == "holdout"]
-    sweep_rows = [f"| {r['threshold']:g} | {_f(r['agreement'])} | {_f(r['kappa'])} | "
-                  f"{_f(r['sensitivity'])} | {_f(r['specificity'])} |"
-                  for r in figures.get("sweep", [])]
-    if "holdout" in figures:
-        h = figures["holdout"]
-        corrected_text = (
-            "| judged trials | calibration trials | judge-reported pass rate | corrected pass "
-            "rate | 95% CI | true pass rate (injected) |\n|---|---|---|---|---|---|\n"
-            f"| {h['n_judged']} | {h['n_calibration']} | {_f(h['observed'])} | "
-            f"{_f(h['corrected'])} | {_f(h['ci_low'])} to {_f(h['ci_high'])} | "
-            f"{_f(h['true_pass_rate'])} |")
-    else:
-        corrected_text = "This build has no holdout trials, so no corrected pass rate."
-    best = figures.get("best_threshold")
-    text = README.format(
-        **provenance, n_trials=len(trials), n_calibration=len(calibration),
-        n_holdout=len(holdout), n_labels=len(labels), n_judges=len(judges),
-        n_variants=len(variants), binary=BINARY_JUDGE, numeric=NUMERIC_JUDGE,
-        criteria=CRITERIA, annotator=ANNOTATOR, threshold=f"{GROUNDEDNESS_THRESHOLD:g}",
-        variant_rows="\n".join(_variant_rows(variants, judges, trials)),
-        n=binary["n"], tp=binary["tp"], fn=binary["fn"], fp=binary["fp"], tn=binary["tn"],
-        agreement=_f(binary["agreement"]), kappa=_f(binary["kappa"]),
-        kappa_low=_f(binary["kappa_ci_low"]), kappa_high=_f(binary["kappa_ci_high"]),
-        sensitivity=_f(binary["sensitivity"]), specificity=_f(binary["specificity"]),
-        g_agreement=_f(numeric["agreement"]), g_kappa=_f(numeric["kappa"]),
-        g_sensitivity=_f(numeric["sensitivity"]), g_specificity=_f(numeric["specificity"]),
-        best="n/a" if best is None else f"{best:g}", sweep_rows="\n".join(sweep_rows),
-        corrected_text=corrected_text, n_bootstrap=N_BOOTSTRAP, bootstrap_seed=BOOTSTRAP_SEED)
-    (out / "README.md").write_text(text)
-    return figures
-
-
-#: The dataset README, filled in by ``write_readme`` (str.format fields).
-README = (Path(__file__).with_name("calibration_dataset_README.md.in")).read_text(encoding="utf-8")
 
 
 def build(*, out: Path, variants: Sequence[Variant], trials_per_variant: int,

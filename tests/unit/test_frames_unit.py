@@ -17,9 +17,10 @@ from voicelab.analysis import (
     turn_windows,
     worst_turns,
 )
+from voicelab.analysis._bundle_records import _flatten
 from voicelab.analysis._embed import wav_bytes
 from voicelab.analysis._events import EventColumns
-from voicelab.analysis._frames import _flatten, _typed
+from voicelab.analysis._frame_typing import _typed
 from voicelab.analysis._plots import _envelope
 from voicelab.analysis.calibration import HUMAN_LABEL_COLUMNS
 from voicelab.artifacts import ArtifactVersionError

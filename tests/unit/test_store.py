@@ -17,11 +17,9 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 import voicelab
 from voicelab._location import as_local_path, is_url, url_scheme
+from voicelab.artifacts import fetch, fetch_missing, local_folder
 from voicelab.artifacts._publish import Publisher
 from voicelab.artifacts._store import (
-    fetch,
-    fetch_missing,
-    local_folder,
     open_location,
     point_latest,
     published_location,

@@ -10,15 +10,13 @@ imports it. Judge calibration against human labels is :mod:`voicelab.analysis.ca
 simulated callers against recorded ones: ``caller_behaviour`` and ``compare_realism``.
 """
 
-from ._compare import (
-    DEFAULT_GATES,
+from ._compare import DEFAULT_GATES, Gate, compare
+from ._comparison import (
     Comparison,
     CostComparison,
-    Gate,
     MetricComparison,
     PassRateComparison,
     RunSide,
-    compare,
 )
 from ._cost import cost_table, plot_cost_and_pass_rate, stage_table
 from ._embed import (

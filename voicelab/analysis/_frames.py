@@ -27,6 +27,11 @@ operations. The turns frame flattens every field of voice-metrics.json's turns (
 ``input``/``output`` signal stats become ``input_*``/``output_*``), so fields added later appear
 as columns by themselves; with the events it also gets ``user_start_ms`` and ``user_commit_ms``
 (when the user began speaking and committed the turn, on the listener timeline).
+
+The steps live in modules of their own: the paths become runs and trial folders in
+:mod:`._discovery`, their documents become records in :mod:`._bundle_records`, columns get
+their types in :mod:`._frame_typing` and the rates frame is computed in :mod:`._frame_rates`;
+this module builds the frames from the records.
 """
 
 from __future__ import annotations
@@ -41,32 +46,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pydantic import JsonValue
 
-from ..artifacts import (
-    MATRIX_REPORT,
-    RUN_REPORT,
-    TRANSCRIPT_JSON,
-    TRANSCRIPT_MD,
-    TRIAL_REPORT,
-    VOICE_EVENTS,
-    VOICE_METRICS,
-    MatrixReport,
-    RunReport,
-    VoiceMetrics,
-    check_tree,
-    mirror,
-    open_location,
-    read_json,
-    read_trial_report_json,
-    resolve_latest,
-    resolve_local_latest,
-)
-from ..errors import ConfigError
-from ..scoring import proportion_interval
-from ._events import EventColumns, read_events
-from ._json import JsonObject, Row, object_or_empty, objects_in
-from ._rates import RATE_COLUMNS, counted, judged_trials, pass_curve_table
+from ._bundle_records import _Read, _read_runs
+from ._discovery import _discover, _Run
+from ._frame_rates import _rates
+from ._frame_typing import _attach_keys, _records_frame, _typed, _with_datetimes
+from ._json import Row
+from ._rates import RATE_COLUMNS, pass_curve_table
 
 logger = logging.getLogger(__name__)
 
@@ -83,10 +69,6 @@ _TEXT_COLUMNS = ("trace_id", "failure_message", "outcome_error", "message", "rat
                  "failed_verdicts", "failure_kinds", "failed_judges")
 _NESTED_TURN_FIELDS = ("input", "output", "speech")
 _TURN_CATEGORIES = ("turn_id", "status", "reference", "input_encoding", "output_encoding")
-# Counts that stay integers when a turn lacks them (the opening has no input signal).
-_INTEGER_SUFFIXES = ("sample_rate_hz", "channels", "byte_count", "peak_amplitude")
-_SKIPPED_FIELDS = ("schema_version", "voice_event_schema_versions",
-                   "interoperability_schema_version")
 _USER_CHUNK = "user.audio_chunk"
 _USER_COMMIT = "user.turn_committed"
 
@@ -143,251 +125,6 @@ class Frames:
                   "rates": self.rates, "curves": self.curves}
         sizes = ", ".join(f"{name}={len(frame)}" for name, frame in frames.items())
         return f"Frames({sizes})"
-
-
-@dataclass
-class _Run:
-    run_id: str
-    cell: str | None
-    matrix_id: str | None
-    run_dir: Path | None
-    report: JsonObject | None
-    trial_dirs: list[Path]
-    #: a staged sweep's stage the cell ran in
-    stage: str | None = None
-
-
-# --- discovery --------------------------------------------------------------------------------
-
-def _natural(path: Path) -> tuple[int, str]:
-    return (len(path.name), path.name)
-
-
-def _trial_dirs_of(run_dir: Path) -> list[Path]:
-    with os.scandir(run_dir) as entries:
-        found = [Path(e.path) for e in entries
-                 if e.is_dir(follow_symlinks=False) and os.path.isfile(
-                     os.path.join(e.path, TRIAL_REPORT))]
-    return sorted(found, key=_natural)
-
-
-_MatrixCells = tuple[str, dict[str, tuple[str, str | None]]]
-
-
-def _matrix_of(matrix_dir: Path, cache: dict[Path, _MatrixCells]) -> _MatrixCells:
-    """The matrix run id and folder name -> (cell id, stage), from matrix-report.json."""
-    if matrix_dir not in cache:
-        document = read_json(matrix_dir / MATRIX_REPORT, model=MatrixReport)
-        mapping = {Path(str(cell["bundle_path"])).name: (
-            str(cell["cell_id"]), cell["stage"] if isinstance(cell.get("stage"), str) else None)
-            for cell in document.get("cells", [])
-            if isinstance(cell, dict) and cell.get("cell_id") and cell.get("bundle_path")}
-        cache[matrix_dir] = (str(document.get("run_id") or matrix_dir.name), mapping)
-    return cache[matrix_dir]
-
-
-def _run_of(run_dir: Path, trial_dirs: list[Path], cache: dict[Path, _MatrixCells]) -> _Run:
-    report = None
-    if (run_dir / RUN_REPORT).is_file():
-        report = read_json(run_dir / RUN_REPORT, model=RunReport)
-    cell = matrix_id = stage = None
-    if (run_dir.parent / MATRIX_REPORT).is_file():
-        matrix_id, cells = _matrix_of(run_dir.parent, cache)
-        cell, stage = cells.get(run_dir.name, (run_dir.name, None))
-    run_id = str(report["run_id"]) if report and report.get("run_id") else run_dir.name
-    return _Run(run_id, cell, matrix_id, run_dir if report else None, report, trial_dirs,
-                stage)
-
-
-#: What the frames (and the failure and transcript views) read of a bundle in a store; the
-#: audio is fetched when a widget first plays it.
-STORE_FILES = frozenset({RUN_REPORT, MATRIX_REPORT, TRIAL_REPORT,
-                         VOICE_METRICS, VOICE_EVENTS, TRANSCRIPT_JSON,
-                         TRANSCRIPT_MD})
-
-
-def _local(given: str | os.PathLike[str]) -> Path:
-    """A local folder to read: a store URL is mirrored (its documents), ``latest`` resolved."""
-    opened = open_location(given)
-    if isinstance(opened, Path):
-        return resolve_local_latest(opened.expanduser())
-    return mirror(resolve_latest(opened), names=STORE_FILES)
-
-
-def _discover(paths: Iterable[str | os.PathLike[str]]) -> list[_Run]:
-    runs: dict[Path, _Run] = {}
-    cache: dict[Path, _MatrixCells] = {}
-    for given in paths:
-        path = _local(given).resolve()
-        if not path.exists():
-            raise ConfigError("no such run directory or trial folder", source=path)
-        check_tree(path)  # regular files and folders only, before anything is read
-        if (path / TRIAL_REPORT).is_file():
-            run = runs.setdefault(path.parent, _run_of(path.parent, [], cache))
-            if path not in run.trial_dirs:
-                run.trial_dirs.append(path)
-            continue
-        for root, dirs, files in os.walk(path):  # symlinks (e.g. ``latest``) are not followed
-            here = Path(root)
-            if RUN_REPORT in files:
-                dirs.clear()
-                if here not in runs:
-                    runs[here] = _run_of(here, _trial_dirs_of(here), cache)
-            elif TRIAL_REPORT in files:  # a trial folder outside any run
-                dirs.clear()
-                run = runs.setdefault(here.parent, _run_of(here.parent, [], cache))
-                run.trial_dirs.append(here)
-            else:
-                dirs.sort()
-    for run in runs.values():
-        run.trial_dirs.sort(key=_natural)
-    return [run for run in runs.values() if run.trial_dirs or run.report]
-
-
-# --- reading ----------------------------------------------------------------------------------
-
-def _flatten(record: JsonObject) -> Row:
-    """Nested dicts become ``parent_child`` columns (a ``None`` in place of a dict stays; the
-    turns frame drops such all-NA columns when their ``parent_*`` columns exist)."""
-    flat: Row = {}
-    for key, value in record.items():
-        if isinstance(value, dict):
-            for child, inner in _flatten(value).items():
-                flat[f"{key}_{child}"] = inner
-        else:
-            flat[key] = value
-    return flat
-
-
-def _trial_row(report: JsonObject, trial_dir: Path) -> Row:
-    row: Row = {k: v for k, v in report.items()
-                if not isinstance(v, (dict, list)) and k not in _SKIPPED_FIELDS}
-    verdicts = objects_in(report.get("verdicts"))
-    failures = objects_in(report.get("failures"))
-    judges = objects_in(report.get("judges"))
-    row["failed_verdicts"] = ", ".join(str(v.get("name", "")) for v in verdicts
-                                       if not v.get("passed"))
-    row["failed_critical_verdicts"] = sum(1 for v in verdicts
-                                          if not v.get("passed") and v.get("critical", True))
-    row["failure_count"] = len(failures)
-    row["failure_kinds"] = ", ".join(str(f.get("kind", "")) for f in failures)
-    row["failure_message"] = failures[0].get("message") if failures else None
-    row["judge_count"] = len(judges)
-    row["failed_judges"] = ", ".join(str(j.get("name", "")) for j in judges
-                                     if j.get("status") != "passed")
-    for metric, stats in object_or_empty(report.get("metrics_summary")).items():
-        if isinstance(stats, dict):
-            for stat, value in stats.items():
-                row[f"{metric}_{stat}"] = value
-    for key, value in object_or_empty(report.get("outcome")).items():
-        if not isinstance(value, (dict, list)):
-            row.setdefault(f"outcome_{key}", value)
-    retention = report.get("retention")
-    if isinstance(retention, dict):  # what the run's ``retention:`` kept (known values only)
-        row["audio_retained"] = retention.get("audio") != "dropped"
-        row["transcripts_redacted"] = retention.get("transcripts") == "redacted"
-    row.update(_cost_columns(report.get("cost")))
-    row["path"] = str(trial_dir)
-    return row
-
-
-def _cost_columns(cost: JsonValue) -> Row:
-    """A trial's cost as columns (docs/cost.md): ``cost_total`` (its known amounts; NaN when
-    none is known), ``cost_currency``, ``cost_<component>`` (NaN: that component's usage
-    has no known amount), ``cost_unpriced`` (usage left out of the total: no price or an
-    unknown quantity) and ``cost_estimated`` (some quantity is an estimate). Absent: a
-    bundle written before costs were kept."""
-    if not isinstance(cost, dict):
-        return {}
-    items = objects_in(cost.get("items"))
-    unpriced = cost.get("unpriced")
-    columns: Row = {"cost_total": cost.get("total"), "cost_currency": cost.get("currency"),
-                    "cost_unpriced": len(unpriced) if isinstance(unpriced, list) else 0,
-                    "cost_estimated": any(bool(i.get("estimated")) for i in items)}
-    for item in items:
-        name = f"cost_{item.get('component')}"
-        amount = item.get("amount")
-        if isinstance(amount, int | float):
-            so_far = columns.get(name)
-            columns[name] = (so_far if isinstance(so_far, float) else 0.0) + amount
-        else:
-            columns.setdefault(name, None)
-    return columns
-
-
-def _talk_and_entities(metrics: JsonObject) -> Row:
-    """A trial's talk metrics and entity accuracies (voice-metrics.json ``talk`` and
-    ``entities``), as trial columns (absent: a bundle scored before they were)."""
-    columns: Row = {}
-    talk = metrics.get("talk")
-    if isinstance(talk, dict):
-        columns.update({k: v for k, v in talk.items() if not isinstance(v, (dict, list))})
-    entities = metrics.get("entities")
-    if isinstance(entities, dict):
-        columns["entity_input_accuracy"] = entities.get("input_accuracy")
-        columns["entity_output_accuracy"] = entities.get("output_accuracy")
-    return columns
-
-
-# --- typing -----------------------------------------------------------------------------------
-
-def _typed(frame: pd.DataFrame, *, categories: Iterable[str] = (),
-           text: Iterable[str] = ()) -> pd.DataFrame:
-    """Categoricals for ids, nullable booleans/integers where None mixes in, floats for numbers
-    (a column of nothing but None is a float column of NaN unless it is named in ``text``)."""
-    for column in frame.columns:
-        series = frame[column]
-        if column in text:
-            continue
-        if column in categories:
-            frame[column] = series.astype("category")
-            continue
-        if series.dtype == object:
-            kind = pd.api.types.infer_dtype(series, skipna=True)
-            if kind == "boolean":
-                frame[column] = series.astype("boolean")
-            elif kind == "integer" and series.isna().any():
-                frame[column] = series.astype("Int64")
-            elif kind in ("floating", "mixed-integer-float", "integer"):
-                frame[column] = pd.to_numeric(series)
-            elif kind == "empty":
-                frame[column] = series.astype(float)
-        elif series.dtype == float and str(column).endswith(_INTEGER_SUFFIXES):
-            values = series.to_numpy()
-            finite = values[np.isfinite(values)]
-            if np.array_equal(finite, np.round(finite)):
-                frame[column] = series.astype("Int64")
-    return frame
-
-
-def _with_datetimes(frame: pd.DataFrame) -> pd.DataFrame:
-    for column in ("started_at", "ended_at"):
-        if column in frame.columns:
-            frame[column] = pd.to_datetime(frame[column], format="ISO8601", utc=True,
-                                           errors="coerce")
-    return frame
-
-
-def _attach_keys(frame: pd.DataFrame, trials: pd.DataFrame, index: np.ndarray,
-                 columns: Sequence[str]) -> pd.DataFrame:
-    """Prepend the trials' key columns to a child frame, rows mapped by ``index`` (trial rows)."""
-    keys = {}
-    for column in columns:
-        source = trials[column]
-        keys[column] = pd.Categorical.from_codes(source.cat.codes.to_numpy()[index],
-                                                 dtype=source.dtype)
-    keyed = pd.DataFrame(keys, index=frame.index)
-    return pd.concat([keyed, frame.drop(columns=[c for c in columns if c in frame.columns])],
-                     axis=1)
-
-
-def _records_frame(records: list[Row], columns: Sequence[str]) -> pd.DataFrame:
-    frame = pd.DataFrame.from_records(records) if records else pd.DataFrame()
-    for column in columns:
-        if column not in frame.columns:
-            frame[column] = pd.Series(dtype=object)
-    ordered = [*columns, *(c for c in frame.columns if c not in columns)]
-    return frame[ordered]
 
 
 def _timeline_columns(turns: pd.DataFrame, events: pd.DataFrame, index: np.ndarray,
@@ -468,67 +205,6 @@ def _load(runs: list[_Run], *, events: bool) -> Frames:
                   verdicts=verdicts_frame, judges=judges_frame, rates=rates, curves=curves)
 
 
-@dataclass
-class _Read:
-    """What the bundles hold, as records in reading order: one row per run and per trial, and
-    each trial's turns, verdicts, judges and events with how many it has."""
-
-    run_rows: list[Row] = field(default_factory=list)
-    trial_rows: list[Row] = field(default_factory=list)
-    #: the position in ``run_rows`` of each trial's run
-    trial_run: list[int] = field(default_factory=list)
-    turn_records: list[Row] = field(default_factory=list)
-    verdict_records: list[Row] = field(default_factory=list)
-    judge_records: list[Row] = field(default_factory=list)
-    turn_counts: list[int] = field(default_factory=list)
-    verdict_counts: list[int] = field(default_factory=list)
-    judge_counts: list[int] = field(default_factory=list)
-    event_columns: EventColumns = field(default_factory=EventColumns)
-
-
-def _read_runs(runs: list[_Run], *, events: bool) -> _Read:
-    """Every run report and trial folder of ``runs`` read (voice events only with ``events``)."""
-    read = _Read()
-    for number, run in enumerate(runs):
-        report = run.report or {}
-        cost = object_or_empty(report.get("cost"))
-        read.run_rows.append({
-            "run_id": run.run_id, "cell": run.cell, "matrix_id": run.matrix_id,
-            **({"stage": run.stage} if run.stage is not None else {}),
-            **{k: v for k, v in report.items()
-               if not isinstance(v, (dict, list)) and k not in ("run_id", *_SKIPPED_FIELDS)},
-            **({"cost_total": cost.get("total"), "cost_currency": cost.get("currency")}
-               if cost else {}),
-            "path": str(run.run_dir) if run.run_dir else None})
-        for trial_dir in run.trial_dirs:
-            _read_trial(read, trial_dir, number, events=events)
-    return read
-
-
-def _read_trial(read: _Read, trial_dir: Path, run_number: int, *, events: bool) -> None:
-    """One trial folder's report, metrics and (with ``events``) voice events added to ``read``."""
-    trial_report = read_trial_report_json(trial_dir / TRIAL_REPORT)
-    read.trial_rows.append(_trial_row(trial_report, trial_dir))
-    read.trial_run.append(run_number)
-    metrics_path = trial_dir / VOICE_METRICS
-    metrics = read_json(metrics_path, model=VoiceMetrics) if metrics_path.is_file() else {}
-    turns = metrics.get("turns", [])
-    read.trial_rows[-1].update(_talk_and_entities(metrics))
-    read.turn_records.extend(_flatten(t) for t in turns)
-    read.turn_counts.append(len(turns))
-    verdicts = trial_report.get("verdicts") or []
-    read.verdict_records.extend(verdicts)
-    read.verdict_counts.append(len(verdicts))
-    judges = trial_report.get("judges") or []
-    read.judge_records.extend({k: v for k, v in j.items() if k != "sent"} for j in judges)
-    read.judge_counts.append(len(judges))
-    if events:
-        path = trial_dir / VOICE_EVENTS
-        read.event_columns.add(read_events(path), source=path)
-    else:
-        read.event_columns.add([], source=trial_dir)
-
-
 def _runs_and_trials(read: _Read) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
     """The runs frame, the trials frame (each trial with its run's keys, matrix, label and
     stage) and each trial's position in the runs frame."""
@@ -580,89 +256,6 @@ def _verdicts_and_judges(read: _Read, trials: pd.DataFrame
     judges_frame["score"] = pd.to_numeric(judges_frame["score"], errors="coerce")
     judges_frame["threshold"] = pd.to_numeric(judges_frame["threshold"], errors="coerce")
     return verdicts_frame, judges_frame
-
-
-def _settings(report: JsonObject | None) -> tuple[float, str]:
-    """The confidence and interval method a run report was written with (else the defaults)."""
-    rate = object_or_empty((report or {}).get("pass_rate"))
-    confidence, method = rate.get("confidence"), rate.get("method")
-    if method and isinstance(confidence, int | float) and confidence:
-        return float(confidence), str(method)
-    return 0.95, "wilson"
-
-
-_RATE_FRAME_COLUMNS = ("run_id", "cell", "kind", "name", "critical", *RATE_COLUMNS,
-                       "inconclusive", "sensitivity", "specificity", "note")
-
-
-def _rates(runs: list[_Run], runs_frame: pd.DataFrame, trials: pd.DataFrame,
-           run_index: np.ndarray, verdicts: pd.DataFrame, verdict_counts: list[int],
-           judges: pd.DataFrame, judge_counts: list[int]) -> pd.DataFrame:
-    """Each run's pass rate, per-verdict and per-judge rates (counted trials only) and the
-    judge-corrected rates its report holds."""
-    keep = counted(trials)
-    rated = judged_trials(trials)  # the run's pass rate leaves unjudged trials out
-    passed = trials["passed"].fillna(False).astype(bool).to_numpy() if len(trials) else \
-        np.zeros(0, dtype=bool)
-    undecided = (trials["status"].astype(object) == "inconclusive").to_numpy(dtype=bool) \
-        if "status" in trials else np.zeros(len(trials), dtype=bool)
-
-    def child_table(frame: pd.DataFrame, counts: list[int], *, errors: bool) -> pd.DataFrame:
-        index = np.repeat(np.arange(len(trials)), np.asarray(counts, dtype=np.int64))
-        mask = keep[index] if len(index) else np.zeros(0, dtype=bool)
-        if errors and len(frame):
-            mask &= (frame["status"].astype(object) != "error").to_numpy()
-        if not errors and len(frame) and "status" in frame:
-            mask &= (frame["status"].astype(object) != "not_applicable").to_numpy()
-        return pd.DataFrame({"run": run_index[index][mask] if len(index) else [],
-                             "name": frame["name"].astype(object).to_numpy()[mask],
-                             "passed": frame["passed"].to_numpy(dtype=bool)[mask],
-                             "inconclusive": (frame["status"].astype(object) == "inconclusive")
-                             .to_numpy(dtype=bool)[mask] if "status" in frame
-                             else np.zeros(int(mask.sum()), dtype=bool),
-                             "critical": frame["critical"].to_numpy(dtype=bool)[mask]})
-
-    children = {"verdict": child_table(verdicts, verdict_counts, errors=False),
-                "judge": child_table(judges, judge_counts, errors=True)}
-    rows: list[Row] = []
-    for number, run in enumerate(runs):
-        confidence, method = _settings(run.report)
-        base = {"run_id": runs_frame["run_id"].iat[number], "cell": runs_frame["cell"].iat[number]}
-
-        def rate(hits: int, n: int, confidence: float = confidence,
-                 method: str = method) -> dict[str, float | int | str]:
-            return proportion_interval(hits, n, confidence=confidence,
-                                       method=method).to_dict()  # type: ignore[arg-type]
-
-        mine = (run_index == number) & rated
-        rows.append({**base, "kind": "run", "name": None, "critical": None,
-                     **rate(int(passed[mine].sum()), int(mine.sum())),
-                     "inconclusive": int(undecided[mine].sum())})
-        for kind, table in children.items():
-            part = table[table["run"] == number]
-            for name, group in part.groupby("name", sort=False):
-                rows.append({**base, "kind": kind, "name": name,
-                             "critical": bool(group["critical"].any()),
-                             **rate(int(group["passed"].sum()), len(group)),
-                             "inconclusive": int(group["inconclusive"].sum())})
-        for corrected in objects_in((run.report or {}).get("judge_corrected_pass_rates")):
-            judged = object_or_empty(corrected.get("judge_pass_rate"))
-            rows.append({**base, "kind": "judge_corrected", "name": corrected.get("judge"),
-                         "critical": None, "estimate": corrected.get("corrected"),
-                         "low": corrected.get("low"), "high": corrected.get("high"),
-                         "method": corrected.get("method"),
-                         "confidence": corrected.get("confidence"), "n": judged.get("n"),
-                         "passed": None, "sensitivity": corrected.get("sensitivity"),
-                         "specificity": corrected.get("specificity"),
-                         "note": corrected.get("note") or None})
-    frame = pd.DataFrame(rows, columns=list(_RATE_FRAME_COLUMNS))
-    for column in ("estimate", "low", "high", "confidence", "sensitivity", "specificity"):
-        frame[column] = pd.to_numeric(frame[column]).astype(float)
-    for column in ("n", "passed", "inconclusive"):
-        frame[column] = pd.array(frame[column], dtype="Int64")
-    for column in ("run_id", "cell", "kind"):
-        frame[column] = frame[column].astype("category")
-    return frame
 
 
 # --- helpers over frames ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from ._cost_models import (
 )
 from ._endpointing_models import EndpointingCurve, EndpointingPoint
 from ._event_records import MAX_TIMELINE_NS, MAX_TIMELINE_SECONDS, check_event_records
+from ._fetch import fetch, fetch_missing, local_folder, mirror
 from ._junit import junit_xml
 from ._lock import LOCK_FILE, BundleLock
 from ._members import (
@@ -132,10 +133,6 @@ from ._schemas import SCHEMA_DIR, export_schemas
 from ._store import (
     RemoteLocation,
     check_writable,
-    fetch,
-    fetch_missing,
-    local_folder,
-    mirror,
     open_location,
     open_remote,
     probe_exists,

@@ -17,6 +17,7 @@ from .._location import is_url
 from ..config import parse_settings
 from ..errors import ConfigError
 from ._event_records import check_event_records
+from ._fetch import local_folder
 from ._members import (
     BundleMemberError,
     check_tree,
@@ -34,7 +35,7 @@ from ._names import (
     VOICE_METRICS,
 )
 from ._report_models import MatrixReport, RunReport
-from ._store import local_folder, open_remote, read_remote_json
+from ._store import open_remote, read_remote_json
 from ._versions import check_version
 from ._voice_models import VoiceMetrics
 

@@ -102,8 +102,9 @@ class KernelStamps:
 
     def __init__(self, *, clock_ns: Callable[[], int]):
         self._clock_ns = clock_ns
-        #: (stamp, read number) of RTP datagrams read but not yet tapped, in the order read
-        self._pending: OrderedDict[tuple[int, int], tuple[int, int]] = OrderedDict()
+        #: (stamp, read number, whether the kernel stamped it) of RTP datagrams read but not
+        #: yet tapped, in the order read
+        self._pending: OrderedDict[tuple[int, int], tuple[int, int, bool]] = OrderedDict()
         self._reads = 0
         #: the stamp of the last RTP datagram read, and the sockets watched
         self._last_stamp_ns: int | None = None
@@ -151,7 +152,7 @@ class KernelStamps:
                     self.read_stamped += 1
                 self._reads += 1
                 self._last_stamp_ns = read_ns if stamp is None else stamp
-                self._pending[key] = (self._last_stamp_ns, self._reads)
+                self._pending[key] = (self._last_stamp_ns, self._reads, stamp is not None)
                 if len(self._pending) > MAX_PENDING:
                     self._pending.popitem(last=False)
             original(data, addr)
@@ -168,7 +169,13 @@ class KernelStamps:
         return on_trial_clock(stamp_ns, now_ns, wall_ns, began_wall_ns)
 
     def take(self, ssrc: int, sequence: int) -> int | None:
-        """The kernel stamp of the packet with this key (once), or None: stamp it now.
+        """The stamp of the packet with this key (once), or None: stamp it now."""
+        taken = self.take_stamp(ssrc, sequence)
+        return None if taken is None else taken[0]
+
+    def take_stamp(self, ssrc: int, sequence: int) -> tuple[int, bool] | None:
+        """The stamp of the packet with this key (once) and whether the kernel took it (else
+        the loop, when it read the datagram: ``read_stamped``), or None: stamp it now.
 
         aiortc hands packets on in the order their datagrams were read, so the datagrams read
         before this one and still pending never reach the tap (SRTP refused them, or they
@@ -180,10 +187,10 @@ class KernelStamps:
             return None
         self.taken += 1
         self._last_take_ns = self._clock_ns()
-        stamp, read = pending
+        stamp, read, by_kernel = pending
         while self._pending and next(iter(self._pending.values()))[1] < read:
             self._pending.popitem(last=False)
-        return stamp
+        return stamp, by_kernel
 
     def oldest_pending_ns(self) -> int | None:
         """The stamp of the oldest RTP datagram read from the socket that aiortc has not yet

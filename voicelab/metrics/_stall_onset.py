@@ -8,9 +8,10 @@ start a segment, then silence, then the rest of the reply. Voice activity then s
 *after* the stall: the latency would hide the product's stall inside itself (25-130 ms measured
 on a loaded machine) while the user heard the first syllable before it.
 
-The user hears the reply begin at its first audible sample; the stall is the product's, counted
-where stalls are (``playback_stall_ms``; ``dead_air_ms`` from 300 ms). So the onset moves back
-across such a stall to the first audible sample before it, when all of these hold:
+The user hears the reply begin at its first audible sample; the gap is the product's, and is
+counted where gaps are (``playback_stall_ms``: what the listener's jitter buffer could not
+absorb of it; ``dead_air_ms``: silences from 300 ms). So the onset moves back across such a
+stall to the first audible sample before it, when all of these hold:
 
 * the stall is a gap of at least :data:`MIN_STALL_MS` between two consecutive chunks of the
   reply on the listener timeline (a packet that arrived after everything before it had played),

@@ -118,3 +118,28 @@ def test_past_its_bound_the_list_is_given_up_and_every_arrival_is_charged():
     listed.note(MAX_LOOP_STAMPED)
     # no list at all: the measurement then charges the loop's lag to every arrival
     assert listed.record(MAX_LOOP_STAMPED + 1) == {}
+
+
+def test_the_measurement_charges_the_listed_audio_and_not_the_kernel_stamped():
+    """The ``closed`` list as the adapter writes it, read back by the measurement: only the
+    listed packet of a response is charged the loop's lag."""
+    from voicelab.metrics._measurement import timed_arrivals
+    from voicelab.recording import ATTRIBUTES, EventType, ProductClosed, Recording
+
+    recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="r",
+                          clock_ns=lambda: 0)
+
+    def record(kind: EventType, at_ms: int, attributes: object = None, **more: object) -> None:
+        recording.record(kind, attributes, source="product" if kind.value.startswith(
+            "product") else "evaluator", direction="internal", at_ns=at_ms * MS, **more)
+
+    record(EventType.CONNECTED, 0, ATTRIBUTES[EventType.CONNECTED](
+        expects_response="turn-000", arrival_stamps="kernel_stream"))
+    samples = np.zeros(480, dtype="<i2").tobytes()
+    for at_ms in (100, 120, 140):
+        record(EventType.PRODUCT_AUDIO, at_ms, turn_id="turn-000", audio=samples)
+    listed = LoopStamped()
+    listed.note(120 * MS)  # the packet read without a kernel stamp
+    record(EventType.PRODUCT_CLOSED, 500, ProductClosed.reported(
+        {"reason": "closed by the evaluator", **listed.record(500 * MS)}))
+    assert timed_arrivals(recording) == {"turn-000": [120 * MS]}

@@ -6,7 +6,14 @@ connected, it stalls its event loop again and again (synchronous sleeps, as a bl
 user's plug-in would) while the bot greets, the user barges in and the bot stops. The product's
 packets carry the kernel's receive stamps, so the greeting's audio is not charged the loop's lag
 (``arrival_stamps: kernel_stream``): its stop latency and how far into its speech the user
-barged in must agree with the bot's truth within the issue's 40 ms, or be flagged."""
+barged in must agree with the bot's truth within the issue's 40 ms, or be flagged.
+
+On a loaded machine the bot double's own loop stalls too (it sends nothing for a few hundred
+ms, then catches up in a burst). The listener plays every packet, at the later of its arrival
+and the end of the one before, so it waits through such a stall and stays that much behind
+until the reply ends: the stop latency as heard then includes the product's stalls, which the
+turn states (``playback_stall_ms``, beyond the listener's jitter buffer). The truth compared
+with is the bot's plus those pauses, read from the placement."""
 
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -21,6 +29,10 @@ import pytest
 pytest.importorskip("aiortc")
 
 from test_webrtc_runs import BARGE_SCRIPT, GREETING, Call, write_call  # noqa: E402
+
+from voicelab.metrics import place_channels  # noqa: E402
+from voicelab.recording import samples_to_ns  # noqa: E402
+from voicelab.runner import read_recording  # noqa: E402
 
 #: the issue's accuracy for a stop latency (and here for the barge-in moment it starts from)
 STOP_TOLERANCE_MS = 40.0
@@ -66,6 +78,20 @@ def stalled(tmp_path_factory: pytest.TempPathFactory) -> Call:
     return Call(process.returncode, process.stdout + process.stderr, trial)
 
 
+def _listener_pauses_ms(call: Call, turn_id: str) -> float:
+    """How long the listener's playback of a reply paused for the product up to its last
+    audible chunk: the gaps between its chunks as placed (a stall of the product's)."""
+    recording = read_recording(call.trial)
+    placement = place_channels(recording)
+    samples = placement.product.samples
+    chunks = [c for c in placement.responses[turn_id].chunks if c.heard]
+    audible = [i for i, c in enumerate(chunks)
+               if (abs(samples[c.start:c.end].astype("int32")) > 256).any()]
+    chunks = chunks[:audible[-1] + 1] if audible else []
+    gaps = sum(max(0, later.start - earlier.end) for earlier, later in pairwise(chunks))
+    return samples_to_ns(gaps) / 1e6
+
+
 def _event(call: Call, kind: str) -> dict[str, Any]:
     return next(e for e in call.events if e["event_type"] == kind)
 
@@ -84,7 +110,12 @@ def test_a_barge_in_during_a_stalled_loop_agrees_with_the_bots_truth_or_is_flagg
     started = call.moments("user.speech_started")["turn-001"]
     stop_truth_ms = (stopped["audible_until_ns"] - started) / 1e6
     barge_truth_ms = (started - stopped["speech_start_ns"]) / 1e6
-    stop_error = abs(greeting["interruption_stop_latency_ms"] - stop_truth_ms)
+    pauses_ms = _listener_pauses_ms(call, "turn-000")
+    # the turn states the product's stalls it was heard through (beyond the jitter buffer)
+    jitter_buffer_ms = _event(call, "trial.started")["attributes"]["listener"]["jitter_buffer_ms"]
+    assert pauses_ms <= greeting["playback_stall_ms"] + jitter_buffer_ms, \
+        (pauses_ms, greeting["playback_stall_ms"])
+    stop_error = abs(greeting["interruption_stop_latency_ms"] - stop_truth_ms - pauses_ms)
     barge_error = abs(greeting["barge_in_after_speech_ms"] - barge_truth_ms)
     facts = call.webrtc_facts()["connection"]
     exact = facts["read_stamped_packets"] == 0 and facts["loop_stamped_packets"] == 0
@@ -92,5 +123,5 @@ def test_a_barge_in_during_a_stalled_loop_agrees_with_the_bots_truth_or_is_flagg
         assert not greeting["timing_degraded"], greeting
     assert greeting["timing_degraded"] or (stop_error <= STOP_TOLERANCE_MS
                                            and barge_error <= STOP_TOLERANCE_MS), \
-        (greeting["interruption_stop_latency_ms"], stop_truth_ms,
+        (greeting["interruption_stop_latency_ms"], stop_truth_ms, pauses_ms,
          greeting["barge_in_after_speech_ms"], barge_truth_ms)

@@ -19,7 +19,9 @@ RTP datagram and keys it by the SSRC and sequence number of its header (SRTP lea
 header in the clear), then calls the original. The arrival tap (:mod:`._rtp`) takes the stamp of
 the packet it is handed by the same key. Where the kernel gives no stamp the datagram keeps the
 moment it was read (``read_stamped``), still ahead of any backlog in aiortc's own task; a packet
-whose stamp was forgotten is stamped when tapped (``loop_stamped``). Both are counted. The wrapper also notes when the last datagram of any kind
+whose stamp was forgotten is stamped when tapped (``loop_stamped``). Both are counted, and
+the tap marks such a packet (``ArrivedPacket.kernel_stamped`` false), so the adapter lists it
+among the stamps the loop's lag is charged to. The wrapper also notes when the last datagram of any kind
 came (RTP, RTCP, ICE, DTLS): a product whose track is silent still sends RTCP reports and
 answers consent checks, one whose transport is gone sends nothing at all.
 """

@@ -19,7 +19,11 @@ reply: dead air) and hanging up. Reported per round (``_calls.py``, shared with 
   ``stamp_error_bound_ms``; **dead air** against the bot's own account of the reply it sent.
   The issue's target: 20 concurrent calls on 2 cores, at most 10 % flagged; also each trial's
   exit reason, and every response's error against the truth, flagged or not (how far off the
-  flagged ones really were).
+  flagged ones really were);
+* **how the product's audio was stamped**: each trial's ``arrival_stamps`` (``kernel_stream``:
+  the kernel's receive stamps, its audio not charged the loop's lag) and the packets the loop
+  stamped instead, over all trials (``read_stamped_packets`` + ``loop_stamped_packets`` of the
+  call's facts: charged the loop's lag).
 
 Measured figures: docs/adapters/webrtc.md ("Throughput").
 """
@@ -37,7 +41,7 @@ from typing import Any
 
 from _calls import double_lines, responses, run_calls, summary, write_call_run
 
-from voicelab.artifacts import read_json
+from voicelab.artifacts import read_json, read_voice_events
 
 BOT = {"greeting": "Hello! How can I help you today?", "reply_text": "Sure, that is booked.",
        "hang_up_after_replies": 1, "reply_pause_ms": 400}
@@ -81,6 +85,23 @@ def found_responses(bundle: Path) -> list[dict[str, Any]]:
     return responses(bundle, call_of=call_of, replies=sent)
 
 
+def stamp_facts(bundle: Path) -> dict[str, Any]:
+    """How each trial's product audio was stamped, and the packets the loop stamped."""
+    sources: Counter[str] = Counter()
+    loop_stamped = 0
+    for trial in sorted(bundle.glob("trial-*")):
+        connected = next((e for e in read_voice_events(trial / "voice-events.jsonl")
+                          if e["event_type"] == "session.connected"), None)
+        sources[(connected or {}).get("attributes", {}).get("arrival_stamps") or "loop"] += 1
+        for event in read_json(trial / "raw-endpoint-events.json")["events"]:
+            raw = event.get("raw")
+            if isinstance(raw, dict) and "webrtc" in raw:
+                connection = raw["webrtc"].get("connection") or {}
+                loop_stamped += int(connection.get("read_stamped_packets", 0)) + \
+                    int(connection.get("loop_stamped_packets", 0))
+    return {"arrival_stamps": dict(sources), "loop_stamped_packets": loop_stamped}
+
+
 def one_round(trials: int, concurrency: int, workdir: Path | None,
               workers: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-webrtc-", dir=workdir) as scratch:
@@ -89,13 +110,14 @@ def one_round(trials: int, concurrency: int, workdir: Path | None,
         result = run_calls(write_run(folder), trials=trials, concurrency=concurrency,
                            artifacts=folder / "runs", extra=extra, timeout_s=900)
         found = found_responses(result.bundle)
+        stamps = stamp_facts(result.bundle)
         exits = Counter(read_json(report)["exit_reason"]
                         for report in sorted(result.bundle.glob("trial-*/trial-report.json")))
         if workdir is not None:  # keep the bundle to look at
             result.bundle.rename(workdir / result.bundle.name)
     every = [abs(r["measured"] - r["truth"]) for r in found
              if r["measured"] is not None and r["truth"] is not None]
-    return {**summary(found, result, trials=trials), "exit_reasons": dict(exits),
+    return {**summary(found, result, trials=trials), "exit_reasons": dict(exits), **stamps,
             "flagged_or_not_error_ms": {"p50": round(statistics.median(every), 2),
                                         "max": round(max(every), 2)} if every else None}
 

@@ -81,7 +81,7 @@ async def onset_after_a_blocked_loop(url: str) -> tuple[int, int, int, str, floa
             if loud.size:
                 onset_ns = event.received_ns + int(loud[0] * 1e9 / 24_000)
                 break
-    stamps = adapter.stamp_source
+    stamps = adapter.arrival_stamps()
     await adapter.close()
     behind_ms = -1.0
     async for event in events:  # the closing events: the call's facts, then closed
@@ -94,7 +94,7 @@ def test_a_reply_arriving_while_the_loop_is_blocked_keeps_its_arrival_stamp():
     with BotThread() as bot:
         onset_ns, blocked_ns, unblocked_ns, stamps, behind_ms = asyncio.run(
             onset_after_a_blocked_loop(bot.url))
-    assert stamps == "kernel"
+    assert stamps == "kernel_stream"
     reply = bot.reply
     assert reply is not None and reply.speech_start_ns is not None
     # the greeting began while the loop was blocked, early enough to be read late

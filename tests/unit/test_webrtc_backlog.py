@@ -197,7 +197,7 @@ def test_another_aiortc_version_is_reported_as_loop_stamps_by_the_call(monkeypat
         adapter._peer = peer  # the call's own peer, as connect() makes it
         facts = peer.facts()
         await peer.close()
-        return adapter.stamp_source, facts["arrival_stamps"], str(facts["loop_stamped_packets"])
+        return adapter.arrival_stamps(), facts["arrival_stamps"], str(facts["loop_stamped_packets"])
 
     source, reported, _ = asyncio.run(offered())
     assert source == "loop" and reported == "loop"

@@ -39,6 +39,7 @@ from ._mixer import MixResult, PreparedEnvironment, mix, prepare_environment
 from ._polyphase import FixedLatencyResampler, kaiser_lowpass
 from ._resample import StreamingResampler
 from ._signal import (
+    AUDIBLE_BRIDGE_SECONDS,
     SILENCE_THRESHOLD,
     TELEPHONE_BAND_HZ,
     SignalAnalysis,

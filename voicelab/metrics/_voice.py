@@ -6,7 +6,12 @@ Definitions (all pure functions of the recording; docs/artifacts.md has the full
   the product's *speech* as the listener hears it (voice activity on the product channel, so
   silence frames before the speech do not count as an answer), plus a ``to_user`` telephony
   line's constant path delay (``to_user_delay_ms``): the user hears everything that much
-  later. An adapter's own constant conversion delay (a resampling filter: ``session.connected``
+  later. A product that stalls right after its first sound (its first packet, then no packets
+  while the listener's playback runs dry, then the rest of the speech: too short a sound
+  before the stall for voice activity to start on) is heard beginning at that first sound,
+  and the onset is its first audible sample; the stall is counted where stalls are
+  (``playback_stall_ms``, ``dead_air_ms``), not hidden in the latency (:mod:`._stall_onset`
+  says exactly when). An adapter's own constant conversion delay (a resampling filter: ``session.connected``
   ``conversion_delay_ms``) is not the product's: toward the user it is taken out of the
   placement, toward the product out of this figure and the stop latency. Null for an
   opening.
@@ -76,6 +81,7 @@ from ._cut_in import cut_in_fields, pauses_on_timeline, pauses_through_phone_ban
 from ._keys import KeyPress, key_presses
 from ._placement import STEP_EVENTS, Placement
 from ._selectivity import echo_of, probe_outcomes, self_interruptions
+from ._stall_onset import onset_across_stalls, reply_stalls
 from ._talk import talk_metrics
 from ._turn_metrics import ResponseTurn, TurnMetric, turn_values
 from ._turn_metrics import ns_to_ms as _ms
@@ -377,9 +383,7 @@ def _response_metrics(measured: _MeasuredAgainst, index: int, turn_id: str,
         yield  # the audible extent of the reply is measured next
     _, user_speech_end = measured.user_speech_of(turn_id)
     span = _span(playback)
-    speech_onset = next((start for start, end in measured.speech
-                         if span and end > span[0] and start < span[1]
-                         and (user_speech_end is None or start >= user_speech_end)), None)
+    speech_onset = _heard_onset(measured, playback, span, user_speech_end)
     barge_onset = measured.user_speech_of(found.barged_in_by)[0] \
         if found.barged_in_by is not None else None
     cut_in = measured.cut_in_of(turn_id)
@@ -398,6 +402,27 @@ def _response_metrics(measured: _MeasuredAgainst, index: int, turn_id: str,
         key_reply_span=_key_reply_span(measured, turn_id))
     return TurnMetrics(turn_id=turn_id, index=index, **turn_values(turn, extra),
                        **_line_fields(measured.line_turns, turn_id), **cut_in)
+
+
+def _heard_onset(measured: _MeasuredAgainst, playback: HeardResponse | None,
+                 span: tuple[int, int] | None, user_speech_end: int | None) -> int | None:
+    """Where the reply's speech begins as heard: the first speech segment inside its span that
+    starts after the user's speech, moved back across a stall of the product right after its
+    first sound (:mod:`._stall_onset`: the user heard that sound before the stall)."""
+    if not span:
+        return None
+    found = next((index for index, (start, end) in enumerate(measured.speech)
+                  if end > span[0] and start < span[1]
+                  and (user_speech_end is None or start >= user_speech_end)), None)
+    if found is None:
+        return None
+    onset = measured.speech[found][0]
+    stalls = reply_stalls(playback)
+    if not stalls:
+        return onset
+    before = max(measured.speech[found - 1][1] if found else 0, user_speech_end or 0)
+    return onset_across_stalls(measured.placement.product.samples, onset, stalls,
+                               after_ns=before, from_ns=span[0])
 
 
 def _cut_in(turn_id: str, users: dict[str, _UserTurn], placement: Placement,

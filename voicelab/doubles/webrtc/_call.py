@@ -334,6 +334,8 @@ class BotCall:
         if reply is not None:
             reply.stopped_ns = reply.last_packet_ns
             self.note("reply_stopped", reply=reply.number, stopped_ns=reply.stopped_ns,
+                      first_packet_ns=reply.first_packet_ns,
+                      speech_start_ns=reply.speech_start_ns,
                       audible_until_ns=reply.audible_until_ns, frames_sent=reply.frames_sent)
             self.rtvi("bot-stopped-speaking")
             self._done_speaking()

@@ -39,8 +39,9 @@ from ...audio import PcmAudio
 from .._abilities import EndpointSettings
 from .._protocol import EndpointContext, EndpointError, EndpointEvent
 from .._settings import parse_settings, secret_values
+from .._socket import KERNEL_STREAM_STAMPS
 from ._opus import DECODER_DELAY_MS, ENCODER_LOOKAHEAD_MS, OpusLineDecoder
-from ._rtp import ArrivedPacket, InboundAudio
+from ._rtp import ArrivedPacket, InboundAudio, LoopStamped
 from ._rtvi import decode_message
 from ._settings import WebRtcSettings
 
@@ -107,6 +108,9 @@ class WebRtcEndpoint:
         self._departed_ns: int | None = None
         #: what names the call at the product (pc_id, WHIP location, webrtc_id)
         self._session: str | None = None
+        #: the stamps of this adapter's events that the loop took, not the kernel (listed by
+        #: ``closed``: see :meth:`arrival_stamps`)
+        self._loop_stamped = LoopStamped()
 
     @classmethod
     def check_settings(cls, settings: EndpointSettings) -> None:
@@ -118,19 +122,22 @@ class WebRtcEndpoint:
         """A WebRTC voice agent listens: it detects the end of the user's speech itself."""
         return "server_vad"
 
-    @property
-    def stamp_source(self) -> str:
-        """``kernel`` when the product's RTP carries the kernel's receive stamps (Linux, the
-        tested aiortc and aioice: :mod:`._kernel_stamps`), else ``loop``.
+    def arrival_stamps(self) -> str:
+        """``kernel_stream`` when the product's RTP carries the kernel's receive stamps (Linux,
+        the tested aiortc and aioice: :mod:`._kernel_stamps`), else ``loop``
+        (``ReportsArrivalStamps``).
 
-        Not the ``ReportsArrivalStamps`` ability, on purpose: that exempts the product's audio
-        from the loop-lag charge, and on WebRTC aiortc's own task sits between the socket and
-        the tap. A busy evaluator falls behind there while its stamps stay right, and the
-        conversation then takes turns on stale audio: measured at 20 calls on a loaded
-        machine, a greeting's backlog was taken for the reply, 10.7 s off and not flagged.
-        The loop's lag is charged to these stamps as to loop-read ones (flagged, never
-        silently wrong); the kernel stamps make the figures that are not flagged exact."""
-        return "kernel" if self._peer is not None and self._peer.stamps.kernel else "loop"
+        ``kernel_stream``, not ``kernel``: every event of the call carries the kernel's stamp
+        but those the ``closed`` event lists, each charged the loop's lag as before: audio
+        whose datagram the kernel gave no stamp (stamped when the loop read it) or whose stamp
+        was forgotten (stamped when tapped), the data channel's messages (stamped when aiortc's
+        SCTP task handed them on) and the call's closing events. Kernel-stamped audio is not
+        charged the loop's lag: a busy loop that falls behind aiortc's task delivers it late,
+        but with its stamp right, and the listener hears nothing past the oldest packet not yet
+        delivered (``ReportsReceiveBacklog``), so no turn is taken on audio still on its way.
+        A call whose ``closed`` was not recorded lists nothing, and every arrival is charged."""
+        return KERNEL_STREAM_STAMPS if self._peer is not None and self._peer.stamps.kernel \
+            else "loop"
 
     @property
     def settings(self) -> WebRtcSettings:
@@ -254,9 +261,12 @@ class WebRtcEndpoint:
                                            self._context.clock_ns() - item.arrival_ns)
                 pcm = self._inbound.push(item)
                 if pcm is not None and pcm.size:
+                    if not item.kernel_stamped:
+                        self._loop_stamped.note(item.arrival_ns)
                     yield EndpointEvent("audio_delta", item.arrival_ns,
                                         audio=PcmAudio(pcm).to_bytes())
             elif isinstance(item, DataMessage):
+                self._loop_stamped.note(item.received_ns)
                 for event in decode_message(item.received_ns, item.message):
                     if event.type == "error":  # the product asked for what voicelab refuses
                         for closing in await self._finish("error", str(event.data["code"]),
@@ -328,6 +338,7 @@ class WebRtcEndpoint:
         """The call's last events: the error that ended it (if one did), its RTP facts,
         ``closed``; everything is released."""
         now = self._context.clock_ns()
+        self._loop_stamped.note(now)
         message = self._scrubber.scrub_text(message)
         events: list[EndpointEvent] = []
         if initiator == "error":
@@ -342,8 +353,11 @@ class WebRtcEndpoint:
         self._state = "hung_up" if initiator == "product" else "closed"
         self._events_finished = True
         await self._release()
-        events.append(EndpointEvent("closed", self._context.clock_ns(), data={
-            "reason": message, "initiated_by": "adapter" if initiator == "error" else initiator}))
+        closed_ns = self._context.clock_ns()
+        events.append(EndpointEvent("closed", closed_ns, data={
+            "reason": message, "initiated_by": "adapter" if initiator == "error" else initiator,
+            **(self._loop_stamped.record(closed_ns)
+               if self.arrival_stamps() == KERNEL_STREAM_STAMPS else {})}))
         logger.info("WebRTC call with %s ended: %s", self._where(), message)
         return events
 

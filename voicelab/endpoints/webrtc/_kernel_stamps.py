@@ -19,7 +19,9 @@ RTP datagram and keys it by the SSRC and sequence number of its header (SRTP lea
 header in the clear), then calls the original. The arrival tap (:mod:`._rtp`) takes the stamp of
 the packet it is handed by the same key. Where the kernel gives no stamp the datagram keeps the
 moment it was read (``read_stamped``), still ahead of any backlog in aiortc's own task; a packet
-whose stamp was forgotten is stamped when tapped (``loop_stamped``). Both are counted. The wrapper also notes when the last datagram of any kind
+whose stamp was forgotten is stamped when tapped (``loop_stamped``). Both are counted, and
+the tap marks such a packet (``ArrivedPacket.kernel_stamped`` false), so the adapter lists it
+among the stamps the loop's lag is charged to. The wrapper also notes when the last datagram of any kind
 came (RTP, RTCP, ICE, DTLS): a product whose track is silent still sends RTCP reports and
 answers consent checks, one whose transport is gone sends nothing at all.
 """
@@ -102,8 +104,9 @@ class KernelStamps:
 
     def __init__(self, *, clock_ns: Callable[[], int]):
         self._clock_ns = clock_ns
-        #: (stamp, read number) of RTP datagrams read but not yet tapped, in the order read
-        self._pending: OrderedDict[tuple[int, int], tuple[int, int]] = OrderedDict()
+        #: (stamp, read number, whether the kernel stamped it) of RTP datagrams read but not
+        #: yet tapped, in the order read
+        self._pending: OrderedDict[tuple[int, int], tuple[int, int, bool]] = OrderedDict()
         self._reads = 0
         #: the stamp of the last RTP datagram read, and the sockets watched
         self._last_stamp_ns: int | None = None
@@ -151,7 +154,7 @@ class KernelStamps:
                     self.read_stamped += 1
                 self._reads += 1
                 self._last_stamp_ns = read_ns if stamp is None else stamp
-                self._pending[key] = (self._last_stamp_ns, self._reads)
+                self._pending[key] = (self._last_stamp_ns, self._reads, stamp is not None)
                 if len(self._pending) > MAX_PENDING:
                     self._pending.popitem(last=False)
             original(data, addr)
@@ -168,7 +171,13 @@ class KernelStamps:
         return on_trial_clock(stamp_ns, now_ns, wall_ns, began_wall_ns)
 
     def take(self, ssrc: int, sequence: int) -> int | None:
-        """The kernel stamp of the packet with this key (once), or None: stamp it now.
+        """The stamp of the packet with this key (once), or None: stamp it now."""
+        taken = self.take_stamp(ssrc, sequence)
+        return None if taken is None else taken[0]
+
+    def take_stamp(self, ssrc: int, sequence: int) -> tuple[int, bool] | None:
+        """The stamp of the packet with this key (once) and whether the kernel took it (else
+        the loop, when it read the datagram: ``read_stamped``), or None: stamp it now.
 
         aiortc hands packets on in the order their datagrams were read, so the datagrams read
         before this one and still pending never reach the tap (SRTP refused them, or they
@@ -180,10 +189,10 @@ class KernelStamps:
             return None
         self.taken += 1
         self._last_take_ns = self._clock_ns()
-        stamp, read = pending
+        stamp, read, by_kernel = pending
         while self._pending and next(iter(self._pending.values()))[1] < read:
             self._pending.popitem(last=False)
-        return stamp
+        return stamp, by_kernel
 
     def oldest_pending_ns(self) -> int | None:
         """The stamp of the oldest RTP datagram read from the socket that aiortc has not yet

@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import JsonValue
 
 from .._silence_gate import SilenceGate
+from .._socket import LOOP_STAMPED_ATTRIBUTE, MAX_LOOP_STAMPED
 from ._opus import MAX_OPUS_PACKET_BYTES, OPUS_RATE_HZ, OpusLineDecoder
 
 if TYPE_CHECKING:
@@ -54,6 +55,9 @@ class ArrivedPacket:
     sequence: int
     timestamp: int
     payload: bytes
+    #: the stamp is the kernel's receive stamp of its datagram (else the loop took it: when it
+    #: read the datagram, or when the packet was tapped)
+    kernel_stamped: bool = False
 
 
 def tap_arrivals(receiver: RTCRtpReceiver, deliver: Callable[[ArrivedPacket], None], *,
@@ -63,11 +67,37 @@ def tap_arrivals(receiver: RTCRtpReceiver, deliver: Callable[[ArrivedPacket], No
     receive stamp of its datagram when ``kernel`` has one, else now."""
 
     async def arrived(packet: RtpPacket, arrival_time_ms: int) -> None:
-        stamp = kernel.take(packet.ssrc, packet.sequence_number) if kernel else None
-        deliver(ArrivedPacket(clock_ns() if stamp is None else stamp, packet.sequence_number,
-                              packet.timestamp, packet.payload))
+        taken = kernel.take_stamp(packet.ssrc, packet.sequence_number) if kernel else None
+        stamp, by_kernel = (clock_ns(), False) if taken is None else taken
+        deliver(ArrivedPacket(stamp, packet.sequence_number, packet.timestamp, packet.payload,
+                              by_kernel))
 
     receiver._handle_rtp_packet = arrived  # type: ignore[method-assign]
+
+
+class LoopStamped:
+    """The stamps of a call's events that the loop took, not the kernel: what a
+    kernel-stamped call's ``closed`` event lists (``arrival_stamps: kernel_stream``), so those
+    stay charged the loop's lag. Given up past :data:`MAX_LOOP_STAMPED` (then nothing is
+    listed, and every arrival is charged)."""
+
+    def __init__(self) -> None:
+        self._stamps: list[int] | None = []
+
+    def note(self, stamp_ns: int) -> None:
+        stamps = self._stamps
+        if stamps is not None:
+            if len(stamps) < MAX_LOOP_STAMPED:
+                stamps.append(stamp_ns)
+            else:
+                self._stamps = None
+
+    def record(self, closed_ns: int) -> dict[str, JsonValue]:
+        """The ``closed`` event's list: each stamp as [ns before ``closed_ns``, how late it may
+        be at most: -1, not known, so the loop's lag bounds it]; nothing once given up."""
+        if self._stamps is None:
+            return {}
+        return {LOOP_STAMPED_ATTRIBUTE: [[closed_ns - stamp, -1] for stamp in self._stamps]}
 
 
 class RateGuard:

@@ -68,8 +68,9 @@ class ReportsArrivalStamps(Protocol):
     carries the moment the kernel received it (a loop busy elsewhere does not make those stamps
     late, so loop lag is not charged to them), ``kernel_stream`` when every product message
     carries the kernel's stamp except those the ``closed`` event lists (a WebSocket read from its
-    TCP socket: :mod:`voicelab.endpoints._socket`), else ``loop`` (stamped when the loop reads
-    it)."""
+    TCP socket, :mod:`voicelab.endpoints._socket`; WebRTC, whose data-channel messages and
+    packets read without a kernel stamp the loop stamps), else ``loop`` (stamped when the loop
+    reads it)."""
 
     def arrival_stamps(self) -> str:
         """``kernel``, ``kernel_stream`` or ``loop``."""

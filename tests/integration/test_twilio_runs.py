@@ -133,6 +133,12 @@ def test_the_bot_speaks_first_and_hangs_up_after_answering(tmp_path):
     marks = [e["raw"]["mark"]["name"] for e in call.raw_events if e["raw"].get("event") == "mark"]
     assert marks == ["reply-0", "reply-1"]
     assert not call.of("product.interruption")
+    # on Linux its ws:// stream carries the kernel's receive stamps, the loop's listed at the end
+    if sys.platform == "linux":
+        [connected] = call.of("session.connected")
+        assert connected["attributes"]["arrival_stamps"] == "kernel_stream"
+        [closed] = call.of("product.closed")
+        assert isinstance(closed["attributes"]["loop_stamped_before_close_ns"], list)
 
 
 def test_a_bot_that_clears_when_the_caller_speaks_over_it(tmp_path):

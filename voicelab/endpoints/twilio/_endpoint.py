@@ -105,6 +105,9 @@ class TwilioEndpoint(SocketEndpoint):
     #: the rate conversion's constant group delay each way (voicelab's own processing)
     conversion_delay_ms = {"to_product": LINE_LATENCY_MS, "to_user": LINE_LATENCY_MS}
     USER_AGENT = "voicelab-evaluator (twilio media streams)"
+    #: every media, mark and clear event carries its message's stamp (the hang-up's events are
+    #: no timed arrival): a ``ws://`` stream read with the kernel's stamps is judged by them
+    EVENTS_CARRY_MESSAGE_STAMPS = True
 
     #: ``endpoint.settings`` are parsed into this once, at ``validate``
     settings_model = TwilioSettings

@@ -32,6 +32,7 @@ import numpy as np
 from ..artifacts import LoopLag, MeasurementQuality, MeasurementTolerances, TurnMetrics
 from ..config import MeasurementConfig
 from ..recording import Connected, Event, EventType, Recording, TrialEnded
+from ._figure_bounds import figure_bounds_of
 from ._voice import percentile
 
 logger = logging.getLogger(__name__)
@@ -261,6 +262,24 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
     owner = np.repeat(np.arange(len(turns)), [len(stamps[turn]) for turn in turns])
     order = np.argsort(flat, kind="stable")
     flat, owner = flat[order], owner[order]
+    bound = _sorted_stamp_bounds(flat, ticks, interval_ms=interval_ms, caps=caps)
+    bounds: dict[str, StampBound] = {}
+    exact = exact or {}
+    for turn in exact:
+        if turn not in stamps:
+            turns.append(turn)
+    for index, turn in enumerate(turns):
+        own = np.concatenate([bound[owner == index] / 1e6, np.zeros(exact.get(turn, 0))])
+        bounds[turn] = StampBound(
+            max_ms=round(float(own.max()), 3) if own.size else 0.0,
+            p99_ms=round(float(np.percentile(own, 99)), 3) if own.size else 0.0,
+            stamps=int(own.size))
+    return bounds
+
+
+def _sorted_stamp_bounds(flat: np.ndarray, ticks: LateTicks, *, interval_ms: float,
+                         caps: Mapping[int, int] | None = None) -> np.ndarray:
+    """The bound (ns) of each of the sorted stamps ``flat`` (see :func:`stamp_error_bounds`)."""
     bound = np.zeros(flat.size, dtype=np.int64)
     if flat.size and ticks.woke_ns.size:
         interval_ns = int(interval_ms * 1_000_000)
@@ -288,53 +307,74 @@ def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
         cap = (caps or {}).get(stamp, -1)
         if cap >= 0 and cap < bound[index]:
             bound[index] = cap
-    bounds: dict[str, StampBound] = {}
-    exact = exact or {}
-    for turn in exact:
-        if turn not in stamps:
-            turns.append(turn)
-    for index, turn in enumerate(turns):
-        own = np.concatenate([bound[owner == index] / 1e6, np.zeros(exact.get(turn, 0))])
-        bounds[turn] = StampBound(
-            max_ms=round(float(own.max()), 3) if own.size else 0.0,
-            p99_ms=round(float(np.percentile(own, 99)), 3) if own.size else 0.0,
-            stamps=int(own.size))
-    return bounds
+    return bound
+
+
+def stamp_bounds_by_offset(stamps: Sequence[int], ticks: LateTicks, *, interval_ms: float,
+                           caps: Mapping[int, int] | None = None) -> dict[int, int]:
+    """Each stamp's own bound (offset -> ns; see :func:`stamp_error_bounds`)."""
+    flat = np.unique(np.asarray(stamps, dtype=np.int64))
+    bound = _sorted_stamp_bounds(flat, ticks, interval_ms=interval_ms, caps=caps)
+    return dict(zip(flat.tolist(), bound.tolist(), strict=True))
 
 
 def judge_turns(turns: Sequence[TurnMetrics], bounds: Mapping[str, StampBound],
                 config: MeasurementConfig,
-                first_audio: Mapping[str, StampBound] | None = None) -> list[str]:
+                first_audio: Mapping[str, StampBound] | None = None,
+                figures: Mapping[str, Mapping[str, float]] | None = None) -> list[str]:
     """Mark each turn's ``stamp_error_bound_ms`` and ``timing_degraded``, and (given the first
     audio stamps' bounds) its ``first_audio_error_bound_ms`` and ``first_audio_degraded`` (in
-    place); the reasons of the degraded ones, each starting with its turn id."""
-    tolerances = tolerances_of(config)
+    place); the reasons of the degraded ones, each starting with its turn id. Given each
+    turn's ``figures`` (its timing figures' own bounds, :mod:`._figure_bounds`), a turn is
+    ``timing_degraded`` only when a figure's bound exceeds ``max_loop_lag_max_ms``; without
+    them (late ticks recorded before per-figure bounds), when its stamps' largest bound or their
+    99th percentile exceeds its tolerance, as such a recording was judged then."""
     reasons: list[str] = []
     for turn in turns:
-        first_why = ""
-        if first_audio is not None and turn.first_audio_latency_ms is not None:
-            first = first_audio.get(turn.turn_id, StampBound(0.0, 0.0, 0)).max_ms
-            turn.first_audio_error_bound_ms = first
-            turn.first_audio_degraded = first > config.max_first_audio_error_ms
-            if turn.first_audio_degraded:
-                first_why = f"{first:.1f} ms > {config.max_first_audio_error_ms:g} ms"
+        first_why = _judge_first_audio(turn, first_audio, config)
         bound = bounds.get(turn.turn_id, StampBound(0.0, 0.0, 0))
         turn.stamp_error_bound_ms = bound.max_ms
-        why = []
-        if bound.p99_ms > tolerances.max_loop_lag_p99_ms:
-            why.append(f"p99 {bound.p99_ms:.1f} ms > {tolerances.max_loop_lag_p99_ms:g} ms")
-        if bound.max_ms > tolerances.max_loop_lag_max_ms:
-            why.append(f"max {bound.max_ms:.1f} ms > {tolerances.max_loop_lag_max_ms:g} ms")
+        if figures is not None:
+            own = dict(figures.get(turn.turn_id, {}))
+            turn.figure_error_bounds_ms = own
+            why = [f"{name} by {error:.1f} ms" for name, error in own.items()
+                   if error > config.max_loop_lag_max_ms]
+            what = (f"the loop lagged around its arrivals, so {', '.join(why)} "
+                    f"(> {config.max_loop_lag_max_ms:g} ms) may be off") if why else ""
+        else:
+            why = _stamp_reasons(bound, config)
+            what = (f"the loop lagged around its arrivals, its {bound.stamps} timing stamp(s) "
+                    f"may be late by {' and '.join(why)}") if why else ""
         turn.timing_degraded = bool(why)
         if why:
-            reasons.append(f"{turn.turn_id}: the loop lagged around its arrivals, its "
-                           f"{bound.stamps} timing stamp(s) may be late by "
-                           f"{' and '.join(why)}"
+            reasons.append(f"{turn.turn_id}: {what}"
                            + (f"; its first audio's stamp by {first_why}" if first_why else ""))
         elif first_why:
             reasons.append(f"{turn.turn_id}: the loop lagged around its first audio, whose "
                            f"stamp may be late by {first_why}")
     return reasons
+
+
+def _judge_first_audio(turn: TurnMetrics, first_audio: Mapping[str, StampBound] | None,
+                       config: MeasurementConfig) -> str:
+    """Mark the turn's first-audio bound and flag; why it is flagged ("": it is not)."""
+    if first_audio is None or turn.first_audio_latency_ms is None:
+        return ""
+    first = first_audio.get(turn.turn_id, StampBound(0.0, 0.0, 0)).max_ms
+    turn.first_audio_error_bound_ms = first
+    turn.first_audio_degraded = first > config.max_first_audio_error_ms
+    return f"{first:.1f} ms > {config.max_first_audio_error_ms:g} ms" \
+        if turn.first_audio_degraded else ""
+
+
+def _stamp_reasons(bound: StampBound, config: MeasurementConfig) -> list[str]:
+    tolerances = tolerances_of(config)
+    why = []
+    if bound.p99_ms > tolerances.max_loop_lag_p99_ms:
+        why.append(f"p99 {bound.p99_ms:.1f} ms > {tolerances.max_loop_lag_p99_ms:g} ms")
+    if bound.max_ms > tolerances.max_loop_lag_max_ms:
+        why.append(f"max {bound.max_ms:.1f} ms > {tolerances.max_loop_lag_max_ms:g} ms")
+    return why
 
 
 def judge_measurement(lag: LoopLag | None, config: MeasurementConfig) -> MeasurementQuality:
@@ -362,8 +402,8 @@ def loop_lag_of(recording: Recording) -> LoopLag | None:
 def measurement_quality(recording: Recording, config: MeasurementConfig,
                         turns: Sequence[TurnMetrics] = ()) -> MeasurementQuality:
     """Judge the trial's loop lag where it matters: per turn (``turns`` get their
-    ``stamp_error_bound_ms`` and ``timing_degraded``, in place) when the recording kept its late
-    ticks, else on the whole trial's statistics."""
+    ``stamp_error_bound_ms``, ``figure_error_bounds_ms`` and ``timing_degraded``, in place) when
+    the recording kept its late ticks, else on the whole trial's statistics."""
     lag = loop_lag_of(recording)
     ticks = late_ticks_of(recording) if lag is not None else None
     if lag is None or ticks is None:
@@ -374,7 +414,13 @@ def measurement_quality(recording: Recording, config: MeasurementConfig,
                                 caps=caps)
     first = stamp_error_bounds(first_audio_arrivals(recording), ticks,
                                interval_ms=lag.interval_ms, caps=caps)
-    reasons = judge_turns(turns, bounds, config, first)
+    figures = None
+    if ticks.since_previous_wake:  # recorded since per-figure bounds: judged by them
+        own = stamp_bounds_by_offset([s for turn in charged.values() for s in turn], ticks,
+                                     interval_ms=lag.interval_ms, caps=caps)
+        figures = figure_bounds_of(recording, turns, lambda offset: own.get(offset, 0),
+                                   {turn: bound.max_ms for turn, bound in bounds.items()})
+    reasons = judge_turns(turns, bounds, config, first, figures)
     return MeasurementQuality(
         loop_lag_ms=lag, tolerances=tolerances_of(config), degraded=bool(reasons),
         reasons=reasons, scope="turn",

@@ -2,6 +2,8 @@
 
     python benchmarks/bench_load.py [--sizes 50 100 200] [--workers 1] [--event-loop auto]
                                     [--busy 2] [--ramp SECONDS] [--repeat 1] [--listening N]
+                                    [--keep DIR]
+    python benchmarks/bench_load.py --judge DIR/*   # kept bundles, as judged now
 
 For each N of ``--sizes``: N paced trials at once (the seed example's script, three responses
 each, audio in real time) against the fake product in its own process, which logs its own send
@@ -36,6 +38,9 @@ barge-in stop-latency errors against the fake's send times, and the responses fl
 ``--busy K`` starts K processes that spin on a core beside the benchmark (a shared CI machine)
 and stops them after. ``--ramp SECONDS`` starts the trials evenly over that period instead of
 all at once (passed on as ``voicelab.arun(..., ramp_seconds=...)``, when that voicelab has it).
+``--keep DIR`` keeps each case's bundle; ``--judge`` prints the flagged and silently wrong
+figures of such bundles as their files say now, so one set of recordings can be rescored
+(``voice-evaluator rescore``) by two versions of voicelab and their judgements compared.
 Results: docs/performance.md.
 """
 
@@ -48,6 +53,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -161,6 +167,8 @@ def _case_here(case: dict[str, Any]) -> dict[str, Any]:
     if case.get("listening"):
         return _listening_here(case)
     result = run_case_here(case)
+    if case.get("keep"):  # the recordings, to judge again (--judge) under other code
+        shutil.copytree(result["bundle"], Path(case["keep"]) / Path(result["bundle"]).name)
     trials = sorted(Path(result["bundle"]).glob("trial-*"))
     result["responses"] = [row for trial in trials for row in _trial_rows(trial)]
     result["spans"] = [_trial_span(trial) for trial in trials]
@@ -278,6 +286,20 @@ def flag_breakdown(rows: Sequence[dict[str, Any]], *,
             f"both {len(both)}; {spread}{stall_spread}")
 
 
+def judge_kept(bundles: Sequence[Path]) -> None:
+    """The benchmark's figures of kept bundles (``--keep``) as their files judge them now
+    (after ``voice-evaluator rescore`` with the code to compare): flagged and silently wrong."""
+    print(f"{'bundle':>40} {'flagged':>8} {'silent':>7} {'responses':>9}")
+    for bundle in bundles:
+        rows = [row for trial in sorted(bundle.glob("trial-*")) for row in _trial_rows(trial)]
+        figures = load_figures(rows)
+        print(f"{bundle.name:>40} {figures.flagged_fraction:>8.1%} "
+              f"{len(figures.silently_wrong):>7} {figures.responses:>9}")
+        for line in figures.silently_wrong[:5]:
+            print(f"       silently wrong: {line}")
+        print(f"       {flag_breakdown(rows)}")
+
+
 def _check_ramp(ramp: float | None) -> None:
     if not ramp:
         return
@@ -311,10 +333,19 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true",
                         help="list every silently wrong figure")
     parser.add_argument("--workdir", default="/dev/shm" if Path("/dev/shm").is_dir() else None)
+    parser.add_argument("--keep", metavar="DIR", type=Path,
+                        help="keep each case's bundle in DIR (to rescore and --judge again)")
+    parser.add_argument("--judge", metavar="BUNDLE", type=Path, nargs="+",
+                        help="run nothing: print the figures of kept bundles as judged now")
     args = parser.parse_args()
     if args.case:
         print(json.dumps(_case_here(json.loads(args.case)), default=str))
         return
+    if args.judge:
+        judge_kept(args.judge)
+        return
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
     _check_ramp(args.ramp)
     print(f"machine: {_machine()}; busy processes: {args.busy}; workers: {args.workers}; "
           f"ramp: {args.ramp or 'none'}")
@@ -329,7 +360,8 @@ def main() -> None:
                 for _ in range(args.repeat):
                     case = {"root": args.workdir, "executor": "local",
                             "workers": args.workers, "trials": size, "concurrency": size,
-                            "overrides": _paced_overrides(uri), "ramp_seconds": args.ramp}
+                            "overrides": _paced_overrides(uri), "ramp_seconds": args.ramp,
+                            "keep": str(args.keep.resolve()) if args.keep else None}
                     result = _run_case(case, script=__file__, env=env)
                     figures = load_figures(result["responses"])
                     print(_row(size, result, figures), flush=True)

@@ -259,3 +259,33 @@ def test_response_duration_rests_on_its_done_stamp(response_done_late):
                        response_duration_ms=2000.0)
     measurement_quality(recording, MeasurementConfig(), [turn])
     assert turn.timing_degraded is response_done_late
+
+
+# --- verdicts take a figure's own bound -------------------------------------------------------
+
+@pytest.mark.parametrize(("stop_bound_ms", "status"), [(10.0, "passed"), (80.0, "inconclusive")])
+def test_a_stop_latency_verdict_takes_its_own_figures_bound(stop_bound_ms, status):
+    """A response flagged for its dead air (80 ms) with a stop latency of 95 ms against a
+    100 ms limit: its stop latency's own bound decides whether the verdict can be decided."""
+    from voicelab.artifacts import LoopLag, MeasurementQuality
+    from voicelab.config import PersonaConfig, ScenarioConfig
+    from voicelab.metrics._measurement import tolerances_of
+    from voicelab.scoring._verdicts import deterministic_verdicts
+
+    turn = TurnMetrics(turn_id="turn-001", index=0, status="completed",
+                       output_audio_seconds=1.0, interrupted=True,
+                       interruption_stop_latency_ms=95.0, stamp_error_bound_ms=80.0,
+                       timing_degraded=True, figure_error_bounds_ms={
+                           "dead_air_ms": 80.0, "interruption_stop_latency_ms": stop_bound_ms})
+    quality = MeasurementQuality(loop_lag_ms=LoopLag(p50=1.0, p99=80.0, max=80.0, ticks=9,
+                                                     interval_ms=2.0),
+                                 tolerances=tolerances_of(MeasurementConfig()), degraded=True,
+                                 reasons=["turn-001: dead air"], scope="turn",
+                                 degraded_turns=["turn-001"])
+    scenario = ScenarioConfig.model_validate({"id": "s", "eval_spec": {
+        "expected_exit": "max_turns", "max_interruption_stop_ms": 100}})
+    verdicts = {v.name: v for v in deterministic_verdicts(
+        scenario=scenario, persona=PersonaConfig(name="p"), transcript=[],
+        exit_reason="max_turns", outcome_status="unavailable", outcome=None,
+        outcome_error=None, measurement=quality, turn_metrics=[turn])}
+    assert verdicts["interruption_honoured"].status == status

@@ -85,10 +85,13 @@ def stall_range_ns(stamps_ns: np.ndarray, bounds_ns: np.ndarray, durations_ns: n
 @dataclass(frozen=True)
 class Gaps:
     """The silence placement may insert before each chunk after the first (samples): the
-    least and the most over the arrivals inside the bounds."""
+    least and the most over the arrivals inside the bounds; and where each chunk was placed
+    and where it would start with every chunk at its earliest (the earliest it can start)."""
 
     least: np.ndarray
     most: np.ndarray
+    start_placed: np.ndarray
+    start_earliest: np.ndarray
 
 
 def placement_gaps(chunks: Sequence[HeardChunk], bounds_ns: np.ndarray, *, lead_ns: int
@@ -108,12 +111,67 @@ def placement_gaps(chunks: Sequence[HeardChunk], bounds_ns: np.ndarray, *, lead_
     through = np.cumsum(sizes)
     end_earliest = through + np.maximum.accumulate(earliest - (through - sizes))
     most = np.maximum(0, at_stamp[1:] - end_earliest[:-1])
-    return Gaps(least=least, most=most)
+    start_placed = np.asarray([chunk.start for chunk in chunks], dtype=np.int64)
+    return Gaps(least=least, most=most, start_placed=start_placed,
+                start_earliest=end_earliest - sizes)
 
 
 def _frames_inside(offset: np.ndarray, length: np.ndarray, frame: int) -> np.ndarray:
     """Whole frames (counted from 0) inside ``[offset, offset + length)``."""
     return (offset + length) // frame - (-(-offset // frame))
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """The silent runs between a response's audible samples (samples): each one's least and
+    most length, where it begins (from the first audible sample) and whether an uncertain gap
+    before it may move it; and how much longer than their least lengths all of them together
+    can be (the budget: every run's gaps come from how far the last chunk moved from the
+    first)."""
+
+    least: np.ndarray
+    most: np.ndarray
+    begins: np.ndarray
+    moved: np.ndarray
+    budget: int
+
+
+def _silent_runs(loud: np.ndarray, chunk_sizes: Sequence[int], gaps: Gaps) -> _Runs:
+    runs = loud.size - 1  # run j: between loud sample j and j + 1
+    starts = np.cumsum(np.asarray(chunk_sizes, dtype=np.int64))[:-1]  # chunks 1..n-1
+    run_of = np.searchsorted(loud, starts, side="left") - 1
+    inside = (run_of >= 0) & (run_of < runs)
+    added_least = np.bincount(run_of[inside], weights=gaps.least[inside], minlength=runs)
+    added_most = np.bincount(run_of[inside], weights=gaps.most[inside], minlength=runs)
+    # the gaps of one run together are the distance its two chunks moved apart, which is
+    # tighter than each gap at its own extreme (those extremes are not attained together)
+    offsets = np.concatenate([[0], starts])
+    first = np.searchsorted(offsets, loud[:-1], side="right") - 1
+    last = np.searchsorted(offsets, loud[1:], side="right") - 1
+    between = offsets[last] - offsets[first]
+    added_most = np.where(last > first, np.minimum(added_most, np.maximum(
+        0, gaps.start_placed[last] - gaps.start_earliest[first] - between)), 0).astype(np.int64)
+    added_least = np.where(last > first, np.maximum(
+        added_least, gaps.start_earliest[last] - gaps.start_placed[first] - between), 0) \
+        .astype(np.int64)
+    base = np.diff(loud) - 1
+    begins = loud[:-1] + 1 - loud[0] + np.concatenate([[0], np.cumsum(added_least)[:-1]])
+    uncertain = added_least != added_most
+    whole = int(gaps.start_placed[last[-1]] - gaps.start_earliest[first[0]]
+                - (offsets[last[-1]] - offsets[first[0]]))
+    return _Runs(least=base + added_least, most=base + added_most, begins=begins,
+                 moved=np.concatenate([[False], np.cumsum(uncertain)[:-1] > 0]),
+                 budget=max(0, whole - int(added_least.sum())))
+
+
+def _most_within_budget(runs: _Runs, threshold: int) -> int:
+    """The most counted silence (samples) the budget allows: the runs already at the
+    threshold, the most runs it can lift to it (the cheapest first; no other choice of as many
+    counts more than the longest as many), and the budget itself on top."""
+    counted = runs.least >= threshold
+    below = np.sort(runs.least[~counted])[::-1]
+    lifted = int(np.searchsorted(np.cumsum(threshold - below), runs.budget, side="right"))
+    return int(runs.least[counted].sum() + below[:lifted].sum()) + runs.budget
 
 
 def dead_air_range_ns(content: np.ndarray, chunk_sizes: Sequence[int], gaps: Gaps, *,
@@ -126,33 +184,19 @@ def dead_air_range_ns(content: np.ndarray, chunk_sizes: Sequence[int], gaps: Gap
         return 0, 0
     frame = int(_RATE * DEAD_AIR_FRAME_MS / 1000)
     min_frames = int(np.ceil(DEAD_AIR_MIN_RUN_MS / DEAD_AIR_FRAME_MS))
-    runs = loud.size - 1  # run j: between loud sample j and j + 1
-    starts = np.cumsum(np.asarray(chunk_sizes, dtype=np.int64))[:-1]  # chunks 1..n-1
-    run_of = np.searchsorted(loud, starts, side="left") - 1
-    inside = (run_of >= 0) & (run_of < runs)
-    run_of = run_of[inside]
-    added_least = np.bincount(run_of, weights=gaps.least[inside], minlength=runs)
-    added_most = np.bincount(run_of, weights=gaps.most[inside], minlength=runs)
-    uncertain = np.bincount(run_of, weights=(gaps.least != gaps.most)[inside],
-                            minlength=runs) > 0
-    base = np.diff(loud) - 1
-    least = (base + added_least).astype(np.int64)
-    most = (base + added_most).astype(np.int64)
-    # where each run begins, counted from the first audible sample, and whether an uncertain
-    # gap before it may move it (its frames' alignment is then unknown)
-    begins = loud[:-1] + 1 - loud[0] + np.concatenate([[0], np.cumsum(added_least)[:-1]]) \
-        .astype(np.int64)
-    moved = np.concatenate([[False], np.cumsum(uncertain)[:-1] > 0])
+    runs = _silent_runs(loud, chunk_sizes, gaps)
     # the figure's frames start at the first audible sample or one before it (its time
-    # rounded to the nanosecond and back): both alignments are allowed for
-    fixed_least = np.minimum(_frames_inside(begins, least, frame),
-                             _frames_inside(begins + 1, least, frame))
-    fixed_most = np.maximum(_frames_inside(begins, most, frame),
-                            _frames_inside(begins + 1, most, frame))
-    frames_least = np.where(moved, np.maximum(0, least // frame - 1), fixed_least)
-    frames_most = np.where(moved, most // frame, fixed_most)
+    # rounded to the nanosecond and back): both alignments are allowed for; a run an
+    # uncertain gap may move may gain or lose a frame to its alignment
+    fixed_least = np.minimum(_frames_inside(runs.begins, runs.least, frame),
+                             _frames_inside(runs.begins + 1, runs.least, frame))
+    fixed_most = np.maximum(_frames_inside(runs.begins, runs.most, frame),
+                            _frames_inside(runs.begins + 1, runs.most, frame))
+    frames_least = np.where(runs.moved, np.maximum(0, runs.least // frame - 1), fixed_least)
+    frames_most = np.where(runs.moved, runs.most // frame, fixed_most)
     low = int(frames_least[frames_least >= min_frames].sum())
-    high = int(frames_most[frames_most >= min_frames].sum())
+    high = min(int(frames_most[frames_most >= min_frames].sum()),
+               _most_within_budget(runs, min_frames * frame) // frame)
     return (low * frame * 1_000_000_000 // _RATE, high * frame * 1_000_000_000 // _RATE)
 
 

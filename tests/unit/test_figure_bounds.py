@@ -289,3 +289,17 @@ def test_a_stop_latency_verdict_takes_its_own_figures_bound(stop_bound_ms, statu
         exit_reason="max_turns", outcome_status="unavailable", outcome=None,
         outcome_error=None, measurement=quality, turn_metrics=[turn])}
     assert verdicts["interruption_honoured"].status == status
+
+
+def test_runs_share_one_budget_of_movement():
+    # ten 260 ms pauses (13 quiet chunks), every chunk paced on time but read up to 60 ms late:
+    # each pause could reach 300 ms on its own, but all together can grow only as far as the
+    # last chunk can move from the first (60 ms): at most one pause is lifted to 300 ms
+    chunks = ([LOUD] * 3 + [QUIET] * 13) * 10 + [LOUD] * 3
+    stamps = np.arange(len(chunks), dtype=np.int64) * 20 * MS + 500 * MS
+    bounds = np.full(len(chunks), 60 * MS)
+    recording = _recording(stamps, chunks)
+    reported = _dead_air_ns(recording) / 1e6
+    assert reported == 0.0
+    bound = _dead_air_bound_ms(recording, stamps, bounds, reported)
+    assert 300.0 <= bound <= 400.0

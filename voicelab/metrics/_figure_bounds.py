@@ -20,12 +20,18 @@ bounds; a response is flagged only when a figure's own bound exceeds the toleran
   at ``max(a_k, end of chunk k-1)``, so a response's placed audio relative to its first chunk
   is a function of the gaps ``g_k = max(0, a_k - end_{k-1})`` alone. Each gap is largest with
   ``a_k`` at its stamp and the chunks before at their earliest, least the other way round. The
-  silent runs between audible samples only lengthen as any gap grows, so the runs with every
-  gap at its least and with every gap at its most bracket the truth (conservatively: not
-  every combination is attainable). The figure counts whole 10 ms frames counted from the
-  first audible sample: a run whose position moves with an uncertain gap may gain or lose a
-  frame to its alignment, which the bracket allows for. A response cut by a barge-in (its audio
-  stops at a fixed moment, not a function of the gaps) keeps the bound of all its stamps.
+  silent runs between audible samples only lengthen as any gap grows, so each run's least and
+  most length bracket it: the sum of its gaps' least, or how far its two chunks can move apart
+  (the later at its earliest, the earlier where it was placed), whichever is more; the sum of
+  its gaps' most, or how far they can move apart the other way, whichever is less. All runs
+  together can grow no more than the last audible chunk can move from the first (the budget):
+  the most dead air is the runs already 300 ms long, the most runs the budget can lift to
+  300 ms (no other choice of as many counts more than the longest as many), and the budget on
+  top (conservative: not every corner is attainable). The figure counts whole 10 ms frames
+  from the first audible sample: a run whose position moves with an uncertain gap may gain or
+  lose a frame to its alignment, which the bracket allows for. A response cut by a barge-in (its
+  audio stops at a fixed moment, not a function of the gaps) keeps the bound of all its
+  stamps.
 * ``response_latency_ms`` and ``speech_start_ms`` rest on where the speech onset plays: its
   chunk's start moves with that chunk's and the earlier chunks' arrivals, by at most their
   largest bound. ``response_duration_ms`` rests on the ``response.done`` stamp. The figures a

@@ -106,11 +106,20 @@ def _first_frame_windows(trial: Path) -> dict[str, float]:
     return windows
 
 
+#: a figure's own bound beyond this (``measurement.max_loop_lag_max_ms``, ms) flags it
+FIGURE_TOLERANCE_MS = 25.0
+
+
 def _trial_rows(trial: Path) -> list[dict[str, Any]]:
     rows = response_errors(trial)
     windows = _first_frame_windows(trial)
+    turns = {turn["turn_id"]: turn for turn in json.loads(
+        (trial / "voice-metrics.json").read_text())["turns"]}
     for row in rows:
         row["first_audio_window"] = windows.get(row["turn"], 0.0)
+        bounds = turns.get(row["turn"], {}).get("figure_error_bounds_ms") or {}
+        row["figures_over"] = sorted(name for name, bound in bounds.items()
+                                     if bound > FIGURE_TOLERANCE_MS)
     return rows
 
 
@@ -271,8 +280,9 @@ def _print_excess(rows: Sequence[dict[str, Any]]) -> None:
 def flag_breakdown(rows: Sequence[dict[str, Any]], *,
                    tolerance_ms: float = FIRST_AUDIO_TOLERANCE_MS) -> str:
     """Which figure carries each flagged response: its first-audio stamp's bound alone (over
-    ``tolerance_ms``), its timing stamps' bounds (the stall and dead-air figures:
-    ``timing_degraded``), or both; and how far the first-audio bounds of the flagged go."""
+    ``tolerance_ms``), its other timing figures (``timing_degraded``: per figure, each figure
+    whose own bound is over its tolerance is counted; judged per stamp, the stamps' bounds), or
+    both; and how far the first-audio bounds of the flagged go."""
     first = [row for row in rows if row["first_audio_degraded"] and not row["timing_degraded"]]
     timing = [row for row in rows if row["timing_degraded"] and not row["first_audio_degraded"]]
     both = [row for row in rows if row["timing_degraded"] and row["first_audio_degraded"]]
@@ -282,8 +292,14 @@ def flag_breakdown(rows: Sequence[dict[str, Any]], *,
               if bounds.size else "no first-audio bound over its tolerance")
     stall = np.asarray([row["stamp_bound"] or 0.0 for row in timing + both], dtype=float)
     stall_spread = f"; stamp bound max p50 {np.percentile(stall, 50):.1f} ms" if stall.size else ""
-    return (f"flagged by: first audio only {len(first)}, timing stamps only {len(timing)}, "
-            f"both {len(both)}; {spread}{stall_spread}")
+    figures: dict[str, int] = {}
+    for row in timing + both:
+        for name in row.get("figures_over", ()):
+            figures[name] = figures.get(name, 0) + 1
+    by_figure = ("; figures over their tolerance: " + ", ".join(
+        f"{name} {count}" for name, count in sorted(figures.items()))) if figures else ""
+    return (f"flagged by: first audio only {len(first)}, timing figures only {len(timing)}, "
+            f"both {len(both)}; {spread}{stall_spread}{by_figure}")
 
 
 def judge_kept(bundles: Sequence[Path]) -> None:

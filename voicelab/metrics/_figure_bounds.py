@@ -1,7 +1,7 @@
 """How far each timing figure of a response can be off, given how late its stamps may be.
 
 A stamp ``s_k`` whose bound is ``b_k`` says the arrival was somewhere in ``[s_k - b_k, s_k]``
-(:func:`voicelab.metrics._measurement.stamp_error_bounds`). A response's stamps being late does
+(:func:`voicelab.metrics._stamp_bounds.stamp_error_bounds`). A response's stamps being late does
 not make each of its figures late by as much: a chunk that queued up while the listener was
 still playing the ones before it changes neither the stall nor the dead air. So each figure
 gets its own bound, from the range the figure can take over every arrival inside the stamps'

@@ -15,9 +15,11 @@ while the loop catches up) may be late by up to ``L``. An arrival stamped while 
 freely is not. The recording therefore also keeps every tick later than
 ``LATE_TICK_FLOOR_MS`` with its moment (the ``trial.ended`` event's ``late_ticks``), each
 response's timing stamps get a bound on their error from the ticks around them
-(:func:`stamp_error_bounds`), and only a response whose stamps may be late beyond the tolerances
-is ``timing_degraded``. A bundle recorded before the ticks were kept is judged on its whole-trial
-statistics, as it was then.
+(:func:`stamp_error_bounds`, :mod:`._stamp_bounds`), each of its timing figures a bound from the
+range it can take over the arrivals inside those (:mod:`._figure_bounds`), and only a response
+with a figure that may be off beyond the tolerance is ``timing_degraded``. Late ticks recorded
+before that (without ``since``) are judged per stamp, and a bundle recorded before the ticks were
+kept on its whole-trial statistics, as each was then.
 """
 
 from __future__ import annotations

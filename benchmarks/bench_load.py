@@ -2,6 +2,8 @@
 
     python benchmarks/bench_load.py [--sizes 50 100 200] [--workers 1] [--event-loop auto]
                                     [--busy 2] [--ramp SECONDS] [--repeat 1] [--listening N]
+                                    [--keep DIR]
+    python benchmarks/bench_load.py --judge DIR/*   # kept bundles, as judged now
 
 For each N of ``--sizes``: N paced trials at once (the seed example's script, three responses
 each, audio in real time) against the fake product in its own process, which logs its own send
@@ -36,6 +38,9 @@ barge-in stop-latency errors against the fake's send times, and the responses fl
 ``--busy K`` starts K processes that spin on a core beside the benchmark (a shared CI machine)
 and stops them after. ``--ramp SECONDS`` starts the trials evenly over that period instead of
 all at once (passed on as ``voicelab.arun(..., ramp_seconds=...)``, when that voicelab has it).
+``--keep DIR`` keeps each case's bundle; ``--judge`` prints the flagged and silently wrong
+figures of such bundles as their files say now, so one set of recordings can be rescored
+(``voice-evaluator rescore``) by two versions of voicelab and their judgements compared.
 Results: docs/performance.md.
 """
 
@@ -48,6 +53,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -100,11 +106,20 @@ def _first_frame_windows(trial: Path) -> dict[str, float]:
     return windows
 
 
+#: a figure's own bound beyond this (``measurement.max_loop_lag_max_ms``, ms) flags it
+FIGURE_TOLERANCE_MS = 25.0
+
+
 def _trial_rows(trial: Path) -> list[dict[str, Any]]:
     rows = response_errors(trial)
     windows = _first_frame_windows(trial)
+    turns = {turn["turn_id"]: turn for turn in json.loads(
+        (trial / "voice-metrics.json").read_text())["turns"]}
     for row in rows:
         row["first_audio_window"] = windows.get(row["turn"], 0.0)
+        bounds = turns.get(row["turn"], {}).get("figure_error_bounds_ms") or {}
+        row["figures_over"] = sorted(name for name, bound in bounds.items()
+                                     if bound > FIGURE_TOLERANCE_MS)
     return rows
 
 
@@ -161,6 +176,8 @@ def _case_here(case: dict[str, Any]) -> dict[str, Any]:
     if case.get("listening"):
         return _listening_here(case)
     result = run_case_here(case)
+    if case.get("keep"):  # the recordings, to judge again (--judge) under other code
+        shutil.copytree(result["bundle"], Path(case["keep"]) / Path(result["bundle"]).name)
     trials = sorted(Path(result["bundle"]).glob("trial-*"))
     result["responses"] = [row for trial in trials for row in _trial_rows(trial)]
     result["spans"] = [_trial_span(trial) for trial in trials]
@@ -263,8 +280,9 @@ def _print_excess(rows: Sequence[dict[str, Any]]) -> None:
 def flag_breakdown(rows: Sequence[dict[str, Any]], *,
                    tolerance_ms: float = FIRST_AUDIO_TOLERANCE_MS) -> str:
     """Which figure carries each flagged response: its first-audio stamp's bound alone (over
-    ``tolerance_ms``), its timing stamps' bounds (the stall and dead-air figures:
-    ``timing_degraded``), or both; and how far the first-audio bounds of the flagged go."""
+    ``tolerance_ms``), its other timing figures (``timing_degraded``: per figure, each figure
+    whose own bound is over its tolerance is counted; judged per stamp, the stamps' bounds), or
+    both; and how far the first-audio bounds of the flagged go."""
     first = [row for row in rows if row["first_audio_degraded"] and not row["timing_degraded"]]
     timing = [row for row in rows if row["timing_degraded"] and not row["first_audio_degraded"]]
     both = [row for row in rows if row["timing_degraded"] and row["first_audio_degraded"]]
@@ -274,8 +292,28 @@ def flag_breakdown(rows: Sequence[dict[str, Any]], *,
               if bounds.size else "no first-audio bound over its tolerance")
     stall = np.asarray([row["stamp_bound"] or 0.0 for row in timing + both], dtype=float)
     stall_spread = f"; stamp bound max p50 {np.percentile(stall, 50):.1f} ms" if stall.size else ""
-    return (f"flagged by: first audio only {len(first)}, timing stamps only {len(timing)}, "
-            f"both {len(both)}; {spread}{stall_spread}")
+    figures: dict[str, int] = {}
+    for row in timing + both:
+        for name in row.get("figures_over", ()):
+            figures[name] = figures.get(name, 0) + 1
+    by_figure = ("; figures over their tolerance: " + ", ".join(
+        f"{name} {count}" for name, count in sorted(figures.items()))) if figures else ""
+    return (f"flagged by: first audio only {len(first)}, timing figures only {len(timing)}, "
+            f"both {len(both)}; {spread}{stall_spread}{by_figure}")
+
+
+def judge_kept(bundles: Sequence[Path]) -> None:
+    """The benchmark's figures of kept bundles (``--keep``) as their files judge them now
+    (after ``voice-evaluator rescore`` with the code to compare): flagged and silently wrong."""
+    print(f"{'bundle':>40} {'flagged':>8} {'silent':>7} {'responses':>9}")
+    for bundle in bundles:
+        rows = [row for trial in sorted(bundle.glob("trial-*")) for row in _trial_rows(trial)]
+        figures = load_figures(rows)
+        print(f"{bundle.name:>40} {figures.flagged_fraction:>8.1%} "
+              f"{len(figures.silently_wrong):>7} {figures.responses:>9}")
+        for line in figures.silently_wrong[:5]:
+            print(f"       silently wrong: {line}")
+        print(f"       {flag_breakdown(rows)}")
 
 
 def _check_ramp(ramp: float | None) -> None:
@@ -311,10 +349,19 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true",
                         help="list every silently wrong figure")
     parser.add_argument("--workdir", default="/dev/shm" if Path("/dev/shm").is_dir() else None)
+    parser.add_argument("--keep", metavar="DIR", type=Path,
+                        help="keep each case's bundle in DIR (to rescore and --judge again)")
+    parser.add_argument("--judge", metavar="BUNDLE", type=Path, nargs="+",
+                        help="run nothing: print the figures of kept bundles as judged now")
     args = parser.parse_args()
     if args.case:
         print(json.dumps(_case_here(json.loads(args.case)), default=str))
         return
+    if args.judge:
+        judge_kept(args.judge)
+        return
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
     _check_ramp(args.ramp)
     print(f"machine: {_machine()}; busy processes: {args.busy}; workers: {args.workers}; "
           f"ramp: {args.ramp or 'none'}")
@@ -329,7 +376,8 @@ def main() -> None:
                 for _ in range(args.repeat):
                     case = {"root": args.workdir, "executor": "local",
                             "workers": args.workers, "trials": size, "concurrency": size,
-                            "overrides": _paced_overrides(uri), "ramp_seconds": args.ramp}
+                            "overrides": _paced_overrides(uri), "ramp_seconds": args.ramp,
+                            "keep": str(args.keep.resolve()) if args.keep else None}
                     result = _run_case(case, script=__file__, env=env)
                     figures = load_figures(result["responses"])
                     print(_row(size, result, figures), flush=True)

@@ -155,7 +155,9 @@ def test_a_blocked_loop_degrades_the_trial_and_its_timing_verdicts(blocked):
         # the reply's arrivals were stamped when the loop got free again
         reply = metrics["turns"][-1]["turn_id"]
         assert quality["scope"] == "turn" and reply in quality["degraded_turns"]
-        assert any(reason.startswith(f"{reply}: ") and "max" in reason
+        # (a figure of it may be off beyond the tolerance, or its first audio's stamp)
+        assert any(reason.startswith(f"{reply}: ") and ("may be off" in reason
+                                                        or "first audio" in reason)
                    for reason in quality["reasons"])
         # the timing metrics are still written
         assert metrics["turns"] and metrics["turns"][0]["first_audio_latency_ms"] is not None

@@ -131,3 +131,14 @@ def test_the_word_verdicts_ask_for_the_products_words():
 
     assert readers(IVR) == ["prompt_heard", "reached_agent"]
     assert readers({"keys_accepted": True}) == []  # keys are judged on timings alone
+
+
+@pytest.mark.parametrize(("onset_bound_ms", "status"), [(5.0, "passed"), (80.0, "inconclusive")])
+def test_reached_agent_takes_its_speech_onset_s_own_bound(onset_bound_ms, status):
+    # the agent's reply began 19.98 s after connect (limit 20 s); the response is flagged for
+    # its dead air (80 ms), and only its onset's own bound says whether 20 ms could matter
+    rows = _rows(**{"turn-002": {"speech_ms": 21080.0}})
+    rows[2] = rows[2].model_copy(update={
+        "timing_degraded": True, "stamp_error_bound_ms": 80.0,
+        "figure_error_bounds_ms": {"speech_start_ms": onset_bound_ms, "dead_air_ms": 80.0}})
+    assert _verdicts(rows=rows)["reached_agent"].status == status

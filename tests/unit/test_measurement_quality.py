@@ -416,6 +416,16 @@ def test_an_error_beyond_the_documented_accuracy_warns():
                                  "documented 40 ms (up to 120 ms)"]
 
 
+def test_stamps_beyond_the_documented_accuracy_whose_figures_are_within_it_do_not_warn():
+    # stamps late by 120 ms, but no figure of the response can move by more than 30 ms
+    within = _degraded_trial(1, bound_ms=120.0, latency_ms=300.0, limit_ms=2000.0)
+    within[1][0].figure_error_bounds_ms = {"playback_stall_ms": 30.0, "dead_air_ms": 0.0}
+    assert _warnings(within) == []
+    within[1][0].figure_error_bounds_ms = {"playback_stall_ms": 30.0, "dead_air_ms": 90.0}
+    assert _warnings(within) == ["1 response(s) in 1 trial(s) may be off by more than the "
+                                 "documented 40 ms (up to 90 ms)"]
+
+
 def test_a_timing_gate_that_left_degraded_responses_out_warns():
     calm = _degraded_trial(1, bound_ms=30.0, latency_ms=300.0, limit_ms=2000.0)
     gate = GateConfig(metric="first_audio_latency_ms", quantile=0.5, max=1000)

@@ -208,9 +208,11 @@ class TurnMetrics(ArtifactModel):
     @model_serializer(mode="wrap")
     def _hesitation_only_when_measured(self, handler: SerializerFunctionWrapHandler
                                        ) -> dict[str, object]:
-        """The hesitation and key fields are written only for a turn they describe: every
-        other turn's document stays as it was (a bundle re-scores to the same bytes)."""
-        return without_absent(handler(self), (*HESITATION_FIELDS, *KEY_FIELDS))
+        """The hesitation and key fields are written only for a turn they describe, the figure
+        bounds only when judged: every other turn's document stays as it was (a bundle
+        re-scores to the same bytes)."""
+        return without_absent(handler(self), (*HESITATION_FIELDS, *KEY_FIELDS,
+                                               "figure_error_bounds_ms"))
 
     def figure(self, name: str) -> float | None:
         """The number in field ``name`` (a gate or a summary names it as data, from the run
@@ -230,6 +232,12 @@ class TurnMetrics(ArtifactModel):
     #: ``first_audio_latency_ms`` is then not trusted (gates leave it out)
     first_audio_error_bound_ms: float | None = None
     first_audio_degraded: bool | None = None
+    #: how far each timing figure may be off (ms, by its column: ``response_latency_ms``,
+    #: ``speech_start_ms``, ``response_duration_ms``, ``playback_stall_ms``, ``dead_air_ms``,
+    #: and the figures a barge-in cuts), from the range it can take over every arrival inside
+    #: its stamps' bounds; ``timing_degraded`` is set when one exceeds ``max_loop_lag_max_ms``.
+    #: Absent: judged per stamp (a recording before per-figure bounds) or not per turn
+    figure_error_bounds_ms: dict[str, float] | None = None
 
 
 class MetricSummary(ArtifactModel):

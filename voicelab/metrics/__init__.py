@@ -12,8 +12,6 @@ from ._measurement import (
     DOCUMENTED_ACCURACY_MS,
     LATE_TICK_FLOOR_MS,
     LATE_TICKS_ATTRIBUTE,
-    LateTicks,
-    StampBound,
     degraded_note,
     judge_measurement,
     judge_turns,
@@ -22,7 +20,6 @@ from ._measurement import (
     loop_lag_of,
     loop_lag_statistics,
     measurement_quality,
-    stamp_error_bounds,
     timed_arrivals,
 )
 from ._placement import STEP_EVENTS, Placement, place_channels, place_channels_steps, silent_runs_ns
@@ -35,6 +32,7 @@ from ._speech import (
     speech_metrics_for_turn,
     transcript_completeness,
 )
+from ._stamp_bounds import LateTicks, StampBound, stamp_error_bounds
 from ._talk import add_words_per_minute, talk_metrics
 from ._turn_metrics import (
     ResponseTurn,

@@ -15,16 +15,17 @@ while the loop catches up) may be late by up to ``L``. An arrival stamped while 
 freely is not. The recording therefore also keeps every tick later than
 ``LATE_TICK_FLOOR_MS`` with its moment (the ``trial.ended`` event's ``late_ticks``), each
 response's timing stamps get a bound on their error from the ticks around them
-(:func:`stamp_error_bounds`), and only a response whose stamps may be late beyond the tolerances
-is ``timing_degraded``. A bundle recorded before the ticks were kept is judged on its whole-trial
-statistics, as it was then.
+(:func:`stamp_error_bounds`, :mod:`._stamp_bounds`), each of its timing figures a bound from the
+range it can take over the arrivals inside those (:mod:`._figure_bounds`), and only a response
+with a figure that may be off beyond the tolerance is ``timing_degraded``. Late ticks recorded
+before that (without ``since``) are judged per stamp, and a bundle recorded before the ticks were
+kept on its whole-trial statistics, as each was then.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,13 @@ import numpy as np
 from ..artifacts import LoopLag, MeasurementQuality, MeasurementTolerances, TurnMetrics
 from ..config import MeasurementConfig
 from ..recording import Connected, Event, EventType, Recording, TrialEnded
+from ._figure_bounds import figure_bounds_of
+from ._stamp_bounds import (
+    LateTicks,
+    StampBound,
+    stamp_bounds_by_offset,
+    stamp_error_bounds,
+)
 from ._voice import percentile
 
 logger = logging.getLogger(__name__)
@@ -95,19 +103,6 @@ def late_ticks_record(pairs: Sequence[Sequence[int]], *,
             "since": SINCE_PREVIOUS_WAKE}
 
 
-@dataclass(frozen=True)
-class LateTicks:
-    """The recorded late ticks: when each woke (ns offset on the recording's clock) and how
-    late (ns); ticks no later than ``floor_ms`` are not in it. ``since_previous_wake``: a busy
-    stretch is bounded from the wake-up of the tick before (recorded so since; older
-    recordings from the late tick's due time, as they were judged then)."""
-
-    floor_ms: float
-    woke_ns: np.ndarray
-    lateness_ns: np.ndarray
-    since_previous_wake: bool = True
-
-
 def _trial_ended(recording: Recording) -> TrialEnded | None:
     """The trial's last ``trial.ended`` (it comes at the end: looked for from there)."""
     return next((TrialEnded.of(e) for e in reversed(recording.events)
@@ -130,16 +125,6 @@ def late_ticks_of(recording: Recording) -> LateTicks | None:
     pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]  # in the order they woke
     return LateTicks(floor_ms, pairs[:, 0] * 1000, pairs[:, 1] * 1000,
                      since_previous_wake=recorded.get("since") == SINCE_PREVIOUS_WAKE)
-
-
-@dataclass(frozen=True)
-class StampBound:
-    """How late a response's timing stamps may be: the worst and the 99th percentile over its
-    stamps (ms; 0: no late tick around any of them) and how many stamps it has."""
-
-    max_ms: float
-    p99_ms: float
-    stamps: int
 
 
 def _arrival_stamps(recording: Recording) -> str | None:
@@ -228,113 +213,63 @@ def _timed_arrivals(recording: Recording) -> tuple[dict[str, list[int]], dict[st
     return stamps, exact
 
 
-def stamp_error_bounds(stamps: Mapping[str, Sequence[int]], ticks: LateTicks, *,
-                       interval_ms: float, exact: Mapping[str, int] | None = None,
-                       caps: Mapping[int, int] | None = None) -> dict[str, StampBound]:
-    """Bound each stamp's error by the loop lag around it, then each response's by its stamps
-    and its ``exact`` ones (how many the kernel took: error 0). ``caps``: a bound known
-    otherwise for some stamps (offset -> ns, -1: none; a kernel-stamped stream's own account of
-    a stamp the loop took): the smaller of the two holds.
-
-    A tick that woke ``L`` late at ``t`` was due at ``t - L``. The ticker re-arms on each
-    wake-up, so the tick before it woke one interval earlier, at most ``floor`` late (else it
-    would be recorded): the loop last collected its ready sockets no later than ``t - L -
-    interval - floor``. The busy stretch that made this tick late may have begun right after
-    that (a block that begins just after an on-time tick delays the next one by only the block
-    minus the interval), so what arrived from then on may have waited since then. When the tick
-    before was late too (it woke one interval before this one was due: no on-time tick came
-    between), the loop was not seen free since *its* start (on a saturated loop a tick waits
-    behind a whole iteration of callbacks, and what arrived at the start of that iteration
-    waited as long). The tick covers the stamps from that start to ``t + min(L, interval)``
-    (what queued up meanwhile is read and stamped around the wake-up; catching up on ``L`` of
-    backlog is allowed as long again, up to one interval; a loop still busy after that makes
-    the next tick late, which covers the rest). A covered stamp ``s`` may be late by up to
-    ``s - start``, and by ``L`` once the tick was due (the block the tick measured); the
-    largest over the ticks covering it is its bound. A block that makes no tick later than the
-    floor is invisible: a stamp with no late tick around it may still be late by up to one
-    interval plus the floor, which the tolerances absorb (``max_first_audio_error_ms``, 3 ms:
-    the 2 ms paced interval plus the 1 ms floor). Late ticks recorded before they said
-    ``since`` are judged as they were then: each stretch from the late tick's due time.
-    """
-    turns = list(stamps)
-    flat = np.asarray([s for turn in turns for s in stamps[turn]], dtype=np.int64)
-    owner = np.repeat(np.arange(len(turns)), [len(stamps[turn]) for turn in turns])
-    order = np.argsort(flat, kind="stable")
-    flat, owner = flat[order], owner[order]
-    bound = np.zeros(flat.size, dtype=np.int64)
-    if flat.size and ticks.woke_ns.size:
-        interval_ns = int(interval_ms * 1_000_000)
-        due = ticks.woke_ns - ticks.lateness_ns
-        # the loop last collected its sockets then at the latest (the tick before woke one
-        # interval before this one was due, at most the floor late)
-        seen_free = due - interval_ns - int(ticks.floor_ms * 1_000_000) \
-            if ticks.since_previous_wake else due
-        # the tick before was late too and no on-time tick came between: busy since it was due
-        chained = np.zeros(due.size, dtype=bool)
-        chained[1:] = due[1:] - ticks.woke_ns[:-1] < interval_ns * 3 // 2
-        start = np.where(chained, np.roll(seen_free, 1), seen_free)
-        # older recordings: covered from the tick's due time, as judged when recorded
-        low = np.searchsorted(flat, start if ticks.since_previous_wake else due, side="left")
-        catch_up = np.minimum(ticks.lateness_ns, interval_ns)
-        high = np.searchsorted(flat, ticks.woke_ns + catch_up, side="right")
-        for tick in np.flatnonzero(high > low):
-            covered = flat[low[tick]:high[tick]]
-            # since the stretch began; at least the measured block once the tick was due
-            late = np.where(covered >= due[tick],
-                            np.maximum(covered - start[tick], ticks.lateness_ns[tick]),
-                            covered - start[tick])
-            np.maximum(bound[low[tick]:high[tick]], late, out=bound[low[tick]:high[tick]])
-    for index, stamp in enumerate(flat.tolist()):
-        cap = (caps or {}).get(stamp, -1)
-        if cap >= 0 and cap < bound[index]:
-            bound[index] = cap
-    bounds: dict[str, StampBound] = {}
-    exact = exact or {}
-    for turn in exact:
-        if turn not in stamps:
-            turns.append(turn)
-    for index, turn in enumerate(turns):
-        own = np.concatenate([bound[owner == index] / 1e6, np.zeros(exact.get(turn, 0))])
-        bounds[turn] = StampBound(
-            max_ms=round(float(own.max()), 3) if own.size else 0.0,
-            p99_ms=round(float(np.percentile(own, 99)), 3) if own.size else 0.0,
-            stamps=int(own.size))
-    return bounds
-
-
 def judge_turns(turns: Sequence[TurnMetrics], bounds: Mapping[str, StampBound],
                 config: MeasurementConfig,
-                first_audio: Mapping[str, StampBound] | None = None) -> list[str]:
+                first_audio: Mapping[str, StampBound] | None = None,
+                figures: Mapping[str, Mapping[str, float]] | None = None) -> list[str]:
     """Mark each turn's ``stamp_error_bound_ms`` and ``timing_degraded``, and (given the first
     audio stamps' bounds) its ``first_audio_error_bound_ms`` and ``first_audio_degraded`` (in
-    place); the reasons of the degraded ones, each starting with its turn id."""
-    tolerances = tolerances_of(config)
+    place); the reasons of the degraded ones, each starting with its turn id. Given each
+    turn's ``figures`` (its timing figures' own bounds, :mod:`._figure_bounds`), a turn is
+    ``timing_degraded`` only when a figure's bound exceeds ``max_loop_lag_max_ms``; without
+    them (late ticks recorded before per-figure bounds), when its stamps' largest bound or their
+    99th percentile exceeds its tolerance, as such a recording was judged then."""
     reasons: list[str] = []
     for turn in turns:
-        first_why = ""
-        if first_audio is not None and turn.first_audio_latency_ms is not None:
-            first = first_audio.get(turn.turn_id, StampBound(0.0, 0.0, 0)).max_ms
-            turn.first_audio_error_bound_ms = first
-            turn.first_audio_degraded = first > config.max_first_audio_error_ms
-            if turn.first_audio_degraded:
-                first_why = f"{first:.1f} ms > {config.max_first_audio_error_ms:g} ms"
+        first_why = _judge_first_audio(turn, first_audio, config)
         bound = bounds.get(turn.turn_id, StampBound(0.0, 0.0, 0))
         turn.stamp_error_bound_ms = bound.max_ms
-        why = []
-        if bound.p99_ms > tolerances.max_loop_lag_p99_ms:
-            why.append(f"p99 {bound.p99_ms:.1f} ms > {tolerances.max_loop_lag_p99_ms:g} ms")
-        if bound.max_ms > tolerances.max_loop_lag_max_ms:
-            why.append(f"max {bound.max_ms:.1f} ms > {tolerances.max_loop_lag_max_ms:g} ms")
+        if figures is not None:
+            own = dict(figures.get(turn.turn_id, {}))
+            turn.figure_error_bounds_ms = own
+            why = [f"{name} by {error:.1f} ms" for name, error in own.items()
+                   if error > config.max_loop_lag_max_ms]
+            what = (f"the loop lagged around its arrivals, so {', '.join(why)} "
+                    f"(> {config.max_loop_lag_max_ms:g} ms) may be off") if why else ""
+        else:
+            why = _stamp_reasons(bound, config)
+            what = (f"the loop lagged around its arrivals, its {bound.stamps} timing stamp(s) "
+                    f"may be late by {' and '.join(why)}") if why else ""
         turn.timing_degraded = bool(why)
         if why:
-            reasons.append(f"{turn.turn_id}: the loop lagged around its arrivals, its "
-                           f"{bound.stamps} timing stamp(s) may be late by "
-                           f"{' and '.join(why)}"
+            reasons.append(f"{turn.turn_id}: {what}"
                            + (f"; its first audio's stamp by {first_why}" if first_why else ""))
         elif first_why:
             reasons.append(f"{turn.turn_id}: the loop lagged around its first audio, whose "
                            f"stamp may be late by {first_why}")
     return reasons
+
+
+def _judge_first_audio(turn: TurnMetrics, first_audio: Mapping[str, StampBound] | None,
+                       config: MeasurementConfig) -> str:
+    """Mark the turn's first-audio bound and flag; why it is flagged ("": it is not)."""
+    if first_audio is None or turn.first_audio_latency_ms is None:
+        return ""
+    first = first_audio.get(turn.turn_id, StampBound(0.0, 0.0, 0)).max_ms
+    turn.first_audio_error_bound_ms = first
+    turn.first_audio_degraded = first > config.max_first_audio_error_ms
+    return f"{first:.1f} ms > {config.max_first_audio_error_ms:g} ms" \
+        if turn.first_audio_degraded else ""
+
+
+def _stamp_reasons(bound: StampBound, config: MeasurementConfig) -> list[str]:
+    tolerances = tolerances_of(config)
+    why = []
+    if bound.p99_ms > tolerances.max_loop_lag_p99_ms:
+        why.append(f"p99 {bound.p99_ms:.1f} ms > {tolerances.max_loop_lag_p99_ms:g} ms")
+    if bound.max_ms > tolerances.max_loop_lag_max_ms:
+        why.append(f"max {bound.max_ms:.1f} ms > {tolerances.max_loop_lag_max_ms:g} ms")
+    return why
 
 
 def judge_measurement(lag: LoopLag | None, config: MeasurementConfig) -> MeasurementQuality:
@@ -362,8 +297,8 @@ def loop_lag_of(recording: Recording) -> LoopLag | None:
 def measurement_quality(recording: Recording, config: MeasurementConfig,
                         turns: Sequence[TurnMetrics] = ()) -> MeasurementQuality:
     """Judge the trial's loop lag where it matters: per turn (``turns`` get their
-    ``stamp_error_bound_ms`` and ``timing_degraded``, in place) when the recording kept its late
-    ticks, else on the whole trial's statistics."""
+    ``stamp_error_bound_ms``, ``figure_error_bounds_ms`` and ``timing_degraded``, in place) when
+    the recording kept its late ticks, else on the whole trial's statistics."""
     lag = loop_lag_of(recording)
     ticks = late_ticks_of(recording) if lag is not None else None
     if lag is None or ticks is None:
@@ -374,7 +309,13 @@ def measurement_quality(recording: Recording, config: MeasurementConfig,
                                 caps=caps)
     first = stamp_error_bounds(first_audio_arrivals(recording), ticks,
                                interval_ms=lag.interval_ms, caps=caps)
-    reasons = judge_turns(turns, bounds, config, first)
+    figures = None
+    if ticks.since_previous_wake:  # recorded since per-figure bounds: judged by them
+        own = stamp_bounds_by_offset([s for turn in charged.values() for s in turn], ticks,
+                                     interval_ms=lag.interval_ms, caps=caps)
+        figures = figure_bounds_of(recording, turns, lambda offset: own.get(offset, 0),
+                                   {turn: bound.max_ms for turn, bound in bounds.items()})
+    reasons = judge_turns(turns, bounds, config, first, figures)
     return MeasurementQuality(
         loop_lag_ms=lag, tolerances=tolerances_of(config), degraded=bool(reasons),
         reasons=reasons, scope="turn",

@@ -29,6 +29,9 @@ from ..recording import (
 _RATE = CANONICAL_SAMPLE_RATE_HZ
 #: Stepwise functions yield after this many events.
 STEP_EVENTS = 128
+#: Dead air: silent runs at least this long, counted in whole frames of this length.
+DEAD_AIR_MIN_RUN_MS = 300.0
+DEAD_AIR_FRAME_MS = 10.0
 
 
 @dataclass
@@ -146,8 +149,9 @@ def audible_ns(samples: np.ndarray, *, start_ns: int, end_ns: int, bridge_ms: fl
     return samples_to_ns(int((lasts - firsts + 1).sum()))
 
 
-def silent_runs_ns(samples: np.ndarray, *, start_ns: int, end_ns: int, min_run_ms: float = 300.0,
-                   frame_ms: float = 10.0, threshold: int = SILENCE_THRESHOLD) -> int:
+def silent_runs_ns(samples: np.ndarray, *, start_ns: int, end_ns: int,
+                   min_run_ms: float = DEAD_AIR_MIN_RUN_MS, frame_ms: float = DEAD_AIR_FRAME_MS,
+                   threshold: int = SILENCE_THRESHOLD) -> int:
     """Total length of silent stretches of at least ``min_run_ms`` inside [start_ns, end_ns).
 
     A 10 ms frame is silent when its peak magnitude is at or below ``threshold`` (the seed's

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 
 from ..artifacts import TranscriptTurn, TurnMetrics, Verdict
-from ..config import IvrPrompt, IvrSpec
+from ..config import IvrPrompt, IvrSpec, MeasurementConfig
 from ._evidence import TrialEvidence
 from ._verdict_registry import verdict
 
@@ -99,28 +99,53 @@ def prompt_heard(evidence: TrialEvidence) -> Verdict:
 
 # --- keys_accepted ----------------------------------------------------------------------------
 
-def _against(value_ms: float | None, limit_ms: float, row: TurnMetrics) -> bool | None:
-    """``value_ms`` within ``limit_ms`` (``None``: the row's timings are degraded and their
+def _against(value_ms: float | None, limit_ms: float, row: TurnMetrics, figure: str, *,
+             tolerance_ms: float) -> bool | None:
+    """``value_ms`` within ``limit_ms`` (``None``: the row's ``figure`` is not trusted and its
     stated error could change the answer)."""
     if value_ms is None:
         return False
-    if row.timing_degraded and abs(value_ms - limit_ms) <= float(row.stamp_error_bound_ms or 0):
+    error = _error_of(row, figure, tolerance_ms=tolerance_ms)
+    if error is not None and abs(value_ms - limit_ms) <= error:
         return None
     return value_ms <= limit_ms
 
 
-def _key_check(row: TurnMetrics, spec: IvrSpec) -> tuple[bool | None, str]:
+def _error_of(row: TurnMetrics, figure: str, *, tolerance_ms: float) -> float | None:
+    """How far the row's ``figure`` may be off when it is not trusted (``None``: trusted): its
+    own bound when the row has one for it (untrusted over the tolerance), else the bound of
+    the row's stamps when the row is ``timing_degraded`` (a recording judged per stamp; a
+    figure that rests on another response, such as the reply to the keys)."""
+    if not row.timing_degraded:
+        return None
+    own = (row.figure_error_bounds_ms or {}).get(figure)
+    if own is None:
+        return float(row.stamp_error_bound_ms or 0)
+    return own if own > tolerance_ms else None
+
+
+def _tolerance_ms(evidence: TrialEvidence) -> float:
+    """The bound beyond which a figure is not trusted (the trial's ``measurement``)."""
+    measurement = evidence.measurement
+    return measurement.tolerances.max_loop_lag_max_ms if measurement is not None \
+        else MeasurementConfig().max_loop_lag_max_ms
+
+
+def _key_check(row: TurnMetrics, spec: IvrSpec, *, tolerance_ms: float
+               ) -> tuple[bool | None, str]:
     """Whether the keys that answered ``row`` moved the menu on, and why."""
     keys = f"{row.key_digits!r} ({row.key_turn_id}, answering {row.turn_id})"
     checks: list[bool | None] = []
     reasons: list[str] = []
     if row.key_barge_in:
         stop_ms = row.key_stop_latency_ms
-        checks.append(_against(stop_ms, spec.stop_after_keys_seconds * 1000, row))
+        checks.append(_against(stop_ms, spec.stop_after_keys_seconds * 1000, row,
+                               "key_stop_latency_ms", tolerance_ms=tolerance_ms))
         reasons.append(f"stopped its prompt {stop_ms:.0f} ms after the key" if stop_ms
                        is not None else "its prompt was not heard")
     answer_ms = row.key_to_speech_ms
-    checks.append(_against(answer_ms, spec.response_after_keys_seconds * 1000, row))
+    checks.append(_against(answer_ms, spec.response_after_keys_seconds * 1000, row,
+                           "key_to_speech_ms", tolerance_ms=tolerance_ms))
     reasons.append(f"spoke again {answer_ms:.0f} ms after the key" if answer_ms is not None
                    else "never spoke again")
     why = f"{keys}: {', '.join(reasons)}"
@@ -144,7 +169,7 @@ def keys_accepted(evidence: TrialEvidence) -> Verdict:
             return _not_applicable("keys_accepted", expected,
                                    "a recorded call does not say which keys the caller pressed")
         return _undecided("keys_accepted", expected, "no key was pressed after a prompt")
-    checks = [_key_check(row, spec) for row in rows]
+    checks = [_key_check(row, spec, tolerance_ms=_tolerance_ms(evidence)) for row in rows]
     observed = {str(row.key_turn_id): ok for row, (ok, _) in zip(rows, checks, strict=True)}
     wrong = [why for ok, why in checks if ok is False]
     if wrong:
@@ -191,11 +216,13 @@ def reached_agent(evidence: TrialEvidence) -> Verdict:
         return _undecided("reached_agent", expected, f"{found.turn_id} said the agent words "
                           f"but its speech was not placed")
     seconds = round((start_ms - evidence.connected_ms) / 1000, 3)
-    within = _against(seconds * 1000, limit_s * 1000, row)
+    within = _against(seconds * 1000, limit_s * 1000, row, "speech_start_ms",
+                      tolerance_ms=_tolerance_ms(evidence))
     why = f"{found.turn_id} ({found.text!r}) began {seconds:g} s after connect"
     if within is None:
         return _undecided("reached_agent", expected, f"{why}; its stated timing error "
-                          f"({row.stamp_error_bound_ms} ms) could change the answer",
+                          f"({_error_of(row, 'speech_start_ms', tolerance_ms=_tolerance_ms(evidence))} "
+                          f"ms) could change the answer",
                           observed=seconds)
     return Verdict(name="reached_agent", passed=within, expected=expected, observed=seconds,
                    why=why + ("" if within else f", later than {limit_s:g} s"))

@@ -293,8 +293,11 @@ def measurement_warnings(reports: Sequence[TrialReport],
     for metric, count in gates_left_out.items():
         if count:
             warnings.append(f"the {metric} gate left out {count} timing-degraded response(s)")
-    bounds = [(index, metrics.stamp_error_bound_ms or 0.0) for index, trial in enumerate(turns)
-              for metrics in trial]
+    # a response's stated error: its worst figure's own bound, else its stamps' (per stamp)
+    bounds = [(index, max(metrics.figure_error_bounds_ms.values(), default=0.0)
+               if metrics.figure_error_bounds_ms is not None
+               else metrics.stamp_error_bound_ms or 0.0)
+              for index, trial in enumerate(turns) for metrics in trial]
     beyond = [(index, bound) for index, bound in bounds if bound > DOCUMENTED_ACCURACY_MS]
     if beyond:
         worst = max(bound for _, bound in beyond)

@@ -399,13 +399,15 @@ def _inconclusive(name: str, expected: object, missing: str) -> Verdict:
 
 
 def _timing_errors(turns: Sequence[TurnMetrics], measurement: MeasurementQuality | None, *,
-                   first_audio: bool = False) -> dict[str, float]:
-    """How far each untrusted turn's timing figures may be off (ms), by turn id. A turn is
-    untrusted when its stamps may be late beyond the run's tolerances: judged per turn
-    (``timing_degraded``, with its ``stamp_error_bound_ms``; with ``first_audio``, the first
-    audio packet's own stamp: ``first_audio_degraded``, ``first_audio_error_bound_ms``), or,
-    for a bundle judged on its whole trial, every turn of a degraded trial (by the trial's
-    worst loop lag)."""
+                   first_audio: bool = False,
+                   figure: str = "interruption_stop_latency_ms") -> dict[str, float]:
+    """How far each untrusted turn's timing figure may be off (ms), by turn id. A figure is
+    untrusted when its stamps may be late beyond the run's tolerances: judged per figure
+    (``figure_error_bounds_ms``: the figure's own bound, when over ``max_loop_lag_max_ms``),
+    per turn in a recording judged per stamp (``timing_degraded``, with its
+    ``stamp_error_bound_ms``; with ``first_audio``, the first audio packet's own stamp:
+    ``first_audio_degraded``, ``first_audio_error_bound_ms``), or, for a bundle judged on its
+    whole trial, every turn of a degraded trial (by the trial's worst loop lag)."""
     if measurement is None or not measurement.degraded:
         return {}
     if measurement.scope == "turn" and first_audio:  # (judged before it had its own bound)
@@ -415,8 +417,12 @@ def _timing_errors(turns: Sequence[TurnMetrics], measurement: MeasurementQuality
                 if t.first_audio_degraded
                 or (t.first_audio_degraded is None and t.timing_degraded)}
     if measurement.scope == "turn":
-        return {t.turn_id: float(t.stamp_error_bound_ms or 0.0) for t in turns
-                if t.timing_degraded}
+        tolerance = measurement.tolerances.max_loop_lag_max_ms
+        errors = {t.turn_id: t.figure_error_bounds_ms.get(figure, 0.0) for t in turns
+                  if t.figure_error_bounds_ms is not None}
+        return {**{turn: error for turn, error in errors.items() if error > tolerance},
+                **{t.turn_id: float(t.stamp_error_bound_ms or 0.0) for t in turns
+                   if t.figure_error_bounds_ms is None and t.timing_degraded}}
     lag = measurement.loop_lag_ms
     worst = max((v for v in (lag.max, lag.p99) if v is not None), default=0.0) if lag else 0.0
     return {t.turn_id: float(worst) for t in turns}

@@ -86,10 +86,11 @@ class MeasurementConfig(StrictModel):
     without the late ticks is judged on the whole conversation's lag against the same
     tolerances."""
 
-    #: the 99th percentile of a response's stamp error bounds, in ms
+    #: the 99th percentile of a response's stamp error bounds, in ms: judges recordings whose
+    #: late ticks predate per-figure bounds (each figure now has one bound, judged by the max)
     max_loop_lag_p99_ms: PositiveFloat = 20.0
-    #: the largest stamp error bound of a response, in ms (one blocked moment delays every
-    #: arrival behind it)
+    #: how far one of a response's timing figures may be off (its own error bound, from the
+    #: stamps it rests on), in ms, before the response is ``timing_degraded``
     max_loop_lag_max_ms: PositiveFloat = 25.0
     #: how late a response's first audio packet may have been stamped (its own stamp's bound,
     #: ms) for ``first_audio_latency_ms`` to be trusted: one stamp carries that whole figure

@@ -57,10 +57,11 @@ SINCE_PREVIOUS_WAKE = "previous_wake"
 #: Ticks later than this (ms) are kept with their moment: a quiet loop's selector rounds its
 #: timeout to the millisecond (a free loop reads 0-1 ms), so later than that means busy.
 LATE_TICK_FLOOR_MS = 1.0
-#: ``session.connected``'s ``arrival_stamps``: the product's audio carries the kernel's receive
-#: stamps (SIP's RTP, WebRTC); every product message does but those the ``product.closed``
-#: event lists, each as [ns before its own stamp, how late it may be at most in ns or -1] (a
-#: WebSocket read from its TCP socket)
+#: ``session.connected``'s ``arrival_stamps``: ``kernel``, the product's audio carries the
+#: kernel's receive stamps (SIP's RTP); ``kernel_stream``, every product arrival does but those
+#: the ``product.closed`` event lists, each as [ns before its own stamp, how late it may be at
+#: most in ns or -1] (a WebSocket read from its TCP socket; WebRTC, whose loop-stamped packets
+#: and data-channel messages are listed)
 KERNEL_STAMPS = "kernel"
 KERNEL_STREAM_STAMPS = "kernel_stream"
 LOOP_STAMPED_ATTRIBUTE = "loop_stamped_before_close_ns"

@@ -13,7 +13,10 @@ import contextlib
 import os
 import select
 import signal
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -33,7 +36,7 @@ from _product_launch import (
 )
 
 from voicelab.config._launch import LaunchConfig
-from voicelab.endpoints import ProductProcess, _launch_stop
+from voicelab.endpoints import ProductProcess, _launch_stop, _process_tree
 
 # --- stop -----------------------------------------------------------------------------------
 
@@ -76,6 +79,28 @@ def test_stop_gives_up_on_a_product_whose_exit_never_comes(
     assert log.index("SIGKILL to the process group") < log.index("after SIGKILL: given up")
     wait_not_running([product.pid])  # it was killed; only the news of its exit never came
     assert not is_running(product.pid)
+
+
+def test_a_proc_scan_that_hangs_does_not_hold_the_stop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # reading a process's environment waits while that process's memory map is locked: an
+    # unrelated process stuck so must not hang the product's stop (nor the interpreter's exit)
+    monkeypatch.setattr(_launch_stop, "_SCAN_SECONDS", 0.3)
+    product = ProductProcess(python("print('listening on'); import time; time.sleep(600)",
+                                    stop_grace_seconds=2), base_dir=tmp_path)
+    release = threading.Event()
+
+    async def scenario() -> int | None:
+        await product.start()
+        monkeypatch.setattr(_process_tree, "_found", lambda *_: release.wait(60) and {})
+        return await product.stop()
+
+    try:
+        status = run(scenario())
+    finally:
+        release.set()
+    assert status == -signal.SIGTERM  # the product found at start is stopped all the same
+    assert "/proc took over 0.3 s: given up" in product.log_text()
 
 
 @pytest.mark.parametrize(("grandchild", "parent"), [
@@ -197,10 +222,11 @@ def test_cancelling_start_while_waiting_for_ready_stops_the_family(tmp_path: Pat
 
 def test_ctrl_c_in_a_script_stops_the_product_and_its_children(tmp_path: Path) -> None:
     source = f"""
-import asyncio, sys
+import asyncio, faulthandler, signal, sys
 from voicelab.config._launch import LaunchConfig
 from voicelab.endpoints import ProductProcess
 
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, should it hang
 FAMILY = {FAMILY!r}
 
 async def main():
@@ -227,7 +253,14 @@ asyncio.run(main())
             pids = [int(pid) for pid in ready.split()]
             assert all(is_running(pid) for pid in pids)
             script.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground job
-            _, stderr = script.communicate(timeout=HANG_GUARD_SECONDS)
+            try:
+                _, stderr = script.communicate(timeout=HANG_GUARD_SECONDS)
+            except subprocess.TimeoutExpired:  # say where it hangs: every thread's stack
+                script.send_signal(signal.SIGUSR1)
+                time.sleep(1)
+                script.kill()
+                pytest.fail(f"no exit {HANG_GUARD_SECONDS} s after SIGINT; the script's "
+                            f"stacks:\n{script.communicate()[1][-20_000:]}")
         finally:
             script.kill()
     assert "KeyboardInterrupt" in stderr and "never stopped" not in stderr

@@ -182,7 +182,7 @@ class ProductProcess(_ProductStop):
         try:
             await self._wait_ready()
             # what it started on its way up, while the parents that link them still run
-            await asyncio.to_thread(self._tree.scan)
+            await self._scan_family()
         except BaseException:
             await self.stop()
             raise

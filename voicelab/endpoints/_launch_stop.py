@@ -36,6 +36,9 @@ _POLL_SECONDS = 0.05
 #: the kernel cannot end yet (uninterruptible sleep, e.g. a read from a hung network mount),
 #: so that stopping a product never hangs the run
 _KILLED_EXIT_SECONDS = 30.0
+#: how long finding the family's processes in /proc may take (a read of a process's
+#: environment waits while another process holds its memory map locked)
+_SCAN_SECONDS = 5.0
 
 
 def _describe_exit(returncode: int | None) -> str:
@@ -119,7 +122,7 @@ class _ProductStop(_ProductOutput):
 
     async def _stop_steps(self, transport: asyncio.SubprocessTransport) -> int | None:
         if self._tree is not None:
-            await asyncio.to_thread(self._tree.scan)
+            await self._scan_family()
         if self._group_alive():
             grace = self.launch.stop_grace_seconds
             left = self._left_the_group()
@@ -142,6 +145,16 @@ class _ProductStop(_ProductOutput):
         transport.close()
         self._note(f"the product {_describe_exit(self.returncode)}")
         return self.returncode
+
+    async def _scan_family(self) -> None:
+        """Find what the family started since it was last looked for, within ``_SCAN_SECONDS``
+        (else the processes found before are the ones stopped, and the log says so)."""
+        assert self._tree is not None
+        if not await self._tree.scan_within(_SCAN_SECONDS):
+            self._note(f"looking for the product's processes in /proc took over "
+                       f"{_SCAN_SECONDS:g} s: given up, the ones found before are stopped")
+            logger.warning("the /proc scan for the product's processes took over %g s; "
+                           "stopping the ones found before", _SCAN_SECONDS)
 
     async def _group_gone_within(self, seconds: float) -> bool:
         loop = asyncio.get_running_loop()

@@ -20,8 +20,10 @@ the tree is scanned (when the product is ready, and when it is stopped).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import threading
 from dataclasses import dataclass
 
 #: The environment variable that marks a launch's processes (its value: the launch's token).
@@ -76,6 +78,36 @@ def _carries(pid: int, marker: bytes) -> bool:
     return marker in environ.split(b"\0")
 
 
+def _found(known: dict[int, int], marker: bytes) -> dict[int, int]:
+    """The processes of a launch now: those of ``known`` (pid -> start ticks) still the same
+    process, every process descending from one of them, and every running process whose
+    environment holds ``marker`` (with their start ticks)."""
+    processes = all_processes()
+    children: dict[int, list[ProcessInfo]] = {}
+    for info in processes:
+        children.setdefault(info.ppid, []).append(info)
+    alive = {info.pid: info for info in processes}
+    family = [pid for pid, ticks in known.items()
+              if pid in alive and alive[pid].start_ticks == ticks]
+    own = os.getpid()
+    for info in processes:  # a daemon whose parent exited: it kept its environment
+        if info.pid not in known and info.pid != own and info.running \
+                and _carries(info.pid, marker):
+            family.append(info.pid)
+    found: dict[int, int] = {}
+    seen: set[int] = set()
+    while family:
+        pid = family.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        entry = alive.get(pid)
+        if entry is not None:
+            found[pid] = entry.start_ticks
+        family.extend(child.pid for child in children.get(pid, ()))
+    return found
+
+
 class ProcessTree:
     """The processes of one launch: ``root`` (the product) and everything found to descend from
     it (see the module docstring). :meth:`scan` adds what is there now; the rest only reads
@@ -94,28 +126,41 @@ class ProcessTree:
 
     def scan(self) -> None:
         """Remember every process that descends from one remembered or carries the marker."""
-        processes = all_processes()
-        children: dict[int, list[ProcessInfo]] = {}
-        for info in processes:
-            children.setdefault(info.ppid, []).append(info)
-        alive = {info.pid: info for info in processes}
-        family = [pid for pid, ticks in self._known.items()
-                  if pid in alive and alive[pid].start_ticks == ticks]
-        own = os.getpid()
-        for info in processes:  # a daemon whose parent exited: it kept its environment
-            if info.pid not in self._known and info.pid != own and info.running \
-                    and _carries(info.pid, self._marker):
-                family.append(info.pid)
-        seen: set[int] = set()
-        while family:
-            pid = family.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
-            found = alive.get(pid)
-            if found is not None:
-                self._known[pid] = found.start_ticks
-            family.extend(child.pid for child in children.get(pid, ()))
+        self._known.update(_found(dict(self._known), self._marker))
+
+    async def scan_within(self, seconds: float) -> bool:
+        """:meth:`scan` in a thread of its own, for at most ``seconds``: reading a process's
+        environment waits while that process's memory map is locked, and an unrelated process
+        stuck so (a hung network mount, a core dump) must not hold a product's stop. False:
+        the scan was given up (what it finds later is dropped; the thread ends with the read,
+        and never holds the interpreter's exit)."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[int, int]] = loop.create_future()
+        known, marker = dict(self._known), self._marker
+
+        def settle(found: dict[int, int] | None, error: BaseException | None) -> None:
+            if answer.done():
+                return
+            if error is not None:
+                answer.set_exception(error)
+            else:
+                answer.set_result(found or {})
+
+        def scan() -> None:
+            try:
+                found, error = _found(known, marker), None
+            except Exception as failure:  # noqa: BLE001 - handed to the loop
+                found, error = None, failure
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(settle, found, error)
+
+        threading.Thread(target=scan, name="voicelab-process-scan", daemon=True).start()
+        done, _ = await asyncio.wait([answer], timeout=seconds)
+        if not done:
+            answer.cancel()
+            return False
+        self._known.update(answer.result())
+        return True
 
     def running(self) -> list[int]:
         """The remembered processes still running (the same processes: same start time)."""

@@ -5,38 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _timelines import Timeline, silence, tone
 
 from voicelab.metrics import compute_voice_metrics, place_channels
-from voicelab.recording import ATTRIBUTES, EventType, Recording
-
-RATE = 24_000
-MS = 1_000_000  # ns
-
-
-class Timeline:
-    """Events at given milliseconds on the trial clock."""
-
-    def __init__(self) -> None:
-        self.recording = Recording(session_id="s", trace_id="0" * 32, root_span_id="r",
-                                   clock_ns=lambda: 0)
-
-    def add(self, at_ms: float, kind: str, turn: str | None = None, source: str = "evaluator",
-            samples: np.ndarray | None = None, **attributes: object) -> None:
-        event_type = EventType(kind)
-        self.recording.record(
-            event_type, ATTRIBUTES[event_type](**attributes) if attributes else None,
-            source=source, direction="internal", at_ns=int(at_ms * MS), turn_id=turn,
-            speaker_role="assistant" if source == "product" else None,
-            audio=None if samples is None else samples.astype("<i2").tobytes())
-
-
-def tone(ms: float, amplitude: int = 8000) -> np.ndarray:
-    count = int(RATE * ms / 1000)
-    return (amplitude * np.sin(np.arange(count) * 2 * np.pi * 220 / RATE)).astype(np.int16)
-
-
-def silence(ms: float) -> np.ndarray:
-    return np.zeros(int(RATE * ms / 1000), dtype=np.int16)
 
 
 def reply_turn(first_packet: np.ndarray, *, next_packet_ms: float,

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from _webrtc_fakes import FakeStun, rtp
 
 from voicelab.audio import CANONICAL_SAMPLE_RATE_HZ
 from voicelab.recording import Recording
@@ -90,31 +91,12 @@ def test_without_the_backlog_the_late_greeting_falls_into_silence_already_heard(
     assert not heard.spoke_after(0)
 
 
-def _rtp(sequence: int) -> bytes:
-    return bytes([0x80, 111]) + sequence.to_bytes(2, "big") + bytes(4) + \
-        (77).to_bytes(4, "big") + b"x"
-
-
-class _Stun:
-    """Stands in for aioice's STUN protocol: its transport's socket is what the stamps read."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self.transport = self
-
-    def get_extra_info(self, name: str) -> object:
-        return self.sock
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        pass
-
-
-def _watching(now: list[int]) -> tuple[KernelStamps, _Stun]:
+def _watching(now: list[int]) -> tuple[KernelStamps, FakeStun]:
     """Kernel stamps on the trial clock ``now[0]``, watching one protocol whose socket is
     bound on 127.0.0.1 and never receives anything."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
-    protocol = _Stun(sock)
+    protocol = FakeStun(sock)
     stamps = KernelStamps(clock_ns=lambda: now[0])
     stamps.watch([protocol])  # type: ignore[list-item]
     return stamps, protocol
@@ -129,14 +111,14 @@ def test_the_stamps_say_what_was_read_and_not_yet_tapped_and_forget_what_never_c
     assert stamps.oldest_pending_ns() is None
     for sequence in (1, 2, 3):  # no datagram received on the socket: stamped when read
         now[0] += 20 * MS
-        protocol.datagram_received(_rtp(sequence), ("127.0.0.1", 9))
+        protocol.datagram_received(rtp(sequence), ("127.0.0.1", 9))
     assert stamps.read_stamped == 3 and stamps.oldest_pending_ns() == 25 * MS
     assert stamps.take(77, 2) == 45 * MS  # sequence 1 never reached the tap: forgotten
     assert stamps.oldest_pending_ns() == 65 * MS
     now[0] += MAX_PENDING_AGE_NS + MS
     assert stamps.oldest_pending_ns() is None  # sequence 3 never came: not waited for
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as product:
-        product.sendto(_rtp(4), protocol.sock.getsockname())  # in the socket, not yet read by the loop
+        product.sendto(rtp(4), protocol.sock.getsockname())  # in the socket, not yet read by the loop
         for _ in range(100):
             if stamps.oldest_pending_ns() is not None:
                 break
@@ -292,7 +274,7 @@ def test_a_deep_backlog_that_keeps_moving_is_never_forgotten():
     stamps, protocol = _watching(now)
     for sequence in range(1, 801):  # 16 s of packets read as they came
         now[0] = sequence * 20 * MS
-        protocol.datagram_received(_rtp(sequence), ("127.0.0.1", 9))
+        protocol.datagram_received(rtp(sequence), ("127.0.0.1", 9))
     for sequence in range(1, 200):  # aiortc hands them on 12 s behind, still going
         now[0] += MS
         assert stamps.take(77, sequence) == sequence * 20 * MS

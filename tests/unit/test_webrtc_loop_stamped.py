@@ -10,6 +10,7 @@ import socket
 
 import numpy as np
 import pytest
+from _webrtc_fakes import FakeStun, rtp
 
 pytest.importorskip("aiortc")
 
@@ -25,34 +26,15 @@ from voicelab.endpoints.webrtc._rtp import ArrivedPacket, LoopStamped  # noqa: E
 MS = 1_000_000
 
 
-class _Stun:
-    """Stands in for aioice's STUN protocol: a bound socket the stamps can be asked of."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self.transport = self
-
-    def get_extra_info(self, name: str) -> object:
-        return self.sock
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        pass
-
-
-def _rtp(sequence: int) -> bytes:
-    return bytes([0x80, 111]) + sequence.to_bytes(2, "big") + bytes(4) + \
-        (77).to_bytes(4, "big") + b"x"
-
-
 def test_a_datagram_read_without_a_kernel_stamp_is_taken_as_the_loops():
     now = [5 * MS]
     stamps = KernelStamps(clock_ns=lambda: now[0])
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        protocol = _Stun(sock)
+        protocol = FakeStun(sock)
         stamps.watch([protocol])
         # nothing was received on the socket: the kernel has no stamp, the read's time is kept
-        protocol.datagram_received(_rtp(1), ("127.0.0.1", 9))
+        protocol.datagram_received(rtp(1), ("127.0.0.1", 9))
     assert stamps.take_stamp(77, 1) == (5 * MS, False)
     assert stamps.take_stamp(77, 1) is None and stamps.loop_stamped == 1
 
@@ -71,7 +53,7 @@ def _events_of_a_call(packets: list[ArrivedPacket], messages: list[DataMessage]
                     enqueue=lambda item: None, clock_ns=lambda: now[0])
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.bind(("127.0.0.1", 0))
-            peer.stamps.watch([_Stun(sock)])
+            peer.stamps.watch([FakeStun(sock)])
             adapter._peer = peer  # the call's own peer, as connect() makes it
             adapter._state = "open"
             stamps = adapter.arrival_stamps()

@@ -70,9 +70,11 @@ def test_a_tts_tail_is_not_dead_air(tmp_path):
         # bot's own (a busy machine delaying its pacing) is silence the caller really hears
         assert turn["dead_air_ms"] <= _tolerance(turn, sent[number]["most_late_ms"]), \
             (turn, sent[number]["most_late_ms"])
-        # the tail as heard: the same, up to the line's frame
-        assert turn["trailing_silence_ms"] == pytest.approx(
-            tail_ms, abs=_tolerance(turn, 20.0)), turn
+        # the tail as heard: the same, up to the line's frame, and longer by a stall of the
+        # bot's own pacing inside it (silence the caller hears)
+        late = sent[number]["most_late_ms"]
+        assert tail_ms - _tolerance(turn, 20.0) <= turn["trailing_silence_ms"] <= \
+            tail_ms + _tolerance(turn, 20.0) + late, (turn, late)
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +100,11 @@ def test_the_stop_latency_is_what_the_caller_hears_of_a_fade_out(fading_stop):
     truth_ms = (clear["audible_until_ns"] - _mono(call, barge)) / MS - CONVERSION_MS
     greeting = call.turn("turn-000")
     assert greeting["interrupted"] is True
-    assert greeting["interruption_stop_latency_ms"] == pytest.approx(
-        truth_ms, abs=_tolerance(greeting, 5.0)), (greeting["interruption_stop_latency_ms"],
-                                                   truth_ms)
+    # a stall of the bot's own pacing (a busy machine) holds the caller's playback back: the
+    # caller hears its last sample that much after the bot sent it
+    measured, late = greeting["interruption_stop_latency_ms"], clear["most_late_ms"]
+    assert truth_ms - _tolerance(greeting, 5.0) <= measured <= \
+        truth_ms + _tolerance(greeting, 5.0) + late, (measured, truth_ms, late)
     # ~250 ms to decide, 130 ms of fade: far more than the old speech-segment figure saw
     assert greeting["interruption_stop_latency_ms"] > 300
 

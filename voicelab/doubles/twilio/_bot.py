@@ -128,6 +128,9 @@ class ReplyRecord:
     #: how far behind its pace the bot sent a frame at worst (ms): on a busy machine the bot
     #: itself stalls, and the caller really hears that silence
     most_late_ms: float = 0.0
+    #: when (the bot's loop clock) its next frame is due: a frame sent before the one before
+    #: it has played waits in the caller's playback, and the caller hears it that much later
+    next_due: float = 0.0
 
     @property
     def duration_ms(self) -> float:
@@ -430,6 +433,8 @@ class _Call:
                 late_s = loop.time() - (begin + index * FRAME_SECONDS)  # the caller hears
                 reply.most_late_ms = max(reply.most_late_ms, round(late_s * 1000, 3))
             reply.frames_sent += 1
+            if not self.settings.burst:
+                reply.next_due = begin + (index + 1) * FRAME_SECONDS
             self.heard_until(reply, frame, sent_ns)
             if index == 0:
                 reply.first_frame_ns = sent_ns
@@ -466,13 +471,16 @@ class _Call:
         codes = mulaw_encode(PcmAudio(faded.astype(np.int16), G711_SAMPLE_RATE_HZ))
         codes += bytes([0xFF]) * (-len(codes) % FRAME_BYTES)  # mu-law silence to a whole frame
         loop = asyncio.get_running_loop()
-        begin = loop.time()
+        # it goes on at its pace: its next frame when the last one sent has played
+        begin = max(loop.time(), reply.next_due)
         for index in range(0, len(codes), FRAME_BYTES):
-            await asyncio.sleep(max(0.0, begin + index / FRAME_BYTES * FRAME_SECONDS
-                                    - loop.time()))
+            due = begin + index / FRAME_BYTES * FRAME_SECONDS
+            await asyncio.sleep(max(0.0, due - loop.time()))
             frame = codes[index:index + FRAME_BYTES]
             sent_ns = await self.send({"event": "media", "streamSid": self.stream_sid, "media": {
                 "payload": base64.b64encode(frame).decode("ascii")}})
+            # the fade's own pacing, late on a busy machine, is silence the caller hears too
+            reply.most_late_ms = max(reply.most_late_ms, round((loop.time() - due) * 1000, 3))
             self.heard_until(reply, frame, sent_ns)
             reply.last_frame_ns = sent_ns
 
@@ -493,7 +501,7 @@ class _Call:
         self.note("clear", reply=reply.number, frames_sent=reply.frames_sent,
                   frames=reply.frames, mark_sent=reply.mark_sent_ns is not None,
                   speech_start_ns=reply.speech_start_ns,
-                  audible_until_ns=reply.audible_until_ns)
+                  audible_until_ns=reply.audible_until_ns, most_late_ms=reply.most_late_ms)
 
 
 class TwilioBot(BotServer):

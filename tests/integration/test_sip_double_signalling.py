@@ -247,3 +247,34 @@ def test_sipp_presses_through_the_ivr_by_rfc4733_and_info(sip_doubles: Doubles,
     wait_for(events, call, "agent_reached", menu="billing")
     wait_for(events, call, "call_ended", why="bye_received")
     assert len(of_call(events, call, "key_received")) == 2  # the capture's packets: one key
+
+
+def test_the_double_tries_another_port_when_its_udp_port_is_taken_for_tcp(monkeypatch):
+    # SIP listens on one port for UDP and TCP: the port the OS picked for UDP may already be
+    # another TCP connection's (CI saw "address already in use"); the double picks again
+    import asyncio
+    import errno
+
+    from voicelab.doubles.sip import SipDouble
+
+    real = asyncio.start_server
+    refused: list[int] = []
+
+    async def taken_once(*args, **kwargs):
+        if not refused:
+            refused.append(args[2])
+            raise OSError(errno.EADDRINUSE, "address already in use")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "start_server", taken_once)
+
+    async def scenario() -> tuple[int, str]:
+        double = SipDouble(SHORT_AGENT)
+        uri = await double.start()
+        try:
+            return double.port, uri
+        finally:
+            await double.stop()
+
+    port, uri = asyncio.run(scenario())
+    assert refused and port > 0 and uri.endswith(f":{port}")

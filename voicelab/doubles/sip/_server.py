@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import time
 from collections import OrderedDict
@@ -33,6 +34,8 @@ from ._sip import MAX_MESSAGE_BYTES, SipError, SipMessage, framed, parse_message
 from ._sip import response as build_response
 
 logger = logging.getLogger(__name__)
+#: tries at a port free for both UDP and TCP (see SipDouble.start)
+_PORT_ATTEMPTS = 5
 KEPT_ENDED_CALLS = 1000
 #: calls whose caller audio is kept (``record_caller_seconds``)
 MAX_KEPT_RECORDINGS = 16
@@ -108,6 +111,19 @@ class SipDouble:
 
     async def start(self) -> str:
         self._warm_up()
+        # SIP over UDP and TCP on one port: the port the OS picks for UDP may be taken for TCP
+        # (another connection's ephemeral port), so a port of its choosing is tried again
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                await self._listen()
+                break
+            except OSError as error:
+                if self._requested_port or error.errno != errno.EADDRINUSE or \
+                        attempt == _PORT_ATTEMPTS - 1:
+                    raise
+        return self.uri
+
+    async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
         self._udp, _ = await loop.create_datagram_endpoint(
             lambda: _UdpProtocol(self), local_addr=(self.host, self._requested_port))
@@ -117,7 +133,6 @@ class SipDouble:
         except OSError:
             self._udp.close()
             raise
-        return self.uri
 
     async def stop(self) -> None:
         for call in list(self.calls.values()):

@@ -227,6 +227,9 @@ from voicelab.config._launch import LaunchConfig
 from voicelab.endpoints import ProductProcess
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, should it hang
+# a terminal's foreground job takes Ctrl-C; a SIGINT ignored where the test runs (inherited:
+# Python then leaves it ignored, and asyncio.run installs no handler) would make it a no-op
+signal.signal(signal.SIGINT, signal.default_int_handler)
 FAMILY = {FAMILY!r}
 
 async def main():

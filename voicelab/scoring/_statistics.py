@@ -1,4 +1,4 @@
-"""Statistics of seeded trials: rate intervals, unbiased pass@k / pass^k, paired comparison, gates.
+"""Statistics of one run's seeded trials: rate intervals, unbiased pass@k / pass^k, quantile bounds.
 
 Pure functions of counts and arrays (numpy and scipy only), shared by run reports, sweeps,
 ``compare`` and the run-config gates.
@@ -9,15 +9,11 @@ Pure functions of counts and arrays (numpy and scipy only), shared by run report
 - pass@k = 1 - C(n-c, k) / C(n, k) (Chen et al. 2021, *Evaluating Large Language Models Trained
   on Code*, eq. 1) and pass^k = C(c, k) / C(n, k) (Yao et al. 2024, *tau-bench*): the unbiased
   estimators of 1 - (1-p)^k and p^k from n trials with c passes, computed exactly in integers.
-- Paired pass/fail: exact (conditional) McNemar test on the discordant pairs, and Newcombe's
-  hybrid score interval for a difference of paired proportions (Newcombe 1998, *Improved
-  confidence intervals for the difference between binomial proportions based on paired data*,
-  Stat. Med. 17:2635-2650, method 10).
-- Paired measurements: bootstrap intervals of a difference of quantiles (BCa, Efron 1987) with
-  :func:`scipy.stats.bootstrap` resampling pairs.
 - A quantile's upper bound: the distribution-free order-statistic bound (the binomial
   argument for order statistics, e.g. Hahn & Meeker 1991, *Statistical Intervals*, ch. 5).
-- Gates judge the interval of a difference, never its point estimate.
+
+Comparing two runs (paired tests, bootstrap differences, the gates judged on them) is
+:mod:`._paired`.
 """
 
 from __future__ import annotations

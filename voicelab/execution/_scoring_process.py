@@ -9,10 +9,11 @@ another (no writer threads to wake).
 
 A :class:`~voicelab.runner.Call` crosses without its listener (rebuilt from the events by the
 code that followed them live) and without its clean speech when there are no speech metrics
-(only they read it; a fifth of the bytes). It is pickled on the event loop, each PCM stream
-joined once into an out-of-band buffer (:class:`._child.Frame`); a thread of the parent only
-hands the frame to the kernel and waits for the reply, so the two threads never hand the GIL
-back and forth while Python code runs. The reply is unpickled on the loop too.
+(only they read it; a fifth of the bytes). A thread of the parent pickles it, each PCM stream
+joined once into an out-of-band buffer (:class:`._child.Frame`), hands the frame to the kernel
+and waits for the reply. Pickling on the loop spent no GIL hand-overs, but the calls of a load
+that end together then held the loop for all their pickles in a row while the trials still
+talking waited to be read (``benchmarks/bench_load.py``). The reply is unpickled on the loop.
 """
 
 from __future__ import annotations
@@ -115,8 +116,8 @@ def _frame_of(call: Call) -> Frame:
 
 class ScoringProcess:
     """The parent's end of one scoring process: started on first use, reused by every run of
-    this Python process, replaced when it dies. Calls are pickled on the event loop and sent
-    one at a time from a thread of its own, which waits for the reply."""
+    this Python process, replaced when it dies. Calls are pickled and sent one at a time from a
+    thread of its own, which waits for the reply."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -153,19 +154,25 @@ class ScoringProcess:
             if self._child is None:
                 self._start()
 
-    def _roundtrip(self, run_key: str, loaded_blob: bytes, call: Frame,
+    def _roundtrip(self, run_key: str, loaded_blob: bytes, call: Call,
                    claim: Callable[[], bool] | None) -> Frame | None:
-        """Send one call (with its run, when the process has another) and wait for the reply:
-        the thread holds the GIL only between the socket calls. ``None``: ``claim`` said the
-        call was taken elsewhere (by the idle event loop) while it waited."""
+        """Pickle one call and send it (with its run, when the process has another), and wait
+        for the reply. ``None``: ``claim`` said the call was taken elsewhere (by the idle event
+        loop) while it waited. The call is pickled here, once claimed (nothing else reads it
+        then), not on the loop: calls that end together would hold the loop as long as all
+        their pickles take, while the trials still talking wait to be read."""
         if claim is not None and not claim():
             return None
+        try:
+            frame = _frame_of(call)
+        except (pickle.PicklingError, TypeError, AttributeError) as error:
+            raise CannotSend(f"{type(error).__name__}: {error}") from None
         with self._lock:
             child = self._child or self._start()
             run = Frame.of(loaded_blob if run_key != self._run_key else None)
             try:
                 child.channel.send_frame(run)
-                child.channel.send_frame(call)
+                child.channel.send_frame(frame)
                 self._run_key = run_key
                 return child.channel.receive_frame()
             except (EOFError, OSError) as error:
@@ -182,13 +189,9 @@ class ScoringProcess:
                     claim: Callable[[], bool] | None = None) -> Scored | None:
         """The call scored in the process; ``None`` when ``claim`` (asked by the sending thread
         when the call's turn comes) says it was taken elsewhere."""
-        try:
-            frame = _frame_of(call)
-        except (pickle.PicklingError, TypeError, AttributeError) as error:
-            raise CannotSend(f"{type(error).__name__}: {error}") from None
         loop = asyncio.get_running_loop()
         reply = await loop.run_in_executor(self._thread, self._roundtrip, run_key,
-                                           loaded_blob, frame, claim)
+                                           loaded_blob, call, claim)
         if reply is None:
             return None
         kind, value, records = reply.load()

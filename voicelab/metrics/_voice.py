@@ -97,7 +97,7 @@ _FRAME = _RATE // 100  # the voice activity detector's 10 ms frame
 SEGMENT_GAP_MS = 100.0
 
 
-def percentile(ordered: Sequence[float], q: float) -> float:
+def percentile(ordered: Sequence[float] | np.ndarray, q: float) -> float:
     """The ``q``-th percentile of sorted values, interpolated exactly as ``numpy.percentile``
     (method "linear") does, without its per-call overhead."""
     count = len(ordered)

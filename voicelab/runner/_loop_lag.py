@@ -19,6 +19,8 @@ import time
 import weakref
 from collections.abc import Callable
 
+import numpy as np
+
 from ..artifacts import LoopLag
 from ..metrics import LATE_TICK_FLOOR_MS, loop_lag_statistics
 
@@ -51,12 +53,20 @@ class LagWindow:
         """The ticks later than ``floor_ms``, as ``[wake offset, lateness]`` pairs in whole
         microseconds, the offset on a recording's clock starting at ``start_ns`` (the quiet
         ticks are left out: a free loop keeps nothing, a saturated one a pair per tick)."""
-        if self.lateness_ns is None or self.woke_ns is None:
-            return []
-        floor_ns = int(floor_ms * 1_000_000)
-        return [[(woke - start_ns) // 1000, late // 1000]
-                for late, woke in zip(self.lateness_ns, self.woke_ns, strict=True)
-                if late > floor_ns]
+        return self.late_tick_pairs(start_ns=start_ns, floor_ms=floor_ms).tolist()
+
+    def late_tick_pairs(self, *, start_ns: int, floor_ms: float = LATE_TICK_FLOOR_MS
+                        ) -> np.ndarray:
+        """:meth:`late_ticks` as an ``(n, 2)`` integer array (picked in numpy: a paced trial
+        has a tick every 2 ms, and its window closes on the loop)."""
+        if self.lateness_ns is None or self.woke_ns is None or not len(self.lateness_ns):
+            return np.zeros((0, 2), dtype=np.int64)
+        late = np.frombuffer(self.lateness_ns, dtype=np.int64)
+        woke = np.frombuffer(self.woke_ns, dtype=np.int64)
+        if late.size != woke.size:
+            raise ValueError("a lag window's ticks and wake-ups differ in number")
+        kept = late > int(floor_ms * 1_000_000)
+        return np.stack([(woke[kept] - start_ns) // 1000, late[kept] // 1000], axis=1)
 
 
 class LoopLagMonitor:

@@ -390,7 +390,7 @@ async def _converse(plan: TrialPlan, conversation: Conversation, recording: Reco
     loop_lag = lag_monitor.close(lag_window)
     recording.record(EventType.TRIAL_ENDED, TrialEnded(
         exit_reason=exit_reason, loop_lag=loop_lag.model_dump(mode="json"),
-        late_ticks=late_ticks_record(lag_window.late_ticks(start_ns=recording.start_ns)),
+        late_ticks=late_ticks_record(lag_window.late_tick_pairs(start_ns=recording.start_ns)),
         failures=[ExecutionFailure(kind=f.kind, message=f.message, code=f.code)
                   for f in conversation.failures],
         user_turns=conversation.user_turns,

@@ -105,11 +105,19 @@ LISTENING_SCRIPT = ('script.turns=[{"response": "Wait, one thing first.", "keywo
 
 def _listening_truth(bundle: Path) -> dict[str, list[float]]:
     """Measured minus true, per response: response latency (the product's first speech sample
-    sent, from the user's speech end sent on the line) and barge-in stop latency (its last speech
-    sample sent, from the onset of the barge-in speech); and the measured stall of a product
-    that never stalls. Both sides' send times are on the shared monotonic clock."""
-    errors: dict[str, list[float]] = {"response_latency": [], "stop_latency": [], "stall": []}
+    sent, from the user's speech end sent on the line) and barge-in stop latency (from the onset
+    of the barge-in speech to the end of the product's speech as a listener fed at the product's
+    frame send times hears it: ``stop_latency``; to its last speech sample's send:
+    ``stop_latency_sent``, which leaves out how far the product's own pacing gaps had already
+    put its speech behind, and so reads a product that paused as a receive error); and the
+    measured stall of a product that never stalls. Both sides' send times are on the shared
+    monotonic clock."""
+    from bench_saturation import _true_metrics  # type: ignore[import-not-found]
+
+    errors: dict[str, list[float]] = {"response_latency": [], "stop_latency": [],
+                                      "stop_latency_sent": [], "stall": []}
     for trial in sorted(bundle.glob("trial-*")):
+        heard = _true_metrics(trial, ("interruption_stop_latency_ms",))
         events = [json.loads(x) for x in (trial / "voice-events.jsonl").read_text().splitlines()]
         start_ns = events[0]["attributes"]["clock_start_ns"]
         turn_of = {e["sequence"]: e["turn_id"] for e in events}
@@ -132,7 +140,11 @@ def _listening_truth(bundle: Path) -> dict[str, list[float]]:
             barger = barge_turn.get(turn["turn_id"])
             if turn["interrupted"] and barger in started and timing.get("speech_end_ns"):
                 truth = max(0.0, (timing["speech_end_ns"] - started[barger]) / 1e6)
-                errors["stop_latency"].append(turn["interruption_stop_latency_ms"] - truth)
+                errors["stop_latency_sent"].append(turn["interruption_stop_latency_ms"] - truth)
+            heard_stop = heard.get(turn["turn_id"], {}).get("interruption_stop_latency_ms")
+            if turn["interrupted"] and heard_stop is not None \
+                    and turn["interruption_stop_latency_ms"] is not None:
+                errors["stop_latency"].append(turn["interruption_stop_latency_ms"] - heard_stop)
             if turn["playback_stall_ms"] is not None:
                 errors["stall"].append(turn["playback_stall_ms"])
     return errors
@@ -140,7 +152,7 @@ def _listening_truth(bundle: Path) -> dict[str, list[float]]:
 
 async def listening_accuracy(trials: int, workdir: Path, scoring: str = "process") -> dict:
     process, uri = _start_fake_server({"turn_detection": "server_vad",
-                                       "complete_after_turns": 2})
+                                       "complete_after_turns": 2, "report_frame_times": True})
     try:
         loaded = voicelab.load_run(EXAMPLE, overrides=[
             "endpoint.adapter=websocket",

@@ -38,7 +38,7 @@ barge-in stop-latency errors against the fake's send times, and the responses fl
 ``--busy K`` starts K processes that spin on a core beside the benchmark (a shared CI machine)
 and stops them after. ``--ramp SECONDS`` starts the trials evenly over that period instead of
 all at once (passed on as ``voicelab.arun(..., ramp_seconds=...)``, when that voicelab has it).
-``--keep DIR`` keeps each case's bundle; ``--judge`` prints the flagged and silently wrong
+``--keep DIR`` keeps each case's bundle (the listening line's as ``listening-*``); ``--judge`` prints the flagged and silently wrong
 figures of such bundles as their files say now, so one set of recordings can be rescored
 (``voice-evaluator rescore``) by two versions of voicelab and their judgements compared.
 Results: docs/performance.md.
@@ -155,6 +155,8 @@ def _listening_here(case: dict[str, Any]) -> dict[str, Any]:
     result["flagged"] = sum(bool(t.get("timing_degraded") or t.get("first_audio_degraded"))
                             for t in turns)
     result["responses"] = len(turns)
+    if case.get("keep"):
+        shutil.copytree(bundle, Path(case["keep"]) / f"listening-{bundle.name}")
     return result
 
 
@@ -163,11 +165,14 @@ def _listening_row(result: dict[str, Any]) -> list[str]:
              f"passed, {result['flagged']}/{result['responses']} responses flagged, "
              f"{result['wall_seconds']:.1f} s, CPU {result['cpu_seconds'] / result['trials'] * 1000:.0f} "
              f"ms/trial"]
-    for name, target in (("response_latency", 20.0), ("stop_latency", 20.0)):
+    for name, target in (("response_latency", 20.0), ("stop_latency", 20.0),
+                         ("stop_latency_sent", None)):
         values = np.abs(np.asarray(result[name], dtype=float))
         lines.append(f"  |error| {name}_ms over {values.size}: " + (
             f"p50 {np.percentile(values, 50):.2f}, p99 {np.percentile(values, 99):.2f}, max "
-            f"{values.max():.2f} (target p99 <= {target:g})" if values.size else "no samples"))
+            f"{values.max():.2f}" + (f" (target p99 <= {target:g})" if target else
+                                     " (to the last speech sample's send)")
+            if values.size else "no samples"))
     return lines
 
 
@@ -392,7 +397,8 @@ def main() -> None:
         if args.listening:
             with busy_processes(args.busy):
                 for _ in range(args.repeat):
-                    case = {"root": args.workdir, "listening": True, "trials": args.listening}
+                    case = {"root": args.workdir, "listening": True, "trials": args.listening,
+                            "keep": str(args.keep.resolve()) if args.keep else None}
                     for line in _listening_row(_run_case(case, script=__file__, env=env)):
                         print(line, flush=True)
     finally:

@@ -114,15 +114,17 @@ def _scratch() -> Path | None:
 
 # --- truth from the product's send times ------------------------------------------------------
 
-def _true_metrics(trial: Path) -> dict[str, dict[str, float | None]]:
-    """Per response: the metrics of a listener fed at the product's send times."""
+def _true_metrics(trial: Path, metrics: tuple[str, ...] = METRICS
+                  ) -> dict[str, dict[str, float | None]]:
+    """Per response: the metrics of a listener fed at the product's send times (a response
+    cut by a barge-in has its send times on the interruption that stands for its end)."""
     records = read_voice_events(trial / "voice-events.jsonl")
     start_ns = records[0]["attributes"]["clock_start_ns"]
     turn_of = {r["sequence"]: r["turn_id"] for r in records}
     raw = json.loads((trial / "raw-endpoint-events.json").read_text())["events"]
     sent: dict[str, list[int]] = {}
     for event in raw:
-        if event["type"] == "turn_complete":
+        if event["type"] in ("turn_complete", "interruption"):
             timing = event["raw"].get("server_timing") or {}
             sent[turn_of[event["sequence"]]] = list(timing.get("frame_sent_ns") or [])
     cursor: dict[str, int] = {}
@@ -142,7 +144,7 @@ def _true_metrics(trial: Path) -> dict[str, dict[str, float | None]]:
     recording = recording_from_records(records, streams=streams)
     evidence = assemble_now(recording, adapter="websocket", speech_metrics=False,
                             measurement=MeasurementConfig())
-    return {t.turn_id: {m: getattr(t, m) for m in METRICS} for t in evidence.metrics.turns}
+    return {t.turn_id: {m: getattr(t, m) for m in metrics} for t in evidence.metrics.turns}
 
 
 def _trial_rows(bundle: Path) -> list[dict]:

@@ -175,3 +175,17 @@ def test_the_intake_s_live_responses_are_the_responses_read_back():
         [(t, [e.sequence for e in es], s) for t, es, s in read]
     assert again.by_turn["turn-001"].heard == ["plan please"]
     assert again.by_turn["turn-001"].tool_calls == 1
+
+
+def test_a_runner_s_trial_ended_keeps_its_late_ticks_as_built_and_records_the_same():
+    ticks = {"floor_ms": 1.0, "ticks": [[i * 2000, 1500] for i in range(500)], "since": "x"}
+    fields = {"exit_reason": "max_turns", "loop_lag": {"p50": 0.2, "ticks": 500},
+              "failures": [], "user_turns": 3, "product_responses": 3}
+    built = TrialEnded.ending(late_ticks=ticks, **fields)
+    validated = TrialEnded(late_ticks=ticks, **fields)
+    recorded = built.recorded()
+    assert recorded == validated.recorded()
+    assert list(recorded) == list(validated.recorded())  # the model's order
+    assert recorded["late_ticks"] is ticks  # not copied
+    assert TrialEnded.ending(late_ticks=None, exit_reason="error").recorded() == {
+        "exit_reason": "error", "late_ticks": None}

@@ -89,3 +89,42 @@ def test_the_ticker_is_due_one_interval_after_the_wake_up_it_re_arms_from():
         return intended
 
     assert asyncio.run(scenario()) == 5_000_000 + 2_000_000
+
+
+def test_the_ticker_wakes_at_the_finest_interval_an_open_window_wants():
+    async def scenario() -> list[float]:
+        monitor = LoopLagMonitor(interval_ms=10.0)
+        seen = []
+        coarse = monitor.open()
+        seen.append(monitor._interval_ms)  # noqa: SLF001
+        fine = monitor.open(interval_ms=PACED_TICK_INTERVAL_MS)
+        seen.append(monitor._interval_ms)  # noqa: SLF001
+        monitor.close(fine)
+        seen.append(monitor._interval_ms)  # noqa: SLF001
+        monitor.close(coarse)
+        return seen
+
+    assert asyncio.run(scenario()) == [10.0, PACED_TICK_INTERVAL_MS, 10.0]
+
+
+def test_the_log_keeps_every_tick_an_open_window_needs_however_often_it_is_trimmed():
+    clock = iter(range(0, 10**12, 1_000_000))
+
+    async def scenario() -> tuple[int, int, int]:
+        monitor = LoopLagMonitor(interval_ms=1.0, clock_ns=lambda: next(clock))
+        monitor.TRIM_TICKS = 50
+        loop = asyncio.get_running_loop()
+        old = monitor.open()
+        for _ in range(120):
+            monitor._tick(loop)  # noqa: SLF001 - ticks by hand
+        young = monitor.open()
+        for _ in range(300):
+            monitor._tick(loop)  # noqa: SLF001
+        monitor.close(old)
+        for _ in range(200):
+            monitor._tick(loop)  # noqa: SLF001
+        monitor.close(young)
+        assert old.lateness_ns is not None and young.lateness_ns is not None
+        return len(old.lateness_ns), len(young.lateness_ns), len(monitor._log)  # noqa: SLF001
+
+    assert asyncio.run(scenario()) == (420, 500, 0)

@@ -120,6 +120,28 @@ class TrialEnded(EventAttributes):
     user_turns: int | None = None
     product_responses: int | None = None
 
+    @classmethod
+    def ending(cls, *, late_ticks: JsonValue, **fields: Any) -> Self:
+        """The attributes a runner records: ``late_ticks`` kept as built (JSON already, a pair
+        per tick of a saturated loop: validated and copied, they would hold the loop several ms
+        at each trial's end), the rest validated. A bundle's are validated when read."""
+        ended = cls(**fields)
+        ended.late_ticks = late_ticks
+        return ended
+
+    def recorded(self) -> dict[str, object]:
+        if "late_ticks" not in self.model_fields_set:
+            return super().recorded()
+        dumped = self.model_dump(exclude_unset=True, exclude={"late_ticks"})
+        kept: dict[str, object] = {}
+        for name in type(self).model_fields:  # the fields' order, as model_dump keeps it
+            if name == "late_ticks":
+                kept[name] = self.late_ticks
+            elif name in dumped:
+                kept[name] = dumped.pop(name)
+        kept.update(dumped)  # the extra ones
+        return kept
+
 
 class OutcomeProbed(EventAttributes):
     """What the outcome probe answered after the call."""

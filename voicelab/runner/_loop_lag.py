@@ -73,7 +73,9 @@ class LoopLagMonitor:
     """The ticker of one event loop. Every tick appends one lateness to a log shared by the open
     windows (constant work per tick, however many trials run); a window takes its slice when it
     closes, and the log keeps only what open windows still need. Windows are held weakly: a
-    trial that dies without closing its window stops holding the log once it is collected."""
+    trial that dies without closing its window stops holding the log once it is collected.
+    The interval and the trimming point are worked out when a window opens or closes and when
+    the log is trimmed, not at every tick (a loop of 200 trials ticks every 2 ms)."""
 
     #: the log is trimmed to what open windows need when it grows past this many ticks
     TRIM_TICKS = 6000
@@ -89,6 +91,10 @@ class LoopLagMonitor:
         #: the next tick (a bare timer callback: no task or future per tick)
         self._timer: asyncio.TimerHandle | None = None
         self._intended_ns = 0
+        #: the finest interval an open window wants (a collected window's may linger: finer
+        #: ticks are only more cautious), and the log's length its last trim kept
+        self._interval_ms = interval_ms
+        self._kept = 0
 
     @property
     def ticking(self) -> bool:
@@ -99,6 +105,7 @@ class LoopLagMonitor:
         wakes at the finest interval any open window wants)."""
         window = LagWindow(interval_ms or self.interval_ms, self._first + len(self._log))
         self._windows.add(window)
+        self._interval_ms = self._finest_interval()
         if self._timer is None:
             self._schedule(asyncio.get_running_loop())
         return window
@@ -110,21 +117,27 @@ class LoopLagMonitor:
         self._windows.discard(window)
         if not self._windows:
             self._forget()
+        else:
+            self._interval_ms = self._finest_interval()
         return window.statistics()
+
+    def _finest_interval(self) -> float:
+        # a window that wants a coarser interval gets finer ticks: its bounds, computed with
+        # its own interval, are only more cautious
+        return min((window.interval_ms for window in self._windows), default=self.interval_ms)
 
     def _forget(self) -> None:
         self._first += len(self._log)
         self._log = array.array("q")
         self._woke = array.array("q")
+        self._interval_ms = self.interval_ms
+        self._kept = 0
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
     def _schedule(self, loop: asyncio.AbstractEventLoop, woke_ns: int | None = None) -> None:
-        # a window that wants a coarser interval gets finer ticks: its bounds, computed with
-        # its own interval, are only more cautious
-        interval = min((window.interval_ms for window in self._windows),
-                       default=self.interval_ms)
+        interval = self._interval_ms
         # due one interval after the wake-up it re-arms from (the stamp bounds rely on it: the
         # tick before a late one woke exactly one interval before it was due), not after a
         # second clock reading that a stall between the two would hide behind
@@ -141,11 +154,13 @@ class LoopLagMonitor:
             self._timer = None
             self._forget()
             return
-        if len(self._log) > self.TRIM_TICKS:
+        if len(self._log) > self._kept + self.TRIM_TICKS:
             oldest = min(window.start for window in self._windows)
             del self._log[:max(0, oldest - self._first)]
             del self._woke[:max(0, oldest - self._first)]
             self._first = max(self._first, oldest)
+            # what the open windows still need stays: looked at again once as much is added
+            self._kept = len(self._log)
         self._schedule(loop, woke)
 
 

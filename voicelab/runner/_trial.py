@@ -388,7 +388,7 @@ async def _converse(plan: TrialPlan, conversation: Conversation, recording: Reco
             cancelled = True
             conversation.failures.append(Failure("cancelled", "the run was interrupted"))
     loop_lag = lag_monitor.close(lag_window)
-    recording.record(EventType.TRIAL_ENDED, TrialEnded(
+    recording.record(EventType.TRIAL_ENDED, TrialEnded.ending(
         exit_reason=exit_reason, loop_lag=loop_lag.model_dump(mode="json"),
         late_ticks=late_ticks_record(lag_window.late_tick_pairs(start_ns=recording.start_ns)),
         failures=[ExecutionFailure(kind=f.kind, message=f.message, code=f.code)

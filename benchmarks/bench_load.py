@@ -2,14 +2,17 @@
 
     python benchmarks/bench_load.py [--sizes 50 100 200] [--workers 1] [--event-loop auto]
                                     [--busy 2] [--ramp SECONDS] [--repeat 1] [--listening N]
-                                    [--keep DIR]
+                                    [--keep DIR] [--untuned]
     python benchmarks/bench_load.py --judge DIR/*   # kept bundles, as judged now
 
 For each N of ``--sizes``: N paced trials at once (the seed example's script, three responses
 each, audio in real time) against the fake product in its own process, which logs its own send
 time of every audio frame on the shared monotonic clock (``report_frame_times``, as in
 bench_scale.py's accuracy case, whose code this shares). Each case runs in a fresh process on the
-event loop the command line would choose (``--event-loop``: ``VOICELAB_EVENT_LOOP``), in-process
+event loop the command line would choose (``--event-loop``: ``VOICELAB_EVENT_LOOP``), in a
+process tuned as the command line's (``voicelab.execution.tuned_process``: a short GIL switch
+interval, older objects frozen out of garbage collection, full collections put off while trials
+run; ``--untuned``: as a library call in a notebook runs them), in-process
 (``--workers 1``, the library's default) or in ``--workers`` worker processes.
 
 Per N it prints:
@@ -177,7 +180,15 @@ def _listening_row(result: dict[str, Any]) -> list[str]:
 
 
 def _case_here(case: dict[str, Any]) -> dict[str, Any]:
-    """In the case's own process: the run, then every response's errors and the spans."""
+    """In the case's own process: the run, then every response's errors and the spans; in a
+    tuned process (as the command line runs), unless ``--untuned`` (a library call's)."""
+    from voicelab.execution import tuned_process
+
+    with contextlib.nullcontext() if case.get("untuned") else tuned_process():
+        return _tuned_case_here(case)
+
+
+def _tuned_case_here(case: dict[str, Any]) -> dict[str, Any]:
     if case.get("listening"):
         return _listening_here(case)
     result = run_case_here(case)
@@ -351,6 +362,9 @@ def main() -> None:
     parser.add_argument("--listening", type=int, default=0, metavar="N",
                         help="also N concurrent trials of the listening line (server_vad, "
                              "bench_runner.py's case: a barge-in, stop latency)")
+    parser.add_argument("--untuned", action="store_true",
+                        help="run the trials in an untuned process, as a library call in a "
+                             "notebook does (default: tuned, as the command line runs them)")
     parser.add_argument("--verbose", action="store_true",
                         help="list every silently wrong figure")
     parser.add_argument("--workdir", default="/dev/shm" if Path("/dev/shm").is_dir() else None)
@@ -369,7 +383,7 @@ def main() -> None:
         args.keep.mkdir(parents=True, exist_ok=True)
     _check_ramp(args.ramp)
     print(f"machine: {_machine()}; busy processes: {args.busy}; workers: {args.workers}; "
-          f"ramp: {args.ramp or 'none'}")
+          f"ramp: {args.ramp or 'none'}; {'untuned' if args.untuned else 'tuned'} process")
     print(f"{'N':>4} {'loop':>8} {'flagged':>8} {'unflagged |error| ms':>20} {'silent':>7} "
           f"{'CPU ms/tr':>9} {'peak':>5} {'wall s':>6} {'passed':>8} {'unflagged':>11}")
     print(f"{'':>22} {'p50':>5} {'p99':>6} {'max':>6}")
@@ -382,7 +396,8 @@ def main() -> None:
                     case = {"root": args.workdir, "executor": "local",
                             "workers": args.workers, "trials": size, "concurrency": size,
                             "overrides": _paced_overrides(uri), "ramp_seconds": args.ramp,
-                            "keep": str(args.keep.resolve()) if args.keep else None}
+                            "keep": str(args.keep.resolve()) if args.keep else None,
+                            "untuned": args.untuned}
                     result = _run_case(case, script=__file__, env=env)
                     figures = load_figures(result["responses"])
                     print(_row(size, result, figures), flush=True)
@@ -398,7 +413,8 @@ def main() -> None:
             with busy_processes(args.busy):
                 for _ in range(args.repeat):
                     case = {"root": args.workdir, "listening": True, "trials": args.listening,
-                            "keep": str(args.keep.resolve()) if args.keep else None}
+                            "keep": str(args.keep.resolve()) if args.keep else None,
+                            "untuned": args.untuned}
                     for line in _listening_row(_run_case(case, script=__file__, env=env)):
                         print(line, flush=True)
     finally:

@@ -8,7 +8,11 @@ import sys
 
 import pytest
 
-from voicelab.execution._tuning import GIL_SWITCH_INTERVAL_SECONDS, ProcessTuning
+from voicelab.execution._tuning import (
+    FULL_COLLECTION_AFTER,
+    GIL_SWITCH_INTERVAL_SECONDS,
+    ProcessTuning,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -17,8 +21,8 @@ def nothing_frozen() -> None:
     gc.unfreeze()
 
 
-def _state() -> tuple[float, int]:
-    return sys.getswitchinterval(), gc.get_freeze_count()
+def _state() -> tuple[float, int, tuple[int, ...]]:
+    return sys.getswitchinterval(), gc.get_freeze_count(), gc.get_threshold()
 
 
 def test_a_run_without_the_opt_in_changes_nothing():
@@ -84,3 +88,17 @@ def test_a_process_that_froze_its_own_objects_keeps_them_frozen():
         assert 0 < gc.get_freeze_count() <= before[1]
     finally:
         gc.unfreeze()
+
+
+def test_full_collections_are_put_off_while_runs_are_in_progress_and_run_at_the_end():
+    tuning, before = ProcessTuning(), _state()
+    young, middle, _ = before[2]
+    tuning.opt_in()
+    try:
+        with tuning.during_run():
+            assert gc.get_threshold() == (young, middle, max(before[2][2], FULL_COLLECTION_AFTER))
+            collected = gc.get_stats()[2]["collections"]
+        assert gc.get_threshold() == before[2]
+        assert gc.get_stats()[2]["collections"] > collected  # the put-off full collection ran
+    finally:
+        tuning.opt_out()

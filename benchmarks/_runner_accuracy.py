@@ -98,6 +98,10 @@ async def accuracy(trials: int, workdir: Path, scoring: str = "process") -> dict
 
 # --- listening turn taking (server_vad) accuracy ----------------------------------------------
 
+#: A stop latency off by its stated bound and this much more is vouched for wrongly (the
+#: listener and the truth may end the product's speech one 2 ms frame apart).
+BOUND_SLACK_MS = 2.0
+
 LISTENING_SCRIPT = ('script.turns=[{"response": "Wait, one thing first.", "keywords": ["plan"], '
                     '"interrupt_after_seconds": 0.8}, {"response": "Please record the plan and '
                     'save the reminder.", "keywords": ["else", "plan", "one"]}]')
@@ -111,10 +115,16 @@ def _listening_truth(bundle: Path) -> dict[str, list[float]]:
     ``stop_latency_sent``, which leaves out how far the product's own pacing gaps had already
     put its speech behind, and so reads a product that paused as a receive error); and the
     measured stall of a product that never stalls. Both sides' send times are on the shared
-    monotonic clock."""
+    monotonic clock. ``stop_latency_unflagged``: the stop latencies of responses not flagged
+    ``timing_degraded``; ``stop_latency_beyond_bound``: those later than the truth by more than
+    their own stated error bound (``figure_error_bounds_ms``) and :data:`BOUND_SLACK_MS`: the
+    figures voicelab vouched for wrongly. (Earlier than the truth is the fake stamping its send
+    late, after a busy loop held it past the write, as bench_load's first-audio column says.)"""
     from bench_saturation import _true_metrics  # type: ignore[import-not-found]
 
     errors: dict[str, list[float]] = {"response_latency": [], "stop_latency": [],
+                                      "stop_latency_unflagged": [],
+                                      "stop_latency_beyond_bound": [],
                                       "stop_latency_sent": [], "stall": []}
     for trial in sorted(bundle.glob("trial-*")):
         heard = _true_metrics(trial, ("interruption_stop_latency_ms",))
@@ -144,7 +154,14 @@ def _listening_truth(bundle: Path) -> dict[str, list[float]]:
             heard_stop = heard.get(turn["turn_id"], {}).get("interruption_stop_latency_ms")
             if turn["interrupted"] and heard_stop is not None \
                     and turn["interruption_stop_latency_ms"] is not None:
-                errors["stop_latency"].append(turn["interruption_stop_latency_ms"] - heard_stop)
+                error = turn["interruption_stop_latency_ms"] - heard_stop
+                errors["stop_latency"].append(error)
+                bound = (turn.get("figure_error_bounds_ms") or {}).get(
+                    "interruption_stop_latency_ms")
+                if not turn.get("timing_degraded"):
+                    errors["stop_latency_unflagged"].append(error)
+                if bound is not None and error > bound + BOUND_SLACK_MS:
+                    errors["stop_latency_beyond_bound"].append(error)
             if turn["playback_stall_ms"] is not None:
                 errors["stall"].append(turn["playback_stall_ms"])
     return errors

@@ -169,13 +169,16 @@ def _listening_row(result: dict[str, Any]) -> list[str]:
              f"{result['wall_seconds']:.1f} s, CPU {result['cpu_seconds'] / result['trials'] * 1000:.0f} "
              f"ms/trial"]
     for name, target in (("response_latency", 20.0), ("stop_latency", 20.0),
-                         ("stop_latency_sent", None)):
+                         ("stop_latency_unflagged", 20.0), ("stop_latency_sent", None)):
         values = np.abs(np.asarray(result[name], dtype=float))
         lines.append(f"  |error| {name}_ms over {values.size}: " + (
             f"p50 {np.percentile(values, 50):.2f}, p99 {np.percentile(values, 99):.2f}, max "
             f"{values.max():.2f}" + (f" (target p99 <= {target:g})" if target else
                                      " (to the last speech sample's send)")
             if values.size else "no samples"))
+    beyond = result.get("stop_latency_beyond_bound", [])
+    lines.append(f"  stop latencies off by more than their stated bound: {len(beyond)}"
+                 + (f" ({', '.join(f'{e:+.1f}' for e in beyond[:5])} ms)" if beyond else ""))
     return lines
 
 

@@ -6,7 +6,9 @@ them when the user speaks over it, and records every call (:class:`CallRecord`).
 own with ``python -m voicelab.doubles.twilio --port 8765 --settings '{"burst": true}'``.
 """
 
-from ._bot import CallRecord, ReplyRecord, TwilioBot, TwilioBotSettings
+from ._bot import TwilioBot
+from ._records import CallRecord, ReplyRecord
+from ._settings import TwilioBotSettings
 
 # The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
 # The other names imported above are voicelab's own, for its other packages.

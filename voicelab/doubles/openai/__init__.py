@@ -4,8 +4,9 @@ The production ``openai`` and ``azure-ai-evaluation`` clients run against it end
 ``docs/judges.md``.
 """
 
+from ._http import Fault, RecordedRequest
 from ._policies import JudgePolicy, ModelCall, Policy, ScriptedPolicy, unsupported_claim_rule
-from ._server import Fault, OpenAIServer, RecordedRequest, UsageCounts
+from ._server import OpenAIServer, UsageCounts
 
 # The public API (docs/api.md): what notebooks, scripts, plug-ins and the command line use.
 # The other names imported above are voicelab's own, for its other packages.

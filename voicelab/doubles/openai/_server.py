@@ -15,6 +15,9 @@ server's own count. A *policy* (any ``Callable[[ModelCall], str | Mapping]``) de
 (HTTP 500, malformed JSON body, slow response, a garbled model reply) are injected per test, and
 every request is recorded so tests can assert on exactly what was sent. Usable as a context
 manager from sync code, async code (``async with``) and notebooks: it runs in its own threads.
+
+The engine (the answers, the Evals runs, the billing) is here; reading, recording and faulting
+HTTP requests is :mod:`._http`.
 """
 
 from __future__ import annotations
@@ -26,12 +29,11 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import cast
-from urllib.parse import parse_qs, urlsplit
+from http.server import ThreadingHTTPServer
 
 from pydantic import JsonValue
 
+from ._http import Fault, RecordedRequest, _Answer, _error, _Handler
 from ._policies import (
     ChatMessage,
     JudgePolicy,
@@ -43,7 +45,6 @@ from ._policies import (
 from ._shapes import (
     ChatRequest,
     Criterion,
-    ErrorBody,
     EvalRecord,
     EvalRequest,
     GraderResult,
@@ -53,39 +54,8 @@ from ._shapes import (
     TokenUsage,
 )
 
-__all__ = ["Fault", "JudgePolicy", "ModelCall", "OpenAIServer", "RecordedRequest",
-           "ScriptedPolicy", "UsageCounts", "unsupported_claim_rule"]
-
-_PREFIX = re.compile(r"^(?:/openai)?(?:/v1)?(?:/deployments/(?P<deployment>[^/]+))?(?P<rest>/.*)$")
-
-#: an answer: its HTTP status and JSON payload
-_Answer = tuple[int, Mapping[str, object]]
-
-
-@dataclass
-class Fault:
-    """``kind``: ``http_500`` | ``malformed_json`` | ``slow`` | ``garbled_reply``; applies to the
-    next ``times`` requests whose route (``chat`` | ``evals``) matches ``route`` (None: any)."""
-
-    kind: str
-    times: int = 1
-    route: str | None = None
-    delay_seconds: float = 5.0
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("http_500", "malformed_json", "slow", "garbled_reply"):
-            raise ValueError(f"unknown fault kind {self.kind!r}")
-
-
-@dataclass
-class RecordedRequest:
-    method: str
-    path: str
-    route: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: JsonValue  # the parsed JSON, or the text when it was not JSON
-    deployment: str | None = None
+__all__ = ["JudgePolicy", "ModelCall", "OpenAIServer", "ScriptedPolicy", "UsageCounts",
+           "unsupported_claim_rule"]
 
 
 @dataclass
@@ -384,10 +354,6 @@ class OpenAIServer:
         return bearer in accepted or headers.get("api-key", "") in accepted
 
 
-def _error(message: str, kind: str, *, param: str | None = None) -> ErrorBody:
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
-
-
 def _row_item(row: JsonValue) -> JsonValue:
     """The item a data-source row holds: its ``item`` when it has one, else the row itself."""
     return row.get("item", row) if isinstance(row, dict) else {}
@@ -402,92 +368,3 @@ def _render(template: str, item: JsonValue) -> str:
 
     return re.sub(r"\{\{\s*(item(?:\.[A-Za-z0-9_]+)+)\s*\}\}", value, template)
 
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_state: OpenAIServer
-    timeout = 30
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
-        return None
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        self._handle("GET")
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-        self._handle("POST")
-
-    def _handle(self, method: str) -> None:
-        state = self.server_state
-        parts = urlsplit(self.path)
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        match = _PREFIX.match(parts.path)
-        rest = match.group("rest") if match else parts.path
-        deployment = match.group("deployment") if match else None
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length).decode("utf-8", "replace") if length else ""
-        try:
-            body: JsonValue = json.loads(raw) if raw else {}
-        except ValueError:
-            body = raw
-        route = "chat" if rest.rstrip("/").endswith("/chat/completions") else (
-            "evals" if rest.startswith("/evals") else "other")
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        with state._lock:
-            state.requests.append(RecordedRequest(method, parts.path, route, query, headers, body,
-                                                  deployment))
-        if not state.authorized(headers):
-            self._send(401, _error("invalid api key or token", "invalid_request_error"))
-            return
-        fault = state._take_fault(route)
-        if fault is not None and fault.kind == "slow":
-            if state._stopping.wait(fault.delay_seconds):
-                return
-            fault = None
-        if fault is not None and fault.kind == "http_500":
-            self._send(500, _error("injected server error", "server_error"),
-                       headers={"retry-after-ms": str(state.retry_after_ms)})
-            return
-        if fault is not None and fault.kind == "malformed_json":
-            self._send_raw(200, b'{"id": "chatcmpl-broken", "choices": [{"message": ')
-            return
-        status, payload = self._dispatch(method, rest, body, query, deployment, fault)
-        self._send(status, payload)
-
-    def _dispatch(self, method: str, rest: str, body: JsonValue, query: dict[str, str],
-                  deployment: str | None, fault: Fault | None) -> _Answer:
-        state = self.server_state
-        segments = [s for s in rest.split("/") if s]
-        if not isinstance(body, dict):
-            return 400, _error("the request body is not a JSON object", "invalid_request_error")
-        if method == "POST" and segments[-2:] == ["chat", "completions"]:
-            return state.chat_completion(cast(ChatRequest, body), deployment, fault)
-        if segments[:1] == ["evals"]:
-            if method == "POST" and len(segments) == 1:
-                return state.create_eval(cast(EvalRequest, body))
-            if method == "GET" and len(segments) == 2:
-                return state.get_eval(segments[1])
-            if method == "POST" and len(segments) == 3 and segments[2] == "runs":
-                return state.create_run(segments[1], cast(RunRequest, body))
-            if method == "GET" and len(segments) == 4 and segments[2] == "runs":
-                return state.get_run(segments[1], segments[3])
-            if method == "GET" and len(segments) == 5 and segments[4] == "output_items":
-                return state.list_output_items(segments[1], segments[3], query)
-        return 404, _error(f"no route for {method} {rest}", "not_found_error")
-
-    def _send(self, status: int, payload: Mapping[str, object], *, headers: Mapping[str, str] | None = None) -> None:
-        self._send_raw(status, json.dumps(payload).encode(), headers=headers)
-
-    def _send_raw(self, status: int, data: bytes, *,
-                  headers: Mapping[str, str] | None = None) -> None:
-        try:
-            self.send_response(status)
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("x-request-id", f"req-{time.monotonic_ns()}")
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True

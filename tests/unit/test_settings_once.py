@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict
 from voicelab._validate import validate_run
 from voicelab.config import load_run
 from voicelab.endpoints import EndpointContext, EndpointEvent, abilities_of, load_endpoint_class
-from voicelab.endpoints.realtime._endpoint import RealtimeEndpoint, RealtimeSettings
+from voicelab.endpoints.realtime._endpoint import RealtimeEndpoint
+from voicelab.endpoints.realtime._settings import RealtimeSettings
 from voicelab.errors import ConfigError
 from voicelab.execution import RunContext, TrialJob
 from voicelab.execution._protocol import trial_plan

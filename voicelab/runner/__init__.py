@@ -7,17 +7,12 @@ names below (a trial's plan, its call, scoring a call, a run's report and outcom
 from .._limits import MAX_CONCURRENCY, MAX_TRIALS
 from ._conversation import Failure
 from ._cost_estimate import (
-    CellCost,
     CostEstimate,
     TrialShape,
     combined,
     estimate_from_config,
-    estimate_from_measured,
-    matrix_costs,
-    read_measured_costs,
     trial_shapes,
     unpriced_text,
-    usage_of_cost,
 )
 from ._evidence import inconclusive_verdict_names
 from ._matrix import (
@@ -38,6 +33,13 @@ from ._matrix_report import (
     stage_not_run,
     stage_outcome,
     staged_exit_code,
+)
+from ._measured_costs import (
+    CellCost,
+    estimate_from_measured,
+    matrix_costs,
+    read_measured_costs,
+    usage_of_cost,
 )
 from ._replay import ReplaySource, plan_replay
 from ._report import configured_session_id, utc_iso

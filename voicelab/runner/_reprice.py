@@ -28,7 +28,7 @@ from ..config import PricingConfig, parse_settings
 from ..cost import cost_summary, merged_summary, trial_cost
 from ..errors import ConfigError
 from ..recording import recording_from_records
-from ._cost_estimate import usage_of_cost
+from ._measured_costs import usage_of_cost
 from ._rescored import Rescored, RescoredTrial, kept_as_recorded, say_kept, stopped
 
 logger = logging.getLogger(__name__)

@@ -41,7 +41,8 @@ from ._matrix_report import (
 )
 from ._replay import ReplaySource, plan_replay
 from ._report import configured_session_id, utc_iso
-from ._rescore import read_recording, rescore
+from ._rescore import rescore
+from ._rescore_trial import read_recording
 from ._rescored import Rescored, RescoredTrial, read_responses
 from ._retention import retained_files, run_redactor, runs_redactor, strictest_access
 from ._run import (

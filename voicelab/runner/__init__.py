@@ -5,7 +5,7 @@ names below (a trial's plan, its call, scoring a call, a run's report and outcom
 """
 
 from .._limits import MAX_CONCURRENCY, MAX_TRIALS
-from ._conversation import Failure
+from ._conversation_end import Failure
 from ._cost_estimate import (
     CellCost,
     CostEstimate,

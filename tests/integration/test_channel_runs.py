@@ -17,7 +17,7 @@ from voicelab.audio import Channel, PcmAudio, read_audio
 from voicelab.config import LineConfig, load_run
 from voicelab.errors import ConfigError
 from voicelab.recording import EventType
-from voicelab.runner._rescore import read_recording
+from voicelab.runner._rescore_trial import read_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"

@@ -26,7 +26,7 @@ from voicelab.artifacts import (
     USER_WAV,
     VOICE_METRICS,
 )
-from voicelab.runner._rescore import RESCORED_FILES
+from voicelab.runner._rescore_trial import RESCORED_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE_2_0 = ROOT / "tests" / "fixtures" / "bundle-2.0"

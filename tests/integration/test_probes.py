@@ -21,7 +21,7 @@ import voicelab
 import voicelab.analysis as va
 from voicelab.artifacts import read_json, read_voice_events
 from voicelab.errors import ConfigError
-from voicelab.runner._rescore import RESCORED_FILES
+from voicelab.runner._rescore_trial import RESCORED_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"

@@ -14,7 +14,7 @@ import pytest
 import voicelab
 from voicelab.analysis import load_frames
 from voicelab.artifacts import ArtifactVersionError, read_json, read_voice_events
-from voicelab.runner._rescore import RESCORED_FILES
+from voicelab.runner._rescore_trial import RESCORED_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"

@@ -18,7 +18,7 @@ from voicelab.runner._report import (
     recorded_outcome,
     trial_report,
 )
-from voicelab.runner._rescore import read_recording
+from voicelab.runner._rescore_trial import read_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIAL_2_0 = ROOT / "tests" / "fixtures" / "bundle-2.0" / "client" / "trial-001"

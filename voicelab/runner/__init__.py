@@ -5,7 +5,7 @@ names below (a trial's plan, its call, scoring a call, a run's report and outcom
 """
 
 from .._limits import MAX_CONCURRENCY, MAX_TRIALS
-from ._conversation import Failure
+from ._conversation_end import Failure
 from ._cost_estimate import (
     CostEstimate,
     TrialShape,
@@ -43,7 +43,8 @@ from ._measured_costs import (
 )
 from ._replay import ReplaySource, plan_replay
 from ._report import configured_session_id, utc_iso
-from ._rescore import read_recording, rescore
+from ._rescore import rescore
+from ._rescore_trial import read_recording
 from ._rescored import Rescored, RescoredTrial, read_responses
 from ._retention import retained_files, run_redactor, runs_redactor, strictest_access
 from ._run import (

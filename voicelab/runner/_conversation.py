@@ -21,15 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
-from ..audio import (
-    PcmAudio,
-    PreparedEnvironment,
-    mix,
-)
+from ..audio import PreparedEnvironment, mix
 from ..config import MAX_TRIAL_SECONDS, ListenerConfig
 from ..endpoints import (
     AdapterAbilities,
@@ -42,30 +37,27 @@ from ..endpoints import (
     abilities_of,
 )
 from ..errors import ExecutionError
-from ..personas import PersonaEnd, ProductResponse, UserTurn
+from ..personas import PersonaEnd, UserTurn
 from ..recording import (
     USER_HEARD,
     Connected,
-    EnvironmentMixed,
     EventType,
     ExpectsResponse,
     PcmStream,
     PersonaEnded,
-    ProductClosed,
-    ProductError,
     ProductTurn,
     Recording,
-    SpeechSynthesized,
     UserAudio,
     UserBargeIn,
-    UserDtmf,
-    UserTurnStarted,
     ns_to_samples,
 )
-from ._channel import ToProductLine, ToUserLine, line_config, record_line_stats
+from ._channel import ToProductLine, ToUserLine, line_config
+from ._conversation_end import ConversationEnded, Failure
 from ._heard_speech import HeardSpeech
 from ._intake import AudioFloodLimit, Intake
-from ._user_speech import Prepared, TurnSpeech
+from ._persona_view import PersonaView
+from ._user_speech import TurnSpeech
+from ._user_turn import UserTurns, _turn_id
 
 logger = logging.getLogger(__name__)
 
@@ -73,42 +65,9 @@ logger = logging.getLogger(__name__)
 #: completion message that may already be on its way.
 COMPLETION_GRACE_SECONDS = 0.25
 DEFAULT_CHUNK_MS = 100.0
-#: Adapter error codes that only describe how the connection ended (exit ``connection_closed``).
-CLOSURE_CODES = frozenset({"connection_closed", "closed_mid_turn", "connection_lost"})
 
 
-@dataclass
-class Failure:
-    kind: str
-    message: str
-    code: str | None = None
-
-
-def _hashable(value: object) -> object:
-    """A product's value as a set member (an unhashable one is no member of any)."""
-    return value if isinstance(value, Hashable) else None
-
-
-def is_key_barge_in(turn: UserTurn) -> bool:
-    """``turn`` presses keys into the product's speech and says nothing (a key barge-in:
-    docs/ivr.md); validation refuses speech on such a turn."""
-    return bool(turn.dtmf) and turn.interrupt_after_seconds is not None \
-        and turn.audio is None and not turn.text.strip()
-
-
-def _turn_id(number: int) -> str:
-    """``turn-000`` is the product's opening, ``turn-NNN`` the user's N-th turn."""
-    return f"turn-{number:03d}"
-
-
-class ConversationEnded(Exception):
-    def __init__(self, exit_reason: str, failure: Failure | None = None):
-        self.exit_reason = exit_reason
-        self.failure = failure
-        super().__init__(exit_reason)
-
-
-class Conversation:
+class Conversation(PersonaView, UserTurns):
     """Drives persona, speech, environment and endpoint for one trial."""
 
     def __init__(self, *, endpoint: Any, persona: Any, speech: Any, environment: PreparedEnvironment,
@@ -327,83 +286,6 @@ class Conversation:
         lag = self.to_user_line.lag_ns if self.to_user_line is not None else 0
         await self._reach(self.recording.timeline.cursor_ns + lag, "product playback")
 
-    def _heard_audio(self, response: ProductTurn
-                     ) -> PcmAudio | Callable[[], PcmAudio]:
-        """The response's audio: as sent (joined when the persona first reads it), or through
-        the ``to_user`` line when there is one (what the user heard of it, up to now)."""
-        if self.to_user_line is None or self.heard_speech is None:
-            events, audio_of = list(response.audio), self.recording.audio_of
-            return lambda: PcmAudio.from_bytes(b"".join(audio_of(e) for e in events))
-        self.heard_speech.listen_until(self.recording.listener_now_ns())
-        playback = self.recording.timeline.responses.get(response.turn_id)
-        if playback is None or playback.start_ns is None or playback.end_ns is None:
-            return PcmAudio.from_bytes(b"")
-        return self.to_user_line.heard(ns_to_samples(playback.start_ns),
-                                       ns_to_samples(playback.end_ns))
-
-    def _response_view(self) -> ProductResponse:
-        response = self.intake.current
-        heard = self.intake.input_transcript(_turn_id(self.user_turns)) if self.user_turns \
-            else None
-        if response is None:
-            return ProductResponse(index=-1, input_transcript=heard,
-                                   conversation_complete=self.intake.conversation_complete)
-        return ProductResponse(
-            index=response.index, transcript=response.transcript,
-            audio=self._heard_audio(response), tool_calls=self._calls(response),
-            tool_results=[dict(e.attributes) for e in
-                          response.of_type(EventType.PRODUCT_TOOL_RESULT)],
-            input_transcript=heard, status=response.latest_status or "incomplete",
-            conversation_complete=self.intake.conversation_complete,
-            audio_seconds_played=response.audio_seconds)
-
-    @staticmethod
-    def _calls(response: ProductTurn) -> list[dict[str, Any]]:
-        return [{**e.attributes, "turn_id": e.turn_id, "offset_ns": e.offset_ns}
-                for e in response.events if e.type is EventType.PRODUCT_TOOL_CALL]
-
-    # --- preparing what the user says (see ._user_speech) ----------------------------------
-
-    async def _warm_up(self) -> None:
-        await self.turn_speech.warm_up(self.persona)
-
-    def _prepare_soon(self, turn: UserTurn) -> asyncio.Task[Prepared]:
-        """Start preparing ``turn`` now (a barge-in is decided long before it is spoken)."""
-        return self.turn_speech.soon(turn)
-
-    async def _prepare(self, turn: UserTurn) -> Prepared:
-        try:
-            return await self._prepare_soon(turn)
-        except ExecutionError as error:
-            raise ConversationEnded("error", Failure("speech", self._scrub(str(error)))) from None
-        except Exception as error:  # noqa: BLE001 - a provider bug is a speech failure
-            raise ConversationEnded("error", Failure("speech", self._scrub(
-                f"{type(error).__name__}: {error}"))) from None
-
-    def _record_turn(self, turn: UserTurn, prepared: Prepared, *, turn_id: str,
-                     mix_summary: dict[str, Any], barge_in_of: str | None) -> None:
-        """speech.synthesized, environment.mixed and user.turn_started of a turn about to be
-        spoken; the turn's speech bounds (from its clean audio) say where its speech starts and
-        ends in what is sent."""
-        recording = self.recording
-        clean = prepared.clean
-        recording.record(EventType.SPEECH_SYNTHESIZED, SpeechSynthesized(
-            text=turn.text, duration_ms=round(clean.duration_seconds * 1000, 3),
-            **prepared.info), source="speech", direction="internal", turn_id=turn_id,
-            speaker_role="user", audio=clean.to_bytes())
-        recording.record(EventType.ENVIRONMENT_MIXED, EnvironmentMixed(**mix_summary),
-                         source="environment", direction="internal", turn_id=turn_id)
-        bounds = prepared.bounds
-        optional: dict[str, Any] = {"kind": turn.kind} if turn.kind != "speech" else {}
-        if prepared.pauses:
-            optional["pauses"] = [list(span) for span in prepared.pauses]
-        recording.record(EventType.USER_TURN_STARTED, UserTurnStarted(
-            text=turn.text, source_kind=turn.source, barge_in_of=barge_in_of, dtmf=turn.dtmf,
-            speech_start_sample=bounds.start_sample if bounds else None,
-            speech_end_sample=bounds.end_sample if bounds else None, **optional,
-            **{k: v for k, v in turn.metadata.items() if isinstance(k, str)}),
-            source="persona", direction="outbound", turn_id=turn_id, speaker_role="user")
-
     # --- speaking -------------------------------------------------------------------------------
 
     async def _speak(self, turn: UserTurn, *, barge_in_of: str | None = None) -> str:
@@ -469,49 +351,8 @@ class Conversation:
                          speaker_role="user", span_id=recording.root_span_id)
         return turn_id
 
-    async def _press(self, turn: UserTurn, turn_id: str) -> None:
-        """The turn's DTMF keys, after its speech (validation made sure the adapter has
-        ``send_dtmf``)."""
-        if not turn.dtmf:
-            return
-        await self.endpoint.send_dtmf(turn.dtmf)
-        self.recording.record(EventType.USER_DTMF, UserDtmf(digits=turn.dtmf),
-                              source="evaluator", direction="outbound", turn_id=turn_id,
-                              speaker_role="user")
-
     # --- waiting for the product ----------------------------------------------------------------
 
-    def _product_errors(self) -> list[ProductError]:
-        """Errors other than the adapter's own report of a closed connection."""
-        errors = [ProductError.of(e) for e in self.intake.errors]
-        return [e for e in errors
-                if not (e.origin == "adapter" and _hashable(e.code) in CLOSURE_CODES)]
-
-    def _closed_or_error(self) -> str:
-        return "error" if self._product_errors() else "connection_closed"
-
-    def _check_product_failures(self) -> None:
-        intake = self.intake
-        if intake.flood is not None:
-            raise ConversationEnded("error", Failure("endpoint", intake.flood, "audio_flood"))
-        errors = self._product_errors()
-        if errors:
-            error = errors[0]
-            raise ConversationEnded("error", Failure(
-                "endpoint", self._scrub(f"product error {error.code}: {error.message}"),
-                str(error.code)))
-        if intake.ended and not intake.conversation_complete:
-            closure = next((error for error in (ProductError.of(e) for e in intake.errors)
-                            if error.message), None)
-            reason = ProductClosed.of(intake.closed).reason if intake.closed is not None \
-                else "event stream ended"
-            detail = closure.message if closure else reason
-            # the failure code is the adapter's error code (closed_mid_turn, connection_lost...);
-            # the WebSocket close code is in the closed event itself
-            raise ConversationEnded("connection_closed", Failure(
-                "endpoint", self._scrub(f"connection closed before the conversation completed "
-                                        f"({detail})"),
-                str(closure.code) if closure and closure.code else "connection_closed"))
 
     async def _await_response(self, target_turn: str) -> ProductTurn | None:
         """Wait for the response to ``target_turn`` to complete, barging in if the persona wants."""
@@ -564,22 +405,6 @@ class Conversation:
                 if clock() - last >= self.response_timeout_seconds * 1e9:
                     raise ConversationEnded("no_response", self._no_response(target_turn))
 
-    def _no_response(self, target_turn: str) -> Failure:
-        seconds = f"{self.response_timeout_seconds:g} s"
-        if target_turn == "turn-000" and self.first_speaker == "product" \
-                and not self.intake.responses:
-            return Failure("timeout", f"the product did not speak first within {seconds} "
-                           f"(scenario conversation.first_speaker: product); if it waits for "
-                           f"the user, set first_speaker: user (or auto)", "response_timeout")
-        return Failure("timeout", f"the product sent nothing for {seconds} while a response "
-                       f"was due", "response_timeout")
-
-    def _view_of(self, response: ProductTurn) -> ProductResponse:
-        return ProductResponse(index=response.index, transcript=response.transcript,
-                               tool_calls=self._calls(response),
-                               status=response.latest_status or "in_progress",
-                               audio_seconds_played=response.audio_seconds)
-
     async def _barge_in(self, turn: UserTurn, response: ProductTurn) -> str:
         cancel = not response.completed
         response.barged_in_by = _turn_id(self.user_turns + 1)
@@ -598,50 +423,3 @@ class Conversation:
         self.persona.confirm_barge_in(turn)
         return await self._speak(turn, barge_in_of=response.turn_id)
 
-    # --- shutdown -------------------------------------------------------------------------------
-
-    async def shutdown(self) -> None:
-        """Close the endpoint and the persona; failures here are cleanup failures."""
-        try:
-            await asyncio.wait_for(self.endpoint.close(), 10)
-        except Exception as error:  # noqa: BLE001 - any close failure is recorded, not raised
-            self.failures.append(Failure("cleanup", self._scrub(f"closing the endpoint failed: "
-                                                                f"{type(error).__name__}: {error}")))
-        self.recording.record(EventType.CLOSED_BY_EVALUATOR, source="evaluator",
-                              direction="outbound")
-        interrupted = False
-        if self._pump is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._pump), 1.0)
-            except (TimeoutError, asyncio.CancelledError):
-                self._pump.cancel()
-                me = asyncio.current_task()
-                # the run is being interrupted: finish closing, then say so (never absorb it)
-                interrupted = me is not None and me.cancelling() > 0
-            except Exception as error:  # noqa: BLE001
-                self.failures.append(Failure("endpoint", self._scrub(
-                    f"the endpoint's event stream failed: {type(error).__name__}: {error}")))
-        try:
-            await self.persona.close()
-        except Exception as error:  # noqa: BLE001
-            self.failures.append(Failure("cleanup", self._scrub(
-                f"closing the persona failed: {type(error).__name__}: {error}")))
-        self._close_line()
-        if interrupted:
-            raise asyncio.CancelledError
-
-    def _close_line(self) -> None:
-        """The rest of what the user heard through the line, and both lines' packet counts."""
-        recording = self.recording
-        if self.product_line is not None:
-            line = self.product_line
-            record_line_stats(recording, "to_product", line.config, line.stats(),
-                              codec=line.codec)
-        if self.to_user_line is not None and self.heard_speech is not None:
-            end = max(recording.timeline.cursor_ns, recording.listener_now_ns())
-            heard = self.to_user_line
-            self.heard_speech.listen_until(end + heard.lag_ns)
-            record_line_stats(recording, "to_user", heard.config, heard.stats(), codec=heard.codec)
-
-    def _scrub(self, text: str) -> str:
-        return self.scrubber.scrub_text(text) if self.scrubber is not None else text

@@ -23,17 +23,13 @@ from ..audio import PcmAudio
 from ..endpoints import EndpointError
 from ..personas import ProductResponse, UserTurn
 from ..recording import EventType, ProbeSkipped, ProductTurn, UserBargeIn
-from ._conversation import (
-    Conversation,
-    ConversationEnded,
-    Failure,
-    _turn_id,
-    is_key_barge_in,
-)
+from ._conversation import Conversation
+from ._conversation_end import ConversationEnded, Failure
 from ._key_prompts import PromptWatch
 from ._line import UserLine, Utterance
 from ._probes import LineEcho, ProbeMark, audible_bounds, noise_probes_for, noise_sound
 from ._user_speech import Prepared
+from ._user_turn import _turn_id, is_key_barge_in
 
 #: How often the listener checks what it has heard while nothing else wakes it.
 LISTEN_TICK_SECONDS = 0.02

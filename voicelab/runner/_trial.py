@@ -54,7 +54,8 @@ from ..recording import (
     TrialEnded,
     TrialStarted,
 )
-from ._conversation import Conversation, Failure
+from ._conversation import Conversation
+from ._conversation_end import Failure
 from ._evidence import failed_verdict_names, inconclusive_verdict_names
 from ._intake import AudioFloodLimit
 from ._listening import ServerVadConversation

@@ -122,7 +122,10 @@ def test_a_barge_in_starts_when_configured(fading_stop):
                 if line["first_sound_ns"] is not None
                 and line["first_sound_ns"] > clear["speech_start_ns"])
     after_ms = (heard - clear["speech_start_ns"]) / MS - 2 * CONVERSION_MS
-    assert after_ms == pytest.approx(1000.0, abs=_tolerance(greeting, 20.0)), after_ms
+    # a stall of the bot's own pacing (a busy machine) before the barge-in holds the caller's
+    # playback back: the caller hears the reply's first second that much after it was sent
+    tolerance, late = _tolerance(greeting, 20.0), clear["most_late_ms"]
+    assert 1000.0 - tolerance <= after_ms <= 1000.0 + tolerance + late, (after_ms, late)
 
 
 def test_a_constant_delay_toward_the_caller_is_latency_not_loss(tmp_path):

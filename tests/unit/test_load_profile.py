@@ -198,7 +198,8 @@ def test_the_summary_line_names_the_profile_and_what_it_achieved():
     line = load_line(load_profile(concurrency=4, arrival_rate=2.5, max_concurrency=2), achieved)
     assert line.startswith("load: open, 2.5 trial(s)/s, at most 2 at once; peak 2 running")
     assert "3 trial(s) started late" in line and "1.25 s" in line
-    assert "(the default above 50 concurrent)" in load_line(load_profile(concurrency=200))
+    assert f"(the default above {DEFAULT_RAMP_ABOVE} concurrent)" in load_line(
+        load_profile(concurrency=200))
 
 
 def test_a_sweeps_cells_add_up_on_their_shared_clock():

@@ -98,7 +98,7 @@ class RunOptions:
     max_cost: float | None = None
     #: the load profile (docs/load-profiles.md). ``ramp_seconds`` (closed model): the first
     #: ``concurrency`` trials start evenly over this period, 0 all at once (default: 0, or a
-    #: ramp of 20 ms a trial above 50 concurrent). ``arrival_rate`` (open model, exclusive with
+    #: ramp of 20 ms a trial above 20 concurrent). ``arrival_rate`` (open model, exclusive with
     #: it): new trials a second however long the others take, at most ``max_concurrency``
     #: (default ``concurrency``) at once; an arrival with no free slot starts late, counted.
     #: ``resume`` keeps the profile the run was started with unless one is given.

@@ -22,7 +22,7 @@ from voicelab.config import (
 )
 from voicelab.execution._lag_budget import Admission, LagBudget, admitted
 from voicelab.metrics import degraded_note, judge_measurement, loop_lag_of, loop_lag_statistics
-from voicelab.metrics._measurement import tolerances_of
+from voicelab.metrics._measurement import judge_turns, tolerances_of
 from voicelab.metrics._voice import percentile
 from voicelab.recording import EventType, Recording, TrialEnded
 from voicelab.runner._loop_lag import LoopLagMonitor
@@ -258,6 +258,40 @@ def test_gates_leave_out_only_the_degraded_responses_of_a_trial_judged_per_turn(
     assert latency.status == "passed" and latency.n == 80
     assert latency.message.endswith("(the 80 timing-degraded response(s) of 80 degraded "
                                     "trial(s) left out)")
+
+
+def test_a_response_judged_per_figure_is_left_out_only_of_the_gates_on_its_degraded_figures():
+    # every response has a true 100 ms latency and a stall that may be off (its bound is over
+    # the tolerance): the stall gate leaves them out, the latency gate keeps them all
+    reports = [_report(i, degraded=True) for i in range(1, 81)]
+    turns = []
+    for _ in reports:
+        turn = TurnMetrics(turn_id="turn-000", index=0, status="completed",
+                           response_latency_ms=100.0, playback_stall_ms=400.0,
+                           output_audio_seconds=1.0, interrupted=False,
+                           timing_degraded=True,
+                           figure_error_bounds_ms={"response_latency_ms": 0.0,
+                                                   "playback_stall_ms": 60.0},
+                           degraded_figures=["playback_stall_ms"])
+        turns.append([turn])
+    latency_gate = GateConfig(metric="response_latency_ms", quantile=0.95, max=200)
+    stall_gate = GateConfig(metric="playback_stall_ms", quantile=0.95, max=200)
+    latency, stall = run_statistics(reports, turns, statistics=StatisticsConfig(),
+                                    gates=[latency_gate, stall_gate]).gates
+    assert latency.status == "passed" and latency.n == 80
+    assert "left out" not in latency.message
+    assert stall.n == 0 and stall.status == "inconclusive"  # nothing trusted to judge
+    assert stall.message.endswith("(the 80 timing-degraded response(s) of 80 degraded "
+                                  "trial(s) left out)")
+
+
+def test_the_figures_over_the_tolerance_are_named_and_written_only_when_judged_per_figure():
+    turn = _turn(0, latency=100.0)
+    assert "degraded_figures" not in turn.model_dump(mode="json")  # judged per stamp: absent
+    judge_turns([turn], {}, MeasurementConfig(max_loop_lag_max_ms=25.0),
+                figures={"turn-000": {"response_latency_ms": 3.0, "playback_stall_ms": 40.0}})
+    assert turn.degraded_figures == ["playback_stall_ms"] and turn.timing_degraded
+    assert turn.model_dump(mode="json")["degraded_figures"] == ["playback_stall_ms"]
 
 
 # --- the ticker -------------------------------------------------------------------------------

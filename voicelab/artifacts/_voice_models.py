@@ -212,7 +212,7 @@ class TurnMetrics(ArtifactModel):
         bounds only when judged: every other turn's document stays as it was (a bundle
         re-scores to the same bytes)."""
         return without_absent(handler(self), (*HESITATION_FIELDS, *KEY_FIELDS,
-                                               "figure_error_bounds_ms"))
+                                               "figure_error_bounds_ms", "degraded_figures"))
 
     def figure(self, name: str) -> float | None:
         """The number in field ``name`` (a gate or a summary names it as data, from the run
@@ -238,6 +238,10 @@ class TurnMetrics(ArtifactModel):
     #: its stamps' bounds; ``timing_degraded`` is set when one exceeds ``max_loop_lag_max_ms``.
     #: Absent: judged per stamp (a recording before per-figure bounds) or not per turn
     figure_error_bounds_ms: dict[str, float] | None = None
+    #: the figures of ``figure_error_bounds_ms`` whose bound exceeds ``max_loop_lag_max_ms``
+    #: (empty: none; ``timing_degraded`` is then false): only these are left out of gates.
+    #: Absent where ``figure_error_bounds_ms`` is
+    degraded_figures: list[str] | None = None
 
 
 class MetricSummary(ArtifactModel):

@@ -346,12 +346,20 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
     from ..metrics import TIMING_METRICS  # not at import: validate does not need the metrics
 
     responses: dict[str, list[float]] = {}
-    # a degraded response's clock stamps may be late: its timing figures judge no gate; a trial
-    # judged whole (a bundle without late ticks, ``timing_degraded`` unset) leaves all its
-    # responses out. ``first_audio_latency_ms`` rests on one stamp, judged on its own.
+    # a degraded response's clock stamps may be late: a figure that may be off beyond the
+    # tolerance judges no gate (judged per figure, ``degraded_figures``: that figure alone;
+    # judged per stamp, ``timing_degraded``: all its timing figures); a trial judged whole (a
+    # bundle without late ticks, ``timing_degraded`` unset) leaves all its responses out.
+    # ``first_audio_latency_ms`` rests on one stamp, judged on its own.
     untrusted = {(i, index) for i in counted for index, metrics in enumerate(turns[i])
                  if (metrics.timing_degraded if metrics.timing_degraded is not None
                      else reports[i].measurement_degraded)}
+
+    def untrusted_for(metric: str) -> set[tuple[int, int]]:
+        return {(i, index) for i, index in untrusted
+                if turns[i][index].degraded_figures is None
+                or metric in (turns[i][index].degraded_figures or ())}
+
     first_untrusted = {(i, index) for i in counted for index, metrics in enumerate(turns[i])
                        if metrics.first_audio_degraded
                        or (metrics.first_audio_degraded is None and (i, index) in untrusted)}
@@ -359,7 +367,7 @@ def run_statistics(reports: Sequence[TrialReport], turns: Sequence[Sequence[Turn
     for gate in gates:
         if gate.metric != PASS_RATE and gate.metric not in responses:
             skipped = (first_untrusted if gate.metric == "first_audio_latency_ms" else
-                       untrusted if gate.metric in TIMING_METRICS else set())
+                       untrusted_for(gate.metric) if gate.metric in TIMING_METRICS else set())
             left_out[gate.metric] = skipped
             values = (metrics.figure(gate.metric) for i in counted
                       for index, metrics in enumerate(turns[i]) if (i, index) not in skipped)

@@ -120,7 +120,7 @@ def _listening_truth(bundle: Path) -> dict[str, list[float]]:
     their own stated error bound (``figure_error_bounds_ms``) and :data:`BOUND_SLACK_MS`: the
     figures voicelab vouched for wrongly. (Earlier than the truth is the fake stamping its send
     late, after a busy loop held it past the write, as bench_load's first-audio column says.)"""
-    from bench_saturation import _true_metrics  # type: ignore[import-not-found]
+    from _send_time_truth import _true_metrics  # type: ignore[import-not-found]
 
     errors: dict[str, list[float]] = {"response_latency": [], "stop_latency": [],
                                       "stop_latency_unflagged": [],

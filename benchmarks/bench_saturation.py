@@ -45,17 +45,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _send_time_truth import METRICS, _true_metrics  # noqa: E402
+
 import voicelab  # noqa: E402
-from voicelab.artifacts import LoopLag, read_voice_events  # noqa: E402
-from voicelab.artifacts._reader import read_audio_stream  # noqa: E402
+from voicelab.artifacts import LoopLag  # noqa: E402
 from voicelab.config import MeasurementConfig  # noqa: E402
 from voicelab.metrics import judge_measurement  # noqa: E402
-from voicelab.recording import PRODUCT, USER, recording_from_records  # noqa: E402
-from voicelab.runner._evidence import STREAM_FILES, assemble_now  # noqa: E402
 from voicelab.runner._loop_lag import LoopLagMonitor  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "run-workload-neutral-voice.yaml"
-METRICS = ("first_audio_latency_ms", "playback_stall_ms", "dead_air_ms")
 LAG_BINS = (0.0, 5.0, 10.0, 20.0, 30.0, 50.0, 100.0, float("inf"))
 
 
@@ -110,41 +108,6 @@ async def ticker_ab(rounds: int, trials: int = 50) -> None:
 def _scratch() -> Path | None:
     shm = Path("/dev/shm")
     return shm if shm.is_dir() else None
-
-
-# --- truth from the product's send times ------------------------------------------------------
-
-def _true_metrics(trial: Path, metrics: tuple[str, ...] = METRICS
-                  ) -> dict[str, dict[str, float | None]]:
-    """Per response: the metrics of a listener fed at the product's send times (a response
-    cut by a barge-in has its send times on the interruption that stands for its end)."""
-    records = read_voice_events(trial / "voice-events.jsonl")
-    start_ns = records[0]["attributes"]["clock_start_ns"]
-    turn_of = {r["sequence"]: r["turn_id"] for r in records}
-    raw = json.loads((trial / "raw-endpoint-events.json").read_text())["events"]
-    sent: dict[str, list[int]] = {}
-    for event in raw:
-        if event["type"] in ("turn_complete", "interruption"):
-            timing = event["raw"].get("server_timing") or {}
-            sent[turn_of[event["sequence"]]] = list(timing.get("frame_sent_ns") or [])
-    cursor: dict[str, int] = {}
-    for record in records:
-        if record["event_type"] != "product.audio_chunk":
-            continue
-        turn = record["turn_id"]
-        index = cursor.get(turn, 0)
-        cursor[turn] = index + 1
-        frames = sent.get(turn, [])
-        if index >= len(frames):
-            raise SystemExit(f"{trial}: {turn} has more chunks than frames sent")
-        offset = frames[index] - start_ns
-        record["monotonic_offset_ns"] = offset
-        record["listener_offset_ns"] = offset  # pace_audio: true, no virtual advances
-    streams = {name: read_audio_stream(trial / STREAM_FILES[name]) for name in (USER, PRODUCT)}
-    recording = recording_from_records(records, streams=streams)
-    evidence = assemble_now(recording, adapter="websocket", speech_metrics=False,
-                            measurement=MeasurementConfig())
-    return {t.turn_id: {m: getattr(t, m) for m in metrics} for t in evidence.metrics.turns}
 
 
 def _trial_rows(bundle: Path) -> list[dict]:

@@ -114,7 +114,7 @@ async def _one_case(case: dict[str, Any]) -> dict[str, Any]:
 def response_errors(trial: Path) -> list[dict[str, Any]]:
     """Per response of one trial of the paced case: its measured figures minus the truth (the
     fake's send times; ``None`` where a figure is missing), its flags and stated bounds."""
-    from bench_saturation import _true_metrics  # type: ignore[import-not-found]
+    from _send_time_truth import _true_metrics  # type: ignore[import-not-found]
 
     metrics = json.loads((trial / "voice-metrics.json").read_text())
     try:

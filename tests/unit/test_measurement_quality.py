@@ -292,6 +292,11 @@ def test_the_figures_over_the_tolerance_are_named_and_written_only_when_judged_p
                 figures={"turn-000": {"response_latency_ms": 3.0, "playback_stall_ms": 40.0}})
     assert turn.degraded_figures == ["playback_stall_ms"] and turn.timing_degraded
     assert turn.model_dump(mode="json")["degraded_figures"] == ["playback_stall_ms"]
+    # none over the tolerance: absent, in memory as when read back from the bundle
+    judge_turns([turn], {}, MeasurementConfig(max_loop_lag_max_ms=25.0),
+                figures={"turn-000": {"response_latency_ms": 3.0, "playback_stall_ms": 4.0}})
+    assert turn.degraded_figures is None and not turn.timing_degraded
+    assert TurnMetrics.model_validate(turn.model_dump(mode="json")) == turn
 
 
 # --- the ticker -------------------------------------------------------------------------------

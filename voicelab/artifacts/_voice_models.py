@@ -238,9 +238,9 @@ class TurnMetrics(ArtifactModel):
     #: its stamps' bounds; ``timing_degraded`` is set when one exceeds ``max_loop_lag_max_ms``.
     #: Absent: judged per stamp (a recording before per-figure bounds) or not per turn
     figure_error_bounds_ms: dict[str, float] | None = None
-    #: the figures of ``figure_error_bounds_ms`` whose bound exceeds ``max_loop_lag_max_ms``
-    #: (empty: none; ``timing_degraded`` is then false): only these are left out of gates.
-    #: Absent where ``figure_error_bounds_ms`` is
+    #: the figures of ``figure_error_bounds_ms`` whose bound exceeds ``max_loop_lag_max_ms``:
+    #: only these are left out of gates. Absent when there are none (``timing_degraded`` is
+    #: then false) and where ``figure_error_bounds_ms`` is
     degraded_figures: list[str] | None = None
 
 

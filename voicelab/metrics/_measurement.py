@@ -250,9 +250,9 @@ def judge_turns(turns: Sequence[TurnMetrics], bounds: Mapping[str, StampBound],
         if figures is not None:
             own = dict(figures.get(turn.turn_id, {}))
             turn.figure_error_bounds_ms = own
-            turn.degraded_figures = [name for name, error in own.items()
-                                     if error > config.max_loop_lag_max_ms]
-            why = [f"{name} by {own[name]:.1f} ms" for name in turn.degraded_figures]
+            over = [name for name, error in own.items() if error > config.max_loop_lag_max_ms]
+            turn.degraded_figures = over or None  # none is absent, as a bundle reads it back
+            why = [f"{name} by {own[name]:.1f} ms" for name in over]
             what = (f"the loop lagged around its arrivals, so {', '.join(why)} "
                     f"(> {config.max_loop_lag_max_ms:g} ms) may be off") if why else ""
         else:

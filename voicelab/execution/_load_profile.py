@@ -27,12 +27,9 @@ from .._limits import MAX_ARRIVAL_RATE, MAX_RAMP_SECONDS
 from ..artifacts import AchievedConcurrency, ConcurrencySample, LoadProfile
 from ..errors import ConfigError
 
-#: Above this many concurrent trials a run ramps up by default: the measured start-up burst is
-#: spread out (issue 41: 200 trials starting together left first-audio errors of 10-15 ms
-#: unflagged on their first turn; 50 listening trials starting together, 5 ms apart, held the
-#: loop busy for most of a second while their greetings arrived, and flagged 17-29 of 150
-#: responses in two of five quiet runs of ``benchmarks/bench_load.py --listening 50``, none
-#: with a 1 s ramp).
+#: Above this many concurrent trials a run ramps up by default: trials opening their calls
+#: together keep the loop busy while their greetings arrive, and the arrivals stamped then are
+#: late (benchmarks/README.md has the figures).
 DEFAULT_RAMP_ABOVE = 20
 #: The default ramp starts one trial every this many seconds (50 starts a second): four times
 #: the start spacing of one event loop (:mod:`._start_spacing`), so an opening conversation's

@@ -11,9 +11,9 @@ A :class:`~voicelab.runner.Call` crosses without its listener (rebuilt from the 
 code that followed them live) and without its clean speech when there are no speech metrics
 (only they read it; a fifth of the bytes). A thread of the parent pickles it, each PCM stream
 joined once into an out-of-band buffer (:class:`._child.Frame`), hands the frame to the kernel
-and waits for the reply. Pickling on the loop spent no GIL hand-overs, but the calls of a load
-that end together then held the loop for all their pickles in a row while the trials still
-talking waited to be read (``benchmarks/bench_load.py``). The reply is unpickled on the loop.
+and waits for the reply: calls that end together would otherwise hold the loop for all their
+pickles in a row while the trials still talking wait to be read. The reply is unpickled on the
+loop.
 """
 
 from __future__ import annotations

@@ -6,10 +6,9 @@ arrival stamps by at most about that much), the objects that existed before the 
 frozen out of garbage collection (a full collection then scans only the runs' own objects), and
 full collections far apart: one comes after :data:`FULL_COLLECTION_AFTER` young-generation
 collections instead of Python's 10. A full collection holds the loop while it scans every live
-object, and every arrival stamped meanwhile is late by as much: with 200 concurrent paced
-trials (``benchmarks/bench_load.py``) each one took 87-176 ms, came every few seconds, found
-nothing to collect until trials ended, and was most of what flagged responses
-``timing_degraded``. The young generations are still collected as usual, so what is left over
+object, and every arrival stamped meanwhile is late by as much; with many concurrent calls the
+runs' own objects are many and a full collection finds little to free until trials end. The
+young generations are still collected as usual, so what is left over
 until the next full collection is only cyclic garbage old enough to have reached the oldest
 generation; the full collection runs when the last run ends.
 
@@ -32,8 +31,8 @@ from collections.abc import Iterator
 #: The GIL switch interval of a tuned process while runs are in progress (seconds).
 GIL_SWITCH_INTERVAL_SECONDS = 0.0005
 #: While runs are in progress, a full garbage collection comes after this many collections of
-#: the middle generation (Python's default: 10). 200 concurrent paced trials make about two a
-#: second: a full collection every eight minutes or so instead of every five seconds.
+#: the middle generation (Python's default: 10): a hundred times rarer, so a long run still
+#: frees its old cyclic garbage now and then.
 FULL_COLLECTION_AFTER = 1000
 
 

@@ -82,10 +82,10 @@ DOCUMENTED_ACCURACY_MS = 40.0
 def loop_lag_statistics(lateness_ns: Sequence[int] | np.ndarray, *, interval_ms: float
                         ) -> LoopLag:
     """p50, p99 and max of the ticker's lateness (ns in, ms out, to the microsecond), with
-    ``numpy.percentile``'s interpolation. It runs on the loop at every trial's end, where the
-    trials that end together queue up behind it: a few dozen ticks are sorted in Python (numpy's
-    per-call overhead outweighs them), a paced trial's thousands (a tick every 2 ms) in numpy,
-    the same numbers either way (each lateness an exact integer divided once by 1e6)."""
+    ``numpy.percentile``'s interpolation. It runs on the loop at every trial's end: a few dozen
+    ticks are sorted in Python (numpy's per-call overhead outweighs them), a paced trial's
+    thousands in numpy, the same numbers either way (each lateness an exact integer divided
+    once by 1e6)."""
     count = len(lateness_ns)
     if count == 0:
         return LoopLag(ticks=0, interval_ms=interval_ms)

@@ -122,9 +122,9 @@ class TrialEnded(EventAttributes):
 
     @classmethod
     def ending(cls, *, late_ticks: JsonValue, **fields: Any) -> Self:
-        """The attributes a runner records: ``late_ticks`` kept as built (JSON already, a pair
-        per tick of a saturated loop: validated and copied, they would hold the loop several ms
-        at each trial's end), the rest validated. A bundle's are validated when read."""
+        """The attributes a runner records: ``late_ticks`` kept as built (JSON already, and a
+        pair per tick of a saturated loop, which validating and copying would make the loop pay
+        for at each trial's end), the rest validated. A bundle's are validated when read."""
         ended = cls(**fields)
         ended.late_ticks = late_ticks
         return ended

@@ -75,7 +75,7 @@ class LoopLagMonitor:
     closes, and the log keeps only what open windows still need. Windows are held weakly: a
     trial that dies without closing its window stops holding the log once it is collected.
     The interval and the trimming point are worked out when a window opens or closes and when
-    the log is trimmed, not at every tick (a loop of 200 trials ticks every 2 ms)."""
+    the log is trimmed, not at every tick (each would walk every open window)."""
 
     #: the log is trimmed to what open windows need when it grows past this many ticks
     TRIM_TICKS = 6000

@@ -8,9 +8,9 @@ full collections far apart: one comes after :data:`FULL_COLLECTION_AFTER` young-
 collections instead of Python's 10. A full collection holds the loop while it scans every live
 object, and every arrival stamped meanwhile is late by as much; with many concurrent calls the
 runs' own objects are many and a full collection finds little to free until trials end. The
-young generations are still collected as usual, so what is left over
-until the next full collection is only cyclic garbage old enough to have reached the oldest
-generation; the full collection runs when the last run ends.
+young generations are still collected as usual, so what is left over until the next full
+collection is only cyclic garbage old enough to have reached the oldest generation; the full
+collection runs when the last run ends.
 
 All of this is process-global: in a notebook kernel or an application that embeds voicelab it
 would change the user's own code, so nothing changes unless the process opts in
@@ -104,8 +104,8 @@ PROCESS_TUNING = ProcessTuning()
 def tuned_process() -> Iterator[None]:
     """Let the runs started in this block tune this process (see the module): a short GIL
     switch interval, older objects frozen out of garbage collection and full collections put
-    off while they run, all restored when the last of them ends. For scripts and services that run voicelab as their
-    main work; a notebook kernel need not."""
+    off while they run, all restored when the last of them ends. For scripts and services that
+    run voicelab as their main work; a notebook kernel need not."""
     PROCESS_TUNING.opt_in()
     try:
         yield
